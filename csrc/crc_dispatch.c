@@ -1,0 +1,235 @@
+/* crc_dispatch.c - picks the best kernel this CPU can run (once, cached atomically), lets a
+ * caller force another, and implements the public entry points on top of the active kernel. */
+#include "crc_internal.h"
+
+#if defined(CRCM_HAVE_SSE42) || defined(CRCM_HAVE_PCLMUL) || defined(CRCM_HAVE_AVX512)
+#include <cpuid.h>
+
+/* CPUID leaf 1 and leaf 7 bits, and which register states XCR0 says the OS saves. */
+static uint64_t xgetbv0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+int crcm_cpu_has_sse42(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    return (c >> 20) & 1;
+}
+
+int crcm_cpu_has_pclmul(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    return ((c >> 20) & 1) && ((c >> 1) & 1);
+}
+
+int crcm_cpu_has_avx512_vpclmul(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    int osxsave = (c >> 27) & 1, sse42 = (c >> 20) & 1, pclmul = (c >> 1) & 1;
+    if (!osxsave || !sse42 || !pclmul) return 0;
+    /* XMM, YMM, opmask, ZMM0-15 upper halves and ZMM16-31 must all be OS-enabled. */
+    if ((xgetbv0() & 0xE6) != 0xE6) return 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    int avx512f = (b >> 16) & 1, avx512bw = (b >> 30) & 1, avx512vl = (b >> 31) & 1;
+    int vpclmul = (c >> 10) & 1;
+    return avx512f && avx512bw && avx512vl && vpclmul;
+}
+#endif
+
+static int always(void) { return 1; }
+
+/* Best first; the dispatcher takes the first entry the CPU supports. */
+static const crcm_backend backends[] = {
+#if defined(CRCM_HAVE_AVX512)
+    {"avx512-vpclmulqdq", crcm_cpu_has_avx512_vpclmul, crcm_avx512_crc32c,
+     crcm_avx512_crc32c_stream, crcm_avx512_crc32, crcm_avx512_crc32_stream,
+     crcm_pclmul_mulmod_crc32c, crcm_pclmul_mulmod_crc32},
+#endif
+#if defined(CRCM_HAVE_PCLMUL)
+    {"pclmulqdq", crcm_cpu_has_pclmul, crcm_pclmul_crc32c, crcm_pclmul_crc32c,
+     crcm_pclmul_crc32, crcm_pclmul_crc32, crcm_pclmul_mulmod_crc32c, crcm_pclmul_mulmod_crc32},
+#endif
+#if defined(CRCM_HAVE_SSE42)
+    /* The crc32 instruction only knows the Castagnoli polynomial. */
+    {"sse42", crcm_cpu_has_sse42, crcm_sse42_crc32c, crcm_sse42_crc32c, crcm_portable_crc32,
+     crcm_portable_crc32, crcm_portable_mulmod_crc32c, crcm_portable_mulmod_crc32},
+#endif
+#if defined(CRCM_HAVE_ARM64)
+    {"arm64-crc-pmull", crcm_cpu_has_arm64_crc_pmull, crcm_arm64_crc32c, crcm_arm64_crc32c,
+     crcm_arm64_crc32, crcm_arm64_crc32, crcm_arm64_mulmod_crc32c, crcm_arm64_mulmod_crc32},
+#endif
+    {"portable", always, crcm_portable_crc32c, crcm_portable_crc32c, crcm_portable_crc32,
+     crcm_portable_crc32, crcm_portable_mulmod_crc32c, crcm_portable_mulmod_crc32},
+};
+#define N_BACKENDS (sizeof(backends) / sizeof(backends[0]))
+
+/* The PCLMUL multiply is part of the AVX-512 entry; a build that has AVX-512 has PCLMUL. */
+#if defined(CRCM_HAVE_AVX512) && !defined(CRCM_HAVE_PCLMUL)
+#error "the avx512 backend needs crc_pclmul.c"
+#endif
+
+static const crcm_backend *active; /* accessed only through __atomic builtins */
+
+static const crcm_backend *pick_best(void) {
+    for (size_t i = 0; i < N_BACKENDS; i++)
+        if (backends[i].supported()) return &backends[i];
+    return &backends[N_BACKENDS - 1];
+}
+
+static inline const crcm_backend *backend(void) {
+    const crcm_backend *b = __atomic_load_n(&active, __ATOMIC_ACQUIRE);
+    if (__builtin_expect(b == NULL, 0)) {
+        /* Racing first calls all compute the same answer, so a plain store is enough. */
+        b = pick_best();
+        __atomic_store_n(&active, b, __ATOMIC_RELEASE);
+    }
+    return b;
+}
+
+const char *crcm_backend_name(void) { return backend()->name; }
+
+size_t crcm_compiled_backends(const char **names, size_t max) {
+    for (size_t i = 0; i < N_BACKENDS && i < max; i++) names[i] = backends[i].name;
+    return N_BACKENDS;
+}
+
+size_t crcm_available_backends(const char **names, size_t max) {
+    size_t count = 0;
+    for (size_t i = 0; i < N_BACKENDS; i++) {
+        if (!backends[i].supported()) continue;
+        if (count < max) names[count] = backends[i].name;
+        count++;
+    }
+    return count;
+}
+
+int crcm_set_backend(const char *name) {
+    for (size_t i = 0; i < N_BACKENDS; i++) {
+        if (strcmp(backends[i].name, name) != 0) continue;
+        if (!backends[i].supported()) return -2;
+        __atomic_store_n(&active, &backends[i], __ATOMIC_RELEASE);
+        return 0;
+    }
+    return -1;
+}
+
+/* ---- one-shots ---------------------------------------------------------------------------- */
+
+static inline crcm_kernel_fn kernel(crcm_algorithm alg, int stream) {
+    const crcm_backend *b = backend();
+    if (alg == CRCM_CRC32) return stream ? b->crc32_stream : b->crc32;
+    return stream ? b->crc32c_stream : b->crc32c;
+}
+
+uint32_t crcm_crc(crcm_algorithm alg, uint32_t crc, const uint8_t *data, size_t len) {
+    if (len == 0) return crc;
+    return ~kernel(alg, 0)(~crc, data, len);
+}
+
+uint32_t crcm_crc32c(uint32_t crc, const uint8_t *data, size_t len) {
+    return crcm_crc(CRCM_CRC32C, crc, data, len);
+}
+
+uint32_t crcm_crc32(uint32_t crc, const uint8_t *data, size_t len) {
+    return crcm_crc(CRCM_CRC32, crc, data, len);
+}
+
+/* ---- combine ------------------------------------------------------------------------------ */
+
+/* x^(8*len2) mod P from the x^(2^k) table: one multiply per set bit of len2. */
+static uint32_t x8nmodp(crcm_mulmod_fn mul, const uint32_t *x2k, uint64_t len2) {
+    uint32_t acc = 0x80000000u; /* x^0 */
+    for (int k = 3; len2; k++, len2 >>= 1)
+        if (len2 & 1) acc = mul(acc, x2k[k]);
+    return acc;
+}
+
+uint32_t crcm_combine(crcm_algorithm alg, uint32_t crc1, uint32_t crc2, uint64_t len2) {
+    const crcm_backend *b = backend();
+    crcm_mulmod_fn mul = alg == CRCM_CRC32 ? b->mulmod_crc32 : b->mulmod_crc32c;
+    const uint32_t *x2k = alg == CRCM_CRC32 ? crcm_x2k_crc32 : crcm_x2k_crc32c;
+    /* The inversions of crc1 and crc2 cancel: crc(A||B) = crc(A)*x^(8|B|) + crc(B) mod P. */
+    return mul(crc1, x8nmodp(mul, x2k, len2)) ^ crc2;
+}
+
+uint32_t crcm_crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2) {
+    return crcm_combine(CRCM_CRC32C, crc1, crc2, len2);
+}
+
+uint32_t crcm_crc32_combine(uint32_t crc1, uint32_t crc2, uint64_t len2) {
+    return crcm_combine(CRCM_CRC32, crc1, crc2, len2);
+}
+
+void crcm_combine_fixed(crcm_algorithm alg, const uint32_t *crc1, const uint32_t *crc2,
+                        uint64_t len2, size_t n, uint32_t *out) {
+    const crcm_backend *b = backend();
+    crcm_mulmod_fn mul = alg == CRCM_CRC32 ? b->mulmod_crc32 : b->mulmod_crc32c;
+    const uint32_t *x2k = alg == CRCM_CRC32 ? crcm_x2k_crc32 : crcm_x2k_crc32c;
+    uint32_t k = x8nmodp(mul, x2k, len2);
+    if (n < 256) {
+        for (size_t i = 0; i < n; i++) out[i] = mul(crc1[i], k) ^ crc2[i];
+        return;
+    }
+    /* Multiplying by a fixed k is linear over GF(2): tabulate it per byte of crc1 (1,024
+     * entries from 32 multiplies), then each element costs four lookups. */
+    uint32_t t[4][256];
+    for (int j = 0; j < 4; j++) {
+        t[j][0] = 0;
+        for (int bit = 0; bit < 8; bit++) t[j][1u << bit] = mul((uint32_t)1u << (8 * j + bit), k);
+        for (unsigned v = 3; v < 256; v++)
+            if (v & (v - 1)) t[j][v] = t[j][v & (v - 1)] ^ t[j][v & (0u - v)];
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t c = crc1[i];
+        out[i] = t[0][c & 0xff] ^ t[1][(c >> 8) & 0xff] ^ t[2][(c >> 16) & 0xff] ^ t[3][c >> 24] ^
+                 crc2[i];
+    }
+}
+
+/* ---- bulk --------------------------------------------------------------------------------- */
+
+size_t crcm_window_count(size_t len, size_t bytes_per_checksum) {
+    if (bytes_per_checksum == 0) return 0;
+    return len / bytes_per_checksum + (len % bytes_per_checksum != 0);
+}
+
+void crcm_windows(crcm_algorithm alg, const uint8_t *data, size_t len, size_t bytes_per_checksum,
+                  uint32_t *out) {
+    if (bytes_per_checksum == 0) return;
+    /* Windows tile a buffer that is usually streaming in from memory or disk: use the
+     * single-stream kernel, which the hardware prefetcher can keep ahead of. */
+    crcm_kernel_fn k = kernel(alg, 1);
+    size_t i = 0;
+    while (len >= bytes_per_checksum) {
+        out[i++] = ~k(0xFFFFFFFFu, data, bytes_per_checksum);
+        data += bytes_per_checksum;
+        len -= bytes_per_checksum;
+    }
+    if (len) out[i] = ~k(0xFFFFFFFFu, data, len);
+}
+
+void crcm_each_offsets32(crcm_algorithm alg, const uint8_t *data, const int32_t *offsets,
+                         size_t n, uint32_t *out) {
+    crcm_kernel_fn k = kernel(alg, 0);
+    for (size_t i = 0; i < n; i++) {
+        size_t len = (size_t)(offsets[i + 1] - offsets[i]);
+        out[i] = len ? ~k(0xFFFFFFFFu, data + offsets[i], len) : 0;
+    }
+}
+
+void crcm_each_offsets64(crcm_algorithm alg, const uint8_t *data, const int64_t *offsets,
+                         size_t n, uint32_t *out) {
+    crcm_kernel_fn k = kernel(alg, 0);
+    for (size_t i = 0; i < n; i++) {
+        size_t len = (size_t)(offsets[i + 1] - offsets[i]);
+        out[i] = len ? ~k(0xFFFFFFFFu, data + offsets[i], len) : 0;
+    }
+}
+
+void crcm_each_buffers(crcm_algorithm alg, const uint8_t *const *ptrs, const size_t *lens,
+                       size_t n, uint32_t *out) {
+    crcm_kernel_fn k = kernel(alg, 0);
+    for (size_t i = 0; i < n; i++) out[i] = lens[i] ? ~k(0xFFFFFFFFu, ptrs[i], lens[i]) : 0;
+}

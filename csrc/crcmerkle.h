@@ -1,0 +1,69 @@
+/* crcmerkle.h - public C interface of the crcmerkle checksum core: CRC-32C and CRC-32 with
+ * runtime CPU dispatch, bulk window/each entry points, and combine.
+ *
+ * Conventions (all functions):
+ *  - `crc` arguments and results are the *external* zlib-style value: the pre/post inversion is
+ *    applied inside, so crcm_crc32c(crcm_crc32c(0, a), b) == crcm_crc32c(0, a||b).
+ *  - Lengths are size_t; (NULL, 0) is valid everywhere.
+ *  - CRC-32C: Castagnoli, reflected polynomial 0x82F63B78. CRC-32: IEEE 802.3, reflected
+ *    0xEDB88320, identical to zlib's crc32().
+ */
+#ifndef CRCMERKLE_H
+#define CRCMERKLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { CRCM_CRC32C = 0, CRCM_CRC32 = 1 } crcm_algorithm;
+
+/* One-shot / chained checksums. */
+uint32_t crcm_crc32c(uint32_t crc, const uint8_t *data, size_t len);
+uint32_t crcm_crc32(uint32_t crc, const uint8_t *data, size_t len);
+uint32_t crcm_crc(crcm_algorithm alg, uint32_t crc, const uint8_t *data, size_t len);
+
+/* crc(A||B) from crc(A), crc(B) and len(B), in O(log len2). */
+uint32_t crcm_crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2);
+uint32_t crcm_crc32_combine(uint32_t crc1, uint32_t crc2, uint64_t len2);
+uint32_t crcm_combine(crcm_algorithm alg, uint32_t crc1, uint32_t crc2, uint64_t len2);
+
+/* Bulk combine: out[i] = combine(crc1[i], crc2[i], len2) for one fixed len2 (a constant is
+ * precomputed once, so each element costs a multiply mod P). `out` may alias crc1 or crc2. */
+void crcm_combine_fixed(crcm_algorithm alg, const uint32_t *crc1, const uint32_t *crc2,
+                        uint64_t len2, size_t n, uint32_t *out);
+
+/* Checksum every `bytes_per_checksum` window of data (the last may be short) into out, which
+ * must hold crcm_window_count(len, bytes_per_checksum) values. Each window starts from crc 0.
+ * bytes_per_checksum must be > 0. */
+size_t crcm_window_count(size_t len, size_t bytes_per_checksum);
+void crcm_windows(crcm_algorithm alg, const uint8_t *data, size_t len, size_t bytes_per_checksum,
+                  uint32_t *out);
+
+/* One checksum per value of an Arrow-style variable-length array: value i is
+ * data[offsets[i] .. offsets[i+1]). offsets has n+1 entries (int32 for Binary, int64 for
+ * LargeBinary). Offsets must be non-decreasing and inside the data buffer (the caller checks). */
+void crcm_each_offsets32(crcm_algorithm alg, const uint8_t *data, const int32_t *offsets,
+                         size_t n, uint32_t *out);
+void crcm_each_offsets64(crcm_algorithm alg, const uint8_t *data, const int64_t *offsets,
+                         size_t n, uint32_t *out);
+/* One checksum per (pointer, length) pair. */
+void crcm_each_buffers(crcm_algorithm alg, const uint8_t *const *ptrs, const size_t *lens,
+                       size_t n, uint32_t *out);
+
+/* Backends. Names: "avx512-vpclmulqdq", "pclmulqdq", "sse42", "arm64-crc-pmull", "portable".
+ * crcm_backend_name() is the one in use; the first call (of anything) picks the best one this
+ * CPU supports. crcm_available_backends() writes up to `max` names, best first, and returns
+ * how many this CPU supports. crcm_set_backend() returns 0 on success, -1 for an unknown
+ * name, -2 for a backend this build or CPU cannot run. */
+const char *crcm_backend_name(void);
+size_t crcm_available_backends(const char **names, size_t max);
+size_t crcm_compiled_backends(const char **names, size_t max);
+int crcm_set_backend(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CRCMERKLE_H */

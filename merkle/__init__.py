@@ -1,0 +1,78 @@
+"""crcmerkle: fast CRC-32C / CRC-32 for Python, and Ozone-compatible container Merkle trees.
+
+The checksum core is native (csrc/) with run-time CPU dispatch; see `backend()`.
+Set CRCMERKLE_BACKEND to pin a kernel (an unknown or unsupported name fails the import).
+"""
+
+from __future__ import annotations
+
+import os as _os
+from contextlib import contextmanager as _contextmanager
+from typing import Iterator as _Iterator
+
+from merkle._native import (
+    GIL_RELEASE_THRESHOLD,
+    CRC32,
+    CRC32C,
+    BackendUnavailableError,
+    available_backends,
+    backend,
+    checksum_each,
+    checksum_windows,
+    combine_many,
+    compiled_backends,
+    crc32,
+    crc32_combine,
+    crc32c,
+    crc32c_combine,
+    set_backend,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CRC32",
+    "CRC32C",
+    "GIL_RELEASE_THRESHOLD",
+    "BackendUnavailableError",
+    "available_backends",
+    "backend",
+    "checksum_each",
+    "checksum_windows",
+    "combine_many",
+    "compiled_backends",
+    "crc32",
+    "crc32_combine",
+    "crc32c",
+    "crc32c_combine",
+    "set_backend",
+    "using_backend",
+]
+
+BACKEND_ENV = "CRCMERKLE_BACKEND"
+
+
+@_contextmanager
+def using_backend(name: str) -> _Iterator[str]:
+    """Run a block with the named backend forced, then restore the previous one.
+
+    The backend is process-wide: do not use this while other threads checksum.
+    """
+    previous = set_backend(name)
+    try:
+        yield backend()
+    finally:
+        set_backend(previous)
+
+
+def _apply_backend_env() -> None:
+    name = _os.environ.get(BACKEND_ENV, "").strip()
+    if not name:
+        return
+    try:
+        set_backend(name)
+    except (ValueError, BackendUnavailableError) as exc:
+        raise ImportError(f"{BACKEND_ENV}={name!r}: {exc}") from None
+
+
+_apply_backend_env()

@@ -1,0 +1,25 @@
+# Declarations of the C core (csrc/crcmerkle.h) for the Cython layer.
+from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
+
+cdef extern from "crcmerkle.h" nogil:
+    ctypedef enum crcm_algorithm:
+        CRCM_CRC32C
+        CRCM_CRC32
+
+    uint32_t crcm_crc(crcm_algorithm alg, uint32_t crc, const uint8_t *data, size_t len)
+    uint32_t crcm_combine(crcm_algorithm alg, uint32_t crc1, uint32_t crc2, uint64_t len2)
+    void crcm_combine_fixed(crcm_algorithm alg, const uint32_t *crc1, const uint32_t *crc2,
+                            uint64_t len2, size_t n, uint32_t *out)
+    size_t crcm_window_count(size_t len, size_t bytes_per_checksum)
+    void crcm_windows(crcm_algorithm alg, const uint8_t *data, size_t len,
+                      size_t bytes_per_checksum, uint32_t *out)
+    void crcm_each_offsets32(crcm_algorithm alg, const uint8_t *data, const int32_t *offsets,
+                             size_t n, uint32_t *out)
+    void crcm_each_offsets64(crcm_algorithm alg, const uint8_t *data, const int64_t *offsets,
+                             size_t n, uint32_t *out)
+    void crcm_each_buffers(crcm_algorithm alg, const uint8_t *const *ptrs, const size_t *lens,
+                           size_t n, uint32_t *out)
+    const char *crcm_backend_name()
+    size_t crcm_available_backends(const char **names, size_t max)
+    size_t crcm_compiled_backends(const char **names, size_t max)
+    int crcm_set_backend(const char *name)

@@ -1,0 +1,161 @@
+"""Build the native extension `merkle._native` from csrc/ and the Cython layer.
+
+Every kernel file gets only its own ISA flags (chosen by file name), never -march=native or a
+global ISA flag, so one wheel runs on any CPU of its architecture and picks kernels at run time.
+
+Environment switches (read at build time):
+  CRCMERKLE_SANITIZE=1      build with AddressSanitizer + UndefinedBehaviorSanitizer
+                            (run Python with LD_PRELOAD=$(gcc -print-file-name=libasan.so))
+  CRCMERKLE_DEBUG=1         -O0 -g, asserts on
+  CRCMERKLE_COVERAGE=1      gcov instrumentation of the C core
+  CRCMERKLE_DISABLE_ISA=a,b leave kernel files out (sse42, pclmul, avx512, arm64)
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = Path(__file__).resolve().parent
+CSRC = "csrc"
+
+# Kernel file suffix -> (compile flags, macro telling the dispatcher the kernel is built).
+X86_KERNELS = {
+    "sse42": ["-msse4.2"],
+    "pclmul": ["-msse4.2", "-mpclmul"],
+    "avx512": ["-msse4.2", "-mpclmul", "-mavx512f", "-mavx512vl", "-mavx512bw", "-mvpclmulqdq"],
+}
+ARM64_KERNELS = {"arm64": ["-march=armv8-a+crc+crypto"]}
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _machine() -> str:
+    machine = platform.machine().lower()
+    if machine in {"x86_64", "amd64"}:
+        return "x86_64"
+    if machine in {"aarch64", "arm64"}:
+        return "aarch64"
+    return machine
+
+
+def _compiler_accepts(flags: list[str]) -> bool:
+    """Whether the C compiler accepts these flags (an old compiler may lack -mvpclmulqdq)."""
+    cc = os.environ.get("CC", "cc").split()
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "probe.c"
+        src.write_text("int main(void) { return 0; }\n")
+        result = subprocess.run(
+            [*cc, *flags, "-c", str(src), "-o", str(Path(tmp) / "probe.o")],
+            capture_output=True,
+        )
+    return result.returncode == 0
+
+
+def _kernel_flags() -> tuple[dict[str, list[str]], list[tuple[str, str]]]:
+    """ISA flags per kernel-file suffix for this machine, and the CRCM_HAVE_* macros."""
+    disabled = {s.strip() for s in os.environ.get("CRCMERKLE_DISABLE_ISA", "").split(",") if s}
+    candidates = {"x86_64": X86_KERNELS, "aarch64": ARM64_KERNELS}.get(_machine(), {})
+    chosen: dict[str, list[str]] = {}
+    for suffix, flags in candidates.items():
+        if suffix in disabled or not (ROOT / CSRC / f"crc_{suffix}.c").exists():
+            continue
+        if suffix == "avx512" and "pclmul" not in chosen:
+            continue  # the AVX-512 backend borrows the PCLMUL multiply
+        if _compiler_accepts(flags):
+            chosen[suffix] = flags
+        else:
+            print(f"crcmerkle: compiler rejects {flags}; leaving the {suffix} kernel out")
+    macros = [(f"CRCM_HAVE_{suffix.upper()}", "1") for suffix in chosen]
+    return chosen, macros
+
+
+KERNEL_FLAGS, KERNEL_MACROS = _kernel_flags()
+ALL_KERNEL_SUFFIXES = set(X86_KERNELS) | set(ARM64_KERNELS)
+
+
+def _c_sources() -> list[str]:
+    sources = []
+    for path in sorted((ROOT / CSRC).glob("*.c")):
+        stem = path.stem
+        suffix = stem.rsplit("_", 1)[-1]
+        if suffix in ALL_KERNEL_SUFFIXES and suffix not in KERNEL_FLAGS:
+            continue
+        if stem.startswith("cpu_") and suffix not in KERNEL_FLAGS:
+            continue  # per-architecture CPU detection, e.g. cpu_arm64.c
+        sources.append(f"{CSRC}/{path.name}")
+    return sources
+
+
+def _build_flags() -> tuple[list[str], list[str]]:
+    compile_args = ["-std=c11", "-Wall", "-Wextra", "-Wno-unused-function"]
+    link_args: list[str] = []
+    if _flag("CRCMERKLE_DEBUG"):
+        compile_args += ["-O0", "-g", "-UNDEBUG"]
+    else:
+        compile_args += ["-O3"]
+    if _flag("CRCMERKLE_SANITIZE"):
+        san = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
+               "-fno-omit-frame-pointer", "-g"]
+        compile_args += san
+        link_args += san
+    if _flag("CRCMERKLE_COVERAGE"):
+        compile_args += ["--coverage"]
+        link_args += ["--coverage"]
+    return compile_args, link_args
+
+
+class PerFileFlagsBuildExt(build_ext):
+    """Adds each kernel file's ISA flags to that file's compile command only."""
+
+    def build_extensions(self) -> None:
+        original = self.compiler._compile
+
+        def _compile(obj, src, ext, cc_args, extra_postargs, pp_opts):  # type: ignore[no-untyped-def]
+            suffix = Path(src).stem.rsplit("_", 1)[-1]
+            extra = list(extra_postargs or [])
+            if Path(src).parent.name == CSRC and suffix in KERNEL_FLAGS and not Path(src).stem.startswith("cpu_"):
+                extra += KERNEL_FLAGS[suffix]
+            if src.endswith(".c") and Path(src).parent.name != CSRC:
+                # Cython output: C11 warnings about Cython's own code are noise.
+                extra = [a for a in extra if not a.startswith("-W")]
+            return original(obj, src, ext, cc_args, extra, pp_opts)
+
+        self.compiler._compile = _compile
+        super().build_extensions()
+
+
+compile_args, link_args = _build_flags()
+extensions = [
+    Extension(
+        "merkle._native",
+        sources=["merkle/_native.pyx", *_c_sources()],
+        include_dirs=[CSRC, numpy.get_include()],
+        define_macros=[*KERNEL_MACROS, ("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        extra_compile_args=compile_args,
+        extra_link_args=link_args,
+    )
+]
+
+setup(
+    ext_modules=cythonize(
+        extensions,
+        compiler_directives={"language_level": "3", "embedsignature": True},
+        quiet=True,
+    ),
+    cmdclass={"build_ext": PerFileFlagsBuildExt},
+)
+
+if __name__ == "__main__" and "-v" in sys.argv:
+    print("kernels:", KERNEL_FLAGS)
