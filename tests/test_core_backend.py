@@ -1,0 +1,74 @@
+"""Backend reporting, forcing at run time, and the CRCMERKLE_BACKEND environment variable."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import merkle
+
+
+def test_backend_lists() -> None:
+    available = merkle.available_backends()
+    compiled = merkle.compiled_backends()
+    assert available and available[-1] == "portable"
+    assert set(available) <= set(compiled)
+    assert merkle.backend() in available
+
+
+def test_default_is_the_best_available() -> None:
+    if os.environ.get(merkle.BACKEND_ENV):
+        pytest.skip("CRCMERKLE_BACKEND pins the backend for this run")
+    code = "import merkle; print(merkle.backend(), merkle.available_backends()[0])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={k: v for k, v in os.environ.items() if k != merkle.BACKEND_ENV})
+    active, best = out.stdout.split()
+    assert active == best
+
+
+def test_set_backend_errors() -> None:
+    with pytest.raises(ValueError, match="unknown backend"):
+        merkle.set_backend("nonsense")
+    with pytest.raises(TypeError):
+        merkle.set_backend(3)
+    unavailable = set(merkle.compiled_backends()) - set(merkle.available_backends())
+    for name in unavailable:
+        with pytest.raises(merkle.BackendUnavailableError):
+            merkle.set_backend(name)
+
+
+def test_using_backend_restores() -> None:
+    before = merkle.backend()
+    with merkle.using_backend("portable") as active:
+        assert active == "portable" == merkle.backend()
+    assert merkle.backend() == before
+
+
+def _import_with(value: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, CRCMERKLE_BACKEND=value)
+    return subprocess.run([sys.executable, "-c", "import merkle; print(merkle.backend())"],
+                          capture_output=True, text=True, env=env)
+
+
+@pytest.mark.parametrize("name", merkle.available_backends())
+def test_environment_forces_backend(name: str) -> None:
+    result = _import_with(name)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == name
+
+
+def test_environment_unknown_backend_fails_import() -> None:
+    result = _import_with("bogus")
+    assert result.returncode != 0
+    assert "CRCMERKLE_BACKEND='bogus'" in result.stderr and "unknown backend" in result.stderr
+
+
+def test_environment_unsupported_backend_fails_import() -> None:
+    unavailable = sorted(set(merkle.compiled_backends()) - set(merkle.available_backends()))
+    if not unavailable:
+        pytest.skip("every compiled backend runs on this CPU")
+    result = _import_with(unavailable[0])
+    assert result.returncode != 0 and "cannot run on this CPU" in result.stderr

@@ -1,0 +1,96 @@
+"""crc(A||B) from the parts: identities, a big-int reference, and the bulk form."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import merkle
+from reference import combine as reference_combine
+
+FUNCS = {"crc32c": (merkle.crc32c, merkle.crc32c_combine), "crc32": (merkle.crc32, merkle.crc32_combine)}
+crc_values = st.integers(0, 2**32 - 1)
+
+
+@pytest.mark.parametrize("algorithm", sorted(FUNCS))
+@settings(max_examples=200, deadline=None)
+@given(a=st.binary(max_size=2000), b=st.binary(max_size=2000))
+def test_combine_equals_concatenation(algorithm: str, a: bytes, b: bytes) -> None:
+    crc, combine = FUNCS[algorithm]
+    assert combine(crc(a), crc(b), len(b)) == crc(a + b)
+
+
+@pytest.mark.parametrize("algorithm", sorted(FUNCS))
+@settings(max_examples=200, deadline=None)
+@given(c1=crc_values, c2=crc_values, len2=st.integers(0, 2**63))
+def test_combine_matches_reference_for_any_length(algorithm: str, c1: int, c2: int, len2: int) -> None:
+    _, combine = FUNCS[algorithm]
+    assert combine(c1, c2, len2) == reference_combine(algorithm, c1, c2, len2)
+
+
+@pytest.mark.parametrize("algorithm", sorted(FUNCS))
+@settings(max_examples=100, deadline=None)
+@given(c1=crc_values, c2=crc_values, c3=crc_values, l2=st.integers(0, 2**62), l3=st.integers(0, 2**62))
+def test_combine_is_associative(algorithm: str, c1: int, c2: int, c3: int, l2: int, l3: int) -> None:
+    _, combine = FUNCS[algorithm]
+    left = combine(combine(c1, c2, l2), c3, l3)
+    right = combine(c1, combine(c2, c3, l3), l2 + l3)
+    assert left == right
+
+
+def test_combine_identities(each_backend: str) -> None:
+    for algorithm, (crc, combine) in FUNCS.items():
+        a, b = b"hello ", b"world"
+        assert combine(crc(a), crc(b), len(b)) == crc(a + b)
+        assert combine(crc(a), 0, 0) == crc(a)  # appending nothing
+        assert combine(0, crc(b), len(b)) == crc(b)  # crc of empty A is 0
+        assert combine(crc(a), crc(b), len(b)) == reference_combine(algorithm, crc(a), crc(b), len(b))
+
+
+def test_combine_argument_errors() -> None:
+    with pytest.raises(ValueError, match="len2"):
+        merkle.crc32c_combine(1, 2, -1)
+    with pytest.raises(ValueError, match="len2"):
+        merkle.crc32c_combine(1, 2, 2**64)
+    with pytest.raises(TypeError):
+        merkle.crc32c_combine(1, 2, 3.0)
+    with pytest.raises(TypeError):
+        merkle.crc32_combine("1", 2, 3)
+
+
+@pytest.mark.parametrize("algorithm", sorted(FUNCS))
+@pytest.mark.parametrize("n", [0, 1, 255, 256, 5000])
+def test_combine_many_matches_scalar(each_backend: str, algorithm: str, n: int) -> None:
+    _, combine = FUNCS[algorithm]
+    rng = np.random.default_rng(n)
+    c1 = rng.integers(0, 2**32, n, dtype=np.uint32)
+    c2 = rng.integers(0, 2**32, n, dtype=np.uint32)
+    for len2 in (0, 1, 16384, 2**40 + 3):
+        got = merkle.combine_many(c1, c2, len2, algorithm=algorithm)
+        assert got.dtype == np.uint32 and got.shape == (n,)
+        assert got.tolist() == [combine(int(a), int(b), len2) for a, b in zip(c1, c2)]
+
+
+def test_combine_many_joins_windows_into_the_whole() -> None:
+    """Window checksums of equal size combine back into the buffer's checksum."""
+    data = random.Random(1).randbytes(64 * 1024)
+    windows = merkle.checksum_windows(data, 4096)
+    acc = np.array([windows[0]], dtype=np.uint32)
+    for w in windows[1:]:
+        acc = merkle.combine_many(acc, np.array([w], dtype=np.uint32), 4096)
+    assert int(acc[0]) == merkle.crc32c(data)
+
+
+def test_combine_many_errors() -> None:
+    with pytest.raises(ValueError, match="differ in length"):
+        merkle.combine_many([1, 2], [1], 4)
+    with pytest.raises(ValueError, match="0..2\\*\\*32-1"):
+        merkle.combine_many([-1], [1], 4)
+    with pytest.raises(TypeError):
+        merkle.combine_many([1.5], [1.0], 4)
+    with pytest.raises(ValueError, match="one-dimensional"):
+        merkle.combine_many([[1]], [[1]], 4)
