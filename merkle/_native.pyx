@@ -1,4 +1,4 @@
-# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+# cython: binding=False, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Thin Cython layer over the C core: argument checking, buffer access, GIL release.
 
 Private: the public API is re-exported by merkle/__init__.py.
