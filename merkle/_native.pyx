@@ -7,7 +7,7 @@ Private: the public API is re-exported by merkle/__init__.py.
 cimport numpy as cnp
 from cpython.buffer cimport PyBUF_C_CONTIGUOUS, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.long cimport PyLong_AsUnsignedLongMask, PyLong_FromUnsignedLong
+from cpython.long cimport PyLong_AsUnsignedLongLong, PyLong_AsUnsignedLongMask, PyLong_FromUnsignedLong
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.pythread cimport (NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock,
                                PyThread_free_lock, PyThread_release_lock, PyThread_type_lock)
@@ -104,11 +104,10 @@ def crc32(data, value=0, /):
 cdef uint64_t _length(object len2) except? 0xFFFFFFFFFFFFFFFF:
     if not isinstance(len2, int):
         raise TypeError(f"len2 must be an int, not {type(len2).__name__}")
-    if len2 < 0:
-        raise ValueError("len2 must be >= 0")
-    if len2 >= 2 ** 64:
-        raise ValueError("len2 must be < 2**64")
-    return <uint64_t>len2
+    try:
+        return PyLong_AsUnsignedLongLong(len2)
+    except OverflowError:
+        raise ValueError(f"len2 must be in 0..2**64-1, not {len2}") from None
 
 
 def crc32c_combine(crc1, crc2, len2, /):
@@ -450,7 +449,7 @@ cdef class CRC32C(_CRCHash):
     def __init__(self, data=b"", /):
         self._alg = CRCM_CRC32C
         self._crc = 0
-        if data is not None and (not isinstance(data, bytes) or len(data)):
+        if not (isinstance(data, bytes) and not data):
             self.update(data)
 
     @property
@@ -464,7 +463,7 @@ cdef class CRC32(_CRCHash):
     def __init__(self, data=b"", /):
         self._alg = CRCM_CRC32
         self._crc = 0
-        if data is not None and (not isinstance(data, bytes) or len(data)):
+        if not (isinstance(data, bytes) and not data):
             self.update(data)
 
     @property
@@ -504,3 +503,5 @@ def set_backend(name):
         raise BackendUnavailableError(
             f"backend {name!r} cannot run on this CPU; available: {', '.join(available_backends())}")
     return previous
+
+include "_ozone.pxi"
