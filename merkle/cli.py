@@ -1,0 +1,124 @@
+"""The `crcmerkle` command line: a thin router over subcommands defined in small modules.
+
+Each module listed in COMMAND_MODULES provides `add_parser(subparsers)`, which adds one
+subcommand and sets its handler with `parser.set_defaults(func=handler)`; the handler takes
+the parsed namespace and returns an exit status. To add a command (tree, scan, reconcile,
+spark, ...), write `merkle/cli_<name>.py` with that function and list it here (or call
+`register()` before `main()`). Handlers report failures by raising `CLIError`; `main()` turns
+it, and any OSError, into one line `crcmerkle: error: ...` on stderr, never a traceback
+(set CRCMERKLE_DEBUG=1 to see tracebacks of unexpected errors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from typing import List, Optional, Sequence
+
+PROG = "crcmerkle"
+
+#: Modules that each contribute one subcommand, in the order `--help` lists them.
+COMMAND_MODULES: List[str] = [
+    "merkle.cli_checksum",
+    "merkle.cli_bench",
+]
+
+#: Exit status for usage errors (bad flags, bad values), as argparse uses.
+EXIT_USAGE = 2
+#: Exit status when some input could not be processed (like cksum).
+EXIT_FAILURE = 1
+
+
+class CLIError(Exception):
+    """A user-facing error: printed as one line, exits with `status`."""
+
+    def __init__(self, message: str, status: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line `crcmerkle: error: ...`, exit 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise CLIError(message, EXIT_USAGE)
+
+
+def error_line(message: str) -> str:
+    return f"{PROG}: error: {message}"
+
+
+def print_error(message: str) -> None:
+    """One error line on stderr (also used by handlers for per-file errors)."""
+    print(error_line(message), file=sys.stderr, flush=True)
+
+
+def register(module_name: str) -> None:
+    """Add a subcommand module (one with `add_parser(subparsers)`) to the command line."""
+    if module_name not in COMMAND_MODULES:
+        COMMAND_MODULES.append(module_name)
+
+
+def build_parser() -> ArgumentParser:
+    from merkle import __version__
+
+    parser = ArgumentParser(
+        prog=PROG,
+        description="Fast CRC-32C / CRC-32 checksums and container Merkle trees.",
+        epilog=f"Run '{PROG} COMMAND --help' for the options of one command.",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND",
+                                       parser_class=ArgumentParser)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).add_parser(subparsers)
+    return parser
+
+
+def _os_error_message(exc: OSError) -> str:
+    if exc.filename is not None and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}"
+    return exc.strerror or str(exc)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of the `crcmerkle` console script; returns the exit status."""
+    try:
+        parser = build_parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # --help / --version
+            return exc.code if isinstance(exc.code, int) else 0
+        func = getattr(args, "func", None)
+        if func is None:
+            commands = ", ".join(m.rsplit("_", 1)[-1] for m in COMMAND_MODULES)
+            raise CLIError(f"a command is required ({commands}); see '{PROG} --help'")
+        return int(func(args) or 0)
+    except CLIError as exc:
+        print_error(str(exc))
+        return exc.status
+    except KeyboardInterrupt:
+        print_error("interrupted")
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`crcmerkle ... | head`): stop quietly, like coreutils.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return EXIT_FAILURE
+    except OSError as exc:
+        print_error(_os_error_message(exc))
+        return EXIT_FAILURE
+    except Exception as exc:  # never a traceback for users
+        if os.environ.get("CRCMERKLE_DEBUG"):
+            raise
+        print_error(f"unexpected {type(exc).__name__}: {exc} (CRCMERKLE_DEBUG=1 for a traceback)")
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,200 @@
+"""`crcmerkle checksum`: CRC-32C/CRC-32 of files, whole or per fixed window, streamed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import stat
+import sys
+from typing import Any, BinaryIO, Dict, List, Optional
+
+import merkle
+from merkle.benchmarking import MiB, parse_size
+from merkle.cli import EXIT_FAILURE, print_error
+
+#: Read size; with --bytes-per-checksum it is rounded down to a multiple of N (at least N)
+#: so that no window straddles two reads.
+DEFAULT_BUFFER = 8 * MiB
+#: Files at least this large get a progress bar (only when stderr is a terminal).
+PROGRESS_MIN_BYTES = 256 * MiB
+
+DESCRIPTION = """\
+Print the CRC of each FILE (default algorithm CRC-32C, Castagnoli). FILE '-' (or no FILE)
+reads standard input. Files are streamed, never loaded whole."""
+
+EPILOG = """\
+output (text):
+  without --bytes-per-checksum, one line per file, like cksum:
+      <crc>  <size>  <name>
+  <crc> is the checksum as 8 lowercase hex digits, i.e. format(value, '08x') of the
+  unsigned 32-bit value that merkle.crc32c() (or merkle.crc32() / zlib.crc32()) returns;
+  <size> is the byte count in decimal; <name> is the path as given ('-' for stdin).
+
+  with --bytes-per-checksum N, one line per file: the name, two spaces, then the checksum
+  of each N-byte window (the last one may be short) as 8 hex digits separated by single
+  spaces, as merkle.checksum_windows() computes them. An empty file has no windows.
+
+output (json):
+  one JSON array with an object per file read:
+      {"name", "algorithm", "size", "checksum" (hex), "value" (int)}
+  or, with --bytes-per-checksum:
+      {"name", "algorithm", "size", "bytes_per_checksum", "checksums" (list of hex)}
+
+exit status: 0 if every file was read, 1 if some file could not be (an error line is
+printed for it and the others are still processed), 2 for bad usage."""
+
+
+def _positive_size(text: str) -> int:
+    try:
+        value = parse_size(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(
+            f"must be a positive number of bytes (e.g. 512, 16KiB), not {text!r}")
+    return value
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "checksum", help="CRC-32C/CRC-32 of files (whole, or per fixed-size window)",
+        description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("files", nargs="*", metavar="FILE", help="files to read ('-' = stdin)")
+    p.add_argument("-a", "--algorithm", choices=("crc32c", "crc32"), default="crc32c",
+                   help="crc32c (Castagnoli, default) or crc32 (IEEE, as zlib.crc32)")
+    p.add_argument("-b", "--bytes-per-checksum", type=_positive_size, metavar="N",
+                   help="print one checksum per N-byte window instead of one per file "
+                        "(suffixes KiB/MiB accepted)")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="output format (default: text; see below)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="never show a progress bar (one is shown on a terminal for large "
+                        "files)")
+    # Hidden: read size, for tests (small buffers exercise the chaining without big files).
+    p.add_argument("--buffer-size", type=_positive_size, default=DEFAULT_BUFFER,
+                   help=argparse.SUPPRESS)
+    p.set_defaults(func=run)
+    return p
+
+
+def _fill(f: BinaryIO, view: memoryview) -> int:
+    """readinto until view is full or EOF (pipes and stdin return short reads)."""
+    got = 0
+    total = len(view)
+    while got < total:
+        n = f.readinto(view[got:])
+        if not n:  # 0 at EOF (None would mean non-blocking with nothing ready: treat as EOF)
+            break
+        got += n
+    return got
+
+
+def _progress(f: BinaryIO, name: str, enabled: bool):
+    if not enabled or not sys.stderr.isatty():
+        return None
+    try:
+        st = os.fstat(f.fileno())
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(st.st_mode) or st.st_size < PROGRESS_MIN_BYTES:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=st.st_size, unit="B", unit_scale=True, unit_divisor=1024, desc=name,
+                file=sys.stderr, leave=False, dynamic_ncols=True)
+
+
+def checksum_stream(f: BinaryIO, algorithm: str = "crc32c", bytes_per_checksum: Optional[int] = None,
+                    buffer_size: int = DEFAULT_BUFFER, bar: Any = None):
+    """Stream f through one reused buffer. Returns (crc, size) without bytes_per_checksum,
+    else (numpy uint32 array of window checksums, size)."""
+    if bytes_per_checksum:
+        buffer_size = max(bytes_per_checksum, buffer_size // bytes_per_checksum * bytes_per_checksum)
+    crc_fn = merkle.crc32c if algorithm == "crc32c" else merkle.crc32
+    buf = bytearray(buffer_size)
+    view = memoryview(buf)
+    crc = 0
+    size = 0
+    parts: List[Any] = []
+    while True:
+        n = _fill(f, view)
+        if n == 0:
+            break
+        chunk = view[:n]
+        if bytes_per_checksum:
+            parts.append(merkle.checksum_windows(chunk, bytes_per_checksum, algorithm=algorithm))
+        else:
+            crc = crc_fn(chunk, crc)
+        chunk.release()
+        size += n
+        if bar is not None:
+            bar.update(n)
+        if n < buffer_size:  # _fill only returns short at EOF
+            break
+    if bytes_per_checksum:
+        import numpy as np
+
+        return (np.concatenate(parts) if parts else np.empty(0, dtype=np.uint32)), size
+    return crc, size
+
+
+def _checksum_file(name: str, args: argparse.Namespace):
+    if name == "-":
+        f = sys.stdin.buffer
+        close = False
+    else:
+        f = open(name, "rb", buffering=0)  # FileIO: readinto is one read(2), no extra copy
+        close = True
+    try:
+        bar = _progress(f, name, not args.no_progress)
+        try:
+            return checksum_stream(f, args.algorithm, args.bytes_per_checksum,
+                                   args.buffer_size, bar)
+        finally:
+            if bar is not None:
+                bar.close()
+    finally:
+        if close:
+            f.close()
+
+
+def _describe(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+def run(args: argparse.Namespace) -> int:
+    files = args.files or ["-"]
+    records: List[Dict[str, Any]] = []
+    status = 0
+    out = sys.stdout
+    for name in files:
+        try:
+            value, size = _checksum_file(name, args)
+        except OSError as exc:
+            print_error(f"{name}: {_describe(exc)}")
+            status = EXIT_FAILURE
+            continue
+        if args.bytes_per_checksum:
+            hexes = [f"{v:08x}" for v in value.tolist()]
+            if args.format == "json":
+                records.append({"name": name, "algorithm": args.algorithm, "size": size,
+                                "bytes_per_checksum": args.bytes_per_checksum,
+                                "checksums": hexes})
+            else:
+                out.write(f"{name}  {' '.join(hexes)}".rstrip() + "\n")
+        else:
+            if args.format == "json":
+                records.append({"name": name, "algorithm": args.algorithm, "size": size,
+                                "checksum": f"{value:08x}", "value": value})
+            else:
+                out.write(f"{value:08x}  {size}  {name}\n")
+        out.flush()
+    if args.format == "json":
+        json.dump(records, out)
+        out.write("\n")
+        out.flush()
+    return status
