@@ -131,6 +131,17 @@ def test_windows_cold(bench, impl, cold_buffer, cold_expected):
     assert np.array_equal(np.asarray(got, dtype=np.uint32), cold_expected)
 
 
+def test_windows_cold_read_limit(bench, cold_buffer):
+    """The same buffer read with no checksum at all: the memory-bandwidth limit of the case."""
+    from merkle._native import read_probe
+
+    got = bench.measure(read_probe, args=(cold_buffer,),
+                        case=f"windows {bm.format_size(WINDOW)}, cold "
+                             f"{bm.format_size(len(cold_buffer))}",
+                        impl="plain read (limit)", nbytes=len(cold_buffer), cold=True)
+    assert got == int(np.bitwise_xor.reduce(np.frombuffer(cold_buffer, dtype=np.uint64)))
+
+
 # --- combine with a fixed length ---------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -63,6 +63,9 @@ size_t crcm_available_backends(const char **names, size_t max);
 size_t crcm_compiled_backends(const char **names, size_t max);
 int crcm_set_backend(const char *name);
 
+/* Benchmark support: xor of every 64-bit word of the buffer (a plain read at memory speed). */
+uint64_t crcm_read_probe(const uint8_t *data, size_t len);
+
 #ifdef __cplusplus
 }
 #endif
