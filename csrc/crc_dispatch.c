@@ -210,22 +210,30 @@ void crcm_windows(crcm_algorithm alg, const uint8_t *data, size_t len, size_t by
     if (len) out[i] = ~k(0xFFFFFFFFu, data, len);
 }
 
-void crcm_each_offsets32(crcm_algorithm alg, const uint8_t *data, const int32_t *offsets,
-                         size_t n, uint32_t *out) {
+/* Shared by the int32 and int64 forms; `wide` is loop-invariant, so the compiler unswitches it. */
+static inline int each_offsets(crcm_algorithm alg, const uint8_t *data, size_t data_len,
+                               const void *offsets, int wide, size_t n, uint32_t *out) {
+#define OFFSET(i) (wide ? ((const int64_t *)offsets)[i] : (int64_t)((const int32_t *)offsets)[i])
+    if (OFFSET(0) < 0 || (uint64_t)OFFSET(n) > (uint64_t)data_len) return -1;
+    for (size_t i = 0; i < n; i++)
+        if (OFFSET(i + 1) < OFFSET(i)) return -1;
     crcm_kernel_fn k = kernel(alg, 0);
     for (size_t i = 0; i < n; i++) {
-        size_t len = (size_t)(offsets[i + 1] - offsets[i]);
-        out[i] = len ? ~k(0xFFFFFFFFu, data + offsets[i], len) : 0;
+        size_t len = (size_t)(OFFSET(i + 1) - OFFSET(i));
+        out[i] = len ? ~k(0xFFFFFFFFu, data + OFFSET(i), len) : 0;
     }
+    return 0;
+#undef OFFSET
 }
 
-void crcm_each_offsets64(crcm_algorithm alg, const uint8_t *data, const int64_t *offsets,
-                         size_t n, uint32_t *out) {
-    crcm_kernel_fn k = kernel(alg, 0);
-    for (size_t i = 0; i < n; i++) {
-        size_t len = (size_t)(offsets[i + 1] - offsets[i]);
-        out[i] = len ? ~k(0xFFFFFFFFu, data + offsets[i], len) : 0;
-    }
+int crcm_each_offsets32(crcm_algorithm alg, const uint8_t *data, size_t data_len,
+                        const int32_t *offsets, size_t n, uint32_t *out) {
+    return each_offsets(alg, data, data_len, offsets, 0, n, out);
+}
+
+int crcm_each_offsets64(crcm_algorithm alg, const uint8_t *data, size_t data_len,
+                        const int64_t *offsets, size_t n, uint32_t *out) {
+    return each_offsets(alg, data, data_len, offsets, 1, n, out);
 }
 
 void crcm_each_buffers(crcm_algorithm alg, const uint8_t *const *ptrs, const size_t *lens,

@@ -44,11 +44,12 @@ void crcm_windows(crcm_algorithm alg, const uint8_t *data, size_t len, size_t by
 
 /* One checksum per value of an Arrow-style variable-length array: value i is
  * data[offsets[i] .. offsets[i+1]). offsets has n+1 entries (int32 for Binary, int64 for
- * LargeBinary). Offsets must be non-decreasing and inside the data buffer (the caller checks). */
-void crcm_each_offsets32(crcm_algorithm alg, const uint8_t *data, const int32_t *offsets,
-                         size_t n, uint32_t *out);
-void crcm_each_offsets64(crcm_algorithm alg, const uint8_t *data, const int64_t *offsets,
-                         size_t n, uint32_t *out);
+ * LargeBinary). Returns 0, or -1 without writing anything if the offsets are not
+ * non-decreasing within 0..data_len (a malformed array is refused, never read out of bounds). */
+int crcm_each_offsets32(crcm_algorithm alg, const uint8_t *data, size_t data_len,
+                        const int32_t *offsets, size_t n, uint32_t *out);
+int crcm_each_offsets64(crcm_algorithm alg, const uint8_t *data, size_t data_len,
+                        const int64_t *offsets, size_t n, uint32_t *out);
 /* One checksum per (pointer, length) pair. */
 void crcm_each_buffers(crcm_algorithm alg, const uint8_t *const *ptrs, const size_t *lens,
                        size_t n, uint32_t *out);

@@ -13,10 +13,10 @@ cdef extern from "crcmerkle.h" nogil:
     size_t crcm_window_count(size_t len, size_t bytes_per_checksum)
     void crcm_windows(crcm_algorithm alg, const uint8_t *data, size_t len,
                       size_t bytes_per_checksum, uint32_t *out)
-    void crcm_each_offsets32(crcm_algorithm alg, const uint8_t *data, const int32_t *offsets,
-                             size_t n, uint32_t *out)
-    void crcm_each_offsets64(crcm_algorithm alg, const uint8_t *data, const int64_t *offsets,
-                             size_t n, uint32_t *out)
+    int crcm_each_offsets32(crcm_algorithm alg, const uint8_t *data, size_t data_len,
+                            const int32_t *offsets, size_t n, uint32_t *out)
+    int crcm_each_offsets64(crcm_algorithm alg, const uint8_t *data, size_t data_len,
+                            const int64_t *offsets, size_t n, uint32_t *out)
     void crcm_each_buffers(crcm_algorithm alg, const uint8_t *const *ptrs, const size_t *lens,
                            size_t n, uint32_t *out)
     const char *crcm_backend_name()

@@ -265,36 +265,19 @@ def _each_offsets(values, int width, crcm_algorithm alg, result):
         have_view = True
         data = <const uint8_t *>view.buf
         data_len = <size_t>view.len
-    cdef const int32_t[::1] off32
-    cdef const int64_t[::1] off64
+    cdef const void *off = cnp.PyArray_DATA(offsets)
     cdef uint32_t *dst = <uint32_t *>cnp.PyArray_DATA(result)
-    cdef size_t i
-    cdef bint bad = False
+    cdef int rc
     try:
-        if width == 4:
-            off32 = offsets
-            with nogil:
-                bad = off32[0] < 0 or <size_t>off32[n] > data_len
-                for i in range(n):
-                    if off32[i + 1] < off32[i]:
-                        bad = True
-                        break
-                if not bad:
-                    crcm_each_offsets32(alg, data, &off32[0], n, dst)
-        else:
-            off64 = offsets
-            with nogil:
-                bad = off64[0] < 0 or <size_t>off64[n] > data_len
-                for i in range(n):
-                    if off64[i + 1] < off64[i]:
-                        bad = True
-                        break
-                if not bad:
-                    crcm_each_offsets64(alg, data, &off64[0], n, dst)
+        with nogil:
+            if width == 4:
+                rc = crcm_each_offsets32(alg, data, data_len, <const int32_t *>off, n, dst)
+            else:
+                rc = crcm_each_offsets64(alg, data, data_len, <const int64_t *>off, n, dst)
     finally:
         if have_view:
             PyBuffer_Release(&view)
-    if bad:
+    if rc != 0:
         raise ValueError("malformed Arrow array: offsets decrease or run past the data buffer")
 
 
