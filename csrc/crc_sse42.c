@@ -3,6 +3,7 @@
 #include <nmmintrin.h>
 
 #include "crc_internal.h"
+#include "crc_x86_sse42.h"
 
 /* Software 32x32 -> 63-bit carry-less product, 4 bits of a at a time through a 16-entry table
  * of multiples of b (the table is built once per call per constant, see below). */
@@ -26,16 +27,6 @@ static inline uint64_t clmul_by(const clmul_table *tb, uint32_t a) {
  * multiplies by x^32 and reduces. */
 static inline uint32_t shift_by(const clmul_table *tb, uint32_t a) {
     return (uint32_t)_mm_crc32_u64(0, clmul_by(tb, a) << 1);
-}
-
-static inline uint32_t crc_serial(uint32_t reg, const uint8_t *p, size_t n) {
-    uint64_t r = reg;
-    for (; n >= 8; n -= 8, p += 8) r = _mm_crc32_u64(r, crcm_load64(p));
-    reg = (uint32_t)r;
-    if (n & 4) { reg = _mm_crc32_u32(reg, crcm_load32(p)); p += 4; }
-    if (n & 2) { uint16_t v; memcpy(&v, p, 2); reg = _mm_crc32_u16(reg, v); p += 2; }
-    if (n & 1) reg = _mm_crc32_u8(reg, *p);
-    return reg;
 }
 
 /* Blocks of three streams of L bytes each: stream A continues the register, B and C start from
@@ -70,5 +61,5 @@ uint32_t crcm_sse42_crc32c(uint32_t reg, const uint8_t *p, size_t n) {
     if (n >= 3 * 4096) reg = crc_3way(reg, &p, &n, 4096, 0xc38a7543u);
     if (n >= 3 * 512) reg = crc_3way(reg, &p, &n, 512, 0x6ebf1d86u);
     if (n >= 3 * 128) reg = crc_3way(reg, &p, &n, 128, 0x069db049u);
-    return crc_serial(reg, p, n);
+    return crc32c_serial(reg, p, n);
 }
