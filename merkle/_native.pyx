@@ -501,3 +501,4 @@ def set_backend(name):
             f"backend {name!r} cannot run on this CPU; available: {', '.join(available_backends())}")
     return previous
 
+include "_ozone.pxi"
