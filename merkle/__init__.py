@@ -27,6 +27,10 @@ from merkle._native import (
     crc32c_combine,
     set_backend,
 )
+from merkle.treediff import DiffReport, ReplicaReport, compare_replicas, diff
+from merkle.treemerge import merge
+from merkle.tree import ContainerTree, TreeBuilder
+from merkle.treefile import TreeFileError, read_tree, write_tree
 
 __version__ = "0.1.0"
 
@@ -47,6 +51,16 @@ __all__ = [
     "crc32c_combine",
     "set_backend",
     "using_backend",
+    "ContainerTree",
+    "TreeBuilder",
+    "read_tree",
+    "write_tree",
+    "diff",
+    "merge",
+    "compare_replicas",
+    "TreeFileError",
+    "DiffReport",
+    "ReplicaReport",
 ]
 
 BACKEND_ENV = "CRCMERKLE_BACKEND"
