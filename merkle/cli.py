@@ -23,6 +23,7 @@ PROG = "crcmerkle"
 COMMAND_MODULES: List[str] = [
     "merkle.cli_checksum",
     "merkle.cli_bench",
+    "merkle.cli_tree",
 ]
 
 #: Exit status for usage errors (bad flags, bad values), as argparse uses.
