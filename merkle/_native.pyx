@@ -350,6 +350,10 @@ cdef class _CRCHash:
         if self._lock != NULL:
             PyThread_free_lock(self._lock)
 
+    def __init__(self, data=b"", /):
+        if not (isinstance(data, bytes) and not data):
+            self.update(data)
+
     cdef inline void _acquire(self):
         # Try without dropping the GIL first; only block (GIL released) if another thread
         # holds the lock, or the two threads would deadlock on the GIL.
@@ -403,7 +407,6 @@ cdef class _CRCHash:
     def copy(self):
         """An independent hash object with the same state."""
         cdef _CRCHash other = type(self).__new__(type(self))
-        other._alg = self._alg
         other._crc = self._value()
         return other
 
@@ -429,11 +432,8 @@ cdef class CRC32C(_CRCHash):
     """Running CRC-32C in hashlib's shape: CRC32C(b"abc").hexdigest(). Usable with
     hashlib.file_digest(f, CRC32C)."""
 
-    def __init__(self, data=b"", /):
+    def __cinit__(self, *args, **kwargs):
         self._alg = CRCM_CRC32C
-        self._crc = 0
-        if not (isinstance(data, bytes) and not data):
-            self.update(data)
 
     @property
     def name(self):
@@ -443,11 +443,8 @@ cdef class CRC32C(_CRCHash):
 cdef class CRC32(_CRCHash):
     """Running CRC-32 (zlib's) in hashlib's shape."""
 
-    def __init__(self, data=b"", /):
+    def __cinit__(self, *args, **kwargs):
         self._alg = CRCM_CRC32
-        self._crc = 0
-        if not (isinstance(data, bytes) and not data):
-            self.update(data)
 
     @property
     def name(self):

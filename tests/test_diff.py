@@ -10,22 +10,10 @@ import pytest
 import merkle
 from merkle import treediff as diff_mod
 from merkle.treediff import compare_replicas, diff
-from merkle.tree import TreeBuilder
 
-OK, BAD = True, False
+from treespec import BAD, OK, tree
 
 
-def tree(spec, cid=1, generated=True):
-    """spec: {block_id: {offset: (leaf, healthy)} | ("T", value)}"""
-    b = TreeBuilder(cid)
-    for bid, chunks in spec.items():
-        if isinstance(chunks, tuple):
-            b.mark_deleted(bid, value=chunks[1])
-            continue
-        b.add_block(bid)
-        for off, (leaf, healthy) in chunks.items():
-            b.add_chunk(bid, off, 100, leaf=leaf, checksum_matches=healthy)
-    return b.build(data_checksum=generated)
 
 
 BASE = {1: {0: (11, OK), 100: (12, OK)}, 2: {0: (21, OK)}}

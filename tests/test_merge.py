@@ -11,21 +11,11 @@ from hypothesis import strategies as st
 from merkle import ozone
 from merkle.treediff import diff
 from merkle.treemerge import apply_repair, merge, reconcile
-from merkle.tree import ContainerTree, TreeBuilder
+from merkle.tree import ContainerTree
 
-OK, BAD = True, False
+from treespec import BAD, OK, tree
 
 
-def tree(spec, cid=1, generated=True):
-    b = TreeBuilder(cid)
-    for bid, chunks in spec.items():
-        if isinstance(chunks, tuple):
-            b.mark_deleted(bid, value=chunks[1])
-            continue
-        b.add_block(bid)
-        for off, (leaf, healthy) in chunks.items():
-            b.add_chunk(bid, off, 100, leaf=leaf, checksum_matches=healthy)
-    return b.build(data_checksum=generated)
 
 
 def as_spec(t: ContainerTree):
