@@ -3,7 +3,6 @@ blocks x missing chunks x corrupt chunks), tombstones, and the many-replica view
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
@@ -12,8 +11,6 @@ from merkle import treediff as diff_mod
 from merkle.treediff import compare_replicas, diff
 
 from treespec import BAD, OK, tree
-
-
 
 
 BASE = {1: {0: (11, OK), 100: (12, OK)}, 2: {0: (21, OK)}}

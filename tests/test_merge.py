@@ -16,8 +16,6 @@ from merkle.tree import ContainerTree
 from treespec import BAD, OK, tree
 
 
-
-
 def as_spec(t: ContainerTree):
     return {b.block_id: ("T", b.value) if b.deleted else
             {c.offset: (c.value, c.checksum_matches) for c in b.chunks} for b in t.blocks()}
