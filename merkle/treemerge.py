@@ -102,7 +102,8 @@ def merge(stored: Optional[ContainerTree], scanned: ContainerTree) -> ContainerT
 def _no_holes(blocks: np.ndarray, offs: np.ndarray, lens: np.ndarray,
               new: np.ndarray) -> np.ndarray:
     """Rows to keep: a pulled (new) chunk is written only if it starts at or before the end
-    of what the block file already holds; the first one that would leave a hole stops its
+    of what the block file already holds (its existing chunks, or pulled ones before it); the
+    first one that would leave a hole stops its
     block (block files have no holes). Rows sorted by (block, offset)."""
     n = blocks.shape[0]
     keep = np.ones(n, dtype=bool)
@@ -131,6 +132,11 @@ def _no_holes(blocks: np.ndarray, offs: np.ndarray, lens: np.ndarray,
                 end = 0
             before[i] = end
             end = max(end, int(ends[i]))
+    # The file already spans every chunk it holds, whatever their order: a pulled chunk that
+    # starts inside that span leaves no hole even if an earlier chunk is missing.
+    held = np.zeros(int(rank[-1]) + 1, dtype=np.int64)
+    np.maximum.at(held, rank[~new], ends[~new])
+    before = np.maximum(before, held[rank])
     bad = new & (offs > before)
     if bad.any():
         # reject every new row of a block from its first bad row on
