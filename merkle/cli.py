@@ -24,6 +24,9 @@ COMMAND_MODULES: List[str] = [
     "merkle.cli_checksum",
     "merkle.cli_bench",
     "merkle.cli_tree",
+    "merkle.cli_generate",
+    "merkle.cli_scan",
+    "merkle.cli_reconcile",
 ]
 
 #: Exit status for usage errors (bad flags, bad values), as argparse uses.

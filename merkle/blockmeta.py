@@ -1,0 +1,303 @@
+"""Block metadata of a replica: the per-chunk checksums Ozone keeps in RocksDB, as one file.
+
+File: `<container>/metadata/<containerID>.blocks`, replaced atomically (temp file, fsync,
+rename, fsync dir) on every change, so it is always the old or the new version. It detects
+its own corruption (a CRC-32C trailer over everything else, plus the lengths in the header),
+so a flipped bit, a truncation or a foreign file is reported (BlockMetaError) and never
+trusted. All integers are big-endian.
+
+Format version 1:
+
+    header (32 bytes)
+      magic         4s   b"CMBD"  ("crcmerkle block data")
+      version       u16  1        (a reader refuses newer major versions)
+      header_size   u16  32       (room for a longer header in later versions: skipped)
+      container_id  i64
+      n_blocks      u32
+      n_chunks      u32  (all blocks together)
+      body_length   u64  bytes between the header and the trailer
+    body: n_blocks block records, block IDs strictly increasing
+      block_id      i64
+      n_chunks      u32
+      flags         u32  0 (reserved)
+      then n_chunks chunk records, offsets strictly increasing, chunks not overlapping:
+        offset              u64  file offset of the chunk in chunks/<blockID>.block
+        length              u64
+        checksum_type       u8   Ozone's ChecksumType: NONE=1 CRC32=2 CRC32C=3 SHA256=4 MD5=5
+        reserved            3 bytes, 0
+        bytes_per_checksum  u32  window size (> 0 unless NONE)
+        n_checksums         u32  = ceil(length / bytes_per_checksum); 0 for NONE
+        checksums           n_checksums x size(type) bytes, as Ozone stores them
+                            (CRC32/CRC32C: 4 bytes big-endian; SHA256 32; MD5 16)
+    trailer (4 bytes)
+      crc32c        u32  CRC-32C of header + body
+
+Deleted blocks are not in this file (Ozone drops them from RocksDB); their tombstones live in
+the `.tree`.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Optional, Tuple, Union
+
+import numpy as np
+
+from merkle import _native
+from merkle.replica_errors import BlockMetaError
+from merkle.replica_io import write_atomic
+
+__all__ = ["ALGORITHM_TYPES", "BlockMeta", "CHECKSUM_SIZES", "CRC32", "CRC32C", "ChunkMeta",
+           "ContainerMeta", "FORMAT_VERSION", "MAGIC", "MD5", "NONE", "SHA256", "TYPE_NAMES",
+           "read_blockmeta", "write_blockmeta"]
+
+MAGIC = b"CMBD"
+FORMAT_VERSION = 1
+
+NONE, CRC32, CRC32C, SHA256, MD5 = 1, 2, 3, 4, 5
+CHECKSUM_SIZES = {NONE: 0, CRC32: 4, CRC32C: 4, SHA256: 32, MD5: 16}
+TYPE_NAMES = {NONE: "NONE", CRC32: "CRC32", CRC32C: "CRC32C", SHA256: "SHA256", MD5: "MD5"}
+#: checksum_windows algorithm names of the CRC types
+ALGORITHM_TYPES = {"crc32": CRC32, "crc32c": CRC32C}
+
+_HEADER = struct.Struct(">4sHHqIIQ")
+_BLOCK = struct.Struct(">qII")
+_CHUNK = struct.Struct(">QQB3xII")
+_TRAILER = struct.Struct(">I")
+_U63 = 1 << 63
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+@dataclass(frozen=True)
+class ChunkMeta:
+    """One chunk as the client wrote it: where it is and its window checksums (raw bytes)."""
+
+    offset: int
+    length: int
+    checksum_type: int
+    bytes_per_checksum: int
+    checksums: bytes
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.length
+
+    @property
+    def n_windows(self) -> int:
+        size = CHECKSUM_SIZES[self.checksum_type]
+        return len(self.checksums) // size if size else 0
+
+    @property
+    def algorithm(self) -> Optional[str]:
+        """The checksum_windows algorithm of a CRC chunk, else None."""
+        return {CRC32: "crc32", CRC32C: "crc32c"}.get(self.checksum_type)
+
+    def window_values(self) -> np.ndarray:
+        """CRC window checksums as uint32 (stored big-endian)."""
+        return np.frombuffer(self.checksums, dtype=">u4").astype(np.uint32)
+
+    @property
+    def leaf(self) -> int:
+        """The chunk's tree value (CRC-32C of the stored checksum bytes, Ozone's leaf)."""
+        return _native.crc32c(self.checksums)
+
+    @classmethod
+    def from_data(cls, offset: int, data: object, *, algorithm: str = "crc32",
+                  bytes_per_checksum: int = 16 * 1024) -> "ChunkMeta":
+        """The metadata a client write of `data` at `offset` records (CRC32/CRC32C/NONE)."""
+        view = memoryview(data).cast("B")  # type: ignore[arg-type]
+        alg = algorithm.lower()
+        if alg == "none":
+            return cls(int(offset), len(view), NONE, int(bytes_per_checksum), b"")
+        if alg not in ALGORITHM_TYPES:
+            raise ValueError(f"algorithm must be crc32, crc32c or none, not {algorithm!r}")
+        w = _native.checksum_windows(view, bytes_per_checksum, algorithm=alg)
+        return cls(int(offset), len(view), ALGORITHM_TYPES[alg], int(bytes_per_checksum),
+                   w.astype(">u4").tobytes())
+
+    def validate(self) -> Optional[str]:
+        """What is wrong with this record, or None."""
+        if self.checksum_type not in CHECKSUM_SIZES:
+            return f"unknown checksum type {self.checksum_type}"
+        if not (0 <= self.offset < _U63 and 0 <= self.length < _U63
+                and self.offset + self.length < _U63):
+            return "offset/length out of range"
+        size = CHECKSUM_SIZES[self.checksum_type]
+        if size == 0:
+            return None if not self.checksums else "checksums given for type NONE"
+        if self.bytes_per_checksum <= 0:
+            return "bytes_per_checksum must be > 0"
+        want = -(-self.length // self.bytes_per_checksum)
+        if len(self.checksums) != want * size:
+            return (f"{len(self.checksums) // size} window checksums for {self.length} bytes "
+                    f"at {self.bytes_per_checksum} bytes per checksum ({want} expected)")
+        return None
+
+
+@dataclass(frozen=True)
+class BlockMeta:
+    """One block: its chunks sorted by offset."""
+
+    block_id: int
+    chunks: Tuple[ChunkMeta, ...] = ()
+
+    @property
+    def length(self) -> int:
+        return self.chunks[-1].end if self.chunks else 0
+
+    def chunk_at(self, offset: int) -> Optional[ChunkMeta]:
+        for c in self.chunks:
+            if c.offset == offset:
+                return c
+        return None
+
+    def with_chunks(self, chunks: Iterable[ChunkMeta]) -> "BlockMeta":
+        """A copy with `chunks` added. A new chunk replaces every recorded chunk whose range
+        it overlaps (its bytes were overwritten), and one at the same offset."""
+        current = list(self.chunks)
+        for c in chunks:
+            current = [o for o in current if not (o.offset == c.offset or (
+                o.offset < c.end and c.offset < o.end))]
+            current.append(c)
+        current.sort(key=lambda c: c.offset)
+        return BlockMeta(self.block_id, tuple(current))
+
+
+@dataclass
+class ContainerMeta:
+    """All blocks of one replica, by ID."""
+
+    container_id: int
+    blocks: Dict[int, BlockMeta] = field(default_factory=dict)
+
+    @property
+    def n_chunks(self) -> int:
+        return sum(len(b.chunks) for b in self.blocks.values())
+
+    @property
+    def data_bytes(self) -> int:
+        return sum(c.length for b in self.blocks.values() for c in b.chunks)
+
+    def sorted_blocks(self) -> List[BlockMeta]:
+        return [self.blocks[b] for b in sorted(self.blocks)]
+
+    def copy(self) -> "ContainerMeta":
+        return ContainerMeta(self.container_id, dict(self.blocks))
+
+    def put_chunks(self, block_id: int, chunks: Iterable[ChunkMeta]) -> None:
+        """Add (or replace, at the same offset) chunks of a block, creating the block."""
+        block = self.blocks.get(int(block_id), BlockMeta(int(block_id)))
+        self.blocks[int(block_id)] = block.with_chunks(chunks)
+
+    # ---- encoding ------------------------------------------------------------------------
+
+    def to_bytes(self) -> bytes:
+        parts: List[bytes] = []
+        n_chunks = 0
+        for block in self.sorted_blocks():
+            parts.append(_BLOCK.pack(block.block_id, len(block.chunks), 0))
+            for c in block.chunks:
+                problem = c.validate()
+                if problem:
+                    raise ValueError(f"block {block.block_id} chunk @{c.offset}: {problem}")
+                n = c.n_windows
+                parts.append(_CHUNK.pack(c.offset, c.length, c.checksum_type,
+                                         c.bytes_per_checksum, n))
+                parts.append(bytes(c.checksums))
+                n_chunks += 1
+        body = b"".join(parts)
+        head = _HEADER.pack(MAGIC, FORMAT_VERSION, _HEADER.size, self.container_id,
+                            len(self.blocks), n_chunks, len(body))
+        crc = _native.crc32c(body, _native.crc32c(head))
+        return head + body + _TRAILER.pack(crc)
+
+    @classmethod
+    def from_bytes(cls, data: Union[bytes, bytearray, memoryview],
+                   source: Optional[str] = None) -> "ContainerMeta":
+        """Parse a `.blocks` file; raises BlockMetaError for anything but a valid version-1
+        (or compatible) file."""
+        mv = memoryview(data).cast("B")
+
+        def bad(reason: str) -> BlockMetaError:
+            return BlockMetaError(f"not a valid block-metadata file: {reason}", source)
+
+        if len(mv) < _HEADER.size + _TRAILER.size:
+            raise bad(f"{len(mv)} bytes is shorter than header and trailer")
+        magic, version, header_size, cid, n_blocks, n_chunks, body_len = _HEADER.unpack_from(mv)
+        if magic != MAGIC:
+            raise bad(f"bad magic {bytes(magic)!r}")
+        if version > FORMAT_VERSION:
+            raise bad(f"format version {version} is newer than this crcmerkle reads "
+                      f"({FORMAT_VERSION})")
+        if version < 1 or header_size < _HEADER.size:
+            raise bad(f"bad version {version} / header size {header_size}")
+        if header_size + body_len + _TRAILER.size != len(mv):
+            raise bad(f"length {len(mv)} != header {header_size} + body {body_len} + trailer "
+                      f"(truncated or extended)")
+        end = header_size + body_len
+        (crc,) = _TRAILER.unpack_from(mv, end)
+        if _native.crc32c(mv[:end]) != crc:
+            raise bad("CRC-32C trailer mismatch (corrupt)")
+        pos = header_size
+        blocks: Dict[int, BlockMeta] = {}
+        seen_chunks = 0
+        prev_id: Optional[int] = None
+        try:
+            for _ in range(n_blocks):
+                block_id, nc, _flags = _BLOCK.unpack_from(mv, pos)
+                pos += _BLOCK.size
+                if prev_id is not None and block_id <= prev_id:
+                    raise bad(f"block IDs not increasing at {block_id}")
+                prev_id = block_id
+                chunks: List[ChunkMeta] = []
+                prev_end = -1
+                for _c in range(nc):
+                    off, ln, ctype, bpc, nw = _CHUNK.unpack_from(mv, pos)
+                    pos += _CHUNK.size
+                    size = CHECKSUM_SIZES.get(ctype)
+                    if size is None:
+                        raise bad(f"block {block_id}: unknown checksum type {ctype}")
+                    nbytes = nw * size
+                    if pos + nbytes > end:
+                        raise bad(f"block {block_id}: chunk record runs past the body")
+                    chunk = ChunkMeta(off, ln, ctype, bpc, bytes(mv[pos:pos + nbytes]))
+                    pos += nbytes
+                    problem = chunk.validate()
+                    if problem:
+                        raise bad(f"block {block_id} chunk @{off}: {problem}")
+                    if off < prev_end:
+                        raise bad(f"block {block_id}: chunk @{off} overlaps the previous one")
+                    prev_end = chunk.end
+                    chunks.append(chunk)
+                blocks[block_id] = BlockMeta(block_id, tuple(chunks))
+                seen_chunks += nc
+        except struct.error:
+            raise bad("record runs past the body") from None
+        if pos != end:
+            raise bad(f"{end - pos} unparsed bytes after the last block")
+        if seen_chunks != n_chunks:
+            raise bad(f"header says {n_chunks} chunks, body holds {seen_chunks}")
+        return cls(cid, blocks)
+
+
+def read_blockmeta(path: PathLike, container_id: Optional[int] = None) -> ContainerMeta:
+    """Read and verify a `.blocks` file (BlockMetaError with missing=True if absent)."""
+    name = os.fspath(path)
+    try:
+        with open(name, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise BlockMetaError("block-metadata file is missing", name, missing=True) from None
+    meta = ContainerMeta.from_bytes(data, name)
+    if container_id is not None and meta.container_id != int(container_id):
+        raise BlockMetaError(f"records container {meta.container_id}, expected {container_id}",
+                             name)
+    return meta
+
+
+def write_blockmeta(meta: ContainerMeta, path: PathLike) -> None:
+    """Write `meta` atomically (a crash leaves the old file or the new one)."""
+    write_atomic(path, meta.to_bytes())

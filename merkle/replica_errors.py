@@ -1,0 +1,44 @@
+"""Typed errors of the replica layer (layout, block metadata, locks, scan, reconcile).
+
+Every error a caller can act on is a ReplicaError, so the CLI can print it as one line and a
+cluster job can catch one type; the subclasses say what went wrong without parsing messages.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+__all__ = ["BlockMetaError", "NotAReplicaError", "ReplicaError", "ReplicaLockedError",
+           "WriterError"]
+
+
+class ReplicaError(Exception):
+    """Base class: something about a container replica on disk is wrong or unusable."""
+
+    def __init__(self, message: str, path: Optional[str] = None) -> None:
+        self.path = path
+        super().__init__(f"{path}: {message}" if path else message)
+
+
+class NotAReplicaError(ReplicaError):
+    """A path that is not a container replica (nor a volume or datanode holding some)."""
+
+
+class BlockMetaError(ReplicaError):
+    """The block-metadata file is missing, truncated, corrupt, foreign or of a newer version.
+
+    `missing` tells a missing file from an unreadable one (the scanner reports them as
+    METADATA_MISSING and METADATA_CORRUPT).
+    """
+
+    def __init__(self, message: str, path: Optional[str] = None, *, missing: bool = False):
+        self.missing = missing
+        super().__init__(message, path)
+
+
+class ReplicaLockedError(ReplicaError):
+    """Another process (or another open of the lock in this process) holds the replica lock."""
+
+
+class WriterError(ReplicaError):
+    """A write request that would break the layout (hole in a block file, bad sizes, ...)."""
