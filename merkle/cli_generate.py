@@ -1,0 +1,108 @@
+"""`crcmerkle generate`: a synthetic cluster of replicas with injected faults and a manifest."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Tuple
+
+from merkle.benchmarking import parse_size
+from merkle.cli import CLIError
+
+DESCRIPTION = """\
+Write a synthetic cluster OUT/dn<d>/vol<v>/<containerID> of container replicas (random data,
+Ozone-style blocks and chunks scaled down), inject faults on chosen replicas, and write the
+ground truth OUT/manifest.json: every fault and the exact errors 'crcmerkle scan' must
+report for each replica. The same --seed gives the same bytes."""
+
+
+def _epilog() -> str:
+    from merkle.replica_generate import DEFAULT_FAULTS, FAULT_TYPES
+    return (f"fault types: {', '.join(FAULT_TYPES)}\n"
+            f"--faults default = {DEFAULT_FAULTS}\n"
+            "see merkle/replica_generate.py for what each one does and reports")
+
+
+def _size(text: str) -> int:
+    try:
+        value = parse_size(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive size (e.g. 64KiB), not {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
+    return value
+
+
+def _range(text: str) -> Tuple[int, int]:
+    lo, _, hi = text.partition("-")
+    try:
+        a, b = int(lo), int(hi or lo)
+    except ValueError:
+        a = b = 0
+    if not 1 <= a <= b:
+        raise argparse.ArgumentTypeError(f"must be N or MIN-MAX with 1 <= MIN <= MAX, not {text!r}")
+    return a, b
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "generate", help="write a synthetic cluster of replicas with injected faults",
+        description=DESCRIPTION, epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("out", metavar="OUT", help="output directory (must not exist or be empty)")
+    p.add_argument("--datanodes", type=_count, default=3, metavar="N")
+    p.add_argument("--volumes", type=_count, default=2, metavar="N", help="per datanode")
+    p.add_argument("--containers", type=_count, default=4, metavar="N")
+    p.add_argument("--replicas", type=_count, default=3, metavar="N")
+    p.add_argument("--blocks", type=_range, default=(2, 6), metavar="MIN-MAX",
+                   help="blocks per container (default 2-6)")
+    p.add_argument("--block-size", type=_size, default=256 * 1024, metavar="SIZE",
+                   help="largest block (default 256KiB; Ozone: 256MB)")
+    p.add_argument("--chunk-size", type=_size, default=64 * 1024, metavar="SIZE",
+                   help="chunk size (default 64KiB; Ozone: 4MB)")
+    p.add_argument("--bytes-per-checksum", type=_size, default=4 * 1024, metavar="SIZE",
+                   help="window size (default 4KiB; Ozone: 16KiB)")
+    p.add_argument("--algorithm", choices=("crc32", "crc32c", "mixed"), default="crc32",
+                   help="data checksum type (default crc32, Ozone's; mixed: per container)")
+    p.add_argument("--faults", default="default", metavar="SPEC",
+                   help="TYPE[=COUNT],... or 'none' or 'default' (see below)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print the manifest")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from merkle.replica_generate import GeneratorConfig, GeneratorError, generate_cluster, \
+        parse_faults
+    try:
+        cfg = GeneratorConfig(
+            datanodes=args.datanodes, volumes=args.volumes, containers=args.containers,
+            replicas=args.replicas, min_blocks=args.blocks[0], max_blocks=args.blocks[1],
+            block_size=args.block_size, chunk_size=args.chunk_size,
+            bytes_per_checksum=args.bytes_per_checksum, algorithm=args.algorithm,
+            faults=parse_faults(args.faults), seed=args.seed)
+        manifest = generate_cluster(args.out, cfg)
+    except GeneratorError as exc:
+        raise CLIError(str(exc)) from None
+    if args.json:
+        json.dump(manifest, sys.stdout, indent=1, sort_keys=True)
+        sys.stdout.write("\n")
+    else:
+        reps = sum(len(c["replicas"]) for c in manifest["containers"].values())
+        errs = sum(len(v) for v in manifest["expected_errors"].values())
+        print(f"wrote {args.out}: {args.datanodes} datanodes, {len(manifest['containers'])} "
+              f"containers, {reps} replicas; {len(manifest['faults'])} faults "
+              f"({errs} expected scan errors); manifest {args.out}/manifest.json")
+    return 0

@@ -1,0 +1,490 @@
+"""A synthetic cluster of container replicas with injected faults and a ground-truth manifest.
+
+`generate_cluster(out, GeneratorConfig(...))` writes
+
+    <out>/dn<d>/vol<v>/<containerID>/...     one replica per chosen datanode (replica layout)
+    <out>/manifest.json                      every injected fault and what a scan must report
+
+Random data, realistic sizes scaled down (Ozone: 4 MiB chunks, 256 MiB blocks, 16 KiB
+windows; defaults here 64 KiB / 256 KiB / 4 KiB), every replica written through
+ContainerWriter (so metadata and `.tree` are what a datanode holds after the container
+closed), then faults are injected on chosen replicas. Everything is deterministic from
+`seed`: the data of block B of container C depends only on (seed, C, B), and faults are drawn
+from their own stream, so the same seed with no faults gives the pristine cluster.
+
+Fault types (FAULT_TYPES), each count is a number of events:
+  bitflip         one bit flipped inside a chunk on one replica       -> CORRUPT_CHUNK
+  bitflip2        the same chunk corrupted on two replicas             -> CORRUPT_CHUNK x2
+  bitflip-all     the same chunk corrupted on every replica (unrepairable)
+  truncate        block file cut inside a chunk -> CORRUPT_CHUNK or INCONSISTENT_CHUNK_LENGTH
+                  for that chunk, MISSING_CHUNK for every later chunk
+  missing-chunks  block file cut at a chunk boundary -> MISSING_CHUNK for the cut chunks
+  missing-file    block file deleted                                   -> MISSING_DATA_FILE
+  tombstone       block deleted (Ozone's way) on some but not all replicas: no scan error;
+                  reconcile makes the others adopt the tombstone
+  extra-block     a block written to one replica only: no scan error; the others pull it
+  tree-corrupt    `.tree` overwritten with garbage                     -> TREE_CORRUPT
+  tree-missing    `.tree` deleted                                      -> TREE_MISSING
+  meta-corrupt    one bit flipped in the `.blocks` file                -> METADATA_CORRUPT
+  meta-missing    `.blocks` deleted                                    -> METADATA_MISSING
+Placement keeps the ground truth exact: each block gets at most one event; a replica with a
+metadata fault gets no other fault (nothing on it can be verified); tree faults avoid
+replicas holding a tombstone (it would be lost) and are injected last (writers rewrite the
+tree); every event but bitflip-all
+leaves a healthy copy of what it damages somewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Set, Tuple, Union
+
+import numpy as np
+
+from merkle import _native
+from merkle.replica_errors import ReplicaError
+from merkle.replica_scan import (CORRUPT_CHUNK, INCONSISTENT_CHUNK_LENGTH, METADATA_CORRUPT,
+                                 METADATA_MISSING, MISSING_CHUNK, MISSING_DATA_FILE,
+                                 TREE_CORRUPT, TREE_MISSING)
+from merkle.replica_writer import ContainerWriter
+
+__all__ = ["DEFAULT_FAULTS", "FAULT_TYPES", "GeneratorConfig", "GeneratorError",
+           "MANIFEST_NAME", "generate_cluster", "parse_faults"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+MANIFEST_NAME = "manifest.json"
+KiB = 1024
+
+FAULT_TYPES = ("bitflip", "bitflip2", "bitflip-all", "truncate", "missing-chunks",
+               "missing-file", "tombstone", "extra-block", "tree-corrupt", "tree-missing",
+               "meta-corrupt", "meta-missing")
+DEFAULT_FAULTS = "bitflip=2,bitflip2=1,bitflip-all=1,truncate=2,missing-chunks=1," \
+                 "missing-file=1,tombstone=1,extra-block=1,tree-corrupt=1,tree-missing=1," \
+                 "meta-corrupt=1,meta-missing=1"
+
+
+class GeneratorError(ReplicaError):
+    """Bad generator parameters, or faults that do not fit the cluster."""
+
+
+def parse_faults(spec: str) -> Dict[str, int]:
+    """'bitflip=2,truncate' -> {'bitflip': 2, 'truncate': 1}; 'none' -> {}; 'default'."""
+    spec = spec.strip()
+    if spec in ("", "none"):
+        return {}
+    if spec == "default":
+        spec = DEFAULT_FAULTS
+    out: Dict[str, int] = {}
+    for part in spec.split(","):
+        name, _, count = part.strip().partition("=")
+        name = name.strip()
+        if name not in FAULT_TYPES:
+            raise GeneratorError(f"unknown fault type {name!r} (known: {', '.join(FAULT_TYPES)})")
+        try:
+            n = int(count) if count else 1
+        except ValueError:
+            raise GeneratorError(f"fault count must be an integer: {part!r}") from None
+        if n < 0:
+            raise GeneratorError(f"fault count must be >= 0: {part!r}")
+        out[name] = out.get(name, 0) + n
+    return out
+
+
+@dataclass
+class GeneratorConfig:
+    """Cluster shape, sizes and faults (sizes in bytes)."""
+
+    datanodes: int = 3
+    volumes: int = 2
+    containers: int = 4
+    replicas: int = 3
+    min_blocks: int = 2
+    max_blocks: int = 6
+    block_size: int = 256 * KiB
+    chunk_size: int = 64 * KiB
+    bytes_per_checksum: int = 4 * KiB
+    algorithm: str = "crc32"  # crc32 | crc32c | mixed
+    faults: Dict[str, int] = field(default_factory=dict)
+    seed: int = 0
+
+    def validate(self) -> None:
+        if min(self.datanodes, self.volumes, self.containers, self.replicas) < 1:
+            raise GeneratorError("datanodes, volumes, containers and replicas must be >= 1")
+        if self.replicas > self.datanodes:
+            raise GeneratorError(f"{self.replicas} replicas need at least as many datanodes "
+                                 f"(got {self.datanodes})")
+        if not 1 <= self.min_blocks <= self.max_blocks:
+            raise GeneratorError("blocks per container: need 1 <= min <= max")
+        if min(self.block_size, self.chunk_size, self.bytes_per_checksum) < 1:
+            raise GeneratorError("sizes must be positive")
+        if self.algorithm not in ("crc32", "crc32c", "mixed"):
+            raise GeneratorError("algorithm must be crc32, crc32c or mixed")
+        for k in self.faults:
+            if k not in FAULT_TYPES:
+                raise GeneratorError(f"unknown fault type {k!r}")
+
+
+@dataclass
+class _Container:
+    cid: int
+    algorithm: str
+    replicas: List[str]  # relative paths
+    blocks: Dict[int, int]  # block ID -> length
+
+
+def block_data(seed: int, container_id: int, block_id: int, length: int) -> bytes:
+    """The pristine bytes of a block (depends only on seed, container and block)."""
+    return np.random.default_rng([seed & 0xFFFFFFFF, container_id, block_id, 0xB10C]).bytes(length)
+
+
+class _Cluster:
+    def __init__(self, out: Path, cfg: GeneratorConfig) -> None:
+        self.out = out
+        self.cfg = cfg
+        self.containers: Dict[int, _Container] = {}
+        self.faults: List[Dict[str, Any]] = []
+        self.expected: Dict[str, List[Dict[str, Any]]] = {}
+        self.unrepairable: List[Dict[str, int]] = []
+        self.tombstones: Dict[int, List[int]] = {}
+        self.extra_blocks: Dict[int, List[int]] = {}
+        self.used_blocks: Set[Tuple[int, int]] = set()
+        self.meta_faulted: Set[str] = set()
+        self.tree_faulted: Set[str] = set()
+        self.data_faulted: Set[str] = set()
+        self.tombstoned: Set[str] = set()
+
+    # -- layout -------------------------------------------------------------------------
+
+    def chunk_offsets(self, length: int) -> List[Tuple[int, int]]:
+        cs = self.cfg.chunk_size
+        return [(o, min(cs, length - o)) for o in range(0, length, cs)]
+
+    def write(self) -> None:
+        cfg = self.cfg
+        rng = random.Random(f"layout/{cfg.seed}")
+        for cid in range(1, cfg.containers + 1):
+            alg = cfg.algorithm if cfg.algorithm != "mixed" else rng.choice(("crc32", "crc32c"))
+            dns = sorted(rng.sample(range(cfg.datanodes), cfg.replicas))
+            reps = [f"dn{d}/vol{rng.randrange(cfg.volumes)}/{cid}" for d in dns]
+            nb = rng.randint(cfg.min_blocks, cfg.max_blocks)
+            blocks = {}
+            for bid in range(1, nb + 1):
+                # mostly multi-chunk blocks, some ending in a short chunk, some exact
+                lo = min(cfg.chunk_size + 1, cfg.block_size)
+                length = rng.randint(lo, cfg.block_size)
+                if rng.random() < 0.25:
+                    length = max(cfg.chunk_size, length // cfg.chunk_size * cfg.chunk_size)
+                blocks[bid] = length
+            self.containers[cid] = _Container(cid, alg, reps, blocks)
+            for rep in reps:
+                self.expected[rep] = []
+                self._write_replica(rep, cid, alg, blocks)
+
+    def _write_replica(self, rep: str, cid: int, alg: str, blocks: Dict[int, int]) -> None:
+        with ContainerWriter.create(self.out / rep, cid, algorithm=alg,
+                                    bytes_per_checksum=self.cfg.bytes_per_checksum,
+                                    chunk_size=self.cfg.chunk_size) as w:
+            for bid, length in blocks.items():
+                w.write_block(bid, block_data(self.cfg.seed, cid, bid, length))
+
+    # -- fault helpers --------------------------------------------------------------------
+
+    def path(self, rep: str, *parts: str) -> Path:
+        return self.out / rep / Path(*parts) if parts else self.out / rep
+
+    def block_file(self, rep: str, bid: int) -> Path:
+        return self.out / rep / "chunks" / f"{bid}.block"
+
+    def meta_file(self, rep: str) -> Path:
+        cid = int(Path(rep).name)
+        return self.out / rep / "metadata" / f"{cid}.blocks"
+
+    def tree_file(self, rep: str) -> Path:
+        cid = int(Path(rep).name)
+        return self.out / rep / "metadata" / f"{cid}.tree"
+
+    def expect(self, rep: str, error: str, block: Optional[int] = None,
+               offset: Optional[int] = None) -> Dict[str, Any]:
+        e = {"error": error, "block_id": block, "offset": offset}
+        self.expected[rep].append(e)
+        return dict(e, replica=rep)
+
+    def pick_block(self, rng: random.Random, ok_replicas: Any, need: int,
+                   min_chunks: int = 1) -> Optional[Tuple[_Container, int, List[str]]]:
+        """A (container, unused block, candidate replicas) with >= need candidates."""
+        options = []
+        for c in self.containers.values():
+            cands = [r for r in c.replicas if ok_replicas(r)]
+            if len(cands) < need:
+                continue
+            for bid, length in c.blocks.items():
+                if (c.cid, bid) in self.used_blocks:
+                    continue
+                if len(self.chunk_offsets(length)) < min_chunks:
+                    continue
+                options.append((c, bid, cands))
+        if not options:
+            return None
+        c, bid, cands = options[rng.randrange(len(options))]
+        self.used_blocks.add((c.cid, bid))
+        return c, bid, cands
+
+    def healthy_left(self, c: _Container, targets: List[str]) -> bool:
+        return any(r not in targets and r not in self.meta_faulted for r in c.replicas)
+
+    def flip(self, path: Path, pos: int, bit: int) -> None:
+        with open(path, "r+b") as f:
+            f.seek(pos)
+            b = f.read(1)
+            f.seek(pos)
+            f.write(bytes([b[0] ^ (1 << bit)]))
+
+    # -- injection ------------------------------------------------------------------------
+
+    def inject(self) -> None:
+        rng = random.Random(f"faults/{self.cfg.seed}")
+        # Tree faults come last: a writer (tombstone, extra-block) rewrites the tree.
+        order = ["meta-corrupt", "meta-missing", "tombstone", "bitflip-all", "bitflip2",
+                 "bitflip", "truncate", "missing-chunks", "missing-file", "extra-block",
+                 "tree-corrupt", "tree-missing"]
+        for kind in order:
+            for _ in range(self.cfg.faults.get(kind, 0)):
+                fault = getattr(self, "_" + kind.replace("-", "_"))(rng)
+                if fault is None:
+                    raise GeneratorError(f"cannot place another {kind!r} fault: the cluster is "
+                                         f"too small (more containers or blocks, fewer faults)")
+                fault["id"] = len(self.faults)
+                fault["type"] = kind
+                self.faults.append(fault)
+
+    def _replica_fault(self, rng: random.Random, pool: List[str]) -> Optional[str]:
+        if not pool:
+            return None
+        return pool[rng.randrange(len(pool))]
+
+    def _meta(self, rng: random.Random, corrupt: bool) -> Optional[Dict[str, Any]]:
+        # one metadata fault per container, on a replica with nothing else
+        busy = {int(Path(r).name) for r in self.meta_faulted}
+        pool = [r for c in self.containers.values() if c.cid not in busy and len(c.replicas) > 1
+                for r in c.replicas]
+        rep = self._replica_fault(rng, pool)
+        if rep is None:
+            return None
+        self.meta_faulted.add(rep)
+        f = self.meta_file(rep)
+        detail: Dict[str, Any] = {}
+        if corrupt:
+            size = f.stat().st_size
+            pos, bit = rng.randrange(size), rng.randrange(8)
+            self.flip(f, pos, bit)
+            detail = {"byte": pos, "bit": bit}
+            e = self.expect(rep, METADATA_CORRUPT)
+        else:
+            f.unlink()
+            e = self.expect(rep, METADATA_MISSING)
+        return dict(container_id=int(Path(rep).name), replicas=[rep], expected=[e], **detail)
+
+    def _meta_corrupt(self, rng: random.Random) -> Optional[Dict[str, Any]]:
+        return self._meta(rng, True)
+
+    def _meta_missing(self, rng: random.Random) -> Optional[Dict[str, Any]]:
+        return self._meta(rng, False)
+
+    def _tree(self, rng: random.Random, corrupt: bool) -> Optional[Dict[str, Any]]:
+        pool = [r for c in self.containers.values() for r in c.replicas
+                if r not in self.meta_faulted and r not in self.tree_faulted
+                and r not in self.tombstoned]
+        rep = self._replica_fault(rng, pool)
+        if rep is None:
+            return None
+        self.tree_faulted.add(rep)
+        f = self.tree_file(rep)
+        if corrupt:
+            # wire type 7 at byte 0: never a valid protobuf, so always detected
+            f.write_bytes(b"\xff" + rng.randbytes(rng.randrange(1, 64)))
+            e = self.expect(rep, TREE_CORRUPT)
+        else:
+            f.unlink()
+            e = self.expect(rep, TREE_MISSING)
+        return dict(container_id=int(Path(rep).name), replicas=[rep], expected=[e])
+
+    def _tree_corrupt(self, rng: random.Random) -> Optional[Dict[str, Any]]:
+        return self._tree(rng, True)
+
+    def _tree_missing(self, rng: random.Random) -> Optional[Dict[str, Any]]:
+        return self._tree(rng, False)
+
+    def _tombstone(self, rng: random.Random) -> Optional[Dict[str, Any]]:
+        ok = (lambda r: r not in self.meta_faulted)
+        picked = self.pick_block(rng, ok, 1)
+        if picked is None:
+            return None
+        c, bid, cands = picked
+        k = rng.randint(1, max(1, min(len(cands), len(c.replicas) - 1)))
+        targets = sorted(rng.sample(cands, k))
+        for rep in targets:
+            with ContainerWriter(self.out / rep, c.cid, algorithm=c.algorithm,
+                                 bytes_per_checksum=self.cfg.bytes_per_checksum,
+                                 chunk_size=self.cfg.chunk_size) as w:
+                w.delete_block(bid)
+            self.tombstoned.add(rep)
+        self.tombstones.setdefault(c.cid, []).append(bid)
+        return dict(container_id=c.cid, block_id=bid, replicas=targets, expected=[])
+
+    def _chunk_flip(self, rng: random.Random, need: int, all_replicas: bool
+                    ) -> Optional[Dict[str, Any]]:
+        ok = (lambda r: r not in self.meta_faulted)
+        for _ in range(50):
+            picked = self.pick_block(rng, ok, need)
+            if picked is None:
+                return None
+            c, bid, cands = picked
+            if all_replicas and len(cands) != len(c.replicas):
+                continue
+            targets = sorted(c.replicas) if all_replicas else sorted(rng.sample(cands, need))
+            if not all_replicas and not self.healthy_left(c, targets):
+                continue
+            off, ln = rng.choice(self.chunk_offsets(c.blocks[bid]))
+            expected, where = [], []
+            for rep in targets:
+                pos, bit = off + rng.randrange(ln), rng.randrange(8)
+                self.flip(self.block_file(rep, bid), pos, bit)
+                self.data_faulted.add(rep)
+                where.append({"replica": rep, "byte": pos, "bit": bit})
+                expected.append(self.expect(rep, CORRUPT_CHUNK, bid, off))
+            if all_replicas:
+                self.unrepairable.append({"container_id": c.cid, "block_id": bid,
+                                          "offset": off})
+            return dict(container_id=c.cid, block_id=bid, chunk_offset=off, replicas=targets,
+                        flips=where, expected=expected)
+        return None
+
+    def _bitflip(self, rng: random.Random) -> Optional[Dict[str, Any]]:
+        return self._chunk_flip(rng, 1, False)
+
+    def _bitflip2(self, rng: random.Random) -> Optional[Dict[str, Any]]:
+        return self._chunk_flip(rng, 2, False)
+
+    def _bitflip_all(self, rng: random.Random) -> Optional[Dict[str, Any]]:
+        return self._chunk_flip(rng, 1, True)
+
+    def _cut(self, rng: random.Random, at_boundary: bool) -> Optional[Dict[str, Any]]:
+        ok = (lambda r: r not in self.meta_faulted)
+        picked = self.pick_block(rng, ok, 1, min_chunks=2 if at_boundary else 1)
+        if picked is None:
+            return None
+        c, bid, cands = picked
+        rep = rng.choice(cands)
+        if not self.healthy_left(c, [rep]):
+            return None
+        chunks = self.chunk_offsets(c.blocks[bid])
+        bpc = self.cfg.bytes_per_checksum
+        if at_boundary:
+            k = rng.randrange(1, len(chunks))
+            cut = chunks[k][0]
+        else:
+            k = rng.randrange(len(chunks))
+            off, ln = chunks[k]
+            if ln < 2:
+                return None
+            cut = off + rng.randrange(1, ln)
+        os.truncate(self.block_file(rep, bid), cut)
+        self.data_faulted.add(rep)
+        expected = []
+        for i, (off, ln) in enumerate(chunks):
+            if off + ln <= cut:
+                continue
+            if off >= cut:
+                expected.append(self.expect(rep, MISSING_CHUNK, bid, off))
+                continue
+            # the cut chunk: does its partial last window still match the recorded one?
+            data = block_data(self.cfg.seed, c.cid, bid, c.blocks[bid])
+            got = cut - off
+            wstart = off + (got - 1) // bpc * bpc
+            full = data[wstart:min(wstart + bpc, off + ln)]
+            part = data[wstart:cut]
+            fn = _native.crc32 if c.algorithm == "crc32" else _native.crc32c
+            kind = CORRUPT_CHUNK if fn(part) != fn(full) else INCONSISTENT_CHUNK_LENGTH
+            expected.append(self.expect(rep, kind, bid, off))
+        return dict(container_id=c.cid, block_id=bid, replicas=[rep], cut_at=cut,
+                    expected=expected)
+
+    def _truncate(self, rng: random.Random) -> Optional[Dict[str, Any]]:
+        return self._cut(rng, False)
+
+    def _missing_chunks(self, rng: random.Random) -> Optional[Dict[str, Any]]:
+        return self._cut(rng, True)
+
+    def _missing_file(self, rng: random.Random) -> Optional[Dict[str, Any]]:
+        ok = (lambda r: r not in self.meta_faulted)
+        picked = self.pick_block(rng, ok, 1)
+        if picked is None:
+            return None
+        c, bid, cands = picked
+        rep = rng.choice(cands)
+        if not self.healthy_left(c, [rep]):
+            return None
+        self.block_file(rep, bid).unlink()
+        self.data_faulted.add(rep)
+        e = self.expect(rep, MISSING_DATA_FILE, bid)
+        return dict(container_id=c.cid, block_id=bid, replicas=[rep], expected=[e])
+
+    def _extra_block(self, rng: random.Random) -> Optional[Dict[str, Any]]:
+        pool = [(c, r) for c in self.containers.values() for r in c.replicas
+                if r not in self.meta_faulted and len(c.replicas) > 1]
+        if not pool:
+            return None
+        c, rep = pool[rng.randrange(len(pool))]
+        bid = 1000 + max([b for b in c.blocks] + self.extra_blocks.get(c.cid, [0]))
+        length = rng.randint(1, self.cfg.block_size)
+        with ContainerWriter(self.out / rep, c.cid, algorithm=c.algorithm,
+                             bytes_per_checksum=self.cfg.bytes_per_checksum,
+                             chunk_size=self.cfg.chunk_size) as w:
+            w.write_block(bid, block_data(self.cfg.seed, c.cid, bid, length))
+        self.extra_blocks.setdefault(c.cid, []).append(bid)
+        self.used_blocks.add((c.cid, bid))
+        return dict(container_id=c.cid, block_id=bid, replicas=[rep], length=length,
+                    expected=[])
+
+    # -- manifest -------------------------------------------------------------------------
+
+    def manifest(self) -> Dict[str, Any]:
+        def key(e: Dict[str, Any]) -> Tuple[str, int, int]:
+            return (e["error"], e["block_id"] or 0, e["offset"] or 0)
+        return {
+            "format": "crcmerkle-cluster-manifest", "version": 1,
+            "seed": self.cfg.seed, "config": asdict(self.cfg),
+            "containers": {str(c.cid): {"algorithm": c.algorithm, "replicas": c.replicas,
+                                        "blocks": {str(b): n for b, n in c.blocks.items()}}
+                           for c in self.containers.values()},
+            "faults": self.faults,
+            "expected_errors": {r: sorted(es, key=key) for r, es in sorted(self.expected.items())},
+            "unrepairable_chunks": self.unrepairable,
+            "tombstones": {str(k): sorted(v) for k, v in sorted(self.tombstones.items())},
+            "extra_blocks": {str(k): sorted(v) for k, v in sorted(self.extra_blocks.items())},
+        }
+
+
+def generate_cluster(out: PathLike, config: Optional[GeneratorConfig] = None, **kwargs: Any
+                     ) -> Dict[str, Any]:
+    """Write a synthetic cluster under `out` (which must not exist or be empty) and return
+    its manifest (also written to `<out>/manifest.json`). kwargs override config fields."""
+    cfg = config or GeneratorConfig()
+    if kwargs:
+        cfg = GeneratorConfig(**{**asdict(cfg), **kwargs})
+    cfg.validate()
+    root = Path(out)
+    if root.exists() and (not root.is_dir() or any(root.iterdir())):
+        raise GeneratorError("output directory exists and is not empty", os.fspath(out))
+    root.mkdir(parents=True, exist_ok=True)
+    cluster = _Cluster(root, cfg)
+    cluster.write()
+    cluster.inject()
+    manifest = cluster.manifest()
+    (root / MANIFEST_NAME).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    return manifest
+
