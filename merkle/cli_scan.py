@@ -1,0 +1,171 @@
+"""`crcmerkle scan`: verify container replicas against their recorded checksums."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from typing import Any, Dict, List
+
+from merkle.benchmarking import parse_size
+from merkle.cli import EXIT_FAILURE, EXIT_USAGE, CLIError, print_error
+from merkle.ozone import format_checksum
+from merkle.replica_errors import ReplicaError
+
+DESCRIPTION = """\
+Scan container replicas: read every chunk window by window, recompute its checksums with the
+chunk's own type, compare them with the recorded ones, and store the tree built from what was
+read (merged into the stored tree; use --no-write for a read-only check). PATH may be a
+replica (<volume>/<containerID>), a volume, a datanode or any directory above them."""
+
+EPILOG = """\
+errors: CORRUPT_CHUNK, MISSING_CHUNK, INCONSISTENT_CHUNK_LENGTH, MISSING_DATA_FILE,
+  UNREADABLE_DATA_FILE, METADATA_MISSING, METADATA_CORRUPT, TREE_MISSING, TREE_CORRUPT
+
+output (text): one line per replica, '<status>  <container value>  <path>' with status OK or
+  'N ERRORS', each error indented below it; a summary line at the end.
+output (json): {"replicas": [{path, container_id, ok, data_checksum, errors: [{error,
+  block_id, offset, detail}], blocks, chunks, bytes_read, seconds, ...}], "failed": [...],
+  "summary": {...}}
+
+exit status: 0 if no errors were found, 1 if some replica has errors, 2 if some replica
+could not be scanned (locked, unreadable) or for bad usage."""
+
+
+def _size(text: str) -> int:
+    try:
+        value = parse_size(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive size (e.g. 5MiB), not {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
+    return value
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "scan", help="verify container replicas (containers, volumes, datanodes)",
+        description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("paths", nargs="+", metavar="PATH", help="replica, volume or datanode")
+    p.add_argument("--json", action="store_true", help="JSON output (see below)")
+    p.add_argument("--workers", type=_positive_int, default=1, metavar="N",
+                   help="threads scanning the blocks of a replica in parallel (default 1)")
+    p.add_argument("--rate", type=_size, metavar="BYTES_PER_S",
+                   help="read at most this many bytes per second per volume (e.g. 5MiB, "
+                        "Ozone's default); unlimited by default")
+    p.add_argument("--mmap", action="store_true",
+                   help="checksum straight from mapped block files (faster on a hot page "
+                        "cache; an I/O error then kills the scan with SIGBUS instead of "
+                        "being reported)")
+    p.add_argument("--no-write", action="store_true",
+                   help="do not store the scanned tree (read-only; takes no lock)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="never show a progress bar (one is shown when stderr is a terminal)")
+    p.add_argument("--buffer-size", type=_size, default=None, help=argparse.SUPPRESS)
+    p.set_defaults(func=run)
+    return p
+
+
+def _bar(paths: List[str], enabled: bool) -> Any:
+    if not enabled or not sys.stderr.isatty():
+        return None
+    try:
+        from tqdm import tqdm
+
+        from merkle.blockmeta import read_blockmeta
+        from merkle.replica_layout import find_containers
+    except ImportError:
+        return None
+    total = 0
+    for p in paths:
+        try:
+            for loc in find_containers(p):
+                try:
+                    total += read_blockmeta(loc.paths.blockmeta).data_bytes
+                except ReplicaError:
+                    pass
+        except (OSError, ReplicaError):
+            pass
+    return tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="scan",
+                file=sys.stderr, leave=False, dynamic_ncols=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from merkle.replica_scan import DEFAULT_BUFFER_SIZE, ScanResult, scan_paths
+
+    for p in args.paths:
+        if not os.path.exists(p):
+            raise CLIError(f"{p}: No such file or directory", EXIT_FAILURE)
+    bar = _bar(args.paths, not args.no_progress and not args.json)
+    failed: List[Dict[str, str]] = []
+    results: List[ScanResult] = []
+
+    def on_result(r: ScanResult) -> None:
+        results.append(r)
+        if args.json:
+            return
+        if bar is not None:
+            bar.clear()
+        value = "-" if r.tree.data_checksum is None else format_checksum(r.tree.data_checksum)
+        status = "OK" if r.ok else f"{len(r.errors)} ERRORS"
+        print(f"{status}  {value}  {r.path}", flush=True)
+        for e in r.errors:
+            print(f"    {e}")
+
+    def on_error(loc: Any, exc: Exception) -> None:
+        failed.append({"path": os.fspath(loc.root), "error": str(exc)})
+        if not args.json:
+            print_error(str(exc))
+
+    progress = None
+    if bar is not None:
+        lock = threading.Lock()
+
+        def progress(n: int) -> None:  # worker threads report concurrently
+            with lock:
+                bar.update(n)
+
+    t0 = time.perf_counter()
+    try:
+        scan_paths(args.paths, bytes_per_second=args.rate, workers=args.workers,
+                   write_tree=not args.no_write, on_result=on_result, on_error=on_error,
+                   progress=progress,
+                   buffer_size=args.buffer_size or DEFAULT_BUFFER_SIZE,
+                   use_mmap=args.mmap)
+    except ReplicaError as exc:
+        raise CLIError(str(exc), EXIT_USAGE) from None
+    finally:
+        if bar is not None:
+            bar.close()
+    seconds = time.perf_counter() - t0
+    nbytes = sum(r.bytes_read for r in results)
+    bad = sum(1 for r in results if not r.ok)
+    summary = {"replicas": len(results), "with_errors": bad, "failed": len(failed),
+               "errors": sum(len(r.errors) for r in results), "bytes_read": nbytes,
+               "seconds": round(seconds, 6),
+               "mb_per_s": round(nbytes / seconds / 1e6, 1) if seconds > 0 else None}
+    if args.json:
+        json.dump({"replicas": [r.to_dict() for r in results], "failed": failed,
+                   "summary": summary}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        rate = f", {summary['mb_per_s']} MB/s" if summary["mb_per_s"] is not None else ""
+        print(f"scanned {len(results)} replicas, {nbytes} bytes in {seconds:.2f} s{rate}: "
+              f"{bad} with errors" + (f", {len(failed)} not scanned" if failed else ""))
+    if failed:
+        return EXIT_USAGE
+    return EXIT_FAILURE if bad else 0

@@ -1,0 +1,506 @@
+"""The replica scanner: verify a replica's data against its recorded checksums, keep its
+`.tree` current, and report what is wrong (Ozone's on-demand/background container scanner).
+
+For each block in the metadata, each chunk is read window-aligned into one reused buffer per
+worker (os.preadv, large sequential reads of `buffer_size`), its windows are checksummed in
+one native call per read with the chunk's own type (`checksum_windows(..., out=...)`), and the
+observed checksums are compared with the recorded ones in one numpy comparison. The tree is
+built from the *observed* checksums (Ozone's rule: corruption changes the leaf and everything
+above it), with `checksum_matches` false unless every window and the length match; it is then
+merged into the stored tree (tombstones win; merkle.treemerge.merge) and written atomically
+when it changed.
+
+Errors (ScanError.kind):
+  CORRUPT_CHUNK              a window checksum differs (also a short chunk whose partial last
+                             window differs)
+  INCONSISTENT_CHUNK_LENGTH  fewer bytes than recorded, every window read matching
+  MISSING_CHUNK              no byte of the chunk in the file (no leaf in the tree)
+  MISSING_DATA_FILE          the block file does not exist (block absent from the tree)
+  UNREADABLE_DATA_FILE       the block file exists but cannot be opened/read (I/O error)
+  METADATA_MISSING / METADATA_CORRUPT   the `.blocks` file; nothing can be verified, so the
+                             scanned tree has no live blocks (reconcile then pulls them back)
+  TREE_MISSING / TREE_CORRUPT           the stored `.tree` (rebuilt from the scan; tombstones
+                             it held are lost and must come back from peers)
+
+Windows of SHA256/MD5 chunks are checked with hashlib one window at a time (a slow path; Ozone
+and the generator default to CRC32). Optional worker threads scan blocks in parallel (the GIL
+is released while reading and checksumming) and an optional per-volume byte rate limit paces
+reads, as Ozone's scanner does (5 MiB/s per volume by default there; unlimited here).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mmap
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
+
+import numpy as np
+
+from merkle import _native
+from merkle.blockmeta import (CHECKSUM_SIZES, CRC32, CRC32C, NONE, SHA256, BlockMeta,
+                              ChunkMeta, ContainerMeta, read_blockmeta)
+from merkle.ozone import format_checksum
+from merkle.replica_errors import BlockMetaError, ReplicaError
+from merkle.replica_io import pread_into
+from merkle.replica_layout import ContainerPaths, ReplicaLocation, container_paths, find_containers
+from merkle.replica_lock import ReplicaLock
+from merkle.tree import ContainerTree
+from merkle.treefile import TreeFileError, tree_from_bytes, write_tree
+from merkle.treemerge import merge
+
+__all__ = ["CORRUPT_CHUNK", "INCONSISTENT_CHUNK_LENGTH", "METADATA_CORRUPT",
+           "METADATA_MISSING", "MISSING_CHUNK", "MISSING_DATA_FILE", "RateLimiter",
+           "ScanError", "ScanResult", "TREE_CORRUPT", "TREE_MISSING", "UNREADABLE_DATA_FILE",
+           "scan_container", "scan_paths"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+CORRUPT_CHUNK = "CORRUPT_CHUNK"
+MISSING_CHUNK = "MISSING_CHUNK"
+INCONSISTENT_CHUNK_LENGTH = "INCONSISTENT_CHUNK_LENGTH"
+MISSING_DATA_FILE = "MISSING_DATA_FILE"
+UNREADABLE_DATA_FILE = "UNREADABLE_DATA_FILE"
+METADATA_MISSING = "METADATA_MISSING"
+METADATA_CORRUPT = "METADATA_CORRUPT"
+TREE_MISSING = "TREE_MISSING"
+TREE_CORRUPT = "TREE_CORRUPT"
+
+#: Read size per worker, rounded down to whole windows. 256 KiB..4 MiB measured within the
+#: noise of each other on a hot page cache (bench/test_bench_scan.py); 1 MiB stays in L2.
+DEFAULT_BUFFER_SIZE = 1024 * 1024
+
+#: Checksummed per call when reading from a mapping (progress and rate-limit granularity).
+DEFAULT_MAPPED_PIECE = 4 * 1024 * 1024
+
+ProgressFn = Callable[[int], Any]
+
+
+@dataclass(frozen=True)
+class ScanError:
+    """One problem found by the scanner. `block_id`/`offset` are None for container-level
+    (metadata, tree) errors; `offset` is the chunk's offset for chunk errors."""
+
+    kind: str
+    block_id: Optional[int] = None
+    offset: Optional[int] = None
+    detail: str = ""
+
+    @property
+    def key(self) -> Tuple[str, Optional[int], Optional[int]]:
+        """What identifies the finding (compared with a generator manifest)."""
+        return (self.kind, self.block_id, self.offset)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"error": self.kind, "block_id": self.block_id, "offset": self.offset,
+                "detail": self.detail}
+
+    def __str__(self) -> str:
+        where = ""
+        if self.block_id is not None:
+            where = f" block {self.block_id}"
+            if self.offset is not None:
+                where += f" chunk @{self.offset}"
+        return f"{self.kind}{where}{': ' + self.detail if self.detail else ''}"
+
+
+@dataclass
+class ScanResult:
+    """What one scan of one replica found and produced."""
+
+    path: str
+    container_id: int
+    errors: List[ScanError]
+    #: the tree built from the observed data alone
+    scanned: ContainerTree
+    #: scanned merged into the stored tree: what is (or, without writing, would be) stored
+    tree: ContainerTree
+    meta: Optional[ContainerMeta]
+    bytes_read: int = 0
+    blocks: int = 0
+    chunks: int = 0
+    seconds: float = 0.0
+    tree_written: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def error_keys(self) -> List[Tuple[str, Optional[int], Optional[int]]]:
+        return sorted((e.key for e in self.errors), key=lambda k: (k[0], k[1] or 0, k[2] or 0))
+
+    def to_dict(self) -> Dict[str, Any]:
+        value = self.tree.data_checksum
+        return {
+            "path": self.path, "container_id": self.container_id, "ok": self.ok,
+            "data_checksum": None if value is None else format_checksum(value),
+            "errors": [e.to_dict() for e in self.errors],
+            "blocks": self.blocks, "chunks": self.chunks, "bytes_read": self.bytes_read,
+            "seconds": round(self.seconds, 6), "tree_written": self.tree_written,
+            "unhealthy_chunks": int((~self.tree.chunk_matches).sum()),
+        }
+
+
+class RateLimiter:
+    """Paces reads to `bytes_per_second` (shared by every scan of one volume, thread-safe).
+
+    Each read is granted a start time right after the previous grant's share of the budget,
+    so the long-run rate is the limit and no thread busy-waits.
+    """
+
+    def __init__(self, bytes_per_second: float) -> None:
+        if bytes_per_second <= 0:
+            raise ValueError("bytes_per_second must be > 0")
+        self.rate = float(bytes_per_second)
+        self._lock = threading.Lock()
+        self._next = time.monotonic()
+
+    def acquire(self, nbytes: int) -> None:
+        with self._lock:
+            now = time.monotonic()
+            start = max(now, self._next)
+            self._next = start + nbytes / self.rate
+        if start > now:
+            time.sleep(start - now)
+
+
+@dataclass
+class _ChunkObs:
+    offset: int
+    length: int  # bytes observed
+    leaf: int
+    matches: bool
+
+
+@dataclass
+class _BlockObs:
+    block_id: int
+    present: bool
+    chunks: List[_ChunkObs] = field(default_factory=list)
+    errors: List[ScanError] = field(default_factory=list)
+    bytes_read: int = 0
+
+
+class _Reader:
+    """Per-thread reusable buffer and the read/verify loop of one block.
+
+    With `use_mmap`, CRC chunks are checksummed straight from a read-only mapping of the
+    block file (no copy into the buffer: faster than a plain read on a hot page cache), at
+    the price that an I/O error or a concurrent truncation raises SIGBUS and kills the
+    process instead of being reported; the default pread path reports them.
+    """
+
+    def __init__(self, buffer_size: int, limiter: Optional[RateLimiter],
+                 progress: Optional[ProgressFn], use_mmap: bool = False) -> None:
+        self.buffer = bytearray(max(buffer_size, 1))
+        self.view = memoryview(self.buffer)
+        self.limiter = limiter
+        self.progress = progress
+        self.use_mmap = use_mmap
+        self.mapped: Optional[memoryview] = None
+
+    def _read(self, fd: int, n: int, offset: int) -> int:
+        if self.limiter is not None:
+            self.limiter.acquire(n)
+        got = pread_into(fd, self.view[:n], offset)
+        if self.progress is not None and got:
+            self.progress(got)
+        return got
+
+    def _mapped_piece(self, n: int, offset: int) -> memoryview:
+        """Up to n bytes at offset from the mapping (shorter at EOF)."""
+        assert self.mapped is not None
+        if self.limiter is not None:
+            self.limiter.acquire(n)
+        piece = self.mapped[offset:offset + n]
+        if self.progress is not None and len(piece):
+            self.progress(len(piece))
+        return piece
+
+    def _piece_size(self, c: ChunkMeta) -> int:
+        bpc = c.bytes_per_checksum
+        piece = max(bpc, len(self.buffer) // bpc * bpc)
+        if self.mapped is not None:  # no copy: larger pieces, fewer calls
+            piece = max(piece, DEFAULT_MAPPED_PIECE // bpc * bpc)
+        return piece
+
+    def chunk(self, fd: int, c: ChunkMeta) -> Tuple[int, Optional[np.ndarray], bool]:
+        """Read chunk `c`; returns (bytes read, observed checksum bytes-or-values, mismatch)."""
+        size = CHECKSUM_SIZES[c.checksum_type]
+        if c.checksum_type == NONE or size == 0:
+            got = 0
+            while got < c.length:
+                want = min(len(self.buffer), c.length - got)
+                n = self._read(fd, want, c.offset + got)
+                got += n
+                if n < want:
+                    break
+            return got, None, False
+        bpc = c.bytes_per_checksum
+        piece = self._piece_size(c)
+        if self.mapped is None and piece > len(self.buffer):
+            self.buffer = bytearray(piece)
+            self.view = memoryview(self.buffer)
+        n_windows = -(-c.length // bpc)
+        if c.checksum_type in (CRC32, CRC32C):
+            alg = "crc32" if c.checksum_type == CRC32 else "crc32c"
+            observed = np.empty(n_windows, dtype=np.uint32)
+            got = w = 0
+            while got < c.length:
+                want = min(piece, c.length - got)
+                if self.mapped is not None:
+                    data = self._mapped_piece(want, c.offset + got)
+                    n = len(data)
+                else:
+                    n = self._read(fd, want, c.offset + got)
+                    data = self.view[:n]
+                if n:
+                    nw = -(-n // bpc)
+                    _native.checksum_windows(data, bpc, algorithm=alg, out=observed[w:w + nw])
+                    w += nw
+                    got += n
+                if n < want:
+                    break
+            observed = observed[:w]
+            stored = np.frombuffer(c.checksums, dtype=">u4", count=w)
+            mismatch = bool(np.any(observed != stored))
+            return got, observed, mismatch
+        # SHA256 / MD5: one hashlib call per window (slow path, not Ozone's default)
+        algo = "sha256" if c.checksum_type == SHA256 else "md5"
+        parts: List[bytes] = []
+        got = 0
+        while got < c.length:
+            want = min(piece, c.length - got)
+            n = self._read(fd, want, c.offset + got)
+            for s in range(0, n, bpc):
+                parts.append(hashlib.new(algo, self.view[s:min(s + bpc, n)]).digest())
+            got += n
+            if n < want:
+                break
+        obs = b"".join(parts)
+        mismatch = obs != c.checksums[:len(obs)]
+        return got, np.frombuffer(obs, dtype=np.uint8), mismatch
+
+    def block(self, paths: ContainerPaths, block: BlockMeta) -> _BlockObs:
+        out = _BlockObs(block.block_id, present=True)
+        name = paths.block_file(block.block_id)
+        try:
+            fd = os.open(name, os.O_RDONLY)
+        except FileNotFoundError:
+            out.present = False
+            out.errors.append(ScanError(MISSING_DATA_FILE, block.block_id, None,
+                                        f"{name.name} does not exist"))
+            return out
+        except OSError as exc:
+            out.present = False
+            out.errors.append(ScanError(UNREADABLE_DATA_FILE, block.block_id, None,
+                                        exc.strerror or str(exc)))
+            return out
+        mapping = None
+        if self.use_mmap:
+            size = os.fstat(fd).st_size
+            if size:
+                mapping = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+                if hasattr(mapping, "madvise"):
+                    mapping.madvise(mmap.MADV_SEQUENTIAL)
+                self.mapped = memoryview(mapping)
+        try:
+            for c in block.chunks:
+                if c.length == 0:
+                    out.chunks.append(_ChunkObs(c.offset, 0, c.leaf, True))
+                    continue
+                try:
+                    got, observed, mismatch = self.chunk(fd, c)
+                except OSError as exc:
+                    out.errors.append(ScanError(UNREADABLE_DATA_FILE, block.block_id,
+                                                c.offset, exc.strerror or str(exc)))
+                    continue
+                out.bytes_read += got
+                if got == 0:
+                    out.errors.append(ScanError(MISSING_CHUNK, block.block_id, c.offset,
+                                                f"no data at {c.offset} (expected {c.length} "
+                                                f"bytes)"))
+                    continue
+                if observed is None:  # type NONE: only the length can be checked
+                    leaf = 0
+                elif observed.dtype == np.uint32:
+                    leaf = (c.leaf if not mismatch and got == c.length
+                            else _native.crc32c(observed.astype(">u4").tobytes()))
+                else:
+                    leaf = _native.crc32c(observed.tobytes())
+                healthy = not mismatch and got == c.length
+                out.chunks.append(_ChunkObs(c.offset, got, leaf, healthy))
+                if mismatch:
+                    out.errors.append(ScanError(
+                        CORRUPT_CHUNK, block.block_id, c.offset,
+                        "window checksum mismatch" + (f" (short read: {got} of {c.length} "
+                                                      f"bytes)" if got < c.length else "")))
+                elif got < c.length:
+                    out.errors.append(ScanError(INCONSISTENT_CHUNK_LENGTH, block.block_id,
+                                                c.offset, f"{got} of {c.length} bytes"))
+        finally:
+            if mapping is not None:
+                assert self.mapped is not None
+                self.mapped.release()
+                self.mapped = None
+                mapping.close()
+            os.close(fd)
+        return out
+
+
+def _observed_tree(container_id: int, observations: Iterable[_BlockObs]) -> ContainerTree:
+    bids: List[int] = []
+    offs: List[int] = []
+    lens: List[int] = []
+    leaves: List[int] = []
+    matches: List[bool] = []
+    present: List[int] = []
+    for b in observations:
+        if not b.present:
+            continue
+        present.append(b.block_id)
+        for c in b.chunks:
+            bids.append(b.block_id)
+            offs.append(c.offset)
+            lens.append(c.length)
+            leaves.append(c.leaf)
+            matches.append(c.matches)
+    return ContainerTree.from_columns(container_id, bids, offs, lens,
+                                      leaf=np.array(leaves, dtype=np.int64),
+                                      checksum_matches=np.array(matches, dtype=bool),
+                                      empty_blocks=present or None)
+
+
+def _stored_tree(paths: ContainerPaths) -> Tuple[Optional[ContainerTree], Optional[bytes],
+                                                 Optional[ScanError]]:
+    try:
+        raw = paths.tree.read_bytes()
+    except FileNotFoundError:
+        return None, None, ScanError(TREE_MISSING, detail=f"{paths.tree.name} does not exist")
+    except OSError as exc:
+        return None, None, ScanError(TREE_CORRUPT, detail=exc.strerror or str(exc))
+    try:
+        tree = tree_from_bytes(raw, source=str(paths.tree))
+    except TreeFileError as exc:
+        return None, raw, ScanError(TREE_CORRUPT, detail=exc.reason)
+    if tree.container_id != paths.container_id:
+        return None, raw, ScanError(TREE_CORRUPT, detail=f"tree is of container "
+                                                         f"{tree.container_id}")
+    return tree, raw, None
+
+
+def scan_container(path: PathLike, *, write_tree: bool = True, workers: int = 1,
+                   bytes_per_second: Optional[float] = None,
+                   limiter: Optional[RateLimiter] = None,
+                   progress: Optional[ProgressFn] = None,
+                   buffer_size: int = DEFAULT_BUFFER_SIZE, lock: bool = True,
+                   use_mmap: bool = False) -> ScanResult:
+    """Scan one replica (see the module docstring) and return what was found.
+
+    write_tree: store the merged tree (atomically, only if it changed); False for a
+      read-only check (no lock is taken then).
+    workers: threads scanning blocks in parallel (each with its own `buffer_size` buffer).
+    bytes_per_second / limiter: pace reads (a limiter may be shared by a volume's scans).
+    progress: called with the byte count of every read (e.g. a tqdm bar's update).
+    lock: take the replica lock while writing (reconcile, which holds it, passes False).
+    use_mmap: checksum CRC chunks from a mapping of each block file instead of copying them
+      into the buffer (faster; but an I/O error then kills the process with SIGBUS instead
+      of being reported as UNREADABLE_DATA_FILE: see _Reader).
+    """
+    paths = container_paths(path)
+    if not paths.root.is_dir():
+        raise FileNotFoundError(2, "No such file or directory", os.fspath(path))
+    if limiter is None and bytes_per_second:
+        limiter = RateLimiter(bytes_per_second)
+    held = ReplicaLock(paths) if (write_tree and lock) else None
+    if held is not None:
+        held.acquire()
+    try:
+        return _scan(paths, write_tree, max(1, int(workers)), limiter, progress, buffer_size,
+                     use_mmap)
+    finally:
+        if held is not None:
+            held.release()
+
+
+def _scan(paths: ContainerPaths, write: bool, workers: int, limiter: Optional[RateLimiter],
+          progress: Optional[ProgressFn], buffer_size: int,
+          use_mmap: bool = False) -> ScanResult:
+    t0 = time.perf_counter()
+    errors: List[ScanError] = []
+    meta: Optional[ContainerMeta]
+    try:
+        meta = read_blockmeta(paths.blockmeta, paths.container_id)
+    except BlockMetaError as exc:
+        meta = None
+        reason = str(exc)[len(str(exc.path)) + 2:] if exc.path else str(exc)
+        errors.append(ScanError(METADATA_MISSING if exc.missing else METADATA_CORRUPT,
+                                detail=reason))
+    blocks = meta.sorted_blocks() if meta is not None else []
+    if workers > 1 and len(blocks) > 1:
+        local = threading.local()
+
+        def one(b: BlockMeta) -> _BlockObs:
+            reader = getattr(local, "reader", None)
+            if reader is None:
+                reader = local.reader = _Reader(buffer_size, limiter, progress, use_mmap)
+            return reader.block(paths, b)
+
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            observations = list(pool.map(one, blocks))
+    else:
+        reader = _Reader(buffer_size, limiter, progress, use_mmap)
+        observations = [reader.block(paths, b) for b in blocks]
+    for ob in observations:
+        errors.extend(ob.errors)
+    scanned = _observed_tree(paths.container_id, observations)
+    stored, raw, tree_error = _stored_tree(paths)
+    if tree_error is not None:
+        errors.insert(0, tree_error)
+    merged = merge(stored, scanned)
+    written = False
+    if write:
+        data = merged.to_bytes()
+        if data != raw:
+            paths.metadata_dir.mkdir(exist_ok=True)
+            write_tree(merged, paths.tree)
+            written = True
+    return ScanResult(
+        path=os.fspath(paths.root), container_id=paths.container_id, errors=errors,
+        scanned=scanned, tree=merged, meta=meta,
+        bytes_read=sum(o.bytes_read for o in observations), blocks=len(blocks),
+        chunks=sum(len(b.chunks) for b in blocks), seconds=time.perf_counter() - t0,
+        tree_written=written)
+
+
+def scan_paths(paths: Iterable[PathLike], *, bytes_per_second: Optional[float] = None,
+               on_result: Optional[Callable[[ScanResult], Any]] = None,
+               on_error: Optional[Callable[[ReplicaLocation, Exception], Any]] = None,
+               **kwargs: Any) -> List[ScanResult]:
+    """Scan every replica under each path (replica, volume, datanode, cluster), one rate
+    limiter per volume. Errors that stop one replica's scan (lock held, I/O) go to
+    `on_error` (re-raised without it); the other replicas are still scanned."""
+    locations: List[ReplicaLocation] = []
+    for p in paths:
+        locations.extend(find_containers(p))
+    limiters: Dict[str, RateLimiter] = {}
+    results: List[ScanResult] = []
+    for loc in locations:
+        lim = None
+        if bytes_per_second:
+            lim = limiters.setdefault(os.fspath(loc.volume), RateLimiter(bytes_per_second))
+        try:
+            r = scan_container(loc.root, limiter=lim, **kwargs)
+        except (OSError, ReplicaError) as exc:
+            if on_error is None:
+                raise
+            on_error(loc, exc)
+            continue
+        results.append(r)
+        if on_result is not None:
+            on_result(r)
+    return results
