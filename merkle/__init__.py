@@ -90,3 +90,28 @@ def _apply_backend_env() -> None:
 
 
 _apply_backend_env()
+
+# ---- container replicas on disk: writer, scanner, reconciler, generator (issue 4) --------
+from merkle.replica_errors import (  # noqa: E402
+    BlockMetaError,
+    ReplicaError,
+    ReplicaLockedError,
+)
+from merkle.replica_scan import ScanError, ScanResult, scan_container  # noqa: E402
+from merkle.replica_reconcile import ReconcileResult, reconcile, reconcile_round  # noqa: E402
+from merkle.replica_writer import ContainerWriter  # noqa: E402
+from merkle.replica_generate import generate_cluster  # noqa: E402
+
+__all__ += [
+    "BlockMetaError",
+    "ContainerWriter",
+    "ReconcileResult",
+    "ReplicaError",
+    "ReplicaLockedError",
+    "ScanError",
+    "ScanResult",
+    "generate_cluster",
+    "reconcile",
+    "reconcile_round",
+    "scan_container",
+]

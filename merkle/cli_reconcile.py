@@ -1,0 +1,131 @@
+"""`crcmerkle reconcile`: repair a replica from its peers (or every replica of a cluster)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Dict, List
+
+from merkle.cli import EXIT_FAILURE, EXIT_USAGE, CLIError, print_error
+from merkle.ozone import format_checksum
+from merkle.replica_errors import ReplicaError
+
+DESCRIPTION = """\
+Repair the replica CONTAINER from each PEER in turn: diff the trees, copy the missing and
+corrupt chunks from the peer after verifying them against the peer's recorded window
+checksums, adopt the peer's tombstones (tree only), then store metadata and tree. Local data
+is never deleted or shortened. With --all, every PATH is searched for replicas, grouped by
+container ID, and each replica reconciles with all the others (one round)."""
+
+EPILOG = """\
+exit status: 0 if every replica ended healthy and (with --all) every container's replicas
+agree, 1 if something could not be repaired (reported with the reason), 2 if a replica could
+not be processed (locked, unreadable) or for bad usage."""
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "reconcile", help="repair a container replica from its peers",
+        description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="CONTAINER PEER [PEER...], or with --all: directories to search")
+    p.add_argument("--all", action="store_true",
+                   help="reconcile every replica found under the paths with its peers")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the plan (what, from where, how many bytes); change nothing")
+    p.add_argument("--json", action="store_true", help="JSON output")
+    p.set_defaults(func=run)
+    return p
+
+
+def _fmt(v: Any) -> str:
+    return "-" if v is None else format_checksum(v)
+
+
+def _print(r: Any) -> None:
+    head = f"{r.path}: {_fmt(r.before)}"
+    if not r.dry_run:
+        head += f" -> {_fmt(r.after)}"
+    print(head)
+    for p in r.peers:
+        if p.status == "skipped":
+            print(f"  skip {p.peer}: {p.reason}")
+            continue
+        if r.dry_run:
+            for c in p.planned:
+                print(f"  pull block {c.block_id} chunk @{c.offset} ({c.length} bytes, "
+                      f"{c.reason}) from {p.peer}")
+            for t in p.tombstones:
+                print(f"  adopt tombstone of block {t} from {p.peer}")
+            if p.planned:
+                print(f"  total from {p.peer}: {len(p.planned)} chunks, {p.bytes_planned} bytes")
+        elif p.copied or p.tombstones:
+            print(f"  from {p.peer}: copied {len(p.copied)} chunks ({p.bytes_copied} bytes)"
+                  + (f", adopted tombstones {p.tombstones}" if p.tombstones else ""))
+        for f in p.failures:
+            print(f"  {p.peer}: {f}")
+    for x in r.remaining:
+        print(f"  unrepaired: {x}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from merkle.replica_reconcile import reconcile, replica_groups
+    from merkle.treefile import read_tree
+
+    jobs: List[List[str]] = []
+    if args.all:
+        groups: Dict[int, List[str]] = {}
+        try:
+            for p in args.paths:
+                for cid, reps in replica_groups(p).items():
+                    groups.setdefault(cid, []).extend(os.fspath(r) for r in reps)
+        except (ReplicaError, FileNotFoundError) as exc:
+            raise CLIError(str(exc), EXIT_FAILURE) from None
+        for cid in sorted(groups):
+            reps = groups[cid]
+            jobs.extend([r] + [q for q in reps if q != r] for r in reps)
+    else:
+        if len(args.paths) < 2:
+            raise CLIError("give CONTAINER and at least one PEER (or --all PATH...)")
+        jobs.append(list(args.paths))
+    results = []
+    failed = []
+    for job in jobs:
+        try:
+            r = reconcile(job[0], job[1:], dry_run=args.dry_run)
+        except (ReplicaError, OSError) as exc:
+            failed.append({"path": job[0], "error": str(exc)})
+            if not args.json:
+                print_error(str(exc))
+            continue
+        results.append(r)
+        if not args.json:
+            _print(r)
+    unconverged = []
+    if args.all and not args.dry_run:
+        by_id: Dict[int, Dict[str, Any]] = {}
+        for job in jobs:
+            t = read_tree(os.path.join(job[0], "metadata",
+                                       f"{os.path.basename(os.path.normpath(job[0]))}.tree"),
+                          corrupt_ok=True, missing_ok=True)
+            cid = int(os.path.basename(os.path.normpath(job[0])))
+            by_id.setdefault(cid, {})[job[0]] = None if t is None else t.data_checksum
+        for cid, values in sorted(by_id.items()):
+            if len(set(values.values())) != 1:
+                unconverged.append({"container_id": cid,
+                                    "values": {k: _fmt(v) for k, v in values.items()}})
+                if not args.json:
+                    print(f"container {cid}: replicas disagree: "
+                          + ", ".join(f"{k} {_fmt(v)}" for k, v in values.items()))
+    if args.json:
+        json.dump({"results": [r.to_dict() for r in results], "failed": failed,
+                   "unconverged": unconverged}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    if failed:
+        return EXIT_USAGE
+    if any(r.remaining for r in results) or unconverged:
+        return EXIT_FAILURE
+    return 0
