@@ -27,7 +27,6 @@ COMMAND_MODULES: List[str] = [
     "merkle.cli_generate",
     "merkle.cli_scan",
     "merkle.cli_reconcile",
-    "merkle.cli_spark",
 ]
 
 #: Exit status for usage errors (bad flags, bad values), as argparse uses.
