@@ -260,6 +260,8 @@ class ContainerMeta:
                     size = CHECKSUM_SIZES.get(ctype)
                     if size is None:
                         raise bad(f"block {block_id}: unknown checksum type {ctype}")
+                    if size == 0 and nw:
+                        raise bad(f"block {block_id}: type NONE chunk declares {nw} checksums")
                     nbytes = nw * size
                     if pos + nbytes > end:
                         raise bad(f"block {block_id}: chunk record runs past the body")
