@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# LeakSanitizer on the buffer paths (issue 6): runs fuzz/leak_workload.py on the ASan+UBSan
+# build (build/variants/asan; the in-place build is left alone) with detect_leaks=1, for
+# FEW and MANY iterations. CPython leaves a constant set of allocations at exit, so the
+# leaked bytes LSan reports must not grow with the iterations; a positive control (64 bytes
+# malloc'ed and dropped per iteration) must be reported. Exit 1 on a leak.
+#   fuzz/leakcheck.sh [MANY=1000] [--no-build]   (~1 min on 2 vCPUs, most of it LSan at exit)
+set -euo pipefail
+many=${1:-1000}
+root=$(cd "$(dirname "$0")/.." && pwd)
+if [ "${2:-}" = "--no-build" ] && [ -d "$root/build/variants/asan/merkle" ]; then
+    out=$root/build/variants/asan
+else
+    out=$("$root/fuzz/variant.sh" asan)
+fi
+cd "$out"  # cwd first on sys.path: the variant's merkle, not the editable install's
+export LD_PRELOAD="$(gcc -print-file-name=libasan.so)"
+export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1:exitcode=0
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ASAN_OPTIONS=detect_leaks=0 \
+    python -c "import merkle._native as n; assert n.__file__.startswith('$out'), n.__file__"
+leaked() {  # bytes LSan reports at exit (0 if none)
+    local log n
+    log=$(python -m fuzz.leak_workload "$@" 2>&1) || { echo "$log" >&2; return 1; }
+    n=$(printf '%s\n' "$log" | sed -n 's/.*SUMMARY: AddressSanitizer: \([0-9]*\) byte(s) leaked.*/\1/p')
+    echo "${n:-0}"
+}
+few=$(leaked 10)
+lots=$(leaked "$many")
+control=$(leaked "$many" --c-leak)
+echo "leakcheck: LSan leaked bytes at exit: 10 iterations $few, $many iterations $lots," \
+     "control (+64 B/iteration) $control"
+if [ "$control" -lt $((lots + 64 * many / 2)) ]; then
+    echo "leakcheck: the positive control was not reported: LSan is not active" >&2; exit 1
+fi
+if [ "$lots" -gt $((few + 4096)) ]; then
+    echo "leakcheck: leaked bytes grow with the iterations: a leak on a buffer path" >&2
+    echo "  rerun: cd $out && LD_PRELOAD=$LD_PRELOAD ASAN_OPTIONS=detect_leaks=1 python -m fuzz.leak_workload $many" >&2
+    exit 1
+fi
+echo "leakcheck: no leak"
