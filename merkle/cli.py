@@ -27,6 +27,7 @@ COMMAND_MODULES: List[str] = [
     "merkle.cli_generate",
     "merkle.cli_scan",
     "merkle.cli_reconcile",
+    "merkle.cli_soak",
 ]
 
 #: Exit status for usage errors (bad flags, bad values), as argparse uses.
