@@ -1,1 +1,40 @@
-"""Spark (PySpark) UDFs and jobs over the crcmerkle core. Populated by the Spark work."""
+"""Spark (PySpark) column functions and cluster jobs over the crcmerkle core.
+
+Column functions (spark_udfs.udfs; one native call per Arrow batch, LongType results like
+Spark's crc32(); pandas_udf Series/Iterator forms on pyspark 3.5 and 4.x, arrow_udf forms on
+pyspark >= 4.1, and a mapInArrow path):
+    crc32c_udf(), crc32_udf(), checksum_udf(algorithm), window_checksums_udf(bpc, algorithm,
+    packed), leaf_udf(), block_value_udf(), container_value_udf(), map_in_arrow_checksum(df,
+    column), register(spark)
+Jobs (also `crcmerkle spark scan|diff|report|run|demo`, `python -m spark_udfs ...`):
+    scan_replicas(spark, roots) -> ScanTables(chunks, blocks, containers, errors) spark_udfs.scan
+    diff_chunks(chunks_df) -> DiffResult(containers, pulls, unrecoverable, plan())  .diff
+    build_report(diff, replicas=, errors=) / format_text(report)           spark_udfs.report
+    get_session(master)                                                     spark_udfs.session
+The batch kernels (spark_udfs.kernels) and table conversions (spark_udfs.tables) need no
+Spark. Names are imported lazily so `import spark_udfs` does not start or import Spark.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = ["block_value_udf", "build_report", "checksum_udf", "container_value_udf",
+           "crc32_udf", "crc32c_udf", "diff_chunks", "format_text", "get_session",
+           "leaf_udf", "map_in_arrow_checksum", "register", "repair_plan", "scan_replicas",
+           "window_checksums_udf"]
+
+_WHERE = {
+    "block_value_udf": "udfs", "checksum_udf": "udfs", "container_value_udf": "udfs",
+    "crc32_udf": "udfs", "crc32c_udf": "udfs", "leaf_udf": "udfs",
+    "map_in_arrow_checksum": "udfs", "register": "udfs", "window_checksums_udf": "udfs",
+    "diff_chunks": "diff", "repair_plan": "diff", "build_report": "report",
+    "format_text": "report", "get_session": "session", "scan_replicas": "scan",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"spark_udfs.{_WHERE[name]}"), name)
+    raise AttributeError(f"module 'spark_udfs' has no attribute {name!r}")

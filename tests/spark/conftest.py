@@ -1,0 +1,29 @@
+"""One session-scoped local[2] SparkSession for every Spark test (as chispa does).
+
+Skips the Spark tests when pyspark or a Java runtime is missing. Settings from
+../shared/SPARK.md, applied by spark_udfs.session: SPARK_LOCAL_IP=127.0.0.1, a quiet log4j2
+via SPARK_CONF_DIR, PYSPARK_PYTHON=sys.executable, this checkout on the workers' PYTHONPATH.
+Few shuffle partitions: test data is tiny and each partition costs a task.
+"""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any, Iterator
+
+import pytest
+
+pytest.importorskip("pyspark")
+if shutil.which("java") is None:  # pragma: no cover
+    pytest.skip("Spark tests need a Java runtime (java on PATH)", allow_module_level=True)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    from spark_udfs.session import get_session
+
+    session = get_session("local[2]", app_name="crcmerkle-tests",
+                          conf={"spark.sql.shuffle.partitions": "4",
+                                "spark.default.parallelism": "2"})
+    yield session
+    session.stop()
