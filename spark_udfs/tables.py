@@ -1,0 +1,143 @@
+"""The chunk-level table the jobs exchange, and its conversion to and from ContainerTree.
+
+One row per chunk of each replica (schema CHUNK_SCHEMA):
+  datanode          who holds the replica (string; any stable name, e.g. "dn0")
+  container         container ID
+  block             local block ID
+  offset, length    where the chunk is in its block file (length as observed by the scan)
+  leaf              the chunk's tree value (unsigned 32-bit, in a long)
+  checksum_matches  every window and the length matched the recorded checksums
+  deleted           false for chunk rows
+  replica           where the replica lives (path/URI; may be null): what `reconcile` needs
+Rows with a null offset describe a whole block (a chunkless block has no other row):
+  deleted=true  -> a tombstone; `leaf` holds the tombstone's block value (kept by Ozone)
+  deleted=false -> a live block with no chunks (leaf null)
+A row with a null block only says "this replica exists" (a replica with no blocks at all).
+The container value is not a column: it follows from the rows (tree_from_rows), and the
+diff job never needs it, comparing commutative digests instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+import numpy as np
+import pyarrow as pa
+
+from merkle.tree import ContainerTree
+
+__all__ = ["CHUNK_COLUMNS", "CHUNK_SCHEMA", "ARROW_CHUNK_SCHEMA", "from_arrow", "to_arrow",
+           "tree_from_rows", "tree_to_rows", "trees_from_table"]
+
+CHUNK_SCHEMA = ("datanode string, container long, block long, offset long, length long, "
+                "leaf long, checksum_matches boolean, deleted boolean, replica string")
+CHUNK_COLUMNS = ["datanode", "container", "block", "offset", "length", "leaf",
+                 "checksum_matches", "deleted", "replica"]
+ARROW_CHUNK_SCHEMA = pa.schema([
+    ("datanode", pa.string()), ("container", pa.int64()), ("block", pa.int64()),
+    ("offset", pa.int64()), ("length", pa.int64()), ("leaf", pa.int64()),
+    ("checksum_matches", pa.bool_()), ("deleted", pa.bool_()), ("replica", pa.string())])
+
+
+def tree_to_rows(datanode: str, tree: ContainerTree, replica: Optional[str] = None) -> pa.Table:
+    """The rows of one replica's tree (vectorised: no Python loop per chunk)."""
+    nb = tree.block_id.shape[0]
+    counts = np.diff(tree.block_chunk_start)
+    chunk_block = np.repeat(tree.block_id, counts)
+    lone = counts == 0  # tombstones (always chunkless) and empty live blocks
+    lone_ids = tree.block_id[lone]
+    lone_del = tree.block_deleted[lone]
+    lone_leaf = np.where(lone_del, tree.block_value[lone], 0)
+    nc = chunk_block.shape[0]
+    nl = int(lone.sum())
+    n = nc + nl + (1 if nb == 0 else 0)
+    block = np.concatenate((chunk_block, lone_ids, np.zeros(n - nc - nl, dtype=np.int64)))
+    offset = np.concatenate((tree.chunk_offset, np.zeros(n - nc, dtype=np.int64)))
+    length = np.concatenate((tree.chunk_length, np.zeros(n - nc, dtype=np.int64)))
+    leaf = np.concatenate((tree.chunk_value, lone_leaf, np.zeros(n - nc - nl, dtype=np.int64)))
+    matches = np.concatenate((tree.chunk_matches, np.ones(n - nc, dtype=bool)))
+    deleted = np.concatenate((np.zeros(nc, dtype=bool), lone_del,
+                              np.zeros(n - nc - nl, dtype=bool)))
+    no_offset = np.arange(n) >= nc
+    no_leaf = np.concatenate((np.zeros(nc, dtype=bool), ~lone_del,
+                              np.ones(n - nc - nl, dtype=bool)))
+    no_block = np.arange(n) >= nc + nl
+    return pa.table({
+        "datanode": pa.array([datanode] * n, type=pa.string()),
+        "container": pa.array(np.full(n, tree.container_id, dtype=np.int64)),
+        "block": pa.array(block, mask=no_block),
+        "offset": pa.array(offset, mask=no_offset),
+        "length": pa.array(length, mask=no_offset),
+        "leaf": pa.array(leaf, mask=no_leaf),
+        "checksum_matches": pa.array(matches, mask=no_offset),
+        "deleted": pa.array(deleted),
+        "replica": pa.array([replica] * n, type=pa.string()),
+    }, schema=ARROW_CHUNK_SCHEMA)
+
+
+def _col(t: pa.Table, name: str, fill: int = 0) -> Tuple[np.ndarray, np.ndarray]:
+    c = t.column(name)
+    nulls = c.is_null().to_numpy(zero_copy_only=False).astype(bool)
+    dtype = bool if pa.types.is_boolean(c.type) else np.int64
+    # explicit dtype: an empty ChunkedArray (no chunks) converts to float64 otherwise
+    return np.asarray(c.fill_null(fill).to_numpy(), dtype=dtype), nulls
+
+
+def tree_from_rows(container_id: int, rows: pa.Table,
+                   only_blocks: Optional[Iterable[int]] = None) -> ContainerTree:
+    """The tree of ONE replica from its rows (any order). Chunk rows whose leaf is null are
+    skipped (a missing chunk has no leaf). `only_blocks` restricts the tree to those IDs."""
+    block, no_block = _col(rows, "block")
+    offset, no_offset = _col(rows, "offset")
+    leaf, no_leaf = _col(rows, "leaf")
+    deleted, _ = _col(rows, "deleted", False)
+    length, _ = _col(rows, "length")
+    matches, _ = _col(rows, "checksum_matches", True)
+    keep = ~no_block
+    if only_blocks is not None:
+        keep &= np.isin(block, np.fromiter(only_blocks, dtype=np.int64))
+    is_chunk = keep & ~no_offset & ~no_leaf & ~deleted
+    tomb = keep & no_offset & deleted
+    empty = keep & no_offset & ~deleted
+    tombstones: Dict[int, int] = {int(b): int(v) for b, v in zip(block[tomb], leaf[tomb])}
+    return ContainerTree.from_columns(
+        int(container_id), block[is_chunk], offset[is_chunk], length[is_chunk],
+        leaf=leaf[is_chunk], checksum_matches=matches[is_chunk].astype(bool),
+        deleted_blocks=tombstones or None,
+        empty_blocks=[int(b) for b in np.unique(block[empty])] or None)
+
+
+def trees_from_table(table: pa.Table) -> Dict[Tuple[str, int], ContainerTree]:
+    """{(datanode, container): tree} of every replica in a chunk table (driver-side helper
+    for tests and small tables)."""
+    out: Dict[Tuple[str, int], ContainerTree] = {}
+    dn = table.column("datanode").to_numpy(zero_copy_only=False)
+    cid = table.column("container").to_numpy()
+    keys: List[Tuple[str, int]] = sorted(set(zip(dn.tolist(), cid.tolist())))
+    for d, c in keys:
+        mask = (dn == d) & (cid == c)
+        out[(d, c)] = tree_from_rows(c, table.filter(pa.array(mask)))
+    return out
+
+
+def from_arrow(spark: Any, table: pa.Table) -> Any:
+    """A DataFrame from an Arrow chunk table without loss: plain pandas would turn nullable
+    64-bit IDs into float64 and round them (pyspark >= 4 takes Arrow directly)."""
+    schema = CHUNK_SCHEMA if table.schema.equals(ARROW_CHUNK_SCHEMA) else None
+    try:
+        return spark.createDataFrame(table, schema)
+    except (TypeError, ValueError):  # pyspark 3.5: no Arrow input; nullable pandas dtypes
+        import pandas as pd
+
+        pdf = table.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype(),
+                                            pa.bool_(): pd.BooleanDtype()}.get)
+        return spark.createDataFrame(pdf, schema)
+
+
+def to_arrow(df: Any) -> pa.Table:
+    """Collect a DataFrame as Arrow (exact 64-bit values; pyspark >= 4 has toArrow)."""
+    if hasattr(df, "toArrow"):
+        return df.toArrow()
+    import pandas as pd  # pragma: no cover  (pyspark 3.5)
+
+    return pa.Table.from_pandas(df.toPandas(), preserve_index=False)
