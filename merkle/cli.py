@@ -27,6 +27,7 @@ COMMAND_MODULES: List[str] = [
     "merkle.cli_generate",
     "merkle.cli_scan",
     "merkle.cli_reconcile",
+    "merkle.cli_spark",
     "merkle.cli_soak",
 ]
 

@@ -17,7 +17,8 @@ Repair the replica CONTAINER from each PEER in turn: diff the trees, copy the mi
 corrupt chunks from the peer after verifying them against the peer's recorded window
 checksums, adopt the peer's tombstones (tree only), then store metadata and tree. Local data
 is never deleted or shortened. With --all, every PATH is searched for replicas, grouped by
-container ID, and each replica reconciles with all the others (one round)."""
+container ID, and each replica reconciles with all the others (one round). With --report,
+the repair commands of a `crcmerkle spark report --json` report are run, round by round."""
 
 EPILOG = """\
 exit status: 0 if every replica ended healthy and (with --all) every container's replicas
@@ -30,10 +31,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "reconcile", help="repair a container replica from its peers",
         description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("paths", nargs="+", metavar="PATH",
+    p.add_argument("paths", nargs="*", metavar="PATH",
                    help="CONTAINER PEER [PEER...], or with --all: directories to search")
     p.add_argument("--all", action="store_true",
                    help="reconcile every replica found under the paths with its peers")
+    p.add_argument("--report", metavar="REPORT.json",
+                   help="run the repair commands of a 'crcmerkle spark report --json' report")
     p.add_argument("--dry-run", action="store_true",
                    help="print the plan (what, from where, how many bytes); change nothing")
     p.add_argument("--json", action="store_true", help="JSON output")
@@ -71,12 +74,32 @@ def _print(r: Any) -> None:
         print(f"  unrepaired: {x}")
 
 
+def _report_jobs(path: str) -> List[List[str]]:
+    """[target, peer...] per command of a Spark report file, in round order."""
+    from merkle.replica_reconcile import jobs_from_report
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            rep = json.load(f)
+        return jobs_from_report(rep, path)
+    except OSError as exc:
+        raise CLIError(f"{path}: {exc.strerror or exc}", EXIT_FAILURE) from None
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
+        raise CLIError(f"{path}: not a JSON report ({exc})", EXIT_FAILURE) from None
+    except ReplicaError as exc:
+        raise CLIError(str(exc), EXIT_FAILURE) from None
+
+
 def run(args: argparse.Namespace) -> int:
     from merkle.replica_reconcile import reconcile, replica_groups
     from merkle.treefile import read_tree
 
     jobs: List[List[str]] = []
-    if args.all:
+    if args.report:
+        if args.paths or args.all:
+            raise CLIError("--report takes no PATH and no --all")
+        jobs = _report_jobs(args.report)
+    elif args.all:
         groups: Dict[int, List[str]] = {}
         try:
             for p in args.paths:

@@ -50,8 +50,8 @@ from merkle.tree import ContainerTree
 from merkle.treediff import DiffReport, diff
 from merkle.treefile import write_tree
 
-__all__ = ["ChunkCopy", "PeerOutcome", "Problem", "ReconcileResult", "reconcile",
-           "reconcile_round"]
+__all__ = ["ChunkCopy", "PeerOutcome", "Problem", "ReconcileResult", "jobs_from_report",
+           "reconcile", "reconcile_round"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 #: Called after every write step with (step, detail): "chunk", "block", "metadata", "tree".
@@ -532,3 +532,29 @@ def replica_groups(path: PathLike) -> Dict[int, List[Path]]:
     for loc in find_containers(path):
         groups.setdefault(loc.container_id, []).append(loc.root)
     return groups
+
+
+#: the "format" of the JSON that `crcmerkle spark report --json` writes
+SPARK_REPORT_FORMAT = "crcmerkle-spark-report"
+
+
+def jobs_from_report(report: Any, source: str = "report") -> List[List[str]]:
+    """[target replica, peer...] for every repair command of a Spark report (the dict of
+    `crcmerkle spark report --json`), in the report's round order. ReplicaError when it is
+    not such a report or a command lacks replica paths."""
+    if not isinstance(report, dict) or report.get("format") != SPARK_REPORT_FORMAT:
+        raise ReplicaError(f"not a crcmerkle spark report (no \"format\": "
+                           f"\"{SPARK_REPORT_FORMAT}\")", source)
+    entries = report.get("reconcile")
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise ReplicaError("the report has no \"reconcile\" list of commands", source)
+    jobs: List[List[str]] = []
+    for e in sorted(entries, key=lambda e: int(e.get("round") or 0)):
+        target, peers = e.get("replica"), e.get("peers")
+        if not isinstance(target, str) or not target or not isinstance(peers, list) \
+                or not peers or not all(isinstance(p, str) and p for p in peers):
+            raise ReplicaError(f"container {e.get('container_id')} on {e.get('datanode')}: "
+                               f"the command lacks replica paths (the Spark scan records "
+                               f"them)", source)
+        jobs.append([target, *peers])
+    return jobs

@@ -1,0 +1,251 @@
+"""`crcmerkle spark scan|diff|report|run|demo` (also `python -m spark_udfs ...`).
+
+  scan PATH... -o OUT      verify replicas on Spark; Parquet tables
+                           OUT/{chunks,blocks,containers,errors}
+  diff SCAN -o OUT         hierarchical diff of a scan (or a chunk table); OUT/{containers,
+                           pulls,unrecoverable} Parquet + OUT/plan.json
+  report SCAN [--json]     health summary + repair plan (diff computed on the fly)
+  run PATH... -o OUT       scan, diff and report in one Spark session
+  demo                     generate a faulty cluster, scan/diff/report it, check the
+                           findings against the ground truth, repair, re-scan
+Repair with `crcmerkle reconcile --report REPORT.json` (the JSON of report/run).
+Spark runs embedded (local[*]) unless --master or spark-submit says otherwise.
+Exit status: diff/report/run 0 when every container matches, 1 when repair is needed or
+something is unrecoverable, 2 for errors (bad paths, unreadable tables, bad usage).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Dict, List, Optional
+
+from merkle.cli import EXIT_FAILURE, EXIT_USAGE, CLIError
+
+__all__ = ["add_parser", "run"]
+
+DESCRIPTION = __doc__.split("\n\n")[0] + """
+
+Verify and diff the replicas of every container of a cluster with Apache Spark: executors read
+block files themselves and checksum them natively; the diff goes container -> block -> chunk
+and only shuffles what diverges."""
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--master", help="Spark master (default: local[*], or spark-submit's)")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra Spark setting (repeatable)")
+
+
+def _report_opts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="the report as JSON")
+    p.add_argument("--limit", type=int, default=20,
+                   help="repair commands per datanode per round (default 20, like Ozone)")
+    p.add_argument("--replication", type=int, default=3,
+                   help="expected replicas per container (default 3)")
+    p.add_argument("--first", type=int, default=100,
+                   help="container IDs listed per state (default 100)")
+    p.add_argument("--report", metavar="FILE", help="also write the JSON report to FILE")
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("spark", help="scan, diff and report whole clusters on Spark",
+                              description=DESCRIPTION,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="spark_command", metavar="ACTION", parser_class=type(p))
+    s = sub.add_parser("scan", help="verify replicas; write chunk/block/container/error tables")
+    s.add_argument("paths", nargs="+", metavar="PATH",
+                   help="replica, volume, datanode or cluster directory (or URI)")
+    s.add_argument("-o", "--output", required=True, help="output directory (Parquet)")
+    s.add_argument("--trees-only", action="store_true",
+                   help="read the stored .tree files instead of the data")
+    _common(s)
+    s.set_defaults(func=_scan)
+    d = sub.add_parser("diff", help="compare replicas; write containers/pulls/plan")
+    d.add_argument("input", help="a scan output directory, or a chunk-table Parquet path")
+    d.add_argument("-o", "--output", required=True)
+    d.add_argument("--limit", type=int, default=20,
+                   help="repair commands per datanode per round (default 20)")
+    _common(d)
+    d.set_defaults(func=_diff)
+    r = sub.add_parser("report", help="health summary and repair plan of a scan")
+    r.add_argument("input", help="a scan output directory, or a chunk-table Parquet path")
+    _report_opts(r)
+    _common(r)
+    r.set_defaults(func=_report)
+    a = sub.add_parser("run", help="scan + diff + report in one session")
+    a.add_argument("paths", nargs="+", metavar="PATH")
+    a.add_argument("-o", "--output", required=True)
+    a.add_argument("--trees-only", action="store_true")
+    _report_opts(a)
+    _common(a)
+    a.set_defaults(func=_run)
+    m = sub.add_parser("demo", help="generate a faulty cluster, find the faults, repair",
+                       description="Generate a small cluster with injected faults, run scan, "
+                       "diff and report on Spark, check that exactly the injected faults were "
+                       "found, repair from the report and scan again.")
+    m.add_argument("--dir", default="crcmerkle-demo",
+                   help="working directory, must be absent or empty (default ./crcmerkle-demo)")
+    m.add_argument("--containers", type=int, default=12, help="containers (default 12)")
+    m.add_argument("--seed", type=int, default=7, help="generator seed (default 7)")
+    m.add_argument("--faults", default="default",
+                   help="fault mix as for 'crcmerkle generate --faults' (default: one or two "
+                        "of every type)")
+    m.add_argument("--no-repair", action="store_true", help="stop after the check")
+    _common(m)
+    m.set_defaults(func=_demo)
+    p.set_defaults(func=lambda args: _usage())
+    return p
+
+
+def _usage() -> int:
+    raise CLIError("spark needs an action: scan, diff, report, run or demo; see "
+                   "'crcmerkle spark --help'", EXIT_USAGE)
+
+
+def _session(args: argparse.Namespace) -> Any:
+    from spark_udfs.session import get_session
+
+    conf: Dict[str, str] = {}
+    for kv in args.conf:
+        k, sep, v = kv.partition("=")
+        if not sep or not k:
+            raise CLIError(f"--conf wants KEY=VALUE, not {kv!r}")
+        conf[k.strip()] = v.strip()
+    return get_session(args.master, conf=conf)
+
+
+def _check_paths(paths: List[str]) -> None:
+    for p in paths:
+        if "://" not in p and not os.path.exists(p):
+            raise CLIError(f"{p}: No such file or directory", EXIT_FAILURE)
+
+
+def _load_chunks(spark: Any, path: str) -> Dict[str, Any]:
+    """{chunks, blocks?, containers?, errors?} DataFrames of a scan directory or a chunk table."""
+    _check_paths([path])
+    from spark_udfs.tables import CHUNK_COLUMNS
+
+    out: Dict[str, Any] = {}
+    base = path.rstrip("/")
+    if "://" in base or os.path.isdir(os.path.join(base, "chunks")):
+        for name in ("chunks", "blocks", "containers", "errors"):
+            p = base + "/" + name
+            if "://" in base or os.path.exists(p):
+                out[name] = spark.read.parquet(p)
+    else:
+        out["chunks"] = spark.read.parquet(base)
+    if "chunks" not in out:
+        raise CLIError(f"{path}: neither a scan output directory nor a chunk table")
+    missing = [c for c in CHUNK_COLUMNS if c != "replica" and c not in out["chunks"].columns]
+    if missing:
+        raise CLIError(f"{path}: not a chunk table (missing column(s) {', '.join(missing)})")
+    return out
+
+
+def _scan(args: argparse.Namespace) -> int:
+    from spark_udfs.scan import scan_replicas
+
+    _check_paths(args.paths)
+    spark = _session(args)
+    try:
+        tables = scan_replicas(spark, args.paths, trees_only=args.trees_only)
+    except ValueError as exc:
+        raise CLIError(str(exc), EXIT_FAILURE) from None
+    tables.write(args.output)
+    reps = tables.replicas.count()
+    errs = tables.errors.count()
+    print(f"scanned {reps} replica(s): {errs} error(s); tables in {args.output}/"
+          f"{{{','.join(tables.TABLES)}}}")
+    return 0
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from spark_udfs.diff import diff_chunks
+
+    spark = _session(args)
+    t = _load_chunks(spark, args.input)
+    res = diff_chunks(t["chunks"])
+    out = args.output.rstrip("/")
+    res.containers.write.mode("overwrite").parquet(out + "/containers")
+    res.pulls.write.mode("overwrite").parquet(out + "/pulls")
+    res.unrecoverable.write.mode("overwrite").parquet(out + "/unrecoverable")
+    plan = res.plan(args.limit)
+    if "://" not in out:
+        with open(os.path.join(out, "plan.json"), "w") as f:
+            json.dump(plan, f, indent=1)
+    mism = res.containers.filter("state = 'MISMATCH'").count()
+    n_unrec = res.unrecoverable.count()
+    print(f"{res.containers.count()} container(s), {mism} mismatched, {len(plan)} repair "
+          f"command(s), {n_unrec} unrecoverable chunk(s); tables in {out}/")
+    return 1 if (mism or n_unrec) else 0
+
+
+def _emit_report(args: argparse.Namespace, diff: Any, t: Dict[str, Any]) -> int:
+    from spark_udfs.report import build_report, format_text, to_json
+
+    rep = build_report(diff, replicas=t.get("containers"), errors=t.get("errors"),
+                       replication=args.replication, first=args.first, limit=args.limit)
+    if args.report:
+        with open(args.report, "w") as f:
+            f.write(to_json(rep))
+    sys.stdout.write(to_json(rep) if args.json else format_text(rep))
+    bad = rep["summary"]["MISMATCHED"] or rep["summary"]["UNRECOVERABLE"]
+    return 1 if bad else 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from spark_udfs.diff import diff_chunks
+
+    spark = _session(args)
+    t = _load_chunks(spark, args.input)
+    return _emit_report(args, diff_chunks(t["chunks"]), t)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from spark_udfs.diff import diff_chunks
+    from spark_udfs.scan import scan_replicas
+
+    _check_paths(args.paths)
+    spark = _session(args)
+    try:
+        tables = scan_replicas(spark, args.paths, trees_only=args.trees_only)
+    except ValueError as exc:
+        raise CLIError(str(exc), EXIT_FAILURE) from None
+    tables.write(args.output)
+    t = _load_chunks(spark, args.output)
+    return _emit_report(args, diff_chunks(t["chunks"]), t)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from merkle.replica_errors import ReplicaError
+    from spark_udfs.demo import run_demo
+
+    if args.containers < 1:
+        raise CLIError("--containers must be >= 1")
+    work = args.dir
+    if os.path.exists(work) and (not os.path.isdir(work) or os.listdir(work)):
+        raise CLIError(f"{work}: exists and is not empty (give --dir a new directory)")
+    _session(args)  # the demo reuses this session (getOrCreate), with --conf applied
+    try:
+        res = run_demo(work, containers=args.containers, seed=args.seed, faults=args.faults,
+                       master=args.master, repair=not args.no_repair)
+    except ReplicaError as exc:
+        raise CLIError(str(exc), EXIT_FAILURE) from None
+    if res.ok:
+        print(f"OK: the jobs found exactly the {len(res.findings.faults)} injected faults"
+              + ("" if args.no_repair else ", and the repair left only the unrecoverable "
+                 "chunks") + f"; everything is in {work}/")
+        return 0
+    print(f"FAILED: the findings differ from the ground truth (see above); files in {work}/")
+    return EXIT_FAILURE
+
+
+def run(argv: Optional[List[str]] = None) -> int:
+    """`python -m spark_udfs ...`: the same commands without the `crcmerkle spark` prefix."""
+    from merkle import cli
+
+    cli.register("merkle.cli_spark")
+    return cli.main(["spark", *(sys.argv[1:] if argv is None else argv)])

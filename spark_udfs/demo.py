@@ -1,0 +1,243 @@
+"""The end-to-end demo behind `crcmerkle spark demo` (the README's main command).
+
+It generates a small cluster with injected faults (merkle.replica_generate, ground truth in its
+manifest), runs the scan, diff and report jobs on Spark, and checks that what the jobs found is
+exactly what was injected: every expected scan error and nothing else, a repair pull for every
+damaged chunk or block that has a healthy copy, the tombstones and extra blocks as divergences,
+the chunks corrupted everywhere as unrecoverable, and no mismatch in a container that was not
+touched. Then (unless told not to) it feeds the report's repair commands to the reconciler and
+scans again: every container must match except those holding an unrecoverable chunk.
+
+`check_findings` is the comparison itself, on plain Python rows, so it is tested without Spark.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+
+__all__ = ["DemoResult", "Findings", "check_findings", "run_demo"]
+
+#: scan error -> the pull the diff must plan for the damaged replica
+_PULL_FOR_ERROR = {"CORRUPT_CHUNK": "CORRUPT_CHUNK", "INCONSISTENT_CHUNK_LENGTH": "CORRUPT_CHUNK",
+                   "MISSING_CHUNK": "MISSING_CHUNK", "MISSING_DATA_FILE": "MISSING_BLOCK"}
+
+ErrorKey = Tuple[str, str, Optional[int], Optional[int]]  # replica, error, block, offset
+
+
+@dataclass
+class FaultCheck:
+    """One injected fault and whether the jobs found it (with what was missing if not)."""
+
+    id: int
+    type: str
+    container: int
+    found: bool
+    missing: List[str] = field(default_factory=list)
+
+
+@dataclass
+class Findings:
+    """The comparison of the jobs' output with the generator's ground truth."""
+
+    faults: List[FaultCheck]
+    false_errors: List[ErrorKey]  # scan errors no fault explains
+    false_mismatches: List[int]  # containers reported mismatched that no fault touched
+    false_pulls: List[Tuple[str, str, int, Optional[int]]]  # pulls in untouched containers
+    unrecoverable_expected: Set[Tuple[int, int, int]]
+    unrecoverable_found: Set[Tuple[int, int, int]]
+
+    @property
+    def missed(self) -> List[FaultCheck]:
+        return [f for f in self.faults if not f.found]
+
+    @property
+    def exact(self) -> bool:
+        """True when every fault was found, nothing else was, and the unrecoverable chunks
+        are exactly those corrupted on every replica."""
+        return not (self.missed or self.false_errors or self.false_mismatches
+                    or self.false_pulls) \
+            and self.unrecoverable_expected == self.unrecoverable_found
+
+    def table(self) -> str:
+        """Per fault type: injected, found, missed; then the false alarms."""
+        by_type: Dict[str, List[int]] = {}
+        for f in self.faults:
+            c = by_type.setdefault(f.type, [0, 0])
+            c[0] += 1
+            c[1] += f.found
+        lines = [f"{'fault':<16}{'injected':>9}{'found':>7}{'missed':>8}"]
+        for t in sorted(by_type):
+            n, ok = by_type[t]
+            lines.append(f"{t:<16}{n:>9}{ok:>7}{n - ok:>8}")
+        n = len(self.faults)
+        ok = n - len(self.missed)
+        lines.append(f"{'total':<16}{n:>9}{ok:>7}{n - ok:>8}")
+        lines.append(f"false alarms: {len(self.false_errors)} scan errors, "
+                     f"{len(self.false_mismatches)} mismatched containers, "
+                     f"{len(self.false_pulls)} repair pulls")
+        lines.append(f"unrecoverable chunks: {len(self.unrecoverable_expected)} injected "
+                     f"(corrupted on every replica), {len(self.unrecoverable_found)} reported")
+        for f in self.missed:
+            lines.append(f"  MISSED fault {f.id} ({f.type}, container {f.container}): "
+                         + "; ".join(f.missing))
+        for e in self.false_errors:
+            lines.append(f"  FALSE scan error {e}")
+        for c in self.false_mismatches:
+            lines.append(f"  FALSE mismatch: container {c}")
+        for p in self.false_pulls:
+            lines.append(f"  FALSE pull {p}")
+        return "\n".join(lines)
+
+
+def _opt(v: Any) -> Optional[int]:
+    return None if v is None or v != v else int(v)  # v != v: pandas NaN
+
+
+def check_findings(manifest: Dict[str, Any], errors: Iterable[ErrorKey],
+                   pulls: Iterable[Tuple[str, str, int, Optional[int]]],
+                   mismatched: Iterable[int],
+                   unrecoverable: Iterable[Tuple[int, int, int]]) -> Findings:
+    """Compare the jobs' findings with a generator manifest.
+
+    errors: (replica path relative to the cluster root, error, block, offset) scan errors;
+    pulls: (target replica relative path, kind, block, offset) diff pulls;
+    mismatched: container IDs the diff reported MISMATCH; unrecoverable: (container, block,
+    offset) chunks the diff reported unrecoverable.
+    """
+    found_errors = {(r, e, _opt(b), _opt(o)) for r, e, b, o in errors}
+    pull_set = {(r, k, int(b), _opt(o)) for r, k, b, o in pulls}
+    unrec_found = {(int(c), int(b), int(o)) for c, b, o in unrecoverable}
+    unrec_expected = {(u["container_id"], u["block_id"], u["offset"])
+                      for u in manifest["unrepairable_chunks"]}
+    replicas_of = {int(c): v["replicas"] for c, v in manifest["containers"].items()}
+    expected_errors: Set[ErrorKey] = set()
+    checks: List[FaultCheck] = []
+    for f in manifest["faults"]:
+        cid = int(f["container_id"])
+        missing: List[str] = []
+        for e in f["expected"]:
+            key = (e["replica"], e["error"], e["block_id"], e["offset"])
+            expected_errors.add(key)
+            if key not in found_errors:
+                missing.append(f"scan error {e['error']} on {e['replica']}")
+            kind = _PULL_FOR_ERROR.get(e["error"])
+            chunk = (cid, e["block_id"], e["offset"])
+            if kind and chunk not in unrec_expected and \
+                    (e["replica"], kind, e["block_id"], e["offset"]) not in pull_set:
+                missing.append(f"{kind} pull for {e['replica']}")
+        others = [r for r in replicas_of[cid] if r not in f["replicas"]]
+        if f["type"] in ("tombstone", "extra-block"):
+            kind = "DIVERGED_DELETED_BLOCK" if f["type"] == "tombstone" else "MISSING_BLOCK"
+            for r in others:
+                if (r, kind, f["block_id"], None) not in pull_set:
+                    missing.append(f"{kind} pull for {r}")
+        if f["type"] != "bitflip-all" and f["type"] not in ("tree-corrupt", "tree-missing") \
+                and cid not in set(mismatched):
+            missing.append(f"container {cid} reported as matching")
+        checks.append(FaultCheck(f["id"], f["type"], cid, not missing, missing))
+    touched = {int(f["container_id"]) for f in manifest["faults"]}
+    return Findings(
+        faults=checks,
+        false_errors=sorted(found_errors - expected_errors, key=str),
+        false_mismatches=sorted(c for c in set(mismatched) if c not in touched),
+        false_pulls=sorted((p for p in pull_set if int(Path(p[0]).name) not in touched),
+                           key=str),
+        unrecoverable_expected=unrec_expected, unrecoverable_found=unrec_found)
+
+
+@dataclass
+class DemoResult:
+    """What the demo found, and the state after the repair round (if it ran)."""
+
+    root: Path
+    findings: Findings
+    report: Dict[str, Any]
+    after_repair: Optional[Dict[str, Any]] = None  # the report of the re-scan
+
+    @property
+    def ok(self) -> bool:
+        if not self.findings.exact:
+            return False
+        if self.after_repair is None:
+            return True
+        s = self.after_repair["summary"]
+        unrec = {c for c, _, _ in self.findings.unrecoverable_expected}
+        return s["MISMATCHED"] == len(unrec) and \
+            set(self.after_repair["containers"]["MISMATCHED"]) == unrec
+
+
+def _rel(root: Path, path: Optional[str]) -> str:
+    return os.path.relpath(str(path), str(root)) if path else ""
+
+
+def _analyse(spark: Any, cluster: Path, out: Path, first: int) -> Tuple[Any, Dict[str, Any]]:
+    """scan -> Parquet -> diff -> report, as `crcmerkle spark run` does."""
+    from spark_udfs.diff import diff_chunks
+    from spark_udfs.report import build_report
+    from spark_udfs.scan import scan_replicas
+
+    scan_replicas(spark, [str(cluster)]).write(str(out))
+    chunks = spark.read.parquet(str(out / "chunks"))
+    errors = spark.read.parquet(str(out / "errors"))
+    containers = spark.read.parquet(str(out / "containers"))
+    diff = diff_chunks(chunks)
+    report = build_report(diff, replicas=containers, errors=errors, first=first)
+    return (diff, errors), report
+
+
+def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
+             faults: str = "default", master: Optional[str] = None, repair: bool = True,
+             say: Any = print) -> DemoResult:
+    """Generate, scan, diff, report, check against the ground truth, repair, re-check.
+
+    `workdir` must not exist or be empty; it receives cluster/, scan/, report.json and, after
+    the repair, rescan/ and report-after-repair.json. `say` receives progress lines.
+    """
+    from merkle.replica_generate import generate_cluster, parse_faults
+    from merkle.replica_reconcile import jobs_from_report, reconcile
+    from spark_udfs.report import format_text, to_json
+    from spark_udfs.session import get_session
+
+    work = Path(workdir)
+    cluster = work / "cluster"
+    manifest = generate_cluster(cluster, faults=parse_faults(faults), containers=containers,
+                                seed=seed)
+    say(f"[1/5] generated {containers} containers x 3 replicas under {cluster} with "
+        f"{len(manifest['faults'])} injected faults (ground truth: {cluster}/manifest.json)")
+    spark = get_session(master, app_name="crcmerkle-demo")
+    say(f"[2/5] Spark {spark.version} on {spark.sparkContext.master}: scan, diff, report")
+    (diff, errors), report = _analyse(spark, cluster, work / "scan", first=100)
+    (work / "report.json").write_text(to_json(report))
+    say(format_text(report))
+    rows = errors.select("replica", "error", "block", "offset").collect()
+    pulls = diff.pulls.select("replica", "kind", "block", "offset").collect()
+    findings = check_findings(
+        manifest,
+        errors=[(_rel(cluster, r[0]), r[1], r[2], r[3]) for r in rows],
+        pulls=[(_rel(cluster, p[0]), p[1], p[2], p[3]) for p in pulls],
+        mismatched=[r[0] for r in diff.containers.filter("state = 'MISMATCH'")
+                    .select("container").collect()],
+        unrecoverable=[(u[0], u[1], u[2]) for u in diff.unrecoverable.select(
+            "container", "block", "offset").collect()])
+    say("[3/5] found vs injected (ground truth)")
+    say(findings.table())
+    result = DemoResult(cluster, findings, report)
+    if not repair:
+        return result
+    say(f"[4/5] repair: {len(report['reconcile'])} reconcile command(s) from the report "
+        f"(crcmerkle reconcile --report {work / 'report.json'})")
+    for target, *peers in jobs_from_report(report):
+        reconcile(target, peers)
+    spark.catalog.clearCache()
+    _, after = _analyse(spark, cluster, work / "rescan", first=100)
+    (work / "report-after-repair.json").write_text(to_json(after))
+    result.after_repair = after
+    s = after["summary"]
+    say(f"[5/5] re-scan after repair: {s['MATCH']} container(s) match, {s['MISMATCHED']} "
+        f"mismatched ({s['UNRECOVERABLE']} holding a chunk corrupted on every replica: "
+        f"{', '.join(f'#{c}' for c in after['containers']['UNRECOVERABLE']) or 'none'})")
+    return result
+

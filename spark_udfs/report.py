@@ -1,0 +1,176 @@
+"""The report job: what an operator reads after scan and diff, as text and as JSON.
+
+Modelled on Ozone's `ozone admin container report` (replication manager health summary: a
+count per state, then "First 100 <STATE> containers: #1, #2") and `ozone admin container
+reconcile --status` (per mismatched container, each replica's datanode and data checksum).
+States (a container may be in several):
+  MATCH             all replicas have equal container values
+  MISMATCHED        replicas disagree (diff pulls repair them)
+  UNDER_REPLICATED  fewer replicas than `replication` (default 3)
+  OVER_REPLICATED   more replicas than `replication`
+  MISSING           no replica has usable block metadata (every replica failed METADATA_*)
+  UNHEALTHY         some replica has scan errors or unhealthy chunks
+  UNRECOVERABLE     some chunk has no healthy copy, or healthy copies that differ
+Counts are computed in Spark (only the first `first` IDs per state are collected), so the
+report costs the same for 200,000 containers as for 20.
+
+The JSON's "reconcile" list holds, per repair command round, the replica to repair and the
+peers to pull from, and the argv of `crcmerkle reconcile TARGET PEER...`;
+`crcmerkle reconcile --report REPORT.json` runs them (merkle.reconcile).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from typing import Any, Dict, List, Optional
+
+from merkle.ozone import format_checksum
+from spark_udfs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
+
+__all__ = ["STATES", "build_report", "format_text"]
+
+STATES = ("MATCH", "MISMATCHED", "UNDER_REPLICATED", "OVER_REPLICATED", "MISSING",
+          "UNHEALTHY", "UNRECOVERABLE")
+_METADATA_ERRORS = ("METADATA_MISSING", "METADATA_CORRUPT")
+
+
+def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
+                 replication: int = 3, first: int = 100,
+                 limit: int = DEFAULT_DATANODE_LIMIT) -> Dict[str, Any]:
+    """The report as a JSON-ready dict. `replicas` / `errors`: the scan job's tables (give
+    them for data checksums, UNHEALTHY from scan errors, and MISSING)."""
+    from pyspark.sql import functions as F
+
+    c = diff.containers
+    flags = c.select("container", "n_replicas", "unhealthy_chunks", "state").join(
+        diff.unrecoverable.select("container").distinct()
+        .withColumn("unrecoverable", F.lit(True)), "container", "left")
+    if errors is not None:
+        per_rep = errors.groupBy("container", "datanode").agg(F.max(
+            F.col("error").isin(*_METADATA_ERRORS).cast("int")).alias("meta_bad"))
+        per_c = per_rep.groupBy("container").agg(
+            F.count(F.lit(1)).alias("with_errors"), F.sum("meta_bad").alias("meta_bad"))
+        flags = flags.join(per_c, "container", "left")
+    else:
+        flags = flags.withColumn("with_errors", F.lit(0)).withColumn("meta_bad", F.lit(0))
+    cond = {
+        "MATCH": F.col("state") == "MATCH",
+        "MISMATCHED": F.col("state") == "MISMATCH",
+        "UNDER_REPLICATED": F.col("n_replicas") < replication,
+        "OVER_REPLICATED": F.col("n_replicas") > replication,
+        "MISSING": F.coalesce(F.col("meta_bad"), F.lit(0)) >= F.col("n_replicas"),
+        "UNHEALTHY": (F.col("unhealthy_chunks") > 0)
+        | (F.coalesce(F.col("with_errors"), F.lit(0)) > 0),
+        "UNRECOVERABLE": F.coalesce(F.col("unrecoverable"), F.lit(False)),
+    }
+    # one job for every state: counts and the first IDs (sorted) per state
+    aggs = []
+    for s in STATES:
+        aggs.append(F.sum(F.when(cond[s], 1).otherwise(0)).alias(f"n_{s}"))
+        aggs.append(F.slice(F.sort_array(F.collect_list(F.when(cond[s], F.col("container")))),
+                            1, max(first, 1)).alias(f"ids_{s}"))
+    row = flags.agg(*aggs).collect()[0]
+    summary: Dict[str, int] = {s: int(row[f"n_{s}"] or 0) for s in STATES}
+    lists: Dict[str, List[int]] = {s: [int(i) for i in (row[f"ids_{s}"] or [])][:first]
+                                   for s in STATES}
+    mismatched = []
+    values: Dict[Any, Optional[int]] = {}
+    paths: Dict[Any, Optional[str]] = {}
+    ids = lists["MISMATCHED"]
+    if replicas is not None and ids:
+        for r in replicas.filter(F.col("container").isin(ids)).collect():
+            values[(r["container"], r["datanode"])] = r["data_checksum"]
+            paths[(r["container"], r["datanode"])] = r["replica"]
+    for r in c.filter(F.col("container").isin(ids)).orderBy("container").collect() if ids \
+            else []:
+        reps = []
+        for g in r["groups"]:
+            for dn in g:
+                v = values.get((r["container"], dn))
+                reps.append({"datanode": dn, "replica": paths.get((r["container"], dn)),
+                             "dataChecksum": None if v is None else format_checksum(v)})
+        mismatched.append({"containerID": int(r["container"]), "replicas": reps,
+                           "groups": [list(g) for g in r["groups"]]})
+    plan = diff.plan(limit)
+    unrec = [{"container": int(u["container"]), "block": int(u["block"]),
+              "offset": int(u["offset"]), "datanodes": list(u["datanodes"]),
+              "reason": u["reason"]}
+             for u in diff.unrecoverable.orderBy("container", "block", "offset")
+             .limit(first).collect()]
+    reconcile = _reconcile_entries(plan)
+    return {
+        "format": "crcmerkle-spark-report", "version": 1,
+        "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "replication": replication,
+        "summary": summary,
+        "first": first,
+        "containers": lists,
+        "mismatched": mismatched,
+        "unrecoverable": unrec,
+        "repair_plan": {"datanode_limit": limit,
+                        "rounds": 1 + max((p["round"] for p in plan), default=-1),
+                        "commands": plan},
+        "reconcile": reconcile,
+    }
+
+
+def _reconcile_entries(plan: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """One `crcmerkle reconcile TARGET PEER...` per (round, container, target)."""
+    grouped: Dict[Any, Dict[str, Any]] = {}
+    for p in plan:
+        key = (p["round"], p["container"], p["target"])
+        e = grouped.setdefault(key, {"round": p["round"], "container_id": p["container"],
+                                     "datanode": p["target"], "replica": p["target_replica"],
+                                     "peers": [], "peer_datanodes": []})
+        e["peer_datanodes"].append(p["source"])
+        e["peers"].append(p["source_replica"])
+    out = []
+    for key in sorted(grouped):
+        e = grouped[key]
+        if e["replica"] and all(e["peers"]):
+            e["argv"] = ["crcmerkle", "reconcile", e["replica"], *e["peers"]]
+        out.append(e)
+    return out
+
+
+def format_text(report: Dict[str, Any]) -> str:
+    """The human form, in the shape of Ozone's container report."""
+    lines = [f"Container Summary Report generated at {report['generated']}",
+             "=" * 58, "", "Container Health Summary", "=" * 24]
+    for s in STATES:
+        lines.append(f"{s}: {report['summary'][s]}")
+    for s in STATES:
+        ids = report["containers"][s]
+        if s == "MATCH" or not ids:
+            continue
+        lines += ["", f"First {report['first']} {s} containers:",
+                  ", ".join(f"#{i}" for i in ids)]
+    if report["mismatched"]:
+        lines += ["", "Reconcile status of mismatched containers", "=" * 42]
+        for m in report["mismatched"]:
+            lines.append(f"Container {m['containerID']}:")
+            for r in m["replicas"]:
+                lines.append(f"  {r['datanode']}: dataChecksum="
+                             f"{r['dataChecksum'] if r['dataChecksum'] is not None else '-'}"
+                             f"{'  ' + r['replica'] if r['replica'] else ''}")
+    if report["unrecoverable"]:
+        lines += ["", "Unrecoverable chunks (no healthy copy, or healthy copies differ)"]
+        for u in report["unrecoverable"]:
+            lines.append(f"  container {u['container']} block {u['block']} chunk "
+                         f"@{u['offset']}: {u['reason']} ({', '.join(u['datanodes'])})")
+    plan = report["repair_plan"]
+    lines += ["", f"Repair plan: {len(plan['commands'])} command(s) in {plan['rounds']} "
+                  f"round(s), at most {plan['datanode_limit']} per datanode per round"]
+    for p in plan["commands"][:report["first"]]:
+        kinds: Dict[str, int] = {}
+        for it in p["items"]:
+            kinds[it["kind"]] = kinds.get(it["kind"], 0) + 1
+        what = ", ".join(f"{n} {k.lower().replace('_', ' ')}" for k, n in sorted(kinds.items()))
+        lines.append(f"  round {p['round']}: container {p['container']} {p['target']} <- "
+                     f"{p['source']}: {what}, {p['bytes']} bytes")
+    return "\n".join(lines) + "\n"
+
+
+def to_json(report: Dict[str, Any]) -> str:
+    return json.dumps(report, indent=1, sort_keys=False, default=str) + "\n"
