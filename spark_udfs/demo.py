@@ -46,6 +46,7 @@ class Findings:
     false_errors: List[ErrorKey]  # scan errors no fault explains
     false_mismatches: List[int]  # containers reported mismatched that no fault touched
     false_pulls: List[Tuple[str, str, int, Optional[int]]]  # pulls in untouched containers
+    false_pending: List[Tuple[str, int]]  # pending deletions of blocks no fault deleted
     unrecoverable_expected: Set[Tuple[int, int, int]]
     unrecoverable_found: Set[Tuple[int, int, int]]
 
@@ -58,7 +59,7 @@ class Findings:
         """True when every fault was found, nothing else was, and the unrecoverable chunks
         are exactly those corrupted on every replica."""
         return not (self.missed or self.false_errors or self.false_mismatches
-                    or self.false_pulls) \
+                    or self.false_pulls or self.false_pending) \
             and self.unrecoverable_expected == self.unrecoverable_found
 
     def table(self) -> str:
@@ -77,7 +78,8 @@ class Findings:
         lines.append(f"{'total':<16}{n:>9}{ok:>7}{n - ok:>8}")
         lines.append(f"false alarms: {len(self.false_errors)} scan errors, "
                      f"{len(self.false_mismatches)} mismatched containers, "
-                     f"{len(self.false_pulls)} repair pulls")
+                     f"{len(self.false_pulls)} repair pulls, {len(self.false_pending)} "
+                     f"pending deletions")
         lines.append(f"unrecoverable chunks: {len(self.unrecoverable_expected)} injected "
                      f"(corrupted on every replica), {len(self.unrecoverable_found)} reported")
         for f in self.missed:
@@ -89,6 +91,8 @@ class Findings:
             lines.append(f"  FALSE mismatch: container {c}")
         for p in self.false_pulls:
             lines.append(f"  FALSE pull {p}")
+        for r, b in self.false_pending:
+            lines.append(f"  FALSE pending deletion of block {b} on {r}")
         return "\n".join(lines)
 
 
@@ -99,17 +103,25 @@ def _opt(v: Any) -> Optional[int]:
 def check_findings(manifest: Dict[str, Any], errors: Iterable[ErrorKey],
                    pulls: Iterable[Tuple[str, str, int, Optional[int]]],
                    mismatched: Iterable[int],
-                   unrecoverable: Iterable[Tuple[int, int, int]]) -> Findings:
+                   unrecoverable: Iterable[Tuple[int, int, int]],
+                   pending: Iterable[Tuple[str, int]] = ()) -> Findings:
     """Compare the jobs' findings with a generator manifest.
 
     errors: (replica path relative to the cluster root, error, block, offset) scan errors;
     pulls: (target replica relative path, kind, block, offset) diff pulls;
     mismatched: container IDs the diff reported MISMATCH; unrecoverable: (container, block,
-    offset) chunks the diff reported unrecoverable.
+    offset) chunks the diff reported unrecoverable; pending: (replica relative path, block)
+    blocks the diff reported live on that replica but deleted on others.
+
+    A tombstone is found when every replica without it is told to adopt it (a
+    DIVERGED_DELETED_BLOCK pull, when the container values differ anyway) or is reported as
+    a pending deletion (when the tombstone alone leaves the values equal, Ozone's rule).
     """
     found_errors = {(r, e, _opt(b), _opt(o)) for r, e, b, o in errors}
     pull_set = {(r, k, int(b), _opt(o)) for r, k, b, o in pulls}
     unrec_found = {(int(c), int(b), int(o)) for c, b, o in unrecoverable}
+    pending_set = {(r, int(b)) for r, b in pending}
+    pending_containers = {int(Path(r).name) for r, _ in pending_set}
     unrec_expected = {(u["container_id"], u["block_id"], u["offset"])
                       for u in manifest["unrepairable_chunks"]}
     replicas_of = {int(c): v["replicas"] for c, v in manifest["containers"].items()}
@@ -129,22 +141,30 @@ def check_findings(manifest: Dict[str, Any], errors: Iterable[ErrorKey],
                     (e["replica"], kind, e["block_id"], e["offset"]) not in pull_set:
                 missing.append(f"{kind} pull for {e['replica']}")
         others = [r for r in replicas_of[cid] if r not in f["replicas"]]
-        if f["type"] in ("tombstone", "extra-block"):
-            kind = "DIVERGED_DELETED_BLOCK" if f["type"] == "tombstone" else "MISSING_BLOCK"
+        if f["type"] == "tombstone":
             for r in others:
-                if (r, kind, f["block_id"], None) not in pull_set:
-                    missing.append(f"{kind} pull for {r}")
-        if f["type"] != "bitflip-all" and f["type"] not in ("tree-corrupt", "tree-missing") \
-                and cid not in set(mismatched):
+                if (r, "DIVERGED_DELETED_BLOCK", f["block_id"], None) not in pull_set \
+                        and (r, f["block_id"]) not in pending_set:
+                    missing.append(f"DIVERGED_DELETED_BLOCK pull or pending deletion for {r}")
+        if f["type"] == "extra-block":
+            for r in others:
+                if (r, "MISSING_BLOCK", f["block_id"], None) not in pull_set:
+                    missing.append(f"MISSING_BLOCK pull for {r}")
+        if f["type"] not in ("bitflip-all", "tree-corrupt", "tree-missing") \
+                and cid not in set(mismatched) \
+                and not (f["type"] == "tombstone" and cid in pending_containers):
             missing.append(f"container {cid} reported as matching")
         checks.append(FaultCheck(f["id"], f["type"], cid, not missing, missing))
     touched = {int(f["container_id"]) for f in manifest["faults"]}
+    tombstoned = {(int(c), b) for c, bs in manifest["tombstones"].items() for b in bs}
     return Findings(
         faults=checks,
         false_errors=sorted(found_errors - expected_errors, key=str),
         false_mismatches=sorted(c for c in set(mismatched) if c not in touched),
         false_pulls=sorted((p for p in pull_set if int(Path(p[0]).name) not in touched),
                            key=str),
+        false_pending=sorted((r, b) for r, b in pending_set
+                             if (int(Path(r).name), b) not in tombstoned),
         unrecoverable_expected=unrec_expected, unrecoverable_found=unrec_found)
 
 
@@ -221,7 +241,9 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
         mismatched=[r[0] for r in diff.containers.filter("state = 'MISMATCH'")
                     .select("container").collect()],
         unrecoverable=[(u[0], u[1], u[2]) for u in diff.unrecoverable.select(
-            "container", "block", "offset").collect()])
+            "container", "block", "offset").collect()],
+        pending=[(_rel(cluster, p[0]), p[1]) for p in diff.pending_deletions.select(
+            "replica", "block").collect()])
     say("[3/5] found vs injected (ground truth)")
     say(findings.table())
     result = DemoResult(cluster, findings, report)

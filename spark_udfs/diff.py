@@ -21,11 +21,15 @@ replicas per container). Three levels, each touching only what the level above f
    are grouped per container and compared exactly with merkle.diff (Ozone's one-sided rules:
    missing block / missing chunk / corrupt chunk / diverged deleted block), so the job and the
    local library cannot disagree. Chunks no healthy replica holds, or that healthy replicas
-   hold with different values, are unrecoverable.
+   hold with different values, are unrecoverable. A block that some replicas have deleted
+   while others still hold it live is a *pending deletion*: Ozone keeps a tombstone's value,
+   so the container values agree and nothing is pulled (Ozone's rule; the block deletion
+   service, not reconciliation, finishes it), but the digests see it and it is reported.
 
 Outputs (DiffResult): `replicas` (one row per replica with its digest), `containers`
 (replica count, MATCH/MISMATCH, groups of datanodes with equal digests), `pulls` (per target
-replica: what to fetch, candidate sources), `unrecoverable`, and `plan` (repair_plan: one
+replica: what to fetch, candidate sources), `unrecoverable`, `pending_deletions` (per replica
+still holding a block live: the datanodes that deleted it), and `plan` (repair_plan: one
 command per (container, target, source), spread over sources, at most `limit` commands per
 datanode per round, like Ozone's replication manager queue limit of 20).
 """
@@ -52,6 +56,7 @@ MISSING_CHUNK = "MISSING_CHUNK"
 CORRUPT_CHUNK = "CORRUPT_CHUNK"
 DIVERGED_DELETED_BLOCK = "DIVERGED_DELETED_BLOCK"
 UNRECOVERABLE_CHUNK = "UNRECOVERABLE_CHUNK"
+PENDING_DELETION = "PENDING_DELETION"
 PULL_KINDS = (MISSING_BLOCK, MISSING_CHUNK, CORRUPT_CHUNK, DIVERGED_DELETED_BLOCK)
 
 PULL_SCHEMA = ("container long, datanode string, replica string, kind string, block long, "
@@ -94,6 +99,7 @@ class DiffResult:
     pulls: Any
     unrecoverable: Any
     diverged_blocks: Any
+    pending_deletions: Any
 
     def plan(self, limit: int = DEFAULT_DATANODE_LIMIT) -> List[Dict[str, Any]]:
         """The repair plan (collects the pull rows, which scale with the divergence)."""
@@ -180,6 +186,8 @@ def diff_chunks(chunks: Any) -> DiffResult:
     pulls = found.filter(F.col("kind").isin(*PULL_KINDS)).drop("value")
     unrecoverable = found.filter(F.col("kind") == F.lit(UNRECOVERABLE_CHUNK)).select(
         "container", "block", "offset", F.col("sources").alias("datanodes"), "reason")
+    pending = found.filter(F.col("kind") == F.lit(PENDING_DELETION)).select(
+        "container", "datanode", "replica", "block", F.col("sources").alias("deleted_on"))
     # Digests hash the `deleted` flag and chunk rows, Ozone's values do not: a tombstone that
     # kept its block's value leaves the Ozone values equal. The exact stage reports each
     # replica's value over the diverged blocks (equal iff the full container values are), and
@@ -198,7 +206,8 @@ def diff_chunks(chunks: Any) -> DiffResult:
         F.coalesce(F.col("groups_exact"), F.col("groups")).alias("groups"),
         F.col("n_groups").alias("digest_groups"))
     return DiffResult(replicas=replicas, containers=table.cache(), pulls=pulls,
-                      unrecoverable=unrecoverable, diverged_blocks=diverged_blocks)
+                      unrecoverable=unrecoverable, diverged_blocks=diverged_blocks,
+                      pending_deletions=pending)
 
 
 def _groups(containers: Any) -> Any:
@@ -279,12 +288,37 @@ def _compare_container(table: pa.Table) -> List[Dict[str, Any]]:
                             sources=it["sources"],
                             source_replicas=[replica_of[s] or "" for s in it["sources"]],
                             reason=None, value=None))
+        adopted = {b for (kind, b, _) in items if kind == DIVERGED_DELETED_BLOCK}
+        for block, deleted_on in _pending_deletions(t, trees):
+            if block not in adopted:
+                out.append(dict(container=container, datanode=t, replica=replica_of[t],
+                                kind=PENDING_DELETION, block=block, offset=None, length=None,
+                                sources=deleted_on, source_replicas=[], reason=None,
+                                value=None))
         v = trees[t].data_checksum
         out.append(dict(container=container, datanode=t, replica=replica_of[t], kind=_VALUE,
                         block=None, offset=None, length=None, sources=[], source_replicas=[],
                         reason=None, value=None if v is None else int(v)))
     out.extend(_unrecoverable(container, trees))
     return out
+
+
+def _pending_deletions(target: str, trees: Dict[str, merkle.ContainerTree]
+                       ) -> List[Tuple[int, List[str]]]:
+    """(block, datanodes holding its tombstone) for each block `target` holds live that some
+    other replica has deleted."""
+    t = trees[target]
+    live = t.block_id[~t.block_deleted]
+    if live.size == 0:
+        return []
+    on: Dict[int, List[str]] = {}
+    for d in sorted(trees):
+        if d == target:
+            continue
+        p = trees[d]
+        for b in np.intersect1d(live, p.block_id[p.block_deleted]).tolist():
+            on.setdefault(int(b), []).append(d)
+    return sorted(on.items())
 
 
 def _collect(items: Dict[Tuple[str, int, Optional[int]], Dict[str, Any]],

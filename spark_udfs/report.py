@@ -11,6 +11,9 @@ States (a container may be in several):
   MISSING           no replica has usable block metadata (every replica failed METADATA_*)
   UNHEALTHY         some replica has scan errors or unhealthy chunks
   UNRECOVERABLE     some chunk has no healthy copy, or healthy copies that differ
+  PENDING_DELETION  a block deleted on some replicas is still live on others (the values
+                    agree, as Ozone keeps a tombstone's value: nothing to pull; the
+                    block deletion service finishes it)
 Counts are computed in Spark (only the first `first` IDs per state are collected), so the
 report costs the same for 200,000 containers as for 20.
 
@@ -31,7 +34,7 @@ from spark_udfs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
 __all__ = ["STATES", "build_report", "format_text"]
 
 STATES = ("MATCH", "MISMATCHED", "UNDER_REPLICATED", "OVER_REPLICATED", "MISSING",
-          "UNHEALTHY", "UNRECOVERABLE")
+          "UNHEALTHY", "UNRECOVERABLE", "PENDING_DELETION")
 _METADATA_ERRORS = ("METADATA_MISSING", "METADATA_CORRUPT")
 
 
@@ -45,7 +48,9 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
     c = diff.containers
     flags = c.select("container", "n_replicas", "unhealthy_chunks", "state").join(
         diff.unrecoverable.select("container").distinct()
-        .withColumn("unrecoverable", F.lit(True)), "container", "left")
+        .withColumn("unrecoverable", F.lit(True)), "container", "left").join(
+        diff.pending_deletions.select("container").distinct()
+        .withColumn("pending_deletion", F.lit(True)), "container", "left")
     if errors is not None:
         per_rep = errors.groupBy("container", "datanode").agg(F.max(
             F.col("error").isin(*_METADATA_ERRORS).cast("int")).alias("meta_bad"))
@@ -63,6 +68,7 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
         "UNHEALTHY": (F.col("unhealthy_chunks") > 0)
         | (F.coalesce(F.col("with_errors"), F.lit(0)) > 0),
         "UNRECOVERABLE": F.coalesce(F.col("unrecoverable"), F.lit(False)),
+        "PENDING_DELETION": F.coalesce(F.col("pending_deletion"), F.lit(False)),
     }
     # one job for every state: counts and the first IDs (sorted) per state
     aggs = []
@@ -98,6 +104,11 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
               "reason": u["reason"]}
              for u in diff.unrecoverable.orderBy("container", "block", "offset")
              .limit(first).collect()]
+    pending = [{"container": int(p["container"]), "datanode": p["datanode"],
+                "replica": p["replica"], "block": int(p["block"]),
+                "deleted_on": list(p["deleted_on"])}
+               for p in diff.pending_deletions.orderBy("container", "block", "datanode")
+               .limit(first).collect()]
     reconcile = _reconcile_entries(plan)
     return {
         "format": "crcmerkle-spark-report", "version": 1,
@@ -108,6 +119,7 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
         "containers": lists,
         "mismatched": mismatched,
         "unrecoverable": unrec,
+        "pending_deletions": pending,
         "repair_plan": {"datanode_limit": limit,
                         "rounds": 1 + max((p["round"] for p in plan), default=-1),
                         "commands": plan},
@@ -159,6 +171,11 @@ def format_text(report: Dict[str, Any]) -> str:
         for u in report["unrecoverable"]:
             lines.append(f"  container {u['container']} block {u['block']} chunk "
                          f"@{u['offset']}: {u['reason']} ({', '.join(u['datanodes'])})")
+    if report["pending_deletions"]:
+        lines += ["", "Pending deletions (live here, deleted on other replicas; values agree)"]
+        for p in report["pending_deletions"]:
+            lines.append(f"  container {p['container']} block {p['block']}: live on "
+                         f"{p['datanode']}, deleted on {', '.join(p['deleted_on'])}")
     plan = report["repair_plan"]
     lines += ["", f"Repair plan: {len(plan['commands'])} command(s) in {plan['rounds']} "
                   f"round(s), at most {plan['datanode_limit']} per datanode per round"]

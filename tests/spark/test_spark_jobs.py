@@ -56,6 +56,7 @@ def scanned(spark, cluster) -> Dict[str, Any]:
 def diffed(spark, scanned) -> Dict[str, Any]:
     res = diff_chunks(scanned["tables"].chunks)
     return {"res": res, "pulls": [r.asDict() for r in res.pulls.collect()],
+            "pending": [r.asDict() for r in res.pending_deletions.collect()],
             "unrec": [r.asDict() for r in res.unrecoverable.collect()],
             "containers": {r.container: r.asDict() for r in res.containers.collect()}}
 
@@ -149,6 +150,18 @@ def test_diff_finds_exactly_the_injected_faults(cluster, diffed):
             assert row["state"] == "MATCH"
     # unrecoverable: exactly the chunks corrupted on every replica
     assert {(u["container"], u["block"], u["offset"]) for u in diffed["unrec"]} == unrec
+    # tombstones: every replica still holding the block live adopts the tombstone or, when
+    # the tombstone alone left the values equal (Ozone keeps its value), reports it pending
+    told = {(_rel(root, p["replica"]), p["block"]) for p in diffed["pending"]}
+    for (rep, b, _), kind in pulls.items():
+        if kind == "DIVERGED_DELETED_BLOCK":
+            told.add((rep, b))
+    want = set()
+    for f in manifest["faults"]:
+        if f["type"] == "tombstone":
+            reps = manifest["containers"][str(f["container_id"])]["replicas"]
+            want |= {(r, f["block_id"]) for r in reps if r not in f["replicas"]}
+    assert want and told == want
 
 
 def test_diff_on_tables_with_tombstones_and_huge_ids(spark):
@@ -174,6 +187,9 @@ def test_diff_on_tables_with_tombstones_and_huge_ids(spark):
     ref = _reference_pulls({("a", 5): _R(ta), ("b", 5): _R(tb), ("c", 5): _R(c)})
     assert got == {k[1:] for k in ref}
     assert any(k[2] == big for k in got)  # the 64-bit ID survived the round trip
+    # a adopts b's tombstone of block 7 (the values differ anyway): a pull, not pending
+    assert ("a", "DIVERGED_DELETED_BLOCK", 7, None, ("b",)) in got
+    assert res.pending_deletions.count() == 0
     row = res.containers.collect()[0]
     assert (row.n_replicas, row.state) == (3, "MISMATCH")
     # healthy replicas differ at (big, 100): unrecoverable
@@ -200,6 +216,29 @@ def test_repair_plan_respects_the_datanode_limit():
     assert abs(srcs.count("dn1") - srcs.count("dn2")) <= 1  # spread over sources
     with pytest.raises(ValueError):
         repair_plan(pulls, limit=0)
+
+
+def test_a_tombstone_alone_is_a_pending_deletion_not_a_mismatch(spark):
+    live = merkle.TreeBuilder(9)
+    live.add_chunk(4, 0, data=b"q" * 50)
+    live.add_chunk(6, 0, data=b"r" * 50)
+    t_live = live.build()
+    gone = merkle.TreeBuilder(9)
+    gone.add_chunk(4, 0, data=b"q" * 50)
+    gone.mark_deleted(6, value=int(t_live.block_value[1]))  # Ozone keeps the value
+    t_gone = gone.build()
+    assert t_live.data_checksum == t_gone.data_checksum
+    t = pa.concat_tables([T.tree_to_rows("dn0", t_live, "/r0"), T.tree_to_rows("dn1", t_gone),
+                          T.tree_to_rows("dn2", t_gone)])
+    res = diff_chunks(T.from_arrow(spark, t))
+    assert res.pulls.count() == 0
+    assert [(r.datanode, r.replica, r.block, list(r.deleted_on))
+            for r in res.pending_deletions.collect()] == [("dn0", "/r0", 6, ["dn1", "dn2"])]
+    assert res.containers.collect()[0].state == "MATCH"
+    rep = build_report(res)
+    assert rep["summary"]["PENDING_DELETION"] == 1 and rep["summary"]["MISMATCHED"] == 0
+    assert rep["pending_deletions"][0]["deleted_on"] == ["dn1", "dn2"]
+    assert "live on dn0, deleted on dn1, dn2" in format_text(rep)
 
 
 def test_report_states_and_json(cluster, scanned, diffed):
