@@ -106,7 +106,7 @@ def _usage() -> int:
 
 
 def _session(args: argparse.Namespace) -> Any:
-    from spark_udfs.session import get_session
+    from spark_udfs.session import JavaNotFoundError, get_session
 
     conf: Dict[str, str] = {}
     for kv in args.conf:
@@ -114,7 +114,10 @@ def _session(args: argparse.Namespace) -> Any:
         if not sep or not k:
             raise CLIError(f"--conf wants KEY=VALUE, not {kv!r}")
         conf[k.strip()] = v.strip()
-    return get_session(args.master, conf=conf)
+    try:
+        return get_session(args.master, conf=conf)
+    except JavaNotFoundError as exc:
+        raise CLIError(str(exc), EXIT_FAILURE) from None
 
 
 def _check_paths(paths: List[str]) -> None:

@@ -15,12 +15,14 @@ On a cluster (`spark-submit`, master given by the launcher) only the Spark setti
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-__all__ = ["DEFAULT_CONF", "LOG4J2", "get_session", "prepare_environment"]
+__all__ = ["DEFAULT_CONF", "LOG4J2", "JavaNotFoundError", "find_java", "get_session",
+           "prepare_environment"]
 
 LOG4J2 = """\
 rootLogger.level = error
@@ -41,6 +43,28 @@ DEFAULT_CONF: Dict[str, str] = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
 }
+
+
+class JavaNotFoundError(RuntimeError):
+    """No Java runtime for Spark's JVM (pyspark would fail later with JAVA_GATEWAY_EXITED)."""
+
+
+def find_java() -> str:
+    """The java executable Spark will start: $JAVA_HOME/bin/java, else java on PATH.
+    JavaNotFoundError (with how to install one) when there is neither."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        java = os.path.join(home, "bin", "java")
+        if os.access(java, os.X_OK):
+            return java
+        raise JavaNotFoundError(f"JAVA_HOME={home} holds no bin/java; Spark needs a Java 17+ "
+                                f"runtime")
+    java = shutil.which("java")
+    if java is None:
+        raise JavaNotFoundError("Spark needs a Java 17+ runtime: no java on PATH and JAVA_HOME "
+                                "is unset (Debian/Ubuntu: apt-get install "
+                                "openjdk-17-jre-headless)")
+    return java
 
 
 def prepare_environment(quiet: bool = True) -> None:
@@ -69,6 +93,10 @@ def get_session(master: Optional[str] = None, app_name: str = "crcmerkle",
     spark-submit) already set one. Extra `conf` entries override DEFAULT_CONF."""
     prepare_environment(quiet)
     from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        find_java()  # a driver we start ourselves needs a JVM: say so before pyspark fails
 
     builder = SparkSession.builder.appName(app_name)
     if master is None and "spark.master" not in os.environ.get("PYSPARK_SUBMIT_ARGS", "") \
