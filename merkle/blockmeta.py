@@ -51,7 +51,7 @@ from merkle.replica_io import write_atomic
 
 __all__ = ["ALGORITHM_TYPES", "BlockMeta", "CHECKSUM_SIZES", "CRC32", "CRC32C", "ChunkMeta",
            "ContainerMeta", "FORMAT_VERSION", "MAGIC", "MD5", "NONE", "SHA256", "TYPE_NAMES",
-           "read_blockmeta", "write_blockmeta"]
+           "decode_blockmeta", "read_blockmeta", "write_blockmeta"]
 
 MAGIC = b"CMBD"
 FORMAT_VERSION = 1
@@ -293,10 +293,16 @@ def read_blockmeta(path: PathLike, container_id: Optional[int] = None) -> Contai
             data = f.read()
     except FileNotFoundError:
         raise BlockMetaError("block-metadata file is missing", name, missing=True) from None
-    meta = ContainerMeta.from_bytes(data, name)
+    return decode_blockmeta(data, name, container_id)
+
+
+def decode_blockmeta(data: Union[bytes, bytearray, memoryview], source: Optional[str] = None,
+                     container_id: Optional[int] = None) -> ContainerMeta:
+    """Parse `.blocks` bytes read from `source`, checking they belong to `container_id`."""
+    meta = ContainerMeta.from_bytes(data, source)
     if container_id is not None and meta.container_id != int(container_id):
         raise BlockMetaError(f"records container {meta.container_id}, expected {container_id}",
-                             name)
+                             source)
     return meta
 
 

@@ -43,9 +43,10 @@ from merkle.blockmeta import (CRC32, CRC32C, NONE, SHA256, ChunkMeta, ContainerM
 from merkle.ozone import format_checksum
 from merkle.replica_errors import ReplicaError
 from merkle.replica_io import fsync_dir, pread_into
+from merkle.replica_files import LocalReplicaFiles
 from merkle.replica_layout import ContainerPaths, container_paths, find_containers
 from merkle.replica_lock import ReplicaLock
-from merkle.replica_scan import ScanResult, _scan, _stored_tree
+from merkle.replica_scan import ScanResult, _scan, read_stored_tree
 from merkle.tree import ContainerTree
 from merkle.treediff import DiffReport, diff
 from merkle.treefile import write_tree
@@ -163,7 +164,7 @@ def _load_peer(path: PathLike, container_id: int) -> Tuple[ContainerPaths, Conta
         raise ReplicaError(f"peer is container {paths.container_id}, not {container_id}",
                            os.fspath(path))
     meta = read_blockmeta(paths.blockmeta, container_id)
-    tree, _raw, _problem = _stored_tree(paths)
+    tree, _raw, _problem = read_stored_tree(LocalReplicaFiles(paths))
     if tree is None or tree.data_checksum is None:
         # No usable tree: what a scan observes (read-only; the peer's own scanner owns it).
         tree = _scan(paths, False, 1, None, None, 1 << 20).tree

@@ -43,11 +43,12 @@ import numpy as np
 
 from merkle import _native
 from merkle.blockmeta import (CHECKSUM_SIZES, CRC32, CRC32C, NONE, SHA256, BlockMeta,
-                              ChunkMeta, ContainerMeta, read_blockmeta)
+                              ChunkMeta, ContainerMeta, decode_blockmeta)
 from merkle.ozone import format_checksum
 from merkle.replica_errors import BlockMetaError, ReplicaError
-from merkle.replica_io import pread_into
-from merkle.replica_layout import ContainerPaths, ReplicaLocation, container_paths, find_containers
+from merkle.replica_files import BlockFile, LocalReplicaFiles, ReplicaFiles
+from merkle.replica_layout import (META_SUFFIX, TREE_SUFFIX, ContainerPaths, ReplicaLocation,
+                                   container_paths, find_containers)
 from merkle.replica_lock import ReplicaLock
 from merkle.tree import ContainerTree
 from merkle.treefile import TreeFileError, tree_from_bytes, write_tree
@@ -56,7 +57,7 @@ from merkle.treemerge import merge
 __all__ = ["CORRUPT_CHUNK", "INCONSISTENT_CHUNK_LENGTH", "METADATA_CORRUPT",
            "METADATA_MISSING", "MISSING_CHUNK", "MISSING_DATA_FILE", "RateLimiter",
            "ScanError", "ScanResult", "TREE_CORRUPT", "TREE_MISSING", "UNREADABLE_DATA_FILE",
-           "scan_container", "scan_paths"]
+           "read_stored_tree", "scan_container", "scan_files", "scan_paths"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -203,10 +204,10 @@ class _Reader:
         self.use_mmap = use_mmap
         self.mapped: Optional[memoryview] = None
 
-    def _read(self, fd: int, n: int, offset: int) -> int:
+    def _read(self, f: BlockFile, n: int, offset: int) -> int:
         if self.limiter is not None:
             self.limiter.acquire(n)
-        got = pread_into(fd, self.view[:n], offset)
+        got = f.pread_into(self.view[:n], offset)
         if self.progress is not None and got:
             self.progress(got)
         return got
@@ -228,14 +229,14 @@ class _Reader:
             piece = max(piece, DEFAULT_MAPPED_PIECE // bpc * bpc)
         return piece
 
-    def chunk(self, fd: int, c: ChunkMeta) -> Tuple[int, Optional[np.ndarray], bool]:
+    def chunk(self, f: BlockFile, c: ChunkMeta) -> Tuple[int, Optional[np.ndarray], bool]:
         """Read chunk `c`; returns (bytes read, observed checksum bytes-or-values, mismatch)."""
         size = CHECKSUM_SIZES[c.checksum_type]
         if c.checksum_type == NONE or size == 0:
             got = 0
             while got < c.length:
                 want = min(len(self.buffer), c.length - got)
-                n = self._read(fd, want, c.offset + got)
+                n = self._read(f, want, c.offset + got)
                 got += n
                 if n < want:
                     break
@@ -256,7 +257,7 @@ class _Reader:
                     data = self._mapped_piece(want, c.offset + got)
                     n = len(data)
                 else:
-                    n = self._read(fd, want, c.offset + got)
+                    n = self._read(f, want, c.offset + got)
                     data = self.view[:n]
                 if n:
                     nw = -(-n // bpc)
@@ -275,7 +276,7 @@ class _Reader:
         got = 0
         while got < c.length:
             want = min(piece, c.length - got)
-            n = self._read(fd, want, c.offset + got)
+            n = self._read(f, want, c.offset + got)
             for s in range(0, n, bpc):
                 parts.append(hashlib.new(algo, self.view[s:min(s + bpc, n)]).digest())
             got += n
@@ -285,15 +286,14 @@ class _Reader:
         mismatch = obs != c.checksums[:len(obs)]
         return got, np.frombuffer(obs, dtype=np.uint8), mismatch
 
-    def block(self, paths: ContainerPaths, block: BlockMeta) -> _BlockObs:
+    def block(self, files: ReplicaFiles, block: BlockMeta) -> _BlockObs:
         out = _BlockObs(block.block_id, present=True)
-        name = paths.block_file(block.block_id)
         try:
-            fd = os.open(name, os.O_RDONLY)
+            f = files.open_block(block.block_id)
         except FileNotFoundError:
             out.present = False
             out.errors.append(ScanError(MISSING_DATA_FILE, block.block_id, None,
-                                        f"{name.name} does not exist"))
+                                        f"{files.block_name(block.block_id)} does not exist"))
             return out
         except OSError as exc:
             out.present = False
@@ -301,7 +301,8 @@ class _Reader:
                                         exc.strerror or str(exc)))
             return out
         mapping = None
-        if self.use_mmap:
+        fd = f.fileno() if self.use_mmap else None
+        if fd is not None:
             size = os.fstat(fd).st_size
             if size:
                 mapping = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
@@ -314,7 +315,7 @@ class _Reader:
                     out.chunks.append(_ChunkObs(c.offset, 0, c.leaf, True))
                     continue
                 try:
-                    got, observed, mismatch = self.chunk(fd, c)
+                    got, observed, mismatch = self.chunk(f, c)
                 except OSError as exc:
                     out.errors.append(ScanError(UNREADABLE_DATA_FILE, block.block_id,
                                                 c.offset, exc.strerror or str(exc)))
@@ -348,7 +349,7 @@ class _Reader:
                 self.mapped.release()
                 self.mapped = None
                 mapping.close()
-            os.close(fd)
+            f.close()
         return out
 
 
@@ -375,19 +376,22 @@ def _observed_tree(container_id: int, observations: Iterable[_BlockObs]) -> Cont
                                       empty_blocks=present or None)
 
 
-def _stored_tree(paths: ContainerPaths) -> Tuple[Optional[ContainerTree], Optional[bytes],
-                                                 Optional[ScanError]]:
+def read_stored_tree(files: ReplicaFiles) -> Tuple[Optional[ContainerTree], Optional[bytes],
+                                                   Optional[ScanError]]:
+    """(stored tree, its raw bytes, None), or (None, raw bytes or None, the TREE_MISSING /
+    TREE_CORRUPT error) when the `.tree` is absent, unreadable, corrupt or foreign."""
+    name = f"{files.container_id}{TREE_SUFFIX}"
     try:
-        raw = paths.tree.read_bytes()
+        raw = files.read_tree()
     except FileNotFoundError:
-        return None, None, ScanError(TREE_MISSING, detail=f"{paths.tree.name} does not exist")
+        return None, None, ScanError(TREE_MISSING, detail=f"{name} does not exist")
     except OSError as exc:
         return None, None, ScanError(TREE_CORRUPT, detail=exc.strerror or str(exc))
     try:
-        tree = tree_from_bytes(raw, source=str(paths.tree))
+        tree = tree_from_bytes(raw, source=f"{files.location}/metadata/{name}")
     except TreeFileError as exc:
         return None, raw, ScanError(TREE_CORRUPT, detail=exc.reason)
-    if tree.container_id != paths.container_id:
+    if tree.container_id != files.container_id:
         return None, raw, ScanError(TREE_CORRUPT, detail=f"tree is of container "
                                                          f"{tree.container_id}")
     return tree, raw, None
@@ -427,14 +431,31 @@ def scan_container(path: PathLike, *, write_tree: bool = True, workers: int = 1,
             held.release()
 
 
-def _scan(paths: ContainerPaths, write: bool, workers: int, limiter: Optional[RateLimiter],
-          progress: Optional[ProgressFn], buffer_size: int,
+def scan_files(files: ReplicaFiles, *, workers: int = 1,
+               limiter: Optional[RateLimiter] = None, progress: Optional[ProgressFn] = None,
+               buffer_size: int = DEFAULT_BUFFER_SIZE) -> ScanResult:
+    """Scan a replica read through `files` (merkle.replica_files: a local directory, or a
+    remote store as spark_udfs.fs provides) without writing anything: the same checks,
+    errors and trees as scan_container(..., write_tree=False)."""
+    return _scan(files, False, max(1, int(workers)), limiter, progress, buffer_size)
+
+
+def _scan(source: Union[ContainerPaths, ReplicaFiles], write: bool, workers: int,
+          limiter: Optional[RateLimiter], progress: Optional[ProgressFn], buffer_size: int,
           use_mmap: bool = False) -> ScanResult:
+    """The scan itself; writing the merged tree needs a local replica (ContainerPaths)."""
     t0 = time.perf_counter()
+    files = LocalReplicaFiles(source) if isinstance(source, ContainerPaths) else source
     errors: List[ScanError] = []
     meta: Optional[ContainerMeta]
+    meta_name = f"{files.location}/metadata/{files.container_id}{META_SUFFIX}"
     try:
-        meta = read_blockmeta(paths.blockmeta, paths.container_id)
+        try:
+            raw_meta = files.read_blockmeta()
+        except FileNotFoundError:
+            raise BlockMetaError("block-metadata file is missing", meta_name,
+                                 missing=True) from None
+        meta = decode_blockmeta(raw_meta, meta_name, files.container_id)
     except BlockMetaError as exc:
         meta = None
         reason = str(exc)[len(str(exc.path)) + 2:] if exc.path else str(exc)
@@ -448,29 +469,32 @@ def _scan(paths: ContainerPaths, write: bool, workers: int, limiter: Optional[Ra
             reader = getattr(local, "reader", None)
             if reader is None:
                 reader = local.reader = _Reader(buffer_size, limiter, progress, use_mmap)
-            return reader.block(paths, b)
+            return reader.block(files, b)
 
         with ThreadPoolExecutor(max_workers=workers) as pool:
             observations = list(pool.map(one, blocks))
     else:
         reader = _Reader(buffer_size, limiter, progress, use_mmap)
-        observations = [reader.block(paths, b) for b in blocks]
+        observations = [reader.block(files, b) for b in blocks]
     for ob in observations:
         errors.extend(ob.errors)
-    scanned = _observed_tree(paths.container_id, observations)
-    stored, raw, tree_error = _stored_tree(paths)
+    scanned = _observed_tree(files.container_id, observations)
+    stored, raw, tree_error = read_stored_tree(files)
     if tree_error is not None:
         errors.insert(0, tree_error)
     merged = merge(stored, scanned)
     written = False
     if write:
+        if not isinstance(files, LocalReplicaFiles):
+            raise ValueError("only a local replica's tree can be written")
+        paths = files.paths
         data = merged.to_bytes()
         if data != raw:
             paths.metadata_dir.mkdir(exist_ok=True)
             write_tree(merged, paths.tree)
             written = True
     return ScanResult(
-        path=os.fspath(paths.root), container_id=paths.container_id, errors=errors,
+        path=files.location, container_id=files.container_id, errors=errors,
         scanned=scanned, tree=merged, meta=meta,
         bytes_read=sum(o.bytes_read for o in observations), blocks=len(blocks),
         chunks=sum(len(b.chunks) for b in blocks), seconds=time.perf_counter() - t0,
