@@ -3,7 +3,7 @@
   scan PATH... -o OUT      verify replicas on Spark; Parquet tables
                            OUT/{chunks,blocks,containers,errors}
   diff SCAN -o OUT         hierarchical diff of a scan (or a chunk table); OUT/{containers,
-                           pulls,unrecoverable} Parquet + OUT/plan.json
+                           pulls,unrecoverable,pending_deletions} Parquet + OUT/plan.json
   report SCAN [--json]     health summary + repair plan (diff computed on the fly)
   run PATH... -o OUT       scan, diff and report in one Spark session
   demo                     generate a faulty cluster, scan/diff/report it, check the
@@ -23,6 +23,7 @@ import sys
 from typing import Any, Dict, List, Optional
 
 from merkle.cli import EXIT_FAILURE, EXIT_USAGE, CLIError
+from merkle.replica_io import write_atomic
 
 __all__ = ["add_parser", "run"]
 
@@ -175,10 +176,11 @@ def _diff(args: argparse.Namespace) -> int:
     res.containers.write.mode("overwrite").parquet(out + "/containers")
     res.pulls.write.mode("overwrite").parquet(out + "/pulls")
     res.unrecoverable.write.mode("overwrite").parquet(out + "/unrecoverable")
+    res.pending_deletions.write.mode("overwrite").parquet(out + "/pending_deletions")
     plan = res.plan(args.limit)
     if "://" not in out:
-        with open(os.path.join(out, "plan.json"), "w") as f:
-            json.dump(plan, f, indent=1)
+        write_atomic(os.path.join(out, "plan.json"), (json.dumps(plan, indent=1) + "\n")
+                     .encode())
     mism = res.containers.filter("state = 'MISMATCH'").count()
     n_unrec = res.unrecoverable.count()
     print(f"{res.containers.count()} container(s), {mism} mismatched, {len(plan)} repair "
@@ -192,8 +194,11 @@ def _emit_report(args: argparse.Namespace, diff: Any, t: Dict[str, Any]) -> int:
     rep = build_report(diff, replicas=t.get("containers"), errors=t.get("errors"),
                        replication=args.replication, first=args.first, limit=args.limit)
     if args.report:
-        with open(args.report, "w") as f:
-            f.write(to_json(rep))
+        try:
+            write_atomic(args.report, to_json(rep).encode())
+        except OSError as exc:
+            raise CLIError(f"--report {args.report}: {exc.strerror or exc}", EXIT_FAILURE) \
+                from None
     sys.stdout.write(to_json(rep) if args.json else format_text(rep))
     bad = rep["summary"]["MISMATCHED"] or rep["summary"]["UNRECOVERABLE"]
     return 1 if bad else 0

@@ -217,6 +217,7 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
     the repair, rescan/ and report-after-repair.json. `say` receives progress lines.
     """
     from merkle.replica_generate import generate_cluster, parse_faults
+    from merkle.replica_io import write_atomic
     from merkle.replica_reconcile import jobs_from_report, reconcile
     from spark_udfs.report import format_text, to_json
     from spark_udfs.session import get_session
@@ -230,7 +231,7 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
     spark = get_session(master, app_name="crcmerkle-demo")
     say(f"[2/5] Spark {spark.version} on {spark.sparkContext.master}: scan, diff, report")
     (diff, errors), report = _analyse(spark, cluster, work / "scan", first=100)
-    (work / "report.json").write_text(to_json(report))
+    write_atomic(work / "report.json", to_json(report).encode())
     say(format_text(report))
     rows = errors.select("replica", "error", "block", "offset").collect()
     pulls = diff.pulls.select("replica", "kind", "block", "offset").collect()
@@ -255,7 +256,7 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
         reconcile(target, peers)
     spark.catalog.clearCache()
     _, after = _analyse(spark, cluster, work / "rescan", first=100)
-    (work / "report-after-repair.json").write_text(to_json(after))
+    write_atomic(work / "report-after-repair.json", to_json(after).encode())
     result.after_repair = after
     s = after["summary"]
     say(f"[5/5] re-scan after repair: {s['MATCH']} container(s) match, {s['MISMATCHED']} "

@@ -87,6 +87,16 @@ def prepare_environment(quiet: bool = True) -> None:
         os.environ["SPARK_CONF_DIR"] = str(conf_dir)
 
 
+def _master_given() -> bool:
+    """True when a launcher already chose the master: spark-submit (it starts the driver with
+    PYSPARK_GATEWAY_PORT set and its --master in the JVM's conf), PYSPARK_SUBMIT_ARGS with
+    --master, or the MASTER variable Spark's scripts read. Overriding it with local[*] would
+    silently run a cluster job on the driver alone."""
+    submit_args = os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+    return ("PYSPARK_GATEWAY_PORT" in os.environ or "--master" in submit_args
+            or "spark.master" in submit_args or bool(os.environ.get("MASTER")))
+
+
 def get_session(master: Optional[str] = None, app_name: str = "crcmerkle",
                 conf: Optional[Dict[str, Any]] = None, quiet: bool = True) -> Any:
     """getOrCreate a SparkSession: `master` defaults to local[*] unless the launcher (e.g.
@@ -99,8 +109,7 @@ def get_session(master: Optional[str] = None, app_name: str = "crcmerkle",
         find_java()  # a driver we start ourselves needs a JVM: say so before pyspark fails
 
     builder = SparkSession.builder.appName(app_name)
-    if master is None and "spark.master" not in os.environ.get("PYSPARK_SUBMIT_ARGS", "") \
-            and not os.environ.get("SPARK_MASTER"):
+    if master is None and not _master_given():
         master = "local[*]"
     if master:
         builder = builder.master(master)

@@ -82,6 +82,32 @@ def test_scan_equals_local_scanner(cluster, local, scanned):
         assert (int(row["blocks"]), int(row["chunks"])) == (r.blocks, r.chunks)
 
 
+def test_scan_through_a_uri_equals_the_path_scan(spark, cluster, scanned):
+    root, _ = cluster
+    st = scan_replicas(spark, ["file://" + str(root)])  # pyarrow.fs on the executors
+    assert T.trees_from_table(T.to_arrow(st.chunks)) == \
+        T.trees_from_table(scanned["chunks"])
+    got = sorted((r.replica, r.error, r.block, r.offset) for r in st.errors.collect())
+    e = scanned["errors"]
+    want = sorted(("file://" + rep, kind, _opt(b), _opt(o))
+                  for rep, kind, b, o in zip(e["replica"], e["error"], e["block"], e["offset"]))
+    assert got == want
+
+
+def test_a_replica_that_cannot_be_read_is_an_error_row(spark, tmp_path):
+    root = tmp_path / "c"
+    generate_cluster(root, containers=2, seed=9)
+    broken = find_containers(root)[0]
+    broken.paths.blockmeta.unlink()
+    broken.paths.blockmeta.mkdir()  # reading it fails with EISDIR, not "missing"
+    st = scan_replicas(spark, [str(root)])
+    errs = [(r.replica, r.error) for r in st.errors.collect()]
+    assert errs == [(str(broken.root), "SCAN_FAILED")]
+    reps = {r.replica: r for r in st.replicas.collect()}
+    assert len(reps) == 6 and not reps[str(broken.root)].ok
+    assert all(r.ok for p, r in reps.items() if p != str(broken.root))
+
+
 def test_scan_errors_are_exactly_the_manifest(cluster, scanned):
     root, manifest = cluster
     e = scanned["errors"]

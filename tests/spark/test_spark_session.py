@@ -38,3 +38,20 @@ def test_cli_says_java_is_missing_in_one_line(tmp_path, monkeypatch, capsys):
     assert err.startswith("crcmerkle: error: Spark needs a Java 17+ runtime") and \
         err.count("\n") == 1
     assert not (tmp_path / "d").exists()  # nothing generated before the check
+
+
+@pytest.mark.parametrize("env, given", [
+    ({}, False),
+    ({"PYSPARK_GATEWAY_PORT": "4242"}, True),  # the driver spark-submit started
+    ({"PYSPARK_SUBMIT_ARGS": "--master yarn pyspark-shell"}, True),
+    ({"PYSPARK_SUBMIT_ARGS": "pyspark-shell"}, False),
+    ({"MASTER": "spark://h:7077"}, True),
+])
+def test_a_launchers_master_is_not_overridden(monkeypatch, env, given):
+    from spark_udfs import session
+
+    for k in ("PYSPARK_GATEWAY_PORT", "PYSPARK_SUBMIT_ARGS", "MASTER"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert session._master_given() is given
