@@ -149,6 +149,16 @@ def _load_chunks(spark: Any, path: str) -> Dict[str, Any]:
     return out
 
 
+def _diff_tables(t: Dict[str, Any]) -> Any:
+    """The diff of loaded tables: a scan's three levels, or a bare chunk table."""
+    from spark_udfs.diff import diff_chunks
+
+    try:
+        return diff_chunks(t["chunks"], t.get("blocks"), t.get("containers"))
+    except ValueError as exc:
+        raise CLIError(str(exc), EXIT_FAILURE) from None
+
+
 def _scan(args: argparse.Namespace) -> int:
     from spark_udfs.scan import scan_replicas
 
@@ -167,11 +177,9 @@ def _scan(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from spark_udfs.diff import diff_chunks
-
     spark = _session(args)
     t = _load_chunks(spark, args.input)
-    res = diff_chunks(t["chunks"])
+    res = _diff_tables(t)
     out = args.output.rstrip("/")
     res.containers.write.mode("overwrite").parquet(out + "/containers")
     res.pulls.write.mode("overwrite").parquet(out + "/pulls")
@@ -205,15 +213,12 @@ def _emit_report(args: argparse.Namespace, diff: Any, t: Dict[str, Any]) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from spark_udfs.diff import diff_chunks
-
     spark = _session(args)
     t = _load_chunks(spark, args.input)
-    return _emit_report(args, diff_chunks(t["chunks"]), t)
+    return _emit_report(args, _diff_tables(t), t)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from spark_udfs.diff import diff_chunks
     from spark_udfs.scan import scan_replicas
 
     _check_paths(args.paths)
@@ -224,7 +229,7 @@ def _run(args: argparse.Namespace) -> int:
         raise CLIError(str(exc), EXIT_FAILURE) from None
     tables.write(args.output)
     t = _load_chunks(spark, args.output)
-    return _emit_report(args, diff_chunks(t["chunks"]), t)
+    return _emit_report(args, _diff_tables(t), t)
 
 
 def _demo(args: argparse.Namespace) -> int:

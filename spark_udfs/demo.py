@@ -195,15 +195,15 @@ def _rel(root: Path, path: Optional[str]) -> str:
 
 def _analyse(spark: Any, cluster: Path, out: Path, first: int) -> Tuple[Any, Dict[str, Any]]:
     """scan -> Parquet -> diff -> report, as `crcmerkle spark run` does."""
-    from spark_udfs.diff import diff_chunks
+    from spark_udfs.diff import diff_scan
     from spark_udfs.report import build_report
     from spark_udfs.scan import scan_replicas
 
     scan_replicas(spark, [str(cluster)]).write(str(out))
-    chunks = spark.read.parquet(str(out / "chunks"))
-    errors = spark.read.parquet(str(out / "errors"))
-    containers = spark.read.parquet(str(out / "containers"))
-    diff = diff_chunks(chunks)
+    tables = {name: spark.read.parquet(str(out / name))
+              for name in ("chunks", "blocks", "containers", "errors")}
+    diff = diff_scan(tables)
+    errors, containers = tables["errors"], tables["containers"]
     report = build_report(diff, replicas=containers, errors=errors, first=first)
     return (diff, errors), report
 

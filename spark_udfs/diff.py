@@ -1,37 +1,43 @@
 """The diff job: compare every replica of every container, top-down, shuffling only what diverges.
 
-Input: the chunk table (spark_udfs.tables, one row per chunk of each replica, any number of
-replicas per container). Three levels, each touching only what the level above flagged:
+Three levels, each touching only what the level above flagged:
 
-1. container: per replica one commutative digest of its rows (count, bit_xor and a 32-bit
-   masked sum of xxhash64(block, offset, leaf, deleted)). It is computed from per-(replica,
-   block) digests made in ONE partially aggregated pass over the chunk rows, so the shuffle is
-   one small row per replica and block (SPARK.md: container roots alone shuffle ~0.2 MB for
-   30 M chunk rows). A container whose replicas have more than one distinct digest diverges.
-   The Ozone container value itself is order-dependent (CRC over sorted blocks), so hashing
-   it would need the rows sorted per container (`collect_list` + sort measured 4-8x slower);
-   digests need no order. ANSI mode (Spark 4 default) fails `sum()` on 64-bit hashes: only
-   32-bit halves are summed (<= 2**32 * rows, far from 2**63) and bit_xor cannot overflow.
-2. block: the cached per-block digests of diverged containers only (broadcast semi-join on
-   their IDs; no second pass over the chunk table). A block diverges when its replicas
-   disagree or some replica of the container lacks it. This level is what keeps "0.1% of
-   chunks diverged, spread over every container" cheap: only blocks holding a difference go
-   further.
-3. chunk: rows of diverged blocks (plus one marker per replica of each diverged container)
-   are grouped per container and compared exactly with merkle.diff (Ozone's one-sided rules:
-   missing block / missing chunk / corrupt chunk / diverged deleted block), so the job and the
-   local library cannot disagree. Chunks no healthy replica holds, or that healthy replicas
-   hold with different values, are unrecoverable. A block that some replicas have deleted
-   while others still hold it live is a *pending deletion*: Ozone keeps a tombstone's value,
-   so the container values agree and nothing is pulled (Ozone's rule; the block deletion
-   service, not reconciliation, finishes it), but the digests see it and it is reported.
+1. container: one key per replica. From a scan's tables (the usual input) the key is the
+   replica's Ozone container value, already in its `containers` row: nothing is aggregated.
+   A container goes down a level when its replicas' keys differ, or when a replica holds
+   tombstones or unhealthy chunks (the values cannot show a tombstone, whose block keeps its
+   value, nor a chunk corrupted alike on every replica).
+2. block: the `blocks` rows (Ozone block value, deleted flag, health) of those containers
+   only (a broadcast semi-join on their IDs). A block goes down when its replicas' keys
+   differ, some replica of the container lacks it, or a replica holds it unhealthy. This is
+   what keeps "0.1% of chunks diverged, spread over every container" cheap: only the blocks
+   that hold a difference go further.
+3. chunk: the chunk rows of those blocks (the chunk table joined with the broadcast list of
+   diverged blocks: the only pass over it, and only those rows are shuffled), plus one
+   marker row per replica of the containers concerned, are grouped by container and
+   compared exactly with merkle.diff (Ozone's one-sided rules: missing block / missing chunk
+   / corrupt chunk / diverged deleted block), so the job and the local library cannot
+   disagree. Comparing only the diverged blocks is exact: blocks equal everywhere contribute
+   equally to every replica's value. Chunks no healthy replica holds, or that healthy
+   replicas hold with different values, are unrecoverable. A block that some replicas have
+   deleted while others still hold it live is a *pending deletion*: Ozone keeps a
+   tombstone's value, so the container values agree and nothing is pulled (Ozone's rule; the
+   block deletion service, not reconciliation, finishes it), but it is reported.
 
-Outputs (DiffResult): `replicas` (one row per replica with its digest), `containers`
-(replica count, MATCH/MISMATCH, groups of datanodes with equal digests), `pulls` (per target
-replica: what to fetch, candidate sources), `unrecoverable`, `pending_deletions` (per replica
-still holding a block live: the datanodes that deleted it), and `plan` (repair_plan: one
-command per (container, target, source), spread over sources, at most `limit` commands per
-datanode per round, like Ozone's replication manager queue limit of 20).
+Given only a chunk table (no scan tables), levels 1 and 2 use keys computed from the chunk
+rows in one partially aggregated pass instead: per (replica, block) a commutative digest
+(count, bit_xor and a 32-bit masked sum of xxhash64(block, offset, leaf, deleted)); the
+replica keys follow from the block digests. Ozone's values are order-dependent (CRC over
+sorted children), so computing them from unsorted rows would need a sort per group
+(`collect_list` + sort measured 4-8x slower); digests need no order. ANSI mode (Spark 4's
+default) fails `sum()` on 64-bit hashes: only 32-bit halves are summed.
+
+Outputs (DiffResult): `replicas` (one row per replica with its key), `containers` (replica
+count, MATCH/MISMATCH, groups of datanodes with equal values), `pulls` (per target replica:
+what to fetch, candidate sources), `unrecoverable`, `pending_deletions` (per replica still
+holding a block live: the datanodes that deleted it), `diverged_blocks`, and `plan`
+(repair_plan: one command per (container, target, source), spread over sources, at most
+`limit` commands per datanode per round, like Ozone's replication manager queue limit of 20).
 """
 
 from __future__ import annotations
@@ -43,10 +49,10 @@ import numpy as np
 import pyarrow as pa
 
 import merkle
-from spark_udfs.tables import CHUNK_COLUMNS, tree_from_rows
+from spark_udfs.tables import CHUNK_COLUMNS, RowColumns, column_values
 
 __all__ = ["DEFAULT_DATANODE_LIMIT", "DiffResult", "PULL_KINDS", "PULL_SCHEMA", "diff_chunks",
-           "repair_plan"]
+           "diff_scan", "repair_plan"]
 
 #: Ozone's replication manager default: 20 queued commands per datanode.
 DEFAULT_DATANODE_LIMIT = 20
@@ -65,29 +71,8 @@ PULL_SCHEMA = ("container long, datanode string, replica string, kind string, bl
 #: kind of the per-replica rows carrying the Ozone value of its diverged blocks (internal)
 _VALUE = "VALUE"
 
-
-def _digest_columns() -> Tuple[Any, Any]:
-    """(64-bit row hash, its low 32 bits) of a row; null for the replica-marker rows."""
-    from pyspark.sql import functions as F
-
-    h = F.when(F.col("block").isNotNull(),
-               F.xxhash64(F.col("block"), F.coalesce(F.col("offset"), F.lit(-1)),
-                          F.coalesce(F.col("leaf"), F.lit(-1)), F.col("deleted")))
-    return h, F.when(h.isNotNull(), h.bitwiseAND(F.lit(0xFFFFFFFF)))
-
-
-def _digest_aggs() -> List[Any]:
-    from pyspark.sql import functions as F
-
-    h, low = _digest_columns()
-    # coalesce: countDistinct skips nulls, and a replica without rows must still count
-    return [F.count(h).alias("n_rows"), F.coalesce(F.expr("bit_xor(__h)"), F.lit(0))
-            .alias("x"), F.coalesce(F.sum(low), F.lit(0)).alias("s")]
-
-
-def _with_hash(df: Any) -> Any:
-    h, _ = _digest_columns()
-    return df.withColumn("__h", h)
+#: the columns level 3 reads from the chunk table (`replica` comes from the marker rows)
+_ROW_COLUMNS = [c for c in CHUNK_COLUMNS if c != "replica"]
 
 
 @dataclass
@@ -106,11 +91,58 @@ class DiffResult:
         return repair_plan([r.asDict() for r in self.pulls.collect()], limit)
 
 
-def _require_columns(df: Any) -> None:
-    missing = [c for c in CHUNK_COLUMNS if c not in df.columns and c != "replica"]
+def _require_columns(df: Any, columns: List[str], what: str) -> None:
+    missing = [c for c in columns if c not in df.columns]
     if missing:
-        raise ValueError(f"chunk table lacks column(s) {', '.join(missing)}; expected "
-                         f"{', '.join(CHUNK_COLUMNS)}")
+        raise ValueError(f"{what} lacks column(s) {', '.join(missing)}; expected "
+                         f"{', '.join(columns)}")
+
+
+def _keys_from_scan(containers: Any, blocks: Any) -> Tuple[Any, Any]:
+    """Level-1 and level-2 keys straight from a scan's `containers` and `blocks` tables."""
+    from pyspark.sql import functions as F
+
+    _require_columns(containers, ["container", "datanode", "replica", "data_checksum",
+                                  "tombstones", "unhealthy_chunks"], "the containers table")
+    _require_columns(blocks, ["container", "datanode", "block", "block_value", "deleted",
+                              "checksum_matches"], "the blocks table")
+    replica_keys = containers.selectExpr(
+        "container", "datanode", "replica", "coalesce(data_checksum, -1L) AS k1", "0L AS k2",
+        "0L AS n",
+        "tombstones > 0 OR unhealthy_chunks > 0 OR data_checksum IS NULL AS suspect",
+        "unhealthy_chunks", "data_checksum")
+    block_keys = blocks.selectExpr(
+        "container", "datanode", "block", "block_value AS k1", "CAST(deleted AS long) AS k2",
+        "0L AS n", "CAST(NOT checksum_matches AS long) AS unhealthy")
+    return replica_keys, block_keys
+
+
+def _keys_from_chunks(chunks: Any) -> Tuple[Any, Any]:
+    """Level-1 and level-2 keys from chunk rows alone: commutative digests, one pass."""
+    from pyspark.sql import functions as F
+
+    h = F.when(F.col("block").isNotNull(),
+               F.xxhash64(F.col("block"), F.coalesce(F.col("offset"), F.lit(-1)),
+                          F.coalesce(F.col("leaf"), F.lit(-1)), F.col("deleted")))
+    # Only fixed-width aggregation buffers (no max/first of a string): Spark keeps them in
+    # its hash aggregate; a string buffer would make it sort all the rows. The replica path
+    # is functionally dependent on (container, datanode), so it rides in the key instead.
+    per_block = chunks.withColumn("__h", h).groupBy(
+        "container", "datanode", "replica", "block").agg(
+        F.count("__h").alias("n"),
+        F.coalesce(F.expr("bit_xor(__h)"), F.lit(0).cast("long")).alias("k1"),
+        F.coalesce(F.sum(F.col("__h").bitwiseAND(F.lit(0xFFFFFFFF))), F.lit(0).cast("long"))
+        .alias("k2"),
+        F.sum(F.when(F.col("checksum_matches") == F.lit(False), 1).otherwise(0))
+        .alias("unhealthy")).cache()  # read by both levels: one pass over the chunk rows
+    replica_keys = per_block.groupBy("container", "datanode", "replica").agg(
+        F.sum("n").alias("n"), F.expr("bit_xor(k1)").alias("k1"), F.sum("k2").alias("k2"),
+        F.sum("unhealthy").alias("unhealthy_chunks")
+    ).withColumn("suspect", F.col("unhealthy_chunks") > 0).withColumn(
+        "data_checksum", F.lit(None).cast("long"))
+    block_keys = per_block.filter(F.col("block").isNotNull()).select(
+        "container", "datanode", "block", "k1", "k2", "n", "unhealthy")
+    return replica_keys, block_keys
 
 
 def _same(*cols: str) -> Any:
@@ -124,104 +156,140 @@ def _same(*cols: str) -> Any:
     return cond
 
 
-def diff_chunks(chunks: Any) -> DiffResult:
-    """Run the hierarchical diff of a chunk table. Levels 1 and 2 run here (each stage is
-    materialised once with localCheckpoint, so later stages and the report never recompute
-    the pass over the chunk table); level 3 (the pulls) is planned lazily and runs on the
-    first read of an output. The chunk table is read twice: once for the digests, once for
-    the rows of diverged blocks only."""
+#: what level 3 hands to Python, one schema for its three kinds of rows: chunk-table rows
+#: (digest path), a scan's block rows with their chunks as arrays (scan path), and per
+#: replica a marker row (block null) carrying its path and container value
+_L3_COLUMNS = [("datanode", "string"), ("container", "long"), ("block", "long"),
+               ("offset", "long"), ("length", "long"), ("leaf", "long"),
+               ("checksum_matches", "boolean"), ("deleted", "boolean"), ("replica", "string"),
+               ("block_value", "long"), ("data_checksum", "long"),
+               ("chunk_offsets", "array<bigint>"), ("chunk_lengths", "array<bigint>"),
+               ("chunk_leaves", "array<bigint>"), ("chunk_matches", "array<boolean>")]
+_BLOCK_ARRAYS = ["chunk_offsets", "chunk_lengths", "chunk_leaves", "chunk_matches"]
+
+
+def _level3(chunks: Any, blocks: Any, replica_keys: Any, diverged_blocks: Any) -> Any:
+    """The exact comparison of the diverged blocks (see the module docstring), lazily."""
     from pyspark.sql import functions as F
 
-    _require_columns(chunks)
-    if "replica" not in chunks.columns:
-        chunks = chunks.withColumn("replica", F.lit(None).cast("string"))
-    hashed = _with_hash(chunks)
-    # ONE pass over the chunk rows: per (replica, block) digests, partially aggregated. The
-    # replica digests follow from them (xor of xors, sum of sums), and level 2 reads them
-    # instead of the chunk table again. ~ blocks x replicas rows (chunks / 50 or fewer).
-    per_block = hashed.groupBy("container", "datanode", "block").agg(
-        *_digest_aggs(),
-        F.sum(F.when(F.col("checksum_matches") == F.lit(False), 1).otherwise(0))
-        .alias("unhealthy_chunks"),
-        F.max("replica").alias("replica")).localCheckpoint(eager=True)
-    replicas = per_block.groupBy("container", "datanode").agg(
-        F.sum("n_rows").alias("n_rows"), F.expr("bit_xor(x)").alias("x"),
-        F.sum("s").alias("s"), F.sum("unhealthy_chunks").alias("unhealthy_chunks"),
-        F.max("replica").alias("replica"))
-    # one row per container; every later level and the report read it
-    containers = replicas.groupBy("container").agg(
-        F.count(F.lit(1)).alias("n_replicas"),
-        F.size(F.array_distinct(F.collect_list(F.struct("n_rows", "x", "s"))))
-        .alias("n_groups"),
-        F.sum("unhealthy_chunks").alias("unhealthy_chunks"),
-        F.sort_array(F.collect_list(F.struct("x", "s", "n_rows", "datanode")))
-        .alias("members"),
-    ).localCheckpoint(eager=True)
-    replicas = replicas.localCheckpoint(eager=True)
-    diverged = containers.filter(F.col("n_groups") > 1).select("container", "n_replicas")
+    def pick(df: Any, present: List[str]) -> Any:
+        """df's rows in the level-3 schema (absent columns null). One SQL select string per
+        column: building Columns one py4j call at a time cost ~0.5 ms each here."""
+        return df.selectExpr(*[c if c in present else f"CAST(NULL AS {t}) AS {c}"
+                               for c, t in _L3_COLUMNS])
 
-    blocks = per_block.filter(F.col("block").isNotNull()).join(F.broadcast(diverged),
-                                                               "container")
-    diverged_blocks = blocks.groupBy("container", "block", "n_replicas").agg(
-        F.count(F.lit(1)).alias("have"), _same("n_rows", "x", "s").alias("same"),
-    ).filter(~F.col("same") | (F.col("have") < F.col("n_replicas"))).select(
-        "container", "block").localCheckpoint(eager=True)
+    # Broadcast: the diverged-block list scales with the divergence, and a shuffle join would
+    # move every row of the table (AQE only switches after the shuffle is written).
+    # On one 64-bit key (a hash of container and block, checked exactly after the join):
+    # Spark then probes a LongHashedRelation, measured 1.8x faster than two key columns over
+    # 60 M rows.
+    pair = F.xxhash64(F.col("container"), F.col("block"))
+    wanted = F.broadcast(diverged_blocks.select(
+        pair.alias("__k"), F.col("container").alias("__c"), F.col("block").alias("__b")))
 
-    cols = CHUNK_COLUMNS
-    # broadcast: the diverged-block list scales with the divergence, and a shuffle join would
-    # move every chunk row of the table (AQE only switches after the shuffle is written)
-    rows = chunks.join(F.broadcast(diverged_blocks), ["container", "block"]).select(*cols)
-    markers = replicas.join(F.broadcast(diverged.select("container")), "container").select(
-        "datanode", "container", F.lit(None).cast("long").alias("block"),
-        F.lit(None).cast("long").alias("offset"), F.lit(None).cast("long").alias("length"),
-        F.lit(None).cast("long").alias("leaf"), F.lit(None).cast("boolean")
-        .alias("checksum_matches"), F.lit(False).alias("deleted"), "replica").select(*cols)
+    def of_diverged_blocks(df: Any) -> Any:
+        return df.withColumn("__k", pair).join(wanted, "__k").filter(
+            (F.col("container") == F.col("__c")) & (F.col("block") == F.col("__b")))
+
+    if blocks is not None:
+        # A scan's block rows hold each block's chunks as arrays: 1 row per block and
+        # replica instead of ~50 chunk rows, and the chunk table is not read at all
+        # (measured: 2.5x less time than joining the chunk rows of the same blocks).
+        cols = ["datanode", "container", "block", "block_value", "deleted", *_BLOCK_ARRAYS]
+    else:
+        cols = _ROW_COLUMNS
+    rows = of_diverged_blocks(blocks.select(*cols) if blocks is not None
+                              else chunks.select(*cols))
+    touched = F.broadcast(diverged_blocks.select("container").distinct())
+    marker_cols = ["datanode", "container", "replica", "data_checksum"]
+    markers = replica_keys.join(touched, "container").select(*marker_cols)
     # Level 3 runs per partition (mapInArrow over rows clustered and sorted by container),
     # not per group (applyInPandas): per-group pandas frames cost more than the comparison,
     # and Arrow keeps nullable 64-bit IDs exact where pandas would make them float64.
     n_parts = int(chunks.sparkSession.conf.get("spark.sql.shuffle.partitions", "8"))
-    found = rows.unionByName(markers).repartition(n_parts, "container").sortWithinPartitions(
-        "container", "datanode").mapInArrow(_compare_batches, PULL_SCHEMA)
-    found = found.cache()  # small (scales with the divergence), read three times below
+    return pick(rows, cols).unionByName(pick(markers, marker_cols)).repartition(
+        n_parts, "container") \
+        .sortWithinPartitions("container").mapInArrow(_compare_batches, PULL_SCHEMA)
+
+
+def _largest_first() -> Any:
+    """Aggregate expression over rows holding `dns` (the datanodes of one group of equal
+    values): the groups of a container as an array, largest group first."""
+    from pyspark.sql import functions as F
+
+    return F.expr("transform(sort_array(collect_list(struct(-size(dns) AS k, dns AS d))), "
+                  "e -> e.d)")
+
+
+def diff_scan(scan: Any) -> DiffResult:
+    """Diff the tables of a scan (spark_udfs.scan.ScanTables, or a dict of its DataFrames
+    read back from Parquet: chunks, blocks, containers)."""
+    get = scan.get if isinstance(scan, dict) else (lambda k: getattr(scan, k))
+    return diff_chunks(get("chunks"), blocks=get("blocks"), containers=get("containers"))
+
+
+def diff_chunks(chunks: Any, blocks: Any = None, containers: Any = None) -> DiffResult:
+    """Run the hierarchical diff (see the module docstring). `blocks` and `containers` are a
+    scan's tables of the same replicas (give both, or neither to derive keys from the chunk
+    rows). Levels 1 and 2 run here on small tables; level 3 (the pulls) is planned lazily
+    and runs on the first read of an output, reading the chunk table once."""
+    from pyspark.sql import functions as F
+
+    _require_columns(chunks, _ROW_COLUMNS, "the chunk table")
+    if (blocks is None) != (containers is None):
+        raise ValueError("give both the blocks and the containers table of a scan, or neither")
+    if "replica" not in chunks.columns:
+        chunks = chunks.withColumn("replica", F.lit(None).cast("string"))
+    if blocks is not None:
+        replica_keys, block_keys = _keys_from_scan(containers, blocks)
+    else:
+        replica_keys, block_keys = _keys_from_chunks(chunks)
+
+    # -- level 1: one row per container ----------------------------------------------------
+    per_container = replica_keys.groupBy("container").agg(
+        F.count(F.lit(1)).alias("n_replicas"),
+        F.size(F.array_distinct(F.collect_list(F.struct("k1", "k2", "n")))).alias("n_keys"),
+        F.max(F.col("suspect").cast("int")).alias("suspect"),
+        F.sum("unhealthy_chunks").alias("unhealthy_chunks"))
+    diverged = per_container.filter((F.col("n_keys") > 1) | (F.col("suspect") > 0)).select(
+        "container", "n_replicas")
+
+    # -- level 2: blocks of diverged containers ----------------------------------------------
+    diverged_blocks = block_keys.join(F.broadcast(diverged), "container").groupBy(
+        "container", "block", "n_replicas").agg(
+        F.count(F.lit(1)).alias("have"), _same("k1", "k2", "n").alias("same"),
+        F.max("unhealthy").alias("unhealthy"),
+    ).filter(~F.col("same") | (F.col("have") < F.col("n_replicas"))
+             | (F.col("unhealthy") > 0)).select("container", "block").cache()
+
+    # -- level 3: rows of diverged blocks, compared exactly ----------------------------------
+    found = _level3(chunks, blocks, replica_keys, diverged_blocks)
+    found = found.cache()  # small (scales with the divergence), read several times below
     pulls = found.filter(F.col("kind").isin(*PULL_KINDS)).drop("value")
     unrecoverable = found.filter(F.col("kind") == F.lit(UNRECOVERABLE_CHUNK)).select(
         "container", "block", "offset", F.col("sources").alias("datanodes"), "reason")
     pending = found.filter(F.col("kind") == F.lit(PENDING_DELETION)).select(
         "container", "datanode", "replica", "block", F.col("sources").alias("deleted_on"))
-    # Digests hash the `deleted` flag and chunk rows, Ozone's values do not: a tombstone that
-    # kept its block's value leaves the Ozone values equal. The exact stage reports each
-    # replica's value over the diverged blocks (equal iff the full container values are), and
-    # those groups decide MATCH / MISMATCH for every container that went down a level.
+
+    # -- the container table: groups of datanodes with equal values --------------------------
+    # Level 3 reports each replica's value over the diverged blocks (equal iff the full
+    # container values are); those groups decide for every container that went down, the
+    # level-1 keys for the others.
+    key_groups = replica_keys.groupBy("container", "k1", "k2", "n").agg(
+        F.sort_array(F.collect_list("datanode")).alias("dns")).groupBy("container").agg(
+        F.count(F.lit(1)).alias("n_key_groups"), _largest_first().alias("key_groups"))
     exact = found.filter(F.col("kind") == F.lit(_VALUE)).groupBy("container", "value").agg(
         F.sort_array(F.collect_list("datanode")).alias("dns")).groupBy("container").agg(
-        F.count(F.lit(1)).alias("n_exact"),
-        F.expr("transform(sort_array(collect_list(struct(-size(dns) AS k, dns AS d))), "
-               "e -> e.d)").alias("groups_exact"))
-    table = containers.drop("members").join(_groups(containers), "container").join(
-        exact, "container", "left")
+        F.count(F.lit(1)).alias("n_exact"), _largest_first().alias("groups_exact"))
+    table = per_container.join(key_groups, "container").join(exact, "container", "left")
+    n_groups = F.coalesce(F.col("n_exact"), F.col("n_key_groups"))
     table = table.select(
         "container", "n_replicas", "unhealthy_chunks",
-        F.when((F.col("n_groups") == 1) | (F.col("n_exact") == 1), F.lit("MATCH"))
-        .otherwise(F.lit("MISMATCH")).alias("state"),
-        F.coalesce(F.col("groups_exact"), F.col("groups")).alias("groups"),
-        F.col("n_groups").alias("digest_groups"))
-    return DiffResult(replicas=replicas, containers=table.cache(), pulls=pulls,
+        F.when(n_groups == 1, F.lit("MATCH")).otherwise(F.lit("MISMATCH")).alias("state"),
+        F.coalesce(F.col("groups_exact"), F.col("key_groups")).alias("groups"))
+    return DiffResult(replicas=replica_keys, containers=table.cache(), pulls=pulls,
                       unrecoverable=unrecoverable, diverged_blocks=diverged_blocks,
                       pending_deletions=pending)
-
-
-def _groups(containers: Any) -> Any:
-    """container -> groups: array of arrays of datanodes with equal digests (largest first)."""
-    from pyspark.sql import functions as F
-
-    exploded = containers.select("container", F.explode("members").alias("m")).select(
-        "container", F.col("m.x").alias("x"), F.col("m.s").alias("s"),
-        F.col("m.n_rows").alias("n"), F.col("m.datanode").alias("datanode"))
-    g = exploded.groupBy("container", "x", "s", "n").agg(
-        F.sort_array(F.collect_list("datanode")).alias("dns"))
-    return g.groupBy("container").agg(
-        F.expr("transform(sort_array(collect_list(struct(-size(dns) AS k, dns AS d))), "
-               "e -> e.d)").alias("groups"))
 
 
 _PULL_ARROW = pa.schema([
@@ -232,55 +300,123 @@ _PULL_ARROW = pa.schema([
     ("value", pa.int64())])
 
 
+#: rows gathered before a comparison pass: Spark hands mapInArrow ~1,000-row batches (the
+#: session's maxRecordsPerBatch), and converting columns costs the same for 1,000 rows as
+#: for 64,000
+_MIN_ROWS_PER_PASS = 1 << 16
+
+
 def _compare_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Level 3 over one partition: rows arrive sorted by container, a container's rows may
-    span batches; each complete container is compared once (_compare_container)."""
-    pending: Optional[pa.Table] = None
+    """Level 3 over one partition: rows arrive sorted by container and a container's rows
+    may span batches; batches are gathered into passes of at least _MIN_ROWS_PER_PASS rows
+    and every complete container of a pass is compared once (_compare_table)."""
+    held: List[pa.RecordBatch] = []
+    rows = 0
     for b in batches:
-        t = pa.Table.from_batches([b])
-        if pending is not None:
-            t = pa.concat_tables([pending, t])
-        cid = t.column("container").to_numpy()
-        if cid.size == 0:
+        held.append(b)
+        rows += b.num_rows
+        if rows < _MIN_ROWS_PER_PASS:
             continue
-        bounds = np.flatnonzero(cid[1:] != cid[:-1]) + 1
-        starts = np.concatenate(([0], bounds))
-        ends = np.concatenate((bounds, [cid.size]))
-        out: List[Dict[str, Any]] = []
-        for s_, e_ in zip(starts[:-1].tolist(), ends[:-1].tolist()):
-            out.extend(_compare_container(t.slice(s_, e_ - s_)))
-        pending = t.slice(int(starts[-1]))
+        t = pa.Table.from_batches(held)
+        cid = t.column("container").to_numpy()
+        last = int(np.flatnonzero(cid[1:] != cid[:-1])[-1]) + 1 if cid.size > 1 and \
+            cid[0] != cid[-1] else 0
+        if last == 0:
+            continue  # one container so far: keep gathering
+        out = _compare_table(t.slice(0, last))
+        rest = t.slice(last)
+        held, rows = rest.to_batches(), rest.num_rows
         if out:
             yield pa.RecordBatch.from_pylist(out, schema=_PULL_ARROW)
-    if pending is not None and pending.num_rows:
-        out = _compare_container(pending)
+    if rows:
+        out = _compare_table(pa.Table.from_batches(held))
         if out:
             yield pa.RecordBatch.from_pylist(out, schema=_PULL_ARROW)
 
 
-def _compare_container(table: pa.Table) -> List[Dict[str, Any]]:
-    """Exact comparison of the diverged blocks of ONE container (all its replicas)."""
-    container = int(table.column("container")[0].as_py())
-    dn_col = np.asarray(table.column("datanode").to_numpy(zero_copy_only=False), dtype=object)
-    dns = sorted(set(dn_col.tolist()))
-    replica_of: Dict[str, Optional[str]] = {}
-    trees: Dict[str, merkle.ContainerTree] = {}
-    for d in dns:
-        mask = dn_col == d
-        sub = table.filter(pa.array(mask))
-        reps = [r for r in sub.column("replica").to_pylist() if r is not None]
-        replica_of[d] = reps[0] if reps else None
-        trees[d] = tree_from_rows(container, sub)
+class _BlockArrays:
+    """The block rows of a level-3 pass (scan path): IDs, values, flags and the chunks of
+    every block as flat numpy arrays with per-row list offsets."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self.value, self.no_value = column_values(table, "block_value")
+        lists = [table.column(c).combine_chunks() for c in _BLOCK_ARRAYS]
+        self.start = lists[0].offsets.to_numpy().astype(np.int64)
+        for other in lists[1:]:
+            if not np.array_equal(other.offsets.to_numpy(), lists[0].offsets.to_numpy()):
+                raise ValueError("a block's chunk arrays differ in length")
+        vals = [a.values.to_numpy(zero_copy_only=False) for a in lists]
+        self.offset, self.length, self.leaf = (np.asarray(v, dtype=np.int64) for v in vals[:3])
+        self.matches = np.asarray(vals[3], dtype=bool)
+
+    def tree(self, container: int, data_checksum: Optional[int], rows: np.ndarray,
+             block: np.ndarray, deleted: np.ndarray) -> merkle.ContainerTree:
+        """The tree of one replica's block rows `rows` (indices), sorted by block ID."""
+        rows = rows[np.argsort(block[rows], kind="stable")]
+        counts = self.start[rows + 1] - self.start[rows]
+        starts = np.concatenate(([0], np.cumsum(counts)))
+        # the chunk positions of those rows, in row order, without a Python loop
+        take = np.repeat(self.start[rows] - starts[:-1], counts) + np.arange(starts[-1])
+        return merkle.ContainerTree(
+            container, data_checksum=data_checksum, block_id=block[rows],
+            block_value=self.value[rows], block_deleted=deleted[rows],
+            block_chunk_start=starts, chunk_offset=self.offset[take],
+            chunk_length=self.length[take], chunk_value=self.leaf[take],
+            chunk_matches=self.matches[take])
+
+
+def _compare_table(table: pa.Table) -> List[Dict[str, Any]]:
+    """Compare every container of `table` (rows sorted by container)."""
+    cols = RowColumns(table)
+    cid = table.column("container").to_numpy()
+    names = table.column("datanode").combine_chunks().dictionary_encode()
+    codes = names.indices.to_numpy(zero_copy_only=False)
+    dns = names.dictionary.to_pylist()
+    marker = cols.no_block
+    rep = table.column("replica").to_pylist()
+    value, no_value = column_values(table, "data_checksum")
+    arrays = _BlockArrays(table)
+    scan_path = not bool(arrays.no_value.all())  # block rows with arrays, not chunk rows
+    starts = np.concatenate(([0], np.flatnonzero(cid[1:] != cid[:-1]) + 1, [cid.size]))
     out: List[Dict[str, Any]] = []
+    for s, e in zip(starts[:-1].tolist(), starts[1:].tolist()):
+        container = int(cid[s])
+        c = codes[s:e]
+        trees: Dict[str, merkle.ContainerTree] = {}
+        replica_of: Dict[str, Optional[str]] = {}
+        for code in np.unique(c).tolist():
+            mask = c == code
+            name = dns[code]
+            rows = s + np.flatnonzero(mask)
+            mrows = rows[marker[rows]].tolist()
+            replica_of[name] = next((rep[i] for i in mrows if rep[i] is not None), None)
+            if scan_path:  # the replica's block rows, and its container value (marker)
+                data_checksum = next((int(value[i]) for i in mrows if not no_value[i]), None)
+                trees[name] = arrays.tree(container, data_checksum,
+                                          rows[~arrays.no_value[rows]], cols.block,
+                                          cols.deleted)
+            else:  # digest path: trees of the diverged blocks from their chunk rows
+                trees[name] = cols.slice(s, e).tree(container, mask)
+        out.extend(_compare_container(container, trees, replica_of))
+    return out
+
+
+def _compare_container(container: int, trees: Dict[str, merkle.ContainerTree],
+                       replica_of: Dict[str, Optional[str]]) -> List[Dict[str, Any]]:
+    """Exact comparison of the diverged blocks of ONE container (all its replicas)."""
+    dns = sorted(trees)
+    out: List[Dict[str, Any]] = []
+    reports: List[merkle.DiffReport] = []
+    any_tombstone = any(bool(t.block_deleted.any()) for t in trees.values())
     for t in dns:
         items: Dict[Tuple[str, int, Optional[int]], Dict[str, Any]] = {}
         for p in dns:
             if p == t:
                 continue
             r = merkle.diff(trees[t], trees[p])
-            if not r.needs_repair:
-                continue
-            _collect(items, r, p)
+            reports.append(r)
+            if r.needs_repair:
+                _collect(items, r, p)
         for (kind, block, offset), it in sorted(items.items(), key=lambda kv: (
                 kv[0][1], -1 if kv[0][2] is None else kv[0][2], kv[0][0])):
             out.append(dict(container=container, datanode=t, replica=replica_of[t], kind=kind,
@@ -289,7 +425,7 @@ def _compare_container(table: pa.Table) -> List[Dict[str, Any]]:
                             source_replicas=[replica_of[s] or "" for s in it["sources"]],
                             reason=None, value=None))
         adopted = {b for (kind, b, _) in items if kind == DIVERGED_DELETED_BLOCK}
-        for block, deleted_on in _pending_deletions(t, trees):
+        for block, deleted_on in (_pending_deletions(t, trees) if any_tombstone else ()):
             if block not in adopted:
                 out.append(dict(container=container, datanode=t, replica=replica_of[t],
                                 kind=PENDING_DELETION, block=block, offset=None, length=None,
@@ -299,7 +435,7 @@ def _compare_container(table: pa.Table) -> List[Dict[str, Any]]:
         out.append(dict(container=container, datanode=t, replica=replica_of[t], kind=_VALUE,
                         block=None, offset=None, length=None, sources=[], source_replicas=[],
                         reason=None, value=None if v is None else int(v)))
-    out.extend(_unrecoverable(container, trees))
+    out.extend(_unrecoverable(container, trees, reports))
     return out
 
 
@@ -323,6 +459,7 @@ def _pending_deletions(target: str, trees: Dict[str, merkle.ContainerTree]
 
 def _collect(items: Dict[Tuple[str, int, Optional[int]], Dict[str, Any]],
              r: merkle.DiffReport, peer: str) -> None:
+    """Add what `r` says the target must pull from `peer` to `items` (sources merged)."""
     pt = r.peer
 
     def add(kind: str, block: int, offset: Optional[int], length: int) -> None:
@@ -345,51 +482,55 @@ def _collect(items: Dict[Tuple[str, int, Optional[int]], Dict[str, Any]],
                     int(pt.chunk_length[row]))
 
 
-def _unrecoverable(container: int, trees: Dict[str, merkle.ContainerTree]
-                   ) -> List[Dict[str, Any]]:
+def _chunk_blocks(t: merkle.ContainerTree) -> np.ndarray:
+    """The block ID of every chunk row of a tree."""
+    return np.repeat(t.block_id, np.diff(t.block_chunk_start))
+
+
+def _find_chunk(t: merkle.ContainerTree, blocks: np.ndarray, block: int, offset: int) -> int:
+    """Row of chunk (block, offset) in a tree (rows sorted by block, then offset), or -1."""
+    lo, hi = np.searchsorted(blocks, block, "left"), np.searchsorted(blocks, block, "right")
+    i = lo + int(np.searchsorted(t.chunk_offset[lo:hi], offset))
+    return i if i < hi and t.chunk_offset[i] == offset else -1
+
+
+def _unrecoverable(container: int, trees: Dict[str, merkle.ContainerTree],
+                   reports: List[merkle.DiffReport]) -> List[Dict[str, Any]]:
     """Chunks of live blocks that no healthy replica holds, or that healthy replicas hold
-    with different values (a write-path divergence no repair can settle). Vectorised over
-    the chunk rows of every replica; Python runs per unrecoverable chunk only."""
+    with different values (a write-path divergence no repair can settle). Only candidates
+    are examined: chunks some replica holds unhealthy, and those the pairwise diffs found
+    healthy on both sides with different values; Python runs per candidate."""
     dns = sorted(trees)
-    parts = []
-    for i, d in enumerate(dns):
-        t = trees[d]
-        n = t.chunk_offset.shape[0]
-        parts.append((np.repeat(t.block_id, np.diff(t.block_chunk_start)), t.chunk_offset,
-                      t.chunk_value, t.chunk_matches, np.full(n, i, dtype=np.int64)))
-    if not parts or sum(p[0].shape[0] for p in parts) == 0:
-        return []
-    block, offset, value, ok, who = (np.concatenate(c) for c in zip(*parts))
-    deleted = np.unique(np.concatenate([t.block_id[t.block_deleted] for t in trees.values()]))
-    live = ~np.isin(block, deleted)
-    block, offset, value, ok, who = block[live], offset[live], value[live], ok[live], who[live]
-    order = np.lexsort((who, offset, block))
-    block, offset, value, ok, who = block[order], offset[order], value[order], ok[order], \
-        who[order]
-    if block.size == 0:
-        return []
-    new = np.ones(block.size, dtype=bool)
-    new[1:] = (block[1:] != block[:-1]) | (offset[1:] != offset[:-1])
-    gid = np.cumsum(new) - 1
-    n_groups = int(gid[-1]) + 1
-    healthy = np.bincount(gid, weights=ok, minlength=n_groups) > 0
-    # healthy copies that differ: min != max of the healthy values of a group
-    big = np.iinfo(np.int64).max
-    hv_min = np.full(n_groups, big, dtype=np.int64)
-    hv_max = np.full(n_groups, -1, dtype=np.int64)
-    np.minimum.at(hv_min, gid[ok], value[ok])
-    np.maximum.at(hv_max, gid[ok], value[ok])
-    bad = ~healthy | (healthy & (hv_min != hv_max))
+    blocks = {d: _chunk_blocks(trees[d]) for d in dns}
+    deleted = set(np.concatenate([t.block_id[t.block_deleted] for t in trees.values()])
+                  .tolist())
+    cands = set()
+    for d in dns:
+        bad = np.flatnonzero(~trees[d].chunk_matches)
+        cands.update(zip(blocks[d][bad].tolist(), trees[d].chunk_offset[bad].tolist()))
+    for r in reports:
+        rows = r.unrecoverable_chunk_rows
+        if rows.size:
+            pb = _chunk_blocks(r.peer)
+            cands.update(zip(pb[rows].tolist(), r.peer.chunk_offset[rows].tolist()))
     out: List[Dict[str, Any]] = []
-    starts = np.flatnonzero(new)
-    ends = np.append(starts[1:], block.size)
-    for g in np.flatnonzero(bad).tolist():
-        s_, e_ = int(starts[g]), int(ends[g])
+    for block, offset in sorted(cands):
+        if block in deleted:
+            continue
+        holders, healthy_values = [], set()
+        for d in dns:
+            i = _find_chunk(trees[d], blocks[d], block, offset)
+            if i < 0:
+                continue
+            holders.append(d)
+            if trees[d].chunk_matches[i]:
+                healthy_values.add(int(trees[d].chunk_value[i]))
+        if len(healthy_values) == 1:
+            continue
         out.append(dict(container=container, datanode=None, replica=None,
-                        kind=UNRECOVERABLE_CHUNK, block=int(block[s_]), offset=int(offset[s_]),
-                        length=None, sources=[dns[i] for i in who[s_:e_].tolist()],
-                        source_replicas=[],
-                        reason="no healthy replica" if not healthy[g]
+                        kind=UNRECOVERABLE_CHUNK, block=block, offset=offset, length=None,
+                        sources=holders, source_replicas=[],
+                        reason="no healthy replica" if not healthy_values
                         else "healthy replicas differ", value=None))
     return out
 

@@ -41,10 +41,13 @@ __all__ = ["BLOCK_SCHEMA", "ERROR_SCHEMA", "REPLICAS_PER_TASK", "REPLICA_SCHEMA"
 ERROR_SCHEMA = ("datanode string, replica string, container long, error string, block long, "
                 "offset long, detail string")
 REPLICA_SCHEMA = ("datanode string, replica string, container long, data_checksum long, "
-                  "ok boolean, errors long, blocks long, chunks long, bytes_read long")
+                  "ok boolean, errors long, blocks long, chunks long, bytes_read long, "
+                  "tombstones long, unhealthy_chunks long")
 BLOCK_SCHEMA = ("datanode string, replica string, container long, block long, "
                 "block_value long, deleted boolean, chunks long, bytes long, "
-                "checksum_matches boolean")
+                "checksum_matches boolean, chunk_offsets array<bigint>, "
+                "chunk_lengths array<bigint>, chunk_leaves array<bigint>, "
+                "chunk_matches array<boolean>")
 
 #: a replica the scanner could not finish (an I/O error on its metadata, a vanished
 #: directory): reported as an error row, the other replicas of the task go on
@@ -68,8 +71,12 @@ _OUT_ARROW = pa.schema([
     ("length", pa.int64()), ("leaf", pa.int64()), ("checksum_matches", pa.bool_()),
     ("deleted", pa.bool_()), ("error", pa.string()), ("detail", pa.string()),
     ("data_checksum", pa.int64()), ("ok", pa.bool_()), ("errors", pa.int64()),
-    ("blocks", pa.int64()), ("chunks", pa.int64()), ("bytes_read", pa.int64())])
-_SPARK_TYPES = {pa.string(): "string", pa.int64(): "long", pa.bool_(): "boolean"}
+    ("blocks", pa.int64()), ("chunks", pa.int64()), ("bytes_read", pa.int64()),
+    ("tombstones", pa.int64()), ("unhealthy_chunks", pa.int64()),
+    ("chunk_offsets", pa.list_(pa.int64())), ("chunk_lengths", pa.list_(pa.int64())),
+    ("chunk_leaves", pa.list_(pa.int64())), ("chunk_matches", pa.list_(pa.bool_()))])
+_SPARK_TYPES = {pa.string(): "string", pa.int64(): "long", pa.bool_(): "boolean",
+                pa.list_(pa.int64()): "array<bigint>", pa.list_(pa.bool_()): "array<boolean>"}
 _OUT_SCHEMA = ", ".join(f"{f.name} {_SPARK_TYPES[f.type]}" for f in _OUT_ARROW)
 
 
@@ -89,19 +96,30 @@ def _rows(kind: str, n: int, columns: Dict[str, Any]) -> pa.Table:
 
 
 def _block_rows(datanode: str, replica: str, tree: ContainerTree) -> pa.Table:
-    """One row per block of a tree: its Ozone value, chunk count, bytes, health."""
+    """One row per block of a tree: its Ozone value, chunk count, bytes, health, and its
+    chunks as arrays in offset order (Ozone's BlockMerkleTree: what the diff reads for the
+    blocks that differ, so it never has to read the chunk table)."""
     nb = tree.block_id.shape[0]
     start = tree.block_chunk_start
     counts = np.diff(start)
     which = np.repeat(np.arange(nb), counts)  # the block of each chunk row
     nbytes = np.bincount(which, weights=tree.chunk_length, minlength=nb).astype(np.int64)
     unhealthy = np.bincount(which, weights=~tree.chunk_matches, minlength=nb)
+    offsets = pa.array(start.astype(np.int32))
+
+    def per_block(values: np.ndarray) -> pa.Array:
+        return pa.ListArray.from_arrays(offsets, pa.array(values))
+
     return _rows("BLOCK", nb, {
         "datanode": [datanode] * nb, "replica": [replica] * nb,
         "container": np.full(nb, tree.container_id, dtype=np.int64),
         "block": tree.block_id, "data_checksum": tree.block_value,
         "deleted": tree.block_deleted, "chunks": counts.astype(np.int64), "length": nbytes,
-        "checksum_matches": unhealthy == 0})
+        "checksum_matches": unhealthy == 0,
+        "chunk_offsets": per_block(tree.chunk_offset),
+        "chunk_lengths": per_block(tree.chunk_length),
+        "chunk_leaves": per_block(tree.chunk_value),
+        "chunk_matches": per_block(tree.chunk_matches)})
 
 
 def _error_rows(datanode: str, replica: str, container: int,
@@ -130,7 +148,9 @@ def _replica_rows(datanode: str, replica: str, container: int, tree: Optional[Co
         "datanode": [datanode], "replica": [replica], "container": [container],
         "data_checksum": [None if tree is None else tree.data_checksum],
         "ok": [not errors], "errors": [len(errors)], "blocks": [blocks], "chunks": [chunks],
-        "bytes_read": [bytes_read]}))
+        "bytes_read": [bytes_read],
+        "tombstones": [0 if tree is None else int(tree.block_deleted.sum())],
+        "unhealthy_chunks": [0 if tree is None else int((~tree.chunk_matches).sum())]}))
     return out
 
 
@@ -172,7 +192,9 @@ def _trees_fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 class ScanTables:
     """The job's outputs as DataFrames, per replica: its chunks (spark_udfs.tables schema),
     its blocks (BLOCK_SCHEMA: Ozone block value, chunk count, health), the container
-    (REPLICA_SCHEMA: container value, counts, bytes read, ok) and the scan errors."""
+    (REPLICA_SCHEMA: container value, counts, bytes read, ok, tombstones, unhealthy chunks)
+    and the scan errors. The three levels of values are what the diff job compares
+    (spark_udfs.diff.diff_scan), top-down."""
 
     chunks: Any
     blocks: Any
@@ -230,6 +252,7 @@ def scan_replicas(spark: Any, roots: Sequence[str], trees_only: bool = False,
     blocks = out.filter(kind == "BLOCK").select(
         "datanode", "replica", "container", "block",
         F.col("data_checksum").alias("block_value"), "deleted", "chunks",
-        F.col("length").alias("bytes"), "checksum_matches")
+        F.col("length").alias("bytes"), "checksum_matches", "chunk_offsets", "chunk_lengths",
+        "chunk_leaves", "chunk_matches")
     summary = out.filter(kind == "REPLICA").select(*_names(REPLICA_SCHEMA))
     return ScanTables(chunks=chunks, blocks=blocks, containers=summary, errors=errors)

@@ -26,8 +26,8 @@ import pyarrow as pa
 
 from merkle.tree import ContainerTree
 
-__all__ = ["CHUNK_COLUMNS", "CHUNK_SCHEMA", "ARROW_CHUNK_SCHEMA", "from_arrow", "to_arrow",
-           "tree_from_rows", "tree_to_rows", "trees_from_table"]
+__all__ = ["CHUNK_COLUMNS", "CHUNK_SCHEMA", "ARROW_CHUNK_SCHEMA", "RowColumns", "column_values",
+           "from_arrow", "to_arrow", "tree_from_rows", "tree_to_rows", "trees_from_table"]
 
 CHUNK_SCHEMA = ("datanode string, container long, block long, offset long, length long, "
                 "leaf long, checksum_matches boolean, deleted boolean, replica string")
@@ -75,36 +75,63 @@ def tree_to_rows(datanode: str, tree: ContainerTree, replica: Optional[str] = No
     }, schema=ARROW_CHUNK_SCHEMA)
 
 
-def _col(t: pa.Table, name: str, fill: int = 0) -> Tuple[np.ndarray, np.ndarray]:
+def column_values(t: Any, name: str, fill: Any = 0) -> Tuple[np.ndarray, np.ndarray]:
+    """(values with nulls filled, null mask) of a column of an Arrow table or batch."""
     c = t.column(name)
     nulls = c.is_null().to_numpy(zero_copy_only=False).astype(bool)
     dtype = bool if pa.types.is_boolean(c.type) else np.int64
     # explicit dtype: an empty ChunkedArray (no chunks) converts to float64 otherwise
-    return np.asarray(c.fill_null(fill).to_numpy(), dtype=dtype), nulls
+    return np.asarray(c.fill_null(fill).to_numpy(zero_copy_only=False), dtype=dtype), nulls
+
+
+class RowColumns:
+    """The chunk-table columns of an Arrow table or batch as numpy arrays with null masks,
+    converted once, so that trees of many replicas can be cut from them by row masks."""
+
+    _FIELDS = ("block", "no_block", "offset", "no_offset", "leaf", "no_leaf", "length",
+               "matches", "deleted")
+
+    def __init__(self, rows: Any) -> None:
+        self.block, self.no_block = column_values(rows, "block")
+        self.offset, self.no_offset = column_values(rows, "offset")
+        self.leaf, self.no_leaf = column_values(rows, "leaf")
+        self.length, _ = column_values(rows, "length")
+        self.matches, _ = column_values(rows, "checksum_matches", True)
+        self.deleted, _ = column_values(rows, "deleted", False)
+
+    def slice(self, start: int, stop: int) -> "RowColumns":
+        """Rows start..stop (numpy views, no copy)."""
+        out = object.__new__(RowColumns)
+        for f in self._FIELDS:
+            setattr(out, f, getattr(self, f)[start:stop])
+        return out
+
+    def tree(self, container_id: int, keep: Optional[np.ndarray] = None) -> ContainerTree:
+        """The tree of the rows selected by `keep` (all rows if None), which must be the rows
+        of ONE replica. Chunk rows whose leaf is null are skipped (a missing chunk has no
+        leaf); a row with a null block is only a replica marker."""
+        has = ~self.no_block if keep is None else keep & ~self.no_block
+        is_chunk = has & ~self.no_offset & ~self.no_leaf & ~self.deleted
+        tomb = has & self.no_offset & self.deleted
+        empty = has & self.no_offset & ~self.deleted
+        tombstones: Dict[int, int] = dict(zip(self.block[tomb].tolist(),
+                                              self.leaf[tomb].tolist()))
+        return ContainerTree.from_columns(
+            int(container_id), self.block[is_chunk], self.offset[is_chunk],
+            self.length[is_chunk], leaf=self.leaf[is_chunk],
+            checksum_matches=self.matches[is_chunk], deleted_blocks=tombstones or None,
+            empty_blocks=np.unique(self.block[empty]).tolist() or None)
 
 
 def tree_from_rows(container_id: int, rows: pa.Table,
                    only_blocks: Optional[Iterable[int]] = None) -> ContainerTree:
     """The tree of ONE replica from its rows (any order). Chunk rows whose leaf is null are
     skipped (a missing chunk has no leaf). `only_blocks` restricts the tree to those IDs."""
-    block, no_block = _col(rows, "block")
-    offset, no_offset = _col(rows, "offset")
-    leaf, no_leaf = _col(rows, "leaf")
-    deleted, _ = _col(rows, "deleted", False)
-    length, _ = _col(rows, "length")
-    matches, _ = _col(rows, "checksum_matches", True)
-    keep = ~no_block
+    cols = RowColumns(rows)
+    keep = None
     if only_blocks is not None:
-        keep &= np.isin(block, np.fromiter(only_blocks, dtype=np.int64))
-    is_chunk = keep & ~no_offset & ~no_leaf & ~deleted
-    tomb = keep & no_offset & deleted
-    empty = keep & no_offset & ~deleted
-    tombstones: Dict[int, int] = {int(b): int(v) for b, v in zip(block[tomb], leaf[tomb])}
-    return ContainerTree.from_columns(
-        int(container_id), block[is_chunk], offset[is_chunk], length[is_chunk],
-        leaf=leaf[is_chunk], checksum_matches=matches[is_chunk].astype(bool),
-        deleted_blocks=tombstones or None,
-        empty_blocks=[int(b) for b in np.unique(block[empty])] or None)
+        keep = np.isin(cols.block, np.fromiter(only_blocks, dtype=np.int64))
+    return cols.tree(container_id, keep)
 
 
 def trees_from_table(table: pa.Table) -> Dict[Tuple[str, int], ContainerTree]:

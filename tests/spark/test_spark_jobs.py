@@ -21,7 +21,7 @@ from merkle.replica_generate import generate_cluster, parse_faults
 from merkle.replica_layout import find_containers
 from merkle.replica_scan import scan_container
 from spark_udfs import tables as T
-from spark_udfs.diff import diff_chunks, repair_plan
+from spark_udfs.diff import diff_chunks, diff_scan, repair_plan
 from spark_udfs.report import build_report, format_text
 from spark_udfs.scan import scan_replicas
 
@@ -52,9 +52,11 @@ def scanned(spark, cluster) -> Dict[str, Any]:
             "errors": st.errors.toPandas(), "replicas": st.replicas.toPandas()}
 
 
-@pytest.fixture(scope="module")
-def diffed(spark, scanned) -> Dict[str, Any]:
-    res = diff_chunks(scanned["tables"].chunks)
+@pytest.fixture(scope="module", params=["scan tables", "chunk rows only"])
+def diffed(request, spark, scanned) -> Dict[str, Any]:
+    """Both ways in: a scan's three levels of values, or keys digested from chunk rows."""
+    st = scanned["tables"]
+    res = diff_scan(st) if request.param == "scan tables" else diff_chunks(st.chunks)
     return {"res": res, "pulls": [r.asDict() for r in res.pulls.collect()],
             "pending": [r.asDict() for r in res.pending_deletions.collect()],
             "unrec": [r.asDict() for r in res.unrecoverable.collect()],
