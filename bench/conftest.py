@@ -88,16 +88,19 @@ class Bench:
         return max(1, int(per_round / one))
 
     def measure(self, func: Callable[..., Any], *, case: str, impl: str, args: tuple = (),
-                nbytes: int = 0, per: int = 1, unit: str = "GB/s", cold: bool = False) -> Any:
+                nbytes: int = 0, per: int = 1, unit: str = "GB/s", cold: bool = False,
+                warmup: int = 0) -> Any:
         """Benchmark func(*args); return its result for the correctness assert.
 
         Pass the implementation itself with args=(data,) rather than a lambda, so that no
         extra Python frame is timed (it matters at 64 B).
         nbytes: bytes processed per call (for GB/s); per: elements per call (for ns/elem).
+        cold: one call per round, COLD_ROUNDS rounds, after `warmup` untimed calls (whole
+        Spark jobs: the JVM's JIT keeps speeding them up over the first few runs).
         """
         self.benchmark.group = case
         if cold or getattr(self.benchmark, "disabled", False):
-            rounds, iterations, warmup = COLD_ROUNDS, 1, 0
+            rounds, iterations = COLD_ROUNDS, 1
         else:
             rounds = HOT_ROUNDS
             iterations = self._iterations(func, args, HOT_SECONDS, rounds)

@@ -1,8 +1,9 @@
 """Spark: UDF throughput, the scan job, and the hierarchical diff, peers in the same run.
 
-One local[2] session for the file; every case is a whole Spark job, timed end to end (best
-of COLD_ROUNDS rounds, one job per round). Ratios in the table at the end are "how many times
-faster ours is" (see bench/conftest.py).
+One local[2] session for the file, warmed up first (the JVM's JIT speeds the same job up by
+2-3x over its first runs); every case is a whole Spark job, timed end to end: one untimed
+run, then the best of COLD_ROUNDS rounds. Ratios in the table at the end are "how many times
+faster ours is" (see bench/conftest.py). Every case checks its answer.
 
 Cases (issue 5; sizes scaled down under BENCH_SHORT=1, overridable with the env below):
 - udf: CRC of 16 KiB binary rows read from Parquet (BENCH_SPARK_UDF_BYTES, full 2 GiB, short
@@ -10,12 +11,14 @@ Cases (issue 5; sizes scaled down under BENCH_SHORT=1, overridable with the env 
   three Arrow batch sizes, arrow_udf, pandas_udf Series and Iterator; peers: Spark's built-in
   crc32() (JVM), a pandas UDF calling google-crc32c per row, a plain Python UDF, and the bare
   JVM -> Python transport (mapInArrow doing nothing), which bounds every Python path.
-- scan: the scan job over block files (BENCH_SPARK_SCAN_BYTES, full 1 GiB, short 64 MiB) vs
-  Spark's binaryFile + crc32(content) and binaryFile read alone.
-- diff: two replicas' chunk tables (BENCH_SPARK_DIFF_ROWS rows per replica, full 3 M, short
-  200 k; 1,000 chunks per container, 50 per block) with 0.1% of chunks diverged, clustered in
-  1% of containers or spread uniformly; ours (container -> block -> chunk) vs a naive full
-  outer join of chunk rows; in ns per chunk row (lower is better).
+- scan: the scan job over block files (BENCH_SPARK_SCAN_BYTES, full 2 GiB, short 256 MiB;
+  Ozone's 4 MiB chunks and 16 KiB windows) vs Spark's binaryFile + crc32(content) and
+  binaryFile read alone.
+- diff: two replicas of BENCH_SPARK_DIFF_ROWS chunk rows each (full 30 M as in the issue,
+  short 600 k; 10,000 chunks per container, 50 per block) with 0.1% of chunks diverged,
+  clustered in 1% of containers or spread uniformly; ours on a scan's tables (containers,
+  blocks with their chunk arrays, chunks), ours on the bare chunk table (digests), and a
+  naive full outer join of chunk rows; in ns per chunk row (lower is better).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import merkle
 from merkle import benchmarking as bm
 
 pytest.importorskip("pyspark")
@@ -39,6 +43,8 @@ from conftest import SHORT  # noqa: E402  (bench/conftest.py)
 OURS = bm.OURS
 KiB, MiB, GiB = 1024, 1024 ** 2, 1024 ** 3
 ROW = 16 * KiB
+#: untimed runs of each job before its timed rounds
+WARMUP = 1
 
 
 def _size(env: str, full: int, short: int) -> int:
@@ -47,8 +53,17 @@ def _size(env: str, full: int, short: int) -> int:
 
 
 UDF_BYTES = _size("BENCH_SPARK_UDF_BYTES", 2 * GiB, 256 * MiB)
-SCAN_BYTES = _size("BENCH_SPARK_SCAN_BYTES", GiB, 64 * MiB)
-DIFF_ROWS = int(os.environ.get("BENCH_SPARK_DIFF_ROWS") or (200_000 if SHORT else 3_000_000))
+SCAN_BYTES = _size("BENCH_SPARK_SCAN_BYTES", 2 * GiB, 256 * MiB)
+DIFF_ROWS = int(os.environ.get("BENCH_SPARK_DIFF_ROWS") or (600_000 if SHORT else 30_000_000))
+
+
+def _noop() -> Any:
+    """mapInArrow doing nothing but count: the JVM -> Python transport alone. Built by a
+    function so that cloudpickle ships it by value (workers cannot import this file)."""
+    def count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for b in batches:
+            yield pa.RecordBatch.from_arrays([pa.array([b.num_rows], pa.int64())], ["c"])
+    return count
 
 
 @pytest.fixture(scope="module")
@@ -56,9 +71,23 @@ def spark() -> Iterator[Any]:
     from spark_udfs.session import get_session
 
     s = get_session("local[2]", app_name="crcmerkle-bench")
+    # JIT warm-up on the code every case shares (Arrow transport, Parquet, aggregation), so
+    # that the first case measured is not the one that pays for it
+    wide = s.range(0, 400_000, numPartitions=4).selectExpr("id", "repeat('x', 4096) AS s")
+    for _ in range(3):
+        wide.mapInArrow(_noop(), "c long").agg({"c": "sum"}).collect()
+        wide.selectExpr("crc32(s) AS c").agg({"c": "sum"}).collect()
     yield s
     s.stop()
 
+
+def _sum(df: Any, col: str) -> int:
+    from pyspark.sql import functions as F
+
+    return int(df.agg(F.sum(col)).collect()[0][0] or 0)
+
+
+# ---- UDFs -------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def udf_parquet(tmp_path_factory) -> str:
@@ -77,14 +106,9 @@ def udf_parquet(tmp_path_factory) -> str:
         if writer is None:
             writer = pq.ParquetWriter(str(path), t.schema, compression="none")
         writer.write_table(t, row_group_size=1024)
+    assert writer is not None
     writer.close()
     return str(path)
-
-
-def _sum(df: Any, col: str) -> int:
-    from pyspark.sql import functions as F
-
-    return int(df.agg(F.sum(col)).collect()[0][0] or 0)
 
 
 def _udf_cases(spark: Any, path: str) -> Dict[str, Any]:
@@ -96,18 +120,21 @@ def _udf_cases(spark: Any, path: str) -> Dict[str, Any]:
     df = spark.read.parquet(path)
     cases: Dict[str, Any] = {}
 
-    def map_in_arrow(batch_rows: int) -> Any:
-        def job() -> int:
-            spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(batch_rows))
+    def batches_of(rows: int, job: Any) -> Any:
+        def run() -> int:
+            spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(rows))
             try:
-                return _sum(udfs.map_in_arrow_checksum(df, "data", "crc"), "crc")
+                return job()
             finally:
                 spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "1024")
-        return job
+        return run
 
-    cases[OURS] = map_in_arrow(256)
-    cases["ours mapInArrow 1024-row batches"] = map_in_arrow(1024)
-    cases["ours mapInArrow 4096-row batches"] = map_in_arrow(4096)
+    def ours_map_in_arrow() -> int:
+        return _sum(udfs.map_in_arrow_checksum(df, "data", "crc"), "crc")
+
+    cases[OURS] = batches_of(256, ours_map_in_arrow)
+    cases["ours mapInArrow 1024-row batches"] = batches_of(1024, ours_map_in_arrow)
+    cases["ours mapInArrow 4096-row batches"] = batches_of(4096, ours_map_in_arrow)
     if udfs.HAS_ARROW_UDF:
         f_arrow = udfs.crc32c_udf("arrow")
         cases["ours arrow_udf"] = lambda: _sum(df.select(f_arrow("data").alias("c")), "c")
@@ -129,21 +156,10 @@ def _udf_cases(spark: Any, path: str) -> Dict[str, Any]:
                                                            "c")
     except ImportError:
         pass
-    import merkle
-
     py_udf = F.udf(lambda b: merkle.crc32c(b), "long")
     cases["python udf"] = lambda: _sum(df.select(py_udf("data").alias("c")), "c")
-
-    def floor() -> int:
-        def nothing(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            for b in batches:
-                yield pa.RecordBatch.from_arrays([pa.array([b.num_rows], pa.int64())], ["c"])
-        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "256")
-        try:
-            return -_sum(df.mapInArrow(nothing, "c long"), "c")
-        finally:
-            spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "1024")
-    cases["transport floor (mapInArrow no-op)"] = floor
+    cases["transport floor (mapInArrow no-op)"] = batches_of(
+        256, lambda: -_sum(df.mapInArrow(_noop(), "c long"), "c"))
     return cases
 
 
@@ -158,14 +174,13 @@ def test_udf_16k_rows_from_parquet(bench, spark, udf_parquet, impl):
     cases = _udf_cases(spark, udf_parquet)
     if impl not in cases:
         pytest.skip(f"{impl} not available here")
-    job = cases[impl]
-    got = bench.measure(job, case=f"spark udf: 16 KiB rows from Parquet "
-                                  f"({bm.format_size(UDF_BYTES)})",
-                        impl=impl, nbytes=UDF_BYTES, cold=True)
+    got = bench.measure(cases[impl], case=f"spark udf: 16 KiB rows from Parquet "
+                                          f"({bm.format_size(UDF_BYTES)})",
+                        impl=impl, nbytes=UDF_BYTES, cold=True, warmup=WARMUP)
     n = UDF_BYTES // ROW
     if impl == "transport floor (mapInArrow no-op)":
         assert got == -n
-    elif impl not in ("spark crc32() builtin",):
+    elif impl != "spark crc32() builtin":
         assert got == _reference_crc32c_sum(udf_parquet)
 
 
@@ -174,8 +189,6 @@ _REF: Dict[str, int] = {}
 
 def _reference_crc32c_sum(path: str) -> int:
     if path not in _REF:
-        import merkle
-
         t = pq.read_table(path)
         _REF[path] = int(merkle.checksum_each(t.column("data")).astype(np.int64).sum())
     return _REF[path]
@@ -189,7 +202,7 @@ def scan_cluster(tmp_path_factory) -> str:
 
     root = tmp_path_factory.mktemp("spark_scan") / "cluster"
     block = 16 * MiB
-    containers = max(1, SCAN_BYTES // (2 * block))
+    containers = max(2, SCAN_BYTES // (2 * block))
     generate_cluster(root, datanodes=2, volumes=1, replicas=1, containers=int(containers),
                      min_blocks=2, max_blocks=2, block_size=block, chunk_size=4 * MiB,
                      bytes_per_checksum=16 * KiB, algorithm="crc32", seed=2)
@@ -231,13 +244,42 @@ def test_scan_job(bench, spark, scan_cluster, impl):
     job = {OURS: ours, "spark binaryFile + crc32()": binary_file(True),
            "spark binaryFile read": binary_file(False)}[impl]
     got = bench.measure(job, case=f"spark scan: block files ({bm.format_size(nbytes)})",
-                        impl=impl, nbytes=nbytes, cold=True)
+                        impl=impl, nbytes=nbytes, cold=True, warmup=WARMUP)
     assert got == nbytes
 
 
 # ---- diff -------------------------------------------------------------------------------
 
-PER_CONTAINER, PER_BLOCK = 1000, 50
+PER_CONTAINER, PER_BLOCK = 10_000, 50
+CHUNK_LEN = 4 * MiB
+
+
+def _scan_tables(chunks: pa.Table, out: Path) -> None:
+    """The blocks and containers tables a scan would have written beside these chunk rows
+    (rows grouped by datanode and container, as the generator makes them)."""
+    from spark_udfs.tables import block_rows
+
+    dn = chunks.column("datanode").to_numpy(zero_copy_only=False)
+    cid = chunks.column("container").to_numpy()
+    cols = {c: chunks.column(c).to_numpy(zero_copy_only=False)
+            for c in ("block", "offset", "length", "leaf", "checksum_matches")}
+    cuts = np.flatnonzero((cid[1:] != cid[:-1]) | (dn[1:] != dn[:-1])) + 1
+    bounds = np.concatenate(([0], cuts, [cid.size])).tolist()
+    blocks, summary = [], []
+    for s, e in zip(bounds[:-1], bounds[1:]):
+        tree = merkle.ContainerTree.from_columns(
+            int(cid[s]), cols["block"][s:e], cols["offset"][s:e], cols["length"][s:e],
+            leaf=cols["leaf"][s:e], checksum_matches=cols["checksum_matches"][s:e])
+        blocks.append(block_rows(str(dn[s]), tree))
+        summary.append({"datanode": str(dn[s]), "replica": None, "container": int(cid[s]),
+                        "data_checksum": tree.data_checksum, "tombstones": 0,
+                        "unhealthy_chunks": int((~tree.chunk_matches).sum())})
+    # row groups of ~20 MB, as Spark's writer makes splits of a few per core possible
+    pq.write_table(pa.concat_tables(blocks), str(out / "blocks.parquet"), row_group_size=65536)
+    pq.write_table(pa.Table.from_pylist(summary, schema=pa.schema([
+        ("datanode", pa.string()), ("replica", pa.string()), ("container", pa.int64()),
+        ("data_checksum", pa.int64()), ("tombstones", pa.int64()),
+        ("unhealthy_chunks", pa.int64())])), str(out / "containers.parquet"))
 
 
 @pytest.fixture(scope="module", params=["clustered", "uniform"])
@@ -248,12 +290,11 @@ def diff_tables(request, tmp_path_factory) -> Dict[str, Any]:
     i = np.arange(n, dtype=np.int64)
     container = i // PER_CONTAINER
     block = (i % PER_CONTAINER) // PER_BLOCK
-    offset = (i % PER_BLOCK) * (4 << 20)
+    offset = (i % PER_BLOCK) * CHUNK_LEN
     leaf = rng.integers(0, 2 ** 32, n, dtype=np.int64)
     k = max(1, n // 1000)
     if request.param == "clustered":
-        pick = rng.choice(max(1, containers // 100), 1, replace=False) if containers < 100 \
-            else rng.choice(containers, containers // 100, replace=False)
+        pick = rng.choice(containers, max(1, containers // 100), replace=False)
         rows = np.concatenate([np.arange(c * PER_CONTAINER, (c + 1) * PER_CONTAINER)
                                for c in pick])
         changed = rng.choice(rows, min(k, rows.size), replace=False)
@@ -261,36 +302,49 @@ def diff_tables(request, tmp_path_factory) -> Dict[str, Any]:
         changed = rng.choice(n, k, replace=False)
     leaf2 = leaf.copy()
     leaf2[changed] ^= 1
-    path = tmp_path_factory.mktemp(f"spark_diff_{request.param}") / "chunks.parquet"
+    out = tmp_path_factory.mktemp(f"spark_diff_{request.param}")
     base = {"container": container, "block": block, "offset": offset,
-            "length": np.full(n, 4 << 20, dtype=np.int64), "deleted": np.zeros(n, dtype=bool)}
+            "length": np.full(n, CHUNK_LEN, dtype=np.int64), "deleted": np.zeros(n, dtype=bool)}
     # dn1's changed chunks are unhealthy (as a scan marks corruption): dn1 pulls them
     bad = np.ones(n, dtype=bool)
     bad[changed] = False
-    tables = [pa.table({"datanode": pa.array([dn] * n), **base, "checksum_matches": ok,
-                        "leaf": lf, "replica": pa.nulls(n, pa.string())})
+    tables = [pa.table({"datanode": pa.DictionaryArray.from_arrays(
+                            np.zeros(n, dtype=np.int32), [dn]).cast(pa.string()),
+                        **base, "checksum_matches": ok, "leaf": lf,
+                        "replica": pa.nulls(n, pa.string())})
               for dn, lf, ok in (("dn0", leaf, np.ones(n, dtype=bool)), ("dn1", leaf2, bad))]
-    pq.write_table(pa.concat_tables(tables), str(path), row_group_size=1 << 20)
-    return {"path": str(path), "scenario": request.param, "changed": int(changed.size)}
+    chunks = pa.concat_tables(tables)
+    pq.write_table(chunks, str(out / "chunks.parquet"), row_group_size=1 << 20)
+    _scan_tables(chunks, out)
+    return {"dir": out, "scenario": request.param, "changed": int(changed.size)}
 
 
-@pytest.mark.parametrize("impl", [OURS, "naive full outer join"])
+DIFF_IMPLS = [OURS, "ours, bare chunk table (digests)", "naive full outer join"]
+
+
+@pytest.mark.parametrize("impl", DIFF_IMPLS)
 def test_diff_two_replicas(bench, spark, diff_tables, impl):
     from pyspark.sql import functions as F
 
-    from spark_udfs.diff import diff_chunks
+    from spark_udfs.diff import diff_chunks, diff_scan
 
-    path = diff_tables["path"]
+    d = diff_tables["dir"]
 
-    def ours() -> int:
-        try:
-            res = diff_chunks(spark.read.parquet(path))
-            return res.pulls.count()
-        finally:
-            spark.catalog.clearCache()
+    def read(name: str) -> Any:
+        return spark.read.parquet(str(d / f"{name}.parquet"))
+
+    def ours(bare: bool) -> Any:
+        def job() -> int:
+            try:
+                res = diff_chunks(read("chunks")) if bare else diff_scan(
+                    {n: read(n) for n in ("chunks", "blocks", "containers")})
+                return res.pulls.count()
+            finally:
+                spark.catalog.clearCache()
+        return job
 
     def naive() -> int:
-        df = spark.read.parquet(path)
+        df = read("chunks")
         a = df.filter(F.col("datanode") == "dn0").select(
             "container", "block", "offset", F.col("leaf").alias("a"))
         b = df.filter(F.col("datanode") == "dn1").select(
@@ -298,8 +352,9 @@ def test_diff_two_replicas(bench, spark, diff_tables, impl):
         j = a.join(b, ["container", "block", "offset"], "full_outer")
         return j.filter(~F.col("a").eqNullSafe(F.col("b"))).count()
 
-    job = ours if impl == OURS else naive
+    job = {OURS: ours(False), "ours, bare chunk table (digests)": ours(True),
+           "naive full outer join": naive}[impl]
     got = bench.measure(job, case=f"spark diff: 2 x {DIFF_ROWS:,} chunk rows, 0.1% diverged, "
                                   f"{diff_tables['scenario']}", impl=impl,
-                        per=2 * DIFF_ROWS, unit="ns/elem", cold=True)
+                        per=2 * DIFF_ROWS, unit="ns/elem", cold=True, warmup=WARMUP)
     assert got == diff_tables["changed"]

@@ -52,6 +52,17 @@ class ArgumentParser(argparse.ArgumentParser):
         raise CLIError(message, EXIT_USAGE)
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an integer > 0 (a bad value is a one-line usage error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
+    return value
+
+
 def error_line(message: str) -> str:
     return f"{PROG}: error: {message}"
 

@@ -8,7 +8,7 @@ import sys
 from typing import Any, Tuple
 
 from merkle.benchmarking import parse_size
-from merkle.cli import CLIError
+from merkle.cli import CLIError, positive_int
 
 DESCRIPTION = """\
 Write a synthetic cluster OUT/dn<d>/vol<v>/<containerID> of container replicas (random data,
@@ -34,16 +34,6 @@ def _size(text: str) -> int:
     return value
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
-    return value
-
-
 def _range(text: str) -> Tuple[int, int]:
     lo, _, hi = text.partition("-")
     try:
@@ -61,10 +51,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description=DESCRIPTION, epilog=_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("out", metavar="OUT", help="output directory (must not exist or be empty)")
-    p.add_argument("--datanodes", type=_count, default=3, metavar="N")
-    p.add_argument("--volumes", type=_count, default=2, metavar="N", help="per datanode")
-    p.add_argument("--containers", type=_count, default=4, metavar="N")
-    p.add_argument("--replicas", type=_count, default=3, metavar="N")
+    p.add_argument("--datanodes", type=positive_int, default=3, metavar="N")
+    p.add_argument("--volumes", type=positive_int, default=2, metavar="N", help="per datanode")
+    p.add_argument("--containers", type=positive_int, default=4, metavar="N")
+    p.add_argument("--replicas", type=positive_int, default=3, metavar="N")
     p.add_argument("--blocks", type=_range, default=(2, 6), metavar="MIN-MAX",
                    help="blocks per container (default 2-6)")
     p.add_argument("--block-size", type=_size, default=256 * 1024, metavar="SIZE",

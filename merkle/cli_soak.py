@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from merkle.cli import EXIT_FAILURE, CLIError
+from merkle.cli import EXIT_FAILURE, CLIError, positive_int
 
 DESCRIPTION = """\
 Fault-injection soak (merkle/soak.py). Each round generates a cluster with a random shape and
@@ -24,24 +24,14 @@ output: one progress line per round on stderr (unless --quiet), then a table per
 exit status: 0 if every check is zero, 1 otherwise, 2 for bad usage."""
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
-    return value
-
-
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "soak", help="fault-injection soak: generate, scan, reconcile, verify, repeat",
         description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seed", type=int, default=0, help="soak seed (default 0)")
-    p.add_argument("--rounds", type=_count, default=10, metavar="N", help="default 10")
-    p.add_argument("--containers", type=_count, default=8, metavar="N",
+    p.add_argument("--rounds", type=positive_int, default=10, metavar="N", help="default 10")
+    p.add_argument("--containers", type=positive_int, default=8, metavar="N",
                    help="containers per round (default 8; 3 replicas each)")
     p.add_argument("--workdir", metavar="DIR", help="where round clusters are written "
                    "(default: the system temp directory)")

@@ -8,7 +8,8 @@ pyspark >= 4.1, and a mapInArrow path):
     column), register(spark)
 Jobs (also `crcmerkle spark scan|diff|report|run|demo`, `python -m spark_udfs ...`):
     scan_replicas(spark, roots) -> ScanTables(chunks, blocks, containers, errors) spark_udfs.scan
-    diff_chunks(chunks_df) -> DiffResult(containers, pulls, unrecoverable, plan())  .diff
+    diff_scan(scan_tables) / diff_chunks(chunks_df) -> DiffResult(containers, pulls,
+        unrecoverable, pending_deletions, plan())                            spark_udfs.diff
     build_report(diff, replicas=, errors=) / format_text(report)           spark_udfs.report
     get_session(master)                                                     spark_udfs.session
 The batch kernels (spark_udfs.kernels) and table conversions (spark_udfs.tables) need no
@@ -21,7 +22,7 @@ import importlib
 from typing import Any
 
 __all__ = ["block_value_udf", "build_report", "checksum_udf", "container_value_udf",
-           "crc32_udf", "crc32c_udf", "diff_chunks", "format_text", "get_session",
+           "crc32_udf", "crc32c_udf", "diff_chunks", "diff_scan", "format_text", "get_session",
            "leaf_udf", "map_in_arrow_checksum", "register", "repair_plan", "scan_replicas",
            "window_checksums_udf"]
 
@@ -29,7 +30,7 @@ _WHERE = {
     "block_value_udf": "udfs", "checksum_udf": "udfs", "container_value_udf": "udfs",
     "crc32_udf": "udfs", "crc32c_udf": "udfs", "leaf_udf": "udfs",
     "map_in_arrow_checksum": "udfs", "register": "udfs", "window_checksums_udf": "udfs",
-    "diff_chunks": "diff", "repair_plan": "diff", "build_report": "report",
+    "diff_chunks": "diff", "diff_scan": "diff", "repair_plan": "diff", "build_report": "report",
     "format_text": "report", "get_session": "session", "scan_replicas": "scan",
 }
 

@@ -22,7 +22,7 @@ import os
 import sys
 from typing import Any, Dict, List, Optional
 
-from merkle.cli import EXIT_FAILURE, EXIT_USAGE, CLIError
+from merkle.cli import EXIT_FAILURE, EXIT_USAGE, CLIError, positive_int
 from merkle.replica_io import write_atomic
 
 __all__ = ["add_parser", "run"]
@@ -42,11 +42,11 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _report_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="the report as JSON")
-    p.add_argument("--limit", type=int, default=20,
+    p.add_argument("--limit", type=positive_int, default=20,
                    help="repair commands per datanode per round (default 20, like Ozone)")
-    p.add_argument("--replication", type=int, default=3,
+    p.add_argument("--replication", type=positive_int, default=3,
                    help="expected replicas per container (default 3)")
-    p.add_argument("--first", type=int, default=100,
+    p.add_argument("--first", type=positive_int, default=100,
                    help="container IDs listed per state (default 100)")
     p.add_argument("--report", metavar="FILE", help="also write the JSON report to FILE")
 
@@ -67,7 +67,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     d = sub.add_parser("diff", help="compare replicas; write containers/pulls/plan")
     d.add_argument("input", help="a scan output directory, or a chunk-table Parquet path")
     d.add_argument("-o", "--output", required=True)
-    d.add_argument("--limit", type=int, default=20,
+    d.add_argument("--limit", type=positive_int, default=20,
                    help="repair commands per datanode per round (default 20)")
     _common(d)
     d.set_defaults(func=_diff)
@@ -89,7 +89,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                        "found, repair from the report and scan again.")
     m.add_argument("--dir", default="crcmerkle-demo",
                    help="working directory, must be absent or empty (default ./crcmerkle-demo)")
-    m.add_argument("--containers", type=int, default=12, help="containers (default 12)")
+    m.add_argument("--containers", type=positive_int, default=12,
+                   help="containers (default 12)")
     m.add_argument("--seed", type=int, default=7, help="generator seed (default 7)")
     m.add_argument("--faults", default="default",
                    help="fault mix as for 'crcmerkle generate --faults' (default: one or two "
@@ -236,8 +237,6 @@ def _demo(args: argparse.Namespace) -> int:
     from merkle.replica_errors import ReplicaError
     from spark_udfs.demo import run_demo
 
-    if args.containers < 1:
-        raise CLIError("--containers must be >= 1")
     work = args.dir
     if os.path.exists(work) and (not os.path.isdir(work) or os.listdir(work)):
         raise CLIError(f"{work}: exists and is not empty (give --dir a new directory)")

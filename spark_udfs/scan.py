@@ -33,7 +33,7 @@ from merkle.replica_errors import ReplicaError
 from merkle.replica_scan import ScanError, read_stored_tree, scan_files
 from merkle.tree import ContainerTree
 from spark_udfs import fs
-from spark_udfs.tables import CHUNK_COLUMNS, tree_to_rows
+from spark_udfs.tables import CHUNK_COLUMNS, block_rows, tree_to_rows
 
 __all__ = ["BLOCK_SCHEMA", "ERROR_SCHEMA", "REPLICAS_PER_TASK", "REPLICA_SCHEMA", "SCAN_FAILED",
            "ScanTables", "scan_replicas"]
@@ -96,30 +96,10 @@ def _rows(kind: str, n: int, columns: Dict[str, Any]) -> pa.Table:
 
 
 def _block_rows(datanode: str, replica: str, tree: ContainerTree) -> pa.Table:
-    """One row per block of a tree: its Ozone value, chunk count, bytes, health, and its
-    chunks as arrays in offset order (Ozone's BlockMerkleTree: what the diff reads for the
-    blocks that differ, so it never has to read the chunk table)."""
-    nb = tree.block_id.shape[0]
-    start = tree.block_chunk_start
-    counts = np.diff(start)
-    which = np.repeat(np.arange(nb), counts)  # the block of each chunk row
-    nbytes = np.bincount(which, weights=tree.chunk_length, minlength=nb).astype(np.int64)
-    unhealthy = np.bincount(which, weights=~tree.chunk_matches, minlength=nb)
-    offsets = pa.array(start.astype(np.int32))
-
-    def per_block(values: np.ndarray) -> pa.Array:
-        return pa.ListArray.from_arrays(offsets, pa.array(values))
-
-    return _rows("BLOCK", nb, {
-        "datanode": [datanode] * nb, "replica": [replica] * nb,
-        "container": np.full(nb, tree.container_id, dtype=np.int64),
-        "block": tree.block_id, "data_checksum": tree.block_value,
-        "deleted": tree.block_deleted, "chunks": counts.astype(np.int64), "length": nbytes,
-        "checksum_matches": unhealthy == 0,
-        "chunk_offsets": per_block(tree.chunk_offset),
-        "chunk_lengths": per_block(tree.chunk_length),
-        "chunk_leaves": per_block(tree.chunk_value),
-        "chunk_matches": per_block(tree.chunk_matches)})
+    """The blocks-table rows of a tree (spark_udfs.tables.block_rows) as output rows."""
+    t = block_rows(datanode, tree, replica)
+    rename = {"block_value": "data_checksum", "bytes": "length"}
+    return _rows("BLOCK", t.num_rows, {rename.get(c, c): t.column(c) for c in t.column_names})
 
 
 def _error_rows(datanode: str, replica: str, container: int,

@@ -26,8 +26,9 @@ import pyarrow as pa
 
 from merkle.tree import ContainerTree
 
-__all__ = ["CHUNK_COLUMNS", "CHUNK_SCHEMA", "ARROW_CHUNK_SCHEMA", "RowColumns", "column_values",
-           "from_arrow", "to_arrow", "tree_from_rows", "tree_to_rows", "trees_from_table"]
+__all__ = ["ARROW_BLOCK_SCHEMA", "ARROW_CHUNK_SCHEMA", "CHUNK_COLUMNS", "CHUNK_SCHEMA",
+           "RowColumns", "block_rows", "column_values", "from_arrow", "to_arrow",
+           "tree_from_rows", "tree_to_rows", "trees_from_table"]
 
 CHUNK_SCHEMA = ("datanode string, container long, block long, offset long, length long, "
                 "leaf long, checksum_matches boolean, deleted boolean, replica string")
@@ -73,6 +74,43 @@ def tree_to_rows(datanode: str, tree: ContainerTree, replica: Optional[str] = No
         "deleted": pa.array(deleted),
         "replica": pa.array([replica] * n, type=pa.string()),
     }, schema=ARROW_CHUNK_SCHEMA)
+
+
+#: the blocks table (spark_udfs.scan.BLOCK_SCHEMA): one row per block of each replica, with
+#: its chunks as arrays in offset order, as Ozone's BlockMerkleTree holds them
+ARROW_BLOCK_SCHEMA = pa.schema([
+    ("datanode", pa.string()), ("replica", pa.string()), ("container", pa.int64()),
+    ("block", pa.int64()), ("block_value", pa.int64()), ("deleted", pa.bool_()),
+    ("chunks", pa.int64()), ("bytes", pa.int64()), ("checksum_matches", pa.bool_()),
+    ("chunk_offsets", pa.list_(pa.int64())), ("chunk_lengths", pa.list_(pa.int64())),
+    ("chunk_leaves", pa.list_(pa.int64())), ("chunk_matches", pa.list_(pa.bool_()))])
+
+
+def block_rows(datanode: str, tree: ContainerTree, replica: Optional[str] = None) -> pa.Table:
+    """The blocks-table rows of one replica's tree: each block's Ozone value, chunk count,
+    bytes, health (every chunk matches), and its chunks as arrays (no Python loop)."""
+    nb = tree.block_id.shape[0]
+    start = tree.block_chunk_start
+    counts = np.diff(start)
+    which = np.repeat(np.arange(nb), counts)  # the block of each chunk row
+    nbytes = np.bincount(which, weights=tree.chunk_length, minlength=nb).astype(np.int64)
+    unhealthy = np.bincount(which, weights=~tree.chunk_matches, minlength=nb)
+    offsets = pa.array(start.astype(np.int32))
+
+    def per_block(values: np.ndarray) -> pa.Array:
+        return pa.ListArray.from_arrays(offsets, pa.array(values))
+
+    return pa.table({
+        "datanode": pa.array([datanode] * nb, type=pa.string()),
+        "replica": pa.array([replica] * nb, type=pa.string()),
+        "container": pa.array(np.full(nb, tree.container_id, dtype=np.int64)),
+        "block": pa.array(tree.block_id), "block_value": pa.array(tree.block_value),
+        "deleted": pa.array(tree.block_deleted), "chunks": pa.array(counts.astype(np.int64)),
+        "bytes": pa.array(nbytes), "checksum_matches": pa.array(unhealthy == 0),
+        "chunk_offsets": per_block(tree.chunk_offset),
+        "chunk_lengths": per_block(tree.chunk_length),
+        "chunk_leaves": per_block(tree.chunk_value),
+        "chunk_matches": per_block(tree.chunk_matches)}, schema=ARROW_BLOCK_SCHEMA)
 
 
 def column_values(t: Any, name: str, fill: Any = 0) -> Tuple[np.ndarray, np.ndarray]:

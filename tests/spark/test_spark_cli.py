@@ -57,6 +57,10 @@ def test_errors_are_one_line(spark, tmp_path, capsys):
     assert capsys.readouterr().err.startswith("crcmerkle: error: ")
     assert main(["spark"]) == 2
     assert "needs an action" in capsys.readouterr().err
+    for bad in (["report", "x", "--limit", "0"], ["run", "x", "-o", "y", "--first", "-1"],
+                ["demo", "--containers", "zero"]):
+        assert main(["spark", *bad]) == 2
+        assert "must be a positive integer" in capsys.readouterr().err
     (tmp_path / "r.json").write_text("{}")
     assert main(["reconcile", "--report", str(tmp_path / "r.json")]) == 1
     assert "not a crcmerkle spark report" in capsys.readouterr().err
