@@ -63,6 +63,20 @@ def positive_int(text: str) -> int:
     return value
 
 
+def positive_size(text: str) -> int:
+    """argparse type: a byte count > 0, with an optional unit (512, 16KiB, 5MiB)."""
+    from merkle.benchmarking import parse_size
+
+    try:
+        value = parse_size(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(
+            f"must be a positive number of bytes (e.g. 512, 16KiB), not {text!r}")
+    return value
+
+
 def error_line(message: str) -> str:
     return f"{PROG}: error: {message}"
 

@@ -10,8 +10,8 @@ import sys
 from typing import Any, BinaryIO, Dict, List, Optional
 
 import merkle
-from merkle.benchmarking import MiB, parse_size
-from merkle.cli import EXIT_FAILURE, print_error
+from merkle.benchmarking import MiB
+from merkle.cli import EXIT_FAILURE, positive_size, print_error
 
 #: Read size; with --bytes-per-checksum it is rounded down to a multiple of N (at least N)
 #: so that no window straddles two reads.
@@ -45,15 +45,6 @@ exit status: 0 if every file was read, 1 if some file could not be (an error lin
 printed for it and the others are still processed), 2 for bad usage."""
 
 
-def _positive_size(text: str) -> int:
-    try:
-        value = parse_size(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(
-            f"must be a positive number of bytes (e.g. 512, 16KiB), not {text!r}")
-    return value
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -64,7 +55,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("files", nargs="*", metavar="FILE", help="files to read ('-' = stdin)")
     p.add_argument("-a", "--algorithm", choices=("crc32c", "crc32"), default="crc32c",
                    help="crc32c (Castagnoli, default) or crc32 (IEEE, as zlib.crc32)")
-    p.add_argument("-b", "--bytes-per-checksum", type=_positive_size, metavar="N",
+    p.add_argument("-b", "--bytes-per-checksum", type=positive_size, metavar="N",
                    help="print one checksum per N-byte window instead of one per file "
                         "(suffixes KiB/MiB accepted)")
     p.add_argument("--format", choices=("text", "json"), default="text",
@@ -73,7 +64,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="never show a progress bar (one is shown on a terminal for large "
                         "files)")
     # Hidden: read size, for tests (small buffers exercise the chaining without big files).
-    p.add_argument("--buffer-size", type=_positive_size, default=DEFAULT_BUFFER,
+    p.add_argument("--buffer-size", type=positive_size, default=DEFAULT_BUFFER,
                    help=argparse.SUPPRESS)
     p.set_defaults(func=run)
     return p

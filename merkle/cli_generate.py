@@ -7,8 +7,7 @@ import json
 import sys
 from typing import Any, Tuple
 
-from merkle.benchmarking import parse_size
-from merkle.cli import CLIError, positive_int
+from merkle.cli import CLIError, positive_int, positive_size
 
 DESCRIPTION = """\
 Write a synthetic cluster OUT/dn<d>/vol<v>/<containerID> of container replicas (random data,
@@ -24,14 +23,6 @@ def _epilog() -> str:
             "see merkle/replica_generate.py for what each one does and reports")
 
 
-def _size(text: str) -> int:
-    try:
-        value = parse_size(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive size (e.g. 64KiB), not {text!r}")
-    return value
 
 
 def _range(text: str) -> Tuple[int, int]:
@@ -57,11 +48,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--replicas", type=positive_int, default=3, metavar="N")
     p.add_argument("--blocks", type=_range, default=(2, 6), metavar="MIN-MAX",
                    help="blocks per container (default 2-6)")
-    p.add_argument("--block-size", type=_size, default=256 * 1024, metavar="SIZE",
+    p.add_argument("--block-size", type=positive_size, default=256 * 1024, metavar="SIZE",
                    help="largest block (default 256KiB; Ozone: 256MB)")
-    p.add_argument("--chunk-size", type=_size, default=64 * 1024, metavar="SIZE",
+    p.add_argument("--chunk-size", type=positive_size, default=64 * 1024, metavar="SIZE",
                    help="chunk size (default 64KiB; Ozone: 4MB)")
-    p.add_argument("--bytes-per-checksum", type=_size, default=4 * 1024, metavar="SIZE",
+    p.add_argument("--bytes-per-checksum", type=positive_size, default=4 * 1024, metavar="SIZE",
                    help="window size (default 4KiB; Ozone: 16KiB)")
     p.add_argument("--algorithm", choices=("crc32", "crc32c", "mixed"), default="crc32",
                    help="data checksum type (default crc32, Ozone's; mixed: per container)")

@@ -10,8 +10,8 @@ import threading
 import time
 from typing import Any, Dict, List
 
-from merkle.benchmarking import parse_size
-from merkle.cli import EXIT_FAILURE, EXIT_USAGE, CLIError, print_error
+from merkle.cli import (EXIT_FAILURE, EXIT_USAGE, CLIError, positive_int, positive_size,
+                        print_error)
 from merkle.ozone import format_checksum
 from merkle.replica_errors import ReplicaError
 
@@ -35,24 +35,8 @@ exit status: 0 if no errors were found, 1 if some replica has errors, 2 if some 
 could not be scanned (locked, unreadable) or for bad usage."""
 
 
-def _size(text: str) -> int:
-    try:
-        value = parse_size(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive size (e.g. 5MiB), not {text!r}")
-    return value
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
-    return value
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -62,9 +46,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("paths", nargs="+", metavar="PATH", help="replica, volume or datanode")
     p.add_argument("--json", action="store_true", help="JSON output (see below)")
-    p.add_argument("--workers", type=_positive_int, default=1, metavar="N",
+    p.add_argument("--workers", type=positive_int, default=1, metavar="N",
                    help="threads scanning the blocks of a replica in parallel (default 1)")
-    p.add_argument("--rate", type=_size, metavar="BYTES_PER_S",
+    p.add_argument("--rate", type=positive_size, metavar="BYTES_PER_S",
                    help="read at most this many bytes per second per volume (e.g. 5MiB, "
                         "Ozone's default); unlimited by default")
     p.add_argument("--mmap", action="store_true",
@@ -75,7 +59,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="do not store the scanned tree (read-only; takes no lock)")
     p.add_argument("--no-progress", action="store_true",
                    help="never show a progress bar (one is shown when stderr is a terminal)")
-    p.add_argument("--buffer-size", type=_size, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--buffer-size", type=positive_size, default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=run)
     return p
 

@@ -20,7 +20,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from merkle.cli import EXIT_FAILURE, EXIT_USAGE, CLIError, positive_int
 from merkle.replica_io import write_atomic
@@ -160,7 +160,8 @@ def _diff_tables(t: Dict[str, Any]) -> Any:
         raise CLIError(str(exc), EXIT_FAILURE) from None
 
 
-def _scan(args: argparse.Namespace) -> int:
+def _scan_and_write(args: argparse.Namespace) -> Tuple[Any, Any]:
+    """(session, ScanTables) after scanning args.paths into args.output (scan and run)."""
     from spark_udfs.scan import scan_replicas
 
     _check_paths(args.paths)
@@ -170,6 +171,11 @@ def _scan(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CLIError(str(exc), EXIT_FAILURE) from None
     tables.write(args.output)
+    return spark, tables
+
+
+def _scan(args: argparse.Namespace) -> int:
+    _, tables = _scan_and_write(args)
     reps = tables.replicas.count()
     errs = tables.errors.count()
     print(f"scanned {reps} replica(s): {errs} error(s); tables in {args.output}/"
@@ -220,15 +226,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from spark_udfs.scan import scan_replicas
-
-    _check_paths(args.paths)
-    spark = _session(args)
-    try:
-        tables = scan_replicas(spark, args.paths, trees_only=args.trees_only)
-    except ValueError as exc:
-        raise CLIError(str(exc), EXIT_FAILURE) from None
-    tables.write(args.output)
+    spark, _ = _scan_and_write(args)
     t = _load_chunks(spark, args.output)
     return _emit_report(args, _diff_tables(t), t)
 

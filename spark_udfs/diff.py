@@ -100,8 +100,6 @@ def _require_columns(df: Any, columns: List[str], what: str) -> None:
 
 def _keys_from_scan(containers: Any, blocks: Any) -> Tuple[Any, Any]:
     """Level-1 and level-2 keys straight from a scan's `containers` and `blocks` tables."""
-    from pyspark.sql import functions as F
-
     _require_columns(containers, ["container", "datanode", "replica", "data_checksum",
                                   "tombstones", "unhealthy_chunks"], "the containers table")
     _require_columns(blocks, ["container", "datanode", "block", "block_value", "deleted",

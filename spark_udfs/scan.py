@@ -26,7 +26,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
-import numpy as np
 import pyarrow as pa
 
 from merkle.replica_errors import ReplicaError

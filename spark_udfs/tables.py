@@ -203,6 +203,8 @@ def to_arrow(df: Any) -> pa.Table:
     """Collect a DataFrame as Arrow (exact 64-bit values; pyspark >= 4 has toArrow)."""
     if hasattr(df, "toArrow"):
         return df.toArrow()
-    import pandas as pd  # pragma: no cover  (pyspark 3.5)
-
-    return pa.Table.from_pandas(df.toPandas(), preserve_index=False)
+    # pyspark 3.5: toPandas() would turn nullable 64-bit columns into float64 and round them
+    batches = df._collect_as_arrow()
+    if not batches:
+        return pa.Table.from_pandas(df.limit(0).toPandas(), preserve_index=False)
+    return pa.Table.from_batches(batches)
