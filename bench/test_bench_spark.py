@@ -47,6 +47,11 @@ ROW = 16 * KiB
 WARMUP = 1
 
 
+#: the bare JVM -> Python transport (mapInArrow doing nothing) at the jobs' batch sizes
+FLOOR = "transport floor (mapInArrow no-op)"
+FLOOR_1024 = "transport floor, 1024-row batches"
+
+
 def _size(env: str, full: int, short: int) -> int:
     v = os.environ.get(env)
     return bm.parse_size(v) if v else (short if SHORT else full)
@@ -71,14 +76,18 @@ def spark() -> Iterator[Any]:
     from spark_udfs.session import get_session
 
     s = get_session("local[2]", app_name="crcmerkle-bench")
-    # JIT warm-up on the code every case shares (Arrow transport, Parquet, aggregation), so
-    # that the first case measured is not the one that pays for it
+    warm_up(s)
+    yield s
+    s.stop()
+
+
+def warm_up(s: Any) -> None:
+    """JIT warm-up on the code every case shares (Arrow transport, Parquet, aggregation), so
+    that the first case measured is not the one that pays for it."""
     wide = s.range(0, 400_000, numPartitions=4).selectExpr("id", "repeat('x', 4096) AS s")
     for _ in range(3):
         wide.mapInArrow(_noop(), "c long").agg({"c": "sum"}).collect()
         wide.selectExpr("crc32(s) AS c").agg({"c": "sum"}).collect()
-    yield s
-    s.stop()
 
 
 def _sum(df: Any, col: str) -> int:
@@ -91,8 +100,12 @@ def _sum(df: Any, col: str) -> int:
 
 @pytest.fixture(scope="module")
 def udf_parquet(tmp_path_factory) -> str:
-    path = tmp_path_factory.mktemp("spark_udf") / "rows.parquet"
-    n = UDF_BYTES // ROW
+    return write_udf_parquet(tmp_path_factory.mktemp("spark_udf") / "rows.parquet", UDF_BYTES)
+
+
+def write_udf_parquet(path: Path, nbytes: int) -> str:
+    """nbytes of random 16 KiB binary rows as uncompressed Parquet, 1,024-row row groups."""
+    n = nbytes // ROW
     rng = np.random.default_rng(5)
     writer = None
     per = 4096
@@ -111,7 +124,7 @@ def udf_parquet(tmp_path_factory) -> str:
     return str(path)
 
 
-def _udf_cases(spark: Any, path: str) -> Dict[str, Any]:
+def udf_cases(spark: Any, path: str) -> Dict[str, Any]:
     """{impl name: zero-arg job returning a checksum sum}; same data for all."""
     from pyspark.sql import functions as F
 
@@ -158,27 +171,27 @@ def _udf_cases(spark: Any, path: str) -> Dict[str, Any]:
         pass
     py_udf = F.udf(lambda b: merkle.crc32c(b), "long")
     cases["python udf"] = lambda: _sum(df.select(py_udf("data").alias("c")), "c")
-    cases["transport floor (mapInArrow no-op)"] = batches_of(
-        256, lambda: -_sum(df.mapInArrow(_noop(), "c long"), "c"))
+    cases[FLOOR] = batches_of(256, lambda: -_sum(df.mapInArrow(_noop(), "c long"), "c"))
+    cases[FLOOR_1024] = batches_of(1024, lambda: -_sum(df.mapInArrow(_noop(), "c long"), "c"))
     return cases
 
 
 UDF_IMPLS = [OURS, "ours mapInArrow 1024-row batches", "ours mapInArrow 4096-row batches",
              "ours arrow_udf", "ours pandas_udf", "ours pandas_udf iterator",
              "spark crc32() builtin", "pandas_udf + google-crc32c", "python udf",
-             "transport floor (mapInArrow no-op)"]
+             FLOOR, FLOOR_1024]
 
 
 @pytest.mark.parametrize("impl", UDF_IMPLS)
 def test_udf_16k_rows_from_parquet(bench, spark, udf_parquet, impl):
-    cases = _udf_cases(spark, udf_parquet)
+    cases = udf_cases(spark, udf_parquet)
     if impl not in cases:
         pytest.skip(f"{impl} not available here")
     got = bench.measure(cases[impl], case=f"spark udf: 16 KiB rows from Parquet "
                                           f"({bm.format_size(UDF_BYTES)})",
                         impl=impl, nbytes=UDF_BYTES, cold=True, warmup=WARMUP)
     n = UDF_BYTES // ROW
-    if impl == "transport floor (mapInArrow no-op)":
+    if impl in (FLOOR, FLOOR_1024):
         assert got == -n
     elif impl != "spark crc32() builtin":
         assert got == _reference_crc32c_sum(udf_parquet)
