@@ -10,6 +10,17 @@ import os as _os
 from contextlib import contextmanager as _contextmanager
 from typing import Iterator as _Iterator
 
+try:
+    from merkle import _native  # noqa: F401  (checked first for a clear message)
+except ModuleNotFoundError as _missing:  # pragma: no cover - exercised in a subprocess test
+    if _missing.name != "merkle._native":
+        raise
+    _here = _os.path.dirname(_os.path.abspath(__file__))
+    raise ImportError(
+        f"crcmerkle's native extension is not built in {_here}: this looks like a source "
+        "checkout shadowing the installed package (run from another directory, or build it in "
+        "place with `pip install -e .`)") from None
+
 from merkle._native import (
     GIL_RELEASE_THRESHOLD,
     CRC32,

@@ -8,7 +8,11 @@ Why each setting:
   - spark.sql.execution.arrow.maxRecordsPerBatch=1024: 256-1,000 rows of 16 KiB were 1.5x
     faster than 4,000+; the jobs ship metadata rows, which this also suits;
   - spark.sql.execution.arrow.pythonUDF.columnarInput.enabled=false: on (the 4.2+ default) it
-    made pandas/arrow UDFs over Parquet 1.1-1.6x slower and ignored maxRecordsPerBatch.
+    made pandas/arrow UDFs over Parquet 1.1-1.6x slower and ignored maxRecordsPerBatch;
+  - spark.python.daemon.module=spark_udfs.worker_daemon: Spark starts its Python workers with
+    `python -m` in the driver's directory, which puts that directory first on their import
+    path; from the root of a crcmerkle clone they would import its unbuilt merkle/ instead of
+    the installed package. This daemon drops such a directory first (spark_udfs._syspath).
 On a cluster (`spark-submit`, master given by the launcher) only the Spark settings apply.
 """
 
@@ -42,6 +46,7 @@ DEFAULT_CONF: Dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
+    "spark.python.daemon.module": "spark_udfs.worker_daemon",
 }
 
 
