@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, List
 import pytest
 
 import merkle
-from merkle import benchmarking as bm
+from merkle.cli import benchmarking as bm
 
 SHORT = os.environ.get("BENCH_SHORT", "").strip() not in ("", "0", "false", "no")
 #: target wall time of one benchmark (rounds x iterations), seconds

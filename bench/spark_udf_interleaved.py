@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import test_bench_spark as b  # noqa: E402  (bench/ on the path above)
 
-from merkle import benchmarking as bm  # noqa: E402
+from merkle.cli import benchmarking as bm  # noqa: E402
 
 PAIRS = [  # (ours, reference): ratio = reference time / our time ("x faster")
     (b.OURS, b.FLOOR), ("ours mapInArrow 1024-row batches", b.FLOOR_1024),

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import merkle
-from merkle import benchmarking as bm
+from merkle.cli import benchmarking as bm
 
 from conftest import SHORT, cold_bytes
 

@@ -26,9 +26,9 @@ from typing import List
 import numpy as np
 import pytest
 
-from merkle import benchmarking as bm
-from merkle.replica_scan import DEFAULT_BUFFER_SIZE, scan_container
-from merkle.replica_writer import ContainerWriter
+from merkle.cli import benchmarking as bm
+from merkle.replica.scan import DEFAULT_BUFFER_SIZE, scan_container
+from merkle.replica.crcmerkle.writer import ContainerWriter
 
 from conftest import SHORT
 

@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import merkle
-from merkle import benchmarking as bm
+from merkle.cli import benchmarking as bm
 
 pytest.importorskip("pyspark")
 
@@ -211,7 +211,7 @@ def _reference_crc32c_sum(path: str) -> int:
 
 @pytest.fixture(scope="module")
 def scan_cluster(tmp_path_factory) -> str:
-    from merkle.replica_generate import generate_cluster
+    from merkle.replica.generate import generate_cluster
 
     root = tmp_path_factory.mktemp("spark_scan") / "cluster"
     block = 16 * MiB

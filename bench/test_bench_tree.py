@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 from merkle import _native, ozone
-from merkle.treediff import diff
-from merkle.tree import ContainerTree
+from merkle.trees.diff import diff
+from merkle.trees.model import ContainerTree
 
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))

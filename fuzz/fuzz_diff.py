@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Dict, List, Set, Tuple
 
 from fuzz.provider import Provider
-from merkle.tree import ContainerTree
-from merkle.treediff import diff
+from merkle.trees.model import ContainerTree
+from merkle.trees.diff import diff
 
 
 def _rows(p: Provider) -> List[Tuple[int, int, int, bool]]:

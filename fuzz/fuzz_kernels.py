@@ -267,7 +267,7 @@ def op_tree_values(p: Provider) -> None:
     """Ozone's tree values (leaf = CRC32C of the stored BE32 window checksums, block =
     CRC32C(BE64 id, BE64 leaves...), container = CRC32C(BE64 block values...)) from the
     native bulk paths, against the formulas of ../shared/OZONE.md spelled out bytewise."""
-    from merkle.tree import ContainerTree
+    from merkle.trees.model import ContainerTree
     rows = []
     for _ in range(p.int(0, 12)):
         windows = [p.u32() for _ in range(p.choice((0, 1, 2, p.int(0, 40), p.int(0, 1500))))]

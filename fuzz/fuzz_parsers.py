@@ -20,11 +20,11 @@ from typing import List
 import numpy as np
 
 from merkle import _native
-from merkle.blockmeta import ContainerMeta
-from merkle.replica_errors import BlockMetaError
-from merkle.treediff import diff
-from merkle.treefile import TreeFileError, tree_from_bytes, tree_to_bytes
-from merkle.treemerge import merge
+from merkle.replica.crcmerkle.blockmeta import ContainerMeta
+from merkle.replica.errors import BlockMetaError
+from merkle.trees.diff import diff
+from merkle.trees.treefile import TreeFileError, tree_from_bytes, tree_to_bytes
+from merkle.trees.merge import merge
 
 #: The decoders may allocate at most this many bytes of columns per input byte (+ a constant):
 #: a block needs >= 2 input bytes (tag + empty length) and costs 3 int64 + 2 bytes of
@@ -92,7 +92,7 @@ def target_blockmeta(data: bytes) -> None:
     again = ContainerMeta.from_bytes(encoded)
     assert again == meta, "encode -> decode changed the metadata"
     assert again.to_bytes() == encoded, "re-encoding is not a fixed point"
-    from merkle.replica_writer import tree_from_meta
+    from merkle.replica.crcmerkle.writer import tree_from_meta
     tree = tree_from_meta(meta)  # what the writer stores from it: must be a valid tree
     assert tree.n_chunks == meta.n_chunks
     assert bool(np.all(tree.chunk_matches))
@@ -101,7 +101,7 @@ def target_blockmeta(data: bytes) -> None:
 def seeds_tree() -> List[bytes]:
     """Golden files are added by the runner (fuzz/seeds/tree); these cover the shapes the
     goldens lack: many blocks, unknown fields, negative values, unsorted blocks."""
-    from merkle.tree import ContainerTree
+    from merkle.trees.model import ContainerTree
     out = []
     rng = np.random.default_rng(6)
     n = 40
@@ -122,7 +122,7 @@ def seeds_tree() -> List[bytes]:
 def seeds_blockmeta() -> List[bytes]:
     """Valid metadata of each checksum type, empty blocks and chunk-less files, flagged
     for framing repair (0x01) and raw (0x00)."""
-    from merkle.blockmeta import MD5, NONE, SHA256, ChunkMeta
+    from merkle.replica.crcmerkle.blockmeta import MD5, NONE, SHA256, ChunkMeta
     import hashlib
     meta = ContainerMeta(9)
     data = bytes(range(256)) * 40

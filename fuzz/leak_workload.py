@@ -20,8 +20,8 @@ from typing import Any, Callable, List
 import numpy as np
 
 import merkle
-from merkle.treediff import diff
-from merkle.treefile import tree_from_bytes, tree_to_bytes
+from merkle.trees.diff import diff
+from merkle.trees.treefile import tree_from_bytes, tree_to_bytes
 
 try:
     import pyarrow as pa
@@ -41,7 +41,7 @@ def _expect(exc: type, fn: Callable[[], Any]) -> None:
 
 
 def _tree_pair() -> List[Any]:
-    from merkle.tree import ContainerTree
+    from merkle.trees.model import ContainerTree
     n = 64
     bids = np.repeat(np.arange(1, 9), 8)
     offs = np.tile(np.arange(8) * 4096, 8)

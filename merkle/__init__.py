@@ -1,4 +1,6 @@
-"""crcmerkle: fast CRC-32C / CRC-32 for Python, and Ozone-compatible container Merkle trees.
+"""crcmerkle, layer 1: fast CRC-32C / CRC-32 for Python (merkle._native over csrc/), and the
+public API of every layer re-exported here: merkle.trees (Ozone trees), merkle.replica (replicas
+on disk); merkle.cli is the command line. The core imports nothing of the layers above it.
 
 The checksum core is native (csrc/) with run-time CPU dispatch; see `backend()`.
 Set CRCMERKLE_BACKEND to pin a kernel (an unknown or unsupported name fails the import).
@@ -37,11 +39,12 @@ from merkle._native import (
     crc32c,
     crc32c_combine,
     set_backend,
-)
-from merkle.treediff import DiffReport, ReplicaReport, compare_replicas, diff
-from merkle.treemerge import merge
-from merkle.tree import ContainerTree, TreeBuilder
-from merkle.treefile import TreeFileError, read_tree, write_tree
+    )
+from merkle.trees.diff import DiffReport, ReplicaReport, compare_replicas, diff
+from merkle.trees.merge import merge
+from merkle.trees.model import ContainerTree, TreeBuilder
+from merkle.trees.treefile import TreeFileError, read_tree, write_tree
+from merkle.trees import ozone  # `from merkle import ozone`: the Ozone value formulas
 
 __version__ = "0.1.0"
 
@@ -69,6 +72,7 @@ __all__ = [
     "diff",
     "merge",
     "compare_replicas",
+    "ozone",
     "TreeFileError",
     "DiffReport",
     "ReplicaReport",
@@ -103,15 +107,15 @@ def _apply_backend_env() -> None:
 _apply_backend_env()
 
 # ---- container replicas on disk: writer, scanner, reconciler, generator (issue 4) --------
-from merkle.replica_errors import (  # noqa: E402
-    BlockMetaError,
-    ReplicaError,
-    ReplicaLockedError,
-)
-from merkle.replica_scan import ScanError, ScanResult, scan_container  # noqa: E402
-from merkle.replica_reconcile import ReconcileResult, reconcile, reconcile_round  # noqa: E402
-from merkle.replica_writer import ContainerWriter  # noqa: E402
-from merkle.replica_generate import generate_cluster  # noqa: E402
+from merkle.replica.errors import (  # noqa: E402
+           BlockMetaError,
+           ReplicaError,
+           ReplicaLockedError,
+           )
+from merkle.replica.scan import ScanError, ScanResult, scan_container  # noqa: E402
+from merkle.replica.reconcile import ReconcileResult, reconcile, reconcile_round  # noqa: E402
+from merkle.replica.crcmerkle.writer import ContainerWriter  # noqa: E402
+from merkle.replica.generate import generate_cluster  # noqa: E402
 
 __all__ += [
     "BlockMetaError",

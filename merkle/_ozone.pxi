@@ -1,6 +1,6 @@
 # Ozone container trees: Cython bindings of csrc/ozone_tree.h (included by _native.pyx).
 #
-# Private: merkle/tree.py, treefile.py and diff.py call these with arrays they have already
+# Private: merkle/trees/model.py, treefile.py and diff.py call these with arrays they have already
 # shaped (contiguous, right dtype); every pointer handed to C is still checked here first
 # (dtype, contiguity, length), so a mistake upstream raises instead of reading out of bounds.
 

@@ -1,4 +1,6 @@
-"""Spark (PySpark) column functions and cluster jobs over the crcmerkle core.
+"""Spark (PySpark) column functions and cluster jobs over the crcmerkle core: UDFs, the scan,
+diff and report jobs and their command line (`crcmerkle spark ...`).
+May import: merkle and its layers (core, trees, replica, the CLI's shared helpers) and pyspark.
 
 Column functions (spark_udfs.udfs; one native call per Arrow batch, LongType results like
 Spark's crc32(); pandas_udf Series/Iterator forms on pyspark 3.5 and 4.x, arrow_udf forms on

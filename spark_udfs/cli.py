@@ -23,7 +23,7 @@ import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 from merkle.cli import EXIT_FAILURE, EXIT_USAGE, CLIError, positive_int
-from merkle.replica_io import write_atomic
+from merkle.replica.fileio import write_atomic
 
 __all__ = ["add_parser", "run"]
 
@@ -232,7 +232,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from merkle.replica_errors import ReplicaError
+    from merkle.replica.errors import ReplicaError
     from spark_udfs.demo import run_demo
 
     work = args.dir
@@ -257,5 +257,5 @@ def run(argv: Optional[List[str]] = None) -> int:
     """`python -m spark_udfs ...`: the same commands without the `crcmerkle spark` prefix."""
     from merkle import cli
 
-    cli.register("merkle.cli_spark")
+    cli.register("merkle.cli.spark")
     return cli.main(["spark", *(sys.argv[1:] if argv is None else argv)])

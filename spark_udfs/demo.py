@@ -1,6 +1,6 @@
 """The end-to-end demo behind `crcmerkle spark demo` (the README's main command).
 
-It generates a small cluster with injected faults (merkle.replica_generate, ground truth in its
+It generates a small cluster with injected faults (merkle.replica.generate, ground truth in its
 manifest), runs the scan, diff and report jobs on Spark, and checks that what the jobs found is
 exactly what was injected: every expected scan error and nothing else, a repair pull for every
 damaged chunk or block that has a healthy copy, the tombstones and extra blocks as divergences,
@@ -216,9 +216,9 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
     `workdir` must not exist or be empty; it receives cluster/, scan/, report.json and, after
     the repair, rescan/ and report-after-repair.json. `say` receives progress lines.
     """
-    from merkle.replica_generate import generate_cluster, parse_faults
-    from merkle.replica_io import write_atomic
-    from merkle.replica_reconcile import jobs_from_report, reconcile
+    from merkle.replica.generate import generate_cluster, parse_faults
+    from merkle.replica.fileio import write_atomic
+    from merkle.replica.reconcile import jobs_from_report, reconcile
     from spark_udfs.report import format_text, to_json
     from spark_udfs.session import get_session
 

@@ -2,11 +2,11 @@
 understands (hdfs://, s3://, gs://, file://), so block bytes go from storage straight into
 the executor's Python worker and never through the JVM or Arrow batches.
 
-`replica_files` gives the scanner (merkle.replica_scan.scan_files) its view of one replica:
+`replica_files` gives the scanner (merkle.replica.scan.scan_files) its view of one replica:
 merkle's own os.preadv reader for a local path, `ArrowReplicaFiles` for a URI (positional
 reads into the scanner's reused buffer through pyarrow's NativeFile.readinto).
 
-Discovery mirrors merkle.replica_layout.find_containers (a replica is a directory named by
+Discovery mirrors merkle.replica.crcmerkle.layout.find_containers (a replica is a directory named by
 its decimal container ID holding chunks/ or metadata/; the walk does not descend into
 replicas) but lists through pyarrow.fs so it works on remote stores too, asking for the
 chunks/ and metadata/ entries of every candidate of a directory in one call. The datanode of
@@ -23,8 +23,8 @@ from typing import List, Optional, Tuple
 
 import pyarrow.fs as pafs
 
-from merkle.replica_files import BlockFile, LocalReplicaFiles, ReplicaFiles
-from merkle.replica_layout import BLOCK_SUFFIX, META_SUFFIX, TREE_SUFFIX, container_paths
+from merkle.replica.files import BlockFile, LocalReplicaFiles, ReplicaFiles
+from merkle.replica.crcmerkle.layout import BLOCK_SUFFIX, META_SUFFIX, TREE_SUFFIX, container_paths
 
 __all__ = ["ArrowReplicaFiles", "Replica", "discover", "join", "open_fs", "replica_files"]
 
@@ -74,7 +74,7 @@ class _ArrowBlockFile:
 
 
 class ArrowReplicaFiles:
-    """A replica read through a pyarrow FileSystem (merkle.replica_files.ReplicaFiles)."""
+    """A replica read through a pyarrow FileSystem (merkle.replica.files.ReplicaFiles)."""
 
     def __init__(self, filesystem: pafs.FileSystem, path: str, container_id: int,
                  location: Optional[str] = None) -> None:

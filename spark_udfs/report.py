@@ -28,7 +28,7 @@ import datetime as _dt
 import json
 from typing import Any, Dict, List, Optional
 
-from merkle.ozone import format_checksum
+from merkle.trees.ozone import format_checksum
 from spark_udfs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
 
 __all__ = ["STATES", "build_report", "format_text"]

@@ -3,7 +3,7 @@
 The driver only lists replicas (spark_udfs.fs.discover) and hands them out as work items, one
 per replica (datanode, location, container ID), spread over `partitions` tasks. Each task
 then, for every replica it was given, runs the local scanner itself
-(merkle.replica_scan.scan_files over spark_udfs.fs.replica_files): it reads the block
+(merkle.replica.scan.scan_files over spark_udfs.fs.replica_files): it reads the block
 metadata, reads every block file front to back into one reused buffer, checksums each read's
 windows in one native call, compares them with the recorded ones, builds the tree from the
 observed checksums and merges it into the stored `.tree`. Block bytes never enter the JVM or
@@ -28,9 +28,9 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 import pyarrow as pa
 
-from merkle.replica_errors import ReplicaError
-from merkle.replica_scan import ScanError, read_stored_tree, scan_files
-from merkle.tree import ContainerTree
+from merkle.replica.errors import ReplicaError
+from merkle.replica.scan import ScanError, read_stored_tree, scan_files
+from merkle.trees.model import ContainerTree
 from spark_udfs import fs
 from spark_udfs.tables import CHUNK_COLUMNS, block_rows, tree_to_rows
 

@@ -24,7 +24,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 import numpy as np
 import pyarrow as pa
 
-from merkle.tree import ContainerTree
+from merkle.trees.model import ContainerTree
 
 __all__ = ["ARROW_BLOCK_SCHEMA", "ARROW_CHUNK_SCHEMA", "CHUNK_COLUMNS", "CHUNK_SCHEMA",
            "RowColumns", "block_rows", "column_values", "from_arrow", "to_arrow",

@@ -12,8 +12,8 @@ import json
 import sys
 import time
 
-from merkle.replica_errors import ReplicaLockedError
-from merkle.replica_reconcile import reconcile
+from merkle.replica.errors import ReplicaLockedError
+from merkle.replica.reconcile import reconcile
 
 start, slow, target, peers = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4:]
 time.sleep(max(0.0, start - time.time()))

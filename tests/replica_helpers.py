@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
-from merkle.replica_generate import GeneratorConfig, block_data, generate_cluster, parse_faults
-from merkle.replica_reconcile import reconcile_round, replica_groups
-from merkle.replica_scan import scan_container, scan_paths
+from merkle.replica.generate import GeneratorConfig, block_data, generate_cluster, parse_faults
+from merkle.replica.reconcile import reconcile_round, replica_groups
+from merkle.replica.scan import scan_container, scan_paths
 
 KiB = 1024
 

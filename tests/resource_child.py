@@ -17,12 +17,12 @@ import time
 import numpy as np
 
 import merkle
-from merkle.blockmeta import CRC32, ChunkMeta, ContainerMeta, write_blockmeta
-from merkle.replica_scan import scan_container
-from merkle.replica_writer import tree_from_meta
-from merkle.tree import ContainerTree
-from merkle.treediff import diff
-from merkle.treefile import write_tree
+from merkle.replica.crcmerkle.blockmeta import CRC32, ChunkMeta, ContainerMeta, write_blockmeta
+from merkle.replica.scan import scan_container
+from merkle.replica.crcmerkle.writer import tree_from_meta
+from merkle.trees.model import ContainerTree
+from merkle.trees.diff import diff
+from merkle.trees.treefile import write_tree
 
 MiB = 1 << 20
 

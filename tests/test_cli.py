@@ -218,8 +218,8 @@ def test_subcommand_registry():
     """Other modules add subcommands with an add_parser(subparsers) function."""
     import merkle.cli as cli
 
-    assert "merkle.cli_checksum" in cli.COMMAND_MODULES
-    assert "merkle.cli_bench" in cli.COMMAND_MODULES
+    assert "merkle.cli.checksum" in cli.COMMAND_MODULES
+    assert "merkle.cli.bench" in cli.COMMAND_MODULES
     parser = cli.build_parser()
     args = parser.parse_args(["checksum", "x"])
     assert callable(args.func)
@@ -274,7 +274,7 @@ def test_bench_plot_without_matplotlib(tmp_path, capsys, monkeypatch):
 
 
 def test_benchmarking_helpers():
-    from merkle import benchmarking as bm
+    from merkle.cli import benchmarking as bm
 
     assert bm.parse_size("64") == 64
     assert bm.parse_size("4KiB") == bm.parse_size("4k") == 4096

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from merkle.cli import main
-from merkle.tree import TreeBuilder
-from merkle.treefile import read_tree, write_tree
+from merkle.trees.model import TreeBuilder
+from merkle.trees.treefile import read_tree, write_tree
 
 DATA = Path(__file__).parent / "data"
 
@@ -123,7 +123,7 @@ def test_build_from_parquet_with_leaves_and_tombstones(capsys, tmp_path):
     pq.write_table(table, tmp_path / "w.parquet")
     rc, _, _ = run(capsys, "tree", "build", tmp_path / "w.parquet", "-o", tmp_path / "w.tree",
                    "--container-id", 3)
-    from merkle.ozone import leaf_checksum
+    from merkle.trees.ozone import leaf_checksum
     assert rc == 0
     assert read_tree(tmp_path / "w.tree").chunk_value[0] == leaf_checksum([0x1CA55F45, 0x7D6DD059])
 

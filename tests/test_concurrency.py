@@ -1,6 +1,6 @@
 """Concurrency (issue 6): threads checksumming shared buffers and sharing hash objects get
 exactly the single-threaded results, and two reconciler processes racing on one replica
-never corrupt it (the flock in merkle/replica_lock.py refuses the second one at once).
+never corrupt it (the flock in merkle/replica/lock.py refuses the second one at once).
 
 Buffers above GIL_RELEASE_THRESHOLD are checksummed with the GIL released, so these threads
 really run the kernels at the same time on the 2-vCPU CI machine.
@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 import merkle
-from merkle.replica_scan import scan_container
+from merkle.replica.scan import scan_container
 
-from merkle.replica_generate import block_data
+from merkle.replica.generate import block_data
 
 from replica_helpers import make_cluster
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from merkle.blockmeta import ContainerMeta
-from merkle.treefile import tree_from_bytes
+from merkle.replica.crcmerkle.blockmeta import ContainerMeta
+from merkle.trees.treefile import tree_from_bytes
 
 from replica_helpers import file_sizes, full_round, make_cluster
 from test_replica_reconcile import assert_converged

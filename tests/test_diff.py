@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import merkle
-from merkle import treediff as diff_mod
-from merkle.treediff import compare_replicas, diff
+from merkle.trees import diff as diff_mod
+from merkle.trees.diff import compare_replicas, diff
 
 from treespec import BAD, OK, tree
 
@@ -166,7 +166,7 @@ def test_scenario_grid(mb, mc, cc):
     # the other way round the healthy replica needs nothing from the damaged one
     assert not diff(peer, ours).needs_repair
     # and the repaired tree equals the healthy one
-    from merkle.treemerge import apply_repair
+    from merkle.trees.merge import apply_repair
     assert apply_repair(r).data_checksum == peer.data_checksum
 
 

@@ -55,8 +55,8 @@ def test_parser_seeds_are_valid_inputs():
     checks live) and the targets accept them."""
     from fuzz import fuzz_parsers as fp
     from fuzz.__main__ import seed_files
-    from merkle.blockmeta import ContainerMeta
-    from merkle.treefile import tree_from_bytes
+    from merkle.replica.crcmerkle.blockmeta import ContainerMeta
+    from merkle.trees.treefile import tree_from_bytes
     trees = seed_files("tree") + fp.seeds_tree()
     metas = seed_files("blockmeta") + fp.seeds_blockmeta()
     assert len(trees) >= 6 and len(metas) >= 4

@@ -51,7 +51,7 @@ CALLS = {
     "each bad item": lambda b: merkle.checksum_each([b, "x"]),
     "hash": lambda b: merkle.CRC32C(b).update(b),
     "hash copy": lambda b: merkle.CRC32(b).copy().digest(),
-    "tree decode": lambda b: merkle.treefile.tree_from_bytes(b),
+    "tree decode": lambda b: merkle.trees.treefile.tree_from_bytes(b),
     "bad algorithm": lambda b: merkle.checksum_windows(b, 10, algorithm="md5"),
 }
 

@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from merkle import ozone
-from merkle.treediff import diff
-from merkle.treemerge import apply_repair, merge, reconcile
-from merkle.tree import ContainerTree
+from merkle.trees.diff import diff
+from merkle.trees.merge import apply_repair, merge, reconcile
+from merkle.trees.model import ContainerTree
 
 from treespec import BAD, OK, tree
 
@@ -242,7 +242,7 @@ def test_one_round_converges_with_an_intact_replica(case):
                           st.booleans()), max_size=30),
        st.booleans())
 def test_no_holes_matches_a_simple_loop(rows, huge):
-    from merkle.treemerge import _no_holes
+    from merkle.trees.merge import _no_holes
     rows = sorted(set(rows), key=lambda r: (r[0], r[1]))
     seen, uniq = set(), []
     for r in rows:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import merkle
 from merkle import ozone
-from merkle.tree import ContainerTree
+from merkle.trees.model import ContainerTree
 from reference import crc_prefixes
 
 

@@ -16,9 +16,9 @@ import tracemalloc
 import pytest
 
 from merkle import _native
-from merkle.blockmeta import ContainerMeta
-from merkle.replica_errors import BlockMetaError
-from merkle.treefile import TreeFileError, tree_from_bytes
+from merkle.replica.crcmerkle.blockmeta import ContainerMeta
+from merkle.replica.errors import BlockMetaError
+from merkle.trees.treefile import TreeFileError, tree_from_bytes
 
 #: bytes allocated per input byte, at most, when decoding a `.tree` (columns + transient
 #: copies made while validating; measured 25x for blocks, 37.5x for chunks); the final

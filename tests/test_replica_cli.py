@@ -6,8 +6,8 @@ import json
 import os
 
 from merkle.cli import main
-from merkle.replica_layout import container_paths
-from merkle.replica_lock import ReplicaLock
+from merkle.replica.crcmerkle.layout import container_paths
+from merkle.replica.lock import ReplicaLock
 
 
 def run(capsys, *argv):

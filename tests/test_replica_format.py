@@ -9,15 +9,16 @@ import numpy as np
 import pytest
 
 import merkle
-from merkle.blockmeta import (CRC32, CRC32C, FORMAT_VERSION, MAGIC, NONE, BlockMeta, ChunkMeta,
-                              ContainerMeta, read_blockmeta, write_blockmeta)
-from merkle.ozone import format_checksum
-from merkle.replica_errors import (BlockMetaError, NotAReplicaError, ReplicaLockedError,
+from merkle.replica.crcmerkle.blockmeta import (CRC32, CRC32C, FORMAT_VERSION, MAGIC, NONE,
+                                                BlockMeta, ChunkMeta, ContainerMeta, read_blockmeta,
+                                                write_blockmeta)
+from merkle.trees.ozone import format_checksum
+from merkle.replica.errors import (BlockMetaError, NotAReplicaError, ReplicaLockedError,
                                    WriterError)
-from merkle.replica_layout import container_paths, find_containers
-from merkle.replica_lock import ReplicaLock
-from merkle.replica_writer import ContainerWriter
-from merkle.treefile import read_tree
+from merkle.replica.crcmerkle.layout import container_paths, find_containers
+from merkle.replica.lock import ReplicaLock
+from merkle.replica.crcmerkle.writer import ContainerWriter
+from merkle.trees.treefile import read_tree
 
 GOLDEN = Path(__file__).parent / "data" / "replica_blockmeta_v1.blocks"
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from merkle.replica_generate import (DEFAULT_FAULTS, FAULT_TYPES, GeneratorError, block_data,
+from merkle.replica.generate import (DEFAULT_FAULTS, FAULT_TYPES, GeneratorError, block_data,
                                      parse_faults)
 
 from replica_helpers import make_cluster, snapshot

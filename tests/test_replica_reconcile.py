@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from merkle.replica_errors import ReplicaLockedError
-from merkle.replica_generate import FAULT_TYPES
-from merkle.replica_layout import container_paths
-from merkle.replica_lock import ReplicaLock
-from merkle.replica_reconcile import reconcile, reconcile_round, replica_groups
-from merkle.replica_scan import scan_container
-from merkle.treefile import read_tree
+from merkle.replica.errors import ReplicaLockedError
+from merkle.replica.generate import FAULT_TYPES
+from merkle.replica.crcmerkle.layout import container_paths
+from merkle.replica.lock import ReplicaLock
+from merkle.replica.reconcile import reconcile, reconcile_round, replica_groups
+from merkle.replica.scan import scan_container
+from merkle.trees.treefile import read_tree
 
 from replica_helpers import (check_data, container_values, file_sizes, full_round, make_cluster,
                              scan_all, snapshot, unrepairable)
@@ -278,7 +278,7 @@ def test_crash_between_data_and_metadata_leaves_a_repairable_replica(tmp_path):
 
 def test_torn_chunk_write_then_rerun_converges(tmp_path, monkeypatch):
     """The process dies inside a pwrite, half a chunk on disk (a torn write)."""
-    import merkle.replica_reconcile as rr
+    import merkle.replica.reconcile as rr
     root = tmp_path / "c"
     m = make_cluster(root, "bitflip,missing-chunks", containers=1, seed=12)
     real = os.pwrite
@@ -307,7 +307,7 @@ def test_crash_test_covers_many_steps(tmp_path):
 def test_two_healthy_copies_that_differ_are_reported(tmp_path):
     """A write-path divergence: each replica's chunk matches its own checksums, the values
     differ. Nothing is copied; the reason names the peer."""
-    from merkle.replica_writer import ContainerWriter
+    from merkle.replica.crcmerkle.writer import ContainerWriter
     reps = []
     for i, payload in enumerate([b"a" * 9000, b"b" * 9000]):
         root = tmp_path / f"dn{i}" / "vol0" / "4"

@@ -7,12 +7,12 @@ import os
 
 import pytest
 
-from merkle.replica_generate import FAULT_TYPES
-from merkle.replica_scan import (CORRUPT_CHUNK, INCONSISTENT_CHUNK_LENGTH, MISSING_CHUNK,
+from merkle.replica.generate import FAULT_TYPES
+from merkle.replica.scan import (CORRUPT_CHUNK, INCONSISTENT_CHUNK_LENGTH, MISSING_CHUNK,
                                  RateLimiter, scan_container)
-from merkle.replica_scan import scan_container as _scan_container
-from merkle.replica_writer import ContainerWriter
-from merkle.treefile import read_tree
+from merkle.replica.scan import scan_container as _scan_container
+from merkle.replica.crcmerkle.writer import ContainerWriter
+from merkle.trees.treefile import read_tree
 
 from replica_helpers import expected_keys, found_keys, make_cluster, scan_all
 
@@ -132,7 +132,7 @@ def test_stored_tombstone_survives_a_scan(tmp_path):
 
 def test_rate_limiter_paces_without_timing(monkeypatch):
     """The limiter asks for the sleeps a 1 MB/s budget implies (clock and sleep faked)."""
-    import merkle.replica_scan as rs
+    import merkle.replica.scan as rs
     now = [100.0]
     slept = []
     monkeypatch.setattr(rs.time, "monotonic", lambda: now[0])

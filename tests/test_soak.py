@@ -1,5 +1,5 @@
-"""The soak (merkle/soak.py, `crcmerkle soak`): a few rounds pass, and the soak's checks fail
-when the scanner misses a fault or the reconciler repairs nothing (they can fail)."""
+"""The soak (merkle/replica/soak.py, `crcmerkle soak`): a few rounds pass, and the soak's checks
+fail when the scanner misses a fault or the reconciler repairs nothing (they can fail)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-import merkle.replica_reconcile as rr
-import merkle.replica_scan as rs
+import merkle.replica.reconcile as rr
+import merkle.replica.scan as rs
 from merkle.cli import main
-from merkle.soak import run_soak
+from merkle.replica.soak import run_soak
 
 
 def test_a_few_rounds_pass_with_every_fault_type(tmp_path):

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import merkle
 from merkle import ozone
-from merkle.tree import ContainerTree, TreeBuilder
+from merkle.trees.model import ContainerTree, TreeBuilder
 
 
 def test_from_columns_sorts_stably_and_last_row_wins():

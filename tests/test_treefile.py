@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ozone_proto
-from merkle import treefile
-from merkle.tree import ContainerTree
-from merkle.treefile import TreeFileError, read_tree, tree_path, write_tree
+from merkle.trees import treefile
+from merkle.trees.model import ContainerTree
+from merkle.trees.treefile import TreeFileError, read_tree, tree_path, write_tree
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = {

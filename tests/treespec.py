@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from merkle.tree import TreeBuilder
+from merkle.trees.model import TreeBuilder
 
 OK, BAD = True, False
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from merkle.cli import main
-from merkle.replica_generate import generate_cluster, parse_faults
+from merkle.replica.generate import generate_cluster, parse_faults
 
 
 @pytest.fixture(scope="module")

@@ -17,9 +17,9 @@ import pyarrow as pa
 import pytest
 
 import merkle
-from merkle.replica_generate import generate_cluster, parse_faults
-from merkle.replica_layout import find_containers
-from merkle.replica_scan import scan_container
+from merkle.replica.generate import generate_cluster, parse_faults
+from merkle.replica.crcmerkle.layout import find_containers
+from merkle.replica.scan import scan_container
 from spark_udfs import tables as T
 from spark_udfs.diff import diff_chunks, diff_scan, repair_plan
 from spark_udfs.report import build_report, format_text

@@ -12,8 +12,8 @@ from typing import Any, Dict, List
 
 from merkle.cli import (EXIT_FAILURE, EXIT_USAGE, CLIError, positive_int, positive_size,
                         print_error)
-from merkle.ozone import format_checksum
-from merkle.replica_errors import ReplicaError
+from merkle.trees.ozone import format_checksum
+from merkle.replica.errors import ReplicaError
 
 DESCRIPTION = """\
 Scan container replicas: read every chunk window by window, recompute its checksums with the
@@ -70,8 +70,8 @@ def _bar(paths: List[str], enabled: bool) -> Any:
     try:
         from tqdm import tqdm
 
-        from merkle.blockmeta import read_blockmeta
-        from merkle.replica_layout import find_containers
+        from merkle.replica.crcmerkle.blockmeta import read_blockmeta
+        from merkle.replica.crcmerkle.layout import find_containers
     except ImportError:
         return None
     total = 0
@@ -89,7 +89,7 @@ def _bar(paths: List[str], enabled: bool) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from merkle.replica_scan import DEFAULT_BUFFER_SIZE, ScanResult, scan_paths
+    from merkle.replica.scan import DEFAULT_BUFFER_SIZE, ScanResult, scan_paths
 
     for p in args.paths:
         if not os.path.exists(p):

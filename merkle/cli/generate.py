@@ -17,10 +17,10 @@ report for each replica. The same --seed gives the same bytes."""
 
 
 def _epilog() -> str:
-    from merkle.replica_generate import DEFAULT_FAULTS, FAULT_TYPES
+    from merkle.replica.generate import DEFAULT_FAULTS, FAULT_TYPES
     return (f"fault types: {', '.join(FAULT_TYPES)}\n"
             f"--faults default = {DEFAULT_FAULTS}\n"
-            "see merkle/replica_generate.py for what each one does and reports")
+            "see merkle/replica/generate.py for what each one does and reports")
 
 
 
@@ -65,7 +65,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from merkle.replica_generate import GeneratorConfig, GeneratorError, generate_cluster, \
+    from merkle.replica.generate import GeneratorConfig, GeneratorError, generate_cluster, \
         parse_faults
     try:
         cfg = GeneratorConfig(

@@ -14,8 +14,8 @@ import os
 from types import TracebackType
 from typing import Optional, Type
 
-from merkle.replica_errors import ReplicaLockedError
-from merkle.replica_layout import ContainerPaths
+from merkle.replica.errors import ReplicaLockedError
+from merkle.replica.crcmerkle.layout import ContainerPaths
 
 try:
     import fcntl

@@ -9,8 +9,8 @@ import sys
 from typing import Any, Dict, List
 
 from merkle.cli import EXIT_FAILURE, EXIT_USAGE, CLIError, print_error
-from merkle.ozone import format_checksum
-from merkle.replica_errors import ReplicaError
+from merkle.trees.ozone import format_checksum
+from merkle.replica.errors import ReplicaError
 
 DESCRIPTION = """\
 Repair the replica CONTAINER from each PEER in turn: diff the trees, copy the missing and
@@ -76,7 +76,7 @@ def _print(r: Any) -> None:
 
 def _report_jobs(path: str) -> List[List[str]]:
     """[target, peer...] per command of a Spark report file, in round order."""
-    from merkle.replica_reconcile import jobs_from_report
+    from merkle.replica.reconcile import jobs_from_report
 
     try:
         with open(path, encoding="utf-8") as f:
@@ -91,8 +91,8 @@ def _report_jobs(path: str) -> List[List[str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from merkle.replica_reconcile import reconcile, replica_groups
-    from merkle.treefile import read_tree
+    from merkle.replica.reconcile import reconcile, replica_groups
+    from merkle.trees.treefile import read_tree
 
     jobs: List[List[str]] = []
     if args.report:

@@ -1,7 +1,7 @@
 """Fault-injection soak: generate, scan, reconcile, verify against the ground truth, repeat.
 
 Each round (seeded from the soak seed and the round number, so any round replays alone):
-  1. generate a cluster (merkle.replica_generate) with a random shape and a random fault
+  1. generate a cluster (merkle.replica.generate) with a random shape and a random fault
      mix; faults that do not fit the cluster are dropped one at a time until it does;
   2. scan every replica as a datanode would (trees stored) and compare the findings with the
      manifest's expected errors: an expected error not found is a *miss*, a finding no fault
@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from merkle.replica_generate import (FAULT_TYPES, GeneratorConfig, GeneratorError, block_data,
+from merkle.replica.generate import (FAULT_TYPES, GeneratorConfig, GeneratorError, block_data,
                                      generate_cluster)
-from merkle.replica_reconcile import reconcile_round, replica_groups
-from merkle.replica_scan import CORRUPT_CHUNK, scan_container, scan_paths
+from merkle.replica.reconcile import reconcile_round, replica_groups
+from merkle.replica.scan import CORRUPT_CHUNK, scan_container, scan_paths
 
 __all__ = ["RoundResult", "SoakReport", "random_faults", "run_round", "run_soak"]
 

@@ -22,8 +22,8 @@ from typing import Optional
 import numpy as np
 
 from merkle import _native
-from merkle.treediff import DiffReport, diff
-from merkle.tree import ContainerTree
+from merkle.trees.diff import DiffReport, diff
+from merkle.trees.model import ContainerTree
 
 __all__ = ["apply_repair", "merge", "reconcile"]
 

@@ -1,12 +1,14 @@
-"""The `crcmerkle` command line: a thin router over subcommands defined in small modules.
+"""Layer 4, the `crcmerkle` command line: this router (main, CLIError, exit codes, argument
+types) and one module per verb (checksum, bench, tree, generate, scan, reconcile, spark, soak).
+May import every lower layer (merkle core, merkle.trees, merkle.replica) and spark_udfs.
 
 Each module listed in COMMAND_MODULES provides `add_parser(subparsers)`, which adds one
 subcommand and sets its handler with `parser.set_defaults(func=handler)`; the handler takes
-the parsed namespace and returns an exit status. To add a command (tree, scan, reconcile,
-spark, ...), write `merkle/cli_<name>.py` with that function and list it here (or call
-`register()` before `main()`). Handlers report failures by raising `CLIError`; `main()` turns
-it, and any OSError, into one line `crcmerkle: error: ...` on stderr, never a traceback
-(set CRCMERKLE_DEBUG=1 to see tracebacks of unexpected errors).
+the parsed namespace and returns an exit status. To add a command, write
+`merkle/cli/<name>.py` with that function and list it here (or call `register()` before
+`main()`). Handlers report failures by raising `CLIError`; `main()` turns it, and any OSError,
+into one line `crcmerkle: error: ...` on stderr, never a traceback (set CRCMERKLE_DEBUG=1 to
+see tracebacks of unexpected errors).
 """
 
 from __future__ import annotations
@@ -21,14 +23,14 @@ PROG = "crcmerkle"
 
 #: Modules that each contribute one subcommand, in the order `--help` lists them.
 COMMAND_MODULES: List[str] = [
-    "merkle.cli_checksum",
-    "merkle.cli_bench",
-    "merkle.cli_tree",
-    "merkle.cli_generate",
-    "merkle.cli_scan",
-    "merkle.cli_reconcile",
-    "merkle.cli_spark",
-    "merkle.cli_soak",
+    "merkle.cli.checksum",
+    "merkle.cli.bench",
+    "merkle.cli.tree",
+    "merkle.cli.generate",
+    "merkle.cli.scan",
+    "merkle.cli.reconcile",
+    "merkle.cli.spark",
+    "merkle.cli.soak",
 ]
 
 #: Exit status for usage errors (bad flags, bad values), as argparse uses.
@@ -65,7 +67,7 @@ def positive_int(text: str) -> int:
 
 def positive_size(text: str) -> int:
     """argparse type: a byte count > 0, with an optional unit (512, 16KiB, 5MiB)."""
-    from merkle.benchmarking import parse_size
+    from merkle.cli.benchmarking import parse_size
 
     try:
         value = parse_size(text)

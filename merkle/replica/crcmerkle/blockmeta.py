@@ -46,8 +46,8 @@ from typing import Dict, Iterable, List, Optional, Tuple, Union
 import numpy as np
 
 from merkle import _native
-from merkle.replica_errors import BlockMetaError
-from merkle.replica_io import write_atomic
+from merkle.replica.errors import BlockMetaError
+from merkle.replica.fileio import write_atomic
 
 __all__ = ["ALGORITHM_TYPES", "BlockMeta", "CHECKSUM_SIZES", "CRC32", "CRC32C", "ChunkMeta",
            "ContainerMeta", "FORMAT_VERSION", "MAGIC", "MD5", "NONE", "SHA256", "TYPE_NAMES",

@@ -1,6 +1,6 @@
 """How the scanner reads a replica's files, wherever they are.
 
-The scanner (merkle.replica_scan) needs four things of a replica: its block-metadata bytes,
+The scanner (merkle.replica.scan) needs four things of a replica: its block-metadata bytes,
 its stored `.tree` bytes, and each block file opened for positional reads into a buffer the
 scanner owns. `ReplicaFiles` is that interface; `LocalReplicaFiles` implements it for a
 directory with os.preadv (no copy, no shared file position), and spark_udfs.fs implements it
@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 from typing import Optional, Protocol
 
-from merkle.replica_io import pread_into
-from merkle.replica_layout import ContainerPaths
+from merkle.replica.fileio import pread_into
+from merkle.replica.crcmerkle.layout import ContainerPaths
 
 __all__ = ["BlockFile", "LocalReplicaFiles", "ReplicaFiles"]
 

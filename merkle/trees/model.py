@@ -19,10 +19,11 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 import numpy as np
 
 from merkle import _native
-from merkle.ozone import (DEFAULT_ALGORITHM, DEFAULT_BYTES_PER_CHECKSUM, format_checksum,
-                          window_values)
+from merkle.trees.ozone import (DEFAULT_ALGORITHM, DEFAULT_BYTES_PER_CHECKSUM, format_checksum,
+                                window_values)
 
-__all__ = ["BlockView", "ChunkView", "ContainerTree", "TreeBuilder"]
+__all__ = ["BlockView", "ChunkView", "ContainerTree", "TreeBuilder", "TreeFileError",
+           "tree_from_bytes", "tree_to_bytes"]
 
 _I64 = np.int64
 
@@ -376,18 +377,115 @@ class ContainerTree:
         container_id = fields.pop("container_id", self.container_id)
         return ContainerTree(container_id, **fields)
 
-    # ---- wire format ---------------------------------------------------------------------
+    # ---- wire format (see merkle.trees.treefile for the message layout) ----------------
 
     def to_bytes(self) -> bytes:
         """The `.tree` file content: ContainerChecksumInfo, byte-identical to Ozone's."""
-        from merkle.treefile import tree_to_bytes
         return tree_to_bytes(self)
 
     @classmethod
     def from_bytes(cls, data: Any, *, source: Optional[str] = None) -> "ContainerTree":
         """Parse ContainerChecksumInfo bytes; raises TreeFileError (a ValueError)."""
-        from merkle.treefile import tree_from_bytes
         return tree_from_bytes(data, source=source)
+
+
+# ---- the `.tree` encoding (ContainerChecksumInfo), natively -------------------------------
+
+_BLOCK_DEFAULT = 0b011  # blockID + dataChecksum (+ deleted when true)
+_CHUNK_DEFAULT = 0b1111
+
+
+class TreeFileError(ValueError):
+    """A `.tree` file (or bytes) that is not a readable ContainerChecksumInfo.
+
+    `path` names the file (None for bytes), `reason` says what is wrong, `offset` is the byte
+    offset of the problem when known.
+    """
+
+    def __init__(self, reason: str, path: Optional[str] = None, offset: Optional[int] = None):
+        self.path = path
+        self.reason = reason
+        self.offset = offset
+        where = f" at byte {offset}" if offset is not None else ""
+        prefix = f"{path}: " if path else ""
+        super().__init__(f"{prefix}not a valid container checksum tree: {reason}{where}")
+
+
+def tree_to_bytes(tree: ContainerTree) -> bytes:
+    wire = tree._wire or {}
+    return _native._ozt_encode(
+        wire.get("has_container_id", True), tree.container_id, wire.get("has_tree", True),
+        tree.data_checksum is not None, tree.data_checksum or 0,
+        tree.block_id, tree.block_value, tree.block_deleted.view(np.uint8),
+        wire.get("block_present"), tree.block_chunk_start, tree.chunk_offset,
+        tree.chunk_length, tree.chunk_value, tree.chunk_matches.view(np.uint8),
+        wire.get("chunk_present"))
+
+
+def tree_from_bytes(data: Any, *, source: Optional[str] = None) -> ContainerTree:
+    """Parse ContainerChecksumInfo bytes. Raises TreeFileError for empty, truncated, corrupt
+    or foreign input (naming `source`, e.g. the file, if given)."""
+    if len(memoryview(data)) == 0:
+        raise TreeFileError("empty (Ozone treats an empty file as no tree)", source)
+    try:
+        cols = _native._ozt_decode(data)
+    except _native._OzoneDecodeError as exc:
+        offset, what = exc.args
+        raise TreeFileError(what, source, offset) from None
+    if not cols["has_container_id"] and not cols["has_tree"]:
+        raise TreeFileError("no containerID and no containerMerkleTree field "
+                            "(foreign or unrelated protobuf data)", source)
+    bp, cp = cols["block_present"], cols["chunk_present"]
+    bdel = cols["block_deleted"].view(np.bool_)
+    block_default = np.where(bdel, _BLOCK_DEFAULT | 4, _BLOCK_DEFAULT).astype(np.uint8)
+    wire = {
+        "has_container_id": cols["has_container_id"], "has_tree": cols["has_tree"],
+        "block_present": None if np.array_equal(bp, block_default) else bp,
+        "chunk_present": None if bool(np.all(cp == _CHUNK_DEFAULT)) else cp,
+    }
+    kwargs = dict(
+        data_checksum=cols["data_checksum"] if cols["has_data_checksum"] else None,
+        block_id=cols["block_id"], block_value=cols["block_value"], block_deleted=bdel,
+        block_chunk_start=cols["block_chunk_start"], chunk_offset=cols["chunk_offset"],
+        chunk_length=cols["chunk_length"], chunk_value=cols["chunk_value"],
+        chunk_matches=cols["chunk_matches"].view(np.bool_))
+    try:
+        tree = ContainerTree(cols["container_id"], validate=True, **kwargs)
+    except ValueError:
+        # Not in Ozone's order (or duplicate IDs/offsets): normalise as Ozone's maps would
+        # (sorted, the later entry wins); such a tree is then written back in Ozone's form.
+        tree = _normalised(cols["container_id"], kwargs)
+        wire["block_present"] = wire["chunk_present"] = None
+    tree._wire = wire if any(v is not None for v in (wire["block_present"], wire["chunk_present"])) \
+        or not (wire["has_container_id"] and wire["has_tree"]) else None
+    return tree
+
+
+def _normalised(container_id: int, kw: dict) -> ContainerTree:
+    cs = kw["block_chunk_start"]
+    nb = kw["block_id"].shape[0]
+    counts = np.diff(cs)
+    row_block = np.repeat(np.arange(nb, dtype=np.int64), counts)
+    # Sort blocks (stable; the later duplicate wins), then chunks by (block rank, offset).
+    bperm = _native._ozt_sort_rows(np.ascontiguousarray(kw["block_id"]))
+    bkeep = np.arange(nb, dtype=np.int64) if bperm is None else bperm
+    rank = np.full(nb, -1, dtype=np.int64)
+    rank[bkeep] = np.arange(bkeep.shape[0], dtype=np.int64)
+    chunk_rank = rank[row_block]
+    live_rows = np.flatnonzero(chunk_rank >= 0)
+    keys = np.ascontiguousarray(chunk_rank[live_rows])
+    offs = np.ascontiguousarray(kw["chunk_offset"][live_rows])
+    cperm = _native._ozt_sort_rows(keys, offs)
+    rows = live_rows if cperm is None else live_rows[cperm]
+    new_counts = np.bincount(chunk_rank[rows], minlength=bkeep.shape[0])
+    start = np.zeros(bkeep.shape[0] + 1, dtype=np.int64)
+    np.cumsum(new_counts, out=start[1:])
+    return ContainerTree(
+        container_id, data_checksum=kw["data_checksum"], block_id=kw["block_id"][bkeep],
+        block_value=kw["block_value"][bkeep], block_deleted=kw["block_deleted"][bkeep],
+        block_chunk_start=start, chunk_offset=kw["chunk_offset"][rows],
+        chunk_length=kw["chunk_length"][rows], chunk_value=kw["chunk_value"][rows],
+        chunk_matches=kw["chunk_matches"][rows])
 
 
 def _add_blocks(ids: np.ndarray, values: np.ndarray, cstart: np.ndarray, deleted_blocks: Any,
@@ -465,7 +563,7 @@ class TreeBuilder:
                   checksum_matches: bool = True) -> int:
         """Add one chunk from its window checksums, its leaf value, or its raw data; returns
         the leaf value. A later chunk at the same (block, offset) replaces an earlier one."""
-        from merkle.ozone import leaf_checksum
+        from merkle.trees.ozone import leaf_checksum
         if sum(x is not None for x in (windows, leaf, data)) != 1:
             raise ValueError("give exactly one of windows, leaf, data")
         if data is not None:

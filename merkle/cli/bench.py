@@ -9,7 +9,7 @@ import sys
 from typing import Any, List
 
 import merkle
-from merkle import benchmarking as bm
+from merkle.cli import benchmarking as bm
 from merkle.cli import CLIError
 
 DESCRIPTION = """\

@@ -10,7 +10,7 @@ import sys
 from typing import Any, BinaryIO, Dict, List, Optional
 
 import merkle
-from merkle.benchmarking import MiB
+from merkle.cli.benchmarking import MiB
 from merkle.cli import EXIT_FAILURE, positive_size, print_error
 
 #: Read size; with --bytes-per-checksum it is rounded down to a multiple of N (at least N)

@@ -7,7 +7,7 @@ one native call per read with the chunk's own type (`checksum_windows(..., out=.
 observed checksums are compared with the recorded ones in one numpy comparison. The tree is
 built from the *observed* checksums (Ozone's rule: corruption changes the leaf and everything
 above it), with `checksum_matches` false unless every window and the length match; it is then
-merged into the stored tree (tombstones win; merkle.treemerge.merge) and written atomically
+merged into the stored tree (tombstones win; merkle.trees.merge.merge) and written atomically
 when it changed.
 
 Errors (ScanError.kind):
@@ -42,17 +42,18 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 import numpy as np
 
 from merkle import _native
-from merkle.blockmeta import (CHECKSUM_SIZES, CRC32, CRC32C, NONE, SHA256, BlockMeta,
-                              ChunkMeta, ContainerMeta, decode_blockmeta)
-from merkle.ozone import format_checksum
-from merkle.replica_errors import BlockMetaError, ReplicaError
-from merkle.replica_files import BlockFile, LocalReplicaFiles, ReplicaFiles
-from merkle.replica_layout import (META_SUFFIX, TREE_SUFFIX, ContainerPaths, ReplicaLocation,
-                                   container_paths, find_containers)
-from merkle.replica_lock import ReplicaLock
-from merkle.tree import ContainerTree
-from merkle.treefile import TreeFileError, tree_from_bytes, write_tree
-from merkle.treemerge import merge
+from merkle.replica.crcmerkle.blockmeta import (CHECKSUM_SIZES, CRC32, CRC32C, NONE, SHA256,
+                                                BlockMeta, ChunkMeta, ContainerMeta,
+                                                decode_blockmeta)
+from merkle.trees.ozone import format_checksum
+from merkle.replica.errors import BlockMetaError, ReplicaError
+from merkle.replica.files import BlockFile, LocalReplicaFiles, ReplicaFiles
+from merkle.replica.crcmerkle.layout import (META_SUFFIX, TREE_SUFFIX, ContainerPaths,
+                                             ReplicaLocation, container_paths, find_containers)
+from merkle.replica.lock import ReplicaLock
+from merkle.trees.model import ContainerTree
+from merkle.trees.treefile import TreeFileError, tree_from_bytes, tree_to_bytes, write_tree
+from merkle.trees.merge import merge
 
 __all__ = ["CORRUPT_CHUNK", "INCONSISTENT_CHUNK_LENGTH", "METADATA_CORRUPT",
            "METADATA_MISSING", "MISSING_CHUNK", "MISSING_DATA_FILE", "RateLimiter",
@@ -434,7 +435,7 @@ def scan_container(path: PathLike, *, write_tree: bool = True, workers: int = 1,
 def scan_files(files: ReplicaFiles, *, workers: int = 1,
                limiter: Optional[RateLimiter] = None, progress: Optional[ProgressFn] = None,
                buffer_size: int = DEFAULT_BUFFER_SIZE) -> ScanResult:
-    """Scan a replica read through `files` (merkle.replica_files: a local directory, or a
+    """Scan a replica read through `files` (merkle.replica.files: a local directory, or a
     remote store as spark_udfs.fs provides) without writing anything: the same checks,
     errors and trees as scan_container(..., write_tree=False)."""
     return _scan(files, False, max(1, int(workers)), limiter, progress, buffer_size)
@@ -488,7 +489,7 @@ def _scan(source: Union[ContainerPaths, ReplicaFiles], write: bool, workers: int
         if not isinstance(files, LocalReplicaFiles):
             raise ValueError("only a local replica's tree can be written")
         paths = files.paths
-        data = merged.to_bytes()
+        data = tree_to_bytes(merged)
         if data != raw:
             paths.metadata_dir.mkdir(exist_ok=True)
             write_tree(merged, paths.tree)

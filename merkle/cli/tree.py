@@ -79,7 +79,7 @@ def _usage(p: argparse.ArgumentParser) -> int:
 
 
 def _read(path: str, **kw: Any):
-    from merkle.treefile import TreeFileError, read_tree
+    from merkle.trees.treefile import TreeFileError, read_tree
     try:
         return read_tree(path, **kw)
     except TreeFileError as exc:
@@ -89,7 +89,7 @@ def _read(path: str, **kw: Any):
 
 
 def _show(args: argparse.Namespace) -> int:
-    from merkle.ozone import format_checksum
+    from merkle.trees.ozone import format_checksum
     tree = _read(args.file)
     if args.json:
         json.dump(tree.to_dict(), sys.stdout)
@@ -117,7 +117,7 @@ def _fmt_chunks(d: Dict[int, np.ndarray]) -> List[str]:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from merkle.treediff import diff
+    from merkle.trees.diff import diff
     ours, peer = _read(args.ours), _read(args.peer)
     report = diff(ours, peer)
     if args.json:
@@ -156,8 +156,8 @@ def _diff(args: argparse.Namespace) -> int:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from merkle.treemerge import merge
-    from merkle.treefile import write_tree
+    from merkle.trees.merge import merge
+    from merkle.trees.treefile import write_tree
     stored = _read(args.stored, corrupt_ok=True, missing_ok=True)
     scanned = _read(args.scanned)
     try:
@@ -277,8 +277,8 @@ def _table_columns(cols: Dict[str, List[Any]], path: str) -> Dict[str, Any]:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from merkle.tree import ContainerTree
-    from merkle.treefile import write_tree
+    from merkle.trees.model import ContainerTree
+    from merkle.trees.treefile import write_tree
     fmt = args.format or ("parquet" if args.table.lower().endswith((".parquet", ".pq"))
                           else "csv")
     try:

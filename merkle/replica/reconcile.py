@@ -5,7 +5,7 @@ ever losing data (Ozone's container reconciliation, HDDS-10239).
 into the stored one), then for each peer in turn:
   1. loads the peer's block metadata and tree (the stored `.tree`; when that is missing or
      corrupt, a read-only scan of the peer); an unreadable peer is skipped with its reason;
-  2. diffs (merkle.treediff.diff: what must *we* pull from *this peer*) and plans, block by
+  2. diffs (merkle.trees.diff.diff: what must *we* pull from *this peer*) and plans, block by
      block in offset order, the healthy peer chunks selected as missing blocks, missing
      chunks and corrupt chunks; a block stops at the first chunk that would start beyond the
      local file's end (block files have no holes);
@@ -38,18 +38,18 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from merkle import _native
-from merkle.blockmeta import (CRC32, CRC32C, NONE, SHA256, ChunkMeta, ContainerMeta,
-                              read_blockmeta, write_blockmeta)
-from merkle.ozone import format_checksum
-from merkle.replica_errors import ReplicaError
-from merkle.replica_io import fsync_dir, pread_into
-from merkle.replica_files import LocalReplicaFiles
-from merkle.replica_layout import ContainerPaths, container_paths, find_containers
-from merkle.replica_lock import ReplicaLock
-from merkle.replica_scan import ScanResult, _scan, read_stored_tree
-from merkle.tree import ContainerTree
-from merkle.treediff import DiffReport, diff
-from merkle.treefile import write_tree
+from merkle.replica.crcmerkle.blockmeta import (CRC32, CRC32C, NONE, SHA256, ChunkMeta,
+                                                ContainerMeta, read_blockmeta, write_blockmeta)
+from merkle.trees.ozone import format_checksum
+from merkle.replica.errors import ReplicaError
+from merkle.replica.fileio import fsync_dir, pread_into
+from merkle.replica.files import LocalReplicaFiles
+from merkle.replica.crcmerkle.layout import ContainerPaths, container_paths, find_containers
+from merkle.replica.lock import ReplicaLock
+from merkle.replica.scan import ScanResult, _scan, read_stored_tree
+from merkle.trees.model import ContainerTree
+from merkle.trees.diff import DiffReport, diff
+from merkle.trees.treefile import write_tree
 
 __all__ = ["ChunkCopy", "PeerOutcome", "Problem", "ReconcileResult", "jobs_from_report",
            "reconcile", "reconcile_round"]

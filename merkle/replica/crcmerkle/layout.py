@@ -6,7 +6,7 @@
           chunks/<blockID>.block      one file per block; a chunk's offset is its file offset
           metadata/<containerID>.tree     the Merkle tree (Ozone's ContainerChecksumInfo proto)
           metadata/<containerID>.blocks   block metadata (what Ozone keeps in RocksDB), see
-                                          merkle.blockmeta for the format
+                                          merkle.replica.crcmerkle.blockmeta for the format
           .crcmerkle.lock             advisory lock held while a writer, scanner or
                                       reconciler modifies the replica (see replica_lock)
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, List, Optional, Union
 
-from merkle.replica_errors import NotAReplicaError
+from merkle.replica.errors import NotAReplicaError
 
 __all__ = ["BLOCK_SUFFIX", "ContainerPaths", "LOCK_NAME", "META_SUFFIX", "ReplicaLocation",
            "container_paths", "find_containers", "is_container_dir"]

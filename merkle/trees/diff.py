@@ -22,8 +22,8 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from merkle import _native
-from merkle.ozone import format_checksum
-from merkle.tree import ContainerTree
+from merkle.trees.ozone import format_checksum
+from merkle.trees.model import ContainerTree
 
 __all__ = ["DiffReport", "ReplicaReport", "compare_replicas", "diff"]
 

@@ -1,6 +1,6 @@
 """Throughput measurement of crcmerkle against the installed peer packages (no CLI code here).
 
-Shared by `crcmerkle bench` (merkle/cli_bench.py) and the pytest-benchmark suite in bench/, so
+Shared by `crcmerkle bench` (merkle/cli/bench.py) and the pytest-benchmark suite in bench/, so
 both compare against the same peer registry. Peers that are not installed are simply absent
 from `implementations()`; `missing_peers()` names them so callers can say so.
 

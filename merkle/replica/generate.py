@@ -46,11 +46,11 @@ from typing import Any, Dict, List, Optional, Set, Tuple, Union
 import numpy as np
 
 from merkle import _native
-from merkle.replica_errors import ReplicaError
-from merkle.replica_scan import (CORRUPT_CHUNK, INCONSISTENT_CHUNK_LENGTH, METADATA_CORRUPT,
+from merkle.replica.errors import ReplicaError
+from merkle.replica.scan import (CORRUPT_CHUNK, INCONSISTENT_CHUNK_LENGTH, METADATA_CORRUPT,
                                  METADATA_MISSING, MISSING_CHUNK, MISSING_DATA_FILE,
                                  TREE_CORRUPT, TREE_MISSING)
-from merkle.replica_writer import ContainerWriter
+from merkle.replica.crcmerkle.writer import ContainerWriter
 
 __all__ = ["DEFAULT_FAULTS", "FAULT_TYPES", "GeneratorConfig", "GeneratorError",
            "MANIFEST_NAME", "generate_cluster", "parse_faults"]

@@ -20,14 +20,15 @@ from typing import Dict, List, Optional, Type, Union
 
 import numpy as np
 
-from merkle.blockmeta import ChunkMeta, ContainerMeta, read_blockmeta, write_blockmeta
-from merkle.ozone import DEFAULT_ALGORITHM, DEFAULT_BYTES_PER_CHECKSUM
-from merkle.replica_errors import BlockMetaError, ReplicaError, WriterError
-from merkle.replica_io import fsync_dir
-from merkle.replica_layout import ContainerPaths, container_paths
-from merkle.replica_lock import ReplicaLock
-from merkle.tree import ContainerTree
-from merkle.treefile import TreeFileError, read_tree, write_tree
+from merkle.replica.crcmerkle.blockmeta import (ChunkMeta, ContainerMeta, read_blockmeta,
+                                                write_blockmeta)
+from merkle.trees.ozone import DEFAULT_ALGORITHM, DEFAULT_BYTES_PER_CHECKSUM
+from merkle.replica.errors import BlockMetaError, ReplicaError, WriterError
+from merkle.replica.fileio import fsync_dir
+from merkle.replica.crcmerkle.layout import ContainerPaths, container_paths
+from merkle.replica.lock import ReplicaLock
+from merkle.trees.model import ContainerTree
+from merkle.trees.treefile import TreeFileError, read_tree, write_tree
 
 __all__ = ["ContainerWriter", "DEFAULT_CHUNK_SIZE", "tree_from_meta"]
 
