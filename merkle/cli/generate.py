@@ -18,8 +18,11 @@ report for each replica. The same --seed gives the same bytes."""
 
 def _epilog() -> str:
     from merkle.replica.generate import DEFAULT_FAULTS, FAULT_TYPES
+    from merkle.replica.ozone.generate import OZONE_FAULT_TYPES
     return (f"fault types: {', '.join(FAULT_TYPES)}\n"
-            f"--faults default = {DEFAULT_FAULTS}\n"
+            f"--layout ozone only: {', '.join(OZONE_FAULT_TYPES)}\n"
+            f"--faults default = {DEFAULT_FAULTS} (+ one of each ozone-only fault with "
+            f"--layout ozone)\n"
             "see merkle/replica/generate.py for what each one does and reports")
 
 
@@ -58,6 +61,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="data checksum type (default crc32, Ozone's; mixed: per container)")
     p.add_argument("--faults", default="default", metavar="SPEC",
                    help="TYPE[=COUNT],... or 'none' or 'default' (see below)")
+    p.add_argument("--layout", choices=("crcmerkle", "ozone"), default="crcmerkle",
+                   help="crcmerkle (default): OUT/dn<d>/vol<v>/<containerID> with block "
+                        "metadata in .blocks files; ozone: real datanode volumes "
+                        "(OUT/dn<d>/vol<v>/hdds/..., RocksDB container.db, .container files; "
+                        "needs the ozone extra) with the Ozone-only faults too")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print the manifest")
     p.set_defaults(func=run)
@@ -73,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
             replicas=args.replicas, min_blocks=args.blocks[0], max_blocks=args.blocks[1],
             block_size=args.block_size, chunk_size=args.chunk_size,
             bytes_per_checksum=args.bytes_per_checksum, algorithm=args.algorithm,
-            faults=parse_faults(args.faults), seed=args.seed)
+            faults=parse_faults(args.faults, args.layout), seed=args.seed, layout=args.layout)
         manifest = generate_cluster(args.out, cfg)
     except GeneratorError as exc:
         raise CLIError(str(exc)) from None

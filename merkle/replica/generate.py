@@ -71,19 +71,33 @@ class GeneratorError(ReplicaError):
     """Bad generator parameters, or faults that do not fit the cluster."""
 
 
-def parse_faults(spec: str) -> Dict[str, int]:
-    """'bitflip=2,truncate' -> {'bitflip': 2, 'truncate': 1}; 'none' -> {}; 'default'."""
+#: the generator's layouts: `ozone` writes real datanode volumes (merkle.replica.ozone)
+LAYOUTS = ("crcmerkle", "ozone")
+
+
+def _ozone_fault_types() -> Tuple[str, ...]:
+    from merkle.replica.ozone.generate import OZONE_FAULT_TYPES
+    return OZONE_FAULT_TYPES
+
+
+def parse_faults(spec: str, layout: str = "crcmerkle") -> Dict[str, int]:
+    """'bitflip=2,truncate' -> {'bitflip': 2, 'truncate': 1}; 'none' -> {}; 'default' (for
+    the ozone layout also one of each Ozone-only fault)."""
     spec = spec.strip()
     if spec in ("", "none"):
         return {}
     if spec == "default":
         spec = DEFAULT_FAULTS
+        if layout == "ozone":
+            spec += "," + ",".join(_ozone_fault_types())
+    known = FAULT_TYPES + (_ozone_fault_types() if layout == "ozone" else ())
     out: Dict[str, int] = {}
     for part in spec.split(","):
         name, _, count = part.strip().partition("=")
         name = name.strip()
-        if name not in FAULT_TYPES:
-            raise GeneratorError(f"unknown fault type {name!r} (known: {', '.join(FAULT_TYPES)})")
+        if name not in known:
+            hint = " (an ozone-layout fault)" if name in _ozone_fault_types() else ""
+            raise GeneratorError(f"unknown fault type {name!r}{hint} (known: {', '.join(known)})")
         try:
             n = int(count) if count else 1
         except ValueError:
@@ -110,6 +124,7 @@ class GeneratorConfig:
     algorithm: str = "crc32"  # crc32 | crc32c | mixed
     faults: Dict[str, int] = field(default_factory=dict)
     seed: int = 0
+    layout: str = "crcmerkle"  # crcmerkle | ozone (LAYOUTS)
 
     def validate(self) -> None:
         if min(self.datanodes, self.volumes, self.containers, self.replicas) < 1:
@@ -123,9 +138,12 @@ class GeneratorConfig:
             raise GeneratorError("sizes must be positive")
         if self.algorithm not in ("crc32", "crc32c", "mixed"):
             raise GeneratorError("algorithm must be crc32, crc32c or mixed")
+        if self.layout not in LAYOUTS:
+            raise GeneratorError(f"layout must be one of {', '.join(LAYOUTS)}")
+        known = FAULT_TYPES + (_ozone_fault_types() if self.layout == "ozone" else ())
         for k in self.faults:
-            if k not in FAULT_TYPES:
-                raise GeneratorError(f"unknown fault type {k!r}")
+            if k not in known:
+                raise GeneratorError(f"unknown fault type {k!r} for the {self.layout} layout")
 
 
 @dataclass
@@ -481,10 +499,17 @@ def generate_cluster(out: PathLike, config: Optional[GeneratorConfig] = None, **
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         raise GeneratorError("output directory exists and is not empty", os.fspath(out))
     root.mkdir(parents=True, exist_ok=True)
-    cluster = _Cluster(root, cfg)
+    # the ozone layout: the same content made in the crcmerkle layout, then moved onto
+    # datanode volumes (merkle.replica.ozone.generate)
+    staging = root / ".staging" if cfg.layout == "ozone" else root
+    cluster = _Cluster(staging, cfg)
     cluster.write()
     cluster.inject()
     manifest = cluster.manifest()
+    if cfg.layout == "ozone":
+        from merkle.replica.ozone.generate import convert_cluster
+        ozone = {k: n for k, n in cfg.faults.items() if k in _ozone_fault_types()}
+        manifest = convert_cluster(staging, root, manifest, cfg, ozone)
     (root / MANIFEST_NAME).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return manifest
 

@@ -293,6 +293,8 @@ class _Reader:
             f = files.open_block(block.block_id)
         except FileNotFoundError:
             out.present = False
+            if block.chunks and block.chunks[0].length == 0:
+                return out  # Ozone: no file is expected when the first chunk is empty
             out.errors.append(ScanError(MISSING_DATA_FILE, block.block_id, None,
                                         f"{files.block_name(block.block_id)} does not exist"))
             return out
@@ -450,13 +452,18 @@ def _scan(source: Union[ContainerPaths, ReplicaFiles], write: bool, workers: int
     errors: List[ScanError] = []
     meta: Optional[ContainerMeta]
     meta_name = f"{files.location}/metadata/{files.container_id}{META_SUFFIX}"
+    # a layout that keeps block metadata elsewhere (Ozone: the volume's RocksDB) loads it
+    load_meta = getattr(files, "load_meta", None)
     try:
-        try:
-            raw_meta = files.read_blockmeta()
-        except FileNotFoundError:
-            raise BlockMetaError("block-metadata file is missing", meta_name,
-                                 missing=True) from None
-        meta = decode_blockmeta(raw_meta, meta_name, files.container_id)
+        if load_meta is not None:
+            meta = load_meta()
+        else:
+            try:
+                raw_meta = files.read_blockmeta()
+            except FileNotFoundError:
+                raise BlockMetaError("block-metadata file is missing", meta_name,
+                                     missing=True) from None
+            meta = decode_blockmeta(raw_meta, meta_name, files.container_id)
     except BlockMetaError as exc:
         meta = None
         reason = str(exc)[len(str(exc.path)) + 2:] if exc.path else str(exc)
@@ -508,7 +515,18 @@ def scan_paths(paths: Iterable[PathLike], *, bytes_per_second: Optional[float] =
                **kwargs: Any) -> List[ScanResult]:
     """Scan every replica under each path (replica, volume, datanode, cluster), one rate
     limiter per volume. Errors that stop one replica's scan (lock held, I/O) go to
-    `on_error` (re-raised without it); the other replicas are still scanned."""
+    `on_error` (re-raised without it); the other replicas are still scanned. Paths on Ozone
+    datanode volumes are scanned read-only (merkle.replica.ozone.scan.scan_ozone_paths)."""
+    paths = list(paths)
+    from merkle.replica.ozone.layout import is_ozone_path
+    if paths and all(is_ozone_path(p) for p in paths):
+        try:
+            from merkle.replica.ozone.scan import scan_ozone_paths
+        except ImportError as exc:
+            raise ReplicaError(f"reading Ozone volumes needs {exc.name or 'its extra'}: "
+                               f"pip install 'crcmerkle[ozone]'") from None
+        return scan_ozone_paths(paths, bytes_per_second=bytes_per_second,
+                                on_result=on_result, on_error=on_error, **kwargs)
     locations: List[ReplicaLocation] = []
     for p in paths:
         locations.extend(find_containers(p))

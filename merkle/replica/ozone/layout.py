@@ -1,0 +1,240 @@
+"""Where an Ozone datanode keeps its container replicas (schema V3), and how to find them.
+
+    <R>/                                  one hdds.datanode.dir entry: a volume
+      hdds/VERSION                        Java properties: storageID, clusterID, datanodeUuid, ...
+      hdds/<clusterID>/                   (the only subdirectory on pre-SCM-HA volumes)
+        <storageID>/container.db/         the volume's RocksDB (block metadata of every container)
+        current/containerDir<N>/<id>/     one replica, N = (id >> 9) & 0xFF
+          metadata/<id>.container         YAML descriptor (state, layout, checksum)
+          metadata/<id>.tree              Merkle tree (ContainerChecksumInfo)
+          chunks/<localID>.block          FILE_PER_BLOCK data (layOutVersion 2)
+          chunks/<localID>_chunk_<n>      FILE_PER_CHUNK data (layOutVersion 1)
+
+`find_volumes` accepts a volume root, a directory inside one, a datanode (a directory of
+volumes) or a cluster (a directory of datanodes). Paths are derived from the directory being
+walked, never from the absolute paths recorded in `.container` (a volume may be mounted
+elsewhere when inspected). Files are opened without following symbolic links and must be
+regular files.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Tuple, Union
+
+__all__ = ["HDDS", "OzoneReplica", "OzoneVolume", "container_dir_index", "find_volumes",
+           "is_ozone_path", "open_regular", "read_regular", "read_version"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+HDDS = "hdds"
+VERSION = "VERSION"
+CONTAINER_SUFFIX = ".container"
+TREE_SUFFIX = ".tree"
+BLOCK_SUFFIX = ".block"
+#: a VERSION or .container file is a few hundred bytes; never read more than this
+MAX_SMALL_FILE = 1 << 20
+#: how deep below a given path volumes are looked for (cluster/datanode/volume)
+_MAX_DEPTH = 4
+
+
+def container_dir_index(container_id: int) -> int:
+    """N of `containerDir<N>` (KeyValueContainerLocationUtil)."""
+    return (int(container_id) >> 9) & 0xFF
+
+
+def open_regular(path: PathLike) -> int:
+    """An O_RDONLY descriptor of a regular file, not following a final symbolic link."""
+    fd = os.open(os.fspath(path), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+                 | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(path: PathLike, limit: int = MAX_SMALL_FILE) -> bytes:
+    """A small regular file's bytes (OSError past `limit` bytes: never sized from input)."""
+    fd = open_regular(path)
+    try:
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit} bytes", os.fspath(path))
+    return data
+
+
+def read_version(path: PathLike) -> Dict[str, str]:
+    """A Java properties file as written by Properties.store (`#` comments, key=value)."""
+    out: Dict[str, str] = {}
+    for line in read_regular(path).decode("latin-1").splitlines():
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        key, sep, value = line.partition("=")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
+
+
+@dataclass(frozen=True)
+class OzoneVolume:
+    """One datanode volume (an hdds.datanode.dir entry)."""
+
+    root: Path
+    properties: Dict[str, str]
+    id_dir: Optional[Path]
+    #: why the volume cannot be used (no cluster dir, several candidates), else None
+    problem: Optional[str] = None
+
+    @property
+    def hdds(self) -> Path:
+        return self.root / HDDS
+
+    @property
+    def storage_id(self) -> str:
+        return self.properties.get("storageID", "")
+
+    @property
+    def datanode_uuid(self) -> str:
+        return self.properties.get("datanodeUuid", "")
+
+    @property
+    def db_dir(self) -> Optional[Path]:
+        if self.id_dir is None or not self.storage_id:
+            return None
+        return self.id_dir / self.storage_id / "container.db"
+
+    def replicas(self) -> List["OzoneReplica"]:
+        """Every container directory of the volume, by ID (a non-numeric name is skipped,
+        as Ozone skips it)."""
+        if self.id_dir is None:
+            return []
+        found: List[OzoneReplica] = []
+        current = self.id_dir / "current"
+        try:
+            dirs = sorted(os.scandir(current), key=lambda e: e.name)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        for d in dirs:
+            if not d.name.startswith("containerDir") or not d.is_dir(follow_symlinks=False):
+                continue
+            for c in os.scandir(d.path):
+                cid = _decimal(c.name)
+                if cid is not None and c.is_dir(follow_symlinks=False):
+                    found.append(OzoneReplica(self, cid, Path(c.path)))
+        found.sort(key=lambda r: r.container_id)
+        return found
+
+
+@dataclass(frozen=True)
+class OzoneReplica:
+    """One container replica on an Ozone volume."""
+
+    volume: OzoneVolume
+    container_id: int
+    root: Path
+
+    @property
+    def metadata_dir(self) -> Path:
+        return self.root / "metadata"
+
+    @property
+    def chunks_dir(self) -> Path:
+        return self.root / "chunks"
+
+    @property
+    def container_file(self) -> Path:
+        return self.metadata_dir / f"{self.container_id}{CONTAINER_SUFFIX}"
+
+    @property
+    def tree(self) -> Path:
+        return self.metadata_dir / f"{self.container_id}{TREE_SUFFIX}"
+
+    def block_file(self, local_id: int) -> Path:
+        return self.chunks_dir / f"{int(local_id)}{BLOCK_SUFFIX}"
+
+
+def _decimal(name: str) -> Optional[int]:
+    if not name.isdigit() or not name.isascii():
+        return None
+    value = int(name)
+    return value if str(value) == name else None
+
+
+def _volume(root: Path) -> OzoneVolume:
+    props = read_version(root / HDDS / VERSION)
+    cluster = props.get("clusterID", "")
+    hdds = root / HDDS
+    if cluster and (hdds / cluster).is_dir():
+        return OzoneVolume(root, props, hdds / cluster)
+    subdirs = [Path(e.path) for e in os.scandir(hdds) if e.is_dir(follow_symlinks=False)]
+    if len(subdirs) == 1:  # a volume formatted before SCM HA: the scmID directory
+        return OzoneVolume(root, props, subdirs[0])
+    return OzoneVolume(root, props, None,
+                       f"no {cluster or 'cluster'} directory in {hdds} "
+                       f"({len(subdirs)} candidates)")
+
+
+def _volume_above(p: Path) -> Optional[Tuple[Path, Path]]:
+    """(volume root, p) when p is inside a volume's hdds directory (or is the root)."""
+    for anc in [p, *p.parents]:
+        if (anc / HDDS / VERSION).is_file():
+            return anc, p
+        if anc.name == HDDS and (anc / VERSION).is_file():
+            return anc.parent, p
+    return None
+
+
+def is_ozone_path(path: PathLike) -> bool:
+    """Does `path` hold (or lie inside) Ozone datanode volumes?"""
+    p = Path(os.path.abspath(os.fspath(path)))
+    if _volume_above(p) is not None:
+        return True
+    return any(True for _ in _walk_volumes(p, 0))
+
+
+def _walk_volumes(p: Path, depth: int) -> Iterator[Path]:
+    if (p / HDDS / VERSION).is_file():
+        yield p
+        return
+    if depth >= _MAX_DEPTH:
+        return
+    try:
+        entries = sorted(os.scandir(p), key=lambda e: e.name)
+    except (NotADirectoryError, PermissionError, FileNotFoundError):
+        return
+    for e in entries:
+        if e.is_dir(follow_symlinks=False) and e.name != HDDS:
+            yield from _walk_volumes(Path(e.path), depth + 1)
+
+
+def find_volumes(path: PathLike) -> List[Tuple[OzoneVolume, Optional[Path]]]:
+    """Every volume at, above or under `path`, with the directory inside it that `path`
+    names (None for the whole volume): only replicas under that directory are meant."""
+    p = Path(os.path.abspath(os.fspath(path)))
+    if not p.exists():
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory", os.fspath(path))
+    above = _volume_above(p)
+    if above is not None:
+        root, inner = above
+        return [(_volume(root), None if inner == root else inner)]
+    return [(_volume(v), None) for v in _walk_volumes(p, 0)]
+
+
+def replicas_under(volume: OzoneVolume, inner: Optional[Path]) -> List[OzoneReplica]:
+    """The volume's replicas, limited to those at or under `inner` (or containing it)."""
+    reps = volume.replicas()
+    if inner is None:
+        return reps
+    return [r for r in reps if r.root == inner or inner in r.root.parents
+            or r.root in inner.parents]

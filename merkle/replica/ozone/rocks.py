@@ -1,0 +1,225 @@
+"""Ozone's per-volume RocksDB (`container.db`, schema V3): keys, a read-only view, a writer.
+
+Binding: rocksdict (PyPI; Rust rust-rocksdb with RocksDB bundled, wheels for CPython 3.9-3.13
+on Linux x86_64/aarch64, macOS and Windows). It is the only maintained binding with such
+wheels; it reads raw bytes with `Options(raw_mode=True)`. It writes `rocksdict-config.json`
+into the DB directory on *every* open, read-only and secondary opens included, so a live
+datanode's DB is never opened in place: `VolumeDB` opens a private snapshot instead. SST files
+are immutable, so the snapshot hard-links them (copies them when the snapshot directory is on
+another filesystem) and copies the few small mutable files (CURRENT, MANIFEST-*, the WAL
+`*.log`, IDENTITY). The OPTIONS file is left out on purpose: an OPTIONS file written by a newer
+RocksDB may name options this RocksDB does not know and fail the open; default options read
+any Ozone DB (Ozone's own `ldb` tool opens it that way). If the live DB replaced its MANIFEST
+or compacted an SST away while the snapshot was taken, the snapshot is taken again.
+
+Keys (DatanodeSchemaThreeDBDefinition): 8-byte big-endian container ID, the separator `|`,
+then ASCII text: the decimal localID in `block_data`, `#BLOCKCOUNT` etc. in `metadata`
+(values 8-byte big-endian longs).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import struct
+import tempfile
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+
+__all__ = ["BLOCK_DATA", "COLUMN_FAMILIES", "METADATA", "VolumeDB", "VolumeDBError",
+           "block_key", "container_prefix", "write_volume_db"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+BLOCK_DATA = "block_data"
+METADATA = "metadata"
+#: the column families of a schema-V2/V3 datanode DB (besides `default`)
+COLUMN_FAMILIES = (BLOCK_DATA, METADATA, "delete_txns", "finalize_blocks", "last_chunk_info")
+SEPARATOR = b"|"
+#: mutable files of a RocksDB directory that the snapshot copies (everything else that is
+#: not skipped is an immutable table or blob file and is hard-linked)
+_SKIP_PREFIXES = ("LOCK", "LOG", "OPTIONS-", "rocksdict-config.json")
+_IMMUTABLE_SUFFIXES = (".sst", ".blob")
+_SNAPSHOT_ATTEMPTS = 5
+
+
+class VolumeDBError(Exception):
+    """The volume's DB cannot be opened or read (one line, names the DB)."""
+
+
+def container_prefix(container_id: int) -> bytes:
+    return struct.pack(">q", int(container_id)) + SEPARATOR
+
+
+def block_key(container_id: int, local_id: int) -> bytes:
+    return container_prefix(container_id) + str(int(local_id)).encode("ascii")
+
+
+def _rocksdict() -> Any:
+    try:
+        import rocksdict
+    except ImportError:
+        raise VolumeDBError("reading Ozone volumes needs rocksdict: pip install "
+                            "'crcmerkle[ozone]'") from None
+    return rocksdict
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst, follow_symlinks=False)
+    except OSError:
+        shutil.copyfile(src, dst, follow_symlinks=False)
+
+
+def _take_snapshot(db_dir: str, dest: str) -> None:
+    """Hard-link/copy a consistent view of `db_dir` into the empty directory `dest`."""
+    with open(os.path.join(db_dir, "CURRENT"), "rb") as f:
+        current = f.read(4096)
+    for entry in os.scandir(db_dir):
+        name = entry.name
+        if name.startswith(_SKIP_PREFIXES) or not entry.is_file(follow_symlinks=False):
+            continue  # locks, logs, options, our binding's config, links and directories
+        src, dst = entry.path, os.path.join(dest, name)
+        if name.endswith(_IMMUTABLE_SUFFIXES):
+            _link_or_copy(src, dst)
+        else:
+            shutil.copyfile(src, dst, follow_symlinks=False)
+    with open(os.path.join(db_dir, "CURRENT"), "rb") as f:
+        if f.read(4096) != current:
+            raise FileNotFoundError("CURRENT changed while taking the snapshot")
+
+
+class VolumeDB:
+    """A read-only view of one volume's `container.db`, through a private snapshot.
+
+    Open it once per volume and read every container of that volume from it; close() (or a
+    `with` block) closes the DB and removes the snapshot. Nothing is written in `db_dir`.
+    """
+
+    def __init__(self, db_dir: PathLike, *, snapshot_dir: Optional[PathLike] = None) -> None:
+        self.path = os.fspath(db_dir)
+        rd = _rocksdict()
+        st = None
+        try:
+            st = os.stat(self.path)
+        except OSError as exc:
+            raise VolumeDBError(f"{self.path}: {exc.strerror or exc}") from None
+        if not stat.S_ISDIR(st.st_mode):
+            raise VolumeDBError(f"{self.path}: not a RocksDB directory")
+        self._snap = tempfile.mkdtemp(prefix="crcmerkle-db-",
+                                      dir=None if snapshot_dir is None else os.fspath(snapshot_dir))
+        self._db: Any = None
+        try:
+            last: Optional[BaseException] = None
+            for _ in range(_SNAPSHOT_ATTEMPTS):
+                try:
+                    _take_snapshot(self.path, self._snap)
+                    self._db = self._open(rd)
+                    break
+                except VolumeDBError:
+                    raise
+                except Exception as exc:  # noqa: BLE001  a moving live DB: snapshot again
+                    # (rocksdict raises plain Exception for RocksDB errors)
+                    last = exc
+                    for e in os.scandir(self._snap):
+                        os.unlink(e.path)
+            if self._db is None:
+                msg = str(last).splitlines()[0] if last is not None and str(last) else "unknown"
+                raise VolumeDBError(f"{self.path}: cannot open the RocksDB: {msg}")
+        except BaseException:
+            shutil.rmtree(self._snap, ignore_errors=True)
+            raise
+        self._block_cf = self._db.get_column_family(BLOCK_DATA)
+        self._meta_cf = self._db.get_column_family(METADATA)
+
+    def _open(self, rd: Any) -> Any:
+        names = rd.Rdict.list_cf(self._snap, rd.Options(raw_mode=True))
+        missing = [n for n in (BLOCK_DATA, METADATA) if n not in names]
+        if missing:
+            raise VolumeDBError(f"{self.path}: no column family {', '.join(missing)} "
+                                f"(not a schema-V3 datanode DB)")
+        return rd.Rdict(self._snap, options=rd.Options(raw_mode=True),
+                        column_families={n: rd.Options(raw_mode=True)
+                                         for n in names if n != "default"},
+                        access_type=rd.AccessType.read_only())
+
+    def _prefixed(self, cf: Any, container_id: int) -> Iterator[Tuple[bytes, bytes]]:
+        prefix = container_prefix(container_id)
+        it = cf.iter()
+        it.seek(prefix)
+        while it.valid():
+            key = it.key()
+            if not key.startswith(prefix):
+                break
+            yield key[len(prefix):], it.value()
+            it.next()
+
+    def block_values(self, container_id: int) -> Iterator[Tuple[bytes, bytes]]:
+        """(key after the prefix, BlockData bytes) of every block of the container, in key
+        order, `#`-prefixed keys skipped (Ozone's unprefixed-key filter)."""
+        for rest, value in self._prefixed(self._block_cf, container_id):
+            if not rest.startswith(b"#"):
+                yield rest, value
+
+    def metadata(self, container_id: int) -> Dict[str, int]:
+        """The container's `metadata` counters (`#BLOCKCOUNT`, `#BCSID`, ...)."""
+        out: Dict[str, int] = {}
+        for rest, value in self._prefixed(self._meta_cf, container_id):
+            if len(value) == 8:
+                out[rest.decode("latin-1")] = struct.unpack(">q", value)[0]
+        return out
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        shutil.rmtree(self._snap, ignore_errors=True)
+
+    def __enter__(self) -> "VolumeDB":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def write_volume_db(db_dir: PathLike, block_data: Dict[bytes, bytes],
+                    metadata: Dict[bytes, bytes]) -> None:
+    """Create a schema-V3 `container.db` holding `block_data` and `metadata` (full keys),
+    with Ozone's column families and table options (9-byte fixed prefix extractor, Bloom
+    filter, block-based format_version 5, Snappy), flushed to SST files."""
+    rd = _rocksdict()
+
+    def cf_options() -> Any:
+        o = rd.Options(raw_mode=True)
+        t = rd.BlockBasedOptions()
+        t.set_format_version(5)
+        t.set_block_size(16 * 1024)
+        t.set_bloom_filter(10, False)
+        o.set_block_based_table_factory(t)
+        o.set_prefix_extractor(rd.SliceTransform.create_fixed_prefix(9))
+        o.set_compression_type(rd.DBCompressionType.snappy())
+        return o
+
+    opts = cf_options()
+    opts.create_if_missing(True)
+    opts.create_missing_column_families(True)
+    db = rd.Rdict(os.fspath(db_dir), options=opts,
+                  column_families={n: cf_options() for n in COLUMN_FAMILIES})
+    try:
+        for name, rows in ((BLOCK_DATA, block_data), (METADATA, metadata)):
+            cf = db.get_column_family(name)
+            for k in sorted(rows):
+                cf[k] = rows[k]
+        for name in COLUMN_FAMILIES:
+            db.get_column_family(name).flush()
+        db.flush()
+    finally:
+        db.close()
+    try:  # the binding's own file is no part of an Ozone DB
+        os.unlink(os.path.join(os.fspath(db_dir), "rocksdict-config.json"))
+    except FileNotFoundError:
+        pass
+
+
+def list_files(db_dir: PathLike) -> List[str]:
+    return sorted(os.listdir(os.fspath(db_dir)))

@@ -1,0 +1,280 @@
+"""Scanning replicas on Ozone datanode volumes, read-only, with Ozone's rules.
+
+Per volume, the RocksDB is opened once (through a private snapshot: merkle.replica.ozone.rocks)
+and every container of the volume is read from it. Per replica:
+
+1. `metadata/<id>.container` must exist (CONTAINER_FILE_MISSING), parse, name this container
+   and carry a checksum equal to the one Ozone computes (CONTAINER_FILE_CORRUPT): otherwise
+   nothing of the replica is verified, as Ozone does not load it.
+2. Only CLOSED, QUASI_CLOSED and UNHEALTHY containers have their data verified (Ozone's data
+   scanner); any other state is reported as CONTAINER_NOT_SCANNED with the state.
+3. The blocks are the container's `block_data` rows (`#`-prefixed keys skipped); a row that is
+   not a valid BlockData of this container makes the metadata unusable (METADATA_CORRUPT).
+4. The layout-neutral scanner (merkle.replica.scan.scan_files) verifies every chunk against
+   the stored window checksums and builds the scanned tree; a missing block file whose first
+   chunk has length 0 is no error (Ozone's rule for EC padding blocks).
+5. Files in `chunks/` that no `block_data` row names are reported (UNREFERENCED_DATA_FILE:
+   an uncommitted write or a half-finished delete; Ozone reports, never deletes them).
+
+Nothing is written: not the `.tree` (the datanode owns it and updates it itself), not a lock
+file, nothing in the DB directory. A volume whose DB cannot be opened is reported once
+(VolumeScanError) and the other volumes are scanned.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+
+from merkle.replica.crcmerkle.blockmeta import ContainerMeta
+from merkle.replica.errors import BlockMetaError, ReplicaError
+from merkle.replica.files import BlockFile
+from merkle.replica.fileio import pread_into
+from merkle.replica.ozone.blockdata import ChunkName, DecodedBlocks, decode_blocks
+from merkle.replica.ozone.containerfile import (SCANNED_STATES, ContainerFile,
+                                                ContainerFileError, parse_container_file)
+from merkle.replica.ozone.layout import (BLOCK_SUFFIX, OzoneReplica, OzoneVolume, find_volumes,
+                                         open_regular, read_regular, replicas_under)
+from merkle.replica.ozone.rocks import VolumeDB, VolumeDBError
+
+__all__ = ["CONTAINER_FILE_CORRUPT", "CONTAINER_FILE_MISSING", "CONTAINER_NOT_SCANNED",
+           "OzoneReplicaFiles", "UNREFERENCED_DATA_FILE", "VolumeScanError", "scan_ozone_paths",
+           "scan_volume"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+CONTAINER_FILE_MISSING = "CONTAINER_FILE_MISSING"
+CONTAINER_FILE_CORRUPT = "CONTAINER_FILE_CORRUPT"
+CONTAINER_NOT_SCANNED = "CONTAINER_NOT_SCANNED"
+UNREFERENCED_DATA_FILE = "UNREFERENCED_DATA_FILE"
+
+
+class VolumeScanError(ReplicaError):
+    """A whole volume could not be scanned (its DB cannot be opened, no cluster dir)."""
+
+
+class _LocalBlockFile:
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def pread_into(self, view: memoryview, offset: int) -> int:
+        return pread_into(self._fd, view, offset)
+
+    def fileno(self) -> Optional[int]:
+        return self._fd
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+class _ChunkFiles:
+    """FILE_PER_CHUNK: one block read as its chunk files, each chunk's bytes starting at 0
+    of its own file; a read never crosses a chunk (the scanner reads within one chunk)."""
+
+    def __init__(self, chunks_dir: Path, names: List[ChunkName]) -> None:
+        self._dir = chunks_dir
+        self._chunks = sorted(names)
+        self._fds: Dict[str, Optional[int]] = {}
+
+    def _fd(self, name: str) -> Optional[int]:
+        if name not in self._fds:
+            try:
+                self._fds[name] = open_regular(self._dir / name)
+            except FileNotFoundError:
+                self._fds[name] = None
+        return self._fds[name]
+
+    def pread_into(self, view: memoryview, offset: int) -> int:
+        for start, length, name in self._chunks:
+            if start <= offset < start + max(length, 1):
+                fd = self._fd(name)
+                return 0 if fd is None else pread_into(fd, view, offset - start)
+        return 0
+
+    def fileno(self) -> Optional[int]:
+        return None
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            if fd is not None:
+                os.close(fd)
+        self._fds.clear()
+
+
+class OzoneReplicaFiles:
+    """merkle.replica.files.ReplicaFiles of one Ozone replica: the block metadata comes from
+    the volume's DB (`load_meta`), the tree and block files from the container directory."""
+
+    def __init__(self, replica: OzoneReplica, db: VolumeDB, cfile: ContainerFile) -> None:
+        self.replica = replica
+        self.container_id = replica.container_id
+        self.location = os.fspath(replica.root)
+        self._db = db
+        self._per_block = cfile.file_per_block
+        self._decoded: Optional[DecodedBlocks] = None
+
+    def decoded(self) -> DecodedBlocks:
+        if self._decoded is None:
+            source = f"{self._db.path} (container {self.container_id})"
+            self._decoded = decode_blocks(self.container_id,
+                                          self._db.block_values(self.container_id), source)
+        return self._decoded
+
+    def load_meta(self) -> ContainerMeta:
+        return self.decoded().meta
+
+    def read_blockmeta(self) -> bytes:
+        raise BlockMetaError("an Ozone replica's block metadata is in the volume's RocksDB",
+                             self.location)
+
+    def read_tree(self) -> bytes:
+        return read_regular(self.replica.tree, limit=1 << 34)
+
+    def open_block(self, block_id: int) -> BlockFile:
+        if self._per_block:
+            return _LocalBlockFile(open_regular(self.replica.block_file(block_id)))
+        names = self.decoded().names.get(block_id, [])
+        files = _ChunkFiles(self.replica.chunks_dir, names)
+        if not any(files._fd(n) is not None for _, _, n in names):
+            files.close()
+            raise FileNotFoundError(2, "No such file or directory",
+                                    os.fspath(self.replica.chunks_dir / f"{block_id}_chunk_*"))
+        return files
+
+    def block_name(self, block_id: int) -> str:
+        if self._per_block:
+            return self.replica.block_file(block_id).name
+        return f"{block_id}_chunk_*"
+
+    def data_files(self) -> List[str]:
+        """Names of the files the block metadata refers to."""
+        d = self.decoded()
+        if self._per_block:
+            return [f"{b}{BLOCK_SUFFIX}" for b in d.meta.blocks]
+        return [n for names in d.names.values() for _, _, n in names]
+
+
+def _unreferenced(files: OzoneReplicaFiles) -> List[str]:
+    try:
+        present = [e.name for e in os.scandir(files.replica.chunks_dir)
+                   if e.is_file(follow_symlinks=False)]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    known = set(files.data_files())
+    # FILE_PER_CHUNK temp files of a write in progress are not leftovers
+    return sorted(n for n in present if n not in known and ".tmp." not in n)
+
+
+def _file_block_id(name: str) -> Optional[int]:
+    stem = name[:-len(BLOCK_SUFFIX)] if name.endswith(BLOCK_SUFFIX) else name.split("_chunk_")[0]
+    try:
+        return int(stem)
+    except ValueError:
+        return None
+
+
+def scan_replica(replica: OzoneReplica, db: VolumeDB, **kwargs: Any) -> Any:
+    """Scan one replica read-only (see the module docstring); a ScanResult."""
+    from merkle.replica import scan as core
+
+    class _Unusable:
+        """A replica whose metadata cannot be used: nothing is verified (empty block list)."""
+
+        def __init__(self) -> None:
+            self.container_id = replica.container_id
+            self.location = os.fspath(replica.root)
+
+        def load_meta(self) -> ContainerMeta:
+            return ContainerMeta(replica.container_id)
+
+        def read_tree(self) -> bytes:
+            return read_regular(replica.tree, limit=1 << 34)
+
+        def open_block(self, block_id: int) -> BlockFile:
+            raise FileNotFoundError(2, "No such file or directory")
+
+        def block_name(self, block_id: int) -> str:
+            return f"{block_id}{BLOCK_SUFFIX}"
+
+    def unusable(kind: str, detail: str) -> Any:
+        r = core.scan_files(_Unusable(), **kwargs)  # type: ignore[arg-type]
+        r.errors.insert(0, core.ScanError(kind, detail=detail))
+        return r
+
+    try:
+        cfile = parse_container_file(read_regular(replica.container_file))
+    except FileNotFoundError:
+        return unusable(CONTAINER_FILE_MISSING, f"{replica.container_file.name} does not exist")
+    except OSError as exc:
+        return unusable(CONTAINER_FILE_CORRUPT, exc.strerror or str(exc))
+    except ContainerFileError as exc:
+        return unusable(CONTAINER_FILE_CORRUPT, str(exc))
+    if not cfile.checksum_ok:
+        return unusable(CONTAINER_FILE_CORRUPT, "checksum mismatch (the file changed after "
+                                                "the datanode wrote it)")
+    if cfile.container_id != replica.container_id:
+        return unusable(CONTAINER_FILE_CORRUPT, f"describes container {cfile.container_id}")
+    if cfile.schema_version != "3":
+        return unusable(CONTAINER_NOT_SCANNED, f"schema version {cfile.schema_version} "
+                                               f"(only schema V3 is read)")
+    if cfile.state not in SCANNED_STATES:
+        return unusable(CONTAINER_NOT_SCANNED, f"state {cfile.state} (Ozone verifies data of "
+                                               f"CLOSED, QUASI_CLOSED and UNHEALTHY containers)")
+    files = OzoneReplicaFiles(replica, db, cfile)
+    result = core.scan_files(files, **kwargs)
+    if result.meta is not None:
+        for name in _unreferenced(files):
+            result.errors.append(core.ScanError(
+                UNREFERENCED_DATA_FILE, _file_block_id(name), None,
+                f"chunks/{name} is named by no block_data entry"))
+    return result
+
+
+def scan_volume(volume: OzoneVolume, replicas: Optional[Iterable[OzoneReplica]] = None,
+                **kwargs: Any) -> Iterator[Any]:
+    """ScanResults of the volume's replicas (all, or `replicas`), the DB opened once.
+    Raises VolumeScanError before the first result when the volume cannot be read."""
+    if volume.problem is not None or volume.db_dir is None:
+        raise VolumeScanError(volume.problem or "VERSION names no storageID",
+                              os.fspath(volume.root))
+    try:
+        db = VolumeDB(volume.db_dir)
+    except VolumeDBError as exc:
+        raise VolumeScanError(str(exc), os.fspath(volume.root)) from None
+    with db:
+        for replica in (volume.replicas() if replicas is None else replicas):
+            yield scan_replica(replica, db, **kwargs)
+
+
+def scan_ozone_paths(paths: Iterable[PathLike], *,
+                     on_result: Optional[Callable[[Any], Any]] = None,
+                     on_error: Optional[Callable[[Any, Exception], Any]] = None,
+                     bytes_per_second: Optional[float] = None, **kwargs: Any) -> List[Any]:
+    """Scan every replica on the Ozone volumes at or under each path (see find_volumes),
+    volume by volume, one rate limiter per volume. A volume that cannot be read goes to
+    `on_error(volume, exc)` (re-raised without it) and the walk goes on."""
+    from merkle.replica.scan import RateLimiter
+
+    for key in ("write_tree", "lock", "use_mmap"):
+        kwargs.pop(key, None)  # read-only by construction; mmap would SIGBUS on a live file
+    results: List[Any] = []
+    seen: Dict[Path, bool] = {}
+    for p in paths:
+        for volume, inner in find_volumes(p):
+            if volume.root in seen:
+                continue
+            seen[volume.root] = True
+            limiter = RateLimiter(bytes_per_second) if bytes_per_second else None
+            try:
+                for r in scan_volume(volume, replicas_under(volume, inner), limiter=limiter,
+                                     **kwargs):
+                    results.append(r)
+                    if on_result is not None:
+                        on_result(r)
+            except VolumeScanError as exc:
+                if on_error is None:
+                    raise
+                on_error(volume, exc)
+    return results
