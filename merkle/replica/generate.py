@@ -495,6 +495,9 @@ def generate_cluster(out: PathLike, config: Optional[GeneratorConfig] = None, **
     if kwargs:
         cfg = GeneratorConfig(**{**asdict(cfg), **kwargs})
     cfg.validate()
+    if cfg.layout == "ozone":
+        from merkle.replica.ozone.generate import check_available
+        check_available()
     root = Path(out)
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         raise GeneratorError("output directory exists and is not empty", os.fspath(out))

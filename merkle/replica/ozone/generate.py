@@ -76,20 +76,29 @@ def _remap(obj: Any, mapping: Dict[str, str]) -> Any:
     return obj
 
 
+def check_available() -> None:
+    """GeneratorError unless the ozone extra (rocksdict, protobuf, PyYAML) is importable."""
+    from merkle.replica.generate import GeneratorError
+    try:
+        from merkle.replica.ozone import writer  # noqa: F401  (protobuf, YAML)
+        from merkle.replica.ozone.rocks import VolumeDBError, _rocksdict
+    except ImportError as exc:
+        raise GeneratorError(f"the ozone layout needs {exc.name or 'its extra'}: "
+                             f"pip install 'crcmerkle[ozone]'") from None
+    try:
+        _rocksdict()
+    except VolumeDBError as exc:
+        raise GeneratorError(str(exc)) from None
+
+
 def convert_cluster(staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any,
                     ozone_faults: Dict[str, int]) -> Dict[str, Any]:
     """Move the crcmerkle-layout cluster in `staging` onto datanode volumes under `out`,
     inject `ozone_faults`, and return the manifest with the new replica paths."""
     from merkle.replica.generate import GeneratorError
-    try:  # protobuf, YAML: the ozone extra
-        from merkle.replica.ozone.writer import VolumeWriter
-        from merkle.replica.ozone.rocks import VolumeDBError, _rocksdict
-        _rocksdict()
-    except ImportError as exc:
-        raise GeneratorError(f"the ozone layout needs {exc.name or 'its extra'}: "
-                             f"pip install 'crcmerkle[ozone]'") from None
-    except VolumeDBError as exc:
-        raise GeneratorError(str(exc)) from None
+    from merkle.replica.ozone.rocks import VolumeDBError
+    from merkle.replica.ozone.writer import VolumeWriter
+    check_available()
 
     rng = random.Random(f"ozone/{cfg.seed}")
     cluster_id = f"CID-{_uuid(rng)}"
