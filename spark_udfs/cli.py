@@ -96,6 +96,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="fault mix as for 'crcmerkle generate --faults' (default: one or two "
                         "of every type)")
     m.add_argument("--no-repair", action="store_true", help="stop after the check")
+    m.add_argument("--layout", choices=("crcmerkle", "ozone"), default="crcmerkle",
+                   help="replica layout to generate (as 'crcmerkle generate --layout'); on "
+                        "ozone volumes the repair is left to Ozone (its commands are listed)")
     _common(m)
     m.set_defaults(func=_demo)
     p.set_defaults(func=lambda args: _usage())
@@ -241,13 +244,14 @@ def _demo(args: argparse.Namespace) -> int:
     _session(args)  # the demo reuses this session (getOrCreate), with --conf applied
     try:
         res = run_demo(work, containers=args.containers, seed=args.seed, faults=args.faults,
-                       master=args.master, repair=not args.no_repair)
+                       master=args.master, repair=not args.no_repair, layout=args.layout)
     except ReplicaError as exc:
         raise CLIError(str(exc), EXIT_FAILURE) from None
     if res.ok:
         print(f"OK: the jobs found exactly the {len(res.findings.faults)} injected faults"
-              + ("" if args.no_repair else ", and the repair left only the unrecoverable "
-                 "chunks") + f"; everything is in {work}/")
+              + ("" if args.no_repair or args.layout == "ozone" else
+                 ", and the repair left only the unrecoverable chunks")
+              + f"; everything is in {work}/")
         return 0
     print(f"FAILED: the findings differ from the ground truth (see above); files in {work}/")
     return EXIT_FAILURE

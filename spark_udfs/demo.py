@@ -26,6 +26,11 @@ _PULL_FOR_ERROR = {"CORRUPT_CHUNK": "CORRUPT_CHUNK", "INCONSISTENT_CHUNK_LENGTH"
 
 ErrorKey = Tuple[str, str, Optional[int], Optional[int]]  # replica, error, block, offset
 
+#: faults (ozone layout) found by the scan alone: a block_data entry without its file or a
+#: file without an entry concern a block no peer holds and no tree lists, so the container
+#: values stay equal and nothing can be pulled
+_SCAN_ONLY = ("db-entry-without-file", "file-without-db-entry")
+
 
 @dataclass
 class FaultCheck:
@@ -69,13 +74,13 @@ class Findings:
             c = by_type.setdefault(f.type, [0, 0])
             c[0] += 1
             c[1] += f.found
-        lines = [f"{'fault':<16}{'injected':>9}{'found':>7}{'missed':>8}"]
+        lines = [f"{'fault':<22}{'injected':>9}{'found':>7}{'missed':>8}"]
         for t in sorted(by_type):
             n, ok = by_type[t]
-            lines.append(f"{t:<16}{n:>9}{ok:>7}{n - ok:>8}")
+            lines.append(f"{t:<22}{n:>9}{ok:>7}{n - ok:>8}")
         n = len(self.faults)
         ok = n - len(self.missed)
-        lines.append(f"{'total':<16}{n:>9}{ok:>7}{n - ok:>8}")
+        lines.append(f"{'total':<22}{n:>9}{ok:>7}{n - ok:>8}")
         lines.append(f"false alarms: {len(self.false_errors)} scan errors, "
                      f"{len(self.false_mismatches)} mismatched containers, "
                      f"{len(self.false_pulls)} repair pulls, {len(self.false_pending)} "
@@ -135,7 +140,7 @@ def check_findings(manifest: Dict[str, Any], errors: Iterable[ErrorKey],
             expected_errors.add(key)
             if key not in found_errors:
                 missing.append(f"scan error {e['error']} on {e['replica']}")
-            kind = _PULL_FOR_ERROR.get(e["error"])
+            kind = None if f["type"] in _SCAN_ONLY else _PULL_FOR_ERROR.get(e["error"])
             chunk = (cid, e["block_id"], e["offset"])
             if kind and chunk not in unrec_expected and \
                     (e["replica"], kind, e["block_id"], e["offset"]) not in pull_set:
@@ -150,6 +155,9 @@ def check_findings(manifest: Dict[str, Any], errors: Iterable[ErrorKey],
             for r in others:
                 if (r, "MISSING_BLOCK", f["block_id"], None) not in pull_set:
                     missing.append(f"MISSING_BLOCK pull for {r}")
+        if f["type"] in _SCAN_ONLY:  # a block no peer has: nothing to pull, values equal
+            checks.append(FaultCheck(f["id"], f["type"], cid, not missing, missing))
+            continue
         if f["type"] not in ("bitflip-all", "tree-corrupt", "tree-missing") \
                 and cid not in set(mismatched) \
                 and not (f["type"] == "tombstone" and cid in pending_containers):
@@ -210,7 +218,7 @@ def _analyse(spark: Any, cluster: Path, out: Path, first: int) -> Tuple[Any, Dic
 
 def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
              faults: str = "default", master: Optional[str] = None, repair: bool = True,
-             say: Any = print) -> DemoResult:
+             say: Any = print, layout: str = "crcmerkle") -> DemoResult:
     """Generate, scan, diff, report, check against the ground truth, repair, re-check.
 
     `workdir` must not exist or be empty; it receives cluster/, scan/, report.json and, after
@@ -224,8 +232,8 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
 
     work = Path(workdir)
     cluster = work / "cluster"
-    manifest = generate_cluster(cluster, faults=parse_faults(faults), containers=containers,
-                                seed=seed)
+    manifest = generate_cluster(cluster, faults=parse_faults(faults, layout),
+                                containers=containers, seed=seed, layout=layout)
     say(f"[1/5] generated {containers} containers x 3 replicas under {cluster} with "
         f"{len(manifest['faults'])} injected faults (ground truth: {cluster}/manifest.json)")
     spark = get_session(master, app_name="crcmerkle-demo")
@@ -248,6 +256,15 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
     say("[3/5] found vs injected (ground truth)")
     say(findings.table())
     result = DemoResult(cluster, findings, report)
+    if layout == "ozone":
+        # a datanode repairs its own replicas (container reconciliation): ask Ozone to
+        mismatched = report["containers"]["MISMATCHED"]
+        say(f"[4/5] repair is the datanodes' own (Ozone container reconciliation): "
+            f"{len(mismatched)} container(s) to reconcile")
+        for cid in mismatched:
+            say(f"  ozone admin container reconcile {cid}")
+        say("[5/5] no local repair on Ozone volumes (crcmerkle reconcile refuses them)")
+        return result
     if not repair:
         return result
     say(f"[4/5] repair: {len(report['reconcile'])} reconcile command(s) from the report "

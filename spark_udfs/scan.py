@@ -167,6 +167,43 @@ def _trees_fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield from pa.concat_tables(tables).to_batches()
 
 
+def _ozone_work(root: str) -> Optional[List[fs.Replica]]:
+    """The replicas on Ozone datanode volumes under a local `root`, or None when `root` is
+    not Ozone's layout. fs_root carries the volume root (the work is grouped by volume);
+    the datanode is the directory above the volume, as for the crcmerkle layout."""
+    if fs.is_uri(root):
+        return None
+    from merkle.replica.ozone.layout import find_volumes, is_ozone_path, replicas_under
+    if not is_ozone_path(root):
+        return None
+    out = []
+    for volume, inner in find_volumes(root):
+        for rep in replicas_under(volume, inner):
+            out.append(fs.Replica(volume.root.parent.name, str(rep.root), rep.container_id,
+                                  str(volume.root), None))
+    if not out:
+        raise ValueError(f"{root}: no container replica on these Ozone volumes")
+    return out
+
+
+def _ozone_fn(trees_only: bool) -> Any:
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Ozone volumes: each volume's RocksDB is opened once per task, for all the
+        replicas of that volume the task holds (work items arrive sorted by volume)."""
+        from merkle.replica.ozone.scan import scan_volume_items
+        for rep, r, exc in scan_volume_items(_work(batches), trees_only=trees_only):
+            if exc is not None:
+                tables = _replica_rows(rep.datanode, rep.path, rep.container, None,
+                                       [ScanError(SCAN_FAILED, detail=str(exc))], 0, 0, 0)
+            else:
+                # trees_only: a missing or corrupt stored tree gives no tree rows
+                tree = None if trees_only and r.errors else r.tree
+                tables = _replica_rows(rep.datanode, rep.path, rep.container, tree,
+                                       r.errors, r.blocks, r.chunks, r.bytes_read)
+            yield from pa.concat_tables(tables).to_batches()
+    return run
+
+
 @dataclass
 class ScanTables:
     """The job's outputs as DataFrames, per replica: its chunks (spark_udfs.tables schema),
@@ -209,22 +246,28 @@ def scan_replicas(spark: Any, roots: Sequence[str], trees_only: bool = False,
     from pyspark.sql import functions as F
 
     replicas: List[fs.Replica] = []
+    ozone = False
     for r in roots:
-        replicas.extend(fs.discover(r))
+        found = _ozone_work(r)
+        ozone = ozone or found is not None
+        replicas.extend(fs.discover(r) if found is None else found)
     seen = set()
     for r in replicas:
         if (r.datanode, r.container) in seen:
             raise ValueError(f"two replicas of container {r.container} on datanode "
                              f"{r.datanode!r} (a datanode holds one replica per container)")
         seen.add((r.datanode, r.container))
-    # by container: a task's replicas come from different datanodes and volumes (disks)
-    replicas.sort(key=lambda r: (r.container, r.datanode))
+    # by container: a task's replicas come from different datanodes and volumes (disks);
+    # Ozone volumes: by volume, so that a task opens a volume's RocksDB once
+    replicas.sort(key=(lambda r: (r.fs_root or "", r.container)) if ozone
+                  else (lambda r: (r.container, r.datanode)))
     n = partitions or min(len(replicas), max(spark.sparkContext.defaultParallelism,
                                              -(-len(replicas) // REPLICAS_PER_TASK)))
     rows = [(r.datanode, r.path, r.container, r.fs_root, r.fs_path) for r in replicas]
     # parallelize slices the list as it is: no shuffle stage before the scan
     work = spark.createDataFrame(spark.sparkContext.parallelize(rows, max(1, n)), _WORK_SCHEMA)
-    out = work.mapInArrow(_trees_fn if trees_only else _scan_fn, _OUT_SCHEMA).cache()
+    fn = _ozone_fn(trees_only) if ozone else (_trees_fn if trees_only else _scan_fn)
+    out = work.mapInArrow(fn, _OUT_SCHEMA).cache()
     kind = F.col("kind")
     chunks = out.filter(kind == "CHUNK").select(*CHUNK_COLUMNS)
     errors = out.filter(kind == "ERROR").select(*_names(ERROR_SCHEMA))

@@ -173,10 +173,26 @@ def convert_cluster(staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any
 def _inject_ozone(rng: random.Random, manifest: Dict[str, Any], replicas: Dict[str, Any],
                   faults: Dict[str, int], error_type: Any) -> None:
     expected = manifest["expected_errors"]
-    touched: Dict[int, Set[str]] = {}
+    by_container: Dict[int, List[Dict[str, Any]]] = {}
     for f in manifest["faults"]:
-        touched.setdefault(int(f["container_id"]), set()).update(f.get("replicas", []))
+        by_container.setdefault(int(f["container_id"]), []).append(f)
     unusable: Set[str] = set()
+
+    def may_lose(rep_path: str, cid: int) -> bool:
+        """Can this replica become unusable without changing any other fault's truth? Not
+        if it has a fault itself, shares its container with a metadata-like fault, a
+        tombstone or an extra block, or holds the last healthy copy for a fault."""
+        reps = manifest["containers"][str(cid)]["replicas"]
+        if len(reps) < 2:
+            return False
+        for f in by_container.get(cid, []):
+            if rep_path in f.get("replicas", []) or f["type"] in (
+                    "meta-corrupt", "meta-missing", "tombstone", "extra-block",
+                    "container-checksum", "open-container"):
+                return False
+            if not set(reps) - set(f.get("replicas", [])) - {rep_path}:
+                return False
+        return True
 
     def expect(rep: str, kind: str, block: Optional[int] = None) -> Dict[str, Any]:
         e = {"error": kind, "block_id": block, "offset": None}
@@ -185,15 +201,16 @@ def _inject_ozone(rng: random.Random, manifest: Dict[str, Any], replicas: Dict[s
 
     def record(kind: str, cid: int, reps: List[str], exp: List[Dict[str, Any]],
                **extra: Any) -> None:
-        manifest["faults"].append(dict(id=len(manifest["faults"]), type=kind, container_id=cid,
-                                       replicas=reps, expected=exp, **extra))
+        f = dict(id=len(manifest["faults"]), type=kind, container_id=cid, replicas=reps,
+                 expected=exp, **extra)
+        manifest["faults"].append(f)
+        by_container.setdefault(cid, []).append(f)
 
     for kind in OZONE_FAULT_TYPES:
         for _ in range(faults.get(kind, 0)):
             if kind in ("container-checksum", "open-container"):
                 pool = sorted(r for r, (_w, rep, _m) in replicas.items()
-                              if not touched.get(rep.container_id)
-                              and len(manifest["containers"][str(rep.container_id)]["replicas"]) > 1)
+                              if may_lose(r, rep.container_id))
             else:
                 pool = sorted(r for r, (_w, rep, _m) in replicas.items()
                               if r not in unusable and not any(
@@ -205,7 +222,6 @@ def _inject_ozone(rng: random.Random, manifest: Dict[str, Any], replicas: Dict[s
             rep_path = pool[rng.randrange(len(pool))]
             w, rep, meta = replicas[rep_path]
             cid = rep.container_id
-            touched.setdefault(cid, set()).add(rep_path)
             if kind == "container-checksum":
                 text = rep.container_file.read_bytes()
                 # maxSize 5368709120 -> 5368709121: valid YAML, stale checksum

@@ -278,3 +278,68 @@ def scan_ozone_paths(paths: Iterable[PathLike], *,
                     raise
                 on_error(volume, exc)
     return results
+
+
+def scan_volume_items(items: Iterable[Any], *, trees_only: bool = False, **kwargs: Any
+                      ) -> Iterator[Tuple[Any, Any, Optional[Exception]]]:
+    """For work items with `path` (the replica directory), `container` and `fs_root` (its
+    volume root), in volume order: (item, ScanResult or None, exception or None). Each run of
+    items of one volume shares one open DB; a volume that cannot be read gives its exception
+    for each of its items, and the others go on. trees_only reads the stored trees alone."""
+    from merkle.replica import scan as core
+
+    current: Optional[str] = None
+    db: Optional[VolumeDB] = None
+    volume: Optional[OzoneVolume] = None
+    failure: Optional[Exception] = None
+    try:
+        for item in items:
+            if item.fs_root != current:
+                if db is not None:
+                    db.close()
+                db, failure, current = None, None, item.fs_root
+                try:
+                    (volume, _), = find_volumes(item.fs_root)
+                    if not trees_only:
+                        if volume.problem is not None or volume.db_dir is None:
+                            raise VolumeScanError(volume.problem or "VERSION names no "
+                                                  "storageID", os.fspath(volume.root))
+                        db = VolumeDB(volume.db_dir)
+                except (OSError, ValueError, ReplicaError, VolumeDBError) as exc:
+                    failure = exc
+            if failure is not None:
+                yield item, None, failure
+                continue
+            assert volume is not None
+            replica = OzoneReplica(volume, int(item.container), Path(item.path))
+            try:
+                if trees_only:
+                    stored, _raw, err = core.read_stored_tree(_TreeOnly(replica))
+                    yield item, _tree_result(replica, stored, err), None
+                else:
+                    assert db is not None
+                    yield item, scan_replica(replica, db, **kwargs), None
+            except (OSError, ReplicaError) as exc:
+                yield item, None, exc
+    finally:
+        if db is not None:
+            db.close()
+
+
+class _TreeOnly:
+    def __init__(self, replica: OzoneReplica) -> None:
+        self.container_id = replica.container_id
+        self.location = os.fspath(replica.root)
+        self._replica = replica
+
+    def read_tree(self) -> bytes:
+        return read_regular(self._replica.tree, limit=1 << 34)
+
+
+def _tree_result(replica: OzoneReplica, tree: Any, err: Any) -> Any:
+    from merkle.replica.scan import ScanResult
+    from merkle.trees.model import ContainerTree
+    t = tree if tree is not None else ContainerTree.empty(replica.container_id)
+    return ScanResult(path=os.fspath(replica.root), container_id=replica.container_id,
+                      errors=[err] if err is not None else [], scanned=t, tree=t, meta=None,
+                      blocks=int(t.n_blocks), chunks=int(t.n_chunks))
