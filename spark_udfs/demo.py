@@ -258,11 +258,8 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
     result = DemoResult(cluster, findings, report)
     if layout == "ozone":
         # a datanode repairs its own replicas (container reconciliation): ask Ozone to
-        mismatched = report["containers"]["MISMATCHED"]
         say(f"[4/5] repair is the datanodes' own (Ozone container reconciliation): "
-            f"{len(mismatched)} container(s) to reconcile")
-        for cid in mismatched:
-            say(f"  ozone admin container reconcile {cid}")
+            f"{len(report['ozone_reconcile'])} container(s) to reconcile, listed above")
         say("[5/5] no local repair on Ozone volumes (crcmerkle reconcile refuses them)")
         return result
     if not repair:

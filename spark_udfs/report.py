@@ -110,6 +110,14 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
                for p in diff.pending_deletions.orderBy("container", "block", "datanode")
                .limit(first).collect()]
     reconcile = _reconcile_entries(plan)
+    # replicas on Ozone datanode volumes: the datanodes reconcile themselves, asked per
+    # container; crcmerkle's own reconciler refuses them
+    on_ozone = any(_on_ozone(r["replica"]) for m in mismatched for r in m["replicas"])
+    ozone_reconcile = [{"containerID": cid,
+                        "argv": ["ozone", "admin", "container", "reconcile", str(cid)]}
+                       for cid in ids] if on_ozone else []
+    if on_ozone:
+        reconcile = []
     return {
         "format": "crcmerkle-spark-report", "version": 1,
         "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -124,7 +132,13 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
                         "rounds": 1 + max((p["round"] for p in plan), default=-1),
                         "commands": plan},
         "reconcile": reconcile,
+        "ozone_reconcile": ozone_reconcile,
     }
+
+
+def _on_ozone(path: Optional[str]) -> bool:
+    """Is this replica path on an Ozone datanode volume (hdds/<cluster>/current/...)?"""
+    return bool(path) and "/hdds/" in str(path) and "/current/containerDir" in str(path)
 
 
 def _reconcile_entries(plan: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
@@ -176,6 +190,9 @@ def format_text(report: Dict[str, Any]) -> str:
         for p in report["pending_deletions"]:
             lines.append(f"  container {p['container']} block {p['block']}: live on "
                          f"{p['datanode']}, deleted on {', '.join(p['deleted_on'])}")
+    if report.get("ozone_reconcile"):
+        lines += ["", "Ozone reconciliation (the datanodes repair their own replicas):"]
+        lines += ["  " + " ".join(o["argv"]) for o in report["ozone_reconcile"]]
     plan = report["repair_plan"]
     lines += ["", f"Repair plan: {len(plan['commands'])} command(s) in {plan['rounds']} "
                   f"round(s), at most {plan['datanode_limit']} per datanode per round"]

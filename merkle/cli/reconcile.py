@@ -18,7 +18,9 @@ corrupt chunks from the peer after verifying them against the peer's recorded wi
 checksums, adopt the peer's tombstones (tree only), then store metadata and tree. Local data
 is never deleted or shortened. With --all, every PATH is searched for replicas, grouped by
 container ID, and each replica reconciles with all the others (one round). With --report,
-the repair commands of a `crcmerkle spark report --json` report are run, round by round."""
+the repair commands of a `crcmerkle spark report --json` report are run, round by round.
+Replicas on Ozone datanode volumes are refused: the datanode reconciles them itself
+(`ozone admin container reconcile <containerID>`)."""
 
 EPILOG = """\
 exit status: 0 if every replica ended healthy and (with --all) every container's replicas
@@ -90,6 +92,15 @@ def _report_jobs(path: str) -> List[List[str]]:
         raise CLIError(str(exc), EXIT_FAILURE) from None
 
 
+def _refuse_ozone(path: str) -> None:
+    """Exit 2 with one line for a path on an Ozone datanode volume (see refuse_ozone)."""
+    from merkle.replica.reconcile import refuse_ozone
+    try:
+        refuse_ozone(path)
+    except ReplicaError as exc:
+        raise CLIError(str(exc), EXIT_USAGE) from None
+
+
 def run(args: argparse.Namespace) -> int:
     from merkle.replica.reconcile import reconcile, replica_groups
     from merkle.trees.treefile import read_tree
@@ -101,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
         jobs = _report_jobs(args.report)
     elif args.all:
         groups: Dict[int, List[str]] = {}
+        for p in args.paths:
+            _refuse_ozone(p)
         try:
             for p in args.paths:
                 for cid, reps in replica_groups(p).items():
@@ -114,6 +127,9 @@ def run(args: argparse.Namespace) -> int:
         if len(args.paths) < 2:
             raise CLIError("give CONTAINER and at least one PEER (or --all PATH...)")
         jobs.append(list(args.paths))
+    for job in jobs:  # one line before anything is done (a datanode repairs itself)
+        for p in job:
+            _refuse_ozone(p)
     results = []
     failed = []
     for job in jobs:

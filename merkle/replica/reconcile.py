@@ -377,6 +377,19 @@ class _Copier:
 
 # ---- reconcile ---------------------------------------------------------------------------
 
+def refuse_ozone(path: PathLike) -> None:
+    """ReplicaError when `path` is on an Ozone datanode volume: a datanode owns its files
+    (RocksDB, `.container`, `.tree`) and reconciles its replicas itself, so this reconciler
+    (which writes the crcmerkle layout) never touches one."""
+    from merkle.replica.ozone.layout import is_ozone_path
+    if os.path.exists(path) and is_ozone_path(path):
+        name = os.path.basename(os.path.normpath(os.fspath(path)))
+        cid = name if name.isdigit() else "<containerID>"
+        raise ReplicaError(f"on an Ozone datanode volume: the datanode reconciles its own "
+                           f"replicas; ask it to with 'ozone admin container reconcile {cid}'",
+                           os.fspath(path))
+
+
 def reconcile(container_path: PathLike, peer_paths: Sequence[PathLike], dry_run: bool = False,
               *, workers: int = 1, on_step: Optional[StepHook] = None) -> ReconcileResult:
     """Repair the replica at `container_path` from each peer in turn (module docstring).
@@ -386,6 +399,8 @@ def reconcile(container_path: PathLike, peer_paths: Sequence[PathLike], dry_run:
     Raises ReplicaLockedError if another process holds the replica, ReplicaError/OSError if
     the replica itself cannot be read or written.
     """
+    for p in (container_path, *peer_paths):
+        refuse_ozone(p)
     paths = container_paths(container_path)
     if not paths.root.is_dir():
         raise ReplicaError("replica does not exist", os.fspath(container_path))
@@ -529,6 +544,7 @@ def reconcile_round(replicas: Sequence[PathLike], *, dry_run: bool = False,
 
 def replica_groups(path: PathLike) -> Dict[int, List[Path]]:
     """Replicas under a cluster directory grouped by container ID ({ID: [paths]})."""
+    refuse_ozone(path)
     groups: Dict[int, List[Path]] = {}
     for loc in find_containers(path):
         groups.setdefault(loc.container_id, []).append(loc.root)
