@@ -61,10 +61,11 @@ def decode_blocks(container_id: int, rows: Iterable[Tuple[bytes, bytes]], source
         names: List[ChunkName] = []
         for c in msg.chunks:
             cd = c.checksumData
+            sums = cd.checksums
             cm = ChunkMeta(int(c.offset), int(c.len), int(cd.type), int(cd.bytesPerChecksum),
-                           b"".join(cd.checksums))
+                           b"".join(sums))
             problem = cm.validate()
-            if problem is not None or any(len(x) != len(cd.checksums[0]) for x in cd.checksums):
+            if problem is not None or len(set(map(len, sums))) > 1:
                 raise _bad(source, key, f"chunk {c.chunkName}: "
                                         f"{problem or 'checksums of different sizes'}")
             chunks.append(cm)

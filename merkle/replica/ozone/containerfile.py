@@ -39,8 +39,9 @@ class ContainerFileError(ValueError):
     """Unreadable, foreign or inconsistent `.container` content (the reason as text)."""
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that reads Ozone's local tag as a plain mapping and nothing else exotic."""
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """SafeLoader (libyaml's when PyYAML has it: ~20x faster) that reads Ozone's local tag
+    as a plain mapping and nothing else exotic."""
 
 
 _Loader.add_constructor("KeyValueContainerData",
