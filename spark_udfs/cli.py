@@ -96,9 +96,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="fault mix as for 'crcmerkle generate --faults' (default: one or two "
                         "of every type)")
     m.add_argument("--no-repair", action="store_true", help="stop after the check")
-    m.add_argument("--layout", choices=("crcmerkle", "ozone"), default="crcmerkle",
-                   help="replica layout to generate (as 'crcmerkle generate --layout'); on "
-                        "ozone volumes the repair is left to Ozone (its commands are listed)")
+    m.add_argument("--layout", choices=("ozone", "crcmerkle"), default="ozone",
+                   help="replica layout to generate, as 'crcmerkle generate --layout' (default "
+                        "ozone: the repair is the datanodes' own, its commands are listed; "
+                        "crcmerkle: the demo also repairs with 'crcmerkle reconcile' and "
+                        "scans again)")
     _common(m)
     m.set_defaults(func=_demo)
     p.set_defaults(func=lambda args: _usage())

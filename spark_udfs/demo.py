@@ -218,7 +218,7 @@ def _analyse(spark: Any, cluster: Path, out: Path, first: int) -> Tuple[Any, Dic
 
 def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
              faults: str = "default", master: Optional[str] = None, repair: bool = True,
-             say: Any = print, layout: str = "crcmerkle") -> DemoResult:
+             say: Any = print, layout: str = "ozone") -> DemoResult:
     """Generate, scan, diff, report, check against the ground truth, repair, re-check.
 
     `workdir` must not exist or be empty; it receives cluster/, scan/, report.json and, after

@@ -459,3 +459,26 @@ def test_generator_volume_db_values_follow_ozone(tmp_path: Path) -> None:
                 assert c.fields["chunksPath"] == os.fspath(rep.chunks_dir)
                 seen += 1
     assert seen == 36
+
+
+def test_cli_generate_defaults_to_ozone_and_reconcile_refuses(tmp_path: Path) -> None:
+    root = tmp_path / "c"
+
+    def cli(*argv: Any) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "merkle", *map(str, argv)],
+                              capture_output=True, text=True)
+    out = cli("generate", root, "--containers", "12", "--seed", "5")
+    assert out.returncode == 0, out.stderr
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert manifest["layout"] == "ozone" and all("/hdds/" in r for r in manifest["expected_errors"])
+    before = file_states(root)
+    rep = root / next(iter(manifest["expected_errors"]))
+    for argv in (["reconcile", "--all", root], ["reconcile", "--all", "--dry-run", root],
+                 ["reconcile", rep, rep.parent]):
+        out = cli(*argv)
+        assert out.returncode == 2 and out.stdout == ""
+        assert out.stderr.count("\n") == 1 and "ozone admin container reconcile" in out.stderr
+    assert f"reconcile {rep.name}'" in out.stderr
+    out = cli("scan", root)
+    assert out.returncode == 1 and "CONTAINER_FILE_CORRUPT" in out.stdout
+    assert file_states(root) == before

@@ -17,7 +17,7 @@ def run(capsys, *argv):
 
 
 SMALL = ["--block-size", "48KiB", "--chunk-size", "16KiB", "--bytes-per-checksum", "4KiB",
-         "--blocks", "3-5"]
+         "--blocks", "3-5", "--layout", "crcmerkle"]  # the layout crcmerkle reconcile repairs
 
 
 def test_generate_scan_reconcile(tmp_path, capsys):

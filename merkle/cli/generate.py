@@ -10,7 +10,7 @@ from typing import Any, Tuple
 from merkle.cli import CLIError, positive_int, positive_size
 
 DESCRIPTION = """\
-Write a synthetic cluster OUT/dn<d>/vol<v>/<containerID> of container replicas (random data,
+Write a synthetic cluster OUT/dn<d>/vol<v>/... of container replicas (random data,
 Ozone-style blocks and chunks scaled down), inject faults on chosen replicas, and write the
 ground truth OUT/manifest.json: every fault and the exact errors 'crcmerkle scan' must
 report for each replica. The same --seed gives the same bytes."""
@@ -61,11 +61,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="data checksum type (default crc32, Ozone's; mixed: per container)")
     p.add_argument("--faults", default="default", metavar="SPEC",
                    help="TYPE[=COUNT],... or 'none' or 'default' (see below)")
-    p.add_argument("--layout", choices=("crcmerkle", "ozone"), default="crcmerkle",
-                   help="crcmerkle (default): OUT/dn<d>/vol<v>/<containerID> with block "
-                        "metadata in .blocks files; ozone: real datanode volumes "
-                        "(OUT/dn<d>/vol<v>/hdds/..., RocksDB container.db, .container files; "
-                        "needs the ozone extra) with the Ozone-only faults too")
+    p.add_argument("--layout", choices=("ozone", "crcmerkle"), default="ozone",
+                   help="ozone (default): real datanode volumes (OUT/dn<d>/vol<v>/hdds/..., "
+                        "RocksDB container.db, .container files; the ozone extra), with the "
+                        "Ozone-only faults too; crcmerkle: OUT/dn<d>/vol<v>/<containerID> with "
+                        "block metadata in .blocks files (what 'crcmerkle reconcile' repairs)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print the manifest")
     p.set_defaults(func=run)
