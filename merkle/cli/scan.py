@@ -19,11 +19,16 @@ DESCRIPTION = """\
 Scan container replicas: read every chunk window by window, recompute its checksums with the
 chunk's own type, compare them with the recorded ones, and store the tree built from what was
 read (merged into the stored tree; use --no-write for a read-only check). PATH may be a
-replica (<volume>/<containerID>), a volume, a datanode or any directory above them."""
+replica (<volume>/<containerID>), a volume, a datanode or any directory above them.
+On Ozone datanode volumes (<R>/hdds/VERSION) the scan is always read-only: block metadata
+from each volume's RocksDB (opened once per volume, through a private snapshot), .container
+files verified, only CLOSED, QUASI_CLOSED and UNHEALTHY containers' data checked."""
 
 EPILOG = """\
 errors: CORRUPT_CHUNK, MISSING_CHUNK, INCONSISTENT_CHUNK_LENGTH, MISSING_DATA_FILE,
-  UNREADABLE_DATA_FILE, METADATA_MISSING, METADATA_CORRUPT, TREE_MISSING, TREE_CORRUPT
+  UNREADABLE_DATA_FILE, METADATA_MISSING, METADATA_CORRUPT, TREE_MISSING, TREE_CORRUPT;
+  Ozone volumes also: CONTAINER_FILE_MISSING, CONTAINER_FILE_CORRUPT, CONTAINER_NOT_SCANNED,
+  UNREFERENCED_DATA_FILE
 
 output (text): one line per replica, '<status>  <container value>  <path>' with status OK or
   'N ERRORS', each error indented below it; a summary line at the end.
@@ -32,7 +37,8 @@ output (json): {"replicas": [{path, container_id, ok, data_checksum, errors: [{e
   "summary": {...}}
 
 exit status: 0 if no errors were found, 1 if some replica has errors, 2 if some replica
-could not be scanned (locked, unreadable) or for bad usage."""
+could not be scanned (locked, unreadable, an Ozone volume whose DB cannot be opened) or for
+bad usage."""
 
 
 

@@ -1,0 +1,86 @@
+"""The Spark scan on Ozone datanode volumes gives what it gives on the crcmerkle layout for
+the same content (values, counts, errors), and reads nothing but what the local scanner does."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+import pytest
+
+pytest.importorskip("rocksdict")
+pytest.importorskip("yaml")
+
+from merkle.replica.generate import GeneratorConfig, generate_cluster, parse_faults  # noqa: E402
+from spark_udfs.diff import diff_scan  # noqa: E402
+from spark_udfs.report import build_report  # noqa: E402
+from spark_udfs.scan import scan_replicas  # noqa: E402
+
+FAULTS = "bitflip=1,truncate=1,missing-file=1,tombstone=1,extra-block=1,tree-missing=1," \
+         "meta-corrupt=1"
+
+
+def _gen(root: Path, layout: str) -> Dict[str, Any]:
+    return generate_cluster(root, GeneratorConfig(containers=6, seed=11, layout=layout,
+                                                  faults=parse_faults(FAULTS, layout)))
+
+
+def _containers(tables: Any) -> List[Tuple[Any, ...]]:
+    return sorted((r["datanode"], r["container"], r["data_checksum"], r["ok"], r["errors"],
+                   r["blocks"], r["chunks"], r["bytes_read"], r["tombstones"],
+                   r["unhealthy_chunks"]) for r in tables.containers.collect())
+
+
+def _errors(tables: Any) -> List[Tuple[Any, ...]]:
+    return sorted((r["datanode"], r["container"], r["error"], r["block"] or 0, r["offset"] or 0)
+                  for r in tables.errors.collect())
+
+
+def _files(root: Path) -> Dict[str, Tuple[int, int]]:
+    out = {}
+    for d, _, files in os.walk(root):
+        for f in files:
+            st = os.lstat(os.path.join(d, f))
+            out[os.path.join(d, f)] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def test_spark_scan_same_results_on_both_layouts(spark: Any, tmp_path: Path) -> None:
+    _gen(tmp_path / "c", "crcmerkle")
+    _gen(tmp_path / "o", "ozone")
+    before = _files(tmp_path / "o")
+    a = scan_replicas(spark, [str(tmp_path / "c")])
+    b = scan_replicas(spark, [str(tmp_path / "o")])
+    assert _containers(a) == _containers(b) and len(_containers(b)) == 18
+    assert _errors(a) == _errors(b) and _errors(b)
+    blocks = lambda t: sorted((r["datanode"], r["container"], r["block"], r["block_value"],  # noqa
+                               r["deleted"]) for r in t.blocks.collect())
+    assert blocks(a) == blocks(b)
+    ra = build_report(diff_scan(a), replicas=a.containers, errors=a.errors)
+    rb = build_report(diff_scan(b), replicas=b.containers, errors=b.errors)
+    assert ra["summary"] == rb["summary"] and ra["containers"] == rb["containers"]
+    assert rb["reconcile"] == [] and ra["reconcile"]
+    assert [o["argv"][-1] for o in rb["ozone_reconcile"]] == \
+        [str(c) for c in rb["containers"]["MISMATCHED"]]
+    assert _files(tmp_path / "o") == before
+    # trees only: the stored trees, on both layouts alike
+    ta = scan_replicas(spark, [str(tmp_path / "c")], trees_only=True)
+    tb = scan_replicas(spark, [str(tmp_path / "o")], trees_only=True)
+    assert _containers(ta) == _containers(tb) and _errors(ta) == _errors(tb)
+
+
+def test_spark_scan_unreadable_volume_is_per_volume(spark: Any, tmp_path: Path) -> None:
+    _gen(tmp_path / "o", "ozone")
+    bad = next((tmp_path / "o" / "dn0" / "vol0" / "hdds").glob("CID-*/DS-*/container.db"))
+    for f in bad.iterdir():
+        if f.name.startswith("MANIFEST"):
+            f.write_bytes(b"garbage")
+    t = scan_replicas(spark, [str(tmp_path / "o")])
+    failed = {(r["datanode"], r["container"]) for r in t.errors.collect()
+              if r["error"] == "SCAN_FAILED"}
+    vol0 = {(r["datanode"], r["container"]) for r in t.containers.collect()
+            if "/dn0/vol0/" in r["replica"]}
+    assert failed == vol0 and failed
+    others = [r for r in t.containers.collect() if "/dn0/vol0/" not in r["replica"]]
+    assert others and all(r["bytes_read"] > 0 or not r["ok"] for r in others)
