@@ -246,11 +246,15 @@ def scan_replicas(spark: Any, roots: Sequence[str], trees_only: bool = False,
     from pyspark.sql import functions as F
 
     replicas: List[fs.Replica] = []
-    ozone = False
+    layouts = set()
     for r in roots:
         found = _ozone_work(r)
-        ozone = ozone or found is not None
+        layouts.add(found is not None)
         replicas.extend(fs.discover(r) if found is None else found)
+    if len(layouts) > 1:
+        raise ValueError("Ozone datanode volumes and crcmerkle-layout replicas cannot be "
+                         "scanned in one job; scan them separately")
+    ozone = layouts == {True}
     seen = set()
     for r in replicas:
         if (r.datanode, r.container) in seen:

@@ -482,3 +482,11 @@ def test_cli_generate_defaults_to_ozone_and_reconcile_refuses(tmp_path: Path) ->
     out = cli("scan", root)
     assert out.returncode == 1 and "CONTAINER_FILE_CORRUPT" in out.stdout
     assert file_states(root) == before
+
+
+def test_mixed_layouts_are_refused(tmp_path: Path) -> None:
+    from merkle.replica.errors import ReplicaError
+    make_volume(tmp_path / "vol", {1: {1: [(0, b"a" * 100)]}})
+    _generate(tmp_path / "c", "crcmerkle", "none")
+    with pytest.raises(ReplicaError, match="separately"):
+        scan_paths([tmp_path / "vol", tmp_path / "c"])

@@ -519,7 +519,11 @@ def scan_paths(paths: Iterable[PathLike], *, bytes_per_second: Optional[float] =
     datanode volumes are scanned read-only (merkle.replica.ozone.scan.scan_ozone_paths)."""
     paths = list(paths)
     from merkle.replica.ozone.layout import is_ozone_path
-    if paths and all(is_ozone_path(p) for p in paths):
+    on_ozone = [os.path.exists(p) and is_ozone_path(p) for p in paths]
+    if any(on_ozone) and not all(on_ozone):
+        raise ReplicaError("Ozone datanode volumes and crcmerkle-layout replicas cannot be "
+                           "scanned together; scan them separately")
+    if paths and all(on_ozone):
         try:
             from merkle.replica.ozone.scan import scan_ozone_paths
         except ImportError as exc:
