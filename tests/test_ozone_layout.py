@@ -490,3 +490,20 @@ def test_mixed_layouts_are_refused(tmp_path: Path) -> None:
     _generate(tmp_path / "c", "crcmerkle", "none")
     with pytest.raises(ReplicaError, match="separately"):
         scan_paths([tmp_path / "vol", tmp_path / "c"])
+
+
+def test_snapshot_links_tables_and_is_removed(tmp_path: Path, monkeypatch: Any) -> None:
+    write_volume_db(tmp_path / "db", {block_key(1, 1): b"v"}, {})
+    snaps = tmp_path / "snaps"
+    snaps.mkdir()
+    monkeypatch.setenv("CRCMERKLE_SNAPSHOT_DIR", os.fspath(snaps))
+    ssts = [p for p in (tmp_path / "db").iterdir() if p.suffix == ".sst"]
+    assert ssts
+    before = file_states(tmp_path / "db")
+    with VolumeDB(tmp_path / "db") as db:
+        snap, = snaps.iterdir()
+        assert all(os.path.samefile(p, snap / p.name) for p in ssts)  # linked, not copied
+        assert not any(n.startswith("OPTIONS") for n in os.listdir(snap))
+        assert list(db.block_values(1)) == [(b"1", b"v")]
+    assert list(snaps.iterdir()) == []
+    assert file_states(tmp_path / "db") == before

@@ -1,0 +1,7 @@
+"""The `ozone` replica layout: Apache Ozone datanode volumes (schema V3) as a datanode leaves
+them: `.container` files, a RocksDB `container.db` per volume holding the block metadata,
+FILE_PER_BLOCK / FILE_PER_CHUNK data files and `.tree` files. Read-only scanning with Ozone's
+rules (scan.py) and a writer of new volumes for the generator and tests (writer.py).
+May import: merkle's checksum core, merkle.trees and merkle.replica's shared modules
+(and merkle.replica.crcmerkle.blockmeta's block-metadata model, which the scanner works on).
+"""

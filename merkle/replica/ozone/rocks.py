@@ -41,6 +41,8 @@ SEPARATOR = b"|"
 _SKIP_PREFIXES = ("LOCK", "LOG", "OPTIONS-", "rocksdict-config.json")
 _IMMUTABLE_SUFFIXES = (".sst", ".blob")
 _SNAPSHOT_ATTEMPTS = 5
+#: where DB snapshots are made (default: the temp directory)
+SNAPSHOT_ENV = "CRCMERKLE_SNAPSHOT_DIR"
 
 
 class VolumeDBError(Exception):
@@ -106,8 +108,15 @@ class VolumeDB:
             raise VolumeDBError(f"{self.path}: {exc.strerror or exc}") from None
         if not stat.S_ISDIR(st.st_mode):
             raise VolumeDBError(f"{self.path}: not a RocksDB directory")
-        self._snap = tempfile.mkdtemp(prefix="crcmerkle-db-",
-                                      dir=None if snapshot_dir is None else os.fspath(snapshot_dir))
+        # the temp directory unless told: CRCMERKLE_SNAPSHOT_DIR on the volume's filesystem
+        # (outside the volume) makes every table file a hard link instead of a copy
+        where = snapshot_dir if snapshot_dir is not None else os.environ.get(SNAPSHOT_ENV)
+        try:
+            self._snap = tempfile.mkdtemp(prefix="crcmerkle-db-",
+                                          dir=None if not where else os.fspath(where))
+        except OSError as exc:
+            raise VolumeDBError(f"cannot make a snapshot directory in {where}: "
+                                f"{exc.strerror or exc}") from None
         self._db: Any = None
         try:
             last: Optional[BaseException] = None
