@@ -24,7 +24,7 @@ import shutil
 import stat
 import struct
 import tempfile
-from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, Optional, Tuple, Union
 
 __all__ = ["BLOCK_DATA", "COLUMN_FAMILIES", "METADATA", "VolumeDB", "VolumeDBError",
            "block_key", "container_prefix", "write_volume_db"]
@@ -229,6 +229,3 @@ def write_volume_db(db_dir: PathLike, block_data: Dict[bytes, bytes],
     except FileNotFoundError:
         pass
 
-
-def list_files(db_dir: PathLike) -> List[str]:
-    return sorted(os.listdir(os.fspath(db_dir)))
