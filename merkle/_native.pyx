@@ -9,6 +9,7 @@ from cpython.buffer cimport PyBUF_C_CONTIGUOUS, PyBuffer_Release, PyObject_GetBu
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.long cimport PyLong_AsUnsignedLongLong, PyLong_AsUnsignedLongMask, PyLong_FromUnsignedLong
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.number cimport PyNumber_Index
 from cpython.pythread cimport (NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock,
                                PyThread_free_lock, PyThread_release_lock, PyThread_type_lock)
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
@@ -58,11 +59,20 @@ cdef int _get_buffer(object data, Py_buffer *view, int flags=0) except -1:
     return 0
 
 
-cdef inline uint32_t _mask32(object value) except? 0xFFFFFFFF:
-    # zlib semantics: any int is taken modulo 2**32 (negative ones too).
-    if not isinstance(value, int):
-        raise TypeError(f"value must be an int, not {type(value).__name__}")
-    return <uint32_t>PyLong_AsUnsignedLongMask(value)
+cdef inline object _as_int(object value, str name):
+    """value as a Python int: ints, and any integer type with __index__ (numpy integers,
+    including the uint32 values this module returns), as zlib does; float and str refused."""
+    if isinstance(value, int):
+        return value
+    try:
+        return PyNumber_Index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, not {type(value).__name__}") from None
+
+
+cdef inline uint32_t _mask32(object value, str name="value") except? 0xFFFFFFFF:
+    # zlib semantics: any integer is taken modulo 2**32 (negative ones too).
+    return <uint32_t>PyLong_AsUnsignedLongMask(_as_int(value, name))
 
 
 cdef uint32_t _crc_of(crcm_algorithm alg, uint32_t crc, object data) except? 0xFFFFFFFF:
@@ -102,8 +112,7 @@ def crc32(data, value=0, /):
 
 
 cdef uint64_t _length(object len2) except? 0xFFFFFFFFFFFFFFFF:
-    if not isinstance(len2, int):
-        raise TypeError(f"len2 must be an int, not {type(len2).__name__}")
+    len2 = _as_int(len2, "len2")
     try:
         return PyLong_AsUnsignedLongLong(len2)
     except OverflowError:
@@ -113,19 +122,23 @@ cdef uint64_t _length(object len2) except? 0xFFFFFFFFFFFFFFFF:
 def crc32c_combine(crc1, crc2, len2, /):
     """CRC-32C of A||B from crc1 = crc32c(A), crc2 = crc32c(B) and len2 = len(B)."""
     return PyLong_FromUnsignedLong(
-        crcm_combine(CRCM_CRC32C, _mask32(crc1), _mask32(crc2), _length(len2)))
+        crcm_combine(CRCM_CRC32C, _mask32(crc1, "crc1"), _mask32(crc2, "crc2"),
+                     _length(len2)))
 
 
 def crc32_combine(crc1, crc2, len2, /):
     """CRC-32 of A||B from crc1 = crc32(A), crc2 = crc32(B) and len2 = len(B), like zlib."""
     return PyLong_FromUnsignedLong(
-        crcm_combine(CRCM_CRC32, _mask32(crc1), _mask32(crc2), _length(len2)))
+        crcm_combine(CRCM_CRC32, _mask32(crc1, "crc1"), _mask32(crc2, "crc2"),
+                     _length(len2)))
 
 
 def _as_uint32_column(obj, str name):
     arr = np.asarray(obj)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional")
+    if arr.size == 0 and arr.dtype.kind in "fO":
+        return np.empty(0, dtype=np.uint32)  # np.asarray([]) is float64: an empty column
     if arr.dtype.kind not in "ui":
         raise TypeError(f"{name} must hold integers, not {arr.dtype}")
     if arr.dtype != np.uint32:
@@ -350,7 +363,9 @@ cdef class _CRCHash:
         if self._lock != NULL:
             PyThread_free_lock(self._lock)
 
-    def __init__(self, data=b"", /):
+    def __init__(self, data=b"", *, value=0):
+        # value: a stored checksum to continue from (crc32c(b, value=crc32c(a)) == crc(a+b))
+        self._crc = _mask32(value)
         if not (isinstance(data, bytes) and not data):
             self.update(data)
 
@@ -385,6 +400,21 @@ cdef class _CRCHash:
                     PyThread_release_lock(self._lock)
         finally:
             PyBuffer_Release(&view)
+
+    def consume(self, stream, chunk_size):
+        """Read `stream` (anything with .read(n)) to its end in chunks of at most chunk_size
+        bytes, adding each to the checksum; yields the chunks as they are read (the
+        google-crc32c convention: `for chunk in h.consume(f, 1 << 20): out.write(chunk)`;
+        `collections.deque(h.consume(f, n), maxlen=0)` just checksums)."""
+        size = _as_int(chunk_size, "chunk_size")
+        if size <= 0:
+            raise ValueError(f"chunk_size must be positive, not {size}")
+        while True:
+            chunk = stream.read(size)
+            if not chunk:
+                return
+            self.update(chunk)
+            yield chunk
 
     def intdigest(self):
         """The checksum as an unsigned int."""
