@@ -101,7 +101,30 @@ def _apply_backend_env() -> None:
     try:
         set_backend(name)
     except (ValueError, BackendUnavailableError) as exc:
-        raise ImportError(f"{BACKEND_ENV}={name!r}: {exc}") from None
+        message = f"{BACKEND_ENV}={name!r}: {exc}"
+        if _started_as_command() and _os.environ.get("CRCMERKLE_DEBUG", "") in ("", "0"):
+            # The command line cannot catch an error raised while `merkle` itself is being
+            # imported: say it in one line and exit 2 (the rule of merkle.cli) right here.
+            import sys
+
+            print(f"crcmerkle: error: {message} (unset {BACKEND_ENV} to pick the best one)",
+                  file=sys.stderr, flush=True)
+            raise SystemExit(2)
+        raise ImportError(message) from None
+
+
+def _started_as_command() -> bool:
+    """True when this process is the `crcmerkle` command, `python -m merkle` or `python -m
+    spark_udfs` (also under spark-submit), not a program importing the library."""
+    import sys
+
+    argv0 = sys.argv[0] if sys.argv else ""
+    if argv0 == "-m":  # `python -m merkle...`: the package is imported before __main__ runs
+        return True
+    if _os.path.basename(argv0) == "crcmerkle":
+        return True
+    parts = _os.path.normpath(argv0).split(_os.sep)[-2:]
+    return parts in (["merkle", "__main__.py"], ["spark_udfs", "__main__.py"])
 
 
 _apply_backend_env()

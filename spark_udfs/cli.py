@@ -9,20 +9,27 @@
   demo                     generate a faulty cluster, scan/diff/report it, check the
                            findings against the ground truth, repair, re-scan
 Repair with `crcmerkle reconcile --report REPORT.json` (the JSON of report/run).
-Spark runs embedded (local[*]) unless --master or spark-submit says otherwise.
-Exit status: diff/report/run 0 when every container matches, 1 when repair is needed or
-something is unrecoverable, 2 for errors (bad paths, unreadable tables, bad usage).
+Spark runs embedded (local[*]) unless --master or spark-submit says otherwise. On a terminal
+each command shows its running Spark stages (tasks done/total) on one line of stderr.
+Errors are one line `crcmerkle: error: ...`; --debug (or CRCMERKLE_DEBUG=1) shows Spark's log
+and the full stack traces.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
+import glob
 import json
 import os
+import shutil
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from merkle.cli import EXIT_FAILURE, EXIT_USAGE, CLIError, positive_int
+from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, CLIError, add_debug_flag, debug_enabled,
+                        exit_status_help, positive_int)
 from merkle.replica.fileio import write_atomic
 
 __all__ = ["add_parser", "run"]
@@ -33,11 +40,25 @@ Verify and diff the replicas of every container of a cluster with Apache Spark: 
 block files themselves and checksum them natively; the diff goes container -> block -> chunk
 and only shuffles what diverges."""
 
+EPILOG = exit_status_help(
+    "scan: a replica has errors (2 if some replica could not be read at all); diff, report, "
+    "run: a container's replicas differ or a chunk is unrecoverable (repairs pending); demo: "
+    "the findings differ from the injected faults")
+
+#: Marker file of a demo directory: a later demo may reuse a directory holding only this run.
+DEMO_MARKER = ".crcmerkle-demo"
+#: What a demo writes into its directory (anything else there is not ours: refuse it).
+DEMO_ENTRIES = {DEMO_MARKER, "cluster", "scan", "rescan", "report.json",
+                "report-after-repair.json"}
+
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--master", help="Spark master (default: local[*], or spark-submit's)")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                    help="extra Spark setting (repeatable)")
+    add_debug_flag(p)
+    p.epilog = EPILOG
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
 def _report_opts(p: argparse.ArgumentParser) -> None:
@@ -53,7 +74,7 @@ def _report_opts(p: argparse.ArgumentParser) -> None:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("spark", help="scan, diff and report whole clusters on Spark",
-                              description=DESCRIPTION,
+                              description=DESCRIPTION, epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="spark_command", metavar="ACTION", parser_class=type(p))
     s = sub.add_parser("scan", help="verify replicas; write chunk/block/container/error tables")
@@ -63,32 +84,33 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     s.add_argument("--trees-only", action="store_true",
                    help="read the stored .tree files instead of the data")
     _common(s)
-    s.set_defaults(func=_scan)
+    s.set_defaults(func=_guarded(_scan))
     d = sub.add_parser("diff", help="compare replicas; write containers/pulls/plan")
     d.add_argument("input", help="a scan output directory, or a chunk-table Parquet path")
     d.add_argument("-o", "--output", required=True)
     d.add_argument("--limit", type=positive_int, default=20,
                    help="repair commands per datanode per round (default 20)")
     _common(d)
-    d.set_defaults(func=_diff)
+    d.set_defaults(func=_guarded(_diff))
     r = sub.add_parser("report", help="health summary and repair plan of a scan")
     r.add_argument("input", help="a scan output directory, or a chunk-table Parquet path")
     _report_opts(r)
     _common(r)
-    r.set_defaults(func=_report)
+    r.set_defaults(func=_guarded(_report))
     a = sub.add_parser("run", help="scan + diff + report in one session")
     a.add_argument("paths", nargs="+", metavar="PATH")
     a.add_argument("-o", "--output", required=True)
     a.add_argument("--trees-only", action="store_true")
     _report_opts(a)
     _common(a)
-    a.set_defaults(func=_run)
+    a.set_defaults(func=_guarded(_run))
     m = sub.add_parser("demo", help="generate a faulty cluster, find the faults, repair",
                        description="Generate a small cluster with injected faults, run scan, "
                        "diff and report on Spark, check that exactly the injected faults were "
                        "found, repair from the report and scan again.")
     m.add_argument("--dir", default="crcmerkle-demo",
-                   help="working directory, must be absent or empty (default ./crcmerkle-demo)")
+                   help="working directory: new, empty, or holding only an earlier demo "
+                        "(which is replaced) (default ./crcmerkle-demo)")
     m.add_argument("--containers", type=positive_int, default=12,
                    help="containers (default 12)")
     m.add_argument("--seed", type=int, default=7, help="generator seed (default 7)")
@@ -102,17 +124,41 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "crcmerkle: the demo also repairs with 'crcmerkle reconcile' and "
                         "scans again)")
     _common(m)
-    m.set_defaults(func=_demo)
+    m.set_defaults(func=_guarded(_demo))
     p.set_defaults(func=lambda args: _usage())
     return p
 
 
 def _usage() -> int:
     raise CLIError("spark needs an action: scan, diff, report, run or demo; see "
-                   "'crcmerkle spark --help'", EXIT_USAGE)
+                   "'crcmerkle spark --help'", EXIT_ERROR)
+
+
+def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Run a command with Spark's, py4j's and pyarrow's failures turned into one line
+    (spark_udfs.errors.describe), unless --debug asks for everything."""
+
+    @functools.wraps(handler)
+    def run_guarded(args: argparse.Namespace) -> int:
+        try:
+            return handler(args)
+        except (CLIError, KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:
+            if debug_enabled():
+                raise
+            from spark_udfs.errors import describe
+
+            line = describe(exc)
+            if line is None:
+                raise
+            raise CLIError(f"{line} (--debug for details)", EXIT_ERROR) from None
+
+    return run_guarded
 
 
 def _session(args: argparse.Namespace) -> Any:
+    from spark_udfs.errors import MasterError, check_master
     from spark_udfs.session import JavaNotFoundError, get_session
 
     conf: Dict[str, str] = {}
@@ -122,15 +168,46 @@ def _session(args: argparse.Namespace) -> Any:
             raise CLIError(f"--conf wants KEY=VALUE, not {kv!r}")
         conf[k.strip()] = v.strip()
     try:
-        return get_session(args.master, conf=conf)
-    except JavaNotFoundError as exc:
-        raise CLIError(str(exc), EXIT_FAILURE) from None
+        check_master(args.master)
+        return get_session(args.master, conf=conf, quiet=not debug_enabled())
+    except (JavaNotFoundError, MasterError) as exc:
+        raise CLIError(str(exc), EXIT_ERROR) from None
+    except KeyboardInterrupt:
+        # Ctrl-C while the JVM starts: pyspark has no handle on it yet and the JVM ignores
+        # SIGINT (pyspark's choice), so it would outlive us; stop it, then report.
+        _stop_child_processes()
+        raise
+
+
+def _stop_child_processes() -> None:
+    """SIGTERM this process's children (during session start-up: the JVM being launched).
+    Linux /proc only; elsewhere nothing is done."""
+    import signal
+
+    me = os.getpid()
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            with open(stat, encoding="ascii", errors="replace") as f:
+                fields = f.read().rpartition(")")[2].split()
+            if int(fields[1]) == me:
+                os.kill(int(stat.split("/")[2]), signal.SIGTERM)
+        except (OSError, ValueError, IndexError):
+            continue
+
+
+@contextlib.contextmanager
+def _progress(args: argparse.Namespace, spark: Any, label: str) -> Iterator[None]:
+    """The one-line stage display on stderr while Spark works (terminal only, not --json)."""
+    from spark_udfs.progress import SparkProgress
+
+    with SparkProgress.for_session(spark, label, enabled=not getattr(args, "json", False)):
+        yield
 
 
 def _check_paths(paths: List[str]) -> None:
     for p in paths:
         if "://" not in p and not os.path.exists(p):
-            raise CLIError(f"{p}: No such file or directory", EXIT_FAILURE)
+            raise CLIError(f"{p}: No such file or directory", EXIT_ERROR)
 
 
 def _load_chunks(spark: Any, path: str) -> Dict[str, Any]:
@@ -145,6 +222,10 @@ def _load_chunks(spark: Any, path: str) -> Dict[str, Any]:
             p = base + "/" + name
             if "://" in base or os.path.exists(p):
                 out[name] = spark.read.parquet(p)
+    elif os.path.isdir(base) and not glob.glob(os.path.join(base, "*.parquet")) \
+            and not glob.glob(os.path.join(base, "*", "*.parquet")):
+        raise CLIError(f"{path}: not a scan's output (no chunks/ table) nor a chunk table (no "
+                       "Parquet files): give the -o directory of 'crcmerkle spark scan'")
     else:
         out["chunks"] = spark.read.parquet(base)
     if "chunks" not in out:
@@ -162,7 +243,7 @@ def _diff_tables(t: Dict[str, Any]) -> Any:
     try:
         return diff_chunks(t["chunks"], t.get("blocks"), t.get("containers"))
     except ValueError as exc:
-        raise CLIError(str(exc), EXIT_FAILURE) from None
+        raise CLIError(str(exc), EXIT_ERROR) from None
 
 
 def _scan_and_write(args: argparse.Namespace) -> Tuple[Any, Any]:
@@ -171,69 +252,124 @@ def _scan_and_write(args: argparse.Namespace) -> Tuple[Any, Any]:
 
     _check_paths(args.paths)
     spark = _session(args)
-    try:
-        tables = scan_replicas(spark, args.paths, trees_only=args.trees_only)
-    except ValueError as exc:
-        raise CLIError(str(exc), EXIT_FAILURE) from None
-    tables.write(args.output)
+    with _progress(args, spark, "scan"):
+        try:
+            tables = scan_replicas(spark, args.paths, trees_only=args.trees_only)
+        except ValueError as exc:
+            raise CLIError(str(exc), EXIT_ERROR) from None
+        tables.write(args.output)
     return spark, tables
 
 
 def _scan(args: argparse.Namespace) -> int:
-    _, tables = _scan_and_write(args)
-    reps = tables.replicas.count()
-    errs = tables.errors.count()
-    print(f"scanned {reps} replica(s): {errs} error(s); tables in {args.output}/"
-          f"{{{','.join(tables.TABLES)}}}")
-    return 0
+    spark, tables = _scan_and_write(args)
+    with _progress(args, spark, "scan"):
+        reps = tables.replicas.count()
+        errs = tables.errors.count()
+        failed = tables.errors.filter("error = 'SCAN_FAILED'").count()
+    print(f"scanned {reps} replica(s): {errs} error(s)"
+          + (f", {failed} replica(s) could not be read" if failed else "")
+          + f"; tables in {args.output}/{{{','.join(tables.TABLES)}}}")
+    if failed:
+        return EXIT_ERROR
+    return EXIT_FINDINGS if errs else 0
 
 
 def _diff(args: argparse.Namespace) -> int:
     spark = _session(args)
     t = _load_chunks(spark, args.input)
-    res = _diff_tables(t)
     out = args.output.rstrip("/")
-    res.containers.write.mode("overwrite").parquet(out + "/containers")
-    res.pulls.write.mode("overwrite").parquet(out + "/pulls")
-    res.unrecoverable.write.mode("overwrite").parquet(out + "/unrecoverable")
-    res.pending_deletions.write.mode("overwrite").parquet(out + "/pending_deletions")
-    plan = res.plan(args.limit)
-    if "://" not in out:
-        write_atomic(os.path.join(out, "plan.json"), (json.dumps(plan, indent=1) + "\n")
-                     .encode())
-    mism = res.containers.filter("state = 'MISMATCH'").count()
-    n_unrec = res.unrecoverable.count()
-    print(f"{res.containers.count()} container(s), {mism} mismatched, {len(plan)} repair "
+    with _progress(args, spark, "diff"):
+        res = _diff_tables(t)
+        res.containers.write.mode("overwrite").parquet(out + "/containers")
+        res.pulls.write.mode("overwrite").parquet(out + "/pulls")
+        res.unrecoverable.write.mode("overwrite").parquet(out + "/unrecoverable")
+        res.pending_deletions.write.mode("overwrite").parquet(out + "/pending_deletions")
+        plan = res.plan(args.limit)
+        if "://" not in out:
+            write_atomic(os.path.join(out, "plan.json"), (json.dumps(plan, indent=1) + "\n")
+                         .encode())
+        mism = res.containers.filter("state = 'MISMATCH'").count()
+        n_unrec = res.unrecoverable.count()
+        n_containers = res.containers.count()
+    print(f"{n_containers} container(s), {mism} mismatched, {len(plan)} repair "
           f"command(s), {n_unrec} unrecoverable chunk(s); tables in {out}/")
-    return 1 if (mism or n_unrec) else 0
+    return EXIT_FINDINGS if (mism or n_unrec) else 0
 
 
-def _emit_report(args: argparse.Namespace, diff: Any, t: Dict[str, Any]) -> int:
+def _emit_report(args: argparse.Namespace, spark: Any, diff: Any, t: Dict[str, Any]) -> int:
     from spark_udfs.report import build_report, format_text, to_json
 
-    rep = build_report(diff, replicas=t.get("containers"), errors=t.get("errors"),
-                       replication=args.replication, first=args.first, limit=args.limit)
+    with _progress(args, spark, "report"):
+        rep = build_report(diff, replicas=t.get("containers"), errors=t.get("errors"),
+                           replication=args.replication, first=args.first, limit=args.limit)
     if args.report:
         try:
             write_atomic(args.report, to_json(rep).encode())
         except OSError as exc:
-            raise CLIError(f"--report {args.report}: {exc.strerror or exc}", EXIT_FAILURE) \
+            raise CLIError(f"--report {args.report}: {exc.strerror or exc}", EXIT_ERROR) \
                 from None
     sys.stdout.write(to_json(rep) if args.json else format_text(rep))
     bad = rep["summary"]["MISMATCHED"] or rep["summary"]["UNRECOVERABLE"]
-    return 1 if bad else 0
+    return EXIT_FINDINGS if bad else 0
 
 
 def _report(args: argparse.Namespace) -> int:
     spark = _session(args)
     t = _load_chunks(spark, args.input)
-    return _emit_report(args, _diff_tables(t), t)
+    return _emit_report(args, spark, _diff_tables(t), t)
 
 
 def _run(args: argparse.Namespace) -> int:
     spark, _ = _scan_and_write(args)
     t = _load_chunks(spark, args.output)
-    return _emit_report(args, _diff_tables(t), t)
+    return _emit_report(args, spark, _diff_tables(t), t)
+
+
+def check_demo_dir(work: str) -> None:
+    """CLIError unless `work` is absent, empty, or holds only an earlier demo (its marker
+    file and the entries a demo writes). Changes nothing."""
+    path = Path(work)
+    if path.exists() and not path.is_dir():
+        raise CLIError(f"{work}: exists and is not a directory (give --dir a new directory)")
+    entries = set(os.listdir(work)) if path.exists() else set()
+    if entries and (DEMO_MARKER not in entries or not entries <= DEMO_ENTRIES):
+        raise CLIError(f"{work}: exists and is not empty, and is not an earlier demo's "
+                       "directory (give --dir a new directory)")
+
+
+def prepare_demo_dir(work: str) -> bool:
+    """Make `work` ready for a demo (see check_demo_dir): create it, or clear an earlier
+    demo from it, and write the marker. Returns True when this call created the directory
+    (so a failed run may remove it)."""
+    check_demo_dir(work)
+    path = Path(work)
+    entries = set(os.listdir(work)) if path.exists() else set()
+    for name in entries - {DEMO_MARKER}:  # an earlier demo: replace it
+        p = path / name
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+    created = not path.exists()
+    path.mkdir(parents=True, exist_ok=True)
+    (path / DEMO_MARKER).write_text("written by 'crcmerkle spark demo'; a later demo may "
+                                    "replace this directory\n")
+    return created
+
+
+def _clean_failed_demo(work: str, created: bool) -> None:
+    """After a failed or interrupted demo: remove what it wrote (keep the marker, so the
+    next run accepts the directory; remove the directory itself if this run created it)."""
+    path = Path(work)
+    for name in DEMO_ENTRIES - {DEMO_MARKER}:
+        p = path / name
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        elif p.exists() or p.is_symlink():
+            p.unlink()
+    if created:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -241,14 +377,21 @@ def _demo(args: argparse.Namespace) -> int:
     from spark_udfs.demo import run_demo
 
     work = args.dir
-    if os.path.exists(work) and (not os.path.isdir(work) or os.listdir(work)):
-        raise CLIError(f"{work}: exists and is not empty (give --dir a new directory)")
-    _session(args)  # the demo reuses this session (getOrCreate), with --conf applied
+    check_demo_dir(work)  # before Spark starts: a refused directory costs nothing
+    spark = _session(args)  # the demo reuses this session (getOrCreate), with --conf applied
+    created = prepare_demo_dir(work)
+    ok = False
     try:
-        res = run_demo(work, containers=args.containers, seed=args.seed, faults=args.faults,
-                       master=args.master, repair=not args.no_repair, layout=args.layout)
+        with _progress(args, spark, "demo"):
+            res = run_demo(work, containers=args.containers, seed=args.seed,
+                           faults=args.faults, master=args.master, repair=not args.no_repair,
+                           layout=args.layout, say=_say_between_stages)
+        ok = True
     except ReplicaError as exc:
-        raise CLIError(str(exc), EXIT_FAILURE) from None
+        raise CLIError(str(exc), EXIT_ERROR) from None
+    finally:
+        if not ok:
+            _clean_failed_demo(work, created)
     if res.ok:
         print(f"OK: the jobs found exactly the {len(res.findings.faults)} injected faults"
               + ("" if args.no_repair or args.layout == "ozone" else
@@ -256,7 +399,15 @@ def _demo(args: argparse.Namespace) -> int:
               + f"; everything is in {work}/")
         return 0
     print(f"FAILED: the findings differ from the ground truth (see above); files in {work}/")
-    return EXIT_FAILURE
+    return EXIT_FINDINGS
+
+
+def _say_between_stages(text: str) -> None:
+    """The demo's step lines: erase a progress line first (stderr) so they start clean."""
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\x1b[2K")
+        sys.stderr.flush()
+    print(text, flush=True)
 
 
 def run(argv: Optional[List[str]] = None) -> int:

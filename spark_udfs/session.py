@@ -31,6 +31,12 @@ __all__ = ["DEFAULT_CONF", "LOG4J2", "JavaNotFoundError", "find_java", "get_sess
 LOG4J2 = """\
 rootLogger.level = error
 rootLogger.appenderRef.stdout.ref = console
+# pyspark's gateway starts Spark's logging as a shell's: without a level of its own for the
+# shell's logger, Spark sets WARN and says "Setting default log level to WARN" on every start
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = error
+logger.pygateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.pygateway.level = error
 appender.console.type = Console
 appender.console.name = console
 appender.console.target = SYSTEM_ERR

@@ -7,8 +7,12 @@ subcommand and sets its handler with `parser.set_defaults(func=handler)`; the ha
 the parsed namespace and returns an exit status. To add a command, write
 `merkle/cli/<name>.py` with that function and list it here (or call `register()` before
 `main()`). Handlers report failures by raising `CLIError`; `main()` turns it, and any OSError,
-into one line `crcmerkle: error: ...` on stderr, never a traceback (set CRCMERKLE_DEBUG=1 to
-see tracebacks of unexpected errors).
+into one line `crcmerkle: error: ...` on stderr, never a traceback (`crcmerkle --debug ...` or
+CRCMERKLE_DEBUG=1 shows the tracebacks).
+
+Exit status, one rule for every verb (EXIT_STATUS_HELP, in each --help): 0 clean or nothing to
+do, 1 findings (corruption, mismatch, repairs pending or left undone), 2 the work could not be
+done (bad arguments, unreadable input, no usable peer), 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -33,16 +37,43 @@ COMMAND_MODULES: List[str] = [
     "merkle.cli.soak",
 ]
 
-#: Exit status for usage errors (bad flags, bad values), as argparse uses.
-EXIT_USAGE = 2
-#: Exit status when some input could not be processed (like cksum).
-EXIT_FAILURE = 1
+#: Exit status: clean, or nothing to do.
+EXIT_OK = 0
+#: Exit status: findings (corruption, mismatch, repairs pending or left undone).
+EXIT_FINDINGS = 1
+#: Exit status: the work could not be done (bad arguments, unreadable input, no usable peer).
+EXIT_ERROR = 2
+#: Exit status after Ctrl-C (128 + SIGINT, as shells report it).
+EXIT_INTERRUPTED = 130
+#: Older names: EXIT_USAGE is EXIT_ERROR; EXIT_FAILURE is EXIT_FINDINGS (a finding, never an
+#: error: an input that could not be read is EXIT_ERROR).
+EXIT_USAGE = EXIT_ERROR
+EXIT_FAILURE = EXIT_FINDINGS
+
+#: The rule every verb follows, for the --help epilogs (a verb adds what its 1 means).
+EXIT_STATUS_HELP = """\
+exit status (every crcmerkle verb):
+  0    clean, or nothing to do
+  1    findings: corruption, mismatch, repairs pending or left undone
+  2    the work could not be done: bad arguments, unreadable input, no usable peer
+  130  interrupted (Ctrl-C)
+errors are one line 'crcmerkle: error: ...'; --debug or CRCMERKLE_DEBUG=1 shows tracebacks"""
+
+
+def exit_status_help(findings: str) -> str:
+    """EXIT_STATUS_HELP with what 1 means for one verb (e.g. 'a replica has errors')."""
+    return EXIT_STATUS_HELP + f"\nhere 1 means: {findings}"
+
+
+def debug_enabled() -> bool:
+    """True with --debug or CRCMERKLE_DEBUG=1: show tracebacks and Spark's own logging."""
+    return os.environ.get("CRCMERKLE_DEBUG", "") not in ("", "0")
 
 
 class CLIError(Exception):
     """A user-facing error: printed as one line, exits with `status`."""
 
-    def __init__(self, message: str, status: int = EXIT_USAGE) -> None:
+    def __init__(self, message: str, status: int = EXIT_ERROR) -> None:
         super().__init__(message)
         self.status = status
 
@@ -100,9 +131,12 @@ def build_parser() -> ArgumentParser:
     parser = ArgumentParser(
         prog=PROG,
         description="Fast CRC-32C / CRC-32 checksums and container Merkle trees.",
-        epilog=f"Run '{PROG} COMMAND --help' for the options of one command.",
+        epilog=f"Run '{PROG} COMMAND --help' for the options of one command.\n\n"
+               + EXIT_STATUS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    add_debug_flag(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND",
                                        parser_class=ArgumentParser)
     for name in COMMAND_MODULES:
@@ -110,10 +144,26 @@ def build_parser() -> ArgumentParser:
     return parser
 
 
+def add_debug_flag(parser: argparse.ArgumentParser) -> None:
+    """--debug on a parser (the top level and each Spark action); SUPPRESS keeps a
+    subparser's default from overwriting the top level's value."""
+    parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show tracebacks and Spark's own log (also CRCMERKLE_DEBUG=1)")
+
+
+def first_line(text: str, limit: int = 400) -> str:
+    """The first non-empty line of a (possibly multi-line) message, shortened to `limit`."""
+    for line in str(text).splitlines():
+        line = line.strip()
+        if line:
+            return line if len(line) <= limit else line[:limit - 3] + "..."
+    return ""
+
+
 def _os_error_message(exc: OSError) -> str:
     if exc.filename is not None and exc.strerror:
         return f"{exc.filename}: {exc.strerror}"
-    return exc.strerror or str(exc)
+    return first_line(exc.strerror or str(exc))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -124,6 +174,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             args = parser.parse_args(argv)
         except SystemExit as exc:  # --help / --version
             return exc.code if isinstance(exc.code, int) else 0
+        if getattr(args, "debug", False):
+            os.environ["CRCMERKLE_DEBUG"] = "1"  # also for the Spark workers it starts
         func = getattr(args, "func", None)
         if func is None:
             commands = ", ".join(m.rsplit("_", 1)[-1] for m in COMMAND_MODULES)
@@ -133,8 +185,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print_error(str(exc))
         return exc.status
     except KeyboardInterrupt:
+        if debug_enabled():
+            raise
         print_error("interrupted")
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (`crcmerkle ... | head`): stop quietly, like coreutils.
         try:
@@ -142,15 +196,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             os.dup2(devnull, sys.stdout.fileno())
         except (OSError, ValueError):
             pass
-        return EXIT_FAILURE
+        return EXIT_ERROR
     except OSError as exc:
-        print_error(_os_error_message(exc))
-        return EXIT_FAILURE
-    except Exception as exc:  # never a traceback for users
-        if os.environ.get("CRCMERKLE_DEBUG"):
+        if debug_enabled():
             raise
-        print_error(f"unexpected {type(exc).__name__}: {exc} (CRCMERKLE_DEBUG=1 for a traceback)")
-        return EXIT_USAGE
+        print_error(_os_error_message(exc))
+        return EXIT_ERROR
+    except Exception as exc:  # never a traceback for users
+        if debug_enabled():
+            raise
+        print_error(f"unexpected {type(exc).__name__}: {first_line(str(exc))} (--debug for a "
+                    "traceback)")
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":  # pragma: no cover

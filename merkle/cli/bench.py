@@ -10,7 +10,7 @@ from typing import Any, List
 
 import merkle
 from merkle.cli import benchmarking as bm
-from merkle.cli import CLIError
+from merkle.cli import CLIError, exit_status_help
 
 DESCRIPTION = """\
 Measure checksum throughput (GB/s = 1e9 B/s) of crcmerkle and of every installed peer
@@ -55,7 +55,8 @@ def _runs(text: str) -> int:
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "bench", help="throughput table of crcmerkle vs the installed peer packages",
-        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=DESCRIPTION, epilog=exit_status_help("never (0 measured, 2 could not)"),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", nargs="+", type=_size, metavar="SIZE",
                    default=list(bm.DEFAULT_SIZES),
                    help="buffer sizes of the one-shot table (default: 64 512 4KiB 16KiB "

@@ -11,7 +11,7 @@ from typing import Any, BinaryIO, Dict, List, Optional
 
 import merkle
 from merkle.cli.benchmarking import MiB
-from merkle.cli import EXIT_FAILURE, positive_size, print_error
+from merkle.cli import EXIT_ERROR, exit_status_help, positive_size, print_error
 
 #: Read size; with --bytes-per-checksum it is rounded down to a multiple of N (at least N)
 #: so that no window straddles two reads.
@@ -41,8 +41,10 @@ output (json):
   or, with --bytes-per-checksum:
       {"name", "algorithm", "size", "bytes_per_checksum", "checksums" (list of hex)}
 
-exit status: 0 if every file was read, 1 if some file could not be (an error line is
-printed for it and the others are still processed), 2 for bad usage."""
+a file that cannot be read gets an error line, the others are still processed, and the
+exit status is 2.
+
+""" + exit_status_help("never (checksum has no findings: 0 or 2)")
 
 
 
@@ -167,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
             value, size = _checksum_file(name, args)
         except OSError as exc:
             print_error(f"{name}: {_describe(exc)}")
-            status = EXIT_FAILURE
+            status = EXIT_ERROR
             continue
         if args.bytes_per_checksum:
             hexes = [f"{v:08x}" for v in value.tolist()]

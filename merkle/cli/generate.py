@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any, Tuple
 
-from merkle.cli import CLIError, positive_int, positive_size
+from merkle.cli import CLIError, exit_status_help, positive_int, positive_size
 
 DESCRIPTION = """\
 Write a synthetic cluster OUT/dn<d>/vol<v>/... of container replicas (random data,
@@ -23,7 +23,10 @@ def _epilog() -> str:
             f"--layout ozone only: {', '.join(OZONE_FAULT_TYPES)}\n"
             f"--faults default = {DEFAULT_FAULTS} (+ one of each ozone-only fault with "
             f"--layout ozone)\n"
-            "see merkle/replica/generate.py for what each one does and reports")
+            "see merkle/replica/generate.py for what each one does and reports\n\n"
+            "OUT must be new or empty, or hold only an earlier generate run (its marker file "
+            ".crcmerkle-generate), which is replaced; a failed run removes what it wrote.\n\n"
+            + exit_status_help("never (0 written, 2 could not)"))
 
 
 

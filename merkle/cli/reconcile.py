@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any, Dict, List
 
-from merkle.cli import EXIT_FAILURE, EXIT_USAGE, CLIError, print_error
+from merkle.cli import EXIT_ERROR, EXIT_FINDINGS, CLIError, exit_status_help, print_error
 from merkle.trees.ozone import format_checksum
 from merkle.replica.errors import ReplicaError
 
@@ -22,10 +22,10 @@ the repair commands of a `crcmerkle spark report --json` report are run, round b
 Replicas on Ozone datanode volumes are refused: the datanode reconciles them itself
 (`ozone admin container reconcile <containerID>`)."""
 
-EPILOG = """\
-exit status: 0 if every replica ended healthy and (with --all) every container's replicas
-agree, 1 if something could not be repaired (reported with the reason), 2 if a replica could
-not be processed (locked, unreadable) or for bad usage."""
+EPILOG = exit_status_help(
+    "repairs are pending (--dry-run planned some) or were left undone (something could not "
+    "be repaired, or with --all the replicas still disagree); 2: a replica could not be "
+    "processed (locked, unreadable), no peer was usable, or --all found no replica")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -85,11 +85,11 @@ def _report_jobs(path: str) -> List[List[str]]:
             rep = json.load(f)
         return jobs_from_report(rep, path)
     except OSError as exc:
-        raise CLIError(f"{path}: {exc.strerror or exc}", EXIT_FAILURE) from None
+        raise CLIError(f"{path}: {exc.strerror or exc}", EXIT_ERROR) from None
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
-        raise CLIError(f"{path}: not a JSON report ({exc})", EXIT_FAILURE) from None
+        raise CLIError(f"{path}: not a JSON report ({exc})", EXIT_ERROR) from None
     except ReplicaError as exc:
-        raise CLIError(str(exc), EXIT_FAILURE) from None
+        raise CLIError(str(exc), EXIT_ERROR) from None
 
 
 def _refuse_ozone(path: str) -> None:
@@ -98,7 +98,7 @@ def _refuse_ozone(path: str) -> None:
     try:
         refuse_ozone(path)
     except ReplicaError as exc:
-        raise CLIError(str(exc), EXIT_USAGE) from None
+        raise CLIError(str(exc), EXIT_ERROR) from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -119,7 +119,12 @@ def run(args: argparse.Namespace) -> int:
                 for cid, reps in replica_groups(p).items():
                     groups.setdefault(cid, []).extend(os.fspath(r) for r in reps)
         except (ReplicaError, FileNotFoundError) as exc:
-            raise CLIError(str(exc), EXIT_FAILURE) from None
+            raise CLIError(str(exc), EXIT_ERROR) from None
+        if not args.paths:
+            raise CLIError("--all needs the directories to search (crcmerkle reconcile --all "
+                           "PATH...)")
+        if not groups:
+            raise CLIError(f"--all: no container replica found under {', '.join(args.paths)}")
         for cid in sorted(groups):
             reps = groups[cid]
             jobs.extend([r] + [q for q in reps if q != r] for r in reps)
@@ -143,6 +148,12 @@ def run(args: argparse.Namespace) -> int:
         results.append(r)
         if not args.json:
             _print(r)
+        if job[1:] and all(p.status == "skipped" for p in r.peers):
+            # nothing could be compared: the work was not done, whatever the replica holds
+            failed.append({"path": job[0], "error": "no usable peer: "
+                           + "; ".join(f"{p.peer}: {p.reason}" for p in r.peers)})
+            if not args.json:
+                print_error(f"{job[0]}: no usable peer (every peer was skipped)")
     unconverged = []
     if args.all and not args.dry_run:
         by_id: Dict[int, Dict[str, Any]] = {}
@@ -164,7 +175,11 @@ def run(args: argparse.Namespace) -> int:
                    "unconverged": unconverged}, sys.stdout, indent=1)
         sys.stdout.write("\n")
     if failed:
-        return EXIT_USAGE
+        return EXIT_ERROR
     if any(r.remaining for r in results) or unconverged:
-        return EXIT_FAILURE
+        return EXIT_FINDINGS
+    if args.dry_run and any(p.status == "planned" for r in results for p in r.peers):
+        return EXIT_FINDINGS  # repairs pending
+    if any(p.failures for r in results for p in r.peers):
+        return EXIT_FINDINGS  # a pull stopped early (reported with the reason)
     return 0

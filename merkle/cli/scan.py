@@ -10,8 +10,8 @@ import threading
 import time
 from typing import Any, Dict, List
 
-from merkle.cli import (EXIT_FAILURE, EXIT_USAGE, CLIError, positive_int, positive_size,
-                        print_error)
+from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, CLIError, exit_status_help, positive_int,
+                        positive_size, print_error)
 from merkle.trees.ozone import format_checksum
 from merkle.replica.errors import ReplicaError
 
@@ -36,9 +36,10 @@ output (json): {"replicas": [{path, container_id, ok, data_checksum, errors: [{e
   block_id, offset, detail}], blocks, chunks, bytes_read, seconds, ...}], "failed": [...],
   "summary": {...}}
 
-exit status: 0 if no errors were found, 1 if some replica has errors, 2 if some replica
-could not be scanned (locked, unreadable, an Ozone volume whose DB cannot be opened) or for
-bad usage."""
+""" + exit_status_help(
+    "some replica has errors (2 wins when some replica could not be scanned at all: locked, "
+    "unreadable, an Ozone volume whose DB cannot be opened; or no replica was found under a "
+    "PATH)")
 
 
 
@@ -99,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
 
     for p in args.paths:
         if not os.path.exists(p):
-            raise CLIError(f"{p}: No such file or directory", EXIT_FAILURE)
+            raise CLIError(f"{p}: No such file or directory", EXIT_ERROR)
     bar = _bar(args.paths, not args.no_progress and not args.json)
     failed: List[Dict[str, str]] = []
     results: List[ScanResult] = []
@@ -137,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
                    buffer_size=args.buffer_size or DEFAULT_BUFFER_SIZE,
                    use_mmap=args.mmap)
     except ReplicaError as exc:
-        raise CLIError(str(exc), EXIT_USAGE) from None
+        raise CLIError(str(exc), EXIT_ERROR) from None
     finally:
         if bar is not None:
             bar.close()
@@ -157,5 +158,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"scanned {len(results)} replicas, {nbytes} bytes in {seconds:.2f} s{rate}: "
               f"{bad} with errors" + (f", {len(failed)} not scanned" if failed else ""))
     if failed:
-        return EXIT_USAGE
-    return EXIT_FAILURE if bad else 0
+        return EXIT_ERROR
+    if not results:
+        raise CLIError(f"no container replica found under {', '.join(args.paths)} (a replica "
+                       "is <volume>/<containerID> with metadata/ and chunks/)", EXIT_ERROR)
+    return EXIT_FINDINGS if bad else 0

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from merkle.cli import EXIT_FAILURE, CLIError, positive_int
+from merkle.cli import EXIT_FINDINGS, CLIError, exit_status_help, positive_int
 
 DESCRIPTION = """\
 Fault-injection soak (merkle/replica/soak.py). Each round generates a cluster with a random
@@ -21,7 +21,8 @@ EPILOG = """\
 output: one progress line per round on stderr (unless --quiet), then a table per fault type
   (injected, detected, repaired, unrepairable by design, missed, unrepaired) and the checks
   (misses, false alarms, bytes lost, ...); --json prints the same as JSON.
-exit status: 0 if every check is zero, 1 otherwise, 2 for bad usage."""
+
+""" + exit_status_help("some check is not zero (a miss, a false alarm, a lost byte)")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -66,4 +67,4 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print(report.table())
-    return 0 if report.ok else EXIT_FAILURE
+    return 0 if report.ok else EXIT_FINDINGS

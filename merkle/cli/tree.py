@@ -10,7 +10,7 @@ from typing import Any, Dict, List
 
 import numpy as np
 
-from merkle.cli import EXIT_USAGE, CLIError
+from merkle.cli import EXIT_ERROR, CLIError, exit_status_help
 
 DESCRIPTION = """\
 Inspect, compare, build and merge Apache Ozone container checksum trees: the
@@ -32,17 +32,22 @@ input table (CSV with a header row, or Parquet), one row per chunk:
 Rows may come in any order; a later row replaces an earlier one at the same (block, offset)."""
 
 DIFF_EPILOG = """\
-exit status: 0 = nothing to repair from this peer, 1 = repair needed, 2 = error
-(unreadable or corrupt tree, bad usage). Unrecoverable chunks (both replicas healthy but
-different) are listed but need no repair from this peer."""
+Unrecoverable chunks (both replicas healthy but different) are listed but need no repair
+from this peer.
+
+""" + exit_status_help("OURS must pull something from PEER (2: unreadable or corrupt tree)")
+OTHER_EPILOG = exit_status_help("never (0 done, 2 could not)")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("tree", help="Ozone container checksum trees (.tree files)",
-                              description=DESCRIPTION)
+                              description=DESCRIPTION, epilog=exit_status_help(
+                                  "diff: OURS must pull something from PEER"),
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="tree_command", metavar="ACTION",
                            parser_class=type(p))
-    show = sub.add_parser("show", help="summarise a .tree file")
+    show = sub.add_parser("show", help="summarise a .tree file", epilog=OTHER_EPILOG,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
     show.add_argument("file")
     show.add_argument("--json", action="store_true",
                       help="the whole tree as JSON (checksums in Ozone's hex)")
@@ -57,14 +62,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     d.set_defaults(func=_diff)
 
     b = sub.add_parser("build", help="build a .tree from a chunk-metadata table",
-                       epilog=BUILD_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       epilog=BUILD_EPILOG + "\n\n" + OTHER_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     b.add_argument("table", help="CSV or Parquet file ('-' = CSV on stdin)")
     b.add_argument("-o", "--output", required=True, help="the .tree file to write (atomically)")
     b.add_argument("--container-id", type=int, required=True)
     b.add_argument("--format", choices=["csv", "parquet"], help="default: from the extension")
     b.set_defaults(func=_build)
 
-    m = sub.add_parser("merge", help="merge a scanned tree into the stored one")
+    m = sub.add_parser("merge", help="merge a scanned tree into the stored one",
+                       epilog=OTHER_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     m.add_argument("stored", help="stored tree (missing, empty or corrupt = no tree, as Ozone)")
     m.add_argument("scanned")
     m.add_argument("-o", "--output", required=True)
@@ -75,7 +81,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def _usage(p: argparse.ArgumentParser) -> int:
     raise CLIError("tree needs an action: show, diff, build or merge; see "
-                   "'crcmerkle tree --help'", EXIT_USAGE)
+                   "'crcmerkle tree --help'", EXIT_ERROR)
 
 
 def _read(path: str, **kw: Any):
@@ -83,9 +89,9 @@ def _read(path: str, **kw: Any):
     try:
         return read_tree(path, **kw)
     except TreeFileError as exc:
-        raise CLIError(str(exc), EXIT_USAGE) from None
+        raise CLIError(str(exc), EXIT_ERROR) from None
     except OSError as exc:
-        raise CLIError(f"{path}: {exc.strerror or exc}", EXIT_USAGE) from None
+        raise CLIError(f"{path}: {exc.strerror or exc}", EXIT_ERROR) from None
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -163,7 +169,7 @@ def _merge(args: argparse.Namespace) -> int:
     try:
         merged = merge(stored, scanned)
     except ValueError as exc:
-        raise CLIError(str(exc), EXIT_USAGE) from None
+        raise CLIError(str(exc), EXIT_ERROR) from None
     write_tree(merged, args.output)
     print(f"{args.output}: {merged!r}")
     return 0
