@@ -139,10 +139,10 @@ def test_checksum_subprocess_file(files):
     assert proc.stderr == b""
 
 
-def test_missing_file_exit_1_others_processed(files, tmp_path, capsys):
+def test_missing_file_exit_2_others_processed(files, tmp_path, capsys):
     missing = tmp_path / "nope.bin"
     good = files["small"]
-    assert main(["checksum", str(missing), str(good)]) == 1
+    assert main(["checksum", str(missing), str(good)]) == 2
     out, err = capsys.readouterr()
     line = one_error_line(err)
     assert str(missing) in line and "No such file" in line
@@ -151,13 +151,13 @@ def test_missing_file_exit_1_others_processed(files, tmp_path, capsys):
 
 def test_missing_file_subprocess(tmp_path):
     proc = run_cli("checksum", str(tmp_path / "nope.bin"))
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert proc.stdout == b""
     one_error_line(proc.stderr.decode())
 
 
 def test_directory_is_an_error(tmp_path, capsys):
-    assert main(["checksum", str(tmp_path)]) == 1
+    assert main(["checksum", str(tmp_path)]) == 2
     line = one_error_line(capsys.readouterr().err)
     assert "directory" in line.lower()
 
@@ -168,7 +168,7 @@ def test_permission_denied(tmp_path, capsys):
     path = tmp_path / "secret"
     path.write_bytes(b"x")
     path.chmod(0)
-    assert main(["checksum", str(path)]) == 1
+    assert main(["checksum", str(path)]) == 2
     assert "Permission denied" in one_error_line(capsys.readouterr().err)
 
 

@@ -67,7 +67,7 @@ def test_reconcile_pair_and_errors(tmp_path, capsys):
     target = root / m["faults"][0]["replicas"][0]
     peers = [root / r for r in m["containers"]["1"]["replicas"] if root / r != target]
     st, out, _ = run(capsys, "reconcile", target, *peers, "--dry-run")
-    assert st == 0 and "corrupt_chunk" in out
+    assert st == 1 and "corrupt_chunk" in out  # repairs pending
     with ReplicaLock(container_paths(target)):
         st, _, err = run(capsys, "reconcile", target, *peers)
         assert st == 2 and err.count("\n") == 1 and "locked" in err
@@ -78,7 +78,7 @@ def test_reconcile_pair_and_errors(tmp_path, capsys):
     st, _, err = run(capsys, "reconcile", target)
     assert st == 2 and "PEER" in err
     st, _, err = run(capsys, "scan", tmp_path / "nowhere")
-    assert st == 1 and err.startswith("crcmerkle: error:")
+    assert st == 2 and err.startswith("crcmerkle: error:")
     (tmp_path / "empty").mkdir()
     st, _, err = run(capsys, "scan", tmp_path / "empty")
     assert st == 2 and "no container replica" in err

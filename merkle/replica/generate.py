@@ -39,6 +39,8 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
+import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Set, Tuple, Union
@@ -499,20 +501,71 @@ def generate_cluster(out: PathLike, config: Optional[GeneratorConfig] = None, **
         from merkle.replica.ozone.generate import check_available
         check_available()
     root = Path(out)
-    if root.exists() and (not root.is_dir() or any(root.iterdir())):
-        raise GeneratorError("output directory exists and is not empty", os.fspath(out))
-    root.mkdir(parents=True, exist_ok=True)
-    # the ozone layout: the same content made in the crcmerkle layout, then moved onto
-    # datanode volumes (merkle.replica.ozone.generate)
-    staging = root / ".staging" if cfg.layout == "ozone" else root
-    cluster = _Cluster(staging, cfg)
-    cluster.write()
-    cluster.inject()
-    manifest = cluster.manifest()
-    if cfg.layout == "ozone":
-        from merkle.replica.ozone.generate import convert_cluster
-        ozone = {k: n for k, n in cfg.faults.items() if k in _ozone_fault_types()}
-        manifest = convert_cluster(staging, root, manifest, cfg, ozone)
-    (root / MANIFEST_NAME).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    created = _prepare_output(root)
+    try:
+        # the ozone layout: the same content made in the crcmerkle layout, then moved onto
+        # datanode volumes (merkle.replica.ozone.generate)
+        staging = root / _STAGING if cfg.layout == "ozone" else root
+        cluster = _Cluster(staging, cfg)
+        cluster.write()
+        cluster.inject()
+        manifest = cluster.manifest()
+        if cfg.layout == "ozone":
+            from merkle.replica.ozone.generate import convert_cluster
+            ozone = {k: n for k, n in cfg.faults.items() if k in _ozone_fault_types()}
+            manifest = convert_cluster(staging, root, manifest, cfg, ozone)
+        (root / MANIFEST_NAME).write_text(json.dumps(manifest, indent=1, sort_keys=True)
+                                          + "\n")
+    except BaseException:  # also Ctrl-C: leave nothing half-written behind
+        _remove_run(root, keep_marker=not created)
+        raise
     return manifest
+
+
+#: Marker file of a generated cluster: a later run may replace a directory holding only a
+#: generated cluster (the marker, the manifest, dn<N>/ directories, the ozone staging area).
+MARKER_NAME = ".crcmerkle-generate"
+_STAGING = ".staging"
+_OWN_ENTRY = re.compile(r"dn\d+")
+
+
+def _is_own_entry(name: str) -> bool:
+    return name in (MARKER_NAME, MANIFEST_NAME, _STAGING) or bool(_OWN_ENTRY.fullmatch(name))
+
+
+def _prepare_output(root: Path) -> bool:
+    """Create `root`, or accept it empty, or clear an earlier generated cluster from it (see
+    MARKER_NAME), then write the marker. True when this call created the directory."""
+    if root.exists() and not root.is_dir():
+        raise GeneratorError("output path exists and is not a directory", os.fspath(root))
+    entries = os.listdir(root) if root.exists() else []
+    if entries and (MARKER_NAME not in entries or not all(map(_is_own_entry, entries))):
+        raise GeneratorError("output directory exists and is not empty (and holds more than "
+                             "an earlier 'crcmerkle generate' run)", os.fspath(root))
+    created = not root.exists()
+    if entries:
+        _remove_run(root, keep_marker=True)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / MARKER_NAME).write_text("written by crcmerkle generate: a later run may replace "
+                                    "this directory\n")
+    return created
+
+
+def _remove_run(root: Path, keep_marker: bool) -> None:
+    """Remove a generated cluster's entries from root (and root itself unless keep_marker)."""
+    if not root.is_dir():
+        return
+    for name in os.listdir(root):
+        if not _is_own_entry(name) or (keep_marker and name == MARKER_NAME):
+            continue
+        p = root / name
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+    if not keep_marker:
+        try:
+            root.rmdir()
+        except OSError:
+            pass  # something else appeared meanwhile: leave it
 
