@@ -43,13 +43,13 @@ def test_run_report_json_and_diff(spark, small, tmp_path, capsys):
     # the JSON feeds the reconciler: a dry run plans pulls from the peers the report names
     rc = main(["reconcile", "--report", str(rep), "--dry-run"])
     text = capsys.readouterr().out
-    assert rc == 0 and "pull block" in text  # the unrecoverable chunk has no command
+    assert rc == 1 and "pull block" in text  # repairs pending  # the unrecoverable chunk has no command
     assert len(data["reconcile"]) >= 1 and all(e["argv"][:2] == ["crcmerkle", "reconcile"]
                                                for e in data["reconcile"])
 
 
 def test_errors_are_one_line(spark, tmp_path, capsys):
-    assert main(["spark", "scan", str(tmp_path / "missing"), "-o", str(tmp_path / "o")]) == 1
+    assert main(["spark", "scan", str(tmp_path / "missing"), "-o", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("crcmerkle: error: ") and "No such file" in err
     (tmp_path / "t.parquet").write_bytes(b"not parquet")
@@ -62,7 +62,7 @@ def test_errors_are_one_line(spark, tmp_path, capsys):
         assert main(["spark", *bad]) == 2
         assert "must be a positive integer" in capsys.readouterr().err
     (tmp_path / "r.json").write_text("{}")
-    assert main(["reconcile", "--report", str(tmp_path / "r.json")]) == 1
+    assert main(["reconcile", "--report", str(tmp_path / "r.json")]) == 2
     assert "not a crcmerkle spark report" in capsys.readouterr().err
 
 

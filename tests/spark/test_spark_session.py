@@ -33,7 +33,7 @@ def test_cli_says_java_is_missing_in_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert main(["spark", "demo", "--dir", str(tmp_path / "d")]) == 1
+    assert main(["spark", "demo", "--dir", str(tmp_path / "d")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("crcmerkle: error: Spark needs a Java 17+ runtime") and \
         err.count("\n") == 1
