@@ -169,7 +169,12 @@ def _session(args: argparse.Namespace) -> Any:
         conf[k.strip()] = v.strip()
     try:
         check_master(args.master)
-        return get_session(args.master, conf=conf, quiet=not debug_enabled())
+        spark = get_session(args.master, conf=conf, quiet=not debug_enabled())
+        if not debug_enabled():
+            # A failed task is logged at ERROR with its Java stack by the executor and the
+            # scheduler; the command reports it in one line itself (--debug shows the log).
+            spark.sparkContext.setLogLevel("FATAL")
+        return spark
     except (JavaNotFoundError, MasterError) as exc:
         raise CLIError(str(exc), EXIT_ERROR) from None
     except KeyboardInterrupt:

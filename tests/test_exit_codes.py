@@ -6,7 +6,7 @@ tests/spark/test_spark_errors.py. Every --help carries the table."""
 from __future__ import annotations
 
 import json
-import shutil
+import os
 import subprocess
 import sys
 
@@ -201,9 +201,11 @@ def test_unexpected_error_is_one_line_and_debug_shows_it(monkeypatch, capsys):
     monkeypatch.delenv("CRCMERKLE_DEBUG", raising=False)
     st, _, err = run(capsys, "checksum", "x")
     assert st == EXIT_ERROR and "first line" in one_line(err) and "second" not in err
-    with pytest.raises(RuntimeError):
-        main(["--debug", "checksum", "x"])
-    monkeypatch.delenv("CRCMERKLE_DEBUG", raising=False)  # --debug set it for the process
+    try:
+        with pytest.raises(RuntimeError):
+            main(["--debug", "checksum", "x"])
+    finally:
+        os.environ.pop("CRCMERKLE_DEBUG", None)  # --debug set it for the process
 
 
 # ---- CRCMERKLE_BACKEND ----------------------------------------------------------------------

@@ -164,11 +164,14 @@ def test_describe_java_and_python_worker_stacks():
 def test_debug_shows_everything(spark, tmp_path, monkeypatch):
     monkeypatch.delenv("CRCMERKLE_DEBUG", raising=False)
     (tmp_path / "t.parquet").write_bytes(b"not parquet")
-    with pytest.raises(Exception) as info:
-        main(["spark", "diff", str(tmp_path / "t.parquet"), "-o", str(tmp_path / "o"),
-              "--debug"])
-    assert type(info.value).__name__ != "CLIError"  # Spark's own exception, unshortened
-    monkeypatch.delenv("CRCMERKLE_DEBUG", raising=False)
+    try:
+        with pytest.raises(Exception) as info:
+            main(["spark", "diff", str(tmp_path / "t.parquet"), "-o", str(tmp_path / "o"),
+                  "--debug"])
+        assert type(info.value).__name__ != "CLIError"  # Spark's own exception, unshortened
+    finally:
+        os.environ.pop("CRCMERKLE_DEBUG", None)  # --debug set it for the process
+        spark.sparkContext.setLogLevel("ERROR")
 
 
 # ---- a fresh process ------------------------------------------------------------------------
