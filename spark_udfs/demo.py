@@ -221,8 +221,8 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
              say: Any = print, layout: str = "ozone") -> DemoResult:
     """Generate, scan, diff, report, check against the ground truth, repair, re-check.
 
-    `workdir` must not exist or be empty; it receives cluster/, scan/, report.json and, after
-    the repair, rescan/ and report-after-repair.json. `say` receives progress lines.
+    `workdir` must be new or empty (the CLI also accepts an earlier demo's); it receives
+    cluster/, scan/, report.json and, after the repair, rescan/ and report-after-repair.json. `say` receives progress lines.
     """
     from merkle.replica.generate import generate_cluster, parse_faults
     from merkle.replica.fileio import write_atomic

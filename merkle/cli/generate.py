@@ -47,7 +47,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "generate", help="write a synthetic cluster of replicas with injected faults",
         description=DESCRIPTION, epilog=_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("out", metavar="OUT", help="output directory (must not exist or be empty)")
+    p.add_argument("out", metavar="OUT", help="output directory: new, empty, or an earlier "
+                   "generate run (replaced)")
     p.add_argument("--datanodes", type=positive_int, default=3, metavar="N")
     p.add_argument("--volumes", type=positive_int, default=2, metavar="N", help="per datanode")
     p.add_argument("--containers", type=positive_int, default=4, metavar="N")
