@@ -117,7 +117,15 @@ class SparkProgress:
     def for_session(cls, spark: Any, label: str, **kw: Any) -> "SparkProgress":
         sc = spark.sparkContext
         tracker = sc.statusTracker()
-        return cls(label, lambda: read_stages(tracker, sc), **kw)
+        with_bytes = [True]  # the status store's API is internal: stop asking once it fails
+
+        def source() -> List[StageView]:
+            stages = read_stages(tracker, sc if with_bytes[0] else None)
+            if stages and all(st.input_bytes is None for st in stages):
+                with_bytes[0] = False
+            return stages
+
+        return cls(label, source, **kw)
 
     def _width(self) -> int:
         import shutil
