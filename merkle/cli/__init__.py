@@ -62,7 +62,10 @@ errors are one line 'crcmerkle: error: ...'; --debug or CRCMERKLE_DEBUG=1 shows 
 
 def exit_status_help(findings: str) -> str:
     """EXIT_STATUS_HELP with what 1 means for one verb (e.g. 'a replica has errors')."""
-    return EXIT_STATUS_HELP + f"\nhere 1 means: {findings}"
+    import textwrap
+
+    return EXIT_STATUS_HELP + "\n" + textwrap.fill(f"here 1 means: {findings}", 88,
+                                                   subsequent_indent="  ")
 
 
 def debug_enabled() -> bool:
