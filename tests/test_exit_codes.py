@@ -36,7 +36,7 @@ def cluster(tmp_path, capsys):
     """One container, three replicas, a chunk corrupted on one of them."""
     root = tmp_path / "c"
     assert run(capsys, "generate", root, "--faults", "bitflip", "--containers", "1",
-               "--seed", "2", *SMALL)[0] == EXIT_OK
+               "--seed", "2", "--layout", "crcmerkle", *SMALL)[0] == EXIT_OK
     m = json.loads((root / "manifest.json").read_text())
     target = root / m["faults"][0]["replicas"][0]
     peers = [root / r for r in m["containers"]["1"]["replicas"] if root / r != target]
@@ -88,7 +88,8 @@ def test_reconcile_dry_run_with_repairs_pending_is_1(cluster, capsys):
 
 def test_reconcile_left_undone_is_1(tmp_path, capsys):
     root = tmp_path / "c"
-    run(capsys, "generate", root, "--faults", "bitflip-all", "--containers", "1", *SMALL)
+    run(capsys, "generate", root, "--faults", "bitflip-all", "--containers", "1",
+        "--layout", "crcmerkle", *SMALL)
     st, out, _ = run(capsys, "reconcile", "--all", root)
     assert st == EXIT_FINDINGS and "unrepaired" in out
 

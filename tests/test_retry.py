@@ -26,9 +26,10 @@ def test_rerun_replaces_an_earlier_run(tmp_path, capsys):
     assert m3 == m1  # same seed, same cluster, nothing left of the seed-2 run
     # from the CLI: a run that fails (too small for the default faults) leaves the marker
     # only, and the next run goes through
-    assert main(["generate", str(root), "--containers", "2"]) == 2
+    assert main(["generate", str(root), "--containers", "2", "--layout", "crcmerkle"]) == 2
     assert sorted(p.name for p in root.iterdir()) == [MARKER_NAME]
-    assert main(["generate", str(root), "--containers", "2", "--faults", "none"]) == 0
+    assert main(["generate", str(root), "--containers", "2", "--faults", "none",
+                 "--layout", "crcmerkle"]) == 0
 
 
 def test_foreign_content_is_refused_and_kept(tmp_path):
