@@ -115,3 +115,11 @@ def test_demo_refuses_foreign_dir_before_spark(tmp_path, capsys, monkeypatch):
     assert main(["spark", "demo", "--dir", str(tmp_path / "d")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("crcmerkle: error: ") and err.count("\n") == 1
+
+
+def test_rerun_on_the_ozone_layout(tmp_path):
+    pytest.importorskip("rocksdict")
+    root = tmp_path / "oz"
+    m1 = generate_cluster(root, seed=1, layout="ozone", **SMALL)
+    m2 = generate_cluster(root, seed=1, layout="ozone", **SMALL)  # replaced, staging included
+    assert m1 == m2 and not (root / ".staging").exists()
