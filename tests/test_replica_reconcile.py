@@ -192,13 +192,18 @@ def test_peer_vanishing_mid_repair(tmp_path):
 
     def vanish(step, detail):
         if step == "chunk" and not moved.exists():
-            shutil.move(str(peers[0]), str(moved))  # the first peer dies after one chunk
+            # the first peer's data dies after one chunk (its directories are held open by
+            # descriptor, so moving the replica away is not enough: its files go)
+            moved.mkdir()
+            for f in (peers[0] / "chunks").iterdir():
+                shutil.move(str(f), str(moved / f.name))
 
     r = reconcile(target, peers, on_step=vanish)
     # the open block file still reads (POSIX); the blocks after it are gone
     assert r.peers[0].failures and r.peers[0].copied
     assert r.peers[1].status == "repaired"
-    shutil.move(str(moved), str(peers[0]))
+    for f in moved.iterdir():
+        shutil.move(str(f), str(peers[0] / "chunks" / f.name))
     assert scan_container(target, write_tree=False).ok
     assert r.after == scan_container(peers[1], write_tree=False).tree.data_checksum
     full_round(root)
@@ -215,7 +220,7 @@ def test_peer_with_stale_tree_and_bad_data_is_not_trusted(tmp_path):
     healthy = next(root / r for r in m["containers"]["1"]["replicas"]
                    if r not in f["replicas"])
     r = reconcile(a, [b, healthy])
-    assert any("does not match its recorded window checksums" in x.reason
+    assert any("does not match our recorded window checksums" in x.reason
                for x in r.peers[0].failures)
     assert r.peers[1].status == "repaired" and not r.remaining
     assert scan_container(a, write_tree=False).ok

@@ -28,11 +28,14 @@ class BlockMetaError(ReplicaError):
     """The block-metadata file is missing, truncated, corrupt, foreign or of a newer version.
 
     `missing` tells a missing file from an unreadable one (the scanner reports them as
-    METADATA_MISSING and METADATA_CORRUPT).
+    METADATA_MISSING and METADATA_CORRUPT); `unsupported` a file of a newer format version
+    (METADATA_UNSUPPORTED: never rewritten).
     """
 
-    def __init__(self, message: str, path: Optional[str] = None, *, missing: bool = False):
+    def __init__(self, message: str, path: Optional[str] = None, *, missing: bool = False,
+                 unsupported: bool = False):
         self.missing = missing
+        self.unsupported = unsupported
         super().__init__(message, path)
 
 

@@ -7,7 +7,11 @@ directory with os.preadv (no copy, no shared file position), and spark_udfs.fs i
 over pyarrow.fs for HDFS, S3 and other stores, so a Spark executor runs exactly the local
 scanner's code on remote replicas.
 
-Missing files raise FileNotFoundError; other I/O failures raise OSError.
+Missing files raise FileNotFoundError; other I/O failures raise OSError. The local reader
+opens every file relative to the replica's directory descriptors without following links or
+blocking (merkle.replica.safeopen): a link, FIFO, device or directory in place of a file
+raises NotRegularFileError, and a `.tree` / `.blocks` larger than the configured cap raises
+FileTooLargeError before anything is read.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ import os
 from typing import Optional, Protocol
 
 from merkle.replica.fileio import pread_into
-from merkle.replica.crcmerkle.layout import ContainerPaths
+from merkle.replica.crcmerkle.layout import BLOCK_SUFFIX, META_SUFFIX, TREE_SUFFIX, ContainerPaths
+from merkle.replica.safeopen import ReplicaDir, open_regular, read_regular, replace_atomic
 
 __all__ = ["BlockFile", "LocalReplicaFiles", "ReplicaFiles"]
 
@@ -64,26 +69,91 @@ class _LocalBlockFile:
     def fileno(self) -> Optional[int]:
         return self._fd
 
+    def size(self) -> int:
+        return os.fstat(self._fd).st_size
+
     def close(self) -> None:
         os.close(self._fd)
 
 
 class LocalReplicaFiles:
-    """A replica in a local directory (ContainerPaths)."""
+    """A replica in a local directory (ContainerPaths), read through directory descriptors
+    (see the module docstring). `close()` releases them (also on garbage collection)."""
 
-    def __init__(self, paths: ContainerPaths) -> None:
+    def __init__(self, paths: ContainerPaths, directory: Optional[ReplicaDir] = None) -> None:
         self.paths = paths
         self.container_id = paths.container_id
         self.location = os.fspath(paths.root)
+        self._dir = directory
+        self._own = directory is None
+
+    @property
+    def dir(self) -> ReplicaDir:
+        if self._dir is None:
+            self._dir = ReplicaDir(self.paths.root)
+        return self._dir
+
+    def _meta(self, suffix: str) -> bytes:
+        name = f"{self.container_id}{suffix}"
+        return read_regular(self.dir.sub("metadata"), name,
+                            display=self.dir.show("metadata", name))
 
     def read_blockmeta(self) -> bytes:
-        return self.paths.blockmeta.read_bytes()
+        return self._meta(META_SUFFIX)
 
     def read_tree(self) -> bytes:
-        return self.paths.tree.read_bytes()
+        return self._meta(TREE_SUFFIX)
 
     def open_block(self, block_id: int) -> BlockFile:
-        return _LocalBlockFile(os.open(self.paths.block_file(block_id), os.O_RDONLY))
+        name = self.block_name(block_id)
+        return _LocalBlockFile(open_regular(self.dir.sub("chunks"), name,
+                                            display=self.dir.show("chunks", name)))
 
     def block_name(self, block_id: int) -> str:
-        return self.paths.block_file(block_id).name
+        return f"{int(block_id)}{BLOCK_SUFFIX}"
+
+    # ---- writing (the replica's own writers: scanner, reconciler, ContainerWriter) --------
+
+    def write_metadata(self, suffix: str, data: bytes) -> None:
+        """Replace `metadata/<id><suffix>` atomically, keeping its owner and mode (creates
+        `metadata/` if needed, never through a link)."""
+        name = f"{self.container_id}{suffix}"
+        replace_atomic(self.dir.sub("metadata", create=True), name, data,
+                       display=self.dir.show("metadata", name))
+
+    def open_block_rw(self, block_id: int, *, create: bool = False) -> int:
+        """A block file opened read-write (created if `create`), never through a link and
+        never a hard-linked file: the descriptor."""
+        name = self.block_name(block_id)
+        return open_regular(self.dir.sub("chunks", create=create), name, os.O_RDWR,
+                            create=create, single_link=True,
+                            display=self.dir.show("chunks", name))
+
+    def block_size(self, block_id: int) -> int:
+        """The size of a block file (0 when it does not exist; OSError if not regular)."""
+        try:
+            f = self.open_block(block_id)
+        except FileNotFoundError:
+            return 0
+        try:
+            return os.fstat(f.fileno() or -1).st_size
+        finally:
+            f.close()
+
+    def fsync_chunks(self) -> None:
+        try:
+            os.fsync(self.dir.sub("chunks"))
+        except OSError:
+            pass
+
+    def unlink_block(self, block_id: int) -> None:
+        """Remove a block file (a link in its place is removed itself, never followed)."""
+        try:
+            os.unlink(self.block_name(block_id), dir_fd=self.dir.sub("chunks"))
+        except FileNotFoundError:
+            pass
+
+    def close(self) -> None:
+        if self._own and self._dir is not None:
+            self._dir.close()
+            self._dir = None

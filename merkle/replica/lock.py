@@ -6,6 +6,12 @@ and a second holder is refused at once (ReplicaLockedError naming the holder's P
 of waiting behind a long repair. flock locks belong to an open file description, so a second
 `ReplicaLock` on the same replica in the same process is refused too. The file itself is
 never deleted (deleting it would let two processes lock two different inodes).
+
+The lock file is opened relative to the replica directory without following a link or
+blocking (merkle.replica.safeopen) and must be a regular file with one link: a planted link,
+hard link, FIFO or directory is refused (ReplicaError), never written. It is never truncated;
+the holder's PID is written over its first bytes only while the file is small enough to be
+ours (a fixed-width record), so even a planted regular file loses nothing.
 """
 
 from __future__ import annotations
@@ -14,8 +20,9 @@ import os
 from types import TracebackType
 from typing import Optional, Type
 
-from merkle.replica.errors import ReplicaLockedError
-from merkle.replica.crcmerkle.layout import ContainerPaths
+from merkle.replica.errors import ReplicaError, ReplicaLockedError
+from merkle.replica.crcmerkle.layout import LOCK_NAME, ContainerPaths
+from merkle.replica.safeopen import NotRegularFileError, open_dir, open_regular
 
 try:
     import fcntl
@@ -23,6 +30,9 @@ except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
 __all__ = ["ReplicaLock"]
+
+#: The PID record: fixed width, so rewriting it never needs a truncation.
+_PID_WIDTH = 24
 
 
 class ReplicaLock:
@@ -36,7 +46,17 @@ class ReplicaLock:
         if fcntl is None:  # pragma: no cover
             raise ReplicaLockedError("replica locks need POSIX flock", str(self.paths.root))
         name = os.fspath(self.paths.lock)
-        fd = os.open(name, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            dfd = open_dir(os.fspath(self.paths.root), follow=True)
+        except NotADirectoryError:
+            raise ReplicaError("not a directory", os.fspath(self.paths.root)) from None
+        try:
+            fd = open_regular(dfd, LOCK_NAME, os.O_RDWR, create=True, single_link=True,
+                              display=name)
+        except NotRegularFileError as exc:
+            raise ReplicaError(f"refusing the lock file: {exc.strerror}", name) from None
+        finally:
+            os.close(dfd)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -53,8 +73,8 @@ class ReplicaLock:
             os.close(fd)
             raise
         try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            if os.fstat(fd).st_size <= _PID_WIDTH:
+                os.pwrite(fd, f"{os.getpid():<{_PID_WIDTH - 1}}\n".encode(), 0)
         except OSError:
             pass  # the PID is only a hint for the error message
         except BaseException:

@@ -17,6 +17,22 @@ into the stored one), then for each peer in turn:
      tombstones in the tree only (no data deleted), and writes the rebuilt tree atomically.
 Local data is never deleted, truncated or shortened: only pwrite at chunk offsets.
 
+Trust (a peer may lie, be corrupt or be hostile; the client's checksums are the ground truth):
+  - when our `.blocks` holds a record for a chunk, a peer's copy is pulled only if it has the
+    same length and the same value as our record, and the bytes are verified against *our*
+    window checksums; our record is kept (never replaced by the peer's, so never by NONE);
+  - a pulled chunk never overlaps another chunk we hold a record for: a pull never writes
+    outside the byte range of the chunk it repairs;
+  - for a chunk we hold no record of, the healthy peers vote by (length, chunk value): only
+    the version more than half of the peers holding a healthy copy agree on is pulled; with
+    no majority the chunk is reported and left alone;
+  - our replica is not repaired at all when its `.tree` or `.blocks` is unreadable, not a
+    regular file, or of a format this version does not fully understand (ReplicaError): an
+    I/O error is not corruption and a rewrite would lose what we cannot read;
+  - every file is opened through directory descriptors without following links, and a peer
+    chunk is read through a buffer bounded by configuration (COPY_BUFFER_SIZE): a larger
+    chunk is verified piecewise first, then copied and verified again.
+
 Crash safety: data is written before the metadata that describes it and the metadata before
 the tree, each replaced atomically, and every run starts from a fresh scan. A crash after a
 data write leaves bytes no metadata claims yet (a re-run rewrites the same verified bytes);
@@ -31,6 +47,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -39,17 +56,19 @@ import numpy as np
 
 from merkle import _native
 from merkle.replica.crcmerkle.blockmeta import (CRC32, CRC32C, NONE, SHA256, ChunkMeta,
-                                                ContainerMeta, read_blockmeta, write_blockmeta)
+                                                ContainerMeta, decode_blockmeta)
 from merkle.trees.ozone import format_checksum
-from merkle.replica.errors import ReplicaError
-from merkle.replica.fileio import fsync_dir, pread_into
+from merkle.replica.errors import BlockMetaError, ReplicaError
+from merkle.replica.fileio import pread_into
 from merkle.replica.files import LocalReplicaFiles
-from merkle.replica.crcmerkle.layout import ContainerPaths, container_paths, find_containers
+from merkle.replica.crcmerkle.layout import (META_SUFFIX, TREE_SUFFIX, ContainerPaths,
+                                             container_paths, find_containers)
 from merkle.replica.lock import ReplicaLock
-from merkle.replica.scan import ScanResult, _scan, read_stored_tree
+from merkle.replica.scan import (NOT_A_REGULAR_FILE, TREE_UNREADABLE, ScanResult, _scan,
+                                 read_tree_state)
 from merkle.trees.model import ContainerTree
 from merkle.trees.diff import DiffReport, diff
-from merkle.trees.treefile import write_tree
+from merkle.trees.treefile import tree_to_bytes
 
 __all__ = ["ChunkCopy", "PeerOutcome", "Problem", "ReconcileResult", "jobs_from_report",
            "reconcile", "reconcile_round"]
@@ -58,6 +77,10 @@ PathLike = Union[str, "os.PathLike[str]"]
 #: Called after every write step with (step, detail): "chunk", "block", "metadata", "tree".
 #: For instrumentation and crash-injection tests (raise from it to simulate a crash).
 StepHook = Callable[[str, Any], None]
+
+#: The largest peer chunk read into memory whole; larger ones are verified piecewise through
+#: a buffer of this size (memory is bounded by this, never by a length a peer declares).
+COPY_BUFFER_SIZE = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -154,21 +177,44 @@ class ReconcileResult:
 
 # ---- peers -------------------------------------------------------------------------------
 
-def _load_peer(path: PathLike, container_id: int) -> Tuple[ContainerPaths, ContainerMeta,
-                                                            ContainerTree]:
-    """A peer's metadata and tree; raises ReplicaError/OSError when it cannot serve."""
+@dataclass
+class _Peer:
+    name: str
+    files: LocalReplicaFiles
+    meta: ContainerMeta
+    tree: ContainerTree
+
+
+def _load_peer(path: PathLike, container_id: int) -> _Peer:
+    """A peer's metadata and tree; raises ReplicaError/OSError when it cannot serve (its
+    `.blocks` unreadable, corrupt, newer or not a regular file; its `.tree` unreadable or
+    not a regular file: its tombstones would be unknown)."""
     paths = container_paths(path)
     if not paths.root.is_dir():
         raise ReplicaError("peer replica does not exist", os.fspath(path))
     if paths.container_id != container_id:
         raise ReplicaError(f"peer is container {paths.container_id}, not {container_id}",
                            os.fspath(path))
-    meta = read_blockmeta(paths.blockmeta, container_id)
-    tree, _raw, _problem = read_stored_tree(LocalReplicaFiles(paths))
-    if tree is None or tree.data_checksum is None:
-        # No usable tree: what a scan observes (read-only; the peer's own scanner owns it).
-        tree = _scan(paths, False, 1, None, None, 1 << 20).tree
-    return paths, meta, tree
+    files = LocalReplicaFiles(paths)
+    try:
+        name = f"{paths.root}/metadata/{container_id}{META_SUFFIX}"
+        try:
+            raw = files.read_blockmeta()
+        except FileNotFoundError:
+            raise BlockMetaError("block-metadata file is missing", name, missing=True) from None
+        meta = decode_blockmeta(raw, name, container_id)
+        state = read_tree_state(files)
+        if state.error is not None and state.error.kind in (TREE_UNREADABLE,
+                                                            NOT_A_REGULAR_FILE):
+            raise ReplicaError(f"{state.error.kind}: {state.error.detail}", os.fspath(path))
+        tree = state.tree
+        if tree is None or tree.data_checksum is None:
+            # No usable tree: what a scan observes (read-only; the peer's own scanner owns it).
+            tree = _scan(files, False, 1, None, None, 1 << 20).tree
+    except BaseException:
+        files.close()
+        raise
+    return _Peer(os.fspath(path), files, meta, tree)
 
 
 # ---- planning ----------------------------------------------------------------------------
@@ -256,29 +302,91 @@ def _rebuilt_tree(ours: ContainerTree, written: Sequence[ChunkCopy],
 
 # ---- copying -----------------------------------------------------------------------------
 
+class _Verifier:
+    """Feeds a chunk's bytes piece by piece (any piece sizes) and tells whether they match
+    the recorded window checksums; windows are chained across pieces, so memory does not
+    depend on the window size."""
+
+    def __init__(self, c: ChunkMeta) -> None:
+        self.c = c
+        self.bpc = c.bytes_per_checksum
+        self.crc_fn = {CRC32: _native.crc32, CRC32C: _native.crc32c}.get(c.checksum_type)
+        self.algo = "sha256" if c.checksum_type == SHA256 else "md5"
+        self.parts: List[bytes] = []
+        self.values: List[int] = []
+        self.fill = 0
+        self.crc = 0
+        self.h: Any = None
+
+    def feed(self, view: memoryview) -> None:
+        if self.c.checksum_type == NONE:
+            return
+        pos = 0
+        n = len(view)
+        while pos < n:
+            take = min(self.bpc - self.fill, n - pos)
+            if self.fill == 0 and take == self.bpc and self.crc_fn is not None:
+                whole = (n - pos) // self.bpc * self.bpc  # whole windows: one native call
+                w = _native.checksum_windows(view[pos:pos + whole], self.bpc,
+                                             algorithm="crc32" if self.c.checksum_type == CRC32
+                                             else "crc32c")
+                self.values.extend(int(x) for x in w.tolist())
+                pos += whole
+                continue
+            piece = view[pos:pos + take]
+            if self.crc_fn is not None:
+                self.crc = self.crc_fn(piece, self.crc)
+            else:
+                if self.h is None:
+                    self.h = hashlib.new(self.algo)
+                self.h.update(piece)
+            self.fill += take
+            pos += take
+            if self.fill == self.bpc:
+                self._close_window()
+
+    def _close_window(self) -> None:
+        if self.crc_fn is not None:
+            self.values.append(self.crc)
+        else:
+            self.parts.append(self.h.digest() if self.h is not None else b"")
+        self.fill = 0
+        self.crc = 0
+        self.h = None
+
+    def matches(self) -> bool:
+        if self.c.checksum_type == NONE:
+            return True  # nothing recorded to verify against (Ozone's NONE)
+        if self.fill:
+            self._close_window()
+        if self.crc_fn is not None:
+            return bool(np.array_equal(np.array(self.values, dtype=np.uint32),
+                                       self.c.window_values()))
+        return b"".join(self.parts) == self.c.checksums
+
+
 def _verify(view: memoryview, c: ChunkMeta) -> bool:
     """Do these bytes match the chunk's recorded window checksums?"""
-    if c.checksum_type == NONE:
-        return True  # nothing recorded to verify against (Ozone's NONE)
-    if c.checksum_type in (CRC32, CRC32C):
-        alg = "crc32" if c.checksum_type == CRC32 else "crc32c"
-        w = _native.checksum_windows(view, c.bytes_per_checksum, algorithm=alg)
-        return bool(np.array_equal(w, c.window_values()))
-    algo = "sha256" if c.checksum_type == SHA256 else "md5"
-    bpc = c.bytes_per_checksum
-    got = b"".join(hashlib.new(algo, view[s:s + bpc]).digest()
-                   for s in range(0, len(view), bpc))
-    return got == c.checksums
+    v = _Verifier(c)
+    v.feed(view)
+    return v.matches()
+
+
+def _overlaps(a_off: int, a_len: int, b_off: int, b_len: int) -> bool:
+    return a_off < b_off + b_len and b_off < a_off + a_len
 
 
 class _Copier:
     """Copies verified chunks from one peer into our block files."""
 
-    def __init__(self, ours: ContainerPaths, peer: ContainerPaths, peer_meta: ContainerMeta,
+    def __init__(self, ours: LocalReplicaFiles, peer: _Peer, our_meta: Optional[ContainerMeta],
+                 vote: Callable[[int, int], Optional[Tuple[int, int]]],
                  sizes: Dict[int, int], on_step: Optional[StepHook], dry_run: bool) -> None:
         self.ours = ours
         self.peer = peer
-        self.peer_meta = peer_meta
+        self.peer_meta = peer.meta
+        self.our_meta = our_meta
+        self.vote = vote
         self.sizes = sizes  # local block file sizes as the writes go (simulated in dry-run)
         self.on_step = on_step
         self.dry_run = dry_run
@@ -286,93 +394,217 @@ class _Copier:
 
     def _size(self, block_id: int) -> int:
         if block_id not in self.sizes:
-            try:
-                self.sizes[block_id] = os.stat(self.ours.block_file(block_id)).st_size
-            except FileNotFoundError:
-                self.sizes[block_id] = 0
+            self.sizes[block_id] = self.ours.block_size(block_id)
         return self.sizes[block_id]
 
     def _step(self, step: str, detail: Any) -> None:
         if self.on_step is not None:
             self.on_step(step, detail)
 
+    def _trust(self, block_id: int, c: ChunkCopy, cm: ChunkMeta) -> Optional[str]:
+        """Why this peer copy must not be pulled (None: it may, once verified)."""
+        ours = self.our_meta.blocks.get(block_id) if self.our_meta is not None else None
+        mine = ours.chunk_at(c.offset) if ours is not None else None
+        if mine is not None:
+            if cm.length != mine.length:
+                return (f"refused: the peer's chunk is {cm.length} bytes, our record says "
+                        f"{mine.length} (a pull never writes outside the chunk)")
+            if mine.checksum_type != NONE:
+                if cm.checksum_type == NONE:
+                    return "refused: the peer records type NONE over our verifiable chunk"
+                if cm.leaf != mine.leaf:
+                    return ("refused: the peer's copy differs from our recorded window "
+                            "checksums (the client's)")
+                return None
+        elif ours is not None:
+            for o in ours.chunks:
+                if o.length and _overlaps(c.offset, c.length, o.offset, o.length):
+                    return (f"refused: the peer's chunk would overwrite our recorded chunk "
+                            f"@{o.offset}")
+        winner = self.vote(block_id, c.offset)
+        if winner is None:
+            return "left alone: healthy peers disagree and no version has a majority"
+        if winner != (c.length, c.peer_value):
+            return "refused: the peer's version is not the one the majority of peers hold"
+        return None
+
+    def _record(self, block_id: int, offset: int) -> Optional[ChunkMeta]:
+        ours = self.our_meta.blocks.get(block_id) if self.our_meta is not None else None
+        return ours.chunk_at(offset) if ours is not None else None
+
     def plan_block(self, block_id: int, copies: List[ChunkCopy]
-                   ) -> Tuple[List[Tuple[ChunkCopy, ChunkMeta]], Optional[Problem]]:
-        """The copies that can be attempted (in order, no gap), and why the block stops."""
-        size = self._size(block_id)
+                   ) -> Tuple[List[Tuple[ChunkCopy, ChunkMeta]], List[Problem]]:
+        """The copies that can be attempted (in order, no gap), and why others are not."""
+        problems: List[Problem] = []
+        try:
+            size = self._size(block_id)
+        except OSError as exc:
+            return [], [Problem(block_id, copies[0].offset if copies else None,
+                                f"stopped: our block file: {exc.strerror or exc}")]
         pmeta = self.peer_meta.blocks.get(block_id)
         out: List[Tuple[ChunkCopy, ChunkMeta]] = []
         for c in copies:
             if c.offset > size:
-                return out, Problem(block_id, c.offset, f"stopped: chunk starts at {c.offset}, "
-                                    f"beyond the block file's end {size} (no holes)")
+                problems.append(Problem(block_id, c.offset, f"stopped: chunk starts at "
+                                        f"{c.offset}, beyond the block file's end {size} "
+                                        f"(no holes)"))
+                break
             cm = pmeta.chunk_at(c.offset) if pmeta is not None else None
             if cm is None or cm.length != c.length or cm.leaf != c.peer_value:
-                return out, Problem(block_id, c.offset, "stopped: the peer's metadata does not "
-                                    "match its tree for this chunk")
+                problems.append(Problem(block_id, c.offset, "stopped: the peer's metadata does "
+                                        "not match its tree for this chunk"))
+                break
+            why = self._trust(block_id, c, cm)
+            if why is not None:
+                problems.append(Problem(block_id, c.offset, why))
+                if c.offset + c.length > size:
+                    break  # later chunks would leave a hole
+                continue
             out.append((c, cm))
             size = max(size, c.offset + c.length)
-        return out, None
+        return out, problems
+
+    def _read_verified(self, pfd: int, c: ChunkCopy, check: ChunkMeta, whose: str
+                       ) -> Tuple[Optional[memoryview], Optional[str]]:
+        """The chunk's bytes in the buffer when they fit (else None: stream), or a reason."""
+        if c.length > COPY_BUFFER_SIZE:
+            # verify piecewise first; the copy itself re-verifies while writing
+            if len(self.buffer) < COPY_BUFFER_SIZE:
+                self.buffer = bytearray(COPY_BUFFER_SIZE)
+            v = _Verifier(check)
+            got = 0
+            while got < c.length:
+                view = memoryview(self.buffer)[:min(COPY_BUFFER_SIZE, c.length - got)]
+                n = pread_into(pfd, view, c.offset + got)
+                v.feed(view[:n])
+                got += n
+                if n < len(view):
+                    return None, f"stopped: peer chunk is short ({got} of {c.length} bytes)"
+            return None, (None if v.matches() else f"stopped: peer data does not match "
+                          f"{whose} recorded window checksums")
+        if len(self.buffer) < c.length:
+            self.buffer = bytearray(c.length)
+        view = memoryview(self.buffer)[:c.length]
+        got = pread_into(pfd, view, c.offset)
+        if got < c.length:
+            return None, f"stopped: peer chunk is short ({got} of {c.length} bytes)"
+        if not _verify(view, check):
+            return None, f"stopped: peer data does not match {whose} recorded window checksums"
+        return view, None
+
+    def _stream_copy(self, pfd: int, fd: int, c: ChunkCopy, check: ChunkMeta) -> Optional[str]:
+        v = _Verifier(check)
+        got = 0
+        while got < c.length:
+            view = memoryview(self.buffer)[:min(COPY_BUFFER_SIZE, c.length - got)]
+            n = pread_into(pfd, view, c.offset + got)
+            if n < len(view):
+                return f"stopped: peer chunk shrank while copied ({got + n} of {c.length})"
+            v.feed(view)
+            written = 0
+            while written < n:
+                written += os.pwrite(fd, view[written:], c.offset + got + written)
+            got += n
+        return None if v.matches() else ("stopped: peer data changed while copied (no longer "
+                                          "matches the recorded window checksums)")
 
     def copy_block(self, block_id: int, items: List[Tuple[ChunkCopy, ChunkMeta]]
                    ) -> Tuple[List[ChunkCopy], List[ChunkMeta], Optional[Problem]]:
-        """Read, verify and write the planned chunks of one block, stopping at a failure."""
+        """Read, verify and write the planned chunks of one block, stopping at a failure.
+        Returns the copies done, the records to add (only for chunks we had none of) and
+        the problem that stopped the block."""
         done: List[ChunkCopy] = []
         metas: List[ChunkMeta] = []
         if not items:
             return done, metas, None
         try:
-            pfd = os.open(self.peer.block_file(block_id), os.O_RDONLY)
+            pf = self.peer.files.open_block(block_id)
         except OSError as exc:
             return done, metas, Problem(block_id, items[0][0].offset,
                                         f"peer block file unreadable: {exc.strerror or exc}")
-        local = self.ours.block_file(block_id)
-        created = not local.exists()
+        pfd = pf.fileno()
+        assert pfd is not None
         fd = -1
         problem: Optional[Problem] = None
         try:
-            self.ours.chunks_dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(local, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fd = self.ours.open_block_rw(block_id, create=True)
+            except OSError as exc:
+                problem = Problem(block_id, items[0][0].offset,
+                                  f"stopped: our block file: {exc.strerror or exc}")
+                return done, metas, problem
             size = os.fstat(fd).st_size
+            peer_size = os.fstat(pfd).st_size
             for c, cm in items:
                 if c.offset > size:  # re-checked against the real file
                     problem = Problem(block_id, c.offset, f"stopped: chunk starts beyond the "
                                       f"block file's end {size} (no holes)")
                     break
-                if len(self.buffer) < c.length:
-                    self.buffer = bytearray(c.length)
-                view = memoryview(self.buffer)[:c.length]
-                try:
-                    got = pread_into(pfd, view, c.offset)
-                except OSError as exc:
-                    problem = Problem(block_id, c.offset, f"stopped: peer read failed: "
-                                      f"{exc.strerror or exc}")
-                    break
-                if got < c.length:
+                if c.offset + c.length > peer_size:
                     problem = Problem(block_id, c.offset, f"stopped: peer chunk is short "
-                                      f"({got} of {c.length} bytes)")
+                                      f"(its file has {peer_size} bytes)")
                     break
-                if not _verify(view, cm):
-                    problem = Problem(block_id, c.offset, "stopped: peer data does not match "
-                                      "its recorded window checksums")
+                mine = self._record(block_id, c.offset)
+                check = mine if mine is not None and mine.checksum_type != NONE else cm
+                try:
+                    view, why = self._read_verified(pfd, c, check,
+                                                    "its" if check is cm else "our")
+                    if why is None and view is None:
+                        why = self._stream_copy(pfd, fd, c, check)
+                    elif why is None and view is not None:
+                        written = 0
+                        while written < c.length:
+                            written += os.pwrite(fd, view[written:], c.offset + written)
+                except OSError as exc:
+                    why = f"stopped: peer read or local write failed: {exc.strerror or exc}"
+                if why is not None:
+                    problem = Problem(block_id, c.offset, why)
                     break
-                written = 0
-                while written < c.length:
-                    written += os.pwrite(fd, view[written:], c.offset + written)
                 size = max(size, c.offset + c.length)
                 self.sizes[block_id] = size
                 done.append(c)
-                metas.append(cm)
+                if mine is None:
+                    metas.append(cm)
                 self._step("chunk", c)
             os.fsync(fd)
-            if created:
-                fsync_dir(self.ours.chunks_dir)
+            self.ours.fsync_chunks()
         finally:
-            os.close(pfd)
+            pf.close()
             if fd >= 0:
                 os.close(fd)
         self._step("block", block_id)
         return done, metas, problem
+
+
+def _majority(peers: Sequence[_Peer]) -> Callable[[int, int], Optional[Tuple[int, int]]]:
+    """vote(block, offset): the (length, value) more than half of the peers holding a healthy
+    copy of that chunk agree on, or None."""
+    cache: Dict[Tuple[int, int], Optional[Tuple[int, int]]] = {}
+
+    def vote(block_id: int, offset: int) -> Optional[Tuple[int, int]]:
+        key = (block_id, offset)
+        if key in cache:
+            return cache[key]
+        votes: Counter = Counter()
+        for p in peers:
+            t = p.tree
+            i = t.block_index(block_id)
+            if i < 0 or bool(t.block_deleted[i]):
+                continue
+            a, b = int(t.block_chunk_start[i]), int(t.block_chunk_start[i + 1])
+            offs = t.chunk_offset[a:b]
+            j = int(np.searchsorted(offs, offset))
+            if j < b - a and int(offs[j]) == offset and bool(t.chunk_matches[a + j]):
+                votes[(int(t.chunk_length[a + j]), int(t.chunk_value[a + j]))] += 1
+        winner: Optional[Tuple[int, int]] = None
+        if votes:
+            (best, n), = votes.most_common(1)
+            if 2 * n > sum(votes.values()):
+                winner = best
+        cache[key] = winner
+        return winner
+
+    return vote
 
 
 # ---- reconcile ---------------------------------------------------------------------------
@@ -397,7 +629,7 @@ def reconcile(container_path: PathLike, peer_paths: Sequence[PathLike], dry_run:
     Returns a ReconcileResult: the container value before and after, per peer what was
     planned, copied, adopted, skipped (with reasons), and what remains unrepaired and why.
     Raises ReplicaLockedError if another process holds the replica, ReplicaError/OSError if
-    the replica itself cannot be read or written.
+    the replica itself cannot be read or written (or must not be: see "Trust" above).
     """
     for p in (container_path, *peer_paths):
         refuse_ozone(p)
@@ -406,17 +638,26 @@ def reconcile(container_path: PathLike, peer_paths: Sequence[PathLike], dry_run:
         raise ReplicaError("replica does not exist", os.fspath(container_path))
     lock = None if dry_run else ReplicaLock(paths).acquire()
     try:
-        return _reconcile(paths, peer_paths, dry_run, workers, on_step)
+        files = LocalReplicaFiles(paths)
+        try:
+            return _reconcile(paths, files, peer_paths, dry_run, workers, on_step)
+        finally:
+            files.close()
     finally:
         if lock is not None:
             lock.release()
 
 
-def _reconcile(paths: ContainerPaths, peer_paths: Sequence[PathLike], dry_run: bool,
-               workers: int, on_step: Optional[StepHook]) -> ReconcileResult:
-    scan = _scan(paths, not dry_run, max(1, workers), None, None, 1 << 20)
+def _reconcile(paths: ContainerPaths, files: LocalReplicaFiles,
+               peer_paths: Sequence[PathLike], dry_run: bool, workers: int,
+               on_step: Optional[StepHook]) -> ReconcileResult:
+    scan = _scan(files, not dry_run, max(1, workers), None, None, 1 << 20)
+    if scan.protected:
+        why = "; ".join(str(e) for e in scan.errors if e.block_id is None)
+        raise ReplicaError(f"not repaired: {why}", os.fspath(paths.root))
     if on_step is not None and scan.tree_written:
         on_step("tree", "scan")
+    keep = read_tree_state(files).keep
     ours = scan.tree
     before = ours.data_checksum
     meta = scan.meta.copy() if scan.meta is not None else ContainerMeta(paths.container_id)
@@ -424,76 +665,105 @@ def _reconcile(paths: ContainerPaths, peer_paths: Sequence[PathLike], dry_run: b
     outcomes: List[PeerOutcome] = []
     unrecoverable: Dict[Tuple[int, int], List[str]] = {}
     failed: Dict[Tuple[int, int], str] = {}
+    loaded: List[Tuple[str, Optional[_Peer], str]] = []
     for peer_path in peer_paths:
         name = os.fspath(peer_path)
         try:
-            ppaths, pmeta, ptree = _load_peer(peer_path, paths.container_id)
+            peer = _load_peer(peer_path, paths.container_id)
         except (ReplicaError, OSError) as exc:
-            outcomes.append(PeerOutcome(name, "skipped", f"unreadable peer: {exc}"))
+            loaded.append((name, None, f"unreadable peer: {exc}"))
             continue
-        if os.path.realpath(ppaths.root) == os.path.realpath(paths.root):
-            outcomes.append(PeerOutcome(name, "skipped", "the peer is this replica"))
+        if os.path.realpath(peer.files.paths.root) == os.path.realpath(paths.root):
+            peer.files.close()
+            loaded.append((name, None, "the peer is this replica"))
             continue
-        report = diff(ours, ptree)
-        out = PeerOutcome(name, "in-sync" if report.roots_equal else "planned",
-                          counts=report.counts())
-        outcomes.append(out)
-        for b, offs in report.unrecoverable_chunks.items():
-            for o in offs:
-                unrecoverable.setdefault((b, int(o)), []).append(name)
-                out.unrecoverable.append((b, int(o)))
-        if not report.needs_repair:
-            if not report.roots_equal:
-                out.status = "nothing-pulled"
-            continue
-        copier = _Copier(paths, ppaths, pmeta, sizes, on_step, dry_run)
-        written: List[ChunkCopy] = []
-        created: List[int] = []
-        for block_id, copies in _selected(report).items():
-            items, stop = copier.plan_block(block_id, copies)
-            out.planned.extend(c for c, _ in items)
-            if stop is not None:
-                out.failures.append(stop)
-            if dry_run:
-                written.extend(c for c, _ in items)
-                for c, _ in items:
-                    sizes[block_id] = max(sizes[block_id], c.offset + c.length)
+        loaded.append((name, peer, ""))
+    vote = _majority([p for _, p, _ in loaded if p is not None])
+    try:
+        for name, peer, why in loaded:
+            if peer is None:
+                outcomes.append(PeerOutcome(name, "skipped", why))
                 continue
-            done, metas, problem = copier.copy_block(block_id, items)
-            if problem is not None:
-                out.failures.append(problem)
-                failed[(block_id, problem.offset or 0)] = problem.reason
-            if metas:
-                meta.put_chunks(block_id, metas)
-            written.extend(done)
-        for b in _empty_missing_blocks(report):
-            if not dry_run:
-                paths.chunks_dir.mkdir(parents=True, exist_ok=True)
-                os.close(os.open(paths.block_file(b), os.O_RDWR | os.O_CREAT, 0o644))
-                meta.put_chunks(b, [])
-            created.append(b)
-        adopted = {int(report.peer.block_id[r]): int(report.peer.block_value[r])
-                   for r in report.deleted_block_rows}
-        out.copied = written
-        out.tombstones = sorted(adopted)
-        if not (written or created or adopted):
-            out.status = "nothing-pulled"
-            continue
-        out.status = "planned" if dry_run else "repaired"
-        if not dry_run and (written or created):
-            paths.metadata_dir.mkdir(parents=True, exist_ok=True)
-            write_blockmeta(meta, paths.blockmeta)
-            if on_step is not None:
-                on_step("metadata", name)
-        ours = _rebuilt_tree(ours, written, created, adopted)
-        if not dry_run:
-            paths.metadata_dir.mkdir(parents=True, exist_ok=True)
-            write_tree(ours, paths.tree)
-            if on_step is not None:
-                on_step("tree", name)
+            ours = _one_peer(paths, files, peer, ours, scan, meta, vote, sizes, outcomes,
+                             unrecoverable, failed, keep, dry_run, on_step)
+    finally:
+        for _, peer, _ in loaded:
+            if peer is not None:
+                peer.files.close()
     remaining = _remaining(ours, scan.meta, unrecoverable, failed)
     return ReconcileResult(os.fspath(paths.root), paths.container_id, dry_run, before,
                            ours.data_checksum, scan, outcomes, remaining)
+
+
+def _one_peer(paths: ContainerPaths, files: LocalReplicaFiles, peer: _Peer,
+              ours: ContainerTree, scan: ScanResult, meta: ContainerMeta,
+              vote: Callable[[int, int], Optional[Tuple[int, int]]], sizes: Dict[int, int],
+              outcomes: List[PeerOutcome], unrecoverable: Dict[Tuple[int, int], List[str]],
+              failed: Dict[Tuple[int, int], str], keep: bytes, dry_run: bool,
+              on_step: Optional[StepHook]) -> ContainerTree:
+    """Repair from one peer; returns our tree afterwards."""
+    name = peer.name
+    report = diff(ours, peer.tree)
+    out = PeerOutcome(name, "in-sync" if report.roots_equal else "planned",
+                      counts=report.counts())
+    outcomes.append(out)
+    for b, offs in report.unrecoverable_chunks.items():
+        for o in offs:
+            unrecoverable.setdefault((b, int(o)), []).append(name)
+            out.unrecoverable.append((b, int(o)))
+    if not report.needs_repair:
+        if not report.roots_equal:
+            out.status = "nothing-pulled"
+        return ours
+    copier = _Copier(files, peer, scan.meta, vote, sizes, on_step, dry_run)
+    written: List[ChunkCopy] = []
+    created: List[int] = []
+    for block_id, copies in _selected(report).items():
+        items, stops = copier.plan_block(block_id, copies)
+        out.planned.extend(c for c, _ in items)
+        out.failures.extend(stops)
+        for stop in stops:
+            failed[(block_id, stop.offset or 0)] = stop.reason
+        if dry_run:
+            written.extend(c for c, _ in items)
+            for c, _ in items:
+                sizes[block_id] = max(sizes.get(block_id, 0), c.offset + c.length)
+            continue
+        done, metas, problem = copier.copy_block(block_id, items)
+        if problem is not None:
+            out.failures.append(problem)
+            failed[(block_id, problem.offset or 0)] = problem.reason
+        if metas:
+            meta.put_chunks(block_id, metas)
+        written.extend(done)
+    for b in _empty_missing_blocks(report):
+        if not dry_run:
+            try:
+                os.close(files.open_block_rw(b, create=True))
+            except OSError as exc:
+                out.failures.append(Problem(b, None, f"stopped: our block file: "
+                                            f"{exc.strerror or exc}"))
+                continue
+            meta.put_chunks(b, [])
+        created.append(b)
+    adopted = {int(report.peer.block_id[r]): int(report.peer.block_value[r])
+               for r in report.deleted_block_rows}
+    out.copied = written
+    out.tombstones = sorted(adopted)
+    if not (written or created or adopted):
+        out.status = "nothing-pulled"
+        return ours
+    out.status = "planned" if dry_run else "repaired"
+    if not dry_run and (written or created):
+        files.write_metadata(META_SUFFIX, meta.to_bytes())
+        if on_step is not None:
+            on_step("metadata", name)
+    ours = _rebuilt_tree(ours, written, created, adopted)
+    if not dry_run:
+        files.write_metadata(TREE_SUFFIX, tree_to_bytes(ours) + keep)
+        if on_step is not None:
+            on_step("tree", name)
+    return ours
 
 
 def _remaining(tree: ContainerTree, meta: Optional[ContainerMeta],

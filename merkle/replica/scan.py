@@ -17,10 +17,27 @@ Errors (ScanError.kind):
   MISSING_CHUNK              no byte of the chunk in the file (no leaf in the tree)
   MISSING_DATA_FILE          the block file does not exist (block absent from the tree)
   UNREADABLE_DATA_FILE       the block file exists but cannot be opened/read (I/O error)
+  NOT_A_REGULAR_FILE         a link, directory, FIFO, socket or device where a block file,
+                             `chunks/`, `metadata/`, `.blocks` or `.tree` should be: never
+                             followed, read or written (merkle.replica.safeopen)
   METADATA_MISSING / METADATA_CORRUPT   the `.blocks` file; nothing can be verified, so the
                              scanned tree has no live blocks (reconcile then pulls them back)
+  METADATA_UNREADABLE        an I/O error (EACCES, EIO) or a file above the size cap: not
+                             corruption; the tree is not rewritten and reconcile refuses
+  METADATA_UNSUPPORTED       a `.blocks` of a newer format version: never rewritten
   TREE_MISSING / TREE_CORRUPT           the stored `.tree` (rebuilt from the scan; tombstones
                              it held are lost and must come back from peers)
+  TREE_UNREADABLE            an I/O error or a file above the size cap: the `.tree` is left
+                             alone (its tombstones are not lost), reconcile refuses
+  TREE_UNSUPPORTED           fields nested in the tree that this version does not understand:
+                             not rewritten (unknown top-level fields are kept on rewrite)
+
+Whenever one of the last group is reported (or the `.tree`/`.blocks` is not a regular file),
+the scan writes nothing: an error we do not understand is never "repaired" by a rewrite.
+
+Memory never depends on a number read from a file: reads use one buffer of `buffer_size` per
+worker, and windows larger than it are checksummed piecewise by chaining the CRC (or feeding
+the hash) across reads.
 
 Windows of SHA256/MD5 chunks are checked with hashlib one window at a time (a slow path; Ozone
 and the generator default to CRC32). Optional worker threads scan blocks in parallel (the GIL
@@ -31,7 +48,6 @@ reads, as Ozone's scanner does (5 MiB/s per volume by default there; unlimited h
 from __future__ import annotations
 
 import hashlib
-import mmap
 import os
 import threading
 import time
@@ -48,17 +64,21 @@ from merkle.replica.crcmerkle.blockmeta import (CHECKSUM_SIZES, CRC32, CRC32C, N
 from merkle.trees.ozone import format_checksum
 from merkle.replica.errors import BlockMetaError, ReplicaError
 from merkle.replica.files import BlockFile, LocalReplicaFiles, ReplicaFiles
+from merkle.replica.protokeep import rewritable
+from merkle.replica.safeopen import NOT_A_REGULAR_FILE, FileTooLargeError, NotRegularFileError
 from merkle.replica.crcmerkle.layout import (META_SUFFIX, TREE_SUFFIX, ContainerPaths,
                                              ReplicaLocation, container_paths, find_containers)
 from merkle.replica.lock import ReplicaLock
 from merkle.trees.model import ContainerTree
-from merkle.trees.treefile import TreeFileError, tree_from_bytes, tree_to_bytes, write_tree
+from merkle.trees.treefile import TreeFileError, tree_from_bytes, tree_to_bytes
 from merkle.trees.merge import merge
 
 __all__ = ["CORRUPT_CHUNK", "INCONSISTENT_CHUNK_LENGTH", "METADATA_CORRUPT",
-           "METADATA_MISSING", "MISSING_CHUNK", "MISSING_DATA_FILE", "RateLimiter",
-           "ScanError", "ScanResult", "TREE_CORRUPT", "TREE_MISSING", "UNREADABLE_DATA_FILE",
-           "read_stored_tree", "scan_container", "scan_files", "scan_paths"]
+           "METADATA_MISSING", "METADATA_UNREADABLE", "METADATA_UNSUPPORTED", "MISSING_CHUNK",
+           "MISSING_DATA_FILE", "NOT_A_REGULAR_FILE", "PROTECTED_ERRORS", "RateLimiter",
+           "ScanError", "ScanResult", "StoredTree", "TREE_CORRUPT", "TREE_MISSING",
+           "TREE_UNREADABLE", "TREE_UNSUPPORTED", "UNREADABLE_DATA_FILE", "read_stored_tree",
+           "read_tree_state", "scan_container", "scan_files", "scan_paths"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -71,13 +91,17 @@ METADATA_MISSING = "METADATA_MISSING"
 METADATA_CORRUPT = "METADATA_CORRUPT"
 TREE_MISSING = "TREE_MISSING"
 TREE_CORRUPT = "TREE_CORRUPT"
+METADATA_UNREADABLE = "METADATA_UNREADABLE"
+METADATA_UNSUPPORTED = "METADATA_UNSUPPORTED"
+TREE_UNREADABLE = "TREE_UNREADABLE"
+TREE_UNSUPPORTED = "TREE_UNSUPPORTED"
+#: container-level errors after which nothing is written (see the module docstring)
+PROTECTED_ERRORS = frozenset({METADATA_UNREADABLE, METADATA_UNSUPPORTED, TREE_UNREADABLE,
+                              TREE_UNSUPPORTED, NOT_A_REGULAR_FILE})
 
 #: Read size per worker, rounded down to whole windows. 256 KiB..4 MiB measured within the
 #: noise of each other on a hot page cache (bench/test_bench_scan.py); 1 MiB stays in L2.
 DEFAULT_BUFFER_SIZE = 1024 * 1024
-
-#: Checksummed per call when reading from a mapping (progress and rate-limit granularity).
-DEFAULT_MAPPED_PIECE = 4 * 1024 * 1024
 
 ProgressFn = Callable[[int], Any]
 
@@ -131,6 +155,11 @@ class ScanResult:
     @property
     def ok(self) -> bool:
         return not self.errors
+
+    @property
+    def protected(self) -> bool:
+        """A container-level error after which nothing may be written to this replica."""
+        return any(e.kind in PROTECTED_ERRORS and e.block_id is None for e in self.errors)
 
     def error_keys(self) -> List[Tuple[str, Optional[int], Optional[int]]]:
         return sorted((e.key for e in self.errors), key=lambda k: (k[0], k[1] or 0, k[2] or 0))
@@ -190,10 +219,11 @@ class _BlockObs:
 class _Reader:
     """Per-thread reusable buffer and the read/verify loop of one block.
 
-    With `use_mmap`, CRC chunks are checksummed straight from a read-only mapping of the
-    block file (no copy into the buffer: faster than a plain read on a hot page cache), at
-    the price that an I/O error or a concurrent truncation raises SIGBUS and kills the
-    process instead of being reported; the default pread path reports them.
+    The buffer is `buffer_size` bytes whatever the metadata says: windows larger than it are
+    checksummed piecewise (CRC chained across reads, hash objects fed), so 84 bytes of hostile
+    metadata declaring 4 GiB windows cost no more memory than honest ones. Block data is read
+    with pread (a file that shrinks mid-scan gives a short read, reported, never SIGBUS: the
+    scanner does not map files).
     """
 
     def __init__(self, buffer_size: int, limiter: Optional[RateLimiter],
@@ -202,8 +232,6 @@ class _Reader:
         self.view = memoryview(self.buffer)
         self.limiter = limiter
         self.progress = progress
-        self.use_mmap = use_mmap
-        self.mapped: Optional[memoryview] = None
 
     def _read(self, f: BlockFile, n: int, offset: int) -> int:
         if self.limiter is not None:
@@ -213,22 +241,47 @@ class _Reader:
             self.progress(got)
         return got
 
-    def _mapped_piece(self, n: int, offset: int) -> memoryview:
-        """Up to n bytes at offset from the mapping (shorter at EOF)."""
-        assert self.mapped is not None
-        if self.limiter is not None:
-            self.limiter.acquire(n)
-        piece = self.mapped[offset:offset + n]
-        if self.progress is not None and len(piece):
-            self.progress(len(piece))
-        return piece
-
-    def _piece_size(self, c: ChunkMeta) -> int:
+    def _large_windows(self, f: BlockFile, c: ChunkMeta
+                       ) -> Tuple[int, Optional[np.ndarray], bool]:
+        """Chunk `c` whose windows are larger than the buffer, one window at a time."""
         bpc = c.bytes_per_checksum
-        piece = max(bpc, len(self.buffer) // bpc * bpc)
-        if self.mapped is not None:  # no copy: larger pieces, fewer calls
-            piece = max(piece, DEFAULT_MAPPED_PIECE // bpc * bpc)
-        return piece
+        crc_fn = {CRC32: _native.crc32, CRC32C: _native.crc32c}.get(c.checksum_type)
+        algo = "sha256" if c.checksum_type == SHA256 else "md5"
+        values: List[int] = []
+        digests: List[bytes] = []
+        got = 0
+        short = False
+        while got < c.length and not short:
+            wlen = min(bpc, c.length - got)
+            crc = 0
+            h = None if crc_fn is not None else hashlib.new(algo)
+            done = 0
+            while done < wlen:
+                want = min(len(self.buffer), wlen - done)
+                n = self._read(f, want, c.offset + got + done)
+                if n:
+                    if crc_fn is not None:
+                        crc = crc_fn(self.view[:n], crc)
+                    else:
+                        assert h is not None
+                        h.update(self.view[:n])
+                    done += n
+                if n < want:
+                    short = True
+                    break
+            if done:
+                if crc_fn is not None:
+                    values.append(crc)
+                else:
+                    assert h is not None
+                    digests.append(h.digest())
+            got += done
+        if crc_fn is not None:
+            observed = np.array(values, dtype=np.uint32)
+            stored = np.frombuffer(c.checksums, dtype=">u4", count=len(values))
+            return got, observed, bool(np.any(observed != stored))
+        obs = b"".join(digests)
+        return got, np.frombuffer(obs, dtype=np.uint8), obs != c.checksums[:len(obs)]
 
     def chunk(self, f: BlockFile, c: ChunkMeta) -> Tuple[int, Optional[np.ndarray], bool]:
         """Read chunk `c`; returns (bytes read, observed checksum bytes-or-values, mismatch)."""
@@ -243,10 +296,9 @@ class _Reader:
                     break
             return got, None, False
         bpc = c.bytes_per_checksum
-        piece = self._piece_size(c)
-        if self.mapped is None and piece > len(self.buffer):
-            self.buffer = bytearray(piece)
-            self.view = memoryview(self.buffer)
+        if bpc > len(self.buffer):
+            return self._large_windows(f, c)
+        piece = len(self.buffer) // bpc * bpc
         n_windows = -(-c.length // bpc)
         if c.checksum_type in (CRC32, CRC32C):
             alg = "crc32" if c.checksum_type == CRC32 else "crc32c"
@@ -254,15 +306,11 @@ class _Reader:
             got = w = 0
             while got < c.length:
                 want = min(piece, c.length - got)
-                if self.mapped is not None:
-                    data = self._mapped_piece(want, c.offset + got)
-                    n = len(data)
-                else:
-                    n = self._read(f, want, c.offset + got)
-                    data = self.view[:n]
+                n = self._read(f, want, c.offset + got)
                 if n:
                     nw = -(-n // bpc)
-                    _native.checksum_windows(data, bpc, algorithm=alg, out=observed[w:w + nw])
+                    _native.checksum_windows(self.view[:n], bpc, algorithm=alg,
+                                             out=observed[w:w + nw])
                     w += nw
                     got += n
                 if n < want:
@@ -298,20 +346,16 @@ class _Reader:
             out.errors.append(ScanError(MISSING_DATA_FILE, block.block_id, None,
                                         f"{files.block_name(block.block_id)} does not exist"))
             return out
+        except NotRegularFileError as exc:
+            out.present = False
+            out.errors.append(ScanError(NOT_A_REGULAR_FILE, block.block_id, None,
+                                        f"{exc.filename}: {exc.strerror}"))
+            return out
         except OSError as exc:
             out.present = False
             out.errors.append(ScanError(UNREADABLE_DATA_FILE, block.block_id, None,
                                         exc.strerror or str(exc)))
             return out
-        mapping = None
-        fd = f.fileno() if self.use_mmap else None
-        if fd is not None:
-            size = os.fstat(fd).st_size
-            if size:
-                mapping = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
-                if hasattr(mapping, "madvise"):
-                    mapping.madvise(mmap.MADV_SEQUENTIAL)
-                self.mapped = memoryview(mapping)
         try:
             for c in block.chunks:
                 if c.length == 0:
@@ -347,11 +391,6 @@ class _Reader:
                     out.errors.append(ScanError(INCONSISTENT_CHUNK_LENGTH, block.block_id,
                                                 c.offset, f"{got} of {c.length} bytes"))
         finally:
-            if mapping is not None:
-                assert self.mapped is not None
-                self.mapped.release()
-                self.mapped = None
-                mapping.close()
             f.close()
         return out
 
@@ -379,25 +418,57 @@ def _observed_tree(container_id: int, observations: Iterable[_BlockObs]) -> Cont
                                       empty_blocks=present or None)
 
 
-def read_stored_tree(files: ReplicaFiles) -> Tuple[Optional[ContainerTree], Optional[bytes],
-                                                   Optional[ScanError]]:
-    """(stored tree, its raw bytes, None), or (None, raw bytes or None, the TREE_MISSING /
-    TREE_CORRUPT error) when the `.tree` is absent, unreadable, corrupt or foreign."""
+@dataclass
+class StoredTree:
+    """The stored `.tree` as read: the tree (None if absent/unusable), its raw bytes, the
+    error to report, whether a rewrite may replace it, and unknown top-level protobuf fields
+    a rewrite must carry over (merkle.replica.protokeep)."""
+
+    tree: Optional[ContainerTree]
+    raw: Optional[bytes]
+    error: Optional[ScanError]
+    writable: bool = True
+    keep: bytes = b""
+
+
+def read_tree_state(files: ReplicaFiles) -> StoredTree:
+    """Read the stored `.tree` (see StoredTree). An I/O error (EACCES, EIO, too large) is
+    TREE_UNREADABLE and a link/FIFO/... NOT_A_REGULAR_FILE, never corruption: not writable."""
     name = f"{files.container_id}{TREE_SUFFIX}"
     try:
         raw = files.read_tree()
     except FileNotFoundError:
-        return None, None, ScanError(TREE_MISSING, detail=f"{name} does not exist")
-    except OSError as exc:
-        return None, None, ScanError(TREE_CORRUPT, detail=exc.strerror or str(exc))
+        return StoredTree(None, None, ScanError(TREE_MISSING, detail=f"{name} does not exist"))
+    except NotRegularFileError as exc:
+        return StoredTree(None, None, ScanError(NOT_A_REGULAR_FILE,
+                                                detail=f"{exc.filename}: {exc.strerror}"),
+                          writable=False)
+    except (OSError, FileTooLargeError) as exc:
+        return StoredTree(None, None, ScanError(TREE_UNREADABLE, detail=f"{name}: "
+                                                f"{exc.strerror or exc}"), writable=False)
     try:
         tree = tree_from_bytes(raw, source=f"{files.location}/metadata/{name}")
     except TreeFileError as exc:
-        return None, raw, ScanError(TREE_CORRUPT, detail=exc.reason)
+        return StoredTree(None, raw, ScanError(TREE_CORRUPT, detail=exc.reason))
     if tree.container_id != files.container_id:
-        return None, raw, ScanError(TREE_CORRUPT, detail=f"tree is of container "
-                                                         f"{tree.container_id}")
-    return tree, raw, None
+        return StoredTree(None, raw, ScanError(TREE_CORRUPT, detail=f"tree is of container "
+                                                                    f"{tree.container_id}"))
+    ok, keep = rewritable(raw, lambda known: tree_to_bytes(tree_from_bytes(known)))
+    if not ok:
+        return StoredTree(tree, raw, ScanError(
+            TREE_UNSUPPORTED, detail=f"{name} holds fields this crcmerkle does not "
+                                     f"understand: not rewritten"), writable=False)
+    return StoredTree(tree, raw, None, True, keep)
+
+
+def read_stored_tree(files: ReplicaFiles) -> Tuple[Optional[ContainerTree], Optional[bytes],
+                                                   Optional[ScanError]]:
+    """(stored tree, its raw bytes, None), or (None, raw bytes or None, the error) when the
+    `.tree` is absent, unreadable, corrupt or foreign (see read_tree_state)."""
+    st = read_tree_state(files)
+    if st.error is not None and st.error.kind == TREE_UNSUPPORTED:
+        return st.tree, st.raw, None  # readable: only a rewrite would lose something
+    return st.tree, st.raw, st.error
 
 
 def scan_container(path: PathLike, *, write_tree: bool = True, workers: int = 1,
@@ -414,13 +485,14 @@ def scan_container(path: PathLike, *, write_tree: bool = True, workers: int = 1,
     bytes_per_second / limiter: pace reads (a limiter may be shared by a volume's scans).
     progress: called with the byte count of every read (e.g. a tqdm bar's update).
     lock: take the replica lock while writing (reconcile, which holds it, passes False).
-    use_mmap: checksum CRC chunks from a mapping of each block file instead of copying them
-      into the buffer (faster; but an I/O error then kills the process with SIGBUS instead
-      of being reported as UNREADABLE_DATA_FILE: see _Reader).
+    use_mmap: accepted for compatibility and ignored: block files are always read with pread,
+      since a mapped file that shrinks mid-scan kills the process with SIGBUS.
     """
     paths = container_paths(path)
     if not paths.root.is_dir():
         raise FileNotFoundError(2, "No such file or directory", os.fspath(path))
+    if paths.container_id >= 1 << 63:
+        raise ReplicaError("container ID above 2**63-1", os.fspath(path))
     if limiter is None and bytes_per_second:
         limiter = RateLimiter(bytes_per_second)
     held = ReplicaLock(paths) if (write_tree and lock) else None
@@ -447,8 +519,19 @@ def _scan(source: Union[ContainerPaths, ReplicaFiles], write: bool, workers: int
           limiter: Optional[RateLimiter], progress: Optional[ProgressFn], buffer_size: int,
           use_mmap: bool = False) -> ScanResult:
     """The scan itself; writing the merged tree needs a local replica (ContainerPaths)."""
-    t0 = time.perf_counter()
     files = LocalReplicaFiles(source) if isinstance(source, ContainerPaths) else source
+    try:
+        return _scan_files(files, write, workers, limiter, progress, buffer_size)
+    finally:
+        if isinstance(source, ContainerPaths):
+            assert isinstance(files, LocalReplicaFiles)
+            files.close()
+
+
+def _scan_files(files: ReplicaFiles, write: bool, workers: int,
+                limiter: Optional[RateLimiter], progress: Optional[ProgressFn],
+                buffer_size: int) -> ScanResult:
+    t0 = time.perf_counter()
     errors: List[ScanError] = []
     meta: Optional[ContainerMeta]
     meta_name = f"{files.location}/metadata/{files.container_id}{META_SUFFIX}"
@@ -467,8 +550,16 @@ def _scan(source: Union[ContainerPaths, ReplicaFiles], write: bool, workers: int
     except BlockMetaError as exc:
         meta = None
         reason = str(exc)[len(str(exc.path)) + 2:] if exc.path else str(exc)
-        errors.append(ScanError(METADATA_MISSING if exc.missing else METADATA_CORRUPT,
-                                detail=reason))
+        kind = (METADATA_MISSING if exc.missing else METADATA_UNSUPPORTED if exc.unsupported
+                else METADATA_CORRUPT)
+        errors.append(ScanError(kind, detail=reason))
+    except NotRegularFileError as exc:
+        meta = None
+        errors.append(ScanError(NOT_A_REGULAR_FILE, detail=f"{exc.filename}: {exc.strerror}"))
+    except OSError as exc:  # EACCES, EIO, above the size cap: an I/O error, not corruption
+        meta = None
+        errors.append(ScanError(METADATA_UNREADABLE, detail=f"{meta_name}: "
+                                                            f"{exc.strerror or exc}"))
     blocks = meta.sorted_blocks() if meta is not None else []
     if workers > 1 and len(blocks) > 1:
         local = threading.local()
@@ -476,30 +567,30 @@ def _scan(source: Union[ContainerPaths, ReplicaFiles], write: bool, workers: int
         def one(b: BlockMeta) -> _BlockObs:
             reader = getattr(local, "reader", None)
             if reader is None:
-                reader = local.reader = _Reader(buffer_size, limiter, progress, use_mmap)
+                reader = local.reader = _Reader(buffer_size, limiter, progress)
             return reader.block(files, b)
 
         with ThreadPoolExecutor(max_workers=workers) as pool:
             observations = list(pool.map(one, blocks))
     else:
-        reader = _Reader(buffer_size, limiter, progress, use_mmap)
+        reader = _Reader(buffer_size, limiter, progress)
         observations = [reader.block(files, b) for b in blocks]
     for ob in observations:
         errors.extend(ob.errors)
     scanned = _observed_tree(files.container_id, observations)
-    stored, raw, tree_error = read_stored_tree(files)
-    if tree_error is not None:
-        errors.insert(0, tree_error)
+    state = read_tree_state(files)
+    stored = state.tree
+    if state.error is not None:
+        errors.insert(0, state.error)
     merged = merge(stored, scanned)
     written = False
-    if write:
+    protected = any(e.kind in PROTECTED_ERRORS and e.block_id is None for e in errors)
+    if write and not protected and state.writable:
         if not isinstance(files, LocalReplicaFiles):
             raise ValueError("only a local replica's tree can be written")
-        paths = files.paths
-        data = tree_to_bytes(merged)
-        if data != raw:
-            paths.metadata_dir.mkdir(exist_ok=True)
-            write_tree(merged, paths.tree)
+        data = tree_to_bytes(merged) + state.keep
+        if data != state.raw:
+            files.write_metadata(TREE_SUFFIX, data)
             written = True
     return ScanResult(
         path=files.location, container_id=files.container_id, errors=errors,
@@ -532,8 +623,15 @@ def scan_paths(paths: Iterable[PathLike], *, bytes_per_second: Optional[float] =
         return scan_ozone_paths(paths, bytes_per_second=bytes_per_second,
                                 on_result=on_result, on_error=on_error, **kwargs)
     locations: List[ReplicaLocation] = []
+
+    def walk_error(where: Any, exc: Exception) -> None:
+        # an entry the discovery walk could not use: reported like a replica that failed
+        if on_error is None:
+            raise exc
+        on_error(ReplicaLocation(ContainerPaths(where, -1), where.parent), exc)
+
     for p in paths:
-        locations.extend(find_containers(p))
+        locations.extend(find_containers(p, walk_error))
     limiters: Dict[str, RateLimiter] = {}
     results: List[ScanResult] = []
     for loc in locations:

@@ -11,7 +11,7 @@ Format version 1:
     header (32 bytes)
       magic         4s   b"CMBD"  ("crcmerkle block data")
       version       u16  1        (a reader refuses newer major versions)
-      header_size   u16  32       (room for a longer header in later versions: skipped)
+      header_size   u16  32       (room for a longer header in later versions: kept as is)
       container_id  i64
       n_blocks      u32
       n_chunks      u32  (all blocks together)
@@ -19,18 +19,22 @@ Format version 1:
     body: n_blocks block records, block IDs strictly increasing
       block_id      i64
       n_chunks      u32
-      flags         u32  0 (reserved)
+      flags         u32  0 (reserved; kept as read)
       then n_chunks chunk records, offsets strictly increasing, chunks not overlapping:
         offset              u64  file offset of the chunk in chunks/<blockID>.block
         length              u64
         checksum_type       u8   Ozone's ChecksumType: NONE=1 CRC32=2 CRC32C=3 SHA256=4 MD5=5
-        reserved            3 bytes, 0
+        reserved            3 bytes, 0 (kept as read)
         bytes_per_checksum  u32  window size (> 0 unless NONE)
         n_checksums         u32  = ceil(length / bytes_per_checksum); 0 for NONE
         checksums           n_checksums x size(type) bytes, as Ozone stores them
                             (CRC32/CRC32C: 4 bytes big-endian; SHA256 32; MD5 16)
     trailer (4 bytes)
       crc32c        u32  CRC-32C of header + body
+
+What this reader does not understand is kept: a longer header's extra bytes, block flags and
+chunk reserved bytes are written back as read. A file of a newer major version is refused
+(BlockMetaError with unsupported=True, "unsupported version") and must never be rewritten.
 
 Deleted blocks are not in this file (Ozone drops them from RocksDB); their tombstones live in
 the `.tree`.
@@ -47,7 +51,7 @@ import numpy as np
 
 from merkle import _native
 from merkle.replica.errors import BlockMetaError
-from merkle.replica.fileio import write_atomic
+from merkle.replica.safeopen import open_dir, read_regular, replace_atomic
 
 __all__ = ["ALGORITHM_TYPES", "BlockMeta", "CHECKSUM_SIZES", "CRC32", "CRC32C", "ChunkMeta",
            "ContainerMeta", "FORMAT_VERSION", "MAGIC", "MD5", "NONE", "SHA256", "TYPE_NAMES",
@@ -64,7 +68,8 @@ ALGORITHM_TYPES = {"crc32": CRC32, "crc32c": CRC32C}
 
 _HEADER = struct.Struct(">4sHHqIIQ")
 _BLOCK = struct.Struct(">qII")
-_CHUNK = struct.Struct(">QQB3xII")
+_CHUNK = struct.Struct(">QQB3sII")
+_NO_RESERVED = b"\0\0\0"
 _TRAILER = struct.Struct(">I")
 _U63 = 1 << 63
 
@@ -80,6 +85,8 @@ class ChunkMeta:
     checksum_type: int
     bytes_per_checksum: int
     checksums: bytes
+    #: the record's reserved bytes as read (written back unchanged)
+    reserved: bytes = _NO_RESERVED
 
     @property
     def end(self) -> int:
@@ -143,6 +150,8 @@ class BlockMeta:
 
     block_id: int
     chunks: Tuple[ChunkMeta, ...] = ()
+    #: the record's reserved flags as read (written back unchanged)
+    flags: int = 0
 
     @property
     def length(self) -> int:
@@ -163,7 +172,7 @@ class BlockMeta:
                 o.offset < c.end and c.offset < o.end))]
             current.append(c)
         current.sort(key=lambda c: c.offset)
-        return BlockMeta(self.block_id, tuple(current))
+        return BlockMeta(self.block_id, tuple(current), self.flags)
 
 
 @dataclass
@@ -172,6 +181,8 @@ class ContainerMeta:
 
     container_id: int
     blocks: Dict[int, BlockMeta] = field(default_factory=dict)
+    #: header bytes beyond the 32 this version defines (a later version's; kept)
+    header_extra: bytes = b""
 
     @property
     def n_chunks(self) -> int:
@@ -185,7 +196,7 @@ class ContainerMeta:
         return [self.blocks[b] for b in sorted(self.blocks)]
 
     def copy(self) -> "ContainerMeta":
-        return ContainerMeta(self.container_id, dict(self.blocks))
+        return ContainerMeta(self.container_id, dict(self.blocks), self.header_extra)
 
     def put_chunks(self, block_id: int, chunks: Iterable[ChunkMeta]) -> None:
         """Add (or replace, at the same offset) chunks of a block, creating the block."""
@@ -198,19 +209,20 @@ class ContainerMeta:
         parts: List[bytes] = []
         n_chunks = 0
         for block in self.sorted_blocks():
-            parts.append(_BLOCK.pack(block.block_id, len(block.chunks), 0))
+            parts.append(_BLOCK.pack(block.block_id, len(block.chunks), block.flags))
             for c in block.chunks:
                 problem = c.validate()
                 if problem:
                     raise ValueError(f"block {block.block_id} chunk @{c.offset}: {problem}")
                 n = c.n_windows
-                parts.append(_CHUNK.pack(c.offset, c.length, c.checksum_type,
+                parts.append(_CHUNK.pack(c.offset, c.length, c.checksum_type, c.reserved,
                                          c.bytes_per_checksum, n))
                 parts.append(bytes(c.checksums))
                 n_chunks += 1
         body = b"".join(parts)
-        head = _HEADER.pack(MAGIC, FORMAT_VERSION, _HEADER.size, self.container_id,
-                            len(self.blocks), n_chunks, len(body))
+        head = _HEADER.pack(MAGIC, FORMAT_VERSION, _HEADER.size + len(self.header_extra),
+                            self.container_id, len(self.blocks), n_chunks,
+                            len(body)) + bytes(self.header_extra)
         crc = _native.crc32c(body, _native.crc32c(head))
         return head + body + _TRAILER.pack(crc)
 
@@ -224,14 +236,18 @@ class ContainerMeta:
         def bad(reason: str) -> BlockMetaError:
             return BlockMetaError(f"not a valid block-metadata file: {reason}", source)
 
+        if len(mv) >= 6 and bytes(mv[:4]) == MAGIC:
+            (version,) = struct.unpack_from(">H", mv, 4)
+            if version > FORMAT_VERSION:
+                raise BlockMetaError(f"unsupported version: format version {version} is newer "
+                                     f"than this crcmerkle reads ({FORMAT_VERSION}); not "
+                                     f"rewritten", source, unsupported=True)
+
         if len(mv) < _HEADER.size + _TRAILER.size:
             raise bad(f"{len(mv)} bytes is shorter than header and trailer")
         magic, version, header_size, cid, n_blocks, n_chunks, body_len = _HEADER.unpack_from(mv)
         if magic != MAGIC:
             raise bad(f"bad magic {bytes(magic)!r}")
-        if version > FORMAT_VERSION:
-            raise bad(f"format version {version} is newer than this crcmerkle reads "
-                      f"({FORMAT_VERSION})")
         if version < 1 or header_size < _HEADER.size:
             raise bad(f"bad version {version} / header size {header_size}")
         if header_size + body_len + _TRAILER.size != len(mv):
@@ -247,7 +263,7 @@ class ContainerMeta:
         prev_id: Optional[int] = None
         try:
             for _ in range(n_blocks):
-                block_id, nc, _flags = _BLOCK.unpack_from(mv, pos)
+                block_id, nc, flags = _BLOCK.unpack_from(mv, pos)
                 pos += _BLOCK.size
                 if prev_id is not None and block_id <= prev_id:
                     raise bad(f"block IDs not increasing at {block_id}")
@@ -255,7 +271,7 @@ class ContainerMeta:
                 chunks: List[ChunkMeta] = []
                 prev_end = -1
                 for _c in range(nc):
-                    off, ln, ctype, bpc, nw = _CHUNK.unpack_from(mv, pos)
+                    off, ln, ctype, reserved, bpc, nw = _CHUNK.unpack_from(mv, pos)
                     pos += _CHUNK.size
                     size = CHECKSUM_SIZES.get(ctype)
                     if size is None:
@@ -265,7 +281,8 @@ class ContainerMeta:
                     nbytes = nw * size
                     if pos + nbytes > end:
                         raise bad(f"block {block_id}: chunk record runs past the body")
-                    chunk = ChunkMeta(off, ln, ctype, bpc, bytes(mv[pos:pos + nbytes]))
+                    chunk = ChunkMeta(off, ln, ctype, bpc, bytes(mv[pos:pos + nbytes]),
+                                      bytes(reserved))
                     pos += nbytes
                     problem = chunk.validate()
                     if problem:
@@ -274,7 +291,7 @@ class ContainerMeta:
                         raise bad(f"block {block_id}: chunk @{off} overlaps the previous one")
                     prev_end = chunk.end
                     chunks.append(chunk)
-                blocks[block_id] = BlockMeta(block_id, tuple(chunks))
+                blocks[block_id] = BlockMeta(block_id, tuple(chunks), flags)
                 seen_chunks += nc
         except struct.error:
             raise bad("record runs past the body") from None
@@ -282,15 +299,18 @@ class ContainerMeta:
             raise bad(f"{end - pos} unparsed bytes after the last block")
         if seen_chunks != n_chunks:
             raise bad(f"header says {n_chunks} chunks, body holds {seen_chunks}")
-        return cls(cid, blocks)
+        return cls(cid, blocks, bytes(mv[_HEADER.size:header_size]))
 
 
 def read_blockmeta(path: PathLike, container_id: Optional[int] = None) -> ContainerMeta:
     """Read and verify a `.blocks` file (BlockMetaError with missing=True if absent)."""
     name = os.fspath(path)
     try:
-        with open(name, "rb") as f:
-            data = f.read()
+        dfd = open_dir(os.path.dirname(os.path.abspath(name)), follow=True)
+        try:
+            data = read_regular(dfd, os.path.basename(name), display=name)
+        finally:
+            os.close(dfd)
     except FileNotFoundError:
         raise BlockMetaError("block-metadata file is missing", name, missing=True) from None
     return decode_blockmeta(data, name, container_id)
@@ -307,5 +327,12 @@ def decode_blockmeta(data: Union[bytes, bytearray, memoryview], source: Optional
 
 
 def write_blockmeta(meta: ContainerMeta, path: PathLike) -> None:
-    """Write `meta` atomically (a crash leaves the old file or the new one)."""
-    write_atomic(path, meta.to_bytes())
+    """Write `meta` atomically (a crash leaves the old file or the new one), keeping the old
+    file's owner and mode; never through a link."""
+    name = os.fspath(path)
+    data = meta.to_bytes()
+    dfd = open_dir(os.path.dirname(os.path.abspath(name)), follow=True)
+    try:
+        replace_atomic(dfd, os.path.basename(name), data, display=name)
+    finally:
+        os.close(dfd)

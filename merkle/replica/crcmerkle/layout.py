@@ -12,7 +12,10 @@
 
 Discovery (`find_containers`) accepts a replica, a volume or a datanode (or any directory
 above them): a directory is a replica when its name is an integer and it holds `chunks/` or
-`metadata/`; the walk does not descend into replicas.
+`metadata/`; the walk does not descend into replicas. Container IDs are Ozone's signed 64-bit
+longs: a decimal name above 2**63-1 is no replica. With `on_error`, a directory the walk
+cannot read (EACCES, EIO) or a replica-like directory with an out-of-range ID is reported
+there and the walk goes on.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, List, Optional, Union
+from typing import Callable, Iterator, List, Optional, Tuple, Union
 
 from merkle.replica.errors import NotAReplicaError
 
@@ -33,6 +36,11 @@ BLOCK_SUFFIX = ".block"
 META_SUFFIX = ".blocks"
 TREE_SUFFIX = ".tree"
 LOCK_NAME = ".crcmerkle.lock"
+#: Ozone's container IDs are Java longs
+MAX_CONTAINER_ID = (1 << 63) - 1
+
+#: Called with (path, exception) for an entry the walk could not use.
+WalkErrorFn = Callable[[Path, Exception], object]
 
 
 @dataclass(frozen=True)
@@ -71,7 +79,21 @@ def _container_id(name: str) -> Optional[int]:
         value = int(name, 10)
     except ValueError:
         return None
-    return value if str(value) == name and value >= 0 else None
+    return value if str(value) == name and 0 <= value <= MAX_CONTAINER_ID else None
+
+
+def _looks_like_replica(p: Path) -> bool:
+    """A directory holding chunks/ or metadata/ (raises OSError if it cannot be checked)."""
+    for sub in ("chunks", "metadata"):
+        try:
+            os.stat(p / sub)
+            if (p / sub).is_dir():
+                return True
+        except FileNotFoundError:
+            continue
+        except NotADirectoryError:
+            continue
+    return False
 
 
 def is_container_dir(path: PathLike) -> bool:
@@ -86,7 +108,7 @@ def container_paths(path: PathLike, container_id: Optional[int] = None) -> Conta
     cid = _container_id(p.name) if container_id is None else int(container_id)
     if cid is None:
         raise NotAReplicaError("a container replica directory is named by its decimal "
-                               "container ID", os.fspath(path))
+                               "container ID (0 to 2**63-1)", os.fspath(path))
     return ContainerPaths(p, cid)
 
 
@@ -106,31 +128,61 @@ class ReplicaLocation:
         return self.paths.root
 
 
-def _walk(p: Path) -> Iterator[Path]:
+def _walk(p: Path, on_error: Optional[WalkErrorFn]) -> Iterator[Path]:
     try:
-        entries = sorted(os.scandir(p), key=lambda e: e.name)
+        with os.scandir(p) as it:
+            entries = sorted(it, key=lambda e: e.name)
     except NotADirectoryError:
         return
+    except OSError as exc:
+        if on_error is None:
+            raise
+        on_error(p, exc)
+        return
     for e in entries:
-        if not e.is_dir(follow_symlinks=False):
+        try:
+            if not e.is_dir(follow_symlinks=False):
+                continue
+            child = Path(e.path)
+            decimal = e.name.isdigit() and e.name.isascii()
+            if decimal and _looks_like_replica(child):
+                if _container_id(e.name) is not None:
+                    yield child
+                elif on_error is not None:
+                    on_error(child, NotAReplicaError(
+                        "container ID out of range (above 2**63-1): not scanned",
+                        os.fspath(child)))
+                continue
+        except OSError as exc:
+            if on_error is None:
+                raise
+            on_error(Path(e.path), exc)
             continue
-        child = Path(e.path)
-        if is_container_dir(child):
-            yield child
-        else:
-            yield from _walk(child)
+        yield from _walk(child, on_error)
 
 
-def find_containers(path: PathLike) -> List[ReplicaLocation]:
+def find_containers(path: PathLike, on_error: Optional[WalkErrorFn] = None
+                    ) -> List[ReplicaLocation]:
     """Every replica at or under `path` (a replica, volume, datanode or cluster directory),
-    in path order. Raises NotAReplicaError when there is none, FileNotFoundError if `path`
-    does not exist."""
+    in path order. Raises NotAReplicaError when there is none (and nothing went to
+    `on_error`), FileNotFoundError if `path` does not exist. Entries the walk cannot use go to
+    `on_error` when given (see the module docstring), else raise."""
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(2, "No such file or directory", os.fspath(path))
     if is_container_dir(p):
         return [ReplicaLocation(container_paths(p), p.parent)]
-    found = [ReplicaLocation(container_paths(c), c.parent) for c in _walk(p)]
+    reported: List[Tuple[Path, Exception]] = []
+
+    def note(where: Path, exc: Exception) -> None:
+        reported.append((where, exc))
+        if on_error is not None:
+            on_error(where, exc)
+
+    found = [ReplicaLocation(container_paths(c), c.parent)
+             for c in _walk(p, note if on_error is not None else None)]
+    if not found and reported:
+        return found
     if not found:
         raise NotAReplicaError("no container replica here (expected <volume>/<containerID>/"
                                "chunks or metadata)", os.fspath(path))

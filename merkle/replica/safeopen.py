@@ -1,0 +1,289 @@
+"""Opening a replica's files safely: crcmerkle runs as root on datanodes, so a planted link,
+FIFO or hard link inside a replica must never make it read, write or create a file elsewhere,
+block forever, or size memory from a number it has not checked.
+
+Every replica file is opened relative to a directory descriptor: the replica directory (the
+path the operator or the discovery walk named), then its `chunks/` and `metadata/`
+subdirectories opened with O_DIRECTORY|O_NOFOLLOW, then the file with
+O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC (a FIFO opens without waiting for a writer) and `fstat`-checked
+to be a regular file. Anything else raises NotRegularFileError (an OSError, so callers that
+report I/O errors keep working; the scanner reports it as NOT_A_REGULAR_FILE). A file that is
+about to be *written* must also have a single link: a hard link planted in a replica (to
+/etc/shadow, say) is refused, as a symbolic one is.
+
+Nothing is created through a link: O_CREAT|O_NOFOLLOW fails on a dangling link, and atomic
+rewrites create their temp file with O_EXCL under a random name, then rename it over the
+target inside the same directory descriptor. A rewrite keeps the old file's owner, group and
+mode (a scan run as root must not leave the datanode user's `.tree` as root:root 0600).
+
+Metadata files (`.tree`, `.blocks`) are size-checked against `fstat` before one byte is read:
+`max_metadata_bytes()` (CRCMERKLE_MAX_METADATA_BYTES, 64 MiB by default: a 5 GB container
+with 16 KiB windows has ~1.3 MB of window checksums) bounds what a sparse or hostile file can
+make us allocate.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import stat
+import threading
+from pathlib import Path
+from types import TracebackType
+from typing import Dict, Optional, Type, Union
+
+__all__ = ["DEFAULT_MAX_METADATA_BYTES", "FileTooLargeError", "NOT_A_REGULAR_FILE",
+           "NotRegularFileError", "ReplicaDir", "max_metadata_bytes", "open_dir",
+           "open_regular", "read_regular", "replace_atomic"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+NOT_A_REGULAR_FILE = "NOT_A_REGULAR_FILE"
+
+#: Default cap on a `.tree` / `.blocks` file read into memory.
+DEFAULT_MAX_METADATA_BYTES = 64 * 1024 * 1024
+
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+
+
+def max_metadata_bytes() -> int:
+    """The configured cap on metadata files (CRCMERKLE_MAX_METADATA_BYTES, bytes)."""
+    text = os.environ.get("CRCMERKLE_MAX_METADATA_BYTES")
+    if text:
+        try:
+            value = int(text)
+            if value > 0:
+                return value
+        except ValueError:
+            pass
+    return DEFAULT_MAX_METADATA_BYTES
+
+
+class NotRegularFileError(OSError):
+    """A replica file that is a link, directory, FIFO, socket or device (never opened for
+    data, never written), or a hard-linked file about to be written."""
+
+    kind = NOT_A_REGULAR_FILE
+
+
+class FileTooLargeError(OSError):
+    """A metadata file larger than the configured cap (not read)."""
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"),
+                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _not_regular(what: str, name: str) -> NotRegularFileError:
+    return NotRegularFileError(errno.EINVAL, f"not a regular file ({what})", name)
+
+
+def open_dir(name: PathLike, dir_fd: Optional[int] = None, *, follow: bool = False,
+             create: bool = False, display: Optional[str] = None) -> int:
+    """Open a directory (relative to `dir_fd` if given) for use as a dir_fd. Without `follow`
+    a symbolic link is refused (NotRegularFileError). `create` makes it first (mode 0755)."""
+    shown = display or os.fspath(name)
+    flags = os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC | (0 if follow else _O_NOFOLLOW)
+    if create:
+        try:
+            os.mkdir(name, 0o755, dir_fd=dir_fd)
+        except FileExistsError:
+            pass
+    try:
+        return os.open(name, flags, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            try:
+                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except OSError:
+                raise exc from None
+            raise _not_regular(_kind(st.st_mode), shown) from None
+        raise
+
+
+def open_regular(dir_fd: int, name: str, flags: int = os.O_RDONLY, *, create: bool = False,
+                 mode: int = 0o644, single_link: bool = False,
+                 display: Optional[str] = None) -> int:
+    """Open `name` in `dir_fd` without following a link or blocking; fstat-check it is a
+    regular file (and, with `single_link`, not hard-linked elsewhere). Returns the fd, in
+    blocking mode again. `create` adds O_CREAT (never through a link)."""
+    shown = display or name
+    oflags = flags | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC | (os.O_CREAT if create else 0)
+    try:
+        fd = os.open(name, oflags, mode, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _not_regular("a symbolic link", shown) from None
+        if exc.errno in (errno.ENXIO, errno.EISDIR, errno.ENODEV):
+            # ENXIO: a FIFO with no reader opened for writing, a socket; EISDIR: a directory
+            try:
+                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                what = _kind(st.st_mode)
+            except OSError:
+                what = "not a regular file"
+            raise _not_regular(what, shown) from None
+        if exc.filename is None:
+            exc.filename = shown
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _not_regular(_kind(st.st_mode), shown)
+        if single_link and st.st_nlink > 1:
+            raise NotRegularFileError(errno.EMLINK, f"refusing to write a file with "
+                                      f"{st.st_nlink} hard links", shown)
+        if _O_NONBLOCK:
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(dir_fd: int, name: str, limit: Optional[int] = None, *,
+                 display: Optional[str] = None) -> bytes:
+    """The whole of a regular file, refused (FileTooLargeError) when fstat says it is larger
+    than `limit` (default max_metadata_bytes()) or it grows past it while being read."""
+    shown = display or name
+    cap = max_metadata_bytes() if limit is None else int(limit)
+    fd = open_regular(dir_fd, name, display=shown)
+    try:
+        size = os.fstat(fd).st_size
+        if size > cap:
+            raise FileTooLargeError(errno.EFBIG, f"file of {size} bytes exceeds the "
+                                    f"{cap}-byte limit for metadata (not read)", shown)
+        buf = bytearray(size)
+        view = memoryview(buf)
+        got = 0
+        while got < size:
+            n = os.preadv(fd, [view[got:]], got)
+            if n <= 0:
+                break
+            got += n
+        if got == size and os.pread(fd, 1, size):
+            raise FileTooLargeError(errno.EFBIG, "file grew while being read", shown)
+        return bytes(view[:got])
+    finally:
+        os.close(fd)
+
+
+def replace_atomic(dir_fd: int, name: str, data: bytes, *,
+                   display: Optional[str] = None) -> None:
+    """Replace `name` in `dir_fd` by `data` atomically (temp file, fsync, rename, fsync of
+    the directory), keeping the old file's owner, group and mode; a new file gets the
+    directory's owner and group and mode 0644. Refuses (NotRegularFileError) to replace a
+    link, FIFO, directory or other non-regular file."""
+    shown = display or name
+    try:
+        old: Optional[os.stat_result] = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        old = None
+    if old is not None and not stat.S_ISREG(old.st_mode):
+        raise _not_regular(_kind(old.st_mode), shown)
+    if old is not None:
+        uid, gid, mode = old.st_uid, old.st_gid, stat.S_IMODE(old.st_mode)
+    else:
+        dst = os.fstat(dir_fd)
+        uid, gid, mode = dst.st_uid, dst.st_gid, 0o644
+    fd = -1
+    tmp = ""
+    for _ in range(100):
+        tmp = f".{name}.{secrets.token_hex(6)}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC,
+                         0o600, dir_fd=dir_fd)
+            break
+        except FileExistsError:
+            continue
+    if fd < 0:
+        raise FileExistsError(errno.EEXIST, "cannot create a temporary file", shown)
+    try:
+        try:
+            view = memoryview(data)
+            done = 0
+            while done < len(view):
+                done += os.write(fd, view[done:])
+            if hasattr(os, "fchown"):
+                try:
+                    os.fchown(fd, uid, gid)
+                except PermissionError:
+                    pass  # not root: the file is ours, as any file we create
+            os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=dir_fd)
+        except OSError:
+            pass
+        raise
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+
+
+class ReplicaDir:
+    """Descriptors of one replica's directory and its `chunks/` and `metadata/`.
+
+    The replica directory itself is opened once (following the path the caller named); its
+    subdirectories are opened without following links, lazily, and cached. Close it (or use
+    it as a context manager) when done.
+    """
+
+    def __init__(self, root: PathLike) -> None:
+        self.root = Path(root)
+        self._fd: Optional[int] = open_dir(os.fspath(root), follow=True)
+        self._subs: Dict[str, int] = {}
+        self._lock = threading.Lock()  # worker threads open blocks concurrently
+
+    @property
+    def fd(self) -> int:
+        if self._fd is None:
+            raise ValueError("replica directory is closed")
+        return self._fd
+
+    def sub(self, name: str, *, create: bool = False) -> int:
+        """The descriptor of `chunks` or `metadata` (FileNotFoundError if absent and not
+        `create`; NotRegularFileError if it is a link or not a directory)."""
+        with self._lock:
+            fd = self._subs.get(name)
+            if fd is None:
+                fd = open_dir(name, self.fd, create=create, display=os.fspath(self.root / name))
+                self._subs[name] = fd
+            return fd
+
+    def show(self, *parts: str) -> str:
+        return os.fspath(self.root.joinpath(*parts))
+
+    def close(self) -> None:
+        for fd in self._subs.values():
+            os.close(fd)
+        self._subs.clear()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self) -> "ReplicaDir":
+        return self
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
+        self.close()
