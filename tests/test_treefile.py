@@ -80,9 +80,10 @@ def test_tombstone_only_tree_has_no_container_value():
 
 i64 = st.integers(-2 ** 63, 2 ** 63 - 1)
 u32 = st.integers(0, 2 ** 32 - 1)
-chunk_st = st.tuples(st.integers(0, 2 ** 40), st.integers(-3, 2 ** 33), u32, st.booleans())
+# offsets and lengths are >= 0 (a negative one is refused: test_negative_offsets_refused)
+chunk_st = st.tuples(st.integers(0, 2 ** 40), st.integers(0, 2 ** 33), u32, st.booleans())
 block_st = st.tuples(i64, st.booleans(), st.one_of(u32, i64),
-                     st.dictionaries(st.integers(-10, 2 ** 62), chunk_st, max_size=4))
+                     st.dictionaries(st.integers(0, 2 ** 62), chunk_st, max_size=4))
 
 
 @settings(max_examples=300, deadline=None)
@@ -135,7 +136,8 @@ def test_decoder_reads_any_presence_the_runtime_writes(data):
             for k in range(data.draw(st.integers(0, 3))):
                 c = bm.chunkMerkleTree.add()
                 c.offset = k * 7
-                for fname, strat in (("length", i64), ("dataChecksum", u32),
+                for fname, strat in (("length", st.integers(0, 2 ** 63 - 1)),
+                                     ("dataChecksum", u32),
                                      ("checksumMatches", st.booleans())):
                     if data.draw(st.booleans()):
                         setattr(c, fname, data.draw(strat))

@@ -5,7 +5,8 @@ Blocks (sorted by ID): `block_id`, `block_value`, `block_deleted`, and `block_ch
 Chunks (grouped by block, sorted by offset): `chunk_offset`, `chunk_length`, `chunk_value`,
 `chunk_matches`. Values are unsigned 32-bit tree values in int64 columns, as in Ozone's protos.
 `data_checksum` is the container value, or None when no full tree was generated (Ozone leaves
-it unset, e.g. for a tree holding only tombstones). The arrays are read-only: a tree is a value.
+it unset, e.g. for a tree holding only tombstones). The arrays are read-only: a tree is a value
+(built from copies: the caller's own numpy arrays stay writable).
 
 Builders: `ContainerTree.from_columns` (bulk, native), `ContainerTree.from_chunk_data` (raw
 chunk bytes + bytes_per_checksum + algorithm) and `TreeBuilder` (incremental).
@@ -54,6 +55,14 @@ class BlockView:
     def __repr__(self) -> str:
         kind = "tombstone" if self.deleted else f"{len(self.chunks)} chunks"
         return f"<block {self.block_id} {format_checksum(self.value)} {kind}>"
+
+
+def _own(arr: np.ndarray, values: Any, copy: bool) -> np.ndarray:
+    """`arr`, copied if it is (a view of) the caller's array `values`: a tree freezes its
+    columns, and must never make the caller's own array read-only."""
+    if copy and isinstance(values, np.ndarray) and np.may_share_memory(arr, values):
+        return arr.copy()
+    return arr
 
 
 def _col(values: Any, dtype: Any, name: str) -> np.ndarray:
@@ -105,7 +114,8 @@ class ContainerTree:
     def __init__(self, container_id: int = 0, *, data_checksum: Optional[int] = None,
                  block_id: Any = (), block_value: Any = (), block_deleted: Any = None,
                  block_chunk_start: Any = None, chunk_offset: Any = (), chunk_length: Any = (),
-                 chunk_value: Any = (), chunk_matches: Any = None, validate: bool = True) -> None:
+                 chunk_value: Any = (), chunk_matches: Any = None, validate: bool = True,
+                 copy: bool = True) -> None:
         self.container_id = int(container_id)
         self.data_checksum = None if data_checksum is None else int(data_checksum)
         bid = _col(block_id, _I64, "block_id")
@@ -130,14 +140,15 @@ class ContainerTree:
                              ("chunk_value", cval, nc), ("chunk_matches", cm, nc)):
             if arr.shape[0] != n:
                 raise ValueError(f"{name} has {arr.shape[0]} entries; {n} expected")
-        self.block_id = _frozen(bid)
-        self.block_value = _frozen(bval)
-        self.block_deleted = _frozen(bdel)
-        self.block_chunk_start = _frozen(cs)
-        self.chunk_offset = _frozen(coff)
-        self.chunk_length = _frozen(clen)
-        self.chunk_value = _frozen(cval)
-        self.chunk_matches = _frozen(cm)
+        # copy=False: the arrays are the caller's to give away (the decoder's fresh columns)
+        self.block_id = _frozen(_own(bid, block_id, copy))
+        self.block_value = _frozen(_own(bval, block_value, copy))
+        self.block_deleted = _frozen(_own(bdel, block_deleted, copy))
+        self.block_chunk_start = _frozen(_own(cs, block_chunk_start, copy))
+        self.chunk_offset = _frozen(_own(coff, chunk_offset, copy))
+        self.chunk_length = _frozen(_own(clen, chunk_length, copy))
+        self.chunk_value = _frozen(_own(cval, chunk_value, copy))
+        self.chunk_matches = _frozen(_own(cm, chunk_matches, copy))
         # Wire-format details of a tree read from bytes (which optional fields were present),
         # kept so that from_bytes(b).to_bytes() == b; None means "as Ozone writes".
         self._wire: Optional[Dict[str, Any]] = None
@@ -188,6 +199,8 @@ class ContainerTree:
         ln = np.zeros(n, dtype=_I64) if length is None else _col(length, _I64, "length")
         if off.shape[0] != n or ln.shape[0] != n:
             raise ValueError("block_id, offset and length must have the same length")
+        if n and (int(off.min()) < 0 or int(ln.min()) < 0):
+            raise ValueError("chunk offsets and lengths must be >= 0")
         given = [x is not None for x in (leaf, window_checksums, window_bytes)]
         if sum(given) != 1:
             raise ValueError("give exactly one of leaf, window_checksums, window_bytes")
@@ -195,6 +208,8 @@ class ContainerTree:
             leaves = _col(leaf, _I64, "leaf")
             if leaves.shape[0] != n:
                 raise ValueError(f"leaf has {leaves.shape[0]} entries; {n} chunks given")
+            if n and (int(leaves.min()) < 0 or int(leaves.max()) > 0xFFFFFFFF):
+                raise ValueError("leaf values are unsigned 32-bit (0 to 2**32-1)")
         elif window_checksums is not None:
             windows = window_values(window_checksums)
             if window_counts is None:
@@ -435,6 +450,9 @@ def tree_from_bytes(data: Any, *, source: Optional[str] = None) -> ContainerTree
     if not cols["has_container_id"] and not cols["has_tree"]:
         raise TreeFileError("no containerID and no containerMerkleTree field "
                             "(foreign or unrelated protobuf data)", source)
+    for col in ("chunk_offset", "chunk_length"):
+        if cols[col].size and int(cols[col].min()) < 0:
+            raise TreeFileError(f"negative {col.replace('_', ' ')}", source)
     bp, cp = cols["block_present"], cols["chunk_present"]
     bdel = cols["block_deleted"].view(np.bool_)
     block_default = np.where(bdel, _BLOCK_DEFAULT | 4, _BLOCK_DEFAULT).astype(np.uint8)
@@ -450,7 +468,7 @@ def tree_from_bytes(data: Any, *, source: Optional[str] = None) -> ContainerTree
         chunk_length=cols["chunk_length"], chunk_value=cols["chunk_value"],
         chunk_matches=cols["chunk_matches"].view(np.bool_))
     try:
-        tree = ContainerTree(cols["container_id"], validate=True, **kwargs)
+        tree = ContainerTree(cols["container_id"], validate=True, copy=False, **kwargs)
     except ValueError:
         # Not in Ozone's order (or duplicate IDs/offsets): normalise as Ozone's maps would
         # (sorted, the later entry wins); such a tree is then written back in Ozone's form.

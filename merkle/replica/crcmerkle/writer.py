@@ -9,7 +9,10 @@ the `.tree` the datanode would hold for a closed container.
         w.delete_block(1)                  # Ozone's block deletion: file gone, tombstone
     # close(): block files fsynced, metadata then tree replaced atomically
 
-The writer holds the replica lock (replica_lock) from open to close.
+The writer holds the replica lock (replica_lock) from open to close. Every file is opened
+through the replica's directory descriptors (merkle.replica.files.LocalReplicaFiles): a link
+or FIFO planted in place of a block or metadata file is refused, never written through; an
+unreadable `.tree` or a newer-version `.blocks` stops the writer instead of being replaced.
 """
 
 from __future__ import annotations
@@ -20,15 +23,16 @@ from typing import Dict, List, Optional, Type, Union
 
 import numpy as np
 
-from merkle.replica.crcmerkle.blockmeta import (ChunkMeta, ContainerMeta, read_blockmeta,
-                                                write_blockmeta)
+from merkle.replica.crcmerkle.blockmeta import ChunkMeta, ContainerMeta, decode_blockmeta
 from merkle.trees.ozone import DEFAULT_ALGORITHM, DEFAULT_BYTES_PER_CHECKSUM
 from merkle.replica.errors import BlockMetaError, ReplicaError, WriterError
 from merkle.replica.fileio import fsync_dir
-from merkle.replica.crcmerkle.layout import ContainerPaths, container_paths
+from merkle.replica.files import LocalReplicaFiles
+from merkle.replica.crcmerkle.layout import (META_SUFFIX, TREE_SUFFIX, ContainerPaths,
+                                             container_paths)
 from merkle.replica.lock import ReplicaLock
 from merkle.trees.model import ContainerTree
-from merkle.trees.treefile import TreeFileError, read_tree, write_tree
+from merkle.trees.treefile import TreeFileError, tree_from_bytes, tree_to_bytes
 
 __all__ = ["ContainerWriter", "DEFAULT_CHUNK_SIZE", "tree_from_meta"]
 
@@ -87,18 +91,26 @@ class ContainerWriter:
         self._lock = ReplicaLock(self.paths)
         if lock:
             self._lock.acquire()
+        self.files = LocalReplicaFiles(self.paths)
         try:
+            name = f"{self.paths.blockmeta}"
             try:
-                self.meta = read_blockmeta(self.paths.blockmeta, self.paths.container_id)
-            except BlockMetaError as exc:
-                if not (exc.missing and create):
-                    raise
+                self.meta = decode_blockmeta(self.files.read_blockmeta(), name,
+                                             self.paths.container_id)
+            except FileNotFoundError:
+                if not create:
+                    raise BlockMetaError("block-metadata file is missing", name,
+                                         missing=True) from None
                 self.meta = ContainerMeta(self.paths.container_id)
+            stored: Optional[ContainerTree] = None
             try:
-                stored = read_tree(self.paths.tree, missing_ok=True)
+                stored = tree_from_bytes(self.files.read_tree(), source=str(self.paths.tree))
+            except FileNotFoundError:
+                pass
             except TreeFileError:
-                stored = None
+                stored = None  # corrupt: rebuilt (its tombstones are lost, as a scan's)
         except BaseException:
+            self.files.close()
             self._lock.release()
             raise
         self.tombstones: Dict[int, int] = {}
@@ -120,7 +132,7 @@ class ContainerWriter:
     def _fd(self, block_id: int) -> int:
         fd = self._dirty.get(block_id)
         if fd is None:
-            fd = os.open(self.paths.block_file(block_id), os.O_RDWR | os.O_CREAT, 0o644)
+            fd = self.files.open_block_rw(block_id, create=True)
             self._dirty[block_id] = fd
         return fd
 
@@ -179,10 +191,7 @@ class ContainerWriter:
         fd = self._dirty.pop(block_id, None)
         if fd is not None:
             os.close(fd)
-        try:
-            os.unlink(self.paths.block_file(block_id))
-        except FileNotFoundError:
-            pass
+        self.files.unlink_block(block_id)
 
     # ---- commit --------------------------------------------------------------------------
 
@@ -197,10 +206,10 @@ class ContainerWriter:
         try:
             for fd in self._dirty.values():
                 os.fsync(fd)
-            fsync_dir(self.paths.chunks_dir)
-            write_blockmeta(self.meta, self.paths.blockmeta)
+            self.files.fsync_chunks()
+            self.files.write_metadata(META_SUFFIX, self.meta.to_bytes())
             tree = self.tree()
-            write_tree(tree, self.paths.tree)
+            self.files.write_metadata(TREE_SUFFIX, tree_to_bytes(tree))
             return tree
         finally:
             self._release()
@@ -214,6 +223,7 @@ class ContainerWriter:
             os.close(fd)
         self._dirty.clear()
         self._closed = True
+        self.files.close()
         self._lock.release()
 
     def _check_open(self) -> None:
