@@ -113,8 +113,16 @@ def positive_size(text: str) -> int:
     return value
 
 
+def one_line(text: str) -> str:
+    """`text` with control characters escaped (a path may hold a newline): one line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                   for c in text)
+
+
 def error_line(message: str) -> str:
-    return f"{PROG}: error: {message}"
+    return f"{PROG}: error: {one_line(message)}"
 
 
 def print_error(message: str) -> None:

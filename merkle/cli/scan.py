@@ -26,7 +26,10 @@ files verified, only CLOSED, QUASI_CLOSED and UNHEALTHY containers' data checked
 
 EPILOG = """\
 errors: CORRUPT_CHUNK, MISSING_CHUNK, INCONSISTENT_CHUNK_LENGTH, MISSING_DATA_FILE,
-  UNREADABLE_DATA_FILE, METADATA_MISSING, METADATA_CORRUPT, TREE_MISSING, TREE_CORRUPT;
+  UNREADABLE_DATA_FILE, NOT_A_REGULAR_FILE, METADATA_MISSING, METADATA_CORRUPT,
+  METADATA_UNREADABLE, METADATA_UNSUPPORTED, TREE_MISSING, TREE_CORRUPT, TREE_UNREADABLE,
+  TREE_UNSUPPORTED (after the last four, or a .tree/.blocks that is not a regular file,
+  nothing is written to the replica);
   Ozone volumes also: CONTAINER_FILE_MISSING, CONTAINER_FILE_CORRUPT, CONTAINER_NOT_SCANNED,
   UNREFERENCED_DATA_FILE
 
@@ -36,10 +39,14 @@ output (json): {"replicas": [{path, container_id, ok, data_checksum, errors: [{e
   block_id, offset, detail}], blocks, chunks, bytes_read, seconds, ...}], "failed": [...],
   "summary": {...}}
 
+A PATH or directory that cannot be read (or a replica-like directory whose name is no valid
+container ID) is listed under "failed" and the others are still scanned; --json output is
+valid JSON in every outcome.
+
 """ + exit_status_help(
-    "some replica has errors (2 wins when some replica could not be scanned at all: locked, "
-    "unreadable, an Ozone volume whose DB cannot be opened; or no replica was found under a "
-    "PATH)")
+    "some replica has errors (2 wins when some replica or PATH could not be scanned at all: "
+    "missing, locked, unreadable, an Ozone volume whose DB cannot be opened; or no replica was "
+    "found under a PATH)")
 
 
 
@@ -59,9 +66,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="read at most this many bytes per second per volume (e.g. 5MiB, "
                         "Ozone's default); unlimited by default")
     p.add_argument("--mmap", action="store_true",
-                   help="checksum straight from mapped block files (faster on a hot page "
-                        "cache; an I/O error then kills the scan with SIGBUS instead of "
-                        "being reported)")
+                   help="accepted for compatibility; block files are always read with "
+                        "pread (a mapped file that shrinks mid-scan would kill the scan "
+                        "with SIGBUS)")
     p.add_argument("--no-write", action="store_true",
                    help="do not store the scanned tree (read-only; takes no lock)")
     p.add_argument("--no-progress", action="store_true",
@@ -96,11 +103,9 @@ def _bar(paths: List[str], enabled: bool) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from merkle.cli import one_line
     from merkle.replica.scan import DEFAULT_BUFFER_SIZE, ScanResult, scan_paths
 
-    for p in args.paths:
-        if not os.path.exists(p):
-            raise CLIError(f"{p}: No such file or directory", EXIT_ERROR)
     bar = _bar(args.paths, not args.no_progress and not args.json)
     failed: List[Dict[str, str]] = []
     results: List[ScanResult] = []
@@ -113,9 +118,9 @@ def run(args: argparse.Namespace) -> int:
             bar.clear()
         value = "-" if r.tree.data_checksum is None else format_checksum(r.tree.data_checksum)
         status = "OK" if r.ok else f"{len(r.errors)} ERRORS"
-        print(f"{status}  {value}  {r.path}", flush=True)
+        print(f"{status}  {value}  {one_line(r.path)}", flush=True)
         for e in r.errors:
-            print(f"    {e}")
+            print(f"    {one_line(str(e))}")
 
     def on_error(loc: Any, exc: Exception) -> None:
         failed.append({"path": os.fspath(loc.root), "error": str(exc)})
@@ -130,15 +135,23 @@ def run(args: argparse.Namespace) -> int:
             with lock:
                 bar.update(n)
 
+    def path_error(path: str, exc: Exception) -> None:
+        failed.append({"path": path, "error": str(exc)})
+        if not args.json:
+            print_error(str(exc))
+
     t0 = time.perf_counter()
     try:
-        scan_paths(args.paths, bytes_per_second=args.rate, workers=args.workers,
-                   write_tree=not args.no_write, on_result=on_result, on_error=on_error,
-                   progress=progress,
-                   buffer_size=args.buffer_size or DEFAULT_BUFFER_SIZE,
-                   use_mmap=args.mmap)
-    except ReplicaError as exc:
-        raise CLIError(str(exc), EXIT_ERROR) from None
+        for path in args.paths:  # one bad PATH does not stop the others
+            try:
+                scan_paths([path], bytes_per_second=args.rate, workers=args.workers,
+                           write_tree=not args.no_write, on_result=on_result,
+                           on_error=on_error, progress=progress,
+                           buffer_size=args.buffer_size or DEFAULT_BUFFER_SIZE)
+            except FileNotFoundError as exc:
+                path_error(path, OSError(f"{path}: {exc.strerror or exc}"))
+            except (ReplicaError, OSError) as exc:
+                path_error(path, exc)
     finally:
         if bar is not None:
             bar.close()

@@ -85,9 +85,21 @@ def _usage(p: argparse.ArgumentParser) -> int:
 
 
 def _read(path: str, **kw: Any):
-    from merkle.trees.treefile import TreeFileError, read_tree
+    from merkle.replica.safeopen import read_named
+    from merkle.trees.treefile import TreeFileError, tree_from_bytes
     try:
-        return read_tree(path, **kw)
+        try:
+            data = read_named(path)  # size-capped and fstat-checked before reading
+        except FileNotFoundError:
+            if kw.get("missing_ok"):
+                return None
+            raise
+        try:
+            return tree_from_bytes(data, source=path)
+        except TreeFileError:
+            if kw.get("corrupt_ok"):
+                return None
+            raise
     except TreeFileError as exc:
         raise CLIError(str(exc), EXIT_ERROR) from None
     except OSError as exc:
@@ -238,9 +250,15 @@ def _table_columns(cols: Dict[str, List[Any]], path: str) -> Dict[str, Any]:
 
     def ints(name: str) -> np.ndarray:
         try:
-            return np.array([int(v) for v in cols[name]], dtype=np.int64)
+            values = [int(v) for v in cols[name]]
         except (TypeError, ValueError) as exc:
             raise CLIError(f"{path}: column {name!r}: {exc}") from None
+        low = -(1 << 63) if name == "block_id" else 0
+        for i, v in enumerate(values):
+            if not low <= v < 1 << 63:
+                raise CLIError(f"{path}: row {i + 1}: {name} {v} is out of range "
+                               f"({low} to 2**63-1)")
+        return np.array(values, dtype=np.int64)
 
     out: Dict[str, Any] = {"block_id": ints("block_id"), "offset": ints("offset"),
                            "length": ints("length")}
@@ -251,6 +269,9 @@ def _table_columns(cols: Dict[str, List[Any]], path: str) -> Dict[str, Any]:
                 vals.append(int(v, 16) if isinstance(v, str) else int(v))
             except (TypeError, ValueError):
                 raise CLIError(f"{path}: row {i + 1}: leaf {v!r} is not a hex value") from None
+            if not 0 <= vals[-1] <= 0xFFFFFFFF:
+                raise CLIError(f"{path}: row {i + 1}: leaf {v!r} is not an unsigned 32-bit "
+                               f"value (0 to ffffffff)")
         out["leaf"] = np.array(vals, dtype=np.int64)
     else:
         parts, counts = [], []

@@ -35,7 +35,7 @@ from typing import Dict, Optional, Type, Union
 
 __all__ = ["DEFAULT_MAX_METADATA_BYTES", "FileTooLargeError", "NOT_A_REGULAR_FILE",
            "NotRegularFileError", "ReplicaDir", "max_metadata_bytes", "open_dir",
-           "open_regular", "read_regular", "replace_atomic"]
+           "open_regular", "read_named", "read_regular", "replace_atomic"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -174,6 +174,23 @@ def read_regular(dir_fd: int, name: str, limit: Optional[int] = None, *,
         return bytes(view[:got])
     finally:
         os.close(fd)
+
+
+def read_named(path: PathLike, limit: Optional[int] = None) -> bytes:
+    """A metadata file the user named (its last component may be a link the user chose):
+    refused unless regular and within `limit` bytes (see read_regular); never blocks."""
+    name = os.fspath(path)
+    directory, base = os.path.split(os.path.abspath(name))
+    try:
+        target = os.path.realpath(name)
+        directory, base = os.path.split(target)
+    except OSError:
+        pass
+    dfd = open_dir(directory, follow=True)
+    try:
+        return read_regular(dfd, base, limit, display=name)
+    finally:
+        os.close(dfd)
 
 
 def replace_atomic(dir_fd: int, name: str, data: bytes, *,
