@@ -269,6 +269,10 @@ def _each_offsets(values, int width, crcm_algorithm alg, result):
     offsets = np.frombuffer(bufs[1], dtype=dtype)[values.offset:values.offset + n + 1]
     if offsets.shape[0] != n + 1:
         raise ValueError("malformed Arrow array: offsets buffer too short")
+    # A private copy: the kernel validates the offsets, then uses them with the GIL released;
+    # read from the caller's buffer, a thread changing one in between would send it out of
+    # bounds. Each offset is read once (4-8 bytes per value, next to the data it spans).
+    offsets = np.array(offsets, dtype=dtype, copy=True)
     cdef Py_buffer view
     cdef const uint8_t *data = NULL
     cdef size_t data_len = 0

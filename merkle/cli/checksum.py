@@ -105,9 +105,13 @@ def checksum_stream(f: BinaryIO, algorithm: str = "crc32c", bytes_per_checksum: 
                     buffer_size: int = DEFAULT_BUFFER, bar: Any = None):
     """Stream f through one reused buffer. Returns (crc, size) without bytes_per_checksum,
     else (numpy uint32 array of window checksums, size)."""
-    if bytes_per_checksum:
-        buffer_size = max(bytes_per_checksum, buffer_size // bytes_per_checksum * bytes_per_checksum)
     crc_fn = merkle.crc32c if algorithm == "crc32c" else merkle.crc32
+    if bytes_per_checksum and bytes_per_checksum > buffer_size:
+        # Windows larger than the buffer: chain the CRC across reads (memory is the buffer,
+        # never the window size a user typed: `-b 2GiB` on a 10-byte file allocates 1 MiB).
+        return _large_windows(f, crc_fn, bytes_per_checksum, buffer_size, bar)
+    if bytes_per_checksum:
+        buffer_size = buffer_size // bytes_per_checksum * bytes_per_checksum
     buf = bytearray(buffer_size)
     view = memoryview(buf)
     crc = 0
@@ -133,6 +137,35 @@ def checksum_stream(f: BinaryIO, algorithm: str = "crc32c", bytes_per_checksum: 
 
         return (np.concatenate(parts) if parts else np.empty(0, dtype=np.uint32)), size
     return crc, size
+
+
+def _large_windows(f: BinaryIO, crc_fn: Any, bytes_per_checksum: int, buffer_size: int,
+                   bar: Any):
+    """checksum_stream's window checksums when a window is larger than the buffer."""
+    import numpy as np
+
+    view = memoryview(bytearray(buffer_size))
+    values: List[int] = []
+    crc = fill = size = 0
+    while True:
+        n = _fill(f, view)
+        pos = 0
+        while pos < n:
+            take = min(bytes_per_checksum - fill, n - pos)
+            crc = crc_fn(view[pos:pos + take], crc)
+            fill += take
+            pos += take
+            if fill == bytes_per_checksum:
+                values.append(crc)
+                crc = fill = 0
+        size += n
+        if bar is not None and n:
+            bar.update(n)
+        if n < buffer_size:
+            break
+    if fill:
+        values.append(crc)
+    return np.array(values, dtype=np.uint32), size
 
 
 def _checksum_file(name: str, args: argparse.Namespace):

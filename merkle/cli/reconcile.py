@@ -101,11 +101,38 @@ def _refuse_ozone(path: str) -> None:
         raise CLIError(str(exc), EXIT_ERROR) from None
 
 
+def _stored_value(replica: str) -> Any:
+    """The container value of a replica's stored `.tree` (None if it has none, or it cannot
+    be read: opened safely, size-capped)."""
+    from merkle.replica.crcmerkle.layout import container_paths
+    from merkle.replica.files import LocalReplicaFiles
+    from merkle.replica.scan import read_stored_tree
+
+    try:
+        files = LocalReplicaFiles(container_paths(replica))
+    except (ReplicaError, OSError):
+        return None
+    try:
+        tree = read_stored_tree(files)[0]
+    except OSError:
+        return None
+    finally:
+        files.close()
+    return None if tree is None else tree.data_checksum
+
+
 def run(args: argparse.Namespace) -> int:
+    from merkle.cli import one_line
     from merkle.replica.reconcile import reconcile, replica_groups
-    from merkle.trees.treefile import read_tree
 
     jobs: List[List[str]] = []
+    failed: List[Dict[str, str]] = []
+
+    def walk_error(where: Any, exc: Exception) -> None:
+        failed.append({"path": os.fspath(where), "error": str(exc)})
+        if not args.json:
+            print_error(str(exc))
+
     if args.report:
         if args.paths or args.all:
             raise CLIError("--report takes no PATH and no --all")
@@ -116,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
             _refuse_ozone(p)
         try:
             for p in args.paths:
-                for cid, reps in replica_groups(p).items():
+                for cid, reps in replica_groups(p, walk_error).items():
                     groups.setdefault(cid, []).extend(os.fspath(r) for r in reps)
         except (ReplicaError, FileNotFoundError) as exc:
             raise CLIError(str(exc), EXIT_ERROR) from None
@@ -136,7 +163,6 @@ def run(args: argparse.Namespace) -> int:
         for p in job:
             _refuse_ozone(p)
     results = []
-    failed = []
     for job in jobs:
         try:
             r = reconcile(job[0], job[1:], dry_run=args.dry_run)
@@ -158,18 +184,15 @@ def run(args: argparse.Namespace) -> int:
     if args.all and not args.dry_run:
         by_id: Dict[int, Dict[str, Any]] = {}
         for job in jobs:
-            t = read_tree(os.path.join(job[0], "metadata",
-                                       f"{os.path.basename(os.path.normpath(job[0]))}.tree"),
-                          corrupt_ok=True, missing_ok=True)
             cid = int(os.path.basename(os.path.normpath(job[0])))
-            by_id.setdefault(cid, {})[job[0]] = None if t is None else t.data_checksum
+            by_id.setdefault(cid, {})[job[0]] = _stored_value(job[0])
         for cid, values in sorted(by_id.items()):
             if len(set(values.values())) != 1:
                 unconverged.append({"container_id": cid,
                                     "values": {k: _fmt(v) for k, v in values.items()}})
                 if not args.json:
-                    print(f"container {cid}: replicas disagree: "
-                          + ", ".join(f"{k} {_fmt(v)}" for k, v in values.items()))
+                    print(one_line(f"container {cid}: replicas disagree: "
+                                   + ", ".join(f"{k} {_fmt(v)}" for k, v in values.items())))
     if args.json:
         json.dump({"results": [r.to_dict() for r in results], "failed": failed,
                    "unconverged": unconverged}, sys.stdout, indent=1)

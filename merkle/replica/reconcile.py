@@ -812,11 +812,13 @@ def reconcile_round(replicas: Sequence[PathLike], *, dry_run: bool = False,
     return results
 
 
-def replica_groups(path: PathLike) -> Dict[int, List[Path]]:
-    """Replicas under a cluster directory grouped by container ID ({ID: [paths]})."""
+def replica_groups(path: PathLike, on_error: Optional[Callable[[Path, Exception], Any]] = None
+                   ) -> Dict[int, List[Path]]:
+    """Replicas under a cluster directory grouped by container ID ({ID: [paths]}); entries
+    the walk cannot use go to `on_error` when given (else raise)."""
     refuse_ozone(path)
     groups: Dict[int, List[Path]] = {}
-    for loc in find_containers(path):
+    for loc in find_containers(path, on_error):
         groups.setdefault(loc.container_id, []).append(loc.root)
     return groups
 
