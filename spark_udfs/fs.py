@@ -119,6 +119,10 @@ def replica_files(replica: Replica) -> ReplicaFiles:
     """How an executor reads `replica` (a local directory, or a store pyarrow.fs reaches)."""
     if replica.fs_root is None:
         return LocalReplicaFiles(container_paths(replica.path, replica.container))
+    filesystem = _filesystem(replica.fs_root)
+    if isinstance(filesystem, pafs.LocalFileSystem) and replica.fs_path:
+        # file:// — the local reader: no link followed, a FIFO never blocks the executor
+        return LocalReplicaFiles(container_paths(replica.fs_path, replica.container))
     return ArrowReplicaFiles(_filesystem(replica.fs_root), replica.fs_path or "",
                              replica.container, replica.path)
 
