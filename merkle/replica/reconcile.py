@@ -786,6 +786,10 @@ def _remaining(tree: ContainerTree, meta: Optional[ContainerMeta],
             out.append(Problem(b, o, "unhealthy and no readable peer has a healthy copy"
                                + (f" ({why})" if why else "")))
             seen.add((b, o))
+    for (b, o), why in sorted(failed.items()):  # pulls refused or failed, never repaired
+        if (b, o) not in seen and not rows.get((b, o), False):
+            out.append(Problem(b, o, f"not repaired: {why}"))
+            seen.add((b, o))
     if meta is not None:
         for block in meta.sorted_blocks():
             i = tree.block_index(block.block_id)
