@@ -104,6 +104,9 @@ def child(*argv: str, timeout: float = 120, user: bool = False, memory: Optional
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop("CRCMERKLE_DEBUG", None)
 
+    if "asan" in env.get("LD_PRELOAD", ""):
+        memory = None  # ASan reserves terabytes of shadow address space: no RLIMIT_AS then
+
     def limit() -> None:
         if memory is not None:
             import resource
