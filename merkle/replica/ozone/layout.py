@@ -204,7 +204,11 @@ def is_ozone_path(path: PathLike) -> bool:
 
 
 def _walk_volumes(p: Path, depth: int) -> Iterator[Path]:
-    if (p / HDDS / VERSION).is_file():
+    try:
+        is_volume = (p / HDDS / VERSION).is_file()
+    except OSError:  # an unreadable directory: reported by the scan walk, not fatal here
+        return
+    if is_volume:
         yield p
         return
     if depth >= _MAX_DEPTH:
