@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     on_ozone = [os.path.exists(p) and is_ozone_path(p) for p in args.paths]
     if any(on_ozone) and not all(on_ozone):
         raise CLIError("Ozone datanode volumes and crcmerkle-layout replicas cannot be "
-                       "scanned together; scan them separately", EXIT_USAGE)
+                       "scanned together; scan them separately", EXIT_ERROR)
     t0 = time.perf_counter()
     try:
         for path in args.paths:  # one bad PATH does not stop the others
