@@ -8,7 +8,7 @@ Environment switches (read at build time):
                             (run Python with LD_PRELOAD=$(gcc -print-file-name=libasan.so))
   CRCMERKLE_DEBUG=1         -O0 -g, asserts on
   CRCMERKLE_COVERAGE=1      gcov instrumentation of the C core
-  CRCMERKLE_DISABLE_ISA=a,b leave kernel files out (sse42, pclmul, avx512, arm64)
+  CRCMERKLE_DISABLE_ISA=a,b leave kernel files out (sse42, pclmul, avx2, avx512, arm64)
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ CSRC = "csrc"
 X86_KERNELS = {
     "sse42": ["-msse4.2"],
     "pclmul": ["-msse4.2", "-mpclmul"],
+    "avx2": ["-msse4.2", "-mpclmul", "-mavx2", "-mvpclmulqdq"],
     "avx512": ["-msse4.2", "-mpclmul", "-mavx512f", "-mavx512vl", "-mavx512bw", "-mvpclmulqdq"],
 }
 ARM64_KERNELS = {"arm64": ["-march=armv8-a+crc+crypto"]}
@@ -71,8 +72,8 @@ def _kernel_flags() -> tuple[dict[str, list[str]], list[tuple[str, str]]]:
     for suffix, flags in candidates.items():
         if suffix in disabled or not (ROOT / CSRC / f"crc_{suffix}.c").exists():
             continue
-        if suffix == "avx512" and "pclmul" not in chosen:
-            continue  # the AVX-512 backend borrows the PCLMUL multiply
+        if suffix in ("avx512", "avx2") and "pclmul" not in chosen:
+            continue  # the AVX-512 and AVX2 backends borrow the PCLMUL multiply
         if _compiler_accepts(flags):
             chosen[suffix] = flags
         else:

@@ -48,10 +48,13 @@ extern const uint32_t crcm_x2k_crc32c[68];
 extern const uint32_t crcm_x2k_crc32[68];
 
 /* Which kernel files a build includes: setup.py defines CRCM_HAVE_<ISA> for each kernel file it
- * compiles (x86: SSE42, PCLMUL, AVX512; aarch64: ARM64), so a build may leave any ISA out. */
-#if defined(CRCM_HAVE_SSE42) || defined(CRCM_HAVE_PCLMUL) || defined(CRCM_HAVE_AVX512)
+ * compiles (x86: SSE42, PCLMUL, AVX2, AVX512; aarch64: ARM64), so a build may leave any ISA out. */
+#if defined(CRCM_HAVE_SSE42) || defined(CRCM_HAVE_PCLMUL) || defined(CRCM_HAVE_AVX2) || \
+    defined(CRCM_HAVE_AVX512)
+#define CRCM_X86 1
 int crcm_cpu_has_sse42(void);
 int crcm_cpu_has_pclmul(void);      /* SSE4.2 + PCLMULQDQ */
+int crcm_cpu_has_avx2_vpclmul(void);   /* AVX2 + VPCLMULQDQ + PCLMULQDQ, OS saves YMM state */
 int crcm_cpu_has_avx512_vpclmul(void); /* AVX-512 F/VL/BW + VPCLMULQDQ, OS saves ZMM state */
 #endif
 #if defined(CRCM_HAVE_SSE42)
@@ -61,9 +64,16 @@ uint32_t crcm_sse42_crc32c(uint32_t reg, const uint8_t *p, size_t n);
 #if defined(CRCM_HAVE_PCLMUL)
 /* crc_pclmul.c */
 uint32_t crcm_pclmul_crc32c(uint32_t reg, const uint8_t *p, size_t n);
+uint32_t crcm_pclmul_crc32c_stream(uint32_t reg, const uint8_t *p, size_t n);
 uint32_t crcm_pclmul_crc32(uint32_t reg, const uint8_t *p, size_t n);
 uint32_t crcm_pclmul_mulmod_crc32c(uint32_t a, uint32_t b);
 uint32_t crcm_pclmul_mulmod_crc32(uint32_t a, uint32_t b);
+#endif
+#if defined(CRCM_HAVE_AVX2)
+/* crc_avx2.c */
+uint32_t crcm_avx2_crc32c(uint32_t reg, const uint8_t *p, size_t n);
+uint32_t crcm_avx2_crc32c_stream(uint32_t reg, const uint8_t *p, size_t n);
+uint32_t crcm_avx2_crc32(uint32_t reg, const uint8_t *p, size_t n);
 #endif
 #if defined(CRCM_HAVE_AVX512)
 /* crc_avx512.c */
