@@ -1,0 +1,290 @@
+"""crcmerkle against its peers with the cases interleaved round by round, reporting medians.
+
+On a shared machine the speed of a core drifts by tens of percent within a minute, so timing one
+implementation after another (as pytest-benchmark does) compares different machines. Here every
+round times every implementation of a case once, in a shuffled order, and the reported ratio is
+the median over rounds of that round's ratio: drift hits both sides of each ratio alike.
+
+    python bench/crc_rounds.py                 # all cases, 11 rounds
+    python bench/crc_rounds.py --rounds 21 --cases crc32c,windows
+    CRCMERKLE_BACKEND=avx512-vpclmulqdq python bench/crc_rounds.py   # pin our backend
+
+Cases: crc32c and crc32 one-shots on hot buffers (peers, and our own `pclmulqdq` backend as
+"today's" 128-bit kernel), the cost of a 64-byte call, and `checksum_windows` over a cold
+buffer (default 256 MiB, far larger than the last-level cache) in 16 KiB windows against each
+peer's Python loop and a plain read of the same memory (`read_probe`). GB/s = 1e9 B/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional
+
+import numpy as np
+
+import merkle
+from merkle._native import read_probe
+
+KiB, MiB = 1024, 1024 * 1024
+OURS = "crcmerkle"
+
+
+@dataclass
+class Impl:
+    name: str
+    func: Callable[[Any], Any]
+    backend: Optional[str] = None  # run with our kernels pinned to this backend
+    bytes_only: bool = False  # refuses memoryview: a Python loop must slice bytes (a copy)
+
+
+def _optional(module: str, attr: str) -> Optional[Callable[..., int]]:
+    try:
+        mod = __import__(module, fromlist=[attr])
+        return getattr(mod, attr)
+    except Exception:  # not installed, or a broken install: the column is left out
+        return None
+
+
+def peers(algorithm: str) -> List[Impl]:
+    """The installed peers for one algorithm (the `peers` extra), in a fixed order."""
+    specs = {
+        "crc32c": [("google-crc32c", "google_crc32c", "value", True),
+                   ("crc32c", "crc32c", "crc32c", False),
+                   ("awscrt", "awscrt.checksums", "crc32c", False)],
+        "crc32": [("zlib", "zlib", "crc32", False),
+                  ("isal", "isal.isal_zlib", "crc32", False),
+                  ("zlib-ng", "zlib_ng.zlib_ng", "crc32", False),
+                  ("awscrt", "awscrt.checksums", "crc32", False)],
+    }[algorithm]
+    out = []
+    for name, module, attr, bytes_only in specs:
+        func = _optional(module, attr)
+        if func is not None:
+            out.append(Impl(name, func, bytes_only=bytes_only))
+    return out
+
+
+def make_buffer(size: int, seed: int, offset: int = 0) -> memoryview:
+    """Random bytes; offset > 0 places them that many bytes past a 64-byte boundary."""
+    raw = np.frombuffer(np.random.default_rng(seed).bytes(size + 64 + offset), dtype=np.uint8)
+    start = (-raw.ctypes.data) % 64 + offset
+    return memoryview(raw[start:start + size].tobytes() if offset < 0 else raw[start:start + size])
+
+
+class Backend:
+    """Pins our kernels to one backend for the duration of a timing."""
+
+    def __init__(self, name: Optional[str]) -> None:
+        self.name = name
+        self.before: Optional[str] = None
+
+    def __enter__(self) -> None:
+        if self.name:
+            self.before = merkle.backend()
+            merkle.set_backend(self.name)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.before:
+            merkle.set_backend(self.before)
+
+
+def _reps_for(func: Callable[[Any], Any], arg: Any, seconds: float) -> int:
+    t0 = time.perf_counter_ns()
+    func(arg)
+    one = max(time.perf_counter_ns() - t0, 1)
+    reps = max(1, int(seconds * 1e9 / 20 / one))
+    t0 = time.perf_counter_ns()
+    for _ in range(reps):
+        func(arg)
+    one = max(time.perf_counter_ns() - t0, 1) / reps
+    return max(1, int(seconds * 1e9 / one))
+
+
+def time_call(func: Callable[[Any], Any], arg: Any, reps: int) -> float:
+    """ns per call of func(arg), `reps` calls back to back (GC off)."""
+    gc.disable()
+    try:
+        t0 = time.perf_counter_ns()
+        for _ in range(reps):
+            func(arg)
+        return (time.perf_counter_ns() - t0) / reps
+    finally:
+        gc.enable()
+
+
+@dataclass
+class Case:
+    title: str
+    unit: str  # "GB/s" (higher is better) or "ns" (lower is better)
+    samples: Dict[str, List[float]] = field(default_factory=dict)
+
+    def add(self, name: str, value: float) -> None:
+        self.samples.setdefault(name, []).append(value)
+
+    def line(self) -> str:
+        ours = self.samples.get(OURS)
+        parts = []
+        for name, values in self.samples.items():
+            med = statistics.median(values)
+            text = f"{name} {med:.2f}" if self.unit == "GB/s" else f"{name} {med:.1f}"
+            if ours is not None and name != OURS:
+                ratios = [(o / v if self.unit == "GB/s" else v / o)
+                          for o, v in zip(ours, values) if o > 0 and v > 0]
+                text += f" ({statistics.median(ratios):.2f}x)"
+            parts.append(text)
+        return f"{self.title} [{self.unit}]: " + " | ".join(parts)
+
+
+def hot_case(algorithm: str, size: int, rounds: int, seconds: float, offset: int) -> Case:
+    ours = merkle.crc32c if algorithm == "crc32c" else merkle.crc32
+    impls = [Impl(OURS, ours)]
+    if "pclmulqdq" in merkle.available_backends() and merkle.backend() != "pclmulqdq":
+        impls.append(Impl("crcmerkle pclmulqdq", ours, backend="pclmulqdq"))
+    impls += peers(algorithm)
+    data = make_buffer(size, seed=size, offset=offset)
+    payload = bytes(data)  # every peer takes bytes; CPython puts its payload 32 bytes into a line
+    expected = zlib.crc32(payload) if algorithm == "crc32" else None
+    case = Case(f"{algorithm} {_fmt_size(size)} hot", "GB/s")
+    reps = {}
+    for impl in impls:
+        with Backend(impl.backend):
+            got = impl.func(payload)
+            expected = got if expected is None else expected
+            if got != expected:
+                raise SystemExit(f"{impl.name} gives {got:#x} for {algorithm} {size}, "
+                                 f"others {expected:#x}")
+            reps[impl.name] = _reps_for(impl.func, payload, seconds)
+    for _ in range(rounds):
+        order = list(impls)
+        random.shuffle(order)
+        for impl in order:
+            with Backend(impl.backend):
+                ns = time_call(impl.func, payload, reps[impl.name])
+            case.add(impl.name, size / ns)
+    case.samples = {i.name: case.samples[i.name] for i in impls}
+    return case
+
+
+def overhead_case(rounds: int, seconds: float) -> Case:
+    payload = bytes(make_buffer(64, seed=64))
+    impls = [Impl(OURS, merkle.crc32c)] + peers("crc32c") + [Impl("zlib (crc32)", zlib.crc32)]
+    case = Case("call cost, 64 B", "ns")
+    reps = {i.name: _reps_for(i.func, payload, seconds) for i in impls}
+    for _ in range(rounds):
+        order = list(impls)
+        random.shuffle(order)
+        for impl in order:
+            case.add(impl.name, time_call(impl.func, payload, reps[impl.name]))
+    case.samples = {i.name: case.samples[i.name] for i in impls}
+    return case
+
+
+def windows_case(rounds: int, total: int, window: int) -> Case:
+    data = bytes(make_buffer(total, seed=7))
+    mv = memoryview(data)
+    out = np.empty(-(-total // window), dtype=np.uint32)
+
+    def native() -> Any:
+        return merkle.checksum_windows(data, window, out=out)
+
+    def loop(impl: Impl) -> Callable[[], Any]:
+        f = impl.func
+        if impl.bytes_only:
+            return lambda: [f(data[i:i + window]) for i in range(0, total, window)]
+        return lambda: [f(mv[i:i + window]) for i in range(0, total, window)]
+
+    runs: Dict[str, Callable[[], Any]] = {OURS: native}
+    backends: Dict[str, Optional[str]] = {}
+    if "pclmulqdq" in merkle.available_backends() and merkle.backend() != "pclmulqdq":
+        runs["crcmerkle pclmulqdq"] = native
+        backends["crcmerkle pclmulqdq"] = "pclmulqdq"
+    for impl in peers("crc32c"):
+        runs[f"{impl.name} loop"] = loop(impl)
+    runs["plain read (limit)"] = lambda: read_probe(data)
+    want = np.asarray(loop(Impl("zlib-shaped", merkle.crc32c))(), dtype=np.uint32)
+    for name, run in runs.items():
+        if name == "plain read (limit)":
+            continue
+        with Backend(backends.get(name)):
+            got = np.asarray(run(), dtype=np.uint32)
+        if not np.array_equal(got, want):
+            raise SystemExit(f"{name} disagrees on the windows case")
+    case = Case(f"checksum_windows {_fmt_size(window)} windows, {_fmt_size(total)} cold",
+                "GB/s")
+    for _ in range(rounds):
+        order = list(runs)
+        random.shuffle(order)
+        for name in order:
+            with Backend(backends.get(name)):
+                gc.disable()
+                t0 = time.perf_counter_ns()
+                runs[name]()
+                ns = time.perf_counter_ns() - t0
+                gc.enable()
+            case.add(name, total / ns)
+    case.samples = {name: case.samples[name] for name in runs}
+    return case
+
+
+def _fmt_size(n: int) -> str:
+    for unit, scale in (("MiB", MiB), ("KiB", KiB)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} B"
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=11)
+    parser.add_argument("--seconds", type=float, default=0.02,
+                        help="time per implementation per round in the hot cases")
+    parser.add_argument("--cases", default="crc32c,crc32,overhead,windows")
+    parser.add_argument("--cold-mib", type=int, default=256)
+    parser.add_argument("--window", type=int, default=16 * KiB)
+    parser.add_argument("--offset", type=int, default=0,
+                        help="bytes past a 64-byte boundary for the hot buffers' source")
+    args = parser.parse_args(argv)
+    cases = set(args.cases.split(","))
+    print(f"# {cpu_name()}; backend {merkle.backend()}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
+          f"{args.rounds} interleaved rounds, medians (ratio = median of per-round ratios, "
+          f"how many times faster crcmerkle is)")
+    results: List[Case] = []
+    if "crc32c" in cases:
+        for size in (512, 4 * KiB, 16 * KiB, 256 * KiB, 4 * MiB):
+            results.append(hot_case("crc32c", size, args.rounds, args.seconds, args.offset))
+            print(results[-1].line(), flush=True)
+    if "crc32" in cases:
+        for size in (4 * KiB, 16 * KiB, 256 * KiB):
+            results.append(hot_case("crc32", size, args.rounds, args.seconds, args.offset))
+            print(results[-1].line(), flush=True)
+    if "overhead" in cases:
+        results.append(overhead_case(args.rounds, args.seconds))
+        print(results[-1].line(), flush=True)
+    if "windows" in cases:
+        results.append(windows_case(max(3, args.rounds // 2), args.cold_mib * MiB, args.window))
+        print(results[-1].line(), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
