@@ -6,10 +6,11 @@ Run:  python -m pytest bench --benchmark-enable -q        (full: a few minutes)
 pyproject's addopts carry --benchmark-disable (for tests/); this conftest turns benchmarking
 back on for bench/ unless --benchmark-disable is given explicitly on the command line, so the
 flag --benchmark-enable is optional here. Speed never fails a run; wrong checksums do.
-At the end a ratio table is printed: ours vs each peer per case.
+At the end two tables are printed: the medians of interleaved rounds (test_bench_rounds.py,
+the figures to quote on a shared machine) and the best round of each pytest-benchmark case.
 
 Environment:
-  BENCH_SHORT=1          shorter timings and a smaller cold buffer
+  BENCH_SHORT=1          shorter timings and fewer rounds
   BENCH_COLD_BYTES=SIZE  override the cold buffer of the windows case (e.g. 512MiB)
 """
 
@@ -32,6 +33,7 @@ HOT_ROUNDS = 7 if SHORT else 15
 COLD_ROUNDS = 3 if SHORT else 5
 
 _RESULTS_KEY = pytest.StashKey[Dict[str, Dict[str, "Measured"]]]()
+_INTERLEAVED_KEY = pytest.StashKey[List[str]]()
 
 
 def cold_bytes() -> int:
@@ -42,7 +44,7 @@ def cold_bytes() -> int:
     if not SHORT:
         return bm.GiB
     llc = bm.llc_bytes() or 32 * bm.MiB
-    size = max(128 * bm.MiB, 2 * llc)
+    size = max(256 * bm.MiB, 2 * llc)
     size = min(size, bm.GiB)
     return -(-size // bm.MiB) * bm.MiB
 
@@ -52,6 +54,15 @@ def pytest_configure(config: pytest.Config) -> None:
     if "--benchmark-disable" not in config.invocation_params.args:
         config.option.benchmark_enable = True
     config.stash[_RESULTS_KEY] = {}
+    config.stash[_INTERLEAVED_KEY] = []
+
+
+def record_interleaved(config: pytest.Config, header: str, line: str) -> None:
+    """A result line of test_bench_rounds.py, printed in the summary under the first header."""
+    lines = config.stash[_INTERLEAVED_KEY]
+    if not lines:
+        lines.append(header)
+    lines.append(line)
 
 
 @dataclass
@@ -161,10 +172,15 @@ def ratio_lines(results: Dict[str, Dict[str, Measured]]) -> List[str]:
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    tr = terminalreporter
+    interleaved = config.stash.get(_INTERLEAVED_KEY, [])
+    if interleaved:
+        tr.section("crcmerkle vs peers, interleaved rounds (the figures to quote)")
+        for line in interleaved:
+            tr.write_line(line)
     results = config.stash.get(_RESULTS_KEY, {})
     if not results:
         return
-    tr = terminalreporter
     tr.section("crcmerkle vs peers (ratio = how many times faster crcmerkle is)")
     tr.write_line(f"backend {merkle.backend()}; mode {'short' if SHORT else 'full'}; "
                   f"cold buffer {bm.format_size(cold_bytes())}; best round of each benchmark")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
 import platform
 import random
 import statistics
@@ -27,12 +26,13 @@ import sys
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 
 import merkle
 from merkle._native import read_probe
+from merkle.cli import benchmarking as bm
 
 KiB, MiB = 1024, 1024 * 1024
 OURS = "crcmerkle"
@@ -46,38 +46,16 @@ class Impl:
     bytes_only: bool = False  # refuses memoryview: a Python loop must slice bytes (a copy)
 
 
-def _optional(module: str, attr: str) -> Optional[Callable[..., int]]:
-    try:
-        mod = __import__(module, fromlist=[attr])
-        return getattr(mod, attr)
-    except Exception:  # not installed, or a broken install: the column is left out
-        return None
-
-
 def peers(algorithm: str) -> List[Impl]:
-    """The installed peers for one algorithm (the `peers` extra), in a fixed order."""
-    specs = {
-        "crc32c": [("google-crc32c", "google_crc32c", "value", True),
-                   ("crc32c", "crc32c", "crc32c", False),
-                   ("awscrt", "awscrt.checksums", "crc32c", False)],
-        "crc32": [("zlib", "zlib", "crc32", False),
-                  ("isal", "isal.isal_zlib", "crc32", False),
-                  ("zlib-ng", "zlib_ng.zlib_ng", "crc32", False),
-                  ("awscrt", "awscrt.checksums", "crc32", False)],
-    }[algorithm]
-    out = []
-    for name, module, attr, bytes_only in specs:
-        func = _optional(module, attr)
-        if func is not None:
-            out.append(Impl(name, func, bytes_only=bytes_only))
-    return out
+    """The installed peers for one algorithm, from the registry `crcmerkle bench` uses."""
+    return [Impl(i.name, i.func, bytes_only=i.bytes_only)
+            for i in bm.implementations(algorithm) if not i.ours]
 
 
-def make_buffer(size: int, seed: int, offset: int = 0) -> memoryview:
-    """Random bytes; offset > 0 places them that many bytes past a 64-byte boundary."""
-    raw = np.frombuffer(np.random.default_rng(seed).bytes(size + 64 + offset), dtype=np.uint8)
-    start = (-raw.ctypes.data) % 64 + offset
-    return memoryview(raw[start:start + size].tobytes() if offset < 0 else raw[start:start + size])
+def make_buffer(size: int, seed: int) -> bytes:
+    """Random bytes in a bytes object, as Python users hold data (CPython puts the payload of
+    a large bytes object 32 or 48 bytes past a 64-byte boundary)."""
+    return np.random.default_rng(seed).bytes(size)
 
 
 class Backend:
@@ -144,14 +122,13 @@ class Case:
         return f"{self.title} [{self.unit}]: " + " | ".join(parts)
 
 
-def hot_case(algorithm: str, size: int, rounds: int, seconds: float, offset: int) -> Case:
+def hot_case(algorithm: str, size: int, rounds: int, seconds: float) -> Case:
     ours = merkle.crc32c if algorithm == "crc32c" else merkle.crc32
     impls = [Impl(OURS, ours)]
     if "pclmulqdq" in merkle.available_backends() and merkle.backend() != "pclmulqdq":
         impls.append(Impl("crcmerkle pclmulqdq", ours, backend="pclmulqdq"))
     impls += peers(algorithm)
-    data = make_buffer(size, seed=size, offset=offset)
-    payload = bytes(data)  # every peer takes bytes; CPython puts its payload 32 bytes into a line
+    payload = make_buffer(size, seed=size)
     expected = zlib.crc32(payload) if algorithm == "crc32" else None
     case = Case(f"{algorithm} {_fmt_size(size)} hot", "GB/s")
     reps = {}
@@ -160,7 +137,7 @@ def hot_case(algorithm: str, size: int, rounds: int, seconds: float, offset: int
             got = impl.func(payload)
             expected = got if expected is None else expected
             if got != expected:
-                raise SystemExit(f"{impl.name} gives {got:#x} for {algorithm} {size}, "
+                raise AssertionError(f"{impl.name} gives {got:#x} for {algorithm} {size}, "
                                  f"others {expected:#x}")
             reps[impl.name] = _reps_for(impl.func, payload, seconds)
     for _ in range(rounds):
@@ -175,21 +152,28 @@ def hot_case(algorithm: str, size: int, rounds: int, seconds: float, offset: int
 
 
 def overhead_case(rounds: int, seconds: float) -> Case:
-    payload = bytes(make_buffer(64, seed=64))
-    impls = [Impl(OURS, merkle.crc32c)] + peers("crc32c") + [Impl("zlib (crc32)", zlib.crc32)]
+    payload = make_buffer(64, seed=64)
+    impls = [Impl(OURS, merkle.crc32c)]
+    if "pclmulqdq" in merkle.available_backends() and merkle.backend() != "pclmulqdq":
+        impls.append(Impl("crcmerkle pclmulqdq", merkle.crc32c, backend="pclmulqdq"))
+    impls += peers("crc32c") + [Impl("zlib (crc32)", zlib.crc32)]
     case = Case("call cost, 64 B", "ns")
-    reps = {i.name: _reps_for(i.func, payload, seconds) for i in impls}
+    reps = {}
+    for impl in impls:
+        with Backend(impl.backend):
+            reps[impl.name] = _reps_for(impl.func, payload, seconds)
     for _ in range(rounds):
         order = list(impls)
         random.shuffle(order)
         for impl in order:
-            case.add(impl.name, time_call(impl.func, payload, reps[impl.name]))
+            with Backend(impl.backend):
+                case.add(impl.name, time_call(impl.func, payload, reps[impl.name]))
     case.samples = {i.name: case.samples[i.name] for i in impls}
     return case
 
 
 def windows_case(rounds: int, total: int, window: int) -> Case:
-    data = bytes(make_buffer(total, seed=7))
+    data = make_buffer(total, seed=7)
     mv = memoryview(data)
     out = np.empty(-(-total // window), dtype=np.uint32)
 
@@ -217,7 +201,7 @@ def windows_case(rounds: int, total: int, window: int) -> Case:
         with Backend(backends.get(name)):
             got = np.asarray(run(), dtype=np.uint32)
         if not np.array_equal(got, want):
-            raise SystemExit(f"{name} disagrees on the windows case")
+            raise AssertionError(f"{name} disagrees on the windows case")
     case = Case(f"checksum_windows {_fmt_size(window)} windows, {_fmt_size(total)} cold",
                 "GB/s")
     for _ in range(rounds):
@@ -253,6 +237,31 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+HOT_CRC32C = (512, 4 * KiB, 16 * KiB, 256 * KiB, 4 * MiB)
+HOT_CRC32 = (4 * KiB, 16 * KiB, 256 * KiB)
+
+
+def run_cases(cases: Sequence[str], rounds: int, seconds: float, cold_bytes: int,
+              window: int) -> Iterator[Case]:
+    """Each case measured in turn (its implementations interleaved), as it finishes."""
+    if "crc32c" in cases:
+        for size in HOT_CRC32C:
+            yield hot_case("crc32c", size, rounds, seconds)
+    if "crc32" in cases:
+        for size in HOT_CRC32:
+            yield hot_case("crc32", size, rounds, seconds)
+    if "overhead" in cases:
+        yield overhead_case(rounds, seconds)
+    if "windows" in cases:
+        yield windows_case(max(3, rounds // 2), cold_bytes, window)
+
+
+def header(rounds: int) -> str:
+    return (f"{cpu_name()}; backend {merkle.backend()}; "
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {rounds} interleaved rounds, "
+            "medians (ratio = median of the per-round ratios, how many times faster crcmerkle is)")
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=11)
@@ -261,28 +270,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--cases", default="crc32c,crc32,overhead,windows")
     parser.add_argument("--cold-mib", type=int, default=256)
     parser.add_argument("--window", type=int, default=16 * KiB)
-    parser.add_argument("--offset", type=int, default=0,
-                        help="bytes past a 64-byte boundary for the hot buffers' source")
     args = parser.parse_args(argv)
-    cases = set(args.cases.split(","))
-    print(f"# {cpu_name()}; backend {merkle.backend()}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
-          f"{args.rounds} interleaved rounds, medians (ratio = median of per-round ratios, "
-          f"how many times faster crcmerkle is)")
-    results: List[Case] = []
-    if "crc32c" in cases:
-        for size in (512, 4 * KiB, 16 * KiB, 256 * KiB, 4 * MiB):
-            results.append(hot_case("crc32c", size, args.rounds, args.seconds, args.offset))
-            print(results[-1].line(), flush=True)
-    if "crc32" in cases:
-        for size in (4 * KiB, 16 * KiB, 256 * KiB):
-            results.append(hot_case("crc32", size, args.rounds, args.seconds, args.offset))
-            print(results[-1].line(), flush=True)
-    if "overhead" in cases:
-        results.append(overhead_case(args.rounds, args.seconds))
-        print(results[-1].line(), flush=True)
-    if "windows" in cases:
-        results.append(windows_case(max(3, args.rounds // 2), args.cold_mib * MiB, args.window))
-        print(results[-1].line(), flush=True)
+    print(f"# {header(args.rounds)}", flush=True)
+    for case in run_cases(args.cases.split(","), args.rounds, args.seconds,
+                          args.cold_mib * MiB, args.window):
+        print(case.line(), flush=True)
     return 0
 
 

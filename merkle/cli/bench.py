@@ -14,8 +14,8 @@ from merkle.cli import CLIError, exit_status_help
 
 DESCRIPTION = """\
 Measure checksum throughput (GB/s = 1e9 B/s) of crcmerkle and of every installed peer
-package in the same run: crc32c vs google-crc32c, crc32c (ICRAR) and awscrt; crc32 vs zlib
-(and awscrt). Data is hot: one buffer checksummed repeatedly, timed with perf_counter_ns,
+package in the same run: crc32c vs google-crc32c, crc32c (ICRAR) and awscrt; crc32 vs zlib,
+isal (ISA-L), zlib-ng and awscrt. Data is hot: one buffer checksummed repeatedly, timed with perf_counter_ns,
 best of --runs runs. The windows case checksums a large buffer in fixed windows:
 merkle.checksum_windows (one call) vs a Python loop of one peer call per window. The last
 column is crcmerkle / the best peer. Peers that are not installed are left out, with a note
@@ -83,7 +83,7 @@ def _versions() -> dict:
     from importlib import metadata
 
     out = {}
-    for dist in ("google-crc32c", "crc32c", "awscrt"):
+    for dist in ("google-crc32c", "crc32c", "awscrt", "isal", "zlib-ng"):
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:

@@ -61,6 +61,8 @@ _PEERS = (
     _PeerSpec("crc32c", "crc32c", "crc32c", "crc32c"),
     _PeerSpec("awscrt", "crc32c", "awscrt.checksums", "crc32c"),
     _PeerSpec("zlib", "crc32", "zlib", "crc32"),
+    _PeerSpec("isal", "crc32", "isal.isal_zlib", "crc32"),  # ISA-L
+    _PeerSpec("zlib-ng", "crc32", "zlib_ng.zlib_ng", "crc32"),
     _PeerSpec("awscrt", "crc32", "awscrt.checksums", "crc32"),
 )
 
