@@ -56,8 +56,9 @@ static inline __m128i reduce_ymm(__m256i y0, __m256i y1, __m256i y2, __m256i y3,
 
 /* One sequential stream, n >= 128: four ymm accumulators, 128 bytes per step, each lane folded
  * 1024 bits forward. The multiplier takes one 256-bit VPCLMULQDQ per two cycles with a latency
- * of 5 here (bench/uarch_zen3.c), so the 8 multiplies of a step take 16 cycles and four
- * accumulators are more than enough to hide the latency. */
+ * of 4-5 on Zen 3 (bench/uarch_probe.c), so the 8 multiplies of a step take 16 cycles (8
+ * B/cycle) and four accumulators are more than enough to hide the latency. A 128-bit PCLMULQDQ
+ * has the same throughput, so this is twice the PCLMUL backend's fold per cycle, not more. */
 static inline __m128i fold_ymm(uint32_t reg, const uint8_t *p, size_t n, const fold_set *ks,
                                const fold_set_ymm *ky) {
     const uint8_t *end = p + n;
@@ -97,10 +98,12 @@ uint32_t crcm_avx2_crc32c_stream(uint32_t reg, const uint8_t *p, size_t n) {
  * 3 * 40*M bytes; the four partial CRCs are joined by Horner's rule with one multiply by
  * x^(8*40*M) mod P each (clmul by kshift = (x^(8*40*M-32) mod P) << 1, then crc32 over the
  * 64-bit product multiplies by x^32 and reduces).
- * 40 crc32 bytes per stream per 128 fold bytes: bench/uarch_zen3.c measures 8 VPCLMULQDQ ymm
- * alone at ~16 cycles, with 8 crc32 at ~16, with 12 at ~19, with 16 at ~20, so the engines are
- * not fully independent and ~12.5 B/cycle is this core's ceiling for the fused loop; 24, 32, 40
- * and 48 bytes per stream were tried and 40 (15 crc32 per step) was best at 16 KiB-256 KiB. */
+ * 40 crc32 bytes per stream per 128 fold bytes (15 crc32 per step): bench/uarch_probe.c measures,
+ * on Zen 3, 8 VPCLMULQDQ ymm alone at ~16 cycles and the same with 16 crc32 from registers still
+ * at ~16 (so the two units are independent, 16 B/cycle), but the real step (four folds with
+ * their loads and xors, 15 crc32 from memory) at 18-20 cycles, 12.5-13.8 B/cycle; the kernel
+ * reaches about 12.8 (38-39 GB/s at 3 GHz). 24, 32, 40 and 48 bytes per stream were tried and
+ * 40 was best at 16 KiB-256 KiB. */
 static inline uint32_t shift_by(uint32_t a, long long kshift) {
     __m128i pr = _mm_clmulepi64_si128(_mm_cvtsi32_si128((int)a), _mm_set_epi64x(0, kshift), 0);
     return (uint32_t)_mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(pr));
