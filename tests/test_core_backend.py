@@ -72,3 +72,36 @@ def test_environment_unsupported_backend_fails_import() -> None:
         pytest.skip("every compiled backend runs on this CPU")
     result = _import_with(unavailable[0])
     assert result.returncode != 0 and "cannot run on this CPU" in result.stderr
+
+
+def _cpu_flags() -> set[str] | None:
+    """The x86 feature flags Linux reports for this CPU (None elsewhere)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return None
+
+
+# Backend -> the /proc/cpuinfo flags its CPUID + XGETBV check stands for (Linux clears the AVX
+# flags when it does not save the register state they need).
+X86_FLAGS = {
+    "avx512-vpclmulqdq": {"avx512f", "avx512bw", "avx512vl", "vpclmulqdq", "pclmulqdq", "sse4_2"},
+    "avx2-vpclmulqdq": {"avx2", "vpclmulqdq", "pclmulqdq", "sse4_2"},
+    "pclmulqdq": {"pclmulqdq", "sse4_2"},
+    "sse42": {"sse4_2"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(X86_FLAGS))
+def test_detection_agrees_with_the_kernel(name: str) -> None:
+    """A compiled x86 backend is available exactly when Linux reports its CPU features."""
+    flags = _cpu_flags()
+    if flags is None or "sse2" not in flags:
+        pytest.skip("not Linux on x86")
+    if name not in merkle.compiled_backends():
+        pytest.skip(f"{name} is not in this build")
+    assert (name in merkle.available_backends()) == X86_FLAGS[name].issubset(flags)
