@@ -56,8 +56,8 @@ static int always(void) { return 1; }
  * avx512-vpclmulqdq before avx2-vpclmulqdq: on a CPU that has both, the zmm kernels are
  * preferred without a measurement of ymm against zmm on that CPU. The zmm figures were measured
  * on Sapphire Rapids and Zen 4 before the ymm backend existed; the ymm backend was measured only
- * on Zen 3, which has no AVX-512. Zen 4 executes a zmm VPCLMULQDQ as two 256-bit halves, so
- * there the two may be close; until someone measures both on one AVX-512 machine (force each
+ * on Zen 3, which has no AVX-512. Zen 4 is reported to run a 512-bit VPCLMULQDQ at half the rate
+ * of a 256-bit one, so there the two may be close; until someone measures both on one AVX-512 machine (force each
  * with CRCMERKLE_BACKEND and run bench/crc_rounds.py), zmm stays first. */
 static const crcm_backend backends[] = {
 #if defined(CRCM_HAVE_AVX512)

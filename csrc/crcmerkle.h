@@ -54,7 +54,8 @@ int crcm_each_offsets64(crcm_algorithm alg, const uint8_t *data, size_t data_len
 void crcm_each_buffers(crcm_algorithm alg, const uint8_t *const *ptrs, const size_t *lens,
                        size_t n, uint32_t *out);
 
-/* Backends. Names: "avx512-vpclmulqdq", "pclmulqdq", "sse42", "arm64-crc-pmull", "portable".
+/* Backends. Names: "avx512-vpclmulqdq", "avx2-vpclmulqdq", "pclmulqdq", "sse42",
+ * "arm64-crc-pmull", "portable".
  * crcm_backend_name() is the one in use; the first call (of anything) picks the best one this
  * CPU supports. crcm_available_backends() writes up to `max` names, best first, and returns
  * how many this CPU supports. crcm_set_backend() returns 0 on success, -1 for an unknown
