@@ -5,7 +5,11 @@
   diff SCAN -o OUT         hierarchical diff of a scan (or a chunk table); OUT/{containers,
                            pulls,unrecoverable,pending_deletions} Parquet + OUT/plan.json
   report SCAN [--json]     health summary + repair plan (diff computed on the fly)
-  run PATH... -o OUT       scan, diff and report in one Spark session
+  run PATH... -o OUT       scan, diff and report in one Spark session (with --decommission
+                           or --maintenance: the plan instead of the report)
+  plan SCAN --decommission DN,... --maintenance DN,...
+                           can these datanodes stop? checksum-aware replica counts, what
+                           holds each back, the copies that make it safe (spark_udfs.plan)
   demo                     generate a faulty cluster, scan/diff/report it, check the
                            findings against the ground truth, repair, re-scan
 Repair with `crcmerkle reconcile --report REPORT.json` (the JSON of report/run).
@@ -72,6 +76,27 @@ def _report_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--report", metavar="FILE", help="also write the JSON report to FILE")
 
 
+def _names(text: str) -> List[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"want DN[,DN...], not {text!r}")
+    return names
+
+
+def _plan_opts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--decommission", type=_names, action="extend", default=[],
+                   metavar="DN[,DN...]", help="datanodes to decommission (leave for good)")
+    p.add_argument("--maintenance", type=_names, action="extend", default=[],
+                   metavar="DN[,DN...]", help="datanodes to put into maintenance")
+    p.add_argument("--min-healthy", type=positive_int, default=1,
+                   help="good in-service copies a decommission keeps (default 1)")
+    p.add_argument("--min-replicas", type=positive_int, default=None,
+                   help="good in-service + maintenance copies a decommission needs "
+                        "(default: --replication)")
+    p.add_argument("--maintenance-min", type=positive_int, default=1,
+                   help="good in-service copies maintenance keeps (default 1)")
+
+
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("spark", help="scan, diff and report whole clusters on Spark",
                               description=DESCRIPTION, epilog=EPILOG,
@@ -102,8 +127,20 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     a.add_argument("-o", "--output", required=True)
     a.add_argument("--trees-only", action="store_true")
     _report_opts(a)
+    _plan_opts(a)
     _common(a)
     a.set_defaults(func=_guarded(_run))
+    pl = sub.add_parser("plan", help="can these datanodes be decommissioned / enter "
+                        "maintenance? checksum-aware counts and a copy plan",
+                        description="Ozone's decommission/maintenance replica counts "
+                        "(HDDS-1881), counting only good replicas: clean and in the largest "
+                        "group of equal container values. Exit 0: every listed datanode may "
+                        "stop now; 1: copies (or repairs) are needed first; 2: bad input.")
+    pl.add_argument("input", help="a scan output directory, or a chunk-table Parquet path")
+    _report_opts(pl)
+    _plan_opts(pl)
+    _common(pl)
+    pl.set_defaults(func=_guarded(_plan))
     m = sub.add_parser("demo", help="generate a faulty cluster, find the faults, repair",
                        description="Generate a small cluster with injected faults, run scan, "
                        "diff and report on Spark, check that exactly the injected faults were "
@@ -130,7 +167,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _usage() -> int:
-    raise CLIError("spark needs an action: scan, diff, report, run or demo; see "
+    raise CLIError("spark needs an action: scan, diff, report, run, plan or demo; see "
                    "'crcmerkle spark --help'", EXIT_ERROR)
 
 
@@ -328,6 +365,8 @@ def _report(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     spark, _ = _scan_and_write(args)
     t = _load_chunks(spark, args.output)
+    if args.decommission or args.maintenance:
+        return _emit_plan(args, _diff_tables(t), t)
     return _emit_report(args, spark, _diff_tables(t), t)
 
 
@@ -375,6 +414,35 @@ def _clean_failed_demo(work: str, created: bool) -> None:
             p.unlink()
     if created:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    if not (args.decommission or args.maintenance):
+        raise CLIError("plan needs --decommission DN[,DN...] and/or --maintenance DN[,DN...]")
+    spark = _session(args)
+    t = _load_chunks(spark, args.input)
+    return _emit_plan(args, _diff_tables(t), t)
+
+
+def _emit_plan(args: argparse.Namespace, diff: Any, t: Dict[str, Any]) -> int:
+    from spark_udfs.plan import build_plan, format_text, to_json
+
+    try:
+        plan = build_plan(diff, decommission=args.decommission, maintenance=args.maintenance,
+                          errors=t.get("errors"), blocks=t.get("blocks"), chunks=t["chunks"],
+                          replication=args.replication, min_healthy=args.min_healthy,
+                          min_replicas=args.min_replicas, maintenance_min=args.maintenance_min,
+                          limit=args.limit, first=args.first)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    if args.report:
+        try:
+            write_atomic(args.report, to_json(plan).encode())
+        except OSError as exc:
+            raise CLIError(f"--report {args.report}: {exc.strerror or exc}", EXIT_FAILURE) \
+                from None
+    sys.stdout.write(to_json(plan) if args.json else format_text(plan))
+    return 0 if plan["summary"]["held_back"] == 0 else EXIT_FAILURE
 
 
 def _demo(args: argparse.Namespace) -> int:
