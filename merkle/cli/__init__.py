@@ -1,5 +1,5 @@
 """Layer 4, the `crcmerkle` command line: this router (main, CLIError, exit codes, argument
-types) and one module per verb (checksum, bench, tree, generate, scan, reconcile, spark, soak).
+types) and one module per verb (checksum, bench, tree, generate, scan, reconcile, replicate, spark, soak).
 May import every lower layer (merkle core, merkle.trees, merkle.replica) and spark_udfs.
 
 Each module listed in COMMAND_MODULES provides `add_parser(subparsers)`, which adds one
@@ -33,6 +33,7 @@ COMMAND_MODULES: List[str] = [
     "merkle.cli.generate",
     "merkle.cli.scan",
     "merkle.cli.reconcile",
+    "merkle.cli.replicate",
     "merkle.cli.spark",
     "merkle.cli.soak",
 ]

@@ -1,0 +1,94 @@
+"""`crcmerkle replicate`: create a new replica of a container from a good one."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, List
+
+from merkle.cli import EXIT_FAILURE, EXIT_USAGE, CLIError, print_error
+from merkle.replica.errors import ReplicaError
+
+DESCRIPTION = """\
+Create the replica TARGET (a directory <volume>/<containerID> that does not exist) from the
+good replica SOURCE: every block file is copied with each window verified against the
+source's recorded checksums, then the metadata and the tree are written, and the new replica
+appears in one rename. An existing TARGET is never touched (one holding the source's
+container value is reported as present). Safe to re-run after a crash. With --report, the
+copy commands of a 'crcmerkle spark plan --json' plan are run, round by round."""
+
+EPILOG = """\
+exit status: 0 every replica created (or already present), 1 a source did not verify (not a
+good replica; nothing was created for it), 2 a copy could not be done (target exists, lock
+held, unreadable source) or bad usage."""
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("replicate", help="create a new replica from a good one",
+                              description=DESCRIPTION, epilog=EPILOG,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("paths", nargs="*", metavar="PATH", help="SOURCE TARGET")
+    p.add_argument("--report", metavar="PLAN.json",
+                   help="run the copy commands of a 'crcmerkle spark plan --json' plan")
+    p.add_argument("--json", action="store_true", help="JSON output")
+    p.set_defaults(func=run)
+    return p
+
+
+def _plan_pairs(path: str) -> List[List[str]]:
+    from merkle.replica.replicate import commands_from_plan
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            plan = json.load(f)
+        return commands_from_plan(plan, path)
+    except OSError as exc:
+        raise CLIError(f"{path}: {exc.strerror or exc}") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CLIError(f"{path}: not a JSON plan ({exc})") from None
+    except ReplicaError as exc:
+        raise CLIError(str(exc)) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from merkle.replica.replicate import SourceNotGoodError, replicate
+
+    if args.report:
+        if args.paths:
+            raise CLIError("--report takes no PATH")
+        pairs = _plan_pairs(args.report)
+    elif len(args.paths) == 2:
+        pairs = [list(args.paths)]
+    else:
+        raise CLIError("give SOURCE and TARGET (or --report PLAN.json)")
+    results, failed = [], []
+    status = 0
+    for s, t in pairs:
+        try:
+            r = replicate(s, t)
+        except SourceNotGoodError as exc:
+            failed.append({"source": s, "target": t, "error": str(exc), "source_good": False})
+            status = max(status, EXIT_FAILURE)
+        except (ReplicaError, OSError) as exc:
+            msg = str(exc) if isinstance(exc, ReplicaError) else \
+                f"{exc.filename or t}: {exc.strerror or exc}"
+            failed.append({"source": s, "target": t, "error": msg, "source_good": None})
+            status = EXIT_USAGE
+        else:
+            results.append(r)
+            if not args.json:
+                what = (f"created: {r.blocks} block(s), {r.chunks} chunk(s), "
+                        f"{r.bytes_copied} bytes verified and copied") \
+                    if r.status == "created" else "already present"
+                print(f"{r.target} <- {r.source}: {what}")
+                for n in r.notes:
+                    print(f"  {n}")
+            continue
+        if not args.json:
+            print_error(failed[-1]["error"])
+    if args.json:
+        json.dump({"results": [r.to_dict() for r in results], "failed": failed}, sys.stdout,
+                  indent=1)
+        sys.stdout.write("\n")
+    return status

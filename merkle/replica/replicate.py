@@ -1,0 +1,454 @@
+"""Create a new replica of a container from a good one: the copy a decommission plan asks for
+(`crcmerkle replicate SOURCE TARGET`, `crcmerkle replicate --report PLAN.json`).
+
+`replicate(source, target)` holds the source's replica lock (no writer changes it meanwhile)
+and builds the new replica in a staging directory beside the target, `<volume>/.crcmerkle-
+replicate-<containerID>.tmp` (not a decimal name, so discovery never takes it for a replica):
+  1. reads and verifies the source's block metadata (its CRC trailer and structure);
+  2. copies every recorded chunk of every block file, in pieces of whole windows into one
+     reused buffer, verifying each window against the source's *recorded* checksums before
+     it is written (a mismatch, a short or missing block file stops the copy: the source is
+     not a good replica); block files keep the source's mode;
+  3. writes the metadata (the source's bytes, so unknown and newer fields survive) and then
+     the tree, each atomically: the source's stored `.tree` bytes when a read-only scan of
+     the copy confirms them, else the tree that scan built (tombstones kept by the merge);
+  4. renames the staging directory to the target in one step and fsyncs the volume.
+The target is never touched when it exists (a replica already there with the source's
+container value is reported as present, so a plan can be run again). A crash leaves only the
+staging directory, which a re-run recognises (its name and entries) and starts over; the
+target appears complete or not at all.
+
+Files are opened relative to directory descriptors, never through a symbolic link, and must
+be regular files (`open_in`): a link planted in a replica cannot redirect a read or a write.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import shutil
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+
+import numpy as np
+
+from merkle import _native
+from merkle.replica.crcmerkle.blockmeta import (CHECKSUM_SIZES, CRC32, CRC32C, NONE, SHA256,
+                                                ChunkMeta, decode_blockmeta)
+from merkle.replica.crcmerkle.layout import (BLOCK_SUFFIX, META_SUFFIX, TREE_SUFFIX,
+                                             ContainerPaths, container_paths)
+from merkle.replica.errors import BlockMetaError, ReplicaError
+from merkle.replica.fileio import fsync_dir, pread_into, write_atomic
+from merkle.replica.lock import ReplicaLock
+from merkle.trees.ozone import format_checksum
+
+__all__ = ["PLAN_FORMAT", "ReplicateResult", "SourceNotGoodError", "TargetExistsError",
+           "commands_from_plan", "open_in", "replicate"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+#: Called after each step with (step, detail): "block", "metadata", "tree", "rename".
+StepHook = Callable[[str, Any], None]
+
+#: the "format" of the JSON `crcmerkle spark plan --json` writes
+PLAN_FORMAT = "crcmerkle-spark-plan"
+STAGING_PREFIX = ".crcmerkle-replicate-"
+_MARKER = "SOURCE"  # inside the staging directory: where the copy comes from
+#: bytes read and verified per call (whole windows); the buffer never grows beyond
+#: max(this, one window), and a window larger than _MAX_WINDOW is refused
+_PIECE = 4 * 1024 * 1024
+_MAX_WINDOW = 64 * 1024 * 1024
+
+
+class SourceNotGoodError(ReplicaError):
+    """The source's data does not match its recorded checksums (or is missing): no copy."""
+
+
+class TargetExistsError(ReplicaError):
+    """Something other than an identical replica is already at the target."""
+
+
+@dataclass
+class ReplicateResult:
+    source: str
+    target: str
+    container_id: int
+    status: str  # "created" | "present"
+    blocks: int = 0
+    chunks: int = 0
+    bytes_copied: int = 0
+    data_checksum: Optional[int] = None
+    notes: List[str] = field(default_factory=list)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"source": self.source, "target": self.target,
+                "container_id": self.container_id, "status": self.status,
+                "blocks": self.blocks, "chunks": self.chunks,
+                "bytes_copied": self.bytes_copied,
+                "data_checksum": None if self.data_checksum is None
+                else format_checksum(self.data_checksum), "notes": self.notes}
+
+
+# ---- careful opening (one place, so a shared helper can replace it) ---------------------
+
+def open_in(dir_fd: int, name: str, flags: int = os.O_RDONLY, mode: int = 0o644, *,
+            directory: bool = False) -> int:
+    """Open one path component `name` relative to `dir_fd`, never following a symbolic link,
+    and check with fstat that it is a regular file (or a directory when `directory`).
+    Reads open non-blocking so a FIFO cannot hang us; the descriptor is close-on-exec."""
+    if not name or "/" in name or name in (".", ".."):
+        raise ValueError(f"not a single path component: {name!r}")
+    extra = os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    if directory:
+        extra |= getattr(os, "O_DIRECTORY", 0)
+    elif not flags & (os.O_WRONLY | os.O_RDWR):
+        extra |= getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(name, flags | extra, mode, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ReplicaError(f"{name} is a symbolic link (refused)") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        ok = stat.S_ISDIR(st.st_mode) if directory else stat.S_ISREG(st.st_mode)
+        if not ok:
+            raise ReplicaError(f"{name} is not a {'directory' if directory else 'regular file'}")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _open_dir(path: PathLike) -> int:
+    """A directory given by path; its last component must not be a symbolic link."""
+    p = os.path.abspath(os.fspath(path))
+    parent = os.open(os.path.dirname(p) or "/", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        return open_in(parent, os.path.basename(p), directory=True)
+    finally:
+        os.close(parent)
+
+
+def _read_all(dir_fd: int, name: str) -> bytes:
+    fd = open_in(dir_fd, name)
+    try:
+        size = os.fstat(fd).st_size
+        parts = []
+        while True:
+            b = os.read(fd, max(size, 1 << 16))
+            if not b:
+                break
+            parts.append(b)
+        return b"".join(parts)
+    finally:
+        os.close(fd)
+
+
+# ---- verification -----------------------------------------------------------------------
+
+def _verify_piece(view: memoryview, c: ChunkMeta, window: int) -> bool:
+    """Do these bytes (whole windows from window number `window`) match the recorded ones?"""
+    if c.checksum_type == NONE:
+        return True  # nothing recorded to verify against (Ozone's NONE)
+    bpc = c.bytes_per_checksum
+    n = -(-len(view) // bpc)
+    if c.checksum_type in (CRC32, CRC32C):
+        got = _native.checksum_windows(view, bpc, algorithm="crc32" if c.checksum_type == CRC32
+                                       else "crc32c")
+        return bool(np.array_equal(got, c.window_values()[window:window + n]))
+    size = CHECKSUM_SIZES[c.checksum_type]
+    algo = "sha256" if c.checksum_type == SHA256 else "md5"
+    for i in range(n):
+        want = c.checksums[(window + i) * size:(window + i + 1) * size]
+        if hashlib.new(algo, view[i * bpc:(i + 1) * bpc]).digest() != want:
+            return False
+    return True
+
+
+class _Copier:
+    def __init__(self) -> None:
+        self.buffer = bytearray(0)
+
+    def copy_chunk(self, sfd: int, dfd: int, c: ChunkMeta, where: str) -> None:
+        bpc = c.bytes_per_checksum if c.checksum_type != NONE else _PIECE
+        if bpc <= 0 or bpc > _MAX_WINDOW:
+            raise SourceNotGoodError(f"{where}: window of {bpc} bytes refused")
+        piece = max(1, _PIECE // bpc) * bpc
+        if len(self.buffer) < min(piece, max(c.length, 1)):
+            self.buffer = bytearray(min(piece, max(c.length, 1)))
+        done = 0
+        while done < c.length:
+            n = min(piece, c.length - done)
+            view = memoryview(self.buffer)[:n]
+            got = pread_into(sfd, view, c.offset + done)
+            if got < n:
+                raise SourceNotGoodError(f"{where}: chunk @{c.offset} is short ({done + got} of "
+                                         f"{c.length} bytes)")
+            if not _verify_piece(view, c, done // bpc if c.checksum_type != NONE else 0):
+                raise SourceNotGoodError(f"{where}: chunk @{c.offset} does not match its "
+                                         f"recorded window checksums")
+            w = 0
+            while w < n:
+                w += os.pwrite(dfd, view[w:], c.offset + done + w)
+            done += n
+
+
+# ---- replicate --------------------------------------------------------------------------
+
+def _staging_name(container_id: int) -> str:
+    return f"{STAGING_PREFIX}{container_id}.tmp"
+
+
+def _clear_staging(volume_fd: int, name: str, volume: str) -> None:
+    """Remove a staging directory left by an interrupted run, after checking it is one."""
+    try:
+        st = os.lstat(name, dir_fd=volume_fd)
+    except FileNotFoundError:
+        return
+    path = os.path.join(volume, name)
+    if not stat.S_ISDIR(st.st_mode):
+        raise ReplicaError("exists and is not a staging directory (refused)", path)
+    entries = set(os.listdir(path))
+    if not entries <= {_MARKER, "chunks", "metadata"}:
+        raise ReplicaError(f"holds entries this tool did not make ({', '.join(sorted(entries))});"
+                           f" not removed", path)
+    shutil.rmtree(path)
+
+
+def _existing(target: ContainerPaths, source_value: Optional[int]) -> Optional[str]:
+    """None when the target is absent (or an empty directory); "present" when it is a replica
+    with the source's container value; else TargetExistsError."""
+    root = os.fspath(target.root)
+    try:
+        st = os.lstat(root)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISDIR(st.st_mode) and not os.listdir(root):
+        return None
+    if stat.S_ISDIR(st.st_mode) and source_value is not None:
+        from merkle.trees.treefile import read_tree
+
+        t = read_tree(target.tree, corrupt_ok=True, missing_ok=True)
+        if t is not None and t.data_checksum == source_value:
+            return "present"
+    raise TargetExistsError("exists and is not an identical replica: refusing to touch it",
+                            root)
+
+
+def _stored_value(raw: Optional[bytes], source: str) -> Optional[int]:
+    if raw is None:
+        return None
+    from merkle.trees.treefile import TreeFileError, tree_from_bytes
+
+    try:
+        return tree_from_bytes(raw, source=source).data_checksum
+    except TreeFileError:
+        return None
+
+
+def replicate(source: PathLike, target: PathLike, *,
+              on_step: Optional[StepHook] = None) -> ReplicateResult:
+    """Create the replica `target` (a path `<volume>/<containerID>`) from the good replica
+    `source` (see the module docstring). Raises SourceNotGoodError when the source's data
+    does not verify, TargetExistsError when the target holds something else,
+    ReplicaError/OSError when the work cannot be done (lock held, unreadable metadata)."""
+    src = container_paths(source)
+    tgt = container_paths(target)
+    if src.container_id != tgt.container_id:
+        raise ReplicaError(f"the target is named {tgt.container_id}, the source is container "
+                           f"{src.container_id}", os.fspath(target))
+    if not os.path.isdir(src.root):
+        raise ReplicaError("source replica does not exist", os.fspath(source))
+    if os.path.realpath(src.root) == os.path.realpath(tgt.root):
+        raise ReplicaError("source and target are the same replica", os.fspath(target))
+    cid = src.container_id
+    with ReplicaLock(src):
+        return _replicate(src, tgt, cid, on_step)
+
+
+def _replicate(src: ContainerPaths, tgt: ContainerPaths, cid: int,
+               on_step: Optional[StepHook]) -> ReplicateResult:
+    step = on_step or (lambda s, d: None)
+    src_root = _open_dir(src.root)
+    fds: List[int] = [src_root]
+    try:
+        meta_fd = open_in(src_root, "metadata", directory=True)
+        fds.append(meta_fd)
+        meta_name = f"{cid}{META_SUFFIX}"
+        where = os.fspath(src.blockmeta)
+        try:
+            meta_raw = _read_all(meta_fd, meta_name)
+        except FileNotFoundError:
+            raise SourceNotGoodError("block-metadata file is missing", where) from None
+        try:
+            meta = decode_blockmeta(meta_raw, where, cid)
+        except BlockMetaError as exc:
+            raise SourceNotGoodError(str(exc)) from None
+        try:
+            tree_raw: Optional[bytes] = _read_all(meta_fd, f"{cid}{TREE_SUFFIX}")
+        except FileNotFoundError:
+            tree_raw = None
+        src_value = _stored_value(tree_raw, os.fspath(src.tree))
+        present = _existing(tgt, src_value)
+        if present:
+            return ReplicateResult(os.fspath(src.root), os.fspath(tgt.root), cid, present,
+                                   data_checksum=src_value,
+                                   notes=["a replica with the source's value is already "
+                                          "there; not touched"])
+        volume = os.path.dirname(os.path.abspath(tgt.root))
+        os.makedirs(volume, exist_ok=True)
+        vol_fd = _open_dir(volume)
+        fds.append(vol_fd)
+        stage_name = _staging_name(cid)
+        _clear_staging(vol_fd, stage_name, volume)
+        os.mkdir(stage_name, os.stat(src_root).st_mode & 0o7777, dir_fd=vol_fd)
+        stage = os.path.join(volume, stage_name)
+        stage_fd = open_in(vol_fd, stage_name, directory=True)
+        fds.append(stage_fd)
+        mfd = open_in(stage_fd, _MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.write(mfd, (os.path.abspath(src.root) + "\n").encode())
+        os.close(mfd)
+        result = ReplicateResult(os.fspath(src.root), os.fspath(tgt.root), cid, "created")
+        try:
+            _build(src_root, meta_fd, stage_fd, stage, meta, meta_raw, tree_raw, cid, result,
+                   step)
+        except (ReplicaError, ValueError):
+            _clear_staging(vol_fd, stage_name, volume)  # ours, and useless: no half copies
+            raise
+        _check_free(tgt)
+        os.rename(stage_name, os.path.basename(os.path.abspath(tgt.root)), src_dir_fd=vol_fd,
+                  dst_dir_fd=vol_fd)
+        os.fsync(vol_fd)
+        step("rename", cid)
+        if src_value is not None and result.data_checksum != src_value:
+            result.notes.append(f"the source's stored tree said {format_checksum(src_value)}; "
+                                f"its data gives {format_checksum(result.data_checksum or 0)}")
+        return result
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _build(src_root: int, meta_fd: int, stage_fd: int, stage: str, meta: Any, meta_raw: bytes,
+           tree_raw: Optional[bytes], cid: int, result: ReplicateResult,
+           step: StepHook) -> None:
+    """Fill the staging directory: block files, then metadata, then the tree."""
+    _copy_blocks(src_root, stage_fd, meta, result, step)
+    # metadata, then the tree, each atomically (write_atomic: temp, fsync, rename)
+    os.mkdir("metadata", os.fstat(meta_fd).st_mode & 0o7777, dir_fd=stage_fd)
+    staged = ContainerPaths(Path(stage), cid)
+    write_atomic(staged.blockmeta, meta_raw)
+    step("metadata", cid)
+    _write_tree(staged, tree_raw, result)
+    step("tree", cid)
+    os.fsync(stage_fd)
+    fsync_dir(os.fspath(staged.metadata_dir))
+
+
+def _check_free(tgt: ContainerPaths) -> None:
+    """Right before the rename: nothing appeared at the target meanwhile."""
+    root = os.fspath(tgt.root)
+    try:
+        st = os.lstat(root)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(st.st_mode) or os.listdir(root):
+        raise TargetExistsError("appeared while copying: refusing to touch it", root)
+
+
+def _copy_blocks(src_root: int, stage_fd: int, meta: Any, result: ReplicateResult,
+                 step: StepHook) -> None:
+    chunks_fd = open_in(src_root, "chunks", directory=True) if meta.blocks else -1
+    try:
+        mode = os.fstat(chunks_fd).st_mode & 0o7777 if chunks_fd >= 0 else 0o755
+        os.mkdir("chunks", mode, dir_fd=stage_fd)
+        out_dir = open_in(stage_fd, "chunks", directory=True)
+        try:
+            copier = _Copier()
+            for block in meta.sorted_blocks():
+                name = f"{block.block_id}{BLOCK_SUFFIX}"
+                where = f"{result.source}/chunks/{name}"
+                try:
+                    sfd = open_in(chunks_fd, name)
+                except FileNotFoundError:
+                    if not block.chunks or block.length == 0:
+                        sfd = -1  # an empty block may lack its file; create an empty one
+                    else:
+                        raise SourceNotGoodError("block file is missing", where) from None
+                try:
+                    fmode = os.fstat(sfd).st_mode & 0o7777 if sfd >= 0 else 0o644
+                    dfd = open_in(out_dir, name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, fmode)
+                    try:
+                        for c in block.chunks:
+                            copier.copy_chunk(sfd, dfd, c, where)
+                            result.chunks += 1
+                            result.bytes_copied += c.length
+                        os.fsync(dfd)
+                    finally:
+                        os.close(dfd)
+                finally:
+                    if sfd >= 0:
+                        os.close(sfd)
+                result.blocks += 1
+                step("block", block.block_id)
+            os.fsync(out_dir)
+        finally:
+            os.close(out_dir)
+    finally:
+        if chunks_fd >= 0:
+            os.close(chunks_fd)
+
+
+def _write_tree(staged: ContainerPaths, tree_raw: Optional[bytes],
+                result: ReplicateResult) -> None:
+    """The source's tree bytes when a read-only scan of the copy confirms them (unknown
+    fields kept), else the scan's merged tree."""
+    from merkle.replica.scan import _scan
+    from merkle.trees.treefile import tree_to_bytes, write_tree
+
+    if tree_raw is not None:
+        write_atomic(staged.tree, tree_raw)
+    scan = _scan(staged, False, 1, None, None, 1 << 20)
+    data_errors = [e for e in scan.errors if e.kind not in ("TREE_MISSING", "TREE_CORRUPT")]
+    if data_errors:  # cannot happen after a verified copy, unless the disk lies
+        raise SourceNotGoodError(f"the copy does not verify: {data_errors[0]}", result.target)
+    if tree_raw is None or tree_to_bytes(scan.tree) != tree_raw:
+        write_tree(scan.tree, staged.tree)
+        if tree_raw is not None:
+            result.notes.append("the source's stored tree was stale or unreadable; the copy's "
+                                "tree was rebuilt from its verified data")
+    result.data_checksum = scan.tree.data_checksum
+
+
+def commands_from_plan(plan: Any, source: str = "plan") -> List[List[str]]:
+    """[source replica, target replica] per copy command of a `crcmerkle spark plan --json`
+    plan, in round order; ReplicaError when it is not such a plan or a command lacks paths."""
+    if not isinstance(plan, dict) or plan.get("format") != PLAN_FORMAT:
+        raise ReplicaError(f"not a crcmerkle spark plan (no \"format\": \"{PLAN_FORMAT}\")",
+                           source)
+    cmds = (plan.get("copy_plan") or {}).get("commands") if isinstance(
+        plan.get("copy_plan"), dict) else None
+    if not isinstance(cmds, list) or not all(isinstance(c, dict) for c in cmds):
+        raise ReplicaError("the plan has no \"copy_plan\" list of commands", source)
+    out: List[List[str]] = []
+    for c in sorted(cmds, key=lambda c: int(c.get("round") or 0)):
+        s, t = c.get("source_replica"), c.get("target_replica")
+        if not (isinstance(s, str) and s and isinstance(t, str) and t):
+            raise ReplicaError(f"container {c.get('container')}: the command lacks replica "
+                               f"paths (the Spark scan records them)", source)
+        out.append([s, t])
+    return out
+
+
+def replicate_all(pairs: Sequence[Sequence[str]]) -> List[Any]:
+    """Run [source, target] pairs in order; per pair a ReplicateResult or the exception."""
+    out: List[Any] = []
+    for s, t in pairs:
+        try:
+            out.append(replicate(s, t))
+        except (ReplicaError, OSError) as exc:
+            out.append(exc)
+    return out
