@@ -184,10 +184,11 @@ class DemoResult:
     findings: Findings
     report: Dict[str, Any]
     after_repair: Optional[Dict[str, Any]] = None  # the report of the re-scan
+    plan_ok: Optional[bool] = None  # the decommission step (spark_udfs.plan_demo)
 
     @property
     def ok(self) -> bool:
-        if not self.findings.exact:
+        if not self.findings.exact or self.plan_ok is False:
             return False
         if self.after_repair is None:
             return True
@@ -276,5 +277,8 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
     say(f"[5/5] re-scan after repair: {s['MATCH']} container(s) match, {s['MISMATCHED']} "
         f"mismatched ({s['UNRECOVERABLE']} holding a chunk corrupted on every replica: "
         f"{', '.join(f'#{c}' for c in after['containers']['UNRECOVERABLE']) or 'none'})")
+    from spark_udfs.plan_demo import run_plan_demo
+
+    result.plan_ok = run_plan_demo(work, spark, say)
     return result
 

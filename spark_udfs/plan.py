@@ -50,7 +50,8 @@ from spark_udfs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
 
 __all__ = ["CATEGORIES", "DECOMMISSIONING", "IN_SERVICE", "MAINTENANCE", "PLAN_FORMAT",
            "REASONS", "build_plan", "copy_commands", "format_text", "may_decommission",
-           "may_enter_maintenance", "replicas_missing", "to_json"]
+           "may_enter_maintenance", "plan_tables", "replica_table", "replicas_missing",
+           "to_json"]
 
 PLAN_FORMAT = "crcmerkle-spark-plan"
 IN_SERVICE = "IN_SERVICE"
@@ -130,7 +131,7 @@ def _sql_list(names: Iterable[str]) -> str:
                                 for n in names) + ")" if names else "array()"
 
 
-def _replica_table(diff: DiffResult, errors: Any, leaving: Dict[str, str]) -> Any:
+def replica_table(diff: DiffResult, errors: Any, leaving: Dict[str, str]) -> Any:
     """One row per replica: container, datanode, replica, volume, state, clean."""
     from pyspark.sql import functions as F
 
@@ -171,15 +172,17 @@ def _good_replicas(diff: DiffResult, reps: Any, touched: Any) -> Any:
         "coalesce(clean AND gi = good_gi, false) AS good", "coalesce(tie, false) AS tie")
 
 
-def _holders(diff: DiffResult, touched: Any, leaving: Sequence[str]) -> Tuple[Any, Any]:
+def _holders(diff: DiffResult, touched: Any, leaving: Sequence[str], good: Any
+             ) -> Tuple[Any, Any]:
     """(container, datanode) pairs holding an unrecoverable chunk, and pairs that are among
-    the sources of data only leaving nodes hold."""
+    the sources of data that good replicas lack and only leaving nodes hold (a pull into a
+    replica that is not good is repair, not a version only the leaving node has)."""
     from pyspark.sql import functions as F
 
     unrec = diff.unrecoverable.join(touched, "container", "left_semi").select(
         "container", F.explode("datanodes").alias("datanode")).distinct().withColumn(
         "unrec", F.lit(True))
-    only = diff.pulls.join(touched, "container", "left_semi").filter(
+    only = diff.pulls.join(good, ["container", "datanode"], "left_semi").filter(
         F.col("kind").isin(*_DATA_PULLS)).filter(
         F.expr(f"size(sources) > 0 AND forall(sources, s -> array_contains("
                f"{_sql_list(leaving)}, s))")).select(
@@ -220,40 +223,21 @@ def _first_ids(df: Any, conds: Dict[str, Any], first: int, extra: Sequence[Any] 
             {n: [int(i) for i in (row[f"ids_{n}"] or [])][:first] for n in conds}, row)
 
 
-def build_plan(diff: DiffResult, *, decommission: Sequence[str] = (),
-               maintenance: Sequence[str] = (), errors: Any = None, blocks: Any = None,
-               chunks: Any = None, replication: int = 3, min_healthy: int = 1,
-               min_replicas: Optional[int] = None, maintenance_min: int = 1,
-               limit: int = DEFAULT_DATANODE_LIMIT, first: int = 100) -> Dict[str, Any]:
-    """The plan as a JSON-ready dict (see the module docstring). `errors`, `blocks`: a
-    scan's tables (give them when there are; `chunks` is used for byte counts otherwise).
-    ValueError for a datanode the scan does not know, or listed twice."""
+def plan_tables(diff: DiffResult, reps: Any, leaving: Dict[str, str], n_in_service: int, *,
+                replication: int = 3, min_healthy: int = 1, min_replicas: int = 3,
+                maintenance_min: int = 1, every_container: bool = False
+                ) -> Tuple[Any, Any, Any]:
+    """(replicas, containers, held) DataFrames: per replica its state and goodness; per
+    container the counts, Ozone's and the checksum-aware `missing`, the copies planned; per
+    (leaving node, container) the reasons it must wait. Only the containers with a replica
+    on a leaving node unless `every_container` (the tests' view of the whole model)."""
     from pyspark.sql import functions as F
 
-    min_replicas = replication if min_replicas is None else min_replicas
-    dup = sorted(set(decommission) & set(maintenance))
-    if dup:
-        raise ValueError(f"datanode(s) {', '.join(dup)} listed for both decommission and "
-                         f"maintenance")
-    if not decommission and not maintenance:
-        raise ValueError("name the leaving datanodes (--decommission and/or --maintenance)")
-    leaving = {d: DECOMMISSIONING for d in decommission}
-    leaving.update({d: MAINTENANCE for d in maintenance})
-    reps = _replica_table(diff, errors, leaving).cache()
-    # the datanodes and their volumes (small: datanodes x volumes)
-    volumes: Dict[str, List[str]] = {}
-    for row in reps.groupBy("datanode").agg(
-            F.sort_array(F.collect_set("volume")).alias("v")).collect():
-        volumes[row["datanode"]] = list(row["v"] or [])
-    unknown = sorted(set(leaving) - set(volumes))
-    if unknown:
-        raise ValueError(f"datanode(s) {', '.join(unknown)} hold no replica in the scan "
-                         f"(known: {', '.join(sorted(volumes)[:20])})")
-    in_service = sorted(d for d in volumes if d not in leaving)
-
-    touched = reps.filter(F.col("state") != IN_SERVICE).select("container").distinct()
+    touched = reps.select("container").distinct() if every_container else \
+        reps.filter(F.col("state") != IN_SERVICE).select("container").distinct()
     r = _good_replicas(diff, reps, touched)
-    unrec, only = _holders(diff, touched, sorted(leaving))
+    unrec, only = _holders(diff, touched, sorted(leaving),
+                           r.filter("good").select("container", "datanode"))
     r = r.join(unrec, ["container", "datanode"], "left").join(
         only, ["container", "datanode"], "left").selectExpr(
         "*", "coalesce(unrec, false) AS holds_unrec", "coalesce(only, false) AS holds_only") \
@@ -273,7 +257,7 @@ def build_plan(diff: DiffResult, *, decommission: Sequence[str] = (),
         f"greatest(CASE WHEN n_decom > 0 THEN greatest({min_healthy} - g_in, "
         f"{min_replicas} - g_in - g_maint) ELSE 0 END, CASE WHEN n_maint > 0 THEN "
         f"{maintenance_min} - g_in ELSE 0 END) AS need",
-        f"{len(in_service)} - n_in AS targets")
+        f"{n_in_service} - n_in AS targets")
     # one row per (leaving node, container it holds), with why it must wait
     ok = _ok_sql("state", "g_in", "g_maint", min_healthy, min_replicas, maintenance_min)
     ozone_ok = _ok_sql("state", "n_in", "n_maint", min_healthy, min_replicas, maintenance_min)
@@ -292,9 +276,51 @@ def build_plan(diff: DiffResult, *, decommission: Sequence[str] = (),
         F.max(F.expr(f"exists(reasons, x -> array_contains({fixed}, x))")).alias("countable"),
         F.min("ozone_ok").alias("ozone_ok"), F.max(F.expr("array_contains(reasons, "
                                                           "'ONLY_COPY')")).alias("only"))
-    c = c.join(per_c, "container").selectExpr(
-        "*", "CASE WHEN countable AND g > 0 THEN greatest(missing, need, 0) ELSE 0 END "
-             "AS copies").cache()
+    c = c.join(per_c, "container", "left").selectExpr(
+        "container", "n", "n_in", "n_decom", "n_maint", "g", "g_in", "g_maint", "tie", "unrec",
+        "ozone_missing", "missing", "need", "targets",
+        "coalesce(holds_back, false) AS holds_back", "coalesce(ozone_ok, true) AS ozone_ok",
+        "coalesce(only, false) AS only",
+        "CASE WHEN countable AND g > 0 THEN greatest(missing, need, 0) ELSE 0 END "
+        "AS copies").cache()
+    return r, c, held
+
+
+
+def build_plan(diff: DiffResult, *, decommission: Sequence[str] = (),
+               maintenance: Sequence[str] = (), errors: Any = None, blocks: Any = None,
+               chunks: Any = None, replication: int = 3, min_healthy: int = 1,
+               min_replicas: Optional[int] = None, maintenance_min: int = 1,
+               limit: int = DEFAULT_DATANODE_LIMIT, first: int = 100) -> Dict[str, Any]:
+    """The plan as a JSON-ready dict (see the module docstring). `errors`, `blocks`: a
+    scan's tables (give them when there are; `chunks` is used for byte counts otherwise).
+    ValueError for a datanode the scan does not know, or listed twice."""
+    from pyspark.sql import functions as F
+
+    min_replicas = replication if min_replicas is None else min_replicas
+    dup = sorted(set(decommission) & set(maintenance))
+    if dup:
+        raise ValueError(f"datanode(s) {', '.join(dup)} listed for both decommission and "
+                         f"maintenance")
+    if not decommission and not maintenance:
+        raise ValueError("name the leaving datanodes (--decommission and/or --maintenance)")
+    leaving = {d: DECOMMISSIONING for d in decommission}
+    leaving.update({d: MAINTENANCE for d in maintenance})
+    reps = replica_table(diff, errors, leaving).cache()
+    # the datanodes and their volumes (small: datanodes x volumes)
+    volumes: Dict[str, List[str]] = {}
+    for row in reps.groupBy("datanode").agg(
+            F.sort_array(F.collect_set("volume")).alias("v")).collect():
+        volumes[row["datanode"]] = list(row["v"] or [])
+    unknown = sorted(set(leaving) - set(volumes))
+    if unknown:
+        raise ValueError(f"datanode(s) {', '.join(unknown)} hold no replica in the scan "
+                         f"(known: {', '.join(sorted(volumes)[:20])})")
+    in_service = sorted(d for d in volumes if d not in leaving)
+
+    r, c, held = plan_tables(diff, reps, leaving, len(in_service), replication=replication,
+                             min_healthy=min_healthy, min_replicas=min_replicas,
+                             maintenance_min=maintenance_min)
 
     # -- what the driver collects ------------------------------------------------------------
     col = F.col

@@ -1,0 +1,197 @@
+"""The decommission/maintenance plan: HDDS-1881's cases, each also with a disagreeing or
+corrupt replica, and a plan carried out with `crcmerkle replicate` that lets the node stop."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from merkle.cli import main
+from merkle.trees.model import ContainerTree
+from spark_udfs.diff import diff_chunks
+from spark_udfs.plan import (DECOMMISSIONING, MAINTENANCE, build_plan, copy_commands,
+                             may_decommission, may_enter_maintenance, plan_tables,
+                             replica_table, replicas_missing)
+from spark_udfs.tables import from_arrow, tree_to_rows
+
+D, M, I = DECOMMISSIONING, MAINTENANCE, "IN_SERVICE"
+
+
+def test_the_formula_on_the_design_documents_examples():
+    # (healthy, maintenance) -> replica count, as HDDS-1881's tables give it (expected 3)
+    table = {(3, 0): 0, (2, 0): 1, (1, 0): 2, (0, 0): 3, (2, 1): 0, (1, 1): 1, (0, 1): 2,
+             (0, 3): 1, (4, 0): -1, (3, 1): 0, (2, 2): 0}
+    for (h, m), want in table.items():
+        assert replicas_missing(3, h, m) == want, (h, m)
+    assert replicas_missing(3, 1, 2, maintenance_min=2) == 1
+    assert may_decommission(1, 2) and not may_decommission(0, 3) and not may_decommission(2, 0)
+    assert may_enter_maintenance(1) and not may_enter_maintenance(1, maintenance_min=2)
+
+
+# ---- the formula cases, in Spark --------------------------------------------------------
+
+def _tree(cid: int, kind: str) -> ContainerTree:
+    """A replica: "ok", "corrupt" (an unhealthy chunk, so another value) or "disagrees"
+    (clean, with a block the others lack)."""
+    blocks = [1, 1, 2, 2] + ([3] if kind == "disagrees" else [])
+    offs = [0, 100, 0, 100] + ([0] if kind == "disagrees" else [])
+    leaf = np.array([11, 12, 21, 22, 31][:len(blocks)], dtype=np.int64) + cid * 1000
+    ok = np.ones(len(blocks), dtype=bool)
+    if kind == "corrupt":
+        leaf[1] ^= 0x5A5A
+        ok[1] = False
+    return ContainerTree.from_columns(cid, blocks, offs, [100] * len(blocks), leaf=leaf,
+                                      checksum_matches=ok)
+
+
+#: name -> (states of the replicas (None: the node is dead, no replica), the replicas' kinds,
+#:          Ozone's (missing, leaving nodes may stop), ours (missing, may stop, reasons))
+CASES: Dict[str, Tuple[List[Any], List[str], Tuple[int, bool], Tuple[int, bool, set]]] = {
+    "all healthy": ([I, I, I], ["ok"] * 3, (0, True), (0, True, set())),
+    "all healthy, one corrupt": ([I, I, I], ["ok", "ok", "corrupt"], (0, True),
+                                 (1, True, set())),
+    "one failure": ([I, I, None], ["ok", "ok", "ok"], (1, True), (1, True, set())),
+    "one failure, one disagrees": ([I, I, None], ["ok", "disagrees", "ok"], (1, True),
+                                   (3, True, set())),  # a 1:1 tie: no good copy
+    "one decommissioning": ([I, I, D], ["ok"] * 3, (1, False),
+                            (1, False, {"UNDER_REPLICATED"})),
+    "one decommissioning, it disagrees": ([I, I, D], ["ok", "ok", "disagrees"], (1, False),
+                                          (1, False, {"UNDER_REPLICATED", "ONLY_COPY"})),
+    "failure + decommission": ([I, None, D], ["ok", "ok", "ok"], (2, False),
+                               (2, False, {"UNDER_REPLICATED"})),
+    "failure + decommission, in-service corrupt": (
+        [I, None, D], ["corrupt", "ok", "ok"], (2, False), (3, False, {"LAST_GOOD_COPY"})),
+    "all three decommissioned": ([D, D, D], ["ok"] * 3, (3, False),
+                                 (3, False, {"LAST_GOOD_COPY"})),
+    "all three decommissioned, one corrupt": ([D, D, D], ["corrupt", "ok", "ok"], (3, False),
+                                              (3, False, {"LAST_GOOD_COPY",
+                                                          "UNDER_REPLICATED"})),
+    "maintenance of two": ([I, M, M], ["ok"] * 3, (0, True), (0, True, set())),
+    "maintenance of two, in-service corrupt": ([I, M, M], ["corrupt", "ok", "ok"], (0, True),
+                                               (1, False, {"LAST_GOOD_COPY"})),
+    "4 replicas, decommission the only good one": (
+        [D, I, I, I], ["ok", "corrupt", "corrupt", "corrupt"], (0, True),
+        (3, False, {"LAST_GOOD_COPY"})),
+}
+#: maintenance-min 2 (Ozone's newer default keeps two in service)
+CASES_MM2 = {
+    "maintenance of two": ([I, M, M], ["ok"] * 3, (1, False), (1, False, {"UNDER_REPLICATED"})),
+    "maintenance of two, in-service corrupt": ([I, M, M], ["corrupt", "ok", "ok"], (1, False),
+                                               (2, False, {"LAST_GOOD_COPY"})),
+}
+
+
+def _cluster(spark: Any, cases: Dict[str, Any]) -> Tuple[Any, Dict[str, str], Dict[str, int]]:
+    """Every case as its own container on its own datanodes, plus three spare in-service
+    datanodes (a filler container) to copy to."""
+    tables, leaving, cid_of = [], {}, {}
+    for k, (name, (states, kinds, _, _)) in enumerate(sorted(cases.items())):
+        cid = k + 1
+        cid_of[name] = cid
+        for j, (st, kind) in enumerate(zip(states, kinds)):
+            dn = f"c{cid}n{j}"
+            if st is None:
+                continue  # dead: its replica is not in the scan
+            if st != I:
+                leaving[dn] = st
+            tables.append(tree_to_rows(dn, _tree(cid, kind), f"/x/{dn}/vol0/{cid}"))
+    for j in range(3):
+        tables.append(tree_to_rows(f"spare{j}", _tree(999, "ok"), f"/x/spare{j}/vol0/999"))
+    return from_arrow(spark, pa.concat_tables(tables)), leaving, cid_of
+
+
+@pytest.mark.parametrize("maintenance_min,cases", [(1, CASES), (2, CASES_MM2)],
+                         ids=["maintenance-min 1", "maintenance-min 2"])
+def test_hdds_1881_cases_with_and_without_checksums(spark, maintenance_min, cases):
+    chunks, leaving, cid_of = _cluster(spark, cases)
+    diff = diff_chunks(chunks)
+    reps = replica_table(diff, None, leaving)
+    r, c, held = plan_tables(diff, reps, leaving, 3, maintenance_min=maintenance_min,
+                             every_container=True)
+    rows = {int(x["container"]): x for x in c.collect()}
+    why: Dict[int, set] = {}
+    ozone_held: Dict[int, bool] = {}
+    for h in held.collect():
+        why.setdefault(int(h["container"]), set()).update(h["reasons"])
+        ozone_held[int(h["container"])] = ozone_held.get(int(h["container"]), False) \
+            or not h["ozone_ok"]
+    for name, (_states, _kinds, (o_missing, o_stop), (missing, stop, reasons)) in cases.items():
+        x = rows[cid_of[name]]
+        got = (int(x["ozone_missing"]), not ozone_held.get(cid_of[name], False),
+               int(x["missing"]), not x["holds_back"], why.get(cid_of[name], set()))
+        assert got == (o_missing, o_stop, missing, stop, reasons), name
+
+
+def test_plan_commands_copy_from_good_replicas_to_free_nodes(spark):
+    chunks, leaving, cid_of = _cluster(spark, CASES)
+    decom = sorted(d for d, s in leaving.items() if s == D)
+    maint = sorted(d for d, s in leaving.items() if s == M)
+    plan = build_plan(diff_chunks(chunks), decommission=decom, maintenance=maint,
+                      chunks=chunks, first=50)
+    cmds = plan["copy_plan"]["commands"]
+    only_good = cid_of["4 replicas, decommission the only good one"]
+    mine = [c for c in cmds if c["container"] == only_good]
+    # the only good copy is on the leaving node: it is the source, three new copies
+    assert len(mine) == 3 and {c["source"] for c in mine} == {f"c{only_good}n0"}
+    assert all(c["source_leaving"] for c in mine)
+    assert {c["target"] for c in mine} == {"spare0", "spare1", "spare2"}
+    assert plan["summary"]["would_lose"] >= 1 and only_good in plan["containers"]["WOULD_LOSE"]
+    assert only_good in plan["containers"]["OZONE_WOULD_ALLOW"]
+    corrupt = cid_of["all three decommissioned, one corrupt"]
+    assert all(c["source"] != f"c{corrupt}n0" for c in cmds if c["container"] == corrupt)
+    # fewest good copies first; a datanode at most `limit` times per round
+    assert [c["good_copies"] for c in cmds if c["round"] == 0] == \
+        sorted(c["good_copies"] for c in cmds if c["round"] == 0)
+    assert all(c["argv"][:2] == ["crcmerkle", "replicate"] for c in cmds)
+
+
+def test_copy_commands_spread_bytes_and_respect_the_limit():
+    needs = [{"container": i, "good_copies": 1, "need": 1, "planned": 0, "bytes": 100 + i,
+              "sources": [("a", f"/a/v/{i}", False)], "holders": {"a"}} for i in range(6)]
+    cmds = copy_commands(needs, ["a", "b", "c"], {"b": ["/b/v0", "/b/v1"], "c": ["/c/v"]},
+                         limit=2)
+    assert [c["round"] for c in cmds] == [0, 0, 1, 1, 2, 2]
+    assert {c["target"] for c in cmds} == {"b", "c"}
+    per = {t: sum(c["bytes"] for c in cmds if c["target"] == t) for t in ("b", "c")}
+    assert abs(per["b"] - per["c"]) <= 105  # least bytes planned first
+    assert {c["target_replica"].rsplit("/", 1)[0] for c in cmds if c["target"] == "b"} == \
+        {"/b/v0", "/b/v1"}
+
+
+# ---- end to end: plan, replicate, plan again --------------------------------------------
+
+def test_a_carried_out_plan_lets_the_nodes_stop(spark, tmp_path, capsys):
+    from merkle.replica.generate import generate_cluster, parse_faults
+
+    root = tmp_path / "cluster"
+    m = generate_cluster(root, faults=parse_faults("bitflip=2,truncate=1"), containers=8,
+                         datanodes=5, seed=11, block_size=48 * 1024, chunk_size=16 * 1024,
+                         bytes_per_checksum=4096, min_blocks=2, max_blocks=3)
+    assert m["faults"]
+    conf = ["--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=4"]
+    scan = str(tmp_path / "scan")
+    assert main(["spark", "scan", str(root), "-o", scan, *conf]) == 0
+    plan_file = tmp_path / "plan.json"
+    rc = main(["spark", "plan", scan, "--decommission", "dn0", "--maintenance", "dn1",
+               "--report", str(plan_file), *conf])
+    text = capsys.readouterr().out
+    assert rc == 1 and "dn0 (decommission): NOT yet" in text
+    plan = json.loads(plan_file.read_text())
+    assert plan["summary"]["copies"] > 0 and all(n["can_stop_after_copies"]
+                                                 for n in plan["datanodes"])
+    assert main(["replicate", "--report", str(plan_file)]) == 0
+    spark.catalog.clearCache()
+    scan2 = str(tmp_path / "scan2")
+    assert main(["spark", "scan", str(root), "-o", scan2, *conf]) == 0
+    rc = main(["spark", "plan", scan2, "--decommission", "dn0", "--maintenance", "dn1",
+               "--json", *conf])
+    after = json.loads(capsys.readouterr().out)
+    assert rc == 0, after["datanodes"]
+    assert after["summary"]["may_stop_now"] == 2 and after["summary"]["copies"] == 0
+    assert main(["spark", "plan", scan2, "--decommission", "nope", *conf]) == 2
+    assert "nope" in capsys.readouterr().err
