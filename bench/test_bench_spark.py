@@ -371,3 +371,90 @@ def test_diff_two_replicas(bench, spark, diff_tables, impl):
                                   f"{diff_tables['scenario']}", impl=impl,
                         per=2 * DIFF_ROWS, unit="ns/elem", cold=True, warmup=WARMUP)
     assert got == diff_tables["changed"]
+
+
+# ---- decommission plan ------------------------------------------------------------------
+
+PLAN_CONTAINERS = int(os.environ.get("BENCH_SPARK_PLAN_CONTAINERS") or (300 if SHORT else 3000))
+PLAN_DATANODES, PLAN_BLOCKS = 8, 10
+
+
+@pytest.fixture(scope="module")
+def plan_scan(tmp_path_factory) -> Dict[str, Any]:
+    """A scan's tables of PLAN_CONTAINERS containers x 3 replicas over 8 datanodes (blocks of
+    PER_BLOCK 4 MiB chunks, PLAN_BLOCKS per container), one replica of 1% of the containers
+    with a corrupt chunk; the plan decommissions dn0."""
+    n_c = PLAN_CONTAINERS
+    rng = np.random.default_rng(19)
+    per = PLAN_BLOCKS * PER_BLOCK
+    i = np.arange(n_c * per, dtype=np.int64)
+    container = i // per
+    block = (i % per) // PER_BLOCK
+    offset = (i % PER_BLOCK) * CHUNK_LEN
+    leaf = rng.integers(0, 2 ** 32, i.size, dtype=np.int64)
+    corrupt = set(rng.choice(n_c, max(1, n_c // 100), replace=False).tolist())
+    tables = []
+    for k, step in enumerate((0, 1, 3)):
+        dn = (container + step) % PLAN_DATANODES
+        ok = np.ones(i.size, dtype=bool)
+        lf = leaf.copy()
+        if k == 1:  # the second replica of the corrupt containers: first chunk flipped
+            hit = np.isin(container, list(corrupt)) & (i % per == 0)
+            ok[hit] = False
+            lf[hit] ^= 1
+        names = np.array([f"dn{d}" for d in range(PLAN_DATANODES)])[dn]
+        tables.append(pa.table({
+            "datanode": pa.array(names), "container": container, "block": block,
+            "offset": offset, "length": np.full(i.size, CHUNK_LEN, dtype=np.int64),
+            "leaf": lf, "checksum_matches": ok, "deleted": np.zeros(i.size, dtype=bool),
+            "replica": pa.array(np.char.add(np.char.add(names, "/vol0/"),
+                                            container.astype(str)))}))
+    chunks = pa.concat_tables(tables)
+    order = np.lexsort((chunks.column("container").to_numpy(),
+                        chunks.column("datanode").to_numpy(zero_copy_only=False)))
+    chunks = chunks.take(pa.array(order))
+    out = tmp_path_factory.mktemp("spark_plan")
+    pq.write_table(chunks, str(out / "chunks.parquet"), row_group_size=1 << 20)
+    _scan_tables(chunks, out)
+    return {"dir": out, "corrupt": len(corrupt)}
+
+
+@pytest.mark.parametrize("impl", [OURS, "spark report (same tables)"])
+def test_plan_decommission(bench, spark, plan_scan, impl):
+    from spark_udfs.diff import diff_scan
+    from spark_udfs.plan import build_plan
+    from spark_udfs.report import build_report
+
+    d = plan_scan["dir"]
+
+    def tables() -> Dict[str, Any]:
+        return {n: spark.read.parquet(str(d / f"{n}.parquet"))
+                for n in ("chunks", "blocks", "containers")}
+
+    def plan() -> int:
+        try:
+            t = tables()
+            p = build_plan(diff_scan(t), decommission=["dn0"], blocks=t["blocks"],
+                           chunks=t["chunks"])
+            return p["summary"]["copies"]
+        finally:
+            spark.catalog.clearCache()
+
+    def report() -> int:
+        try:
+            t = tables()
+            r = build_report(diff_scan(t), replicas=t["containers"])
+            return r["summary"]["MISMATCHED"]
+        finally:
+            spark.catalog.clearCache()
+
+    got = bench.measure(plan if impl == OURS else report,
+                        case=f"spark plan: decommission 1 of 8 datanodes, {PLAN_CONTAINERS:,} "
+                             f"containers x 3", impl=impl, per=PLAN_CONTAINERS,
+                        unit="ns/elem", cold=True, warmup=WARMUP)
+    if impl == OURS:  # one copy per container on dn0, two where an in-service copy is bad
+        on_dn0 = sum(1 for c in range(PLAN_CONTAINERS) if 0 in {c % 8, (c + 1) % 8,
+                                                                  (c + 3) % 8})
+        assert got >= on_dn0
+    else:
+        assert got == plan_scan["corrupt"]

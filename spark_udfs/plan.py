@@ -34,7 +34,9 @@ target = an in-service datanode holding no replica of the container, the one wit
 bytes planned so far; commands are placed in rounds (a datanode takes part in at most `limit`
 per round, as the repair plan), containers with the fewest good copies first.
 
-Everything per replica and per container is computed in Spark; the driver collects the
+Everything per replica and per container is computed in Spark (each stage materialised
+with localCheckpoint: the tables are per replica, small, and reused by several later joins,
+whose plans would otherwise repeat the whole diff lineage in every branch); the driver collects the
 per-node summary, the first `first` IDs per category, and the rows of the containers that need
 copies (one per command), from which it places the commands.
 """
@@ -241,7 +243,7 @@ def plan_tables(diff: DiffResult, reps: Any, leaving: Dict[str, str], n_in_servi
     r = r.join(unrec, ["container", "datanode"], "left").join(
         only, ["container", "datanode"], "left").selectExpr(
         "*", "coalesce(unrec, false) AS holds_unrec", "coalesce(only, false) AS holds_only") \
-        .drop("unrec", "only").cache()
+        .drop("unrec", "only").localCheckpoint()
 
     ins, dec, mnt = (f"state = '{s}'" for s in (IN_SERVICE, DECOMMISSIONING, MAINTENANCE))
     cnt = (lambda cond: F.sum(F.expr(f"CASE WHEN {cond} THEN 1 ELSE 0 END")))
@@ -269,7 +271,7 @@ def plan_tables(diff: DiffResult, reps: Any, leaving: Dict[str, str], n_in_servi
         "THEN 'UNDER_REPLICATED' END, "
         "CASE WHEN holds_only THEN 'ONLY_COPY' END, "
         "CASE WHEN holds_unrec THEN 'UNRECOVERABLE_CHUNK' END, "
-        "CASE WHEN g = 0 THEN 'NO_GOOD_COPY' END), x -> x IS NOT NULL) AS reasons").cache()
+        "CASE WHEN g = 0 THEN 'NO_GOOD_COPY' END), x -> x IS NOT NULL) AS reasons").localCheckpoint()
     fixed = _sql_list(FIXED_BY_COPIES)
     per_c = held.groupBy("container").agg(
         F.max(F.expr("size(reasons) > 0")).alias("holds_back"),
@@ -282,7 +284,7 @@ def plan_tables(diff: DiffResult, reps: Any, leaving: Dict[str, str], n_in_servi
         "coalesce(holds_back, false) AS holds_back", "coalesce(ozone_ok, true) AS ozone_ok",
         "coalesce(only, false) AS only",
         "CASE WHEN countable AND g > 0 THEN greatest(missing, need, 0) ELSE 0 END "
-        "AS copies").cache()
+        "AS copies").localCheckpoint()
     return r, c, held
 
 
@@ -306,7 +308,7 @@ def build_plan(diff: DiffResult, *, decommission: Sequence[str] = (),
         raise ValueError("name the leaving datanodes (--decommission and/or --maintenance)")
     leaving = {d: DECOMMISSIONING for d in decommission}
     leaving.update({d: MAINTENANCE for d in maintenance})
-    reps = replica_table(diff, errors, leaving).cache()
+    reps = replica_table(diff, errors, leaving).localCheckpoint()
     # the datanodes and their volumes (small: datanodes x volumes)
     volumes: Dict[str, List[str]] = {}
     for row in reps.groupBy("datanode").agg(

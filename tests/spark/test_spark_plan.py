@@ -86,9 +86,11 @@ CASES_MM2 = {
 }
 
 
-def _cluster(spark: Any, cases: Dict[str, Any]) -> Tuple[Any, Dict[str, str], Dict[str, int]]:
+def _cluster(spark: Any, cases: Dict[str, Any], tmp: Path
+             ) -> Tuple[Any, Dict[str, str], Dict[str, int]]:
     """Every case as its own container on its own datanodes, plus three spare in-service
-    datanodes (a filler container) to copy to."""
+    datanodes (a filler container) to copy to; read back from Parquet, as a real scan is (a
+    DataFrame made from local rows carries them in every branch of the plan)."""
     tables, leaving, cid_of = [], {}, {}
     for k, (name, (states, kinds, _, _)) in enumerate(sorted(cases.items())):
         cid = k + 1
@@ -102,13 +104,15 @@ def _cluster(spark: Any, cases: Dict[str, Any]) -> Tuple[Any, Dict[str, str], Di
             tables.append(tree_to_rows(dn, _tree(cid, kind), f"/x/{dn}/vol0/{cid}"))
     for j in range(3):
         tables.append(tree_to_rows(f"spare{j}", _tree(999, "ok"), f"/x/spare{j}/vol0/999"))
-    return from_arrow(spark, pa.concat_tables(tables)), leaving, cid_of
+    path = str(tmp / "chunks.parquet")
+    from_arrow(spark, pa.concat_tables(tables)).write.parquet(path)
+    return spark.read.parquet(path), leaving, cid_of
 
 
 @pytest.mark.parametrize("maintenance_min,cases", [(1, CASES), (2, CASES_MM2)],
                          ids=["maintenance-min 1", "maintenance-min 2"])
-def test_hdds_1881_cases_with_and_without_checksums(spark, maintenance_min, cases):
-    chunks, leaving, cid_of = _cluster(spark, cases)
+def test_hdds_1881_cases_with_and_without_checksums(spark, tmp_path, maintenance_min, cases):
+    chunks, leaving, cid_of = _cluster(spark, cases, tmp_path)
     diff = diff_chunks(chunks)
     reps = replica_table(diff, None, leaving)
     r, c, held = plan_tables(diff, reps, leaving, 3, maintenance_min=maintenance_min,
@@ -127,8 +131,8 @@ def test_hdds_1881_cases_with_and_without_checksums(spark, maintenance_min, case
         assert got == (o_missing, o_stop, missing, stop, reasons), name
 
 
-def test_plan_commands_copy_from_good_replicas_to_free_nodes(spark):
-    chunks, leaving, cid_of = _cluster(spark, CASES)
+def test_plan_commands_copy_from_good_replicas_to_free_nodes(spark, tmp_path):
+    chunks, leaving, cid_of = _cluster(spark, CASES, tmp_path)
     decom = sorted(d for d, s in leaving.items() if s == D)
     maint = sorted(d for d, s in leaving.items() if s == M)
     plan = build_plan(diff_chunks(chunks), decommission=decom, maintenance=maint,
