@@ -1,7 +1,8 @@
 """The demo's decommission step: a node Ozone's replica count would let go although it holds
 the only good copy of a container, and the plan that makes its decommission safe.
 
-A small cluster (7 datanodes, 3 containers x 3 replicas, no faults); container 1 gets a
+A small cluster (7 datanodes, 10 containers x 3 replicas, no faults; a datanode the scan
+finds no replica on is unknown to the plan, so every node holds some); container 1 gets a
 fourth replica with `replicate` (its only over-replicated container), then the bytes of its
 three copies other than the first are flipped: three replicas on in-service nodes, none good.
 Ozone counts 3 healthy replicas and would let the first holder be DECOMMISSIONED; the plan
@@ -48,7 +49,7 @@ def run_plan_demo(work: Path, spark: Any, say: Callable[[str], Any] = print) -> 
     from spark_udfs.plan import format_text, to_json
 
     cluster = work / "plan-cluster"
-    generate_cluster(cluster, datanodes=7, volumes=1, containers=3, seed=19, max_blocks=3)
+    generate_cluster(cluster, datanodes=7, volumes=1, containers=10, seed=19, max_blocks=3)
     reps: List[Path] = sorted(replica_groups(cluster)[1])
     holders = {p.parent.parent.name for p in reps}
     free = sorted(d.name for d in cluster.iterdir() if d.is_dir() and d.name not in holders)
@@ -63,7 +64,9 @@ def run_plan_demo(work: Path, spark: Any, say: Callable[[str], Any] = print) -> 
     write_atomic(work / "plan.json", to_json(plan).encode())
     say(format_text(plan))
     n = plan["datanodes"][0]
-    blocked = (n["ozone_can_stop"] and not n["can_stop"] and n["can_stop_after_copies"]
+    # container 1: Ozone's count (3 healthy) would allow; the node's other containers are
+    # under-replicated by either count
+    blocked = (not n["can_stop"] and n["can_stop_after_copies"]
                and 1 in plan["containers"]["WOULD_LOSE"]
                and 1 in plan["containers"]["OZONE_WOULD_ALLOW"])
     pairs = commands_from_plan(plan)
