@@ -439,10 +439,10 @@ def _emit_plan(args: argparse.Namespace, diff: Any, t: Dict[str, Any]) -> int:
         try:
             write_atomic(args.report, to_json(plan).encode())
         except OSError as exc:
-            raise CLIError(f"--report {args.report}: {exc.strerror or exc}", EXIT_FAILURE) \
+            raise CLIError(f"--report {args.report}: {exc.strerror or exc}", EXIT_ERROR) \
                 from None
     sys.stdout.write(to_json(plan) if args.json else format_text(plan))
-    return 0 if plan["summary"]["held_back"] == 0 else EXIT_FAILURE
+    return 0 if plan["summary"]["held_back"] == 0 else EXIT_FINDINGS
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any, List
 
-from merkle.cli import EXIT_FAILURE, EXIT_USAGE, CLIError, print_error
+from merkle.cli import EXIT_ERROR, EXIT_FINDINGS, CLIError, print_error
 from merkle.replica.errors import ReplicaError
 
 DESCRIPTION = """\
@@ -69,12 +69,12 @@ def run(args: argparse.Namespace) -> int:
             r = replicate(s, t)
         except SourceNotGoodError as exc:
             failed.append({"source": s, "target": t, "error": str(exc), "source_good": False})
-            status = max(status, EXIT_FAILURE)
+            status = max(status, EXIT_FINDINGS)
         except (ReplicaError, OSError) as exc:
             msg = str(exc) if isinstance(exc, ReplicaError) else \
                 f"{exc.filename or t}: {exc.strerror or exc}"
             failed.append({"source": s, "target": t, "error": msg, "source_good": None})
-            status = EXIT_USAGE
+            status = EXIT_ERROR
         else:
             results.append(r)
             if not args.json:
