@@ -182,7 +182,7 @@ def test_a_carried_out_plan_lets_the_nodes_stop(spark, tmp_path, capsys):
     assert m["faults"]
     conf = ["--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=4"]
     scan = str(tmp_path / "scan")
-    assert main(["spark", "scan", str(root), "-o", scan, *conf]) == 0
+    assert main(["spark", "scan", str(root), "-o", scan, *conf]) == 1  # the faults
     plan_file = tmp_path / "plan.json"
     rc = main(["spark", "plan", scan, "--decommission", "dn0", "--maintenance", "dn1",
                "--report", str(plan_file), *conf])
@@ -194,7 +194,7 @@ def test_a_carried_out_plan_lets_the_nodes_stop(spark, tmp_path, capsys):
     assert main(["replicate", "--report", str(plan_file)]) == 0
     spark.catalog.clearCache()
     scan2 = str(tmp_path / "scan2")
-    assert main(["spark", "scan", str(root), "-o", scan2, *conf]) == 0
+    assert main(["spark", "scan", str(root), "-o", scan2, *conf]) == 1  # still there
     capsys.readouterr()
     rc = main(["spark", "plan", scan2, "--decommission", "dn0", "--maintenance", "dn1",
                "--json", *conf])
