@@ -101,10 +101,10 @@ def test_a_replica_that_cannot_be_read_is_an_error_row(spark, tmp_path):
     generate_cluster(root, containers=2, seed=9)
     broken = find_containers(root)[0]
     broken.paths.blockmeta.unlink()
-    broken.paths.blockmeta.mkdir()  # reading it fails with EISDIR, not "missing"
+    broken.paths.blockmeta.mkdir()  # a directory where the .blocks file belongs: never opened
     st = scan_replicas(spark, [str(root)])
     errs = [(r.replica, r.error) for r in st.errors.collect()]
-    assert errs == [(str(broken.root), "SCAN_FAILED")]
+    assert errs == [(str(broken.root), "NOT_A_REGULAR_FILE")]
     reps = {r.replica: r for r in st.replicas.collect()}
     assert len(reps) == 6 and not reps[str(broken.root)].ok
     assert all(r.ok for p, r in reps.items() if p != str(broken.root))
