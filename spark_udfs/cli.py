@@ -3,7 +3,8 @@
   scan PATH... -o OUT      verify replicas on Spark; Parquet tables
                            OUT/{chunks,blocks,containers,errors}
   diff SCAN -o OUT         hierarchical diff of a scan (or a chunk table); OUT/{containers,
-                           pulls,unrecoverable,pending_deletions} Parquet + OUT/plan.json
+                           pulls,unrecoverable,pending_deletions,plan} Parquet +
+                           OUT/plan.json (counts, first commands)
   report SCAN [--json]     health summary + repair plan (diff computed on the fly)
   run PATH... -o OUT       scan, diff and report in one Spark session (with --decommission
                            or --maintenance: the plan instead of the report)
@@ -16,7 +17,8 @@ Repair with `crcmerkle reconcile --report REPORT.json` (the JSON of report/run).
 Spark runs embedded (local[*]) unless --master or spark-submit says otherwise. On a terminal
 each command shows its running Spark stages (tasks done/total) on one line of stderr.
 Errors are one line `crcmerkle: error: ...`; --debug (or CRCMERKLE_DEBUG=1) shows Spark's log
-and the full stack traces.
+and the full stack traces. A container no replica of which could be read is UNVERIFIED (exit
+1); a run that read no replica, or less than --min-read-fraction of them, exits 2.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, CLIError, add_debug_flag, debug_enabled,
                         exit_status_help, positive_int)
 from merkle.replica.fileio import write_atomic
+from spark_udfs.uri import child, display
 
 __all__ = ["add_parser", "run"]
 
@@ -65,6 +68,23 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
+def _fraction(text: str) -> float:
+    """argparse type: a number in [0, 1]."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = -1.0
+    if not 0.0 <= v <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be a number from 0 to 1, not {text!r}")
+    return v
+
+
+def _read_opt(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--min-read-fraction", type=_fraction, default=0.0, metavar="F",
+                   help="fail (exit 2) unless at least this fraction of the replicas was "
+                        "read (default 0: fail only when none was)")
+
+
 def _report_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="the report as JSON")
     p.add_argument("--limit", type=positive_int, default=20,
@@ -74,6 +94,7 @@ def _report_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--first", type=positive_int, default=100,
                    help="container IDs listed per state (default 100)")
     p.add_argument("--report", metavar="FILE", help="also write the JSON report to FILE")
+    _read_opt(p)
 
 
 def _names(text: str) -> List[str]:
@@ -108,6 +129,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", required=True, help="output directory (Parquet)")
     s.add_argument("--trees-only", action="store_true",
                    help="read the stored .tree files instead of the data")
+    _read_opt(s)
     _common(s)
     s.set_defaults(func=_guarded(_scan))
     d = sub.add_parser("diff", help="compare replicas; write containers/pulls/plan")
@@ -115,6 +137,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     d.add_argument("-o", "--output", required=True)
     d.add_argument("--limit", type=positive_int, default=20,
                    help="repair commands per datanode per round (default 20)")
+    _read_opt(d)
     _common(d)
     d.set_defaults(func=_guarded(_diff))
     r = sub.add_parser("report", help="health summary and repair plan of a scan")
@@ -303,40 +326,108 @@ def _scan_and_write(args: argparse.Namespace) -> Tuple[Any, Any]:
     return spark, tables
 
 
+def _check_read(read: Dict[str, Any], min_fraction: float) -> None:
+    """Exit 2 with why when the run read nothing, or less than --min-read-fraction."""
+    from spark_udfs.report import NothingVerifiedError, check_read
+
+    try:
+        check_read(read, min_fraction)
+    except NothingVerifiedError as exc:
+        raise CLIError(str(exc), EXIT_ERROR) from None
+
+
 def _scan(args: argparse.Namespace) -> int:
+    from pyspark.sql import functions as F
+
+    from spark_udfs.report import read_summary
+
     spark, tables = _scan_and_write(args)
     with _progress(args, spark, "scan"):
-        reps = tables.replicas.count()
+        row = tables.replicas.agg(F.count(F.lit(1)).alias("n"), F.sum(
+            F.col("verified").cast("int")).alias("read")).collect()[0]
         errs = tables.errors.count()
         failed = tables.errors.filter("error = 'SCAN_FAILED'").count()
-    print(f"scanned {reps} replica(s): {errs} error(s)"
+    read = read_summary(int(row["n"]), int(row["read"] or 0))
+    print(f"scanned {read['replicas']} replica(s), {read['read']} read: {errs} error(s)"
           + (f", {failed} replica(s) could not be read" if failed else "")
-          + f"; tables in {args.output}/{{{','.join(tables.TABLES)}}}")
+          + f"; tables in {display(args.output)}/{{{','.join(tables.TABLES)}}}")
+    _check_read(read, args.min_read_fraction)
     if failed:
         return EXIT_ERROR
     return EXIT_FINDINGS if errs else 0
+
+
+def _write_file(location: str, data: bytes) -> None:
+    """Write one file next to Spark's tables: atomically for a local path, through
+    pyarrow.fs for a URI (an object store's PUT is atomic too)."""
+    from spark_udfs.fs import open_fs
+
+    try:
+        if "://" not in location:
+            write_atomic(location, data)
+            return
+        filesystem, path = open_fs(location)
+        with filesystem.open_output_stream(path) as f:
+            f.write(data)
+    except OSError as exc:
+        raise CLIError(f"{display(location)}: {exc.strerror or exc}", EXIT_ERROR) from None
+
+
+#: repair commands listed in plan.json (the whole plan is the OUT/plan table)
+PLAN_FIRST = 100
+
+
+def _write_plan(res: Any, output: str, limit: int) -> Dict[str, Any]:
+    """The plan written by the executors as OUT/plan (Parquet, spark_udfs.diff.plan_commands);
+    only its counts and first commands come to the driver, for OUT/plan.json."""
+    from pyspark.sql import functions as F
+
+    from spark_udfs.diff import plan_commands
+
+    cmds = plan_commands(res.pulls, limit)
+    out = output.rstrip("/")
+    cmds.write.mode("overwrite").parquet(out + "/plan")
+    cmds = cmds.sparkSession.read.parquet(out + "/plan")
+    row = cmds.agg(F.count(F.lit(1)).alias("n"), F.max("round").alias("last"),
+                   F.sum("bytes").alias("bytes")).collect()[0]
+    first = [r.asDict(recursive=True) for r in cmds.orderBy(
+        "round", "container", "target", "source").limit(PLAN_FIRST).collect()]
+    plan = {"format": "crcmerkle-spark-plan", "version": 1, "datanode_limit": limit,
+            "commands": int(row["n"]), "rounds": 0 if row["last"] is None
+            else int(row["last"]) + 1, "bytes": int(row["bytes"] or 0), "table": "plan",
+            "first": first}
+    _write_file(child(output, "plan.json"), (json.dumps(plan, indent=1) + "\n").encode())
+    return plan
 
 
 def _diff(args: argparse.Namespace) -> int:
     spark = _session(args)
     t = _load_chunks(spark, args.input)
     out = args.output.rstrip("/")
+    from pyspark.sql import functions as F
+
+    from spark_udfs.report import read_summary
+
     with _progress(args, spark, "diff"):
         res = _diff_tables(t)
         res.containers.write.mode("overwrite").parquet(out + "/containers")
         res.pulls.write.mode("overwrite").parquet(out + "/pulls")
         res.unrecoverable.write.mode("overwrite").parquet(out + "/unrecoverable")
         res.pending_deletions.write.mode("overwrite").parquet(out + "/pending_deletions")
-        plan = res.plan(args.limit)
-        if "://" not in out:
-            write_atomic(os.path.join(out, "plan.json"), (json.dumps(plan, indent=1) + "\n")
-                         .encode())
-        mism = res.containers.filter("state = 'MISMATCH'").count()
+        plan = _write_plan(res, args.output, args.limit)
+        row = res.containers.agg(
+            F.count(F.lit(1)).alias("n"), F.sum(F.col("n_replicas")).alias("replicas"),
+            F.sum(F.col("read_replicas")).alias("read"),
+            F.sum((F.col("state") == "MISMATCH").cast("int")).alias("mism"),
+            F.sum((F.col("state") == "UNVERIFIED").cast("int")).alias("unver")).collect()[0]
         n_unrec = res.unrecoverable.count()
-        n_containers = res.containers.count()
-    print(f"{n_containers} container(s), {mism} mismatched, {len(plan)} repair "
-          f"command(s), {n_unrec} unrecoverable chunk(s); tables in {out}/")
-    return EXIT_FINDINGS if (mism or n_unrec) else 0
+    mism, unver = int(row["mism"] or 0), int(row["unver"] or 0)
+    print(f"{row['n']} container(s), {mism} mismatched, {unver} unverified, "
+          f"{plan['commands']} repair command(s) in {plan['rounds']} round(s), {n_unrec} "
+          f"unrecoverable chunk(s); tables in {display(out)}/")
+    _check_read(read_summary(int(row["replicas"] or 0), int(row["read"] or 0)),
+                args.min_read_fraction)
+    return EXIT_FINDINGS if (mism or n_unrec or unver) else 0
 
 
 def _emit_report(args: argparse.Namespace, spark: Any, diff: Any, t: Dict[str, Any]) -> int:
@@ -352,7 +443,10 @@ def _emit_report(args: argparse.Namespace, spark: Any, diff: Any, t: Dict[str, A
             raise CLIError(f"--report {args.report}: {exc.strerror or exc}", EXIT_ERROR) \
                 from None
     sys.stdout.write(to_json(rep) if args.json else format_text(rep))
-    bad = rep["summary"]["MISMATCHED"] or rep["summary"]["UNRECOVERABLE"]
+    sys.stdout.flush()
+    _check_read(rep["read"], args.min_read_fraction)
+    bad = rep["summary"]["MISMATCHED"] or rep["summary"]["UNRECOVERABLE"] or \
+        rep["summary"]["UNVERIFIED"]
     return EXIT_FINDINGS if bad else 0
 
 

@@ -33,7 +33,8 @@ sorted children), so computing them from unsorted rows would need a sort per gro
 default) fails `sum()` on 64-bit hashes: only 32-bit halves are summed.
 
 Outputs (DiffResult): `replicas` (one row per replica with its key), `containers` (replica
-count, MATCH/MISMATCH, groups of datanodes with equal values), `pulls` (per target replica:
+count, MATCH/MISMATCH/UNVERIFIED (no replica could be read), groups of datanodes with equal
+values, replicas read), `pulls` (per target replica:
 what to fetch, candidate sources), `unrecoverable`, `pending_deletions` (per replica still
 holding a block live: the datanodes that deleted it), `diverged_blocks`, and `plan`
 (repair_plan: one command per (container, target, source), spread over sources, at most
@@ -52,7 +53,7 @@ import merkle
 from spark_udfs.tables import CHUNK_COLUMNS, RowColumns, column_values
 
 __all__ = ["DEFAULT_DATANODE_LIMIT", "DiffResult", "PULL_KINDS", "PULL_SCHEMA", "diff_chunks",
-           "diff_scan", "repair_plan"]
+           "diff_scan", "plan_commands", "repair_plan"]
 
 #: Ozone's replication manager default: 20 queued commands per datanode.
 DEFAULT_DATANODE_LIMIT = 20
@@ -63,6 +64,8 @@ CORRUPT_CHUNK = "CORRUPT_CHUNK"
 DIVERGED_DELETED_BLOCK = "DIVERGED_DELETED_BLOCK"
 UNRECOVERABLE_CHUNK = "UNRECOVERABLE_CHUNK"
 PENDING_DELETION = "PENDING_DELETION"
+#: container state: none of its replicas could be read (see spark_udfs.scan._verified)
+UNVERIFIED = "UNVERIFIED"
 PULL_KINDS = (MISSING_BLOCK, MISSING_CHUNK, CORRUPT_CHUNK, DIVERGED_DELETED_BLOCK)
 
 PULL_SCHEMA = ("container long, datanode string, replica string, kind string, block long, "
@@ -104,11 +107,14 @@ def _keys_from_scan(containers: Any, blocks: Any) -> Tuple[Any, Any]:
                                   "tombstones", "unhealthy_chunks"], "the containers table")
     _require_columns(blocks, ["container", "datanode", "block", "block_value", "deleted",
                               "checksum_matches"], "the blocks table")
+    # scans older than the `verified` column: a replica with a value counts as read
+    verified = ("coalesce(verified, data_checksum IS NOT NULL)" if "verified" in
+                containers.columns else "data_checksum IS NOT NULL")
     replica_keys = containers.selectExpr(
         "container", "datanode", "replica", "coalesce(data_checksum, -1L) AS k1", "0L AS k2",
         "0L AS n",
         "tombstones > 0 OR unhealthy_chunks > 0 OR data_checksum IS NULL AS suspect",
-        "unhealthy_chunks", "data_checksum")
+        "unhealthy_chunks", "data_checksum", f"{verified} AS verified")
     block_keys = blocks.selectExpr(
         "container", "datanode", "block", "block_value AS k1", "CAST(deleted AS long) AS k2",
         "0L AS n", "CAST(NOT checksum_matches AS long) AS unhealthy")
@@ -137,7 +143,7 @@ def _keys_from_chunks(chunks: Any) -> Tuple[Any, Any]:
         F.sum("n").alias("n"), F.expr("bit_xor(k1)").alias("k1"), F.sum("k2").alias("k2"),
         F.sum("unhealthy").alias("unhealthy_chunks")
     ).withColumn("suspect", F.col("unhealthy_chunks") > 0).withColumn(
-        "data_checksum", F.lit(None).cast("long"))
+        "data_checksum", F.lit(None).cast("long")).withColumn("verified", F.lit(True))
     block_keys = per_block.filter(F.col("block").isNotNull()).select(
         "container", "datanode", "block", "k1", "k2", "n", "unhealthy")
     return replica_keys, block_keys
@@ -204,9 +210,10 @@ def _level3(chunks: Any, blocks: Any, replica_keys: Any, diverged_blocks: Any) -
     # Level 3 runs per partition (mapInArrow over rows clustered and sorted by container),
     # not per group (applyInPandas): per-group pandas frames cost more than the comparison,
     # and Arrow keeps nullable 64-bit IDs exact where pandas would make them float64.
-    n_parts = int(chunks.sparkSession.conf.get("spark.sql.shuffle.partitions", "8"))
-    return pick(rows, cols).unionByName(pick(markers, marker_cols)).repartition(
-        n_parts, "container") \
+    # Parallelism follows the data: repartitioning by column alone (no count) lets adaptive
+    # execution coalesce the session's shuffle partitions (which scale with the cluster,
+    # spark_udfs.session) to what the diverged rows need.
+    return pick(rows, cols).unionByName(pick(markers, marker_cols)).repartition("container") \
         .sortWithinPartitions("container").mapInArrow(_compare_batches, PULL_SCHEMA)
 
 
@@ -248,7 +255,8 @@ def diff_chunks(chunks: Any, blocks: Any = None, containers: Any = None) -> Diff
         F.count(F.lit(1)).alias("n_replicas"),
         F.size(F.array_distinct(F.collect_list(F.struct("k1", "k2", "n")))).alias("n_keys"),
         F.max(F.col("suspect").cast("int")).alias("suspect"),
-        F.sum("unhealthy_chunks").alias("unhealthy_chunks"))
+        F.sum("unhealthy_chunks").alias("unhealthy_chunks"),
+        F.sum(F.col("verified").cast("int")).alias("read_replicas"))
     diverged = per_container.filter((F.col("n_keys") > 1) | (F.col("suspect") > 0)).select(
         "container", "n_replicas")
 
@@ -281,10 +289,14 @@ def diff_chunks(chunks: Any, blocks: Any = None, containers: Any = None) -> Diff
         F.count(F.lit(1)).alias("n_exact"), _largest_first().alias("groups_exact"))
     table = per_container.join(key_groups, "container").join(exact, "container", "left")
     n_groups = F.coalesce(F.col("n_exact"), F.col("n_key_groups"))
+    # A container none of whose replicas was read is UNVERIFIED, never MATCH: equal "values"
+    # of replicas nobody could read say nothing.
     table = table.select(
         "container", "n_replicas", "unhealthy_chunks",
-        F.when(n_groups == 1, F.lit("MATCH")).otherwise(F.lit("MISMATCH")).alias("state"),
-        F.coalesce(F.col("groups_exact"), F.col("key_groups")).alias("groups"))
+        F.when(F.col("read_replicas") == 0, F.lit(UNVERIFIED))
+        .when(n_groups == 1, F.lit("MATCH")).otherwise(F.lit("MISMATCH")).alias("state"),
+        F.coalesce(F.col("groups_exact"), F.col("key_groups")).alias("groups"),
+        "read_replicas")
     return DiffResult(replicas=replica_keys, containers=table.cache(), pulls=pulls,
                       unrecoverable=unrecoverable, diverged_blocks=diverged_blocks,
                       pending_deletions=pending)
@@ -531,6 +543,38 @@ def _unrecoverable(container: int, trees: Dict[str, merkle.ContainerTree],
                         reason="no healthy replica" if not healthy_values
                         else "healthy replicas differ", value=None))
     return out
+
+
+def plan_commands(pulls: Any, limit: int = DEFAULT_DATANODE_LIMIT) -> Any:
+    """The repair plan as a DataFrame built by the executors (`crcmerkle spark diff` writes
+    it as OUT/plan): one row per (container, target, source) with its items, bytes and
+    round, for plans too large for the driver (770 k pulls made a 98 MB plan there).
+
+    The source of a pull is the candidate with the least xxhash64(container, target,
+    candidate): the items of one (container, target) with the same candidates go to one
+    source, and containers spread evenly over the healthy replicas without a global
+    counter. Rounds: a target datanode runs at most `limit` commands per round (Ozone's
+    per-datanode command queue), in container order; unlike repair_plan, which the report
+    uses, sources are not counted against the limit (that needs one sequential pass)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    if limit < 1:
+        raise ValueError("limit must be >= 1")
+    picked = pulls.withColumn("source", F.expr(
+        "array_min(transform(sources, s -> named_struct('h', xxhash64(container, datanode, s),"
+        " 's', s))).s")).withColumn("source_replica", F.expr(
+            "CASE WHEN size(source_replicas) = size(sources) "
+            "THEN element_at(source_replicas, CAST(array_position(sources, source) AS INT)) END"))
+    cmds = picked.groupBy("container", F.col("datanode").alias("target"), "source").agg(
+        F.first("replica", ignorenulls=True).alias("target_replica"),
+        F.first("source_replica", ignorenulls=True).alias("source_replica"),
+        F.sort_array(F.collect_list(F.struct("block", "offset", "kind", "length")))
+        .alias("items"),
+        F.sum(F.coalesce(F.col("length"), F.lit(0))).alias("bytes"))
+    order = Window.partitionBy("target").orderBy("container", "source")
+    return cmds.withColumn("round", F.floor((F.row_number().over(order) - 1) / F.lit(limit))
+                           .cast("int"))
 
 
 def repair_plan(pulls: List[Dict[str, Any]], limit: int = DEFAULT_DATANODE_LIMIT

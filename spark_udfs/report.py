@@ -14,6 +14,10 @@ States (a container may be in several):
   PENDING_DELETION  a block deleted on some replicas is still live on others (the values
                     agree, as Ozone keeps a tombstone's value: nothing to pull; the
                     block deletion service finishes it)
+  UNVERIFIED        none of its replicas could be read (metadata or block files out of
+                    the executors' reach, or missing): never counted as MATCH
+The report also says how many replicas were read ("read": replicas, read, fraction);
+`check_read` turns a run that read nothing, or less than a stated fraction, into an error.
 Counts are computed in Spark (only the first `first` IDs per state are collected), so the
 report costs the same for 200,000 containers as for 20.
 
@@ -31,10 +35,11 @@ from typing import Any, Dict, List, Optional
 from merkle.trees.ozone import format_checksum
 from spark_udfs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
 
-__all__ = ["STATES", "build_report", "format_text"]
+__all__ = ["STATES", "NothingVerifiedError", "build_report", "check_read", "format_text",
+           "read_summary"]
 
 STATES = ("MATCH", "MISMATCHED", "UNDER_REPLICATED", "OVER_REPLICATED", "MISSING",
-          "UNHEALTHY", "UNRECOVERABLE", "PENDING_DELETION")
+          "UNHEALTHY", "UNRECOVERABLE", "PENDING_DELETION", "UNVERIFIED")
 _METADATA_ERRORS = ("METADATA_MISSING", "METADATA_CORRUPT")
 
 
@@ -46,7 +51,8 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
     from pyspark.sql import functions as F
 
     c = diff.containers
-    flags = c.select("container", "n_replicas", "unhealthy_chunks", "state").join(
+    flags = c.select("container", "n_replicas", "unhealthy_chunks", "state",
+                     "read_replicas").join(
         diff.unrecoverable.select("container").distinct()
         .withColumn("unrecoverable", F.lit(True)), "container", "left").join(
         diff.pending_deletions.select("container").distinct()
@@ -69,9 +75,10 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
         | (F.coalesce(F.col("with_errors"), F.lit(0)) > 0),
         "UNRECOVERABLE": F.coalesce(F.col("unrecoverable"), F.lit(False)),
         "PENDING_DELETION": F.coalesce(F.col("pending_deletion"), F.lit(False)),
+        "UNVERIFIED": F.col("state") == "UNVERIFIED",
     }
     # one job for every state: counts and the first IDs (sorted) per state
-    aggs = []
+    aggs = [F.sum("n_replicas").alias("__replicas"), F.sum("read_replicas").alias("__read")]
     for s in STATES:
         aggs.append(F.sum(F.when(cond[s], 1).otherwise(0)).alias(f"n_{s}"))
         aggs.append(F.slice(F.sort_array(F.collect_list(F.when(cond[s], F.col("container")))),
@@ -80,6 +87,7 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
     summary: Dict[str, int] = {s: int(row[f"n_{s}"] or 0) for s in STATES}
     lists: Dict[str, List[int]] = {s: [int(i) for i in (row[f"ids_{s}"] or [])][:first]
                                    for s in STATES}
+    read = read_summary(int(row["__replicas"] or 0), int(row["__read"] or 0))
     mismatched = []
     values: Dict[Any, Optional[int]] = {}
     paths: Dict[Any, Optional[str]] = {}
@@ -123,6 +131,7 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
         "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "replication": replication,
         "summary": summary,
+        "read": read,
         "first": first,
         "containers": lists,
         "mismatched": mismatched,
@@ -139,6 +148,35 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
 def _on_ozone(path: Optional[str]) -> bool:
     """Is this replica path on an Ozone datanode volume (hdds/<cluster>/current/...)?"""
     return bool(path) and "/hdds/" in str(path) and "/current/containerDir" in str(path)
+
+
+def read_summary(replicas: int, read: int) -> Dict[str, Any]:
+    """How much of the cluster a run actually read (the report's "read" entry)."""
+    return {"replicas": replicas, "read": read,
+            "fraction": round(read / replicas, 6) if replicas else 0.0}
+
+
+class NothingVerifiedError(RuntimeError):
+    """A run read none of the replicas, or less than the fraction asked for: its findings
+    (every container "matching", say) cannot be trusted."""
+
+
+def check_read(read: Dict[str, Any], min_fraction: float = 0.0) -> None:
+    """NothingVerifiedError unless some replica was read and at least `min_fraction` of them
+    (0..1). The usual causes: the paths exist only on the driver, the executors cannot reach
+    the store (endpoint, credentials), or every replica lacks its block metadata."""
+    n, k = read["replicas"], read["read"]
+    if n and k and k / n >= min_fraction:
+        return
+    why = ("the executors could not read the replicas: are the paths visible on every node "
+           "(not only on the driver), and the store's endpoint and credentials set for the "
+           "executors? see the errors table")
+    if not n:
+        raise NothingVerifiedError("no replica was scanned")
+    if not k:
+        raise NothingVerifiedError(f"none of the {n} replica(s) could be read; {why}")
+    raise NothingVerifiedError(f"only {k} of {n} replica(s) were read ({k / n:.1%} < "
+                               f"--min-read-fraction {min_fraction:g}); {why}")
 
 
 def _reconcile_entries(plan: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
@@ -166,6 +204,10 @@ def format_text(report: Dict[str, Any]) -> str:
              "=" * 58, "", "Container Health Summary", "=" * 24]
     for s in STATES:
         lines.append(f"{s}: {report['summary'][s]}")
+    rd = report.get("read")
+    if rd is not None:
+        lines.append(f"Replicas read: {rd['read']} of {rd['replicas']} "
+                     f"({rd['fraction']:.1%})")
     for s in STATES:
         ids = report["containers"][s]
         if s == "MATCH" or not ids:

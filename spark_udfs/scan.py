@@ -34,14 +34,14 @@ from merkle.trees.model import ContainerTree
 from spark_udfs import fs
 from spark_udfs.tables import CHUNK_COLUMNS, block_rows, tree_to_rows
 
-__all__ = ["BLOCK_SCHEMA", "ERROR_SCHEMA", "REPLICAS_PER_TASK", "REPLICA_SCHEMA", "SCAN_FAILED",
-           "ScanTables", "scan_replicas"]
+__all__ = ["BLOCK_SCHEMA", "ERROR_SCHEMA", "REPLICAS_PER_TASK", "REPLICA_SCHEMA",
+           "ROWS_PER_FILE", "SCAN_FAILED", "ScanTables", "scan_replicas"]
 
 ERROR_SCHEMA = ("datanode string, replica string, container long, error string, block long, "
                 "offset long, detail string")
 REPLICA_SCHEMA = ("datanode string, replica string, container long, data_checksum long, "
                   "ok boolean, errors long, blocks long, chunks long, bytes_read long, "
-                  "tombstones long, unhealthy_chunks long")
+                  "tombstones long, unhealthy_chunks long, verified boolean")
 BLOCK_SCHEMA = ("datanode string, replica string, container long, block long, "
                 "block_value long, deleted boolean, chunks long, bytes long, "
                 "checksum_matches boolean, chunk_offsets array<bigint>, "
@@ -71,7 +71,7 @@ _OUT_ARROW = pa.schema([
     ("deleted", pa.bool_()), ("error", pa.string()), ("detail", pa.string()),
     ("data_checksum", pa.int64()), ("ok", pa.bool_()), ("errors", pa.int64()),
     ("blocks", pa.int64()), ("chunks", pa.int64()), ("bytes_read", pa.int64()),
-    ("tombstones", pa.int64()), ("unhealthy_chunks", pa.int64()),
+    ("tombstones", pa.int64()), ("unhealthy_chunks", pa.int64()), ("verified", pa.bool_()),
     ("chunk_offsets", pa.list_(pa.int64())), ("chunk_lengths", pa.list_(pa.int64())),
     ("chunk_leaves", pa.list_(pa.int64())), ("chunk_matches", pa.list_(pa.bool_()))])
 _SPARK_TYPES = {pa.string(): "string", pa.int64(): "long", pa.bool_(): "boolean",
@@ -112,9 +112,10 @@ def _error_rows(datanode: str, replica: str, container: int,
 
 def _replica_rows(datanode: str, replica: str, container: int, tree: Optional[ContainerTree],
                   errors: List[ScanError], blocks: int, chunks: int,
-                  bytes_read: int) -> List[pa.Table]:
+                  bytes_read: int, verified: bool) -> List[pa.Table]:
     """All output rows of one replica: its chunks and blocks (if it has a tree), its errors,
-    and its summary."""
+    and its summary. `verified`: something of the replica was actually read (see
+    _verified); a container none of whose replicas was is not reported as matching."""
     out = []
     if tree is not None:
         chunk_rows = tree_to_rows(datanode, tree, replica)
@@ -129,8 +130,17 @@ def _replica_rows(datanode: str, replica: str, container: int, tree: Optional[Co
         "ok": [not errors], "errors": [len(errors)], "blocks": [blocks], "chunks": [chunks],
         "bytes_read": [bytes_read],
         "tombstones": [0 if tree is None else int(tree.block_deleted.sum())],
-        "unhealthy_chunks": [0 if tree is None else int((~tree.chunk_matches).sum())]}))
+        "unhealthy_chunks": [0 if tree is None else int((~tree.chunk_matches).sum())],
+        "verified": [verified]}))
     return out
+
+
+def _verified(r: Any) -> bool:
+    """A scan verified a replica when it read its block metadata and, if that lists any
+    chunk, some bytes of its block files: a replica whose metadata or files the executor
+    could not reach (a path only the driver sees, a store it cannot reach) was not verified,
+    whatever its stored tree says."""
+    return r.meta is not None and (r.bytes_read > 0 or r.chunks == 0)
 
 
 def _work(batches: Iterator[pa.RecordBatch]) -> Iterator[fs.Replica]:
@@ -148,10 +158,10 @@ def _scan_fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         except (OSError, ReplicaError) as exc:
             detail = getattr(exc, "strerror", None) or str(exc)
             tables = _replica_rows(rep.datanode, rep.path, rep.container, None,
-                                   [ScanError(SCAN_FAILED, detail=detail)], 0, 0, 0)
+                                   [ScanError(SCAN_FAILED, detail=detail)], 0, 0, 0, False)
         else:
             tables = _replica_rows(rep.datanode, rep.path, rep.container, r.tree, r.errors,
-                                   r.blocks, r.chunks, r.bytes_read)
+                                   r.blocks, r.chunks, r.bytes_read, _verified(r))
         yield from pa.concat_tables(tables).to_batches()
 
 
@@ -163,7 +173,7 @@ def _trees_fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         n_blocks = 0 if tree is None else int(tree.n_blocks)
         n_chunks = 0 if tree is None else int(tree.n_chunks)
         tables = _replica_rows(rep.datanode, rep.path, rep.container, tree, errors,
-                               n_blocks, n_chunks, 0)
+                               n_blocks, n_chunks, 0, tree is not None)
         yield from pa.concat_tables(tables).to_batches()
 
 
@@ -194,12 +204,14 @@ def _ozone_fn(trees_only: bool) -> Any:
         for rep, r, exc in scan_volume_items(_work(batches), trees_only=trees_only):
             if exc is not None:
                 tables = _replica_rows(rep.datanode, rep.path, rep.container, None,
-                                       [ScanError(SCAN_FAILED, detail=str(exc))], 0, 0, 0)
+                                       [ScanError(SCAN_FAILED, detail=str(exc))], 0, 0, 0,
+                                       False)
             else:
                 # trees_only: a missing or corrupt stored tree gives no tree rows
                 tree = None if trees_only and r.errors else r.tree
                 tables = _replica_rows(rep.datanode, rep.path, rep.container, tree,
-                                       r.errors, r.blocks, r.chunks, r.bytes_read)
+                                       r.errors, r.blocks, r.chunks, r.bytes_read,
+                                       tree is not None if trees_only else _verified(r))
             yield from pa.concat_tables(tables).to_batches()
     return run
 
@@ -216,6 +228,9 @@ class ScanTables:
     blocks: Any
     containers: Any
     errors: Any
+    #: the scan stage's cached output (all kinds of rows), when known: `write` sizes the
+    #: output files from its row counts
+    stage: Any = None
 
     #: the names of the Parquet tables `write` creates under its output directory
     TABLES = ("chunks", "blocks", "containers", "errors")
@@ -226,11 +241,31 @@ class ScanTables:
         return self.containers
 
     def write(self, out: str, mode: str = "overwrite") -> Dict[str, str]:
-        """Write the tables as Parquet under `out` (a local path or URI)."""
+        """Write the tables as Parquet under `out` (a local path or URI). Files are sized
+        by the tables' rows (ROWS_PER_FILE), not by the scan's tasks: one file per task
+        and table made ~75,000 small files for 600,000 replicas. The stage is computed
+        once, with all its tasks, before the tables are coalesced (no shuffle)."""
         paths = {n: fs.join(out, n) for n in self.TABLES}
+        counts: Dict[str, int] = {}
+        if self.stage is not None:
+            counts = {r["kind"]: int(r["count"])
+                      for r in self.stage.groupBy("kind").count().collect()}
         for n in self.TABLES:
-            getattr(self, n).write.mode(mode).parquet(paths[n])
+            df = getattr(self, n)
+            if self.stage is not None:
+                files = max(1, -(-counts.get(_KIND_OF[n], 0) // ROWS_PER_FILE[n]))
+                if files < df.rdd.getNumPartitions():
+                    df = df.coalesce(files)
+            df.write.mode(mode).parquet(paths[n])
         return paths
+
+
+#: rows per output file, for files of roughly 64-128 MiB (Parquet, snappy): a chunk row is
+#: ~20-30 bytes, a block row carries its chunks' arrays (~64 chunks of 4 MiB per 256 MiB
+#: block), a replica or an error row ~100-200 bytes
+ROWS_PER_FILE = {"chunks": 4_000_000, "blocks": 100_000, "containers": 1_000_000,
+                 "errors": 1_000_000}
+_KIND_OF = {"chunks": "CHUNK", "blocks": "BLOCK", "containers": "REPLICA", "errors": "ERROR"}
 
 
 def _names(schema: str) -> List[str]:
@@ -281,4 +316,5 @@ def scan_replicas(spark: Any, roots: Sequence[str], trees_only: bool = False,
         F.col("length").alias("bytes"), "checksum_matches", "chunk_offsets", "chunk_lengths",
         "chunk_leaves", "chunk_matches")
     summary = out.filter(kind == "REPLICA").select(*_names(REPLICA_SCHEMA))
-    return ScanTables(chunks=chunks, blocks=blocks, containers=summary, errors=errors)
+    return ScanTables(chunks=chunks, blocks=blocks, containers=summary, errors=errors,
+                      stage=out)

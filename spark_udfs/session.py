@@ -13,6 +13,12 @@ Why each setting:
     `python -m` in the driver's directory, which puts that directory first on their import
     path; from the root of a crcmerkle clone they would import its unbuilt merkle/ instead of
     the installed package. This daemon drops such a directory first (spark_udfs._syspath).
+Precedence: a value the caller passes (`conf`, i.e. `crcmerkle spark --conf`) wins; then
+what the launcher set (`spark-submit --conf`, PYSPARK_SUBMIT_ARGS, spark-defaults.conf);
+DEFAULT_CONF fills in only what neither set. `spark.sql.shuffle.partitions`, when nobody
+set it, follows the cluster: SHUFFLE_TASKS_PER_CORE x the default parallelism (the cores
+of the executors registered at start-up), so a 200-core cluster is not held to 8 tasks.
+The UI is switched off by default only for an embedded (local) master.
 On a cluster (`spark-submit`, master given by the launcher) only the Spark settings apply.
 """
 
@@ -25,8 +31,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-__all__ = ["DEFAULT_CONF", "LOG4J2", "JavaNotFoundError", "find_java", "get_session",
-           "prepare_environment"]
+__all__ = ["DEFAULT_CONF", "LOCAL_CONF", "LOG4J2", "SHUFFLE_TASKS_PER_CORE", "JavaNotFoundError",
+           "find_java", "get_session", "launcher_conf", "prepare_environment"]
 
 LOG4J2 = """\
 rootLogger.level = error
@@ -48,12 +54,20 @@ DEFAULT_CONF: Dict[str, str] = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.execution.arrow.maxRecordsPerBatch": "1024",
     "spark.sql.execution.arrow.pythonUDF.columnarInput.enabled": "false",
-    "spark.sql.shuffle.partitions": "8",
-    "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
     "spark.python.daemon.module": "spark_udfs.worker_daemon",
 }
+
+
+#: defaults for an embedded (local[*]) driver only: nobody looks at its UI, and its port
+#: would clash between concurrent runs
+LOCAL_CONF: Dict[str, str] = {"spark.ui.enabled": "false"}
+
+#: shuffle partitions per core when nobody set spark.sql.shuffle.partitions (Spark's tuning
+#: guide: 2-3 tasks per core; adaptive execution coalesces small ones)
+SHUFFLE_TASKS_PER_CORE = 2
+_SHUFFLE = "spark.sql.shuffle.partitions"
 
 
 class JavaNotFoundError(RuntimeError):
@@ -89,13 +103,43 @@ def prepare_environment(quiet: bool = True) -> None:
     paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
     if root not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([root] + [p for p in paths if p])
-    if quiet and "SPARK_CONF_DIR" not in os.environ:
+    if quiet and "SPARK_CONF_DIR" not in os.environ and not _default_conf_dir_used():
         conf_dir = Path(tempfile.gettempdir()) / f"crcmerkle-spark-conf-{os.getuid()}"
         conf_dir.mkdir(exist_ok=True)
         f = conf_dir / "log4j2.properties"
         if not f.exists() or f.read_text() != LOG4J2:
             f.write_text(LOG4J2)
         os.environ["SPARK_CONF_DIR"] = str(conf_dir)
+
+
+def _default_conf_dir_used() -> bool:
+    """True when $SPARK_HOME/conf holds configuration: pointing SPARK_CONF_DIR elsewhere
+    (for a quiet log4j2) would hide its spark-defaults.conf from the launcher."""
+    home = os.environ.get("SPARK_HOME")
+    if not home:
+        try:
+            from pyspark.find_spark_home import _find_spark_home
+
+            home = _find_spark_home()
+        except Exception:  # noqa: BLE001 - no Spark home: nothing to hide
+            return False
+    d = Path(home) / "conf"
+    return any((d / f).exists() for f in ("spark-defaults.conf", "log4j2.properties",
+                                          "spark-env.sh"))
+
+
+def launcher_conf() -> Dict[str, str]:
+    """The settings already decided before this process chose any: those of the running
+    SparkContext, else the spark.* system properties of the driver JVM, where spark-submit
+    (or pyspark's launcher, from PYSPARK_SUBMIT_ARGS) put its --conf values and
+    spark-defaults.conf. Starts the JVM gateway if needed (the session reuses it)."""
+    from pyspark import SparkConf, SparkContext
+
+    sc = SparkContext._active_spark_context
+    if sc is not None:
+        return dict(sc.getConf().getAll())
+    SparkContext._ensure_initialized()
+    return dict(SparkConf().getAll())
 
 
 _MIN_SPLITS = "spark.sql.files.minPartitionNum"
@@ -114,7 +158,8 @@ def _master_given() -> bool:
 def get_session(master: Optional[str] = None, app_name: str = "crcmerkle",
                 conf: Optional[Dict[str, Any]] = None, quiet: bool = True) -> Any:
     """getOrCreate a SparkSession: `master` defaults to local[*] unless the launcher (e.g.
-    spark-submit) already set one. Extra `conf` entries override DEFAULT_CONF."""
+    spark-submit) already set one. `conf` entries win over the launcher's settings, which win
+    over DEFAULT_CONF (see the module docstring)."""
     prepare_environment(quiet)
     from pyspark.sql import SparkSession
 
@@ -122,14 +167,23 @@ def get_session(master: Optional[str] = None, app_name: str = "crcmerkle",
     if active is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
         find_java()  # a driver we start ourselves needs a JVM: say so before pyspark fails
 
+    given = {k: str(v) for k, v in (conf or {}).items()}
+    launcher = launcher_conf()
     builder = SparkSession.builder.appName(app_name)
-    if master is None and not _master_given():
+    if master is None and not _master_given() and "spark.master" not in launcher:
         master = "local[*]"
     if master:
         builder = builder.master(master)
-    for k, v in {**DEFAULT_CONF, **(conf or {})}.items():
-        builder = builder.config(k, str(v))
+    effective_master = master or launcher.get("spark.master", "")
+    defaults = dict(DEFAULT_CONF)
+    if effective_master.startswith("local"):
+        defaults.update(LOCAL_CONF)
+    for k, v in {**{k: v for k, v in defaults.items() if k not in launcher}, **given}.items():
+        builder = builder.config(k, v)
     spark = builder.getOrCreate()
+    if _SHUFFLE not in given and _SHUFFLE not in launcher:
+        spark.conf.set(_SHUFFLE, str(max(
+            1, SHUFFLE_TASKS_PER_CORE * spark.sparkContext.defaultParallelism)))
     if spark.conf.get(_MIN_SPLITS, None) is None:
         # Parquet splits default to 128 MiB, so a 400 MiB table is read by 4 tasks: on 2 or
         # 4 cores the last wave runs half empty. Three splits per core at least (measured:

@@ -36,7 +36,9 @@ def test_run_report_json_and_diff(spark, small, tmp_path, capsys):
     text = capsys.readouterr().out
     assert rc == 1 and "mismatched" in text
     plan = json.loads((tmp_path / "diff" / "plan.json").read_text())
-    assert plan and all(p["round"] == 0 for p in plan)
+    assert plan["commands"] == len(plan["first"]) > 0 and plan["rounds"] == 1
+    assert all(p["round"] == 0 and p["items"] for p in plan["first"])
+    assert (tmp_path / "diff" / "plan").is_dir()  # the whole plan, written by executors
     rc = main(["spark", "report", str(out)])
     text = capsys.readouterr().out
     assert "Container Health Summary" in text and "UNRECOVERABLE: 1" in text
@@ -70,3 +72,41 @@ def test_python_m_spark_udfs_help():
     r = subprocess.run([sys.executable, "-m", "spark_udfs", "--help"], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 0 and "scan" in r.stdout and "report" in r.stdout
+
+
+def test_a_run_that_read_nothing_fails(spark, tmp_path, capsys):
+    """Every replica's block metadata gone: nothing can be verified, so no container is
+    MATCH and the run exits 2 saying why (it used to report everything as matching)."""
+    root = tmp_path / "c"
+    generate_cluster(root, containers=2, seed=5)
+    for meta in root.glob("*/*/*/metadata/*.blocks"):
+        meta.unlink()
+    rc = main(["spark", "run", str(root), "-o", str(tmp_path / "o"), "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 2
+    rep = json.loads(out)
+    assert rep["summary"]["MATCH"] == 0 and rep["summary"]["UNVERIFIED"] == 2
+    assert rep["read"] == {"replicas": 6, "read": 0, "fraction": 0.0}
+    assert err.startswith("crcmerkle: error: none of the 6 replica(s) could be read") and \
+        err.count("\n") == 1
+    assert main(["spark", "diff", str(tmp_path / "o"), "-o", str(tmp_path / "d")]) == 2
+    assert "none of the 6" in capsys.readouterr().err
+
+
+def test_min_read_fraction(spark, tmp_path, capsys):
+    root = tmp_path / "c"
+    generate_cluster(root, containers=2, seed=5)
+    metas = sorted(root.glob("*/*/*/metadata/*.blocks"))
+    for meta in metas[:2]:  # 4 of 6 replicas still readable
+        meta.unlink()
+    args = ["spark", "report", str(tmp_path / "o")]
+    assert main(["spark", "scan", str(root), "-o", str(tmp_path / "o")]) == 1  # errors
+    assert "6 replica(s), 4 read" in capsys.readouterr().out
+    rc = main(args + ["--min-read-fraction", "0.5"])
+    out, err = capsys.readouterr()
+    assert rc == 1 and "Replicas read: 4 of 6" in out and not err
+    assert main(args + ["--min-read-fraction", "0.9"]) == 2
+    assert "only 4 of 6 replica(s) were read (66.7% < --min-read-fraction 0.9)" in \
+        capsys.readouterr().err
+    assert main(args + ["--min-read-fraction", "1.5"]) == 2
+    assert "from 0 to 1" in capsys.readouterr().err

@@ -70,3 +70,45 @@ def test_bad_roots(tmp_path):
     (tmp_path / "123").mkdir()  # a decimal name without chunks/ or metadata/
     with pytest.raises(ValueError, match="no container replica"):
         fs.discover(str(tmp_path))
+
+
+class _NoSeekPastEnd:
+    """A remote file as S3 behaves: seeking past the end is an error."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.pos = data, 0
+
+    def size(self) -> int:
+        return len(self.data)
+
+    def seek(self, pos: int) -> None:
+        if pos > len(self.data):
+            raise OSError("Cannot seek past end of file")
+        self.pos = pos
+
+    def readinto(self, view) -> int:
+        n = min(len(view), len(self.data) - self.pos)
+        view[:n] = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return n
+
+
+def test_reads_are_clamped_to_the_file_size():
+    f = fs._ArrowBlockFile(_NoSeekPastEnd(bytes(range(100))))
+    buf = bytearray(64)
+    assert f.pread_into(memoryview(buf), 80) == 20 and buf[:20] == bytes(range(80, 100))
+    assert f.pread_into(memoryview(buf), 100) == 0
+    assert f.pread_into(memoryview(buf), 4096) == 0  # a truncated block: short, not an error
+
+
+def test_uri_display_and_location():
+    from spark_udfs.uri import Location, child, display
+
+    assert display("s3://AK:SECRET@b/p/?endpoint_override=h:9&access_key=AK&secret_key=S"
+                   "&scheme=http") == "s3://b/p?endpoint_override=h:9&scheme=http"
+    assert display("hdfs://user@nn:8020/x/") == "hdfs://nn:8020/x"
+    assert display("/local/path") == "/local/path"
+    assert child("s3://b/p/?region=r", "plan.json") == "s3://b/p/plan.json?region=r"
+    assert child("/a/b/", "plan.json") == "/a/b/plan.json"
+    loc = Location.parse("file:///tmp/")
+    assert loc.show("/tmp/x") == "file:///tmp/x"

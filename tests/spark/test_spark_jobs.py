@@ -246,6 +246,32 @@ def test_repair_plan_respects_the_datanode_limit():
         repair_plan(pulls, limit=0)
 
 
+def test_plan_commands_on_the_executors(spark):
+    """plan_commands: every pull item in exactly one command, a target in at most `limit`
+    commands per round, the items of a (container, target) with the same candidates from
+    one source, sources spread over the candidates."""
+    from spark_udfs.diff import PULL_SCHEMA, plan_commands
+
+    rows = [(c, "dn0", f"/c/dn0/{c}", kind, b, None if kind == "MISSING_BLOCK" else 0, 10,
+             ["dn1", "dn2"], [f"/c/dn1/{c}", f"/c/dn2/{c}"], None, None)
+            for c in range(50) for b, kind in ((1, "MISSING_CHUNK"), (2, "MISSING_BLOCK"))]
+    pulls = spark.createDataFrame(rows, PULL_SCHEMA)
+    cmds = [r.asDict(recursive=True) for r in plan_commands(pulls, limit=20).collect()]
+    assert len(cmds) == 50  # one source per (container, target)
+    assert sorted((c["container"], i["block"]) for c in cmds for i in c["items"]) == \
+        sorted((r[0], r[4]) for r in rows)
+    for r in {c["round"] for c in cmds}:
+        assert sum(c["target"] == "dn0" for c in cmds if c["round"] == r) <= 20
+    assert sorted({c["round"] for c in cmds}) == [0, 1, 2]
+    srcs = [c["source"] for c in cmds]
+    assert 10 <= srcs.count("dn1") <= 40  # spread by hash, not all on one
+    assert all(c["source_replica"] == f"/c/{c['source']}/{c['container']}" and
+               c["target_replica"] == f"/c/dn0/{c['container']}" and c["bytes"] == 20
+               for c in cmds)
+    with pytest.raises(ValueError):
+        plan_commands(pulls, limit=0)
+
+
 def test_a_tombstone_alone_is_a_pending_deletion_not_a_mismatch(spark):
     live = merkle.TreeBuilder(9)
     live.add_chunk(4, 0, data=b"q" * 50)
@@ -311,3 +337,16 @@ def test_bad_paths_and_tables(spark, tmp_path):
         scan_replicas(spark, [str(tmp_path / "empty")])
     with pytest.raises(ValueError, match="lacks column"):
         diff_chunks(spark.createDataFrame([(1, 2)], "container long, block long"))
+
+
+def test_output_files_follow_the_rows_not_the_tasks(spark, cluster, tmp_path):
+    """One task per replica, yet one Parquet file per small table (ScanTables.write sizes
+    files by rows); the scan itself still ran on every task."""
+    root, _ = cluster
+    n = len(find_containers(root))
+    st = scan_replicas(spark, [str(root)], partitions=n)
+    assert st.stage.rdd.getNumPartitions() == n
+    paths = st.write(str(tmp_path / "o"))
+    for name, p in paths.items():
+        assert len(list(Path(p).glob("part-*.parquet"))) == 1, name
+    assert spark.read.parquet(paths["containers"]).count() == n

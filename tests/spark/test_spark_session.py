@@ -55,3 +55,68 @@ def test_a_launchers_master_is_not_overridden(monkeypatch, env, given):
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     assert session._master_given() is given
+
+
+_SHOW = """
+import json, sys
+from spark_udfs.session import get_session
+spark = get_session("local[1]", conf=json.loads(sys.argv[1]))
+keys = ["spark.ui.enabled", "spark.sql.execution.arrow.maxRecordsPerBatch",
+        "spark.sql.session.timeZone", "spark.sql.shuffle.partitions",
+        "spark.sql.execution.arrow.pythonUDF.columnarInput.enabled",
+        "spark.python.daemon.module"]
+print(json.dumps({k: spark.conf.get(k, None) for k in keys}))
+spark.stop()
+"""
+
+
+def _session_conf(tmp_path, env, conf):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    run_env = {k: v for k, v in os.environ.items()
+               if k not in ("PYSPARK_SUBMIT_ARGS", "SPARK_CONF_DIR", "PYSPARK_GATEWAY_PORT",
+                            "PYSPARK_GATEWAY_SECRET", "MASTER")}
+    run_env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    run_env.update(env)
+    r = subprocess.run([sys.executable, "-c", _SHOW, json.dumps(conf)], env=run_env,
+                       capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_launcher_settings_win_over_the_defaults(tmp_path):
+    """spark-defaults.conf and the launcher's --conf keep their values; DEFAULT_CONF fills
+    in only what nobody set; the caller's conf wins over both; the worker daemon module
+    stays (nobody set another)."""
+    conf_dir = tmp_path / "conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text(
+        "spark.ui.enabled true\nspark.sql.execution.arrow.maxRecordsPerBatch 77\n"
+        "spark.sql.execution.arrow.pythonUDF.columnarInput.enabled true\n")
+    got = _session_conf(tmp_path, {
+        "SPARK_CONF_DIR": str(conf_dir),
+        "PYSPARK_SUBMIT_ARGS": "--conf spark.sql.session.timeZone=Europe/Paris "
+                               "--conf spark.sql.shuffle.partitions=5 pyspark-shell"},
+        {"spark.sql.execution.arrow.pythonUDF.columnarInput.enabled": "false"})
+    assert got == {"spark.ui.enabled": "true",
+                   "spark.sql.execution.arrow.maxRecordsPerBatch": "77",
+                   "spark.sql.session.timeZone": "Europe/Paris",
+                   "spark.sql.shuffle.partitions": "5",
+                   "spark.sql.execution.arrow.pythonUDF.columnarInput.enabled": "false",
+                   "spark.python.daemon.module": "spark_udfs.worker_daemon"}
+
+
+def test_defaults_apply_where_nobody_set_a_value(tmp_path):
+    from spark_udfs.session import DEFAULT_CONF, SHUFFLE_TASKS_PER_CORE
+
+    got = _session_conf(tmp_path, {}, {})
+    assert got["spark.ui.enabled"] == "false"  # an embedded driver's UI is off
+    assert got["spark.sql.execution.arrow.maxRecordsPerBatch"] == \
+        DEFAULT_CONF["spark.sql.execution.arrow.maxRecordsPerBatch"]
+    assert got["spark.sql.session.timeZone"] == "UTC"
+    # scales with the cluster: local[1] has one core
+    assert got["spark.sql.shuffle.partitions"] == str(SHUFFLE_TASKS_PER_CORE * 1)
+    assert got["spark.python.daemon.module"] == "spark_udfs.worker_daemon"
