@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Tuple
+from typing import TYPE_CHECKING, Tuple
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-import pyarrow.fs as pafs
+if TYPE_CHECKING:  # pyarrow is imported where a location is opened, so that the Spark
+    import pyarrow.fs as pafs  # commands' guard can say in one line that it is missing
 
 __all__ = ["Location", "child", "display", "is_uri"]
 
@@ -68,13 +69,15 @@ class Location:
     that filesystem (`show`), keeping the URI's scheme, host and safe query."""
 
     given: str
-    filesystem: pafs.FileSystem
+    filesystem: "pafs.FileSystem"
     path: str
     prefix: str = ""
     query: str = ""
 
     @classmethod
     def parse(cls, location: str) -> "Location":
+        import pyarrow.fs as pafs
+
         if not is_uri(location):
             return cls(location, pafs.LocalFileSystem(), os.path.abspath(location))
         filesystem, path = pafs.FileSystem.from_uri(location)

@@ -45,7 +45,7 @@ def _env():
 def _check(r, out):
     assert "DECOY" not in r.stderr + r.stdout, r.stderr[-3000:]
     assert r.returncode == 1, r.stderr[-3000:]  # one injected bitflip: findings
-    assert "scanned 6 replica(s): 1 error(s)" in r.stdout
+    assert "scanned 6 replica(s), 6 read: 1 error(s)" in r.stdout
     assert (out / "containers").is_dir()
 
 
