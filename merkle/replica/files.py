@@ -23,7 +23,7 @@ from merkle.replica.fileio import pread_into
 from merkle.replica.crcmerkle.layout import BLOCK_SUFFIX, META_SUFFIX, TREE_SUFFIX, ContainerPaths
 from merkle.replica.safeopen import ReplicaDir, open_regular, read_regular, replace_atomic
 
-__all__ = ["BlockFile", "LocalReplicaFiles", "ReplicaFiles"]
+__all__ = ["BlockFile", "LocalBlockFile", "LocalReplicaFiles", "ReplicaFiles"]
 
 
 class BlockFile(Protocol):
@@ -59,7 +59,9 @@ class ReplicaFiles(Protocol):
         """The block file's name, for messages."""
 
 
-class _LocalBlockFile:
+class LocalBlockFile:
+    """A block file this process opened itself (a descriptor), read with pread."""
+
     def __init__(self, fd: int) -> None:
         self._fd = fd
 
@@ -106,7 +108,7 @@ class LocalReplicaFiles:
 
     def open_block(self, block_id: int) -> BlockFile:
         name = self.block_name(block_id)
-        return _LocalBlockFile(open_regular(self.dir.sub("chunks"), name,
+        return LocalBlockFile(open_regular(self.dir.sub("chunks"), name,
                                             display=self.dir.show("chunks", name)))
 
     def block_name(self, block_id: int) -> str:

@@ -30,7 +30,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 
 from merkle.replica.crcmerkle.blockmeta import ContainerMeta
 from merkle.replica.errors import BlockMetaError, ReplicaError
-from merkle.replica.files import BlockFile
+from merkle.replica.files import BlockFile, LocalBlockFile
 from merkle.replica.fileio import pread_into
 from merkle.replica.ozone.blockdata import ChunkName, DecodedBlocks, decode_blocks
 from merkle.replica.ozone.containerfile import (SCANNED_STATES, ContainerFile,
@@ -53,20 +53,6 @@ UNREFERENCED_DATA_FILE = "UNREFERENCED_DATA_FILE"
 
 class VolumeScanError(ReplicaError):
     """A whole volume could not be scanned (its DB cannot be opened, no cluster dir)."""
-
-
-class _LocalBlockFile:
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-
-    def pread_into(self, view: memoryview, offset: int) -> int:
-        return pread_into(self._fd, view, offset)
-
-    def fileno(self) -> Optional[int]:
-        return self._fd
-
-    def close(self) -> None:
-        os.close(self._fd)
 
 
 class _ChunkFiles:
@@ -134,7 +120,7 @@ class OzoneReplicaFiles:
 
     def open_block(self, block_id: int) -> BlockFile:
         if self._per_block:
-            return _LocalBlockFile(open_regular(self.replica.block_file(block_id)))
+            return LocalBlockFile(open_regular(self.replica.block_file(block_id)))
         names = self.decoded().names.get(block_id, [])
         files = _ChunkFiles(self.replica.chunks_dir, names)
         if not any(files._fd(n) is not None for _, _, n in names):
