@@ -227,6 +227,15 @@ def _session(args: argparse.Namespace) -> Any:
         if not sep or not k:
             raise CLIError(f"--conf wants KEY=VALUE, not {kv!r}")
         conf[k.strip()] = v.strip()
+    if not debug_enabled():
+        # py4j reports a Ctrl-C inside a gateway call with logging.exception() on the root
+        # logger, which prints a traceback through logging's default set-up; the command says
+        # "interrupted" in one line itself (--debug keeps py4j's report).
+        import logging
+
+        root = logging.getLogger()
+        if not root.handlers:
+            root.addHandler(logging.NullHandler())
     try:
         check_master(args.master)
         spark = get_session(args.master, conf=conf, quiet=not debug_enabled())

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any, List
 
-from merkle.cli import EXIT_ERROR, EXIT_FINDINGS, CLIError, print_error
+from merkle.cli import EXIT_ERROR, EXIT_FINDINGS, CLIError, exit_status_help, print_error
 from merkle.replica.errors import ReplicaError
 
 DESCRIPTION = """\
@@ -18,10 +18,10 @@ appears in one rename. An existing TARGET is never touched (one holding the sour
 container value is reported as present). Safe to re-run after a crash. With --report, the
 copy commands of a 'crcmerkle spark plan --json' plan are run, round by round."""
 
-EPILOG = """\
-exit status: 0 every replica created (or already present), 1 a source did not verify (not a
-good replica; nothing was created for it), 2 a copy could not be done (target exists, lock
-held, unreadable source) or bad usage."""
+EPILOG = exit_status_help(
+    "a source did not verify (not a good replica; nothing was created for it); 0 also when a "
+    "target already holds the source's replica, 2 when a copy could not be done (target "
+    "exists with other data, lock held, unreadable source)")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
