@@ -36,7 +36,10 @@ from merkle.replica.scan import read_stored_tree, scan_paths  # noqa: E402
 from merkle.trees.treefile import tree_to_bytes  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
-GOLDEN = Path(os.environ.get("OZONE_GOLDEN", REPO.parent / "shared" / "ozone-golden"))
+# Files written by Ozone's own Java (a container file and one golden case), kept in the
+# repository in the layout of the full golden set; OZONE_GOLDEN points at another copy.
+GOLDEN = Path(os.environ.get("OZONE_GOLDEN", Path(__file__).resolve().parent / "data" /
+                             "ozone-golden"))
 DATA = Path(__file__).resolve().parent / "data" / "ozone"
 
 # ---- the worked example of Ozone's facts (container 7, block 109611004723200001) --------
