@@ -35,7 +35,6 @@ from merkle.replica.ozone.writer import VolumeWriter  # noqa: E402
 from merkle.replica.scan import read_stored_tree, scan_paths  # noqa: E402
 from merkle.trees.treefile import tree_to_bytes  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
 # Files written by Ozone's own Java (a container file and one golden case), kept in the
 # repository in the layout of the full golden set; OZONE_GOLDEN points at another copy.
 GOLDEN = Path(os.environ.get("OZONE_GOLDEN", Path(__file__).resolve().parent / "data" /
