@@ -200,11 +200,23 @@ def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse
 
     @functools.wraps(handler)
     def run_guarded(args: argparse.Namespace) -> int:
+        _INTERRUPTS.arm()
         try:
-            return handler(args)
+            status = handler(args)
+            if _INTERRUPTS.seen:
+                # A Ctrl-C can also vanish: the KeyboardInterrupt is dropped when it lands in
+                # a finalizer (py4j frees Java objects from weakref callbacks). Never let a
+                # stop request end as a silent success.
+                raise KeyboardInterrupt
+            return status
         except (CLIError, KeyboardInterrupt, SystemExit):
             raise
         except Exception as exc:
+            if _INTERRUPTS.seen:
+                # The Ctrl-C came in the middle of a py4j call: pyspark's own SIGINT handler
+                # cancels jobs over the same, busy connection, and what reaches us is py4j's
+                # broken call, not the KeyboardInterrupt. The user asked to stop; say so.
+                raise KeyboardInterrupt from None
             if debug_enabled():
                 raise
             from spark_udfs.errors import describe
@@ -215,6 +227,51 @@ def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse
             raise CLIError(f"{line} (--debug for details)", EXIT_ERROR) from None
 
     return run_guarded
+
+
+class _InterruptLatch:
+    """Knows whether SIGINT arrived, whichever Python handler then ran: SparkContext replaces
+    the handler while it starts, and its handler's failure, not a KeyboardInterrupt, is what
+    can reach us. CPython's C-level handler writes every signal's number to the wakeup fd
+    before any Python handler runs, so that pipe is the record."""
+
+    def __init__(self) -> None:
+        self._seen = False
+        self._read_fd = -1
+
+    def arm(self) -> None:
+        import signal
+        import threading
+
+        if self._read_fd >= 0 or threading.current_thread() is not threading.main_thread():
+            return  # the wakeup fd can only be set from the main thread
+        r, w = os.pipe()
+        os.set_blocking(r, False)
+        os.set_blocking(w, False)
+        try:
+            signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        except ValueError:
+            os.close(r)
+            os.close(w)
+            return
+        self._read_fd = r
+
+    @property
+    def seen(self) -> bool:
+        import signal
+
+        while not self._seen and self._read_fd >= 0:
+            try:
+                got = os.read(self._read_fd, 512)
+            except BlockingIOError:
+                break
+            if not got:
+                break
+            self._seen = signal.SIGINT in got
+        return self._seen
+
+
+_INTERRUPTS = _InterruptLatch()
 
 
 def _session(args: argparse.Namespace) -> Any:
@@ -251,6 +308,11 @@ def _session(args: argparse.Namespace) -> Any:
         # SIGINT (pyspark's choice), so it would outlive us; stop it, then report.
         _stop_child_processes()
         raise
+    except Exception:
+        if not _INTERRUPTS.seen:
+            raise
+        _stop_child_processes()  # as above, when the Ctrl-C broke a py4j call instead
+        raise KeyboardInterrupt from None
 
 
 def _stop_child_processes() -> None:

@@ -238,3 +238,29 @@ def test_ctrl_c_during_start_up(clusters, tmp_path, delay):
     for c in children:  # the JVM it was starting is gone
         assert not Path(f"/proc/{c}").exists() or \
             Path(f"/proc/{c}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+
+
+def test_a_ctrl_c_is_known_whichever_handler_ran():
+    """SparkContext swaps in its own SIGINT handler, and what reaches the command can be py4j's
+    broken call or nothing at all; the latch reads CPython's wakeup fd, so it knows anyway."""
+    from spark_udfs.cli import _InterruptLatch
+
+    latch = _InterruptLatch()
+    previous_wakeup_fd = signal.set_wakeup_fd(-1)  # another command's latch, if armed
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: None)  # a handler that swallows
+    try:
+        latch.arm()
+        assert not latch.seen
+        previous_usr1 = signal.signal(signal.SIGUSR1, lambda signum, frame: None)
+        try:
+            os.kill(os.getpid(), signal.SIGUSR1)  # another signal is not a Ctrl-C
+            time.sleep(0.05)
+            assert not latch.seen
+        finally:
+            signal.signal(signal.SIGUSR1, previous_usr1)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+        assert latch.seen
+    finally:
+        signal.set_wakeup_fd(previous_wakeup_fd)
+        signal.signal(signal.SIGINT, previous)
