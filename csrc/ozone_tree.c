@@ -193,7 +193,7 @@ static inline uint8_t *put_varint(uint8_t *p, uint64_t v) {
 
 static inline unsigned block_mask(const ozt_tree_view *t, size_t i) {
     if (t->block_present != NULL) return t->block_present[i];
-    return OZT_BLOCK_ID | OZT_BLOCK_VALUE | (t->block_deleted[i] ? OZT_BLOCK_DELETED : 0u);
+    return OZT_BLOCK_ID | OZT_BLOCK_VALUE | OZT_BLOCK_DELETED;
 }
 
 static inline unsigned chunk_mask(const ozt_tree_view *t, size_t j) {
@@ -229,13 +229,14 @@ static size_t tree_size(const ozt_tree_view *t, uint64_t *block_sizes) {
     return total;
 }
 
+
 size_t ozt_encoded_size(const ozt_tree_view *t, uint64_t *block_sizes) {
     size_t total = t->has_container_id ? 1 + varint_size((uint64_t)t->container_id) : 0;
     if (t->has_tree) {
         size_t s = tree_size(t, block_sizes);
         total += 1 + varint_size(s) + s;
     }
-    return total;
+    return total + t->tail_len;
 }
 
 void ozt_encode(const ozt_tree_view *t, const uint64_t *block_sizes, uint8_t *out) {
@@ -244,7 +245,10 @@ void ozt_encode(const ozt_tree_view *t, const uint64_t *block_sizes, uint8_t *ou
         *p++ = 0x08;
         p = put_varint(p, (uint64_t)t->container_id);
     }
-    if (!t->has_tree) return;
+    if (!t->has_tree) {
+        if (t->tail_len) memcpy(p, t->tail, t->tail_len);
+        return;
+    }
     size_t s = t->has_data_checksum ? 1 + varint_size((uint64_t)t->data_checksum) : 0;
     for (size_t i = 0; i < t->n_blocks; i++) s += 1 + varint_size(block_sizes[i]) + block_sizes[i];
     *p++ = 0x12;
@@ -291,6 +295,7 @@ void ozt_encode(const ozt_tree_view *t, const uint64_t *block_sizes, uint8_t *ou
             *p++ = t->block_deleted[i] ? 1 : 0;
         }
     }
+    if (t->tail_len) memcpy(p, t->tail, t->tail_len);
 }
 
 /* ---- proto2 decoding --------------------------------------------------------------------- */
@@ -381,7 +386,7 @@ static int expect_wire(cursor *c, const uint8_t *at, uint32_t wire, uint32_t wan
 
 typedef struct {
     ozt_tree_out *out; /* NULL: count only */
-    size_t n_blocks, n_chunks, unknown;
+    size_t n_blocks, n_chunks, unknown, tail_len;
 } decoder;
 
 /* A varint entirely before end; -1 (no error recorded) otherwise or if longer than 10. */
@@ -555,6 +560,13 @@ static int decode_info(decoder *d, const uint8_t *buf, size_t len, ozt_error *er
         } else {
             d->unknown++;
             if (skip_field(&c, w)) return -1;
+            /* Kept raw (tag included) to be written back after field 2, as Ozone does. */
+            size_t n = (size_t)(c.p - at);
+            if (o != NULL) {
+                if (d->tail_len + n > o->tail_len) return fail(&c, at, "more unknown bytes than counted");
+                memcpy(o->tail + d->tail_len, at, n);
+            }
+            d->tail_len += n;
         }
     }
     if (o != NULL) {
@@ -565,20 +577,21 @@ static int decode_info(decoder *d, const uint8_t *buf, size_t len, ozt_error *er
 }
 
 int ozt_decode_count(const uint8_t *buf, size_t len, size_t *n_blocks, size_t *n_chunks,
-                     ozt_error *err) {
-    decoder d = {NULL, 0, 0, 0};
+                     size_t *tail_len, ozt_error *err) {
+    decoder d = {NULL, 0, 0, 0, 0};
     if (decode_info(&d, buf, len, err)) return -1;
     *n_blocks = d.n_blocks;
     *n_chunks = d.n_chunks;
+    *tail_len = d.tail_len;
     return 0;
 }
 
 int ozt_decode(const uint8_t *buf, size_t len, ozt_tree_out *out, ozt_error *err) {
-    decoder d = {out, 0, 0, 0};
+    decoder d = {out, 0, 0, 0, 0};
     out->has_container_id = out->has_tree = out->has_data_checksum = 0;
     out->container_id = out->data_checksum = 0;
     if (decode_info(&d, buf, len, err)) return -1;
-    if (d.n_blocks != out->n_blocks || d.n_chunks != out->n_chunks) {
+    if (d.n_blocks != out->n_blocks || d.n_chunks != out->n_chunks || d.tail_len != out->tail_len) {
         err->offset = 0;
         err->what = "array sizes do not match the message";
         return -1;
@@ -602,11 +615,17 @@ static void diff_chunks(const ozt_diff_side *a, size_t ia, const ozt_diff_side *
                 o->n_unhealthy_filtered++;
             j++;
         } else {
-            if (a->chunk_value[i] != b->chunk_value[j] && b->chunk_matches[j]) {
+            if (a->chunk_value[i] != b->chunk_value[j]) {
                 if (!a->chunk_matches[i]) {
-                    o->corrupt_chunks_ours[o->n_corrupt_chunks] = (int64_t)i;
-                    o->corrupt_chunks[o->n_corrupt_chunks++] = (int64_t)j;
-                } else {
+                    if (b->chunk_matches[j]) {
+                        o->corrupt_chunks_ours[o->n_corrupt_chunks] = (int64_t)i;
+                        o->corrupt_chunks[o->n_corrupt_chunks++] = (int64_t)j;
+                    } else {
+                        o->n_unhealthy_filtered++; /* both unhealthy: nothing to pull */
+                    }
+                } else if (b->chunk_matches[j]) {
+                    /* Both healthy: Ozone repairs nothing (a write-path divergence); listed
+                     * for operators. Ours healthy, peer unhealthy: nothing, not counted. */
                     o->unrecoverable_chunks_ours[o->n_unrecoverable_chunks] = (int64_t)i;
                     o->unrecoverable_chunks[o->n_unrecoverable_chunks++] = (int64_t)j;
                 }
@@ -631,15 +650,20 @@ void ozt_diff(const ozt_diff_side *a, const ozt_diff_side *b, ozt_diff_out *o) {
                 o->missing_blocks[o->n_missing_blocks++] = (int64_t)j;
             j++;
         } else {
-            int ad = a->block_deleted[i] != 0, bd = b->block_deleted[j] != 0;
-            if (!ad && bd) {
-                o->deleted_blocks[o->n_deleted_blocks++] = (int64_t)j; /* adopt the tombstone */
-            } else if (ad && bd) {
-                if (b->block_value[j] > a->block_value[i])
-                    o->deleted_blocks[o->n_deleted_blocks++] = (int64_t)j; /* larger wins */
-            } else if (!ad && !bd && a->block_value[i] != b->block_value[j]) {
-                diff_chunks(a, i, b, j, o);
-            } /* ours deleted, peer live: the peer adopts ours */
+            /* Examined only when the values differ: a live block against a tombstone of the
+             * same value stays live. */
+            if (a->block_value[i] != b->block_value[j]) {
+                int ad = a->block_deleted[i] != 0, bd = b->block_deleted[j] != 0;
+                if (ad) {
+                    if (bd && a->block_value[i] < b->block_value[j]) /* signed, as in Java */
+                        o->deleted_blocks[o->n_deleted_blocks++] = (int64_t)j; /* larger wins */
+                    /* ours deleted, peer live: the peer adopts ours */
+                } else if (bd) {
+                    o->deleted_blocks[o->n_deleted_blocks++] = (int64_t)j; /* adopt the tombstone */
+                } else {
+                    diff_chunks(a, i, b, j, o);
+                }
+            }
             i++;
             j++;
         }

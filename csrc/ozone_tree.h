@@ -51,7 +51,10 @@ size_t ozt_group(const int64_t *chunk_block, size_t n, int64_t *ids_out, int64_t
  * varint (negative = 10 bytes), bool as one varint byte, repeated messages not packed.
  * Presence masks (bit 0 blockID, bit 1 dataChecksum, bit 2 deleted for blocks; bit 0 offset,
  * bit 1 length, bit 2 dataChecksum, bit 3 checksumMatches for chunks): a NULL mask array means
- * what Ozone writes (every field, except a block's `deleted` only when true). */
+ * what Ozone writes: every field, a block's `deleted` included when false (bytes 20 00).
+ * `tail` (tail_len bytes) is written verbatim after field 2: the unknown top-level fields of
+ * the file the tree was read from, which Ozone keeps on every rewrite (protobuf-java writes a
+ * message's unknown fields after its known ones). */
 #define OZT_BLOCK_ID 1u
 #define OZT_BLOCK_VALUE 2u
 #define OZT_BLOCK_DELETED 4u
@@ -67,6 +70,8 @@ typedef struct {
     const uint8_t *block_deleted, *block_present;
     const int64_t *chunk_offset, *chunk_length, *chunk_value;
     const uint8_t *chunk_matches, *chunk_present;
+    const uint8_t *tail;
+    size_t tail_len;
 } ozt_tree_view;
 
 /* Exact encoded size; block_sizes (n_blocks entries) receives each BlockMerkleTree's size. */
@@ -85,6 +90,10 @@ typedef struct {
     int64_t *chunk_offset, *chunk_length, *chunk_value;
     uint8_t *chunk_matches, *chunk_present;
     size_t unknown_fields; /* skipped fields of unknown number */
+    /* The unknown top-level fields, raw and in order (tag included), copied to `tail`, which
+     * must hold the tail_len that ozt_decode_count reported (NULL when it is 0). */
+    uint8_t *tail;
+    size_t tail_len;
 } ozt_tree_out;
 
 typedef struct {
@@ -92,13 +101,18 @@ typedef struct {
     const char *what; /* static description */
 } ozt_error;
 
-/* Pass 1: validate the framing and count blocks and chunks. 0 on success, -1 on error. */
+/* Pass 1: validate the framing and count blocks, chunks and the bytes of unknown top-level
+ * fields. 0 on success, -1 on error. */
 int ozt_decode_count(const uint8_t *buf, size_t len, size_t *n_blocks, size_t *n_chunks,
-                     ozt_error *err);
+                     size_t *tail_len, ozt_error *err);
 /* Pass 2: fill out (arrays sized from pass 1; chunk_start n_blocks+1). 0 or -1. */
 int ozt_decode(const uint8_t *buf, size_t len, ozt_tree_out *out, ozt_error *err);
 
 /* ---- One-sided diff (what must `ours` pull from `peer`) -----------------------------------
+ * Ozone's rules (ContainerChecksumTreeManager): a block present on both sides is examined only
+ * when the two block values differ; n_unhealthy_filtered counts the peer chunks not pulled
+ * because the peer holds them unhealthy (only in the peer, or at an offset where ours is
+ * unhealthy too). The container-level checks (IDs, equal values) are the caller's.
  * Both trees sorted. Output indices refer to the peer's rows except *_ours. Each output array
  * must hold as many entries as the peer has blocks (block outputs) or chunks (chunk outputs). */
 typedef struct {

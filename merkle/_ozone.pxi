@@ -34,6 +34,8 @@ cdef extern from "ozone_tree.h" nogil:
         const int64_t *chunk_value
         const uint8_t *chunk_matches
         const uint8_t *chunk_present
+        const uint8_t *tail
+        size_t tail_len
 
     ctypedef struct ozt_tree_out:
         int has_container_id, has_tree, has_data_checksum
@@ -50,6 +52,8 @@ cdef extern from "ozone_tree.h" nogil:
         uint8_t *chunk_matches
         uint8_t *chunk_present
         size_t unknown_fields
+        uint8_t *tail
+        size_t tail_len
 
     ctypedef struct ozt_error:
         size_t offset
@@ -58,7 +62,7 @@ cdef extern from "ozone_tree.h" nogil:
     size_t ozt_encoded_size(const ozt_tree_view *t, uint64_t *block_sizes)
     void ozt_encode(const ozt_tree_view *t, const uint64_t *block_sizes, uint8_t *out)
     int ozt_decode_count(const uint8_t *buf, size_t len, size_t *n_blocks, size_t *n_chunks,
-                         ozt_error *err)
+                         size_t *tail_len, ozt_error *err)
     int ozt_decode(const uint8_t *buf, size_t len, ozt_tree_out *out, ozt_error *err)
 
     ctypedef struct ozt_diff_side:
@@ -237,8 +241,10 @@ def _ozt_group(chunk_block):
 def _ozt_encode(bint has_container_id, int64_t container_id, bint has_tree,
                 bint has_data_checksum, int64_t data_checksum,
                 block_id, block_value, block_deleted, block_present, chunk_start,
-                chunk_offset, chunk_length, chunk_value, chunk_matches, chunk_present):
-    """Serialize a columnar tree as ContainerChecksumInfo bytes (bool columns as uint8)."""
+                chunk_offset, chunk_length, chunk_value, chunk_matches, chunk_present,
+                bytes tail=b""):
+    """Serialize a columnar tree as ContainerChecksumInfo bytes (bool columns as uint8);
+    `tail` (unknown top-level fields, raw) is written after field 2."""
     cdef ozt_tree_view t
     cdef size_t nb = <size_t>block_id.shape[0]
     cdef size_t nc = <size_t>chunk_offset.shape[0]
@@ -264,6 +270,10 @@ def _ozt_encode(bint has_container_id, int64_t container_id, bint has_tree,
     t.chunk_present = NULL
     if chunk_present is not None:
         t.chunk_present = <const uint8_t *>_col(chunk_present, np.uint8, nc, "chunk presence")
+    if tail is None:
+        tail = b""
+    t.tail = <const uint8_t *>PyBytes_AS_STRING(tail)
+    t.tail_len = <size_t>len(tail)
     sizes = np.empty(nb, dtype=np.uint64)
     cdef uint64_t *bs = <uint64_t *>cnp.PyArray_DATA(sizes)
     cdef size_t total
@@ -283,13 +293,13 @@ def _ozt_decode(data):
     _get_buffer(data, &view)
     cdef ozt_error err
     cdef ozt_tree_out o
-    cdef size_t nb = 0, nc = 0
+    cdef size_t nb = 0, nc = 0, nt = 0
     cdef int rc
     cdef const uint8_t *buf = <const uint8_t *>view.buf
     cdef size_t n = <size_t>view.len
     try:
         with nogil:
-            rc = ozt_decode_count(buf, n, &nb, &nc, &err)
+            rc = ozt_decode_count(buf, n, &nb, &nc, &nt, &err)
         if rc != 0:
             raise _OzoneDecodeError(err.offset, err.what.decode())
         cols = {
@@ -312,6 +322,9 @@ def _ozt_decode(data):
         o.chunk_matches = <uint8_t *>cnp.PyArray_DATA(cols["chunk_matches"])
         o.chunk_present = <uint8_t *>cnp.PyArray_DATA(cols["chunk_present"])
         o.unknown_fields = 0
+        tail = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>nt)
+        o.tail = <uint8_t *>PyBytes_AS_STRING(tail)
+        o.tail_len = nt
         with nogil:
             rc = ozt_decode(buf, n, &o, &err)
         if rc != 0:
@@ -321,7 +334,7 @@ def _ozt_decode(data):
     cols.update(
         has_container_id=bool(o.has_container_id), container_id=o.container_id,
         has_tree=bool(o.has_tree), has_data_checksum=bool(o.has_data_checksum),
-        data_checksum=o.data_checksum, unknown_fields=o.unknown_fields)
+        data_checksum=o.data_checksum, unknown_fields=o.unknown_fields, tail=tail)
     return cols
 
 

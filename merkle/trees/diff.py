@@ -1,17 +1,24 @@
 """Ozone's one-sided tree diff (what must *we* pull from *this peer*?) and a many-replica view.
 
-Rules (HDDS-10239): equal container values -> nothing (O(1)). Otherwise blocks are merged by ID:
+Rules (HDDS-10239, as ContainerChecksumTreeManager.diff applies them; pinned by golden data
+written by Ozone's own code): different container IDs -> ContainerIDMismatchError. Equal
+container values, an unset value counting as 0 -> nothing (O(1)). Otherwise blocks are merged
+by ID, and a block present on both sides is examined only when the two block values differ:
 - only in ours: ignored (the peer pulls it when it reconciles with us);
 - only in peer: a tombstone -> diverged deleted block (adopt it); live -> missing block;
-- ours live, peer tombstone -> diverged deleted block (adopt the tombstone; no data deleted);
-- both tombstones, values differ -> the larger value wins (adopt the peer's if larger);
+- ours live, peer tombstone (values differ) -> diverged deleted block (adopt the tombstone; no
+  data deleted); with equal values ours stays live;
+- both tombstones -> adopt the peer's if larger (signed), so replicas converge;
 - ours tombstone, peer live -> ignored (the peer adopts ours);
-- both live, values differ -> chunks merged by offset:
-  - only in peer: healthy -> missing chunk; unhealthy -> dropped (counted);
-  - same offset, values differ: ours unhealthy and peer healthy -> corrupt chunk;
-    both healthy -> no repair possible (a write-path divergence), listed as unrecoverable;
-    peer unhealthy -> nothing (the peer repairs from us).
-The merge runs natively on the sorted columns.
+- both live -> chunks merged by offset (lengths never compared):
+  - only in peer: healthy -> missing chunk; unhealthy -> not pulled, counted in
+    `unhealthy_chunks_filtered` (Ozone's numUnhealthyChunksFiltered);
+  - same offset, values differ, ours unhealthy: peer healthy -> corrupt chunk; peer unhealthy
+    -> counted in `unhealthy_chunks_filtered`;
+  - same offset, values differ, ours healthy: no repair. Both healthy is a write-path
+    divergence, listed (beyond Ozone's report) as unrecoverable for operators.
+`unhealthy_chunks_filtered` > 0 means the round cannot cover everything: Ozone then does not
+advance the container's BCSID. The merge runs natively on the sorted columns.
 """
 
 from __future__ import annotations
@@ -25,9 +32,18 @@ from merkle import _native
 from merkle.trees.ozone import format_checksum
 from merkle.trees.model import ContainerTree
 
-__all__ = ["DiffReport", "ReplicaReport", "compare_replicas", "diff"]
+__all__ = ["ContainerIDMismatchError", "DiffReport", "ReplicaReport", "compare_replicas", "diff"]
 
 _EMPTY = np.zeros(0, dtype=np.int64)
+
+
+class ContainerIDMismatchError(ValueError):
+    """Two trees of different containers compared or merged (Ozone: CONTAINER_ID_MISMATCH)."""
+
+    def __init__(self, ours: int, peer: int, what: str = "diff") -> None:
+        self.ours = ours
+        self.peer = peer
+        super().__init__(f"cannot {what} trees of different containers: {ours} and {peer}")
 
 
 def _side(t: ContainerTree) -> Tuple[np.ndarray, ...]:
@@ -62,6 +78,8 @@ class DiffReport:
     corrupt_chunk_rows_ours: np.ndarray = field(default_factory=lambda: _EMPTY)
     unrecoverable_chunk_rows: np.ndarray = field(default_factory=lambda: _EMPTY)
     unrecoverable_chunk_rows_ours: np.ndarray = field(default_factory=lambda: _EMPTY)
+    #: Ozone's numUnhealthyChunksFiltered: peer chunks not pulled because the peer holds them
+    #: unhealthy (only in the peer, or where ours is unhealthy too). > 0: the round is partial.
     unhealthy_chunks_filtered: int = 0
     roots_equal: bool = False
 
@@ -133,9 +151,12 @@ class DiffReport:
 def diff(ours: ContainerTree, peer: ContainerTree) -> DiffReport:
     """What `ours` must pull from `peer` (one-sided; see the module docstring).
 
-    Equal container values (both set) return an empty report at once.
+    Raises ContainerIDMismatchError for trees of different containers. Equal container values
+    (an unset one counting as 0, as in Ozone) return an empty report at once.
     """
-    if (ours.data_checksum is not None and ours.data_checksum == peer.data_checksum):
+    if ours.container_id != peer.container_id:
+        raise ContainerIDMismatchError(ours.container_id, peer.container_id)
+    if (ours.data_checksum or 0) == (peer.data_checksum or 0):
         return DiffReport(ours, peer, roots_equal=True)
     r = _native._ozt_diff(_side(ours), _side(peer))
     return DiffReport(

@@ -22,7 +22,7 @@ from typing import Optional
 import numpy as np
 
 from merkle import _native
-from merkle.trees.diff import DiffReport, diff
+from merkle.trees.diff import ContainerIDMismatchError, DiffReport, diff
 from merkle.trees.model import ContainerTree
 
 __all__ = ["apply_repair", "merge", "reconcile"]
@@ -65,8 +65,7 @@ def merge(stored: Optional[ContainerTree], scanned: ContainerTree) -> ContainerT
     if stored is None:
         return scanned
     if stored.container_id != scanned.container_id:
-        raise ValueError(f"container IDs differ: stored {stored.container_id}, "
-                         f"scanned {scanned.container_id}")
+        raise ContainerIDMismatchError(stored.container_id, scanned.container_id, "merge")
     s_ids, n_ids = stored.block_id, scanned.block_id
     tomb = stored.block_deleted
     # Stored tombstones override the scanned tree's live entries and fill in absent IDs.
@@ -95,8 +94,10 @@ def merge(stored: Optional[ContainerTree], scanned: ContainerTree) -> ContainerT
     live_rows = np.flatnonzero(~override & ~scanned.block_deleted)
     rows = _rows_of(scanned, live_rows)
     row_block = rank[np.repeat(live_rows, np.diff(scanned.block_chunk_start)[live_rows])]
-    return _assemble(scanned.container_id, ids, values, deleted, scanned, rows, row_block,
-                     scanned.data_checksum is not None)
+    merged = _assemble(scanned.container_id, ids, values, deleted, scanned, rows, row_block,
+                       scanned.data_checksum is not None)
+    merged.unknown_fields = stored.unknown_fields  # Ozone rewrites from the stored message
+    return merged
 
 
 def _no_holes(blocks: np.ndarray, offs: np.ndarray, lens: np.ndarray,

@@ -7,6 +7,8 @@ Chunks (grouped by block, sorted by offset): `chunk_offset`, `chunk_length`, `ch
 `data_checksum` is the container value, or None when no full tree was generated (Ozone leaves
 it unset, e.g. for a tree holding only tombstones). The arrays are read-only: a tree is a value
 (built from copies: the caller's own numpy arrays stay writable).
+`unknown_fields` holds the raw unknown top-level fields of the file the tree was read from (an
+old file's removed field 3): Ozone keeps them on every rewrite, after field 2, and so do we.
 
 Builders: `ContainerTree.from_columns` (bulk, native), `ContainerTree.from_chunk_data` (raw
 chunk bytes + bytes_per_checksum + algorithm) and `TreeBuilder` (incremental).
@@ -109,14 +111,15 @@ class ContainerTree:
 
     __slots__ = ("container_id", "data_checksum", "block_id", "block_value", "block_deleted",
                  "block_chunk_start", "chunk_offset", "chunk_length", "chunk_value",
-                 "chunk_matches", "_wire")
+                 "chunk_matches", "unknown_fields", "_wire")
 
     def __init__(self, container_id: int = 0, *, data_checksum: Optional[int] = None,
                  block_id: Any = (), block_value: Any = (), block_deleted: Any = None,
                  block_chunk_start: Any = None, chunk_offset: Any = (), chunk_length: Any = (),
                  chunk_value: Any = (), chunk_matches: Any = None, validate: bool = True,
-                 copy: bool = True) -> None:
+                 copy: bool = True, unknown_fields: bytes = b"") -> None:
         self.container_id = int(container_id)
+        self.unknown_fields = bytes(unknown_fields)
         self.data_checksum = None if data_checksum is None else int(data_checksum)
         bid = _col(block_id, _I64, "block_id")
         nb = bid.shape[0]
@@ -373,6 +376,7 @@ class ContainerTree:
                 f"{self.n_chunks} chunks>")
 
     def __eq__(self, other: object) -> bool:
+        """Same container, values and columns (the carried unknown_fields are not compared)."""
         if not isinstance(other, ContainerTree):
             return NotImplemented
         return (self.container_id == other.container_id
@@ -388,6 +392,7 @@ class ContainerTree:
         fields = {f: getattr(self, f) for f in (
             "data_checksum", "block_id", "block_value", "block_deleted", "block_chunk_start",
             "chunk_offset", "chunk_length", "chunk_value", "chunk_matches")}
+        fields["unknown_fields"] = self.unknown_fields
         fields.update(changes)
         container_id = fields.pop("container_id", self.container_id)
         return ContainerTree(container_id, **fields)
@@ -406,7 +411,7 @@ class ContainerTree:
 
 # ---- the `.tree` encoding (ContainerChecksumInfo), natively -------------------------------
 
-_BLOCK_DEFAULT = 0b011  # blockID + dataChecksum (+ deleted when true)
+_BLOCK_DEFAULT = 0b111  # blockID + dataChecksum + deleted (false included, as Ozone writes)
 _CHUNK_DEFAULT = 0b1111
 
 
@@ -434,7 +439,7 @@ def tree_to_bytes(tree: ContainerTree) -> bytes:
         tree.block_id, tree.block_value, tree.block_deleted.view(np.uint8),
         wire.get("block_present"), tree.block_chunk_start, tree.chunk_offset,
         tree.chunk_length, tree.chunk_value, tree.chunk_matches.view(np.uint8),
-        wire.get("chunk_present"))
+        wire.get("chunk_present"), tree.unknown_fields)
 
 
 def tree_from_bytes(data: Any, *, source: Optional[str] = None) -> ContainerTree:
@@ -455,10 +460,9 @@ def tree_from_bytes(data: Any, *, source: Optional[str] = None) -> ContainerTree
             raise TreeFileError(f"negative {col.replace('_', ' ')}", source)
     bp, cp = cols["block_present"], cols["chunk_present"]
     bdel = cols["block_deleted"].view(np.bool_)
-    block_default = np.where(bdel, _BLOCK_DEFAULT | 4, _BLOCK_DEFAULT).astype(np.uint8)
     wire = {
         "has_container_id": cols["has_container_id"], "has_tree": cols["has_tree"],
-        "block_present": None if np.array_equal(bp, block_default) else bp,
+        "block_present": None if bool(np.all(bp == _BLOCK_DEFAULT)) else bp,
         "chunk_present": None if bool(np.all(cp == _CHUNK_DEFAULT)) else cp,
     }
     kwargs = dict(
@@ -474,6 +478,7 @@ def tree_from_bytes(data: Any, *, source: Optional[str] = None) -> ContainerTree
         # (sorted, the later entry wins); such a tree is then written back in Ozone's form.
         tree = _normalised(cols["container_id"], kwargs)
         wire["block_present"] = wire["chunk_present"] = None
+    tree.unknown_fields = cols["tail"]
     tree._wire = wire if any(v is not None for v in (wire["block_present"], wire["chunk_present"])) \
         or not (wire["has_container_id"] and wire["has_tree"]) else None
     return tree
