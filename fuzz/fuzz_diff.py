@@ -1,5 +1,6 @@
-"""Differential fuzz target of the tree diff: the native one-sided merge (ozt_diff) against the
-rules of ../shared/OZONE.md written out as plain Python dict lookups.
+"""Differential fuzz target of the tree diff: the native one-sided merge (ozt_diff) against
+Ozone's rules (ContainerChecksumTreeManager.diff, pinned by tests/data/ozone-golden/) written
+out as plain Python dict lookups.
 
 Inputs become two small trees over a few block IDs, offsets and values, so that equal and
 different values, healthy and unhealthy chunks, tombstones on either side and blocks or
@@ -13,7 +14,7 @@ from typing import Dict, List, Set, Tuple
 
 from fuzz.provider import Provider
 from merkle.trees.model import ContainerTree
-from merkle.trees.diff import diff
+from merkle.trees.diff import ContainerIDMismatchError, diff
 
 
 def _rows(p: Provider) -> List[Tuple[int, int, int, bool]]:
@@ -44,7 +45,7 @@ def _tree(p: Provider, rows: List[Tuple[int, int, int, bool]]) -> ContainerTree:
     tombs = {p.int(-1, 6): p.int(0, 3) for _ in range(p.int(0, 2))}
     empty = [b for b in [p.int(-1, 6) for _ in range(p.int(0, 1))] if b not in tombs]
     return ContainerTree.from_columns(
-        p.int(1, 2), [r[0] for r in rows], [r[1] for r in rows], [4096] * len(rows),
+        1, [r[0] for r in rows], [r[1] for r in rows], [4096] * len(rows),
         leaf=[r[2] for r in rows], checksum_matches=[r[3] for r in rows],
         deleted_blocks=tombs or None, empty_blocks=empty or None,
         data_checksum=p.int(0, 7) != 0)
@@ -53,7 +54,7 @@ def _tree(p: Provider, rows: List[Tuple[int, int, int, bool]]) -> ContainerTree:
 def reference_diff(ours: ContainerTree, peer: ContainerTree) -> Dict[str, object]:
     out: Dict[str, object] = {"missing_blocks": set(), "deleted": set(), "missing_chunks": set(),
                               "corrupt": set(), "unrecoverable": set(), "filtered": 0}
-    if ours.data_checksum is not None and ours.data_checksum == peer.data_checksum:
+    if (ours.data_checksum or 0) == (peer.data_checksum or 0):  # unset reads as 0
         return out
     mine = {b.block_id: b for b in ours.blocks()}
     filtered = 0
@@ -62,21 +63,26 @@ def reference_diff(ours: ContainerTree, peer: ContainerTree) -> Dict[str, object
         if a is None:
             key = "deleted" if pb.deleted else "missing_blocks"
             out[key].add(pb.block_id)  # type: ignore[attr-defined]
-        elif pb.deleted and (not a.deleted or pb.value > a.value):
+        elif a.value == pb.value:
+            continue  # a block on both sides is examined only when the values differ
+        elif a.deleted:
+            if pb.deleted and a.value < pb.value:  # both tombstones: the larger wins
+                out["deleted"].add(pb.block_id)  # type: ignore[attr-defined]
+        elif pb.deleted:
             out["deleted"].add(pb.block_id)  # type: ignore[attr-defined]
-        elif not a.deleted and not pb.deleted and a.value != pb.value:
+        else:
             ac = {c.offset: c for c in a.chunks}
             for pc in pb.chunks:
                 c = ac.get(pc.offset)
                 key2 = (pb.block_id, pc.offset)
-                if c is None:
+                if c is None or (c.value != pc.value and not c.checksum_matches):
                     if pc.checksum_matches:
-                        out["missing_chunks"].add(key2)  # type: ignore[attr-defined]
+                        kind = "missing_chunks" if c is None else "corrupt"
+                        out[kind].add(key2)  # type: ignore[attr-defined]
                     else:
-                        filtered += 1
+                        filtered += 1  # reportChunkIfHealthy: dropped and counted
                 elif c.value != pc.value and pc.checksum_matches:
-                    kind = "unrecoverable" if c.checksum_matches else "corrupt"
-                    out[kind].add(key2)  # type: ignore[attr-defined]
+                    out["unrecoverable"].add(key2)  # type: ignore[attr-defined]
     out["filtered"] = filtered
     return out
 
@@ -89,9 +95,15 @@ def target_diff(data: bytes) -> None:
     p = Provider(data)
     rows = _rows(p)
     ours = _tree(p, rows)
-    kind = p.int(0, 4)
+    kind = p.int(0, 5)
     if kind == 0:
         peer = ours.replace()
+    elif kind == 5:  # a different container: Ozone's CONTAINER_ID_MISMATCH
+        try:
+            diff(ours, ours.replace(container_id=2))
+        except ContainerIDMismatchError:
+            return
+        raise AssertionError("diff of different containers did not raise")
     else:
         peer = _tree(p, _edited(p, rows) if kind >= 2 else _rows(p))
     r = diff(ours, peer)

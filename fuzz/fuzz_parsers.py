@@ -53,7 +53,12 @@ def target_tree(data: bytes) -> None:
     assert again == tree, "encode -> decode changed the tree"
     assert tree_to_bytes(again) == encoded, "re-encoding is not a fixed point"
     plain = again.replace()  # the same tree as Ozone would write it
-    assert tree_from_bytes(tree_to_bytes(plain)) == tree
+    ozone_form = tree_to_bytes(plain)
+    assert tree_from_bytes(ozone_form) == tree
+    # Ozone's form: every block carries `deleted` (false included); unknown top-level fields
+    # are kept and written after field 2, byte for byte
+    assert tree_from_bytes(ozone_form)._wire is None, "not written in Ozone's form"
+    assert ozone_form.endswith(tree.unknown_fields) and again.unknown_fields == tree.unknown_fields
     report = diff(tree, again)
     assert report.roots_equal or not report.needs_repair, "a tree needs repair from itself"
     merged = merge(tree, again)

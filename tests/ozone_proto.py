@@ -1,5 +1,9 @@
 """Ozone's ContainerChecksumInfo messages built at test time with the official protobuf
-runtime (no protoc): the oracle our native encoder/decoder is checked against."""
+runtime (no protoc): the oracle our native encoder/decoder is checked against.
+
+`to_message` sets the fields Ozone's ContainerMerkleTreeWriter sets, as its golden output
+(tests/data/ozone-golden/) shows: every chunk field, every block's blockID, dataChecksum and
+`deleted` (false included), chunks only for live blocks, the container value when generated."""
 
 from __future__ import annotations
 
@@ -62,6 +66,5 @@ def to_message(tree):
             cm = bm.chunkMerkleTree.add()
             cm.offset, cm.length, cm.dataChecksum = c.offset, c.length, c.value
             cm.checksumMatches = c.checksum_matches
-        if blk.deleted:
-            bm.deleted = True
+        bm.deleted = blk.deleted  # always set: Ozone writes 20 00 for a live block
     return info

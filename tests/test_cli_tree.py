@@ -67,6 +67,46 @@ def test_diff_exit_codes_and_report(capsys, tmp_path):
     assert d["corrupt_chunks"] == {"1": [100]} and d["missing_chunks"] == {"1": [200]}
 
 
+def test_diff_of_different_containers_is_exit_2_one_line(capsys, tmp_path):
+    """Ozone refuses it (CONTAINER_ID_MISMATCH); no repair report is printed."""
+    ours, _ = _pair(tmp_path)  # container 7
+    rc, out, err = run(capsys, "tree", "diff", ours, DATA / "check_crc32.tree")  # container 1
+    assert rc == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("crcmerkle: error: ") and "container 7" in err and "container 1" in err
+    rc, out, err = run(capsys, "tree", "diff", ours, DATA / "check_crc32.tree", "--json")
+    assert rc == 2 and out == ""
+
+
+def test_diff_json_counts_unhealthy_chunks_filtered(capsys, tmp_path):
+    b = TreeBuilder(7)
+    b.add_chunk(1, 0, 100, leaf=1, checksum_matches=False)
+    b.add_chunk(1, 100, 100, leaf=2, checksum_matches=False)
+    peer = b.build()
+    o = TreeBuilder(7)
+    o.add_chunk(1, 0, 100, leaf=3, checksum_matches=False)
+    write_tree(peer, tmp_path / "peer.tree")
+    write_tree(o.build(), tmp_path / "ours.tree")
+    rc, out, _ = run(capsys, "tree", "diff", tmp_path / "ours.tree", tmp_path / "peer.tree",
+                     "--json")
+    d = json.loads(out)
+    # both unhealthy at 0, only-in-peer unhealthy at 100: nothing to pull, two filtered
+    assert rc == 0 and not d["needs_repair"] and d["unhealthy_chunks_filtered"] == 2
+    assert d["counts"]["unhealthy_chunks_filtered"] == 2
+    rc, out, _ = run(capsys, "tree", "diff", tmp_path / "ours.tree", tmp_path / "peer.tree")
+    assert rc == 0 and "unhealthy peer chunks skipped: 2" in out
+
+
+def test_merge_keeps_unknown_top_level_fields(capsys, tmp_path):
+    raw = (DATA / "check_crc32.tree").read_bytes()
+    extra = bytes([0x1A, 2, 0xAA, 0xBB])  # an old file's removed field 3
+    (tmp_path / "stored.tree").write_bytes(raw[:2] + extra + raw[2:])
+    shutil.copy(DATA / "check_crc32c.tree", tmp_path / "scanned.tree")
+    rc, _, _ = run(capsys, "tree", "merge", tmp_path / "stored.tree", tmp_path / "scanned.tree",
+                   "-o", tmp_path / "out.tree")
+    assert rc == 0
+    assert (tmp_path / "out.tree").read_bytes() == (DATA / "check_crc32c.tree").read_bytes() + extra
+
+
 @pytest.mark.parametrize("content", [b"", b"\x08", b"hello world, not a tree"])
 def test_diff_bad_file_is_exit_2_one_line(capsys, tmp_path, content):
     bad = tmp_path / "bad.tree"
@@ -150,7 +190,7 @@ def test_merge(capsys, tmp_path):
     # container IDs differ: an error
     rc, _, err = run(capsys, "tree", "merge", tmp_path / "stored.tree", tmp_path / "scanned.tree",
                      "-o", tmp_path / "out.tree")
-    assert rc == 2 and "container IDs differ" in err
+    assert rc == 2 and "different containers: 7 and 1" in err and err.count("\n") == 1
     # a corrupt stored tree is no tree, as in Ozone
     (tmp_path / "stored.tree").write_bytes(b"\x08")
     rc, _, _ = run(capsys, "tree", "merge", tmp_path / "stored.tree", tmp_path / "scanned.tree",

@@ -28,9 +28,29 @@ def test_equal_roots_is_constant_time(monkeypatch):
     assert r.roots_equal and not r.needs_repair
 
 
-def test_identical_trees_without_root_do_full_diff_and_find_nothing():
-    r = diff(tree(BASE, generated=False), tree(BASE, generated=False))
-    assert not r.roots_equal and not r.needs_repair
+def test_unset_container_value_counts_as_0(monkeypatch):
+    """Ozone compares getDataChecksum(), which reads 0 when unset: two tombstone-only trees, or
+    one against an empty generated tree (value 0), are equal, whatever their blocks."""
+    monkeypatch.setattr(diff_mod._native, "_ozt_diff",
+                        lambda *x: pytest.fail("a full diff ran for equal roots"))
+    only_tombs = tree({4: ("T", 1)}, generated=False)
+    more_tombs = tree({4: ("T", 1), 6: ("T", 9)}, generated=False)
+    assert diff(only_tombs, more_tombs).roots_equal
+    assert diff(tree({}), more_tombs).roots_equal  # 0 == unset
+    assert diff(more_tombs, tree({})).roots_equal
+
+
+def test_unset_value_against_a_real_one_diffs_fully():
+    r = diff(tree(BASE), tree({2: ("T", 5), 6: ("T", 9)}, generated=False))
+    assert not r.roots_equal and r.diverged_deleted_blocks.tolist() == [2, 6]
+
+
+def test_different_container_ids_are_an_error():
+    a = tree(BASE)
+    b = a.replace(container_id=a.container_id + 1)
+    with pytest.raises(diff_mod.ContainerIDMismatchError, match="different containers") as info:
+        diff(a, b)
+    assert isinstance(info.value, ValueError) and info.value.peer == a.container_id + 1
 
 
 def test_block_only_in_ours_is_ignored():
@@ -78,11 +98,13 @@ def test_both_healthy_values_differ_is_unrecoverable_not_repaired():
     assert {b: o.tolist() for b, o in r.unrecoverable_chunks.items()} == {1: [100]}
 
 
-@pytest.mark.parametrize("ours_ok,peer_ok", [(OK, BAD), (BAD, BAD)])
-def test_peer_unhealthy_same_offset_is_no_repair(ours_ok, peer_ok):
+@pytest.mark.parametrize("ours_ok,peer_ok,filtered", [(OK, BAD, 0), (BAD, BAD, 1)])
+def test_peer_unhealthy_same_offset_is_no_repair(ours_ok, peer_ok, filtered):
+    """Ours unhealthy too: Ozone's reportChunkIfHealthy drops the peer's copy and counts it."""
     r = diff(tree({1: {0: (11, OK), 100: (99, ours_ok)}, 2: BASE[2]}),
              tree({1: {0: (11, OK), 100: (12, peer_ok)}, 2: BASE[2]}))
     assert not r.needs_repair and r.unrecoverable_chunks == {}
+    assert r.unhealthy_chunks_filtered == filtered
 
 
 def test_same_value_different_health_is_nothing():
@@ -96,6 +118,13 @@ def test_ours_live_peer_deleted_adopts_tombstone():
     r = diff(tree(BASE), tree({1: ("T", 7), 2: BASE[2]}))
     assert r.diverged_deleted_blocks.tolist() == [1] and r.needs_repair
     assert r.missing_chunks == {}
+
+
+def test_ours_live_peer_tombstone_with_the_same_value_stays_live():
+    """A block present on both sides is examined only when the values differ (Ozone)."""
+    ours = tree(BASE)
+    r = diff(ours, tree({1: ("T", int(ours.block_value[0])), 2: BASE[2]}))
+    assert r.diverged_deleted_blocks.size == 0 and not r.needs_repair
 
 
 def test_ours_deleted_peer_live_is_ignored():

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from merkle import ozone
-from merkle.trees.diff import diff
+from merkle.trees.diff import ContainerIDMismatchError, diff
 from merkle.trees.merge import apply_repair, merge, reconcile
 from merkle.trees.model import ContainerTree
 
@@ -51,7 +51,7 @@ def test_only_in_stored_survives_only_as_tombstone():
 def test_merge_without_stored_tree_and_id_mismatch():
     s = tree({1: {0: (5, OK)}})
     assert merge(None, s) is s
-    with pytest.raises(ValueError, match="container IDs differ"):
+    with pytest.raises(ContainerIDMismatchError, match="different containers"):
         merge(tree({}, cid=2), s)
 
 

@@ -101,8 +101,7 @@ def test_encoder_matches_protobuf_runtime(cid, value, blocks):
             for off in sorted(chunks):
                 _, ln, v, m = chunks[off]
                 bm.chunkMerkleTree.add(offset=off, length=ln, dataChecksum=v, checksumMatches=m)
-        else:
-            bm.deleted = True
+        bm.deleted = deleted  # always set, false included, as Ozone writes it
     raw = msg.SerializeToString()
     tree = ContainerTree.from_bytes(raw)
     assert tree.to_bytes() == raw
@@ -158,12 +157,30 @@ def test_decoder_reads_any_presence_the_runtime_writes(data):
                 cm.offset, cm.length, cm.dataChecksum, cm.checksumMatches)
 
 
-def test_unknown_fields_are_skipped_and_retired_field_3():
+# field 3 (retired) as a length-delimited field, field 15 fixed64, field 16 fixed32, field 20
+# varint: what an older Ozone's file or a newer one may carry at the top level
+EXTRA = (bytes([0x1A, 2, 0xAA, 0xBB, 0x79]) + bytes(8) + bytes([0x85, 0x01]) + bytes(4)
+         + bytes([0xA0, 0x01, 0x96, 0x01]))
+
+
+def test_unknown_top_level_fields_survive_rewrites_after_field_2():
     raw = (DATA / "check_crc32.tree").read_bytes()
-    # field 3 (retired) as a length-delimited field, field 15 fixed64, field 16 fixed32
-    extra = bytes([0x1A, 2, 0xAA, 0xBB, 0x79]) + bytes(8) + bytes([0x85, 0x01]) + bytes(4)
-    tree = ContainerTree.from_bytes(raw + extra)
-    assert tree == ContainerTree.from_bytes(raw)
+    tree = ContainerTree.from_bytes(raw + EXTRA)
+    assert tree == ContainerTree.from_bytes(raw) and tree.unknown_fields == EXTRA
+    assert tree.to_bytes() == raw + EXTRA
+    assert tree.replace().to_bytes() == raw + EXTRA
+    # wherever they stood, protobuf-java (Ozone) writes them after the known fields, in order
+    cid_end = 2  # 08 01
+    moved = raw[:cid_end] + EXTRA[:4] + raw[cid_end:] + EXTRA[4:]
+    assert ContainerTree.from_bytes(moved).to_bytes() == raw + EXTRA
+    msg = ozone_proto.ContainerChecksumInfo.FromString(moved)
+    assert msg.SerializeToString() == raw + EXTRA  # the protobuf runtime agrees
+    # merging a scan into the stored tree keeps them (Ozone rewrites from the stored message)
+    from merkle.trees.merge import merge
+    assert merge(tree, ContainerTree.from_bytes(raw)).to_bytes() == raw + EXTRA
+    # unknown fields inside the tree message are skipped (Ozone rebuilds that message)
+    inner = ContainerTree.from_bytes(b"\x08\x01\x12\x04\x08\x00\x28\x07")
+    assert inner.unknown_fields == b"" and inner.data_checksum == 0
 
 
 def test_unsorted_foreign_order_is_normalised():

@@ -33,9 +33,12 @@ Rows may come in any order; a later row replaces an earlier one at the same (blo
 
 DIFF_EPILOG = """\
 Unrecoverable chunks (both replicas healthy but different) are listed but need no repair
-from this peer.
+from this peer. Unhealthy peer chunks that cannot be pulled are counted
+(unhealthy_chunks_filtered, Ozone's numUnhealthyChunksFiltered): when it is not 0 this peer
+cannot make the replica whole.
 
-""" + exit_status_help("OURS must pull something from PEER (2: unreadable or corrupt tree)")
+""" + exit_status_help("OURS must pull something from PEER (2: unreadable or corrupt tree, "
+                       "trees of different containers)")
 OTHER_EPILOG = exit_status_help("never (0 done, 2 could not)")
 
 
@@ -135,9 +138,15 @@ def _fmt_chunks(d: Dict[int, np.ndarray]) -> List[str]:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from merkle.trees.diff import diff
+    from merkle.trees.diff import ContainerIDMismatchError, diff
     ours, peer = _read(args.ours), _read(args.peer)
-    report = diff(ours, peer)
+    try:
+        report = diff(ours, peer)
+    except ContainerIDMismatchError as exc:
+        # Ozone refuses such a diff (CONTAINER_ID_MISMATCH): the work cannot be done.
+        raise CLIError(f"{args.ours} is container {exc.ours} but {args.peer} is container "
+                       f"{exc.peer}: only replicas of one container can be diffed",
+                       EXIT_USAGE) from None
     if args.json:
         json.dump(report.to_dict(), sys.stdout)
         sys.stdout.write("\n")
