@@ -121,12 +121,14 @@ def test_tombstone_alone_does_not_change_the_container_value(tmp_path):
     assert all(p.status == "in-sync" for r in results[1] for p in r.peers)
 
 
-def test_tombstone_is_adopted_in_the_tree_only(tmp_path):
+def test_tombstone_with_the_live_value_is_not_adopted(tmp_path):
+    """A tombstone keeps its block's value; Ozone examines a block present on both sides only
+    when the values differ, so the replicas that still hold it live keep it live."""
     root = tmp_path / "c"
     m = make_cluster(root, "tombstone", containers=1, seed=5)
     f = m["faults"][0]
     others = [r for r in m["containers"]["1"]["replicas"] if r not in f["replicas"]]
-    # another divergence on the replicas that kept the block, so the values differ
+    # another divergence on the replicas that kept the block, so the container values differ
     other_block = next(int(b) for b in m["containers"]["1"]["blocks"] if int(b) != f["block_id"])
     for rep in others:
         with open(root / rep / "chunks" / f"{other_block}.block", "r+b") as fh:
@@ -136,9 +138,30 @@ def test_tombstone_is_adopted_in_the_tree_only(tmp_path):
             fh.write(bytes([x[0] ^ 1]))
     full_round(root)
     for rep in others:
-        assert (root / rep / "chunks" / f"{f['block_id']}.block").exists()  # data kept
+        assert not read_tree(root / rep / "metadata" / "1.tree").block(f["block_id"]).deleted
+    for rep in f["replicas"]:
         assert read_tree(root / rep / "metadata" / "1.tree").block(f["block_id"]).deleted
     assert_converged(root, m)
+
+
+def test_tombstone_is_adopted_in_the_tree_only(tmp_path):
+    """Where the live copy's value differs (here it is corrupt), the tombstone is adopted, in
+    the tree only: the data stays."""
+    root = tmp_path / "c"
+    m = make_cluster(root, "tombstone", containers=1, seed=5)
+    f = m["faults"][0]
+    others = [r for r in m["containers"]["1"]["replicas"] if r not in f["replicas"]]
+    for rep in others:
+        with open(root / rep / "chunks" / f"{f['block_id']}.block", "r+b") as fh:
+            fh.seek(5)
+            x = fh.read(1)
+            fh.seek(5)
+            fh.write(bytes([x[0] ^ 1]))
+    full_round(root)
+    for rep in others:
+        assert (root / rep / "chunks" / f"{f['block_id']}.block").exists()  # data kept
+        assert read_tree(root / rep / "metadata" / "1.tree").block(f["block_id"]).deleted
+    assert len(set(container_values(root)[1])) == 1
 
 
 def test_dry_run_changes_nothing_and_prints_the_plan(tmp_path):

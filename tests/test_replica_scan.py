@@ -162,3 +162,54 @@ def test_scan_result_json_ready(tmp_path):
     for r in scan_all(tmp_path / "c").values():
         d = json.loads(json.dumps(r.to_dict()))
         assert d["ok"] == (not m["expected_errors"][os.path.relpath(r.path, tmp_path / "c")])
+
+
+# ---- Ozone's scanner tree (KeyValueContainerCheck) vs the metadata tree -------------------
+
+def _mixed_replica(tmp_path):
+    """Block 1: CRC32 chunk + NONE chunk; block 2: NONE chunks only; block 3: no chunks;
+    block 4: one chunk of length 0 (an EC padding block), file deleted; block 5: data, file
+    deleted; block 6: plain CRC32C."""
+    root = tmp_path / "dn" / "vol" / "9"
+    data = bytes(range(256)) * 64
+    with ContainerWriter.create(root, 9, algorithm="crc32", bytes_per_checksum=1024) as w:
+        w.write_chunk(1, 0, data[:4096])
+        w.write_chunk(1, 4096, data[:3000], algorithm="none")
+        w.write_chunk(2, 0, data[:2048], algorithm="none")
+        w.write_block(3, b"")
+        w.write_chunk(4, 0, b"")
+        w.write_block(5, data[:5000])
+        w.write_chunk(6, 0, data[:7000], algorithm="crc32c")
+        stored = w.tree()
+    for b in (4, 5):
+        os.unlink(root / "chunks" / f"{b}.block")
+    return root, stored
+
+
+def test_scanner_tree_is_ozones(tmp_path):
+    root, stored = _mixed_replica(tmp_path)
+    # the metadata tree (stored at close) has every block and every recorded chunk
+    assert stored.block_id.tolist() == [1, 2, 3, 4, 5, 6]
+    assert len(stored.block(1).chunks) == 2
+    r = scan_container(root, write_tree=False)
+    scanned = r.scanned
+    # NONE chunks skipped; blocks with nothing scanned (2: only NONE, 3: no chunks) left out;
+    # missing files (4, 5) left out
+    assert scanned.block_id.tolist() == [1, 6]
+    assert [c.offset for c in scanned.block(1).chunks] == [0]
+    assert scanned.block(1).chunks[0].value == stored.block(1).chunks[0].value
+    assert scanned.block(6) == stored.block(6)
+    # MISSING_DATA_FILE only where the block's first chunk has a length > 0
+    assert r.error_keys() == [("MISSING_DATA_FILE", 5, None)]
+    # merged into the stored metadata tree: live blocks the scan left out are dropped
+    assert r.tree.block_id.tolist() == [1, 6] and r.tree == scanned
+
+
+def test_scanner_keeps_a_block_whose_chunks_are_all_missing(tmp_path):
+    """Ozone adds the block before reading its first checksummed chunk: a block file cut to
+    nothing still gives an (empty) block, with MISSING_CHUNK errors."""
+    root, _ = _mixed_replica(tmp_path)
+    os.truncate(root / "chunks" / "6.block", 0)
+    r = scan_container(root, write_tree=False)
+    assert 6 in r.scanned and r.scanned.block(6).chunks == ()
+    assert ("MISSING_CHUNK", 6, 0) in r.error_keys()

@@ -21,7 +21,9 @@ Fault types (FAULT_TYPES), each count is a number of events:
   missing-chunks  block file cut at a chunk boundary -> MISSING_CHUNK for the cut chunks
   missing-file    block file deleted                                   -> MISSING_DATA_FILE
   tombstone       block deleted (Ozone's way) on some but not all replicas: no scan error;
-                  reconcile makes the others adopt the tombstone
+                  the tombstone keeps the block's value, so the others keep their live
+                  block (Ozone examines a block only when the values differ) and they
+                  adopt the tombstone only if their copy diverges
   extra-block     a block written to one replica only: no scan error; the others pull it
   tree-corrupt    `.tree` overwritten with garbage                     -> TREE_CORRUPT
   tree-missing    `.tree` deleted                                      -> TREE_MISSING

@@ -5,17 +5,24 @@ For each block in the metadata, each chunk is read window-aligned into one reuse
 worker (os.preadv, large sequential reads of `buffer_size`), its windows are checksummed in
 one native call per read with the chunk's own type (`checksum_windows(..., out=...)`), and the
 observed checksums are compared with the recorded ones in one numpy comparison. The tree is
-built from the *observed* checksums (Ozone's rule: corruption changes the leaf and everything
-above it), with `checksum_matches` false unless every window and the length match; it is then
-merged into the stored tree (tombstones win; merkle.trees.merge.merge) and written atomically
-when it changed.
+Ozone's scanner tree (KeyValueContainerCheck): built from the *observed* checksums (corruption
+changes the leaf and everything above it), with `checksum_matches` false unless every window
+and the length match; chunks of checksum type NONE are skipped (neither read nor in the tree),
+and a block is in the tree only if at least one of its chunks was scanned (a block without
+chunks, or with only NONE chunks, is left out). It is then merged into the stored tree
+(tombstones win, live blocks the scan left out are dropped; merkle.trees.merge.merge) and
+written atomically when it changed. The tree built from metadata alone (every recorded chunk,
+empty blocks included) is what the replica writer stores when it closes a container, as Ozone
+does at container close.
 
 Errors (ScanError.kind):
   CORRUPT_CHUNK              a window checksum differs (also a short chunk whose partial last
                              window differs)
   INCONSISTENT_CHUNK_LENGTH  fewer bytes than recorded, every window read matching
   MISSING_CHUNK              no byte of the chunk in the file (no leaf in the tree)
-  MISSING_DATA_FILE          the block file does not exist (block absent from the tree)
+  MISSING_DATA_FILE          the block file does not exist and its first chunk has a length > 0
+                             (block absent from the tree; Ozone: EC padding blocks may have
+                             no file)
   UNREADABLE_DATA_FILE       the block file exists but cannot be opened/read (I/O error)
   NOT_A_REGULAR_FILE         a link, directory, FIFO, socket or device where a block file,
                              `chunks/`, `metadata/`, `.blocks` or `.tree` should be: never
@@ -210,7 +217,7 @@ class _ChunkObs:
 @dataclass
 class _BlockObs:
     block_id: int
-    present: bool
+    present: bool  # in the scanned tree: some chunk of it was scanned
     chunks: List[_ChunkObs] = field(default_factory=list)
     errors: List[ScanError] = field(default_factory=list)
     bytes_read: int = 0
@@ -336,15 +343,15 @@ class _Reader:
         return got, np.frombuffer(obs, dtype=np.uint8), mismatch
 
     def block(self, files: ReplicaFiles, block: BlockMeta) -> _BlockObs:
-        out = _BlockObs(block.block_id, present=True)
+        out = _BlockObs(block.block_id, present=False)
+        if not block.chunks:
+            return out  # nothing to scan: not in the scanner's tree (Ozone)
         try:
             f = files.open_block(block.block_id)
         except FileNotFoundError:
-            out.present = False
-            if block.chunks and block.chunks[0].length == 0:
-                return out  # Ozone: no file is expected when the first chunk is empty
-            out.errors.append(ScanError(MISSING_DATA_FILE, block.block_id, None,
-                                        f"{files.block_name(block.block_id)} does not exist"))
+            if block.chunks[0].length > 0:  # Ozone: an EC padding block may have no file
+                out.errors.append(ScanError(MISSING_DATA_FILE, block.block_id, None,
+                                            f"{files.block_name(block.block_id)} does not exist"))
             return out
         except NotRegularFileError as exc:
             out.present = False
@@ -352,12 +359,14 @@ class _Reader:
                                         f"{exc.filename}: {exc.strerror}"))
             return out
         except OSError as exc:
-            out.present = False
             out.errors.append(ScanError(UNREADABLE_DATA_FILE, block.block_id, None,
                                         exc.strerror or str(exc)))
             return out
         try:
             for c in block.chunks:
+                if c.checksum_type == NONE:
+                    continue  # Ozone's scanner skips them: not read, not in the tree
+                out.present = True  # a chunk is scanned: the block is in the tree
                 if c.length == 0:
                     out.chunks.append(_ChunkObs(c.offset, 0, c.leaf, True))
                     continue
