@@ -129,10 +129,12 @@ def test_diff_then_repair_leaves_nothing_to_pull(a, b):
     ours, peer = tree(a), tree(b)
     fixed = apply_repair(diff(ours, peer))
     again = diff(fixed, peer)
-    # what is left is what cannot be pulled: gaps behind an unhealthy peer chunk
-    for blk, offs in again.missing_chunks.items():  # only chunks that would leave a hole
-        end = max([c.offset + c.length for c in fixed.block(blk).chunks], default=0)
-        assert int(offs.min()) > end
+    # what is left is what cannot be pulled: the first left in a block does not follow a
+    # chunk we hold (Ozone's contiguity rule: it would leave a hole)
+    from merkle.trees.merge import chunk_follows
+    for blk, offs in again.missing_chunks.items():
+        held = {c.offset: c.length for c in fixed.block(blk).chunks}
+        assert not chunk_follows(held, int(offs.min()))
     assert again.corrupt_chunks == {} and again.diverged_deleted_blocks.size == 0
     # a missing block stays missing only if its first chunk cannot be written
     assert again.missing_blocks.size == 0 or all(
@@ -237,35 +239,46 @@ def test_one_round_converges_with_an_intact_replica(case):
         check_against_truth(t, truth, deleted)
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 10), st.integers(0, 4),
-                          st.booleans()), max_size=30),
-       st.booleans())
-def test_no_holes_matches_a_simple_loop(rows, huge):
-    from merkle.trees.merge import _no_holes
-    rows = sorted(set(rows), key=lambda r: (r[0], r[1]))
-    seen, uniq = set(), []
-    for r in rows:
-        if (r[0], r[1]) not in seen:
-            seen.add((r[0], r[1]))
-            uniq.append(r)
-    scale = 2 ** 41 if huge else 100  # huge: the loop fallback
-    b = np.array([r[0] for r in uniq], dtype=np.int64)
-    o = np.array([r[1] * scale for r in uniq], dtype=np.int64)
-    ln = np.array([r[2] * scale for r in uniq], dtype=np.int64)
-    new = np.array([r[3] for r in uniq], dtype=bool)
-    held: dict = {}  # the file already spans every chunk it holds
-    for i in range(len(uniq)):
-        if not new[i]:
-            held[int(b[i])] = max(held.get(int(b[i]), 0), int(o[i] + ln[i]))
-    expect, end, stopped = [], 0, False
-    for i in range(len(uniq)):
-        if i == 0 or b[i] != b[i - 1]:
-            end, stopped = held.get(int(b[i]), 0), False
-        if new[i] and (stopped or o[i] > end):
-            expect.append(False)
-            stopped = True
-            continue
-        expect.append(True)
-        end = max(end, int(o[i] + ln[i]))
-    assert _no_holes(b, o, ln, new).tolist() == expect
+@pytest.mark.parametrize("local,offset,ok", [
+    ({}, 0, True), ({}, 100, False), ({0: 100}, 100, True), ({0: 100}, 150, False),
+    ({0: 200}, 100, False),  # inside the file, but not where a chunk ends
+    ({0: 100, 100: 50}, 150, True), ({0: 100, 100: 50}, 100, True),  # overwrite in place
+    ({0: 100, 300: 100}, 200, False), ({-5: 5}, 0, True), ({-10: 3}, -7, True)])
+def test_chunk_follows_is_ozones_previous_chunk_rule(local, offset, ok):
+    from merkle.trees.merge import chunk_follows
+    assert chunk_follows(local, offset) is ok
+
+
+def _lens(spec, length):
+    t = tree(spec)
+    return t.replace(chunk_length=np.full(t.n_chunks, length, dtype=np.int64))
+
+
+def test_repair_needs_the_previous_chunk_to_end_exactly_at_the_offset():
+    """The old rule wrote a chunk anywhere inside the file; Ozone's needs an exact end."""
+    peer = tree({1: {0: (1, OK), 100: (2, OK), 150: (3, OK)}})
+    ours = _lens({1: {0: (1, OK)}}, 150)  # our chunk at 0 is 150 bytes: 100 starts inside it
+    r = diff(ours, peer)
+    assert {b: o.tolist() for b, o in r.missing_chunks.items()} == {1: [100, 150]}
+    fixed = apply_repair(r)
+    assert [c.offset for c in fixed.block(1).chunks] == [0]
+
+
+def test_repair_runs_missing_then_corrupt_each_to_its_own_gap():
+    """Ozone pulls a block's missing chunks and its corrupt chunks as separate lists: a gap
+    in the first does not stop the second."""
+    peer = tree({1: {0: (1, OK), 100: (2, BAD), 200: (3, OK), 300: (4, OK)}})
+    ours = tree({1: {0: (1, OK), 100: (9, OK), 300: (8, BAD)}})
+    r = diff(ours, peer)
+    assert r.missing_chunks[1].tolist() == [200] and r.corrupt_chunks[1].tolist() == [300]
+    fixed = apply_repair(r)
+    got = {c.offset: (c.value, c.checksum_matches) for c in fixed.block(1).chunks}
+    assert got == {0: (1, OK), 100: (9, OK), 200: (3, OK), 300: (4, OK)}
+    # the peer's chunk at 50 cannot be written (our chunk at 0 ends at 100), which stops the
+    # missing run; the corrupt chunk at 100 follows our chunk at 0 and is still repaired
+    peer = tree({1: {0: (1, OK), 50: (5, OK), 100: (2, OK)}})
+    ours = tree({1: {0: (1, OK), 100: (9, BAD)}})
+    r = diff(ours, peer)
+    assert r.missing_chunks[1].tolist() == [50] and r.corrupt_chunks[1].tolist() == [100]
+    got = {c.offset: (c.value, c.checksum_matches) for c in apply_repair(r).block(1).chunks}
+    assert got == {0: (1, OK), 100: (2, OK)}

@@ -349,3 +349,24 @@ def test_two_healthy_copies_that_differ_are_reported(tmp_path):
         assert {(p.block_id, p.offset) for p in r.remaining} == {(2, 0), (2, 4096), (2, 8192)}
         assert all("healthy copies differ" in p.reason and str(other) in p.reason
                    for p in r.remaining)
+
+
+@pytest.mark.parametrize("local_len,planned", [(100, [100, 200]), (150, []), (50, [])])
+def test_plan_follows_ozones_contiguity_rule(local_len, planned):
+    """A pulled chunk is written only where the previous local chunk ends exactly at its
+    offset (a chunk starting inside the file, or past its end, stops the block)."""
+    from merkle.replica.crcmerkle.blockmeta import ChunkMeta, ContainerMeta
+    from merkle.replica.reconcile import ChunkCopy, _Copier
+    data = bytes(range(200))
+    local, peer = ContainerMeta(1), ContainerMeta(1)
+    local.put_chunks(1, [ChunkMeta.from_data(0, data[:local_len], bytes_per_checksum=64)])
+    peer.put_chunks(1, [ChunkMeta.from_data(o, data[:100], bytes_per_checksum=64)
+                        for o in (0, 100, 200)])
+    copier = _Copier(None, None, peer, {1: 10 ** 6}, None, True, local)
+    copies = [ChunkCopy(1, o, 100, "missing_chunk", peer.blocks[1].chunk_at(o).leaf)
+              for o in (100, 200)]
+    items, stop = copier.plan_block(1, copies)
+    assert [c.offset for c, _ in items] == planned
+    assert (stop is None) == bool(planned)
+    if stop is not None:
+        assert stop.offset == 100 and "does not follow" in stop.reason

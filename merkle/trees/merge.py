@@ -11,13 +11,14 @@ merge(stored, scanned) - a freshly scanned tree merged into the stored one (HDDS
   tombstoned IDs (newer wins otherwise), as Ozone's rule says.
 
 apply_repair(ours, report) - what `ours` looks like after pulling what a DiffReport selected:
-  peer chunks written at their offsets (a block stops at its first gap: block files have no
-  holes), then the tree rebuilt from the (now healthy) chunks; peer tombstones adopted.
+  peer chunks written at their offsets as Ozone's reconciler writes them (a run stops at the
+  first chunk that does not start exactly where the previous local chunk ends: block files
+  have no holes; chunk_follows), then the tree rebuilt; peer tombstones adopted.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Dict, List, Optional
 
 import numpy as np
 
@@ -25,7 +26,7 @@ from merkle import _native
 from merkle.trees.diff import ContainerIDMismatchError, DiffReport, diff
 from merkle.trees.model import ContainerTree
 
-__all__ = ["apply_repair", "merge", "reconcile"]
+__all__ = ["apply_repair", "chunk_follows", "merge", "reconcile"]
 
 _I64 = np.int64
 
@@ -100,59 +101,61 @@ def merge(stored: Optional[ContainerTree], scanned: ContainerTree) -> ContainerT
     return merged
 
 
-def _no_holes(blocks: np.ndarray, offs: np.ndarray, lens: np.ndarray,
-              new: np.ndarray) -> np.ndarray:
-    """Rows to keep: a pulled (new) chunk is written only if it starts at or before the end
-    of what the block file already holds (its existing chunks, or pulled ones before it); the
-    first one that would leave a hole stops its
-    block (block files have no holes). Rows sorted by (block, offset)."""
-    n = blocks.shape[0]
-    keep = np.ones(n, dtype=bool)
-    if n == 0 or not new.any():
-        return keep
-    first = np.ones(n, dtype=bool)
-    first[1:] = blocks[1:] != blocks[:-1]
-    rank = np.cumsum(first) - 1
-    ends = np.maximum(offs + lens, 0)
-    # End of the file before each row = running max of the previous rows' ends, per block
-    # (valid up to the first rejected row, after which every new row is rejected anyway).
-    span = int(ends.max()) + 1
-    if span < 2 ** 40 and int(rank[-1]) < 2 ** 22:
-        shifted = ends + rank * span
-        run = np.maximum.accumulate(shifted)
-        before = np.empty(n, dtype=np.int64)
-        before[0] = 0
-        before[1:] = run[:-1] - rank[1:] * span
-        before[first] = 0
-        before = np.maximum(before, 0)
-    else:  # huge offsets: a plain loop
-        before = np.zeros(n, dtype=np.int64)
-        end = 0
-        for i in range(n):
-            if first[i]:
-                end = 0
-            before[i] = end
-            end = max(end, int(ends[i]))
-    # The file already spans every chunk it holds, whatever their order: a pulled chunk that
-    # starts inside that span leaves no hole even if an earlier chunk is missing.
-    held = np.zeros(int(rank[-1]) + 1, dtype=np.int64)
-    np.maximum.at(held, rank[~new], ends[~new])
-    before = np.maximum(before, held[rank])
-    bad = new & (offs > before)
-    if bad.any():
-        # reject every new row of a block from its first bad row on
-        bad_rank_first = np.full(int(rank[-1]) + 1, n, dtype=np.int64)
-        idx = np.flatnonzero(bad)
-        np.minimum.at(bad_rank_first, rank[idx], idx)
-        keep &= ~(new & (np.arange(n) >= bad_rank_first[rank]))
-    return keep
+def chunk_follows(local: Dict[int, int], offset: int) -> bool:
+    """Ozone's contiguity rule for a pulled chunk (KeyValueHandler.previousChunkPresent): it is
+    written only at offset 0 or where the previous local chunk ({offset: length}, the chunks
+    recorded or pulled so far) ends exactly at its offset: block files have no holes."""
+    if offset == 0:
+        return True
+    prev = max((o for o in local if o < offset), default=None)
+    return prev is not None and prev + local[prev] == offset
+
+
+def _pulled_rows(report: DiffReport) -> np.ndarray:
+    """The peer chunk rows a repair writes, in Ozone's order: each missing block's chunks,
+    then each block's missing chunks, then its corrupt chunks, every run in offset order and
+    stopped at its first chunk that does not follow a local one (chunk_follows). Unhealthy
+    chunks of a missing block are checked, then skipped (never pulled), as Ozone does."""
+    ours, peer = report.ours, report.peer
+    cb_peer = peer.chunk_block_id
+    local: Dict[int, Dict[int, int]] = {}
+
+    def held(block: int) -> Dict[int, int]:
+        if block not in local:
+            i = ours.block_index(block)
+            a, b = (int(ours.block_chunk_start[i]), int(ours.block_chunk_start[i + 1])) \
+                if i >= 0 else (0, 0)
+            local[block] = dict(zip(ours.chunk_offset[a:b].tolist(),
+                                    ours.chunk_length[a:b].tolist()))
+        return local[block]
+
+    def runs(rows: np.ndarray) -> List[np.ndarray]:
+        if rows.size == 0:
+            return []
+        rows = np.sort(rows)  # peer rows are in (block, offset) order
+        cuts = np.flatnonzero(np.diff(cb_peer[rows])) + 1
+        return np.split(rows, cuts)
+
+    keep: List[int] = []
+    for run in (runs(_rows_of(peer, report.missing_block_rows))
+                + runs(report.missing_chunk_rows) + runs(report.corrupt_chunk_rows)):
+        loc = held(int(cb_peer[run[0]]))
+        for r in run.tolist():
+            off = int(peer.chunk_offset[r])
+            if not chunk_follows(loc, off):
+                break
+            if bool(peer.chunk_matches[r]):  # verified reads only
+                loc[off] = int(peer.chunk_length[r])
+                keep.append(r)
+    return np.array(keep, dtype=_I64)
 
 
 def apply_repair(report: DiffReport) -> ContainerTree:
     """The tree `report.ours` has after pulling from `report.peer` what the report selected.
 
-    Missing blocks and chunks are written from the peer's healthy chunks in offset order, a
-    block stopping at the first gap; corrupt chunks are overwritten; peer tombstones adopted.
+    Missing blocks and chunks are written from the peer's healthy chunks in offset order, and
+    corrupt chunks overwritten, each run stopping at its first gap (Ozone's contiguity rule,
+    see _pulled_rows); peer tombstones adopted.
     Local data is never deleted or shortened. Block and container values are rebuilt.
     """
     ours, peer = report.ours, report.peer
@@ -160,23 +163,12 @@ def apply_repair(report: DiffReport) -> ContainerTree:
         return ours
     cb_peer = peer.chunk_block_id
     # Per-chunk table of ours, plus the pulled chunks; later entries replace earlier ones.
-    pulled_rows = np.concatenate((
-        _rows_of(peer, report.missing_block_rows), report.missing_chunk_rows,
-        report.corrupt_chunk_rows)).astype(_I64)
-    pulled_rows = pulled_rows[peer.chunk_matches[pulled_rows]]  # verified reads only
+    pulled_rows = _pulled_rows(report)
     blocks = np.concatenate((ours.chunk_block_id, cb_peer[pulled_rows]))
     offs = np.concatenate((ours.chunk_offset, peer.chunk_offset[pulled_rows]))
     lens = np.concatenate((ours.chunk_length, peer.chunk_length[pulled_rows]))
     vals = np.concatenate((ours.chunk_value, peer.chunk_value[pulled_rows]))
     match = np.concatenate((ours.chunk_matches, np.ones(pulled_rows.shape[0], dtype=bool)))
-    new = np.concatenate((np.zeros(ours.n_chunks, dtype=bool),
-                          np.ones(pulled_rows.shape[0], dtype=bool)))
-    perm = _native._ozt_sort_rows(np.ascontiguousarray(blocks), np.ascontiguousarray(offs))
-    if perm is not None:
-        blocks, offs, lens, vals, match, new = (a[perm] for a in (blocks, offs, lens, vals,
-                                                                  match, new))
-    keep = _no_holes(blocks, offs, lens, new)
-    blocks, offs, lens, vals, match = (a[keep] for a in (blocks, offs, lens, vals, match))
     tombstones = {int(b): int(v) for b, v, d in zip(ours.block_id, ours.block_value,
                                                     ours.block_deleted) if d}
     for r in report.deleted_block_rows:
@@ -188,9 +180,11 @@ def apply_repair(report: DiffReport) -> ContainerTree:
     mb = report.missing_block_rows
     cs = peer.block_chunk_start
     empty += [int(b) for b in peer.block_id[mb[cs[mb + 1] == cs[mb]]]]
-    return ContainerTree.from_columns(
+    fixed = ContainerTree.from_columns(
         ours.container_id, blocks, offs, lens, leaf=vals, checksum_matches=match,
         deleted_blocks=tombstones or None, empty_blocks=empty or None)
+    fixed.unknown_fields = ours.unknown_fields
+    return fixed
 
 
 def reconcile(ours: ContainerTree, *peers: ContainerTree) -> ContainerTree:
