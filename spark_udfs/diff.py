@@ -34,7 +34,10 @@ default) fails `sum()` on 64-bit hashes: only 32-bit halves are summed.
 
 Outputs (DiffResult): `replicas` (one row per replica with its key), `containers` (replica
 count, MATCH/MISMATCH/UNVERIFIED (no replica could be read), groups of datanodes with equal
-values, replicas read), `pulls` (per target replica:
+values, replicas read, and `unhealthy_chunks_filtered`: Ozone's numUnhealthyChunksFiltered
+summed over every replica's diff with every other one, the peer chunks no pull can take because
+the peer holds them unhealthy; > 0 means a reconciliation round cannot make the container
+whole), `pulls` (per target replica:
 what to fetch, candidate sources), `unrecoverable`, `pending_deletions` (per replica still
 holding a block live: the datanodes that deleted it), `diverged_blocks`, and `plan`
 (repair_plan: one command per (container, target, source), spread over sources, at most
@@ -73,6 +76,8 @@ PULL_SCHEMA = ("container long, datanode string, replica string, kind string, bl
                " reason string, value long")
 #: kind of the per-replica rows carrying the Ozone value of its diverged blocks (internal)
 _VALUE = "VALUE"
+#: kind of the per-replica rows carrying its diffs' unhealthy-chunks-filtered count (internal)
+_FILTERED = "FILTERED"
 
 #: the columns level 3 reads from the chunk table (`replica` comes from the marker rows)
 _ROW_COLUMNS = [c for c in CHUNK_COLUMNS if c != "replica"]
@@ -287,7 +292,10 @@ def diff_chunks(chunks: Any, blocks: Any = None, containers: Any = None) -> Diff
     exact = found.filter(F.col("kind") == F.lit(_VALUE)).groupBy("container", "value").agg(
         F.sort_array(F.collect_list("datanode")).alias("dns")).groupBy("container").agg(
         F.count(F.lit(1)).alias("n_exact"), _largest_first().alias("groups_exact"))
-    table = per_container.join(key_groups, "container").join(exact, "container", "left")
+    filtered = found.filter(F.col("kind") == F.lit(_FILTERED)).groupBy("container").agg(
+        F.sum("value").alias("filtered"))
+    table = per_container.join(key_groups, "container").join(exact, "container", "left") \
+        .join(filtered, "container", "left")
     n_groups = F.coalesce(F.col("n_exact"), F.col("n_key_groups"))
     # A container none of whose replicas was read is UNVERIFIED, never MATCH: equal "values"
     # of replicas nobody could read say nothing.
@@ -296,7 +304,8 @@ def diff_chunks(chunks: Any, blocks: Any = None, containers: Any = None) -> Diff
         F.when(F.col("read_replicas") == 0, F.lit(UNVERIFIED))
         .when(n_groups == 1, F.lit("MATCH")).otherwise(F.lit("MISMATCH")).alias("state"),
         F.coalesce(F.col("groups_exact"), F.col("key_groups")).alias("groups"),
-        "read_replicas")
+        "read_replicas",
+        F.coalesce(F.col("filtered"), F.lit(0)).cast("long").alias("unhealthy_chunks_filtered"))
     return DiffResult(replicas=replica_keys, containers=table.cache(), pulls=pulls,
                       unrecoverable=unrecoverable, diverged_blocks=diverged_blocks,
                       pending_deletions=pending)
@@ -420,13 +429,19 @@ def _compare_container(container: int, trees: Dict[str, merkle.ContainerTree],
     any_tombstone = any(bool(t.block_deleted.any()) for t in trees.values())
     for t in dns:
         items: Dict[Tuple[str, int, Optional[int]], Dict[str, Any]] = {}
+        filtered = 0
         for p in dns:
             if p == t:
                 continue
             r = merkle.diff(trees[t], trees[p])
             reports.append(r)
+            filtered += r.unhealthy_chunks_filtered
             if r.needs_repair:
                 _collect(items, r, p)
+        if filtered:
+            out.append(dict(container=container, datanode=t, replica=replica_of[t],
+                            kind=_FILTERED, block=None, offset=None, length=None, sources=[],
+                            source_replicas=[], reason=None, value=filtered))
         for (kind, block, offset), it in sorted(items.items(), key=lambda kv: (
                 kv[0][1], -1 if kv[0][2] is None else kv[0][2], kv[0][0])):
             out.append(dict(container=container, datanode=t, replica=replica_of[t], kind=kind,

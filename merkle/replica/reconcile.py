@@ -294,10 +294,12 @@ def _rebuilt_tree(ours: ContainerTree, written: Sequence[ChunkCopy],
             lens.append(n)
             vals.append(v)
             matches.append(m)
-    return ContainerTree.from_columns(
+    rebuilt = ContainerTree.from_columns(
         ours.container_id, bids, offs, lens, leaf=np.array(vals, dtype=np.int64),
         checksum_matches=np.array(matches, dtype=bool), deleted_blocks=tomb or None,
         empty_blocks=sorted(set(live)) or None)
+    rebuilt.unknown_fields = ours.unknown_fields  # kept on every rewrite, as Ozone does
+    return rebuilt
 
 
 # ---- copying -----------------------------------------------------------------------------

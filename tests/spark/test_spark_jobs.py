@@ -220,6 +220,7 @@ def test_diff_on_tables_with_tombstones_and_huge_ids(spark):
     assert res.pending_deletions.count() == 0
     row = res.containers.collect()[0]
     assert (row.n_replicas, row.state) == (3, "MISMATCH")
+    assert row.unhealthy_chunks_filtered == 0
     # healthy replicas differ at (big, 100): unrecoverable
     assert [(u.block, u.offset, u.reason) for u in res.unrecoverable.collect()] == [
         (big, 100, "healthy replicas differ")]
@@ -228,6 +229,23 @@ def test_diff_on_tables_with_tombstones_and_huge_ids(spark):
 class _R:
     def __init__(self, tree):
         self.tree = tree
+
+
+def test_diff_counts_unhealthy_chunks_filtered(spark):
+    """Ozone's numUnhealthyChunksFiltered in the containers table: peer chunks no pull can
+    take (only in the peer and unhealthy there, or unhealthy on both sides)."""
+    a = merkle.TreeBuilder(3)
+    a.add_chunk(1, 0, leaf=11, checksum_matches=False)
+    a.add_chunk(1, 100, leaf=12, checksum_matches=False)
+    b = merkle.TreeBuilder(3)
+    b.add_chunk(1, 0, leaf=21, checksum_matches=False)
+    ta, tb = a.build(), b.build()
+    want = sum(merkle.diff(x, y).unhealthy_chunks_filtered for x, y in ((ta, tb), (tb, ta)))
+    assert want == 3  # each from the other at 0 (both unhealthy); b from a at 100 (only in a)
+    t = pa.concat_tables([T.tree_to_rows("a", ta), T.tree_to_rows("b", tb)])
+    res = diff_chunks(T.from_arrow(spark, t))
+    row = res.containers.collect()[0]
+    assert row.unhealthy_chunks_filtered == want and res.pulls.count() == 0
 
 
 def test_repair_plan_respects_the_datanode_limit():
