@@ -12,11 +12,16 @@ bytes), bool as one varint byte, repeated messages unpacked. One message per fil
     ChunkMerkleTree       { optional int64 offset = 1; optional int64 length = 2;
                             optional int64 dataChecksum = 3; optional bool checksumMatches = 4; }
 
-What Ozone writes: containerID and containerMerkleTree always; dataChecksum of the container
-only when a full tree was generated; every block field except `deleted`, written only for
-tombstones; every chunk field. A tree read from bytes remembers which optional fields were
-present, so `tree_to_bytes(tree_from_bytes(b)) == b` for any canonical encoding; trees built or
-changed here are written as Ozone writes them. Unknown fields are skipped when reading.
+What Ozone writes (proved by the golden files of tests/data/ozone-golden/, written by Ozone's
+own ContainerMerkleTreeWriter): containerID and containerMerkleTree always; dataChecksum of the
+container only when a full tree was generated; every block field, `deleted` included when false
+(bytes 20 00); chunks only for live blocks; every chunk field. A tree read from bytes remembers
+which optional fields were present, so `tree_to_bytes(tree_from_bytes(b)) == b` for any
+canonical encoding; trees built or changed here are written as Ozone writes them. Unknown
+top-level fields (an old file's removed field 3) are kept raw in `ContainerTree.unknown_fields`
+and written back after field 2, byte for byte, as protobuf-java does when Ozone rewrites a file
+from its stored message (scans, merges, repairs); unknown fields inside the tree messages are
+skipped (Ozone rebuilds those).
 
 The encoding itself (tree_to_bytes, tree_from_bytes, TreeFileError) lives with the model in
 merkle.trees.model, so that the model never imports this file-I/O module; they are re-exported
