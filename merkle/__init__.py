@@ -40,7 +40,8 @@ from merkle._native import (
     crc32c_combine,
     set_backend,
     )
-from merkle.trees.diff import DiffReport, ReplicaReport, compare_replicas, diff
+from merkle.trees.diff import (ContainerIDMismatchError, DiffReport, ReplicaReport,
+                               compare_replicas, diff)
 from merkle.trees.merge import merge
 from merkle.trees.model import ContainerTree, TreeBuilder
 from merkle.trees.treefile import TreeFileError, read_tree, write_tree
@@ -76,6 +77,7 @@ __all__ = [
     "TreeFileError",
     "DiffReport",
     "ReplicaReport",
+    "ContainerIDMismatchError",
 ]
 
 BACKEND_ENV = "CRCMERKLE_BACKEND"
