@@ -370,3 +370,19 @@ def test_plan_follows_ozones_contiguity_rule(local_len, planned):
     assert (stop is None) == bool(planned)
     if stop is not None:
         assert stop.offset == 100 and "does not follow" in stop.reason
+
+
+def test_none_chunks_are_not_reported_as_missing(tmp_path):
+    """Chunks of checksum type NONE are never in the scanner's tree (Ozone skips them): a
+    replica holding one is in sync with its copy, with nothing left to repair."""
+    from merkle.replica.crcmerkle.writer import ContainerWriter
+    reps = []
+    for dn in ("dn1", "dn2"):
+        root = tmp_path / dn / "vol" / "4"
+        with ContainerWriter.create(root, 4, bytes_per_checksum=1024) as w:
+            w.write_chunk(1, 0, bytes(range(256)) * 8)
+            w.write_chunk(1, 2048, b"n" * 500, algorithm="none")
+        reps.append(root)
+    r = reconcile(reps[0], [reps[1]])
+    assert r.remaining == [] and r.scan.ok
+    assert [c.offset for c in r.scan.tree.block(1).chunks] == [0]

@@ -798,6 +798,8 @@ def _remaining(tree: ContainerTree, meta: Optional[ContainerMeta],
             if i >= 0 and bool(tree.block_deleted[i]):
                 continue
             for c in block.chunks:
+                if c.checksum_type == NONE:
+                    continue  # never in the scanner's tree (Ozone skips them)
                 key = (block.block_id, c.offset)
                 if key not in rows and key not in seen and c.length:
                     out.append(Problem(block.block_id, c.offset,
