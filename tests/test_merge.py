@@ -132,10 +132,11 @@ def test_diff_then_repair_leaves_nothing_to_pull(a, b):
     # what is left is what cannot be pulled: the first left in a block does not follow a
     # chunk we hold (Ozone's contiguity rule: it would leave a hole)
     from merkle.trees.merge import chunk_follows
-    for blk, offs in again.missing_chunks.items():
-        held = {c.offset: c.length for c in fixed.block(blk).chunks}
-        assert not chunk_follows(held, int(offs.min()))
-    assert again.corrupt_chunks == {} and again.diverged_deleted_blocks.size == 0
+    for left in (again.missing_chunks, again.corrupt_chunks):
+        for blk, offs in left.items():
+            held = {c.offset: c.length for c in fixed.block(blk).chunks}
+            assert not chunk_follows(held, int(offs.min()))
+    assert again.diverged_deleted_blocks.size == 0
     # a missing block stays missing only if its first chunk cannot be written
     assert again.missing_blocks.size == 0 or all(
         not peer.block(int(b)).chunks[0].checksum_matches or peer.block(int(b)).chunks[0].offset > 0
