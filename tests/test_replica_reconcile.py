@@ -362,14 +362,17 @@ def test_plan_follows_ozones_contiguity_rule(local_len, planned):
     local.put_chunks(1, [ChunkMeta.from_data(0, data[:local_len], bytes_per_checksum=64)])
     peer.put_chunks(1, [ChunkMeta.from_data(o, data[:100], bytes_per_checksum=64)
                         for o in (0, 100, 200)])
-    copier = _Copier(None, None, peer, {1: 10 ** 6}, None, True, local)
+    from merkle.replica.reconcile import _Peer
     copies = [ChunkCopy(1, o, 100, "missing_chunk", peer.blocks[1].chunk_at(o).leaf)
               for o in (100, 200)]
-    items, stop = copier.plan_block(1, copies)
+    winners = {c.offset: (c.length, c.peer_value) for c in copies}
+    copier = _Copier(None, _Peer("peer", None, peer, None), local,
+                     lambda b, o: winners.get(o), {1: 10 ** 6}, None, True)
+    items, stops = copier.plan_block(1, copies)
     assert [c.offset for c, _ in items] == planned
-    assert (stop is None) == bool(planned)
-    if stop is not None:
-        assert stop.offset == 100 and "does not follow" in stop.reason
+    assert (not stops) == bool(planned)
+    if stops:
+        assert stops[0].offset == 100 and "does not follow" in stops[0].reason
 
 
 def test_none_chunks_are_not_reported_as_missing(tmp_path):

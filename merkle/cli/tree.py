@@ -146,7 +146,7 @@ def _diff(args: argparse.Namespace) -> int:
         # Ozone refuses such a diff (CONTAINER_ID_MISMATCH): the work cannot be done.
         raise CLIError(f"{args.ours} is container {exc.ours} but {args.peer} is container "
                        f"{exc.peer}: only replicas of one container can be diffed",
-                       EXIT_USAGE) from None
+                       EXIT_ERROR) from None
     if args.json:
         json.dump(report.to_dict(), sys.stdout)
         sys.stdout.write("\n")

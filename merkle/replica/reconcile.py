@@ -68,6 +68,7 @@ from merkle.replica.scan import (NOT_A_REGULAR_FILE, TREE_UNREADABLE, ScanResult
                                  read_tree_state)
 from merkle.trees.model import ContainerTree
 from merkle.trees.diff import DiffReport, diff
+from merkle.trees.merge import chunk_follows
 from merkle.trees.treefile import tree_to_bytes
 
 __all__ = ["ChunkCopy", "PeerOutcome", "Problem", "ReconcileResult", "jobs_from_report",
@@ -247,6 +248,14 @@ def _selected(report: DiffReport) -> Dict[int, List[ChunkCopy]]:
     return {b: [d[o] for o in sorted(d)] for b, d in sorted(out.items())}
 
 
+def _runs(copies: List[ChunkCopy]) -> List[List[ChunkCopy]]:
+    """A block's copies as Ozone pulls them: its missing-block or missing-chunk list, then its
+    corrupt-chunk list, each in offset order and each stopping at its own first gap."""
+    first = [c for c in copies if c.reason != "corrupt_chunk"]
+    corrupt = [c for c in copies if c.reason == "corrupt_chunk"]
+    return [run for run in (first, corrupt) if run]
+
+
 def _empty_missing_blocks(report: DiffReport) -> List[int]:
     peer = report.peer
     cs = peer.block_chunk_start
@@ -383,13 +392,18 @@ class _Copier:
 
     def __init__(self, ours: LocalReplicaFiles, peer: _Peer, our_meta: Optional[ContainerMeta],
                  vote: Callable[[int, int], Optional[Tuple[int, int]]],
-                 sizes: Dict[int, int], on_step: Optional[StepHook], dry_run: bool) -> None:
+                 sizes: Dict[int, int], on_step: Optional[StepHook], dry_run: bool,
+                 held: Optional[ContainerMeta] = None) -> None:
         self.ours = ours
+        #: our current records (our_meta plus what earlier peers supplied): the chunks held
+        self.held = held if held is not None else our_meta
         self.peer = peer
         self.peer_meta = peer.meta
         self.our_meta = our_meta
         self.vote = vote
         self.sizes = sizes  # local block file sizes as the writes go (simulated in dry-run)
+        #: our chunks per block {offset: length}: recorded, then pulled (Ozone's contiguity)
+        self.local: Dict[int, Dict[int, int]] = {}
         self.on_step = on_step
         self.dry_run = dry_run
         self.buffer = bytearray(0)
@@ -434,9 +448,23 @@ class _Copier:
         ours = self.our_meta.blocks.get(block_id) if self.our_meta is not None else None
         return ours.chunk_at(offset) if ours is not None else None
 
+    def _local(self, block_id: int) -> Dict[int, int]:
+        if block_id not in self.local:
+            block = self.held.blocks.get(block_id) if self.held is not None else None
+            self.local[block_id] = {c.offset: c.length for c in block.chunks} if block else {}
+        return self.local[block_id]
+
+    def record(self, block_id: int, done: Sequence[ChunkCopy]) -> None:
+        """Chunks now held locally (written, or simulated in a dry run)."""
+        local = self._local(block_id)
+        for c in done:
+            local[c.offset] = c.length
+
     def plan_block(self, block_id: int, copies: List[ChunkCopy]
                    ) -> Tuple[List[Tuple[ChunkCopy, ChunkMeta]], List[Problem]]:
-        """The copies that can be attempted (in order, no gap), and why others are not."""
+        """The copies of one run that can be attempted (in order), and why others are not.
+        Ozone's contiguity rule stops the run at the first chunk whose offset is not 0 and not
+        where the previous local chunk (recorded, or pulled before it) ends exactly."""
         problems: List[Problem] = []
         try:
             size = self._size(block_id)
@@ -444,11 +472,12 @@ class _Copier:
             return [], [Problem(block_id, copies[0].offset if copies else None,
                                 f"stopped: our block file: {exc.strerror or exc}")]
         pmeta = self.peer_meta.blocks.get(block_id)
+        local = dict(self._local(block_id))  # what we would hold as the run goes
         out: List[Tuple[ChunkCopy, ChunkMeta]] = []
         for c in copies:
-            if c.offset > size:
-                problems.append(Problem(block_id, c.offset, f"stopped: chunk starts at "
-                                        f"{c.offset}, beyond the block file's end {size} "
+            if not chunk_follows(local, c.offset):
+                problems.append(Problem(block_id, c.offset, f"stopped: chunk at {c.offset} "
+                                        f"does not follow a local chunk ending there "
                                         f"(no holes)"))
                 break
             cm = pmeta.chunk_at(c.offset) if pmeta is not None else None
@@ -459,10 +488,9 @@ class _Copier:
             why = self._trust(block_id, c, cm)
             if why is not None:
                 problems.append(Problem(block_id, c.offset, why))
-                if c.offset + c.length > size:
-                    break  # later chunks would leave a hole
-                continue
+                continue  # not held: a later chunk that needs it stops the run
             out.append((c, cm))
+            local[c.offset] = c.length
             size = max(size, c.offset + c.length)
         return out, problems
 
@@ -538,10 +566,6 @@ class _Copier:
             size = os.fstat(fd).st_size
             peer_size = os.fstat(pfd).st_size
             for c, cm in items:
-                if c.offset > size:  # re-checked against the real file
-                    problem = Problem(block_id, c.offset, f"stopped: chunk starts beyond the "
-                                      f"block file's end {size} (no holes)")
-                    break
                 if c.offset + c.length > peer_size:
                     problem = Problem(block_id, c.offset, f"stopped: peer chunk is short "
                                       f"(its file has {peer_size} bytes)")
@@ -659,7 +683,6 @@ def _reconcile(paths: ContainerPaths, files: LocalReplicaFiles,
         raise ReplicaError(f"not repaired: {why}", os.fspath(paths.root))
     if on_step is not None and scan.tree_written:
         on_step("tree", "scan")
-    keep = read_tree_state(files).keep
     ours = scan.tree
     before = ours.data_checksum
     meta = scan.meta.copy() if scan.meta is not None else ContainerMeta(paths.container_id)
@@ -687,7 +710,7 @@ def _reconcile(paths: ContainerPaths, files: LocalReplicaFiles,
                 outcomes.append(PeerOutcome(name, "skipped", why))
                 continue
             ours = _one_peer(paths, files, peer, ours, scan, meta, vote, sizes, outcomes,
-                             unrecoverable, failed, keep, dry_run, on_step)
+                             unrecoverable, failed, dry_run, on_step)
     finally:
         for _, peer, _ in loaded:
             if peer is not None:
@@ -701,7 +724,7 @@ def _one_peer(paths: ContainerPaths, files: LocalReplicaFiles, peer: _Peer,
               ours: ContainerTree, scan: ScanResult, meta: ContainerMeta,
               vote: Callable[[int, int], Optional[Tuple[int, int]]], sizes: Dict[int, int],
               outcomes: List[PeerOutcome], unrecoverable: Dict[Tuple[int, int], List[str]],
-              failed: Dict[Tuple[int, int], str], keep: bytes, dry_run: bool,
+              failed: Dict[Tuple[int, int], str], dry_run: bool,
               on_step: Optional[StepHook]) -> ContainerTree:
     """Repair from one peer; returns our tree afterwards."""
     name = peer.name
@@ -717,21 +740,24 @@ def _one_peer(paths: ContainerPaths, files: LocalReplicaFiles, peer: _Peer,
         if not report.roots_equal:
             out.status = "nothing-pulled"
         return ours
-    copier = _Copier(files, peer, scan.meta, vote, sizes, on_step, dry_run)
+    copier = _Copier(files, peer, scan.meta, vote, sizes, on_step, dry_run, meta)
     written: List[ChunkCopy] = []
     created: List[int] = []
-    for block_id, copies in _selected(report).items():
+    for block_id, copies in ((b, run) for b, cs in _selected(report).items()
+                             for run in _runs(cs)):
         items, stops = copier.plan_block(block_id, copies)
         out.planned.extend(c for c, _ in items)
         out.failures.extend(stops)
         for stop in stops:
             failed[(block_id, stop.offset or 0)] = stop.reason
         if dry_run:
+            copier.record(block_id, [c for c, _ in items])
             written.extend(c for c, _ in items)
             for c, _ in items:
                 sizes[block_id] = max(sizes.get(block_id, 0), c.offset + c.length)
             continue
         done, metas, problem = copier.copy_block(block_id, items)
+        copier.record(block_id, done)
         if problem is not None:
             out.failures.append(problem)
             failed[(block_id, problem.offset or 0)] = problem.reason
@@ -762,7 +788,8 @@ def _one_peer(paths: ContainerPaths, files: LocalReplicaFiles, peer: _Peer,
             on_step("metadata", name)
     ours = _rebuilt_tree(ours, written, created, adopted)
     if not dry_run:
-        files.write_metadata(TREE_SUFFIX, tree_to_bytes(ours) + keep)
+        # the tree carries the stored tree's unknown top-level fields (written after field 2)
+        files.write_metadata(TREE_SUFFIX, tree_to_bytes(ours))
         if on_step is not None:
             on_step("tree", name)
     return ours

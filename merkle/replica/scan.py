@@ -430,8 +430,9 @@ def _observed_tree(container_id: int, observations: Iterable[_BlockObs]) -> Cont
 @dataclass
 class StoredTree:
     """The stored `.tree` as read: the tree (None if absent/unusable), its raw bytes, the
-    error to report, whether a rewrite may replace it, and unknown top-level protobuf fields
-    a rewrite must carry over (merkle.replica.protokeep)."""
+    error to report, whether a rewrite may replace it, and its unknown top-level protobuf
+    fields (merkle.replica.protokeep; the tree itself carries them too, in
+    ContainerTree.unknown_fields, and writes them back after field 2 as Ozone does)."""
 
     tree: Optional[ContainerTree]
     raw: Optional[bytes]
@@ -597,7 +598,7 @@ def _scan_files(files: ReplicaFiles, write: bool, workers: int,
     if write and not protected and state.writable:
         if not isinstance(files, LocalReplicaFiles):
             raise ValueError("only a local replica's tree can be written")
-        data = tree_to_bytes(merged) + state.keep
+        data = tree_to_bytes(merged)  # carries the stored tree's unknown top-level fields
         if data != state.raw:
             files.write_metadata(TREE_SUFFIX, data)
             written = True

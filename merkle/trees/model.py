@@ -202,8 +202,10 @@ class ContainerTree:
         ln = np.zeros(n, dtype=_I64) if length is None else _col(length, _I64, "length")
         if off.shape[0] != n or ln.shape[0] != n:
             raise ValueError("block_id, offset and length must have the same length")
-        if n and (int(off.min()) < 0 or int(ln.min()) < 0):
-            raise ValueError("chunk offsets and lengths must be >= 0")
+        # Offsets are Java longs in Ozone, whose writer stores any of them (its golden file
+        # golden_g10 holds one >= 2**63, read back as negative): only lengths must be >= 0.
+        if n and int(ln.min()) < 0:
+            raise ValueError("chunk lengths must be >= 0")
         given = [x is not None for x in (leaf, window_checksums, window_bytes)]
         if sum(given) != 1:
             raise ValueError("give exactly one of leaf, window_checksums, window_bytes")
@@ -455,7 +457,7 @@ def tree_from_bytes(data: Any, *, source: Optional[str] = None) -> ContainerTree
     if not cols["has_container_id"] and not cols["has_tree"]:
         raise TreeFileError("no containerID and no containerMerkleTree field "
                             "(foreign or unrelated protobuf data)", source)
-    for col in ("chunk_offset", "chunk_length"):
+    for col in ("chunk_length",):  # offsets: any int64, as Ozone writes them (golden_g10)
         if cols[col].size and int(cols[col].min()) < 0:
             raise TreeFileError(f"negative {col.replace('_', ' ')}", source)
     bp, cp = cols["block_present"], cols["chunk_present"]
