@@ -767,3 +767,15 @@ def test_E4_metadata_and_tree_as_directories_or_devices(tmp_path):
     kinds = [e["error"] for e in out["replicas"][0]["errors"]]
     assert kinds.count("NOT_A_REGULAR_FILE") == 2
     assert meta_file(target).is_dir() and tree_file(target).is_symlink()
+
+
+def test_E4_a_metadata_file_where_the_directory_belongs_is_one_error(tmp_path, capsys):
+    target = trio(tmp_path, 1)[0]
+    shutil.rmtree(target / "metadata")
+    (target / "metadata").write_bytes(b"planted")
+    status, out, _ = run(capsys, "scan", target, "--json")
+    errors = json.loads(out)["replicas"][0]["errors"]
+    assert status == 1 and len(errors) == 1, errors  # the .tree and .blocks share one cause
+    assert errors[0]["error"] == "NOT_A_REGULAR_FILE"
+    assert "not a directory (a regular file)" in errors[0]["detail"]
+    assert (target / "metadata").read_bytes() == b"planted"

@@ -77,7 +77,8 @@ class FileTooLargeError(OSError):
 def _kind(mode: int) -> str:
     for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"),
                        (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISREG, "a regular file")):
         if test(mode):
             return name
     return "not a regular file"
@@ -106,7 +107,11 @@ def open_dir(name: PathLike, dir_fd: Optional[int] = None, *, follow: bool = Fal
                 st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
             except OSError:
                 raise exc from None
-            raise _not_regular(_kind(st.st_mode), shown) from None
+            kind = _kind(st.st_mode)
+            if kind == "a regular file":  # where a directory was expected
+                raise NotRegularFileError(errno.ENOTDIR, f"not a directory ({kind})",
+                                          shown) from None
+            raise _not_regular(kind, shown) from None
         raise
 
 

@@ -590,7 +590,7 @@ def _scan_files(files: ReplicaFiles, write: bool, workers: int,
     scanned = _observed_tree(files.container_id, observations)
     state = read_tree_state(files)
     stored = state.tree
-    if state.error is not None:
+    if state.error is not None and state.error not in errors:  # not twice for one cause
         errors.insert(0, state.error)
     merged = merge(stored, scanned)
     written = False
