@@ -8,48 +8,12 @@ a torn one; block data is read with readinto into caller-owned buffers, never co
 from __future__ import annotations
 
 import os
-import tempfile
-from typing import Union
+
+# The atomic replace is the one `.tree` files use (the trees layer sits below this one).
+from merkle.trees.treefile import fsync_dir
+from merkle.trees.treefile import write_bytes_atomic as write_atomic
 
 __all__ = ["fsync_dir", "pread_into", "write_atomic"]
-
-PathLike = Union[str, "os.PathLike[str]"]
-
-
-def fsync_dir(directory: PathLike) -> None:
-    """fsync a directory so a rename or a new file in it survives a power cut (best effort
-    where directories cannot be opened)."""
-    try:
-        fd = os.open(os.fspath(directory), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path: PathLike, data: bytes) -> None:
-    """Replace `path` by `data` atomically: temp file beside it, fsync, rename, fsync dir."""
-    name = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(name))
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(name) + ".", suffix=".tmp",
-                               dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, name)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    fsync_dir(directory)
 
 
 def pread_into(fd: int, view: memoryview, offset: int) -> int:

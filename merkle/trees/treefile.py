@@ -73,9 +73,11 @@ def read_tree(path: PathLike, *, corrupt_ok: bool = False,
         raise
 
 
-def _fsync_dir(directory: str) -> None:
+def fsync_dir(directory: PathLike) -> None:
+    """fsync a directory so a rename or a new file in it survives a power cut (best effort
+    where directories cannot be opened)."""
     try:
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        fd = os.open(os.fspath(directory), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except OSError:
         return  # e.g. Windows: directories cannot be opened; the rename is still atomic
     try:
@@ -105,7 +107,7 @@ def write_bytes_atomic(path: PathLike, data: bytes) -> None:
         except OSError:
             pass
         raise
-    _fsync_dir(directory)
+    fsync_dir(directory)
 
 
 def write_tree(tree: ContainerTree, path: PathLike) -> None:
