@@ -19,6 +19,9 @@ Cases (issue 5; sizes scaled down under BENCH_SHORT=1, overridable with the env 
   clustered in 1% of containers or spread uniformly; ours on a scan's tables (containers,
   blocks with their chunk arrays, chunks), ours on the bare chunk table (digests), and a
   naive full outer join of chunk rows; in ns per chunk row (lower is better).
+- plan: the decommission plan on PLAN_CONTAINERS containers x 3 against the report on the same
+  tables; the repair plan of BENCH_SPARK_PLAN_PULLS pulls (full 770 k, short 40 k) written by the
+  executors against collecting the pulls to the driver.
 """
 
 from __future__ import annotations
@@ -458,3 +461,58 @@ def test_plan_decommission(bench, spark, plan_scan, impl):
         assert got >= on_dn0
     else:
         assert got == plan_scan["corrupt"]
+
+
+# ---- repair plan at scale ------------------------------------------------------------------
+
+PLAN_PULLS = int(os.environ.get("BENCH_SPARK_PLAN_PULLS") or (40_000 if SHORT else 770_000))
+
+
+@pytest.fixture(scope="module")
+def pulls_parquet(tmp_path_factory) -> Dict[str, Any]:
+    """PLAN_PULLS pull rows as a diff makes them: a widespread fault, 40 pulls per (container,
+    target), targets over 12 datanodes, the pulls of a pair with the same two healthy
+    candidates."""
+    n = PLAN_PULLS
+    i = np.arange(n, dtype=np.int64)
+    pair = i // 40
+    target = pair % 12
+    container = pair // 3
+    cand = [(target + 1 + pair % 5) % 12, (target + 7) % 12]
+    names = np.array([f"dn{d}" for d in range(12)])
+    sources = pa.array([[a, b] for a, b in zip(names[cand[0]].tolist(), names[cand[1]].tolist())],
+                       pa.list_(pa.string()))
+    table = pa.table({
+        "container": container, "datanode": pa.array(names[target]),
+        "replica": pa.array(np.char.add(names[target], np.char.add("/vol0/",
+                                                                  container.astype(str)))),
+        "kind": pa.array(np.full(n, "CORRUPT_CHUNK")), "block": (i % 40) // 4,
+        "offset": (i % 4) * CHUNK_LEN, "length": np.full(n, CHUNK_LEN, dtype=np.int64),
+        "sources": sources, "source_replicas": pa.array([[]] * n, pa.list_(pa.string()))})
+    out = tmp_path_factory.mktemp("spark_pulls")
+    pq.write_table(table, str(out / "pulls.parquet"), row_group_size=1 << 20)
+    return {"path": out / "pulls.parquet", "pairs": int(pair[-1]) + 1, "out": out}
+
+
+@pytest.mark.parametrize("impl", [OURS, "driver: collect pulls + repair_plan"])
+def test_repair_plan_at_scale(bench, spark, pulls_parquet, impl):
+    """`crcmerkle spark diff` writes the plan from the executors (plan_commands) instead of
+    collecting every pull to the driver (repair_plan, which `report` still uses)."""
+    from spark_udfs.diff import plan_commands, repair_plan
+
+    pulls = spark.read.parquet(str(pulls_parquet["path"]))
+    runs = iter(range(1_000_000))
+
+    def executors() -> int:
+        dest = str(pulls_parquet["out"] / f"plan{next(runs)}")
+        plan_commands(pulls).write.parquet(dest)
+        return spark.read.parquet(dest).count()
+
+    def driver() -> int:
+        return len(repair_plan([r.asDict() for r in pulls.collect()]))
+
+    got = bench.measure(executors if impl == OURS else driver,
+                        case=f"spark repair plan: {PLAN_PULLS:,} pulls", impl=impl,
+                        per=PLAN_PULLS, unit="ns/elem", cold=True, warmup=WARMUP)
+    # one command per (container, target): its pulls share their candidates, so one source
+    assert got == pulls_parquet["pairs"]
