@@ -8,7 +8,8 @@ States (a container may be in several):
   MISMATCHED        replicas disagree (diff pulls repair them)
   UNDER_REPLICATED  fewer replicas than `replication` (default 3)
   OVER_REPLICATED   more replicas than `replication`
-  MISSING           no replica has usable block metadata (every replica failed METADATA_*)
+  MISSING           no replica has usable block metadata (every replica failed METADATA_*,
+                    or on Ozone volumes CONTAINER_FILE_*: such a replica is not loaded)
   UNHEALTHY         some replica has scan errors or unhealthy chunks
   UNRECOVERABLE     some chunk has no healthy copy, or healthy copies that differ
   PENDING_DELETION  a block deleted on some replicas is still live on others (the values
@@ -40,7 +41,10 @@ __all__ = ["STATES", "NothingVerifiedError", "build_report", "check_read", "form
 
 STATES = ("MATCH", "MISMATCHED", "UNDER_REPLICATED", "OVER_REPLICATED", "MISSING",
           "UNHEALTHY", "UNRECOVERABLE", "PENDING_DELETION", "UNVERIFIED")
-_METADATA_ERRORS = ("METADATA_MISSING", "METADATA_CORRUPT")
+#: errors that leave a replica without usable block metadata (Ozone does not load a replica
+#: whose .container file is missing or fails its checksum)
+_METADATA_ERRORS = ("METADATA_MISSING", "METADATA_CORRUPT", "METADATA_UNSUPPORTED",
+                    "METADATA_UNREADABLE", "CONTAINER_FILE_MISSING", "CONTAINER_FILE_CORRUPT")
 
 
 def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,

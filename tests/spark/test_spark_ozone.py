@@ -84,3 +84,23 @@ def test_spark_scan_unreadable_volume_is_per_volume(spark: Any, tmp_path: Path) 
     assert failed == vol0 and failed
     others = [r for r in t.containers.collect() if "/dn0/vol0/" not in r["replica"]]
     assert others and all(r["bytes_read"] > 0 or not r["ok"] for r in others)
+
+
+def test_report_missing_counts_replicas_ozone_would_not_load(spark: Any, tmp_path: Path) -> None:
+    """MISSING: no replica has usable metadata; on Ozone volumes a .container file that is gone
+    or fails its checksum leaves the replica unloaded, like a missing .blocks file."""
+    generate_cluster(tmp_path / "o", GeneratorConfig(containers=2, seed=3, layout="ozone",
+                                                     faults=parse_faults("none", "ozone")))
+    files = sorted((tmp_path / "o").glob("dn*/vol*/hdds/CID-*/current/containerDir*/1/"
+                                         "metadata/1.container"))
+    assert len(files) == 3
+    files[0].unlink()
+    for f in files[1:]:  # a changed byte: the stored checksum no longer matches
+        raw = bytearray(f.read_bytes())
+        raw[raw.index(b"\n") - 1] ^= 0x01
+        f.write_bytes(bytes(raw))
+    t = scan_replicas(spark, [str(tmp_path / "o")])
+    kinds = sorted(r["error"] for r in t.errors.collect() if r["container"] == 1)
+    assert kinds == ["CONTAINER_FILE_CORRUPT"] * 2 + ["CONTAINER_FILE_MISSING"], kinds
+    r = build_report(diff_scan(t), replicas=t.containers, errors=t.errors)
+    assert r["containers"]["MISSING"] == [1] and r["summary"]["MISSING"] == 1
