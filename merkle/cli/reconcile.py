@@ -20,7 +20,9 @@ is never deleted or shortened. With --all, every PATH is searched for replicas, 
 container ID, and each replica reconciles with all the others (one round). With --report,
 the repair commands of a `crcmerkle spark report --json` report are run, round by round.
 Replicas on Ozone datanode volumes are refused: the datanode reconciles them itself
-(`ozone admin container reconcile <containerID>`)."""
+(`ozone admin container reconcile <containerID>`). With --offline, a replica on a stopped
+datanode's volume is repaired here: the volume's RocksDB LOCK must be free and is held for
+the whole repair; repaired chunks also update the volume's block_data."""
 
 EPILOG = exit_status_help(
     "repairs are pending (--dry-run planned some) or were left undone (something could not "
@@ -42,6 +44,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true",
                    help="print the plan (what, from where, how many bytes); change nothing")
     p.add_argument("--json", action="store_true", help="JSON output")
+    p.add_argument("--offline", action="store_true",
+                   help="repair replicas on Ozone volumes whose datanode is stopped (the "
+                        "volume's RocksDB LOCK is taken; refused while it is held)")
     p.set_defaults(func=run)
     return p
 
@@ -92,13 +97,30 @@ def _report_jobs(path: str) -> List[List[str]]:
         raise CLIError(str(exc), EXIT_ERROR) from None
 
 
-def _refuse_ozone(path: str) -> None:
-    """Exit 2 with one line for a path on an Ozone datanode volume (see refuse_ozone)."""
+def _refuse_ozone(path: str, offline: bool = False) -> None:
+    """Exit 2 with one line for a path on an Ozone datanode volume (see refuse_ozone),
+    unless --offline."""
     from merkle.replica.reconcile import refuse_ozone
+    if offline:
+        return
     try:
         refuse_ozone(path)
     except ReplicaError as exc:
         raise CLIError(str(exc), EXIT_ERROR) from None
+
+
+def _ozone_groups(path: str, walk_error: Any) -> Dict[int, List[str]]:
+    """Replicas on the Ozone volumes at or under `path`, by container ID."""
+    from merkle.replica.ozone.layout import find_volumes
+
+    groups: Dict[int, List[str]] = {}
+    for volume, _ in find_volumes(path):
+        if volume.problem is not None:
+            walk_error(volume.root, ReplicaError(volume.problem, os.fspath(volume.root)))
+            continue
+        for r in volume.replicas():
+            groups.setdefault(r.container_id, []).append(os.fspath(r.root))
+    return groups
 
 
 def _stored_value(replica: str) -> Any:
@@ -123,6 +145,7 @@ def _stored_value(replica: str) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from merkle.cli import one_line
+    from merkle.replica.ozone.layout import is_ozone_path
     from merkle.replica.reconcile import reconcile, replica_groups
 
     jobs: List[List[str]] = []
@@ -140,10 +163,12 @@ def run(args: argparse.Namespace) -> int:
     elif args.all:
         groups: Dict[int, List[str]] = {}
         for p in args.paths:
-            _refuse_ozone(p)
+            _refuse_ozone(p, args.offline)
         try:
             for p in args.paths:
-                for cid, reps in replica_groups(p, walk_error).items():
+                ozone = args.offline and is_ozone_path(p)
+                found = _ozone_groups(p, walk_error) if ozone else replica_groups(p, walk_error)
+                for cid, reps in found.items():
                     groups.setdefault(cid, []).extend(os.fspath(r) for r in reps)
         except (ReplicaError, FileNotFoundError) as exc:
             raise CLIError(str(exc), EXIT_ERROR) from None
@@ -161,11 +186,11 @@ def run(args: argparse.Namespace) -> int:
         jobs.append(list(args.paths))
     for job in jobs:  # one line before anything is done (a datanode repairs itself)
         for p in job:
-            _refuse_ozone(p)
+            _refuse_ozone(p, args.offline)
     results = []
     for job in jobs:
         try:
-            r = reconcile(job[0], job[1:], dry_run=args.dry_run)
+            r = reconcile(job[0], job[1:], dry_run=args.dry_run, offline=args.offline)
         except (ReplicaError, OSError) as exc:
             failed.append({"path": job[0], "error": str(exc)})
             if not args.json:

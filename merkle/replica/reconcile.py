@@ -181,9 +181,37 @@ class ReconcileResult:
 @dataclass
 class _Peer:
     name: str
-    files: LocalReplicaFiles
+    files: Any  # LocalReplicaFiles, or an Ozone replica's files (with .paths and close())
     meta: ContainerMeta
     tree: ContainerTree
+    #: an Ozone peer's raw block_data values by localID (copied into new rows, offline)
+    values: Dict[int, bytes] = field(default_factory=dict)
+
+
+def _peer_tree(files: Any) -> ContainerTree:
+    """The peer's stored tree, or what a read-only scan observes when it has none; raises
+    ReplicaError when its `.tree` is unreadable or not a regular file (its tombstones would
+    be unknown)."""
+    state = read_tree_state(files)
+    if state.error is not None and state.error.kind in (TREE_UNREADABLE, NOT_A_REGULAR_FILE):
+        raise ReplicaError(f"{state.error.kind}: {state.error.detail}", files.location)
+    tree = state.tree
+    if tree is None or tree.data_checksum is None:
+        # No usable tree: what a scan observes (read-only; the peer's own scanner owns it).
+        tree = _scan(files, False, 1, None, None, 1 << 20).tree
+    return tree
+
+
+def _load_ozone_peer(path: PathLike, container_id: int) -> _Peer:
+    """An Ozone replica as a peer of an offline repair (merkle.replica.ozone.offline)."""
+    from merkle.replica.ozone.offline import load_peer
+    files, meta, values = load_peer(path, container_id)
+    try:
+        tree = _peer_tree(files)
+    except BaseException:
+        files.close()
+        raise
+    return _Peer(os.fspath(path), files, meta, tree, values)
 
 
 def _load_peer(path: PathLike, container_id: int) -> _Peer:
@@ -204,14 +232,7 @@ def _load_peer(path: PathLike, container_id: int) -> _Peer:
         except FileNotFoundError:
             raise BlockMetaError("block-metadata file is missing", name, missing=True) from None
         meta = decode_blockmeta(raw, name, container_id)
-        state = read_tree_state(files)
-        if state.error is not None and state.error.kind in (TREE_UNREADABLE,
-                                                            NOT_A_REGULAR_FILE):
-            raise ReplicaError(f"{state.error.kind}: {state.error.detail}", os.fspath(path))
-        tree = state.tree
-        if tree is None or tree.data_checksum is None:
-            # No usable tree: what a scan observes (read-only; the peer's own scanner owns it).
-            tree = _scan(files, False, 1, None, None, 1 << 20).tree
+        tree = _peer_tree(files)
     except BaseException:
         files.close()
         raise
@@ -638,25 +659,52 @@ def _majority(peers: Sequence[_Peer]) -> Callable[[int, int], Optional[Tuple[int
 def refuse_ozone(path: PathLike) -> None:
     """ReplicaError when `path` is on an Ozone datanode volume: a datanode owns its files
     (RocksDB, `.container`, `.tree`) and reconciles its replicas itself, so this reconciler
-    (which writes the crcmerkle layout) never touches one."""
-    from merkle.replica.ozone.layout import is_ozone_path
-    if os.path.exists(path) and is_ozone_path(path):
+    touches one only when asked for an offline repair (reconcile(..., offline=True))."""
+    if _is_ozone(path):
         name = os.path.basename(os.path.normpath(os.fspath(path)))
         cid = name if name.isdigit() else "<containerID>"
         raise ReplicaError(f"on an Ozone datanode volume: the datanode reconciles its own "
-                           f"replicas; ask it to with 'ozone admin container reconcile {cid}'",
-                           os.fspath(path))
+                           f"replicas; ask it to with 'ozone admin container reconcile {cid}' "
+                           f"(or stop the datanode and use --offline)", os.fspath(path))
+
+
+def _is_ozone(path: PathLike) -> bool:
+    from merkle.replica.ozone.layout import is_ozone_path
+    return os.path.exists(path) and is_ozone_path(path)
+
+
+class _CrcmerkleStore:
+    """Where a crcmerkle-layout replica keeps its block metadata and tree."""
+
+    def __init__(self, files: LocalReplicaFiles) -> None:
+        self.files = files
+
+    def save_blocks(self, meta: ContainerMeta, peer_values: Dict[int, bytes],
+                    block_ids: Sequence[int], tree: ContainerTree) -> None:
+        self.files.write_metadata(META_SUFFIX, meta.to_bytes())
+
+    def save_tree(self, tree: ContainerTree) -> None:
+        # the tree carries the stored tree's unknown top-level fields (written after field 2)
+        self.files.write_metadata(TREE_SUFFIX, tree_to_bytes(tree))
 
 
 def reconcile(container_path: PathLike, peer_paths: Sequence[PathLike], dry_run: bool = False,
-              *, workers: int = 1, on_step: Optional[StepHook] = None) -> ReconcileResult:
+              *, workers: int = 1, on_step: Optional[StepHook] = None,
+              offline: bool = False) -> ReconcileResult:
     """Repair the replica at `container_path` from each peer in turn (module docstring).
 
     Returns a ReconcileResult: the container value before and after, per peer what was
     planned, copied, adopted, skipped (with reasons), and what remains unrepaired and why.
     Raises ReplicaLockedError if another process holds the replica, ReplicaError/OSError if
     the replica itself cannot be read or written (or must not be: see "Trust" above).
+
+    A replica on an Ozone datanode volume is refused unless `offline`: then its volume must
+    be offline (the DB's LOCK free; it is held for the whole repair), its peers are Ozone
+    replicas, and the block metadata goes to the volume's `block_data`
+    (merkle.replica.ozone.offline).
     """
+    if offline and _is_ozone(container_path):
+        return _reconcile_ozone(container_path, peer_paths, dry_run, workers, on_step)
     for p in (container_path, *peer_paths):
         refuse_ozone(p)
     paths = container_paths(container_path)
@@ -666,7 +714,8 @@ def reconcile(container_path: PathLike, peer_paths: Sequence[PathLike], dry_run:
     try:
         files = LocalReplicaFiles(paths)
         try:
-            return _reconcile(paths, files, peer_paths, dry_run, workers, on_step)
+            return _reconcile(paths, files, peer_paths, dry_run, workers, on_step,
+                              _CrcmerkleStore(files), _load_peer)
         finally:
             files.close()
     finally:
@@ -674,9 +723,28 @@ def reconcile(container_path: PathLike, peer_paths: Sequence[PathLike], dry_run:
             lock.release()
 
 
+def _reconcile_ozone(container_path: PathLike, peer_paths: Sequence[PathLike], dry_run: bool,
+                     workers: int, on_step: Optional[StepHook]) -> ReconcileResult:
+    """reconcile(..., offline=True) of a replica on an Ozone volume: the volume's DB is
+    locked (RocksDB's LOCK) from before the scan until after the tree is written."""
+    from merkle.replica.ozone.offline import OfflineReplica
+
+    for p in peer_paths:
+        if os.path.exists(p) and not _is_ozone(p):
+            raise ReplicaError("an Ozone replica is repaired from Ozone replicas only",
+                               os.fspath(p))
+    target = OfflineReplica(container_path)
+    try:
+        return _reconcile(target.paths, target.files, peer_paths, dry_run, workers, on_step,
+                          target, _load_ozone_peer)
+    finally:
+        target.close()
+
+
 def _reconcile(paths: ContainerPaths, files: LocalReplicaFiles,
                peer_paths: Sequence[PathLike], dry_run: bool, workers: int,
-               on_step: Optional[StepHook]) -> ReconcileResult:
+               on_step: Optional[StepHook], store: Any,
+               load_peer: Callable[[PathLike, int], _Peer]) -> ReconcileResult:
     scan = _scan(files, not dry_run, max(1, workers), None, None, 1 << 20)
     if scan.protected:
         why = "; ".join(str(e) for e in scan.errors if e.block_id is None)
@@ -694,7 +762,7 @@ def _reconcile(paths: ContainerPaths, files: LocalReplicaFiles,
     for peer_path in peer_paths:
         name = os.fspath(peer_path)
         try:
-            peer = _load_peer(peer_path, paths.container_id)
+            peer = load_peer(peer_path, paths.container_id)
         except (ReplicaError, OSError) as exc:
             loaded.append((name, None, f"unreadable peer: {exc}"))
             continue
@@ -710,7 +778,7 @@ def _reconcile(paths: ContainerPaths, files: LocalReplicaFiles,
                 outcomes.append(PeerOutcome(name, "skipped", why))
                 continue
             ours = _one_peer(paths, files, peer, ours, scan, meta, vote, sizes, outcomes,
-                             unrecoverable, failed, dry_run, on_step)
+                             unrecoverable, failed, dry_run, on_step, store)
     finally:
         for _, peer, _ in loaded:
             if peer is not None:
@@ -725,7 +793,7 @@ def _one_peer(paths: ContainerPaths, files: LocalReplicaFiles, peer: _Peer,
               vote: Callable[[int, int], Optional[Tuple[int, int]]], sizes: Dict[int, int],
               outcomes: List[PeerOutcome], unrecoverable: Dict[Tuple[int, int], List[str]],
               failed: Dict[Tuple[int, int], str], dry_run: bool,
-              on_step: Optional[StepHook]) -> ContainerTree:
+              on_step: Optional[StepHook], store: Any) -> ContainerTree:
     """Repair from one peer; returns our tree afterwards."""
     name = peer.name
     report = diff(ours, peer.tree)
@@ -782,14 +850,15 @@ def _one_peer(paths: ContainerPaths, files: LocalReplicaFiles, peer: _Peer,
         out.status = "nothing-pulled"
         return ours
     out.status = "planned" if dry_run else "repaired"
+    ours = _rebuilt_tree(ours, written, created, adopted)
     if not dry_run and (written or created):
-        files.write_metadata(META_SUFFIX, meta.to_bytes())
+        # data files are durable (fsynced per block); the metadata before the tree
+        store.save_blocks(meta, peer.values, sorted({c.block_id for c in written}
+                                                    | set(created)), ours)
         if on_step is not None:
             on_step("metadata", name)
-    ours = _rebuilt_tree(ours, written, created, adopted)
     if not dry_run:
-        # the tree carries the stored tree's unknown top-level fields (written after field 2)
-        files.write_metadata(TREE_SUFFIX, tree_to_bytes(ours))
+        store.save_tree(ours)
         if on_step is not None:
             on_step("tree", name)
     return ours

@@ -19,15 +19,22 @@ then ASCII text: the decimal localID in `block_data`, `#BLOCKCOUNT` etc. in `met
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import stat
 import struct
 import tempfile
-from typing import Any, Dict, Iterator, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, Mapping, Optional, Tuple, Union
 
-__all__ = ["BLOCK_DATA", "COLUMN_FAMILIES", "METADATA", "VolumeDB", "VolumeDBError",
-           "block_key", "container_prefix", "write_volume_db"]
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["BLOCK_DATA", "COLUMN_FAMILIES", "METADATA", "LockedVolumeDB", "VolumeDB",
+           "VolumeDBError", "VolumeInUseError", "block_key", "cf_options", "container_prefix",
+           "write_volume_db"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -47,6 +54,10 @@ SNAPSHOT_ENV = "CRCMERKLE_SNAPSHOT_DIR"
 
 class VolumeDBError(Exception):
     """The volume's DB cannot be opened or read (one line, names the DB)."""
+
+
+class VolumeInUseError(VolumeDBError):
+    """The volume's DB is locked by another process: a datanode (or another repair) runs."""
 
 
 def container_prefix(container_id: int) -> bytes:
@@ -182,7 +193,8 @@ class VolumeDB:
         if self._db is not None:
             self._db.close()
             self._db = None
-        shutil.rmtree(self._snap, ignore_errors=True)
+        if self._snap is not None:
+            shutil.rmtree(self._snap, ignore_errors=True)
 
     def __enter__(self) -> "VolumeDB":
         return self
@@ -191,29 +203,31 @@ class VolumeDB:
         self.close()
 
 
+def cf_options(rd: Any) -> Any:
+    """Ozone's column-family options (DatanodeDBProfile): 9-byte fixed prefix extractor (the
+    container prefix), Bloom filter, block-based table format_version 5, Snappy."""
+    o = rd.Options(raw_mode=True)
+    t = rd.BlockBasedOptions()
+    t.set_format_version(5)
+    t.set_block_size(16 * 1024)
+    t.set_bloom_filter(10, False)
+    o.set_block_based_table_factory(t)
+    o.set_prefix_extractor(rd.SliceTransform.create_fixed_prefix(9))
+    o.set_compression_type(rd.DBCompressionType.snappy())
+    return o
+
+
 def write_volume_db(db_dir: PathLike, block_data: Dict[bytes, bytes],
                     metadata: Dict[bytes, bytes]) -> None:
     """Create a schema-V3 `container.db` holding `block_data` and `metadata` (full keys),
     with Ozone's column families and table options (9-byte fixed prefix extractor, Bloom
     filter, block-based format_version 5, Snappy), flushed to SST files."""
     rd = _rocksdict()
-
-    def cf_options() -> Any:
-        o = rd.Options(raw_mode=True)
-        t = rd.BlockBasedOptions()
-        t.set_format_version(5)
-        t.set_block_size(16 * 1024)
-        t.set_bloom_filter(10, False)
-        o.set_block_based_table_factory(t)
-        o.set_prefix_extractor(rd.SliceTransform.create_fixed_prefix(9))
-        o.set_compression_type(rd.DBCompressionType.snappy())
-        return o
-
-    opts = cf_options()
+    opts = cf_options(rd)
     opts.create_if_missing(True)
     opts.create_missing_column_families(True)
     db = rd.Rdict(os.fspath(db_dir), options=opts,
-                  column_families={n: cf_options() for n in COLUMN_FAMILIES})
+                  column_families={n: cf_options(rd) for n in COLUMN_FAMILIES})
     try:
         for name, rows in ((BLOCK_DATA, block_data), (METADATA, metadata)):
             cf = db.get_column_family(name)
@@ -229,3 +243,117 @@ def write_volume_db(db_dir: PathLike, block_data: Dict[bytes, bytes],
     except FileNotFoundError:
         pass
 
+
+
+_CONFIG_FILE = "rocksdict-config.json"
+
+
+def _lock_is_free(db_dir: str) -> None:
+    """VolumeInUseError when another process holds the DB's LOCK. RocksDB locks it with
+    fcntl(F_SETLK, F_WRLCK) over the whole file, which is what lockf() takes too; the probe is
+    released at once (the open that follows takes the lock for good). Checked before any
+    open because a failed open still writes into the directory (a LOG rotation, our binding's
+    config file): a live datanode's DB directory is left untouched."""
+    if fcntl is None:  # pragma: no cover
+        raise VolumeDBError(f"{db_dir}: offline repair needs POSIX record locks")
+    path = os.path.join(db_dir, "LOCK")
+    try:
+        fd = os.open(path, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return  # never opened by RocksDB: nothing holds it
+    except OSError as exc:
+        raise VolumeDBError(f"{path}: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise VolumeDBError(f"{path}: not a regular file")
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EAGAIN, errno.EACCES):
+                raise VolumeInUseError(f"{db_dir}: the volume is online (its RocksDB LOCK is "
+                                       f"held: a datanode or another repair is running)") from None
+            raise VolumeDBError(f"{path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)  # drops the probe lock
+
+
+class LockedVolumeDB(VolumeDB):
+    """A volume's `container.db` opened in place, read-write, for an offline repair.
+
+    RocksDB takes the DB's LOCK at open and holds it until close(), so a datanode cannot
+    start on the volume meanwhile (it would fail to open its DB) and a second repair is
+    refused (VolumeInUseError). Every column family is opened with Ozone's options, so what
+    RocksDB flushes is what a datanode would write. Writes go through write_batch: one atomic,
+    synced WriteBatch. close() removes the config file our binding leaves in the directory.
+    """
+
+    def __init__(self, db_dir: PathLike) -> None:  # noqa: D107 (no snapshot: in place)
+        self.path = os.fspath(db_dir)
+        self._snap = None
+        self._db = None
+        rd = _rocksdict()
+        try:
+            st = os.stat(self.path, follow_symlinks=False)
+        except OSError as exc:
+            raise VolumeDBError(f"{self.path}: {exc.strerror or exc}") from None
+        if not stat.S_ISDIR(st.st_mode) or not os.path.isfile(os.path.join(self.path,
+                                                                             "CURRENT")):
+            raise VolumeDBError(f"{self.path}: not a RocksDB directory")
+        _lock_is_free(self.path)
+        self._had_config = os.path.lexists(os.path.join(self.path, _CONFIG_FILE))
+        try:
+            names = rd.Rdict.list_cf(self.path, rd.Options(raw_mode=True))
+            missing = [n for n in (BLOCK_DATA, METADATA) if n not in names]
+            if missing:
+                raise VolumeDBError(f"{self.path}: no column family {', '.join(missing)} "
+                                    f"(not a schema-V3 datanode DB)")
+            # every column family must be opened to write; unknown ones get Ozone's options
+            self._db = rd.Rdict(self.path, options=cf_options(rd),
+                                column_families={n: cf_options(rd) for n in names
+                                                 if n != "default"})
+        except VolumeDBError:
+            self._drop_config()
+            raise
+        except Exception as exc:  # noqa: BLE001  rocksdict raises plain Exception
+            self._drop_config()
+            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if "lock" in msg.lower():
+                raise VolumeInUseError(f"{self.path}: the volume is online ({msg})") from None
+            raise VolumeDBError(f"{self.path}: cannot open the RocksDB: {msg}") from None
+        self._rd = rd
+        self._block_cf = self._db.get_column_family(BLOCK_DATA)
+        self._meta_cf = self._db.get_column_family(METADATA)
+
+    def _drop_config(self) -> None:
+        if not self._had_config:
+            try:
+                os.unlink(os.path.join(self.path, _CONFIG_FILE))
+            except FileNotFoundError:
+                pass
+
+    def write_batch(self, block_data: Mapping[bytes, bytes],
+                    metadata: Mapping[bytes, bytes]) -> None:
+        """Put these full keys in one atomic WriteBatch, synced to the WAL before returning."""
+        rd = self._rd
+        wb = rd.WriteBatch(raw_mode=True)
+        for name, rows in ((BLOCK_DATA, block_data), (METADATA, metadata)):
+            handle = self._db.get_column_family_handle(name)
+            for k in sorted(rows):
+                wb.put(k, rows[k], handle)
+        if wb.is_empty():
+            return
+        opts = rd.WriteOptions()
+        opts.sync = True
+        try:
+            self._db.write(wb, opts)
+        except Exception as exc:  # noqa: BLE001  an I/O error of the DB, not corruption
+            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise OSError(errno.EIO, f"writing block_data: {msg}", self.path) from None
+
+    def close(self) -> None:
+        try:
+            if self._db is not None:
+                self._db.close()  # flushes nothing new: the WAL is synced; releases LOCK
+                self._db = None
+        finally:
+            self._drop_config()
