@@ -353,7 +353,9 @@ class LockedVolumeDB(VolumeDB):
     def close(self) -> None:
         try:
             if self._db is not None:
-                self._db.close()  # flushes nothing new: the WAL is synced; releases LOCK
+                # the column-family handles keep the DB (and its LOCK) alive: drop them first
+                self._block_cf = self._meta_cf = None
+                self._db.close()  # the WAL is synced already; RocksDB releases the LOCK
                 self._db = None
         finally:
             self._drop_config()
