@@ -39,7 +39,11 @@ data write leaves bytes no metadata claims yet (a re-run rewrites the same verif
 after the metadata, a stale tree (the re-run's scan rebuilds it). The flock-based replica
 lock dies with its process, so a re-run never waits on a dead holder.
 
-`dry_run=True` takes no lock, writes nothing and returns the plan (what, from where, how
+A replica on an Ozone datanode volume is refused unless `offline=True` (the datanode
+reconciles itself); then merkle.replica.ozone.offline locks the stopped datanode's volume DB,
+supplies the replica's records from `block_data` and stores them back there (the store).
+
+`dry_run=True` takes no lock (offline: checks the volume's is free), writes nothing and returns the plan (what, from where, how
 many bytes), simulating each peer's repair so later peers are not asked for the same chunk.
 """
 
@@ -733,7 +737,7 @@ def _reconcile_ozone(container_path: PathLike, peer_paths: Sequence[PathLike], d
         if os.path.exists(p) and not _is_ozone(p):
             raise ReplicaError("an Ozone replica is repaired from Ozone replicas only",
                                os.fspath(p))
-    target = OfflineReplica(container_path)
+    target = OfflineReplica(container_path, dry_run=dry_run)
     try:
         return _reconcile(target.paths, target.files, peer_paths, dry_run, workers, on_step,
                           target, _load_ozone_peer)

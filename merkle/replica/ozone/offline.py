@@ -42,7 +42,7 @@ from merkle.replica.ozone.containerfile import (SCANNED_STATES, ContainerFile,
                                                 ContainerFileError, parse_container_file)
 from merkle.replica.ozone.layout import OzoneReplica, find_volumes, read_regular
 from merkle.replica.ozone.rocks import (LockedVolumeDB, VolumeDB, VolumeDBError,
-                                        container_prefix)
+                                        lock_is_free, container_prefix)
 from merkle.replica.ozone.scan import OzoneReplicaFiles
 from merkle.trees.model import ContainerTree
 from merkle.trees.treefile import tree_to_bytes
@@ -161,7 +161,7 @@ class OfflineReplica:
     """The target of an offline repair: its volume's DB locked for as long as this is open
     (see the module docstring). close() releases the lock."""
 
-    def __init__(self, path: PathLike) -> None:
+    def __init__(self, path: PathLike, *, dry_run: bool = False) -> None:
         where = os.fspath(path)
         self.replica = replica_at(path)
         self.container_id = self.replica.container_id
@@ -169,7 +169,11 @@ class OfflineReplica:
         if self.replica.volume.db_dir is None:
             raise ReplicaError("its volume's VERSION names no storageID", where)
         try:
-            self.db = LockedVolumeDB(self.replica.volume.db_dir)
+            if dry_run:  # the plan only: the volume must be offline, nothing is written
+                lock_is_free(os.fspath(self.replica.volume.db_dir))
+                self.db: VolumeDB = VolumeDB(self.replica.volume.db_dir)
+            else:
+                self.db = LockedVolumeDB(self.replica.volume.db_dir)
         except VolumeDBError as exc:
             raise ReplicaError(f"{exc}; stop the datanode first, or let it reconcile "
                                f"('ozone admin container reconcile {self.container_id}')",
@@ -189,6 +193,12 @@ class OfflineReplica:
             raise
 
     # ---- the reconciler's store ---------------------------------------------------------
+
+    @property
+    def _locked(self) -> LockedVolumeDB:
+        if not isinstance(self.db, LockedVolumeDB):
+            raise RuntimeError("a dry run writes nothing")
+        return self.db
 
     def save_blocks(self, meta: ContainerMeta, peer_values: Dict[int, bytes],
                     block_ids: Iterable[int], tree: ContainerTree) -> None:
@@ -219,7 +229,7 @@ class OfflineReplica:
             meta_rows[prefix + b"#BYTESUSED"] = _be64(counters["#BYTESUSED"] + delta)
         if "#DATACHECKSUM" in counters and tree.data_checksum is not None:
             meta_rows[prefix + b"#DATACHECKSUM"] = _be64(tree.data_checksum)
-        self.db.write_batch(rows, meta_rows)
+        self._locked.write_batch(rows, meta_rows)
         for k, v in rows.items():
             self.values[int(k[len(prefix):])] = v
 

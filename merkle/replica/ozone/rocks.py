@@ -34,6 +34,7 @@ except ImportError:  # pragma: no cover - not POSIX
 
 __all__ = ["BLOCK_DATA", "COLUMN_FAMILIES", "METADATA", "LockedVolumeDB", "VolumeDB",
            "VolumeDBError", "VolumeInUseError", "block_key", "cf_options", "container_prefix",
+           "lock_is_free",
            "write_volume_db"]
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -248,7 +249,7 @@ def write_volume_db(db_dir: PathLike, block_data: Dict[bytes, bytes],
 _CONFIG_FILE = "rocksdict-config.json"
 
 
-def _lock_is_free(db_dir: str) -> None:
+def lock_is_free(db_dir: str) -> None:
     """VolumeInUseError when another process holds the DB's LOCK. RocksDB locks it with
     fcntl(F_SETLK, F_WRLCK) over the whole file, which is what lockf() takes too; the probe is
     released at once (the open that follows takes the lock for good). Checked before any
@@ -299,7 +300,7 @@ class LockedVolumeDB(VolumeDB):
         if not stat.S_ISDIR(st.st_mode) or not os.path.isfile(os.path.join(self.path,
                                                                              "CURRENT")):
             raise VolumeDBError(f"{self.path}: not a RocksDB directory")
-        _lock_is_free(self.path)
+        lock_is_free(self.path)
         self._had_config = os.path.lexists(os.path.join(self.path, _CONFIG_FILE))
         try:
             names = rd.Rdict.list_cf(self.path, rd.Options(raw_mode=True))
