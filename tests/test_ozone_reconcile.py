@@ -389,3 +389,45 @@ def test_what_is_not_repaired_offline_is_refused_with_one_line(tmp_path: Path) -
     ozone_rep = _groups(root)[1][0]
     with pytest.raises(ReplicaError, match="from Ozone replicas only"):
         reconcile(ozone_rep, [next(crc.rglob("1"))], offline=True)
+
+
+# ---- links and I/O errors --------------------------------------------------------------------
+
+def test_a_link_in_place_of_a_block_file_is_never_written_through(tmp_path: Path) -> None:
+    root = tmp_path / "c"
+    m = _generate(root, "missing-file=1", containers=1)
+    fault = m["faults"][0]
+    target = root / fault["replicas"][0]
+    peers = [p for p in _groups(root)[1] if p != target]
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"keep me")
+    link = target / "chunks" / f"{fault['block_id']}.block"
+    assert not link.exists()
+    link.symlink_to(outside)
+    r = reconcile(target, peers, offline=True)
+    assert outside.read_bytes() == b"keep me" and link.is_symlink()
+    assert any(p.failures for p in r.peers) and r.remaining
+
+
+def test_an_io_error_writing_block_data_is_an_io_error(tmp_path: Path, monkeypatch: Any) -> None:
+    import errno
+    root = tmp_path / "c"
+    m = _generate(root, "extra-block=1", containers=1)  # the others gain a row
+    source = root / m["faults"][0]["replicas"][0]
+    target = next(p for p in _groups(root)[1] if p != source)
+    peers = [p for p in _groups(root)[1] if p != target]
+    tree = target / "metadata" / "1.tree"
+    stored = tree.read_bytes()
+    state = _db_state(root)
+
+    def fail(self: Any, *a: Any) -> None:
+        raise OSError(errno.EIO, "writing block_data: Input/output error", self.path)
+
+    monkeypatch.setattr(LockedVolumeDB, "write_batch", fail)
+    with pytest.raises(OSError) as info:
+        reconcile(target, peers, offline=True)
+    assert info.value.errno == errno.EIO
+    assert tree.read_bytes() == stored and _db_state(root) == state  # the tree comes last
+    monkeypatch.undo()
+    _round(root)
+    _assert_converged(root)
