@@ -11,9 +11,8 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 import pytest
 
@@ -25,7 +24,7 @@ from merkle.replica.generate import GeneratorConfig, generate_cluster, parse_fau
 from merkle.replica.ozone import datanode_pb2 as pb  # noqa: E402
 from merkle.replica.ozone.blockdata import decode_blocks  # noqa: E402
 from merkle.replica.ozone.layout import find_volumes  # noqa: E402
-from merkle.replica.ozone.rocks import (LockedVolumeDB, VolumeDB, block_key,  # noqa: E402
+from merkle.replica.ozone.rocks import (LockedVolumeDB, VolumeDB,  # noqa: E402
                                         container_prefix)
 from merkle.replica.ozone.scan import scan_ozone_paths  # noqa: E402
 from merkle.replica.reconcile import reconcile  # noqa: E402

@@ -43,8 +43,9 @@ A replica on an Ozone datanode volume is refused unless `offline=True` (the data
 reconciles itself); then merkle.replica.ozone.offline locks the stopped datanode's volume DB,
 supplies the replica's records from `block_data` and stores them back there (the store).
 
-`dry_run=True` takes no lock (offline: checks the volume's is free), writes nothing and returns the plan (what, from where, how
-many bytes), simulating each peer's repair so later peers are not asked for the same chunk.
+`dry_run=True` takes no lock (offline: checks that the volume's is free), writes nothing and
+returns the plan (what, from where, how many bytes), simulating each peer's repair so later
+peers are not asked for the same chunk.
 """
 
 from __future__ import annotations
