@@ -430,3 +430,20 @@ def test_an_io_error_writing_block_data_is_an_io_error(tmp_path: Path, monkeypat
     monkeypatch.undo()
     _round(root)
     _assert_converged(root)
+
+
+def test_owner_and_mode_of_rewritten_files_are_kept(tmp_path: Path) -> None:
+    root = tmp_path / "c"
+    m = _generate(root, "bitflip=1", containers=1)
+    fault = m["faults"][0]
+    target = root / fault["replicas"][0]
+    peers = [p for p in _groups(root)[1] if p != target]
+    tree = target / "metadata" / "1.tree"
+    block = target / "chunks" / f"{fault['block_id']}.block"
+    os.chmod(tree, 0o640)
+    os.chmod(block, 0o604)
+    before = {p: (os.stat(p).st_uid, os.stat(p).st_gid) for p in (tree, block)}
+    r = reconcile(target, peers, offline=True)
+    assert r.peers[0].copied and not r.remaining
+    assert os.stat(tree).st_mode & 0o777 == 0o640 and os.stat(block).st_mode & 0o777 == 0o604
+    assert {p: (os.stat(p).st_uid, os.stat(p).st_gid) for p in (tree, block)} == before
