@@ -261,7 +261,8 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
         # a datanode repairs its own replicas (container reconciliation): ask Ozone to
         say(f"[4/5] repair is the datanodes' own (Ozone container reconciliation): "
             f"{len(report['ozone_reconcile'])} container(s) to reconcile, listed above")
-        say("[5/5] no local repair on Ozone volumes (crcmerkle reconcile refuses them)")
+        say("[5/5] no local repair on running datanodes (crcmerkle reconcile refuses them; "
+            "--offline repairs a stopped datanode's volumes)")
         return result
     if not repair:
         return result
