@@ -12,8 +12,9 @@ were measured to lose more than the peers, so quote figures from a quiet machine
     python bench/crc_rounds.py --rounds 21 --cases crc32c,windows
     CRCMERKLE_BACKEND=avx512-vpclmulqdq python bench/crc_rounds.py   # pin our backend
 
-Cases: crc32c and crc32 one-shots on hot buffers (peers, and our own `pclmulqdq` backend as
-"today's" 128-bit kernel), the cost of a 64-byte call, and `checksum_windows` over a cold
+Cases: crc32c and crc32 one-shots on hot buffers (peers, and our own other vector backends the
+CPU runs: `pclmulqdq`, the 128-bit kernel, and on AVX-512 CPUs `avx2-vpclmulqdq`, ymm against
+zmm), the cost of a 64-byte call, and `checksum_windows` over a cold
 buffer (default 256 MiB, far larger than the last-level cache) in 16 KiB windows against each
 peer's Python loop and a plain read of the same memory (`read_probe`). GB/s = 1e9 B/s.
 """
@@ -54,6 +55,18 @@ def peers(algorithm: str) -> List[Impl]:
     """The installed peers for one algorithm, from the registry `crcmerkle bench` uses."""
     return [Impl(i.name, i.func, bytes_only=i.bytes_only)
             for i in bm.implementations(algorithm) if not i.ours]
+
+
+# Our own vector backends timed beside the active one when the CPU has them: the 128-bit
+# `pclmulqdq` kernels as the yardstick ("today's" backend before the ymm one existed), and on an
+# AVX-512 CPU the ymm backend against the zmm one (the measurement that orders them).
+YARDSTICKS = ("avx2-vpclmulqdq", "pclmulqdq")
+
+
+def yardsticks() -> List[str]:
+    """Our other vector backends this CPU runs, best first, the active one left out."""
+    return [b for b in YARDSTICKS
+            if b in merkle.available_backends() and b != merkle.backend()]
 
 
 def make_buffer(size: int, seed: int) -> bytes:
@@ -136,8 +149,7 @@ class Case:
 def hot_case(algorithm: str, size: int, rounds: int, seconds: float) -> Case:
     ours = merkle.crc32c if algorithm == "crc32c" else merkle.crc32
     impls = [Impl(OURS, ours)]
-    if "pclmulqdq" in merkle.available_backends() and merkle.backend() != "pclmulqdq":
-        impls.append(Impl("crcmerkle pclmulqdq", ours, backend="pclmulqdq"))
+    impls += [Impl(f"crcmerkle {b}", ours, backend=b) for b in yardsticks()]
     impls += peers(algorithm)
     payload = make_buffer(size, seed=size)
     expected = zlib.crc32(payload) if algorithm == "crc32" else None
@@ -165,8 +177,7 @@ def hot_case(algorithm: str, size: int, rounds: int, seconds: float) -> Case:
 def overhead_case(rounds: int, seconds: float) -> Case:
     payload = make_buffer(64, seed=64)
     impls = [Impl(OURS, merkle.crc32c)]
-    if "pclmulqdq" in merkle.available_backends() and merkle.backend() != "pclmulqdq":
-        impls.append(Impl("crcmerkle pclmulqdq", merkle.crc32c, backend="pclmulqdq"))
+    impls += [Impl(f"crcmerkle {b}", merkle.crc32c, backend=b) for b in yardsticks()]
     impls += peers("crc32c") + [Impl("zlib (crc32)", zlib.crc32)]
     case = Case("call cost, 64 B", "ns")
     reps = {}
@@ -199,9 +210,9 @@ def windows_case(rounds: int, total: int, window: int) -> Case:
 
     runs: Dict[str, Callable[[], Any]] = {OURS: native}
     backends: Dict[str, Optional[str]] = {}
-    if "pclmulqdq" in merkle.available_backends() and merkle.backend() != "pclmulqdq":
-        runs["crcmerkle pclmulqdq"] = native
-        backends["crcmerkle pclmulqdq"] = "pclmulqdq"
+    for b in yardsticks():
+        runs[f"crcmerkle {b}"] = native
+        backends[f"crcmerkle {b}"] = b
     for impl in peers("crc32c"):
         runs[f"{impl.name} loop"] = loop(impl)
     runs["plain read (limit)"] = lambda: read_probe(data)
