@@ -305,9 +305,7 @@ def test_ozone_rules(tmp_path: Path) -> None:
     reps = {r.container_id: r for r in vol.replicas()}
     # block 2 of container 5 has one empty chunk and no file: no error (EC padding)
     reps[5].block_file(2).unlink()
-    # a '#'-prefixed key inside the container's range is skipped
-    with VolumeDB(vol.db_dir):
-        pass
+    # ('#'-prefixed keys inside a container's range: test_hash_keys_skipped_...)
     results = {r.container_id: r for r in scan_paths([tmp_path / "vol"])}
     assert results[1].ok and results[3].ok and results[4].ok and results[5].ok
     assert keys(results[2]) == [("CONTAINER_NOT_SCANNED", 0, 0)]
@@ -383,6 +381,33 @@ def test_unopenable_db_is_reported_per_volume_and_the_walk_goes_on(tmp_path: Pat
     assert len(results) == 1 and "vol2" in results[0].path and results[0].ok
     assert len(failed) == 1 and failed[0][0].root == vol1.root
     assert "container.db" in str(failed[0][1]) and "\n" not in str(failed[0][1])
+
+
+def test_volume_items_open_each_volume_db_once(tmp_path: Path, monkeypatch: Any) -> None:
+    """The Spark scan's task body: a run of items of one volume shares one open DB (two
+    volumes of three replicas each: two opens, not six), and every replica is scanned."""
+    from types import SimpleNamespace
+
+    from merkle.replica.ozone import scan as ozone_scan
+    for v in ("vol1", "vol2"):
+        make_volume(tmp_path / v, {c: {1: [(0, bytes([c]) * 3000)]} for c in (1, 2, 3)})
+    items = []
+    for v in ("vol1", "vol2"):  # in volume order, as spark_udfs.scan sorts and slices them
+        (vol, _), = find_volumes(tmp_path / v)
+        items += [SimpleNamespace(path=os.fspath(r.root), container=r.container_id,
+                                  fs_root=os.fspath(vol.root)) for r in vol.replicas()]
+    opened: List[Path] = []
+    real = ozone_scan.VolumeDB
+
+    def counting(db_dir: Path) -> Any:
+        opened.append(Path(db_dir))
+        return real(db_dir)
+
+    monkeypatch.setattr(ozone_scan, "VolumeDB", counting)
+    out = list(ozone_scan.scan_volume_items(items))
+    assert len(opened) == 2 and len(set(opened)) == 2
+    assert [exc for _, _, exc in out] == [None] * 6
+    assert all(r.ok and r.bytes_read == 3000 for _, r, _ in out)
 
 
 # ---- generated clusters ----------------------------------------------------------------------
