@@ -142,6 +142,30 @@ def test_tree(cluster, tmp_path, capsys):
         one_line(err)
 
 
+def test_tree_merge_and_build(cluster, tmp_path, capsys):
+    """merge and build have nothing to report: 0 when the file is written, 2 when not."""
+    _, target, peers = cluster
+    cid = target.name
+    peer = peers[0] / "metadata" / f"{cid}.tree"
+    out = tmp_path / "merged.tree"
+    assert run(capsys, "tree", "merge", peer, peer, "-o", out)[0] == EXIT_OK and out.is_file()
+    (tmp_path / "bad.tree").write_bytes(b"\xff" * 40)
+    st, _, err = run(capsys, "tree", "merge", peer, tmp_path / "bad.tree", "-o",
+                     tmp_path / "never.tree")
+    assert st == EXIT_ERROR and not (tmp_path / "never.tree").exists()
+    one_line(err)
+    csv = tmp_path / "chunks.csv"
+    csv.write_text("block_id,offset,length,leaf\n1,0,4096,0000002a\n")
+    built = tmp_path / "built.tree"
+    assert run(capsys, "tree", "build", csv, "--container-id", "7", "-o", built)[0] == EXIT_OK
+    assert built.is_file()
+    csv.write_text("block_id,offset,length,leaf\n1,-5,4096,0000002a\n")  # offset out of range
+    st, _, err = run(capsys, "tree", "build", csv, "--container-id", "7", "-o",
+                     tmp_path / "never2.tree")
+    assert st == EXIT_ERROR and not (tmp_path / "never2.tree").exists()
+    one_line(err)
+
+
 # ---- generate, soak, bench, usage ---------------------------------------------------------
 def test_generate(tmp_path, capsys):
     st, _, err = run(capsys, "generate", tmp_path / "x", "--faults", "gremlins")

@@ -17,7 +17,8 @@ ROOT = Path(merkle.__file__).resolve().parent.parent
 
 # What the README shows and earlier releases exported: a later move may add names, never drop one.
 MERKLE_PUBLIC = {
-    "BackendUnavailableError", "BlockMetaError", "CRC32", "CRC32C", "ContainerTree",
+    "BackendUnavailableError", "BlockMetaError", "CRC32", "CRC32C", "ContainerIDMismatchError",
+    "ContainerTree",
     "ContainerWriter", "DiffReport", "GIL_RELEASE_THRESHOLD", "ReconcileResult", "ReplicaError",
     "ReplicaLockedError", "ReplicaReport", "ScanError", "ScanResult", "TreeBuilder",
     "TreeFileError", "available_backends", "backend", "checksum_each", "checksum_windows",
