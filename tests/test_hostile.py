@@ -779,3 +779,30 @@ def test_E4_a_metadata_file_where_the_directory_belongs_is_one_error(tmp_path, c
     assert errors[0]["error"] == "NOT_A_REGULAR_FILE"
     assert "not a directory (a regular file)" in errors[0]["detail"]
     assert (target / "metadata").read_bytes() == b"planted"
+
+
+# ---- replicate, and what crcmerkle creates as root (audit after the issue: S1, S4-S6) -----
+# `crcmerkle replicate` and the creation helpers every writer shares (merkle.replica.safeopen):
+# no setuid/setgid/sticky bit on anything created or rewritten, metadata read within the cap,
+# created files and directories owned as the directory they are made in, and no copy written
+# through a linked datanode or volume directory.
+
+@pytest.mark.parametrize("verb", ["scan", "reconcile", "write_tree"])
+def test_S1_rewrites_keep_the_mode_without_setuid_setgid_or_sticky(tmp_path, verb):
+    reps = trio(tmp_path, 2)
+    target = reps[0]
+    os.chmod(tree_file(target), 0o6640)
+    os.chmod(meta_file(target), 0o4640)
+    flip(block(target, 1), 1)
+    if verb == "scan":
+        assert scan_container(target).tree_written
+        files = [tree_file(target)]
+    elif verb == "reconcile":
+        block(target, 2).unlink()
+        reconcile(target, [reps[1]])
+        files = [tree_file(target), meta_file(target)]
+    else:
+        write_tree(read_tree(tree_file(target)), tree_file(target))
+        files = [tree_file(target)]
+    for f in files:
+        assert stat.S_IMODE(f.stat().st_mode) == 0o640, (f, oct(f.stat().st_mode))

@@ -14,7 +14,15 @@ about to be *written* must also have a single link: a hard link planted in a rep
 Nothing is created through a link: O_CREAT|O_NOFOLLOW fails on a dangling link, and atomic
 rewrites create their temp file with O_EXCL under a random name, then rename it over the
 target inside the same directory descriptor. A rewrite keeps the old file's owner, group and
-mode (a scan run as root must not leave the datanode user's `.tree` as root:root 0600).
+mode (a scan run as root must not leave the datanode user's `.tree` as root:root 0600), less
+the setuid, setgid and sticky bits: no file crcmerkle writes ever carries them.
+
+What crcmerkle *creates* (the lock file, a block file a repair pulls, every file and directory
+`replicate` makes, a `chunks/` or `metadata/` directory) goes through `open_regular(...,
+create=True)`, `make_dir` or `replace_atomic`, which give it the owner and group of the
+directory it is created in (best effort: only root may give a file away) and a plain mode
+(0644 for files unless the caller names another, 0755 for directories; never 0o7000): run as
+root, crcmerkle must not lock the datanode's own user out of its replicas.
 
 Metadata files (`.tree`, `.blocks`) are size-checked against `fstat` before one byte is read:
 `max_metadata_bytes()` (CRCMERKLE_MAX_METADATA_BYTES, 64 MiB by default: a 5 GB container
@@ -34,8 +42,9 @@ from types import TracebackType
 from typing import Dict, Optional, Type, Union
 
 __all__ = ["DEFAULT_MAX_METADATA_BYTES", "FileTooLargeError", "NOT_A_REGULAR_FILE",
-           "NotRegularFileError", "ReplicaDir", "max_metadata_bytes", "open_dir",
-           "open_regular", "read_named", "read_regular", "replace_atomic"]
+           "NotRegularFileError", "ReplicaDir", "make_dir", "max_metadata_bytes", "open_dir",
+           "open_dir_nofollow_path", "open_regular", "read_named", "read_regular",
+           "replace_atomic"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -48,6 +57,8 @@ _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+#: setuid, setgid, sticky: never on a file or directory crcmerkle creates or rewrites
+_SPECIAL_BITS = 0o7000
 
 
 def max_metadata_bytes() -> int:
@@ -96,7 +107,7 @@ def open_dir(name: PathLike, dir_fd: Optional[int] = None, *, follow: bool = Fal
     flags = os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC | (0 if follow else _O_NOFOLLOW)
     if create:
         try:
-            os.mkdir(name, 0o755, dir_fd=dir_fd)
+            return make_dir(name, dir_fd, display=shown)
         except FileExistsError:
             pass
     try:
@@ -115,16 +126,127 @@ def open_dir(name: PathLike, dir_fd: Optional[int] = None, *, follow: bool = Fal
         raise
 
 
+def _give_away(fd: int, parent: os.stat_result, mode: int) -> None:
+    """A file or directory this process has just created (`fd`) gets `mode` (less 0o7000)
+    and the owner and group of `parent`, the directory it was created in. The owner is
+    changed only while the file is still ours (best effort: only root may give a file
+    away, so an unprivileged run keeps its own files, as any program's)."""
+    os.fchmod(fd, mode & 0o777)
+    st = os.fstat(fd)
+    if hasattr(os, "fchown") and st.st_uid == os.geteuid() and \
+            (st.st_uid, st.st_gid) != (parent.st_uid, parent.st_gid):
+        try:
+            os.fchown(fd, parent.st_uid, parent.st_gid)
+        except PermissionError:
+            pass
+
+
+def make_dir(name: PathLike, dir_fd: Optional[int] = None, mode: int = 0o755, *,
+             display: Optional[str] = None) -> int:
+    """Create the directory `name` (relative to `dir_fd` if given; FileExistsError if
+    anything is there) and open it without following a link: the descriptor. It gets the
+    owner and group of its parent directory and `mode` less 0o7000 (see `_give_away`)."""
+    shown = display or os.fspath(name)
+    os.mkdir(name, 0o700, dir_fd=dir_fd)
+    try:
+        fd = os.open(name, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC | _O_NOFOLLOW,
+                     dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # replaced under us: not ours
+            raise _not_regular("not the directory just made", shown) from None
+        raise
+    try:
+        _give_away(fd, os.stat("..", dir_fd=fd), mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_dir_nofollow_path(path: PathLike, *, display: Optional[str] = None) -> int:
+    """Open the directory `path` component by component from `/`, following no symbolic
+    link anywhere in it (NotRegularFileError naming the first link met; FileNotFoundError
+    when a component is missing): nothing reached through it can be elsewhere."""
+    shown = display or os.fspath(path)
+    full = os.path.abspath(os.fspath(path))
+    fd = os.open("/", os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
+    here = "/"
+    try:
+        for part in [p for p in full.split("/") if p]:
+            here = os.path.join(here, part)
+            try:
+                nfd = os.open(part, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC | _O_NOFOLLOW,
+                              dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    try:
+                        kind = _kind(os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode)
+                    except OSError:
+                        raise exc from None
+                    raise NotRegularFileError(exc.errno, f"{here} is {kind}, not a directory "
+                                              f"(no link is followed here)", shown) from None
+                if exc.filename is None or exc.filename == part:
+                    exc.filename = here
+                raise
+            os.close(fd)
+            fd = nfd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def open_regular(dir_fd: int, name: str, flags: int = os.O_RDONLY, *, create: bool = False,
-                 mode: int = 0o644, single_link: bool = False,
+                 mode: int = 0o644, single_link: bool = False, exclusive: bool = False,
                  display: Optional[str] = None) -> int:
     """Open `name` in `dir_fd` without following a link or blocking; fstat-check it is a
     regular file (and, with `single_link`, not hard-linked elsewhere). Returns the fd, in
-    blocking mode again. `create` adds O_CREAT (never through a link)."""
+    blocking mode again. `create` creates it when absent (never through a link; with
+    `exclusive`, FileExistsError when anything is there): a file created here gets the
+    owner and group of the directory and `mode` less 0o7000."""
     shown = display or name
-    oflags = flags | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC | (os.O_CREAT if create else 0)
+    oflags = flags | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC
+    created = False
+    fd = -1
+    if create:
+        for _ in range(100):
+            try:
+                fd = _open_checked(dir_fd, name, oflags | os.O_CREAT | os.O_EXCL, 0o600, shown)
+                created = True
+                break
+            except FileExistsError:
+                if exclusive:
+                    raise
+            try:  # someone's file (or a link, refused below): open it as it is
+                fd = _open_checked(dir_fd, name, oflags, 0, shown)
+                break
+            except FileNotFoundError:
+                continue  # removed meanwhile: create it again
+        if fd < 0:
+            raise FileExistsError(errno.EEXIST, "created and removed repeatedly", shown)
+    else:
+        fd = _open_checked(dir_fd, name, oflags, 0, shown)
     try:
-        fd = os.open(name, oflags, mode, dir_fd=dir_fd)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _not_regular(_kind(st.st_mode), shown)
+        if single_link and st.st_nlink > 1:
+            raise NotRegularFileError(errno.EMLINK, f"refusing to write a file with "
+                                      f"{st.st_nlink} hard links", shown)
+        if created:
+            _give_away(fd, os.fstat(dir_fd), mode)
+        if _O_NONBLOCK:
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _open_checked(dir_fd: int, name: str, oflags: int, mode: int, shown: str) -> int:
+    """os.open, a link or other non-regular file raised as NotRegularFileError."""
+    try:
+        return os.open(name, oflags, mode, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise _not_regular("a symbolic link", shown) from None
@@ -139,19 +261,6 @@ def open_regular(dir_fd: int, name: str, flags: int = os.O_RDONLY, *, create: bo
         if exc.filename is None:
             exc.filename = shown
         raise
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise _not_regular(_kind(st.st_mode), shown)
-        if single_link and st.st_nlink > 1:
-            raise NotRegularFileError(errno.EMLINK, f"refusing to write a file with "
-                                      f"{st.st_nlink} hard links", shown)
-        if _O_NONBLOCK:
-            os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
 
 
 def read_regular(dir_fd: int, name: str, limit: Optional[int] = None, *,
@@ -201,9 +310,9 @@ def read_named(path: PathLike, limit: Optional[int] = None) -> bytes:
 def replace_atomic(dir_fd: int, name: str, data: bytes, *,
                    display: Optional[str] = None) -> None:
     """Replace `name` in `dir_fd` by `data` atomically (temp file, fsync, rename, fsync of
-    the directory), keeping the old file's owner, group and mode; a new file gets the
-    directory's owner and group and mode 0644. Refuses (NotRegularFileError) to replace a
-    link, FIFO, directory or other non-regular file."""
+    the directory), keeping the old file's owner, group and mode (less setuid, setgid and
+    sticky); a new file gets the directory's owner and group and mode 0644. Refuses
+    (NotRegularFileError) to replace a link, FIFO, directory or other non-regular file."""
     shown = display or name
     try:
         old: Optional[os.stat_result] = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
@@ -212,7 +321,7 @@ def replace_atomic(dir_fd: int, name: str, data: bytes, *,
     if old is not None and not stat.S_ISREG(old.st_mode):
         raise _not_regular(_kind(old.st_mode), shown)
     if old is not None:
-        uid, gid, mode = old.st_uid, old.st_gid, stat.S_IMODE(old.st_mode)
+        uid, gid, mode = old.st_uid, old.st_gid, stat.S_IMODE(old.st_mode) & ~_SPECIAL_BITS
     else:
         dst = os.fstat(dir_fd)
         uid, gid, mode = dst.st_uid, dst.st_gid, 0o644

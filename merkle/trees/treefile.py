@@ -32,6 +32,7 @@ directory, fsyncs it, renames it over the target and fsyncs the directory.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Optional, Union
@@ -90,15 +91,35 @@ def fsync_dir(directory: PathLike) -> None:
 
 def write_bytes_atomic(path: PathLike, data: bytes) -> None:
     """Write `data` to `path` atomically: temp file in the same directory, fsync, rename
-    over the target, fsync the directory. A crash leaves the old file or the new one."""
+    over the target, fsync the directory. A crash leaves the old file or the new one.
+
+    A file replaced keeps its owner, group and mode; a new one gets the directory's owner and
+    group and mode 0644 (best effort: only root may give a file away). The setuid, setgid and
+    sticky bits are never carried over."""
     name = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(name))
+    try:
+        old: Optional[os.stat_result] = os.lstat(name)
+    except OSError:
+        old = None
+    if old is not None and stat.S_ISREG(old.st_mode):
+        uid, gid, mode = old.st_uid, old.st_gid, stat.S_IMODE(old.st_mode) & 0o777
+    else:
+        dst = os.stat(directory)
+        uid, gid, mode = dst.st_uid, dst.st_gid, 0o644
     fd, tmp = tempfile.mkstemp(prefix=os.path.basename(name) + ".", suffix=".tmp",
                                dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
+            os.fchmod(f.fileno(), mode)
+            st = os.fstat(f.fileno())
+            if hasattr(os, "fchown") and (st.st_uid, st.st_gid) != (uid, gid):
+                try:
+                    os.fchown(f.fileno(), uid, gid)
+                except PermissionError:
+                    pass  # not root: the file is ours, as any file we create
             os.fsync(f.fileno())
         os.replace(tmp, name)
     except BaseException:
