@@ -787,6 +787,37 @@ def test_E4_a_metadata_file_where_the_directory_belongs_is_one_error(tmp_path, c
 # created files and directories owned as the directory they are made in, and no copy written
 # through a linked datanode or volume directory.
 
+def _pair(root: Path) -> tuple:
+    """A source replica root/dnA/vol1/7 and a free target root/dnB/vol1/7 (its volume made)."""
+    src = make_replica(root / "dnA" / "vol1" / str(CID), {1: payload(1), 2: payload(2)})
+    (root / "dnB" / "vol1").mkdir(parents=True)
+    return src, root / "dnB" / "vol1" / str(CID)
+
+
+def _tree_entries(top: Path) -> List[Path]:
+    out = [top]
+    for dirpath, dirnames, filenames in os.walk(top):
+        out += [Path(dirpath) / n for n in dirnames + filenames]
+    return out
+
+
+def test_S1_replicate_never_creates_setuid_setgid_or_sticky_files(tmp_path, capsys):
+    src, tgt = _pair(tmp_path)
+    os.chmod(block(src, 1), 0o4755)  # a planted setuid block file
+    os.chmod(block(src, 2), 0o2640)
+    os.chmod(src / "chunks", 0o3755)
+    os.chmod(src / "metadata", 0o2750)
+    os.chmod(meta_file(src), 0o6644)
+    os.chmod(src, 0o1755)
+    status, out, err = run(capsys, "replicate", src, tgt)
+    assert status == 0, err
+    for p in _tree_entries(tgt):
+        assert stat.S_IMODE(p.lstat().st_mode) & 0o7000 == 0, (p, oct(p.lstat().st_mode))
+    assert stat.S_IMODE(block(tgt, 1).stat().st_mode) == 0o755  # the rest of the mode is kept
+    assert stat.S_IMODE(block(tgt, 2).stat().st_mode) == 0o640
+    assert stat.S_IMODE(block(src, 1).stat().st_mode) == 0o4755  # the source is only read
+
+
 @pytest.mark.parametrize("verb", ["scan", "reconcile", "write_tree"])
 def test_S1_rewrites_keep_the_mode_without_setuid_setgid_or_sticky(tmp_path, verb):
     reps = trio(tmp_path, 2)
@@ -806,3 +837,71 @@ def test_S1_rewrites_keep_the_mode_without_setuid_setgid_or_sticky(tmp_path, ver
         files = [tree_file(target)]
     for f in files:
         assert stat.S_IMODE(f.stat().st_mode) == 0o640, (f, oct(f.stat().st_mode))
+
+
+@pytest.mark.parametrize("which", ["tree", "blocks", "target-tree"])
+def test_S4_replicate_refuses_sparse_metadata_before_reading(tmp_path, which):
+    src, tgt = _pair(tmp_path)
+    if which == "target-tree":  # an existing target is looked at with the same care
+        shutil.copytree(src, tgt)
+        path = tree_file(tgt)
+    else:
+        path = tree_file(src) if which == "tree" else meta_file(src)
+    with open(path, "r+b") as f:
+        f.truncate(1 << 30)  # 1 GiB, a few KiB on disk
+    r = child("replicate", src, tgt, memory=LIMIT)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    if which == "target-tree":
+        assert "not an identical replica" in r.stderr
+        assert path.stat().st_size == 1 << 30
+    else:
+        assert "exceeds" in r.stderr and not tgt.exists()
+    assert not [n for n in os.listdir(tgt.parent) if n.startswith(".crcmerkle-replicate-")]
+
+
+@needs_nobody
+def test_S5_what_root_creates_belongs_to_the_directory_owner(shared):
+    """Run as root on a datanode whose replicas belong to its own user (here nobody), scan
+    (the lock file), reconcile (a pulled block file new to the replica) and replicate (every
+    file and directory of the new replica) leave nothing that user cannot use."""
+    import pwd
+
+    target = make_replica(shared / "dn0" / "vol" / str(CID), {1: payload(1), 2: payload(2)})
+    peers = [make_replica(shared / f"dn{i}" / "vol" / str(CID),
+                          {1: payload(1), 2: payload(2), 4: payload(4)}) for i in (1, 2)]
+    (shared / "dn3" / "vol").mkdir(parents=True)
+    copy = shared / "dn3" / "vol" / str(CID)
+    for rep in [target] + peers:
+        (rep / ".crcmerkle.lock").unlink(missing_ok=True)
+    give_to_nobody(shared)
+    os.chmod(shared, 0o755)
+    assert not block(target, 4).exists()
+    assert main(["scan", str(target)]) == 0  # creates the lock file
+    r = reconcile(target, peers)
+    assert block(target, 4).exists(), r  # pulled: a new block file
+    assert main(["replicate", str(target), str(copy)]) == 0
+    pw = pwd.getpwnam("nobody")
+    for p in _tree_entries(shared)[1:]:
+        st = p.lstat()
+        assert (st.st_uid, st.st_gid) == (pw.pw_uid, pw.pw_gid), p
+        assert stat.S_IMODE(st.st_mode) & 0o7000 == 0, p
+    for rep in (target, copy):
+        r = child("scan", rep, "--json", user=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_S6_replicate_never_writes_through_a_linked_datanode_or_volume(tmp_path, capsys):
+    src = make_replica(tmp_path / "rep3" / "dnA" / "vol1" / str(CID), {1: payload(1)})
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "vol1").mkdir(parents=True)
+    (tmp_path / "rep3" / "dnB").symlink_to(elsewhere)
+    (tmp_path / "rep3" / "dnC").mkdir()
+    (tmp_path / "rep3" / "dnC" / "vol1").symlink_to(elsewhere / "vol1")
+    for dn in ("dnB", "dnC"):
+        status, _, err = run(capsys, "replicate", src, tmp_path / "rep3" / dn / "vol1" / str(CID))
+        assert status == 2 and err.count("\n") == 1 and "symbolic link" in err, err
+    assert not os.listdir(elsewhere / "vol1")
+    # the volume must exist: it is never created
+    status, _, err = run(capsys, "replicate", src, tmp_path / "rep3" / "dnD" / "vol1" / str(CID))
+    assert status == 2 and err.count("\n") == 1 and "does not exist" in err, err
+    assert not (tmp_path / "rep3" / "dnD").exists()

@@ -32,6 +32,7 @@ def _free_target(root: Path, cid: int) -> Path:
     holders = {p.parent.parent.name for p in _replicas(root, cid)}
     dn = next((d for d in sorted(os.listdir(root)) if d.startswith("dn") and d not in holders),
               "dn-new")
+    (root / dn / "vol0").mkdir(parents=True, exist_ok=True)  # volumes exist; never made
     return root / dn / "vol0" / str(cid)
 
 
@@ -157,3 +158,19 @@ def test_cli_single_and_plan_report(cluster, tmp_path, capsys):
     f.write_text("{}")
     assert main(["replicate", "--report", str(f)]) == 2
     assert "not a crcmerkle spark plan" in capsys.readouterr().err
+
+
+def test_the_staging_marker_is_not_left_in_the_new_replica(cluster):
+    src = _replicas(cluster, 1)[0]
+    tgt = _free_target(cluster, 1)
+    seen = []
+
+    def look(step, detail):
+        if step == "tree":  # still staging: the marker names the source
+            stage = tgt.parent / f"{STAGING_PREFIX}1.tmp"
+            seen.append((stage / "SOURCE").read_text())
+
+    assert replicate(src, tgt, on_step=look).status == "created"
+    assert seen == [f"{os.path.abspath(src)}\n"]
+    assert sorted(os.listdir(tgt)) == ["chunks", "metadata"]
+    assert scan_container(tgt, write_tree=False).ok

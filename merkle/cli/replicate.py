@@ -15,13 +15,17 @@ Create the replica TARGET (a directory <volume>/<containerID> that does not exis
 good replica SOURCE: every block file is copied with each window verified against the
 source's recorded checksums, then the metadata and the tree are written, and the new replica
 appears in one rename. An existing TARGET is never touched (one holding the source's
-container value is reported as present). Safe to re-run after a crash. With --report, the
-copy commands of a 'crcmerkle spark plan --json' plan are run, round by round."""
+container value is reported as present). TARGET's volume directory must exist (it is never
+created) and its path must contain no symbolic link. What is created gets the owner of the
+volume directory and the source's modes, never a setuid, setgid or sticky bit. Safe to
+re-run after a crash. With --report, the copy commands of a 'crcmerkle spark plan --json'
+plan are run, round by round."""
 
 EPILOG = exit_status_help(
     "a source did not verify (not a good replica; nothing was created for it); 0 also when a "
     "target already holds the source's replica, 2 when a copy could not be done (target "
-    "exists with other data, lock held, unreadable source)")
+    "exists with other data, lock held, unreadable or oversized source metadata, missing or "
+    "linked volume directory)")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

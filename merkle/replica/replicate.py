@@ -8,11 +8,12 @@ replicate-<containerID>.tmp` (not a decimal name, so discovery never takes it fo
   2. copies every recorded chunk of every block file, in pieces of whole windows into one
      reused buffer, verifying each window against the source's *recorded* checksums before
      it is written (a mismatch, a short or missing block file stops the copy: the source is
-     not a good replica); block files keep the source's mode;
+     not a good replica); block files keep the source's mode, less setuid, setgid and sticky;
   3. writes the metadata (the source's bytes, so unknown and newer fields survive) and then
      the tree, each atomically: the source's stored `.tree` bytes when a read-only scan of
      the copy confirms them, else the tree that scan built (tombstones kept by the merge);
-  4. renames the staging directory to the target in one step and fsyncs the volume.
+  4. removes the staging marker, renames the staging directory to the target in one step
+     and fsyncs the volume.
 The target is never touched when it exists (a replica already there with the source's
 container value is reported as present, so a plan can be run again). A crash leaves only the
 staging directory, which a re-run recognises (its name and entries) and starts over; the
@@ -20,6 +21,13 @@ target appears complete or not at all.
 
 Files are opened relative to directory descriptors, never through a symbolic link, and must
 be regular files (`open_in`): a link planted in a replica cannot redirect a read or a write.
+The target's volume directory must already exist (it is never created) and is reached
+without following any symbolic link in its path, so a linked datanode or volume directory
+cannot send the copy elsewhere. The source's metadata and tree are read only when `fstat`
+says they are within the metadata cap (safeopen.max_metadata_bytes). Everything created
+(staging directory, `chunks/`, `metadata/`, files) gets the owner and group of the
+directory it is made in, as the datanode's own files have, and never a setuid, setgid or
+sticky bit (merkle.replica.safeopen's creation helpers).
 """
 
 from __future__ import annotations
@@ -41,8 +49,10 @@ from merkle.replica.crcmerkle.blockmeta import (CHECKSUM_SIZES, CRC32, CRC32C, N
 from merkle.replica.crcmerkle.layout import (BLOCK_SUFFIX, META_SUFFIX, TREE_SUFFIX,
                                              ContainerPaths, container_paths)
 from merkle.replica.errors import BlockMetaError, ReplicaError
-from merkle.replica.fileio import fsync_dir, pread_into, write_atomic
+from merkle.replica.fileio import pread_into
 from merkle.replica.lock import ReplicaLock
+from merkle.replica.safeopen import (make_dir, open_dir, open_dir_nofollow_path, open_regular,
+                                     read_regular, replace_atomic)
 from merkle.trees.ozone import format_checksum
 
 __all__ = ["PLAN_FORMAT", "ReplicateResult", "SourceNotGoodError", "TargetExistsError",
@@ -132,19 +142,32 @@ def _open_dir(path: PathLike) -> int:
         os.close(parent)
 
 
-def _read_all(dir_fd: int, name: str) -> bytes:
-    fd = open_in(dir_fd, name)
+def _read_all(dir_fd: int, name: str, shown: str) -> bytes:
+    """A metadata file, refused (FileTooLargeError, an OSError) before one byte is read when
+    fstat says it is above the configured cap; a link or FIFO is NotRegularFileError."""
+    return read_regular(dir_fd, name, display=shown)
+
+
+def _create_in(dir_fd: int, name: str, mode: int) -> int:
+    """A new regular file (never through a link, FileExistsError if anything is there),
+    owned as its directory is, with `mode` less setuid, setgid and sticky; opened write-only."""
+    return open_regular(dir_fd, name, os.O_WRONLY, create=True, exclusive=True,
+                        mode=mode & 0o777)
+
+
+def _open_volume(volume: str) -> int:
+    """The target's volume directory: it must exist (never created here) and be reached
+    without following a symbolic link anywhere in its path."""
     try:
-        size = os.fstat(fd).st_size
-        parts = []
-        while True:
-            b = os.read(fd, max(size, 1 << 16))
-            if not b:
-                break
-            parts.append(b)
-        return b"".join(parts)
-    finally:
-        os.close(fd)
+        return open_dir_nofollow_path(volume)
+    except FileNotFoundError:
+        raise ReplicaError("the target's volume directory does not exist (it is never "
+                           "created)", volume) from None
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise ReplicaError(f"refusing the target's volume directory: {exc.strerror}",
+                               volume) from None
+        raise
 
 
 # ---- verification -----------------------------------------------------------------------
@@ -211,28 +234,59 @@ def _clear_staging(volume_fd: int, name: str, volume: str) -> None:
     path = os.path.join(volume, name)
     if not stat.S_ISDIR(st.st_mode):
         raise ReplicaError("exists and is not a staging directory (refused)", path)
-    entries = set(os.listdir(path))
+    fd = open_dir(name, volume_fd, display=path)
+    try:
+        entries = set(os.listdir(fd))
+    finally:
+        os.close(fd)
     if not entries <= {_MARKER, "chunks", "metadata"}:
         raise ReplicaError(f"holds entries this tool did not make ({', '.join(sorted(entries))});"
                            f" not removed", path)
-    shutil.rmtree(path)
+    shutil.rmtree(name, dir_fd=volume_fd)
 
 
-def _existing(target: ContainerPaths, source_value: Optional[int]) -> Optional[str]:
+def _target_tree(vol_fd: int, target: ContainerPaths) -> Optional[bytes]:
+    """The target's stored `.tree` bytes, read as carefully as the source's (no link, no
+    FIFO, within the cap); None when there is none or it cannot be read so."""
+    name = os.path.basename(os.path.abspath(target.root))
+    try:
+        rfd = open_dir(name, vol_fd)
+    except OSError:
+        return None
+    try:
+        mfd = open_dir("metadata", rfd)
+    except OSError:
+        os.close(rfd)
+        return None
+    try:
+        return _read_all(mfd, f"{target.container_id}{TREE_SUFFIX}", os.fspath(target.tree))
+    except OSError:
+        return None
+    finally:
+        os.close(mfd)
+        os.close(rfd)
+
+
+def _existing(vol_fd: int, target: ContainerPaths,
+              source_value: Optional[int]) -> Optional[str]:
     """None when the target is absent (or an empty directory); "present" when it is a replica
     with the source's container value; else TargetExistsError."""
     root = os.fspath(target.root)
+    name = os.path.basename(os.path.abspath(root))
     try:
-        st = os.lstat(root)
+        st = os.lstat(name, dir_fd=vol_fd)
     except FileNotFoundError:
         return None
-    if stat.S_ISDIR(st.st_mode) and not os.listdir(root):
-        return None
+    if stat.S_ISDIR(st.st_mode):
+        fd = open_dir(name, vol_fd, display=root)
+        try:
+            empty = not os.listdir(fd)
+        finally:
+            os.close(fd)
+        if empty:
+            return None
     if stat.S_ISDIR(st.st_mode) and source_value is not None:
-        from merkle.trees.treefile import read_tree
-
-        t = read_tree(target.tree, corrupt_ok=True, missing_ok=True)
-        if t is not None and t.data_checksum == source_value:
+        if _stored_value(_target_tree(vol_fd, target), root) == source_value:
             return "present"
     raise TargetExistsError("exists and is not an identical replica: refusing to touch it",
                             root)
@@ -280,7 +334,7 @@ def _replicate(src: ContainerPaths, tgt: ContainerPaths, cid: int,
         meta_name = f"{cid}{META_SUFFIX}"
         where = os.fspath(src.blockmeta)
         try:
-            meta_raw = _read_all(meta_fd, meta_name)
+            meta_raw = _read_all(meta_fd, meta_name, where)
         except FileNotFoundError:
             raise SourceNotGoodError("block-metadata file is missing", where) from None
         try:
@@ -288,29 +342,30 @@ def _replicate(src: ContainerPaths, tgt: ContainerPaths, cid: int,
         except BlockMetaError as exc:
             raise SourceNotGoodError(str(exc)) from None
         try:
-            tree_raw: Optional[bytes] = _read_all(meta_fd, f"{cid}{TREE_SUFFIX}")
+            tree_raw: Optional[bytes] = _read_all(meta_fd, f"{cid}{TREE_SUFFIX}",
+                                                  os.fspath(src.tree))
         except FileNotFoundError:
             tree_raw = None
         src_value = _stored_value(tree_raw, os.fspath(src.tree))
-        present = _existing(tgt, src_value)
+        volume = os.path.dirname(os.path.abspath(tgt.root))
+        vol_fd = _open_volume(volume)
+        fds.append(vol_fd)
+        present = _existing(vol_fd, tgt, src_value)
         if present:
             return ReplicateResult(os.fspath(src.root), os.fspath(tgt.root), cid, present,
                                    data_checksum=src_value,
                                    notes=["a replica with the source's value is already "
                                           "there; not touched"])
-        volume = os.path.dirname(os.path.abspath(tgt.root))
-        os.makedirs(volume, exist_ok=True)
-        vol_fd = _open_dir(volume)
-        fds.append(vol_fd)
         stage_name = _staging_name(cid)
         _clear_staging(vol_fd, stage_name, volume)
-        os.mkdir(stage_name, os.stat(src_root).st_mode & 0o7777, dir_fd=vol_fd)
         stage = os.path.join(volume, stage_name)
-        stage_fd = open_in(vol_fd, stage_name, directory=True)
+        stage_fd = make_dir(stage_name, vol_fd, os.fstat(src_root).st_mode, display=stage)
         fds.append(stage_fd)
-        mfd = open_in(stage_fd, _MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        os.write(mfd, (os.path.abspath(src.root) + "\n").encode())
-        os.close(mfd)
+        mfd = _create_in(stage_fd, _MARKER, 0o644)
+        try:
+            os.write(mfd, (os.path.abspath(src.root) + "\n").encode())
+        finally:
+            os.close(mfd)
         result = ReplicateResult(os.fspath(src.root), os.fspath(tgt.root), cid, "created")
         try:
             _build(src_root, meta_fd, stage_fd, stage, meta, meta_raw, tree_raw, cid, result,
@@ -318,7 +373,9 @@ def _replicate(src: ContainerPaths, tgt: ContainerPaths, cid: int,
         except (ReplicaError, ValueError):
             _clear_staging(vol_fd, stage_name, volume)  # ours, and useless: no half copies
             raise
-        _check_free(tgt)
+        _check_free(vol_fd, tgt)
+        os.unlink(_MARKER, dir_fd=stage_fd)  # the marker belongs to the staging directory
+        os.fsync(stage_fd)
         os.rename(stage_name, os.path.basename(os.path.abspath(tgt.root)), src_dir_fd=vol_fd,
                   dst_dir_fd=vol_fd)
         os.fsync(vol_fd)
@@ -337,35 +394,46 @@ def _build(src_root: int, meta_fd: int, stage_fd: int, stage: str, meta: Any, me
            step: StepHook) -> None:
     """Fill the staging directory: block files, then metadata, then the tree."""
     _copy_blocks(src_root, stage_fd, meta, result, step)
-    # metadata, then the tree, each atomically (write_atomic: temp, fsync, rename)
-    os.mkdir("metadata", os.fstat(meta_fd).st_mode & 0o7777, dir_fd=stage_fd)
-    staged = ContainerPaths(Path(stage), cid)
-    write_atomic(staged.blockmeta, meta_raw)
-    step("metadata", cid)
-    _write_tree(staged, tree_raw, result)
-    step("tree", cid)
+    # metadata, then the tree, each atomically (replace_atomic: temp, fsync, rename)
+    out_meta = make_dir("metadata", stage_fd, os.fstat(meta_fd).st_mode,
+                        display=os.path.join(stage, "metadata"))
+    try:
+        staged = ContainerPaths(Path(stage), cid)
+        replace_atomic(out_meta, f"{cid}{META_SUFFIX}", meta_raw,
+                       display=os.fspath(staged.blockmeta))
+        step("metadata", cid)
+        _write_tree(staged, out_meta, tree_raw, result)
+        step("tree", cid)
+        os.fsync(out_meta)
+    finally:
+        os.close(out_meta)
     os.fsync(stage_fd)
-    fsync_dir(os.fspath(staged.metadata_dir))
 
 
-def _check_free(tgt: ContainerPaths) -> None:
+def _check_free(vol_fd: int, tgt: ContainerPaths) -> None:
     """Right before the rename: nothing appeared at the target meanwhile."""
     root = os.fspath(tgt.root)
+    name = os.path.basename(os.path.abspath(root))
     try:
-        st = os.lstat(root)
+        st = os.lstat(name, dir_fd=vol_fd)
     except FileNotFoundError:
         return
-    if not stat.S_ISDIR(st.st_mode) or os.listdir(root):
-        raise TargetExistsError("appeared while copying: refusing to touch it", root)
+    if stat.S_ISDIR(st.st_mode):
+        fd = open_dir(name, vol_fd, display=root)
+        try:
+            if not os.listdir(fd):
+                return
+        finally:
+            os.close(fd)
+    raise TargetExistsError("appeared while copying: refusing to touch it", root)
 
 
 def _copy_blocks(src_root: int, stage_fd: int, meta: Any, result: ReplicateResult,
                  step: StepHook) -> None:
     chunks_fd = open_in(src_root, "chunks", directory=True) if meta.blocks else -1
     try:
-        mode = os.fstat(chunks_fd).st_mode & 0o7777 if chunks_fd >= 0 else 0o755
-        os.mkdir("chunks", mode, dir_fd=stage_fd)
-        out_dir = open_in(stage_fd, "chunks", directory=True)
+        mode = os.fstat(chunks_fd).st_mode if chunks_fd >= 0 else 0o755
+        out_dir = make_dir("chunks", stage_fd, mode)
         try:
             copier = _Copier()
             for block in meta.sorted_blocks():
@@ -379,8 +447,8 @@ def _copy_blocks(src_root: int, stage_fd: int, meta: Any, result: ReplicateResul
                     else:
                         raise SourceNotGoodError("block file is missing", where) from None
                 try:
-                    fmode = os.fstat(sfd).st_mode & 0o7777 if sfd >= 0 else 0o644
-                    dfd = open_in(out_dir, name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, fmode)
+                    fmode = os.fstat(sfd).st_mode if sfd >= 0 else 0o644
+                    dfd = _create_in(out_dir, name, fmode)  # never setuid, setgid, sticky
                     try:
                         for c in block.chunks:
                             copier.copy_chunk(sfd, dfd, c, where)
@@ -402,21 +470,22 @@ def _copy_blocks(src_root: int, stage_fd: int, meta: Any, result: ReplicateResul
             os.close(chunks_fd)
 
 
-def _write_tree(staged: ContainerPaths, tree_raw: Optional[bytes],
+def _write_tree(staged: ContainerPaths, meta_dir: int, tree_raw: Optional[bytes],
                 result: ReplicateResult) -> None:
     """The source's tree bytes when a read-only scan of the copy confirms them (unknown
     fields kept), else the scan's merged tree."""
     from merkle.replica.scan import _scan
-    from merkle.trees.treefile import tree_to_bytes, write_tree
+    from merkle.trees.treefile import tree_to_bytes
 
+    name = f"{staged.container_id}{TREE_SUFFIX}"
     if tree_raw is not None:
-        write_atomic(staged.tree, tree_raw)
+        replace_atomic(meta_dir, name, tree_raw, display=os.fspath(staged.tree))
     scan = _scan(staged, False, 1, None, None, 1 << 20)
     data_errors = [e for e in scan.errors if e.kind not in ("TREE_MISSING", "TREE_CORRUPT")]
     if data_errors:  # cannot happen after a verified copy, unless the disk lies
         raise SourceNotGoodError(f"the copy does not verify: {data_errors[0]}", result.target)
     if tree_raw is None or tree_to_bytes(scan.tree) != tree_raw:
-        write_tree(scan.tree, staged.tree)
+        replace_atomic(meta_dir, name, tree_to_bytes(scan.tree), display=os.fspath(staged.tree))
         if tree_raw is not None:
             result.notes.append("the source's stored tree was stale or unreadable; the copy's "
                                 "tree was rebuilt from its verified data")
