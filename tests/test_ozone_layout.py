@@ -365,7 +365,9 @@ def test_container_file_problems(tmp_path: Path) -> None:
     assert keys(results[1]) == [("CONTAINER_FILE_MISSING", 0, 0)]
     assert keys(results[2]) == [("CONTAINER_FILE_CORRUPT", 0, 0)]
     assert "checksum mismatch" in results[2].errors[0].detail
-    assert keys(results[3]) == [("CONTAINER_FILE_CORRUPT", 0, 0)]  # a link is not followed
+    # a link is neither followed nor called corrupt: NOT_A_REGULAR_FILE (hostile issue)
+    assert keys(results[3]) == [("NOT_A_REGULAR_FILE", 0, 0)]
+    assert "symbolic link" in results[3].errors[0].detail
 
 
 def test_unopenable_db_is_reported_per_volume_and_the_walk_goes_on(tmp_path: Path) -> None:
@@ -534,3 +536,85 @@ def test_snapshot_links_tables_and_is_removed(tmp_path: Path, monkeypatch: Any) 
         assert list(db.block_values(1)) == [(b"1", b"v")]
     assert list(snaps.iterdir()) == []
     assert file_states(tmp_path / "db") == before
+
+
+# ---- hostile volumes (issue 15): no hang on a FIFO, bounded reads, links never followed ----
+
+def _child(*argv: Any, timeout: float = 60, memory: Any = None) -> subprocess.CompletedProcess:
+    """`crcmerkle ARGV` in a child; a hang fails the test at `timeout`."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    env.pop("CRCMERKLE_DEBUG", None)
+
+    def limit() -> None:
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
+    try:
+        return subprocess.run([sys.executable, "-m", "merkle", *map(str, argv)],
+                              capture_output=True, text=True, timeout=timeout, env=env,
+                              preexec_fn=limit if memory else None, cwd="/")
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"hung for {timeout} s: crcmerkle {' '.join(map(str, argv))}")
+
+
+def _hostile_volume(root: Path) -> Any:
+    make_volume(root, {2: {3: [(0, b"a" * 5000), (5000, b"b" * 3000)]}}, bpc=1024)
+    (vol, _), = find_volumes(root)
+    return vol, vol.replicas()[0]
+
+
+@pytest.mark.parametrize("which", ["block", "container", "tree", "CURRENT"])
+def test_hostile_a_fifo_never_hangs_the_ozone_scan(tmp_path: Path, which: str) -> None:
+    vol, rep = _hostile_volume(tmp_path / "vol")
+    path = {"block": rep.block_file(3), "container": rep.container_file, "tree": rep.tree,
+            "CURRENT": vol.db_dir / "CURRENT"}[which]
+    path.unlink()
+    os.mkfifo(path)
+    r = _child("scan", tmp_path / "vol", "--json")
+    out = json.loads(r.stdout)
+    if which == "CURRENT":  # the volume's DB cannot be read: reported for the volume
+        assert r.returncode == 2 and out["replicas"] == []
+        assert "not a regular file (a FIFO)" in out["failed"][0]["error"]
+    else:
+        assert r.returncode == 1, r.stderr
+        errors = out["replicas"][0]["errors"]
+        assert "NOT_A_REGULAR_FILE" in [e["error"] for e in errors]
+        assert any("a FIFO" in e["detail"] for e in errors)
+    import stat as st
+    assert st.S_ISFIFO(os.lstat(path).st_mode)
+
+
+def test_hostile_a_fifo_block_of_an_ozone_peer_never_hangs_offline_reconcile(
+        tmp_path: Path) -> None:
+    _, target = _hostile_volume(tmp_path / "dn1" / "vol")
+    _, peer = _hostile_volume(tmp_path / "dn2" / "vol")
+    with open(target.block_file(3), "r+b") as f:
+        f.write(b"X")  # our chunk @0 is corrupt: the peer's copy is wanted
+    peer.block_file(3).unlink()
+    os.mkfifo(peer.block_file(3))
+    r = _child("reconcile", "--offline", target.root, peer.root, "--json")
+    out = json.loads(r.stdout)
+    failures = [f["reason"] for p in out["results"][0]["peers"] for f in p["failures"]]
+    assert r.returncode == 1 and any("a FIFO" in f for f in failures), (r.stdout, r.stderr)
+
+
+def test_hostile_a_sparse_ozone_tree_is_refused_before_reading(tmp_path: Path) -> None:
+    _, rep = _hostile_volume(tmp_path / "vol")
+    with open(rep.tree, "r+b") as f:
+        f.truncate(1 << 30)  # 1 GiB, a few KiB on disk
+    r = _child("scan", tmp_path / "vol", "--json", memory=768 << 20)
+    out = json.loads(r.stdout)
+    errors = out["replicas"][0]["errors"]
+    assert [e["error"] for e in errors] == ["TREE_UNREADABLE"] and "exceeds" in r.stdout
+    assert rep.tree.stat().st_size == 1 << 30
+
+
+def test_hostile_a_linked_container_db_is_reported_for_its_volume(tmp_path: Path) -> None:
+    vol, _ = _hostile_volume(tmp_path / "vol")
+    elsewhere = tmp_path / "elsewhere.db"
+    vol.db_dir.rename(elsewhere)
+    vol.db_dir.symlink_to(elsewhere)
+    r = _child("scan", tmp_path / "vol", "--json")
+    out = json.loads(r.stdout)
+    assert r.returncode == 2 and out["replicas"] == []
+    assert "symbolic link" in out["failed"][0]["error"]

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple, Union
+
+from merkle.replica.safeopen import FileTooLargeError, max_metadata_bytes, open_dir
+from merkle.replica.safeopen import open_regular as safe_open_regular
 
 __all__ = ["HDDS", "OzoneReplica", "OzoneVolume", "container_dir_index", "find_volumes",
            "is_ozone_path", "open_regular", "read_regular", "read_version"]
@@ -47,30 +49,62 @@ def container_dir_index(container_id: int) -> int:
     return (int(container_id) >> 9) & 0xFF
 
 
-def open_regular(path: PathLike) -> int:
-    """An O_RDONLY descriptor of a regular file, not following a final symbolic link."""
-    fd = os.open(os.fspath(path), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
-                 | getattr(os, "O_CLOEXEC", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+def open_regular(path: PathLike, root: Optional[PathLike] = None) -> int:
+    """An O_RDONLY descriptor of the regular file `path`, never following a link and never
+    blocking (merkle.replica.safeopen: a FIFO opens without waiting for a writer).
 
-
-def read_regular(path: PathLike, limit: int = MAX_SMALL_FILE) -> bytes:
-    """A small regular file's bytes (OSError past `limit` bytes: never sized from input)."""
-    fd = open_regular(path)
+    Without `root`, the file's directory is opened as named and the file relative to it.
+    With `root` (a replica directory `path` lies under), `root` itself and every directory
+    between it and the file are opened with O_DIRECTORY|O_NOFOLLOW: a link in place of the
+    replica, its `metadata/` or `chunks/`, or the file raises NotRegularFileError (an
+    OSError; scanners report it as NOT_A_REGULAR_FILE)."""
+    p = Path(os.fspath(path))
+    if root is None:
+        base, parts, follow = p.parent, (p.name,), True
+    else:
+        base = Path(os.fspath(root))
+        parts = p.relative_to(base).parts
+        follow = False
+    if not parts:
+        raise IsADirectoryError(errno.EISDIR, "Is a directory", os.fspath(p))
+    fd = open_dir(os.fspath(base), follow=follow)
     try:
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(limit + 1)
+        where = base
+        for name in parts[:-1]:
+            where = where / name
+            nfd = open_dir(name, fd, display=os.fspath(where))
+            os.close(fd)
+            fd = nfd
+        return safe_open_regular(fd, parts[-1], display=os.fspath(p))
     finally:
         os.close(fd)
-    if len(data) > limit:
-        raise OSError(errno.EFBIG, f"larger than {limit} bytes", os.fspath(path))
-    return data
+
+
+def read_regular(path: PathLike, limit: int = MAX_SMALL_FILE,
+                 root: Optional[PathLike] = None) -> bytes:
+    """A regular file's bytes (see open_regular), refused with FileTooLargeError (an OSError,
+    EFBIG) when fstat says it holds more than `limit` bytes: memory is never sized from
+    input. Metadata files pass `limit=max_metadata_bytes()`, the crcmerkle layout's cap."""
+    fd = open_regular(path, root)
+    try:
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise FileTooLargeError(errno.EFBIG, f"file of {size} bytes exceeds the {limit}-"
+                                    f"byte limit (not read)", os.fspath(path))
+        chunks: List[bytes] = []
+        got = 0
+        while got <= limit:
+            data = os.pread(fd, min(1 << 20, limit + 1 - got), got)
+            if not data:
+                break
+            chunks.append(data)
+            got += len(data)
+    finally:
+        os.close(fd)
+    if got > limit:
+        raise FileTooLargeError(errno.EFBIG, f"larger than {limit} bytes (grew while read)",
+                                os.fspath(path))
+    return b"".join(chunks)
 
 
 def read_version(path: PathLike) -> Dict[str, str]:
@@ -162,6 +196,17 @@ class OzoneReplica:
 
     def block_file(self, local_id: int) -> Path:
         return self.chunks_dir / f"{int(local_id)}{BLOCK_SUFFIX}"
+
+    def open_file(self, path: PathLike) -> int:
+        """A file of this replica (under its root), opened by open_regular(path, root)."""
+        return open_regular(path, self.root)
+
+    def read_file(self, path: PathLike, limit: int = MAX_SMALL_FILE) -> bytes:
+        return read_regular(path, limit, self.root)
+
+    def read_tree(self) -> bytes:
+        """The `.tree`, capped as the crcmerkle layout's metadata (max_metadata_bytes)."""
+        return read_regular(self.tree, max_metadata_bytes(), self.root)
 
 
 def _decimal(name: str) -> Optional[int]:

@@ -40,7 +40,7 @@ from merkle.replica.ozone import datanode_pb2 as pb
 from merkle.replica.ozone.blockdata import chunk_name, encode_block
 from merkle.replica.ozone.containerfile import (SCANNED_STATES, ContainerFile,
                                                 ContainerFileError, parse_container_file)
-from merkle.replica.ozone.layout import OzoneReplica, find_volumes, read_regular
+from merkle.replica.ozone.layout import OzoneReplica, find_volumes
 from merkle.replica.ozone.rocks import (LockedVolumeDB, VolumeDB, VolumeDBError,
                                         lock_is_free, container_prefix)
 from merkle.replica.ozone.scan import OzoneReplicaFiles
@@ -55,6 +55,8 @@ PathLike = Union[str, "os.PathLike[str]"]
 def replica_at(path: PathLike) -> OzoneReplica:
     """The replica whose container directory `path` is (ReplicaError otherwise)."""
     where = os.fspath(path)
+    if os.path.islink(where.rstrip("/") or where):
+        raise ReplicaError("is a symbolic link: a replica directory is never followed", where)
     p = Path(os.path.realpath(where))
     try:
         found = find_volumes(p)
@@ -72,7 +74,7 @@ def replica_at(path: PathLike) -> OzoneReplica:
 
 def _container_file(replica: OzoneReplica, where: str) -> ContainerFile:
     try:
-        cfile = parse_container_file(read_regular(replica.container_file))
+        cfile = parse_container_file(replica.read_file(replica.container_file))
     except FileNotFoundError:
         raise ReplicaError(f"{replica.container_file.name} does not exist", where) from None
     except OSError as exc:

@@ -27,6 +27,8 @@ import struct
 import tempfile
 from typing import Any, Dict, Iterator, Mapping, Optional, Tuple, Union
 
+from merkle.replica.safeopen import NotRegularFileError, open_dir, open_regular
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX
@@ -78,29 +80,77 @@ def _rocksdict() -> Any:
     return rocksdict
 
 
-def _link_or_copy(src: str, dst: str) -> None:
+def _copy_regular(dfd: int, name: str, dst: str) -> None:
+    """Copy the regular file `name` of the directory `dfd` to `dst` (never a link or FIFO:
+    safeopen.open_regular)."""
+    src = open_regular(dfd, name)
     try:
-        os.link(src, dst, follow_symlinks=False)
+        out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
+                      0o600)
+        try:
+            while True:
+                data = os.read(src, 1 << 20)
+                if not data:
+                    break
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(out, view):]
+        finally:
+            os.close(out)
+    finally:
+        os.close(src)
+
+
+def _link_or_copy(dfd: int, name: str, dst: str) -> None:
+    try:
+        os.link(name, dst, src_dir_fd=dfd, follow_symlinks=False)
     except OSError:
-        shutil.copyfile(src, dst, follow_symlinks=False)
+        _copy_regular(dfd, name, dst)
+        return
+    if not stat.S_ISREG(os.lstat(dst).st_mode):  # replaced between the listing and the link
+        os.unlink(dst)
+        raise NotRegularFileError(errno.EINVAL, "not a regular file", name)
+
+
+def _read_current(dfd: int) -> bytes:
+    fd = open_regular(dfd, "CURRENT")
+    try:
+        return os.read(fd, 4096)
+    finally:
+        os.close(fd)
+
+
+def _open_db_dir(db_dir: str) -> int:
+    """The DB directory's descriptor, refusing a link (VolumeDBError: one line per volume)."""
+    try:
+        return open_dir(db_dir)
+    except NotRegularFileError as exc:
+        raise VolumeDBError(f"{db_dir}: {exc.strerror} (a DB directory is never "
+                            f"followed)") from None
+    except OSError as exc:
+        raise VolumeDBError(f"{db_dir}: {exc.strerror or exc}") from None
 
 
 def _take_snapshot(db_dir: str, dest: str) -> None:
-    """Hard-link/copy a consistent view of `db_dir` into the empty directory `dest`."""
-    with open(os.path.join(db_dir, "CURRENT"), "rb") as f:
-        current = f.read(4096)
-    for entry in os.scandir(db_dir):
-        name = entry.name
-        if name.startswith(_SKIP_PREFIXES) or not entry.is_file(follow_symlinks=False):
-            continue  # locks, logs, options, our binding's config, links and directories
-        src, dst = entry.path, os.path.join(dest, name)
-        if name.endswith(_IMMUTABLE_SUFFIXES):
-            _link_or_copy(src, dst)
-        else:
-            shutil.copyfile(src, dst, follow_symlinks=False)
-    with open(os.path.join(db_dir, "CURRENT"), "rb") as f:
-        if f.read(4096) != current:
+    """Hard-link/copy a consistent view of `db_dir` into the empty directory `dest`. Every
+    file is opened relative to the DB directory's descriptor, never through a link, never
+    blocking (a FIFO in place of CURRENT or a table raises NotRegularFileError)."""
+    dfd = _open_db_dir(db_dir)
+    try:
+        current = _read_current(dfd)
+        for entry in os.scandir(dfd):
+            name = entry.name
+            if name.startswith(_SKIP_PREFIXES) or not entry.is_file(follow_symlinks=False):
+                continue  # locks, logs, options, our binding's config, links and directories
+            dst = os.path.join(dest, name)
+            if name.endswith(_IMMUTABLE_SUFFIXES):
+                _link_or_copy(dfd, name, dst)
+            else:
+                _copy_regular(dfd, name, dst)
+        if _read_current(dfd) != current:
             raise FileNotFoundError("CURRENT changed while taking the snapshot")
+    finally:
+        os.close(dfd)
 
 
 class VolumeDB:
@@ -115,9 +165,12 @@ class VolumeDB:
         rd = _rocksdict()
         st = None
         try:
-            st = os.stat(self.path)
+            st = os.stat(self.path, follow_symlinks=False)
         except OSError as exc:
             raise VolumeDBError(f"{self.path}: {exc.strerror or exc}") from None
+        if stat.S_ISLNK(st.st_mode):
+            raise VolumeDBError(f"{self.path}: is a symbolic link (a DB directory is never "
+                                f"followed)")
         if not stat.S_ISDIR(st.st_mode):
             raise VolumeDBError(f"{self.path}: not a RocksDB directory")
         # the temp directory unless told: CRCMERKLE_SNAPSHOT_DIR on the volume's filesystem
@@ -139,6 +192,9 @@ class VolumeDB:
                     break
                 except VolumeDBError:
                     raise
+                except NotRegularFileError as exc:  # a planted link/FIFO: not a moving DB
+                    raise VolumeDBError(f"{self.path}: {exc.filename}: {exc.strerror}"
+                                        ) from None
                 except Exception as exc:  # noqa: BLE001  a moving live DB: snapshot again
                     # (rocksdict raises plain Exception for RocksDB errors)
                     last = exc
@@ -278,6 +334,21 @@ def lock_is_free(db_dir: str) -> None:
         os.close(fd)  # drops the probe lock
 
 
+def _only_regular_files(db_dir: str) -> None:
+    """VolumeDBError unless every entry RocksDB may open in place is a regular file: a FIFO
+    or link planted as CURRENT, a MANIFEST or a table would hang or redirect the open."""
+    dfd = _open_db_dir(db_dir)
+    try:
+        for entry in os.scandir(dfd):
+            if entry.name == _CONFIG_FILE or entry.is_dir(follow_symlinks=False):
+                continue
+            if not entry.is_file(follow_symlinks=False):
+                raise VolumeDBError(f"{os.path.join(db_dir, entry.name)}: not a regular file "
+                                    f"(never opened)")
+    finally:
+        os.close(dfd)
+
+
 class LockedVolumeDB(VolumeDB):
     """A volume's `container.db` opened in place, read-write, for an offline repair.
 
@@ -297,9 +368,13 @@ class LockedVolumeDB(VolumeDB):
             st = os.stat(self.path, follow_symlinks=False)
         except OSError as exc:
             raise VolumeDBError(f"{self.path}: {exc.strerror or exc}") from None
+        if stat.S_ISLNK(st.st_mode):
+            raise VolumeDBError(f"{self.path}: is a symbolic link (a DB directory is never "
+                                f"followed)")
         if not stat.S_ISDIR(st.st_mode) or not os.path.isfile(os.path.join(self.path,
                                                                              "CURRENT")):
             raise VolumeDBError(f"{self.path}: not a RocksDB directory")
+        _only_regular_files(self.path)
         lock_is_free(self.path)
         self._had_config = os.path.lexists(os.path.join(self.path, _CONFIG_FILE))
         try:

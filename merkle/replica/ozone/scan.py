@@ -36,8 +36,9 @@ from merkle.replica.ozone.blockdata import ChunkName, DecodedBlocks, decode_bloc
 from merkle.replica.ozone.containerfile import (SCANNED_STATES, ContainerFile,
                                                 ContainerFileError, parse_container_file)
 from merkle.replica.ozone.layout import (BLOCK_SUFFIX, OzoneReplica, OzoneVolume, find_volumes,
-                                         open_regular, read_regular, replicas_under)
+                                         replicas_under)
 from merkle.replica.ozone.rocks import VolumeDB, VolumeDBError
+from merkle.replica.safeopen import NOT_A_REGULAR_FILE, NotRegularFileError
 
 __all__ = ["CONTAINER_FILE_CORRUPT", "CONTAINER_FILE_MISSING", "CONTAINER_NOT_SCANNED",
            "OzoneReplicaFiles", "UNREFERENCED_DATA_FILE", "VolumeScanError", "scan_ozone_paths",
@@ -59,15 +60,16 @@ class _ChunkFiles:
     """FILE_PER_CHUNK: one block read as its chunk files, each chunk's bytes starting at 0
     of its own file; a read never crosses a chunk (the scanner reads within one chunk)."""
 
-    def __init__(self, chunks_dir: Path, names: List[ChunkName]) -> None:
-        self._dir = chunks_dir
+    def __init__(self, replica: OzoneReplica, names: List[ChunkName]) -> None:
+        self._replica = replica
+        self._dir = replica.chunks_dir
         self._chunks = sorted(names)
         self._fds: Dict[str, Optional[int]] = {}
 
     def _fd(self, name: str) -> Optional[int]:
         if name not in self._fds:
             try:
-                self._fds[name] = open_regular(self._dir / name)
+                self._fds[name] = self._replica.open_file(self._dir / name)
             except FileNotFoundError:
                 self._fds[name] = None
         return self._fds[name]
@@ -116,13 +118,13 @@ class OzoneReplicaFiles:
                              self.location)
 
     def read_tree(self) -> bytes:
-        return read_regular(self.replica.tree, limit=1 << 34)
+        return self.replica.read_tree()
 
     def open_block(self, block_id: int) -> BlockFile:
         if self._per_block:
-            return LocalBlockFile(open_regular(self.replica.block_file(block_id)))
+            return LocalBlockFile(self.replica.open_file(self.replica.block_file(block_id)))
         names = self.decoded().names.get(block_id, [])
-        files = _ChunkFiles(self.replica.chunks_dir, names)
+        files = _ChunkFiles(self.replica, names)
         if not any(files._fd(n) is not None for _, _, n in names):
             files.close()
             raise FileNotFoundError(2, "No such file or directory",
@@ -176,7 +178,7 @@ def scan_replica(replica: OzoneReplica, db: VolumeDB, **kwargs: Any) -> Any:
             return ContainerMeta(replica.container_id)
 
         def read_tree(self) -> bytes:
-            return read_regular(replica.tree, limit=1 << 34)
+            return replica.read_tree()
 
         def open_block(self, block_id: int) -> BlockFile:
             raise FileNotFoundError(2, "No such file or directory")
@@ -190,9 +192,11 @@ def scan_replica(replica: OzoneReplica, db: VolumeDB, **kwargs: Any) -> Any:
         return r
 
     try:
-        cfile = parse_container_file(read_regular(replica.container_file))
+        cfile = parse_container_file(replica.read_file(replica.container_file))
     except FileNotFoundError:
         return unusable(CONTAINER_FILE_MISSING, f"{replica.container_file.name} does not exist")
+    except NotRegularFileError as exc:  # a link, FIFO, directory...: never followed or read
+        return unusable(NOT_A_REGULAR_FILE, f"{exc.filename}: {exc.strerror}")
     except OSError as exc:
         return unusable(CONTAINER_FILE_CORRUPT, exc.strerror or str(exc))
     except ContainerFileError as exc:
@@ -319,7 +323,7 @@ class _TreeOnly:
         self._replica = replica
 
     def read_tree(self) -> bytes:
-        return read_regular(self._replica.tree, limit=1 << 34)
+        return self._replica.read_tree()
 
 
 def _tree_result(replica: OzoneReplica, tree: Any, err: Any) -> Any:
