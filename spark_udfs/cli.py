@@ -472,6 +472,7 @@ def _write_plan(res: Any, output: str, limit: int) -> Dict[str, Any]:
 
 
 def _diff(args: argparse.Namespace) -> int:
+    _check_paths([args.input])  # before the JVM starts: a missing path costs nothing
     spark = _session(args)
     t = _load_chunks(spark, args.input)
     out = args.output.rstrip("/")
@@ -522,6 +523,7 @@ def _emit_report(args: argparse.Namespace, spark: Any, diff: Any, t: Dict[str, A
 
 
 def _report(args: argparse.Namespace) -> int:
+    _check_paths([args.input])  # before the JVM starts
     spark = _session(args)
     t = _load_chunks(spark, args.input)
     return _emit_report(args, spark, _diff_tables(t), t)
@@ -584,6 +586,7 @@ def _clean_failed_demo(work: str, created: bool) -> None:
 def _plan(args: argparse.Namespace) -> int:
     if not (args.decommission or args.maintenance):
         raise CLIError("plan needs --decommission DN[,DN...] and/or --maintenance DN[,DN...]")
+    _check_paths([args.input])  # before the JVM starts
     spark = _session(args)
     t = _load_chunks(spark, args.input)
     return _emit_plan(args, _diff_tables(t), t)
