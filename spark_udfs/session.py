@@ -20,6 +20,21 @@ set it, follows the cluster: SHUFFLE_TASKS_PER_CORE x the default parallelism (t
 of the executors registered at start-up), so a 200-core cluster is not held to 8 tasks.
 The UI is switched off by default only for an embedded (local) master.
 On a cluster (`spark-submit`, master given by the launcher) only the Spark settings apply.
+
+Spark's console progress bars (`[Stage 0:> (0 + 2) / 2]` on stderr) are off unless the USER
+set `spark.ui.showConsoleProgress`: the tool draws its own progress line (spark_udfs.progress),
+only on a terminal, and the bars would fight with it and land in redirected stderr and --json
+runs. pyspark's launcher (spark-submit `pyspark-shell`, which starts the JVM when crcmerkle
+does) sets the key to true as a shell's default, so a value in the JVM's conf is not proof of
+a choice: the user's choice is what `conf` (`crcmerkle spark --conf`), PYSPARK_SUBMIT_ARGS or a
+spark-defaults.conf says; under a real `spark-submit app.py` (no shell default) the launcher's
+value is the user's.
+
+The JVM's own stderr: when this module starts the JVM (quiet, not --debug), its stderr goes
+through a filter thread that drops the one line every start of Spark's JVM prints on Java 17+
+(`WARNING: Using incubator modules: jdk.incubator.vector`, from Spark's --add-modules) and
+passes everything else through unchanged. Under spark-submit the JVM is not ours: that line
+is printed by spark-submit before Python starts.
 """
 
 from __future__ import annotations
@@ -31,7 +46,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-__all__ = ["DEFAULT_CONF", "LOCAL_CONF", "LOG4J2", "SHUFFLE_TASKS_PER_CORE", "JavaNotFoundError",
+__all__ = ["DEFAULT_CONF", "JVM_NOISE", "LOCAL_CONF", "LOG4J2", "SHUFFLE_TASKS_PER_CORE", "JavaNotFoundError",
            "find_java", "get_session", "launcher_conf", "prepare_environment"]
 
 LOG4J2 = """\
@@ -128,16 +143,135 @@ def _default_conf_dir_used() -> bool:
                                           "spark-env.sh"))
 
 
-def launcher_conf() -> Dict[str, str]:
+#: the one line Spark's JVM prints on every start (Java 17+, `--add-modules
+#: jdk.incubator.vector`); dropped from the JVM's stderr when this module starts the JVM
+JVM_NOISE = b"WARNING: Using incubator modules: jdk.incubator.vector"
+
+
+class _StderrFilter:
+    """Copies a pipe (the JVM's stderr) to fd 2 as it comes, minus JVM_NOISE lines. Text is
+    passed on at once (Spark's own progress bars use `\\r` without newlines); only a line
+    that still could become JVM_NOISE is held until its end."""
+
+    def __init__(self, fd: int, out_fd: int = 2) -> None:
+        self.fd = fd
+        self.out_fd = out_fd
+        self.held = b""
+
+    def feed(self, data: bytes) -> bytes:
+        """What to write for `data` (tests call it directly)."""
+        buf = self.held + data
+        self.held = b""
+        out = []
+        while buf:
+            line, nl, rest = buf.partition(b"\n")
+            if not nl:  # a partial line: hold it only while it may still be the noise
+                if JVM_NOISE.startswith(line.rstrip(b"\r")) or line.startswith(JVM_NOISE):
+                    self.held = line
+                else:
+                    out.append(line)
+                break
+            if line.rstrip(b"\r") != JVM_NOISE:
+                out.append(line + nl)
+            buf = rest
+        return b"".join(out)
+
+    def run(self) -> None:
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except OSError:
+                data = b""
+            if not data:
+                text = self.held
+                self.held = b""
+                if text and text.rstrip(b"\r") != JVM_NOISE:
+                    self._write(text)
+                return
+            self._write(self.feed(data))
+
+    def _write(self, data: bytes) -> None:
+        try:
+            while data:
+                data = data[os.write(self.out_fd, data):]
+        except OSError:
+            pass  # our stderr is gone: drop the JVM's text, as the JVM would
+
+
+def _launch_filtered_gateway() -> None:
+    """Start the JVM gateway (SparkContext._gateway) with its stderr through _StderrFilter;
+    nothing when a gateway exists or a launcher (spark-submit) owns the JVM."""
+    from pyspark import SparkContext
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    import subprocess
+    import threading
+
+    from pyspark.java_gateway import launch_gateway
+
+    gateway = launch_gateway(popen_kwargs={"stderr": subprocess.PIPE})
+    proc = getattr(gateway, "proc", None)
+    if proc is not None and proc.stderr is not None:
+        filt = _StderrFilter(proc.stderr.fileno())
+        threading.Thread(target=filt.run, name="crcmerkle-jvm-stderr", daemon=True).start()
+    SparkContext._ensure_initialized(gateway=gateway)
+
+
+_CONSOLE = "spark.ui.showConsoleProgress"
+
+
+def _user_set(key: str, launcher: Dict[str, str]) -> bool:
+    """True when the user (not pyspark's shell default) set `key`: in PYSPARK_SUBMIT_ARGS, in
+    the spark-defaults.conf the launcher read, or in the conf of a spark-submit that runs
+    this program as its application (not as `pyspark-shell`)."""
+    import shlex
+
+    if key not in launcher:
+        return False
+    submit_args = os.environ.get("PYSPARK_SUBMIT_ARGS")
+    if "PYSPARK_GATEWAY_PORT" in os.environ and submit_args is None:
+        return True  # spark-submit app.py: no shell default was added
+    try:
+        words = shlex.split(submit_args or "")
+    except ValueError:
+        words = (submit_args or "").split()
+    if any(w.startswith(key + "=") for w in words):
+        return True
+    dirs = [os.environ.get("SPARK_CONF_DIR")]
+    home = os.environ.get("SPARK_HOME")
+    if home:
+        dirs.append(os.path.join(home, "conf"))
+    for i, w in enumerate(words):
+        if w == "--properties-file" and i + 1 < len(words):
+            dirs.append(words[i + 1])
+    for d in dirs:
+        if not d:
+            continue
+        f = Path(d) if d.endswith(".conf") else Path(d) / "spark-defaults.conf"
+        try:
+            text = f.read_text(errors="replace")
+        except OSError:
+            continue
+        if any(ln.split("=", 1)[0].split()[0] == key for ln in text.splitlines()
+               if ln.strip() and not ln.lstrip().startswith("#")):
+            return True
+    return False
+
+
+def launcher_conf(quiet: bool = False) -> Dict[str, str]:
     """The settings already decided before this process chose any: those of the running
     SparkContext, else the spark.* system properties of the driver JVM, where spark-submit
     (or pyspark's launcher, from PYSPARK_SUBMIT_ARGS) put its --conf values and
-    spark-defaults.conf. Starts the JVM gateway if needed (the session reuses it)."""
+    spark-defaults.conf. Starts the JVM gateway if needed (the session reuses it; `quiet`:
+    its stderr through the filter that drops JVM_NOISE, see the module doc)."""
     from pyspark import SparkConf, SparkContext
 
     sc = SparkContext._active_spark_context
     if sc is not None:
         return dict(sc.getConf().getAll())
+    if quiet:
+        _launch_filtered_gateway()
     SparkContext._ensure_initialized()
     return dict(SparkConf().getAll())
 
@@ -168,7 +302,7 @@ def get_session(master: Optional[str] = None, app_name: str = "crcmerkle",
         find_java()  # a driver we start ourselves needs a JVM: say so before pyspark fails
 
     given = {k: str(v) for k, v in (conf or {}).items()}
-    launcher = launcher_conf()
+    launcher = launcher_conf(quiet)
     builder = SparkSession.builder.appName(app_name)
     if master is None and not _master_given() and "spark.master" not in launcher:
         master = "local[*]"
@@ -178,7 +312,10 @@ def get_session(master: Optional[str] = None, app_name: str = "crcmerkle",
     defaults = dict(DEFAULT_CONF)
     if effective_master.startswith("local"):
         defaults.update(LOCAL_CONF)
-    for k, v in {**{k: v for k, v in defaults.items() if k not in launcher}, **given}.items():
+    chosen = {k: v for k, v in defaults.items() if k not in launcher}
+    if not _user_set(_CONSOLE, launcher):
+        chosen[_CONSOLE] = "false"  # pyspark's shell default, not the user's: see module doc
+    for k, v in {**chosen, **given}.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     if _SHUFFLE not in given and _SHUFFLE not in launcher:

@@ -22,8 +22,7 @@ ROOT = str(Path(merkle.__file__).resolve().parent.parent)
 
 
 def one_line(err: str) -> str:
-    lines = [ln for ln in err.splitlines() if ln.strip()
-             and not ln.startswith("WARNING: Using incubator modules")]  # the JVM's own
+    lines = [ln for ln in err.splitlines() if ln.strip()]  # the JVM's start-up line too
     assert len(lines) == 1 and lines[0].startswith("crcmerkle: error: "), err
     assert "Traceback" not in err and "\tat " not in err and "java.lang" not in lines[0]
     return lines[0]
@@ -84,6 +83,22 @@ def test_diff_on_a_directory_that_is_not_a_scan(spark, tmp_path, capsys):
     (tmp_path / "t.parquet").write_bytes(b"not parquet")  # Spark itself fails here
     st, _, err = run(capsys, "spark", "diff", tmp_path / "t.parquet", "-o", tmp_path / "o")
     assert st == 2 and "--debug" in one_line(err)
+
+
+def test_missing_input_path_is_refused_before_spark_starts(tmp_path, capsys, monkeypatch):
+    from spark_udfs import cli
+
+    def no_spark(args):
+        raise AssertionError("the JVM was started before the path was checked")
+
+    monkeypatch.setattr(cli, "_session", no_spark)
+    for argv in (["scan", tmp_path / "missing", "-o", tmp_path / "o"],
+                 ["diff", tmp_path / "missing", "-o", tmp_path / "o"],
+                 ["report", tmp_path / "missing"],
+                 ["plan", tmp_path / "missing", "--decommission", "dn0"],
+                 ["run", tmp_path / "missing", "-o", tmp_path / "o"]):
+        st, _, err = run(capsys, "spark", *argv)
+        assert st == 2 and "missing: No such file" in one_line(err), argv
 
 
 def test_missing_input_path(spark, tmp_path, capsys):

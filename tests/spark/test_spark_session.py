@@ -64,7 +64,7 @@ spark = get_session("local[1]", conf=json.loads(sys.argv[1]))
 keys = ["spark.ui.enabled", "spark.sql.execution.arrow.maxRecordsPerBatch",
         "spark.sql.session.timeZone", "spark.sql.shuffle.partitions",
         "spark.sql.execution.arrow.pythonUDF.columnarInput.enabled",
-        "spark.python.daemon.module"]
+        "spark.python.daemon.module", "spark.ui.showConsoleProgress"]
 print(json.dumps({k: spark.conf.get(k, None) for k in keys}))
 spark.stop()
 """
@@ -95,7 +95,8 @@ def test_launcher_settings_win_over_the_defaults(tmp_path):
     conf_dir.mkdir()
     (conf_dir / "spark-defaults.conf").write_text(
         "spark.ui.enabled true\nspark.sql.execution.arrow.maxRecordsPerBatch 77\n"
-        "spark.sql.execution.arrow.pythonUDF.columnarInput.enabled true\n")
+        "spark.sql.execution.arrow.pythonUDF.columnarInput.enabled true\n"
+        "spark.ui.showConsoleProgress   true\n")
     got = _session_conf(tmp_path, {
         "SPARK_CONF_DIR": str(conf_dir),
         "PYSPARK_SUBMIT_ARGS": "--conf spark.sql.session.timeZone=Europe/Paris "
@@ -106,7 +107,8 @@ def test_launcher_settings_win_over_the_defaults(tmp_path):
                    "spark.sql.session.timeZone": "Europe/Paris",
                    "spark.sql.shuffle.partitions": "5",
                    "spark.sql.execution.arrow.pythonUDF.columnarInput.enabled": "false",
-                   "spark.python.daemon.module": "spark_udfs.worker_daemon"}
+                   "spark.python.daemon.module": "spark_udfs.worker_daemon",
+                   "spark.ui.showConsoleProgress": "true"}  # the user's spark-defaults
 
 
 def test_defaults_apply_where_nobody_set_a_value(tmp_path):
@@ -120,3 +122,63 @@ def test_defaults_apply_where_nobody_set_a_value(tmp_path):
     # scales with the cluster: local[1] has one core
     assert got["spark.sql.shuffle.partitions"] == str(SHUFFLE_TASKS_PER_CORE * 1)
     assert got["spark.python.daemon.module"] == "spark_udfs.worker_daemon"
+    # pyspark's launcher sets it true as a shell's default; nobody chose it: off
+    assert got["spark.ui.showConsoleProgress"] == "false"
+
+
+@pytest.mark.parametrize("env, launcher, chosen", [
+    ({}, {}, False),
+    # pyspark-shell's own default: in the JVM's conf, but nobody chose it
+    ({}, {"spark.ui.showConsoleProgress": "true"}, False),
+    ({"PYSPARK_SUBMIT_ARGS": "pyspark-shell"}, {"spark.ui.showConsoleProgress": "true"}, False),
+    ({"PYSPARK_SUBMIT_ARGS": "--conf spark.ui.showConsoleProgress=true pyspark-shell"},
+     {"spark.ui.showConsoleProgress": "true"}, True),
+    # spark-submit app.py (the driver it started): no shell default, the value is the user's
+    ({"PYSPARK_GATEWAY_PORT": "4242"}, {"spark.ui.showConsoleProgress": "true"}, True),
+])
+def test_console_progress_is_the_users_choice_only(monkeypatch, tmp_path, env, launcher, chosen):
+    from spark_udfs import session
+
+    for k in ("PYSPARK_GATEWAY_PORT", "PYSPARK_SUBMIT_ARGS", "SPARK_HOME"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))  # no spark-defaults.conf
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert session._user_set("spark.ui.showConsoleProgress", launcher) is chosen
+    (tmp_path / "spark-defaults.conf").write_text("# x\nspark.ui.showConsoleProgress true\n")
+    assert session._user_set("spark.ui.showConsoleProgress", launcher) is bool(launcher)
+
+
+def test_jvm_stderr_filter_drops_only_the_incubator_line():
+    from spark_udfs.session import JVM_NOISE, _StderrFilter
+
+    f = _StderrFilter(-1)
+    assert f.feed(JVM_NOISE[:10]) == b""  # might still become the noise: held
+    assert f.feed(JVM_NOISE[10:] + b"\nERROR x\n\r[Stage 0:>") == b"ERROR x\n\r[Stage 0:>"
+    assert f.feed(b"WARN") == b""
+    assert f.feed(b"ING: other\n") == b"WARNING: other\n"
+    assert f.feed(JVM_NOISE + b"\r\n") == b""
+
+
+def test_a_scan_prints_nothing_on_stderr_off_a_terminal(tmp_path):
+    """No Spark console progress bar ([Stage ...], pyspark's shell default) and no JVM
+    start-up line on stderr: the JVM's fd 2 is the file, which capsys would not see."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from merkle.replica.generate import generate_cluster, parse_faults
+
+    generate_cluster(tmp_path / "c", faults=parse_faults("none"), containers=2, seed=1)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYSPARK_SUBMIT_ARGS", "SPARK_CONF_DIR", "PYSPARK_GATEWAY_PORT",
+                        "PYSPARK_GATEWAY_SECRET", "MASTER", "CRCMERKLE_DEBUG")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    with open(tmp_path / "err", "wb") as err:
+        r = subprocess.run([sys.executable, "-m", "spark_udfs", "scan", str(tmp_path / "c"),
+                            "-o", str(tmp_path / "o"), "--master", "local[2]"], env=env,
+                           stdout=subprocess.PIPE, stderr=err, timeout=300, cwd=tmp_path)
+    text = (tmp_path / "err").read_text(errors="replace")
+    assert r.returncode == 0, text
+    assert "[Stage" not in text and "incubator" not in text
+    assert text == ""
