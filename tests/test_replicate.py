@@ -174,3 +174,26 @@ def test_the_staging_marker_is_not_left_in_the_new_replica(cluster):
     assert seen == [f"{os.path.abspath(src)}\n"]
     assert sorted(os.listdir(tgt)) == ["chunks", "metadata"]
     assert scan_container(tgt, write_tree=False).ok
+
+
+def test_ozone_replicas_are_refused_and_left_untouched(tmp_path, capsys):
+    """On Ozone volumes new replicas are Ozone's to make: replicate refuses (exit 2, one line)
+    a source or a target on a datanode volume, before it takes a lock or writes anything."""
+    pytest.importorskip("rocksdict")
+    from merkle.replica.generate import GeneratorConfig, generate_cluster, parse_faults
+    from merkle.replica.ozone.layout import find_volumes
+    root = tmp_path / "oz"
+    generate_cluster(root, GeneratorConfig(containers=2, seed=3, layout="ozone",
+                                           faults=parse_faults("none", "ozone")))
+    volumes = [v for v, _ in find_volumes(root)]
+    src = next(r for v in volumes for r in v.replicas()).root
+    before = snapshot(root)
+    holder = {v.root for v in volumes if any(r.root == src for r in v.replicas())}
+    free = next(v for v in volumes if v.root not in holder)
+    target = free.root / "hdds" / "elsewhere" / str(src.name)
+    for argv in ([str(src), str(target)], [str(src), str(tmp_path / "vol" / src.name)]):
+        (tmp_path / "vol").mkdir(exist_ok=True)
+        assert main(["replicate", *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "Ozone datanode volume" in err, err
+    assert snapshot(root) == before and not list(root.rglob(".crcmerkle.lock"))

@@ -309,6 +309,14 @@ def replicate(source: PathLike, target: PathLike, *,
     `source` (see the module docstring). Raises SourceNotGoodError when the source's data
     does not verify, TargetExistsError when the target holds something else,
     ReplicaError/OSError when the work cannot be done (lock held, unreadable metadata)."""
+    from merkle.replica.ozone.layout import is_ozone_path
+    for role, path in (("source", source), ("target", target)):
+        # before the lock: nothing may be written into a datanode's volume
+        if is_ozone_path(path):
+            raise ReplicaError(f"the {role} is on an Ozone datanode volume: Ozone makes new "
+                               "replicas itself (its ReplicationManager, driven by `ozone admin "
+                               "datanode decommission` / `maintenance`); crcmerkle replicate "
+                               "copies crcmerkle-layout replicas only", os.fspath(path))
     src = container_paths(source)
     tgt = container_paths(target)
     if src.container_id != tgt.container_id:
