@@ -905,3 +905,79 @@ def test_S6_replicate_never_writes_through_a_linked_datanode_or_volume(tmp_path,
     status, _, err = run(capsys, "replicate", src, tmp_path / "rep3" / "dnD" / "vol1" / str(CID))
     assert status == 2 and err.count("\n") == 1 and "does not exist" in err, err
     assert not (tmp_path / "rep3" / "dnD").exists()
+
+
+# ---- S2/S8 (audit): one voice per replica and per datanode; --json in every outcome -------
+
+def _liars_and_good(root: Path) -> List[Path]:
+    """target (no block 2) on dn0, the lie of block 2 twice on dn1 (two volumes), the truth
+    once on dn2."""
+    lie = payload(2, salt=9)
+    target = make_replica(root / "dn0" / "vol1" / str(CID), {1: payload(1)})
+    liars = [make_replica(root / "dn1" / v / str(CID), {1: payload(1), 2: lie})
+             for v in ("vol1", "vol2")]
+    good = make_replica(root / "dn2" / "vol1" / str(CID), {1: payload(1), 2: payload(2)})
+    return [target, *liars, good]
+
+
+def test_S2_one_datanode_with_two_copies_of_a_lie_does_not_outvote_the_truth(tmp_path,
+                                                                              capsys):
+    target, _, _, _ = _liars_and_good(tmp_path)
+    status, out, _ = run(capsys, "reconcile", "--all", tmp_path, "--json")
+    json.loads(out)
+    data = block(target, 2).read_bytes() if block(target, 2).exists() else b""
+    assert data != payload(2, salt=9) and data in (b"", payload(2))
+    assert status == 1  # dn1 counts once: 1 against 1, left alone and reported
+
+
+def test_S2_a_repeated_or_linked_peer_votes_once(tmp_path, capsys):
+    target, liar, _, good = _liars_and_good(tmp_path)
+    link = tmp_path / "link" / "vol" / str(CID)
+    link.parent.mkdir(parents=True)
+    link.symlink_to(liar)
+    for second in (liar, link):
+        status, out, _ = run(capsys, "reconcile", target, liar, second, good, "--json")
+        doc = json.loads(out)
+        assert not block(target, 2).exists() or block(target, 2).read_bytes() != payload(
+            2, salt=9)
+        skipped = [p["reason"] for p in doc["results"][0]["peers"] if p["status"] == "skipped"]
+        assert skipped and "same replica" in skipped[0]
+    status, out, _ = run(capsys, "reconcile", target, target, good, "--json")
+    assert "this replica" in out
+
+
+def _report(tmp_path: Path, **entry) -> Path:
+    reps = trio(tmp_path, 2)
+    e = {"round": 0, "container_id": CID, "datanode": "dn0", "replica": str(reps[0]),
+         "peers": [str(reps[1])]}
+    e.update(entry)
+    path = tmp_path / "R.json"
+    path.write_text(json.dumps({"format": "crcmerkle-spark-report", "reconcile": [e]})
+                    .replace('"ROUND"', '1e400'))
+    return path
+
+
+@pytest.mark.parametrize("bad", ["ROUND", [1], True, -1, 1.5, 2 ** 70])
+def test_S8_bad_numbers_in_a_report_are_one_line_errors(tmp_path, bad):
+    path = _report(tmp_path, round=bad)
+    r = child("reconcile", "--report", path)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "unexpected" not in r.stderr
+    assert '"round"' in r.stderr and r.stdout == ""
+    r = child("reconcile", "--report", path, "--json")
+    doc = json.loads(r.stdout)
+    assert r.returncode == 2 and doc["results"] == [] and '"round"' in doc["failed"][0]["error"]
+
+
+def test_S8_json_is_printed_when_the_work_cannot_start(tmp_path):
+    cases = [("reconcile", "--all", tmp_path / "nonexist"),
+             ("reconcile", "--report", tmp_path / "missing.json"),
+             ("reconcile", tmp_path / "only-one"),
+             ("reconcile", "--all", tmp_path)]  # exists, no replica
+    for argv in cases:
+        r = child(*argv, "--json")
+        doc = json.loads(r.stdout)
+        assert r.returncode == 2 and doc["failed"] and doc["results"] == [], argv
+        assert r.stderr.count("\n") == 1 and "[Errno" not in r.stderr, r.stderr
+    r = child("reconcile", "--all", tmp_path / "nonexist")
+    assert r.stdout == "" and "No such file or directory" in r.stderr
+    assert "[Errno" not in r.stderr

@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Tuple
 
 from merkle.cli import EXIT_ERROR, EXIT_FINDINGS, CLIError, exit_status_help, print_error
 from merkle.trees.ozone import format_checksum
@@ -56,45 +56,69 @@ def _fmt(v: Any) -> str:
 
 
 def _print(r: Any) -> None:
+    from merkle.cli import one_line
+
+    def out(text: str) -> None:  # a path may hold a newline: one line each, escaped
+        print(one_line(text))
+
     head = f"{r.path}: {_fmt(r.before)}"
     if not r.dry_run:
         head += f" -> {_fmt(r.after)}"
-    print(head)
+    out(head)
     for p in r.peers:
         if p.status == "skipped":
-            print(f"  skip {p.peer}: {p.reason}")
+            out(f"  skip {p.peer}: {p.reason}")
             continue
         if r.dry_run:
             for c in p.planned:
-                print(f"  pull block {c.block_id} chunk @{c.offset} ({c.length} bytes, "
-                      f"{c.reason}) from {p.peer}")
+                out(f"  pull block {c.block_id} chunk @{c.offset} ({c.length} bytes, "
+                    f"{c.reason}) from {p.peer}")
             for t in p.tombstones:
-                print(f"  adopt tombstone of block {t} from {p.peer}")
+                out(f"  adopt tombstone of block {t} from {p.peer}")
             if p.planned:
-                print(f"  total from {p.peer}: {len(p.planned)} chunks, {p.bytes_planned} bytes")
+                out(f"  total from {p.peer}: {len(p.planned)} chunks, {p.bytes_planned} bytes")
         elif p.copied or p.tombstones:
-            print(f"  from {p.peer}: copied {len(p.copied)} chunks ({p.bytes_copied} bytes)"
-                  + (f", adopted tombstones {p.tombstones}" if p.tombstones else ""))
+            out(f"  from {p.peer}: copied {len(p.copied)} chunks ({p.bytes_copied} bytes)"
+                + (f", adopted tombstones {p.tombstones}" if p.tombstones else ""))
         for f in p.failures:
-            print(f"  {p.peer}: {f}")
+            out(f"  {p.peer}: {f}")
     for x in r.remaining:
-        print(f"  unrepaired: {x}")
+        out(f"  unrepaired: {x}")
 
 
-def _report_jobs(path: str) -> List[List[str]]:
-    """[target, peer...] per command of a Spark report file, in round order."""
-    from merkle.replica.reconcile import jobs_from_report
+class _Refused(CLIError):
+    """A CLIError naming the path it is about (listed under "failed" with --json)."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(message, EXIT_ERROR)
+        self.path = path
+
+
+def _os_message(exc: OSError) -> str:
+    if exc.filename is not None and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}"
+    return exc.strerror or str(exc)
+
+
+Job = Tuple[List[str], Optional[Dict[str, str]]]
+
+
+def _report_jobs(path: str) -> List[Job]:
+    """([target, peer...], {peer: datanode}) per command of a Spark report file, in round
+    order."""
+    from merkle.replica.reconcile import report_jobs
 
     try:
         with open(path, encoding="utf-8") as f:
             rep = json.load(f)
-        return jobs_from_report(rep, path)
+        return [(job, datanodes) for job, datanodes in report_jobs(rep, path)]
     except OSError as exc:
-        raise CLIError(f"{path}: {exc.strerror or exc}", EXIT_ERROR) from None
-    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
-        raise CLIError(f"{path}: not a JSON report ({exc})", EXIT_ERROR) from None
+        raise _Refused(path, f"{path}: {exc.strerror or exc}") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        # JSONDecodeError is a ValueError; so is an integer of more than 4300 digits
+        raise _Refused(path, f"{path}: not a JSON report ({exc})") from None
     except ReplicaError as exc:
-        raise CLIError(str(exc), EXIT_ERROR) from None
+        raise _Refused(path, str(exc)) from None
 
 
 def _refuse_ozone(path: str, offline: bool = False) -> None:
@@ -106,7 +130,7 @@ def _refuse_ozone(path: str, offline: bool = False) -> None:
     try:
         refuse_ozone(path)
     except ReplicaError as exc:
-        raise CLIError(str(exc), EXIT_ERROR) from None
+        raise _Refused(path, str(exc)) from None
 
 
 def _ozone_groups(path: str, walk_error: Any) -> Dict[int, List[str]]:
@@ -144,12 +168,42 @@ def _stored_value(replica: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    """The verb; with --json a JSON document is printed in every outcome: {"results",
+    "failed", "unconverged"}, an error that stops the run listed under "failed" (and on
+    stderr as one line, exit 2)."""
+    state: Dict[str, Any] = {"results": [], "failed": [], "unconverged": [],
+                             "printed": False}
+    try:
+        return _run(args, state)
+    except CLIError as exc:
+        if args.json and not state["printed"]:
+            state["failed"].append({"path": getattr(exc, "path", None), "error": str(exc)})
+            _dump(state)
+        raise
+    except (OSError, ReplicaError) as exc:
+        message = _os_message(exc) if isinstance(exc, OSError) else str(exc)
+        if args.json and not state["printed"]:
+            state["failed"].append({"path": getattr(exc, "filename", None) or
+                                    getattr(exc, "path", None), "error": message})
+            _dump(state)
+        raise CLIError(message, EXIT_ERROR) from None
+
+
+def _dump(state: Dict[str, Any]) -> None:
+    json.dump({"results": [r.to_dict() for r in state["results"]], "failed": state["failed"],
+               "unconverged": state["unconverged"]}, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+    state["printed"] = True
+
+
+def _run(args: argparse.Namespace, state: Dict[str, Any]) -> int:
     from merkle.cli import one_line
     from merkle.replica.ozone.layout import is_ozone_path
-    from merkle.replica.reconcile import reconcile, replica_groups
+    from merkle.replica.reconcile import datanode_of, reconcile, replica_groups
 
-    jobs: List[List[str]] = []
-    failed: List[Dict[str, str]] = []
+    jobs: List[Job] = []
+    failed: List[Dict[str, str]] = state["failed"]
 
     def walk_error(where: Any, exc: Exception) -> None:
         failed.append({"path": os.fspath(where), "error": str(exc)})
@@ -161,40 +215,46 @@ def run(args: argparse.Namespace) -> int:
             raise CLIError("--report takes no PATH and no --all")
         jobs = _report_jobs(args.report)
     elif args.all:
-        groups: Dict[int, List[str]] = {}
-        for p in args.paths:
-            _refuse_ozone(p, args.offline)
-        try:
-            for p in args.paths:
-                ozone = args.offline and is_ozone_path(p)
-                found = _ozone_groups(p, walk_error) if ozone else replica_groups(p, walk_error)
-                for cid, reps in found.items():
-                    groups.setdefault(cid, []).extend(os.fspath(r) for r in reps)
-        except (ReplicaError, FileNotFoundError) as exc:
-            raise CLIError(str(exc), EXIT_ERROR) from None
         if not args.paths:
             raise CLIError("--all needs the directories to search (crcmerkle reconcile --all "
                            "PATH...)")
+        groups: Dict[int, List[str]] = {}
+        for p in args.paths:
+            _refuse_ozone(p, args.offline)
+        for p in args.paths:
+            try:
+                ozone = args.offline and is_ozone_path(p)
+                found = _ozone_groups(p, walk_error) if ozone else replica_groups(p, walk_error)
+            except OSError as exc:
+                raise _Refused(p, _os_message(exc)) from None
+            except ReplicaError as exc:
+                raise _Refused(p, str(exc)) from None
+            for cid, reps in found.items():
+                groups.setdefault(cid, []).extend(os.fspath(r) for r in reps)
         if not groups:
             raise CLIError(f"--all: no container replica found under {', '.join(args.paths)}")
         for cid in sorted(groups):
             reps = groups[cid]
-            jobs.extend([r] + [q for q in reps if q != r] for r in reps)
+            # each datanode casts one vote (two copies on one datanode never outvote another)
+            where = {r: datanode_of(r) for r in reps}
+            jobs.extend(([r] + [q for q in reps if q != r], where) for r in reps)
     else:
         if len(args.paths) < 2:
             raise CLIError("give CONTAINER and at least one PEER (or --all PATH...)")
-        jobs.append(list(args.paths))
-    for job in jobs:  # one line before anything is done (a datanode repairs itself)
+        jobs.append((list(args.paths), None))
+    for job, _ in jobs:  # one line before anything is done (a datanode repairs itself)
         for p in job:
             _refuse_ozone(p, args.offline)
-    results = []
-    for job in jobs:
+    results = state["results"]
+    for job, datanodes in jobs:
         try:
-            r = reconcile(job[0], job[1:], dry_run=args.dry_run, offline=args.offline)
+            r = reconcile(job[0], job[1:], dry_run=args.dry_run, offline=args.offline,
+                          datanodes=datanodes)
         except (ReplicaError, OSError) as exc:
-            failed.append({"path": job[0], "error": str(exc)})
+            message = _os_message(exc) if isinstance(exc, OSError) else str(exc)
+            failed.append({"path": job[0], "error": message})
             if not args.json:
-                print_error(str(exc))
+                print_error(message)
             continue
         results.append(r)
         if not args.json:
@@ -205,10 +265,10 @@ def run(args: argparse.Namespace) -> int:
                            + "; ".join(f"{p.peer}: {p.reason}" for p in r.peers)})
             if not args.json:
                 print_error(f"{job[0]}: no usable peer (every peer was skipped)")
-    unconverged = []
+    unconverged = state["unconverged"]
     if args.all and not args.dry_run:
         by_id: Dict[int, Dict[str, Any]] = {}
-        for job in jobs:
+        for job, _ in jobs:
             cid = int(os.path.basename(os.path.normpath(job[0])))
             by_id.setdefault(cid, {})[job[0]] = _stored_value(job[0])
         for cid, values in sorted(by_id.items()):
@@ -219,9 +279,7 @@ def run(args: argparse.Namespace) -> int:
                     print(one_line(f"container {cid}: replicas disagree: "
                                    + ", ".join(f"{k} {_fmt(v)}" for k, v in values.items())))
     if args.json:
-        json.dump({"results": [r.to_dict() for r in results], "failed": failed,
-                   "unconverged": unconverged}, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        _dump(state)
     if failed:
         return EXIT_ERROR
     if any(r.remaining for r in results) or unconverged:

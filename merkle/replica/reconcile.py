@@ -24,8 +24,14 @@ Trust (a peer may lie, be corrupt or be hostile; the client's checksums are the 
   - a pulled chunk never overlaps another chunk we hold a record for: a pull never writes
     outside the byte range of the chunk it repairs;
   - for a chunk we hold no record of, the healthy peers vote by (length, chunk value): only
-    the version more than half of the peers holding a healthy copy agree on is pulled; with
-    no majority the chunk is reported and left alone;
+    the version more than half of the voters holding a healthy copy agree on is pulled; with
+    no majority the chunk is reported and left alone. Voters are distinct replicas, not
+    paths: a peer that is the same directory as another peer or as the target (same
+    st_dev/st_ino: a repeated path, a link to it) is skipped. With `datanodes` (the CLI's
+    --all and --report give it) each datanode votes once: Ozone places at most one replica
+    of a container on a datanode, so two copies on one datanode (dn1/vol1/7, dn1/vol2/7)
+    count as one vote when they agree and as none when they disagree; an attacker holding
+    one datanode never outvotes another;
   - our replica is not repaired at all when its `.tree` or `.blocks` is unreadable, not a
     regular file, or of a format this version does not fully understand (ReplicaError): an
     I/O error is not corruption and a rewrite would lose what we cannot read;
@@ -55,7 +61,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -76,8 +82,8 @@ from merkle.trees.diff import DiffReport, diff
 from merkle.trees.merge import chunk_follows
 from merkle.trees.treefile import tree_to_bytes
 
-__all__ = ["ChunkCopy", "PeerOutcome", "Problem", "ReconcileResult", "jobs_from_report",
-           "reconcile", "reconcile_round"]
+__all__ = ["ChunkCopy", "PeerOutcome", "Problem", "ReconcileResult", "datanode_of",
+           "jobs_from_report", "reconcile", "reconcile_round", "report_jobs"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 #: Called after every write step with (step, detail): "chunk", "block", "metadata", "tree".
@@ -191,6 +197,8 @@ class _Peer:
     tree: ContainerTree
     #: an Ozone peer's raw block_data values by localID (copied into new rows, offline)
     values: Dict[int, bytes] = field(default_factory=dict)
+    #: who casts this peer's vote (its datanode, or the replica itself): see _majority
+    voter: str = ""
 
 
 def _peer_tree(files: Any) -> ContainerTree:
@@ -628,16 +636,28 @@ class _Copier:
         return done, metas, problem
 
 
+def _identity(path: PathLike) -> Optional[Tuple[int, int]]:
+    """(st_dev, st_ino) of a replica directory (links followed: a link to a replica is that
+    replica), None if it cannot be stat'ed (the peer is then reported unreadable)."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino
+
+
 def _majority(peers: Sequence[_Peer]) -> Callable[[int, int], Optional[Tuple[int, int]]]:
-    """vote(block, offset): the (length, value) more than half of the peers holding a healthy
-    copy of that chunk agree on, or None."""
+    """vote(block, offset): the (length, value) more than half of the voters holding a
+    healthy copy of that chunk agree on, or None. A voter is a peer's `voter` (its datanode
+    under --all/--report, else the replica): several peers of one voter cast one vote when
+    their copies agree and none when they disagree (module docstring, "Trust")."""
     cache: Dict[Tuple[int, int], Optional[Tuple[int, int]]] = {}
 
     def vote(block_id: int, offset: int) -> Optional[Tuple[int, int]]:
         key = (block_id, offset)
         if key in cache:
             return cache[key]
-        votes: Counter = Counter()
+        ballots: Dict[str, set] = {}
         for p in peers:
             t = p.tree
             i = t.block_index(block_id)
@@ -647,11 +667,14 @@ def _majority(peers: Sequence[_Peer]) -> Callable[[int, int], Optional[Tuple[int
             offs = t.chunk_offset[a:b]
             j = int(np.searchsorted(offs, offset))
             if j < b - a and int(offs[j]) == offset and bool(t.chunk_matches[a + j]):
-                votes[(int(t.chunk_length[a + j]), int(t.chunk_value[a + j]))] += 1
+                ballots.setdefault(p.voter or p.name, set()).add(
+                    (int(t.chunk_length[a + j]), int(t.chunk_value[a + j])))
+        votes: Counter = Counter(next(iter(v)) for v in ballots.values() if len(v) == 1)
+        abstained = sum(1 for v in ballots.values() if len(v) > 1)
         winner: Optional[Tuple[int, int]] = None
         if votes:
             (best, n), = votes.most_common(1)
-            if 2 * n > sum(votes.values()):
+            if 2 * n > sum(votes.values()) + abstained:
                 winner = best
         cache[key] = winner
         return winner
@@ -695,7 +718,8 @@ class _CrcmerkleStore:
 
 def reconcile(container_path: PathLike, peer_paths: Sequence[PathLike], dry_run: bool = False,
               *, workers: int = 1, on_step: Optional[StepHook] = None,
-              offline: bool = False) -> ReconcileResult:
+              offline: bool = False,
+              datanodes: Optional[Mapping[str, str]] = None) -> ReconcileResult:
     """Repair the replica at `container_path` from each peer in turn (module docstring).
 
     Returns a ReconcileResult: the container value before and after, per peer what was
@@ -707,9 +731,13 @@ def reconcile(container_path: PathLike, peer_paths: Sequence[PathLike], dry_run:
     be offline (the DB's LOCK free; it is held for the whole repair), its peers are Ozone
     replicas, and the block metadata goes to the volume's `block_data`
     (merkle.replica.ozone.offline).
+
+    `datanodes` maps a peer path (as given) to its datanode: each datanode then casts one
+    vote (see "Trust" above); without it each distinct replica votes.
     """
     if offline and _is_ozone(container_path):
-        return _reconcile_ozone(container_path, peer_paths, dry_run, workers, on_step)
+        return _reconcile_ozone(container_path, peer_paths, dry_run, workers, on_step,
+                                datanodes)
     for p in (container_path, *peer_paths):
         refuse_ozone(p)
     paths = container_paths(container_path)
@@ -720,7 +748,7 @@ def reconcile(container_path: PathLike, peer_paths: Sequence[PathLike], dry_run:
         files = LocalReplicaFiles(paths)
         try:
             return _reconcile(paths, files, peer_paths, dry_run, workers, on_step,
-                              _CrcmerkleStore(files), _load_peer)
+                              _CrcmerkleStore(files), _load_peer, datanodes)
         finally:
             files.close()
     finally:
@@ -729,7 +757,8 @@ def reconcile(container_path: PathLike, peer_paths: Sequence[PathLike], dry_run:
 
 
 def _reconcile_ozone(container_path: PathLike, peer_paths: Sequence[PathLike], dry_run: bool,
-                     workers: int, on_step: Optional[StepHook]) -> ReconcileResult:
+                     workers: int, on_step: Optional[StepHook],
+                     datanodes: Optional[Mapping[str, str]] = None) -> ReconcileResult:
     """reconcile(..., offline=True) of a replica on an Ozone volume: the volume's DB is
     locked (RocksDB's LOCK) from before the scan until after the tree is written."""
     from merkle.replica.ozone.offline import OfflineReplica
@@ -741,7 +770,7 @@ def _reconcile_ozone(container_path: PathLike, peer_paths: Sequence[PathLike], d
     target = OfflineReplica(container_path, dry_run=dry_run)
     try:
         return _reconcile(target.paths, target.files, peer_paths, dry_run, workers, on_step,
-                          target, _load_ozone_peer)
+                          target, _load_ozone_peer, datanodes)
     finally:
         target.close()
 
@@ -749,7 +778,8 @@ def _reconcile_ozone(container_path: PathLike, peer_paths: Sequence[PathLike], d
 def _reconcile(paths: ContainerPaths, files: LocalReplicaFiles,
                peer_paths: Sequence[PathLike], dry_run: bool, workers: int,
                on_step: Optional[StepHook], store: Any,
-               load_peer: Callable[[PathLike, int], _Peer]) -> ReconcileResult:
+               load_peer: Callable[[PathLike, int], _Peer],
+               datanodes: Optional[Mapping[str, str]] = None) -> ReconcileResult:
     scan = _scan(files, not dry_run, max(1, workers), None, None, 1 << 20)
     if scan.protected:
         why = "; ".join(str(e) for e in scan.errors if e.block_id is None)
@@ -764,8 +794,19 @@ def _reconcile(paths: ContainerPaths, files: LocalReplicaFiles,
     unrecoverable: Dict[Tuple[int, int], List[str]] = {}
     failed: Dict[Tuple[int, int], str] = {}
     loaded: List[Tuple[str, Optional[_Peer], str]] = []
+    # one replica, one voice: a peer named twice (or through a link) or that is the target
+    # itself is skipped before it is read
+    seen: Dict[Tuple[int, int], str] = {}
+    mine = _identity(paths.root)
+    if mine is not None:
+        seen[mine] = ""
     for peer_path in peer_paths:
         name = os.fspath(peer_path)
+        ident = _identity(peer_path)
+        if ident is not None and ident in seen:
+            loaded.append((name, None, "the peer is this replica" if not seen[ident] else
+                           f"the same replica as peer {seen[ident]} (counted once)"))
+            continue
         try:
             peer = load_peer(peer_path, paths.container_id)
         except (ReplicaError, OSError) as exc:
@@ -775,6 +816,10 @@ def _reconcile(paths: ContainerPaths, files: LocalReplicaFiles,
             peer.files.close()
             loaded.append((name, None, "the peer is this replica"))
             continue
+        if ident is not None:
+            seen[ident] = name
+        peer.voter = (f"datanode:{datanodes[name]}" if datanodes and name in datanodes
+                      else f"replica:{ident or name}")
         loaded.append((name, peer, ""))
     vote = _majority([p for _, p, _ in loaded if p is not None])
     try:
@@ -936,23 +981,73 @@ def replica_groups(path: PathLike, on_error: Optional[Callable[[Path, Exception]
 SPARK_REPORT_FORMAT = "crcmerkle-spark-report"
 
 
-def jobs_from_report(report: Any, source: str = "report") -> List[List[str]]:
-    """[target replica, peer...] for every repair command of a Spark report (the dict of
-    `crcmerkle spark report --json`), in the report's round order. ReplicaError when it is
-    not such a report or a command lacks replica paths."""
+def datanode_of(path: PathLike) -> str:
+    """The datanode a replica lives on, for the vote: an Ozone volume's datanodeUuid (else
+    the directory above the volume), or for the crcmerkle layout the directory above the
+    replica's volume (<datanode>/<volume>/<containerID>, as the Spark scan names it)."""
+    p = os.path.abspath(os.fspath(path))
+    if _is_ozone(p):
+        try:
+            from merkle.replica.ozone.layout import find_volumes
+            (volume, _), = find_volumes(p)
+            return volume.datanode_uuid or os.fspath(volume.root.parent)
+        except (OSError, ValueError, ReplicaError):
+            pass
+    return os.path.dirname(os.path.dirname(p))
+
+
+#: bounds of the integers a report may carry (round numbers, container IDs)
+_MAX_ROUND = (1 << 31) - 1
+_MAX_CONTAINER_ID = (1 << 63) - 1
+
+
+def _report_int(e: Dict[str, Any], key: str, high: int, source: str, *,
+                required: bool = False) -> Optional[int]:
+    value = e.get(key)
+    if value is None and not required:
+        return None
+    if type(value) is not int or not 0 <= value <= high:  # bool, float, 1e400, [1]: refused
+        shown = repr(value)
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        raise ReplicaError(f"bad \"{key}\" in a reconcile command: {shown} (an integer "
+                           f"0..{high})", source)
+    return value
+
+
+def report_jobs(report: Any, source: str = "report"
+                ) -> List[Tuple[List[str], Dict[str, str]]]:
+    """([target replica, peer...], {peer: its datanode}) for every repair command of a Spark
+    report, in round order (see jobs_from_report); the datanodes let each cast one vote."""
     if not isinstance(report, dict) or report.get("format") != SPARK_REPORT_FORMAT:
         raise ReplicaError(f"not a crcmerkle spark report (no \"format\": "
                            f"\"{SPARK_REPORT_FORMAT}\")", source)
     entries = report.get("reconcile")
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise ReplicaError("the report has no \"reconcile\" list of commands", source)
-    jobs: List[List[str]] = []
-    for e in sorted(entries, key=lambda e: int(e.get("round") or 0)):
+    keyed = []
+    for i, e in enumerate(entries):
+        rnd = _report_int(e, "round", _MAX_ROUND, source) or 0
+        _report_int(e, "container_id", _MAX_CONTAINER_ID, source)
+        keyed.append((rnd, i, e))
+    jobs: List[Tuple[List[str], Dict[str, str]]] = []
+    for _, _, e in sorted(keyed, key=lambda k: (k[0], k[1])):
         target, peers = e.get("replica"), e.get("peers")
         if not isinstance(target, str) or not target or not isinstance(peers, list) \
                 or not peers or not all(isinstance(p, str) and p for p in peers):
-            raise ReplicaError(f"container {e.get('container_id')} on {e.get('datanode')}: "
-                               f"the command lacks replica paths (the Spark scan records "
-                               f"them)", source)
-        jobs.append([target, *peers])
+            raise ReplicaError(f"container {e.get('container_id')} on "
+                               f"{str(e.get('datanode'))[:80]}: the command lacks replica "
+                               f"paths (the Spark scan records them)", source)
+        names = e.get("peer_datanodes")
+        if not (isinstance(names, list) and len(names) == len(peers)
+                and all(isinstance(n, str) and n for n in names)):
+            names = [datanode_of(p) for p in peers]
+        jobs.append(([target, *peers], dict(zip(peers, names))))
     return jobs
+
+
+def jobs_from_report(report: Any, source: str = "report") -> List[List[str]]:
+    """[target replica, peer...] for every repair command of a Spark report (the dict of
+    `crcmerkle spark report --json`), in the report's round order. ReplicaError when it is
+    not such a report, a command lacks replica paths, or a number in it is not an integer
+    in range (a round of 1e400 or [1] is refused, not a crash)."""
+    return [job for job, _ in report_jobs(report, source)]
