@@ -17,6 +17,8 @@ The datanode of a replica is the name of the directory above its volume
 from __future__ import annotations
 
 import functools
+import os
+import stat
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
@@ -153,6 +155,21 @@ LIST_THREADS = 8
 VOLUME_PROBES = 3
 
 
+def _not_found(fsys: pafs.FileSystem, path: str) -> str:
+    """Why `path` is not there: on S3 a key of a missing bucket is merely "not found" to
+    pyarrow, so the bucket is asked about itself (a HEAD) and named when it is missing."""
+    bucket = path.strip("/").split("/", 1)[0]
+    if type(fsys).__name__ == "S3FileSystem" and bucket:
+        try:
+            missing = bucket == path.strip("/") or \
+                fsys.get_file_info(bucket).type == pafs.FileType.NotFound
+        except OSError:
+            missing = False
+        if missing:
+            return f"the S3 bucket {bucket!r} does not exist (check the URI)"
+    return "No such file or directory"
+
+
 def discover(root: str) -> List[Replica]:
     """Every replica at or under `root` (a replica, volume, datanode or cluster directory,
     a local path or a URI), in path order. FileNotFoundError if root does not exist;
@@ -173,16 +190,37 @@ def discover(root: str) -> List[Replica]:
     fsys, base = loc.filesystem, loc.path
     info = fsys.get_file_info(base)
     if info.type == pafs.FileType.NotFound:
-        raise FileNotFoundError(2, "No such file or directory", display(root))
+        raise FileNotFoundError(2, _not_found(fsys, base), display(root))
+
+    # pyarrow follows symbolic links; on the local filesystem (plain paths and file://) a
+    # link where a replica, volume or datanode directory may be is never followed (a link
+    # dn1/vol1/1 -> dn0/vol1/1 is no second replica): lstat and scandir(follow_symlinks=False)
+    local = isinstance(fsys, pafs.LocalFileSystem)
+
+    def _real_dir(path: str) -> bool:
+        try:
+            return stat.S_ISDIR(os.lstat(path).st_mode)
+        except OSError:
+            return False
 
     def holds_replica_dirs(paths: List[str]) -> List[bool]:
         """Which of `paths` hold chunks/ or metadata/ (one call for all of them)."""
+        if local:
+            return [_real_dir(p) and (_real_dir(f"{p}/chunks") or _real_dir(f"{p}/metadata"))
+                    for p in paths]
         infos = fsys.get_file_info([f"{p}/{sub}" for p in paths
                                     for sub in ("chunks", "metadata")])
         return [pafs.FileType.Directory in (infos[2 * i].type, infos[2 * i + 1].type)
                 for i in range(len(paths))]
 
     def children(path: str) -> List[str]:
+        if local:
+            try:
+                with os.scandir(path) as it:
+                    return sorted(f"{path.rstrip('/')}/{e.name}" for e in it
+                                  if e.is_dir(follow_symlinks=False))
+            except (FileNotFoundError, NotADirectoryError):
+                return []
         entries = fsys.get_file_info(pafs.FileSelector(path, allow_not_found=True))
         return sorted(e.path for e in entries if e.type == pafs.FileType.Directory)
 

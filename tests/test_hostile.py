@@ -981,3 +981,40 @@ def test_S8_json_is_printed_when_the_work_cannot_start(tmp_path):
     r = child("reconcile", "--all", tmp_path / "nonexist")
     assert r.stdout == "" and "No such file or directory" in r.stderr
     assert "[Errno" not in r.stderr
+
+
+# ---- S7 (audit): a symbolic link where a replica directory is expected ---------------------
+
+def test_S7_a_linked_replica_directory_is_reported_never_followed(tmp_path, capsys):
+    def make(path: Path, cid: int) -> Path:
+        with ContainerWriter.create(path, cid) as w:
+            w.write_block(1, payload(cid, 5000))
+        return path
+
+    foreign = make(tmp_path / "foreign" / "9", 9)
+    os.unlink(foreign / "metadata" / "9.tree")
+    os.unlink(foreign / ".crcmerkle.lock")  # the writer's own: none may appear again
+    reps = [make(tmp_path / "cm" / "dn0" / "vol1" / str(c), c) for c in (1, 2)]
+    link = tmp_path / "cm" / "dn0" / "vol1" / "9"
+    link.symlink_to(foreign)
+    status, out, _ = run(capsys, "scan", tmp_path / "cm" / "dn0", "--json")
+    doc = json.loads(out)
+    assert status == 2 and len(doc["replicas"]) == 2
+    assert [f["path"] for f in doc["failed"]] == [str(link)]
+    assert "symbolic link" in doc["failed"][0]["error"]
+    for argv in (("scan", link), ("scan", str(link) + "/"), ("reconcile", link, reps[0])):
+        status, _, err = run(capsys, *argv)
+        assert status == 2 and "symbolic link" in err and err.count("\n") == 1, err
+    assert not (foreign / "metadata" / "9.tree").exists()
+    assert not (foreign / ".crcmerkle.lock").exists()
+    # Spark discovery on local paths does not count a link as a second replica
+    (tmp_path / "cm" / "dn1" / "vol1").mkdir(parents=True)
+    (tmp_path / "cm" / "dn1" / "vol1" / "1").symlink_to(reps[0])
+    code = textwrap.dedent(f"""
+        from spark_udfs.fs import discover
+        for root in ({str(tmp_path / 'cm')!r}, "file://" + {str(tmp_path / 'cm')!r}):
+            print(sorted((r.datanode, r.container) for r in discover(root)))
+    """)
+    r = child(code=code, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["[('dn0', 1), ('dn0', 2)]"] * 2

@@ -73,7 +73,7 @@ from merkle.replica.errors import BlockMetaError, ReplicaError
 from merkle.replica.fileio import pread_into
 from merkle.replica.files import LocalReplicaFiles
 from merkle.replica.crcmerkle.layout import (META_SUFFIX, TREE_SUFFIX, ContainerPaths,
-                                             container_paths, find_containers)
+                                             container_paths, find_containers, refuse_link)
 from merkle.replica.lock import ReplicaLock
 from merkle.replica.scan import (NOT_A_REGULAR_FILE, TREE_UNREADABLE, ScanResult, _scan,
                                  read_tree_state)
@@ -741,6 +741,7 @@ def reconcile(container_path: PathLike, peer_paths: Sequence[PathLike], dry_run:
     for p in (container_path, *peer_paths):
         refuse_ozone(p)
     paths = container_paths(container_path)
+    refuse_link(container_path)  # never locked or written through a link
     if not paths.root.is_dir():
         raise ReplicaError("replica does not exist", os.fspath(container_path))
     lock = None if dry_run else ReplicaLock(paths).acquire()

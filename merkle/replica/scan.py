@@ -74,7 +74,8 @@ from merkle.replica.files import BlockFile, LocalReplicaFiles, ReplicaFiles
 from merkle.replica.protokeep import rewritable
 from merkle.replica.safeopen import NOT_A_REGULAR_FILE, FileTooLargeError, NotRegularFileError
 from merkle.replica.crcmerkle.layout import (META_SUFFIX, TREE_SUFFIX, ContainerPaths,
-                                             ReplicaLocation, container_paths, find_containers)
+                                             ReplicaLocation, container_paths, find_containers,
+                                             refuse_link)
 from merkle.replica.lock import ReplicaLock
 from merkle.trees.model import ContainerTree
 from merkle.trees.treefile import TreeFileError, tree_from_bytes, tree_to_bytes
@@ -499,6 +500,7 @@ def scan_container(path: PathLike, *, write_tree: bool = True, workers: int = 1,
       since a mapped file that shrinks mid-scan kills the process with SIGBUS.
     """
     paths = container_paths(path)
+    refuse_link(path)  # never scanned, locked or written through a link
     if not paths.root.is_dir():
         raise FileNotFoundError(2, "No such file or directory", os.fspath(path))
     if paths.container_id >= 1 << 63:

@@ -15,7 +15,9 @@ above them): a directory is a replica when its name is an integer and it holds `
 `metadata/`; the walk does not descend into replicas. Container IDs are Ozone's signed 64-bit
 longs: a decimal name above 2**63-1 is no replica. With `on_error`, a directory the walk
 cannot read (EACCES, EIO) or a replica-like directory with an out-of-range ID is reported
-there and the walk goes on.
+there and the walk goes on. A symbolic link where a replica, volume or datanode directory
+could be is never followed: the walk reports it there ("is a symbolic link"), and a replica
+named directly that is a link is refused (`refuse_link`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Callable, Iterator, List, Optional, Tuple, Union
 from merkle.replica.errors import NotAReplicaError
 
 __all__ = ["BLOCK_SUFFIX", "ContainerPaths", "LOCK_NAME", "META_SUFFIX", "ReplicaLocation",
-           "container_paths", "find_containers", "is_container_dir"]
+           "container_paths", "find_containers", "is_container_dir", "refuse_link"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -102,6 +104,15 @@ def is_container_dir(path: PathLike) -> bool:
             and ((p / "chunks").is_dir() or (p / "metadata").is_dir()))
 
 
+def refuse_link(path: PathLike) -> None:
+    """NotAReplicaError when the replica directory `path` names is a symbolic link (its last
+    component, a trailing slash ignored): a replica is never followed or written through."""
+    name = os.fspath(path)
+    if os.path.islink(name.rstrip("/") or name):
+        raise NotAReplicaError("is a symbolic link: a replica directory is never followed",
+                               name)
+
+
 def container_paths(path: PathLike, container_id: Optional[int] = None) -> ContainerPaths:
     """The paths of the replica at `path` (its ID is the directory name unless given)."""
     p = Path(path)
@@ -141,6 +152,13 @@ def _walk(p: Path, on_error: Optional[WalkErrorFn]) -> Iterator[Path]:
         return
     for e in entries:
         try:
+            if e.is_symlink():
+                # a link where a replica, volume or datanode directory may be: reported,
+                # never followed (it could lead a repair into a foreign directory)
+                if e.is_dir() and on_error is not None:
+                    on_error(Path(e.path), NotAReplicaError(
+                        "is a symbolic link to a directory: not followed", e.path))
+                continue
             if not e.is_dir(follow_symlinks=False):
                 continue
             child = Path(e.path)
@@ -171,6 +189,7 @@ def find_containers(path: PathLike, on_error: Optional[WalkErrorFn] = None
     if not p.exists():
         raise FileNotFoundError(2, "No such file or directory", os.fspath(path))
     if is_container_dir(p):
+        refuse_link(p)
         return [ReplicaLocation(container_paths(p), p.parent)]
     reported: List[Tuple[Path, Exception]] = []
 
