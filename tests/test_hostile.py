@@ -1018,3 +1018,11 @@ def test_S7_a_linked_replica_directory_is_reported_never_followed(tmp_path, caps
     r = child(code=code, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["[('dn0', 1), ('dn0', 2)]"] * 2
+
+
+def test_S9_reconcile_text_output_escapes_a_newline_in_a_path(tmp_path, capsys):
+    reps = [make_replica(tmp_path / f"d\nn{i}" / "vol" / str(CID), {1: payload(1)})
+            for i in range(2)]
+    status, out, _ = run(capsys, "reconcile", *reps)
+    assert status == 0 and "d\\nn0" in out and all(line.startswith((str(tmp_path), " "))
+                                                    for line in out.splitlines())
