@@ -1,10 +1,18 @@
 """A one-line progress display for the Spark commands, fed from Spark's status tracker.
 
 While a command runs, a thread polls `SparkContext.statusTracker()` (active stages, tasks
-done/total/running/failed) and, when Spark's status store says so, the bytes the running
-stages have read, and redraws one line on stderr:
+done/total/running/failed), the bytes the running stages have read when Spark's status store
+says so (Spark's input metrics: Parquet tables the JVM reads, as in diff and report), and the
+bytes the scan job's executors have read from block files, and redraws one line on stderr:
 
-    scan  stage 3: 14/32 tasks (2 running)  118.0 MiB read  0:07
+    scan  stage 3: 14/32 tasks (2 running)  1.2 GiB scanned  0:07
+
+The scan reads replicas in Python (spark_udfs.scan), which Spark's input metrics never
+count: its bytes come from the job itself, a PySpark accumulator (`bytes_accumulator`) that
+the scan function adds each replica's bytes_read to on the executors. Accumulator updates
+reach the driver when a task finishes, not while it runs: the figure grows task by task (a
+task holds up to spark_udfs.scan.REPLICAS_PER_TASK replicas), and a task that Spark retries
+or recomputes adds its bytes again (the tables' bytes_read is the exact figure).
 
 Only on a terminal: with stderr redirected, or --json, nothing is drawn (the caller passes
 enabled=False). The line is erased whenever no stage runs, so the commands' own output never
@@ -16,9 +24,10 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Any, Callable, List, NamedTuple, Optional, Sequence, TextIO
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, TextIO
 
-__all__ = ["StageView", "format_line", "read_stages", "SparkProgress"]
+__all__ = ["StageView", "bytes_accumulator", "format_line", "read_stages", "scanned_bytes",
+           "SparkProgress"]
 
 
 class StageView(NamedTuple):
@@ -48,9 +57,10 @@ def _clock(seconds: float) -> str:
 
 
 def format_line(label: str, stages: Sequence[StageView], elapsed: float,
-                width: int = 100) -> str:
+                width: int = 100, scanned: Optional[int] = None) -> str:
     """One display line: the label, each running stage's tasks done/total (running, failed),
-    the bytes they read when known, and the elapsed time; cut to `width` characters."""
+    the bytes they read when known, the bytes the scan's executors read (`scanned`, from
+    bytes_accumulator) when any, and the elapsed time; cut to `width` characters."""
     parts = []
     for st in sorted(stages, key=lambda s: s.stage_id):
         extra = [f"{st.running} running"] if st.running else []
@@ -63,8 +73,35 @@ def format_line(label: str, stages: Sequence[StageView], elapsed: float,
             part += f"  {_size(st.input_bytes)} read"
         parts.append(part)
     body = " | ".join(parts) if parts else "starting"
+    if scanned:
+        body += f"  {_size(scanned)} scanned"
     line = f"{label}  {body}  {_clock(elapsed)}"
     return line if len(line) <= width else line[:max(0, width - 3)] + "..."
+
+
+#: the scan jobs' byte accumulators of this driver (the newest few), read by SparkProgress
+_COUNTERS: List[Any] = []
+_KEEP = 16
+
+
+def bytes_accumulator(sc: Any) -> Any:
+    """A new accumulator (int, 0) for a scan job's executors to add the bytes they read to;
+    every SparkProgress running on this driver shows what it gains while it runs."""
+    acc = sc.accumulator(0)
+    _COUNTERS.append(acc)
+    del _COUNTERS[:-_KEEP]
+    return acc
+
+
+def scanned_bytes() -> Dict[int, int]:
+    """{id: value} of the registered byte accumulators (driver side)."""
+    out = {}
+    for acc in list(_COUNTERS):
+        try:
+            out[id(acc)] = int(acc.value)
+        except Exception:  # noqa: BLE001 - an accumulator of a stopped context
+            continue
+    return out
 
 
 def _input_bytes(sc: Any, stage_id: int, attempt: int) -> Optional[int]:
@@ -96,14 +133,18 @@ def read_stages(tracker: Any, sc: Any = None) -> List[StageView]:
 class SparkProgress:
     """Context manager: draw the progress line on `stream` while the block runs.
 
-    `source` returns the running stages (read_stages on the session's tracker by default).
+    `source` returns the running stages (read_stages on the session's tracker by default);
+    `scanned` the bytes read so far by the scan jobs' executors (None: not shown; by
+    default, for_session: what the byte accumulators gained since the block began).
     Draws nothing unless `enabled` and the stream is a terminal."""
 
     def __init__(self, label: str, source: Callable[[], Sequence[StageView]], *,
                  stream: Optional[TextIO] = None, enabled: bool = True,
-                 interval: float = 0.5) -> None:
+                 interval: float = 0.5,
+                 scanned: Optional[Callable[[], Optional[int]]] = None) -> None:
         self.label = label
         self.source = source
+        self.scanned = scanned
         self.stream = stream if stream is not None else sys.stderr
         isatty = getattr(self.stream, "isatty", None)
         self.enabled = bool(enabled and isatty is not None and isatty())
@@ -112,6 +153,7 @@ class SparkProgress:
         self._thread: Optional[threading.Thread] = None
         self._shown = False
         self._t0 = 0.0
+        self._on_enter: Callable[[], Any] = lambda: None
 
     @classmethod
     def for_session(cls, spark: Any, label: str, **kw: Any) -> "SparkProgress":
@@ -125,7 +167,15 @@ class SparkProgress:
                 with_bytes[0] = False
             return stages
 
-        return cls(label, source, **kw)
+        base: Dict[int, int] = {}
+
+        def scanned() -> int:
+            # accumulators created after __enter__ start at 0; older ones count from there
+            return sum(v - base.get(k, 0) for k, v in scanned_bytes().items())
+
+        progress = cls(label, source, scanned=scanned, **kw)
+        progress._on_enter = lambda: base.update(scanned_bytes())
+        return progress
 
     def _width(self) -> int:
         import shutil
@@ -139,7 +189,12 @@ class SparkProgress:
         except Exception:  # noqa: BLE001 - the session may be stopping; skip this poll
             return
         if stages:
-            line = format_line(self.label, stages, time.monotonic() - self._t0, self._width())
+            try:
+                nbytes = self.scanned() if self.scanned is not None else None
+            except Exception:  # noqa: BLE001 - as above
+                nbytes = None
+            line = format_line(self.label, stages, time.monotonic() - self._t0, self._width(),
+                               scanned=nbytes)
             self.stream.write("\r\x1b[2K" + line)
             self._shown = True
         elif self._shown:
@@ -153,6 +208,7 @@ class SparkProgress:
 
     def __enter__(self) -> "SparkProgress":
         self._t0 = time.monotonic()
+        self._on_enter()
         if self.enabled:
             self._thread = threading.Thread(target=self._loop, name="crcmerkle-progress",
                                             daemon=True)

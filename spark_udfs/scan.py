@@ -177,6 +177,23 @@ def _trees_fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield from pa.concat_tables(tables).to_batches()
 
 
+def _counting(fn: Any, acc: Any) -> Any:
+    """`fn` (a mapInArrow function) that also adds each replica's bytes_read (its REPLICA
+    row) to the accumulator `acc`, which the driver's progress line reads
+    (spark_udfs.progress.bytes_accumulator); the sum equals the summary table's bytes_read
+    unless Spark retries or recomputes a task."""
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow.compute as pc
+
+        for b in fn(batches):
+            n = pc.sum(pc.filter(b.column("bytes_read"),
+                                 pc.equal(b.column("kind"), "REPLICA"))).as_py()
+            if n:
+                acc.add(int(n))
+            yield b
+    return run
+
+
 def _ozone_work(root: str) -> Optional[List[fs.Replica]]:
     """The replicas on Ozone datanode volumes under a local `root`, or None when `root` is
     not Ozone's layout. fs_root carries the volume root (the work is grouped by volume);
@@ -231,6 +248,9 @@ class ScanTables:
     #: the scan stage's cached output (all kinds of rows), when known: `write` sizes the
     #: output files from its row counts
     stage: Any = None
+    #: the accumulator the executors add each replica's bytes_read to, as its tasks finish
+    #: (the progress line's "scanned"; spark_udfs.progress.bytes_accumulator)
+    bytes_scanned: Any = None
 
     #: the names of the Parquet tables `write` creates under its output directory
     TABLES = ("chunks", "blocks", "containers", "errors")
@@ -306,7 +326,10 @@ def scan_replicas(spark: Any, roots: Sequence[str], trees_only: bool = False,
     # parallelize slices the list as it is: no shuffle stage before the scan
     work = spark.createDataFrame(spark.sparkContext.parallelize(rows, max(1, n)), _WORK_SCHEMA)
     fn = _ozone_fn(trees_only) if ozone else (_trees_fn if trees_only else _scan_fn)
-    out = work.mapInArrow(fn, _OUT_SCHEMA).cache()
+    from spark_udfs.progress import bytes_accumulator
+
+    acc = bytes_accumulator(spark.sparkContext)
+    out = work.mapInArrow(_counting(fn, acc), _OUT_SCHEMA).cache()
     kind = F.col("kind")
     chunks = out.filter(kind == "CHUNK").select(*CHUNK_COLUMNS)
     errors = out.filter(kind == "ERROR").select(*_names(ERROR_SCHEMA))
@@ -317,4 +340,4 @@ def scan_replicas(spark: Any, roots: Sequence[str], trees_only: bool = False,
         "chunk_leaves", "chunk_matches")
     summary = out.filter(kind == "REPLICA").select(*_names(REPLICA_SCHEMA))
     return ScanTables(chunks=chunks, blocks=blocks, containers=summary, errors=errors,
-                      stage=out)
+                      stage=out, bytes_scanned=acc)

@@ -102,3 +102,62 @@ def test_a_failing_source_is_skipped():
     p = SparkProgress("scan", source, stream=stream)
     p.tick()
     assert stream.getvalue() == ""
+
+
+def test_the_line_shows_the_bytes_scanned():
+    st = [StageView(3, "scan", 14, 32, running=2)]
+    assert format_line("scan", st, 7.9, scanned=1288490189) == \
+        "scan  stage 3: 14/32 tasks (2 running)  1.2 GiB scanned  0:07"
+    assert format_line("scan", st, 7.9, scanned=0) == \
+        "scan  stage 3: 14/32 tasks (2 running)  0:07"  # nothing read yet: not shown
+    stream = TTY()
+    read = [0]
+    p = SparkProgress("scan", lambda: st, stream=stream, scanned=lambda: read[0])
+    p._t0 = time.monotonic()
+    read[0] = 5 * 1024 * 1024
+    p.tick()
+    assert "(2 running)  5.0 MiB scanned  0:00" in stream.getvalue()
+
+
+class FakeAccumulator:
+    def __init__(self):
+        self.value = 0
+
+    def add(self, n):
+        self.value += n
+
+
+class FakeContext:
+    def statusTracker(self):
+        return FakeTracker()
+
+    def accumulator(self, value):
+        return FakeAccumulator()
+
+
+def test_for_session_counts_what_the_accumulators_gained_while_it_ran():
+    from spark_udfs.progress import bytes_accumulator
+
+    sc = FakeContext()
+    older = bytes_accumulator(sc)
+    older.add(1000)  # an earlier scan's bytes: not this block's
+    spark = type("S", (), {"sparkContext": sc})()
+    with SparkProgress.for_session(spark, "scan", stream=TTY(), interval=60) as p:
+        newer = bytes_accumulator(sc)
+        newer.add(300)
+        older.add(20)
+        assert p.scanned() == 320
+
+
+def test_the_scan_function_adds_each_replicas_bytes_to_the_accumulator():
+    pa = __import__("pytest").importorskip("pyarrow")
+    from spark_udfs.scan import _OUT_ARROW, _counting, _rows
+
+    def fn(batches):
+        for _ in batches:
+            yield from _rows("REPLICA", 2, {"bytes_read": [100, 23]}).to_batches()
+            yield from _rows("CHUNK", 1, {"length": [999]}).to_batches()
+
+    acc = FakeAccumulator()
+    out = list(_counting(fn, acc)(iter([pa.record_batch([], schema=pa.schema([]))])))
+    assert acc.value == 123 and all(b.schema == _OUT_ARROW for b in out)

@@ -182,3 +182,21 @@ def test_a_scan_prints_nothing_on_stderr_off_a_terminal(tmp_path):
     assert r.returncode == 0, text
     assert "[Stage" not in text and "incubator" not in text
     assert text == ""
+
+
+def test_the_scan_jobs_byte_accumulator_equals_the_summary(spark, tmp_path):
+    """The progress line's "scanned" comes from the job itself: the executors add each
+    replica's bytes_read to an accumulator (Spark's input metrics never see the Python
+    reads); once the tasks are done it equals the summary table's total."""
+    from pyspark.sql import functions as F
+
+    from merkle.replica.generate import generate_cluster, parse_faults
+    from spark_udfs.progress import scanned_bytes
+    from spark_udfs.scan import scan_replicas
+
+    generate_cluster(tmp_path / "c", faults=parse_faults("bitflip=1"), containers=3, seed=2)
+    tables = scan_replicas(spark, [str(tmp_path / "c")])
+    tables.write(str(tmp_path / "o"))
+    total = tables.containers.agg(F.sum("bytes_read")).collect()[0][0]
+    assert total > 0 and tables.bytes_scanned.value == total
+    assert scanned_bytes()[id(tables.bytes_scanned)] == total
