@@ -132,3 +132,47 @@ def test_diff_writes_plan_json_to_a_uri(spark, store, tmp_path, capsys):
     _write_file(s3.uri("out/plan.json"), b"[]\n")
     with s3.filesystem().open_input_stream(f"{s3.bucket}/out/plan.json") as f:
         assert f.read() == b"[]\n"
+
+
+def _one_line(err: str) -> str:
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("crcmerkle: error: "), err
+    assert "Traceback" not in err and SECRET_KEY not in err
+    return lines[0]
+
+
+def test_a_missing_bucket_is_named(spark, store, tmp_path, capsys):
+    s3, _, _ = store
+    uri = s3.uri("cluster").replace(f"@{s3.bucket}/", "@no-such-bucket-crcmerkle/")
+    assert main(["spark", "scan", uri, "-o", str(tmp_path / "o")]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert "S3 bucket 'no-such-bucket-crcmerkle' does not exist" in line
+    # a missing key of an existing bucket stays "no such file"
+    assert main(["spark", "scan", s3.uri("nothing-here"), "-o", str(tmp_path / "o")]) == 2
+    assert "No such file or directory" in _one_line(capsys.readouterr().err)
+
+
+@pytest.fixture
+def enforced_auth():
+    """moto's server checks signatures against its IAM users (none: every key is unknown)
+    from the next request on; INITIAL_NO_AUTH_ACTION_COUNT is the setting behind moto's
+    env var of that name, read per request, so the in-process server obeys it at once."""
+    from moto import settings
+    from moto.core.authorization import ActionAuthenticatorMixin
+
+    saved = settings.INITIAL_NO_AUTH_ACTION_COUNT, ActionAuthenticatorMixin.request_count
+    settings.INITIAL_NO_AUTH_ACTION_COUNT = 0
+    ActionAuthenticatorMixin.request_count = 0
+    try:
+        yield
+    finally:
+        settings.INITIAL_NO_AUTH_ACTION_COUNT, ActionAuthenticatorMixin.request_count = saved
+
+
+def test_bad_credentials_are_one_line(spark, store, tmp_path, capsys, enforced_auth):
+    s3, _, _ = store
+    uri = s3.uri("cluster").replace(SECRET_KEY, "wrong-secret").replace(ACCESS_KEY, "WRONGKEY")
+    assert main(["spark", "scan", uri, "-o", str(tmp_path / "o")]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert "ACCESS_DENIED" in line or "InvalidAccessKeyId" in line, line
+    assert "check the credentials" in line and "wrong-secret" not in line
