@@ -36,8 +36,29 @@ def _lines(text: str) -> List[str]:
     return [ln.strip() for ln in str(text).splitlines() if ln.strip()]
 
 
+#: top-level module -> the extra that installs it
+_EXTRA_OF = {"pyarrow": "spark", "pyspark": "spark", "pandas": "spark", "py4j": "spark",
+             "numpy": "spark", "google": "ozone", "rocksdict": "ozone", "yaml": "ozone"}
+_NO_MODULE = re.compile(r"No module named '([\w.]+)'")
+
+
+def _module_hint(message: str) -> str:
+    """For a Spark task that failed on a missing module: which extra the executors' Python
+    needs (the Ozone layout's rocksdict/protobuf/PyYAML are the `ozone` extra)."""
+    m = _NO_MODULE.search(message)
+    extra = _EXTRA_OF.get(m.group(1).split(".")[0]) if m else None
+    if extra is None:
+        return ""
+    return (f"; the executors' Python lacks the {extra!r} extra: install crcmerkle there as "
+            f"pip install 'crcmerkle[{extra}]' (a wheel: \"$(ls dist/crcmerkle-*.whl)"
+            f"[{extra}]\", see the README's 'Running on a cluster')")
+
+
 def _hint(message: str) -> str:
     """What to do, for the faults a user can fix."""
+    hint = _module_hint(message)
+    if hint:
+        return hint
     m = message.lower()
     if "nosuchbucket" in m or "bucket does not exist" in m or "no_such_bucket" in m:
         return "; the S3 bucket does not exist (check the URI)"
@@ -94,13 +115,17 @@ def describe(exc: BaseException) -> Optional[str]:
     text = str(exc)
     if isinstance(exc, ImportError):
         missing = (getattr(exc, "name", None) or "").split(".")[0]
-        if missing in ("pyarrow", "pyspark", "pandas", "py4j", "numpy"):
+        extra = _EXTRA_OF.get(missing)
+        if extra == "spark":
             return (f"the Spark commands need {missing}, which is not installed: "
                     "pip install 'crcmerkle[spark]'")
+        if extra == "ozone":
+            return (f"Ozone datanode volumes need {exc.name or missing}, which is not "
+                    "installed: pip install 'crcmerkle[ozone]'")
         return None
     if "PythonException" in names:
         line = _python_worker_line(text)
-        return _short(f"a Spark task failed: {line or _lines(text)[0]}")
+        return _short(f"a Spark task failed: {line or _lines(text)[0]}" + _module_hint(text))
     if "Py4JJavaError" in names:
         java = getattr(exc, "java_exception", None)
         line = None

@@ -279,3 +279,23 @@ def test_a_ctrl_c_is_known_whichever_handler_ran():
     finally:
         signal.set_wakeup_fd(previous_wakeup_fd)
         signal.signal(signal.SIGINT, previous)
+
+
+def test_a_missing_ozone_package_names_the_extra():
+    """Executors without the ozone extra (the README's cluster recipe once forgot it) fail
+    on import in the Python worker; the line says which extra to install, and where."""
+    class PythonException(Exception):
+        pass
+
+    worker = ("\n  An exception was thrown from the Python worker.\nTraceback (most recent "
+              "call last):\n  File \"blockdata.py\", line 15, in <module>\n"
+              "ModuleNotFoundError: No module named 'google.protobuf.message'\n")
+    line = describe(PythonException(worker))
+    assert line.startswith("a Spark task failed: ModuleNotFoundError: No module named "
+                           "'google.protobuf.message'")
+    assert "pip install 'crcmerkle[ozone]'" in line and "\n" not in line
+    for name in ("rocksdict", "yaml", "google.protobuf"):
+        err = ModuleNotFoundError(f"No module named {name!r}", name=name)
+        assert "pip install 'crcmerkle[ozone]'" in describe(err)
+    err = ModuleNotFoundError("No module named 'pandas'", name="pandas")
+    assert "pip install 'crcmerkle[spark]'" in describe(err)
