@@ -1026,3 +1026,23 @@ def test_S9_reconcile_text_output_escapes_a_newline_in_a_path(tmp_path, capsys):
     status, out, _ = run(capsys, "reconcile", *reps)
     assert status == 0 and "d\\nn0" in out and all(line.startswith((str(tmp_path), " "))
                                                     for line in out.splitlines())
+
+
+# ---- the replica directory itself is never reached through a link -------------------------
+
+def test_a_linked_replica_directory_is_refused_by_the_lock_and_the_reader(tmp_path):
+    """Below the CLI's check: the lock and the replica reader open the replica directory
+    without following a link, so a swap after any check cannot send a write elsewhere."""
+    from merkle.replica.crcmerkle.layout import container_paths
+    from merkle.replica.errors import ReplicaError
+    from merkle.replica.lock import ReplicaLock
+    from merkle.replica.safeopen import NotRegularFileError, ReplicaDir
+    foreign = tmp_path / "foreign"
+    (foreign / "metadata").mkdir(parents=True)
+    (tmp_path / "vol").mkdir()
+    (tmp_path / "vol" / "9").symlink_to(foreign)
+    with pytest.raises((ReplicaError, NotRegularFileError, OSError)):
+        ReplicaLock(container_paths(tmp_path / "vol" / "9")).acquire()
+    with pytest.raises((NotRegularFileError, OSError)):
+        ReplicaDir(tmp_path / "vol" / "9")
+    assert sorted(os.listdir(foreign)) == ["metadata"]

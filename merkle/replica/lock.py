@@ -47,7 +47,7 @@ class ReplicaLock:
             raise ReplicaLockedError("replica locks need POSIX flock", str(self.paths.root))
         name = os.fspath(self.paths.lock)
         try:
-            dfd = open_dir(os.fspath(self.paths.root), follow=True)
+            dfd = open_dir(os.fspath(self.paths.root))  # a linked replica: refused
         except NotADirectoryError:
             raise ReplicaError("not a directory", os.fspath(self.paths.root)) from None
         try:

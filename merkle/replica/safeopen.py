@@ -368,14 +368,14 @@ def replace_atomic(dir_fd: int, name: str, data: bytes, *,
 class ReplicaDir:
     """Descriptors of one replica's directory and its `chunks/` and `metadata/`.
 
-    The replica directory itself is opened once (following the path the caller named); its
+    The replica directory itself is opened once (a link there is refused, as everywhere); its
     subdirectories are opened without following links, lazily, and cached. Close it (or use
     it as a context manager) when done.
     """
 
     def __init__(self, root: PathLike) -> None:
         self.root = Path(root)
-        self._fd: Optional[int] = open_dir(os.fspath(root), follow=True)
+        self._fd: Optional[int] = open_dir(os.fspath(root))
         self._subs: Dict[str, int] = {}
         self._lock = threading.Lock()  # worker threads open blocks concurrently
 
