@@ -56,7 +56,9 @@ EPILOG = exit_status_help(
 DEMO_MARKER = ".crcmerkle-demo"
 #: What a demo writes into its directory (anything else there is not ours: refuse it).
 DEMO_ENTRIES = {DEMO_MARKER, "cluster", "scan", "rescan", "report.json",
-                "report-after-repair.json"}
+                "report-after-repair.json",
+                # the decommission step (spark_udfs.plan_demo)
+                "plan-cluster", "plan-scan", "plan-scan-after", "plan.json"}
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -446,6 +448,9 @@ def _write_file(location: str, data: bytes) -> None:
 
 #: repair commands listed in plan.json (the whole plan is the OUT/plan table)
 PLAN_FIRST = 100
+#: the "format" of the diff's plan.json: the repair plan (pulls between replicas), not the
+#: decommission copy plan of `spark plan` ("crcmerkle-spark-plan", `replicate --report`)
+REPAIR_PLAN_FORMAT = "crcmerkle-spark-repair-plan"
 
 
 def _write_plan(res: Any, output: str, limit: int) -> Dict[str, Any]:
@@ -463,7 +468,7 @@ def _write_plan(res: Any, output: str, limit: int) -> Dict[str, Any]:
                    F.sum("bytes").alias("bytes")).collect()[0]
     first = [r.asDict(recursive=True) for r in cmds.orderBy(
         "round", "container", "target", "source").limit(PLAN_FIRST).collect()]
-    plan = {"format": "crcmerkle-spark-plan", "version": 1, "datanode_limit": limit,
+    plan = {"format": REPAIR_PLAN_FORMAT, "version": 1, "datanode_limit": limit,
             "commands": int(row["n"]), "rounds": 0 if row["last"] is None
             else int(row["last"]) + 1, "bytes": int(row["bytes"] or 0), "table": "plan",
             "first": first}
@@ -593,14 +598,17 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _emit_plan(args: argparse.Namespace, diff: Any, t: Dict[str, Any]) -> int:
-    from spark_udfs.plan import build_plan, format_text, to_json
+    from spark_udfs.plan import build_plan, format_text, plan_read, to_json
 
+    # a scan that read nothing (or too little) cannot say which copies are good: exit 2
+    read = plan_read(diff)
+    _check_read(read, args.min_read_fraction)
     try:
         plan = build_plan(diff, decommission=args.decommission, maintenance=args.maintenance,
                           errors=t.get("errors"), blocks=t.get("blocks"), chunks=t["chunks"],
                           replication=args.replication, min_healthy=args.min_healthy,
                           min_replicas=args.min_replicas, maintenance_min=args.maintenance_min,
-                          limit=args.limit, first=args.first)
+                          limit=args.limit, first=args.first, read=read)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     if args.report:
@@ -637,6 +645,9 @@ def _demo(args: argparse.Namespace) -> int:
         print(f"OK: the jobs found exactly the {len(res.findings.faults)} injected faults"
               + ("" if args.no_repair or args.layout == "ozone" else
                  ", and the repair left only the unrecoverable chunks")
+              + ("" if not res.plan_ok else
+                 "; the decommission plan kept the only good copy that Ozone's count "
+                 "would have let go")
               + f"; everything is in {work}/")
         return 0
     print(f"FAILED: the findings differ from the ground truth (see above); files in {work}/")

@@ -49,13 +49,19 @@ import json
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from spark_udfs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
+from spark_udfs.report import _on_ozone, read_summary
 
-__all__ = ["CATEGORIES", "DECOMMISSIONING", "IN_SERVICE", "MAINTENANCE", "PLAN_FORMAT",
-           "REASONS", "build_plan", "copy_commands", "format_text", "may_decommission",
-           "may_enter_maintenance", "plan_tables", "replica_table", "replicas_missing",
-           "to_json"]
+__all__ = ["CATEGORIES", "DECOMMISSIONING", "IN_SERVICE", "MAINTENANCE", "OZONE_BY",
+           "PLAN_FORMAT", "REASONS", "REPLICATE_BY", "build_plan", "copy_commands",
+           "format_text", "may_decommission", "may_enter_maintenance", "plan_read",
+           "plan_tables", "replica_table", "replicas_missing", "to_json"]
 
+#: the JSON's "format" (`crcmerkle replicate --report` reads it; the diff's repair plan,
+#: diff/plan.json, is "crcmerkle-spark-repair-plan")
 PLAN_FORMAT = "crcmerkle-spark-plan"
+#: who carries a copy command out (the command's "by"; the copy plan's "carried_out_by")
+REPLICATE_BY = "crcmerkle replicate"
+OZONE_BY = "ozone"
 IN_SERVICE = "IN_SERVICE"
 DECOMMISSIONING = "DECOMMISSIONING"
 MAINTENANCE = "ENTERING_MAINTENANCE"
@@ -293,9 +299,11 @@ def build_plan(diff: DiffResult, *, decommission: Sequence[str] = (),
                maintenance: Sequence[str] = (), errors: Any = None, blocks: Any = None,
                chunks: Any = None, replication: int = 3, min_healthy: int = 1,
                min_replicas: Optional[int] = None, maintenance_min: int = 1,
-               limit: int = DEFAULT_DATANODE_LIMIT, first: int = 100) -> Dict[str, Any]:
+               limit: int = DEFAULT_DATANODE_LIMIT, first: int = 100,
+               read: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """The plan as a JSON-ready dict (see the module docstring). `errors`, `blocks`: a
-    scan's tables (give them when there are; `chunks` is used for byte counts otherwise).
+    scan's tables (give them when there are; `chunks` is used for byte counts otherwise);
+    `read`: plan_read(diff) when the caller has it already.
     ValueError for a datanode the scan does not know, or listed twice."""
     from pyspark.sql import functions as F
 
@@ -319,6 +327,7 @@ def build_plan(diff: DiffResult, *, decommission: Sequence[str] = (),
         raise ValueError(f"datanode(s) {', '.join(unknown)} hold no replica in the scan "
                          f"(known: {', '.join(sorted(volumes)[:20])})")
     in_service = sorted(d for d in volumes if d not in leaving)
+    on_ozone = any(_on_ozone(v) for vs in volumes.values() for v in vs)
 
     r, c, held = plan_tables(diff, reps, leaving, len(in_service), replication=replication,
                              min_healthy=min_healthy, min_replicas=min_replicas,
@@ -370,7 +379,40 @@ def build_plan(diff: DiffResult, *, decommission: Sequence[str] = (),
         "first": first,
         "containers": ids,
         "would_lose": lose,
-        "copy_plan": {"datanode_limit": limit, "rounds": rounds, "commands": commands},
+        "read": plan_read(diff) if read is None else read,
+        "copy_plan": {"datanode_limit": limit, "rounds": rounds, "commands": commands,
+                      "carried_out_by": OZONE_BY if on_ozone else REPLICATE_BY},
+        **({"ozone": _ozone_steps(leaving, ids["OZONE_WOULD_ALLOW"])} if on_ozone else {}),
+    }
+
+
+def plan_read(diff: DiffResult) -> Dict[str, Any]:
+    """How many of the scan's replicas were read (as the report's "read"): a plan over a
+    scan that read nothing is no plan (the CLI exits 2, spark_udfs.report.check_read)."""
+    from pyspark.sql import functions as F
+
+    row = diff.containers.agg(F.sum("n_replicas").alias("n"),
+                              F.sum("read_replicas").alias("k")).collect()[0]
+    return read_summary(int(row["n"] or 0), int(row["k"] or 0))
+
+
+def _ozone_steps(leaving: Dict[str, str], reconcile_first: List[int]) -> Dict[str, Any]:
+    """On Ozone volumes: the datanodes make the copies, not crcmerkle. What to run there."""
+    return {
+        "note": "crcmerkle replicate handles the crcmerkle layout only: on Ozone the "
+                "datanodes' ReplicationManager makes the copies while the nodes are "
+                "decommissioning or entering maintenance, choosing source and target itself "
+                "(the commands' source/target are information) and counting every replica "
+                "as healthy: for the containers its count would let go (OZONE_WOULD_ALLOW) "
+                "it copies nothing, so reconcile them first while the leaving nodes still "
+                "run, then scan and plan again",
+        "reconcile_first": [{"containerID": c, "argv": ["ozone", "admin", "container",
+                                                        "reconcile", str(c)]}
+                            for c in reconcile_first],
+        "datanodes": [{"datanode": d, "argv": ["ozone", "admin", "datanode",
+                                               "decommission" if st == DECOMMISSIONING
+                                               else "maintenance", d]}
+                      for d, st in sorted(leaving.items())],
     }
 
 
@@ -458,7 +500,12 @@ def copy_commands(needs: List[Dict[str, Any]], in_service: Sequence[str],
     given (fewest good copies first). Target: the in-service datanode with the least bytes
     planned that holds no replica of the container (and on it the volume with the least
     bytes planned); source: a good in-service replica (a leaving one only when there is
-    none), the least loaded. Rounds: at most `limit` commands per datanode per round."""
+    none), the least loaded. Rounds: at most `limit` commands per datanode per round.
+
+    Commands for replicas on Ozone datanode volumes (hdds/<cluster>/current/containerDir*)
+    have no target path and no argv: `crcmerkle replicate` handles the crcmerkle layout only;
+    there the datanodes' ReplicationManager copies (driven by `ozone admin datanode
+    decommission|maintenance`), and source/target are information."""
     if limit < 1:
         raise ValueError("limit must be >= 1")
     heap: List[Tuple[int, str]] = [(0, d) for d in sorted(in_service)]
@@ -494,10 +541,13 @@ def copy_commands(needs: List[Dict[str, Any]], in_service: Sequence[str],
             vol = min(vols, key=lambda v: (vol_bytes.get(v, 0), v)) if vols else None
             if vol is not None:
                 vol_bytes[vol] = vol_bytes.get(vol, 0) + n["bytes"]
-            tgt_replica = f"{vol}/{n['container']}" if vol else None
+            ozone = _on_ozone(src[1]) or _on_ozone(vol)
+            # on Ozone the datanodes make the copy (and place it): no path of ours
+            tgt_replica = f"{vol}/{n['container']}" if vol and not ozone else None
             cmd = {"container": n["container"], "good_copies": n["good_copies"],
                    "source": src[0], "source_replica": src[1], "source_leaving": src[2],
-                   "target": target, "target_replica": tgt_replica, "bytes": n["bytes"]}
+                   "target": target, "target_replica": tgt_replica, "bytes": n["bytes"],
+                   "by": OZONE_BY if ozone else REPLICATE_BY}
             if src[1] and tgt_replica:
                 cmd["argv"] = ["crcmerkle", "replicate", src[1], tgt_replica]
             commands.append(cmd)
@@ -538,7 +588,11 @@ def format_text(plan: Dict[str, Any]) -> str:
              f"{', '.join(p['maintenance']) or '-'}",
              f"model: replication {p['replication']}, min healthy {p['min_healthy']}, min "
              f"replicas {p['min_replicas']}, maintenance min {p['maintenance_min']}; only "
-             f"good replicas count (clean, in the largest group of equal values)", ""]
+             f"good replicas count (clean, in the largest group of equal values)"]
+    rd = plan.get("read")
+    if rd:
+        lines.append(f"read {rd['read']} of {rd['replicas']} replica(s) of the scan")
+    lines.append("")
     lose = plan["would_lose"]
     lines.append(f"Containers whose good copies would ALL be gone if these nodes stop: "
                  f"{s['would_lose']}")
@@ -589,7 +643,23 @@ def format_text(plan: Dict[str, Any]) -> str:
         lines.append(f"  round {cmd['round']}: container {cmd['container']} ({cmd['good_copies']}"
                      f" good) {cmd['source']}{' [leaving]' if cmd['source_leaving'] else ''}"
                      f" -> {cmd['target']}: {cmd['bytes']} bytes")
-    if cp["commands"]:
+    oz = plan.get("ozone")
+    if oz:
+        lines += ["", "On Ozone volumes the datanodes make these copies (crcmerkle replicate "
+                      "handles the crcmerkle layout only): Ozone's",
+                  "ReplicationManager copies while the nodes leave, choosing source and "
+                  "target itself (those above are information)."]
+        if oz["reconcile_first"]:
+            lines += ["It counts replicas, not checksums: for the containers its count would "
+                      f"let go ({s['ozone_would_allow']}) it copies nothing.",
+                      "Reconcile them first, while the leaving nodes still run, then scan "
+                      "and plan again:"]
+            lines += ["  " + " ".join(e["argv"]) for e in oz["reconcile_first"][:20]]
+            if len(oz["reconcile_first"]) > 20:
+                lines.append("  ... (the JSON lists the first ones)")
+        lines.append("Start the decommission / maintenance (Ozone then makes the copies):")
+        lines += ["  " + " ".join(e["argv"]) for e in oz["datanodes"]]
+    elif cp["commands"]:
         lines.append("Run them with: crcmerkle replicate --report PLAN.json (the JSON of "
                      "this plan)")
     return "\n".join(lines) + "\n"

@@ -189,7 +189,15 @@ def test_a_carried_out_plan_lets_the_nodes_stop(spark, tmp_path, capsys):
     text = capsys.readouterr().out
     assert rc == 1 and "dn0 (decommission): NOT yet" in text
     plan = json.loads(plan_file.read_text())
-    assert plan["summary"]["copies"] > 0
+    assert plan["format"] == "crcmerkle-spark-plan" and plan["summary"]["copies"] > 0
+    # the diff's repair plan is another kind: `replicate --report` refuses it in one line
+    assert main(["spark", "diff", scan, "-o", str(tmp_path / "diff"), *conf]) == 1
+    repair = tmp_path / "diff" / "plan.json"
+    assert json.loads(repair.read_text())["format"] == "crcmerkle-spark-repair-plan"
+    capsys.readouterr()
+    assert main(["replicate", "--report", str(repair)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "crcmerkle-spark-plan" in err
     assert all(n["can_stop_after_copies"] for n in plan["datanodes"]), plan["datanodes"]
     assert main(["replicate", "--report", str(plan_file)]) == 0
     spark.catalog.clearCache()
@@ -203,3 +211,120 @@ def test_a_carried_out_plan_lets_the_nodes_stop(spark, tmp_path, capsys):
     assert after["summary"]["may_stop_now"] == 2 and after["summary"]["copies"] == 0
     assert main(["spark", "plan", scan2, "--decommission", "nope", *conf]) == 2
     assert "nope" in capsys.readouterr().err
+
+
+# ---- a scan that read nothing: no plan (exit 2) ------------------------------------------
+
+def test_plan_and_run_exit_2_when_nothing_was_read(spark, tmp_path, capsys):
+    from merkle.replica.generate import generate_cluster
+
+    root = tmp_path / "c"
+    generate_cluster(root, containers=2, seed=5)
+    metas = sorted(root.glob("*/*/*/metadata/*.blocks"))
+    scan = str(tmp_path / "scan")
+    for meta in metas[:2]:  # 4 of 6 replicas still readable
+        meta.unlink()
+    assert main(["spark", "scan", str(root), "-o", scan]) == 1
+    capsys.readouterr()
+    args = ["spark", "plan", scan, "--decommission", "dn0"]
+    assert main(args + ["--min-read-fraction", "0.5"]) in (0, 1)
+    assert capsys.readouterr().err == ""
+    assert main(args + ["--min-read-fraction", "0.9"]) == 2
+    err = capsys.readouterr().err
+    assert "only 4 of 6 replica(s) were read (66.7% < --min-read-fraction 0.9)" in err and \
+        err.count("\n") == 1
+    for meta in metas[2:]:  # now none
+        meta.unlink()
+    assert main(["spark", "scan", str(root), "-o", scan]) == 2
+    capsys.readouterr()
+    assert main(args) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith("crcmerkle: error: none of the 6 replica(s) could be read") and \
+        err.count("\n") == 1 and out == ""
+    assert main(["spark", "run", str(root), "-o", str(tmp_path / "o"), "--decommission",
+                 "dn0"]) == 2
+    assert "none of the 6 replica(s) could be read" in capsys.readouterr().err
+
+
+# ---- Ozone volumes: the datanodes make the copies ------------------------------------------
+
+def _ozone_path(dn: str, cid: int) -> str:
+    return f"/data/{dn}/hdds/CID-1/current/containerDir0/{cid}"
+
+
+def test_copy_commands_on_ozone_volumes_have_no_argv():
+    needs = [{"container": 7, "good_copies": 1, "need": 2, "planned": 0, "bytes": 10,
+              "sources": [("a", _ozone_path("a", 7), True)], "holders": {"a", "b"}}]
+    vols = {d: [_ozone_path(d, 7).rsplit("/", 1)[0]] for d in "bcd"}
+    cmds = copy_commands(needs, ["b", "c", "d"], vols)
+    assert [(c["source"], c["target"]) for c in cmds] == [("a", "c"), ("a", "d")]
+    assert all("argv" not in c and c["target_replica"] is None and c["by"] == "ozone"
+               and c["source_replica"] == _ozone_path("a", 7) for c in cmds)
+    # the crcmerkle layout keeps its argv
+    needs[0].update(planned=0, sources=[("a", "/x/a/vol0/7", True)])
+    cmds = copy_commands(needs, ["b", "c", "d"], {d: [f"/x/{d}/vol0"] for d in "bcd"})
+    assert all(c["argv"] == ["crcmerkle", "replicate", "/x/a/vol0/7", c["target_replica"]]
+               and c["by"] == "crcmerkle replicate" for c in cmds)
+
+
+def test_a_plan_on_ozone_volumes_leaves_the_copies_to_ozone(spark, tmp_path, capsys):
+    from spark_udfs.plan import format_text, to_json
+
+    tables = [tree_to_rows(dn, _tree(1, kind), _ozone_path(dn, 1))
+              for dn, kind in (("leaving", "ok"), ("a", "corrupt"), ("b", "corrupt"),
+                               ("c", "corrupt"))]
+    tables += [tree_to_rows(f"s{j}", _tree(9, "ok"), _ozone_path(f"s{j}", 9)) for j in range(3)]
+    path = str(tmp_path / "chunks.parquet")
+    from_arrow(spark, pa.concat_tables(tables)).write.parquet(path)
+    chunks = spark.read.parquet(path)
+    plan = build_plan(diff_chunks(chunks), decommission=["leaving"], chunks=chunks)
+    cp = plan["copy_plan"]
+    assert cp["carried_out_by"] == "ozone" and len(cp["commands"]) == 3
+    assert all("argv" not in c and c["source"] == "leaving" and c["target"].startswith("s")
+               for c in cp["commands"])
+    assert plan["ozone"]["datanodes"] == [
+        {"datanode": "leaving", "argv": ["ozone", "admin", "datanode", "decommission",
+                                         "leaving"]}]
+    assert [e["containerID"] for e in plan["ozone"]["reconcile_first"]] == [1]
+    text = format_text(plan)
+    assert "ReplicationManager" in text and "ozone admin container reconcile 1" in text
+    assert "crcmerkle replicate --report" not in text
+    # and `replicate --report` finds nothing it could run
+    f = tmp_path / "plan.json"
+    f.write_text(to_json(plan))
+    assert main(["replicate", "--report", str(f)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+# ---- the demo's decommission step -----------------------------------------------------------
+
+def test_the_demo_step_blocks_the_node_and_its_copies_make_it_safe(spark, tmp_path):
+    from spark_udfs.cli import DEMO_ENTRIES
+    from spark_udfs.plan_demo import run_plan_demo
+
+    said: List[str] = []
+    assert run_plan_demo(tmp_path, spark, said.append, demo_layout="ozone") is True
+    text = "\n".join(said)
+    assert "would let dn7 be DECOMMISSIONED now" in text and "dn7 may stop now" in text
+    assert "UNEXPECTED" not in text
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert plan["containers"]["WOULD_LOSE"] == [1] and plan["summary"]["copies"] == 3
+    # a re-run of the demo accepts what the step wrote, and a failed one removes it
+    assert {p.name for p in tmp_path.iterdir()} <= DEMO_ENTRIES
+
+
+def test_the_ozone_demo_runs_the_decommission_step(spark, tmp_path, monkeypatch):
+    import spark_udfs.plan_demo as plan_demo
+    from spark_udfs.demo import run_demo
+
+    calls: List[Dict[str, Any]] = []
+
+    def step(work, spark_, say, demo_layout="crcmerkle"):
+        calls.append({"work": work, "layout": demo_layout})
+        return False  # the step's verdict must reach the result
+
+    monkeypatch.setattr(plan_demo, "run_plan_demo", step)
+    (tmp_path / "d").mkdir()
+    res = run_demo(tmp_path / "d", layout="ozone", say=lambda s: None)
+    assert calls == [{"work": tmp_path / "d", "layout": "ozone"}]
+    assert res.findings.exact and res.plan_ok is False and not res.ok
