@@ -6,7 +6,11 @@ exactly what was injected: every expected scan error and nothing else, a repair 
 damaged chunk or block that has a healthy copy, the tombstones and extra blocks as divergences,
 the chunks corrupted everywhere as unrecoverable, and no mismatch in a container that was not
 touched. Then (unless told not to) it feeds the report's repair commands to the reconciler and
-scans again: every container must match except those holding an unrecoverable chunk.
+scans again: every container must match except those holding an unrecoverable chunk (the
+crcmerkle layout; on Ozone volumes repair is the datanodes' own, the report lists it). Last
+(both layouts, unless told not to repair) the decommission step, spark_udfs.plan_demo: a
+node Ozone's replica count would let go although it holds the only good copy of a
+container, and the plan whose copies make it safe.
 
 `check_findings` is the comparison itself, on plain Python rows, so it is tested without Spark.
 """
@@ -223,7 +227,10 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
     """Generate, scan, diff, report, check against the ground truth, repair, re-check.
 
     `workdir` must be new or empty (the CLI also accepts an earlier demo's); it receives
-    cluster/, scan/, report.json and, after the repair, rescan/ and report-after-repair.json. `say` receives progress lines.
+    cluster/, scan/, report.json and, after the repair (crcmerkle layout), rescan/ and
+    report-after-repair.json; unless `repair` is false, the decommission step (both layouts)
+    writes plan-cluster/, plan-scan/, plan-scan-after/ and plan.json. `say` receives
+    progress lines.
     """
     from merkle.replica.generate import generate_cluster, parse_faults
     from merkle.replica.fileio import write_atomic
@@ -235,10 +242,10 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
     cluster = work / "cluster"
     manifest = generate_cluster(cluster, faults=parse_faults(faults, layout),
                                 containers=containers, seed=seed, layout=layout)
-    say(f"[1/5] generated {containers} containers x 3 replicas under {cluster} with "
+    say(f"[1/7] generated {containers} containers x 3 replicas under {cluster} with "
         f"{len(manifest['faults'])} injected faults (ground truth: {cluster}/manifest.json)")
     spark = get_session(master, app_name="crcmerkle-demo")
-    say(f"[2/5] Spark {spark.version} on {spark.sparkContext.master}: scan, diff, report")
+    say(f"[2/7] Spark {spark.version} on {spark.sparkContext.master}: scan, diff, report")
     (diff, errors), report = _analyse(spark, cluster, work / "scan", first=100)
     write_atomic(work / "report.json", to_json(report).encode())
     say(format_text(report))
@@ -254,19 +261,21 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
             "container", "block", "offset").collect()],
         pending=[(_rel(cluster, p[0]), p[1]) for p in diff.pending_deletions.select(
             "replica", "block").collect()])
-    say("[3/5] found vs injected (ground truth)")
+    say("[3/7] found vs injected (ground truth)")
     say(findings.table())
     result = DemoResult(cluster, findings, report)
     if layout == "ozone":
         # a datanode repairs its own replicas (container reconciliation): ask Ozone to
-        say(f"[4/5] repair is the datanodes' own (Ozone container reconciliation): "
+        say(f"[4/7] repair is the datanodes' own (Ozone container reconciliation): "
             f"{len(report['ozone_reconcile'])} container(s) to reconcile, listed above")
-        say("[5/5] no local repair on running datanodes (crcmerkle reconcile refuses them; "
+        say("[5/7] no local repair on running datanodes (crcmerkle reconcile refuses them; "
             "--offline repairs a stopped datanode's volumes)")
+        if repair:
+            result.plan_ok = _plan_step(work, spark, say, layout)
         return result
     if not repair:
         return result
-    say(f"[4/5] repair: {len(report['reconcile'])} reconcile command(s) from the report "
+    say(f"[4/7] repair: {len(report['reconcile'])} reconcile command(s) from the report "
         f"(crcmerkle reconcile --report {work / 'report.json'})")
     for target, *peers in jobs_from_report(report):
         reconcile(target, peers)
@@ -275,11 +284,17 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
     write_atomic(work / "report-after-repair.json", to_json(after).encode())
     result.after_repair = after
     s = after["summary"]
-    say(f"[5/5] re-scan after repair: {s['MATCH']} container(s) match, {s['MISMATCHED']} "
+    say(f"[5/7] re-scan after repair: {s['MATCH']} container(s) match, {s['MISMATCHED']} "
         f"mismatched ({s['UNRECOVERABLE']} holding a chunk corrupted on every replica: "
         f"{', '.join(f'#{c}' for c in after['containers']['UNRECOVERABLE']) or 'none'})")
+    result.plan_ok = _plan_step(work, spark, say, layout)
+    return result
+
+
+def _plan_step(work: Path, spark: Any, say: Any, layout: str) -> bool:
+    """Steps 6-7: the decommission plan (spark_udfs.plan_demo) on its own small cluster, in
+    the crcmerkle layout, where `crcmerkle replicate` carries the copies out."""
     from spark_udfs.plan_demo import run_plan_demo
 
-    result.plan_ok = run_plan_demo(work, spark, say)
-    return result
+    return run_plan_demo(work, spark, say, demo_layout=layout)
 

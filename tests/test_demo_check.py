@@ -81,3 +81,24 @@ def test_a_false_alarm_is_flagged(over, field):
 def test_unrecoverable_must_match_exactly():
     assert not _check(unrecoverable=[]).exact
     assert not _check(unrecoverable=[(3, 1, 0), (1, 5, 0)]).exact
+
+
+# ---- the decommission step's verdict (spark_udfs.plan_demo) --------------------------------
+
+def test_the_decommission_step_decides_the_demo():
+    from pathlib import Path
+
+    from spark_udfs.demo import DemoResult
+
+    res = DemoResult(Path("."), _check(), report={})
+    assert res.ok  # no step run (--no-repair)
+    res.plan_ok = True
+    assert res.ok
+    res.plan_ok = False
+    assert not res.ok
+
+
+def test_a_demo_directory_holds_the_decommission_steps_files():
+    from spark_udfs.cli import DEMO_ENTRIES
+
+    assert {"plan-cluster", "plan-scan", "plan-scan-after", "plan.json"} <= DEMO_ENTRIES
