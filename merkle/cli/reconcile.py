@@ -18,7 +18,9 @@ corrupt chunks from the peer after verifying them against the peer's recorded wi
 checksums, adopt the peer's tombstones (tree only), then store metadata and tree. Local data
 is never deleted or shortened. With --all, every PATH is searched for replicas, grouped by
 container ID, and each replica reconciles with all the others (one round). With --report,
-the repair commands of a `crcmerkle spark report --json` report are run, round by round.
+the repair commands of a `crcmerkle spark report --json` report are run, round by round: all
+of them, read from the full list the report names (REPORT.json.commands/, written by the Spark
+executors) when its JSON lists only the first ones; a missing list is an error, never a part.
 Replicas on Ozone datanode volumes are refused: the datanode reconciles them itself
 (`ozone admin container reconcile <containerID>`). With --offline, a replica on a stopped
 datanode's volume is repaired here: the volume's RocksDB LOCK must be free and is held for
@@ -40,7 +42,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--all", action="store_true",
                    help="reconcile every replica found under the paths with its peers")
     p.add_argument("--report", metavar="REPORT.json",
-                   help="run the repair commands of a 'crcmerkle spark report --json' report")
+                   help="run every repair command of a 'crcmerkle spark report' JSON "
+                        "(and of the full command list it names)")
     p.add_argument("--dry-run", action="store_true",
                    help="print the plan (what, from where, how many bytes); change nothing")
     p.add_argument("--json", action="store_true", help="JSON output")
@@ -105,13 +108,12 @@ Job = Tuple[List[str], Optional[Dict[str, str]]]
 
 def _report_jobs(path: str) -> List[Job]:
     """([target, peer...], {peer: datanode}) per command of a Spark report file, in round
-    order."""
-    from merkle.replica.reconcile import report_jobs
+    order: all of them, from the full list the executors wrote when the report's JSON lists
+    only the first ones (load_report_jobs); never a part."""
+    from merkle.replica.reconcile import load_report_jobs
 
     try:
-        with open(path, encoding="utf-8") as f:
-            rep = json.load(f)
-        return [(job, datanodes) for job, datanodes in report_jobs(rep, path)]
+        return [(job, datanodes) for job, datanodes in load_report_jobs(path)]
     except OSError as exc:
         raise _Refused(path, f"{path}: {exc.strerror or exc}") from None
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:

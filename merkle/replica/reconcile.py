@@ -57,6 +57,7 @@ peers are not asked for the same chunk.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -83,7 +84,8 @@ from merkle.trees.merge import chunk_follows
 from merkle.trees.treefile import tree_to_bytes
 
 __all__ = ["ChunkCopy", "PeerOutcome", "Problem", "ReconcileResult", "datanode_of",
-           "jobs_from_report", "reconcile", "reconcile_round", "report_jobs"]
+           "jobs_from_report", "load_report_jobs", "reconcile", "reconcile_round",
+           "report_commands", "report_jobs"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 #: Called after every write step with (step, detail): "chunk", "block", "metadata", "tree".
@@ -1018,7 +1020,8 @@ def _report_int(e: Dict[str, Any], key: str, high: int, source: str, *,
 def report_jobs(report: Any, source: str = "report"
                 ) -> List[Tuple[List[str], Dict[str, str]]]:
     """([target replica, peer...], {peer: its datanode}) for every repair command of a Spark
-    report, in round order (see jobs_from_report); the datanodes let each cast one vote."""
+    report, in round order (see jobs_from_report); the datanodes let each cast one vote.
+    Only the inline "reconcile" list: load_report_jobs reads a report file's full list."""
     if not isinstance(report, dict) or report.get("format") != SPARK_REPORT_FORMAT:
         raise ReplicaError(f"not a crcmerkle spark report (no \"format\": "
                            f"\"{SPARK_REPORT_FORMAT}\")", source)
@@ -1038,12 +1041,115 @@ def report_jobs(report: Any, source: str = "report"
             raise ReplicaError(f"container {e.get('container_id')} on "
                                f"{str(e.get('datanode'))[:80]}: the command lacks replica "
                                f"paths (the Spark scan records them)", source)
+        _check_argv(e, target, peers, source)
         names = e.get("peer_datanodes")
         if not (isinstance(names, list) and len(names) == len(peers)
                 and all(isinstance(n, str) and n for n in names)):
             names = [datanode_of(p) for p in peers]
         jobs.append(([target, *peers], dict(zip(peers, names))))
     return jobs
+
+
+def _check_argv(e: Dict[str, Any], target: str, peers: List[str], source: str) -> None:
+    """A command's `argv` (what an operator reads, not what runs: reconcile runs replica and
+    peers itself, never a shell) must be absent or exactly `crcmerkle reconcile TARGET
+    PEER...`: an edited argv that says something else is refused, not silently ignored."""
+    if "argv" not in e or e["argv"] is None:
+        return
+    argv = e["argv"]
+    if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)) or \
+            argv != ["crcmerkle", "reconcile", target, *peers]:
+        raise ReplicaError(f"container {e.get('container_id')}: its \"argv\" is not "
+                           f"'crcmerkle reconcile' with its replica and peers", source)
+
+
+#: bounds of a report's "reconcile_commands" count
+_MAX_COMMANDS = (1 << 40)
+
+
+def report_commands(report: Any, report_path: PathLike) -> List[Dict[str, Any]]:
+    """Every reconcile command of a Spark report read from `report_path`, as dicts.
+
+    The rule: without "reconcile_commands" (reports before the executors wrote the list) the
+    inline "reconcile" list is the whole list. With it, the inline list is the whole list
+    when it holds "total" commands; else the full list is read from its "path" (relative to
+    the report file's directory, or absolute: a local path; a directory of JSON-lines part
+    files as Spark writes them, or one JSON-lines file), which must hold exactly "total"
+    commands. Never a part of the commands: a list that is missing, unreadable or of
+    another length is a ReplicaError."""
+    source = os.fspath(report_path)
+    if not isinstance(report, dict) or report.get("format") != SPARK_REPORT_FORMAT:
+        raise ReplicaError(f"not a crcmerkle spark report (no \"format\": "
+                           f"\"{SPARK_REPORT_FORMAT}\")", source)
+    inline = report.get("reconcile")
+    if not isinstance(inline, list) or not all(isinstance(e, dict) for e in inline):
+        raise ReplicaError("the report has no \"reconcile\" list of commands", source)
+    rc = report.get("reconcile_commands")
+    if rc is None:
+        return inline
+    if not isinstance(rc, dict):
+        raise ReplicaError("bad \"reconcile_commands\" (an object with total and path)",
+                           source)
+    total = _report_int(rc, "total", _MAX_COMMANDS, source, required=True)
+    if total == len(inline):
+        return inline
+    where = rc.get("path")
+    if where is None:
+        raise ReplicaError(f"the report lists only {len(inline)} of its {total} reconcile "
+                           f"commands and names no full list (write the report with "
+                           f"--report FILE: the full list goes next to it)", source)
+    if not isinstance(where, str) or not where or "\0" in where:
+        raise ReplicaError("bad \"path\" in \"reconcile_commands\"", source)
+    if "://" in where:
+        raise ReplicaError(f"the full command list is at {where}: copy it next to the report "
+                           f"(reconcile reads local files)", source)
+    full = os.path.join(os.path.dirname(os.path.abspath(source)), where)
+    entries = _read_command_list(full)
+    if len(entries) != total:
+        raise ReplicaError(f"the command list holds {len(entries)} command(s), the report "
+                           f"says {total}: incomplete or not this report's", full)
+    return entries
+
+
+def _read_command_list(path: str) -> List[Dict[str, Any]]:
+    """The commands of a JSON-lines file, or of the part files of a directory Spark wrote
+    (files starting with '_' or '.', such as _SUCCESS and checksums, are skipped)."""
+    try:
+        if os.path.isdir(path):
+            files = sorted(os.path.join(path, n) for n in os.listdir(path)
+                           if not n.startswith(("_", ".")))
+        else:
+            files = [path]
+        out: List[Dict[str, Any]] = []
+        for f in files:
+            with open(f, encoding="utf-8") as fh:
+                for n, line in enumerate(fh, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        e = json.loads(line)
+                    except (ValueError, RecursionError) as exc:
+                        raise ReplicaError(f"line {n}: not JSON ({exc})", f) from None
+                    if not isinstance(e, dict):
+                        raise ReplicaError(f"line {n}: not a command object", f)
+                    out.append(e)
+    except OSError as exc:
+        raise ReplicaError(f"cannot read the report's command list: "
+                           f"{exc.strerror or exc}", path) from None
+    except UnicodeDecodeError as exc:
+        raise ReplicaError(f"the command list is not UTF-8 text ({exc.reason})", path) \
+            from None
+    return out
+
+
+def load_report_jobs(path: PathLike) -> List[Tuple[List[str], Dict[str, str]]]:
+    """report_jobs for a report file: ALL its commands (report_commands), validated, in
+    round order. ReplicaError (or OSError / ValueError reading the report itself)."""
+    with open(path, encoding="utf-8") as f:
+        report = json.load(f)
+    commands = report_commands(report, path)
+    return report_jobs(dict(report, reconcile=commands, reconcile_commands=None),
+                       os.fspath(path))
 
 
 def jobs_from_report(report: Any, source: str = "report") -> List[List[str]]:
