@@ -13,7 +13,8 @@
                            holds each back, the copies that make it safe (spark_udfs.plan)
   demo                     generate a faulty cluster, scan/diff/report it, check the
                            findings against the ground truth, repair, re-scan
-Repair with `crcmerkle reconcile --report REPORT.json` (the JSON of report/run).
+Repair with `crcmerkle reconcile --report REPORT.json` (the JSON of report/run; the full
+command list is written by the executors next to it, REPORT.json.commands/).
 Spark runs embedded (local[*]) unless --master or spark-submit says otherwise. On a terminal
 each command shows its running Spark stages (tasks done/total) on one line of stderr.
 Errors are one line `crcmerkle: error: ...`; --debug (or CRCMERKLE_DEBUG=1) shows Spark's log
@@ -57,6 +58,8 @@ DEMO_MARKER = ".crcmerkle-demo"
 #: What a demo writes into its directory (anything else there is not ours: refuse it).
 DEMO_ENTRIES = {DEMO_MARKER, "cluster", "scan", "rescan", "report.json",
                 "report-after-repair.json",
+                # the reports' full command lists (spark_udfs.report)
+                "report.json.commands", "report-after-repair.json.commands",
                 # the decommission step (spark_udfs.plan_demo)
                 "plan-cluster", "plan-scan", "plan-scan-after", "plan.json"}
 
@@ -510,21 +513,51 @@ def _diff(args: argparse.Namespace) -> int:
 def _emit_report(args: argparse.Namespace, spark: Any, diff: Any, t: Dict[str, Any]) -> int:
     from spark_udfs.report import build_report, format_text, to_json
 
+    to, ref = _commands_location(args)
     with _progress(args, spark, "report"):
         rep = build_report(diff, replicas=t.get("containers"), errors=t.get("errors"),
-                           replication=args.replication, first=args.first, limit=args.limit)
+                           replication=args.replication, first=args.first, limit=args.limit,
+                           commands_to=to, commands_ref=ref)
     if args.report:
-        try:
-            write_atomic(args.report, to_json(rep).encode())
-        except OSError as exc:
-            raise CLIError(f"--report {args.report}: {exc.strerror or exc}", EXIT_ERROR) \
-                from None
+        if "://" in args.report:
+            _write_file(args.report, to_json(rep).encode())
+        else:
+            try:
+                write_atomic(args.report, to_json(rep).encode())
+            except OSError as exc:
+                raise CLIError(f"--report {args.report}: {exc.strerror or exc}",
+                               EXIT_ERROR) from None
     sys.stdout.write(to_json(rep) if args.json else format_text(rep))
     sys.stdout.flush()
     _check_read(rep["read"], args.min_read_fraction)
     bad = rep["summary"]["MISMATCHED"] or rep["summary"]["UNRECOVERABLE"] or \
         rep["summary"]["UNVERIFIED"]
     return EXIT_FINDINGS if bad else 0
+
+
+#: suffix of the full command list next to a --report FILE (FILE.commands/)
+COMMANDS_SUFFIX = ".commands"
+
+
+def _commands_location(args: argparse.Namespace) -> Tuple[Optional[str], Optional[str]]:
+    """(where the executors write the report's full command list, how the JSON names it).
+    Next to --report FILE as FILE.commands/, named relative to the report (the two move
+    together); else, for `run`, OUT/reconcile/ named absolutely (the JSON goes to stdout);
+    else nowhere (`report` without --report: only the first --first commands exist)."""
+    if args.report:
+        uri = "://" in args.report
+        base, sep, query = args.report.partition("?") if uri else (args.report, "", "")
+        base = base.rstrip("/")
+        if not uri and os.path.isdir(base):
+            raise CLIError(f"--report {args.report}: is a directory (give a file name)",
+                           EXIT_ERROR)
+        name = base.rsplit("/", 1)[-1] if uri else os.path.basename(base)
+        return base + COMMANDS_SUFFIX + sep + query, name + COMMANDS_SUFFIX
+    output = getattr(args, "output", None)
+    if output:
+        out = child(output, "reconcile")
+        return out, display(out) if "://" in out else os.path.abspath(out)
+    return None, None
 
 
 def _report(args: argparse.Namespace) -> int:

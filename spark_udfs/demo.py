@@ -206,8 +206,10 @@ def _rel(root: Path, path: Optional[str]) -> str:
     return os.path.relpath(str(path), str(root)) if path else ""
 
 
-def _analyse(spark: Any, cluster: Path, out: Path, first: int) -> Tuple[Any, Dict[str, Any]]:
-    """scan -> Parquet -> diff -> report, as `crcmerkle spark run` does."""
+def _analyse(spark: Any, cluster: Path, out: Path, first: int, report_file: Path
+             ) -> Tuple[Any, Dict[str, Any]]:
+    """scan -> Parquet -> diff -> report, as `crcmerkle spark run --report FILE` does: the
+    executors write the full command list next to `report_file` (FILE.commands/)."""
     from spark_udfs.diff import diff_scan
     from spark_udfs.report import build_report
     from spark_udfs.scan import scan_replicas
@@ -217,7 +219,9 @@ def _analyse(spark: Any, cluster: Path, out: Path, first: int) -> Tuple[Any, Dic
               for name in ("chunks", "blocks", "containers", "errors")}
     diff = diff_scan(tables)
     errors, containers = tables["errors"], tables["containers"]
-    report = build_report(diff, replicas=containers, errors=errors, first=first)
+    report = build_report(diff, replicas=containers, errors=errors, first=first,
+                          commands_to=str(report_file) + ".commands",
+                          commands_ref=report_file.name + ".commands")
     return (diff, errors), report
 
 
@@ -234,7 +238,7 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
     """
     from merkle.replica.generate import generate_cluster, parse_faults
     from merkle.replica.fileio import write_atomic
-    from merkle.replica.reconcile import jobs_from_report, reconcile
+    from merkle.replica.reconcile import load_report_jobs, reconcile
     from spark_udfs.report import format_text, to_json
     from spark_udfs.session import get_session
 
@@ -246,7 +250,8 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
         f"{len(manifest['faults'])} injected faults (ground truth: {cluster}/manifest.json)")
     spark = get_session(master, app_name="crcmerkle-demo")
     say(f"[2/7] Spark {spark.version} on {spark.sparkContext.master}: scan, diff, report")
-    (diff, errors), report = _analyse(spark, cluster, work / "scan", first=100)
+    (diff, errors), report = _analyse(spark, cluster, work / "scan", first=100,
+                                      report_file=work / "report.json")
     write_atomic(work / "report.json", to_json(report).encode())
     say(format_text(report))
     rows = errors.select("replica", "error", "block", "offset").collect()
@@ -275,12 +280,16 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
         return result
     if not repair:
         return result
-    say(f"[4/7] repair: {len(report['reconcile'])} reconcile command(s) from the report "
+    # every command, as `crcmerkle reconcile --report` reads them (the full list when the
+    # JSON holds only the first ones)
+    jobs = load_report_jobs(work / "report.json")
+    say(f"[4/7] repair: {len(jobs)} reconcile command(s) from the report "
         f"(crcmerkle reconcile --report {work / 'report.json'})")
-    for target, *peers in jobs_from_report(report):
+    for (target, *peers), _ in jobs:
         reconcile(target, peers)
     spark.catalog.clearCache()
-    _, after = _analyse(spark, cluster, work / "rescan", first=100)
+    _, after = _analyse(spark, cluster, work / "rescan", first=100,
+                        report_file=work / "report-after-repair.json")
     write_atomic(work / "report-after-repair.json", to_json(after).encode())
     result.after_repair = after
     s = after["summary"]

@@ -56,7 +56,7 @@ import merkle
 from spark_udfs.tables import CHUNK_COLUMNS, RowColumns, column_values
 
 __all__ = ["DEFAULT_DATANODE_LIMIT", "DiffResult", "PULL_KINDS", "PULL_SCHEMA", "diff_chunks",
-           "diff_scan", "plan_commands", "repair_plan"]
+           "diff_scan", "plan_commands", "reconcile_commands", "repair_plan"]
 
 #: Ozone's replication manager default: 20 queued commands per datanode.
 DEFAULT_DATANODE_LIMIT = 20
@@ -95,7 +95,9 @@ class DiffResult:
     pending_deletions: Any
 
     def plan(self, limit: int = DEFAULT_DATANODE_LIMIT) -> List[Dict[str, Any]]:
-        """The repair plan (collects the pull rows, which scale with the divergence)."""
+        """The repair plan computed on the driver (collects every pull row, which scale with
+        the divergence: for small diffs and tests; the report and `spark diff` plan on the
+        executors, plan_commands)."""
         return repair_plan([r.asDict() for r in self.pulls.collect()], limit)
 
 
@@ -568,9 +570,11 @@ def plan_commands(pulls: Any, limit: int = DEFAULT_DATANODE_LIMIT) -> Any:
     The source of a pull is the candidate with the least xxhash64(container, target,
     candidate): the items of one (container, target) with the same candidates go to one
     source, and containers spread evenly over the healthy replicas without a global
-    counter. Rounds: a target datanode runs at most `limit` commands per round (Ozone's
-    per-datanode command queue), in container order; unlike repair_plan, which the report
-    uses, sources are not counted against the limit (that needs one sequential pass)."""
+    counter. Rounds: a target datanode repairs at most `limit` containers per round (Ozone's
+    per-datanode command queue), in container order, and every command of one (container,
+    target) is in the same round, so that reconcile_commands can give the target all its
+    peers at once; unlike repair_plan, sources are not counted against the limit (that needs
+    one sequential pass over every command)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -587,9 +591,37 @@ def plan_commands(pulls: Any, limit: int = DEFAULT_DATANODE_LIMIT) -> Any:
         F.sort_array(F.collect_list(F.struct("block", "offset", "kind", "length")))
         .alias("items"),
         F.sum(F.coalesce(F.col("length"), F.lit(0))).alias("bytes"))
-    order = Window.partitionBy("target").orderBy("container", "source")
-    return cmds.withColumn("round", F.floor((F.row_number().over(order) - 1) / F.lit(limit))
+    order = Window.partitionBy("target").orderBy("container")
+    return cmds.withColumn("round", F.floor((F.dense_rank().over(order) - 1) / F.lit(limit))
                            .cast("int"))
+
+
+#: the fields of a reconcile command, in the report's order (spark_udfs.report)
+RECONCILE_FIELDS = ("round", "container_id", "datanode", "replica", "peers", "peer_datanodes",
+                    "argv")
+
+
+def reconcile_commands(commands: Any) -> Any:
+    """The report's repair commands, built by the executors from plan_commands' rows: one
+    `crcmerkle reconcile TARGET PEER...` per (container, target), with every source of that
+    pair as a peer (sorted by datanode) and the round of its commands. `argv` is null when a
+    replica path is unknown (tables without the Spark scan's paths): such a command cannot
+    run, and `crcmerkle reconcile --report` says so."""
+    from pyspark.sql import functions as F
+
+    grouped = commands.groupBy("container", "target").agg(
+        F.min("round").alias("round"),
+        F.first("target_replica", ignorenulls=True).alias("replica"),
+        F.sort_array(F.collect_list(F.struct(
+            F.col("source").alias("dn"), F.col("source_replica").alias("path")))).alias("p"))
+    return grouped.selectExpr(
+        "round", "container AS container_id", "target AS datanode", "replica",
+        "transform(p, x -> x.path) AS peers", "transform(p, x -> x.dn) AS peer_datanodes"
+    ).withColumn("argv", F.expr(
+        "CASE WHEN replica IS NOT NULL AND replica != '' AND size(peers) > 0 AND "
+        "NOT exists(peers, x -> x IS NULL OR x = '') "
+        "THEN concat(array('crcmerkle', 'reconcile', replica), peers) END")) \
+        .select(*RECONCILE_FIELDS)
 
 
 def repair_plan(pulls: List[Dict[str, Any]], limit: int = DEFAULT_DATANODE_LIMIT

@@ -22,22 +22,29 @@ The report also says how many replicas were read ("read": replicas, read, fracti
 Counts are computed in Spark (only the first `first` IDs per state are collected), so the
 report costs the same for 200,000 containers as for 20.
 
-The JSON's "reconcile" list holds, per repair command round, the replica to repair and the
-peers to pull from, and the argv of `crcmerkle reconcile TARGET PEER...`;
-`crcmerkle reconcile --report REPORT.json` runs them (merkle.reconcile).
+The repair plan is computed and written by the executors (spark_udfs.diff.plan_commands and
+reconcile_commands): a widespread fault makes hundreds of thousands of pulls, which must not
+pass through the driver (its result size limit, its memory). Only counts and the first
+`first` commands come back. The JSON's "reconcile" list holds those first commands, each the
+replica to repair, the peers to pull from and the argv of `crcmerkle reconcile TARGET
+PEER...`; "reconcile_commands" says how many there are in all and where the executors wrote
+the full list (`commands_to`: JSON lines, one command per line, in part files of a
+directory that the standard library can read on a datanode without pyarrow).
+`crcmerkle reconcile --report REPORT.json` runs them all (merkle.replica.reconcile
+.load_report_jobs: the inline list when it is complete, else the full list).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from merkle.trees.ozone import format_checksum
 from spark_udfs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
 
-__all__ = ["STATES", "NothingVerifiedError", "build_report", "check_read", "format_text",
-           "read_summary"]
+__all__ = ["COMMANDS_FORMAT", "STATES", "NothingVerifiedError", "build_report", "check_read",
+           "format_text", "read_summary"]
 
 STATES = ("MATCH", "MISMATCHED", "UNDER_REPLICATED", "OVER_REPLICATED", "MISSING",
           "UNHEALTHY", "UNRECOVERABLE", "PENDING_DELETION", "UNVERIFIED")
@@ -49,9 +56,16 @@ _METADATA_ERRORS = ("METADATA_MISSING", "METADATA_CORRUPT", "METADATA_UNSUPPORTE
 
 def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
                  replication: int = 3, first: int = 100,
-                 limit: int = DEFAULT_DATANODE_LIMIT) -> Dict[str, Any]:
+                 limit: int = DEFAULT_DATANODE_LIMIT, commands_to: Optional[str] = None,
+                 commands_ref: Optional[str] = None) -> Dict[str, Any]:
     """The report as a JSON-ready dict. `replicas` / `errors`: the scan job's tables (give
-    them for data checksums, UNHEALTHY from scan errors, and MISSING)."""
+    them for data checksums, UNHEALTHY from scan errors, and MISSING).
+
+    `commands_to`: a directory (local path or URI) where the executors write every repair
+    command as JSON lines; the report names it as `commands_ref` (default `commands_to`;
+    give a path relative to the report file's directory so that the two can be moved
+    together). Without it only the first `first` commands exist: enough when there are no
+    more, else `crcmerkle reconcile --report` refuses the report rather than run a part."""
     from pyspark.sql import functions as F
 
     c = diff.containers
@@ -110,7 +124,13 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
                              "dataChecksum": None if v is None else format_checksum(v)})
         mismatched.append({"containerID": int(r["container"]), "replicas": reps,
                            "groups": [list(g) for g in r["groups"]]})
-    plan = diff.plan(limit)
+    # replicas on Ozone datanode volumes: the datanodes reconcile themselves, asked per
+    # container; crcmerkle's own reconciler refuses them
+    on_ozone = any(_on_ozone(r["replica"]) for m in mismatched for r in m["replicas"])
+    repair_plan, reconcile, total = _plan_on_executors(
+        diff, limit, first, None if on_ozone else commands_to)
+    if on_ozone:
+        reconcile, total = [], 0
     unrec = [{"container": int(u["container"]), "block": int(u["block"]),
               "offset": int(u["offset"]), "datanodes": list(u["datanodes"]),
               "reason": u["reason"]}
@@ -121,15 +141,10 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
                 "deleted_on": list(p["deleted_on"])}
                for p in diff.pending_deletions.orderBy("container", "block", "datanode")
                .limit(first).collect()]
-    reconcile = _reconcile_entries(plan)
-    # replicas on Ozone datanode volumes: the datanodes reconcile themselves, asked per
-    # container; crcmerkle's own reconciler refuses them
-    on_ozone = any(_on_ozone(r["replica"]) for m in mismatched for r in m["replicas"])
     ozone_reconcile = [{"containerID": cid,
                         "argv": ["ozone", "admin", "container", "reconcile", str(cid)]}
                        for cid in ids] if on_ozone else []
-    if on_ozone:
-        reconcile = []
+    written = commands_to is not None and not on_ozone
     return {
         "format": "crcmerkle-spark-report", "version": 1,
         "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -141,12 +156,59 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
         "mismatched": mismatched,
         "unrecoverable": unrec,
         "pending_deletions": pending,
-        "repair_plan": {"datanode_limit": limit,
-                        "rounds": 1 + max((p["round"] for p in plan), default=-1),
-                        "commands": plan},
+        "repair_plan": repair_plan,
         "reconcile": reconcile,
+        "reconcile_commands": {
+            "total": total, "listed": len(reconcile),
+            "path": (commands_ref or commands_to) if written else None,
+            "format": COMMANDS_FORMAT if written else None},
         "ozone_reconcile": ozone_reconcile,
     }
+
+
+#: how the full command list is written: a directory of JSON-lines part files (df.write.json)
+COMMANDS_FORMAT = "json-lines"
+
+
+def _plan_on_executors(diff: DiffResult, limit: int, first: int, commands_to: Optional[str]
+                       ) -> Tuple[Dict[str, Any], List[Dict[str, Any]], int]:
+    """(the report's "repair_plan", its first `first` reconcile commands, how many there are
+    in all). The plan is built by the executors; the full command list is written by them to
+    `commands_to` (if given); only counts and the first entries are collected."""
+    from pyspark.sql import functions as F
+
+    from spark_udfs.diff import plan_commands, reconcile_commands
+
+    cmds = plan_commands(diff.pulls, limit).persist()  # read by the counts, the list, the file
+    try:
+        row = cmds.agg(F.count(F.lit(1)).alias("n"), F.max("round").alias("last"),
+                       F.sum("bytes").alias("bytes")).collect()[0]
+        firsts = [_plain(r.asDict(recursive=True)) for r in cmds.orderBy(
+            "round", "container", "target", "source").limit(first).collect()]
+        entries = reconcile_commands(cmds)
+        if commands_to is not None:
+            # sorted, so the part files hold the commands in round order; uncompressed JSON
+            # lines: `crcmerkle reconcile` reads them with the standard library
+            entries.orderBy("round", "container_id", "datanode").write.mode("overwrite") \
+                .option("compression", "none").json(commands_to)
+        total = entries.count()
+        listed = [_plain(r.asDict(recursive=True)) for r in entries.orderBy(
+            "round", "container_id", "datanode").limit(first).collect()]
+    finally:
+        cmds.unpersist()
+    for e in listed:
+        if e.get("argv") is None:
+            del e["argv"]  # as in the file, whose writer leaves null fields out
+    plan = {"datanode_limit": limit, "rounds": 0 if row["last"] is None else
+            int(row["last"]) + 1, "total": int(row["n"]), "bytes": int(row["bytes"] or 0),
+            "commands": firsts}
+    return plan, listed, total
+
+
+def _plain(d: Dict[str, Any]) -> Dict[str, Any]:
+    """A collected row as JSON-ready values (Rows nested in arrays become dicts)."""
+    return {k: [_plain(x) if isinstance(x, dict) else x for x in v] if isinstance(v, list)
+            else v for k, v in d.items()}
 
 
 def _on_ozone(path: Optional[str]) -> bool:
@@ -181,25 +243,6 @@ def check_read(read: Dict[str, Any], min_fraction: float = 0.0) -> None:
         raise NothingVerifiedError(f"none of the {n} replica(s) could be read; {why}")
     raise NothingVerifiedError(f"only {k} of {n} replica(s) were read ({k / n:.1%} < "
                                f"--min-read-fraction {min_fraction:g}); {why}")
-
-
-def _reconcile_entries(plan: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """One `crcmerkle reconcile TARGET PEER...` per (round, container, target)."""
-    grouped: Dict[Any, Dict[str, Any]] = {}
-    for p in plan:
-        key = (p["round"], p["container"], p["target"])
-        e = grouped.setdefault(key, {"round": p["round"], "container_id": p["container"],
-                                     "datanode": p["target"], "replica": p["target_replica"],
-                                     "peers": [], "peer_datanodes": []})
-        e["peer_datanodes"].append(p["source"])
-        e["peers"].append(p["source_replica"])
-    out = []
-    for key in sorted(grouped):
-        e = grouped[key]
-        if e["replica"] and all(e["peers"]):
-            e["argv"] = ["crcmerkle", "reconcile", e["replica"], *e["peers"]]
-        out.append(e)
-    return out
 
 
 def format_text(report: Dict[str, Any]) -> str:
@@ -240,8 +283,11 @@ def format_text(report: Dict[str, Any]) -> str:
         lines += ["", "Ozone reconciliation (the datanodes repair their own replicas):"]
         lines += ["  " + " ".join(o["argv"]) for o in report["ozone_reconcile"]]
     plan = report["repair_plan"]
-    lines += ["", f"Repair plan: {len(plan['commands'])} command(s) in {plan['rounds']} "
-                  f"round(s), at most {plan['datanode_limit']} per datanode per round"]
+    total = plan.get("total", len(plan["commands"]))
+    lines += ["", f"Repair plan: {total} command(s) in {plan['rounds']} round(s), at most "
+                  f"{plan['datanode_limit']} container(s) per datanode per round"
+              + (f" (the first {len(plan['commands'])} below)"
+                 if total > len(plan["commands"][:report["first"]]) else "")]
     for p in plan["commands"][:report["first"]]:
         kinds: Dict[str, int] = {}
         for it in p["items"]:
@@ -249,6 +295,13 @@ def format_text(report: Dict[str, Any]) -> str:
         what = ", ".join(f"{n} {k.lower().replace('_', ' ')}" for k, n in sorted(kinds.items()))
         lines.append(f"  round {p['round']}: container {p['container']} {p['target']} <- "
                      f"{p['source']}: {what}, {p['bytes']} bytes")
+    rc = report.get("reconcile_commands")
+    if rc and rc["total"]:
+        where = (f"all in {rc['path']}" if rc["path"] else
+                 "the full list is not written (give --report FILE)"
+                 if rc["total"] > rc["listed"] else "all listed in the JSON")
+        lines.append(f"Reconcile commands: {rc['total']} ({where}); run them with "
+                     "'crcmerkle reconcile --report REPORT.json'")
     return "\n".join(lines) + "\n"
 
 
