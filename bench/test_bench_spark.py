@@ -21,7 +21,8 @@ Cases (issue 5; sizes scaled down under BENCH_SHORT=1, overridable with the env 
   naive full outer join of chunk rows; in ns per chunk row (lower is better).
 - plan: the decommission plan on PLAN_CONTAINERS containers x 3 against the report on the same
   tables; the repair plan of BENCH_SPARK_PLAN_PULLS pulls (full 770 k, short 40 k) written by the
-  executors against collecting the pulls to the driver.
+  executors against collecting the pulls to the driver; the report's plan on the same pulls
+  (executors write its commands as JSON lines) against the report as it was (driver plan).
 """
 
 from __future__ import annotations
@@ -497,7 +498,8 @@ def pulls_parquet(tmp_path_factory) -> Dict[str, Any]:
 @pytest.mark.parametrize("impl", [OURS, "driver: collect pulls + repair_plan"])
 def test_repair_plan_at_scale(bench, spark, pulls_parquet, impl):
     """`crcmerkle spark diff` writes the plan from the executors (plan_commands) instead of
-    collecting every pull to the driver (repair_plan, which `report` still uses)."""
+    collecting every pull to the driver (repair_plan, which `report` used before it planned
+    on the executors too: test_report_plan_at_scale)."""
     from spark_udfs.diff import plan_commands, repair_plan
 
     pulls = spark.read.parquet(str(pulls_parquet["path"]))
@@ -516,3 +518,37 @@ def test_repair_plan_at_scale(bench, spark, pulls_parquet, impl):
                         per=PLAN_PULLS, unit="ns/elem", cold=True, warmup=WARMUP)
     # one command per (container, target): its pulls share their candidates, so one source
     assert got == pulls_parquet["pairs"]
+
+
+@pytest.mark.parametrize("impl", [OURS, "driver: collect pulls + repair_plan (report before)"])
+def test_report_plan_at_scale(bench, spark, pulls_parquet, impl):
+    """The report's repair plan on the same pulls: built and written by the executors (JSON
+    lines, spark_udfs.report: counts and the first 100 commands collected) against the
+    report as it was, collecting every pull, planning on the driver and listing every
+    reconcile command in the JSON."""
+    from spark_udfs.diff import DiffResult, repair_plan
+    from spark_udfs.report import _plan_on_executors
+
+    pulls = spark.read.parquet(str(pulls_parquet["path"]))
+    diff = DiffResult(replicas=None, containers=None, pulls=pulls, unrecoverable=None,
+                      diverged_blocks=None, pending_deletions=None)
+    runs = iter(range(1_000_000))
+
+    def executors() -> int:
+        dest = str(pulls_parquet["out"] / f"report{next(runs)}.commands")
+        _, listed, total = _plan_on_executors(diff, 20, 100, dest)
+        assert len(listed) == 100
+        return total
+
+    def driver() -> int:
+        plan = repair_plan([r.asDict() for r in pulls.collect()])
+        entries: Dict[Any, Any] = {}
+        for p in plan:  # the report's reconcile entries, one per (round, container, target)
+            entries.setdefault((p["round"], p["container"], p["target"]), []).append(
+                p["source_replica"])
+        return len(entries)
+
+    got = bench.measure(executors if impl == OURS else driver,
+                        case=f"spark report plan: {PLAN_PULLS:,} pulls", impl=impl,
+                        per=PLAN_PULLS, unit="ns/elem", cold=True, warmup=WARMUP)
+    assert got == pulls_parquet["pairs"]  # one reconcile command per (container, target)
