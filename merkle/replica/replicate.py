@@ -35,7 +35,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-import shutil
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -242,7 +241,28 @@ def _clear_staging(volume_fd: int, name: str, volume: str) -> None:
     if not entries <= {_MARKER, "chunks", "metadata"}:
         raise ReplicaError(f"holds entries this tool did not make ({', '.join(sorted(entries))});"
                            f" not removed", path)
-    shutil.rmtree(name, dir_fd=volume_fd)
+    _remove_staging(volume_fd, name, path)
+
+
+def _remove_staging(volume_fd: int, name: str, path: str) -> None:
+    """Remove a checked staging directory (files, and `chunks/` / `metadata/` of files) through
+    directory descriptors, following no link (shutil.rmtree takes dir_fd only from 3.11)."""
+    fd = open_dir(name, volume_fd, display=path)
+    try:
+        for entry in os.listdir(fd):
+            if stat.S_ISDIR(os.lstat(entry, dir_fd=fd).st_mode):
+                sub = open_dir(entry, fd, display=os.path.join(path, entry))
+                try:
+                    for leaf in os.listdir(sub):
+                        os.unlink(leaf, dir_fd=sub)  # a directory here: EISDIR, not removed
+                finally:
+                    os.close(sub)
+                os.rmdir(entry, dir_fd=fd)
+            else:
+                os.unlink(entry, dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=volume_fd)
 
 
 def _target_tree(vol_fd: int, target: ContainerPaths) -> Optional[bytes]:
