@@ -43,7 +43,6 @@ import os
 import platform
 import secrets
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -51,12 +50,17 @@ import time
 import urllib.request
 from multiprocessing.connection import Client, Listener
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 ROOT = Path(__file__).resolve().parents[1]
 KiB, MiB, GiB = 1024, 1024 ** 2, 1024 ** 3
 CLK = os.sysconf("SC_CLK_TCK")
 AUTH_ENV = "CRCMERKLE_BENCH_AUTHKEY"
+
+# the standalone-cluster helpers of the cluster test (free ports on 127.0.0.1, SPARK_HOME, a
+# node's clean environment) and the Spark benchmarks' data, both one copy
+sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "tests" / "spark")]  # bench/conftest first
+from spark_standalone import clean_env, free_port, spark_home  # noqa: E402
 
 
 # ---- helpers ------------------------------------------------------------------------------
@@ -68,30 +72,6 @@ def parse_size(s: str) -> int:
         if t.endswith(u):
             return int(float(t[:-len(u)]) * units[u])
     return int(t)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def spark_home() -> Path:
-    import pyspark
-
-    return Path(pyspark.__file__).resolve().parent
-
-
-def clean_env(extra: Dict[str, str]) -> Dict[str, str]:
-    """What a node's Spark daemon would have: no virtualenv on PATH, no PYTHONPATH."""
-    env = {k: os.environ[k] for k in ("PATH", "JAVA_HOME", "HOME", "LANG", "TMPDIR")
-           if k in os.environ}
-    venv_bin = str(Path(sys.executable).parent)
-    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
-                                  if p != venv_bin)
-    env.update(SPARK_LOCAL_IP="127.0.0.1", SPARK_HOME=str(spark_home()))
-    env.update(extra)
-    return env
 
 
 def _proc_table() -> Dict[int, tuple]:
@@ -175,38 +155,12 @@ def make_diff_data(out: Path, n: int) -> Dict[str, Any]:
     meta = out / "meta.json"
     if meta.exists():
         return json.loads(meta.read_text())
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    sys.path.insert(0, str(ROOT / "bench"))
-    from test_bench_spark import CHUNK_LEN, PER_BLOCK, PER_CONTAINER, _scan_tables
+    from test_bench_spark import PER_CONTAINER, write_diff_tables
 
     out.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(7)
-    i = np.arange(n, dtype=np.int64)
-    container = i // PER_CONTAINER
-    block = (i % PER_CONTAINER) // PER_BLOCK
-    offset = (i % PER_BLOCK) * CHUNK_LEN
-    leaf = rng.integers(0, 2 ** 32, n, dtype=np.int64)
-    k = max(1, n // 1000)
-    changed = rng.choice(n, k, replace=False)
-    leaf2 = leaf.copy()
-    leaf2[changed] ^= 1
-    base = {"container": container, "block": block, "offset": offset,
-            "length": np.full(n, CHUNK_LEN, dtype=np.int64), "deleted": np.zeros(n, dtype=bool)}
-    bad = np.ones(n, dtype=bool)
-    bad[changed] = False
-    tables = [pa.table({"datanode": pa.DictionaryArray.from_arrays(
-                            np.zeros(n, dtype=np.int32), [dn]).cast(pa.string()),
-                        **base, "checksum_matches": ok, "leaf": lf,
-                        "replica": pa.nulls(n, pa.string())})
-              for dn, lf, ok in (("dn0", leaf, np.ones(n, dtype=bool)), ("dn1", leaf2, bad))]
-    chunks = pa.concat_tables(tables)
-    pq.write_table(chunks, str(out / "chunks.parquet"), row_group_size=1 << 20)
-    _scan_tables(chunks, out)
+    changed = write_diff_tables(out, n, "uniform")
     m = {"path": str(out), "rows": 2 * n, "containers": max(1, n // PER_CONTAINER),
-         "changed": int(changed.size)}
+         "changed": changed}
     meta.write_text(json.dumps(m))
     return m
 

@@ -299,9 +299,10 @@ def _scan_tables(chunks: pa.Table, out: Path) -> None:
         ("unhealthy_chunks", pa.int64())])), str(out / "containers.parquet"))
 
 
-@pytest.fixture(scope="module", params=["clustered", "uniform"])
-def diff_tables(request, tmp_path_factory) -> Dict[str, Any]:
-    n = DIFF_ROWS
+def write_diff_tables(out: Path, n: int, scenario: str) -> int:
+    """Two replicas (dn0, dn1) of n chunk rows in `out` (chunks.parquet and the scan's
+    tables), 0.1% of dn1's chunks changed: "clustered" in 1% of the containers, "uniform"
+    anywhere. Returns how many chunks differ. (Also bench/spark_cluster_rates.py's data.)"""
     containers = max(1, n // PER_CONTAINER)
     rng = np.random.default_rng(7)
     i = np.arange(n, dtype=np.int64)
@@ -310,7 +311,7 @@ def diff_tables(request, tmp_path_factory) -> Dict[str, Any]:
     offset = (i % PER_BLOCK) * CHUNK_LEN
     leaf = rng.integers(0, 2 ** 32, n, dtype=np.int64)
     k = max(1, n // 1000)
-    if request.param == "clustered":
+    if scenario == "clustered":
         pick = rng.choice(containers, max(1, containers // 100), replace=False)
         rows = np.concatenate([np.arange(c * PER_CONTAINER, (c + 1) * PER_CONTAINER)
                                for c in pick])
@@ -319,7 +320,6 @@ def diff_tables(request, tmp_path_factory) -> Dict[str, Any]:
         changed = rng.choice(n, k, replace=False)
     leaf2 = leaf.copy()
     leaf2[changed] ^= 1
-    out = tmp_path_factory.mktemp(f"spark_diff_{request.param}")
     base = {"container": container, "block": block, "offset": offset,
             "length": np.full(n, CHUNK_LEN, dtype=np.int64), "deleted": np.zeros(n, dtype=bool)}
     # dn1's changed chunks are unhealthy (as a scan marks corruption): dn1 pulls them
@@ -333,7 +333,14 @@ def diff_tables(request, tmp_path_factory) -> Dict[str, Any]:
     chunks = pa.concat_tables(tables)
     pq.write_table(chunks, str(out / "chunks.parquet"), row_group_size=1 << 20)
     _scan_tables(chunks, out)
-    return {"dir": out, "scenario": request.param, "changed": int(changed.size)}
+    return int(changed.size)
+
+
+@pytest.fixture(scope="module", params=["clustered", "uniform"])
+def diff_tables(request, tmp_path_factory) -> Dict[str, Any]:
+    out = tmp_path_factory.mktemp(f"spark_diff_{request.param}")
+    changed = write_diff_tables(out, DIFF_ROWS, request.param)
+    return {"dir": out, "scenario": request.param, "changed": changed}
 
 
 DIFF_IMPLS = [OURS, "ours, bare chunk table (digests)", "naive full outer join"]

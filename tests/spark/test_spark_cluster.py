@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,8 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
+
+from spark_standalone import clean_env, free_port, spark_home
 
 ARCHIVE = os.environ.get("CRCMERKLE_SPARK_ARCHIVE")
 if not ARCHIVE and os.environ.get("CRCMERKLE_CLUSTER_TESTS", "") in ("", "0"):
@@ -38,31 +39,6 @@ ROOT = Path(__file__).resolve().parents[2]
 #: fault mix needs more, and a longer run on the 1-core worker)
 CONTAINERS, SEED, LAYOUT = 4, 7, "crcmerkle"
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _spark_home() -> Path:
-    import pyspark
-
-    return Path(pyspark.__file__).resolve().parent
-
-
-def _clean_env(extra: Dict[str, str]) -> Dict[str, str]:
-    """What a node's Spark daemon would have: no virtualenv, no PYTHONPATH."""
-    env = {k: os.environ[k] for k in ("PATH", "JAVA_HOME", "HOME", "LANG", "TMPDIR")
-           if k in os.environ}
-    venv_bin = str(Path(sys.executable).parent)
-    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
-                                  if p != venv_bin)
-    env.update(SPARK_LOCAL_IP="127.0.0.1", SPARK_HOME=str(_spark_home()))
-    env.update(extra)
-    return env
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """(master URL, worker work dir); both daemons stopped afterwards."""
@@ -72,9 +48,9 @@ def cluster(tmp_path_factory):
     from spark_udfs.session import LOG4J2
 
     (conf / "log4j2.properties").write_text(LOG4J2)
-    spark_class = str(_spark_home() / "bin" / "spark-class")
-    port, ui = _free_port(), _free_port()
-    env = _clean_env({"SPARK_CONF_DIR": str(conf), "SPARK_LOG_DIR": str(base)})
+    spark_class = str(spark_home() / "bin" / "spark-class")
+    port, ui = free_port(), free_port()
+    env = clean_env({"SPARK_CONF_DIR": str(conf), "SPARK_LOG_DIR": str(base)})
     procs: List[subprocess.Popen] = []
     logs = []
 
@@ -89,7 +65,7 @@ def cluster(tmp_path_factory):
     master = f"spark://127.0.0.1:{port}"
     work = base / "work"
     start(["org.apache.spark.deploy.worker.Worker", master, "--host", "127.0.0.1",
-           "--cores", "1", "--memory", "1g", "--webui-port", str(_free_port()),
+           "--cores", "1", "--memory", "1g", "--webui-port", str(free_port()),
            "--work-dir", str(work)], "worker")
     try:
         deadline = time.monotonic() + 120
@@ -130,8 +106,8 @@ def _normalise(report: Dict[str, Any], root: Path) -> Dict[str, Any]:
         "unrecoverable": report["unrecoverable"],
         "pending": [(p["container"], p["datanode"], rel(p["replica"]), p["block"])
                     for p in report["pending_deletions"]],
-        "reconcile": [(e["round"], rel(e["replica"]), [rel(p) for p in e["peers"]])
-                      for e in report["reconcile"]],
+        "reconcile": sorted((e["round"], rel(e["replica"]), [rel(p) for p in e["peers"]])
+                            for e in report["reconcile"]),
     }
 
 
@@ -139,7 +115,7 @@ def test_demo_on_a_standalone_cluster_equals_local(spark, cluster, tmp_path):
     master, work = cluster
     demo = tmp_path / "demo"
     python = "./env/bin/python" if ARCHIVE else sys.executable
-    cmd = [str(_spark_home() / "bin" / "spark-submit"), "--master", master,
+    cmd = [str(spark_home() / "bin" / "spark-submit"), "--master", master,
            "--conf", "spark.executor.memory=512m", "--conf", "spark.executor.cores=1"]
     if ARCHIVE:
         cmd += ["--archives", f"{ARCHIVE}#env"]
@@ -149,7 +125,7 @@ def test_demo_on_a_standalone_cluster_equals_local(spark, cluster, tmp_path):
     # The README's form: PYSPARK_PYTHON for the executors, PYSPARK_DRIVER_PYTHON for the
     # driver (spark.pyspark.python would apply to the client-mode driver too, which has no
     # ./env); the driver imports this checkout
-    env = _clean_env({"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": sys.executable,
+    env = clean_env({"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": sys.executable,
                       "PYTHONPATH": str(ROOT)})
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900,
                        cwd=tmp_path)
@@ -166,7 +142,8 @@ def test_demo_on_a_standalone_cluster_equals_local(spark, cluster, tmp_path):
     local_root = tmp_path / "local" / "cluster"
     generate_cluster(local_root, faults=parse_faults("default", LAYOUT),
                      containers=CONTAINERS, seed=SEED, layout=LAYOUT)
-    _, local = _analyse(spark, local_root, tmp_path / "local" / "scan", first=100)
+    _, local = _analyse(spark, local_root, tmp_path / "local" / "scan", first=100,
+                        report_file=tmp_path / "local" / "report.json")
     remote = json.loads((demo / "report.json").read_text())
     assert _normalise(remote, demo / "cluster") == _normalise(local, local_root)
     shutil.rmtree(work, ignore_errors=True)
