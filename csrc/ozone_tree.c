@@ -271,8 +271,11 @@ void ozt_encode(const ozt_tree_view *t, const uint64_t *block_sizes, uint8_t *ou
         }
         for (size_t j = (size_t)t->chunk_start[i]; j < (size_t)t->chunk_start[i + 1]; j++) {
             unsigned cm = chunk_mask(t, j);
+            /* A chunk message is at most 35 bytes (three 10-byte varints with their tags,
+             * and the bool), so its length is one varint byte: written after the fields
+             * instead of sizing the chunk a second time (tree_size already did). */
             *p++ = 0x1a;
-            p = put_varint(p, chunk_size(t, j));
+            uint8_t *len_at = p++;
             if (cm & OZT_CHUNK_OFFSET) {
                 *p++ = 0x08;
                 p = put_varint(p, (uint64_t)t->chunk_offset[j]);
@@ -289,6 +292,7 @@ void ozt_encode(const ozt_tree_view *t, const uint64_t *block_sizes, uint8_t *ou
                 *p++ = 0x20;
                 *p++ = t->chunk_matches[j] ? 1 : 0;
             }
+            *len_at = (uint8_t)(p - len_at - 1);
         }
         if (m & OZT_BLOCK_DELETED) {
             *p++ = 0x20;
