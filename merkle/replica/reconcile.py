@@ -1017,17 +1017,23 @@ def _report_int(e: Dict[str, Any], key: str, high: int, source: str, *,
     return value
 
 
-def report_jobs(report: Any, source: str = "report"
-                ) -> List[Tuple[List[str], Dict[str, str]]]:
-    """([target replica, peer...], {peer: its datanode}) for every repair command of a Spark
-    report, in round order (see jobs_from_report); the datanodes let each cast one vote.
-    Only the inline "reconcile" list: load_report_jobs reads a report file's full list."""
+def _inline_commands(report: Any, source: str) -> List[Dict[str, Any]]:
+    """The "reconcile" list of a Spark report (dicts), after checking it is one."""
     if not isinstance(report, dict) or report.get("format") != SPARK_REPORT_FORMAT:
         raise ReplicaError(f"not a crcmerkle spark report (no \"format\": "
                            f"\"{SPARK_REPORT_FORMAT}\")", source)
     entries = report.get("reconcile")
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise ReplicaError("the report has no \"reconcile\" list of commands", source)
+    return entries
+
+
+def report_jobs(report: Any, source: str = "report"
+                ) -> List[Tuple[List[str], Dict[str, str]]]:
+    """([target replica, peer...], {peer: its datanode}) for every repair command of a Spark
+    report, in round order (see jobs_from_report); the datanodes let each cast one vote.
+    Only the inline "reconcile" list: load_report_jobs reads a report file's full list."""
+    entries = _inline_commands(report, source)
     keyed = []
     for i, e in enumerate(entries):
         rnd = _report_int(e, "round", _MAX_ROUND, source) or 0
@@ -1078,12 +1084,7 @@ def report_commands(report: Any, report_path: PathLike) -> List[Dict[str, Any]]:
     commands. Never a part of the commands: a list that is missing, unreadable or of
     another length is a ReplicaError."""
     source = os.fspath(report_path)
-    if not isinstance(report, dict) or report.get("format") != SPARK_REPORT_FORMAT:
-        raise ReplicaError(f"not a crcmerkle spark report (no \"format\": "
-                           f"\"{SPARK_REPORT_FORMAT}\")", source)
-    inline = report.get("reconcile")
-    if not isinstance(inline, list) or not all(isinstance(e, dict) for e in inline):
-        raise ReplicaError("the report has no \"reconcile\" list of commands", source)
+    inline = _inline_commands(report, source)
     rc = report.get("reconcile_commands")
     if rc is None:
         return inline
