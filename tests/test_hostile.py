@@ -394,6 +394,26 @@ def test_8_an_unreadable_tree_is_reported_not_rewritten(shared):
     assert tree_file(target).read_bytes() == before
 
 
+def _rewrite(verb: str, target: Path, peer: Path) -> List[Path]:
+    """Make `verb` rewrite the metadata of `target` (a replica of a trio, one of its chunks
+    corrupted first); the files it rewrote."""
+    flip(block(target, 1), 1)
+    if verb == "scan":
+        assert scan_container(target).tree_written
+        return [tree_file(target)]
+    if verb == "reconcile":
+        block(target, 2).unlink()
+        reconcile(target, [peer])
+        return [tree_file(target), meta_file(target)]
+    if verb == "writer":
+        with ContainerWriter(target) as w:
+            w.write_block(3, b"abc")
+        return [tree_file(target), meta_file(target)]
+    assert verb == "write_tree"
+    write_tree(read_tree(tree_file(target)), tree_file(target))
+    return [tree_file(target)]
+
+
 @needs_root
 @pytest.mark.parametrize("verb", ["scan", "reconcile", "writer"])
 def test_9_rewrites_keep_owner_and_mode(tmp_path, verb):
@@ -402,19 +422,7 @@ def test_9_rewrites_keep_owner_and_mode(tmp_path, verb):
     for f in (tree_file(target), meta_file(target)):
         os.chown(f, 65534, 65534)
         os.chmod(f, 0o640)
-    flip(block(target, 1), 1)
-    if verb == "scan":
-        assert scan_container(target).tree_written
-        files = [tree_file(target)]
-    elif verb == "reconcile":
-        block(target, 2).unlink()
-        reconcile(target, [reps[1]])
-        files = [tree_file(target), meta_file(target)]
-    else:
-        with ContainerWriter(target) as w:
-            w.write_block(3, b"abc")
-        files = [tree_file(target), meta_file(target)]
-    for f in files:
+    for f in _rewrite(verb, target, reps[1]):
         st = f.stat()
         assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (65534, 65534, 0o640), f
 
@@ -824,18 +832,7 @@ def test_S1_rewrites_keep_the_mode_without_setuid_setgid_or_sticky(tmp_path, ver
     target = reps[0]
     os.chmod(tree_file(target), 0o6640)
     os.chmod(meta_file(target), 0o4640)
-    flip(block(target, 1), 1)
-    if verb == "scan":
-        assert scan_container(target).tree_written
-        files = [tree_file(target)]
-    elif verb == "reconcile":
-        block(target, 2).unlink()
-        reconcile(target, [reps[1]])
-        files = [tree_file(target), meta_file(target)]
-    else:
-        write_tree(read_tree(tree_file(target)), tree_file(target))
-        files = [tree_file(target)]
-    for f in files:
+    for f in _rewrite(verb, target, reps[1]):
         assert stat.S_IMODE(f.stat().st_mode) == 0o640, (f, oct(f.stat().st_mode))
 
 
