@@ -433,9 +433,10 @@ def _scan(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS if errs else 0
 
 
-def _write_file(location: str, data: bytes) -> None:
+def _write_file(location: str, data: bytes, label: str = "") -> None:
     """Write one file next to Spark's tables: atomically for a local path, through
-    pyarrow.fs for a URI (an object store's PUT is atomic too)."""
+    pyarrow.fs for a URI (an object store's PUT is atomic too). `label` starts the error
+    line (e.g. the option that named the file)."""
     from spark_udfs.fs import open_fs
 
     try:
@@ -446,7 +447,8 @@ def _write_file(location: str, data: bytes) -> None:
         with filesystem.open_output_stream(path) as f:
             f.write(data)
     except OSError as exc:
-        raise CLIError(f"{display(location)}: {exc.strerror or exc}", EXIT_ERROR) from None
+        raise CLIError(f"{label}{display(location)}: {exc.strerror or exc}",
+                       EXIT_ERROR) from None
 
 
 #: repair commands listed in plan.json (the whole plan is the OUT/plan table)
@@ -519,14 +521,7 @@ def _emit_report(args: argparse.Namespace, spark: Any, diff: Any, t: Dict[str, A
                            replication=args.replication, first=args.first, limit=args.limit,
                            commands_to=to, commands_ref=ref)
     if args.report:
-        if "://" in args.report:
-            _write_file(args.report, to_json(rep).encode())
-        else:
-            try:
-                write_atomic(args.report, to_json(rep).encode())
-            except OSError as exc:
-                raise CLIError(f"--report {args.report}: {exc.strerror or exc}",
-                               EXIT_ERROR) from None
+        _write_file(args.report, to_json(rep).encode(), label="--report ")
     sys.stdout.write(to_json(rep) if args.json else format_text(rep))
     sys.stdout.flush()
     _check_read(rep["read"], args.min_read_fraction)
@@ -645,11 +640,7 @@ def _emit_plan(args: argparse.Namespace, diff: Any, t: Dict[str, Any]) -> int:
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     if args.report:
-        try:
-            write_atomic(args.report, to_json(plan).encode())
-        except OSError as exc:
-            raise CLIError(f"--report {args.report}: {exc.strerror or exc}", EXIT_ERROR) \
-                from None
+        _write_file(args.report, to_json(plan).encode(), label="--report ")
     sys.stdout.write(to_json(plan) if args.json else format_text(plan))
     return 0 if plan["summary"]["held_back"] == 0 else EXIT_FINDINGS
 
