@@ -41,18 +41,24 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _plan_pairs(path: str) -> List[List[str]]:
-    from merkle.replica.replicate import commands_from_plan
+    """[source, target] per copy command of a plan file: its digest, numbers and argv
+    checked (plan_commands), then every command against the disk before any copy runs
+    (check_copy_command); one refused command refuses the plan (exit 2, nothing copied)."""
+    from merkle.replica.commandlist import read_json_file
+    from merkle.replica.replicate import check_copy_command, plan_commands
 
     try:
-        with open(path, encoding="utf-8") as f:
-            plan = json.load(f)
-        return commands_from_plan(plan, path)
+        plan = read_json_file(path)
+        commands = plan_commands(plan, path)
+        for c in commands:
+            check_copy_command(c, plan.get("scanned_roots"), path)
     except OSError as exc:
-        raise CLIError(f"{path}: {exc.strerror or exc}") from None
-    except (ValueError, UnicodeDecodeError) as exc:
+        raise CLIError(f"{exc.filename or path}: {exc.strerror or exc}") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise CLIError(f"{path}: not a JSON plan ({exc})") from None
     except ReplicaError as exc:
-        raise CLIError(str(exc)) from None
+        raise CLIError(f"{exc} (nothing was copied)") from None
+    return [[c.source, c.target] for c in commands]
 
 
 def run(args: argparse.Namespace) -> int:
