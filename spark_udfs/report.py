@@ -32,6 +32,14 @@ the full list (`commands_to`: JSON lines, one command per line, in part files of
 directory that the standard library can read on a datanode without pyarrow).
 `crcmerkle reconcile --report REPORT.json` runs them all (merkle.replica.reconcile
 .load_report_jobs: the inline list when it is complete, else the full list).
+
+Root runs those commands, so the report carries what lets them be checked first
+(merkle.replica.commandlist): "reconcile_commands"."parts" lists every part file the
+executors wrote with its size and SHA-256, each digested by an executor (part_digests: one
+small row per part reaches the driver), "sha256" is the digest over that ordered part list
+(or, without a written list, over the inline commands in canonical form), and
+"scanned_roots" the directories the scan's replicas lie in: a command naming a replica
+elsewhere is refused.
 """
 
 from __future__ import annotations

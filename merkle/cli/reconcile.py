@@ -21,6 +21,13 @@ container ID, and each replica reconciles with all the others (one round). With 
 the repair commands of a `crcmerkle spark report --json` report are run, round by round: all
 of them, read from the full list the report names (REPORT.json.commands/, written by the Spark
 executors) when its JSON lists only the first ones; a missing list is an error, never a part.
+The list must match the report's SHA-256 digest (each part's, as the executors wrote it) and
+begin with the JSON's inline commands, and every command is checked against the disk before
+any runs: its replicas lie under the roots the scan read, on volumes of one cluster, are
+named by its container and their own metadata says so, with no symbolic link on the way;
+anything else refuses the whole report (exit 2, nothing run). A report of replicas on Ozone
+volumes prints the `ozone admin container reconcile` commands that ask the datanodes to
+reconcile (exit 1 when there are some).
 Replicas on Ozone datanode volumes are refused: the datanode reconciles them itself
 (`ozone admin container reconcile <containerID>`). With --offline, a replica on a stopped
 datanode's volume is repaired here: the volume's RocksDB LOCK must be free and is held for

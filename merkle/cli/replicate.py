@@ -18,8 +18,13 @@ appears in one rename. An existing TARGET is never touched (one holding the sour
 container value is reported as present). TARGET's volume directory must exist (it is never
 created) and its path must contain no symbolic link. What is created gets the owner of the
 volume directory and the source's modes, never a setuid, setgid or sticky bit. Safe to
-re-run after a crash. With --report, the copy commands of a 'crcmerkle spark plan --json'
-plan are run, round by round."""
+re-run after a crash. A TARGET volume owned by another user than the source replica's (other
+than root) is refused: the copy would be handed to that user. On a volume that fills up the
+partial copy is removed. With --report, the copy commands of a 'crcmerkle spark plan --json'
+plan are run, round by round, once the plan's SHA-256 digest of its commands matches, each
+command's argv is exactly 'crcmerkle replicate' of its source and target, and every source
+and target lies under the roots the scan read, on volumes of one cluster, named by its
+container, with no symbolic link on the way (anything else: exit 2, nothing copied)."""
 
 EPILOG = exit_status_help(
     "a source did not verify (not a good replica; nothing was created for it); 0 also when a "

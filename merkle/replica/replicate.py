@@ -27,7 +27,15 @@ cannot send the copy elsewhere. The source's metadata and tree are read only whe
 says they are within the metadata cap (safeopen.max_metadata_bytes). Everything created
 (staging directory, `chunks/`, `metadata/`, files) gets the owner and group of the
 directory it is made in, as the datanode's own files have, and never a setuid, setgid or
-sticky bit (merkle.replica.safeopen's creation helpers).
+sticky bit (merkle.replica.safeopen's creation helpers). Hence a volume directory owned by
+another user than the source replica's (root aside) is refused: the copy would become that
+user's. A copy that fails (a volume that fills up: ENOSPC) removes its staging directory
+through the volume's descriptor before the error is reported.
+
+A plan's commands (`plan_commands`, `check_copy_command`) are run only when the plan's
+digest of its command list matches, each command's argv is exactly `crcmerkle replicate
+SOURCE TARGET` of its fields, and source and target lie under the roots the scan read, on
+volumes of one cluster (merkle.replica.commandlist).
 """
 
 from __future__ import annotations
