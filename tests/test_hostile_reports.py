@@ -421,3 +421,18 @@ def test_item17_an_ozone_report_prints_the_ozone_commands(tmp_path):
     rep["ozone_reconcile"][0]["argv"] = ["sh", "-c", "id"]
     f.write_text(json.dumps(rep))
     _one_line_refusal(child("reconcile", "--report", f), '"argv"')
+
+
+def test_item3_peer_datanodes_are_taken_from_the_disk_not_the_report(tmp_path):
+    """Two copies on one datanode named as two datanodes in the report would outvote a
+    third: each datanode votes once, as the disk says where a replica is."""
+    c = tmp_path / "c"
+    target = make_replica(c / "dn0" / "vol" / str(CID), {1: payload(1)})
+    liars = [make_replica(c / "dn1" / v / str(CID), {1: payload(1), 2: payload(2, salt=9)})
+             for v in ("vol", "vol2")]
+    honest = make_replica(c / "dn2" / "vol" / str(CID), {1: payload(1), 2: payload(2)})
+    cmd = _command(target, [*liars, honest])
+    cmd["peer_datanodes"] = ["dnA", "dnB", "dn2"]
+    f = _report(tmp_path / "a", [cmd], [c])
+    child("reconcile", "--report", f)
+    assert not block(target, 2).exists() or block(target, 2).read_bytes() != payload(2, salt=9)

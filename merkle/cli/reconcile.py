@@ -134,19 +134,21 @@ def _report_jobs(path: str) -> Tuple[List[Job], List[List[str]]]:
     """([target, peer...], {peer: datanode}) per command of a Spark report file, in round
     order, each checked against the disk before any runs (check_report_job: a command
     naming a replica of another container, outside the scanned roots, across clusters or
-    through a link refuses the whole list); and the report's Ozone reconcile commands."""
+    through a link refuses the whole list), the datanodes that vote as the disk says; and
+    the report's Ozone reconcile commands."""
     from merkle.replica.reconcile import check_report_job
 
     loaded = _load_report(path)
+    jobs: List[Job] = []
     for job in loaded.jobs:
         try:
-            check_report_job(job, loaded.roots, path)
+            jobs.append((job.replicas, check_report_job(job, loaded.roots, path)))
         except OSError as exc:
             raise _Refused(path, f"container {job.container_id}: {_os_message(exc)} "
                            f"(nothing was run)") from None
         except ReplicaError as exc:
             raise _Refused(path, f"{exc} (nothing was run)") from None
-    return [(j.replicas, j.datanodes) for j in loaded.jobs], loaded.ozone
+    return jobs, loaded.ozone
 
 
 def _print_ozone(commands: List[List[str]]) -> None:

@@ -1224,10 +1224,15 @@ def _ozone_commands(report: Any, source: str) -> List[List[str]]:
     return out
 
 
-def check_report_job(job: ReportJob, roots: Optional[List[str]], source: str) -> None:
+def check_report_job(job: ReportJob, roots: Optional[List[str]], source: str
+                     ) -> Dict[str, str]:
     """Before a command runs: its target and peers are replicas of its container (their own
     metadata says so), under the roots the scan read, on volumes of one cluster, reached
-    without links (merkle.replica.commandlist). ReplicaError naming what is wrong."""
+    without links (merkle.replica.commandlist). ReplicaError naming what is wrong.
+
+    Returns each peer's datanode as the disk says (datanode_of), for the vote: the
+    command's "peer_datanodes" are what the report claims, and two copies on one datanode
+    named as two datanodes would cast two votes."""
     from merkle.replica import commandlist as cl
 
     if roots is None:
@@ -1246,6 +1251,7 @@ def check_report_job(job: ReportJob, roots: Optional[List[str]], source: str) ->
                            f"different clusters ({', '.join(sorted(clusters))})", source)
     for p in job.replicas:
         cl.check_replica_metadata(p, cid)
+    return {p: datanode_of(p) for p in job.replicas[1:]}
 
 
 def load_report_jobs(path: PathLike) -> List[Tuple[List[str], Dict[str, str]]]:
