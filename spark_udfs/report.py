@@ -227,8 +227,9 @@ def _plan_on_executors(diff: DiffResult, limit: int, first: int, commands_to: Op
 
 
 def part_digests(spark: Any, directory: str) -> List[Dict[str, Any]]:
-    """Name, bytes and SHA-256 of every part file Spark wrote to `directory` (names starting
-    with '_' or '.' skipped, as Hadoop's input formats and the reader do), sorted by name:
+    """Name, bytes and SHA-256 of every non-empty part file Spark wrote to `directory`
+    (names starting with '_' or '.' skipped, as Hadoop's input formats and the reader do),
+    sorted by name:
     each part is read and digested by an executor, one small row per part comes back."""
     import hashlib
 
@@ -238,7 +239,7 @@ def part_digests(spark: Any, directory: str) -> List[Dict[str, Any]]:
 
     rows = spark.sparkContext.binaryFiles(directory).map(digest).collect()
     return [{"name": n, "bytes": b, "sha256": h} for n, b, h in sorted(rows)
-            if not n.startswith(("_", "."))]
+            if b and not n.startswith(("_", "."))]  # an empty part holds no command
 
 
 def scanned_roots(replicas: Any) -> Optional[List[str]]:

@@ -126,7 +126,10 @@ def test_item3_a_list_that_is_not_the_reports_is_refused(two_clusters, tmp_path)
     c1, r1 = two_clusters["c1"], two_clusters["r1"]
     f = _report(tmp_path / "a", [_command(r1[1], [r1[2]]), _command(r1[0], r1[1:])], [c1])
     parts = f.parent / "r.json.commands"
-    (parts / "part-00002.json").write_text("")  # an extra (empty) part
+    (parts / "part-00001.json").rename(parts / "part-00009.json")  # same bytes, renamed
+    _one_line_refusal(child("reconcile", "--report", f), "not the report's parts")
+    (parts / "part-00009.json").rename(parts / "part-00001.json")
+    (parts / "part-00002.json").write_text("\n")  # an extra part (no command in it)
     _one_line_refusal(child("reconcile", "--report", f), "not the report's parts")
     (parts / "part-00002.json").unlink()
     rep = json.loads(f.read_text())

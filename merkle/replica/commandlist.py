@@ -173,9 +173,9 @@ def _parse_lines(raw: bytes, shown: str, out: List[Dict[str, Any]]) -> None:
 
 def read_command_list(path: str, limit: int = MAX_LIST_BYTES
                       ) -> Tuple[List[Dict[str, Any]], List[CommandPart]]:
-    """(the commands, the parts read) of a JSON-lines file, or of the part files of a
-    directory Spark wrote (names starting with '_' or '.', such as _SUCCESS and checksums,
-    are skipped). Nothing is followed through a link or waited on; every part is a regular
+    """(the commands, the non-empty parts read) of a JSON-lines file, or of the part files
+    of a directory Spark wrote (names starting with '_' or '.', such as _SUCCESS and
+    checksums, are skipped, and so are empty parts: they hold no command). Nothing is followed through a link or waited on; every part is a regular
     file; the whole list is at most `limit` bytes and a line at most MAX_LINE_BYTES.
     ReplicaError (OSError reading)."""
     fd, st = _open_nofollow(path, None, path)
@@ -192,6 +192,8 @@ def read_command_list(path: str, limit: int = MAX_LIST_BYTES
                     raw = _read_bounded(pfd, pst, shown, limit - total)
                 finally:
                     os.close(pfd)
+                if not raw:
+                    continue  # an empty part holds no command (Hadoop's readers skip it)
                 total += len(raw)
                 parts.append(CommandPart(name, len(raw), hashlib.sha256(raw).hexdigest()))
                 _parse_lines(raw, shown, out)
