@@ -421,6 +421,10 @@ def test_item17_an_ozone_report_prints_the_ozone_commands(tmp_path):
     r = child("reconcile", "--report", f, "--json")
     doc = json.loads(r.stdout)
     assert r.returncode == 1 and doc["ozone_reconcile"][1]["argv"][-1] == "12"
+    rep["summary"] = {"MISMATCHED": 300}  # the report lists the first ones: say so
+    f.write_text(json.dumps(rep))
+    r = child("reconcile", "--report", f)
+    assert r.returncode == 1 and "300 container(s)" in r.stdout and "--first 300" in r.stdout
     rep["ozone_reconcile"][0]["argv"] = ["sh", "-c", "id"]
     f.write_text(json.dumps(rep))
     _one_line_refusal(child("reconcile", "--report", f), '"argv"')

@@ -130,7 +130,7 @@ def _load_report(path: str) -> Any:
         raise _Refused(path, str(exc)) from None
 
 
-def _report_jobs(path: str) -> Tuple[List[Job], List[List[str]]]:
+def _report_jobs(path: str) -> Tuple[List[Job], Any]:
     """([target, peer...], {peer: datanode}) per command of a Spark report file, in round
     order, each checked against the disk before any runs (check_report_job: a command
     naming a replica of another container, outside the scanned roots, across clusters or
@@ -148,16 +148,19 @@ def _report_jobs(path: str) -> Tuple[List[Job], List[List[str]]]:
                            f"(nothing was run)") from None
         except ReplicaError as exc:
             raise _Refused(path, f"{exc} (nothing was run)") from None
-    return jobs, loaded.ozone
+    return jobs, loaded
 
 
-def _print_ozone(commands: List[List[str]]) -> None:
+def _print_ozone(commands: List[List[str]], mismatched: int) -> None:
     """A report of replicas on Ozone datanode volumes: the datanodes repair them."""
-    print(f"{len(commands)} container(s) on Ozone datanode volumes to reconcile: Ozone "
+    print(f"{mismatched} container(s) on Ozone datanode volumes to reconcile: Ozone "
           f"reconciles them itself (the datanodes' container reconciliation, HDDS-10239); "
           f"ask it to with:")
     for argv in commands:
         print("  " + " ".join(argv))
+    if mismatched > len(commands):
+        print(f"  ... (the report lists the first {len(commands)}; 'crcmerkle spark report "
+              f"--first {mismatched}' lists them all)")
     print("then follow it with 'ozone admin container reconcile --status <containerID>'")
 
 
@@ -256,11 +259,11 @@ def _run(args: argparse.Namespace, state: Dict[str, Any]) -> int:
     if args.report:
         if args.paths or args.all:
             raise CLIError("--report takes no PATH and no --all")
-        jobs, ozone = _report_jobs(args.report)
-        if ozone:
-            state["ozone_reconcile"] = ozone
+        jobs, loaded = _report_jobs(args.report)
+        if loaded.ozone:
+            state["ozone_reconcile"] = loaded.ozone
             if not args.json:
-                _print_ozone(ozone)
+                _print_ozone(loaded.ozone, loaded.mismatched)
     elif args.all:
         if not args.paths:
             raise CLIError("--all needs the directories to search (crcmerkle reconcile --all "

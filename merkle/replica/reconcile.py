@@ -1181,6 +1181,8 @@ class LoadedReport:
     roots: Optional[List[str]]
     #: on Ozone volumes: `ozone admin container reconcile` commands (the datanodes repair)
     ozone: List[List[str]]
+    #: how many containers are mismatched in all (the report lists the first ones)
+    mismatched: int = 0
 
 
 def load_report(path: PathLike) -> LoadedReport:
@@ -1200,8 +1202,12 @@ def load_report(path: PathLike) -> LoadedReport:
         cid = entries[i].get("container_id")
         out.append(ReportJob(-1 if cid is None else int(cid), replicas, datanodes))
     roots = report.get("scanned_roots")
+    summary = report.get("summary")
+    mismatched = _report_int(summary if isinstance(summary, dict) else {}, "MISMATCHED",
+                             _MAX_COMMANDS, source)
     return LoadedReport(out, roots if roots is None else
-                        cl.check_roots_field(roots, "the report", source), ozone)
+                        cl.check_roots_field(roots, "the report", source), ozone,
+                        max(mismatched or 0, len(ozone)))
 
 
 def _ozone_commands(report: Any, source: str) -> List[List[str]]:
