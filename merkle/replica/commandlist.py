@@ -296,13 +296,15 @@ def check_replica_metadata(path: str, container_id: int) -> None:
                 raw = None
             if raw is not None:
                 try:
-                    decode_blockmeta(raw, f"{path}/metadata/{container_id}{META_SUFFIX}",
-                                     container_id)
-                except BlockMetaError as exc:
-                    if "expected" in str(exc):
-                        raise ReplicaError(f"not container {container_id}: {exc}",
-                                           path) from None
-                return  # unreadable for other reasons: the repair itself reports it
+                    meta = decode_blockmeta(raw, f"{path}/metadata/{container_id}"
+                                            f"{META_SUFFIX}")
+                except BlockMetaError:
+                    return  # unreadable: the repair itself reports (and refuses) it
+                if meta.container_id != container_id:
+                    raise ReplicaError(f"not container {container_id}: its block metadata "
+                                       f"records container {meta.container_id} (refused)",
+                                       path)
+                return
             try:
                 traw = read_regular(mfd, f"{container_id}{TREE_SUFFIX}")
             except FileNotFoundError:
