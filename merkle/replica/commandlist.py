@@ -175,9 +175,10 @@ def read_command_list(path: str, limit: int = MAX_LIST_BYTES
                       ) -> Tuple[List[Dict[str, Any]], List[CommandPart]]:
     """(the commands, the non-empty parts read) of a JSON-lines file, or of the part files
     of a directory Spark wrote (names starting with '_' or '.', such as _SUCCESS and
-    checksums, are skipped, and so are empty parts: they hold no command). Nothing is followed through a link or waited on; every part is a regular
-    file; the whole list is at most `limit` bytes and a line at most MAX_LINE_BYTES.
-    ReplicaError (OSError reading)."""
+    checksums, are skipped, and so are empty parts: they hold no command). Nothing is
+    followed through a link or waited on; every part is a regular file; the whole list is
+    at most `limit` bytes and a line at most MAX_LINE_BYTES. ReplicaError (OSError
+    reading)."""
     fd, st = _open_nofollow(path, None, path)
     out: List[Dict[str, Any]] = []
     parts: List[CommandPart] = []

@@ -57,7 +57,6 @@ peers are not asked for the same chunk.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
