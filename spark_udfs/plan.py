@@ -49,7 +49,8 @@ import json
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from spark_udfs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
-from spark_udfs.report import _on_ozone, read_summary
+from merkle.replica.commandlist import lines_digest
+from spark_udfs.report import _on_ozone, read_summary, scanned_roots
 
 __all__ = ["CATEGORIES", "DECOMMISSIONING", "IN_SERVICE", "MAINTENANCE", "OZONE_BY",
            "PLAN_FORMAT", "REASONS", "REPLICATE_BY", "build_plan", "copy_commands",
@@ -380,8 +381,12 @@ def build_plan(diff: DiffResult, *, decommission: Sequence[str] = (),
         "containers": ids,
         "would_lose": lose,
         "read": plan_read(diff) if read is None else read,
+        # the digest `crcmerkle replicate --report` checks before it copies anything
         "copy_plan": {"datanode_limit": limit, "rounds": rounds, "commands": commands,
-                      "carried_out_by": OZONE_BY if on_ozone else REPLICATE_BY},
+                      "carried_out_by": OZONE_BY if on_ozone else REPLICATE_BY,
+                      "sha256": lines_digest(commands)},
+        # a copy's source and target must lie under these (replicate --report checks)
+        "scanned_roots": scanned_roots(reps),
         **({"ozone": _ozone_steps(leaving, ids["OZONE_WOULD_ALLOW"])} if on_ozone else {}),
     }
 

@@ -32,6 +32,14 @@ the full list (`commands_to`: JSON lines, one command per line, in part files of
 directory that the standard library can read on a datanode without pyarrow).
 `crcmerkle reconcile --report REPORT.json` runs them all (merkle.replica.reconcile
 .load_report_jobs: the inline list when it is complete, else the full list).
+
+Root runs those commands, so the report carries what lets them be checked first
+(merkle.replica.commandlist): "reconcile_commands"."parts" lists every part file the
+executors wrote with its size and SHA-256, each digested by an executor (part_digests: one
+small row per part reaches the driver), "sha256" is the digest over that ordered part list
+(or, without a written list, over the inline commands in canonical form), and
+"scanned_roots" the directories the scan's replicas lie in: a command naming a replica
+elsewhere is refused.
 """
 
 from __future__ import annotations
@@ -44,7 +52,7 @@ from merkle.trees.ozone import format_checksum
 from spark_udfs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
 
 __all__ = ["COMMANDS_FORMAT", "STATES", "NothingVerifiedError", "build_report", "check_read",
-           "format_text", "read_summary"]
+           "format_text", "part_digests", "read_summary", "scanned_roots"]
 
 STATES = ("MATCH", "MISMATCHED", "UNDER_REPLICATED", "OVER_REPLICATED", "MISSING",
           "UNHEALTHY", "UNRECOVERABLE", "PENDING_DELETION", "UNVERIFIED")
@@ -127,10 +135,10 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
     # replicas on Ozone datanode volumes: the datanodes reconcile themselves, asked per
     # container; crcmerkle's own reconciler refuses them
     on_ozone = any(_on_ozone(r["replica"]) for m in mismatched for r in m["replicas"])
-    repair_plan, reconcile, total = _plan_on_executors(
+    repair_plan, reconcile, total, parts = _plan_on_executors(
         diff, limit, first, None if on_ozone else commands_to)
     if on_ozone:
-        reconcile, total = [], 0
+        reconcile, total, parts = [], 0, None
     unrec = [{"container": int(u["container"]), "block": int(u["block"]),
               "offset": int(u["offset"]), "datanodes": list(u["datanodes"]),
               "reason": u["reason"]}
@@ -145,6 +153,12 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
                         "argv": ["ozone", "admin", "container", "reconcile", str(cid)]}
                        for cid in ids] if on_ozone else []
     written = commands_to is not None and not on_ozone
+    # the digest `crcmerkle reconcile --report` checks before it runs anything: over the
+    # executors' part digests when they wrote the list, else over the inline list (when it
+    # is the whole list; else the list exists nowhere and reconcile refuses the report)
+    from merkle.replica.commandlist import lines_digest, parts_digest
+    digest = (parts_digest(parts) if written and parts is not None else
+              lines_digest(reconcile) if total == len(reconcile) else None)
     return {
         "format": "crcmerkle-spark-report", "version": 1,
         "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -161,8 +175,10 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
         "reconcile_commands": {
             "total": total, "listed": len(reconcile),
             "path": (commands_ref or commands_to) if written else None,
-            "format": COMMANDS_FORMAT if written else None},
+            "format": COMMANDS_FORMAT if written else None,
+            "parts": parts if written else None, "sha256": digest},
         "ozone_reconcile": ozone_reconcile,
+        "scanned_roots": scanned_roots(replicas if replicas is not None else diff.replicas),
     }
 
 
@@ -171,10 +187,13 @@ COMMANDS_FORMAT = "json-lines"
 
 
 def _plan_on_executors(diff: DiffResult, limit: int, first: int, commands_to: Optional[str]
-                       ) -> Tuple[Dict[str, Any], List[Dict[str, Any]], int]:
+                       ) -> Tuple[Dict[str, Any], List[Dict[str, Any]], int,
+                                  Optional[List[Dict[str, Any]]]]:
     """(the report's "repair_plan", its first `first` reconcile commands, how many there are
-    in all). The plan is built by the executors; the full command list is written by them to
-    `commands_to` (if given); only counts and the first entries are collected."""
+    in all, the parts of the full list: name, bytes, SHA-256 each). The plan is built by the
+    executors; the full command list is written by them to `commands_to` (if given) and each
+    part is digested by an executor (part_digests); only counts, the first entries and one
+    row per part are collected."""
     from pyspark.sql import functions as F
 
     from spark_udfs.diff import plan_commands, reconcile_commands
@@ -191,6 +210,8 @@ def _plan_on_executors(diff: DiffResult, limit: int, first: int, commands_to: Op
             # lines: `crcmerkle reconcile` reads them with the standard library
             entries.orderBy("round", "container_id", "datanode").write.mode("overwrite") \
                 .option("compression", "none").json(commands_to)
+        parts = part_digests(cmds.sparkSession, commands_to) if commands_to is not None \
+            else None
         total = entries.count()
         listed = [_plain(r.asDict(recursive=True)) for r in entries.orderBy(
             "round", "container_id", "datanode").limit(first).collect()]
@@ -202,7 +223,38 @@ def _plan_on_executors(diff: DiffResult, limit: int, first: int, commands_to: Op
     plan = {"datanode_limit": limit, "rounds": 0 if row["last"] is None else
             int(row["last"]) + 1, "total": int(row["n"]), "bytes": int(row["bytes"] or 0),
             "commands": firsts}
-    return plan, listed, total
+    return plan, listed, total, parts
+
+
+def part_digests(spark: Any, directory: str) -> List[Dict[str, Any]]:
+    """Name, bytes and SHA-256 of every non-empty part file Spark wrote to `directory`
+    (names starting with '_' or '.' skipped, as Hadoop's input formats and the reader do),
+    sorted by name:
+    each part is read and digested by an executor, one small row per part comes back."""
+    import hashlib
+
+    def digest(item: Tuple[str, bytes]) -> Tuple[str, int, str]:
+        path, data = item
+        return path.rstrip("/").rsplit("/", 1)[-1], len(data), hashlib.sha256(data).hexdigest()
+
+    rows = spark.sparkContext.binaryFiles(directory).map(digest).collect()
+    return [{"name": n, "bytes": b, "sha256": h} for n, b, h in sorted(rows)
+            if b and not n.startswith(("_", "."))]  # an empty part holds no command
+
+
+def scanned_roots(replicas: Any) -> Optional[List[str]]:
+    """The directories the scan's replicas lie in, three levels up (a crcmerkle-layout
+    cluster directory <root>/<datanode>/<volume>/<ID>; on Ozone a volume's
+    <volume>/hdds/<clusterID> of <...>/current/containerDir<N>/<ID>): `reconcile --report`
+    and `replicate --report` run a command only on replicas under one of them. Distinct
+    values only reach the driver (one per cluster, or per Ozone volume)."""
+    if replicas is None or "replica" not in replicas.columns:
+        return None
+    from pyspark.sql import functions as F
+
+    rows = replicas.filter(F.col("replica").isNotNull()).select(F.regexp_replace(
+        F.col("replica"), "/+[^/]+/+[^/]+/+[^/]+/*$", "").alias("root")).distinct().collect()
+    return sorted(r["root"] for r in rows if r["root"]) or None
 
 
 def _plain(d: Dict[str, Any]) -> Dict[str, Any]:

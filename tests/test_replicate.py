@@ -143,9 +143,15 @@ def test_links_and_foreign_staging_are_refused(cluster, tmp_path):
 def test_cli_single_and_plan_report(cluster, tmp_path, capsys):
     src1, src2 = _replicas(cluster, 1)[0], _replicas(cluster, 2)[0]
     t1, t2 = _free_target(cluster, 1), _free_target(cluster, 2)
-    plan = {"format": "crcmerkle-spark-plan", "copy_plan": {"commands": [
-        {"round": 1, "container": 2, "source_replica": str(src2), "target_replica": str(t2)},
-        {"round": 0, "container": 1, "source_replica": str(src1), "target_replica": str(t1)}]}}
+    from merkle.replica.commandlist import lines_digest
+
+    # as `crcmerkle spark plan` writes it: argv, the list's digest, the scanned roots
+    cmds = [{"round": 1, "container": 2, "source_replica": str(src2), "target_replica": str(t2),
+             "argv": ["crcmerkle", "replicate", str(src2), str(t2)]},
+            {"round": 0, "container": 1, "source_replica": str(src1), "target_replica": str(t1),
+             "argv": ["crcmerkle", "replicate", str(src1), str(t1)]}]
+    plan = {"format": "crcmerkle-spark-plan", "scanned_roots": [str(cluster)],
+            "copy_plan": {"commands": cmds, "sha256": lines_digest(cmds)}}
     assert commands_from_plan(plan) == [[str(src1), str(t1)], [str(src2), str(t2)]]
     f = tmp_path / "plan.json"
     f.write_text(json.dumps(plan))

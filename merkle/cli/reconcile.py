@@ -21,6 +21,13 @@ container ID, and each replica reconciles with all the others (one round). With 
 the repair commands of a `crcmerkle spark report --json` report are run, round by round: all
 of them, read from the full list the report names (REPORT.json.commands/, written by the Spark
 executors) when its JSON lists only the first ones; a missing list is an error, never a part.
+The list must match the report's SHA-256 digest (each part's, as the executors wrote it) and
+begin with the JSON's inline commands, and every command is checked against the disk before
+any runs: its replicas lie under the roots the scan read, on volumes of one cluster, are
+named by its container and their own metadata says so, with no symbolic link on the way;
+anything else refuses the whole report (exit 2, nothing run). A report of replicas on Ozone
+volumes prints the `ozone admin container reconcile` commands that ask the datanodes to
+reconcile (exit 1 when there are some).
 Replicas on Ozone datanode volumes are refused: the datanode reconciles them itself
 (`ozone admin container reconcile <containerID>`). With --offline, a replica on a stopped
 datanode's volume is repaired here: the volume's RocksDB LOCK must be free and is held for
@@ -106,14 +113,14 @@ def _os_message(exc: OSError) -> str:
 Job = Tuple[List[str], Optional[Dict[str, str]]]
 
 
-def _report_jobs(path: str) -> List[Job]:
-    """([target, peer...], {peer: datanode}) per command of a Spark report file, in round
-    order: all of them, from the full list the executors wrote when the report's JSON lists
-    only the first ones (load_report_jobs); never a part."""
-    from merkle.replica.reconcile import load_report_jobs
+def _load_report(path: str) -> Any:
+    """The commands of a Spark report file (merkle.replica.reconcile.load_report): all of
+    them, from the full list the executors wrote when the report's JSON lists only the
+    first ones, checked against the report's digest; never a part."""
+    from merkle.replica.reconcile import load_report
 
     try:
-        return [(job, datanodes) for job, datanodes in load_report_jobs(path)]
+        return load_report(path)
     except OSError as exc:
         raise _Refused(path, f"{path}: {exc.strerror or exc}") from None
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
@@ -121,6 +128,40 @@ def _report_jobs(path: str) -> List[Job]:
         raise _Refused(path, f"{path}: not a JSON report ({exc})") from None
     except ReplicaError as exc:
         raise _Refused(path, str(exc)) from None
+
+
+def _report_jobs(path: str) -> Tuple[List[Job], Any]:
+    """([target, peer...], {peer: datanode}) per command of a Spark report file, in round
+    order, each checked against the disk before any runs (check_report_job: a command
+    naming a replica of another container, outside the scanned roots, across clusters or
+    through a link refuses the whole list), the datanodes that vote as the disk says; and
+    the report's Ozone reconcile commands."""
+    from merkle.replica.reconcile import check_report_job
+
+    loaded = _load_report(path)
+    jobs: List[Job] = []
+    for job in loaded.jobs:
+        try:
+            jobs.append((job.replicas, check_report_job(job, loaded.roots, path)))
+        except OSError as exc:
+            raise _Refused(path, f"container {job.container_id}: {_os_message(exc)} "
+                           f"(nothing was run)") from None
+        except ReplicaError as exc:
+            raise _Refused(path, f"{exc} (nothing was run)") from None
+    return jobs, loaded
+
+
+def _print_ozone(commands: List[List[str]], mismatched: int) -> None:
+    """A report of replicas on Ozone datanode volumes: the datanodes repair them."""
+    print(f"{mismatched} container(s) on Ozone datanode volumes to reconcile: Ozone "
+          f"reconciles them itself (the datanodes' container reconciliation, HDDS-10239); "
+          f"ask it to with:")
+    for argv in commands:
+        print("  " + " ".join(argv))
+    if mismatched > len(commands):
+        print(f"  ... (the report lists the first {len(commands)}; 'crcmerkle spark report "
+              f"--first {mismatched}' lists them all)")
+    print("then follow it with 'ozone admin container reconcile --status <containerID>'")
 
 
 def _refuse_ozone(path: str, offline: bool = False) -> None:
@@ -192,8 +233,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _dump(state: Dict[str, Any]) -> None:
-    json.dump({"results": [r.to_dict() for r in state["results"]], "failed": state["failed"],
-               "unconverged": state["unconverged"]}, sys.stdout, indent=1)
+    doc = {"results": [r.to_dict() for r in state["results"]], "failed": state["failed"],
+           "unconverged": state["unconverged"]}
+    if state.get("ozone_reconcile"):
+        doc["ozone_reconcile"] = [{"argv": a} for a in state["ozone_reconcile"]]
+    json.dump(doc, sys.stdout, indent=1)
     sys.stdout.write("\n")
     sys.stdout.flush()
     state["printed"] = True
@@ -215,7 +259,11 @@ def _run(args: argparse.Namespace, state: Dict[str, Any]) -> int:
     if args.report:
         if args.paths or args.all:
             raise CLIError("--report takes no PATH and no --all")
-        jobs = _report_jobs(args.report)
+        jobs, loaded = _report_jobs(args.report)
+        if loaded.ozone:
+            state["ozone_reconcile"] = loaded.ozone
+            if not args.json:
+                _print_ozone(loaded.ozone, loaded.mismatched)
     elif args.all:
         if not args.paths:
             raise CLIError("--all needs the directories to search (crcmerkle reconcile --all "
@@ -284,7 +332,7 @@ def _run(args: argparse.Namespace, state: Dict[str, Any]) -> int:
         _dump(state)
     if failed:
         return EXIT_ERROR
-    if any(r.remaining for r in results) or unconverged:
+    if any(r.remaining for r in results) or unconverged or state.get("ozone_reconcile"):
         return EXIT_FINDINGS
     if args.dry_run and any(p.status == "planned" for r in results for p in r.peers):
         return EXIT_FINDINGS  # repairs pending

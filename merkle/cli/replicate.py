@@ -18,8 +18,13 @@ appears in one rename. An existing TARGET is never touched (one holding the sour
 container value is reported as present). TARGET's volume directory must exist (it is never
 created) and its path must contain no symbolic link. What is created gets the owner of the
 volume directory and the source's modes, never a setuid, setgid or sticky bit. Safe to
-re-run after a crash. With --report, the copy commands of a 'crcmerkle spark plan --json'
-plan are run, round by round."""
+re-run after a crash. A TARGET volume owned by another user than the source replica's (other
+than root) is refused: the copy would be handed to that user. On a volume that fills up the
+partial copy is removed. With --report, the copy commands of a 'crcmerkle spark plan --json'
+plan are run, round by round, once the plan's SHA-256 digest of its commands matches, each
+command's argv is exactly 'crcmerkle replicate' of its source and target, and every source
+and target lies under the roots the scan read, on volumes of one cluster, named by its
+container, with no symbolic link on the way (anything else: exit 2, nothing copied)."""
 
 EPILOG = exit_status_help(
     "a source did not verify (not a good replica; nothing was created for it); 0 also when a "
@@ -41,18 +46,24 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _plan_pairs(path: str) -> List[List[str]]:
-    from merkle.replica.replicate import commands_from_plan
+    """[source, target] per copy command of a plan file: its digest, numbers and argv
+    checked (plan_commands), then every command against the disk before any copy runs
+    (check_copy_command); one refused command refuses the plan (exit 2, nothing copied)."""
+    from merkle.replica.commandlist import read_json_file
+    from merkle.replica.replicate import check_copy_command, plan_commands
 
     try:
-        with open(path, encoding="utf-8") as f:
-            plan = json.load(f)
-        return commands_from_plan(plan, path)
+        plan = read_json_file(path)
+        commands = plan_commands(plan, path)
+        for c in commands:
+            check_copy_command(c, plan.get("scanned_roots"), path)
     except OSError as exc:
-        raise CLIError(f"{path}: {exc.strerror or exc}") from None
-    except (ValueError, UnicodeDecodeError) as exc:
+        raise CLIError(f"{exc.filename or path}: {exc.strerror or exc}") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise CLIError(f"{path}: not a JSON plan ({exc})") from None
     except ReplicaError as exc:
-        raise CLIError(str(exc)) from None
+        raise CLIError(f"{exc} (nothing was copied)") from None
+    return [[c.source, c.target] for c in commands]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -57,7 +57,6 @@ peers are not asked for the same chunk.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -83,9 +82,10 @@ from merkle.trees.diff import DiffReport, diff
 from merkle.trees.merge import chunk_follows
 from merkle.trees.treefile import tree_to_bytes
 
-__all__ = ["ChunkCopy", "PeerOutcome", "Problem", "ReconcileResult", "datanode_of",
-           "jobs_from_report", "load_report_jobs", "reconcile", "reconcile_round",
-           "report_commands", "report_jobs"]
+__all__ = ["ChunkCopy", "LoadedReport", "PeerOutcome", "Problem", "ReconcileResult",
+           "ReportJob", "check_report_job", "datanode_of", "jobs_from_report", "load_report",
+           "load_report_jobs", "reconcile", "reconcile_round", "report_commands",
+           "report_jobs"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 #: Called after every write step with (step, detail): "chunk", "block", "metadata", "tree".
@@ -1074,83 +1074,195 @@ _MAX_COMMANDS = (1 << 40)
 
 
 def report_commands(report: Any, report_path: PathLike) -> List[Dict[str, Any]]:
-    """Every reconcile command of a Spark report read from `report_path`, as dicts.
+    """Every reconcile command of a Spark report read from `report_path`, as dicts, after
+    checking them against the report's digest (merkle.replica.commandlist).
 
-    The rule: without "reconcile_commands" (reports before the executors wrote the list) the
-    inline "reconcile" list is the whole list. With it, the inline list is the whole list
-    when it holds "total" commands; else the full list is read from its "path" (relative to
-    the report file's directory, or absolute: a local path; a directory of JSON-lines part
-    files as Spark writes them, or one JSON-lines file), which must hold exactly "total"
-    commands. Never a part of the commands: a list that is missing, unreadable or of
-    another length is a ReplicaError."""
+    The rule: the report's "reconcile_commands" says how many commands there are ("total")
+    and carries a SHA-256 digest of them all ("sha256"). With a "path" the full list is read
+    from there (relative to the report file's directory, or absolute: a local path; a
+    directory of JSON-lines part files as Spark writes them, or one JSON-lines file): it
+    must hold exactly "total" commands, its parts must be the report's "parts" (name, bytes,
+    SHA-256) whose digest is "sha256", and the inline "reconcile" list must be its first
+    commands. Without a path the inline list must be the whole list, with "sha256" its
+    canonical digest. A report without a digest, a list that is missing, unreadable, of
+    another length or another digest is a ReplicaError: never a part, never another list."""
+    return _report_commands(report, report_path)[0]
+
+
+def _report_commands(report: Any, report_path: PathLike
+                     ) -> Tuple[List[Dict[str, Any]], List[Tuple[List[str], Dict[str, str]]]]:
+    """(the commands, their jobs) of report_commands, validated (numbers, paths, argv)."""
+    from merkle.replica import commandlist as cl
+
     source = os.fspath(report_path)
     inline = _inline_commands(report, source)
+    report_jobs(report, source)  # the inline commands' numbers, paths and argv first
     rc = report.get("reconcile_commands")
-    if rc is None:
-        return inline
-    if not isinstance(rc, dict):
+    if rc is not None and not isinstance(rc, dict):
         raise ReplicaError("bad \"reconcile_commands\" (an object with total and path)",
                            source)
-    total = _report_int(rc, "total", _MAX_COMMANDS, source, required=True)
-    if total == len(inline):
-        return inline
+    rc = rc or {}
+    total = _report_int(rc, "total", _MAX_COMMANDS, source)
+    total = len(inline) if total is None else total
     where = rc.get("path")
-    if where is None:
+    if total != len(inline) and where is None:
         raise ReplicaError(f"the report lists only {len(inline)} of its {total} reconcile "
                            f"commands and names no full list (write the report with "
                            f"--report FILE: the full list goes next to it)", source)
+    digest = cl.check_digest_field(rc.get("sha256"), "the report", source)
+    if where is None:
+        jobs = report_jobs(report, source)
+        if cl.lines_digest(inline) != digest:
+            raise ReplicaError("the report's commands do not match its digest (edited, or "
+                               "not this report's)", source)
+        return inline, jobs
     if not isinstance(where, str) or not where or "\0" in where:
         raise ReplicaError("bad \"path\" in \"reconcile_commands\"", source)
     if "://" in where:
         raise ReplicaError(f"the full command list is at {where}: copy it next to the report "
                            f"(reconcile reads local files)", source)
     full = os.path.join(os.path.dirname(os.path.abspath(source)), where)
-    entries = _read_command_list(full)
+    try:
+        entries, parts = cl.read_command_list(full)
+    except OSError as exc:
+        raise ReplicaError(f"cannot read the report's command list: "
+                           f"{exc.strerror or exc}", full) from None
     if len(entries) != total:
         raise ReplicaError(f"the command list holds {len(entries)} command(s), the report "
                            f"says {total}: incomplete or not this report's", full)
-    return entries
+    jobs = report_jobs(dict(report, reconcile=entries), full)
+    _check_parts(rc.get("parts"), parts, digest, full)
+    if entries[:len(inline)] != inline:
+        raise ReplicaError("the report's inline commands are not the first ones of its full "
+                           "list (edited, or not this report's)", source)
+    return entries, jobs
 
 
-def _read_command_list(path: str) -> List[Dict[str, Any]]:
-    """The commands of a JSON-lines file, or of the part files of a directory Spark wrote
-    (files starting with '_' or '.', such as _SUCCESS and checksums, are skipped)."""
-    try:
-        if os.path.isdir(path):
-            files = sorted(os.path.join(path, n) for n in os.listdir(path)
-                           if not n.startswith(("_", ".")))
-        else:
-            files = [path]
-        out: List[Dict[str, Any]] = []
-        for f in files:
-            with open(f, encoding="utf-8") as fh:
-                for n, line in enumerate(fh, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        e = json.loads(line)
-                    except (ValueError, RecursionError) as exc:
-                        raise ReplicaError(f"line {n}: not JSON ({exc})", f) from None
-                    if not isinstance(e, dict):
-                        raise ReplicaError(f"line {n}: not a command object", f)
-                    out.append(e)
-    except OSError as exc:
-        raise ReplicaError(f"cannot read the report's command list: "
-                           f"{exc.strerror or exc}", path) from None
-    except UnicodeDecodeError as exc:
-        raise ReplicaError(f"the command list is not UTF-8 text ({exc.reason})", path) \
-            from None
+def _check_parts(listed: Any, read: List[Any], digest: str, where: str) -> None:
+    """The parts read are exactly the report's listed parts, whose digest is `digest`."""
+    from merkle.replica import commandlist as cl
+
+    if not (isinstance(listed, list) and all(
+            isinstance(p, dict) and isinstance(p.get("name"), str)
+            and type(p.get("bytes")) is int and isinstance(p.get("sha256"), str)
+            for p in listed)):
+        raise ReplicaError("the report lists no parts of its command list (\"parts\": name, "
+                           "bytes, sha256 each): written by an older crcmerkle, or edited",
+                           where)
+    if cl.parts_digest(listed) != digest:
+        raise ReplicaError("the report's part list does not match its digest (edited)", where)
+    names = [p["name"] for p in listed]
+    if names != [p.name for p in read]:
+        raise ReplicaError(f"the command list's files ({', '.join(p.name for p in read)[:200]})"
+                           f" are not the report's parts (missing, extra or renamed)", where)
+    for want, got in zip(listed, read):
+        if (want["bytes"], want["sha256"]) != (got.size, got.sha256):
+            raise ReplicaError(f"{got.name}: does not match the report's digest of it "
+                               f"(swapped, edited or not this report's)", where)
+
+
+@dataclass
+class ReportJob:
+    """One reconcile command of a report, as run: its container, target, peers and the
+    peers' datanodes (each casts one vote)."""
+
+    container_id: int
+    replicas: List[str]
+    datanodes: Dict[str, str]
+
+
+@dataclass
+class LoadedReport:
+    """A Spark report's commands (all of them, digest-checked) and what checks them."""
+
+    jobs: List[ReportJob]
+    #: the roots the scan read: every replica a command names lies under one
+    roots: Optional[List[str]]
+    #: on Ozone volumes: `ozone admin container reconcile` commands (the datanodes repair)
+    ozone: List[List[str]]
+    #: how many containers are mismatched in all (the report lists the first ones)
+    mismatched: int = 0
+
+
+def load_report(path: PathLike) -> LoadedReport:
+    """A report file's commands (report_commands), validated, in round order; its scanned
+    roots and, for replicas on Ozone volumes, the commands that ask the datanodes to
+    reconcile. ReplicaError (or OSError / ValueError reading the report itself)."""
+    from merkle.replica import commandlist as cl
+
+    report = cl.read_json_file(path)
+    source = os.fspath(path)
+    ozone = _ozone_commands(report, source)
+    entries, jobs = _report_commands(report, path)
+    # report_jobs orders by (round, position): the same order gives each job its entry
+    ordered = sorted(range(len(entries)), key=lambda i: (entries[i].get("round") or 0, i))
+    out = []
+    for i, (replicas, datanodes) in zip(ordered, jobs):
+        cid = entries[i].get("container_id")
+        out.append(ReportJob(-1 if cid is None else int(cid), replicas, datanodes))
+    roots = report.get("scanned_roots")
+    summary = report.get("summary")
+    mismatched = _report_int(summary if isinstance(summary, dict) else {}, "MISMATCHED",
+                             _MAX_COMMANDS, source)
+    return LoadedReport(out, roots if roots is None else
+                        cl.check_roots_field(roots, "the report", source), ozone,
+                        max(mismatched or 0, len(ozone)))
+
+
+def _ozone_commands(report: Any, source: str) -> List[List[str]]:
+    """The report's "ozone_reconcile" commands (argv lists), validated: exactly
+    `ozone admin container reconcile <containerID>`."""
+    entries = report.get("ozone_reconcile") if isinstance(report, dict) else None
+    if not entries:
+        return []
+    if not isinstance(entries, list):
+        raise ReplicaError("bad \"ozone_reconcile\" (a list of commands)", source)
+    out = []
+    for e in entries:
+        cid = _report_int(e if isinstance(e, dict) else {}, "containerID", _MAX_CONTAINER_ID,
+                          source, required=True)
+        argv = ["ozone", "admin", "container", "reconcile", str(cid)]
+        if e.get("argv") not in (None, argv):
+            raise ReplicaError(f"container {cid}: its \"argv\" is not '{' '.join(argv)}'",
+                               source)
+        out.append(argv)
     return out
+
+
+def check_report_job(job: ReportJob, roots: Optional[List[str]], source: str
+                     ) -> Dict[str, str]:
+    """Before a command runs: its target and peers are replicas of its container (their own
+    metadata says so), under the roots the scan read, on volumes of one cluster, reached
+    without links (merkle.replica.commandlist). ReplicaError naming what is wrong.
+
+    Returns each peer's datanode as the disk says (datanode_of), for the vote: the
+    command's "peer_datanodes" are what the report claims, and two copies on one datanode
+    named as two datanodes would cast two votes."""
+    from merkle.replica import commandlist as cl
+
+    if roots is None:
+        raise ReplicaError("the report names no scanned roots (\"scanned_roots\"): its "
+                           "commands cannot be checked against the disk; write it again",
+                           source)
+    cid = job.container_id
+    if cid < 0:
+        raise ReplicaError("a command names no \"container_id\" (refused)", source)
+    clusters = set()
+    for p in job.replicas:
+        root = cl.check_replica_path(p, cid, roots, source)
+        clusters.add(cl.cluster_of(root))
+    if len(clusters) > 1:
+        raise ReplicaError(f"container {cid}: the command's replicas are on volumes of "
+                           f"different clusters ({', '.join(sorted(clusters))})", source)
+    for p in job.replicas:
+        cl.check_replica_metadata(p, cid)
+    return {p: datanode_of(p) for p in job.replicas[1:]}
 
 
 def load_report_jobs(path: PathLike) -> List[Tuple[List[str], Dict[str, str]]]:
     """report_jobs for a report file: ALL its commands (report_commands), validated, in
     round order. ReplicaError (or OSError / ValueError reading the report itself)."""
-    with open(path, encoding="utf-8") as f:
-        report = json.load(f)
-    commands = report_commands(report, path)
-    return report_jobs(dict(report, reconcile=commands, reconcile_commands=None),
-                       os.fspath(path))
+    return [(j.replicas, j.datanodes) for j in load_report(path).jobs]
 
 
 def jobs_from_report(report: Any, source: str = "report") -> List[List[str]]:

@@ -27,7 +27,15 @@ cannot send the copy elsewhere. The source's metadata and tree are read only whe
 says they are within the metadata cap (safeopen.max_metadata_bytes). Everything created
 (staging directory, `chunks/`, `metadata/`, files) gets the owner and group of the
 directory it is made in, as the datanode's own files have, and never a setuid, setgid or
-sticky bit (merkle.replica.safeopen's creation helpers).
+sticky bit (merkle.replica.safeopen's creation helpers). Hence a volume directory owned by
+another user than the source replica's (root aside) is refused: the copy would become that
+user's. A copy that fails (a volume that fills up: ENOSPC) removes its staging directory
+through the volume's descriptor before the error is reported.
+
+A plan's commands (`plan_commands`, `check_copy_command`) are run only when the plan's
+digest of its command list matches, each command's argv is exactly `crcmerkle replicate
+SOURCE TARGET` of its fields, and source and target lie under the roots the scan read, on
+volumes of one cluster (merkle.replica.commandlist).
 """
 
 from __future__ import annotations
@@ -54,8 +62,9 @@ from merkle.replica.safeopen import (make_dir, open_dir, open_dir_nofollow_path,
                                      read_regular, replace_atomic)
 from merkle.trees.ozone import format_checksum
 
-__all__ = ["PLAN_FORMAT", "ReplicateResult", "SourceNotGoodError", "TargetExistsError",
-           "commands_from_plan", "open_in", "replicate"]
+__all__ = ["PLAN_FORMAT", "PlanCommand", "ReplicateResult", "SourceNotGoodError",
+           "TargetExistsError", "check_copy_command", "commands_from_plan", "open_in",
+           "plan_commands", "replicate"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 #: Called after each step with (step, detail): "block", "metadata", "tree", "rename".
@@ -384,24 +393,26 @@ def _replicate(src: ContainerPaths, tgt: ContainerPaths, cid: int,
                                    data_checksum=src_value,
                                    notes=["a replica with the source's value is already "
                                           "there; not touched"])
+        _check_owner(vol_fd, src_root, volume, os.fspath(src.root))
         stage_name = _staging_name(cid)
         _clear_staging(vol_fd, stage_name, volume)
         stage = os.path.join(volume, stage_name)
         stage_fd = make_dir(stage_name, vol_fd, os.fstat(src_root).st_mode, display=stage)
         fds.append(stage_fd)
-        mfd = _create_in(stage_fd, _MARKER, 0o644)
-        try:
-            os.write(mfd, (os.path.abspath(src.root) + "\n").encode())
-        finally:
-            os.close(mfd)
         result = ReplicateResult(os.fspath(src.root), os.fspath(tgt.root), cid, "created")
         try:
+            mfd = _create_in(stage_fd, _MARKER, 0o644)
+            try:
+                os.write(mfd, (os.path.abspath(src.root) + "\n").encode())
+            finally:
+                os.close(mfd)
             _build(src_root, meta_fd, stage_fd, stage, meta, meta_raw, tree_raw, cid, result,
                    step)
-        except (ReplicaError, ValueError):
-            _clear_staging(vol_fd, stage_name, volume)  # ours, and useless: no half copies
+            _check_free(vol_fd, tgt)
+        except (ReplicaError, ValueError, OSError) as exc:
+            # ours, and useless: no half copies (a full volume, ENOSPC, keeps nothing of it)
+            _discard_staging(vol_fd, stage_name, volume, exc)
             raise
-        _check_free(vol_fd, tgt)
         os.unlink(_MARKER, dir_fd=stage_fd)  # the marker belongs to the staging directory
         os.fsync(stage_fd)
         os.rename(stage_name, os.path.basename(os.path.abspath(tgt.root)), src_dir_fd=vol_fd,
@@ -415,6 +426,30 @@ def _replicate(src: ContainerPaths, tgt: ContainerPaths, cid: int,
     finally:
         for fd in fds:
             os.close(fd)
+
+
+def _discard_staging(vol_fd: int, name: str, volume: str, cause: BaseException) -> None:
+    """Remove our staging directory after a failed copy (through the volume's descriptor);
+    when that fails too, the copy's own error is what is reported (a re-run clears it)."""
+    try:
+        _clear_staging(vol_fd, name, volume)
+    except (ReplicaError, OSError) as exc:
+        if isinstance(cause, OSError) and not isinstance(cause, ReplicaError):
+            cause.strerror = (f"{cause.strerror or cause}; the partial copy "
+                              f"{os.path.join(volume, name)} could not be removed "
+                              f"({getattr(exc, 'strerror', None) or exc})")
+
+
+def _check_owner(vol_fd: int, src_root: int, volume: str, source: str) -> None:
+    """What is created gets the volume directory's owner (as the datanode's own files): a
+    volume owned by another user than the source replica's, other than root, would be
+    handed that replica's data (a root-only replica given to a user). Refused."""
+    vol_uid = os.fstat(vol_fd).st_uid
+    src_uid = os.fstat(src_root).st_uid
+    if vol_uid not in (0, src_uid):
+        raise ReplicaError(f"the target's volume directory belongs to uid {vol_uid}, the "
+                           f"source replica {source} to uid {src_uid}: the copy would be "
+                           f"handed to another user (refused)", volume)
 
 
 def _build(src_root: int, meta_fd: int, stage_fd: int, stage: str, meta: Any, meta_raw: bytes,
@@ -520,24 +555,88 @@ def _write_tree(staged: ContainerPaths, meta_dir: int, tree_raw: Optional[bytes]
     result.data_checksum = scan.tree.data_checksum
 
 
-def commands_from_plan(plan: Any, source: str = "plan") -> List[List[str]]:
-    """[source replica, target replica] per copy command of a `crcmerkle spark plan --json`
-    plan, in round order; ReplicaError when it is not such a plan or a command lacks paths."""
+#: bounds of a plan's numbers (rounds, container IDs)
+_MAX_ROUND = (1 << 31) - 1
+_MAX_CONTAINER_ID = (1 << 63) - 1
+
+
+def _plan_int(c: Dict[str, Any], key: str, high: int, source: str) -> int:
+    value = c.get(key)
+    if type(value) is not int or not 0 <= value <= high:  # bool, float, 1e400, [1]: refused
+        shown = repr(value)
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        raise ReplicaError(f"bad \"{key}\" in a copy command: {shown} (an integer "
+                           f"0..{high})", source)
+    return value
+
+
+@dataclass(frozen=True)
+class PlanCommand:
+    """One copy command of a plan, validated: container, source replica, target replica."""
+
+    round: int
+    container: int
+    source: str
+    target: str
+
+
+def plan_commands(plan: Any, source: str = "plan") -> List[PlanCommand]:
+    """The copy commands of a `crcmerkle spark plan --json` plan, in round order, after
+    checking them: the plan's digest of its command list ("copy_plan"."sha256",
+    merkle.replica.commandlist.lines_digest), each command's numbers, paths and `argv`
+    (what the operator approved: exactly `crcmerkle replicate SOURCE TARGET` of its
+    fields). ReplicaError otherwise, before anything runs."""
+    from merkle.replica import commandlist as cl
+
     if not isinstance(plan, dict) or plan.get("format") != PLAN_FORMAT:
         raise ReplicaError(f"not a crcmerkle spark plan (no \"format\": \"{PLAN_FORMAT}\")",
                            source)
-    cmds = (plan.get("copy_plan") or {}).get("commands") if isinstance(
-        plan.get("copy_plan"), dict) else None
+    cp = plan.get("copy_plan")
+    cmds = cp.get("commands") if isinstance(cp, dict) else None
     if not isinstance(cmds, list) or not all(isinstance(c, dict) for c in cmds):
         raise ReplicaError("the plan has no \"copy_plan\" list of commands", source)
-    out: List[List[str]] = []
-    for c in sorted(cmds, key=lambda c: int(c.get("round") or 0)):
+    out: List[PlanCommand] = []
+    for c in cmds:
+        rnd = _plan_int(c, "round", _MAX_ROUND, source)
+        cid = _plan_int(c, "container", _MAX_CONTAINER_ID, source)
         s, t = c.get("source_replica"), c.get("target_replica")
         if not (isinstance(s, str) and s and isinstance(t, str) and t):
-            raise ReplicaError(f"container {c.get('container')}: the command lacks replica "
-                               f"paths (the Spark scan records them)", source)
-        out.append([s, t])
-    return out
+            raise ReplicaError(f"container {cid}: the command lacks replica paths (the Spark "
+                               f"scan records them)", source)
+        if c.get("argv") != ["crcmerkle", "replicate", s, t]:
+            raise ReplicaError(f"container {cid}: its \"argv\" is not 'crcmerkle replicate' "
+                               f"with its source_replica and target_replica (what the "
+                               f"operator approves is what runs)", source)
+        out.append(PlanCommand(rnd, cid, s, t))
+    digest = cl.check_digest_field(cp.get("sha256"), "the plan", source)
+    if cl.lines_digest(cmds) != digest:
+        raise ReplicaError("the plan's copy commands do not match its digest (edited, or not "
+                           "this plan's)", source)
+    return sorted(out, key=lambda c: c.round)  # stable: the plan's order within a round
+
+
+def commands_from_plan(plan: Any, source: str = "plan") -> List[List[str]]:
+    """[source replica, target replica] per copy command of a `crcmerkle spark plan --json`
+    plan, in round order (plan_commands: digest, numbers, paths and argv checked);
+    ReplicaError when it is not such a plan or a command is refused."""
+    return [[c.source, c.target] for c in plan_commands(plan, source)]
+
+
+def check_copy_command(cmd: PlanCommand, roots: Any, source: str) -> None:
+    """Before a copy runs: its source is a replica of its container (its own metadata says
+    so), source and target lie under the roots the scan read, on volumes of one cluster,
+    named by the container, reached without links (merkle.replica.commandlist)."""
+    from merkle.replica import commandlist as cl
+
+    roots = cl.check_roots_field(roots, "the plan", source)
+    src_root = cl.check_replica_path(cmd.source, cmd.container, roots, source)
+    tgt_root = cl.check_replica_path(cmd.target, cmd.container, roots, source)
+    if cl.cluster_of(src_root) != cl.cluster_of(tgt_root):
+        raise ReplicaError(f"container {cmd.container}: the target {cmd.target} is not on a "
+                           f"volume of the source's cluster ({src_root})", source)
+    cl.check_replica_metadata(cmd.source, cmd.container)
+    fd = cl.open_without_links(os.path.dirname(os.path.abspath(cmd.target)))
+    os.close(fd)
 
 
 def replicate_all(pairs: Sequence[Sequence[str]]) -> List[Any]:

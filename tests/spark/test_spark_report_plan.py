@@ -76,8 +76,14 @@ def test_build_report_does_not_collect_the_pulls(spark, tmp_path, monkeypatch):
                        commands_ref="r.json.commands")
     monkeypatch.undo()
     assert sizes and max(sizes) <= first
-    assert rep["reconcile_commands"] == {"total": n, "listed": first,
-                                         "path": "r.json.commands", "format": "json-lines"}
+    rc = rep["reconcile_commands"]
+    assert {k: rc[k] for k in ("total", "listed", "path", "format")} == {
+        "total": n, "listed": first, "path": "r.json.commands", "format": "json-lines"}
+    # the digest reconcile checks: each part's, as the executors wrote it, and over them
+    from merkle.replica.commandlist import read_command_list, parts_digest
+    _, parts = read_command_list(str(out))
+    assert rc["parts"] == [p.to_dict() for p in parts] and rc["sha256"] == parts_digest(
+        rc["parts"])
     assert len(rep["reconcile"]) == first
     assert rep["repair_plan"]["total"] == n and len(rep["repair_plan"]["commands"]) == first
     assert rep["repair_plan"]["rounds"] == n // 20  # dn0 repairs 20 containers per round
@@ -143,15 +149,20 @@ def _report(tmp_path: Path, n: int, listed: int, path: Any = "r.json.commands") 
              "peer_datanodes": ["dn1"],
              "argv": ["crcmerkle", "reconcile", str(tmp_path / f"dn0/v/{c}"),
                       str(tmp_path / f"dn1/v/{c}")]} for c in range(n)]
+    from merkle.replica.commandlist import lines_digest, parts_digest, read_command_list
+
     rep = {"format": "crcmerkle-spark-report", "version": 1, "reconcile": cmds[:listed],
            "reconcile_commands": {"total": n, "listed": listed, "path": path,
-                                  "format": "json-lines"}}
+                                  "format": "json-lines", "sha256": lines_digest(cmds)},
+           "scanned_roots": [str(tmp_path)]}
     if path is not None:
         d = tmp_path / path
         d.mkdir()
         (d / "part-00000.json").write_text("".join(json.dumps(c) + "\n" for c in cmds[:n // 2]))
         (d / "part-00001.json").write_text("".join(json.dumps(c) + "\n" for c in cmds[n // 2:]))
         (d / "_SUCCESS").write_text("")
+        parts = [p.to_dict() for p in read_command_list(str(d))[1]]  # as Spark's writer
+        rep["reconcile_commands"].update(parts=parts, sha256=parts_digest(parts))
     f = tmp_path / "r.json"
     f.write_text(json.dumps(rep))
     return f
@@ -240,7 +251,9 @@ def test_an_absolute_list_path_is_used_as_written(tmp_path):
 
 
 def test_inline_lists_need_no_file(tmp_path):
-    """Older reports (no reconcile_commands) and complete ones run their inline list."""
+    """Complete reports run their inline list; older reports (no reconcile_commands, so no
+    digest of their commands) are refused since issue 23 (item 3)."""
+    from merkle.replica.errors import ReplicaError
     from merkle.replica.reconcile import load_report_jobs
 
     f = _report(tmp_path, 3, 3, path=None)
@@ -248,4 +261,5 @@ def test_inline_lists_need_no_file(tmp_path):
     rep = json.loads(f.read_text())
     del rep["reconcile_commands"]
     f.write_text(json.dumps(rep))
-    assert len(load_report_jobs(f)) == 3
+    with pytest.raises(ReplicaError, match="no SHA-256 digest"):
+        load_report_jobs(f)

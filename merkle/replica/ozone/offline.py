@@ -159,6 +159,18 @@ def _be64(v: int) -> bytes:
     return struct.pack(">q", int(v))
 
 
+#: a counter is a Java long
+_LONG_MAX = (1 << 63) - 1
+
+
+def _counter(value: int, delta: int) -> int:
+    """A usage counter after adding `delta`, kept within 0..2**63-1: a saturated (or
+    negative) counter read from the DB must not make the repair fail after its data was
+    written, on every run. It is a usage figure, not data: the datanode recomputes it
+    (KeyValueContainerMetadataInspector repairs #BYTESUSED from the block rows)."""
+    return max(0, min(_LONG_MAX, int(value) + int(delta)))
+
+
 class OfflineReplica:
     """The target of an offline repair: its volume's DB locked for as long as this is open
     (see the module docstring). close() releases the lock."""
@@ -226,9 +238,10 @@ class OfflineReplica:
         counters = self.db.metadata(cid)
         meta_rows: Dict[bytes, bytes] = {}
         if "#BLOCKCOUNT" in counters and new_blocks:
-            meta_rows[prefix + b"#BLOCKCOUNT"] = _be64(counters["#BLOCKCOUNT"] + new_blocks)
+            meta_rows[prefix + b"#BLOCKCOUNT"] = _be64(_counter(counters["#BLOCKCOUNT"],
+                                                                new_blocks))
         if "#BYTESUSED" in counters and delta:
-            meta_rows[prefix + b"#BYTESUSED"] = _be64(counters["#BYTESUSED"] + delta)
+            meta_rows[prefix + b"#BYTESUSED"] = _be64(_counter(counters["#BYTESUSED"], delta))
         if "#DATACHECKSUM" in counters and tree.data_checksum is not None:
             meta_rows[prefix + b"#DATACHECKSUM"] = _be64(tree.data_checksum)
         self._locked.write_batch(rows, meta_rows)
