@@ -15,12 +15,19 @@ volumes) or a cluster (a directory of datanodes). Paths are derived from the dir
 walked, never from the absolute paths recorded in `.container` (a volume may be mounted
 elsewhere when inspected). Files are opened without following symbolic links and must be
 regular files.
+
+VERSION is data, never a path: `clusterID` and `storageID` must each be one plain path
+component, and the directories they name (and `current/`) must be real directories under the
+volume's `hdds/`, not links. A volume whose VERSION breaks that, or whose `layOutVersion` is
+not the one Ozone accepts (HDDSVolumeLayoutVersion: only 1; a datanode fails such a volume
+at start-up), is a volume problem: none of its replicas is listed.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple, Union
@@ -28,8 +35,9 @@ from typing import Dict, Iterator, List, Optional, Tuple, Union
 from merkle.replica.safeopen import FileTooLargeError, max_metadata_bytes, open_dir
 from merkle.replica.safeopen import open_regular as safe_open_regular
 
-__all__ = ["HDDS", "OzoneReplica", "OzoneVolume", "container_dir_index", "find_volumes",
-           "is_ozone_path", "open_regular", "read_regular", "read_version"]
+__all__ = ["HDDS", "OzoneReplica", "OzoneVolume", "VOLUME_LAYOUT_VERSION", "container_dir_index",
+           "find_volumes", "is_ozone_path", "is_plain_component", "open_regular", "read_regular",
+           "read_version"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -42,6 +50,32 @@ BLOCK_SUFFIX = ".block"
 MAX_SMALL_FILE = 1 << 20
 #: how deep below a given path volumes are looked for (cluster/datanode/volume)
 _MAX_DEPTH = 4
+#: the only VERSION layOutVersion Ozone accepts (HDDSVolumeLayoutVersion.getLatestVersion)
+VOLUME_LAYOUT_VERSION = 1
+#: the longest file name POSIX file systems allow (NAME_MAX)
+_NAME_MAX = 255
+
+
+def is_plain_component(name: str) -> bool:
+    """Is `name` usable as one path component: not empty, not `.` or `..`, no `/`, no NUL,
+    no control character, at most NAME_MAX bytes? Names read from VERSION must be."""
+    return (bool(name) and name not in (".", "..") and "/" not in name
+            and all(ord(c) >= 0x20 and c != "\x7f" for c in name)
+            and len(name.encode("utf-8", "surrogateescape")) <= _NAME_MAX)
+
+
+def _shown(value: str, limit: int = 80) -> str:
+    """A value read from a file, quoted and cut for a one-line message."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "...'"
+
+
+def _real_dir(path: Path) -> bool:
+    """Is `path` a directory itself (lstat: a link to one is not)?"""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def container_dir_index(container_id: int) -> int:
@@ -155,6 +189,8 @@ class OzoneVolume:
             return []
         found: List[OzoneReplica] = []
         current = self.id_dir / "current"
+        if not _real_dir(current):  # missing, or a link out of the volume: never followed
+            return []
         try:
             dirs = sorted(os.scandir(current), key=lambda e: e.name)
         except (FileNotFoundError, NotADirectoryError):
@@ -208,6 +244,15 @@ class OzoneReplica:
         """The `.tree`, capped as the crcmerkle layout's metadata (max_metadata_bytes)."""
         return read_regular(self.tree, max_metadata_bytes(), self.root)
 
+    def identity(self) -> Optional[Tuple[int, int]]:
+        """(st_dev, st_ino) of the replica directory itself (never through a link), None
+        when it cannot be read: the same directory reached twice (a bind mount) has one."""
+        try:
+            st = os.lstat(self.root)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
 
 def _decimal(name: str) -> Optional[int]:
     if not name.isdigit() or not name.isascii():
@@ -216,18 +261,52 @@ def _decimal(name: str) -> Optional[int]:
     return value if str(value) == name else None
 
 
+def _version_problem(props: Dict[str, str], version_file: Path) -> Optional[str]:
+    """Why Ozone would refuse this VERSION, or why its names cannot be used as directory
+    names (StorageVolumeUtil's checks, plus: a name is one plain component), else None."""
+    layout = props.get("layOutVersion", "")
+    if layout.strip() != str(VOLUME_LAYOUT_VERSION):
+        return (f"{version_file}: layOutVersion {_shown(layout)}: Ozone accepts only "
+                f"{VOLUME_LAYOUT_VERSION} (HDDSVolumeLayoutVersion) and would refuse this volume")
+    for key in ("clusterID", "storageID"):
+        value = props.get(key, "")
+        if not is_plain_component(value):
+            return (f"{version_file}: {key} {_shown(value)} is not one plain directory name "
+                    f"(never used as a path)")
+    return None
+
+
+def _under(child: Path, parent: Path) -> bool:
+    """Does `child` resolve to a directory right inside what `parent` resolves to?"""
+    return Path(os.path.realpath(child)).parent == Path(os.path.realpath(parent))
+
+
 def _volume(root: Path) -> OzoneVolume:
-    props = read_version(root / HDDS / VERSION)
-    cluster = props.get("clusterID", "")
     hdds = root / HDDS
-    if cluster and (hdds / cluster).is_dir():
-        return OzoneVolume(root, props, hdds / cluster)
-    subdirs = [Path(e.path) for e in os.scandir(hdds) if e.is_dir(follow_symlinks=False)]
-    if len(subdirs) == 1:  # a volume formatted before SCM HA: the scmID directory
-        return OzoneVolume(root, props, subdirs[0])
-    return OzoneVolume(root, props, None,
-                       f"no {cluster or 'cluster'} directory in {hdds} "
-                       f"({len(subdirs)} candidates)")
+    version = hdds / VERSION
+    props = read_version(version)
+    problem = _version_problem(props, version)
+    if problem is not None:
+        return OzoneVolume(root, props, None, problem)
+    if not _real_dir(hdds):
+        return OzoneVolume(root, props, None, f"{hdds} is not a directory (a link is never "
+                                               f"followed)")
+    cluster = props["clusterID"]
+    if _real_dir(hdds / cluster):
+        id_dir = hdds / cluster
+    else:
+        subdirs = [Path(e.path) for e in os.scandir(hdds) if e.is_dir(follow_symlinks=False)]
+        if len(subdirs) != 1:
+            return OzoneVolume(root, props, None,
+                               f"no {cluster} directory in {hdds} ({len(subdirs)} candidates)")
+        id_dir = subdirs[0]  # a volume formatted before SCM HA: the scmID directory
+    storage = id_dir / props["storageID"]
+    if os.path.lexists(storage) and not _real_dir(storage):
+        return OzoneVolume(root, props, None, f"{storage} is not a directory (a link is "
+                                               f"never followed)")
+    if not _under(id_dir, hdds) or (_real_dir(storage) and not _under(storage, id_dir)):
+        return OzoneVolume(root, props, None, f"{id_dir} does not lie under {hdds}")
+    return OzoneVolume(root, props, id_dir)
 
 
 def _volume_above(p: Path) -> Optional[Tuple[Path, Path]]:
