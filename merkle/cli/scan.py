@@ -142,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print_error(str(exc))
 
+    ozone_scanned: Dict[Any, Any] = {}  # an Ozone replica reached by two PATHs: once
     t0 = time.perf_counter()
     try:
         for path in args.paths:  # one bad PATH does not stop the others
@@ -150,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
                 scan_paths([path], bytes_per_second=args.rate, workers=args.workers,
                            write_tree=not args.no_write, on_result=on_result,
                            on_error=on_error, progress=progress,
+                           ozone_scanned=ozone_scanned,
                            buffer_size=args.buffer_size or DEFAULT_BUFFER_SIZE)
             except FileNotFoundError as exc:
                 path_error(path, OSError(f"{path}: {exc.strerror or exc}"))

@@ -615,12 +615,14 @@ def _scan_files(files: ReplicaFiles, write: bool, workers: int,
 def scan_paths(paths: Iterable[PathLike], *, bytes_per_second: Optional[float] = None,
                on_result: Optional[Callable[[ScanResult], Any]] = None,
                on_error: Optional[Callable[[ReplicaLocation, Exception], Any]] = None,
+               ozone_scanned: Optional[Dict[Any, Any]] = None,
                **kwargs: Any) -> List[ScanResult]:
     """Scan every replica under each path (replica, volume, datanode, cluster), one rate
     limiter per volume. Errors that stop one replica's scan (lock held, I/O) go to
     `on_error` (re-raised without it); the other replicas are still scanned. Paths on Ozone
     datanode volumes are scanned read-only (merkle.replica.ozone.scan.scan_ozone_paths), the
-    others as crcmerkle-layout replicas: one call may mix both."""
+    others as crcmerkle-layout replicas: one call may mix both. `ozone_scanned`: the Ozone
+    replica directories already scanned (scan_ozone_paths' `scanned`), shared by calls."""
     paths = list(paths)
     from merkle.replica.ozone.layout import is_ozone_path
     on_ozone = [os.path.exists(p) and is_ozone_path(p) for p in paths]
@@ -633,7 +635,7 @@ def scan_paths(paths: Iterable[PathLike], *, bytes_per_second: Optional[float] =
                                f"pip install 'crcmerkle[ozone]'") from None
         results = scan_ozone_paths([p for p, o in zip(paths, on_ozone) if o],
                                    bytes_per_second=bytes_per_second, on_result=on_result,
-                                   on_error=on_error, **kwargs)
+                                   on_error=on_error, scanned=ozone_scanned, **kwargs)
         paths = [p for p, o in zip(paths, on_ozone) if not o]
         if not paths:
             return results

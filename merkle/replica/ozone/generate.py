@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import string
 import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Set, Tuple
@@ -87,15 +88,19 @@ def mount_paths(template: Optional[str], datanodes: int, volumes: int
     from merkle.replica.generate import GeneratorError
     if template is None:
         return {(d, v): None for d in range(datanodes) for v in range(volumes)}
+    try:
+        fields = [(name, spec, conv) for _, name, spec, conv in string.Formatter().parse(template)
+                  if name is not None]
+    except ValueError as exc:
+        raise GeneratorError(f"--mount-path {template!r}: {exc}") from None
+    if any(name not in ("datanode", "volume") or spec or conv for name, spec, conv in fields):
+        raise GeneratorError(f"--mount-path {template!r}: only {{datanode}} and {{volume}} "
+                             f"may be used (no other field, attribute or format)")
     out: Dict[Tuple[int, int], Optional[str]] = {}
     for d in range(datanodes):
         seen: Dict[str, int] = {}
         for v in range(volumes):
-            try:
-                path = template.format(datanode=d, volume=v)
-            except (KeyError, IndexError, ValueError, AttributeError) as exc:
-                raise GeneratorError(f"--mount-path {template!r}: only {{datanode}} and "
-                                     f"{{volume}} may be used ({exc!r})") from None
+            path = template.format(datanode=d, volume=v)
             parts = path.split("/")
             if not path.startswith("/") or "\0" in path or any(
                     p in (".", "..") for p in parts):

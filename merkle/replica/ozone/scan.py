@@ -268,17 +268,21 @@ def scan_volume(volume: OzoneVolume, replicas: Optional[Iterable[OzoneReplica]] 
 def scan_ozone_paths(paths: Iterable[PathLike], *,
                      on_result: Optional[Callable[[Any], Any]] = None,
                      on_error: Optional[Callable[[Any, Exception], Any]] = None,
-                     bytes_per_second: Optional[float] = None, **kwargs: Any) -> List[Any]:
+                     bytes_per_second: Optional[float] = None,
+                     scanned: Optional[Dict[Tuple[int, int], Path]] = None,
+                     **kwargs: Any) -> List[Any]:
     """Scan every replica on the Ozone volumes at or under each path (see find_volumes),
     volume by volume, one rate limiter per volume. A volume that cannot be read goes to
-    `on_error(volume, exc)` (re-raised without it) and the walk goes on."""
+    `on_error(volume, exc)` (re-raised without it) and the walk goes on. A replica directory
+    already in `scanned` ((st_dev, st_ino) -> the path it was scanned at; pass one dict to
+    several calls to share it) goes to `on_error(replica, DuplicateReplicaError)`."""
     from merkle.replica.scan import RateLimiter
 
     for key in ("write_tree", "lock", "use_mmap"):
         kwargs.pop(key, None)  # read-only by construction; mmap would SIGBUS on a live file
     results: List[Any] = []
     seen: Dict[Path, bool] = {}
-    scanned: Dict[Tuple[int, int], Path] = {}  # replica directory identity -> first path
+    scanned = {} if scanned is None else scanned
     for p in paths:
         for volume, inner in find_volumes(p):
             if volume.root in seen:
