@@ -28,6 +28,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple, Union
@@ -273,6 +274,12 @@ def _version_problem(props: Dict[str, str], version_file: Path) -> Optional[str]
         if not is_plain_component(value):
             return (f"{version_file}: {key} {_shown(value)} is not one plain directory name "
                     f"(never used as a path)")
+    if not props.get("datanodeUuid", "").strip():
+        return f"{version_file}: no datanodeUuid: Ozone would refuse this volume"
+    ctime = props.get("ctime", "")
+    if not (ctime.isascii() and ctime.isdigit()) or int(ctime) > time.time() * 1000:
+        return (f"{version_file}: ctime {_shown(ctime)} is not a creation time in the past "
+                f"(milliseconds): Ozone would refuse this volume")
     return None
 
 
