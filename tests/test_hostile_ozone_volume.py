@@ -61,6 +61,7 @@ def _scan_json(*paths: Any) -> Any:
     ("storageID", "../../../../dn0/vol0/hdds/CID-test/DS-test"),
     ("clusterID", "/abs/CID-test"),
     ("storageID", ".."),
+    ("clusterID", "CID-test\x1b[2K\tforged"),
 ])
 def test_version_names_that_walk_out_are_a_volume_problem(tmp_path: Path, key: str,
                                                           value: str) -> None:
@@ -100,6 +101,25 @@ def test_a_linked_cluster_directory_is_never_followed(tmp_path: Path) -> None:
     assert vol.replicas() == []
     code, out = _scan_json(empty.root)
     assert code == 2 and out["replicas"] == []
+
+
+@pytest.mark.parametrize("which", ["current", "storage"])
+def test_a_linked_current_or_storage_directory_is_never_followed(tmp_path: Path,
+                                                                which: str) -> None:
+    theirs = _volume(tmp_path / "dn0" / "vol0")
+    empty = _volume(tmp_path / "dn1" / "vol0", {})
+    assert empty.id_dir is not None and theirs.id_dir is not None
+    if which == "current":
+        shutil.rmtree(empty.id_dir / "current")
+        (empty.id_dir / "current").symlink_to(theirs.id_dir / "current")
+    else:
+        # another volume's DB (and the replicas the first scan would attribute to it)
+        shutil.rmtree(empty.id_dir / "DS-test")
+        (empty.id_dir / "DS-test").symlink_to(theirs.id_dir / "DS-test")
+        shutil.rmtree(empty.id_dir / "current")
+        shutil.copytree(theirs.id_dir / "current", empty.id_dir / "current")
+    code, out = _scan_json(empty.root)
+    assert code == 2 and out["replicas"] == [], out
 
 
 def test_a_replica_reached_twice_is_scanned_once_and_reported(tmp_path: Path) -> None:
@@ -158,6 +178,26 @@ def test_container_file_anchor_and_non_scalar_fields_are_refused() -> None:
     with pytest.raises(ContainerFileError) as info:
         parse_container_file(base.replace("state: CLOSED", f"state: {long_state}").encode())
     assert len(str(info.value)) < 200
+
+
+def test_deep_nesting_with_the_pure_python_loader_is_one_replica_error(
+        monkeypatch: Any) -> None:
+    """libyaml caps nesting; PyYAML's own loader (no libyaml) recursed until RecursionError,
+    which no caller catches: the whole scan died."""
+    import yaml
+
+    from merkle.replica.ozone import containerfile
+
+    class PureLoader(yaml.SafeLoader):
+        pass
+    PureLoader.add_constructor("KeyValueContainerData",
+                               lambda loader, node: loader.construct_mapping(node))
+    monkeypatch.setattr(containerfile, "_Loader", PureLoader)
+    base = render_container_file({"containerID": 1, "layOutVersion": 2, "maxSize": 5,
+                                  "state": "CLOSED", "schemaVersion": "3"}).decode()
+    deep = "[" * 5000 + "]" * 5000
+    with pytest.raises(ContainerFileError, match="nested too deeply"):
+        parse_container_file(base.replace("state: CLOSED", f"state: {deep}").encode())
 
 
 # ---- issue 23 item 11: the DB snapshot copies only what RocksDB reads, bounded --------------

@@ -92,6 +92,8 @@ def parse_container_file(data: bytes) -> ContainerFile:
         doc = yaml.load(text, Loader=_Loader)  # noqa: S506 (SafeLoader subclass)
     except yaml.YAMLError as exc:
         raise ContainerFileError(f"YAML: {_shown(str(exc).splitlines()[0])}") from None
+    except RecursionError:  # PyYAML's pure-Python loader on deep nesting (libyaml caps it)
+        raise ContainerFileError("YAML nested too deeply") from None
     if not isinstance(doc, dict):
         raise ContainerFileError("not a YAML mapping")
     for key in ("containerID", "layOutVersion", "state", "maxSize"):
