@@ -190,19 +190,28 @@ class OzoneVolume:
             return []
         found: List[OzoneReplica] = []
         current = self.id_dir / "current"
-        if not _real_dir(current):  # missing, or a link out of the volume: never followed
+        try:  # hdds/, the cluster directory and current/ opened one by one, never a link
+            fd = _open_chain(self.hdds, (self.id_dir.name, "current"))
+        except OSError:  # missing, or a link out of the volume: never followed
             return []
         try:
-            dirs = sorted(os.scandir(current), key=lambda e: e.name)
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-        for d in dirs:
-            if not d.name.startswith("containerDir") or not d.is_dir(follow_symlinks=False):
-                continue
-            for c in os.scandir(d.path):
-                cid = _decimal(c.name)
-                if cid is not None and c.is_dir(follow_symlinks=False):
-                    found.append(OzoneReplica(self, cid, Path(c.path)))
+            dirs = sorted(os.scandir(fd), key=lambda e: e.name)
+            for d in dirs:
+                if not d.name.startswith("containerDir") or not d.is_dir(follow_symlinks=False):
+                    continue
+                try:
+                    dfd = open_dir(d.name, fd)
+                except OSError:  # replaced by a link or removed since the listing
+                    continue
+                try:
+                    for c in os.scandir(dfd):
+                        cid = _decimal(c.name)
+                        if cid is not None and c.is_dir(follow_symlinks=False):
+                            found.append(OzoneReplica(self, cid, current / d.name / c.name))
+                finally:
+                    os.close(dfd)
+        finally:
+            os.close(fd)
         found.sort(key=lambda r: r.container_id)
         return found
 
@@ -253,6 +262,21 @@ class OzoneReplica:
         except OSError:
             return None
         return st.st_dev, st.st_ino
+
+
+def _open_chain(base: Path, names: Tuple[str, ...]) -> int:
+    """A descriptor of base/names[0]/names[1]/..., `base` itself and each name opened with
+    O_NOFOLLOW relative to the one before: a link anywhere on the way raises OSError."""
+    fd = open_dir(os.fspath(base))
+    try:
+        for name in names:
+            nfd = open_dir(name, fd)
+            os.close(fd)
+            fd = nfd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _decimal(name: str) -> Optional[int]:
