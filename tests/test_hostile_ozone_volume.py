@@ -122,6 +122,27 @@ def test_a_linked_current_or_storage_directory_is_never_followed(tmp_path: Path,
     assert code == 2 and out["replicas"] == [], out
 
 
+@pytest.mark.parametrize("what", ["link", "fifo", "huge"])
+def test_an_unreadable_version_stops_only_its_volume(tmp_path: Path, what: str) -> None:
+    _volume(tmp_path / "dn0" / "vol0")
+    bad = _volume(tmp_path / "dn1" / "vol0")
+    version = bad.root / "hdds" / "VERSION"
+    if what == "link":
+        version.unlink()
+        version.symlink_to(tmp_path / "dn0" / "vol0" / "hdds" / "VERSION")
+    elif what == "fifo":
+        version.unlink()
+        os.mkfifo(version)
+    else:
+        with open(version, "ab") as f:
+            f.truncate(4 << 30)
+    code, out = _scan_json(tmp_path)
+    assert code == 2 and len(out["failed"]) == 1, out
+    assert "dn1" in out["failed"][0]["error"]
+    assert sorted(os.path.relpath(r["path"], tmp_path).split(os.sep)[0]
+                  for r in out["replicas"]) == ["dn0"] * 3
+
+
 def test_a_replica_reached_twice_is_scanned_once_and_reported(tmp_path: Path) -> None:
     _volume(tmp_path / "vol")
     alias = tmp_path / "alias"

@@ -149,7 +149,8 @@ class GeneratorConfig:
             raise GeneratorError(f"layout must be one of {', '.join(LAYOUTS)}")
         if self.mount_path is not None:
             if self.layout != "ozone":
-                raise GeneratorError("a mount path is recorded by the ozone layout only")
+                raise GeneratorError("--mount-path: a mount path is recorded by the ozone layout "
+                                     "only")
             from merkle.replica.ozone.generate import mount_paths
             mount_paths(self.mount_path, self.datanodes, self.volumes)
         known = FAULT_TYPES + (_ozone_fault_types() if self.layout == "ozone" else ())

@@ -340,12 +340,18 @@ def _volume(root: Path) -> OzoneVolume:
     return OzoneVolume(root, props, id_dir)
 
 
+def _marks_volume(version: Path) -> bool:
+    """Does `version` exist (whatever it is: a link, a FIFO or a directory in its place make
+    a volume with a problem, reported, never one silently skipped)?"""
+    return os.path.lexists(version)
+
+
 def _volume_above(p: Path) -> Optional[Tuple[Path, Path]]:
     """(volume root, p) when p is inside a volume's hdds directory (or is the root)."""
     for anc in [p, *p.parents]:
-        if (anc / HDDS / VERSION).is_file():
+        if _marks_volume(anc / HDDS / VERSION):
             return anc, p
-        if anc.name == HDDS and (anc / VERSION).is_file():
+        if anc.name == HDDS and _marks_volume(anc / VERSION):
             return anc.parent, p
     return None
 
@@ -360,7 +366,7 @@ def is_ozone_path(path: PathLike) -> bool:
 
 def _walk_volumes(p: Path, depth: int) -> Iterator[Path]:
     try:
-        is_volume = (p / HDDS / VERSION).is_file()
+        is_volume = _marks_volume(p / HDDS / VERSION)
     except OSError:  # an unreadable directory: reported by the scan walk, not fatal here
         return
     if is_volume:
@@ -386,8 +392,18 @@ def find_volumes(path: PathLike) -> List[Tuple[OzoneVolume, Optional[Path]]]:
     above = _volume_above(p)
     if above is not None:
         root, inner = above
-        return [(_volume(root), None if inner == root else inner)]
-    return [(_volume(v), None) for v in _walk_volumes(p, 0)]
+        return [(_volume_or_problem(root), None if inner == root else inner)]
+    return [(_volume_or_problem(v), None) for v in _walk_volumes(p, 0)]
+
+
+def _volume_or_problem(root: Path) -> OzoneVolume:
+    """The volume at `root`; one whose VERSION cannot be read (a link, a FIFO, too large,
+    unreadable) is a volume with that problem, so that the walk goes on to the others."""
+    try:
+        return _volume(root)
+    except OSError as exc:
+        where = exc.filename if exc.filename else root / HDDS / VERSION
+        return OzoneVolume(root, {}, None, f"{where}: {exc.strerror or exc}")
 
 
 def replicas_under(volume: OzoneVolume, inner: Optional[Path]) -> List[OzoneReplica]:
