@@ -513,12 +513,13 @@ def test_cli_generate_defaults_to_ozone_and_reconcile_refuses(tmp_path: Path) ->
     assert file_states(root) == before
 
 
-def test_mixed_layouts_are_refused(tmp_path: Path) -> None:
-    from merkle.replica.errors import ReplicaError
+def test_mixed_layouts_scan_together(tmp_path: Path) -> None:
+    # issue 23 item 16: one call may name Ozone volumes and crcmerkle-layout replicas
     make_volume(tmp_path / "vol", {1: {1: [(0, b"a" * 100)]}})
     _generate(tmp_path / "c", "crcmerkle", "none")
-    with pytest.raises(ReplicaError, match="separately"):
-        scan_paths([tmp_path / "vol", tmp_path / "c"])
+    results = scan_paths([tmp_path / "vol", tmp_path / "c"])
+    on_volume = [r for r in results if os.fspath(tmp_path / "vol") in r.path]
+    assert len(on_volume) == 1 and len(results) > 1 and all(r.ok for r in results)
 
 
 def test_snapshot_links_tables_and_is_removed(tmp_path: Path, monkeypatch: Any) -> None:

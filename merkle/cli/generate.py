@@ -70,6 +70,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "RocksDB container.db, .container files; the ozone extra), with the "
                         "Ozone-only faults too; crcmerkle: OUT/dn<d>/vol<v>/<containerID> with "
                         "block metadata in .blocks files (what 'crcmerkle reconcile' repairs)")
+    p.add_argument("--mount-path", metavar="TEMPLATE", default=None,
+                   help="--layout ozone: the absolute path each volume will be mounted at, "
+                        "recorded as metadataPath/chunksPath in its .container files (Ozone "
+                        "reads there); {datanode} and {volume} are replaced by the indexes, "
+                        "e.g. '/data/disk{volume}' (default: where the volume is written)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print the manifest")
     p.set_defaults(func=run)
@@ -85,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
             replicas=args.replicas, min_blocks=args.blocks[0], max_blocks=args.blocks[1],
             block_size=args.block_size, chunk_size=args.chunk_size,
             bytes_per_checksum=args.bytes_per_checksum, algorithm=args.algorithm,
-            faults=parse_faults(args.faults, args.layout), seed=args.seed, layout=args.layout)
+            faults=parse_faults(args.faults, args.layout), seed=args.seed, layout=args.layout,
+            mount_path=args.mount_path)
         manifest = generate_cluster(args.out, cfg)
     except GeneratorError as exc:
         raise CLIError(str(exc)) from None

@@ -31,7 +31,8 @@ errors: CORRUPT_CHUNK, MISSING_CHUNK, INCONSISTENT_CHUNK_LENGTH, MISSING_DATA_FI
   TREE_UNSUPPORTED (after the last four, or a .tree/.blocks that is not a regular file,
   nothing is written to the replica);
   Ozone volumes also: CONTAINER_FILE_MISSING, CONTAINER_FILE_CORRUPT, CONTAINER_NOT_SCANNED,
-  UNREFERENCED_DATA_FILE
+  CONTAINER_PATH_MISMATCH (its metadataPath/chunksPath are not the replica's own
+  directories on this volume's mount), UNREFERENCED_DATA_FILE
 
 output (text): one line per replica, '<status>  <container value>  <path>' with status OK or
   'N ERRORS', each error indented below it; a summary line at the end.
@@ -40,8 +41,9 @@ output (json): {"replicas": [{path, container_id, ok, data_checksum, errors: [{e
   "summary": {...}}
 
 A PATH or directory that cannot be read (or a replica-like directory whose name is no valid
-container ID) is listed under "failed" and the others are still scanned; --json output is
-valid JSON in every outcome.
+container ID, or an Ozone replica directory reached a second time by another path) is
+listed under "failed" and the others are still scanned; Ozone volumes and crcmerkle-layout
+replicas may be given together; --json output is valid JSON in every outcome.
 
 """ + exit_status_help(
     "some replica has errors (2 wins when some replica or PATH could not be scanned at all: "
@@ -140,23 +142,25 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print_error(str(exc))
 
-    from merkle.replica.ozone.layout import is_ozone_path
-    on_ozone = [os.path.exists(p) and is_ozone_path(p) for p in args.paths]
-    if any(on_ozone) and not all(on_ozone):
-        raise CLIError("Ozone datanode volumes and crcmerkle-layout replicas cannot be "
-                       "scanned together; scan them separately", EXIT_ERROR)
+    ozone_scanned: Dict[Any, Any] = {}  # an Ozone replica reached by two PATHs: once
     t0 = time.perf_counter()
     try:
         for path in args.paths:  # one bad PATH does not stop the others
+            before = (len(results), len(failed))
             try:
                 scan_paths([path], bytes_per_second=args.rate, workers=args.workers,
                            write_tree=not args.no_write, on_result=on_result,
                            on_error=on_error, progress=progress,
+                           ozone_scanned=ozone_scanned,
                            buffer_size=args.buffer_size or DEFAULT_BUFFER_SIZE)
             except FileNotFoundError as exc:
                 path_error(path, OSError(f"{path}: {exc.strerror or exc}"))
             except (ReplicaError, OSError) as exc:
                 path_error(path, exc)
+            if (len(results), len(failed)) == before:  # an empty PATH is one failed entry
+                path_error(path, OSError(f"{path}: no container replica found (a replica is "
+                                         f"<volume>/<containerID> with metadata/ and chunks/, "
+                                         f"or an Ozone volume <R>/hdds/VERSION)"))
     finally:
         if bar is not None:
             bar.close()

@@ -129,6 +129,9 @@ class GeneratorConfig:
     faults: Dict[str, int] = field(default_factory=dict)
     seed: int = 0
     layout: str = "crcmerkle"  # crcmerkle | ozone (LAYOUTS)
+    #: ozone layout: where each volume will be mounted, a template with {datanode} and
+    #: {volume} (merkle.replica.ozone.generate.mount_paths); None: where it is written
+    mount_path: Optional[str] = None
 
     def validate(self) -> None:
         if min(self.datanodes, self.volumes, self.containers, self.replicas) < 1:
@@ -144,6 +147,12 @@ class GeneratorConfig:
             raise GeneratorError("algorithm must be crc32, crc32c or mixed")
         if self.layout not in LAYOUTS:
             raise GeneratorError(f"layout must be one of {', '.join(LAYOUTS)}")
+        if self.mount_path is not None:
+            if self.layout != "ozone":
+                raise GeneratorError("--mount-path: a mount path is recorded by the ozone layout "
+                                     "only")
+            from merkle.replica.ozone.generate import mount_paths
+            mount_paths(self.mount_path, self.datanodes, self.volumes)
         known = FAULT_TYPES + (_ozone_fault_types() if self.layout == "ozone" else ())
         for k in self.faults:
             if k not in known:

@@ -615,25 +615,30 @@ def _scan_files(files: ReplicaFiles, write: bool, workers: int,
 def scan_paths(paths: Iterable[PathLike], *, bytes_per_second: Optional[float] = None,
                on_result: Optional[Callable[[ScanResult], Any]] = None,
                on_error: Optional[Callable[[ReplicaLocation, Exception], Any]] = None,
+               ozone_scanned: Optional[Dict[Any, Any]] = None,
                **kwargs: Any) -> List[ScanResult]:
     """Scan every replica under each path (replica, volume, datanode, cluster), one rate
     limiter per volume. Errors that stop one replica's scan (lock held, I/O) go to
     `on_error` (re-raised without it); the other replicas are still scanned. Paths on Ozone
-    datanode volumes are scanned read-only (merkle.replica.ozone.scan.scan_ozone_paths)."""
+    datanode volumes are scanned read-only (merkle.replica.ozone.scan.scan_ozone_paths), the
+    others as crcmerkle-layout replicas: one call may mix both. `ozone_scanned`: the Ozone
+    replica directories already scanned (scan_ozone_paths' `scanned`), shared by calls."""
     paths = list(paths)
     from merkle.replica.ozone.layout import is_ozone_path
     on_ozone = [os.path.exists(p) and is_ozone_path(p) for p in paths]
-    if any(on_ozone) and not all(on_ozone):
-        raise ReplicaError("Ozone datanode volumes and crcmerkle-layout replicas cannot be "
-                           "scanned together; scan them separately")
-    if paths and all(on_ozone):
+    results: List[ScanResult] = []
+    if any(on_ozone):  # Ozone volumes first, read-only; the other paths after them
         try:
             from merkle.replica.ozone.scan import scan_ozone_paths
         except ImportError as exc:
             raise ReplicaError(f"reading Ozone volumes needs {exc.name or 'its extra'}: "
                                f"pip install 'crcmerkle[ozone]'") from None
-        return scan_ozone_paths(paths, bytes_per_second=bytes_per_second,
-                                on_result=on_result, on_error=on_error, **kwargs)
+        results = scan_ozone_paths([p for p, o in zip(paths, on_ozone) if o],
+                                   bytes_per_second=bytes_per_second, on_result=on_result,
+                                   on_error=on_error, scanned=ozone_scanned, **kwargs)
+        paths = [p for p, o in zip(paths, on_ozone) if not o]
+        if not paths:
+            return results
     locations: List[ReplicaLocation] = []
 
     def walk_error(where: Any, exc: Exception) -> None:
@@ -645,7 +650,6 @@ def scan_paths(paths: Iterable[PathLike], *, bytes_per_second: Optional[float] =
     for p in paths:
         locations.extend(find_containers(p, walk_error))
     limiters: Dict[str, RateLimiter] = {}
-    results: List[ScanResult] = []
     for loc in locations:
         lim = None
         if bytes_per_second:

@@ -7,6 +7,11 @@ to 64 NUL characters (which SnakeYAML prints as a two-line `!!binary` literal) a
 hex(SHA-256(SHA-256(dump))). Offline, the same bytes come from the file text with the
 `checksum:` line replaced by that placeholder; everything else stays byte for byte. A file whose
 recorded checksum differs is an error for that replica (Ozone does not even load it).
+
+SnakeYAML's dump never writes an anchor or an alias, so a `.container` holding one was not
+written by a datanode: it is refused before anything is built from it (a few aliases nest
+into millions of items, whose repr in a message would exhaust memory). The fields used are
+type-checked before any of them is formatted into a message, and values shown are cut short.
 """
 
 from __future__ import annotations
@@ -83,9 +88,12 @@ def parse_container_file(data: bytes) -> ContainerFile:
     if not text.startswith(TAG):
         raise ContainerFileError(f"first line is not {TAG}")
     try:
+        _refuse_aliases(text)
         doc = yaml.load(text, Loader=_Loader)  # noqa: S506 (SafeLoader subclass)
     except yaml.YAMLError as exc:
-        raise ContainerFileError(f"YAML: {str(exc).splitlines()[0]}") from None
+        raise ContainerFileError(f"YAML: {_shown(str(exc).splitlines()[0])}") from None
+    except RecursionError:  # PyYAML's pure-Python loader on deep nesting (libyaml caps it)
+        raise ContainerFileError("YAML nested too deeply") from None
     if not isinstance(doc, dict):
         raise ContainerFileError("not a YAML mapping")
     for key in ("containerID", "layOutVersion", "state", "maxSize"):
@@ -94,16 +102,41 @@ def parse_container_file(data: bytes) -> ContainerFile:
     cid, layout = doc["containerID"], doc["layOutVersion"]
     if type(cid) is not int or type(layout) is not int or layout not in (1, 2):
         raise ContainerFileError("containerID and layOutVersion (1 or 2) must be integers")
-    if doc["state"] not in STATES:
-        raise ContainerFileError(f"unknown state {doc['state']!r}")
-    if doc.get("containerDBType", "RocksDB") != "RocksDB":
-        raise ContainerFileError(f"containerDBType {doc.get('containerDBType')!r} is not RocksDB")
+    state = doc["state"]
+    if not isinstance(state, str):
+        raise ContainerFileError(f"state is a {type(state).__name__}, not a name")
+    if state not in STATES:
+        raise ContainerFileError(f"unknown state {_shown(state)}")
+    db_type = doc.get("containerDBType", "RocksDB")
+    if db_type != "RocksDB":
+        raise ContainerFileError(f"containerDBType {_shown(db_type)} is not RocksDB")
+    schema = doc.get("schemaVersion", "1")
+    if type(schema) not in (str, int):
+        raise ContainerFileError(f"schemaVersion is a {type(schema).__name__}, not a version")
     recorded = doc.get("checksum")
     recorded = recorded if isinstance(recorded, str) else ""
-    return ContainerFile(container_id=cid, state=doc["state"], layout_version=layout,
-                         schema_version=str(doc.get("schemaVersion", "1")), checksum=recorded,
+    return ContainerFile(container_id=cid, state=state, layout_version=layout,
+                         schema_version=str(schema), checksum=recorded,
                          checksum_ok=bool(recorded) and recorded == checksum_of(text),
                          fields=doc)
+
+
+def _refuse_aliases(text: str) -> None:
+    """ContainerFileError at the first anchor or alias (see the module docstring). Only the
+    event stream is read: nothing is built, so this is linear in the file's size."""
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise ContainerFileError("YAML anchors and aliases are never written by a datanode "
+                                     "(refused unread)")
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    """A value read from the file for a one-line message: a string or number quoted and cut
+    short; any other type by its type name alone (never its repr)."""
+    if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+        return f"<a {type(value).__name__}>"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _scalar(value: Any) -> str:

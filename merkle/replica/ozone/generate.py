@@ -15,6 +15,7 @@ Ozone-only faults (OZONE_FAULT_TYPES):
                          -> CONTAINER_FILE_CORRUPT (nothing of that replica is verified)
   open-container         a replica recorded as OPEN (a valid file) -> CONTAINER_NOT_SCANNED
   db-entry-without-file  a block_data entry whose block file does not exist -> MISSING_DATA_FILE
+                         (#BLOCKCOUNT, #BYTESUSED and #BCSID count it, as after a real PutBlock)
   file-without-db-entry  a block file that no block_data entry names -> UNREFERENCED_DATA_FILE
 The first two make a replica unusable, so they go (like metadata faults) to containers with no
 other fault; the last two go to replicas whose metadata is usable.
@@ -25,6 +26,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import string
 import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Set, Tuple
@@ -76,6 +78,44 @@ def _remap(obj: Any, mapping: Dict[str, str]) -> Any:
     return obj
 
 
+def mount_paths(template: Optional[str], datanodes: int, volumes: int
+                ) -> Dict[Tuple[int, int], Optional[str]]:
+    """The path each volume (datanode d, volume v) will be mounted at, from `template` with
+    `{datanode}` and `{volume}` replaced by the indexes (None for each without a template:
+    the `.container` files then record where the volume is written). GeneratorError for a
+    template that is not absolute, names another field, or mounts two volumes of one
+    datanode at the same path."""
+    from merkle.replica.generate import GeneratorError
+    if template is None:
+        return {(d, v): None for d in range(datanodes) for v in range(volumes)}
+    try:
+        fields = [(name, spec, conv) for _, name, spec, conv in string.Formatter().parse(template)
+                  if name is not None]
+    except ValueError as exc:
+        raise GeneratorError(f"--mount-path {template!r}: {exc}") from None
+    if any(name not in ("datanode", "volume") or spec or conv for name, spec, conv in fields):
+        raise GeneratorError(f"--mount-path {template!r}: only {{datanode}} and {{volume}} "
+                             f"may be used (no other field, attribute or format)")
+    out: Dict[Tuple[int, int], Optional[str]] = {}
+    for d in range(datanodes):
+        seen: Dict[str, int] = {}
+        for v in range(volumes):
+            path = template.format(datanode=d, volume=v)
+            parts = path.split("/")
+            if not path.startswith("/") or "\0" in path or any(
+                    p in (".", "..") for p in parts):
+                raise GeneratorError(f"--mount-path {template!r} gives {path!r}: not an "
+                                     f"absolute path without . or .. components")
+            path = os.path.normpath(path)
+            if path in seen:
+                raise GeneratorError(f"--mount-path {template!r} mounts volumes {seen[path]} "
+                                     f"and {v} of datanode {d} at the same path {path} (use "
+                                     f"{{volume}})")
+            seen[path] = v
+            out[(d, v)] = path
+    return out
+
+
 def check_available() -> None:
     """GeneratorError unless the ozone extra (rocksdict, protobuf, PyYAML) is importable."""
     from merkle.replica.generate import GeneratorError
@@ -107,12 +147,14 @@ def convert_cluster(staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any
         for r in f.get("replicas", []):
             faults_by_rep.setdefault(r, []).append(f["type"])
     writers: Dict[Tuple[int, int], Any] = {}
+    mounts = mount_paths(getattr(cfg, "mount_path", None), cfg.datanodes, cfg.volumes)
     for d in range(cfg.datanodes):
         dn_uuid = _uuid(rng)
         for v in range(cfg.volumes):
             writers[(d, v)] = VolumeWriter(out / f"dn{d}" / f"vol{v}", cluster_id=cluster_id,
                                            storage_id=f"DS-{_uuid(rng)}", datanode_uuid=dn_uuid,
-                                           ctime_ms=1_700_000_000_000 + d * 1000 + v)
+                                           ctime_ms=1_700_000_000_000 + d * 1000 + v,
+                                           mount_path=mounts[(d, v)])
     mapping: Dict[str, str] = {}
     replicas: Dict[str, Any] = {}  # new path -> OzoneReplica
     corrupt_meta: List[Tuple[Any, int, str]] = []
@@ -167,6 +209,8 @@ def convert_cluster(staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any
     shutil.rmtree(staging)
     manifest["layout"] = "ozone"
     manifest["cluster_id"] = cluster_id
+    if getattr(cfg, "mount_path", None) is not None:
+        manifest["mount_paths"] = {f"dn{d}/vol{v}": m for (d, v), m in mounts.items()}
     return manifest
 
 
@@ -245,8 +289,10 @@ def _inject_ozone(rng: random.Random, manifest: Dict[str, Any], replicas: Dict[s
                 if kind == "db-entry-without-file":
                     extra = ContainerMeta(cid, {bid: BlockMeta(bid, (ChunkMeta.from_data(
                         0, data, algorithm="crc32"),))})
-                    w.put_blocks(extra)
                     meta.blocks[bid] = extra.blocks[bid]
+                    # as a PutBlock does: the row, and the container's counters with it
+                    w.put_blocks(meta)
+                    w.put_counters(meta)
                     record(kind, cid, [rep_path], [expect(rep_path, MISSING_DATA_FILE, bid)],
                            block_id=bid)
                 else:

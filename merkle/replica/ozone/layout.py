@@ -15,12 +15,20 @@ volumes) or a cluster (a directory of datanodes). Paths are derived from the dir
 walked, never from the absolute paths recorded in `.container` (a volume may be mounted
 elsewhere when inspected). Files are opened without following symbolic links and must be
 regular files.
+
+VERSION is data, never a path: `clusterID` and `storageID` must each be one plain path
+component, and the directories they name (and `current/`) must be real directories under the
+volume's `hdds/`, not links. A volume whose VERSION breaks that, or whose `layOutVersion` is
+not the one Ozone accepts (HDDSVolumeLayoutVersion: only 1; a datanode fails such a volume
+at start-up), is a volume problem: none of its replicas is listed.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple, Union
@@ -28,8 +36,9 @@ from typing import Dict, Iterator, List, Optional, Tuple, Union
 from merkle.replica.safeopen import FileTooLargeError, max_metadata_bytes, open_dir
 from merkle.replica.safeopen import open_regular as safe_open_regular
 
-__all__ = ["HDDS", "OzoneReplica", "OzoneVolume", "container_dir_index", "find_volumes",
-           "is_ozone_path", "open_regular", "read_regular", "read_version"]
+__all__ = ["HDDS", "OzoneReplica", "OzoneVolume", "VOLUME_LAYOUT_VERSION", "container_dir_index",
+           "find_volumes", "is_ozone_path", "is_plain_component", "open_regular", "read_regular",
+           "read_version"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -42,6 +51,32 @@ BLOCK_SUFFIX = ".block"
 MAX_SMALL_FILE = 1 << 20
 #: how deep below a given path volumes are looked for (cluster/datanode/volume)
 _MAX_DEPTH = 4
+#: the only VERSION layOutVersion Ozone accepts (HDDSVolumeLayoutVersion.getLatestVersion)
+VOLUME_LAYOUT_VERSION = 1
+#: the longest file name POSIX file systems allow (NAME_MAX)
+_NAME_MAX = 255
+
+
+def is_plain_component(name: str) -> bool:
+    """Is `name` usable as one path component: not empty, not `.` or `..`, no `/`, no NUL,
+    no control character, at most NAME_MAX bytes? Names read from VERSION must be."""
+    return (bool(name) and name not in (".", "..") and "/" not in name
+            and all(ord(c) >= 0x20 and c != "\x7f" for c in name)
+            and len(name.encode("utf-8", "surrogateescape")) <= _NAME_MAX)
+
+
+def _shown(value: str, limit: int = 80) -> str:
+    """A value read from a file, quoted and cut for a one-line message."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "...'"
+
+
+def _real_dir(path: Path) -> bool:
+    """Is `path` a directory itself (lstat: a link to one is not)?"""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def container_dir_index(container_id: int) -> int:
@@ -155,17 +190,28 @@ class OzoneVolume:
             return []
         found: List[OzoneReplica] = []
         current = self.id_dir / "current"
-        try:
-            dirs = sorted(os.scandir(current), key=lambda e: e.name)
-        except (FileNotFoundError, NotADirectoryError):
+        try:  # hdds/, the cluster directory and current/ opened one by one, never a link
+            fd = _open_chain(self.hdds, (self.id_dir.name, "current"))
+        except OSError:  # missing, or a link out of the volume: never followed
             return []
-        for d in dirs:
-            if not d.name.startswith("containerDir") or not d.is_dir(follow_symlinks=False):
-                continue
-            for c in os.scandir(d.path):
-                cid = _decimal(c.name)
-                if cid is not None and c.is_dir(follow_symlinks=False):
-                    found.append(OzoneReplica(self, cid, Path(c.path)))
+        try:
+            dirs = sorted(os.scandir(fd), key=lambda e: e.name)
+            for d in dirs:
+                if not d.name.startswith("containerDir") or not d.is_dir(follow_symlinks=False):
+                    continue
+                try:
+                    dfd = open_dir(d.name, fd)
+                except OSError:  # replaced by a link or removed since the listing
+                    continue
+                try:
+                    for c in os.scandir(dfd):
+                        cid = _decimal(c.name)
+                        if cid is not None and c.is_dir(follow_symlinks=False):
+                            found.append(OzoneReplica(self, cid, current / d.name / c.name))
+                finally:
+                    os.close(dfd)
+        finally:
+            os.close(fd)
         found.sort(key=lambda r: r.container_id)
         return found
 
@@ -208,6 +254,30 @@ class OzoneReplica:
         """The `.tree`, capped as the crcmerkle layout's metadata (max_metadata_bytes)."""
         return read_regular(self.tree, max_metadata_bytes(), self.root)
 
+    def identity(self) -> Optional[Tuple[int, int]]:
+        """(st_dev, st_ino) of the replica directory itself (never through a link), None
+        when it cannot be read: the same directory reached twice (a bind mount) has one."""
+        try:
+            st = os.lstat(self.root)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+
+def _open_chain(base: Path, names: Tuple[str, ...]) -> int:
+    """A descriptor of base/names[0]/names[1]/..., `base` itself and each name opened with
+    O_NOFOLLOW relative to the one before: a link anywhere on the way raises OSError."""
+    fd = open_dir(os.fspath(base))
+    try:
+        for name in names:
+            nfd = open_dir(name, fd)
+            os.close(fd)
+            fd = nfd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
 
 def _decimal(name: str) -> Optional[int]:
     if not name.isdigit() or not name.isascii():
@@ -216,26 +286,72 @@ def _decimal(name: str) -> Optional[int]:
     return value if str(value) == name else None
 
 
+def _version_problem(props: Dict[str, str], version_file: Path) -> Optional[str]:
+    """Why Ozone would refuse this VERSION, or why its names cannot be used as directory
+    names (StorageVolumeUtil's checks, plus: a name is one plain component), else None."""
+    layout = props.get("layOutVersion", "")
+    if layout.strip() != str(VOLUME_LAYOUT_VERSION):
+        return (f"{version_file}: layOutVersion {_shown(layout)}: Ozone accepts only "
+                f"{VOLUME_LAYOUT_VERSION} (HDDSVolumeLayoutVersion) and would refuse this volume")
+    for key in ("clusterID", "storageID"):
+        value = props.get(key, "")
+        if not is_plain_component(value):
+            return (f"{version_file}: {key} {_shown(value)} is not one plain directory name "
+                    f"(never used as a path)")
+    if not props.get("datanodeUuid", "").strip():
+        return f"{version_file}: no datanodeUuid: Ozone would refuse this volume"
+    ctime = props.get("ctime", "")
+    if not (ctime.isascii() and ctime.isdigit()) or int(ctime) > time.time() * 1000:
+        return (f"{version_file}: ctime {_shown(ctime)} is not a creation time in the past "
+                f"(milliseconds): Ozone would refuse this volume")
+    return None
+
+
+def _under(child: Path, parent: Path) -> bool:
+    """Does `child` resolve to a directory right inside what `parent` resolves to?"""
+    return Path(os.path.realpath(child)).parent == Path(os.path.realpath(parent))
+
+
 def _volume(root: Path) -> OzoneVolume:
-    props = read_version(root / HDDS / VERSION)
-    cluster = props.get("clusterID", "")
     hdds = root / HDDS
-    if cluster and (hdds / cluster).is_dir():
-        return OzoneVolume(root, props, hdds / cluster)
-    subdirs = [Path(e.path) for e in os.scandir(hdds) if e.is_dir(follow_symlinks=False)]
-    if len(subdirs) == 1:  # a volume formatted before SCM HA: the scmID directory
-        return OzoneVolume(root, props, subdirs[0])
-    return OzoneVolume(root, props, None,
-                       f"no {cluster or 'cluster'} directory in {hdds} "
-                       f"({len(subdirs)} candidates)")
+    version = hdds / VERSION
+    props = read_version(version)
+    problem = _version_problem(props, version)
+    if problem is not None:
+        return OzoneVolume(root, props, None, problem)
+    if not _real_dir(hdds):
+        return OzoneVolume(root, props, None, f"{hdds} is not a directory (a link is never "
+                                               f"followed)")
+    cluster = props["clusterID"]
+    if _real_dir(hdds / cluster):
+        id_dir = hdds / cluster
+    else:
+        subdirs = [Path(e.path) for e in os.scandir(hdds) if e.is_dir(follow_symlinks=False)]
+        if len(subdirs) != 1:
+            return OzoneVolume(root, props, None,
+                               f"no {cluster} directory in {hdds} ({len(subdirs)} candidates)")
+        id_dir = subdirs[0]  # a volume formatted before SCM HA: the scmID directory
+    storage = id_dir / props["storageID"]
+    if os.path.lexists(storage) and not _real_dir(storage):
+        return OzoneVolume(root, props, None, f"{storage} is not a directory (a link is "
+                                               f"never followed)")
+    if not _under(id_dir, hdds) or (_real_dir(storage) and not _under(storage, id_dir)):
+        return OzoneVolume(root, props, None, f"{id_dir} does not lie under {hdds}")
+    return OzoneVolume(root, props, id_dir)
+
+
+def _marks_volume(version: Path) -> bool:
+    """Does `version` exist (whatever it is: a link, a FIFO or a directory in its place make
+    a volume with a problem, reported, never one silently skipped)?"""
+    return os.path.lexists(version)
 
 
 def _volume_above(p: Path) -> Optional[Tuple[Path, Path]]:
     """(volume root, p) when p is inside a volume's hdds directory (or is the root)."""
     for anc in [p, *p.parents]:
-        if (anc / HDDS / VERSION).is_file():
+        if _marks_volume(anc / HDDS / VERSION):
             return anc, p
-        if anc.name == HDDS and (anc / VERSION).is_file():
+        if anc.name == HDDS and _marks_volume(anc / VERSION):
             return anc.parent, p
     return None
 
@@ -250,7 +366,7 @@ def is_ozone_path(path: PathLike) -> bool:
 
 def _walk_volumes(p: Path, depth: int) -> Iterator[Path]:
     try:
-        is_volume = (p / HDDS / VERSION).is_file()
+        is_volume = _marks_volume(p / HDDS / VERSION)
     except OSError:  # an unreadable directory: reported by the scan walk, not fatal here
         return
     if is_volume:
@@ -276,8 +392,18 @@ def find_volumes(path: PathLike) -> List[Tuple[OzoneVolume, Optional[Path]]]:
     above = _volume_above(p)
     if above is not None:
         root, inner = above
-        return [(_volume(root), None if inner == root else inner)]
-    return [(_volume(v), None) for v in _walk_volumes(p, 0)]
+        return [(_volume_or_problem(root), None if inner == root else inner)]
+    return [(_volume_or_problem(v), None) for v in _walk_volumes(p, 0)]
+
+
+def _volume_or_problem(root: Path) -> OzoneVolume:
+    """The volume at `root`; one whose VERSION cannot be read (a link, a FIFO, too large,
+    unreadable) is a volume with that problem, so that the walk goes on to the others."""
+    try:
+        return _volume(root)
+    except OSError as exc:
+        where = exc.filename if exc.filename else root / HDDS / VERSION
+        return OzoneVolume(root, {}, None, f"{where}: {exc.strerror or exc}")
 
 
 def replicas_under(volume: OzoneVolume, inner: Optional[Path]) -> List[OzoneReplica]:

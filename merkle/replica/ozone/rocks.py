@@ -6,8 +6,13 @@ wheels; it reads raw bytes with `Options(raw_mode=True)`. It writes `rocksdict-c
 into the DB directory on *every* open, read-only and secondary opens included, so a live
 datanode's DB is never opened in place: `VolumeDB` opens a private snapshot instead. SST files
 are immutable, so the snapshot hard-links them (copies them when the snapshot directory is on
-another filesystem) and copies the few small mutable files (CURRENT, MANIFEST-*, the WAL
-`*.log`, IDENTITY). The OPTIONS file is left out on purpose: an OPTIONS file written by a newer
+another filesystem) and copies the few small mutable files RocksDB reads: CURRENT, the
+MANIFEST that CURRENT names, the WAL `<number>.log` files and IDENTITY. Nothing else in the
+directory is taken (a stray file of any size is ignored), and every copy is bounded: a file
+larger than CRCMERKLE_MAX_DB_FILE_BYTES (default 1 GiB) or than the free space of the snapshot
+directory makes the volume unreadable with one reason (VolumeDBError) instead of filling the
+temporary filesystem. The snapshot directory is private (mkdtemp, mode 0700). The OPTIONS
+file is left out on purpose: an OPTIONS file written by a newer
 RocksDB may name options this RocksDB does not know and fail the open; default options read
 any Ozone DB (Ozone's own `ldb` tool opens it that way). If the live DB replaced its MANIFEST
 or compacted an SST away while the snapshot was taken, the snapshot is taken again.
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import stat
 import struct
@@ -46,13 +52,20 @@ METADATA = "metadata"
 #: the column families of a schema-V2/V3 datanode DB (besides `default`)
 COLUMN_FAMILIES = (BLOCK_DATA, METADATA, "delete_txns", "finalize_blocks", "last_chunk_info")
 SEPARATOR = b"|"
-#: mutable files of a RocksDB directory that the snapshot copies (everything else that is
-#: not skipped is an immutable table or blob file and is hard-linked)
-_SKIP_PREFIXES = ("LOCK", "LOG", "OPTIONS-", "rocksdict-config.json")
-_IMMUTABLE_SUFFIXES = (".sst", ".blob")
+#: immutable table and blob files: hard-linked into the snapshot
+_IMMUTABLE = re.compile(r"[0-9]+\.(sst|blob)")
+#: the mutable files RocksDB reads at open, besides the MANIFEST that CURRENT names: copied
+_WAL = re.compile(r"[0-9]+\.log")
+_MANIFEST = re.compile(r"MANIFEST-[0-9]+")
+_IDENTITY = "IDENTITY"
 _SNAPSHOT_ATTEMPTS = 5
 #: where DB snapshots are made (default: the temp directory)
 SNAPSHOT_ENV = "CRCMERKLE_SNAPSHOT_DIR"
+#: the largest DB file a snapshot copies (bytes); a larger one makes the volume unreadable
+MAX_DB_FILE_ENV = "CRCMERKLE_MAX_DB_FILE_BYTES"
+DEFAULT_MAX_DB_FILE = 1 << 30
+#: free space left in the snapshot directory's filesystem after each copy
+_HEADROOM = 64 << 20
 
 
 class VolumeDBError(Exception):
@@ -80,32 +93,74 @@ def _rocksdict() -> Any:
     return rocksdict
 
 
-def _copy_regular(dfd: int, name: str, dst: str) -> None:
+def max_db_file_bytes() -> int:
+    """CRCMERKLE_MAX_DB_FILE_BYTES (a positive integer), else DEFAULT_MAX_DB_FILE."""
+    raw = os.environ.get(MAX_DB_FILE_ENV, "")
+    try:
+        value = int(raw)
+    except ValueError:
+        return DEFAULT_MAX_DB_FILE
+    return value if value > 0 else DEFAULT_MAX_DB_FILE
+
+
+class _Budget:
+    """What a snapshot may still copy: each file at most `per_file` bytes, and no copy may
+    leave less than _HEADROOM bytes free where the snapshot is made."""
+
+    def __init__(self, db_dir: str, dest: str) -> None:
+        self.db_dir = db_dir
+        self.dest = dest
+        self.per_file = max_db_file_bytes()
+
+    def check(self, name: str, size: int) -> None:
+        if size > self.per_file:
+            raise VolumeDBError(f"{self.db_dir}: {name} holds {size} bytes, more than the "
+                                f"{self.per_file} bytes a snapshot copies ({MAX_DB_FILE_ENV}); "
+                                f"the volume is not read")
+        st = os.statvfs(self.dest)
+        free = st.f_bavail * st.f_frsize
+        if size + _HEADROOM > free:
+            raise VolumeDBError(f"{self.db_dir}: {name} ({size} bytes) does not fit in the "
+                                f"snapshot directory {self.dest} ({free} bytes free); the "
+                                f"volume is not read (set {SNAPSHOT_ENV} to a directory on "
+                                f"the volume's filesystem: tables are linked there, not copied)")
+
+
+def _copy_regular(dfd: int, name: str, dst: str, budget: _Budget) -> None:
     """Copy the regular file `name` of the directory `dfd` to `dst` (never a link or FIFO:
-    safeopen.open_regular)."""
+    safeopen.open_regular), within `budget`: its size is checked before the copy and the
+    copy stops at the limit even when the file grows meanwhile (a live WAL)."""
     src = open_regular(dfd, name)
     try:
+        size = os.fstat(src).st_size
+        budget.check(name, size)
+        limit = max(size, 0) + (1 << 20)  # room for a live WAL to grow while copied
         out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
                       0o600)
         try:
-            while True:
-                data = os.read(src, 1 << 20)
+            copied = 0
+            while copied < limit:
+                data = os.read(src, min(1 << 20, limit - copied))
                 if not data:
                     break
                 view = memoryview(data)
                 while view:
                     view = view[os.write(out, view):]
+                copied += len(data)
         finally:
             os.close(out)
+        if copied >= limit and os.read(src, 1):
+            budget.check(name, copied + 1)  # grew past its size and the allowance
+            raise FileNotFoundError(f"{name} grew while the snapshot was taken")
     finally:
         os.close(src)
 
 
-def _link_or_copy(dfd: int, name: str, dst: str) -> None:
+def _link_or_copy(dfd: int, name: str, dst: str, budget: _Budget) -> None:
     try:
         os.link(name, dst, src_dir_fd=dfd, follow_symlinks=False)
     except OSError:
-        _copy_regular(dfd, name, dst)
+        _copy_regular(dfd, name, dst, budget)
         return
     if not stat.S_ISREG(os.lstat(dst).st_mode):  # replaced between the listing and the link
         os.unlink(dst)
@@ -120,6 +175,14 @@ def _read_current(dfd: int) -> bytes:
         os.close(fd)
 
 
+def _manifest_named(db_dir: str, current: bytes) -> str:
+    """The MANIFEST file CURRENT names (one plain `MANIFEST-<number>`), else VolumeDBError."""
+    name = current.decode("ascii", "replace").rstrip("\n")
+    if not _MANIFEST.fullmatch(name):
+        raise VolumeDBError(f"{db_dir}: CURRENT does not name a MANIFEST file")
+    return name
+
+
 def _open_db_dir(db_dir: str) -> int:
     """The DB directory's descriptor, refusing a link (VolumeDBError: one line per volume)."""
     try:
@@ -132,21 +195,36 @@ def _open_db_dir(db_dir: str) -> int:
 
 
 def _take_snapshot(db_dir: str, dest: str) -> None:
-    """Hard-link/copy a consistent view of `db_dir` into the empty directory `dest`. Every
+    """Hard-link/copy a consistent view of `db_dir` into the empty directory `dest`: only
+    the files RocksDB reads (see the module docstring), each copy bounded (_Budget). Every
     file is opened relative to the DB directory's descriptor, never through a link, never
     blocking (a FIFO in place of CURRENT or a table raises NotRegularFileError)."""
     dfd = _open_db_dir(db_dir)
+    budget = _Budget(db_dir, dest)
     try:
         current = _read_current(dfd)
+        manifest = _manifest_named(db_dir, current)
+        copied_manifest = False
         for entry in os.scandir(dfd):
             name = entry.name
-            if name.startswith(_SKIP_PREFIXES) or not entry.is_file(follow_symlinks=False):
-                continue  # locks, logs, options, our binding's config, links and directories
+            if not entry.is_file(follow_symlinks=False):
+                continue  # links, directories, FIFOs: never part of the snapshot
             dst = os.path.join(dest, name)
-            if name.endswith(_IMMUTABLE_SUFFIXES):
-                _link_or_copy(dfd, name, dst)
-            else:
-                _copy_regular(dfd, name, dst)
+            if _IMMUTABLE.fullmatch(name):
+                _link_or_copy(dfd, name, dst, budget)
+            elif name == manifest or _WAL.fullmatch(name) or name == _IDENTITY:
+                _copy_regular(dfd, name, dst, budget)
+                copied_manifest = copied_manifest or name == manifest
+        if not copied_manifest:
+            try:
+                st = os.stat(manifest, dir_fd=dfd, follow_symlinks=False)
+            except FileNotFoundError:
+                st = None
+            if st is not None and not stat.S_ISREG(st.st_mode):  # a link, FIFO, directory
+                raise NotRegularFileError(errno.EINVAL, "not a regular file", manifest)
+            raise FileNotFoundError(f"{manifest} changed while taking the snapshot")
+        with open(os.path.join(dest, "CURRENT"), "xb") as out:
+            out.write(current)
         if _read_current(dfd) != current:
             raise FileNotFoundError("CURRENT changed while taking the snapshot")
     finally:

@@ -5,7 +5,9 @@ and every container of the volume is read from it. Per replica:
 
 1. `metadata/<id>.container` must exist (CONTAINER_FILE_MISSING), parse, name this container
    and carry a checksum equal to the one Ozone computes (CONTAINER_FILE_CORRUPT): otherwise
-   nothing of the replica is verified, as Ozone does not load it.
+   nothing of the replica is verified, as Ozone does not load it. Its `metadataPath` and
+   `chunksPath` must be this replica's own directories on this volume's mount
+   (CONTAINER_PATH_MISMATCH, merkle.replica.ozone.paths); they are never followed.
 2. Only CLOSED, QUASI_CLOSED and UNHEALTHY containers have their data verified (Ozone's data
    scanner); any other state is reported as CONTAINER_NOT_SCANNED with the state.
 3. The blocks are the container's `block_data` rows (`#`-prefixed keys skipped); a row that is
@@ -18,7 +20,9 @@ and every container of the volume is read from it. Per replica:
 
 Nothing is written: not the `.tree` (the datanode owns it and updates it itself), not a lock
 file, nothing in the DB directory. A volume whose DB cannot be opened is reported once
-(VolumeScanError) and the other volumes are scanned.
+(VolumeScanError) and the other volumes are scanned. A replica directory reached twice in one
+scan (the same device and inode: a bind mount, a volume named by two paths) is scanned once
+and its second sighting reported as a problem (DuplicateReplicaError).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple, Union
 
 from merkle.replica.crcmerkle.blockmeta import ContainerMeta
 from merkle.replica.errors import BlockMetaError, ReplicaError
@@ -37,11 +41,12 @@ from merkle.replica.ozone.containerfile import (SCANNED_STATES, ContainerFile,
                                                 ContainerFileError, parse_container_file)
 from merkle.replica.ozone.layout import (BLOCK_SUFFIX, OzoneReplica, OzoneVolume, find_volumes,
                                          replicas_under)
+from merkle.replica.ozone.paths import CONTAINER_PATH_MISMATCH, accepted_mounts, path_mismatch
 from merkle.replica.ozone.rocks import VolumeDB, VolumeDBError
 from merkle.replica.safeopen import NOT_A_REGULAR_FILE, NotRegularFileError
 
 __all__ = ["CONTAINER_FILE_CORRUPT", "CONTAINER_FILE_MISSING", "CONTAINER_NOT_SCANNED",
-           "OzoneReplicaFiles", "UNREFERENCED_DATA_FILE", "VolumeScanError", "scan_ozone_paths",
+           "CONTAINER_PATH_MISMATCH", "DuplicateReplicaError", "OzoneReplicaFiles", "UNREFERENCED_DATA_FILE", "VolumeScanError", "scan_ozone_paths",
            "scan_volume"]
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -54,6 +59,10 @@ UNREFERENCED_DATA_FILE = "UNREFERENCED_DATA_FILE"
 
 class VolumeScanError(ReplicaError):
     """A whole volume could not be scanned (its DB cannot be opened, no cluster dir)."""
+
+
+class DuplicateReplicaError(ReplicaError):
+    """A replica directory already scanned, reached again by another path."""
 
 
 class _ChunkFiles:
@@ -163,8 +172,11 @@ def _file_block_id(name: str) -> Optional[int]:
         return None
 
 
-def scan_replica(replica: OzoneReplica, db: VolumeDB, **kwargs: Any) -> Any:
-    """Scan one replica read-only (see the module docstring); a ScanResult."""
+def scan_replica(replica: OzoneReplica, db: VolumeDB, mounts: Optional[Set[str]] = None,
+                 **kwargs: Any) -> Any:
+    """Scan one replica read-only (see the module docstring); a ScanResult. `mounts`: the
+    mounts its `.container` may record (paths.accepted_mounts; default: those of the
+    replica's own volume, computed here)."""
     from merkle.replica import scan as core
 
     class _Unusable:
@@ -206,6 +218,19 @@ def scan_replica(replica: OzoneReplica, db: VolumeDB, **kwargs: Any) -> Any:
                                                 "the datanode wrote it)")
     if cfile.container_id != replica.container_id:
         return unusable(CONTAINER_FILE_CORRUPT, f"describes container {cfile.container_id}")
+    if mounts is None:
+        mounts = accepted_mounts(replica.volume, replica.volume.replicas())
+    mismatch = path_mismatch(replica, cfile.fields, mounts)
+    result = _scan_loaded(replica, db, cfile, unusable, core, **kwargs)
+    if mismatch is not None:
+        result.errors.insert(0, core.ScanError(CONTAINER_PATH_MISMATCH, detail=mismatch))
+    return result
+
+
+def _scan_loaded(replica: OzoneReplica, db: VolumeDB, cfile: ContainerFile,
+                 unusable: Callable[[str, str], Any], core: Any, **kwargs: Any) -> Any:
+    """The rest of scan_replica, once the `.container` is loaded and describes the replica:
+    state and schema checks, then the data."""
     if cfile.schema_version != "3":
         return unusable(CONTAINER_NOT_SCANNED, f"schema version {cfile.schema_version} "
                                                f"(only schema V3 is read)")
@@ -234,32 +259,53 @@ def scan_volume(volume: OzoneVolume, replicas: Optional[Iterable[OzoneReplica]] 
     except VolumeDBError as exc:
         raise VolumeScanError(str(exc), os.fspath(volume.root)) from None
     with db:
-        for replica in (volume.replicas() if replicas is None else replicas):
-            yield scan_replica(replica, db, **kwargs)
+        everyone = volume.replicas()
+        mounts = accepted_mounts(volume, everyone)
+        for replica in (everyone if replicas is None else replicas):
+            yield scan_replica(replica, db, mounts, **kwargs)
 
 
 def scan_ozone_paths(paths: Iterable[PathLike], *,
                      on_result: Optional[Callable[[Any], Any]] = None,
                      on_error: Optional[Callable[[Any, Exception], Any]] = None,
-                     bytes_per_second: Optional[float] = None, **kwargs: Any) -> List[Any]:
+                     bytes_per_second: Optional[float] = None,
+                     scanned: Optional[Dict[Tuple[int, int], Path]] = None,
+                     **kwargs: Any) -> List[Any]:
     """Scan every replica on the Ozone volumes at or under each path (see find_volumes),
     volume by volume, one rate limiter per volume. A volume that cannot be read goes to
-    `on_error(volume, exc)` (re-raised without it) and the walk goes on."""
+    `on_error(volume, exc)` (re-raised without it) and the walk goes on. A replica directory
+    already in `scanned` ((st_dev, st_ino) -> the path it was scanned at; pass one dict to
+    several calls to share it) goes to `on_error(replica, DuplicateReplicaError)`."""
     from merkle.replica.scan import RateLimiter
 
     for key in ("write_tree", "lock", "use_mmap"):
         kwargs.pop(key, None)  # read-only by construction; mmap would SIGBUS on a live file
     results: List[Any] = []
     seen: Dict[Path, bool] = {}
+    scanned = {} if scanned is None else scanned
     for p in paths:
         for volume, inner in find_volumes(p):
             if volume.root in seen:
                 continue
             seen[volume.root] = True
             limiter = RateLimiter(bytes_per_second) if bytes_per_second else None
+            fresh = []
+            for replica in replicas_under(volume, inner):
+                ident = replica.identity()
+                if ident is not None and ident in scanned:
+                    exc = DuplicateReplicaError(
+                        f"the same directory as {scanned[ident]} (same device and inode: a "
+                        f"bind mount or a volume reached by two paths); scanned once",
+                        os.fspath(replica.root))
+                    if on_error is None:
+                        raise exc
+                    on_error(replica, exc)
+                    continue
+                if ident is not None:
+                    scanned[ident] = replica.root
+                fresh.append(replica)
             try:
-                for r in scan_volume(volume, replicas_under(volume, inner), limiter=limiter,
-                                     **kwargs):
+                for r in scan_volume(volume, fresh, limiter=limiter, **kwargs):
                     results.append(r)
                     if on_result is not None:
                         on_result(r)
@@ -281,6 +327,7 @@ def scan_volume_items(items: Iterable[Any], *, trees_only: bool = False, **kwarg
     current: Optional[str] = None
     db: Optional[VolumeDB] = None
     volume: Optional[OzoneVolume] = None
+    mounts: Set[str] = set()
     failure: Optional[Exception] = None
     try:
         for item in items:
@@ -295,6 +342,7 @@ def scan_volume_items(items: Iterable[Any], *, trees_only: bool = False, **kwarg
                             raise VolumeScanError(volume.problem or "VERSION names no "
                                                   "storageID", os.fspath(volume.root))
                         db = VolumeDB(volume.db_dir)
+                        mounts = accepted_mounts(volume, volume.replicas())
                 except (OSError, ValueError, ReplicaError, VolumeDBError) as exc:
                     failure = exc
             if failure is not None:
@@ -308,7 +356,7 @@ def scan_volume_items(items: Iterable[Any], *, trees_only: bool = False, **kwarg
                     yield item, _tree_result(replica, stored, err), None
                 else:
                     assert db is not None
-                    yield item, scan_replica(replica, db, **kwargs), None
+                    yield item, scan_replica(replica, db, mounts, **kwargs), None
             except (OSError, ReplicaError) as exc:
                 yield item, None, exc
     finally:

@@ -5,9 +5,14 @@ replica (`current/containerDir<N>/<id>/{metadata,chunks}`), its `.container` fil
 datanode writes them, with the checksum Ozone computes), the `.tree`, the data files
 (FILE_PER_BLOCK `<localID>.block` or FILE_PER_CHUNK `<localID>_chunk_<n>`) and, at close, the
 volume's `container.db` with Ozone's column families, keys and values: `block_data` (BlockData
-per block) and `metadata` (`#BLOCKCOUNT`, `#BYTESUSED`, `#BCSID`, `#PENDINGDELETEBLOCKCOUNT`,
-`#delTX`, and `#DATACHECKSUM` when a tree is given). Used by the generator and the tests; it
-writes new volumes only (a live datanode's volume is never written).
+per block) and `metadata` (`#BLOCKCOUNT`, `#BYTESUSED`, `#BCSID`, `#PENDINGDELETEBLOCKCOUNT`
+with `#PENDINGDELETEBLOCKBYTES` (a current datanode expects both and logs a warning per
+container when one is missing), `#delTX`, and `#DATACHECKSUM` when a tree is given). VERSION
+holds what StorageVolume writes: storageID, clusterID, datanodeUuid, ctime and
+layOutVersion=1 (the only value HDDSVolumeLayoutVersion accepts). The `.container` paths
+(`metadataPath`, `chunksPath`) name where the volume will be mounted (`mount_path`, default:
+where it is written), as Ozone reads and writes there. Used by the generator and the tests;
+it writes new volumes only (a live datanode's volume is never written).
 """
 
 from __future__ import annotations
@@ -23,8 +28,8 @@ from typing import Dict, Mapping, Optional, Union
 from merkle.replica.crcmerkle.blockmeta import ContainerMeta
 from merkle.replica.ozone.blockdata import chunk_name, encode_block
 from merkle.replica.ozone.containerfile import render_container_file
-from merkle.replica.ozone.layout import (BLOCK_SUFFIX, HDDS, VERSION, OzoneReplica, OzoneVolume,
-                                         container_dir_index)
+from merkle.replica.ozone.layout import (BLOCK_SUFFIX, HDDS, VERSION, VOLUME_LAYOUT_VERSION,
+                                         OzoneReplica, OzoneVolume, container_dir_index)
 from merkle.replica.ozone.rocks import block_key, container_prefix, write_volume_db
 
 __all__ = ["VolumeWriter", "MAX_SIZE"]
@@ -42,8 +47,12 @@ class VolumeWriter:
     """A new datanode volume at `root` (see the module docstring)."""
 
     def __init__(self, root: PathLike, *, cluster_id: str, storage_id: str,
-                 datanode_uuid: str, ctime_ms: Optional[int] = None) -> None:
+                 datanode_uuid: str, ctime_ms: Optional[int] = None,
+                 mount_path: Optional[PathLike] = None) -> None:
         self.root = Path(root)
+        #: the absolute path the volume will be mounted at (recorded in `.container` files)
+        self.mount_path = Path(os.path.abspath(os.fspath(root if mount_path is None
+                                                         else mount_path)))
         self.cluster_id = cluster_id
         self.storage_id = storage_id
         self.datanode_uuid = datanode_uuid
@@ -53,7 +62,7 @@ class VolumeWriter:
         props = {"storageID": storage_id, "clusterID": cluster_id,
                  "datanodeUuid": datanode_uuid,
                  "ctime": str(int(time.time() * 1000) if ctime_ms is None else ctime_ms),
-                 "layOutVersion": "0"}
+                 "layOutVersion": str(VOLUME_LAYOUT_VERSION)}
         (hdds / VERSION).write_text("#" + time.strftime("%a %b %d %H:%M:%S UTC %Y",
                                                         time.gmtime(0)) + "\n"
                                     + "".join(f"{k}={v}\n" for k, v in props.items()))
@@ -93,27 +102,37 @@ class VolumeWriter:
                 os.unlink(src)
         if tree is not None:
             rep.tree.write_bytes(tree)
+        mounted = self.mount_path / rep.root.relative_to(self.root)
         fields = {
-            "chunksPath": os.fspath(rep.chunks_dir.absolute()), "containerDBType": "RocksDB",
+            "chunksPath": os.fspath(mounted / "chunks"), "containerDBType": "RocksDB",
             "containerID": cid, "containerType": "KeyValueContainer",
             "layOutVersion": layout_version, "maxSize": MAX_SIZE, "metadata": {},
-            "metadataPath": os.fspath(rep.metadata_dir.absolute()),
+            "metadataPath": os.fspath(mounted / "metadata"),
             "originNodeId": self.datanode_uuid,
             "originPipelineId": pipeline_id or str(uuid.UUID(int=cid, version=4)),
             "schemaVersion": "3", "state": state,
         }
         rep.container_file.write_bytes(render_container_file(fields))
         self.put_blocks(meta)
+        self.put_counters(meta)
         prefix = container_prefix(cid)
-        n = len(meta.blocks)
-        self.meta_rows[prefix + b"#BLOCKCOUNT"] = _be64(n)
-        self.meta_rows[prefix + b"#BYTESUSED"] = _be64(meta.data_bytes)
-        self.meta_rows[prefix + b"#BCSID"] = _be64(n)
+        # no deletion pending: the two pending-delete keys are written together, as a
+        # datanode past STORAGE_SPACE_DISTRIBUTION finalization keeps them
         self.meta_rows[prefix + b"#PENDINGDELETEBLOCKCOUNT"] = _be64(0)
+        self.meta_rows[prefix + b"#PENDINGDELETEBLOCKBYTES"] = _be64(0)
         self.meta_rows[prefix + b"#delTX"] = _be64(0)
         if data_checksum is not None:
             self.meta_rows[prefix + b"#DATACHECKSUM"] = _be64(data_checksum)
         return rep
+
+    def put_counters(self, meta: ContainerMeta) -> None:
+        """`#BLOCKCOUNT`, `#BYTESUSED` and `#BCSID` of `meta`'s blocks, as the PutBlocks that
+        committed them leave them (the last block's commit sequence ID is their count)."""
+        prefix = container_prefix(meta.container_id)
+        n = len(meta.blocks)
+        self.meta_rows[prefix + b"#BLOCKCOUNT"] = _be64(n)
+        self.meta_rows[prefix + b"#BYTESUSED"] = _be64(meta.data_bytes)
+        self.meta_rows[prefix + b"#BCSID"] = _be64(n)
 
     def put_blocks(self, meta: ContainerMeta) -> None:
         """block_data rows of `meta` (the block commit sequence ID is the block's rank:
