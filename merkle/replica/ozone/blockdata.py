@@ -47,6 +47,10 @@ OZONE_NOT_REACHED = "Ozone's scan never reaches this row: it ends at row {key!r}
 OZONE_SCANS = ("Ozone's scanner does not check this: it verifies the row as block {local_id} "
                "of this container, as done here")
 
+#: a container's rows may hold one chunk per this many bytes of their cap (1M chunks at the
+#: 64 MiB default: a 5 GB container of 5 KB objects; ~350 MiB of chunk records)
+BYTES_PER_CHUNK_LIMIT = 64
+
 #: a FILE_PER_CHUNK chunk's file name as Ozone's clients write it: `<localID>_chunk_<n>`,
 #: n a decimal counter from 0 (a rewritten partial last chunk) or 1 (BlockOutputStream)
 _CHUNK_NAME = re.compile(r"(-?[0-9]+)_chunk_(0|[1-9][0-9]*)")
@@ -114,38 +118,54 @@ def _java_long_sum(values: Iterable[int]) -> int:
     return total - (1 << 64) if total >= 1 << 63 else total
 
 
-def _row_problem(msg: "pb.BlockData", file_per_chunk: bool) -> Optional[Tuple[str, str]]:
-    """(reason, what Ozone does) for a decoded row crcmerkle does not verify, else None.
-    Rows Ozone's codec rejects are handled by the caller; these are the checks after it."""
+@dataclass
+class _Row:
+    """One decoded row's chunks (in stored order, with their names) or why it is not used."""
+
+    chunks: List[ChunkMeta] = field(default_factory=list)
+    names: List[ChunkName] = field(default_factory=list)
+    #: (reason, what Ozone does) when crcmerkle does not verify the row, else None
+    problem: Optional[Tuple[str, str]] = None
+
+
+def _convert(msg: "pb.BlockData", file_per_chunk: bool) -> _Row:
+    """The row's chunks, or the first problem found (rows Ozone's codec rejects are handled
+    by the caller; these are the checks after it). One pass over the chunks: protobuf
+    attribute access is what a row costs."""
+    out = _Row()
     seen_keys = set()
     for kv in msg.metadata:
         if kv.key in seen_keys:  # BlockData.getFromProtoBuf: "Key already exists"
-            return f"metadata key {kv.key!r} appears twice", OZONE_FAILS
+            out.problem = f"metadata key {kv.key!r} appears twice", OZONE_FAILS
+            return out
         seen_keys.add(kv.key)
-    if msg.HasField("size"):
-        total = _java_long_sum(c.len for c in msg.chunks)
-        if msg.size != total:  # BlockData.getFromProtoBuf: "Size mismatch"
-            return f"size {msg.size} is not the sum of its chunks' lengths ({total})", \
-                OZONE_FAILS
     local_id = msg.blockID.localID
-    if file_per_chunk:
-        for c in msg.chunks:
-            if not valid_chunk_name(c.chunkName, local_id):
-                return (f"chunk name {c.chunkName!r} is not {local_id}_chunk_<n>: never "
-                        f"opened", "Ozone's scanner joins it to chunks/ unchecked and reads "
-                        "whatever file it names")
     for c in msg.chunks:
+        name = c.chunkName
+        if file_per_chunk and not valid_chunk_name(name, local_id):
+            out.problem = (f"chunk name {name!r} is not {local_id}_chunk_<n>: never opened",
+                           "Ozone's scanner joins it to chunks/ unchecked and reads whatever "
+                           "file it names")
+            return out
         cd = c.checksumData
-        cm = ChunkMeta(int(c.offset), int(c.len), int(cd.type), int(cd.bytesPerChecksum),
-                       b"".join(cd.checksums))
+        sums = cd.checksums
+        cm = ChunkMeta(c.offset, c.len, cd.type, cd.bytesPerChecksum, b"".join(sums))
         problem = cm.validate()
-        if problem is None and len(set(map(len, cd.checksums))) > 1:
+        if problem is None and len(set(map(len, sums))) > 1:
             problem = "checksums of different sizes"
         if problem is not None:
-            return (f"chunk {c.chunkName!r}: {problem}: not verified",
-                    "Ozone's scanner reads as many windows as there are checksums, so it "
-                    "checks another span than the chunk's length")
-    return None
+            out.problem = (f"chunk {name!r}: {problem}: not verified",
+                           "Ozone's scanner reads as many windows as there are checksums, so "
+                           "it checks another span than the chunk's length")
+            return out
+        out.chunks.append(cm)
+        out.names.append((cm.offset, cm.length, name))
+    if msg.HasField("size"):
+        total = _java_long_sum(c.length for c in out.chunks)
+        if msg.size != total:  # BlockData.getFromProtoBuf: "Size mismatch"
+            out.problem = (f"size {msg.size} is not the sum of its chunks' lengths ({total})",
+                           OZONE_FAILS)
+    return out
 
 
 def read_blocks(container_id: int, rows: Iterable[Tuple[bytes, bytes]], source: str, *,
@@ -170,9 +190,14 @@ def read_blocks(container_id: int, rows: Iterable[Tuple[bytes, bytes]], source: 
       chunk whose checksum count does not fit its length, is not verified here.
 
     `row_limit` bounds one value's size (above it: METADATA_UNREADABLE for that row, not
-    decoded), `total_limit` the container's rows together (above it: `too_large` is set and
-    no further row is read). Memory is never sized from a number in a row."""
+    decoded), `total_limit` the container's rows together and, through it, their chunks (one
+    per BYTES_PER_CHUNK_LIMIT bytes: an empty chunk is ~25 bytes of a row but ~350 bytes of
+    memory and ~10 us to convert); above either `too_large` is set and no further row is
+    read. Memory is never sized from a number in a row."""
     from merkle.replica.scan import METADATA_CORRUPT, METADATA_UNREADABLE
+
+    chunk_limit = None if total_limit is None else total_limit // BYTES_PER_CHUNK_LIMIT
+    chunk_count = 0
 
     out = DecodedBlocks(ContainerMeta(container_id))
     total = 0
@@ -209,10 +234,16 @@ def read_blocks(container_id: int, rows: Iterable[Tuple[bytes, bytes]], source: 
             continue
         trailing_nulls.clear()
         local_id = msg.blockID.localID
-        problem = _row_problem(msg, file_per_chunk)
-        if problem is not None:
+        chunk_count += len(msg.chunks)
+        if chunk_limit is not None and chunk_count > chunk_limit:
+            out.too_large = (f"the container's block_data rows hold more than {chunk_limit} "
+                             f"chunks (one per {BYTES_PER_CHUNK_LIMIT} bytes of "
+                             f"CRCMERKLE_MAX_METADATA_BYTES): not read")
+            break
+        row = _convert(msg, file_per_chunk)
+        if row.problem is not None:
             out.bad.append(BadRow(key, key_id if key_id is not None else local_id,
-                                  METADATA_CORRUPT, *problem))
+                                  METADATA_CORRUPT, *row.problem))
             continue
         scans = OZONE_SCANS.format(local_id=local_id)
         if key_id != local_id or msg.blockID.containerID != container_id:
@@ -225,7 +256,10 @@ def read_blocks(container_id: int, rows: Iterable[Tuple[bytes, bytes]], source: 
                                       "earlier one at the same offset"))
                 continue
             out.bad.append(BadRow(key, local_id, METADATA_CORRUPT, why, scans))
-        _add_block(out, msg)
+        # the scanner reads chunks in offset order; Ozone's tree sorts by offset too
+        out.meta.blocks[local_id] = BlockMeta(local_id, tuple(sorted(row.chunks,
+                                                                     key=lambda c: c.offset)))
+        out.names[local_id] = row.names
     for i in trailing_nulls:
         out.bad[i] = replace(out.bad[i], ozone=OZONE_SKIPS_LAST)
     stop = next((i for i, bad in enumerate(out.bad) if bad.ozone == OZONE_FAILS), None)
@@ -234,22 +268,6 @@ def read_blocks(container_id: int, rows: Iterable[Tuple[bytes, bytes]], source: 
         for i in range(stop + 1, len(out.bad)):
             out.bad[i] = replace(out.bad[i], ozone=OZONE_NOT_REACHED.format(key=shown))
     return out
-
-
-def _add_block(out: DecodedBlocks, msg: "pb.BlockData") -> None:
-    local_id = msg.blockID.localID
-    chunks: List[ChunkMeta] = []
-    names: List[ChunkName] = []
-    for c in msg.chunks:
-        cd = c.checksumData
-        cm = ChunkMeta(int(c.offset), int(c.len), int(cd.type), int(cd.bytesPerChecksum),
-                       b"".join(cd.checksums))
-        chunks.append(cm)
-        names.append((cm.offset, cm.length, c.chunkName))
-    # the scanner reads chunks in offset order; Ozone's tree sorts by offset too
-    chunks.sort(key=lambda c: c.offset)
-    out.meta.blocks[local_id] = BlockMeta(local_id, tuple(chunks))
-    out.names[local_id] = names
 
 
 def decode_blocks(container_id: int, rows: Iterable[Tuple[bytes, bytes]], source: str, *,
