@@ -290,18 +290,19 @@ def test_a_containers_rows_together_are_capped(tmp_path: Path,
     assert r2.ok and r2.bytes_read == 5000  # the scan goes on
 
 
-def test_a_containers_chunks_are_capped_with_its_rows(tmp_path: Path,
+def test_a_containers_rows_and_chunks_are_counted_against_the_cap(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    # empty chunks are ~25 bytes of a row each but cost ~350 bytes and ~10 us to convert:
-    # the rows' cap bounds their number too (one per BYTES_PER_CHUNK_LIMIT bytes)
+    # empty chunks (and empty rows) are ~25 bytes of a row each but cost ~350 bytes and
+    # ~20 us to convert: the rows' cap bounds their number too (one per
+    # BYTES_PER_CHUNK_LIMIT bytes)
     from merkle.replica.ozone.blockdata import BYTES_PER_CHUNK_LIMIT
     w = make_volume(tmp_path / "vol", {1: two_blocks(3)}, bpc=1024)
     row_bytes = sum(len(k) - 9 + len(v) for k, v in w.block_rows.items())
-    cap = BYTES_PER_CHUNK_LIMIT * 5  # room for 5 of the 6 chunks
+    cap = BYTES_PER_CHUNK_LIMIT * 8  # room for 3 rows and 5 of their 6 chunks
     assert row_bytes < cap
     monkeypatch.setenv("CRCMERKLE_MAX_METADATA_BYTES", str(cap))
     r, = scan_paths([tmp_path / "vol"])
-    assert keys(r) == [("METADATA_UNREADABLE", 0, 0)] and "more than 5 chunks" in \
+    assert keys(r) == [("METADATA_UNREADABLE", 0, 0)] and "more than 8 rows and chunks" in \
         r.errors[0].detail
 
 

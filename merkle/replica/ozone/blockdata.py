@@ -47,12 +47,13 @@ OZONE_NOT_REACHED = "Ozone's scan never reaches this row: it ends at row {key!r}
 OZONE_SCANS = ("Ozone's scanner does not check this: it verifies the row as block {local_id} "
                "of this container, as done here")
 
-#: a container's rows may hold one chunk per this many bytes of their cap (1M chunks at the
-#: 64 MiB default: a 5 GB container of 5 KB objects; ~350 MiB of chunk records)
+#: a container's rows may hold one row or chunk per this many bytes of their cap (1M at the
+#: 64 MiB default: a 5 GB container of 5 KB objects; ~400 MiB of records at most)
 BYTES_PER_CHUNK_LIMIT = 64
 
 #: a FILE_PER_CHUNK chunk's file name as Ozone's clients write it: `<localID>_chunk_<n>`,
 #: n a decimal counter from 0 (a rewritten partial last chunk) or 1 (BlockOutputStream)
+_DECIMAL = re.compile(r"-?(0|[1-9][0-9]*)")
 _CHUNK_NAME = re.compile(r"(-?[0-9]+)_chunk_(0|[1-9][0-9]*)")
 
 
@@ -98,7 +99,7 @@ def _key_block(key: bytes) -> Optional[int]:
         text = key.decode("ascii")
     except UnicodeDecodeError:
         return None
-    if not re.fullmatch(r"-?(0|[1-9][0-9]*)", text):
+    if not _DECIMAL.fullmatch(text):
         return None
     value = int(text)
     return value if -(1 << 63) <= value < (1 << 63) else None
@@ -190,14 +191,14 @@ def read_blocks(container_id: int, rows: Iterable[Tuple[bytes, bytes]], source: 
       chunk whose checksum count does not fit its length, is not verified here.
 
     `row_limit` bounds one value's size (above it: METADATA_UNREADABLE for that row, not
-    decoded), `total_limit` the container's rows together and, through it, their chunks (one
-    per BYTES_PER_CHUNK_LIMIT bytes: an empty chunk is ~25 bytes of a row but ~350 bytes of
-    memory and ~10 us to convert); above either `too_large` is set and no further row is
-    read. Memory is never sized from a number in a row."""
+    decoded), `total_limit` the container's rows together and, through it, the number of
+    rows and chunks (one per BYTES_PER_CHUNK_LIMIT bytes: an empty chunk is ~25 bytes of a
+    row but ~350 bytes of memory and ~20 us to convert); above either `too_large` is set and
+    no further row is read. Memory is never sized from a number in a row."""
     from merkle.replica.scan import METADATA_CORRUPT, METADATA_UNREADABLE
 
-    chunk_limit = None if total_limit is None else total_limit // BYTES_PER_CHUNK_LIMIT
-    chunk_count = 0
+    record_limit = None if total_limit is None else total_limit // BYTES_PER_CHUNK_LIMIT
+    records = 0
 
     out = DecodedBlocks(ContainerMeta(container_id))
     total = 0
@@ -206,6 +207,7 @@ def read_blocks(container_id: int, rows: Iterable[Tuple[bytes, bytes]], source: 
     for key, value in rows:
         key_id = _key_block(key)
         total += len(key) + len(value)
+        records += 1  # a row costs a record even without chunks (or when it is bad)
         if total_limit is not None and total > total_limit:
             out.too_large = (f"the container's block_data rows exceed the {total_limit}-byte "
                              f"limit for metadata (CRCMERKLE_MAX_METADATA_BYTES): not read")
@@ -234,10 +236,10 @@ def read_blocks(container_id: int, rows: Iterable[Tuple[bytes, bytes]], source: 
             continue
         trailing_nulls.clear()
         local_id = msg.blockID.localID
-        chunk_count += len(msg.chunks)
-        if chunk_limit is not None and chunk_count > chunk_limit:
-            out.too_large = (f"the container's block_data rows hold more than {chunk_limit} "
-                             f"chunks (one per {BYTES_PER_CHUNK_LIMIT} bytes of "
+        records += len(msg.chunks)
+        if record_limit is not None and records > record_limit:
+            out.too_large = (f"the container's block_data rows hold more than {record_limit} "
+                             f"rows and chunks (one per {BYTES_PER_CHUNK_LIMIT} bytes of "
                              f"CRCMERKLE_MAX_METADATA_BYTES): not read")
             break
         row = _convert(msg, file_per_chunk)
@@ -245,7 +247,6 @@ def read_blocks(container_id: int, rows: Iterable[Tuple[bytes, bytes]], source: 
             out.bad.append(BadRow(key, key_id if key_id is not None else local_id,
                                   METADATA_CORRUPT, *row.problem))
             continue
-        scans = OZONE_SCANS.format(local_id=local_id)
         if key_id != local_id or msg.blockID.containerID != container_id:
             why = (f"key does not name the value's block {local_id}" if key_id != local_id
                    else f"value is of container {msg.blockID.containerID}")
@@ -255,7 +256,8 @@ def read_blocks(container_id: int, rows: Iterable[Tuple[bytes, bytes]], source: 
                                       "into one tree entry, a later chunk replacing an "
                                       "earlier one at the same offset"))
                 continue
-            out.bad.append(BadRow(key, local_id, METADATA_CORRUPT, why, scans))
+            out.bad.append(BadRow(key, local_id, METADATA_CORRUPT, why,
+                                  OZONE_SCANS.format(local_id=local_id)))
         # the scanner reads chunks in offset order; Ozone's tree sorts by offset too
         out.meta.blocks[local_id] = BlockMeta(local_id, tuple(sorted(row.chunks,
                                                                      key=lambda c: c.offset)))
