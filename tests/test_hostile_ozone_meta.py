@@ -231,6 +231,18 @@ def test_each_bad_row_says_what_ozone_does_with_it(tmp_path: Path, change: Any, 
     assert r.blocks == verified and not r.ok
 
 
+def test_two_rows_of_one_block_verify_it_once(tmp_path: Path) -> None:
+    w = make_volume(tmp_path / "vol", {1: two_blocks(3)}, bpc=1024)
+    # key "2" holds block 3's value: Ozone verifies block 3 twice into one tree entry
+    rewrite_rows(w, lambda rows: rows.__setitem__(block_key(1, 2), rows[block_key(1, 3)]))
+    r, = scan_paths([tmp_path / "vol"])
+    # no row's value names 2.block now: unreferenced, to Ozone as here
+    assert keys(r) == [("METADATA_CORRUPT", 3, 0), ("METADATA_CORRUPT", 3, 0),
+                       ("UNREFERENCED_DATA_FILE", 2, 0)]
+    assert "another row's too" in r.errors[1].detail and "as block 3" in r.errors[0].detail
+    assert r.blocks == 2 and r.bytes_read == 10000  # block 3 once, block 1
+
+
 def test_rows_after_one_ozone_fails_on_say_ozone_never_reaches_them(tmp_path: Path) -> None:
     w = make_volume(tmp_path / "vol", {1: two_blocks(3)}, bpc=1024)
 

@@ -1,10 +1,13 @@
 """`block_data` values (Ozone's BlockData protobuf) to and from crcmerkle's block metadata.
 
 The scanner works on merkle.replica.crcmerkle.blockmeta's ContainerMeta (blocks of chunks with
-their stored window checksums); this module converts the DB rows of one container into it, with
-the checks Ozone's own inspector makes (the key is the decimal localID, the value's container
-ID is the container's, each chunk's checksum count fits its length), and builds the values a
-datanode stores for the generator.
+their stored window checksums); this module converts the DB rows of one container into it, one
+row at a time (`read_blocks`), with the checks Ozone's codec and inspector make (proto2
+`required` fields, `size` = the chunks' total, the key is the decimal localID, the value's
+container ID is the container's, each chunk's checksum count fits its length) and one Ozone
+does not make (a FILE_PER_CHUNK chunk name is the block's own `<localID>_chunk_<n>`). A bad
+row costs its own block only, and says what Ozone's datanode does with it. It also builds the
+values a datanode stores, for the generator.
 """
 
 from __future__ import annotations
@@ -169,7 +172,7 @@ def _convert(msg: "pb.BlockData", file_per_chunk: bool) -> _Row:
     return out
 
 
-def read_blocks(container_id: int, rows: Iterable[Tuple[bytes, bytes]], source: str, *,
+def read_blocks(container_id: int, rows: Iterable[Tuple[bytes, bytes]], *,
                 file_per_chunk: bool = False, row_limit: Optional[int] = None,
                 total_limit: Optional[int] = None) -> DecodedBlocks:
     """ContainerMeta of the (key after prefix, value) rows of one container, read lazily,
@@ -247,15 +250,16 @@ def read_blocks(container_id: int, rows: Iterable[Tuple[bytes, bytes]], source: 
             out.bad.append(BadRow(key, key_id if key_id is not None else local_id,
                                   METADATA_CORRUPT, *row.problem))
             continue
+        if local_id in out.meta.blocks:  # only through a key that names another block
+            out.bad.append(BadRow(key, key_id if key_id is not None else local_id,
+                                  METADATA_CORRUPT, f"the value's block {local_id} is another "
+                                  f"row's too: not verified", "Ozone scans both rows into one "
+                                  "tree entry, a later chunk replacing an earlier one at the "
+                                  "same offset"))
+            continue
         if key_id != local_id or msg.blockID.containerID != container_id:
             why = (f"key does not name the value's block {local_id}" if key_id != local_id
                    else f"value is of container {msg.blockID.containerID}")
-            if local_id in out.meta.blocks:
-                out.bad.append(BadRow(key, key_id, METADATA_CORRUPT, f"{why}, which another "
-                                      f"row holds: not verified", "Ozone scans both rows "
-                                      "into one tree entry, a later chunk replacing an "
-                                      "earlier one at the same offset"))
-                continue
             out.bad.append(BadRow(key, local_id, METADATA_CORRUPT, why,
                                   OZONE_SCANS.format(local_id=local_id)))
         # the scanner reads chunks in offset order; Ozone's tree sorts by offset too
@@ -277,7 +281,7 @@ def decode_blocks(container_id: int, rows: Iterable[Tuple[bytes, bytes]], source
     """ContainerMeta of the (key after prefix, value) rows of one container; BlockMetaError
     (METADATA_CORRUPT) for the first entry that is not a valid BlockData of this container
     (see read_blocks, which reads every row and reports each bad one instead)."""
-    out = read_blocks(container_id, rows, source, file_per_chunk=file_per_chunk)
+    out = read_blocks(container_id, rows, file_per_chunk=file_per_chunk)
     if out.bad:
         first = out.bad[0]
         raise _bad(source, first.key, first.reason)

@@ -118,9 +118,8 @@ class OzoneReplicaFiles:
 
     def decoded(self) -> DecodedBlocks:
         if self._decoded is None:
-            source = f"{self._db.path} (container {self.container_id})"
             self._decoded = read_blocks(self.container_id,
-                                        self._db.block_values(self.container_id), source,
+                                        self._db.block_values(self.container_id),
                                         file_per_chunk=not self._per_block,
                                         row_limit=max_row_bytes(),
                                         total_limit=max_metadata_bytes())
