@@ -42,10 +42,11 @@ OZONE_SKIPS = ("Ozone's codec reads this row as null and its block iterator skip
 OZONE_SKIPS_LAST = ("Ozone's codec reads this row as null and no decodable row of the "
                     "container follows it, so Ozone's block iterator throws "
                     "NoSuchElementException, which its data scanner does not catch: Ozone's "
-                    "scan of this container ends with no verdict and no checksum")
+                    "scan of this container ends with no verdict and no checksum, and the "
+                    "volume's background data scanner thread exits")
 OZONE_FAILS = ("Ozone's codec throws on this row (IllegalStateException, not caught by its "
                "data scanner): Ozone's scan of this container ends there, with no verdict "
-               "and no checksum")
+               "and no checksum, and the volume's background data scanner thread exits")
 OZONE_NOT_REACHED = "Ozone's scan never reaches this row: it ends at row {key!r}"
 OZONE_SCANS = ("Ozone's scanner does not check this: it verifies the row as block {local_id} "
                "of this container, as done here")
