@@ -277,6 +277,24 @@ def test_a_linked_chunks_directory_is_reported_not_listed(tmp_path: Path) -> Non
         assert not [e for e in r["errors"] if e["error"] == "UNREFERENCED_DATA_FILE"]
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+def test_a_chunks_directory_that_cannot_be_listed_is_reported_and_the_walk_goes_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    make_volume(tmp_path / "vol", {1: two_blocks(), 2: two_blocks()})
+    real = os.scandir
+
+    def scandir(path: Any = ".") -> Any:  # chunks/ is listed through its descriptor
+        if isinstance(path, int) and os.readlink(f"/proc/self/fd/{path}").endswith("/chunks"):
+            raise PermissionError(13, "Permission denied")
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    r1, r2 = scan_paths([tmp_path / "vol"])
+    for r in (r1, r2):
+        assert keys(r) == [("UNREADABLE_DATA_FILE", 0, 0)] and "cannot be listed" in \
+            r.errors[0].detail and r.bytes_read == 10000
+
+
 # ---- item 10: a container's rows are capped ----------------------------------------------------
 
 def test_a_huge_row_is_refused_before_it_is_decoded(tmp_path: Path) -> None:

@@ -257,6 +257,10 @@ def scan_replica(replica: OzoneReplica, db: VolumeDB, **kwargs: Any) -> Any:
             result.errors.append(core.ScanError(NOT_A_REGULAR_FILE, detail=(
                 f"{exc.filename}: {exc.strerror} (never followed or listed)")))
             present = []
+        except OSError as exc:  # EACCES, EIO: an I/O error, reported; the walk goes on
+            result.errors.append(core.ScanError(core.UNREADABLE_DATA_FILE, detail=(
+                f"{replica.chunks_dir}: cannot be listed ({exc.strerror or exc})")))
+            present = []
         for name in _unreferenced(files, present):
             result.errors.append(core.ScanError(
                 UNREFERENCED_DATA_FILE, _file_block_id(name), None,
