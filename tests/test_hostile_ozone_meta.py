@@ -136,6 +136,30 @@ def test_a_chunk_name_not_the_blocks_own_is_a_finding_of_that_block(tmp_path: Pa
     assert got[1]["bytes_read"] == 5000 and got[2]["ok"]  # the rest is still verified
 
 
+@pytest.mark.parametrize("layout_version, verified", [(1, 1), (2, 2)])
+def test_a_chunk_name_that_is_not_utf8_is_read_as_ozone_reads_it(tmp_path: Path,
+                                                                 layout_version: int,
+                                                                 verified: int) -> None:
+    # proto2 does not validate UTF-8: the Python runtime then hands out bytes, Java a String
+    # with U+FFFD; FILE_PER_CHUNK never opens such a name, FILE_PER_BLOCK does not use it
+    w = make_volume(tmp_path / "vol", {1: two_blocks()}, layout_version=layout_version,
+                    bpc=1024)
+
+    def edit(rows: Rows) -> None:
+        key = block_key(1, 1)
+        rows[key] = rows[key].replace(b"1_chunk_1", b"1_chunk_\xff", 1)
+
+    rewrite_rows(w, edit)
+    code, report, _ = scan_json(tmp_path / "vol")
+    r = by_container(report)[1]
+    assert r["blocks"] == verified
+    if layout_version == 1:
+        assert code == 1 and [(e["error"], e["block_id"]) for e in r["errors"]] == [
+            ("METADATA_CORRUPT", 1)] and "\ufffd" in r["errors"][0]["detail"]
+    else:
+        assert code == 0 and r["ok"]
+
+
 @pytest.mark.parametrize("name", ["..", ".", "", "sub/file", "file\x00"])
 def test_open_regular_refuses_a_name_that_is_not_one_plain_entry(tmp_path: Path,
                                                                  name: str) -> None:

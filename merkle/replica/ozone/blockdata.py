@@ -123,6 +123,13 @@ def _java_long_sum(values: Iterable[int]) -> int:
     return total - (1 << 64) if total >= 1 << 63 else total
 
 
+def _java_string(value: object) -> str:
+    """A proto2 `string` field as Ozone's Java reads it. The Python runtime hands out the raw
+    bytes when they are not UTF-8 (proto2 does not validate); Java decodes them with U+FFFD
+    for each bad sequence."""
+    return value if isinstance(value, str) else bytes(value).decode("utf-8", "replace")
+
+
 @dataclass
 class _Row:
     """One decoded row's chunks (in stored order, with their names) or why it is not used."""
@@ -140,13 +147,14 @@ def _convert(msg: "pb.BlockData", file_per_chunk: bool) -> _Row:
     out = _Row()
     seen_keys = set()
     for kv in msg.metadata:
-        if kv.key in seen_keys:  # BlockData.getFromProtoBuf: "Key already exists"
-            out.problem = f"metadata key {kv.key!r} appears twice", OZONE_FAILS
+        meta_key = _java_string(kv.key)
+        if meta_key in seen_keys:  # BlockData.getFromProtoBuf: "Key already exists"
+            out.problem = f"metadata key {meta_key!r} appears twice", OZONE_FAILS
             return out
-        seen_keys.add(kv.key)
+        seen_keys.add(meta_key)
     local_id = msg.blockID.localID
     for c in msg.chunks:
-        name = c.chunkName
+        name = _java_string(c.chunkName)
         if file_per_chunk and not valid_chunk_name(name, local_id):
             out.problem = (f"chunk name {name!r} is not {local_id}_chunk_<n>: never opened",
                            "Ozone's scanner joins it to chunks/ unchecked and reads whatever "
