@@ -75,10 +75,15 @@ class BadRow:
     ozone: str = ""
 
     @property
-    def detail(self) -> str:
+    def summary(self) -> str:
+        """The row and what is wrong with it."""
         shown = self.key.decode("ascii", "backslashreplace")
-        return f"block_data entry {shown!r}: {self.reason}" + (
-            f" ({self.ozone})" if self.ozone else "")
+        return f"block_data entry {shown!r}: {self.reason}"
+
+    @property
+    def detail(self) -> str:
+        """The summary and what Ozone does with the row: a finding's detail."""
+        return self.summary + (f" ({self.ozone})" if self.ozone else "")
 
 
 @dataclass

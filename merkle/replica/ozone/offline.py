@@ -185,8 +185,7 @@ class OfflineReplica:
             bad = inner.decoded().bad
             if bad:  # a repair must not rewrite rows it cannot read
                 raise ReplicaError(f"not repaired: its block_data rows do not decode "
-                                   f"({bad[0].kind}: {bad[0].key.decode('ascii', 'backslashreplace')!r}: "
-                                   f"{bad[0].reason})", where)
+                                   f"({bad[0].kind}: {bad[0].summary})", where)
             if inner.decoded().too_large is not None:
                 raise ReplicaError(f"not repaired: {inner.decoded().too_large}", where)
             self.paths = ContainerPaths(self.replica.root, self.container_id)
