@@ -25,7 +25,7 @@ from typing import List, Optional, Tuple
 
 import pyarrow.fs as pafs
 
-from merkle.replica.files import BlockFile, LocalReplicaFiles, ReplicaFiles
+from merkle.replica.files import BlockFile, LocalReplicaFiles, ReplicaFiles, read_capped
 from merkle.replica.crcmerkle.layout import BLOCK_SUFFIX, META_SUFFIX, TREE_SUFFIX, container_paths
 from spark_udfs.uri import Location, display, is_uri
 
@@ -93,8 +93,10 @@ class ArrowReplicaFiles:
 
     def _read(self, path: str) -> bytes:
         # open_input_file raises FileNotFoundError (an OSError subclass) for a missing file
+        # a `.tree` / `.blocks` above CRCMERKLE_MAX_METADATA_BYTES is refused unread, as a
+        # local one (FileTooLargeError, an OSError: METADATA_/TREE_UNREADABLE)
         with self.fs.open_input_file(path) as f:
-            return f.readall()
+            return read_capped(f, f"{self.location}/{path[len(self.path) + 1:]}")
 
     def read_blockmeta(self) -> bytes:
         return self._read(f"{self.path}/metadata/{self.container_id}{META_SUFFIX}")

@@ -57,7 +57,8 @@ __all__ = ["COMMANDS_FORMAT", "STATES", "NothingVerifiedError", "build_report", 
 STATES = ("MATCH", "MISMATCHED", "UNDER_REPLICATED", "OVER_REPLICATED", "MISSING",
           "UNHEALTHY", "UNRECOVERABLE", "PENDING_DELETION", "UNVERIFIED")
 #: errors that leave a replica without usable block metadata (Ozone does not load a replica
-#: whose .container file is missing or fails its checksum)
+#: whose .container file is missing or fails its checksum) when they are of the replica, not
+#: of one block (one bad Ozone block_data row costs only its block: the rest is verified)
 _METADATA_ERRORS = ("METADATA_MISSING", "METADATA_CORRUPT", "METADATA_UNSUPPORTED",
                     "METADATA_UNREADABLE", "CONTAINER_FILE_MISSING", "CONTAINER_FILE_CORRUPT")
 
@@ -85,7 +86,8 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
         .withColumn("pending_deletion", F.lit(True)), "container", "left")
     if errors is not None:
         per_rep = errors.groupBy("container", "datanode").agg(F.max(
-            F.col("error").isin(*_METADATA_ERRORS).cast("int")).alias("meta_bad"))
+            (F.col("error").isin(*_METADATA_ERRORS) & F.col("block").isNull()).cast("int")
+        ).alias("meta_bad"))
         per_c = per_rep.groupBy("container").agg(
             F.count(F.lit(1)).alias("with_errors"), F.sum("meta_bad").alias("meta_bad"))
         flags = flags.join(per_c, "container", "left")

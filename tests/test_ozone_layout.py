@@ -461,6 +461,14 @@ def test_same_content_same_findings_in_both_layouts(tmp_path: Path) -> None:
     a, b = by_replica(crc), by_replica(ozo)
     assert a.keys() == b.keys() and len(a) == 36
     for k in a:
+        if any(e.kind == "METADATA_CORRUPT" for e in b[k].errors):
+            # the Ozone form is one undecodable row: only its block goes unverified (Ozone
+            # skips the row), where the crcmerkle layout's corrupt `.blocks` verifies nothing
+            assert [e.kind for e in a[k].errors] == ["METADATA_CORRUPT"]
+            assert [e.kind for e in b[k].errors] == ["METADATA_CORRUPT"]
+            n_blocks = len(m_o["containers"][str(k[1])]["blocks"])
+            assert b[k].errors[0].block_id is not None and b[k].blocks == n_blocks - 1
+            continue
         assert keys(a[k]) == keys(b[k]), k
         assert a[k].tree.data_checksum == b[k].tree.data_checksum, k
         assert tree_to_bytes(a[k].scanned) == tree_to_bytes(b[k].scanned), k

@@ -11,19 +11,39 @@ Missing files raise FileNotFoundError; other I/O failures raise OSError. The loc
 opens every file relative to the replica's directory descriptors without following links or
 blocking (merkle.replica.safeopen): a link, FIFO, device or directory in place of a file
 raises NotRegularFileError, and a `.tree` / `.blocks` larger than the configured cap raises
-FileTooLargeError before anything is read.
+FileTooLargeError before anything is read; `read_capped` does the same for a file read
+through pyarrow.fs (S3, HDFS).
 """
 
 from __future__ import annotations
 
+import errno
 import os
-from typing import Optional, Protocol
+from typing import Any, Optional, Protocol
 
 from merkle.replica.fileio import pread_into
 from merkle.replica.crcmerkle.layout import BLOCK_SUFFIX, META_SUFFIX, TREE_SUFFIX, ContainerPaths
-from merkle.replica.safeopen import ReplicaDir, open_regular, read_regular, replace_atomic
+from merkle.replica.safeopen import (FileTooLargeError, ReplicaDir, max_metadata_bytes,
+                                      open_regular, read_regular, replace_atomic)
 
-__all__ = ["BlockFile", "LocalBlockFile", "LocalReplicaFiles", "ReplicaFiles"]
+__all__ = ["BlockFile", "LocalBlockFile", "LocalReplicaFiles", "ReplicaFiles", "read_capped"]
+
+
+def read_capped(f: Any, display: str, limit: Optional[int] = None) -> bytes:
+    """All of an open remote metadata file (a pyarrow RandomAccessFile: `size()` and
+    `read(n)`), refused with FileTooLargeError when its size is above `limit` (default
+    max_metadata_bytes(), as a local `.tree` / `.blocks`) before one byte is read; at most
+    limit+1 bytes are ever read, so a file that grows meanwhile is refused too."""
+    cap = max_metadata_bytes() if limit is None else int(limit)
+    size = f.size()
+    if size > cap:
+        raise FileTooLargeError(errno.EFBIG, f"file of {size} bytes exceeds the {cap}-byte "
+                                f"limit for metadata (not read)", display)
+    data = f.read(cap + 1)
+    if len(data) > cap:
+        raise FileTooLargeError(errno.EFBIG, f"larger than {cap} bytes (grew while read)",
+                                display)
+    return bytes(data)
 
 
 class BlockFile(Protocol):

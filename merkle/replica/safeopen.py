@@ -24,10 +24,15 @@ directory it is created in (best effort: only root may give a file away) and a p
 (0644 for files unless the caller names another, 0755 for directories; never 0o7000): run as
 root, crcmerkle must not lock the datanode's own user out of its replicas.
 
+A name opened in a directory is one plain entry: `open_regular` refuses `..`, `.`, an empty
+name and one holding `/` or NUL (UnsafeNameError), so a name read from metadata can never
+reach outside the directory it is opened in.
+
 Metadata files (`.tree`, `.blocks`) are size-checked against `fstat` before one byte is read:
 `max_metadata_bytes()` (CRCMERKLE_MAX_METADATA_BYTES, 64 MiB by default: a 5 GB container
 with 16 KiB windows has ~1.3 MB of window checksums) bounds what a sparse or hostile file can
-make us allocate.
+make us allocate. The same cap bounds the `block_data` rows of one Ozone container together,
+and `max_row_bytes()` (CRCMERKLE_MAX_ROW_BYTES, 4 MiB by default) one row.
 """
 
 from __future__ import annotations
@@ -41,8 +46,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Dict, Optional, Type, Union
 
-__all__ = ["DEFAULT_MAX_METADATA_BYTES", "FileTooLargeError", "NOT_A_REGULAR_FILE",
-           "NotRegularFileError", "ReplicaDir", "make_dir", "max_metadata_bytes", "open_dir",
+__all__ = ["DEFAULT_MAX_METADATA_BYTES", "DEFAULT_MAX_ROW_BYTES", "FileTooLargeError",
+           "NOT_A_REGULAR_FILE", "NotRegularFileError", "ReplicaDir", "UnsafeNameError",
+           "check_component", "make_dir", "max_metadata_bytes", "max_row_bytes", "open_dir",
            "open_dir_nofollow_path", "open_regular", "read_named", "read_regular",
            "replace_atomic"]
 
@@ -50,8 +56,12 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 NOT_A_REGULAR_FILE = "NOT_A_REGULAR_FILE"
 
-#: Default cap on a `.tree` / `.blocks` file read into memory.
+#: Default cap on a `.tree` / `.blocks` file read into memory, and on the `block_data` rows
+#: of one Ozone container together.
 DEFAULT_MAX_METADATA_BYTES = 64 * 1024 * 1024
+#: Default cap on one Ozone `block_data` value: a 256 MiB block of 4 MiB chunks with 16 KiB
+#: windows takes ~100 KB; decoding a row costs ~30 times its size in memory.
+DEFAULT_MAX_ROW_BYTES = 4 * 1024 * 1024
 
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -72,6 +82,32 @@ def max_metadata_bytes() -> int:
         except ValueError:
             pass
     return DEFAULT_MAX_METADATA_BYTES
+
+
+def max_row_bytes() -> int:
+    """The cap on one Ozone `block_data` value (CRCMERKLE_MAX_ROW_BYTES, bytes; never above
+    max_metadata_bytes(), the cap on a container's rows together)."""
+    text = os.environ.get("CRCMERKLE_MAX_ROW_BYTES")
+    value = DEFAULT_MAX_ROW_BYTES
+    if text:
+        try:
+            value = int(text) if int(text) > 0 else value
+        except ValueError:
+            pass
+    return min(value, max_metadata_bytes())
+
+
+class UnsafeNameError(OSError):
+    """A name that is not one plain directory entry (empty, `.`, `..`, or holding `/` or
+    NUL): never opened, whatever it would reach."""
+
+
+def check_component(name: str, display: Optional[str] = None) -> None:
+    """UnsafeNameError unless `name` is one plain entry of a directory: a name read from
+    metadata is data, never a path that could leave the directory it is opened in."""
+    if name in ("", ".", "..") or "/" in name or "\0" in name:
+        raise UnsafeNameError(errno.EINVAL, "not a plain file name (never opened)",
+                              display or repr(name))
 
 
 class NotRegularFileError(OSError):
@@ -203,8 +239,10 @@ def open_regular(dir_fd: int, name: str, flags: int = os.O_RDONLY, *, create: bo
     regular file (and, with `single_link`, not hard-linked elsewhere). Returns the fd, in
     blocking mode again. `create` creates it when absent (never through a link; with
     `exclusive`, FileExistsError when anything is there): a file created here gets the
-    owner and group of the directory and `mode` less 0o7000."""
+    owner and group of the directory and `mode` less 0o7000. `name` must be one plain
+    entry (UnsafeNameError for `..`, `.`, an empty name, or one holding `/` or NUL)."""
     shown = display or name
+    check_component(name, display)
     oflags = flags | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC
     created = False
     fd = -1

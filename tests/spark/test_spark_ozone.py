@@ -21,9 +21,14 @@ FAULTS = "bitflip=1,truncate=1,missing-file=1,tombstone=1,extra-block=1,tree-mis
          "meta-corrupt=1"
 
 
-def _gen(root: Path, layout: str) -> Dict[str, Any]:
+#: faults both layouts report alike: not meta-corrupt, whose Ozone form (one undecodable
+#: block_data row) costs only that row's block, where a corrupt `.blocks` costs the replica
+SAME_FAULTS = FAULTS.replace(",meta-corrupt=1", "")
+
+
+def _gen(root: Path, layout: str, faults: str = FAULTS) -> Dict[str, Any]:
     return generate_cluster(root, GeneratorConfig(containers=6, seed=11, layout=layout,
-                                                  faults=parse_faults(FAULTS, layout)))
+                                                  faults=parse_faults(faults, layout)))
 
 
 def _containers(tables: Any) -> List[Tuple[Any, ...]]:
@@ -47,8 +52,8 @@ def _files(root: Path) -> Dict[str, Tuple[int, int]]:
 
 
 def test_spark_scan_same_results_on_both_layouts(spark: Any, tmp_path: Path) -> None:
-    _gen(tmp_path / "c", "crcmerkle")
-    _gen(tmp_path / "o", "ozone")
+    _gen(tmp_path / "c", "crcmerkle", SAME_FAULTS)
+    _gen(tmp_path / "o", "ozone", SAME_FAULTS)
     before = _files(tmp_path / "o")
     a = scan_replicas(spark, [str(tmp_path / "c")])
     b = scan_replicas(spark, [str(tmp_path / "o")])

@@ -187,11 +187,22 @@ def convert_cluster(staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any
                 r.container_file.unlink()
             if "meta-corrupt" in kinds:
                 corrupt_meta.append((w, cid, new))
-    for w, cid, _new in corrupt_meta:
+    corrupt_block: Dict[str, int] = {}  # new path -> the block whose row is cut
+    for w, cid, new in corrupt_meta:
         # drop the last byte of one value: the `size` varint is cut, never a valid message
         key = min(k for k in w.block_rows if k.startswith(block_key(cid, 0)[:9]))
         w.block_rows[key] = w.block_rows[key][:-1]
+        corrupt_block[new] = int(key[9:])
     manifest = _remap(manifest, mapping)
+    # an undecodable row is METADATA_CORRUPT of its own block (the other blocks are verified)
+    for new, bid in corrupt_block.items():
+        for e in manifest["expected_errors"].get(new, []):
+            if e["error"] == METADATA_CORRUPT:
+                e["block_id"] = bid
+        for f in manifest["faults"]:
+            for e in f.get("expected", []):
+                if e.get("replica") == new and e["error"] == METADATA_CORRUPT:
+                    e["block_id"] = bid
     for new_rep, errs in manifest["expected_errors"].items():
         for e in errs:
             if e["error"] == "METADATA_MISSING":

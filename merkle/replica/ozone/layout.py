@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple, Union
 
-from merkle.replica.safeopen import FileTooLargeError, max_metadata_bytes, open_dir
+from merkle.replica.safeopen import (FileTooLargeError, check_component, max_metadata_bytes,
+                                     open_dir)
 from merkle.replica.safeopen import open_regular as safe_open_regular
 
 __all__ = ["HDDS", "OzoneReplica", "OzoneVolume", "VOLUME_LAYOUT_VERSION", "container_dir_index",
@@ -102,6 +103,8 @@ def open_regular(path: PathLike, root: Optional[PathLike] = None) -> int:
         follow = False
     if not parts:
         raise IsADirectoryError(errno.EISDIR, "Is a directory", os.fspath(p))
+    for name in parts:  # `..` would walk out of the replica without meeting a link
+        check_component(name, os.fspath(p))
     fd = open_dir(os.fspath(base), follow=follow)
     try:
         where = base

@@ -194,11 +194,12 @@ class OfflineReplica:
                                where) from None
         try:
             inner = OzoneReplicaFiles(self.replica, self.db, cfile)
-            try:
-                inner.decoded()
-            except BlockMetaError as exc:
-                raise ReplicaError(f"not repaired: its block_data rows do not decode ({exc})",
-                                   where) from None
+            bad = inner.decoded().bad
+            if bad:  # a repair must not rewrite rows it cannot read
+                raise ReplicaError(f"not repaired: its block_data rows do not decode "
+                                   f"({bad[0].kind}: {bad[0].summary})", where)
+            if inner.decoded().too_large is not None:
+                raise ReplicaError(f"not repaired: {inner.decoded().too_large}", where)
             self.paths = ContainerPaths(self.replica.root, self.container_id)
             self.files = OfflineFiles(self.paths, inner)
             self.values = _values(self.db, self.container_id)

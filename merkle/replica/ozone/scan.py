@@ -10,13 +10,22 @@ and every container of the volume is read from it. Per replica:
    (CONTAINER_PATH_MISMATCH, merkle.replica.ozone.paths); they are never followed.
 2. Only CLOSED, QUASI_CLOSED and UNHEALTHY containers have their data verified (Ozone's data
    scanner); any other state is reported as CONTAINER_NOT_SCANNED with the state.
-3. The blocks are the container's `block_data` rows (`#`-prefixed keys skipped); a row that is
-   not a valid BlockData of this container makes the metadata unusable (METADATA_CORRUPT).
+3. The blocks are the container's `block_data` rows (`#`-prefixed keys skipped), read one by
+   one (merkle.replica.ozone.blockdata.read_blocks): a row that is not a valid BlockData of
+   this container is METADATA_CORRUPT for its block alone, with what Ozone's own datanode
+   does with that row in the detail (it skips an undecodable row silently and calls the
+   replica healthy); the other blocks are still verified, as Ozone does. A row above
+   CRCMERKLE_MAX_ROW_BYTES is METADATA_UNREADABLE for its block; rows above
+   CRCMERKLE_MAX_METADATA_BYTES together make the replica's metadata METADATA_UNREADABLE
+   (nothing verified). A FILE_PER_CHUNK chunk name is opened only when it is the block's own
+   `<localID>_chunk_<n>`.
 4. The layout-neutral scanner (merkle.replica.scan.scan_files) verifies every chunk against
    the stored window checksums and builds the scanned tree; a missing block file whose first
    chunk has length 0 is no error (Ozone's rule for EC padding blocks).
 5. Files in `chunks/` that no `block_data` row names are reported (UNREFERENCED_DATA_FILE:
    an uncommitted write or a half-finished delete; Ozone reports, never deletes them).
+   `chunks/` is listed through a descriptor opened without following a link: a link there
+   is reported (NOT_A_REGULAR_FILE), never listed.
 
 Nothing is written: not the `.tree` (the datanode owns it and updates it itself), not a lock
 file, nothing in the DB directory. A volume whose DB cannot be opened is reported once
@@ -36,14 +45,15 @@ from merkle.replica.crcmerkle.blockmeta import ContainerMeta
 from merkle.replica.errors import BlockMetaError, ReplicaError
 from merkle.replica.files import BlockFile, LocalBlockFile
 from merkle.replica.fileio import pread_into
-from merkle.replica.ozone.blockdata import ChunkName, DecodedBlocks, decode_blocks
+from merkle.replica.ozone.blockdata import ChunkName, DecodedBlocks, read_blocks
 from merkle.replica.ozone.containerfile import (SCANNED_STATES, ContainerFile,
                                                 ContainerFileError, parse_container_file)
 from merkle.replica.ozone.layout import (BLOCK_SUFFIX, OzoneReplica, OzoneVolume, find_volumes,
                                          replicas_under)
 from merkle.replica.ozone.paths import CONTAINER_PATH_MISMATCH, accepted_mounts, path_mismatch
 from merkle.replica.ozone.rocks import VolumeDB, VolumeDBError
-from merkle.replica.safeopen import NOT_A_REGULAR_FILE, NotRegularFileError
+from merkle.replica.safeopen import (NOT_A_REGULAR_FILE, NotRegularFileError, check_component,
+                                      max_metadata_bytes, max_row_bytes, open_dir)
 
 __all__ = ["CONTAINER_FILE_CORRUPT", "CONTAINER_FILE_MISSING", "CONTAINER_NOT_SCANNED",
            "CONTAINER_PATH_MISMATCH", "DuplicateReplicaError", "OzoneReplicaFiles", "UNREFERENCED_DATA_FILE", "VolumeScanError", "scan_ozone_paths",
@@ -77,6 +87,9 @@ class _ChunkFiles:
 
     def _fd(self, name: str) -> Optional[int]:
         if name not in self._fds:
+            # names come from the DB: read_blocks admits only `<localID>_chunk_<n>`; this
+            # refuses anything that could leave chunks/ whoever calls it
+            check_component(name, os.fspath(self._dir) + "/" + repr(name))
             try:
                 self._fds[name] = self._replica.open_file(self._dir / name)
             except FileNotFoundError:
@@ -114,9 +127,11 @@ class OzoneReplicaFiles:
 
     def decoded(self) -> DecodedBlocks:
         if self._decoded is None:
-            source = f"{self._db.path} (container {self.container_id})"
-            self._decoded = decode_blocks(self.container_id,
-                                          self._db.block_values(self.container_id), source)
+            self._decoded = read_blocks(self.container_id,
+                                        self._db.block_values(self.container_id),
+                                        file_per_chunk=not self._per_block,
+                                        row_limit=max_row_bytes(),
+                                        total_limit=max_metadata_bytes())
         return self._decoded
 
     def load_meta(self) -> ContainerMeta:
@@ -153,15 +168,29 @@ class OzoneReplicaFiles:
         return [n for names in d.names.values() for _, _, n in names]
 
 
-def _unreferenced(files: OzoneReplicaFiles) -> List[str]:
+def _chunks_entries(replica: OzoneReplica) -> List[str]:
+    """Names of the regular files in the replica's `chunks/`, listed through descriptors
+    opened without following a link (NotRegularFileError when the replica directory or
+    `chunks/` is a link or not a directory: a linked directory's names are never listed)."""
+    root = open_dir(os.fspath(replica.root))
     try:
-        present = [e.name for e in os.scandir(files.replica.chunks_dir)
-                   if e.is_file(follow_symlinks=False)]
-    except (FileNotFoundError, NotADirectoryError):
-        return []
+        chunks = open_dir("chunks", root, display=os.fspath(replica.chunks_dir))
+    finally:
+        os.close(root)
+    try:
+        with os.scandir(chunks) as entries:
+            return [e.name for e in entries if e.is_file(follow_symlinks=False)]
+    finally:
+        os.close(chunks)
+
+
+def _unreferenced(files: OzoneReplicaFiles, present: List[str]) -> List[str]:
     known = set(files.data_files())
+    # a file of a block whose row crcmerkle reported is that finding's, not a leftover
+    reported = {b.block_id for b in files.decoded().bad if b.block_id is not None}
     # FILE_PER_CHUNK temp files of a write in progress are not leftovers
-    return sorted(n for n in present if n not in known and ".tmp." not in n)
+    return sorted(n for n in present if n not in known and ".tmp." not in n
+                  and _file_block_id(n) not in reported)
 
 
 def _file_block_id(name: str) -> Optional[int]:
@@ -238,9 +267,26 @@ def _scan_loaded(replica: OzoneReplica, db: VolumeDB, cfile: ContainerFile,
         return unusable(CONTAINER_NOT_SCANNED, f"state {cfile.state} (Ozone verifies data of "
                                                f"CLOSED, QUASI_CLOSED and UNHEALTHY containers)")
     files = OzoneReplicaFiles(replica, db, cfile)
+    decoded = files.decoded()
+    if decoded.too_large is not None:
+        return unusable(core.METADATA_UNREADABLE, f"{db.path}: {decoded.too_large}")
     result = core.scan_files(files, **kwargs)
+    result.errors[:0] = [core.ScanError(b.kind, b.block_id, None, b.detail)
+                         for b in decoded.bad]
     if result.meta is not None:
-        for name in _unreferenced(files):
+        try:
+            present = _chunks_entries(replica)
+        except FileNotFoundError:
+            present = []
+        except NotRegularFileError as exc:
+            result.errors.append(core.ScanError(NOT_A_REGULAR_FILE, detail=(
+                f"{exc.filename}: {exc.strerror} (never followed or listed)")))
+            present = []
+        except OSError as exc:  # EACCES, EIO: an I/O error, reported; the walk goes on
+            result.errors.append(core.ScanError(core.UNREADABLE_DATA_FILE, detail=(
+                f"{replica.chunks_dir}: cannot be listed ({exc.strerror or exc})")))
+            present = []
+        for name in _unreferenced(files, present):
             result.errors.append(core.ScanError(
                 UNREFERENCED_DATA_FILE, _file_block_id(name), None,
                 f"chunks/{name} is named by no block_data entry"))
