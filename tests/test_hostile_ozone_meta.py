@@ -405,35 +405,3 @@ def test_remote_metadata_above_the_cap_is_refused_unread(tmp_path: Path,
     with pytest.raises(FileTooLargeError):
         read_capped(growing, "s3://b/k", 1000)
     assert growing.asked == [1001]
-
-
-# ---- the Spark report: one bad row does not make a replica's metadata unusable ---------------
-
-@pytest.fixture(scope="module")
-def spark() -> Any:
-    pytest.importorskip("pyspark")
-    if shutil.which("java") is None:  # pragma: no cover
-        pytest.skip("Spark needs a Java runtime (java on PATH)")
-    from spark_udfs.session import get_session
-
-    session = get_session("local[2]", app_name="crcmerkle-tests",
-                          conf={"spark.sql.shuffle.partitions": "4",
-                                "spark.default.parallelism": "2"})
-    yield session
-    session.stop()
-
-
-def test_spark_report_calls_a_container_with_bad_rows_unhealthy_not_missing(
-        spark: Any, tmp_path: Path) -> None:
-    from spark_udfs.diff import diff_scan
-    from spark_udfs.report import build_report
-    from spark_udfs.scan import scan_replicas
-
-    for dn in range(3):
-        w = make_volume(tmp_path / "c" / f"dn{dn}" / "vol0", {1: two_blocks(3)}, bpc=1024)
-        rewrite_rows(w, lambda rows: rows.__setitem__(block_key(1, 1), b"\xff"))
-    t = scan_replicas(spark, [os.fspath(tmp_path / "c")])
-    kinds = sorted((r["error"], r["block"]) for r in t.errors.collect())
-    assert kinds == [("METADATA_CORRUPT", 1)] * 3
-    r = build_report(diff_scan(t), replicas=t.containers, errors=t.errors)
-    assert r["containers"]["MISSING"] == [] and r["containers"]["UNHEALTHY"] == [1]
