@@ -140,7 +140,8 @@ def check_findings(manifest: Dict[str, Any], errors: Iterable[ErrorKey],
     """Compare the jobs' findings with a generator manifest.
 
     errors: (replica path relative to the cluster root, error, block, offset) scan errors;
-    pulls: (target replica relative path, kind, block, offset) diff pulls;
+    pulls: (target replica relative path, kind, block, offset) pulls the report plans
+    (spark_udfs.report.planned_pulls);
     mismatched: container IDs the report counts MISMATCHED (spark_udfs.report
     .judged_containers); unrecoverable: (container, block, offset) chunks the diff reported
     unrecoverable; pending: (replica relative path, block) blocks the diff reported live on
@@ -271,7 +272,7 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
     from merkle.replica.generate import generate_cluster, parse_faults
     from merkle.replica.fileio import write_atomic
     from merkle.replica.reconcile import load_report_jobs, reconcile
-    from spark_udfs.report import format_text, judged_containers, to_json
+    from spark_udfs.report import format_text, judged_containers, planned_pulls, to_json
     from spark_udfs.session import get_session
 
     work = Path(workdir)
@@ -287,13 +288,14 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
     write_atomic(work / "report.json", to_json(report).encode())
     say(format_text(report))
     rows = errors.select("replica", "error", "block", "offset").collect()
-    pulls = diff.pulls.select("replica", "kind", "block", "offset").collect()
+    judged = judged_containers(diff, errors)
+    # the pulls the report plans (none into a replica whose data was not scanned)
+    pulls = planned_pulls(diff, judged).select("replica", "kind", "block", "offset").collect()
     findings = check_findings(
         manifest,
         errors=[(_rel(cluster, r[0]), r[1], r[2], r[3]) for r in rows],
         pulls=[(_rel(cluster, p[0]), p[1], p[2], p[3]) for p in pulls],
-        mismatched=[r[0] for r in judged_containers(diff, errors).filter("mismatched")
-                    .select("container").collect()],
+        mismatched=[r[0] for r in judged.filter("mismatched").select("container").collect()],
         unrecoverable=[(u[0], u[1], u[2]) for u in diff.unrecoverable.select(
             "container", "block", "offset").collect()],
         pending=[(_rel(cluster, p[0]), p[1]) for p in diff.pending_deletions.select(

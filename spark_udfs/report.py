@@ -59,8 +59,8 @@ from merkle.trees.ozone import format_checksum
 from spark_udfs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
 
 __all__ = ["COMMANDS_FORMAT", "FINDING_STATES", "STATES", "NothingVerifiedError",
-           "build_report", "check_read", "format_text", "judged_containers", "read_summary",
-           "report_has_findings"]
+           "build_report", "check_read", "format_text", "judged_containers", "planned_pulls",
+           "read_summary", "report_has_findings"]
 
 STATES = ("MATCH", "MISMATCHED", "UNDER_REPLICATED", "OVER_REPLICATED", "MISSING",
           "UNHEALTHY", "UNRECOVERABLE", "PENDING_DELETION", "UNVERIFIED", "WARNINGS")
@@ -113,6 +113,15 @@ def judged_containers(diff: DiffResult, errors: Any = None, strict: bool = False
                 "cast(array() AS array<string>)))), g -> size(g) > 0)")
     return c.withColumn("mismatched", (F.col("state") == "MISMATCH")
                         & (F.size(F.expr(compared)) > 1))
+
+
+def planned_pulls(diff: DiffResult, judged: Any) -> Any:
+    """The diff's pulls the report plans: none into a replica whose data was not scanned
+    (judged_containers' `unscanned`: its empty tree is no observation of its data)."""
+    from pyspark.sql import functions as F
+
+    unscanned = judged.select("container", F.explode("unscanned").alias("datanode"))
+    return diff.pulls.join(unscanned, ["container", "datanode"], "left_anti")
 
 
 def report_has_findings(report: Dict[str, Any]) -> bool:
@@ -192,10 +201,7 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
     # replicas on Ozone datanode volumes: the datanodes reconcile themselves, asked per
     # container; crcmerkle's own reconciler refuses them
     on_ozone = any(_on_ozone(r["replica"]) for m in mismatched for r in m["replicas"])
-    # no repair into a replica whose data was not scanned (its empty tree is no observation)
-    unscanned = judged.select("container", F.explode("unscanned").alias("datanode"))
-    to_plan = dataclasses.replace(diff, pulls=diff.pulls.join(
-        unscanned, ["container", "datanode"], "left_anti"))
+    to_plan = dataclasses.replace(diff, pulls=planned_pulls(diff, judged))
     repair_plan, reconcile, total = _plan_on_executors(
         to_plan, limit, first, None if on_ozone else commands_to)
     if on_ozone:

@@ -71,12 +71,13 @@ LEVELS: Dict[str, Level] = {
     "NOT_A_REGULAR_FILE": Level(
         ERROR, "a link, FIFO, device or directory where a replica file should be: never "
                "read, so not verified (and a link in a replica is an attack or damage)",
-        "follows the link or fails to read the file (CORRUPT_CHUNK / MISSING_DATA_FILE)"),
+        "reads through a link (a file outside the replica); other types fail the read: "
+        "CORRUPT_CHUNK, UNHEALTHY"),
     # -- block metadata (crcmerkle: `.blocks`; Ozone: the volume's block_data rows) -------
     "METADATA_MISSING": Level(
         ERROR, "the `.blocks` file is gone: nothing of the replica can be verified",
-        "(Ozone keeps block metadata in RocksDB; an unreadable DB is INACCESSIBLE_DB: "
-        "UNHEALTHY)"),
+        "(crcmerkle layout only; Ozone keeps block metadata in RocksDB, and an "
+        "unreadable DB is INACCESSIBLE_DB: UNHEALTHY)"),
     "METADATA_CORRUPT": Level(
         ERROR, "block metadata that does not decode: the records of the data are damaged",
         "an undecodable block_data value is skipped silently: the replica stays HEALTHY "
