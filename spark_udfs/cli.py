@@ -51,9 +51,9 @@ and only shuffles what diverges."""
 
 EPILOG = exit_status_help(
     "scan: a replica has errors, or with --strict warnings (2 if some replica could not be "
-    "read at all); diff, report, run: a container's replicas differ, a chunk is "
-    "unrecoverable (repairs pending), or a replica has errors (UNHEALTHY; with --strict "
-    "warnings too); demo: the findings differ from the injected faults")
+    "read at all); diff: a container's replicas differ or a chunk is unrecoverable "
+    "(repairs pending); report, run: the same, or a replica has errors (UNHEALTHY; with "
+    "--strict warnings too); demo: the findings differ from the injected faults")
 
 #: Marker file of a demo directory: a later demo may reuse a directory holding only this run.
 DEMO_MARKER = ".crcmerkle-demo"
