@@ -54,7 +54,7 @@ import datetime as _dt
 import json
 from typing import Any, Dict, List, Optional, Tuple
 
-from merkle.replica.levels import ERROR, NOT_SCANNED_KINDS, WARNING
+from merkle.replica.levels import ERROR, NOT_SCANNED_KINDS, WARNING, warning_kinds
 from merkle.trees.ozone import format_checksum
 from spark_udfs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
 
@@ -81,7 +81,9 @@ def _replica_findings(errors: Any, strict: bool) -> Any:
     # scans written before findings had levels: every finding is judged an error, as then
     sev = (F.coalesce(F.col("severity"), F.lit(ERROR)) if "severity" in errors.columns
            else F.lit(ERROR))
-    warn = sev == F.lit(WARNING)
+    # a warning only where the table allows one: a scan output edited to call a
+    # CORRUPT_CHUNK a warning (or naming an unknown severity) still counts
+    warn = (sev == F.lit(WARNING)) & F.col("error").isin(*sorted(warning_kinds()))
     fails = F.lit(True) if strict else ~warn
     return errors.groupBy("container", "datanode").agg(
         F.max(F.col("error").isin(*_METADATA_ERRORS).cast("int")).alias("meta_bad"),
