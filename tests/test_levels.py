@@ -7,7 +7,6 @@ The Spark report's side is tests/spark/test_spark_levels.py."""
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any, Dict, List, Tuple

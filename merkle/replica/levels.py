@@ -27,10 +27,10 @@ finding is never waved through.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, Iterable
+from typing import Dict, FrozenSet
 
 __all__ = ["ERROR", "LEVELS", "Level", "NOT_SCANNED_KINDS", "SEVERITIES", "WARNING",
-           "any_failure", "counts_as_failure", "severity_of", "warning_kinds"]
+           "counts_as_failure", "severity_of", "warning_kinds"]
 
 ERROR = "error"
 WARNING = "warning"
@@ -155,8 +155,3 @@ def warning_kinds() -> FrozenSet[str]:
 #: warning kinds after which the replica's data was not read (left out of comparisons)
 NOT_SCANNED_KINDS: FrozenSet[str] = frozenset(
     k for k, v in LEVELS.items() if ":" not in k and not v.data_scanned)
-
-
-def any_failure(severities: Iterable[str], strict: bool = False) -> bool:
-    """True when one of these findings' severities counts (see counts_as_failure)."""
-    return any(counts_as_failure(s, strict) for s in severities)
