@@ -38,6 +38,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, CLIError, add_debug_flag, debug_enabled,
                         exit_status_help, positive_int)
 from merkle.replica.fileio import write_atomic
+from merkle.replica.levels import WARNING
 from spark_udfs.uri import child, display
 
 __all__ = ["add_parser", "run"]
@@ -49,9 +50,10 @@ block files themselves and checksum them natively; the diff goes container -> bl
 and only shuffles what diverges."""
 
 EPILOG = exit_status_help(
-    "scan: a replica has errors (2 if some replica could not be read at all); diff, report, "
-    "run: a container's replicas differ or a chunk is unrecoverable (repairs pending); demo: "
-    "the findings differ from the injected faults")
+    "scan: a replica has errors, or with --strict warnings (2 if some replica could not be "
+    "read at all); diff: a container's replicas differ or a chunk is unrecoverable "
+    "(repairs pending); report, run: the same, or a replica has errors (UNHEALTHY; with "
+    "--strict warnings too); demo: the findings differ from the injected faults")
 
 #: Marker file of a demo directory: a later demo may reuse a directory holding only this run.
 DEMO_MARKER = ".crcmerkle-demo"
@@ -82,6 +84,13 @@ def _fraction(text: str) -> float:
     if not 0.0 <= v <= 1.0:
         raise argparse.ArgumentTypeError(f"must be a number from 0 to 1, not {text!r}")
     return v
+
+
+def _strict_opt(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--strict", action="store_true",
+                   help="count scan findings of level warning as errors (exit 1; in the "
+                        "report, a container with warnings is UNHEALTHY; not used by the "
+                        "decommission plan, which judges good copies by its own rule)")
 
 
 def _read_opt(p: argparse.ArgumentParser) -> None:
@@ -135,6 +144,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     s.add_argument("--trees-only", action="store_true",
                    help="read the stored .tree files instead of the data")
     _read_opt(s)
+    _strict_opt(s)
     _common(s)
     s.set_defaults(func=_guarded(_scan))
     d = sub.add_parser("diff", help="compare replicas; write containers/pulls/plan")
@@ -148,6 +158,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="health summary and repair plan of a scan")
     r.add_argument("input", help="a scan output directory, or a chunk-table Parquet path")
     _report_opts(r)
+    _strict_opt(r)
     _common(r)
     r.set_defaults(func=_guarded(_report))
     a = sub.add_parser("run", help="scan + diff + report in one session")
@@ -155,6 +166,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     a.add_argument("-o", "--output", required=True)
     a.add_argument("--trees-only", action="store_true")
     _report_opts(a)
+    _strict_opt(a)
     _plan_opts(a)
     _common(a)
     a.set_defaults(func=_guarded(_run))
@@ -421,16 +433,21 @@ def _scan(args: argparse.Namespace) -> int:
     with _progress(args, spark, "scan"):
         row = tables.replicas.agg(F.count(F.lit(1)).alias("n"), F.sum(
             F.col("verified").cast("int")).alias("read")).collect()[0]
-        errs = tables.errors.count()
-        failed = tables.errors.filter("error = 'SCAN_FAILED'").count()
+        counts = tables.errors.agg(
+            F.count(F.lit(1)).alias("all"),
+            F.sum((F.col("severity") == WARNING).cast("int")).alias("warnings"),
+            F.sum((F.col("error") == "SCAN_FAILED").cast("int")).alias("failed")).collect()[0]
+    warns = int(counts["warnings"] or 0)
+    errs, failed = int(counts["all"]) - warns, int(counts["failed"] or 0)
     read = read_summary(int(row["n"]), int(row["read"] or 0))
     print(f"scanned {read['replicas']} replica(s), {read['read']} read: {errs} error(s)"
+          + (f", {warns} warning(s)" if warns else "")
           + (f", {failed} replica(s) could not be read" if failed else "")
           + f"; tables in {display(args.output)}/{{{','.join(tables.TABLES)}}}")
     _check_read(read, args.min_read_fraction)
     if failed:
         return EXIT_ERROR
-    return EXIT_FINDINGS if errs else 0
+    return EXIT_FINDINGS if errs or (args.strict and warns) else 0
 
 
 def _write_file(location: str, data: bytes, label: str = "") -> None:
@@ -513,21 +530,20 @@ def _diff(args: argparse.Namespace) -> int:
 
 
 def _emit_report(args: argparse.Namespace, spark: Any, diff: Any, t: Dict[str, Any]) -> int:
-    from spark_udfs.report import build_report, format_text, to_json
+    from spark_udfs.report import build_report, format_text, report_has_findings, to_json
 
     to, ref = _commands_location(args)
     with _progress(args, spark, "report"):
         rep = build_report(diff, replicas=t.get("containers"), errors=t.get("errors"),
                            replication=args.replication, first=args.first, limit=args.limit,
-                           commands_to=to, commands_ref=ref)
+                           commands_to=to, commands_ref=ref,
+                           strict=getattr(args, "strict", False))
     if args.report:
         _write_file(args.report, to_json(rep).encode(), label="--report ")
     sys.stdout.write(to_json(rep) if args.json else format_text(rep))
     sys.stdout.flush()
     _check_read(rep["read"], args.min_read_fraction)
-    bad = rep["summary"]["MISMATCHED"] or rep["summary"]["UNRECOVERABLE"] or \
-        rep["summary"]["UNVERIFIED"]
-    return EXIT_FINDINGS if bad else 0
+    return EXIT_FINDINGS if report_has_findings(rep) else 0
 
 
 #: suffix of the full command list next to a --report FILE (FILE.commands/)

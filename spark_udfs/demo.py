@@ -22,7 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
-__all__ = ["DemoResult", "Findings", "check_findings", "run_demo"]
+from merkle.replica.levels import ERROR, WARNING, severity_of
+
+__all__ = ["DemoResult", "Findings", "NO_SCAN_FINDING", "check_findings", "fault_level",
+           "run_demo"]
 
 #: scan error -> the pull the diff must plan for the damaged replica
 _PULL_FOR_ERROR = {"CORRUPT_CHUNK": "CORRUPT_CHUNK", "INCONSISTENT_CHUNK_LENGTH": "CORRUPT_CHUNK",
@@ -36,15 +39,31 @@ ErrorKey = Tuple[str, str, Optional[int], Optional[int]]  # replica, error, bloc
 _SCAN_ONLY = ("db-entry-without-file", "file-without-db-entry")
 
 
+#: the level of a fault whose only trace is in the diff (a tombstone, an extra block)
+NO_SCAN_FINDING = "-"
+
+
 @dataclass
 class FaultCheck:
-    """One injected fault and whether the jobs found it (with what was missing if not)."""
+    """One injected fault and whether the jobs found it (with what was missing if not).
+    `level`: its scan findings' level (fault_level)."""
 
     id: int
     type: str
     container: int
     found: bool
     missing: List[str] = field(default_factory=list)
+    level: str = NO_SCAN_FINDING
+
+
+def fault_level(fault: Dict[str, Any]) -> str:
+    """The level of an injected fault: `error` if one of the scan findings it must cause is
+    an error (merkle.replica.levels), `warning` if all are warnings, NO_SCAN_FINDING if it
+    causes none (the diff reports it)."""
+    levels = {severity_of(e["error"]) for e in fault.get("expected", [])}
+    if not levels:
+        return NO_SCAN_FINDING
+    return WARNING if levels == {WARNING} else ERROR
 
 
 @dataclass
@@ -78,13 +97,17 @@ class Findings:
             c = by_type.setdefault(f.type, [0, 0])
             c[0] += 1
             c[1] += f.found
-        lines = [f"{'fault':<22}{'injected':>9}{'found':>7}{'missed':>8}"]
+        level_of = {f.type: f.level for f in self.faults}
+        lines = [f"{'fault':<22}{'level':<9}{'injected':>8}{'found':>7}{'missed':>8}"]
         for t in sorted(by_type):
             n, ok = by_type[t]
-            lines.append(f"{t:<22}{n:>9}{ok:>7}{n - ok:>8}")
+            lines.append(f"{t:<22}{level_of[t]:<9}{n:>8}{ok:>7}{n - ok:>8}")
         n = len(self.faults)
         ok = n - len(self.missed)
-        lines.append(f"{'total':<22}{n:>9}{ok:>7}{n - ok:>8}")
+        lines.append(f"{'total':<22}{'':<9}{n:>8}{ok:>7}{n - ok:>8}")
+        lines.append("level: error = Ozone marks the replica unhealthy or data is damaged "
+                     "(exit 1); warning = reported, the replica stays ok (exit 1 only with "
+                     "--strict); - = no scan finding, the diff reports it")
         lines.append(f"false alarms: {len(self.false_errors)} scan errors, "
                      f"{len(self.false_mismatches)} mismatched containers, "
                      f"{len(self.false_pulls)} repair pulls, {len(self.false_pending)} "
@@ -117,10 +140,15 @@ def check_findings(manifest: Dict[str, Any], errors: Iterable[ErrorKey],
     """Compare the jobs' findings with a generator manifest.
 
     errors: (replica path relative to the cluster root, error, block, offset) scan errors;
-    pulls: (target replica relative path, kind, block, offset) diff pulls;
-    mismatched: container IDs the diff reported MISMATCH; unrecoverable: (container, block,
-    offset) chunks the diff reported unrecoverable; pending: (replica relative path, block)
-    blocks the diff reported live on that replica but deleted on others.
+    pulls: (target replica relative path, kind, block, offset) pulls the report plans
+    (spark_udfs.report.planned_pulls);
+    mismatched: container IDs the report counts MISMATCHED (spark_udfs.report
+    .judged_containers); unrecoverable: (container, block, offset) chunks the diff reported
+    unrecoverable; pending: (replica relative path, block) blocks the diff reported live on
+    that replica but deleted on others.
+
+    A fault of level warning (fault_level) must not make its container mismatched: a
+    container touched only by such faults and reported mismatched is a false alarm.
 
     A tombstone is found when every replica without it is told to adopt it (a
     DIVERGED_DELETED_BLOCK pull, when the container values differ anyway) or is reported as
@@ -138,6 +166,7 @@ def check_findings(manifest: Dict[str, Any], errors: Iterable[ErrorKey],
     checks: List[FaultCheck] = []
     for f in manifest["faults"]:
         cid = int(f["container_id"])
+        level = fault_level(f)
         missing: List[str] = []
         for e in f["expected"]:
             key = (e["replica"], e["error"], e["block_id"], e["offset"])
@@ -160,14 +189,18 @@ def check_findings(manifest: Dict[str, Any], errors: Iterable[ErrorKey],
                 if (r, "MISSING_BLOCK", f["block_id"], None) not in pull_set:
                     missing.append(f"MISSING_BLOCK pull for {r}")
         if f["type"] in _SCAN_ONLY:  # a block no peer has: nothing to pull, values equal
-            checks.append(FaultCheck(f["id"], f["type"], cid, not missing, missing))
+            checks.append(FaultCheck(f["id"], f["type"], cid, not missing, missing, level))
             continue
-        if f["type"] not in ("bitflip-all", "tree-corrupt", "tree-missing") \
+        # warnings never make a mismatch (a tree is rebuilt from the data; a replica whose
+        # data is not scanned is left out of the comparison)
+        if level != WARNING and f["type"] != "bitflip-all" \
                 and cid not in set(mismatched) \
                 and not (f["type"] == "tombstone" and cid in pending_containers):
             missing.append(f"container {cid} reported as matching")
-        checks.append(FaultCheck(f["id"], f["type"], cid, not missing, missing))
-    touched = {int(f["container_id"]) for f in manifest["faults"]}
+        checks.append(FaultCheck(f["id"], f["type"], cid, not missing, missing, level))
+    # a container touched only by warning-level faults may not be mismatched either
+    touched = {int(f["container_id"]) for f in manifest["faults"]
+               if fault_level(f) != WARNING}
     tombstoned = {(int(c), b) for c, bs in manifest["tombstones"].items() for b in bs}
     return Findings(
         faults=checks,
@@ -239,7 +272,7 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
     from merkle.replica.generate import generate_cluster, parse_faults
     from merkle.replica.fileio import write_atomic
     from merkle.replica.reconcile import load_report_jobs, reconcile
-    from spark_udfs.report import format_text, to_json
+    from spark_udfs.report import format_text, judged_containers, planned_pulls, to_json
     from spark_udfs.session import get_session
 
     work = Path(workdir)
@@ -255,13 +288,14 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
     write_atomic(work / "report.json", to_json(report).encode())
     say(format_text(report))
     rows = errors.select("replica", "error", "block", "offset").collect()
-    pulls = diff.pulls.select("replica", "kind", "block", "offset").collect()
+    judged = judged_containers(diff, errors)
+    # the pulls the report plans (none into a replica whose data was not scanned)
+    pulls = planned_pulls(diff, judged).select("replica", "kind", "block", "offset").collect()
     findings = check_findings(
         manifest,
         errors=[(_rel(cluster, r[0]), r[1], r[2], r[3]) for r in rows],
         pulls=[(_rel(cluster, p[0]), p[1], p[2], p[3]) for p in pulls],
-        mismatched=[r[0] for r in diff.containers.filter("state = 'MISMATCH'")
-                    .select("container").collect()],
+        mismatched=[r[0] for r in judged.filter("mismatched").select("container").collect()],
         unrecoverable=[(u[0], u[1], u[2]) for u in diff.unrecoverable.select(
             "container", "block", "offset").collect()],
         pending=[(_rel(cluster, p[0]), p[1]) for p in diff.pending_deletions.select(

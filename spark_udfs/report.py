@@ -10,13 +10,26 @@ States (a container may be in several):
   OVER_REPLICATED   more replicas than `replication`
   MISSING           no replica has usable block metadata (every replica failed METADATA_*,
                     or on Ozone volumes CONTAINER_FILE_*: such a replica is not loaded)
-  UNHEALTHY         some replica has scan errors or unhealthy chunks
+  UNHEALTHY         some replica has scan errors or unhealthy chunks (findings of level
+                    warning count only with strict=True / --strict)
   UNRECOVERABLE     some chunk has no healthy copy, or healthy copies that differ
   PENDING_DELETION  a block deleted on some replicas is still live on others (the values
                     agree, as Ozone keeps a tombstone's value: nothing to pull; the
                     block deletion service finishes it)
   UNVERIFIED        none of its replicas could be read (metadata or block files out of
                     the executors' reach, or missing): never counted as MATCH
+  WARNINGS          some replica has scan findings of level warning (merkle.replica.levels:
+                    a derived `.tree` missing or corrupt, a file no block_data row names,
+                    a container state Ozone never data-scans): reported, not counted as
+                    UNHEALTHY unless strict
+Levels (merkle.replica.levels) decide the judgement as they do for `crcmerkle scan`: a
+container whose replicas have only warnings is neither UNHEALTHY nor, for a replica whose data
+was not scanned (CONTAINER_NOT_SCANNED of an OPEN, CLOSING, ... container: its tree is no
+observation of its data), MISMATCHED: such a replica is left out of the comparison, of the
+mismatched list and of the repair plan. A value mismatch between replicas whose data was read
+stays MISMATCHED whatever their findings' levels (e.g. a tombstone lost with a `.tree`).
+A scan written before findings had levels (no `severity` column) is judged as it was then:
+every finding counts.
 The report also says how many replicas were read ("read": replicas, read, fraction);
 `check_read` turns a run that read nothing, or less than a stated fraction, into an error.
 Counts are computed in Spark (only the first `first` IDs per state are collected), so the
@@ -44,18 +57,24 @@ elsewhere is refused.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
 from typing import Any, Dict, List, Optional, Tuple
 
+from merkle.replica.levels import ERROR, NOT_SCANNED_KINDS, WARNING, warning_kinds
 from merkle.trees.ozone import format_checksum
 from spark_udfs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
 
-__all__ = ["COMMANDS_FORMAT", "STATES", "NothingVerifiedError", "build_report", "check_read",
-           "format_text", "part_digests", "read_summary", "scanned_roots"]
+__all__ = ["COMMANDS_FORMAT", "FINDING_STATES", "STATES", "NothingVerifiedError",
+           "build_report", "check_read", "format_text", "judged_containers",
+           "part_digests", "planned_pulls", "read_summary", "report_has_findings",
+           "scanned_roots"]
 
 STATES = ("MATCH", "MISMATCHED", "UNDER_REPLICATED", "OVER_REPLICATED", "MISSING",
-          "UNHEALTHY", "UNRECOVERABLE", "PENDING_DELETION", "UNVERIFIED")
+          "UNHEALTHY", "UNRECOVERABLE", "PENDING_DELETION", "UNVERIFIED", "WARNINGS")
+#: the states that make `spark report` / `spark run` exit 1 (report_has_findings)
+FINDING_STATES = ("MISMATCHED", "UNRECOVERABLE", "UNVERIFIED", "UNHEALTHY")
 #: errors that leave a replica without usable block metadata (Ozone does not load a replica
 #: whose .container file is missing or fails its checksum) when they are of the replica, not
 #: of one block (one bad Ozone block_data row costs only its block: the rest is verified)
@@ -63,12 +82,75 @@ _METADATA_ERRORS = ("METADATA_MISSING", "METADATA_CORRUPT", "METADATA_UNSUPPORTE
                     "METADATA_UNREADABLE", "CONTAINER_FILE_MISSING", "CONTAINER_FILE_CORRUPT")
 
 
+def _replica_findings(errors: Any, strict: bool) -> Any:
+    """Per (container, datanode) of the errors table: meta_bad (no usable block metadata),
+    fails (a finding that counts: an error, or any finding when strict), warns (a finding
+    of level warning), unscanned (a warning after which the replica's data was not read)."""
+    from pyspark.sql import functions as F
+
+    # scans written before findings had levels: every finding is judged an error, as then
+    sev = (F.coalesce(F.col("severity"), F.lit(ERROR)) if "severity" in errors.columns
+           else F.lit(ERROR))
+    # a warning only where the table allows one: a scan output edited to call a
+    # CORRUPT_CHUNK a warning (or naming an unknown severity) still counts
+    warn = (sev == F.lit(WARNING)) & F.col("error").isin(*sorted(warning_kinds()))
+    fails = F.lit(True) if strict else ~warn
+    return errors.groupBy("container", "datanode").agg(
+        # of the replica, not of one block: one bad Ozone block_data row costs its block
+        F.max((F.col("error").isin(*_METADATA_ERRORS) & F.col("block").isNull())
+              .cast("int")).alias("meta_bad"),
+        F.max(fails.cast("int")).alias("fails"), F.max(warn.cast("int")).alias("warns"),
+        F.max((warn & F.col("error").isin(*sorted(NOT_SCANNED_KINDS))).cast("int"))
+        .alias("unscanned"))
+
+
+def judged_containers(diff: DiffResult, errors: Any = None, strict: bool = False) -> Any:
+    """The diff's container table with the columns the report judges by: with_errors
+    (replicas with a finding that counts), with_warnings, meta_bad, unscanned (datanodes
+    whose data was not scanned, by a warning: left out of the comparison) and mismatched
+    (state MISMATCH, and still more than one group of equal values without those)."""
+    from pyspark.sql import functions as F
+
+    c = diff.containers
+    if errors is not None:
+        per_c = _replica_findings(errors, strict).groupBy("container").agg(
+            F.sum("fails").alias("with_errors"), F.sum("warns").alias("with_warnings"),
+            F.sum("meta_bad").alias("meta_bad"),
+            F.collect_list(F.when(F.col("unscanned") == 1, F.col("datanode")))
+            .alias("unscanned"))
+        c = c.join(per_c, "container", "left")
+    else:
+        c = c.withColumn("with_errors", F.lit(0)).withColumn("with_warnings", F.lit(0)) \
+            .withColumn("meta_bad", F.lit(0)) \
+            .withColumn("unscanned", F.lit(None).cast("array<string>"))
+    compared = ("filter(transform(groups, g -> array_except(g, coalesce(unscanned, "
+                "cast(array() AS array<string>)))), g -> size(g) > 0)")
+    return c.withColumn("mismatched", (F.col("state") == "MISMATCH")
+                        & (F.size(F.expr(compared)) > 1))
+
+
+def planned_pulls(diff: DiffResult, judged: Any) -> Any:
+    """The diff's pulls the report plans: none into a replica whose data was not scanned
+    (judged_containers' `unscanned`: its empty tree is no observation of its data)."""
+    from pyspark.sql import functions as F
+
+    unscanned = judged.select("container", F.explode("unscanned").alias("datanode"))
+    return diff.pulls.join(unscanned, ["container", "datanode"], "left_anti")
+
+
+def report_has_findings(report: Dict[str, Any]) -> bool:
+    """Does the report hold findings (exit 1): a mismatched, unrecoverable, unverified or
+    unhealthy container (warnings count as unhealthy only in a strict report)."""
+    return any(report["summary"].get(s) for s in FINDING_STATES)
+
+
 def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
                  replication: int = 3, first: int = 100,
                  limit: int = DEFAULT_DATANODE_LIMIT, commands_to: Optional[str] = None,
-                 commands_ref: Optional[str] = None) -> Dict[str, Any]:
+                 commands_ref: Optional[str] = None, strict: bool = False) -> Dict[str, Any]:
     """The report as a JSON-ready dict. `replicas` / `errors`: the scan job's tables (give
-    them for data checksums, UNHEALTHY from scan errors, and MISSING).
+    them for data checksums, UNHEALTHY from scan errors, and MISSING). `strict`: findings
+    of level warning count as errors (UNHEALTHY), as `--strict` asks.
 
     `commands_to`: a directory (local path or URI) where the executors write every repair
     command as JSON lines; the report names it as `commands_ref` (default `commands_to`;
@@ -78,24 +160,19 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
     from pyspark.sql import functions as F
 
     c = diff.containers
-    flags = c.select("container", "n_replicas", "unhealthy_chunks", "state",
-                     "read_replicas").join(
+    judged = judged_containers(diff, errors, strict)
+    flags = judged.select("container", "n_replicas", "unhealthy_chunks", "state",
+                          "read_replicas", "with_errors", "with_warnings", "meta_bad",
+                          "mismatched").join(
         diff.unrecoverable.select("container").distinct()
         .withColumn("unrecoverable", F.lit(True)), "container", "left").join(
         diff.pending_deletions.select("container").distinct()
         .withColumn("pending_deletion", F.lit(True)), "container", "left")
-    if errors is not None:
-        per_rep = errors.groupBy("container", "datanode").agg(F.max(
-            (F.col("error").isin(*_METADATA_ERRORS) & F.col("block").isNull()).cast("int")
-        ).alias("meta_bad"))
-        per_c = per_rep.groupBy("container").agg(
-            F.count(F.lit(1)).alias("with_errors"), F.sum("meta_bad").alias("meta_bad"))
-        flags = flags.join(per_c, "container", "left")
-    else:
-        flags = flags.withColumn("with_errors", F.lit(0)).withColumn("meta_bad", F.lit(0))
     cond = {
-        "MATCH": F.col("state") == "MATCH",
-        "MISMATCHED": F.col("state") == "MISMATCH",
+        # a mismatch only with replicas whose data was not scanned is no mismatch
+        "MATCH": (F.col("state") == "MATCH")
+        | ((F.col("state") == "MISMATCH") & ~F.col("mismatched")),
+        "MISMATCHED": F.col("mismatched"),
         "UNDER_REPLICATED": F.col("n_replicas") < replication,
         "OVER_REPLICATED": F.col("n_replicas") > replication,
         "MISSING": F.coalesce(F.col("meta_bad"), F.lit(0)) >= F.col("n_replicas"),
@@ -104,6 +181,7 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
         "UNRECOVERABLE": F.coalesce(F.col("unrecoverable"), F.lit(False)),
         "PENDING_DELETION": F.coalesce(F.col("pending_deletion"), F.lit(False)),
         "UNVERIFIED": F.col("state") == "UNVERIFIED",
+        "WARNINGS": F.coalesce(F.col("with_warnings"), F.lit(0)) > 0,
     }
     # one job for every state: counts and the first IDs (sorted) per state
     aggs = [F.sum("n_replicas").alias("__replicas"), F.sum("read_replicas").alias("__read")]
@@ -137,8 +215,9 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
     # replicas on Ozone datanode volumes: the datanodes reconcile themselves, asked per
     # container; crcmerkle's own reconciler refuses them
     on_ozone = any(_on_ozone(r["replica"]) for m in mismatched for r in m["replicas"])
+    to_plan = dataclasses.replace(diff, pulls=planned_pulls(diff, judged))
     repair_plan, reconcile, total, parts = _plan_on_executors(
-        diff, limit, first, None if on_ozone else commands_to)
+        to_plan, limit, first, None if on_ozone else commands_to)
     if on_ozone:
         reconcile, total, parts = [], 0, None
     unrec = [{"container": int(u["container"]), "block": int(u["block"]),
@@ -165,6 +244,7 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
         "format": "crcmerkle-spark-report", "version": 1,
         "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "replication": replication,
+        "strict": strict,
         "summary": summary,
         "read": read,
         "first": first,
@@ -305,6 +385,8 @@ def format_text(report: Dict[str, Any]) -> str:
              "=" * 58, "", "Container Health Summary", "=" * 24]
     for s in STATES:
         lines.append(f"{s}: {report['summary'][s]}")
+    if report.get("strict"):
+        lines.append("(strict: findings of level warning count as UNHEALTHY)")
     rd = report.get("read")
     if rd is not None:
         lines.append(f"Replicas read: {rd['read']} of {rd['replicas']} "

@@ -29,6 +29,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence
 import pyarrow as pa
 
 from merkle.replica.errors import ReplicaError
+from merkle.replica.levels import counts_as_failure
 from merkle.replica.scan import ScanError, read_stored_tree, scan_files
 from merkle.trees.model import ContainerTree
 from spark_udfs import fs
@@ -37,11 +38,15 @@ from spark_udfs.tables import CHUNK_COLUMNS, block_rows, tree_to_rows
 __all__ = ["BLOCK_SCHEMA", "ERROR_SCHEMA", "REPLICAS_PER_TASK", "REPLICA_SCHEMA",
            "ROWS_PER_FILE", "SCAN_FAILED", "ScanTables", "scan_replicas"]
 
+#: `severity`: "error" or "warning" (merkle.replica.levels; absent from scans written before
+#: findings had levels, whose findings are all judged errors)
 ERROR_SCHEMA = ("datanode string, replica string, container long, error string, block long, "
-                "offset long, detail string")
+                "offset long, detail string, severity string")
+#: `ok`: no error-level finding (warnings leave a replica ok); `errors`: every finding of the
+#: replica (its rows in the errors table), `warnings`: how many of them are warnings
 REPLICA_SCHEMA = ("datanode string, replica string, container long, data_checksum long, "
                   "ok boolean, errors long, blocks long, chunks long, bytes_read long, "
-                  "tombstones long, unhealthy_chunks long, verified boolean")
+                  "tombstones long, unhealthy_chunks long, verified boolean, warnings long")
 BLOCK_SCHEMA = ("datanode string, replica string, container long, block long, "
                 "block_value long, deleted boolean, chunks long, bytes long, "
                 "checksum_matches boolean, chunk_offsets array<bigint>, "
@@ -72,6 +77,7 @@ _OUT_ARROW = pa.schema([
     ("data_checksum", pa.int64()), ("ok", pa.bool_()), ("errors", pa.int64()),
     ("blocks", pa.int64()), ("chunks", pa.int64()), ("bytes_read", pa.int64()),
     ("tombstones", pa.int64()), ("unhealthy_chunks", pa.int64()), ("verified", pa.bool_()),
+    ("severity", pa.string()), ("warnings", pa.int64()),
     ("chunk_offsets", pa.list_(pa.int64())), ("chunk_lengths", pa.list_(pa.int64())),
     ("chunk_leaves", pa.list_(pa.int64())), ("chunk_matches", pa.list_(pa.bool_()))])
 _SPARK_TYPES = {pa.string(): "string", pa.int64(): "long", pa.bool_(): "boolean",
@@ -107,7 +113,8 @@ def _error_rows(datanode: str, replica: str, container: int,
     return _rows("ERROR", n, {
         "datanode": [datanode] * n, "replica": [replica] * n, "container": [container] * n,
         "block": [e.block_id for e in errors], "offset": [e.offset for e in errors],
-        "error": [e.kind for e in errors], "detail": [e.detail for e in errors]})
+        "error": [e.kind for e in errors], "detail": [e.detail for e in errors],
+        "severity": [e.severity for e in errors]})
 
 
 def _replica_rows(datanode: str, replica: str, container: int, tree: Optional[ContainerTree],
@@ -127,7 +134,9 @@ def _replica_rows(datanode: str, replica: str, container: int, tree: Optional[Co
     out.append(_rows("REPLICA", 1, {
         "datanode": [datanode], "replica": [replica], "container": [container],
         "data_checksum": [None if tree is None else tree.data_checksum],
-        "ok": [not errors], "errors": [len(errors)], "blocks": [blocks], "chunks": [chunks],
+        "ok": [not any(counts_as_failure(e.severity) for e in errors)],
+        "errors": [len(errors)], "warnings": [sum(1 for e in errors if e.is_warning)],
+        "blocks": [blocks], "chunks": [chunks],
         "bytes_read": [bytes_read],
         "tombstones": [0 if tree is None else int(tree.block_deleted.sum())],
         "unhealthy_chunks": [0 if tree is None else int((~tree.chunk_matches).sum())],

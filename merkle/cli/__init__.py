@@ -11,8 +11,9 @@ into one line `crcmerkle: error: ...` on stderr, never a traceback (`crcmerkle -
 CRCMERKLE_DEBUG=1 shows the tracebacks).
 
 Exit status, one rule for every verb (EXIT_STATUS_HELP, in each --help): 0 clean or nothing to
-do, 1 findings (corruption, mismatch, repairs pending or left undone), 2 the work could not be
-done (bad arguments, unreadable input, no usable peer), 130 interrupted (Ctrl-C).
+do, 1 findings (corruption, mismatch, repairs pending or left undone; warnings only with
+--strict), 2 the work could not be done (bad arguments, unreadable input, no usable peer), 130
+interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ EXIT_FAILURE = EXIT_FINDINGS
 EXIT_STATUS_HELP = """\
 exit status (every crcmerkle verb):
   0    clean, or nothing to do
-  1    findings: corruption, mismatch, repairs pending or left undone
+  1    findings: corruption, mismatch, repairs pending or left undone (a scan finding
+       of level warning counts only with --strict: scan, spark scan/report/run)
   2    the work could not be done: bad arguments, unreadable input, no usable peer
   130  interrupted (Ctrl-C)
 errors are one line 'crcmerkle: error: ...'; --debug or CRCMERKLE_DEBUG=1 shows tracebacks"""

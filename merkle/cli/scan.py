@@ -27,18 +27,24 @@ files verified, only CLOSED, QUASI_CLOSED and UNHEALTHY containers' data checked
 EPILOG = """\
 errors: CORRUPT_CHUNK, MISSING_CHUNK, INCONSISTENT_CHUNK_LENGTH, MISSING_DATA_FILE,
   UNREADABLE_DATA_FILE, NOT_A_REGULAR_FILE, METADATA_MISSING, METADATA_CORRUPT,
-  METADATA_UNREADABLE, METADATA_UNSUPPORTED, TREE_MISSING, TREE_CORRUPT, TREE_UNREADABLE,
-  TREE_UNSUPPORTED (after the last four, or a .tree/.blocks that is not a regular file,
-  nothing is written to the replica);
-  Ozone volumes also: CONTAINER_FILE_MISSING, CONTAINER_FILE_CORRUPT, CONTAINER_NOT_SCANNED,
-  CONTAINER_PATH_MISMATCH (its metadataPath/chunksPath are not the replica's own
-  directories on this volume's mount), UNREFERENCED_DATA_FILE
+  METADATA_UNREADABLE, METADATA_UNSUPPORTED, TREE_UNREADABLE (after the last three,
+  TREE_UNSUPPORTED, or a .tree/.blocks that is not a regular file, nothing is written to
+  the replica); Ozone volumes also: CONTAINER_FILE_MISSING, CONTAINER_FILE_CORRUPT,
+  CONTAINER_NOT_SCANNED of a schema V1/V2 replica, CONTAINER_PATH_MISMATCH (its
+  metadataPath/chunksPath are not the replica's own directories on this volume's mount);
+  a kind not listed here is an error
+warnings (reported; the replica stays ok and they do not change the exit status unless
+  --strict): TREE_MISSING, TREE_CORRUPT (the .tree is derived: rebuilt from the verified
+  data), TREE_UNSUPPORTED; Ozone volumes also: CONTAINER_NOT_SCANNED of a state Ozone never
+  data-scans (OPEN, CLOSING, ...), UNREFERENCED_DATA_FILE (invisible to Ozone's scanner)
 
-output (text): one line per replica, '<status>  <container value>  <path>' with status OK or
-  'N ERRORS', each error indented below it; a summary line at the end.
+output (text): one line per replica, '<status>  <container value>  <path>' with status OK,
+  'OK (N WARNINGS)' or 'N ERRORS[, M WARNINGS]', each finding indented below it (a warning
+  starts with 'warning:'); a summary line at the end.
 output (json): {"replicas": [{path, container_id, ok, data_checksum, errors: [{error,
-  block_id, offset, detail}], blocks, chunks, bytes_read, seconds, ...}], "failed": [...],
-  "summary": {...}}
+  block_id, offset, detail, severity}], warnings, blocks, chunks, bytes_read, seconds, ...}],
+  "failed": [...], "summary": {...}}; "errors" lists every finding, "severity" is "error"
+  or "warning", "ok" is false when a finding counts (errors; also warnings with --strict)
 
 A PATH or directory that cannot be read (or a replica-like directory whose name is no valid
 container ID, or an Ozone replica directory reached a second time by another path) is
@@ -46,9 +52,9 @@ listed under "failed" and the others are still scanned; Ozone volumes and crcmer
 replicas may be given together; --json output is valid JSON in every outcome.
 
 """ + exit_status_help(
-    "some replica has errors (2 wins when some replica or PATH could not be scanned at all: "
-    "missing, locked, unreadable, an Ozone volume whose DB cannot be opened; or no replica was "
-    "found under a PATH)")
+    "some replica has errors, or with --strict warnings (2 wins when some replica or PATH "
+    "could not be scanned at all: missing, locked, unreadable, an Ozone volume whose DB "
+    "cannot be opened; or no replica was found under a PATH)")
 
 
 
@@ -73,6 +79,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "with SIGBUS)")
     p.add_argument("--no-write", action="store_true",
                    help="do not store the scanned tree (read-only; takes no lock)")
+    p.add_argument("--strict", action="store_true",
+                   help="count warnings as errors: a replica with only warnings is not ok "
+                        "and the exit status is 1")
     p.add_argument("--no-progress", action="store_true",
                    help="never show a progress bar (one is shown when stderr is a terminal)")
     p.add_argument("--buffer-size", type=positive_size, default=None, help=argparse.SUPPRESS)
@@ -104,6 +113,19 @@ def _bar(paths: List[str], enabled: bool) -> Any:
                 file=sys.stderr, leave=False, dynamic_ncols=True)
 
 
+def _status(r: Any, strict: bool) -> str:
+    """'OK', 'OK (N WARNINGS)' or 'N ERRORS[, M WARNINGS]' (with --strict every finding is
+    counted among the errors)."""
+    warnings = len(r.warnings)
+    if not r.errors:
+        return "OK"
+    if r.ok_at(strict):
+        return f"OK ({warnings} WARNING{'S' if warnings != 1 else ''})"
+    if strict or not warnings:
+        return f"{len(r.errors)} ERRORS"
+    return f"{len(r.errors) - warnings} ERRORS, {warnings} WARNING{'S' if warnings != 1 else ''}"
+
+
 def run(args: argparse.Namespace) -> int:
     from merkle.cli import one_line
     from merkle.replica.scan import DEFAULT_BUFFER_SIZE, ScanResult, scan_paths
@@ -119,10 +141,9 @@ def run(args: argparse.Namespace) -> int:
         if bar is not None:
             bar.clear()
         value = "-" if r.tree.data_checksum is None else format_checksum(r.tree.data_checksum)
-        status = "OK" if r.ok else f"{len(r.errors)} ERRORS"
-        print(f"{status}  {value}  {one_line(r.path)}", flush=True)
+        print(f"{_status(r, args.strict)}  {value}  {one_line(r.path)}", flush=True)
         for e in r.errors:
-            print(f"    {one_line(str(e))}")
+            print(f"    {'warning: ' if e.is_warning else ''}{one_line(str(e))}")
 
     def on_error(loc: Any, exc: Exception) -> None:
         failed.append({"path": os.fspath(loc.root), "error": str(exc)})
@@ -166,19 +187,23 @@ def run(args: argparse.Namespace) -> int:
             bar.close()
     seconds = time.perf_counter() - t0
     nbytes = sum(r.bytes_read for r in results)
-    bad = sum(1 for r in results if not r.ok)
+    bad = sum(1 for r in results if not r.ok_at(args.strict))
+    warned = sum(1 for r in results if r.ok_at(args.strict) and r.warnings)
     summary = {"replicas": len(results), "with_errors": bad, "failed": len(failed),
                "errors": sum(len(r.errors) for r in results), "bytes_read": nbytes,
                "seconds": round(seconds, 6),
-               "mb_per_s": round(nbytes / seconds / 1e6, 1) if seconds > 0 else None}
+               "mb_per_s": round(nbytes / seconds / 1e6, 1) if seconds > 0 else None,
+               "with_warnings_only": warned,
+               "warnings": sum(len(r.warnings) for r in results), "strict": args.strict}
     if args.json:
-        json.dump({"replicas": [r.to_dict() for r in results], "failed": failed,
+        json.dump({"replicas": [r.to_dict(args.strict) for r in results], "failed": failed,
                    "summary": summary}, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
         rate = f", {summary['mb_per_s']} MB/s" if summary["mb_per_s"] is not None else ""
         print(f"scanned {len(results)} replicas, {nbytes} bytes in {seconds:.2f} s{rate}: "
-              f"{bad} with errors" + (f", {len(failed)} not scanned" if failed else ""))
+              f"{bad} with errors" + (f", {warned} with warnings only" if warned else "")
+              + (f", {len(failed)} not scanned" if failed else ""))
     if failed:
         return EXIT_ERROR
     if not results:

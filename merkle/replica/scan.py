@@ -15,7 +15,9 @@ written atomically when it changed. The tree built from metadata alone (every re
 empty blocks included) is what the replica writer stores when it closes a container, as Ozone
 does at container close.
 
-Errors (ScanError.kind):
+Findings (ScanError.kind), each an `error` or a `warning` (ScanError.severity; the table and
+the reasons are in merkle.replica.levels: TREE_MISSING, TREE_CORRUPT and TREE_UNSUPPORTED are
+warnings, the derived `.tree` being rebuilt from verified data; the others are errors):
   CORRUPT_CHUNK              a window checksum differs (also a short chunk whose partial last
                              window differs)
   INCONSISTENT_CHUNK_LENGTH  fewer bytes than recorded, every window read matching
@@ -76,6 +78,7 @@ from merkle.replica.safeopen import NOT_A_REGULAR_FILE, FileTooLargeError, NotRe
 from merkle.replica.crcmerkle.layout import (META_SUFFIX, TREE_SUFFIX, ContainerPaths,
                                              ReplicaLocation, container_paths, find_containers,
                                              refuse_link)
+from merkle.replica.levels import WARNING, counts_as_failure, severity_of
 from merkle.replica.lock import ReplicaLock
 from merkle.trees.model import ContainerTree
 from merkle.trees.treefile import TreeFileError, tree_from_bytes, tree_to_bytes
@@ -117,12 +120,23 @@ ProgressFn = Callable[[int], Any]
 @dataclass(frozen=True)
 class ScanError:
     """One problem found by the scanner. `block_id`/`offset` are None for container-level
-    (metadata, tree) errors; `offset` is the chunk's offset for chunk errors."""
+    (metadata, tree) errors; `offset` is the chunk's offset for chunk errors. `severity` is
+    `error` or `warning` (merkle.replica.levels: the kind's level unless given, e.g. for a
+    case of the kind the table lists apart); a warning leaves the replica ok."""
 
     kind: str
     block_id: Optional[int] = None
     offset: Optional[int] = None
     detail: str = ""
+    severity: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.severity:
+            object.__setattr__(self, "severity", severity_of(self.kind))
+
+    @property
+    def is_warning(self) -> bool:
+        return self.severity == WARNING
 
     @property
     def key(self) -> Tuple[str, Optional[int], Optional[int]]:
@@ -131,7 +145,7 @@ class ScanError:
 
     def to_dict(self) -> Dict[str, Any]:
         return {"error": self.kind, "block_id": self.block_id, "offset": self.offset,
-                "detail": self.detail}
+                "detail": self.detail, "severity": self.severity}
 
     def __str__(self) -> str:
         where = ""
@@ -162,7 +176,17 @@ class ScanResult:
 
     @property
     def ok(self) -> bool:
-        return not self.errors
+        """No error-level finding (warnings leave a replica ok; see merkle.replica.levels)."""
+        return not any(counts_as_failure(e.severity) for e in self.errors)
+
+    @property
+    def warnings(self) -> List[ScanError]:
+        """The warning-level findings (reported; they do not make the replica bad)."""
+        return [e for e in self.errors if e.is_warning]
+
+    def ok_at(self, strict: bool = False) -> bool:
+        """`ok`, or with `strict` (--strict) no finding at all, warnings included."""
+        return not any(counts_as_failure(e.severity, strict) for e in self.errors)
 
     @property
     def protected(self) -> bool:
@@ -172,12 +196,15 @@ class ScanResult:
     def error_keys(self) -> List[Tuple[str, Optional[int], Optional[int]]]:
         return sorted((e.key for e in self.errors), key=lambda k: (k[0], k[1] or 0, k[2] or 0))
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self, strict: bool = False) -> Dict[str, Any]:
+        """JSON-ready; `errors` lists every finding, each with its `severity`; `ok` follows
+        `strict` (ok_at), `warnings` counts the warning-level findings."""
         value = self.tree.data_checksum
         return {
-            "path": self.path, "container_id": self.container_id, "ok": self.ok,
+            "path": self.path, "container_id": self.container_id, "ok": self.ok_at(strict),
             "data_checksum": None if value is None else format_checksum(value),
             "errors": [e.to_dict() for e in self.errors],
+            "warnings": len(self.warnings),
             "blocks": self.blocks, "chunks": self.chunks, "bytes_read": self.bytes_read,
             "seconds": round(self.seconds, 6), "tree_written": self.tree_written,
             "unhealthy_chunks": int((~self.tree.chunk_matches).sum()),

@@ -9,7 +9,8 @@ and every container of the volume is read from it. Per replica:
    `chunksPath` must be this replica's own directories on this volume's mount
    (CONTAINER_PATH_MISMATCH, merkle.replica.ozone.paths); they are never followed.
 2. Only CLOSED, QUASI_CLOSED and UNHEALTHY containers have their data verified (Ozone's data
-   scanner); any other state is reported as CONTAINER_NOT_SCANNED with the state.
+   scanner); any other state is reported as CONTAINER_NOT_SCANNED with the state (a warning:
+   Ozone never data-scans them; schema V1/V2, which Ozone scans, is an error).
 3. The blocks are the container's `block_data` rows (`#`-prefixed keys skipped), read one by
    one (merkle.replica.ozone.blockdata.read_blocks): a row that is not a valid BlockData of
    this container is METADATA_CORRUPT for its block alone, with what Ozone's own datanode
@@ -22,8 +23,8 @@ and every container of the volume is read from it. Per replica:
 4. The layout-neutral scanner (merkle.replica.scan.scan_files) verifies every chunk against
    the stored window checksums and builds the scanned tree; a missing block file whose first
    chunk has length 0 is no error (Ozone's rule for EC padding blocks).
-5. Files in `chunks/` that no `block_data` row names are reported (UNREFERENCED_DATA_FILE:
-   an uncommitted write or a half-finished delete; Ozone reports, never deletes them).
+5. Files in `chunks/` that no `block_data` row names are reported (UNREFERENCED_DATA_FILE,
+   a warning: an uncommitted write or a half-finished delete, invisible to Ozone's scanner).
    `chunks/` is listed through a descriptor opened without following a link: a link there
    is reported (NOT_A_REGULAR_FILE), never listed.
 
@@ -45,6 +46,7 @@ from merkle.replica.crcmerkle.blockmeta import ContainerMeta
 from merkle.replica.errors import BlockMetaError, ReplicaError
 from merkle.replica.files import BlockFile, LocalBlockFile
 from merkle.replica.fileio import pread_into
+from merkle.replica.levels import severity_of
 from merkle.replica.ozone.blockdata import ChunkName, DecodedBlocks, read_blocks
 from merkle.replica.ozone.containerfile import (SCANNED_STATES, ContainerFile,
                                                 ContainerFileError, parse_container_file)
@@ -227,9 +229,10 @@ def scan_replica(replica: OzoneReplica, db: VolumeDB, mounts: Optional[Set[str]]
         def block_name(self, block_id: int) -> str:
             return f"{block_id}{BLOCK_SUFFIX}"
 
-    def unusable(kind: str, detail: str) -> Any:
+    def unusable(kind: str, detail: str, case: str = "") -> Any:
         r = core.scan_files(_Unusable(), **kwargs)  # type: ignore[arg-type]
-        r.errors.insert(0, core.ScanError(kind, detail=detail))
+        r.errors.insert(0, core.ScanError(kind, detail=detail,
+                                          severity=severity_of(kind, case)))
         return r
 
     try:
@@ -261,8 +264,9 @@ def _scan_loaded(replica: OzoneReplica, db: VolumeDB, cfile: ContainerFile,
     """The rest of scan_replica, once the `.container` is loaded and describes the replica:
     state and schema checks, then the data."""
     if cfile.schema_version != "3":
+        # an error, unlike a state Ozone never scans: Ozone verifies these replicas
         return unusable(CONTAINER_NOT_SCANNED, f"schema version {cfile.schema_version} "
-                                               f"(only schema V3 is read)")
+                                               f"(only schema V3 is read)", case="schema")
     if cfile.state not in SCANNED_STATES:
         return unusable(CONTAINER_NOT_SCANNED, f"state {cfile.state} (Ozone verifies data of "
                                                f"CLOSED, QUASI_CLOSED and UNHEALTHY containers)")

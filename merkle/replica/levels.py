@@ -1,0 +1,162 @@
+"""The level of every scan finding: `error` or `warning`, in one table (LEVELS).
+
+The rule: a finding is an **error** where Apache Ozone's own datanode would mark the replica
+UNHEALTHY, where data is damaged, or where crcmerkle could not verify what Ozone verifies; it
+is a **warning** where Ozone would not mark the replica unhealthy and the data is intact
+(derived metadata Ozone rebuilds itself, a file Ozone's scanner never looks at, a container
+state Ozone never data-scans). A warning is reported (text, JSON, the Spark tables) but leaves
+the replica ok and the exit status 0; `--strict` counts warnings as errors.
+
+Both layouts share the table. The one kind whose layout could matter, a missing or corrupt
+`.tree`, is derived on both: on Ozone volumes the datanode rebuilds it on its next data scan
+(ContainerChecksumTreeManager reads a missing file as empty and overwrites an unparsable one);
+on the crcmerkle layout the next `crcmerkle scan` that writes (the default) rebuilds it from
+the verified data, and reports the warning in that same run. On both, the tombstones (deleted
+blocks) only the tree held are lost with it, exactly as in Ozone; a lost tombstone makes the
+replica's value differ from its peers', which the diff reports as a mismatch (an error of its
+own), so the warning hides nothing.
+
+A kind whose level depends on the case has an entry `KIND:case` next to `KIND` (the usual
+case): CONTAINER_NOT_SCANNED is a warning for a container state Ozone never data-scans, but an
+error for a schema V1/V2 replica, which Ozone does scan and crcmerkle cannot read.
+
+Kinds missing from the table (added later, or by a newer version) are errors: an unknown
+finding is never waved through.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, FrozenSet
+
+__all__ = ["ERROR", "LEVELS", "Level", "NOT_SCANNED_KINDS", "SEVERITIES", "WARNING",
+           "counts_as_failure", "severity_of", "warning_kinds"]
+
+ERROR = "error"
+WARNING = "warning"
+SEVERITIES = (ERROR, WARNING)
+
+
+@dataclass(frozen=True)
+class Level:
+    """One finding kind's level: its severity, why (one line), what Ozone's datanode does
+    in the same case, and whether the replica's data was read at all (False: its tree is
+    no observation of the data, so the Spark report leaves it out of the comparison)."""
+
+    severity: str
+    why: str
+    ozone: str
+    data_scanned: bool = True
+
+
+#: kind (or `KIND:case`) -> Level. The README's "Findings and their levels" table is this
+#: table (a test keeps the two equal).
+LEVELS: Dict[str, Level] = {
+    # -- data: what Ozone's data scanner (KeyValueContainerCheck) reports ----------------
+    "CORRUPT_CHUNK": Level(
+        ERROR, "a window checksum differs: the data is damaged",
+        "CORRUPT_CHUNK: replica marked UNHEALTHY"),
+    "MISSING_CHUNK": Level(
+        ERROR, "no byte of a recorded chunk is in its file: data lost",
+        "MISSING_CHUNK: replica marked UNHEALTHY"),
+    "INCONSISTENT_CHUNK_LENGTH": Level(
+        ERROR, "fewer bytes than recorded: data lost",
+        "INCONSISTENT_CHUNK_LENGTH: replica marked UNHEALTHY"),
+    "MISSING_DATA_FILE": Level(
+        ERROR, "a block's file is gone (its first chunk is not empty): data lost",
+        "MISSING_DATA_FILE: replica marked UNHEALTHY"),
+    "UNREADABLE_DATA_FILE": Level(
+        ERROR, "an I/O error reading a block file: its data cannot be verified",
+        "an I/O error while verifying a chunk is CORRUPT_CHUNK: UNHEALTHY"),
+    "NOT_A_REGULAR_FILE": Level(
+        ERROR, "a link, FIFO, device or directory where a replica file should be: never "
+               "read, so not verified (and a link in a replica is an attack or damage)",
+        "reads through a link (a file outside the replica); other types fail the read: "
+        "CORRUPT_CHUNK, UNHEALTHY"),
+    # -- block metadata (crcmerkle: `.blocks`; Ozone: the volume's block_data rows) -------
+    "METADATA_MISSING": Level(
+        ERROR, "the `.blocks` file is gone: nothing of the replica can be verified",
+        "(crcmerkle layout only; Ozone keeps block metadata in RocksDB, and an "
+        "unreadable DB is INACCESSIBLE_DB: UNHEALTHY)"),
+    "METADATA_CORRUPT": Level(
+        ERROR, "block metadata that does not decode: the records of the data are damaged",
+        "an undecodable block_data value is skipped silently: the replica stays HEALTHY "
+        "(an Ozone blind spot)"),
+    "METADATA_UNREADABLE": Level(
+        ERROR, "an I/O error on the block metadata: nothing of the replica can be verified",
+        "INACCESSIBLE_DB: UNHEALTHY"),
+    "METADATA_UNSUPPORTED": Level(
+        ERROR, "a `.blocks` of a newer format: nothing of the replica can be verified",
+        "(not an Ozone file)"),
+    # -- the Merkle tree: derived metadata ----------------------------------------------
+    "TREE_MISSING": Level(
+        WARNING, "the `.tree` is derived: rebuilt from the verified data by the next scan "
+                 "that writes (Ozone's own, or `crcmerkle scan` on its layout)",
+        "not a scan error; the next data scan writes a new `.tree`"),
+    "TREE_CORRUPT": Level(
+        WARNING, "the `.tree` is derived: rebuilt from the verified data by the next scan "
+                 "that writes",
+        "not a scan error; the next data scan overwrites it (logged)"),
+    "TREE_UNREADABLE": Level(
+        ERROR, "an I/O error on the `.tree`: it can be neither served to peers nor rebuilt "
+               "(crcmerkle leaves it alone and refuses to repair the replica)",
+        "the read fails (logged) and so does its rewrite; peers cannot fetch it"),
+    "TREE_UNSUPPORTED": Level(
+        WARNING, "a `.tree` with fields of a newer version: readable and used; crcmerkle "
+                 "only declines to rewrite it",
+        "reads it (protobuf keeps unknown fields)"),
+    # -- Ozone volumes -----------------------------------------------------------------
+    "CONTAINER_FILE_MISSING": Level(
+        ERROR, "no `.container` file: the replica is not loaded, nothing is verified",
+        "MISSING_CONTAINER_FILE: the replica is not loaded"),
+    "CONTAINER_FILE_CORRUPT": Level(
+        ERROR, "a `.container` that does not parse, names another container or fails its "
+               "checksum: the replica is not loaded",
+        "CORRUPT_CONTAINER_FILE: the replica is not loaded"),
+    "CONTAINER_PATH_MISMATCH": Level(
+        ERROR, "the `.container`'s metadataPath/chunksPath are not this replica's own "
+               "directories: Ozone reads and writes there, not the files crcmerkle verified",
+        "loads the replica and reads and writes the recorded paths (KeyValueContainerCheck "
+        "verifies the chunks there): another replica's files, or a path outside the volume"),
+    "CONTAINER_NOT_SCANNED": Level(
+        WARNING, "a state Ozone never data-scans (OPEN, CLOSING, RECOVERING, ...): its "
+                 "data is still being written or not the datanode's to verify",
+        "not data-scanned (KeyValueContainer.shouldScanData): no error", data_scanned=False),
+    "CONTAINER_NOT_SCANNED:schema": Level(
+        ERROR, "a schema V1/V2 replica, which Ozone verifies and crcmerkle cannot read: "
+               "nothing of it is verified",
+        "data-scanned as any CLOSED container"),
+    "UNREFERENCED_DATA_FILE": Level(
+        WARNING, "a block file no block_data row names (an uncommitted write or a "
+                 "half-finished delete): the committed data is intact",
+        "invisible: the scanner iterates block_data rows, never the chunks directory"),
+    # -- Spark -------------------------------------------------------------------------
+    "SCAN_FAILED": Level(
+        ERROR, "the replica could not be read at all (`spark scan` exits 2)",
+        "(a crcmerkle Spark job's own finding)"),
+}
+
+
+def severity_of(kind: str, case: str = "") -> str:
+    """The severity of a finding of `kind` (in `case`, see the module docstring); a kind
+    the table does not know is an error."""
+    level = LEVELS.get(f"{kind}:{case}") if case else None
+    if level is None:
+        level = LEVELS.get(kind)
+    return ERROR if level is None else level.severity
+
+
+def counts_as_failure(severity: str, strict: bool = False) -> bool:
+    """Does a finding of this severity make a replica not ok (exit 1)? Errors always;
+    warnings only with --strict. An unknown severity counts (never waved through)."""
+    return strict or severity != WARNING
+
+
+def warning_kinds() -> FrozenSet[str]:
+    """The kinds that are warnings in their usual case."""
+    return frozenset(k for k, v in LEVELS.items() if ":" not in k and v.severity == WARNING)
+
+
+#: warning kinds after which the replica's data was not read (left out of comparisons)
+NOT_SCANNED_KINDS: FrozenSet[str] = frozenset(
+    k for k, v in LEVELS.items() if ":" not in k and not v.data_scanned)
