@@ -155,3 +155,103 @@ def test_demo_refuses_a_directory_another_user_prepared(tmp_path):
     link.symlink_to(tmp_path / "elsewhere")
     with pytest.raises(CLIError, match="symbolic link"):
         prepare_demo_dir(str(link))
+
+
+# --- issue 23 item 7: secrets in URIs ---------------------------------------------------------
+
+#: AWS-like secrets pasted unencoded: each holds characters that break a URI's syntax
+SECRETS = ["wJalrXUt/nFEMI+K7MDENG@bPxRfi%CYEXAMPLE:KEY", "Zq/9+Xv", "Qr@@Tz", "Km%2Fqq",
+           "Pw:1234/Yy", "/Lead+Slash", "Tail+Slash/", "Xx:80", "Ab%Zz@Cd/Ef+Gh:Ij"]
+
+
+def _pieces(secret: str) -> list:
+    """The secret and each run of 2+ letters/digits in it: none may be shown."""
+    import re
+
+    return [secret] + [p for p in re.findall(r"[A-Za-z0-9]{2,}", secret)
+                       if p not in ("80",)]
+
+
+def _uris(secret: str) -> list:
+    return [f"s3://AKIAEXAMPLEKEYID:{secret}@bucket/dir/vol",
+            f"gs://user:{secret}@bucket/dir",
+            f"s3a://AKIAEXAMPLEKEYID:{secret}@bucket",
+            f"s3://bucket/dir?access_key=AKIAEXAMPLEKEYID&secret_key={secret}"
+            f"&endpoint_override=127.0.0.1:9000&scheme=http",
+            f"s3://bucket/dir?session_token={secret}&region=eu",
+            f"https://host/obj?X-Amz-Credential=AKIAEXAMPLEKEYID/{secret}"
+            f"&X-Amz-Signature={secret}&X-Amz-Security-Token={secret}"]
+
+
+def _assert_hidden(secret: str, text: str) -> None:
+    for piece in _pieces(secret):
+        assert piece not in text, (piece, text)
+    assert "AKIAEXAMPLEKEYID" not in text or "access_key" not in text
+
+
+@pytest.mark.parametrize("secret", SECRETS)
+def test_display_and_redact_never_show_a_secret_nor_fail(secret):
+    from spark_udfs.uri import display, redact
+
+    for uri in _uris(secret):
+        shown = display(uri)  # raised ValueError("Port could not be cast ...: 'wJal...'")
+        _assert_hidden(secret, shown)
+        assert shown.startswith(uri.split("://", 1)[0] + "://")
+        for message in (f"Cannot parse URI: '{uri}' due to syntax error",
+                        f"{uri}: No such file or directory", f'"{uri}" and {uri}, again'):
+            _assert_hidden(secret, redact(message))
+    assert display("s3://AKIAEXAMPLEKEYID:Zq/9+Xv@bucket/dir/vol") == "s3://bucket/dir/vol"
+
+
+def test_display_keeps_what_is_no_secret():
+    from spark_udfs.uri import display, redact
+
+    assert display("hdfs://nn:8020/user@x/f") == "hdfs://nn:8020/user@x/f"
+    assert display("s3://bucket/a/?endpoint_override=h:9000&scheme=http") == \
+        "s3://bucket/a?endpoint_override=h:9000&scheme=http"
+    assert display("/local/dir@x") == "/local/dir@x"
+    assert redact("no uri here: a:b@c") == "no uri here: a:b@c"
+
+
+def test_redact_cannot_fail_on_any_text():
+    from hypothesis import given, settings, strategies as st
+
+    from spark_udfs.uri import redact
+
+    pieces = st.sampled_from(list("s3:/@%?&=#[]+ x'\"\\\n\udcff")
+                             + ["://", "s3://", "secret_key=", "[::1]:99999"])
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(pieces).map("".join))
+    def check(text: str) -> None:
+        assert isinstance(redact(text), str)
+
+    check()
+
+
+@pytest.mark.parametrize("secret", SECRETS)
+def test_error_lines_never_show_a_secret(secret):
+    """The error line of both command lines, and Spark's/pyarrow's one-line description."""
+    import pyarrow
+
+    from merkle.cli import error_line
+    from spark_udfs.errors import describe
+
+    for uri in _uris(secret):
+        _assert_hidden(secret, error_line(f"Cannot parse URI: '{uri}'"))
+        line = describe(pyarrow.lib.ArrowInvalid(
+            f"Cannot parse URI: '{uri}' due to syntax error at character '/'"))
+        _assert_hidden(secret, line)
+
+
+def test_cli_error_for_a_bad_uri_hides_the_secret(tmp_path, capsys):
+    """`crcmerkle scan URI` (it reads local paths only) names the path it could not scan
+    without the secret (tests/spark/test_spark_launcher.py: the Spark commands)."""
+    from merkle.cli import main
+
+    secret = SECRETS[0]
+    uri = f"s3://AKIAEXAMPLEKEYID:{secret}@bucket/dir"
+    assert main(["scan", "--no-progress", uri]) == 2
+    err = capsys.readouterr().err
+    assert err.count("crcmerkle: error:") == 1 and "s3://bucket/dir" in err
+    _assert_hidden(secret, err)

@@ -123,7 +123,11 @@ def one_line(text: str) -> str:
 
 
 def error_line(message: str) -> str:
-    return f"{PROG}: error: {one_line(message)}"
+    """The one error line of every verb: a URI's credentials removed (spark_udfs.uri.redact:
+    a message may quote a URI a user typed, secret and all), control characters escaped."""
+    from spark_udfs.uri import redact
+
+    return f"{PROG}: error: {one_line(redact(message))}"
 
 
 def print_error(message: str) -> None:

@@ -47,3 +47,18 @@ def test_planted_spark_env_is_not_sourced(tmp_path):
     assert r.stdout.split()[-1] == "3"
     assert not (planted / "SOURCED").exists()  # Spark's launcher never ran the planted script
     assert victim.read_text() == "secret\n"
+
+
+def test_spark_error_line_for_an_unencoded_secret_hides_it(tmp_path, capsys):
+    """An AWS secret holds `/` and `+`: pasted unencoded, pyarrow cannot parse the URI and
+    says so quoting it ("Cannot parse URI: 's3://KEY:SECRET@...'"); the line shows none of
+    the secret (issue 23 item 7)."""
+    from merkle.cli import main
+
+    secret = "wJalrXUt/nFEMI+K7MDENG@bPxRfi%CYEXAMPLE:KEY"
+    uri = f"s3://AKIAEXAMPLEKEYID:{secret}@bucket/dir"
+    assert main(["spark", "scan", uri, "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "crcmerkle: error:" in err and "s3://bucket/dir" in err, err
+    for piece in ("wJalrXUt", "nFEMI", "K7MDENG", "bPxRfi", "CYEXAMPLE", secret):
+        assert piece not in err, err
