@@ -35,8 +35,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, CLIError, add_debug_flag, debug_enabled,
-                        exit_status_help, positive_int)
+from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, INT64_MAX, CLIError, add_debug_flag,
+                        debug_enabled, exit_status_help, int_in_range, positive_int)
 from merkle.replica.fileio import write_atomic
 from spark_udfs.uri import child, display
 
@@ -178,7 +178,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "(which is replaced) (default ./crcmerkle-demo)")
     m.add_argument("--containers", type=positive_int, default=12,
                    help="containers (default 12)")
-    m.add_argument("--seed", type=int, default=7, help="generator seed (default 7)")
+    m.add_argument("--seed", type=int_in_range(-INT64_MAX - 1, INT64_MAX), default=7, help="generator seed (default 7)")
     m.add_argument("--faults", default="default",
                    help="fault mix as for 'crcmerkle generate --faults' (default: one or two "
                         "of every type)")

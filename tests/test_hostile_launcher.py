@@ -255,3 +255,58 @@ def test_cli_error_for_a_bad_uri_hides_the_secret(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("crcmerkle: error:") == 1 and "s3://bucket/dir" in err
     _assert_hidden(secret, err)
+
+
+# --- issue 23 item 14: numeric options ---------------------------------------------------------
+
+_HUGE = "1" + "0" * 40
+_NUMERIC_CASES = [
+    (["spark", "plan", "IN", "--decommission", "dn0", "--first", "3000000000"], "--first"),
+    (["spark", "plan", "IN", "--decommission", "dn0", "--min-replicas", _HUGE],
+     "--min-replicas"),
+    (["spark", "report", "IN", "--limit", "2147483648"], "--limit"),
+    (["spark", "report", "IN", "--replication", "-1"], "--replication"),
+    (["spark", "run", "IN", "-o", "OUT", "--min-healthy", _HUGE], "--min-healthy"),
+    (["spark", "run", "IN", "-o", "OUT", "--maintenance-min", "0"], "--maintenance-min"),
+    (["spark", "diff", "IN", "-o", "OUT", "--limit", _HUGE], "--limit"),
+    (["spark", "demo", "--dir", "OUT", "--containers", "3000000000"], "--containers"),
+    (["spark", "demo", "--dir", "OUT", "--seed", _HUGE], "--seed"),
+    (["tree", "build", "--container-id", str(2**63), "-o", "OUT", "IN"], "--container-id"),
+    (["tree", "build", "--container-id", "-1", "-o", "OUT", "IN"], "--container-id"),
+    (["checksum", "--buffer-size", "99999999999999999999", "IN"], "--buffer-size"),
+    (["checksum", "-b", "4GiB", "IN"], "--bytes-per-checksum"),
+    (["generate", "--blocks", "1-" + _HUGE, "OUT"], "--blocks"),
+    (["generate", "--block-size", "1T", "OUT"], "--block-size"),
+    (["generate", "--seed", _HUGE, "OUT"], "--seed"),
+    (["scan", "--workers", "99999999999999", "IN"], "--workers"),
+    (["scan", "--rate", "9" * 30, "IN"], "--rate"),
+    (["soak", "--rounds", _HUGE], "--rounds"),
+    (["bench", "--sizes", "2T"], "--sizes"),
+    (["bench", "--runs", _HUGE], "--runs"),
+]
+
+
+@pytest.mark.parametrize("argv, option", _NUMERIC_CASES,
+                         ids=[f"{a[0]}-{a[1]}-{o}" for a, o in _NUMERIC_CASES])
+def test_every_numeric_option_is_checked_at_parse_time(tmp_path, capsys, argv, option):
+    """Out of range for what it feeds (a Java int, a signed 64-bit ID, a buffer): one line
+    naming the option, exit 2, before any work (no raw Spark cast error, no OverflowError)."""
+    from merkle.cli import main
+
+    argv = [str(tmp_path / a) if a in ("IN", "OUT") else a for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("crcmerkle: error: argument "), err
+    assert option in err, err
+    assert not (tmp_path / "OUT").exists()
+
+
+def test_tree_build_takes_the_largest_container_id(tmp_path, capsys):
+    from merkle.cli import main
+
+    table = tmp_path / "t.csv"
+    table.write_text("block_id,offset,length,checksums\n1,0,4,00000000\n")
+    out = tmp_path / "t.tree"
+    assert main(["tree", "build", "--container-id", str(2**63 - 1), "-o", str(out),
+                 str(table)]) == 0
+    assert out.exists()

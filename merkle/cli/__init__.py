@@ -21,7 +21,7 @@ import argparse
 import importlib
 import os
 import sys
-from typing import List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 PROG = "crcmerkle"
 
@@ -89,29 +89,66 @@ class ArgumentParser(argparse.ArgumentParser):
         raise CLIError(message, EXIT_USAGE)
 
 
+#: largest count an option takes (a Java int: Spark's limit(), its IntegerType columns and
+#: Ozone's int fields take nothing larger; a larger count would only fail later, unnamed)
+INT32_MAX = 2**31 - 1
+#: largest byte count or ID an option takes (a signed 64-bit integer, as C and Java hold it)
+INT64_MAX = 2**63 - 1
+#: largest buffer or generated block/chunk an option may ask for (allocated at once)
+MAX_BUFFER_BYTES = 1 << 30
+
+
+def int_in_range(low: int, high: int) -> Callable[[str], int]:
+    """argparse type: a decimal integer from `low` to `high` (a bad value is a one-line usage
+    error naming the option: "argument --x: must be an integer from 1 to ...")."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10) if len(text) <= 40 else None
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(
+                f"must be an integer from {low} to {high}, not {text[:60]!r}")
+        return value
+
+    return parse
+
+
 def positive_int(text: str) -> int:
-    """argparse type: an integer > 0 (a bad value is a one-line usage error)."""
+    """argparse type: an integer from 1 to INT32_MAX (a bad value is a one-line usage
+    error)."""
     try:
-        value = int(text)
+        value = int(text, 10) if len(text) <= 40 else 0
     except ValueError:
         value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
-    return value
-
-
-def positive_size(text: str) -> int:
-    """argparse type: a byte count > 0, with an optional unit (512, 16KiB, 5MiB)."""
-    from merkle.cli.benchmarking import parse_size
-
-    try:
-        value = parse_size(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
+    if not 0 < value <= INT32_MAX:
         raise argparse.ArgumentTypeError(
-            f"must be a positive number of bytes (e.g. 512, 16KiB), not {text!r}")
+            f"must be a positive integer up to {INT32_MAX}, not {text[:60]!r}")
     return value
+
+
+def size_up_to(high: int) -> Callable[[str], int]:
+    """argparse type: a byte count from 1 to `high`, with an optional unit (512, 16KiB)."""
+
+    def parse(text: str) -> int:
+        from merkle.cli.benchmarking import parse_size
+
+        try:
+            value = parse_size(text) if len(text) <= 40 else 0
+        except (ValueError, OverflowError):
+            value = 0
+        if not 0 < value <= high:
+            raise argparse.ArgumentTypeError(
+                f"must be a positive number of bytes up to {high} (e.g. 512, 16KiB), "
+                f"not {text[:60]!r}")
+        return value
+
+    return parse
+
+
+#: argparse type: a byte count from 1 to INT64_MAX, with an optional unit (512, 16KiB, 5MiB)
+positive_size = size_up_to(INT64_MAX)
 
 
 def one_line(text: str) -> str:

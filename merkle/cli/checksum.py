@@ -11,7 +11,8 @@ from typing import Any, BinaryIO, Dict, List, Optional
 
 import merkle
 from merkle.cli.benchmarking import MiB
-from merkle.cli import EXIT_ERROR, exit_status_help, positive_size, print_error
+from merkle.cli import (EXIT_ERROR, INT32_MAX, MAX_BUFFER_BYTES, exit_status_help, print_error,
+                        size_up_to)
 
 #: Read size; with --bytes-per-checksum it is rounded down to a multiple of N (at least N)
 #: so that no window straddles two reads.
@@ -57,7 +58,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("files", nargs="*", metavar="FILE", help="files to read ('-' = stdin)")
     p.add_argument("-a", "--algorithm", choices=("crc32c", "crc32"), default="crc32c",
                    help="crc32c (Castagnoli, default) or crc32 (IEEE, as zlib.crc32)")
-    p.add_argument("-b", "--bytes-per-checksum", type=positive_size, metavar="N",
+    p.add_argument("-b", "--bytes-per-checksum", type=size_up_to(INT32_MAX), metavar="N",
                    help="print one checksum per N-byte window instead of one per file "
                         "(suffixes KiB/MiB accepted)")
     p.add_argument("--format", choices=("text", "json"), default="text",
@@ -66,7 +67,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="never show a progress bar (one is shown on a terminal for large "
                         "files)")
     # Hidden: read size, for tests (small buffers exercise the chaining without big files).
-    p.add_argument("--buffer-size", type=positive_size, default=DEFAULT_BUFFER,
+    p.add_argument("--buffer-size", type=size_up_to(MAX_BUFFER_BYTES), default=DEFAULT_BUFFER,
                    help=argparse.SUPPRESS)
     p.set_defaults(func=run)
     return p

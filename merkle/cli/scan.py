@@ -10,8 +10,8 @@ import threading
 import time
 from typing import Any, Dict, List
 
-from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, CLIError, exit_status_help, positive_int,
-                        positive_size, print_error)
+from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, MAX_BUFFER_BYTES, CLIError, exit_status_help,
+                        int_in_range, positive_size, print_error, size_up_to)
 from merkle.trees.ozone import format_checksum
 from merkle.replica.errors import ReplicaError
 
@@ -60,7 +60,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("paths", nargs="+", metavar="PATH", help="replica, volume or datanode")
     p.add_argument("--json", action="store_true", help="JSON output (see below)")
-    p.add_argument("--workers", type=positive_int, default=1, metavar="N",
+    p.add_argument("--workers", type=int_in_range(1, 1024), default=1, metavar="N",
                    help="threads scanning the blocks of a replica in parallel (default 1)")
     p.add_argument("--rate", type=positive_size, metavar="BYTES_PER_S",
                    help="read at most this many bytes per second per volume (e.g. 5MiB, "
@@ -73,7 +73,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="do not store the scanned tree (read-only; takes no lock)")
     p.add_argument("--no-progress", action="store_true",
                    help="never show a progress bar (one is shown when stderr is a terminal)")
-    p.add_argument("--buffer-size", type=positive_size, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--buffer-size", type=size_up_to(MAX_BUFFER_BYTES), default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=run)
     return p
 

@@ -10,7 +10,7 @@ from typing import Any, Dict, List
 
 import numpy as np
 
-from merkle.cli import EXIT_ERROR, CLIError, exit_status_help
+from merkle.cli import EXIT_ERROR, INT64_MAX, CLIError, exit_status_help, int_in_range
 
 DESCRIPTION = """\
 Inspect, compare, build and merge Apache Ozone container checksum trees: the
@@ -68,7 +68,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                        epilog=BUILD_EPILOG + "\n\n" + OTHER_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     b.add_argument("table", help="CSV or Parquet file ('-' = CSV on stdin)")
     b.add_argument("-o", "--output", required=True, help="the .tree file to write (atomically)")
-    b.add_argument("--container-id", type=int, required=True)
+    b.add_argument("--container-id", type=int_in_range(0, INT64_MAX), required=True,
+                   help="the container's ID (0 to 2^63-1, a Java long)")
     b.add_argument("--format", choices=["csv", "parquet"], help="default: from the extension")
     b.set_defaults(func=_build)
 
