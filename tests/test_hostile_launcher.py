@@ -310,3 +310,66 @@ def test_tree_build_takes_the_largest_container_id(tmp_path, capsys):
     assert main(["tree", "build", "--container-id", str(2**63 - 1), "-o", str(out),
                  str(table)]) == 0
     assert out.exists()
+
+
+# --- issue 23 item 14: a closed pipe, an early Ctrl-C -------------------------------------
+
+def _run_into_closed_pipe(args: list, cwd: Path) -> subprocess.CompletedProcess:
+    """Run `python ARGS` with stdout a pipe whose reader is already gone (`| head -c0`)."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        return subprocess.run([sys.executable, *args], stdout=w, stderr=subprocess.PIPE,
+                              env=_env(), cwd=cwd, timeout=120, text=True)
+    finally:
+        os.close(w)
+
+
+def test_a_closed_pipe_stops_both_command_lines_quietly(tmp_path):
+    """`crcmerkle ... | head -c1`: no "Broken pipe" line, no traceback, and the status a shell
+    reports for a program the closed pipe stopped (141 = 128 + SIGPIPE)."""
+    from merkle.cli import EXIT_BROKEN_PIPE
+    from merkle.replica.generate import generate_cluster
+
+    cluster = tmp_path / "cluster"
+    generate_cluster(cluster, datanodes=1, volumes=1, containers=3, replicas=1,
+                     faults={}, seed=1)
+    runs = {"scan text": ["-m", "merkle", "scan", "--no-write", "--no-progress",
+                          str(cluster), str(cluster)],
+            "scan json": ["-m", "merkle", "scan", "--json", "--no-write", str(cluster)],
+            "help": ["-m", "merkle", "--help"],
+            "spark help": ["-m", "spark_udfs", "run", "--help"]}
+    for what, args in runs.items():
+        r = _run_into_closed_pipe(args, tmp_path)
+        assert (r.returncode, r.stderr) == (EXIT_BROKEN_PIPE, ""), (what, r.returncode, r.stderr)
+
+
+_INTERRUPT_WHILE_IMPORTING = """
+import os, signal, sys
+class CtrlCDuringImport:
+    # the user's Ctrl-C lands while merkle (numpy, the native extension) is being imported
+    def find_spec(self, name, path=None, target=None):
+        if name == "merkle":
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+sys.meta_path.insert(0, CtrlCDuringImport())
+mode = sys.argv[1]
+sys.argv = ["crcmerkle", "--version"]
+if mode == "console-script":  # what pip's generated `crcmerkle` script does
+    import tomllib
+    entry = tomllib.load(open("pyproject.toml", "rb"))["project"]["scripts"]["crcmerkle"]
+    module, _, func = entry.partition(":")
+    import importlib
+    sys.exit(getattr(importlib.import_module(module), func)())
+import runpy
+runpy.run_module("spark_udfs", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("mode", ["console-script", "spark_udfs"])
+def test_ctrl_c_while_importing_is_one_line_and_130(mode):
+    r = subprocess.run([sys.executable, "-c", _INTERRUPT_WHILE_IMPORTING, mode], env=_env(),
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in r.stderr, r.stderr
+    assert (r.returncode, r.stderr) == (130, "crcmerkle: error: interrupted\n")

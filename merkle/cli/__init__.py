@@ -21,7 +21,7 @@ import argparse
 import importlib
 import os
 import sys
-from typing import Callable, List, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence
 
 PROG = "crcmerkle"
 
@@ -46,6 +46,9 @@ EXIT_FINDINGS = 1
 EXIT_ERROR = 2
 #: Exit status after Ctrl-C (128 + SIGINT, as shells report it).
 EXIT_INTERRUPTED = 130
+#: Exit status when the reader of the output went away (`crcmerkle ... | head`): 128 +
+#: SIGPIPE, what a shell reports for a program that the closed pipe stopped (as coreutils)
+EXIT_BROKEN_PIPE = 141
 #: Older names: EXIT_USAGE is EXIT_ERROR; EXIT_FAILURE is EXIT_FINDINGS (a finding, never an
 #: error: an input that could not be read is EXIT_ERROR).
 EXIT_USAGE = EXIT_ERROR
@@ -58,6 +61,7 @@ exit status (every crcmerkle verb):
   1    findings: corruption, mismatch, repairs pending or left undone
   2    the work could not be done: bad arguments, unreadable input, no usable peer
   130  interrupted (Ctrl-C)
+  141  the reader of the output went away (`... | head`), quietly
 errors are one line 'crcmerkle: error: ...'; --debug or CRCMERKLE_DEBUG=1 shows tracebacks"""
 
 
@@ -219,8 +223,65 @@ def _os_error_message(exc: OSError) -> str:
     return first_line(exc.strerror or str(exc))
 
 
+class ReaderGone(BaseException):
+    """The reader of stdout went away (`crcmerkle ... | head`). Not an OSError, so that no
+    verb's `except OSError` takes it for an I/O error of its own work (and goes on, or
+    prints "Broken pipe"); it reaches main, which stops quietly."""
+
+
+class _StdoutGuard:
+    """sys.stdout during main: a BrokenPipeError of a write or flush becomes ReaderGone."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            raise ReaderGone from None
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            raise ReaderGone from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+def _stdout_to_devnull() -> None:
+    """After the reader went away: what is still buffered goes nowhere, quietly (else the
+    interpreter's final flush prints "Exception ignored ... BrokenPipeError")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the `crcmerkle` console script; returns the exit status."""
+    guard = _StdoutGuard(sys.stdout)
+    sys.stdout = guard
+    try:
+        return _main(argv)
+    except (ReaderGone, BrokenPipeError):
+        sys.stdout = guard.stream
+        _stdout_to_devnull()
+        return EXIT_BROKEN_PIPE
+    finally:
+        if sys.stdout is guard:
+            sys.stdout = guard.stream
+
+
+def _main(argv: Optional[Sequence[str]]) -> int:
     try:
         parser = build_parser()
         try:
@@ -243,13 +304,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print_error("interrupted")
         return EXIT_INTERRUPTED
     except BrokenPipeError:
-        # The reader went away (`crcmerkle ... | head`): stop quietly, like coreutils.
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except (OSError, ValueError):
-            pass
-        return EXIT_ERROR
+        raise  # the reader went away: main stops quietly (ReaderGone)
     except OSError as exc:
         if debug_enabled():
             raise
