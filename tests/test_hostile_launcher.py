@@ -373,3 +373,61 @@ def test_ctrl_c_while_importing_is_one_line_and_130(mode):
                        cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert "Traceback" not in r.stderr, r.stderr
     assert (r.returncode, r.stderr) == (130, "crcmerkle: error: interrupted\n")
+
+
+# --- issue 23 item 14: tree merge keeps what it does not understand ------------------------
+
+def _varint_bytes(n: int) -> bytes:
+    out = b""
+    while True:
+        low, n = n & 0x7F, n >> 7
+        out += bytes([low | (0x80 if n else 0)])
+        if not n:
+            return out
+
+
+def _with_nested_unknown_field(raw: bytes, field: int = 2) -> bytes:
+    """`raw` (a .tree) with an unknown varint field 15 added inside top-level field `field`
+    (the container's Merkle tree message), as a newer Ozone might write."""
+    from merkle.replica.protokeep import _varint
+
+    pos, out = 0, b""
+    while pos < len(raw):
+        start = pos
+        key, pos = _varint(raw, pos)
+        if key & 7 == 0:
+            _, pos = _varint(raw, pos)
+            out += raw[start:pos]
+            continue
+        assert key & 7 == 2
+        length, body_at = _varint(raw, pos)
+        body, pos = raw[body_at:body_at + length], body_at + length
+        if key >> 3 == field:
+            body += bytes([15 << 3, 5])
+            out += _varint_bytes(key) + _varint_bytes(len(body)) + body
+        else:
+            out += raw[start:pos]
+    return out
+
+
+def test_tree_merge_never_drops_fields_it_does_not_understand(tmp_path, capsys):
+    from merkle.cli import main
+
+    table = tmp_path / "t.csv"
+    table.write_text("block_id,offset,length,checksums\n1,0,4,00000000\n")
+    plain = tmp_path / "plain.tree"
+    assert main(["tree", "build", "--container-id", "5", "-o", str(plain), str(table)]) == 0
+    newer = tmp_path / "newer.tree"
+    newer.write_bytes(_with_nested_unknown_field(plain.read_bytes()))
+    assert main(["tree", "show", str(newer)]) == 0  # readable: only a rewrite would lose
+    capsys.readouterr()
+    out = tmp_path / "merged.tree"
+    for stored, scanned in ((newer, plain), (plain, newer)):
+        assert main(["tree", "merge", str(stored), str(scanned), "-o", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert "does not understand" in err and err.count("\n") == 1, err
+        assert not out.exists()
+    top_level = tmp_path / "top.tree"  # an unknown top-level field: carried, so merged
+    top_level.write_bytes(plain.read_bytes() + bytes([15 << 3, 5]))
+    assert main(["tree", "merge", str(top_level), str(plain), "-o", str(out)]) == 0
+    assert out.read_bytes().endswith(bytes([15 << 3, 5]))
