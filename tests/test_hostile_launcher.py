@@ -431,3 +431,34 @@ def test_tree_merge_never_drops_fields_it_does_not_understand(tmp_path, capsys):
     top_level.write_bytes(plain.read_bytes() + bytes([15 << 3, 5]))
     assert main(["tree", "merge", str(top_level), str(plain), "-o", str(out)]) == 0
     assert out.read_bytes().endswith(bytes([15 << 3, 5]))
+
+
+# --- issue 23 item 14: control characters in printed names ------------------------------------
+
+FORGED = "dn0\nMISMATCHED: 0\r\x1b[2K"
+
+
+def test_spark_text_report_keeps_a_forged_name_on_its_line():
+    """A datanode directory named with a newline cannot add lines to the text report."""
+    from spark_udfs.report import STATES, format_text
+
+    report = {"generated": "now", "summary": {s: 1 if s == "MISMATCHED" else 0 for s in STATES},
+              "containers": {s: [] for s in STATES}, "first": 10,
+              "mismatched": [{"containerID": 1, "replicas": [
+                  {"datanode": FORGED, "dataChecksum": "0x1", "replica": f"/{FORGED}/v/1"}]}],
+              "unrecoverable": [], "pending_deletions": [],
+              "repair_plan": {"total": 0, "rounds": 0, "datanode_limit": 20, "commands": []}}
+    text = format_text(report)
+    assert "\r" not in text and "\x1b" not in text
+    assert [ln for ln in text.splitlines() if ln.startswith("MISMATCHED")] == ["MISMATCHED: 1"]
+    assert "dn0\\nMISMATCHED: 0\\r\\x1b[2K" in text
+
+
+def test_checksum_names_are_printed_on_one_line(tmp_path, capsys, monkeypatch):
+    from merkle.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a\nffffffff  1  forged").write_bytes(b"x")
+    assert main(["checksum", "a\nffffffff  1  forged"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and "a\\nffffffff  1  forged" in out

@@ -11,8 +11,8 @@ from typing import Any, BinaryIO, Dict, List, Optional
 
 import merkle
 from merkle.cli.benchmarking import MiB
-from merkle.cli import (EXIT_ERROR, INT32_MAX, MAX_BUFFER_BYTES, exit_status_help, print_error,
-                        size_up_to)
+from merkle.cli import (EXIT_ERROR, INT32_MAX, MAX_BUFFER_BYTES, exit_status_help, one_line,
+                        print_error, size_up_to)
 
 #: Read size; with --bytes-per-checksum it is rounded down to a multiple of N (at least N)
 #: so that no window straddles two reads.
@@ -212,13 +212,13 @@ def run(args: argparse.Namespace) -> int:
                                 "bytes_per_checksum": args.bytes_per_checksum,
                                 "checksums": hexes})
             else:
-                out.write(f"{name}  {' '.join(hexes)}".rstrip() + "\n")
+                out.write(f"{one_line(name)}  {' '.join(hexes)}".rstrip() + "\n")
         else:
             if args.format == "json":
                 records.append({"name": name, "algorithm": args.algorithm, "size": size,
                                 "checksum": f"{value:08x}", "value": value})
             else:
-                out.write(f"{value:08x}  {size}  {name}\n")
+                out.write(f"{value:08x}  {size}  {one_line(name)}\n")
         out.flush()
     if args.format == "json":
         json.dump(records, out)
