@@ -1,4 +1,4 @@
-"""`python -m spark_udfs scan|diff|report|run|demo ...` (same as `crcmerkle spark ...`)."""
+"""`python -m spark_udfs scan|diff|report|run|plan|demo ...` (same as `crcmerkle spark ...`)."""
 
 import signal
 import sys

@@ -1,4 +1,4 @@
-"""`crcmerkle spark scan|diff|report|run|demo` (also `python -m spark_udfs ...`).
+"""`crcmerkle spark scan|diff|report|run|plan|demo` (also `python -m spark_udfs ...`).
 
   scan PATH... -o OUT      verify replicas on Spark; Parquet tables
                            OUT/{chunks,blocks,containers,errors}
@@ -12,7 +12,8 @@
                            can these datanodes stop? checksum-aware replica counts, what
                            holds each back, the copies that make it safe (spark_udfs.plan)
   demo                     generate a faulty cluster, scan/diff/report it, check the
-                           findings against the ground truth, repair, re-scan
+                           findings against the ground truth; then, for the crcmerkle
+                           layout, repair and re-scan (Ozone's: its reconcile commands)
 Repair with `crcmerkle reconcile --report REPORT.json` (the JSON of report/run; the full
 command list is written by the executors next to it, REPORT.json.commands/).
 Spark runs embedded (local[*]) unless --master or spark-submit says otherwise. On a terminal
@@ -151,9 +152,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     _common(r)
     r.set_defaults(func=_guarded(_report))
     a = sub.add_parser("run", help="scan + diff + report in one session")
-    a.add_argument("paths", nargs="+", metavar="PATH")
-    a.add_argument("-o", "--output", required=True)
-    a.add_argument("--trees-only", action="store_true")
+    a.add_argument("paths", nargs="+", metavar="PATH",
+                   help="replica, volume, datanode or cluster directory (or URI)")
+    a.add_argument("-o", "--output", required=True,
+                   help="output directory: the scan's Parquet tables, the diff's, and "
+                        "reconcile/ (the full command list)")
+    a.add_argument("--trees-only", action="store_true",
+                   help="read the stored .tree files instead of the data")
     _report_opts(a)
     _plan_opts(a)
     _common(a)
@@ -171,8 +176,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     pl.set_defaults(func=_guarded(_plan))
     m = sub.add_parser("demo", help="generate a faulty cluster, find the faults, repair",
                        description="Generate a small cluster with injected faults, run scan, "
-                       "diff and report on Spark, check that exactly the injected faults were "
-                       "found, repair from the report and scan again.")
+                       "diff and report on Spark and check that exactly the injected faults were "
+                       "found. With --layout crcmerkle it then repairs from the report "
+                       "('crcmerkle reconcile') and scans again; with the Ozone layout (the "
+                       "default) the repair is the datanodes' own, and the demo lists the "
+                       "Ozone reconcile commands instead.")
     m.add_argument("--dir", default="crcmerkle-demo",
                    help="working directory: new, empty, or holding only an earlier demo "
                         "(which is replaced) (default ./crcmerkle-demo)")
@@ -182,7 +190,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     m.add_argument("--faults", default="default",
                    help="fault mix as for 'crcmerkle generate --faults' (default: one or two "
                         "of every type)")
-    m.add_argument("--no-repair", action="store_true", help="stop after the check")
+    m.add_argument("--no-repair", action="store_true",
+                   help="stop after the check (--layout crcmerkle: no repair and re-scan)")
     m.add_argument("--layout", choices=("ozone", "crcmerkle"), default="ozone",
                    help="replica layout to generate, as 'crcmerkle generate --layout' (default "
                         "ozone: the repair is the datanodes' own, its commands are listed; "
@@ -426,11 +435,20 @@ def _scan(args: argparse.Namespace) -> int:
     read = read_summary(int(row["n"]), int(row["read"] or 0))
     print(f"scanned {read['replicas']} replica(s), {read['read']} read: {errs} error(s)"
           + (f", {failed} replica(s) could not be read" if failed else "")
-          + f"; tables in {display(args.output)}/{{{','.join(tables.TABLES)}}}")
+          + f"; tables in {_dir_display(args.output)}/{{{','.join(tables.TABLES)}}}")
     _check_read(read, args.min_read_fraction)
     if failed:
         return EXIT_ERROR
     return EXIT_FINDINGS if errs else 0
+
+
+def _dir_display(location: str) -> str:
+    """A directory as printed before "/NAME": without its trailing slashes (`-o scan/` is
+    `scan/chunks`, not `scan//chunks`), a URI without its credentials, on one line."""
+    from merkle.cli import one_line
+
+    shown = display(location)
+    return one_line(shown.rstrip("/") or shown)
 
 
 def _write_file(location: str, data: bytes, label: str = "") -> None:
@@ -506,7 +524,7 @@ def _diff(args: argparse.Namespace) -> int:
     mism, unver = int(row["mism"] or 0), int(row["unver"] or 0)
     print(f"{row['n']} container(s), {mism} mismatched, {unver} unverified, "
           f"{plan['commands']} repair command(s) in {plan['rounds']} round(s), {n_unrec} "
-          f"unrecoverable chunk(s); tables in {display(out)}/")
+          f"unrecoverable chunk(s); tables in {_dir_display(out)}/")
     _check_read(read_summary(int(row["replicas"] or 0), int(row["read"] or 0)),
                 args.min_read_fraction)
     return EXIT_FINDINGS if (mism or n_unrec or unver) else 0
@@ -773,9 +791,10 @@ def _demo(args: argparse.Namespace) -> int:
               + ("" if not res.plan_ok else
                  "; the decommission plan kept the only good copy that Ozone's count "
                  "would have let go")
-              + f"; everything is in {work}/")
+              + f"; everything is in {_dir_display(work)}/")
         return 0
-    print(f"FAILED: the findings differ from the ground truth (see above); files in {work}/")
+    print(f"FAILED: the findings differ from the ground truth (see above); files in "
+          f"{_dir_display(work)}/")
     return EXIT_FINDINGS
 
 

@@ -462,3 +462,77 @@ def test_checksum_names_are_printed_on_one_line(tmp_path, capsys, monkeypatch):
     assert main(["checksum", "a\nffffffff  1  forged"]) == 0
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and "a\\nffffffff  1  forged" in out
+
+
+# --- issue 23 item 17: what a new user reads ----------------------------------------------------
+
+def test_spark_help_lists_every_action_and_documents_run(capsys):
+    from merkle.cli import main
+
+    assert main(["spark", "--help"]) == 0
+    top = capsys.readouterr().out
+    assert "scan|diff|report|run|plan|demo" in top
+    assert main(["spark", "run", "--help"]) == 0
+    run_help = capsys.readouterr().out.split("positional arguments:")[1]
+    for option, words in (("PATH ", "replica, volume, datanode"), ("--output OUTPUT", "output directory"),
+                          ("--trees-only", "stored .tree")):
+        section = run_help[run_help.index(option):][:300]
+        assert words in section, (option, section)
+
+
+def test_spark_demo_help_says_what_each_layout_repairs(capsys):
+    from merkle.cli import main
+
+    assert main(["spark", "demo", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "repair from the report and scan again" not in text  # the Ozone demo does not
+    assert "With --layout crcmerkle it then repairs" in text
+    assert "the repair is the datanodes' own" in text
+
+
+def test_output_directories_are_printed_without_a_doubled_slash():
+    from spark_udfs.cli import _dir_display
+
+    assert _dir_display("scan/") + "/chunks" == "scan/chunks"
+    assert _dir_display("scan//") == "scan"
+    assert _dir_display("/") == "/"
+    assert _dir_display("s3://K:S/x@bucket/out/") == "s3://bucket/out"
+    assert _dir_display("a\nb/") == "a\\nb"
+
+
+def test_ozone_scan_progress_bar_has_a_total(tmp_path, monkeypatch):
+    """The Ozone layout's bar counts replicas, found at discovery (its bytes are in RocksDB)."""
+    pytest.importorskip("tqdm")
+    from merkle.cli import scan as scan_cli
+    from merkle.replica.generate import generate_cluster
+
+    cluster = tmp_path / "cluster"
+    generate_cluster(cluster, datanodes=2, volumes=1, containers=3, replicas=2, faults={},
+                     seed=1, layout="ozone")
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    bar = scan_cli._bar([str(cluster)], True)
+    try:
+        assert bar is not None and bar.total == 6 and bar.unit == "replica"
+    finally:
+        bar.close()
+
+
+def test_golden_skip_message_points_inside_the_repository(monkeypatch):
+    sys.path.insert(0, str(ROOT / "tests"))
+    try:
+        import test_ozone_golden as golden
+    finally:
+        sys.path.remove(str(ROOT / "tests"))
+    monkeypatch.setattr(golden, "SHARED", ROOT / "no-such-directory")
+    with pytest.raises(pytest.skip.Exception) as skipped:
+        golden.test_copy_matches_the_shared_original()
+    reason = str(skipped.value)
+    assert "tests/data/ozone-golden" in reason and "shared" not in reason.lower()
+
+
+def test_readme_installs_from_the_clone_and_names_pyspark_python():
+    readme = (ROOT / "README.md").read_text()
+    assert 'pip install "crcmerkle[' not in readme  # no index has crcmerkle
+    assert 'pip install ".[ozone]"' in readme
+    udfs = readme[readme.index("### Column functions (UDFs)"):readme.index("### Running on a cluster")]
+    assert "PYSPARK_PYTHON" in udfs and "No module named 'pandas'" in udfs

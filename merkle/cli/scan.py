@@ -78,7 +78,24 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
+def _ozone_replica_count(paths: List[str]) -> int:
+    """The replicas a scan of Ozone volumes will visit, counted at discovery (their sizes
+    are in each volume's RocksDB, which only the scan opens): the progress bar's total."""
+    from merkle.replica.ozone.layout import find_volumes, replicas_under
+
+    count = 0
+    for p in paths:
+        try:
+            for volume, inner in find_volumes(p):
+                count += len(replicas_under(volume, inner))
+        except (OSError, ReplicaError):
+            pass  # reported by the scan itself
+    return count
+
+
 def _bar(paths: List[str], enabled: bool) -> Any:
+    """A tqdm bar on stderr (terminal only): bytes for crcmerkle's layout (sizes from the
+    .blocks files), replicas for Ozone volumes (advanced once per replica scanned)."""
     if not enabled or not sys.stderr.isatty():
         return None
     try:
@@ -88,6 +105,11 @@ def _bar(paths: List[str], enabled: bool) -> Any:
         from merkle.replica.crcmerkle.layout import find_containers
     except ImportError:
         return None
+    from merkle.replica.ozone.layout import is_ozone_path
+
+    if any(os.path.exists(p) and is_ozone_path(p) for p in paths):
+        return tqdm(total=_ozone_replica_count(paths), unit="replica", desc="scan",
+                    file=sys.stderr, leave=False, dynamic_ncols=True)
     total = 0
     for p in paths:
         try:
@@ -107,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
     from merkle.replica.scan import DEFAULT_BUFFER_SIZE, ScanResult, scan_paths
 
     bar = _bar(args.paths, not args.no_progress and not args.json)
+    per_replica = bar is not None and bar.unit == "replica"  # Ozone volumes: see _bar
     failed: List[Dict[str, str]] = []
     results: List[ScanResult] = []
 
@@ -116,6 +139,8 @@ def run(args: argparse.Namespace) -> int:
             return
         if bar is not None:
             bar.clear()
+            if per_replica:
+                bar.update(1)
         value = "-" if r.tree.data_checksum is None else format_checksum(r.tree.data_checksum)
         status = "OK" if r.ok else f"{len(r.errors)} ERRORS"
         print(f"{status}  {value}  {one_line(r.path)}", flush=True)
@@ -123,12 +148,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"    {one_line(str(e))}")
 
     def on_error(loc: Any, exc: Exception) -> None:
+        if bar is not None and per_replica:
+            bar.update(1)
         failed.append({"path": os.fspath(loc.root), "error": str(exc)})
         if not args.json:
             print_error(str(exc))
 
     progress = None
-    if bar is not None:
+    if bar is not None and not per_replica:
         lock = threading.Lock()
 
         def progress(n: int) -> None:  # worker threads report concurrently
