@@ -274,7 +274,7 @@ _NUMERIC_CASES = [
     (["tree", "build", "--container-id", str(2**63), "-o", "OUT", "IN"], "--container-id"),
     (["tree", "build", "--container-id", "-1", "-o", "OUT", "IN"], "--container-id"),
     (["checksum", "--buffer-size", "99999999999999999999", "IN"], "--buffer-size"),
-    (["checksum", "-b", "4GiB", "IN"], "--bytes-per-checksum"),
+    (["checksum", "-b", "9" * 30, "IN"], "--bytes-per-checksum"),
     (["generate", "--blocks", "1-" + _HUGE, "OUT"], "--blocks"),
     (["generate", "--block-size", "1T", "OUT"], "--block-size"),
     (["generate", "--seed", _HUGE, "OUT"], "--seed"),

@@ -11,7 +11,7 @@ from typing import Any, BinaryIO, Dict, List, Optional
 
 import merkle
 from merkle.cli.benchmarking import MiB
-from merkle.cli import (EXIT_ERROR, INT32_MAX, MAX_BUFFER_BYTES, exit_status_help, one_line,
+from merkle.cli import (EXIT_ERROR, MAX_BUFFER_BYTES, exit_status_help, one_line, positive_size,
                         print_error, size_up_to)
 
 #: Read size; with --bytes-per-checksum it is rounded down to a multiple of N (at least N)
@@ -58,7 +58,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("files", nargs="*", metavar="FILE", help="files to read ('-' = stdin)")
     p.add_argument("-a", "--algorithm", choices=("crc32c", "crc32"), default="crc32c",
                    help="crc32c (Castagnoli, default) or crc32 (IEEE, as zlib.crc32)")
-    p.add_argument("-b", "--bytes-per-checksum", type=size_up_to(INT32_MAX), metavar="N",
+    p.add_argument("-b", "--bytes-per-checksum", type=positive_size, metavar="N",
                    help="print one checksum per N-byte window instead of one per file "
                         "(suffixes KiB/MiB accepted)")
     p.add_argument("--format", choices=("text", "json"), default="text",
