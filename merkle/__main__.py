@@ -2,7 +2,7 @@
 
 import sys
 
-from merkle.cli import main
+from crcmerkle_cli import main  # Ctrl-C handled while merkle.cli is imported
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,13 +1,22 @@
-"""`python -m spark_udfs scan|diff|report|run|demo ...` (same as `crcmerkle spark ...`)."""
+"""`python -m spark_udfs scan|diff|report|run|plan|demo ...` (same as `crcmerkle spark ...`)."""
 
+import signal
 import sys
 
-from spark_udfs._syspath import prefer_installed_packages
+from crcmerkle_cli import quiet_interrupts_while_importing
+
+# A Ctrl-C while merkle and Spark's modules are imported ends with one line, exit 130 (see
+# crcmerkle_cli); Python's own handler is back before any command runs.
+quiet_interrupts_while_importing()
+
+from spark_udfs._syspath import prefer_installed_packages  # noqa: E402
 
 # Run from the root of an unbuilt clone, `-m` would import the clone's merkle/ (no native
 # extension) instead of the installed package.
 prefer_installed_packages()
 
 from spark_udfs.cli import run  # noqa: E402  (after the import path is settled)
+
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 sys.exit(run())

@@ -1,4 +1,4 @@
-"""`crcmerkle spark scan|diff|report|run|demo` (also `python -m spark_udfs ...`).
+"""`crcmerkle spark scan|diff|report|run|plan|demo` (also `python -m spark_udfs ...`).
 
   scan PATH... -o OUT      verify replicas on Spark; Parquet tables
                            OUT/{chunks,blocks,containers,errors}
@@ -12,7 +12,8 @@
                            can these datanodes stop? checksum-aware replica counts, what
                            holds each back, the copies that make it safe (spark_udfs.plan)
   demo                     generate a faulty cluster, scan/diff/report it, check the
-                           findings against the ground truth, repair, re-scan
+                           findings against the ground truth; then, for the crcmerkle
+                           layout, repair and re-scan (Ozone's: its reconcile commands)
 Repair with `crcmerkle reconcile --report REPORT.json` (the JSON of report/run; the full
 command list is written by the executors next to it, REPORT.json.commands/).
 Spark runs embedded (local[*]) unless --master or spark-submit says otherwise. On a terminal
@@ -30,13 +31,13 @@ import functools
 import glob
 import json
 import os
-import shutil
+import stat
 import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, CLIError, add_debug_flag, debug_enabled,
-                        exit_status_help, positive_int)
+from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, INT64_MAX, CLIError, add_debug_flag,
+                        debug_enabled, exit_status_help, int_in_range, positive_int)
 from merkle.replica.fileio import write_atomic
 from merkle.replica.levels import WARNING
 from spark_udfs.uri import child, display
@@ -162,9 +163,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     _common(r)
     r.set_defaults(func=_guarded(_report))
     a = sub.add_parser("run", help="scan + diff + report in one session")
-    a.add_argument("paths", nargs="+", metavar="PATH")
-    a.add_argument("-o", "--output", required=True)
-    a.add_argument("--trees-only", action="store_true")
+    a.add_argument("paths", nargs="+", metavar="PATH",
+                   help="replica, volume, datanode or cluster directory (or URI)")
+    a.add_argument("-o", "--output", required=True,
+                   help="output directory: the scan's Parquet tables, the diff's, and "
+                        "reconcile/ (the full command list)")
+    a.add_argument("--trees-only", action="store_true",
+                   help="read the stored .tree files instead of the data")
     _report_opts(a)
     _strict_opt(a)
     _plan_opts(a)
@@ -183,18 +188,22 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     pl.set_defaults(func=_guarded(_plan))
     m = sub.add_parser("demo", help="generate a faulty cluster, find the faults, repair",
                        description="Generate a small cluster with injected faults, run scan, "
-                       "diff and report on Spark, check that exactly the injected faults were "
-                       "found, repair from the report and scan again.")
+                       "diff and report on Spark and check that exactly the injected faults were "
+                       "found. With --layout crcmerkle it then repairs from the report "
+                       "('crcmerkle reconcile') and scans again; with the Ozone layout (the "
+                       "default) the repair is the datanodes' own, and the demo lists the "
+                       "Ozone reconcile commands instead.")
     m.add_argument("--dir", default="crcmerkle-demo",
                    help="working directory: new, empty, or holding only an earlier demo "
                         "(which is replaced) (default ./crcmerkle-demo)")
     m.add_argument("--containers", type=positive_int, default=12,
                    help="containers (default 12)")
-    m.add_argument("--seed", type=int, default=7, help="generator seed (default 7)")
+    m.add_argument("--seed", type=int_in_range(-INT64_MAX - 1, INT64_MAX), default=7, help="generator seed (default 7)")
     m.add_argument("--faults", default="default",
                    help="fault mix as for 'crcmerkle generate --faults' (default: one or two "
                         "of every type)")
-    m.add_argument("--no-repair", action="store_true", help="stop after the check")
+    m.add_argument("--no-repair", action="store_true",
+                   help="stop after the check (--layout crcmerkle: no repair and re-scan)")
     m.add_argument("--layout", choices=("ozone", "crcmerkle"), default="ozone",
                    help="replica layout to generate, as 'crcmerkle generate --layout' (default "
                         "ozone: the repair is the datanodes' own, its commands are listed; "
@@ -443,11 +452,20 @@ def _scan(args: argparse.Namespace) -> int:
     print(f"scanned {read['replicas']} replica(s), {read['read']} read: {errs} error(s)"
           + (f", {warns} warning(s)" if warns else "")
           + (f", {failed} replica(s) could not be read" if failed else "")
-          + f"; tables in {display(args.output)}/{{{','.join(tables.TABLES)}}}")
+          + f"; tables in {_dir_display(args.output)}/{{{','.join(tables.TABLES)}}}")
     _check_read(read, args.min_read_fraction)
     if failed:
         return EXIT_ERROR
     return EXIT_FINDINGS if errs or (args.strict and warns) else 0
+
+
+def _dir_display(location: str) -> str:
+    """A directory as printed before "/NAME": without its trailing slashes (`-o scan/` is
+    `scan/chunks`, not `scan//chunks`), a URI without its credentials, on one line."""
+    from merkle.cli import one_line
+
+    shown = display(location)
+    return one_line(shown.rstrip("/") or shown)
 
 
 def _write_file(location: str, data: bytes, label: str = "") -> None:
@@ -523,7 +541,7 @@ def _diff(args: argparse.Namespace) -> int:
     mism, unver = int(row["mism"] or 0), int(row["unver"] or 0)
     print(f"{row['n']} container(s), {mism} mismatched, {unver} unverified, "
           f"{plan['commands']} repair command(s) in {plan['rounds']} round(s), {n_unrec} "
-          f"unrecoverable chunk(s); tables in {display(out)}/")
+          f"unrecoverable chunk(s); tables in {_dir_display(out)}/")
     _check_read(read_summary(int(row["replicas"] or 0), int(row["read"] or 0)),
                 args.min_read_fraction)
     return EXIT_FINDINGS if (mism or n_unrec or unver) else 0
@@ -588,48 +606,149 @@ def _run(args: argparse.Namespace) -> int:
 
 def check_demo_dir(work: str) -> None:
     """CLIError unless `work` is absent, empty, or holds only an earlier demo (its marker
-    file and the entries a demo writes). Changes nothing."""
-    path = Path(work)
-    if path.exists() and not path.is_dir():
+    file and the entries a demo writes), and is a directory only this user (or root) can
+    change: a directory another user prepared, or a link, is refused (they could swap its
+    entries for links to root's files while the demo writes). Changes nothing."""
+    try:
+        st = os.lstat(work)
+    except FileNotFoundError:
+        _check_trusted_parents(work)
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise CLIError(f"{work}: is a symbolic link (give --dir a real directory)")
+    if not stat.S_ISDIR(st.st_mode):
         raise CLIError(f"{work}: exists and is not a directory (give --dir a new directory)")
-    entries = set(os.listdir(work)) if path.exists() else set()
+    _check_trusted(work, st)
+    _check_trusted_parents(work)
+    entries = set(os.listdir(work))
     if entries and (DEMO_MARKER not in entries or not entries <= DEMO_ENTRIES):
         raise CLIError(f"{work}: exists and is not empty, and is not an earlier demo's "
                        "directory (give --dir a new directory)")
 
 
+def _check_trusted(path: str, st: os.stat_result) -> None:
+    """CLIError unless `path` (its lstat `st`) is owned by this user or root, and writable by
+    nobody else unless sticky (as /tmp: others cannot rename or remove what is ours)."""
+    if st.st_uid not in (os.geteuid(), 0):
+        raise CLIError(f"{path}: --dir is owned by another user (uid {st.st_uid}); give "
+                       "--dir a directory of your own")
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
+        raise CLIError(f"{path}: --dir is writable by other users; give --dir a directory "
+                       "of your own")
+
+
+def _check_trusted_parents(work: str) -> None:
+    """The directories above `work` (as given, links resolved) must be owned by this user or
+    root, and writable by nobody else unless sticky: whoever can rename an entry there can
+    put a link where the demo writes."""
+    parent = Path(os.path.abspath(work)).parent.resolve()
+    for d in [parent, *parent.parents]:
+        try:
+            st = os.stat(d)
+        except FileNotFoundError:
+            continue  # made by this demo (mkdir -p)
+        if st.st_uid not in (os.geteuid(), 0) or (
+                st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX):
+            raise CLIError(f"{work}: its parent {d} can be changed by another user "
+                           f"(uid {st.st_uid}, mode {stat.filemode(st.st_mode)}); give --dir "
+                           "a directory of your own")
+
+
+def _open_demo_dir(work: str) -> int:
+    """A descriptor of the demo directory, opened without following a link, and checked
+    again on the descriptor (the path may have changed since check_demo_dir)."""
+    try:
+        fd = os.open(work, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise CLIError(f"{work}: {exc.strerror or exc} (give --dir a real directory)") \
+            from None
+    try:
+        _check_trusted(work, os.fstat(fd))
+    except CLIError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _remove_at(dir_fd: int, name: str) -> None:
+    """Remove the entry `name` of the directory `dir_fd`, a directory with its contents; a
+    link is removed itself, never followed (each level is opened with O_NOFOLLOW)."""
+    st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(name, dir_fd=dir_fd)
+        return
+    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 dir_fd=dir_fd)
+    try:
+        for entry in os.listdir(fd):
+            _remove_at(fd, entry)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=dir_fd)
+
+
+def _write_marker(dir_fd: int) -> None:
+    """The marker, created new (O_CREAT|O_EXCL|O_NOFOLLOW): never written through a link."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(DEMO_MARKER, dir_fd=dir_fd)
+    fd = os.open(DEMO_MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                 | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
+    with os.fdopen(fd, "w") as f:
+        f.write("written by 'crcmerkle spark demo'; a later demo may replace this "
+                "directory\n")
+
+
 def prepare_demo_dir(work: str) -> bool:
     """Make `work` ready for a demo (see check_demo_dir): create it, or clear an earlier
-    demo from it, and write the marker. Returns True when this call created the directory
-    (so a failed run may remove it)."""
+    demo from it, and write the marker, all through a descriptor of the directory: no link
+    is followed. Returns True when this call created the directory (so a failed run may
+    remove it)."""
     check_demo_dir(work)
-    path = Path(work)
-    entries = set(os.listdir(work)) if path.exists() else set()
-    for name in entries - {DEMO_MARKER}:  # an earlier demo: replace it
-        p = path / name
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p)
-        else:
-            p.unlink()
-    created = not path.exists()
-    path.mkdir(parents=True, exist_ok=True)
-    (path / DEMO_MARKER).write_text("written by 'crcmerkle spark demo'; a later demo may "
-                                    "replace this directory\n")
+    created = False
+    if not os.path.lexists(work):
+        os.makedirs(os.path.dirname(os.path.abspath(work)), exist_ok=True)
+        try:
+            os.mkdir(work, 0o755)
+            created = True
+        except FileExistsError:
+            check_demo_dir(work)  # appeared meanwhile: judge it as any existing directory
+    fd = _open_demo_dir(work)
+    try:
+        entries = set(os.listdir(fd))
+        if entries and (DEMO_MARKER not in entries or not entries <= DEMO_ENTRIES):
+            raise CLIError(f"{work}: exists and is not empty, and is not an earlier demo's "
+                           "directory (give --dir a new directory)")
+        for name in entries - {DEMO_MARKER}:  # an earlier demo: replace it
+            _remove_at(fd, name)
+        _write_marker(fd)
+    except OSError as exc:
+        raise CLIError(f"{work}: cannot prepare the demo directory: "
+                       f"{exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
     return created
 
 
 def _clean_failed_demo(work: str, created: bool) -> None:
     """After a failed or interrupted demo: remove what it wrote (keep the marker, so the
-    next run accepts the directory; remove the directory itself if this run created it)."""
-    path = Path(work)
-    for name in DEMO_ENTRIES - {DEMO_MARKER}:
-        p = path / name
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p, ignore_errors=True)
-        elif p.exists() or p.is_symlink():
-            p.unlink()
+    next run accepts the directory; remove the directory itself if this run created it).
+    Through a descriptor of the directory: a link put in its place is removed, not followed."""
+    try:
+        fd = os.open(work, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return  # gone, or replaced by a link: nothing of ours to remove through it
+    try:
+        for name in sorted(DEMO_ENTRIES - {DEMO_MARKER} if not created
+                           else set(os.listdir(fd))):
+            with contextlib.suppress(FileNotFoundError):
+                _remove_at(fd, name)
+    except OSError:
+        pass  # best effort: the run's own error is what is reported
+    finally:
+        os.close(fd)
     if created:
-        shutil.rmtree(path, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.rmdir(work)
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -688,9 +807,10 @@ def _demo(args: argparse.Namespace) -> int:
               + ("" if not res.plan_ok else
                  "; the decommission plan kept the only good copy that Ozone's count "
                  "would have let go")
-              + f"; everything is in {work}/")
+              + f"; everything is in {_dir_display(work)}/")
         return 0
-    print(f"FAILED: the findings differ from the ground truth (see above); files in {work}/")
+    print(f"FAILED: the findings differ from the ground truth (see above); files in "
+          f"{_dir_display(work)}/")
     return EXIT_FINDINGS
 
 

@@ -15,6 +15,8 @@ import socket
 from typing import List, Optional
 from urllib.parse import urlsplit
 
+from spark_udfs.uri import redact
+
 __all__ = ["describe", "check_master", "MasterError"]
 
 _JAVA_EXC = re.compile(r"^(?:Caused by: )?((?:[a-z][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error))"
@@ -28,7 +30,9 @@ class MasterError(ValueError):
 
 
 def _short(text: str) -> str:
-    text = " ".join(text.split())
+    """One line of at most _LIMIT characters, any URI's credentials removed (a pyarrow or
+    Spark message quotes the URI it was given, e.g. "Cannot parse URI: 's3://KEY:SECRET@...'")."""
+    text = " ".join(redact(text).split())
     return text if len(text) <= _LIMIT else text[:_LIMIT - 3] + "..."
 
 

@@ -48,6 +48,7 @@ import heapq
 import json
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
+from merkle.cli import one_line
 from spark_udfs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
 from merkle.replica.commandlist import lines_digest
 from spark_udfs.report import _on_ozone, read_summary, scanned_roots
@@ -667,7 +668,8 @@ def format_text(plan: Dict[str, Any]) -> str:
     elif cp["commands"]:
         lines.append("Run them with: crcmerkle replicate --report PLAN.json (the JSON of "
                      "this plan)")
-    return "\n".join(lines) + "\n"
+    # a datanode or replica directory may be named with a newline: one line stays one line
+    return "\n".join(one_line(line) for line in lines) + "\n"
 
 
 def to_json(plan: Dict[str, Any]) -> str:

@@ -64,6 +64,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from merkle.replica.levels import ERROR, NOT_SCANNED_KINDS, WARNING, warning_kinds
 from merkle.trees.ozone import format_checksum
+from merkle.cli import one_line
 from spark_udfs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
 
 __all__ = ["COMMANDS_FORMAT", "FINDING_STATES", "STATES", "NothingVerifiedError",
@@ -438,7 +439,8 @@ def format_text(report: Dict[str, Any]) -> str:
                  if rc["total"] > rc["listed"] else "all listed in the JSON")
         lines.append(f"Reconcile commands: {rc['total']} ({where}); run them with "
                      "'crcmerkle reconcile --report REPORT.json'")
-    return "\n".join(lines) + "\n"
+    # a datanode or replica directory may be named with a newline: one line stays one line
+    return "\n".join(one_line(line) for line in lines) + "\n"
 
 
 def to_json(report: Dict[str, Any]) -> str:

@@ -34,6 +34,7 @@ from merkle.replica.scan import ScanError, read_stored_tree, scan_files
 from merkle.trees.model import ContainerTree
 from spark_udfs import fs
 from spark_udfs.tables import CHUNK_COLUMNS, block_rows, tree_to_rows
+from spark_udfs.uri import redact
 
 __all__ = ["BLOCK_SCHEMA", "ERROR_SCHEMA", "REPLICAS_PER_TASK", "REPLICA_SCHEMA",
            "ROWS_PER_FILE", "SCAN_FAILED", "ScanTables", "scan_replicas"]
@@ -165,7 +166,8 @@ def _scan_fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         try:
             r = scan_files(fs.replica_files(rep))
         except (OSError, ReplicaError) as exc:
-            detail = getattr(exc, "strerror", None) or str(exc)
+            # a store's message may quote the URI it was given (credentials and all)
+            detail = redact(getattr(exc, "strerror", None) or str(exc))
             tables = _replica_rows(rep.datanode, rep.path, rep.container, None,
                                    [ScanError(SCAN_FAILED, detail=detail)], 0, 0, 0, False)
         else:

@@ -1,9 +1,10 @@
-"""A SparkSession set up the way that measured best here (see ../shared/SPARK.md).
+"""A SparkSession set up the way that measured best here (README: "Spark performance").
 
 Why each setting:
   - SPARK_LOCAL_IP=127.0.0.1 silences the "hostname resolves to a loopback address" warning
     on single-host runs (only set when the caller has not set it);
-  - a log4j2.properties at level error (via SPARK_CONF_DIR) removes start-up noise;
+  - a log4j2.properties at level error (SPARK_CONF_DIR=CONF_DIR, inside the package, never
+    a shared temporary directory) removes start-up noise;
   - PYSPARK_PYTHON=sys.executable so Python workers import the same merkle build;
   - spark.sql.execution.arrow.maxRecordsPerBatch=1024: 256-1,000 rows of 16 KiB were 1.5x
     faster than 4,000+; the jobs ship metadata rows, which this also suits;
@@ -42,28 +43,22 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-__all__ = ["DEFAULT_CONF", "JVM_NOISE", "LOCAL_CONF", "LOG4J2", "SHUFFLE_TASKS_PER_CORE", "JavaNotFoundError",
+__all__ = ["CONF_DIR", "DEFAULT_CONF", "JVM_NOISE", "LOCAL_CONF", "LOG4J2", "SHUFFLE_TASKS_PER_CORE", "JavaNotFoundError",
            "find_java", "get_session", "launcher_conf", "prepare_environment"]
 
-LOG4J2 = """\
-rootLogger.level = error
-rootLogger.appenderRef.stdout.ref = console
-# pyspark's gateway starts Spark's logging as a shell's: without a level of its own for the
-# shell's logger, Spark sets WARN and says "Setting default log level to WARN" on every start
-logger.repl.name = org.apache.spark.repl.Main
-logger.repl.level = error
-logger.pygateway.name = org.apache.spark.api.python.PythonGatewayServer
-logger.pygateway.level = error
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n
-"""
+#: Spark's configuration directory used for a quiet local driver: shipped inside the package
+#: (read-only data of the wheel, owned by whoever installed it), never a directory in a shared
+#: temporary directory. Spark's launcher sources `$SPARK_CONF_DIR/spark-env.sh` and puts the
+#: directory first on the JVM's classpath, so whoever can write into it runs code as the
+#: user of every later `crcmerkle spark ...` (root on a datanode). It holds only
+#: log4j2.properties.
+CONF_DIR = Path(__file__).resolve().parent / "conf"
+
+#: Spark's logging at level error (CONF_DIR/log4j2.properties, the one copy of this text)
+LOG4J2 = (CONF_DIR / "log4j2.properties").read_text(encoding="utf-8")
 
 DEFAULT_CONF: Dict[str, str] = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -119,12 +114,7 @@ def prepare_environment(quiet: bool = True) -> None:
     if root not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([root] + [p for p in paths if p])
     if quiet and "SPARK_CONF_DIR" not in os.environ and not _default_conf_dir_used():
-        conf_dir = Path(tempfile.gettempdir()) / f"crcmerkle-spark-conf-{os.getuid()}"
-        conf_dir.mkdir(exist_ok=True)
-        f = conf_dir / "log4j2.properties"
-        if not f.exists() or f.read_text() != LOG4J2:
-            f.write_text(LOG4J2)
-        os.environ["SPARK_CONF_DIR"] = str(conf_dir)
+        os.environ["SPARK_CONF_DIR"] = str(CONF_DIR)
 
 
 def _default_conf_dir_used() -> bool:

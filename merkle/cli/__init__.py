@@ -22,7 +22,7 @@ import argparse
 import importlib
 import os
 import sys
-from typing import List, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence
 
 PROG = "crcmerkle"
 
@@ -47,6 +47,9 @@ EXIT_FINDINGS = 1
 EXIT_ERROR = 2
 #: Exit status after Ctrl-C (128 + SIGINT, as shells report it).
 EXIT_INTERRUPTED = 130
+#: Exit status when the reader of the output went away (`crcmerkle ... | head`): 128 +
+#: SIGPIPE, what a shell reports for a program that the closed pipe stopped (as coreutils)
+EXIT_BROKEN_PIPE = 141
 #: Older names: EXIT_USAGE is EXIT_ERROR; EXIT_FAILURE is EXIT_FINDINGS (a finding, never an
 #: error: an input that could not be read is EXIT_ERROR).
 EXIT_USAGE = EXIT_ERROR
@@ -60,6 +63,7 @@ exit status (every crcmerkle verb):
        of level warning counts only with --strict: scan, spark scan/report/run)
   2    the work could not be done: bad arguments, unreadable input, no usable peer
   130  interrupted (Ctrl-C)
+  141  the reader of the output went away (`... | head`), quietly
 errors are one line 'crcmerkle: error: ...'; --debug or CRCMERKLE_DEBUG=1 shows tracebacks"""
 
 
@@ -91,29 +95,66 @@ class ArgumentParser(argparse.ArgumentParser):
         raise CLIError(message, EXIT_USAGE)
 
 
+#: largest count an option takes (a Java int: Spark's limit(), its IntegerType columns and
+#: Ozone's int fields take nothing larger; a larger count would only fail later, unnamed)
+INT32_MAX = 2**31 - 1
+#: largest byte count or ID an option takes (a signed 64-bit integer, as C and Java hold it)
+INT64_MAX = 2**63 - 1
+#: largest buffer or generated block/chunk an option may ask for (allocated at once)
+MAX_BUFFER_BYTES = 1 << 30
+
+
+def int_in_range(low: int, high: int) -> Callable[[str], int]:
+    """argparse type: a decimal integer from `low` to `high` (a bad value is a one-line usage
+    error naming the option: "argument --x: must be an integer from 1 to ...")."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10) if len(text) <= 40 else None
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(
+                f"must be an integer from {low} to {high}, not {text[:60]!r}")
+        return value
+
+    return parse
+
+
 def positive_int(text: str) -> int:
-    """argparse type: an integer > 0 (a bad value is a one-line usage error)."""
+    """argparse type: an integer from 1 to INT32_MAX (a bad value is a one-line usage
+    error)."""
     try:
-        value = int(text)
+        value = int(text, 10) if len(text) <= 40 else 0
     except ValueError:
         value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
-    return value
-
-
-def positive_size(text: str) -> int:
-    """argparse type: a byte count > 0, with an optional unit (512, 16KiB, 5MiB)."""
-    from merkle.cli.benchmarking import parse_size
-
-    try:
-        value = parse_size(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
+    if not 0 < value <= INT32_MAX:
         raise argparse.ArgumentTypeError(
-            f"must be a positive number of bytes (e.g. 512, 16KiB), not {text!r}")
+            f"must be a positive integer up to {INT32_MAX}, not {text[:60]!r}")
     return value
+
+
+def size_up_to(high: int) -> Callable[[str], int]:
+    """argparse type: a byte count from 1 to `high`, with an optional unit (512, 16KiB)."""
+
+    def parse(text: str) -> int:
+        from merkle.cli.benchmarking import parse_size
+
+        try:
+            value = parse_size(text) if len(text) <= 40 else 0
+        except (ValueError, OverflowError):
+            value = 0
+        if not 0 < value <= high:
+            raise argparse.ArgumentTypeError(
+                f"must be a positive number of bytes up to {high} (e.g. 512, 16KiB), "
+                f"not {text[:60]!r}")
+        return value
+
+    return parse
+
+
+#: argparse type: a byte count from 1 to INT64_MAX, with an optional unit (512, 16KiB, 5MiB)
+positive_size = size_up_to(INT64_MAX)
 
 
 def one_line(text: str) -> str:
@@ -125,7 +166,11 @@ def one_line(text: str) -> str:
 
 
 def error_line(message: str) -> str:
-    return f"{PROG}: error: {one_line(message)}"
+    """The one error line of every verb: a URI's credentials removed (spark_udfs.uri.redact:
+    a message may quote a URI a user typed, secret and all), control characters escaped."""
+    from spark_udfs.uri import redact
+
+    return f"{PROG}: error: {one_line(redact(message))}"
 
 
 def print_error(message: str) -> None:
@@ -180,8 +225,65 @@ def _os_error_message(exc: OSError) -> str:
     return first_line(exc.strerror or str(exc))
 
 
+class ReaderGone(BaseException):
+    """The reader of stdout went away (`crcmerkle ... | head`). Not an OSError, so that no
+    verb's `except OSError` takes it for an I/O error of its own work (and goes on, or
+    prints "Broken pipe"); it reaches main, which stops quietly."""
+
+
+class _StdoutGuard:
+    """sys.stdout during main: a BrokenPipeError of a write or flush becomes ReaderGone."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            raise ReaderGone from None
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            raise ReaderGone from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+def _stdout_to_devnull() -> None:
+    """After the reader went away: what is still buffered goes nowhere, quietly (else the
+    interpreter's final flush prints "Exception ignored ... BrokenPipeError")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the `crcmerkle` console script; returns the exit status."""
+    guard = _StdoutGuard(sys.stdout)
+    sys.stdout = guard
+    try:
+        return _main(argv)
+    except (ReaderGone, BrokenPipeError):
+        sys.stdout = guard.stream
+        _stdout_to_devnull()
+        return EXIT_BROKEN_PIPE
+    finally:
+        if sys.stdout is guard:
+            sys.stdout = guard.stream
+
+
+def _main(argv: Optional[Sequence[str]]) -> int:
     try:
         parser = build_parser()
         try:
@@ -204,13 +306,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print_error("interrupted")
         return EXIT_INTERRUPTED
     except BrokenPipeError:
-        # The reader went away (`crcmerkle ... | head`): stop quietly, like coreutils.
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except (OSError, ValueError):
-            pass
-        return EXIT_ERROR
+        raise  # the reader went away: main stops quietly (ReaderGone)
     except OSError as exc:
         if debug_enabled():
             raise

@@ -10,7 +10,7 @@ from typing import Any, List
 
 import merkle
 from merkle.cli import benchmarking as bm
-from merkle.cli import CLIError, exit_status_help
+from merkle.cli import MAX_BUFFER_BYTES, CLIError, exit_status_help, positive_int
 
 DESCRIPTION = """\
 Measure checksum throughput (GB/s = 1e9 B/s) of crcmerkle and of every installed peer
@@ -24,11 +24,12 @@ column is crcmerkle / the best peer. Peers that are not installed are left out, 
 
 def _size(text: str) -> int:
     try:
-        value = bm.parse_size(text)
+        value = bm.parse_size(text) if len(text) <= 40 else 0
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"size must be > 0, not {text!r}")
+    if not 0 < value <= MAX_BUFFER_BYTES:  # a buffer of this size is allocated at once
+        raise argparse.ArgumentTypeError(f"size must be from 1 to {MAX_BUFFER_BYTES} bytes, "
+                                          f"not {text[:60]!r}")
     return value
 
 
@@ -43,13 +44,7 @@ def _seconds(text: str) -> float:
 
 
 def _runs(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, not {text!r}")
-    return value
+    return positive_int(text)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

@@ -11,7 +11,8 @@ from typing import Any, BinaryIO, Dict, List, Optional
 
 import merkle
 from merkle.cli.benchmarking import MiB
-from merkle.cli import EXIT_ERROR, exit_status_help, positive_size, print_error
+from merkle.cli import (EXIT_ERROR, MAX_BUFFER_BYTES, exit_status_help, one_line, positive_size,
+                        print_error, size_up_to)
 
 #: Read size; with --bytes-per-checksum it is rounded down to a multiple of N (at least N)
 #: so that no window straddles two reads.
@@ -66,7 +67,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="never show a progress bar (one is shown on a terminal for large "
                         "files)")
     # Hidden: read size, for tests (small buffers exercise the chaining without big files).
-    p.add_argument("--buffer-size", type=positive_size, default=DEFAULT_BUFFER,
+    p.add_argument("--buffer-size", type=size_up_to(MAX_BUFFER_BYTES), default=DEFAULT_BUFFER,
                    help=argparse.SUPPRESS)
     p.set_defaults(func=run)
     return p
@@ -211,13 +212,13 @@ def run(args: argparse.Namespace) -> int:
                                 "bytes_per_checksum": args.bytes_per_checksum,
                                 "checksums": hexes})
             else:
-                out.write(f"{name}  {' '.join(hexes)}".rstrip() + "\n")
+                out.write(f"{one_line(name)}  {' '.join(hexes)}".rstrip() + "\n")
         else:
             if args.format == "json":
                 records.append({"name": name, "algorithm": args.algorithm, "size": size,
                                 "checksum": f"{value:08x}", "value": value})
             else:
-                out.write(f"{value:08x}  {size}  {name}\n")
+                out.write(f"{value:08x}  {size}  {one_line(name)}\n")
         out.flush()
     if args.format == "json":
         json.dump(records, out)

@@ -7,7 +7,8 @@ import json
 import sys
 from typing import Any, Tuple
 
-from merkle.cli import CLIError, exit_status_help, positive_int, positive_size
+from merkle.cli import (INT64_MAX, MAX_BUFFER_BYTES, CLIError, exit_status_help, int_in_range,
+                        positive_int, size_up_to)
 
 DESCRIPTION = """\
 Write a synthetic cluster OUT/dn<d>/vol<v>/... of container replicas (random data,
@@ -31,14 +32,19 @@ def _epilog() -> str:
 
 
 
+#: most blocks per container --blocks takes (each is a file written in full)
+MAX_BLOCKS = 100_000
+
+
 def _range(text: str) -> Tuple[int, int]:
     lo, _, hi = text.partition("-")
     try:
-        a, b = int(lo), int(hi or lo)
+        a, b = (int(lo), int(hi or lo)) if len(text) <= 40 else (0, 0)
     except ValueError:
         a = b = 0
-    if not 1 <= a <= b:
-        raise argparse.ArgumentTypeError(f"must be N or MIN-MAX with 1 <= MIN <= MAX, not {text!r}")
+    if not 1 <= a <= b <= MAX_BLOCKS:
+        raise argparse.ArgumentTypeError(f"must be N or MIN-MAX with 1 <= MIN <= MAX <= "
+                                          f"{MAX_BLOCKS}, not {text[:60]!r}")
     return a, b
 
 
@@ -55,11 +61,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--replicas", type=positive_int, default=3, metavar="N")
     p.add_argument("--blocks", type=_range, default=(2, 6), metavar="MIN-MAX",
                    help="blocks per container (default 2-6)")
-    p.add_argument("--block-size", type=positive_size, default=256 * 1024, metavar="SIZE",
+    p.add_argument("--block-size", type=size_up_to(MAX_BUFFER_BYTES), default=256 * 1024, metavar="SIZE",
                    help="largest block (default 256KiB; Ozone: 256MB)")
-    p.add_argument("--chunk-size", type=positive_size, default=64 * 1024, metavar="SIZE",
+    p.add_argument("--chunk-size", type=size_up_to(MAX_BUFFER_BYTES), default=64 * 1024, metavar="SIZE",
                    help="chunk size (default 64KiB; Ozone: 4MB)")
-    p.add_argument("--bytes-per-checksum", type=positive_size, default=4 * 1024, metavar="SIZE",
+    p.add_argument("--bytes-per-checksum", type=size_up_to(MAX_BUFFER_BYTES), default=4 * 1024, metavar="SIZE",
                    help="window size (default 4KiB; Ozone: 16KiB)")
     p.add_argument("--algorithm", choices=("crc32", "crc32c", "mixed"), default="crc32",
                    help="data checksum type (default crc32, Ozone's; mixed: per container)")
@@ -75,7 +81,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "recorded as metadataPath/chunksPath in its .container files (Ozone "
                         "reads there); {datanode} and {volume} are replaced by the indexes, "
                         "e.g. '/data/disk{volume}' (default: where the volume is written)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int_in_range(-INT64_MAX - 1, INT64_MAX), default=0)
     p.add_argument("--json", action="store_true", help="print the manifest")
     p.set_defaults(func=run)
     return p

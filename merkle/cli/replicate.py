@@ -7,7 +7,8 @@ import json
 import sys
 from typing import Any, List
 
-from merkle.cli import EXIT_ERROR, EXIT_FINDINGS, CLIError, exit_status_help, print_error
+from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, CLIError, exit_status_help, one_line,
+                        print_error)
 from merkle.replica.errors import ReplicaError
 
 DESCRIPTION = """\
@@ -96,9 +97,9 @@ def run(args: argparse.Namespace) -> int:
                 what = (f"created: {r.blocks} block(s), {r.chunks} chunk(s), "
                         f"{r.bytes_copied} bytes verified and copied") \
                     if r.status == "created" else "already present"
-                print(f"{r.target} <- {r.source}: {what}")
+                print(one_line(f"{r.target} <- {r.source}: {what}"))
                 for n in r.notes:
-                    print(f"  {n}")
+                    print(f"  {one_line(str(n))}")
             continue
         if not args.json:
             print_error(failed[-1]["error"])

@@ -10,8 +10,8 @@ import threading
 import time
 from typing import Any, Dict, List
 
-from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, CLIError, exit_status_help, positive_int,
-                        positive_size, print_error)
+from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, MAX_BUFFER_BYTES, CLIError, exit_status_help,
+                        int_in_range, positive_size, print_error, size_up_to)
 from merkle.trees.ozone import format_checksum
 from merkle.replica.errors import ReplicaError
 
@@ -68,7 +68,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("paths", nargs="+", metavar="PATH", help="replica, volume or datanode")
     p.add_argument("--json", action="store_true", help="JSON output (see below)")
-    p.add_argument("--workers", type=positive_int, default=1, metavar="N",
+    p.add_argument("--workers", type=int_in_range(1, 1024), default=1, metavar="N",
                    help="threads scanning the blocks of a replica in parallel (default 1)")
     p.add_argument("--rate", type=positive_size, metavar="BYTES_PER_S",
                    help="read at most this many bytes per second per volume (e.g. 5MiB, "
@@ -84,12 +84,29 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "and the exit status is 1")
     p.add_argument("--no-progress", action="store_true",
                    help="never show a progress bar (one is shown when stderr is a terminal)")
-    p.add_argument("--buffer-size", type=positive_size, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--buffer-size", type=size_up_to(MAX_BUFFER_BYTES), default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=run)
     return p
 
 
+def _ozone_replica_count(paths: List[str]) -> int:
+    """The replicas a scan of Ozone volumes will visit, counted at discovery (their sizes
+    are in each volume's RocksDB, which only the scan opens): the progress bar's total."""
+    from merkle.replica.ozone.layout import find_volumes, replicas_under
+
+    count = 0
+    for p in paths:
+        try:
+            for volume, inner in find_volumes(p):
+                count += len(replicas_under(volume, inner))
+        except (OSError, ReplicaError):
+            pass  # reported by the scan itself
+    return count
+
+
 def _bar(paths: List[str], enabled: bool) -> Any:
+    """A tqdm bar on stderr (terminal only): bytes for crcmerkle's layout (sizes from the
+    .blocks files), replicas for Ozone volumes (advanced once per replica scanned)."""
     if not enabled or not sys.stderr.isatty():
         return None
     try:
@@ -99,6 +116,11 @@ def _bar(paths: List[str], enabled: bool) -> Any:
         from merkle.replica.crcmerkle.layout import find_containers
     except ImportError:
         return None
+    from merkle.replica.ozone.layout import is_ozone_path
+
+    if any(os.path.exists(p) and is_ozone_path(p) for p in paths):
+        return tqdm(total=_ozone_replica_count(paths), unit="replica", desc="scan",
+                    file=sys.stderr, leave=False, dynamic_ncols=True)
     total = 0
     for p in paths:
         try:
@@ -131,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
     from merkle.replica.scan import DEFAULT_BUFFER_SIZE, ScanResult, scan_paths
 
     bar = _bar(args.paths, not args.no_progress and not args.json)
+    per_replica = bar is not None and bar.unit == "replica"  # Ozone volumes: see _bar
     failed: List[Dict[str, str]] = []
     results: List[ScanResult] = []
 
@@ -140,18 +163,22 @@ def run(args: argparse.Namespace) -> int:
             return
         if bar is not None:
             bar.clear()
+            if per_replica:
+                bar.update(1)
         value = "-" if r.tree.data_checksum is None else format_checksum(r.tree.data_checksum)
         print(f"{_status(r, args.strict)}  {value}  {one_line(r.path)}", flush=True)
         for e in r.errors:
             print(f"    {'warning: ' if e.is_warning else ''}{one_line(str(e))}")
 
     def on_error(loc: Any, exc: Exception) -> None:
+        if bar is not None and per_replica:
+            bar.update(1)
         failed.append({"path": os.fspath(loc.root), "error": str(exc)})
         if not args.json:
             print_error(str(exc))
 
     progress = None
-    if bar is not None:
+    if bar is not None and not per_replica:
         lock = threading.Lock()
 
         def progress(n: int) -> None:  # worker threads report concurrently

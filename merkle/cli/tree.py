@@ -10,7 +10,7 @@ from typing import Any, Dict, List
 
 import numpy as np
 
-from merkle.cli import EXIT_ERROR, CLIError, exit_status_help
+from merkle.cli import EXIT_ERROR, INT64_MAX, CLIError, exit_status_help, int_in_range
 
 DESCRIPTION = """\
 Inspect, compare, build and merge Apache Ozone container checksum trees: the
@@ -68,7 +68,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                        epilog=BUILD_EPILOG + "\n\n" + OTHER_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     b.add_argument("table", help="CSV or Parquet file ('-' = CSV on stdin)")
     b.add_argument("-o", "--output", required=True, help="the .tree file to write (atomically)")
-    b.add_argument("--container-id", type=int, required=True)
+    b.add_argument("--container-id", type=int_in_range(0, INT64_MAX), required=True,
+                   help="the container's ID (0 to 2^63-1, a Java long)")
     b.add_argument("--format", choices=["csv", "parquet"], help="default: from the extension")
     b.set_defaults(func=_build)
 
@@ -88,6 +89,12 @@ def _usage(p: argparse.ArgumentParser) -> int:
 
 
 def _read(path: str, **kw: Any):
+    return _read_with_raw(path, **kw)[0]
+
+
+def _read_with_raw(path: str, **kw: Any):
+    """(the tree of the .tree file `path`, its raw bytes); (None, None) when missing_ok and
+    it is missing, (None, raw) when corrupt_ok and it is corrupt."""
     from merkle.replica.safeopen import read_named
     from merkle.trees.treefile import TreeFileError, tree_from_bytes
     try:
@@ -95,13 +102,13 @@ def _read(path: str, **kw: Any):
             data = read_named(path)  # size-capped and fstat-checked before reading
         except FileNotFoundError:
             if kw.get("missing_ok"):
-                return None
+                return None, None
             raise
         try:
-            return tree_from_bytes(data, source=path)
+            return tree_from_bytes(data, source=path), data
         except TreeFileError:
             if kw.get("corrupt_ok"):
-                return None
+                return None, data
             raise
     except TreeFileError as exc:
         raise CLIError(str(exc), EXIT_ERROR) from None
@@ -185,8 +192,11 @@ def _diff(args: argparse.Namespace) -> int:
 def _merge(args: argparse.Namespace) -> int:
     from merkle.trees.merge import merge
     from merkle.trees.treefile import write_tree
-    stored = _read(args.stored, corrupt_ok=True, missing_ok=True)
-    scanned = _read(args.scanned)
+    stored, stored_raw = _read_with_raw(args.stored, corrupt_ok=True, missing_ok=True)
+    scanned, scanned_raw = _read_with_raw(args.scanned)
+    for path, tree, raw in ((args.stored, stored, stored_raw),
+                            (args.scanned, scanned, scanned_raw)):
+        _check_nothing_lost(path, tree, raw)
     try:
         merged = merge(stored, scanned)
     except ValueError as exc:
@@ -194,6 +204,22 @@ def _merge(args: argparse.Namespace) -> int:
     write_tree(merged, args.output)
     print(f"{args.output}: {merged!r}")
     return 0
+
+
+def _check_nothing_lost(path: str, tree: Any, raw: Any) -> None:
+    """CLIError (nothing written) when rewriting the tree read from `path` would drop
+    fields this crcmerkle does not understand inside the fields it does (a newer Ozone's);
+    unknown top-level fields are carried by the tree itself. The scan refuses the same
+    rewrite (TREE_UNSUPPORTED, merkle.replica.protokeep.rewritable)."""
+    if tree is None or raw is None:
+        return
+    from merkle.replica.protokeep import rewritable
+    from merkle.trees.treefile import tree_from_bytes, tree_to_bytes
+
+    ok, _ = rewritable(raw, lambda known: tree_to_bytes(tree_from_bytes(known)))
+    if not ok:
+        raise CLIError(f"{path}: holds fields this crcmerkle does not understand: merging "
+                       "would drop them (nothing written)", EXIT_ERROR)
 
 
 # ---- build ---------------------------------------------------------------------------------
