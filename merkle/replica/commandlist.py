@@ -33,7 +33,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from merkle.replica.errors import ReplicaError
 
-__all__ = ["CommandPart", "MAX_LINE_BYTES", "MAX_LIST_BYTES", "REPLICA_DEPTH",
+__all__ = ["CommandPart", "MAX_CONTAINER_ID", "MAX_LINE_BYTES", "MAX_LIST_BYTES",
+           "MAX_ROUND", "REPLICA_DEPTH", "command_int",
            "canonical_line", "check_digest_field", "check_replica_metadata",
            "check_replica_path", "check_roots_field", "cluster_of", "lines_digest",
            "open_without_links", "parts_digest", "read_command_list", "read_json_file",
@@ -48,11 +49,30 @@ MAX_LINE_BYTES = 1 << 20
 #: a replica lies this many directories below a scanned root: <datanode>/<volume>/<ID>
 #: (crcmerkle layout) or current/containerDir<N>/<ID> below <volume>/hdds/<clusterID>
 REPLICA_DEPTH = 3
+#: bounds of the integers a command carries (round numbers, container IDs)
+MAX_ROUND = (1 << 31) - 1
+MAX_CONTAINER_ID = (1 << 63) - 1
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _PIECE = 1 << 20
+
+
+def command_int(entry: Dict[str, Any], key: str, high: int, source: str, what: str, *,
+                required: bool = True) -> Optional[int]:
+    """The integer `entry[key]` of a `what` (e.g. "copy command"), in 0..high; ReplicaError
+    naming the key otherwise (a bool, a float, 1e400, [1] are refused, never coerced). An
+    absent key is None when not `required`."""
+    value = entry.get(key)
+    if value is None and not required:
+        return None
+    if type(value) is not int or not 0 <= value <= high:
+        shown = repr(value)
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        raise ReplicaError(f"bad \"{key}\" in a {what}: {shown} (an integer 0..{high})",
+                           source)
+    return value
 
 
 @dataclass(frozen=True)

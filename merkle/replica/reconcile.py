@@ -69,6 +69,7 @@ from merkle import _native
 from merkle.replica.crcmerkle.blockmeta import (CRC32, CRC32C, NONE, SHA256, ChunkMeta,
                                                 ContainerMeta, decode_blockmeta)
 from merkle.trees.ozone import format_checksum
+from merkle.replica.commandlist import MAX_CONTAINER_ID, MAX_ROUND, command_int
 from merkle.replica.errors import BlockMetaError, ReplicaError
 from merkle.replica.fileio import pread_into
 from merkle.replica.files import LocalReplicaFiles
@@ -999,22 +1000,9 @@ def datanode_of(path: PathLike) -> str:
     return os.path.dirname(os.path.dirname(p))
 
 
-#: bounds of the integers a report may carry (round numbers, container IDs)
-_MAX_ROUND = (1 << 31) - 1
-_MAX_CONTAINER_ID = (1 << 63) - 1
-
-
 def _report_int(e: Dict[str, Any], key: str, high: int, source: str, *,
                 required: bool = False) -> Optional[int]:
-    value = e.get(key)
-    if value is None and not required:
-        return None
-    if type(value) is not int or not 0 <= value <= high:  # bool, float, 1e400, [1]: refused
-        shown = repr(value)
-        shown = shown if len(shown) <= 40 else shown[:37] + "..."
-        raise ReplicaError(f"bad \"{key}\" in a reconcile command: {shown} (an integer "
-                           f"0..{high})", source)
-    return value
+    return command_int(e, key, high, source, "reconcile command", required=required)
 
 
 def _inline_commands(report: Any, source: str) -> List[Dict[str, Any]]:
@@ -1036,8 +1024,8 @@ def report_jobs(report: Any, source: str = "report"
     entries = _inline_commands(report, source)
     keyed = []
     for i, e in enumerate(entries):
-        rnd = _report_int(e, "round", _MAX_ROUND, source) or 0
-        _report_int(e, "container_id", _MAX_CONTAINER_ID, source)
+        rnd = _report_int(e, "round", MAX_ROUND, source) or 0
+        _report_int(e, "container_id", MAX_CONTAINER_ID, source)
         keyed.append((rnd, i, e))
     jobs: List[Tuple[List[str], Dict[str, str]]] = []
     for _, _, e in sorted(keyed, key=lambda k: (k[0], k[1])):
@@ -1219,7 +1207,7 @@ def _ozone_commands(report: Any, source: str) -> List[List[str]]:
         raise ReplicaError("bad \"ozone_reconcile\" (a list of commands)", source)
     out = []
     for e in entries:
-        cid = _report_int(e if isinstance(e, dict) else {}, "containerID", _MAX_CONTAINER_ID,
+        cid = _report_int(e if isinstance(e, dict) else {}, "containerID", MAX_CONTAINER_ID,
                           source, required=True)
         argv = ["ozone", "admin", "container", "reconcile", str(cid)]
         if e.get("argv") not in (None, argv):

@@ -55,6 +55,7 @@ from merkle.replica.crcmerkle.blockmeta import (CHECKSUM_SIZES, CRC32, CRC32C, N
                                                 ChunkMeta, decode_blockmeta)
 from merkle.replica.crcmerkle.layout import (BLOCK_SUFFIX, META_SUFFIX, TREE_SUFFIX,
                                              ContainerPaths, container_paths)
+from merkle.replica.commandlist import command_int
 from merkle.replica.errors import BlockMetaError, ReplicaError
 from merkle.replica.fileio import pread_into
 from merkle.replica.lock import ReplicaLock
@@ -555,18 +556,9 @@ def _write_tree(staged: ContainerPaths, meta_dir: int, tree_raw: Optional[bytes]
     result.data_checksum = scan.tree.data_checksum
 
 
-#: bounds of a plan's numbers (rounds, container IDs)
-_MAX_ROUND = (1 << 31) - 1
-_MAX_CONTAINER_ID = (1 << 63) - 1
-
-
 def _plan_int(c: Dict[str, Any], key: str, high: int, source: str) -> int:
-    value = c.get(key)
-    if type(value) is not int or not 0 <= value <= high:  # bool, float, 1e400, [1]: refused
-        shown = repr(value)
-        shown = shown if len(shown) <= 40 else shown[:37] + "..."
-        raise ReplicaError(f"bad \"{key}\" in a copy command: {shown} (an integer "
-                           f"0..{high})", source)
+    value = command_int(c, key, high, source, "copy command")
+    assert value is not None  # required
     return value
 
 
@@ -597,8 +589,8 @@ def plan_commands(plan: Any, source: str = "plan") -> List[PlanCommand]:
         raise ReplicaError("the plan has no \"copy_plan\" list of commands", source)
     out: List[PlanCommand] = []
     for c in cmds:
-        rnd = _plan_int(c, "round", _MAX_ROUND, source)
-        cid = _plan_int(c, "container", _MAX_CONTAINER_ID, source)
+        rnd = _plan_int(c, "round", cl.MAX_ROUND, source)
+        cid = _plan_int(c, "container", cl.MAX_CONTAINER_ID, source)
         s, t = c.get("source_replica"), c.get("target_replica")
         if not (isinstance(s, str) and s and isinstance(t, str) and t):
             raise ReplicaError(f"container {cid}: the command lacks replica paths (the Spark "
