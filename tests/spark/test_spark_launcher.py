@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from test_hostile_launcher import plant_spark_conf_dir  # noqa: E402  (tests/ on the path)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 _START = """
@@ -17,17 +19,6 @@ spark = get_session("local[1]")
 print(spark.range(3).count())
 spark.stop()
 """
-
-
-def plant_spark_conf_dir(tmpdir: Path, victim: Path) -> Path:
-    """The fixed directory name the old launcher used, prepared by a local attacker: a
-    spark-env.sh that leaves a mark when sourced, log4j2.properties linked to a root-only
-    file (tests/test_hostile_launcher.py has the same attack without a JVM)."""
-    planted = tmpdir / f"crcmerkle-spark-conf-{os.getuid()}"
-    planted.mkdir(mode=0o777)
-    (planted / "spark-env.sh").write_text(f"touch {planted / 'SOURCED'}\n")
-    (planted / "log4j2.properties").symlink_to(victim)
-    return planted
 
 
 def test_planted_spark_env_is_not_sourced(tmp_path):
