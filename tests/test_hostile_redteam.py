@@ -1,0 +1,79 @@
+"""Red-team pass over issues 23 and 28 as merged: the same classes of attack against verbs and
+code paths the issue did not name. Each test failed before its fix.
+
+  reconcile   a root-only peer's data is never handed to a replica another user owns (as
+              replicate already refuses): the peer is skipped, the others still serve
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from test_hostile import CID, IS_ROOT, block, child, make_replica, payload
+
+
+def _private(rep: Path) -> None:
+    for p in [rep, *rep.rglob("*")]:
+        os.chmod(p, 0o700 if p.is_dir() else 0o600)
+
+
+def _give(rep: Path, uid: int) -> None:
+    for p in [rep.parent, rep, *rep.rglob("*")]:
+        os.chown(p, uid, uid)
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="giving a replica to another user needs root")
+def test_reconcile_never_hands_a_root_only_peer_to_another_user(tmp_path: Path) -> None:
+    reps = [make_replica(tmp_path / f"dn{i}" / "vol" / str(CID),
+                         {1: payload(1), 2: payload(2)}) for i in range(3)]
+    block(reps[0], 2).unlink()
+    for r in reps[1:]:
+        _private(r)
+    _give(reps[0], 4242)
+    r = child("reconcile", reps[0], *reps[1:])
+    assert not block(reps[0], 2).exists(), "root-only data was copied into uid 4242's replica"
+    # every peer refused: the work could not be done (2), and the reason is printed
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert "another user" in r.stdout and "Traceback" not in r.stderr
+    # a peer of the same owner still serves: the repair is refused only across owners
+    _give(reps[2], 4242)
+    r = child("reconcile", reps[0], *reps[1:])
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
+    assert block(reps[0], 2).read_bytes() == payload(2)
+    # and root's own replica may be repaired from anyone's (what root creates stays root's)
+    block(reps[0], 2).unlink()
+    _give(reps[0], 0)
+    assert child("reconcile", reps[0], *reps[1:]).returncode == 0
+
+
+# ---- generate: OUT prepared by someone else ----------------------------------------------------
+
+def _generate(out: Path) -> "subprocess.CompletedProcess[str]":
+    return child("generate", out, "--layout", "crcmerkle", "--datanodes", "1", "--volumes",
+                 "1", "--containers", "1", "--replicas", "1", "--faults", "none", "--blocks",
+                 "1", "--block-size", "4KiB", "--chunk-size", "4KiB",
+                 "--bytes-per-checksum", "1KiB")
+
+
+@pytest.mark.parametrize("planted", [".crcmerkle-generate", "manifest.json"])
+def test_generate_never_writes_through_a_planted_link(tmp_path: Path, planted: str) -> None:
+    """An OUT another user prepared, its marker (or manifest) a link to a root-only file:
+    the file is never overwritten (the link is replaced or refused, one line)."""
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".crcmerkle-generate").write_text("an earlier run\n")
+    (out / planted).unlink(missing_ok=True)
+    (out / planted).symlink_to(victim)
+    r = _generate(out)
+    assert victim.read_text() == "precious\n"
+    assert "Traceback" not in r.stderr, r.stderr
+    if r.returncode == 0:
+        assert not (out / planted).is_symlink()
+    else:
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
