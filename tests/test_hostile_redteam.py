@@ -128,3 +128,48 @@ def test_tree_build_refuses_a_bad_parquet_in_one_line(tmp_path: Path) -> None:
     r = child("tree", "build", table, "-o", tmp_path / "o.tree", "--container-id", "1")
     assert r.returncode == 2 and "unexpected" not in r.stderr, r.stderr
     assert str(table) in r.stderr
+
+
+# ---- reconcile --report: roots that let anyone plant replicas ----------------------------------
+
+def _planted_cluster(root: Path) -> list:
+    reps = [make_replica(root / n / "vol" / str(CID), {1: payload(1), 2: payload(2)})
+            for n in ("dnA", "dnB", "dnC")]
+    block(reps[0], 2).unlink()
+    return reps
+
+
+def test_a_report_whose_scanned_root_is_slash_is_refused(tmp_path: Path) -> None:
+    """scanned_roots ["/"] made every directory three levels below / (/tmp/<d>/<id>,
+    /var/tmp/<d>/<id>, ...: places any user can write, each a 'datanode' with a vote) a
+    replica the report's commands may name."""
+    from test_hostile_reports import _command, _one_line_refusal, _report
+
+    planted = [Path("/tmp") / f"crcmerkle-redteam-{os.getpid()}-{n}" for n in "ab"]
+    try:
+        reps = [make_replica(d / str(CID), {1: payload(1), 2: payload(2)}) for d in planted]
+        block(reps[0], 2).unlink()
+        f = _report(tmp_path / "rep", [_command(reps[0], reps[1:])], [Path("/")])
+        _one_line_refusal(child("reconcile", "--report", f), "'/'")
+        assert not block(reps[0], 2).exists()
+    finally:
+        import shutil
+        for d in planted:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def test_a_report_whose_replicas_lie_in_a_world_writable_directory_is_refused(
+        tmp_path: Path) -> None:
+    """A scanned root (or datanode or volume directory) any user may write: anyone can plant
+    replicas there, and datanodes to outvote the real ones."""
+    from test_hostile_reports import _command, _one_line_refusal, _report
+
+    root = tmp_path / "cluster"
+    reps = _planted_cluster(root)
+    os.chmod(root / "dnB", 0o1777)
+    f = _report(tmp_path / "rep", [_command(reps[0], reps[1:])], [root])
+    _one_line_refusal(child("reconcile", "--report", f), "writable")
+    assert not block(reps[0], 2).exists()
+    os.chmod(root / "dnB", 0o755)  # the same report, the directory fixed: it runs
+    assert child("reconcile", "--report", f).returncode == 0
+    assert block(reps[0], 2).read_bytes() == payload(2)
