@@ -158,11 +158,30 @@ positive_size = size_up_to(INT64_MAX)
 
 
 def one_line(text: str) -> str:
-    """`text` with control characters escaped (a path may hold a newline): one line."""
+    """`text` with control characters escaped (a path may hold a newline): one line; and a
+    URI's credentials removed (spark_udfs.uri.redact: a path a user typed may be a URI with
+    its secret in it, and a printed line is as public as the error line)."""
+    from spark_udfs.uri import redact
+
+    text = redact(text)
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
                    for c in text)
+
+
+def redact_json(value: Any) -> Any:
+    """A JSON document (dicts, lists, scalars) with every string's URI credentials removed
+    (spark_udfs.uri.redact), for what a verb prints with --json."""
+    from spark_udfs.uri import redact
+
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redact_json(k): redact_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_json(v) for v in value]
+    return value
 
 
 def error_line(message: str) -> str:

@@ -8,7 +8,8 @@ import os
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from merkle.cli import EXIT_ERROR, EXIT_FINDINGS, CLIError, exit_status_help, print_error
+from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, CLIError, exit_status_help, print_error,
+                        redact_json)
 from merkle.trees.ozone import format_checksum
 from merkle.replica.errors import ReplicaError
 
@@ -237,7 +238,7 @@ def _dump(state: Dict[str, Any]) -> None:
            "unconverged": state["unconverged"]}
     if state.get("ozone_reconcile"):
         doc["ozone_reconcile"] = [{"argv": a} for a in state["ozone_reconcile"]]
-    json.dump(doc, sys.stdout, indent=1)
+    json.dump(redact_json(doc), sys.stdout, indent=1)
     sys.stdout.write("\n")
     sys.stdout.flush()
     state["printed"] = True

@@ -8,7 +8,7 @@ import sys
 from typing import Any, List
 
 from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, CLIError, exit_status_help, one_line,
-                        print_error)
+                        print_error, redact_json)
 from merkle.replica.errors import ReplicaError
 
 DESCRIPTION = """\
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print_error(failed[-1]["error"])
     if args.json:
-        json.dump({"results": [r.to_dict() for r in results], "failed": failed}, sys.stdout,
-                  indent=1)
+        json.dump(redact_json({"results": [r.to_dict() for r in results], "failed": failed}),
+                  sys.stdout, indent=1)
         sys.stdout.write("\n")
     return status

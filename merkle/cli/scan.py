@@ -11,7 +11,7 @@ import time
 from typing import Any, Dict, List
 
 from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, MAX_BUFFER_BYTES, CLIError, exit_status_help,
-                        int_in_range, positive_size, print_error, size_up_to)
+                        int_in_range, positive_size, print_error, redact_json, size_up_to)
 from merkle.trees.ozone import format_checksum
 from merkle.replica.errors import ReplicaError
 
@@ -223,8 +223,8 @@ def run(args: argparse.Namespace) -> int:
                "with_warnings_only": warned,
                "warnings": sum(len(r.warnings) for r in results), "strict": args.strict}
     if args.json:
-        json.dump({"replicas": [r.to_dict(args.strict) for r in results], "failed": failed,
-                   "summary": summary}, sys.stdout, indent=1)
+        json.dump(redact_json({"replicas": [r.to_dict(args.strict) for r in results],
+                               "failed": failed, "summary": summary}), sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
         rate = f", {summary['mb_per_s']} MB/s" if summary["mb_per_s"] is not None else ""

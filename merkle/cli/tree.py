@@ -251,17 +251,32 @@ def _hex_windows(text: str, where: str) -> bytes:
 
 
 def _read_csv(path: str) -> Dict[str, List[Any]]:
-    f = sys.stdin if path == "-" else open(path, newline="")
+    """The table's columns. A row with fewer or more fields than the header is refused: a
+    truncated last row would otherwise be a chunk without checksums (a wrong tree, exit 0)."""
+    f = sys.stdin if path == "-" else open(path, newline="", encoding="utf-8")
     try:
-        reader = csv.DictReader(f)
-        if reader.fieldnames is None:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if header is None:
             raise CLIError(f"{path}: empty table")
-        cols: Dict[str, List[Any]] = {name.strip(): [] for name in reader.fieldnames}
-        for row in reader:
-            for k, v in row.items():
-                if k is not None:
-                    cols[k.strip()].append(v if v is not None else "")
+        names = [name.strip() for name in header]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise CLIError(f"{path}: the header names {', '.join(map(repr, twice))} twice")
+        cols: Dict[str, List[Any]] = {name: [] for name in names}
+        for i, row in enumerate(reader):
+            if not row:
+                continue  # a blank line, as csv.DictReader skips it
+            if len(row) != len(names):
+                raise CLIError(f"{path}: row {i + 1}: {len(row)} fields, the header has "
+                               f"{len(names)} (a truncated or malformed row)")
+            for name, v in zip(names, row):
+                cols[name].append(v)
         return cols
+    except UnicodeDecodeError:
+        raise CLIError(f"{path}: not UTF-8 text (a CSV table is expected)") from None
+    except csv.Error as exc:
+        raise CLIError(f"{path}: line {reader.line_num}: not a valid CSV table: {exc}") from None
     finally:
         if f is not sys.stdin:
             f.close()
@@ -272,7 +287,11 @@ def _read_parquet(path: str) -> Dict[str, List[Any]]:
         import pyarrow.parquet as pq
     except ImportError:
         raise CLIError("reading Parquet needs pyarrow (pip install pyarrow)") from None
-    return pq.read_table(path).to_pydict()
+    import pyarrow as pa
+    try:
+        return pq.read_table(path).to_pydict()
+    except pa.ArrowException as exc:
+        raise CLIError(f"{path}: not a readable Parquet table: {exc}") from None
 
 
 def _table_columns(cols: Dict[str, List[Any]], path: str) -> Dict[str, Any]:

@@ -279,7 +279,34 @@ def check_replica_path(path: str, container_id: int, roots: Sequence[str],
     if os.path.basename(path.rstrip("/")) != str(container_id):
         raise ReplicaError(f"{path}: not named after the command's container "
                            f"{container_id} (refused)", source)
+    _check_no_one_else_can_plant(root, path, source)
     return root
+
+
+def _check_no_one_else_can_plant(root: str, path: str, source: str) -> None:
+    """ReplicaError when a replica under `root` could have been planted by any user: the
+    root is '/' (every directory three levels down, /tmp/<d>/<id> too, would be a replica of
+    the cluster), or the root or a directory between it and the replica (a datanode or
+    volume directory) is writable by others (world-writable, as /tmp: anyone may create
+    replicas there, and datanode directories to outvote the real ones)."""
+    if root == "/":
+        raise ReplicaError("the report names '/' as a scanned root: any directory three "
+                           "levels below / would count as a replica of the cluster (refused)",
+                           source)
+    below = path.rstrip("/").split("/")[len(_components(root)) + 1:-1]
+    here = root
+    for name in ["", *below]:
+        here = os.path.join(here, name) if name else here
+        try:
+            st = os.lstat(here)
+        except FileNotFoundError:
+            return  # a copy's target volume may not exist yet: nothing planted there
+        except OSError as exc:
+            raise ReplicaError(f"{here}: {exc.strerror or exc}", source) from None
+        if stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_IWOTH:
+            raise ReplicaError(f"{here}: writable by every user (mode "
+                               f"{stat.S_IMODE(st.st_mode):o}): anyone could have planted the "
+                               f"replicas a command names (refused)", source)
 
 
 def open_without_links(path: str) -> int:

@@ -525,8 +525,8 @@ def generate_cluster(out: PathLike, config: Optional[GeneratorConfig] = None, **
             from merkle.replica.ozone.generate import convert_cluster
             ozone = {k: n for k, n in cfg.faults.items() if k in _ozone_fault_types()}
             manifest = convert_cluster(staging, root, manifest, cfg, ozone)
-        (root / MANIFEST_NAME).write_text(json.dumps(manifest, indent=1, sort_keys=True)
-                                          + "\n")
+        _write_new_file(root, MANIFEST_NAME, json.dumps(manifest, indent=1, sort_keys=True)
+                        + "\n")
     except BaseException:  # also Ctrl-C: leave nothing half-written behind
         _remove_run(root, keep_marker=not created)
         raise
@@ -550,16 +550,33 @@ def _prepare_output(root: Path) -> bool:
     if root.exists() and not root.is_dir():
         raise GeneratorError("output path exists and is not a directory", os.fspath(root))
     entries = os.listdir(root) if root.exists() else []
-    if entries and (MARKER_NAME not in entries or not all(map(_is_own_entry, entries))):
+    if entries and (MARKER_NAME not in entries or not all(map(_is_own_entry, entries))
+                    or not os.path.isfile(root / MARKER_NAME)
+                    or os.path.islink(root / MARKER_NAME)):
         raise GeneratorError("output directory exists and is not empty (and holds more than "
                              "an earlier 'crcmerkle generate' run)", os.fspath(root))
     created = not root.exists()
     if entries:
         _remove_run(root, keep_marker=True)
     root.mkdir(parents=True, exist_ok=True)
-    (root / MARKER_NAME).write_text("written by crcmerkle generate: a later run may replace "
-                                    "this directory\n")
+    _write_new_file(root, MARKER_NAME, "written by crcmerkle generate: a later run may "
+                    "replace this directory\n")
     return created
+
+
+def _write_new_file(root: Path, name: str, text: str) -> None:
+    """Write `root/name` as a new file, never through a link: OUT may be a directory another
+    user prepared, and a link planted there (to a root-only file) must not be written through
+    (the old entry, a file of an earlier run, is removed first)."""
+    path = root / name
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                 | getattr(os, "O_CLOEXEC", 0), 0o644)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
 
 
 def _remove_run(root: Path, keep_marker: bool) -> None:

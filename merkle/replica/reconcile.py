@@ -639,6 +639,19 @@ class _Copier:
         return done, metas, problem
 
 
+def _handed_to_another_user(ours_root: PathLike, peer_root: PathLike) -> str:
+    """Why the peer at `peer_root` must not serve the replica at `ours_root`, or "": what a
+    repair writes gets this replica's owner, so a replica owned by a user other than root
+    and the peer's owner would be handed the peer's data (a root-only replica read by a
+    user), as replicate refuses. (Both directories are already open: neither is a link.)"""
+    ours = os.stat(ours_root).st_uid
+    theirs = os.stat(peer_root).st_uid
+    if ours in (0, theirs):
+        return ""
+    return (f"the peer belongs to uid {theirs} and this replica to uid {ours}: its data "
+            f"would be handed to another user (refused)")
+
+
 def _identity(path: PathLike) -> Optional[Tuple[int, int]]:
     """(st_dev, st_ino) of a replica directory (links followed: a link to a replica is that
     replica), None if it cannot be stat'ed (the peer is then reported unreadable)."""
@@ -819,6 +832,11 @@ def _reconcile(paths: ContainerPaths, files: LocalReplicaFiles,
         if os.path.realpath(peer.files.paths.root) == os.path.realpath(paths.root):
             peer.files.close()
             loaded.append((name, None, "the peer is this replica"))
+            continue
+        handed = _handed_to_another_user(paths.root, peer.files.paths.root)
+        if handed:
+            peer.files.close()
+            loaded.append((name, None, handed))
             continue
         if ident is not None:
             seen[ident] = name
