@@ -433,3 +433,24 @@ def test_generated_containers_carry_the_counters_a_datanode_keeps(tmp_path: Path
     assert len(faults) == 2
     found = _found(scan_ozone_paths([tmp_path / "c"]), tmp_path / "c")
     assert found == _expected(manifest)
+
+
+def test_a_copy_whose_container_file_names_a_sibling_volume_is_a_path_mismatch(
+        tmp_path: Path) -> None:
+    """A volume holding one replica whose `.container` still names the volume beside it
+    (/dn0/vol0 for a replica on /dn0/vol1): Ozone would read and write vol0's files. Its one
+    vote must not make vol0 this volume's mount; a copy whose original mount is not a
+    directory beside it still scans clean."""
+    blocks = {1: [(0, b"a" * 3000)], 2: [(0, b"b" * 2000)]}
+    make_volume(tmp_path / "dn0" / "vol0", {1: blocks})
+    make_volume(tmp_path / "dn0" / "vol1", {1: blocks})
+    rel = Path("hdds/CID-test/current/containerDir0/1/metadata/1.container")
+    (tmp_path / "dn0" / "vol1" / rel).write_bytes((tmp_path / "dn0" / "vol0" / rel).read_bytes())
+    by_path = {r.path: r for r in scan_ozone_paths([tmp_path / "dn0" / "vol1"])}
+    result, = by_path.values()
+    assert [e.kind for e in result.errors] == ["CONTAINER_PATH_MISMATCH"], result.errors
+    assert "vol0" in str(result.errors[0])
+    # the same volume inspected where no sibling holds the recorded mount: a copy, clean
+    (tmp_path / "dn0" / "vol0").rename(tmp_path / "elsewhere")
+    result, = scan_ozone_paths([tmp_path / "dn0" / "vol1"])
+    assert result.ok and result.errors == [], result.errors

@@ -9,7 +9,8 @@ read from the directory the walk found); it compares them with that directory:
   no `.`/`..`/empty component, and both must name the same `<mount>`;
 * `<mount>` must be this volume's mount: the directory the volume is scanned at, or (a volume
   inspected elsewhere: copied, moved, or mounted at another path than on its datanode) the
-  mount that most of the volume's `.container` files record (a strict majority).
+  mount that most of the volume's `.container` files record (a strict majority), unless that
+  mount is another directory beside the volume (another disk of the same host).
 
 Anything else (a path into another replica, another volume or outside the volume) is
 CONTAINER_PATH_MISMATCH, naming the recorded and the actual path: Ozone would read other files
@@ -102,9 +103,28 @@ def accepted_mounts(volume: OzoneVolume, replicas: Iterable[OzoneReplica]) -> Se
             votes[mount] += 1
     if votes:
         mount, count = votes.most_common(1)[0]
-        if 2 * count > voters:
+        if 2 * count > voters and not _another_volume_beside(volume, mount):
             accepted.add(mount)
     return accepted
+
+
+def _another_volume_beside(volume: OzoneVolume, mount: str) -> bool:
+    """Is `mount` another directory beside this volume's root (another disk of the same
+    host: /data/disk2 for a volume scanned at /data/disk1)? Then the `.container` files
+    record another volume's files, not a copy's original mount: a volume holding a copy of
+    one replica of its sibling would otherwise elect that sibling with its only vote. Only
+    the name is looked up (lstat, nothing under it is opened or followed)."""
+    if not os.path.isabs(mount):
+        return False
+    candidate = os.path.normpath(mount)
+    root = os.path.abspath(os.fspath(volume.root))
+    if candidate == root or os.path.dirname(candidate) != os.path.dirname(root):
+        return False
+    try:
+        os.lstat(candidate)
+    except OSError:
+        return False
+    return True
 
 
 def _shown(value: Any) -> str:
