@@ -24,19 +24,19 @@ the rules, errors and trees are the local scanner's by construction.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
 
 from merkle.replica.errors import ReplicaError
-from merkle.replica.levels import counts_as_failure
+from merkle.replica.levels import counts_as_failure, severity_of
 from merkle.replica.scan import ScanError, read_stored_tree, scan_files
 from merkle.trees.model import ContainerTree
 from spark_udfs import fs
 from spark_udfs.tables import CHUNK_COLUMNS, block_rows, tree_to_rows
 from spark_udfs.uri import redact
 
-__all__ = ["BLOCK_SCHEMA", "ERROR_SCHEMA", "REPLICAS_PER_TASK", "REPLICA_SCHEMA",
+__all__ = ["BLOCK_SCHEMA", "DUPLICATE_REPLICA", "ERROR_SCHEMA", "REPLICAS_PER_TASK", "REPLICA_SCHEMA",
            "ROWS_PER_FILE", "SCAN_FAILED", "ScanTables", "scan_replicas"]
 
 #: `severity`: "error" or "warning" (merkle.replica.levels; absent from scans written before
@@ -57,6 +57,8 @@ BLOCK_SCHEMA = ("datanode string, replica string, container long, block long, "
 #: a replica the scanner could not finish (an I/O error on its metadata, a vanished
 #: directory): reported as an error row, the other replicas of the task go on
 SCAN_FAILED = "SCAN_FAILED"
+#: a second replica of one container on one datanode (listed, never scanned)
+DUPLICATE_REPLICA = "DUPLICATE_REPLICA"
 
 #: replicas per task, at most: few tasks, because each costs ~50-100 ms of Python worker
 #: hand-off (measured: 8 tasks for 32 small replicas took 2x as long as 2), yet small
@@ -303,6 +305,25 @@ def _names(schema: str) -> List[str]:
     return [c.split()[0] for c in schema.split(", ")]
 
 
+def _one_per_datanode(replicas: List[fs.Replica]) -> Tuple[List[fs.Replica], List[Tuple]]:
+    """The replicas to scan, one per (datanode, container): the first by path; each further
+    one is an error row (DUPLICATE_REPLICA, ERROR_SCHEMA) and is not scanned. A datanode holds
+    one replica of a container; a second one (a copy the datanode's user left in another
+    volume, or a half-finished move) must not be compared as if it were another datanode's,
+    nor stop the scan of everything else."""
+    kept: Dict[Tuple[str, int], fs.Replica] = {}
+    duplicates: List[Tuple] = []
+    for r in sorted(replicas, key=lambda r: r.path):
+        first = kept.setdefault((r.datanode, r.container), r)
+        if first is not r:
+            detail = (f"a second replica of container {r.container} on datanode "
+                      f"{r.datanode!r} (the one scanned: {redact(first.path)}); not scanned: "
+                      f"a datanode holds one replica per container")
+            duplicates.append((r.datanode, redact(r.path), int(r.container), DUPLICATE_REPLICA,
+                               None, None, detail, severity_of(DUPLICATE_REPLICA)))
+    return list(kept.values()), duplicates
+
+
 def scan_replicas(spark: Any, roots: Sequence[str], trees_only: bool = False,
                   partitions: Optional[int] = None) -> ScanTables:
     """Plan the scan of every replica under `roots` (see the module docstring). Lazy apart
@@ -321,12 +342,7 @@ def scan_replicas(spark: Any, roots: Sequence[str], trees_only: bool = False,
         raise ValueError("Ozone datanode volumes and crcmerkle-layout replicas cannot be "
                          "scanned in one job; scan them separately")
     ozone = layouts == {True}
-    seen = set()
-    for r in replicas:
-        if (r.datanode, r.container) in seen:
-            raise ValueError(f"two replicas of container {r.container} on datanode "
-                             f"{r.datanode!r} (a datanode holds one replica per container)")
-        seen.add((r.datanode, r.container))
+    replicas, duplicates = _one_per_datanode(replicas)
     # by container: a task's replicas come from different datanodes and volumes (disks);
     # Ozone volumes: by volume, so that a task opens a volume's RocksDB once
     replicas.sort(key=(lambda r: (r.fs_root or "", r.container)) if ozone
@@ -344,6 +360,8 @@ def scan_replicas(spark: Any, roots: Sequence[str], trees_only: bool = False,
     kind = F.col("kind")
     chunks = out.filter(kind == "CHUNK").select(*CHUNK_COLUMNS)
     errors = out.filter(kind == "ERROR").select(*_names(ERROR_SCHEMA))
+    if duplicates:  # found by the driver's listing: a few rows at most, never scanned
+        errors = errors.unionByName(spark.createDataFrame(duplicates, ERROR_SCHEMA))
     blocks = out.filter(kind == "BLOCK").select(
         "datanode", "replica", "container", "block",
         F.col("data_checksum").alias("block_value"), "deleted", "chunks",

@@ -131,6 +131,13 @@ LEVELS: Dict[str, Level] = {
                  "half-finished delete): the committed data is intact",
         "invisible: the scanner iterates block_data rows, never the chunks directory"),
     # -- Spark -------------------------------------------------------------------------
+    "DUPLICATE_REPLICA": Level(
+        ERROR, "a second replica of one container on one datanode (a copy left in another "
+               "volume, a half-finished move): listed, not scanned, never compared as "
+               "another datanode's",
+        "loads one at start-up and, with duplicate removal on, deletes the other (the "
+        "CLOSED one, else the higher BCSID, wins; EC: the first loaded, both kept): "
+        "ContainerReader.resolveDuplicate"),
     "SCAN_FAILED": Level(
         ERROR, "the replica could not be read at all (`spark scan` exits 2)",
         "(a crcmerkle Spark job's own finding)"),
