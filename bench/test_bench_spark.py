@@ -543,7 +543,8 @@ def test_report_plan_at_scale(bench, spark, pulls_parquet, impl):
 
     def executors() -> int:
         dest = str(pulls_parquet["out"] / f"report{next(runs)}.commands")
-        _, listed, total = _plan_on_executors(diff, 20, 100, dest)
+        _, listed, total, parts = _plan_on_executors(diff, 20, 100, dest)
+        assert parts  # the full list is written and each part digested (what the report signs)
         assert len(listed) == 100
         return total
 
