@@ -15,6 +15,8 @@ from typing import Dict
 
 import pytest
 
+from checkout import checkout_text
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -70,9 +72,9 @@ def test_spark_conf_dir_is_never_in_the_shared_temporary_directory(tmp_path, mon
 
 def test_packaged_spark_conf_is_shipped_in_the_wheel_and_sdist():
     """The configuration directory is package data: declared for the wheel and the sdist."""
-    pyproject = (ROOT / "pyproject.toml").read_text()
+    pyproject = checkout_text("pyproject.toml")
     assert '"conf/log4j2.properties"' in pyproject
-    assert "spark_udfs/conf/log4j2.properties" in (ROOT / "MANIFEST.in").read_text()
+    assert "spark_udfs/conf/log4j2.properties" in checkout_text("MANIFEST.in")
 
 
 # --- issue 23 item 4: the demo's directory ---------------------------------------------------
@@ -357,10 +359,15 @@ sys.meta_path.insert(0, CtrlCDuringImport())
 mode = sys.argv[1]
 sys.argv = ["crcmerkle", "--version"]
 if mode == "console-script":  # what pip's generated `crcmerkle` script does
-    import tomllib
-    entry = tomllib.load(open("pyproject.toml", "rb"))["project"]["scripts"]["crcmerkle"]
+    import importlib, importlib.metadata
+    # the entry point as installed (pip wrote the script from it); Python 3.9 has no tomllib
+    try:
+        entry, = [e.value for e in importlib.metadata.distribution("crcmerkle").entry_points
+                  if e.name == "crcmerkle" and e.group == "console_scripts"]
+    except importlib.metadata.PackageNotFoundError:  # a checkout on the path, not installed
+        import re
+        entry = re.search(r'^crcmerkle = "([^"]+)"', open("pyproject.toml").read(), re.M)[1]
     module, _, func = entry.partition(":")
-    import importlib
     sys.exit(getattr(importlib.import_module(module), func)())
 import runpy
 runpy.run_module("spark_udfs", run_name="__main__")
@@ -531,7 +538,7 @@ def test_golden_skip_message_points_inside_the_repository(monkeypatch):
 
 
 def test_readme_installs_from_the_clone_and_names_pyspark_python():
-    readme = (ROOT / "README.md").read_text()
+    readme = checkout_text("README.md")
     assert 'pip install "crcmerkle[' not in readme  # no index has crcmerkle
     assert 'pip install ".[ozone]"' in readme
     udfs = readme[readme.index("### Column functions (UDFs)"):readme.index("### Running on a cluster")]

@@ -16,6 +16,7 @@ import pytest
 from merkle.cli import build_parser, main
 from merkle.replica.levels import ERROR, LEVELS, WARNING, severity_of
 from merkle.replica.scan import ScanError, scan_container
+from checkout import checkout_text
 from replica_helpers import make_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,8 +56,12 @@ def test_the_table_levels() -> None:
 def test_every_kind_the_code_emits_has_a_level() -> None:
     """Every finding kind defined in the scanners is in the table (none falls to the
     default by oversight)."""
-    sources = [ROOT / "merkle/replica/scan.py", ROOT / "merkle/replica/ozone/scan.py",
-               ROOT / "merkle/replica/safeopen.py", ROOT / "spark_udfs/scan.py"]
+    import importlib
+
+    # the modules as imported (the checkout's, or the installed wheel's)
+    sources = [Path(importlib.import_module(m).__file__) for m in (
+        "merkle.replica.scan", "merkle.replica.ozone.scan", "merkle.replica.safeopen",
+        "spark_udfs.scan")]
     kinds = set()
     for p in sources:
         kinds |= set(re.findall(r'^([A-Z][A-Z_]+) = "\1"$', p.read_text(), re.M))
@@ -66,7 +71,7 @@ def test_every_kind_the_code_emits_has_a_level() -> None:
 
 
 def test_the_readme_table_is_the_code_table() -> None:
-    text = (ROOT / "README.md").read_text()
+    text = checkout_text("README.md")
     rows = re.findall(r"^\| `([A-Z_]+)`(?: \(([^)]*)\))? \| (error|warning) \|", text, re.M)
     assert rows, "README: no table of findings"
     for kind, case, level in rows:
