@@ -107,7 +107,8 @@ def test_a_secret_in_a_uri_is_printed_nowhere(tmp_path: Path, verb: list) -> Non
     (b"block_id,offset,length,checksums\n1,0,10,,junk\n", "row 1"),     # a field too many
     (b"block_id,offset,length,checksums\n1,0,10,\xff\xfe\n", "UTF-8"),
     (b"block_id,offset,length,checksums\n1,0,10," + b"a" * 200_000 + b"\n", "field"),
-])
+], ids=["truncated-row", "extra-field", "not-utf8", "huge-field"])  # short ids: the id is in
+# PYTEST_CURRENT_TEST, and a 200 KB environment string makes the child's exec fail (E2BIG)
 def test_tree_build_refuses_a_malformed_csv_in_one_line(tmp_path: Path, body: bytes,
                                                         words: str) -> None:
     """A truncated row was built as a chunk without checksums (exit 0, a silent wrong tree);
