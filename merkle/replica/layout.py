@@ -1,0 +1,109 @@
+"""The replica-layout interface: what every job needs of an on-disk layout, and nothing more.
+
+A layout is one way of keeping container replicas on disk: crcmerkle's own
+(`merkle.replica.crcmerkle`) and a real Ozone datanode's volumes (`merkle.replica.ozone`) are
+the two the package ships; `merkle.replica.layouts` registers them, and a test or a program may
+register another. The jobs (scan, reconcile, replicate, generate, soak, the CLI verbs and the
+Spark jobs) ask the registry which layout a path has and then speak only this interface: no job
+knows which layout it is working on.
+
+A layout is found from a path (`recognises`), lists the volumes under it (each with the
+identity of the datanode that owns it), lists a volume's replicas, opens a replica's files for
+reading (`merkle.replica.files.ReplicaFiles`, local or through pyarrow.fs alike) and scans a
+batch of replicas (a layout may share work across a batch: Ozone opens a volume's RocksDB once).
+It says what it can repair (`repair`), and writes new replicas for the generator and
+`replicate`.
+
+This module imports nothing of the layouts nor of the jobs: layouts and jobs import it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Protocol, Tuple
+
+__all__ = ["Layout", "REPAIR_IN_PLACE", "REPAIR_NONE", "REPAIR_OFFLINE", "ReplicaRef", "Volume",
+           "WalkErrorFn"]
+
+#: how a walk reports an entry it skipped (where, why) and goes on
+WalkErrorFn = Callable[[Any, Exception], None]
+
+#: what a layout can repair: its replicas in place while in service (crcmerkle's layout),
+#: only with the datanode that owns them stopped (`reconcile --offline`, Ozone's volumes: its
+#: own reconciler does it online), or nothing
+REPAIR_IN_PLACE = "in-place"
+REPAIR_OFFLINE = "offline"
+REPAIR_NONE = "none"
+
+
+@dataclass(frozen=True)
+class Volume:
+    """One volume (a disk's share of a datanode) found under a path.
+
+    `datanode` is the name rows and reports show for the datanode (the directory above the
+    volume, for both shipped layouts); `datanode_uuid` and `cluster_id` are the identity the
+    layout records, when it records one (Ozone's `VERSION`: datanodeUuid, clusterID; None for
+    crcmerkle's layout, whose identity is its directory name)."""
+
+    layout: str
+    root: str
+    datanode: str
+    datanode_uuid: Optional[str] = None
+    cluster_id: Optional[str] = None
+    #: where under `root` the walk was asked to look (a path given inside the volume), if not
+    #: the whole volume
+    inner: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class ReplicaRef:
+    """One replica found by a layout: plain strings and ints, so that it travels as a Spark
+    work row and back. `path` is as found (a local path, or a URI for a store reached through
+    pyarrow.fs); `fs_root`/`fs_path`: for URIs, the discovery root (the filesystem is opened
+    from it once per process) and the replica's path inside that filesystem; for a local
+    volume-based layout, `fs_root` may carry the volume root (work is grouped by it)."""
+
+    layout: str
+    datanode: str
+    path: str
+    container: int
+    fs_root: Optional[str] = None
+    fs_path: Optional[str] = None
+
+
+class Layout(Protocol):
+    """What a job needs of an on-disk layout (see the module docstring).
+
+    Reading (every layout): `recognises`, `volumes`, `replicas`, `open_files`, `scan`.
+    Writing and repairing: `repair` says what the layout can repair; the generator and
+    `replicate` write new replicas through the members below the reading ones.
+    """
+
+    #: the layout's name: `--layout` values, Spark work rows, messages
+    name: str
+    #: REPAIR_IN_PLACE, REPAIR_OFFLINE or REPAIR_NONE
+    repair: str
+
+    # ---- reading ---------------------------------------------------------------------------
+
+    def recognises(self, root: str) -> bool:
+        """True when `root` (a local path or a URI) is at, under or above replicas of this
+        layout. Cheap (a few stats), never raises for a path that does not exist."""
+
+    def volumes(self, root: str, on_error: Optional[WalkErrorFn] = None) -> List[Volume]:
+        """The volumes at, under or above `root`, in path order, each with its datanode's
+        identity. An entry the walk cannot use goes to `on_error` (else raises)."""
+
+    def replicas(self, volume: Volume, on_error: Optional[WalkErrorFn] = None
+                 ) -> List[ReplicaRef]:
+        """The replicas of `volume` (under `volume.inner` when set), in path order."""
+
+    def open_files(self, replica: ReplicaRef) -> Any:
+        """How to read `replica`: a merkle.replica.files.ReplicaFiles (local descriptors, or
+        pyarrow.fs for a URI)."""
+
+    def scan(self, replicas: Iterable[ReplicaRef], *, trees_only: bool = False,
+             **options: Any) -> Iterator[Tuple[ReplicaRef, Any, Optional[Exception]]]:
+        """Scan each replica: (replica, merkle.replica.scan.ScanResult or None, the error that
+        stopped it or None), in the order given. `trees_only`: the stored trees, no data read.
+        `options`: the scanner's (bytes_per_second, workers, write_tree...)."""

@@ -1,0 +1,70 @@
+"""The registry of replica layouts: which layout a path has, and the layout of a name.
+
+The two shipped layouts are registered here (Ozone's first: a path on an Ozone volume is
+Ozone's even where crcmerkle's rules would also match it); `register` adds another (a test's,
+a program's). Jobs ask `layout_of(path)` / `layout_named(name)` and then speak only the
+merkle.replica.layout.Layout interface.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Iterable, List, Optional
+
+from merkle.replica.layout import Layout
+
+__all__ = ["LayoutError", "layout_named", "layout_of", "layouts", "register", "unregister"]
+
+
+class LayoutError(ValueError):
+    """No layout (or more than one) for a path, or no layout of that name."""
+
+
+_REGISTERED: Dict[str, Layout] = {}
+_DEFAULT: Optional[str] = None
+
+
+def register(layout: Layout, *, first: bool = False, default: bool = False) -> None:
+    """Add `layout` (replacing one of the same name). `first`: asked before the others;
+    `default`: the layout of a path no layout recognises."""
+    global _REGISTERED, _DEFAULT
+    if default:
+        _DEFAULT = layout.name
+    rest = {n: l for n, l in _REGISTERED.items() if n != layout.name}
+    _REGISTERED = {layout.name: layout, **rest} if first else {**rest, layout.name: layout}
+
+
+def unregister(name: str) -> None:
+    global _DEFAULT
+    _REGISTERED.pop(name, None)
+    if _DEFAULT == name:
+        _DEFAULT = None
+
+
+def layouts() -> List[Layout]:
+    """The registered layouts, in the order they are asked."""
+    return list(_REGISTERED.values())
+
+
+def layout_named(name: str) -> Layout:
+    try:
+        return _REGISTERED[name]
+    except KeyError:
+        raise LayoutError(f"no replica layout named {name!r} (known: "
+                          f"{', '.join(_REGISTERED)})") from None
+
+
+def layout_of(root: str) -> Layout:
+    """The first registered layout that recognises `root`, else the default layout (the
+    one registered with default=True: it then reports what it cannot find there, as
+    "no container replica here")."""
+    for layout in _REGISTERED.values():
+        if layout.recognises(root):
+            return layout
+    if _DEFAULT is None:
+        raise LayoutError(f"{root}: no replica layout recognises this path")
+    return _REGISTERED[_DEFAULT]
+
+
+def layouts_of(roots: Iterable[str]) -> Dict[str, Layout]:
+    """Each root's layout (see layout_of)."""
+    return {r: layout_of(r) for r in roots}
