@@ -68,3 +68,12 @@ def layout_of(root: str) -> Layout:
 def layouts_of(roots: Iterable[str]) -> Dict[str, Layout]:
     """Each root's layout (see layout_of)."""
     return {r: layout_of(r) for r in roots}
+
+
+# ---- the shipped layouts: Ozone's first (a path on an Ozone volume is Ozone's even where
+# crcmerkle's rules would also match it), crcmerkle's the default
+from merkle.replica.ozone.interface import LAYOUT as _OZONE  # noqa: E402
+from merkle.replica.crcmerkle.interface import LAYOUT as _CRCMERKLE  # noqa: E402
+
+register(_OZONE)
+register(_CRCMERKLE, default=True)
