@@ -43,6 +43,8 @@ def _lines(text: str) -> List[str]:
 #: top-level module -> the extra that installs it
 _EXTRA_OF = {"pyarrow": "spark", "pyspark": "spark", "pandas": "spark", "py4j": "spark",
              "numpy": "spark", "google": "ozone", "rocksdict": "ozone", "yaml": "ozone"}
+#: crcmerkle is on no package index: it installs from its clone (README, "Install")
+_INSTALL_FROM_CLONE = 'pip install ".[{extra}]" in the crcmerkle clone'
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
 
 
@@ -54,8 +56,8 @@ def _module_hint(message: str) -> str:
     if extra is None:
         return ""
     return (f"; the executors' Python lacks the {extra!r} extra: install crcmerkle there as "
-            f"pip install 'crcmerkle[{extra}]' (a wheel: \"$(ls dist/crcmerkle-*.whl)"
-            f"[{extra}]\", see the README's 'Running on a cluster')")
+            f"pip install \".[{extra}]\" from the clone, or a wheel: pip install "
+            f"\"$(ls dist/crcmerkle-*.whl)[{extra}]\" (the README's 'Running on a cluster')")
 
 
 def _hint(message: str) -> str:
@@ -122,10 +124,10 @@ def describe(exc: BaseException) -> Optional[str]:
         extra = _EXTRA_OF.get(missing)
         if extra == "spark":
             return (f"the Spark commands need {missing}, which is not installed: "
-                    "pip install 'crcmerkle[spark]'")
+                    f"{_INSTALL_FROM_CLONE.format(extra='spark')}")
         if extra == "ozone":
             return (f"Ozone datanode volumes need {exc.name or missing}, which is not "
-                    "installed: pip install 'crcmerkle[ozone]'")
+                    f"installed: {_INSTALL_FROM_CLONE.format(extra='ozone')}")
         return None
     if "PythonException" in names:
         line = _python_worker_line(text)

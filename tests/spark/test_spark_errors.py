@@ -173,7 +173,7 @@ def test_describe_java_and_python_worker_stacks():
         "a Spark task failed: ReplicaError: /data/dn1/7: metadata unreadable"
     assert describe(ValueError("plain")) is None
     err = ImportError("No module named 'pyarrow'", name="pyarrow")
-    assert "pip install 'crcmerkle[spark]'" in describe(err)
+    assert 'pip install ".[spark]" in the crcmerkle clone' in describe(err)
 
 
 def test_debug_shows_everything(spark, tmp_path, monkeypatch):
@@ -293,9 +293,10 @@ def test_a_missing_ozone_package_names_the_extra():
     line = describe(PythonException(worker))
     assert line.startswith("a Spark task failed: ModuleNotFoundError: No module named "
                            "'google.protobuf.message'")
-    assert "pip install 'crcmerkle[ozone]'" in line and "\n" not in line
+    assert 'pip install ".[ozone]" from the clone' in line and "\n" not in line
+    assert 'pip install "$(ls dist/crcmerkle-*.whl)[ozone]"' in line
     for name in ("rocksdict", "yaml", "google.protobuf"):
         err = ModuleNotFoundError(f"No module named {name!r}", name=name)
-        assert "pip install 'crcmerkle[ozone]'" in describe(err)
+        assert 'pip install ".[ozone]" in the crcmerkle clone' in describe(err)
     err = ModuleNotFoundError("No module named 'pandas'", name="pandas")
-    assert "pip install 'crcmerkle[spark]'" in describe(err)
+    assert 'pip install ".[spark]" in the crcmerkle clone' in describe(err)
