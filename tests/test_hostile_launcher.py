@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Tuple
 
 import pytest
 
@@ -43,17 +43,23 @@ def plant_spark_conf_dir(tmpdir: Path, victim: Path) -> Path:
     return planted
 
 
-def test_spark_conf_dir_is_never_in_the_shared_temporary_directory(tmp_path, monkeypatch):
-    """prepare_environment neither uses nor writes through a planted
-    $TMPDIR/crcmerkle-spark-conf-<uid>: the quiet configuration is the package's own."""
-    from spark_udfs import session
-
+def shared_tmp_with_plant(tmp_path: Path) -> Tuple[Path, Path, Path]:
+    """A shared temporary directory `tmp_path/tmp` with the plant above in it, aimed at a
+    root-only file `tmp_path/root-only` (content "secret\n"): (shared, victim, planted)."""
     shared = tmp_path / "tmp"
     shared.mkdir()
     victim = tmp_path / "root-only"
     victim.write_text("secret\n")
     victim.chmod(0o600)
-    planted = plant_spark_conf_dir(shared, victim)
+    return shared, victim, plant_spark_conf_dir(shared, victim)
+
+
+def test_spark_conf_dir_is_never_in_the_shared_temporary_directory(tmp_path, monkeypatch):
+    """prepare_environment neither uses nor writes through a planted
+    $TMPDIR/crcmerkle-spark-conf-<uid>: the quiet configuration is the package's own."""
+    from spark_udfs import session
+
+    shared, victim, planted = shared_tmp_with_plant(tmp_path)
     empty_home = tmp_path / "spark-home"
     (empty_home / "conf").mkdir(parents=True)
     monkeypatch.setenv("TMPDIR", str(shared))

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_hostile_launcher import plant_spark_conf_dir  # noqa: E402  (tests/ on the path)
+from test_hostile_launcher import shared_tmp_with_plant  # noqa: E402  (tests/ on the path)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,12 +22,7 @@ spark.stop()
 
 
 def test_planted_spark_env_is_not_sourced(tmp_path):
-    shared = tmp_path / "tmp"
-    shared.mkdir()
-    victim = tmp_path / "root-only"
-    victim.write_text("secret\n")
-    victim.chmod(0o600)
-    planted = plant_spark_conf_dir(shared, victim)
+    shared, victim, planted = shared_tmp_with_plant(tmp_path)
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYSPARK_SUBMIT_ARGS", "SPARK_CONF_DIR", "PYSPARK_GATEWAY_PORT",
                         "PYSPARK_GATEWAY_SECRET", "MASTER", "CRCMERKLE_DEBUG")}
