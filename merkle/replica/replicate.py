@@ -58,6 +58,7 @@ from merkle.replica.crcmerkle.layout import (BLOCK_SUFFIX, META_SUFFIX, TREE_SUF
 from merkle.replica.commandlist import command_int
 from merkle.replica.errors import BlockMetaError, ReplicaError
 from merkle.replica.fileio import pread_into
+from merkle.replica.layouts import layouts
 from merkle.replica.lock import ReplicaLock
 from merkle.replica.safeopen import (NotRegularFileError, make_dir, open_dir,
                                      open_dir_nofollow_path, open_regular, read_regular,
@@ -118,8 +119,8 @@ def open_in(dir_fd: int, name: str, flags: int = os.O_RDONLY, mode: int = 0o644,
     """Open one path component `name` relative to `dir_fd` (safeopen.open_regular, or
     safeopen.open_dir when `directory`): never through a symbolic link, a file fstat-checked
     to be regular, a read that cannot hang on a FIFO, close-on-exec. A link, or a file that
-    is not a regular one, is a ReplicaError naming it (a directory that is not one: the
-    OSError of safeopen)."""
+    is not a regular one, is a ReplicaError naming it; a directory that is not one (a link
+    included) NotADirectoryError."""
     if not name or "/" in name or name in (".", ".."):
         raise ValueError(f"not a single path component: {name!r}")
     try:
@@ -132,17 +133,18 @@ def open_in(dir_fd: int, name: str, flags: int = os.O_RDONLY, mode: int = 0o644,
 
 def _refused(dir_fd: Optional[int], name: str, directory: bool,
              exc: NotRegularFileError) -> Exception:
-    """What replicate raises for an entry safeopen refused: a ReplicaError for a link (or a
-    file that is not regular), the OSError itself for a directory that is not one."""
+    """What replicate raises for an entry safeopen refused, as it always has: for a
+    directory, NotADirectoryError (O_DIRECTORY|O_NOFOLLOW meets a link, a file or a FIFO
+    with ENOTDIR); for a file, a ReplicaError naming a link or a file that is not regular."""
+    shown = os.path.basename(name)
+    if directory:
+        return NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), shown)
     try:
         link = stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
     except OSError:
         link = False
-    shown = os.path.basename(name)
     if link:
         return ReplicaError(f"{shown} is a symbolic link (refused)")
-    if directory:
-        return exc
     return ReplicaError(f"{shown} is not a regular file")
 
 
@@ -344,14 +346,13 @@ def replicate(source: PathLike, target: PathLike, *,
     `source` (see the module docstring). Raises SourceNotGoodError when the source's data
     does not verify, TargetExistsError when the target holds something else,
     ReplicaError/OSError when the work cannot be done (lock held, unreadable metadata)."""
-    from merkle.replica.ozone.layout import is_ozone_path
     for role, path in (("source", source), ("target", target)):
-        # before the lock: nothing may be written into a datanode's volume
-        if is_ozone_path(path):
-            raise ReplicaError(f"the {role} is on an Ozone datanode volume: Ozone makes new "
-                               "replicas itself (its ReplicationManager, driven by `ozone admin "
-                               "datanode decommission` / `maintenance`); crcmerkle replicate "
-                               "copies crcmerkle-layout replicas only", os.fspath(path))
+        # before the lock: every layout guards its own volumes (nothing may be written into
+        # an Ozone datanode's volume: Ozone makes its replicas itself)
+        for layout in layouts():
+            why = layout.replicate_refusal(os.fspath(path), role)
+            if why:
+                raise ReplicaError(why, os.fspath(path))
     src = container_paths(source)
     tgt = container_paths(target)
     if src.container_id != tgt.container_id:

@@ -64,15 +64,14 @@ from __future__ import annotations
 
 # the names of the module this package replaced, re-exported (tests import private ones)
 from merkle.replica.reconcile.copying import (  # noqa: F401
-    COPY_BUFFER_SIZE, _Copier, _CrcmerkleStore, _overlaps, _Verifier, _verify,
+    COPY_BUFFER_SIZE, _Copier, _overlaps, _Verifier, _verify,
 )
 from merkle.replica.reconcile.job import (  # noqa: F401
-    _one_peer, _reconcile, _reconcile_ozone, reconcile, reconcile_round, refuse_ozone,
+    _one_peer, _reconcile, _refuse_other_layouts, reconcile, reconcile_round, refuse_ozone,
     replica_groups,
 )
 from merkle.replica.reconcile.peers import (  # noqa: F401
-    _handed_to_another_user, _identity, _is_ozone, _load_ozone_peer, _load_peer, _Peer,
-    _peer_tree, datanode_of,
+    _handed_to_another_user, _identity, _load_peer, _Peer, _peer_tree, datanode_of,
 )
 from merkle.replica.reconcile.planning import (  # noqa: F401
     _empty_missing_blocks, _majority, _rebuilt_tree, _rows_of_block, _runs, _selected,

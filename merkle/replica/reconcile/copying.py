@@ -12,14 +12,11 @@ import numpy as np
 from merkle import _native
 from merkle.replica.crcmerkle.blockmeta import (CRC32, CRC32C, NONE, SHA256, ChunkMeta,
                                                 ContainerMeta)
-from merkle.replica.crcmerkle.layout import META_SUFFIX, TREE_SUFFIX
 from merkle.replica.fileio import pread_into
 from merkle.replica.files import LocalReplicaFiles
 from merkle.replica.reconcile.peers import _Peer
 from merkle.replica.reconcile.results import ChunkCopy, Problem, StepHook
 from merkle.trees.merge import chunk_follows
-from merkle.trees.model import ContainerTree
-from merkle.trees.treefile import tree_to_bytes
 
 
 #: The largest peer chunk read into memory whole; larger ones are verified piecewise through
@@ -316,18 +313,3 @@ class _Copier:
                 os.close(fd)
         self._step("block", block_id)
         return done, metas, problem
-
-
-class _CrcmerkleStore:
-    """Where a crcmerkle-layout replica keeps its block metadata and tree."""
-
-    def __init__(self, files: LocalReplicaFiles) -> None:
-        self.files = files
-
-    def save_blocks(self, meta: ContainerMeta, peer_values: Dict[int, bytes],
-                    block_ids: Sequence[int], tree: ContainerTree) -> None:
-        self.files.write_metadata(META_SUFFIX, meta.to_bytes())
-
-    def save_tree(self, tree: ContainerTree) -> None:
-        # the tree carries the stored tree's unknown top-level fields (written after field 2)
-        self.files.write_metadata(TREE_SUFFIX, tree_to_bytes(tree))

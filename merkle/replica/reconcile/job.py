@@ -4,18 +4,19 @@
 from __future__ import annotations
 
 import os
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from merkle.replica.crcmerkle.blockmeta import ContainerMeta
-from merkle.replica.crcmerkle.layout import (ContainerPaths, container_paths, find_containers,
-                                             refuse_link)
+from merkle.replica.crcmerkle.layout import ContainerPaths
 from merkle.replica.errors import ReplicaError
 from merkle.replica.files import LocalReplicaFiles
-from merkle.replica.lock import ReplicaLock
-from merkle.replica.reconcile.copying import _Copier, _CrcmerkleStore
-from merkle.replica.reconcile.peers import (_handed_to_another_user, _identity, _is_ozone,
-                                            _load_ozone_peer, _load_peer, _Peer)
+from merkle.replica.layout import REPAIR_IN_PLACE, REPAIR_OFFLINE, Layout
+from merkle.replica.layouts import layout_of
+from merkle.replica.reconcile.copying import _Copier
+from merkle.replica.reconcile.peers import (_handed_to_another_user, _identity, _load_peer,
+                                            _Peer)
 from merkle.replica.reconcile.planning import (_empty_missing_blocks, _majority, _rebuilt_tree,
                                                _runs, _selected)
 from merkle.replica.reconcile.results import (ChunkCopy, PathLike, PeerOutcome, Problem,
@@ -29,73 +30,57 @@ from merkle.trees.model import ContainerTree
 # ---- reconcile ---------------------------------------------------------------------------
 
 def refuse_ozone(path: PathLike) -> None:
-    """ReplicaError when `path` is on an Ozone datanode volume: a datanode owns its files
-    (RocksDB, `.container`, `.tree`) and reconciles its replicas itself, so this reconciler
-    touches one only when asked for an offline repair (reconcile(..., offline=True))."""
-    if _is_ozone(path):
-        name = os.path.basename(os.path.normpath(os.fspath(path)))
-        cid = name if name.isdigit() else "<containerID>"
-        raise ReplicaError(f"on an Ozone datanode volume: the datanode reconciles its own "
-                           f"replicas; ask it to with 'ozone admin container reconcile {cid}' "
-                           f"(or stop the datanode and use --offline)", os.fspath(path))
+    """ReplicaError when `path` is on a layout whose replicas are not repaired in service
+    (Ozone's datanode volumes: a datanode owns its files, RocksDB, `.container`, `.tree`,
+    and reconciles its replicas itself), with that layout's reason and what to do instead;
+    this reconciler touches one only when asked for an offline repair
+    (reconcile(..., offline=True))."""
+    where = os.fspath(path)
+    layout = layout_of(where)
+    if layout.repair != REPAIR_IN_PLACE:
+        raise ReplicaError(layout.repair_refusal(where), where)
+
+
+def _refuse_other_layouts(layout: Layout, peer_paths: Sequence[PathLike]) -> None:
+    """An offline repair reads its peers as its own layout's replicas: a peer that exists on
+    another layout is refused (ReplicaError), before anything is locked."""
+    for p in peer_paths:
+        if os.path.exists(p) and layout_of(os.fspath(p)) is not layout:
+            raise ReplicaError(f"an {layout.title} replica is repaired from {layout.title} "
+                               f"replicas only", os.fspath(p))
 
 
 def reconcile(container_path: PathLike, peer_paths: Sequence[PathLike], dry_run: bool = False,
               *, workers: int = 1, on_step: Optional[StepHook] = None,
               offline: bool = False,
               datanodes: Optional[Mapping[str, str]] = None) -> ReconcileResult:
-    """Repair the replica at `container_path` from each peer in turn (module docstring).
+    """Repair the replica at `container_path` from each peer in turn (the package docstring).
 
     Returns a ReconcileResult: the container value before and after, per peer what was
     planned, copied, adopted, skipped (with reasons), and what remains unrepaired and why.
     Raises ReplicaLockedError if another process holds the replica, ReplicaError/OSError if
     the replica itself cannot be read or written (or must not be: see "Trust" above).
 
-    A replica on an Ozone datanode volume is refused unless `offline`: then its volume must
-    be offline (the DB's LOCK free; it is held for the whole repair), its peers are Ozone
-    replicas, and the block metadata goes to the volume's `block_data`
+    The replica's layout (merkle.replica.layouts.layout_of) opens it for the repair, reads
+    its peers and stores what the repair wrote. A layout repaired offline only (a replica
+    on an Ozone datanode volume) is refused unless `offline`: then its volume must be
+    offline (the DB's LOCK free; it is held for the whole repair), its peers are replicas of
+    that layout, and the block metadata goes to the volume's `block_data`
     (merkle.replica.ozone.offline).
 
     `datanodes` maps a peer path (as given) to its datanode: each datanode then casts one
     vote (see "Trust" above); without it each distinct replica votes.
     """
-    if offline and _is_ozone(container_path):
-        return _reconcile_ozone(container_path, peer_paths, dry_run, workers, on_step,
-                                datanodes)
-    for p in (container_path, *peer_paths):
-        refuse_ozone(p)
-    paths = container_paths(container_path)
-    refuse_link(container_path)  # never locked or written through a link
-    if not paths.root.is_dir():
-        raise ReplicaError("replica does not exist", os.fspath(container_path))
-    lock = None if dry_run else ReplicaLock(paths).acquire()
-    try:
-        files = LocalReplicaFiles(paths)
-        try:
-            return _reconcile(paths, files, peer_paths, dry_run, workers, on_step,
-                              _CrcmerkleStore(files), _load_peer, datanodes)
-        finally:
-            files.close()
-    finally:
-        if lock is not None:
-            lock.release()
-
-
-def _reconcile_ozone(container_path: PathLike, peer_paths: Sequence[PathLike], dry_run: bool,
-                     workers: int, on_step: Optional[StepHook],
-                     datanodes: Optional[Mapping[str, str]] = None) -> ReconcileResult:
-    """reconcile(..., offline=True) of a replica on an Ozone volume: the volume's DB is
-    locked (RocksDB's LOCK) from before the scan until after the tree is written."""
-    from merkle.replica.ozone.offline import OfflineReplica
-
-    for p in peer_paths:
-        if os.path.exists(p) and not _is_ozone(p):
-            raise ReplicaError("an Ozone replica is repaired from Ozone replicas only",
-                               os.fspath(p))
-    target = OfflineReplica(container_path, dry_run=dry_run)
+    layout = layout_of(os.fspath(container_path))
+    if offline and layout.repair == REPAIR_OFFLINE:
+        _refuse_other_layouts(layout, peer_paths)
+    else:
+        for p in (container_path, *peer_paths):
+            refuse_ozone(p)
+    target = layout.open_repair(os.fspath(container_path), dry_run=dry_run)
     try:
         return _reconcile(target.paths, target.files, peer_paths, dry_run, workers, on_step,
-                          target, _load_ozone_peer, datanodes)
+                          target, partial(_load_peer, layout), datanodes)
     finally:
         target.close()
 
@@ -254,12 +239,13 @@ def reconcile_round(replicas: Sequence[PathLike], *, dry_run: bool = False,
     return results
 
 
-def replica_groups(path: PathLike, on_error: Optional[Callable[[Path, Exception], Any]] = None
-                   ) -> Dict[int, List[Path]]:
-    """Replicas under a cluster directory grouped by container ID ({ID: [paths]}); entries
-    the walk cannot use go to `on_error` when given (else raise)."""
-    refuse_ozone(path)
-    groups: Dict[int, List[Path]] = {}
-    for loc in find_containers(path, on_error):
-        groups.setdefault(loc.container_id, []).append(loc.root)
-    return groups
+def replica_groups(path: PathLike, on_error: Optional[Callable[[Path, Exception], Any]] = None,
+                   *, offline: bool = False) -> Dict[int, List[Path]]:
+    """Replicas under a cluster directory grouped by container ID ({ID: [paths]}), as the
+    path's layout finds them; entries the walk cannot use go to `on_error` when given (else
+    raise). A layout repaired offline only (Ozone's volumes) is refused unless `offline`."""
+    where = os.fspath(path)
+    layout = layout_of(where)
+    if not (offline and layout.repair == REPAIR_OFFLINE):
+        refuse_ozone(path)
+    return layout.replica_groups(where, on_error)

@@ -7,10 +7,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
-from merkle.replica.crcmerkle.blockmeta import ContainerMeta, decode_blockmeta
-from merkle.replica.crcmerkle.layout import META_SUFFIX, container_paths
-from merkle.replica.errors import BlockMetaError, ReplicaError
-from merkle.replica.files import LocalReplicaFiles
+from merkle.replica.crcmerkle.blockmeta import ContainerMeta
+from merkle.replica.errors import ReplicaError
+from merkle.replica.layout import Layout
+from merkle.replica.layouts import layout_of
 from merkle.replica.reconcile.results import PathLike
 from merkle.replica.scan import NOT_A_REGULAR_FILE, TREE_UNREADABLE, _scan, read_tree_state
 from merkle.trees.model import ContainerTree
@@ -44,41 +44,18 @@ def _peer_tree(files: Any) -> ContainerTree:
     return tree
 
 
-def _load_ozone_peer(path: PathLike, container_id: int) -> _Peer:
-    """An Ozone replica as a peer of an offline repair (merkle.replica.ozone.offline)."""
-    from merkle.replica.ozone.offline import load_peer
-    files, meta, values = load_peer(path, container_id)
+def _load_peer(layout: Layout, path: PathLike, container_id: int) -> _Peer:
+    """A peer's metadata (read by `layout`, the target's: merkle.replica.layout.Layout
+    .load_peer) and tree; raises ReplicaError/OSError when it cannot serve (its block
+    metadata unreadable, corrupt, newer or not a regular file; its `.tree` unreadable or not
+    a regular file: its tombstones would be unknown)."""
+    files, meta, values = layout.load_peer(os.fspath(path), container_id)
     try:
         tree = _peer_tree(files)
     except BaseException:
         files.close()
         raise
     return _Peer(os.fspath(path), files, meta, tree, values)
-
-
-def _load_peer(path: PathLike, container_id: int) -> _Peer:
-    """A peer's metadata and tree; raises ReplicaError/OSError when it cannot serve (its
-    `.blocks` unreadable, corrupt, newer or not a regular file; its `.tree` unreadable or
-    not a regular file: its tombstones would be unknown)."""
-    paths = container_paths(path)
-    if not paths.root.is_dir():
-        raise ReplicaError("peer replica does not exist", os.fspath(path))
-    if paths.container_id != container_id:
-        raise ReplicaError(f"peer is container {paths.container_id}, not {container_id}",
-                           os.fspath(path))
-    files = LocalReplicaFiles(paths)
-    try:
-        name = f"{paths.root}/metadata/{container_id}{META_SUFFIX}"
-        try:
-            raw = files.read_blockmeta()
-        except FileNotFoundError:
-            raise BlockMetaError("block-metadata file is missing", name, missing=True) from None
-        meta = decode_blockmeta(raw, name, container_id)
-        tree = _peer_tree(files)
-    except BaseException:
-        files.close()
-        raise
-    return _Peer(os.fspath(path), files, meta, tree)
 
 
 def _handed_to_another_user(ours_root: PathLike, peer_root: PathLike) -> str:
@@ -103,21 +80,10 @@ def _identity(path: PathLike) -> Optional[Tuple[int, int]]:
         return None
     return st.st_dev, st.st_ino
 
-def _is_ozone(path: PathLike) -> bool:
-    from merkle.replica.ozone.layout import is_ozone_path
-    return os.path.exists(path) and is_ozone_path(path)
-
-
 def datanode_of(path: PathLike) -> str:
-    """The datanode a replica lives on, for the vote: an Ozone volume's datanodeUuid (else
-    the directory above the volume), or for the crcmerkle layout the directory above the
+    """The datanode a replica lives on, for the vote, as its layout says
+    (merkle.replica.layout.Layout.datanode_of): an Ozone volume's datanodeUuid (else the
+    directory above the volume), or for the crcmerkle layout the directory above the
     replica's volume (<datanode>/<volume>/<containerID>, as the Spark scan names it)."""
     p = os.path.abspath(os.fspath(path))
-    if _is_ozone(p):
-        try:
-            from merkle.replica.ozone.layout import find_volumes
-            (volume, _), = find_volumes(p)
-            return volume.datanode_uuid or os.fspath(volume.root.parent)
-        except (OSError, ValueError, ReplicaError):
-            pass
-    return os.path.dirname(os.path.dirname(p))
+    return layout_of(p).datanode_of(p)
