@@ -68,6 +68,14 @@ class _Fake(CrcmerkleLayout):
         self.asked.append(("replicate_refusal", role))
         return f"the {role} is on a fake volume" if self.recognises(path) else None
 
+    def cluster_of(self, root: str) -> str:
+        self.asked.append(("cluster_of", root))
+        return "fake-cluster"
+
+    def check_container_id(self, dir_fd: int, path: str, container_id: int) -> None:
+        self.asked.append(("check_container_id", path))
+        raise ReplicaError(f"the fake layout says this is not container {container_id}", path)
+
     def asked_for(self, what: str) -> List[Any]:
         return [arg for name, arg in self.asked if name == what]
 
@@ -155,6 +163,33 @@ def test_cli_reconcile_all_offline_walks_through_the_layout(tmp_path, fake_layou
     assert "a fake volume is repaired by its owner" in capsys.readouterr().err
     assert main(["reconcile", "--all", "--offline", str(tmp_path / "fakevols")]) == 0
     assert fake.asked_for("replica_groups") and fake.asked_for("open_repair")
+
+
+def test_report_commands_are_checked_against_the_disk_by_the_layout(tmp_path, fake_layout):
+    from merkle.replica import commandlist as cl
+    fake = fake_layout("fakevols")
+    make_cluster(tmp_path / "fakevols", "none", seed=1)
+    rep = sorted((tmp_path / "fakevols").glob("dn*/vol*/*"))[0]
+    assert cl.cluster_of(os.fspath(tmp_path / "fakevols")) == "fake-cluster"
+    with pytest.raises(ReplicaError, match="the fake layout says this is not container"):
+        cl.check_replica_metadata(os.fspath(rep), int(rep.name))
+    assert fake.asked_for("check_container_id") == [os.fspath(rep)]
+
+
+def test_an_ozone_shaped_path_is_no_ozone_replica_unless_on_a_volume(tmp_path):
+    """A crcmerkle replica under directories named like an Ozone volume's is checked as
+    what it is: its metadata must record the container the command names."""
+    from merkle.replica import commandlist as cl
+    make_cluster(tmp_path / "c", "none", seed=1)
+    rep = sorted((tmp_path / "c").glob("dn*/vol*/*"))[0]
+    fake_home = tmp_path / "x" / "hdds" / "CID-1" / "current" / "containerDir0"
+    fake_home.mkdir(parents=True)
+    planted = fake_home / "99"
+    shutil.copytree(rep, planted)  # records container rep.name, named 99
+    with pytest.raises(ReplicaError, match="does not say it is container 99"):
+        cl.check_replica_metadata(os.fspath(planted), 99)
+    assert cl.cluster_of(os.fspath(tmp_path / "x" / "hdds" / "CID-1")) == \
+        "/" + "/".join(p for p in os.fspath(tmp_path / "x" / "hdds" / "CID-1").split("/") if p)
 
 
 # ---- replicate ------------------------------------------------------------------------------

@@ -171,6 +171,16 @@ class Layout(Protocol):
         """The datanode the replica at `path` lives on, as the repair vote counts datanodes
         (each casts one vote)."""
 
+    def cluster_of(self, root: str) -> str:
+        """What makes two scanned roots one cluster (a report's or plan's command must not
+        mix clusters): Ozone's <volume>/hdds/<clusterID> is its clusterID, another root is
+        its directory."""
+
+    def check_container_id(self, dir_fd: int, path: str, container_id: int) -> None:
+        """ReplicaError unless the replica open at `dir_fd` (reached without links; `path`
+        for messages) records `container_id` in its own metadata, before a command of a
+        report or plan runs on it (a layout whose repair checks it itself may leave it)."""
+
 
 class RepairTarget(Protocol):
     """A replica opened for a repair (Layout.open_repair): where it is, how to read it, and

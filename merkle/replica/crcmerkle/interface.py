@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from merkle.replica.crcmerkle.blockmeta import ContainerMeta
-from merkle.replica.crcmerkle.repair import CrcmerkleRepair, load_peer, replica_groups
+from merkle.replica.crcmerkle.repair import (CrcmerkleRepair, check_container_id, load_peer,
+                                             replica_groups)
 from merkle.replica.layout import REPAIR_IN_PLACE, ReplicaRef, Volume, WalkErrorFn
 
 __all__ = ["LAYOUT", "CrcmerkleLayout"]
@@ -85,6 +86,13 @@ class CrcmerkleLayout:
     def datanode_of(self, path: str) -> str:
         # <datanode>/<volume>/<containerID>, as the Spark scan names it
         return os.path.dirname(os.path.dirname(os.path.abspath(path)))
+
+    def cluster_of(self, root: str) -> str:
+        # a crcmerkle-layout root is its cluster directory
+        return "/" + "/".join(c for c in os.path.abspath(root).split("/") if c)
+
+    def check_container_id(self, dir_fd: int, path: str, container_id: int) -> None:
+        check_container_id(dir_fd, path, container_id)
 
     # (writing ends here)
 

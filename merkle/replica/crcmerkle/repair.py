@@ -1,7 +1,8 @@
 """A repair of a crcmerkle-layout replica (the reconciler's side of this layout,
 merkle.replica.crcmerkle.interface): the replica opened and locked for the repair, where the
 repair stores its block metadata and tree (`.blocks`, `.tree`, each replaced atomically), a
-peer's files and block metadata, and the replicas under a directory by container ID."""
+peer's files and block metadata, the replicas under a directory by container ID, and the
+check that a replica a report names records that container."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ from merkle.replica.crcmerkle.layout import (META_SUFFIX, TREE_SUFFIX, WalkError
 from merkle.replica.errors import BlockMetaError, ReplicaError
 from merkle.replica.files import LocalReplicaFiles
 from merkle.replica.lock import ReplicaLock
+from merkle.replica.safeopen import open_dir, read_regular
 from merkle.trees.model import ContainerTree
-from merkle.trees.treefile import tree_to_bytes
+from merkle.trees.treefile import TreeFileError, tree_from_bytes, tree_to_bytes
 
-__all__ = ["CrcmerkleRepair", "load_peer", "replica_groups"]
+__all__ = ["CrcmerkleRepair", "check_container_id", "load_peer", "replica_groups"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -91,3 +93,43 @@ def replica_groups(path: PathLike, on_error: Optional[WalkErrorFn] = None
     for loc in find_containers(path, on_error):
         groups.setdefault(loc.container_id, []).append(loc.root)
     return groups
+
+
+def check_container_id(dir_fd: int, path: str, container_id: int) -> None:
+    """The replica open at `dir_fd` (reached without links; `path` for messages) records
+    `container_id` in its own metadata: its `.blocks` (else its `.tree`) says so;
+    ReplicaError otherwise. A `.blocks` or `.tree` that does not decode is left to the
+    repair, which reports (and refuses) it."""
+    try:
+        mfd = open_dir("metadata", dir_fd, display=os.path.join(path, "metadata"))
+    except FileNotFoundError:
+        raise ReplicaError("has no metadata/ saying which container it is (refused)",
+                           path) from None
+    try:
+        try:
+            raw: Optional[bytes] = read_regular(mfd, f"{container_id}{META_SUFFIX}")
+        except FileNotFoundError:
+            raw = None
+        if raw is not None:
+            try:
+                meta = decode_blockmeta(raw, f"{path}/metadata/{container_id}{META_SUFFIX}")
+            except BlockMetaError:
+                return  # unreadable: the repair itself reports (and refuses) it
+            if meta.container_id != container_id:
+                raise ReplicaError(f"not container {container_id}: its block metadata "
+                                   f"records container {meta.container_id} (refused)", path)
+            return
+        try:
+            traw = read_regular(mfd, f"{container_id}{TREE_SUFFIX}")
+        except FileNotFoundError:
+            raise ReplicaError(f"its metadata does not say it is container {container_id} "
+                               f"(no .blocks, no .tree; refused)", path) from None
+        try:
+            tree = tree_from_bytes(traw, source=path)
+        except TreeFileError:
+            return
+        if tree.container_id != container_id:
+            raise ReplicaError(f"its tree records container {tree.container_id}, not "
+                               f"{container_id} (refused)", path)
+    finally:
+        os.close(mfd)

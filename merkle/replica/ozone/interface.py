@@ -117,6 +117,18 @@ class OzoneLayout:
         except (OSError, ValueError, ReplicaError):
             return os.path.dirname(os.path.dirname(p))
 
+    def cluster_of(self, root: str) -> str:
+        # a volume's <volume>/hdds/<clusterID> is its clusterID; any other root (a
+        # directory holding volumes) is itself
+        parts = [c for c in os.path.abspath(root).split("/") if c]
+        if len(parts) >= 2 and parts[-2] == "hdds":
+            return "ozone:" + parts[-1]
+        return "/" + "/".join(parts)
+
+    def check_container_id(self, dir_fd: int, path: str, container_id: int) -> None:
+        # the offline repair checks the replica's .container file itself (OfflineReplica)
+        return None
+
     # (writing ends here)
 
 
