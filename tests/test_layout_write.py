@@ -207,6 +207,22 @@ def test_replicate_asks_every_layout_before_writing(tmp_path, fake_layout):
     assert not target.exists()
 
 
+def test_replicate_into_an_ozone_volume_is_refused_before_the_target_exists(tmp_path):
+    """The Ozone layout guards its volumes for a target not made yet (layout_of would not
+    recognise a path that does not exist: every layout is asked instead)."""
+    pytest.importorskip("rocksdict")
+    make_cluster(tmp_path / "plain", "none", seed=1)
+    source = sorted((tmp_path / "plain").glob("dn*/vol*/*"))[0]
+    generate_cluster(tmp_path / "oz", GeneratorConfig(**{**SMALL, "containers": 1,
+                                                         "layout": "ozone"}))
+    container_dir = next((tmp_path / "oz").glob("dn*/vol*/hdds/*/current/containerDir0"))
+    target = container_dir / source.name
+    shutil.rmtree(target, ignore_errors=True)
+    with pytest.raises(ReplicaError, match="the target is on an Ozone datanode volume"):
+        replicate(source, target)
+    assert not target.exists()
+
+
 def test_open_in_keeps_its_refusals_through_safeopen(tmp_path):
     (tmp_path / "real").write_bytes(b"x")
     (tmp_path / "link").symlink_to(tmp_path / "real")
