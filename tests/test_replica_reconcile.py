@@ -306,7 +306,7 @@ def test_crash_between_data_and_metadata_leaves_a_repairable_replica(tmp_path):
 
 def test_torn_chunk_write_then_rerun_converges(tmp_path, monkeypatch):
     """The process dies inside a pwrite, half a chunk on disk (a torn write)."""
-    import merkle.replica.reconcile as rr
+    import merkle.replica.reconcile.copying as rr  # where the copier writes (pwrite)
     root = tmp_path / "c"
     m = make_cluster(root, "bitflip,missing-chunks", containers=1, seed=12)
     real = os.pwrite

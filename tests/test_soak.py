@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-import merkle.replica.reconcile as rr
+import merkle.replica.reconcile.copying as rr  # where the copier verifies (_verify)
 import merkle.replica.scan as rs
 from merkle.cli import main
 from merkle.replica.soak import run_soak

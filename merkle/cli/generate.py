@@ -19,11 +19,16 @@ report for each replica. The same --seed gives the same bytes."""
 
 def _epilog() -> str:
     from merkle.replica.generate import DEFAULT_FAULTS, FAULT_TYPES
-    from merkle.replica.ozone.generate import OZONE_FAULT_TYPES
+    from merkle.replica.layouts import layouts
+    # the faults only one layout injects (Ozone's), each layout asked (a layout that
+    # generates nothing, as a test's read-only one, has none)
+    own = [(layout.name, tuple(getattr(layout, "fault_types", ()))) for layout in layouts()]
+    own = [(name, kinds) for name, kinds in own if kinds]
     return (f"fault types: {', '.join(FAULT_TYPES)}\n"
-            f"--layout ozone only: {', '.join(OZONE_FAULT_TYPES)}\n"
-            f"--faults default = {DEFAULT_FAULTS} (+ one of each ozone-only fault with "
-            f"--layout ozone)\n"
+            + "".join(f"--layout {name} only: {', '.join(kinds)}\n" for name, kinds in own)
+            + f"--faults default = {DEFAULT_FAULTS}"
+            + "".join(f" (+ one of each {name}-only fault with --layout {name})"
+                      for name, _ in own) + "\n"
             "see merkle/replica/generate.py for what each one does and reports\n\n"
             "OUT must be new or empty, or hold only an earlier generate run (its marker file "
             ".crcmerkle-generate), which is replaced; a failed run removes what it wrote.\n\n"

@@ -177,20 +177,6 @@ def _refuse_ozone(path: str, offline: bool = False) -> None:
         raise _Refused(path, str(exc)) from None
 
 
-def _ozone_groups(path: str, walk_error: Any) -> Dict[int, List[str]]:
-    """Replicas on the Ozone volumes at or under `path`, by container ID."""
-    from merkle.replica.ozone.layout import find_volumes
-
-    groups: Dict[int, List[str]] = {}
-    for volume, _ in find_volumes(path):
-        if volume.problem is not None:
-            walk_error(volume.root, ReplicaError(volume.problem, os.fspath(volume.root)))
-            continue
-        for r in volume.replicas():
-            groups.setdefault(r.container_id, []).append(os.fspath(r.root))
-    return groups
-
-
 def _stored_value(replica: str) -> Any:
     """The container value of a replica's stored `.tree` (None if it has none, or it cannot
     be read: opened safely, size-capped)."""
@@ -246,7 +232,6 @@ def _dump(state: Dict[str, Any]) -> None:
 
 def _run(args: argparse.Namespace, state: Dict[str, Any]) -> int:
     from merkle.cli import one_line
-    from merkle.replica.ozone.layout import is_ozone_path
     from merkle.replica.reconcile import datanode_of, reconcile, replica_groups
 
     jobs: List[Job] = []
@@ -274,8 +259,8 @@ def _run(args: argparse.Namespace, state: Dict[str, Any]) -> int:
             _refuse_ozone(p, args.offline)
         for p in args.paths:
             try:
-                ozone = args.offline and is_ozone_path(p)
-                found = _ozone_groups(p, walk_error) if ozone else replica_groups(p, walk_error)
+                # each path's layout finds its replicas (offline: Ozone's volumes too)
+                found = replica_groups(p, walk_error, offline=args.offline)
             except OSError as exc:
                 raise _Refused(p, _os_message(exc)) from None
             except ReplicaError as exc:

@@ -263,12 +263,11 @@ def check_roots_field(value: Any, what: str, source: str) -> List[str]:
 
 
 def cluster_of(root: str) -> str:
-    """What makes two roots one cluster: an Ozone volume's <volume>/hdds/<clusterID> is its
-    clusterID; a crcmerkle-layout root is its cluster directory."""
-    parts = _components(root)
-    if len(parts) >= 2 and parts[-2] == "hdds":
-        return "ozone:" + parts[-1]
-    return "/" + "/".join(parts)
+    """What makes two roots one cluster, as the root's layout says (merkle.replica.layout
+    .Layout.cluster_of): an Ozone volume's <volume>/hdds/<clusterID> is its clusterID; a
+    crcmerkle-layout root is its cluster directory."""
+    from merkle.replica.layouts import layout_of
+    return layout_of(root).cluster_of(root)
 
 
 def check_replica_path(path: str, container_id: int, roots: Sequence[str],
@@ -321,53 +320,13 @@ def open_without_links(path: str) -> int:
 
 def check_replica_metadata(path: str, container_id: int) -> None:
     """The replica at `path` (reached without links) records `container_id` in its own
-    metadata: its `.blocks` (else its `.tree`) says so; ReplicaError otherwise. Replicas on
-    an Ozone volume are checked by the offline repair itself (its `.container` file)."""
-    from merkle.replica.crcmerkle.blockmeta import decode_blockmeta
-    from merkle.replica.crcmerkle.layout import META_SUFFIX, TREE_SUFFIX
-    from merkle.replica.errors import BlockMetaError
-    from merkle.replica.safeopen import open_dir, read_regular
+    metadata, as its layout checks it (merkle.replica.layout.Layout.check_container_id:
+    a crcmerkle replica's `.blocks`, else its `.tree`; a replica on an Ozone volume is
+    checked by the offline repair itself, its `.container` file); ReplicaError otherwise."""
+    from merkle.replica.layouts import layout_of
 
     fd = open_without_links(path)
     try:
-        if "containerDir" in path and "/hdds/" in path:
-            return  # an Ozone replica: OfflineReplica checks its .container
-        try:
-            mfd = open_dir("metadata", fd, display=os.path.join(path, "metadata"))
-        except FileNotFoundError:
-            raise ReplicaError("has no metadata/ saying which container it is (refused)",
-                               path) from None
-        try:
-            try:
-                raw = read_regular(mfd, f"{container_id}{META_SUFFIX}")
-            except FileNotFoundError:
-                raw = None
-            if raw is not None:
-                try:
-                    meta = decode_blockmeta(raw, f"{path}/metadata/{container_id}"
-                                            f"{META_SUFFIX}")
-                except BlockMetaError:
-                    return  # unreadable: the repair itself reports (and refuses) it
-                if meta.container_id != container_id:
-                    raise ReplicaError(f"not container {container_id}: its block metadata "
-                                       f"records container {meta.container_id} (refused)",
-                                       path)
-                return
-            try:
-                traw = read_regular(mfd, f"{container_id}{TREE_SUFFIX}")
-            except FileNotFoundError:
-                raise ReplicaError(f"its metadata does not say it is container "
-                                   f"{container_id} (no .blocks, no .tree; refused)",
-                                   path) from None
-            from merkle.trees.treefile import TreeFileError, tree_from_bytes
-            try:
-                tree = tree_from_bytes(traw, source=path)
-            except TreeFileError:
-                return
-            if tree.container_id != container_id:
-                raise ReplicaError(f"its tree records container {tree.container_id}, not "
-                                   f"{container_id} (refused)", path)
-        finally:
-            os.close(mfd)
+        layout_of(path).check_container_id(fd, path, container_id)
     finally:
         os.close(fd)

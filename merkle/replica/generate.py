@@ -47,14 +47,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Set, Tuple, Union
 
-import numpy as np
-
 from merkle import _native
-from merkle.replica.errors import ReplicaError
+from merkle.replica.layout import Layout
+from merkle.replica.layouts import LayoutError, layout_named, layouts
 from merkle.replica.scan import (CORRUPT_CHUNK, INCONSISTENT_CHUNK_LENGTH, METADATA_CORRUPT,
                                  METADATA_MISSING, MISSING_CHUNK, MISSING_DATA_FILE,
                                  TREE_CORRUPT, TREE_MISSING)
 from merkle.replica.crcmerkle.writer import ContainerWriter
+# re-exported: their home is below the generator and the layouts (merkle.replica.synth)
+from merkle.replica.synth import GeneratorError, block_data  # noqa: F401
 
 __all__ = ["DEFAULT_FAULTS", "FAULT_TYPES", "GeneratorConfig", "GeneratorError",
            "MANIFEST_NAME", "generate_cluster", "parse_faults"]
@@ -71,36 +72,46 @@ DEFAULT_FAULTS = "bitflip=2,bitflip2=1,bitflip-all=1,truncate=2,missing-chunks=1
                  "meta-corrupt=1,meta-missing=1"
 
 
-class GeneratorError(ReplicaError):
-    """Bad generator parameters, or faults that do not fit the cluster."""
-
-
-#: the generator's layouts: `ozone` writes real datanode volumes (merkle.replica.ozone)
+#: the shipped layouts the generator writes: `ozone` writes real datanode volumes
+#: (merkle.replica.ozone); any registered layout (merkle.replica.layouts) is accepted
 LAYOUTS = ("crcmerkle", "ozone")
 
 
-def _ozone_fault_types() -> Tuple[str, ...]:
-    from merkle.replica.ozone.generate import OZONE_FAULT_TYPES
-    return OZONE_FAULT_TYPES
+def _layout(name: str) -> Layout:
+    """The registered layout `name` (GeneratorError naming the known ones otherwise)."""
+    try:
+        return layout_named(name)
+    except LayoutError:
+        known = sorted(other.name for other in layouts())
+        raise GeneratorError(f"layout must be one of {', '.join(known)}") from None
+
+
+def _own_faults(name: str) -> Tuple[str, ...]:
+    """The faults only the layout `name` injects (none for a name no layout has)."""
+    try:
+        return tuple(layout_named(name).fault_types)
+    except LayoutError:
+        return ()
 
 
 def parse_faults(spec: str, layout: str = "crcmerkle") -> Dict[str, int]:
     """'bitflip=2,truncate' -> {'bitflip': 2, 'truncate': 1}; 'none' -> {}; 'default' (for
-    the ozone layout also one of each Ozone-only fault)."""
+    a layout with faults of its own, the ozone layout's, also one of each of those)."""
     spec = spec.strip()
     if spec in ("", "none"):
         return {}
+    own = _own_faults(layout)
     if spec == "default":
-        spec = DEFAULT_FAULTS
-        if layout == "ozone":
-            spec += "," + ",".join(_ozone_fault_types())
-    known = FAULT_TYPES + (_ozone_fault_types() if layout == "ozone" else ())
+        spec = DEFAULT_FAULTS + "".join("," + kind for kind in own)
+    known = FAULT_TYPES + own
     out: Dict[str, int] = {}
     for part in spec.split(","):
         name, _, count = part.strip().partition("=")
         name = name.strip()
         if name not in known:
-            hint = " (an ozone-layout fault)" if name in _ozone_fault_types() else ""
+            owner = [other.name for other in layouts()
+                     if name in getattr(other, "fault_types", ())]
+            hint = f" (an {owner[0]}-layout fault)" if owner else ""
             raise GeneratorError(f"unknown fault type {name!r}{hint} (known: {', '.join(known)})")
         try:
             n = int(count) if count else 1
@@ -128,9 +139,10 @@ class GeneratorConfig:
     algorithm: str = "crc32"  # crc32 | crc32c | mixed
     faults: Dict[str, int] = field(default_factory=dict)
     seed: int = 0
-    layout: str = "crcmerkle"  # crcmerkle | ozone (LAYOUTS)
-    #: ozone layout: where each volume will be mounted, a template with {datanode} and
-    #: {volume} (merkle.replica.ozone.generate.mount_paths); None: where it is written
+    layout: str = "crcmerkle"  # crcmerkle | ozone (LAYOUTS), or another registered layout
+    #: a layout that records mount paths (ozone): where each volume will be mounted, a
+    #: template with {datanode} and {volume} (the layout's mount_paths); None: where it is
+    #: written
     mount_path: Optional[str] = None
 
     def validate(self) -> None:
@@ -145,15 +157,15 @@ class GeneratorConfig:
             raise GeneratorError("sizes must be positive")
         if self.algorithm not in ("crc32", "crc32c", "mixed"):
             raise GeneratorError("algorithm must be crc32, crc32c or mixed")
-        if self.layout not in LAYOUTS:
-            raise GeneratorError(f"layout must be one of {', '.join(LAYOUTS)}")
+        layout = _layout(self.layout)
         if self.mount_path is not None:
-            if self.layout != "ozone":
-                raise GeneratorError("--mount-path: a mount path is recorded by the ozone layout "
-                                     "only")
-            from merkle.replica.ozone.generate import mount_paths
-            mount_paths(self.mount_path, self.datanodes, self.volumes)
-        known = FAULT_TYPES + (_ozone_fault_types() if self.layout == "ozone" else ())
+            if not layout.records_mount_paths:
+                which = " or ".join(other.name for other in layouts()
+                                    if getattr(other, "records_mount_paths", False))
+                raise GeneratorError(f"--mount-path: a mount path is recorded by the {which} "
+                                     f"layout only")
+            layout.mount_paths(self.mount_path, self.datanodes, self.volumes)
+        known = FAULT_TYPES + tuple(layout.fault_types)
         for k in self.faults:
             if k not in known:
                 raise GeneratorError(f"unknown fault type {k!r} for the {self.layout} layout")
@@ -165,11 +177,6 @@ class _Container:
     algorithm: str
     replicas: List[str]  # relative paths
     blocks: Dict[int, int]  # block ID -> length
-
-
-def block_data(seed: int, container_id: int, block_id: int, length: int) -> bytes:
-    """The pristine bytes of a block (depends only on seed, container and block)."""
-    return np.random.default_rng([seed & 0xFFFFFFFF, container_id, block_id, 0xB10C]).bytes(length)
 
 
 class _Cluster:
@@ -508,23 +515,21 @@ def generate_cluster(out: PathLike, config: Optional[GeneratorConfig] = None, **
     if kwargs:
         cfg = GeneratorConfig(**{**asdict(cfg), **kwargs})
     cfg.validate()
-    if cfg.layout == "ozone":
-        from merkle.replica.ozone.generate import check_available
-        check_available()
+    layout = layout_named(cfg.layout)
+    layout.check_can_generate()
     root = Path(out)
     created = _prepare_output(root)
     try:
-        # the ozone layout: the same content made in the crcmerkle layout, then moved onto
-        # datanode volumes (merkle.replica.ozone.generate)
-        staging = root / _STAGING if cfg.layout == "ozone" else root
+        # a layout not generated in place (ozone): the same content made in the crcmerkle
+        # layout in a staging directory, then moved onto the layout's volumes
+        staging = root if layout.generated_in_place else root / _STAGING
         cluster = _Cluster(staging, cfg)
         cluster.write()
         cluster.inject()
         manifest = cluster.manifest()
-        if cfg.layout == "ozone":
-            from merkle.replica.ozone.generate import convert_cluster
-            ozone = {k: n for k, n in cfg.faults.items() if k in _ozone_fault_types()}
-            manifest = convert_cluster(staging, root, manifest, cfg, ozone)
+        if not layout.generated_in_place:
+            own = {k: n for k, n in cfg.faults.items() if k in layout.fault_types}
+            manifest = layout.finish_generation(staging, root, manifest, cfg, own)
         _write_new_file(root, MANIFEST_NAME, json.dumps(manifest, indent=1, sort_keys=True)
                         + "\n")
     except BaseException:  # also Ctrl-C: leave nothing half-written behind

@@ -20,10 +20,12 @@ This module imports nothing of the layouts nor of the jobs: layouts and jobs imp
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, List, Optional, Protocol, Tuple
+from pathlib import Path
+from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional, Protocol, Sequence,
+                    Tuple)
 
-__all__ = ["Layout", "REPAIR_IN_PLACE", "REPAIR_NONE", "REPAIR_OFFLINE", "ReplicaRef", "Volume",
-           "WalkErrorFn"]
+__all__ = ["Layout", "REPAIR_IN_PLACE", "REPAIR_NONE", "REPAIR_OFFLINE", "RepairTarget",
+           "ReplicaRef", "Volume", "WalkErrorFn"]
 
 #: how a walk reports an entry it skipped (where, why) and goes on
 WalkErrorFn = Callable[[Any, Exception], None]
@@ -107,3 +109,95 @@ class Layout(Protocol):
         """Scan each replica: (replica, merkle.replica.scan.ScanResult or None, the error that
         stopped it or None), in the order given. `trees_only`: the stored trees, no data read.
         `options`: the scanner's (bytes_per_second, workers, write_tree...)."""
+
+    # ---- writing and repairing (the generator, replicate, reconcile) ------------------------
+
+    #: the layout's name in sentences ("an Ozone replica is repaired from Ozone replicas only")
+    title: str
+    #: the generator's faults only this layout can inject (merkle.replica.generate.FAULT_TYPES
+    #: are every layout's)
+    fault_types: Tuple[str, ...]
+    #: True when the generator writes this layout's replicas where they stay (crcmerkle's);
+    #: False: it writes crcmerkle-layout replicas in a staging directory that
+    #: `finish_generation` then moves onto this layout's volumes
+    generated_in_place: bool
+    #: whether a generated volume records where it will be mounted (`generate --mount-path`)
+    records_mount_paths: bool
+
+    def check_can_generate(self) -> None:
+        """merkle.replica.synth.GeneratorError unless the generator can write this layout
+        here (what it needs installed: the ozone extra for Ozone's volumes)."""
+
+    def mount_paths(self, template: Optional[str], datanodes: int, volumes: int
+                    ) -> Dict[Tuple[int, int], Optional[str]]:
+        """Where each generated volume (datanode d, volume v) will be mounted, from
+        `template` ({datanode}, {volume}); None each without one. GeneratorError for a
+        template this layout cannot record (only asked when `records_mount_paths`)."""
+
+    def finish_generation(self, staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any,
+                          faults: Dict[str, int]) -> Dict[str, Any]:
+        """Move the generated crcmerkle-layout cluster in `staging` onto this layout's
+        volumes under `out`, inject `faults` (this layout's own `fault_types`), and return
+        the manifest with the new replica paths (only asked when not `generated_in_place`)."""
+
+    def replicate_refusal(self, path: str, role: str) -> Optional[str]:
+        """Why `crcmerkle replicate` must not copy from (`role` "source") or into ("target")
+        `path` when it lies on this layout's volumes (it may not exist yet: a target); None
+        when it does not, or this layout lets replicate copy there. Every registered layout
+        is asked."""
+
+    def repair_refusal(self, path: str) -> str:
+        """Why the replica at `path` (this layout's) is not repaired while in service, and
+        what to do instead: asked when `repair` is not REPAIR_IN_PLACE."""
+
+    def open_repair(self, path: str, *, dry_run: bool) -> "RepairTarget":
+        """The replica at `path` opened for a repair (held against other writers until
+        `close`, except in a dry run): REPAIR_IN_PLACE layouts in service, REPAIR_OFFLINE
+        layouts with the owner stopped (their lock checked free). ReplicaError/OSError when
+        it cannot or must not be repaired."""
+
+    def load_peer(self, path: str, container_id: int) -> Tuple[Any, Any, Dict[int, bytes]]:
+        """A peer of a repair of this layout's replica: (its files, a
+        merkle.replica.files.ReplicaFiles with .paths and close(); its block metadata, a
+        ContainerMeta; the raw block-metadata values to copy into new records, by block ID,
+        or {}). ReplicaError/OSError when it cannot serve."""
+
+    def replica_groups(self, path: str, on_error: Optional[WalkErrorFn] = None
+                       ) -> Dict[int, List[Path]]:
+        """This layout's replicas at or under `path`, grouped by container ID
+        (`reconcile --all`); an entry the walk cannot use goes to `on_error` (else raises)."""
+
+    def datanode_of(self, path: str) -> str:
+        """The datanode the replica at `path` lives on, as the repair vote counts datanodes
+        (each casts one vote)."""
+
+    def cluster_of(self, root: str) -> str:
+        """What makes two scanned roots one cluster (a report's or plan's command must not
+        mix clusters): Ozone's <volume>/hdds/<clusterID> is its clusterID, another root is
+        its directory."""
+
+    def check_container_id(self, dir_fd: int, path: str, container_id: int) -> None:
+        """ReplicaError unless the replica open at `dir_fd` (reached without links; `path`
+        for messages) records `container_id` in its own metadata, before a command of a
+        report or plan runs on it (a layout whose repair checks it itself may leave it)."""
+
+
+class RepairTarget(Protocol):
+    """A replica opened for a repair (Layout.open_repair): where it is, how to read it, and
+    where the repair stores what it wrote (block metadata, then the tree, each atomically)."""
+
+    #: merkle.replica.crcmerkle.layout.ContainerPaths of the replica directory
+    paths: Any
+    #: merkle.replica.files.LocalReplicaFiles: reads and the block writes of the repair
+    files: Any
+
+    def save_blocks(self, meta: Any, peer_values: Dict[int, bytes], block_ids: Sequence[int],
+                    tree: Any) -> None:
+        """Store the block metadata `meta` (the blocks `block_ids` gained chunks; the peer's
+        raw values by block ID; the tree the repair will write)."""
+
+    def save_tree(self, tree: Any) -> None:
+        """Store the rebuilt tree, atomically, after the block metadata."""
+
+    def close(self) -> None:
+        """Release what open_repair holds (files, lock)."""

@@ -58,9 +58,11 @@ from merkle.replica.crcmerkle.layout import (BLOCK_SUFFIX, META_SUFFIX, TREE_SUF
 from merkle.replica.commandlist import command_int
 from merkle.replica.errors import BlockMetaError, ReplicaError
 from merkle.replica.fileio import pread_into
+from merkle.replica.layouts import layouts
 from merkle.replica.lock import ReplicaLock
-from merkle.replica.safeopen import (make_dir, open_dir, open_dir_nofollow_path, open_regular,
-                                     read_regular, replace_atomic)
+from merkle.replica.safeopen import (NotRegularFileError, make_dir, open_dir,
+                                     open_dir_nofollow_path, open_regular, read_regular,
+                                     replace_atomic)
 from merkle.trees.ozone import format_checksum
 
 __all__ = ["PLAN_FORMAT", "PlanCommand", "ReplicateResult", "SourceNotGoodError",
@@ -114,41 +116,46 @@ class ReplicateResult:
 
 def open_in(dir_fd: int, name: str, flags: int = os.O_RDONLY, mode: int = 0o644, *,
             directory: bool = False) -> int:
-    """Open one path component `name` relative to `dir_fd`, never following a symbolic link,
-    and check with fstat that it is a regular file (or a directory when `directory`).
-    Reads open non-blocking so a FIFO cannot hang us; the descriptor is close-on-exec."""
+    """Open one path component `name` relative to `dir_fd` (safeopen.open_regular, or
+    safeopen.open_dir when `directory`): never through a symbolic link, a file fstat-checked
+    to be regular, a read that cannot hang on a FIFO, close-on-exec. A link, or a file that
+    is not a regular one, is a ReplicaError naming it; a directory that is not one (a link
+    included) NotADirectoryError."""
     if not name or "/" in name or name in (".", ".."):
         raise ValueError(f"not a single path component: {name!r}")
-    extra = os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        if directory:
+            return open_dir(name, dir_fd)
+        return open_regular(dir_fd, name, flags, mode=mode)
+    except NotRegularFileError as exc:
+        raise _refused(dir_fd, name, directory, exc) from None
+
+
+def _refused(dir_fd: Optional[int], name: str, directory: bool,
+             exc: NotRegularFileError) -> Exception:
+    """What replicate raises for an entry safeopen refused, as it always has: for a
+    directory, NotADirectoryError (O_DIRECTORY|O_NOFOLLOW meets a link, a file or a FIFO
+    with ENOTDIR); for a file, a ReplicaError naming a link or a file that is not regular."""
+    shown = os.path.basename(name)
     if directory:
-        extra |= getattr(os, "O_DIRECTORY", 0)
-    elif not flags & (os.O_WRONLY | os.O_RDWR):
-        extra |= getattr(os, "O_NONBLOCK", 0)
+        return NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), shown)
     try:
-        fd = os.open(name, flags | extra, mode, dir_fd=dir_fd)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise ReplicaError(f"{name} is a symbolic link (refused)") from None
-        raise
-    try:
-        st = os.fstat(fd)
-        ok = stat.S_ISDIR(st.st_mode) if directory else stat.S_ISREG(st.st_mode)
-        if not ok:
-            raise ReplicaError(f"{name} is not a {'directory' if directory else 'regular file'}")
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+        link = stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        link = False
+    if link:
+        return ReplicaError(f"{shown} is a symbolic link (refused)")
+    return ReplicaError(f"{shown} is not a regular file")
 
 
 def _open_dir(path: PathLike) -> int:
-    """A directory given by path; its last component must not be a symbolic link."""
+    """A directory given by path; its last component must not be a symbolic link (the
+    components above it are followed, as the operator named them)."""
     p = os.path.abspath(os.fspath(path))
-    parent = os.open(os.path.dirname(p) or "/", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
-        return open_in(parent, os.path.basename(p), directory=True)
-    finally:
-        os.close(parent)
+        return open_dir(p)
+    except NotRegularFileError as exc:
+        raise _refused(None, p, True, exc) from None
 
 
 def _read_all(dir_fd: int, name: str, shown: str) -> bytes:
@@ -339,14 +346,13 @@ def replicate(source: PathLike, target: PathLike, *,
     `source` (see the module docstring). Raises SourceNotGoodError when the source's data
     does not verify, TargetExistsError when the target holds something else,
     ReplicaError/OSError when the work cannot be done (lock held, unreadable metadata)."""
-    from merkle.replica.ozone.layout import is_ozone_path
     for role, path in (("source", source), ("target", target)):
-        # before the lock: nothing may be written into a datanode's volume
-        if is_ozone_path(path):
-            raise ReplicaError(f"the {role} is on an Ozone datanode volume: Ozone makes new "
-                               "replicas itself (its ReplicationManager, driven by `ozone admin "
-                               "datanode decommission` / `maintenance`); crcmerkle replicate "
-                               "copies crcmerkle-layout replicas only", os.fspath(path))
+        # before the lock: every layout guards its own volumes (nothing may be written into
+        # an Ozone datanode's volume: Ozone makes its replicas itself)
+        for layout in layouts():
+            why = layout.replicate_refusal(os.fspath(path), role)
+            if why:
+                raise ReplicaError(why, os.fspath(path))
     src = container_paths(source)
     tgt = container_paths(target)
     if src.container_id != tgt.container_id:

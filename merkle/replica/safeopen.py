@@ -44,12 +44,12 @@ import stat
 import threading
 from pathlib import Path
 from types import TracebackType
-from typing import Dict, Optional, Type, Union
+from typing import Dict, Optional, Sequence, Type, Union
 
 __all__ = ["DEFAULT_MAX_METADATA_BYTES", "DEFAULT_MAX_ROW_BYTES", "FileTooLargeError",
            "NOT_A_REGULAR_FILE", "NotRegularFileError", "ReplicaDir", "UnsafeNameError",
            "check_component", "make_dir", "max_metadata_bytes", "max_row_bytes", "open_dir",
-           "open_dir_nofollow_path", "open_regular", "read_named", "read_regular",
+           "open_dir_chain", "open_dir_nofollow_path", "open_regular", "read_named", "read_regular",
            "replace_atomic"]
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -205,31 +205,12 @@ def open_dir_nofollow_path(path: PathLike, *, display: Optional[str] = None) -> 
     when a component is missing): nothing reached through it can be elsewhere."""
     shown = display or os.fspath(path)
     full = os.path.abspath(os.fspath(path))
-    fd = os.open("/", os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
-    here = "/"
+    root = os.open("/", os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
     try:
-        for part in [p for p in full.split("/") if p]:
-            here = os.path.join(here, part)
-            try:
-                nfd = os.open(part, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC | _O_NOFOLLOW,
-                              dir_fd=fd)
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    try:
-                        kind = _kind(os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode)
-                    except OSError:
-                        raise exc from None
-                    raise NotRegularFileError(exc.errno, f"{here} is {kind}, not a directory "
-                                              f"(no link is followed here)", shown) from None
-                if exc.filename is None or exc.filename == part:
-                    exc.filename = here
-                raise
-            os.close(fd)
-            fd = nfd
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+        return open_dir_chain(root, [p for p in full.split("/") if p], start="/",
+                              display=shown)
+    finally:
+        os.close(root)
 
 
 def open_regular(dir_fd: int, name: str, flags: int = os.O_RDONLY, *, create: bool = False,
@@ -456,3 +437,42 @@ class ReplicaDir:
     def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
                  tb: Optional[TracebackType]) -> None:
         self.close()
+
+
+# ---- walking down a chain of directories (issue 24: the one walk every layout and job uses) --
+
+def open_dir_chain(dir_fd: int, names: Sequence[str], *, start: PathLike = "",
+                   display: Optional[str] = None) -> int:
+    """A new descriptor of dir_fd/names[0]/names[1]/..., each name one plain entry
+    (UnsafeNameError otherwise) opened with O_DIRECTORY|O_NOFOLLOW relative to the one
+    before: a symbolic link anywhere on the way is NotRegularFileError naming where it was
+    met (`start` is the path of `dir_fd`, for messages), a missing component
+    FileNotFoundError naming it. `dir_fd` itself stays open (the caller's); with no names,
+    a duplicate of it."""
+    shown = display or os.fspath(start)
+    fd = os.dup(dir_fd)
+    here = os.fspath(start)
+    try:
+        for part in names:
+            check_component(part, display)
+            here = os.path.join(here, part)
+            try:
+                nfd = os.open(part, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC | _O_NOFOLLOW,
+                              dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    try:
+                        kind = _kind(os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode)
+                    except OSError:
+                        raise exc from None
+                    raise NotRegularFileError(exc.errno, f"{here} is {kind}, not a directory "
+                                              f"(no link is followed here)", shown) from None
+                if exc.filename is None or exc.filename == part:
+                    exc.filename = here
+                raise
+            os.close(fd)
+            fd = nfd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd

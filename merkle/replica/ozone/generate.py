@@ -34,6 +34,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 from merkle.replica.crcmerkle.blockmeta import BlockMeta, ChunkMeta, ContainerMeta, read_blockmeta
 from merkle.replica.errors import BlockMetaError
 from merkle.replica.ozone.rocks import block_key
+from merkle.replica.synth import GeneratorError, block_data
 from merkle.trees.treefile import TreeFileError, tree_from_bytes
 
 __all__ = ["OZONE_FAULT_TYPES", "convert_cluster"]
@@ -57,7 +58,6 @@ def _uuid(rng: random.Random) -> str:
 
 def _pristine_meta(cfg: Any, cid: int, blocks: Dict[str, int], algorithm: str) -> ContainerMeta:
     """A container's block metadata from the generator's deterministic data."""
-    from merkle.replica.generate import block_data
     meta = ContainerMeta(cid)
     for b, length in blocks.items():
         data = block_data(cfg.seed, cid, int(b), length)
@@ -85,7 +85,6 @@ def mount_paths(template: Optional[str], datanodes: int, volumes: int
     the `.container` files then record where the volume is written). GeneratorError for a
     template that is not absolute, names another field, or mounts two volumes of one
     datanode at the same path."""
-    from merkle.replica.generate import GeneratorError
     if template is None:
         return {(d, v): None for d in range(datanodes) for v in range(volumes)}
     try:
@@ -118,7 +117,6 @@ def mount_paths(template: Optional[str], datanodes: int, volumes: int
 
 def check_available() -> None:
     """GeneratorError unless the ozone extra (rocksdict, protobuf, PyYAML) is importable."""
-    from merkle.replica.generate import GeneratorError
     try:
         from merkle.replica.ozone import writer  # noqa: F401  (protobuf, YAML)
         from merkle.replica.ozone.rocks import VolumeDBError, _rocksdict
@@ -135,7 +133,6 @@ def convert_cluster(staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any
                     ozone_faults: Dict[str, int]) -> Dict[str, Any]:
     """Move the crcmerkle-layout cluster in `staging` onto datanode volumes under `out`,
     inject `ozone_faults`, and return the manifest with the new replica paths."""
-    from merkle.replica.generate import GeneratorError
     from merkle.replica.ozone.rocks import VolumeDBError
     from merkle.replica.ozone.writer import VolumeWriter
     check_available()

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple, Union
 
 from merkle.replica.safeopen import (FileTooLargeError, check_component, max_metadata_bytes,
-                                     open_dir)
+                                     open_dir, open_dir_chain)
 from merkle.replica.safeopen import open_regular as safe_open_regular
 
 __all__ = ["HDDS", "OzoneReplica", "OzoneVolume", "VOLUME_LAYOUT_VERSION", "container_dir_index",
@@ -194,7 +194,11 @@ class OzoneVolume:
         found: List[OzoneReplica] = []
         current = self.id_dir / "current"
         try:  # hdds/, the cluster directory and current/ opened one by one, never a link
-            fd = _open_chain(self.hdds, (self.id_dir.name, "current"))
+            base = open_dir(os.fspath(self.hdds))
+            try:
+                fd = open_dir_chain(base, (self.id_dir.name, "current"), start=self.hdds)
+            finally:
+                os.close(base)
         except OSError:  # missing, or a link out of the volume: never followed
             return []
         try:
@@ -265,21 +269,6 @@ class OzoneReplica:
         except OSError:
             return None
         return st.st_dev, st.st_ino
-
-
-def _open_chain(base: Path, names: Tuple[str, ...]) -> int:
-    """A descriptor of base/names[0]/names[1]/..., `base` itself and each name opened with
-    O_NOFOLLOW relative to the one before: a link anywhere on the way raises OSError."""
-    fd = open_dir(os.fspath(base))
-    try:
-        for name in names:
-            nfd = open_dir(name, fd)
-            os.close(fd)
-            fd = nfd
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
 
 
 def _decimal(name: str) -> Optional[int]:
