@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple, Union
 
-from merkle.replica.crcmerkle.blockmeta import ContainerMeta
+from merkle.replica.blocks import ContainerMeta
 from merkle.replica.errors import BlockMetaError, ReplicaError
 from merkle.replica.files import BlockFile, LocalBlockFile
 from merkle.replica.fileio import pread_into
