@@ -212,7 +212,7 @@ def read_blocks(container_id: int, rows: Iterable[Tuple[bytes, bytes]], *,
     rows and chunks (one per BYTES_PER_CHUNK_LIMIT bytes: an empty chunk is ~25 bytes of a
     row but ~350 bytes of memory and ~20 us to convert); above either `too_large` is set and
     no further row is read. Memory is never sized from a number in a row."""
-    from merkle.replica.scan import METADATA_CORRUPT, METADATA_UNREADABLE
+    from merkle.replica.results import METADATA_CORRUPT, METADATA_UNREADABLE
 
     record_limit = None if total_limit is None else total_limit // BYTES_PER_CHUNK_LIMIT
     records = 0

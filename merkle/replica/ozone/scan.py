@@ -54,8 +54,11 @@ from merkle.replica.ozone.layout import (BLOCK_SUFFIX, OzoneReplica, OzoneVolume
                                          replicas_under)
 from merkle.replica.ozone.paths import CONTAINER_PATH_MISMATCH, accepted_mounts, path_mismatch
 from merkle.replica.ozone.rocks import VolumeDB, VolumeDBError
+from merkle.replica.results import (METADATA_UNREADABLE, UNREADABLE_DATA_FILE, RateLimiter,
+                                    ScanError, ScanResult, tree_result)
 from merkle.replica.safeopen import (NOT_A_REGULAR_FILE, NotRegularFileError, check_component,
                                       max_metadata_bytes, max_row_bytes, open_dir)
+from merkle.replica.verify import read_stored_tree, scan_files
 
 __all__ = ["CONTAINER_FILE_CORRUPT", "CONTAINER_FILE_MISSING", "CONTAINER_NOT_SCANNED",
            "CONTAINER_PATH_MISMATCH", "DuplicateReplicaError", "OzoneReplicaFiles", "UNREFERENCED_DATA_FILE", "VolumeScanError", "scan_ozone_paths",
@@ -208,8 +211,6 @@ def scan_replica(replica: OzoneReplica, db: VolumeDB, mounts: Optional[Set[str]]
     """Scan one replica read-only (see the module docstring); a ScanResult. `mounts`: the
     mounts its `.container` may record (paths.accepted_mounts; default: those of the
     replica's own volume, computed here)."""
-    from merkle.replica import scan as core
-
     class _Unusable:
         """A replica whose metadata cannot be used: nothing is verified (empty block list)."""
 
@@ -230,9 +231,8 @@ def scan_replica(replica: OzoneReplica, db: VolumeDB, mounts: Optional[Set[str]]
             return f"{block_id}{BLOCK_SUFFIX}"
 
     def unusable(kind: str, detail: str, case: str = "") -> Any:
-        r = core.scan_files(_Unusable(), **kwargs)  # type: ignore[arg-type]
-        r.errors.insert(0, core.ScanError(kind, detail=detail,
-                                          severity=severity_of(kind, case)))
+        r = scan_files(_Unusable(), **kwargs)  # type: ignore[arg-type]
+        r.errors.insert(0, ScanError(kind, detail=detail, severity=severity_of(kind, case)))
         return r
 
     try:
@@ -253,14 +253,14 @@ def scan_replica(replica: OzoneReplica, db: VolumeDB, mounts: Optional[Set[str]]
     if mounts is None:
         mounts = accepted_mounts(replica.volume, replica.volume.replicas())
     mismatch = path_mismatch(replica, cfile.fields, mounts)
-    result = _scan_loaded(replica, db, cfile, unusable, core, **kwargs)
+    result = _scan_loaded(replica, db, cfile, unusable, **kwargs)
     if mismatch is not None:
-        result.errors.insert(0, core.ScanError(CONTAINER_PATH_MISMATCH, detail=mismatch))
+        result.errors.insert(0, ScanError(CONTAINER_PATH_MISMATCH, detail=mismatch))
     return result
 
 
 def _scan_loaded(replica: OzoneReplica, db: VolumeDB, cfile: ContainerFile,
-                 unusable: Callable[[str, str], Any], core: Any, **kwargs: Any) -> Any:
+                 unusable: Callable[[str, str], Any], **kwargs: Any) -> Any:
     """The rest of scan_replica, once the `.container` is loaded and describes the replica:
     state and schema checks, then the data."""
     if cfile.schema_version != "3":
@@ -273,9 +273,9 @@ def _scan_loaded(replica: OzoneReplica, db: VolumeDB, cfile: ContainerFile,
     files = OzoneReplicaFiles(replica, db, cfile)
     decoded = files.decoded()
     if decoded.too_large is not None:
-        return unusable(core.METADATA_UNREADABLE, f"{db.path}: {decoded.too_large}")
-    result = core.scan_files(files, **kwargs)
-    result.errors[:0] = [core.ScanError(b.kind, b.block_id, None, b.detail)
+        return unusable(METADATA_UNREADABLE, f"{db.path}: {decoded.too_large}")
+    result = scan_files(files, **kwargs)
+    result.errors[:0] = [ScanError(b.kind, b.block_id, None, b.detail)
                          for b in decoded.bad]
     if result.meta is not None:
         try:
@@ -283,15 +283,15 @@ def _scan_loaded(replica: OzoneReplica, db: VolumeDB, cfile: ContainerFile,
         except FileNotFoundError:
             present = []
         except NotRegularFileError as exc:
-            result.errors.append(core.ScanError(NOT_A_REGULAR_FILE, detail=(
+            result.errors.append(ScanError(NOT_A_REGULAR_FILE, detail=(
                 f"{exc.filename}: {exc.strerror} (never followed or listed)")))
             present = []
         except OSError as exc:  # EACCES, EIO: an I/O error, reported; the walk goes on
-            result.errors.append(core.ScanError(core.UNREADABLE_DATA_FILE, detail=(
+            result.errors.append(ScanError(UNREADABLE_DATA_FILE, detail=(
                 f"{replica.chunks_dir}: cannot be listed ({exc.strerror or exc})")))
             present = []
         for name in _unreferenced(files, present):
-            result.errors.append(core.ScanError(
+            result.errors.append(ScanError(
                 UNREFERENCED_DATA_FILE, _file_block_id(name), None,
                 f"chunks/{name} is named by no block_data entry"))
     return result
@@ -326,8 +326,6 @@ def scan_ozone_paths(paths: Iterable[PathLike], *,
     `on_error(volume, exc)` (re-raised without it) and the walk goes on. A replica directory
     already in `scanned` ((st_dev, st_ino) -> the path it was scanned at; pass one dict to
     several calls to share it) goes to `on_error(replica, DuplicateReplicaError)`."""
-    from merkle.replica.scan import RateLimiter
-
     for key in ("write_tree", "lock", "use_mmap"):
         kwargs.pop(key, None)  # read-only by construction; mmap would SIGBUS on a live file
     results: List[Any] = []
@@ -372,7 +370,6 @@ def scan_volume_items(items: Iterable[Any], *, trees_only: bool = False, **kwarg
     volume root), in volume order: (item, ScanResult or None, exception or None). Each run of
     items of one volume shares one open DB; a volume that cannot be read gives its exception
     for each of its items, and the others go on. trees_only reads the stored trees alone."""
-    from merkle.replica import scan as core
 
     current: Optional[str] = None
     db: Optional[VolumeDB] = None
@@ -402,7 +399,7 @@ def scan_volume_items(items: Iterable[Any], *, trees_only: bool = False, **kwarg
             replica = OzoneReplica(volume, int(item.container), Path(item.path))
             try:
                 if trees_only:
-                    stored, _raw, err = core.read_stored_tree(_TreeOnly(replica))
+                    stored, _raw, err = read_stored_tree(_TreeOnly(replica))
                     yield item, _tree_result(replica, stored, err), None
                 else:
                     assert db is not None
@@ -424,10 +421,5 @@ class _TreeOnly:
         return self._replica.read_tree()
 
 
-def _tree_result(replica: OzoneReplica, tree: Any, err: Any) -> Any:
-    from merkle.replica.scan import ScanResult
-    from merkle.trees.model import ContainerTree
-    t = tree if tree is not None else ContainerTree.empty(replica.container_id)
-    return ScanResult(path=os.fspath(replica.root), container_id=replica.container_id,
-                      errors=[err] if err is not None else [], scanned=t, tree=t, meta=None,
-                      blocks=int(t.n_blocks), chunks=int(t.n_chunks))
+def _tree_result(replica: OzoneReplica, tree: Any, err: Any) -> ScanResult:
+    return tree_result(os.fspath(replica.root), replica.container_id, tree, err)
