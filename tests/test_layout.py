@@ -137,3 +137,79 @@ def test_model_does_not_import_the_file_format():
     assert not any(t.startswith("merkle.trees.treefile") for t in graph["merkle.trees.model"])
     assert "merkle.trees.model" in {t.rpartition(".")[0] for t in graph["merkle.trees.treefile"]} \
         | graph["merkle.trees.treefile"]
+
+
+# ---- issue 24: the replica-layout interface ------------------------------------------------
+
+def _cluster(root: Path, layout: str, containers: int = 2) -> Path:
+    from merkle.replica.generate import GeneratorConfig, generate_cluster
+
+    generate_cluster(root, GeneratorConfig(containers=containers, layout=layout))
+    return root
+
+
+def test_crcmerkle_layout_reads_through_the_interface(tmp_path: Path) -> None:
+    from merkle.replica.crcmerkle.layout import find_containers
+    from merkle.replica.files import LocalReplicaFiles
+    from merkle.replica.layouts import layout_of
+
+    root = _cluster(tmp_path / "c", "crcmerkle")
+    layout = layout_of(str(root))
+    assert layout.name == "crcmerkle" and layout.recognises(str(root))
+    volumes = layout.volumes(str(root))
+    refs = [r for v in volumes for r in layout.replicas(v)]
+    assert sorted(r.path for r in refs) == sorted(str(loc.root) for loc in find_containers(root))
+    assert {v.datanode for v in volumes} == {p.name for p in root.glob("dn*")}
+    assert all(v.datanode_uuid is None and v.problem is None for v in volumes)
+    files = layout.open_files(refs[0])
+    assert isinstance(files, LocalReplicaFiles) and files.container_id == refs[0].container
+    assert all(layout.data_bytes(r) > 0 for r in refs)
+    scanned = list(layout.scan(refs))
+    assert [r for r, _, _ in scanned] == refs
+    assert all(exc is None and res.ok and res.bytes_read for _, res, exc in scanned)
+    # one replica named directly: its volume, with the replica as where to look
+    one = layout.volumes(refs[0].path)
+    assert [r.path for v in one for r in layout.replicas(v)] == [refs[0].path]
+    assert one[0].inner == refs[0].path
+    # a URI is this layout's (read through pyarrow.fs), never Ozone's
+    uri = "file://" + str(root)
+    assert layout_of(uri).name == "crcmerkle"
+    assert len([r for v in layout.volumes(uri) for r in layout.replicas(v)]) == len(refs)
+
+
+def test_ozone_layout_reads_through_the_interface(tmp_path: Path) -> None:
+    pytest.importorskip("rocksdict")
+    pytest.importorskip("yaml")
+    from merkle.replica.layouts import layout_of, layout_named
+    from merkle.replica.ozone.layout import find_volumes, read_version, replicas_under
+
+    root = _cluster(tmp_path / "o", "ozone")
+    layout = layout_of(str(root))
+    assert layout.name == "ozone" and not layout.recognises("file://" + str(root))
+    assert not layout_named("ozone").recognises(str(tmp_path / "missing"))
+    volumes = layout.volumes(str(root))
+    want = [(v, inner) for v, inner in find_volumes(root)]
+    assert [v.root for v in volumes] == [str(v.root) for v, _ in want]
+    for v, (ov, inner) in zip(volumes, want):
+        props = read_version(ov.root / "hdds" / "VERSION")
+        assert v.datanode_uuid == props["datanodeUuid"] and v.cluster_id == props["clusterID"]
+        assert v.datanode == ov.root.parent.name and v.problem is None
+        assert [r.path for r in layout.replicas(v)] == [str(r.root)
+                                                          for r in replicas_under(ov, inner)]
+    refs = [r for v in volumes for r in layout.replicas(v)]
+    assert refs and layout.data_bytes(refs[0]) is None
+    files = layout.open_files(refs[0])
+    try:
+        assert files.load_meta().container_id == refs[0].container
+    finally:
+        files.close()
+    scanned = list(layout.scan(refs))
+    assert all(exc is None and res.ok for _, res, exc in scanned), scanned
+    trees = list(layout.scan(refs, trees_only=True))
+    assert all(res.tree.data_checksum == full.tree.data_checksum
+               for (_, res, _), (_, full, _) in zip(trees, scanned))
+    # the same replica directory reached twice in one job is scanned once
+    seen: dict = {}
+    again = list(layout.scan(refs[:1] * 2, seen=seen))
+    assert again[0][2] is not None and "same device and inode" in str(again[0][2])
+    assert again[1][2] is None and again[1][1].ok

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple, Union
 
 from merkle.replica.blocks import ContainerMeta
-from merkle.replica.errors import BlockMetaError, ReplicaError
+from merkle.replica.errors import BlockMetaError, ReplicaError, VolumeError
 from merkle.replica.files import BlockFile, LocalBlockFile
 from merkle.replica.fileio import pread_into
 from merkle.replica.levels import severity_of
@@ -61,8 +61,9 @@ from merkle.replica.safeopen import (NOT_A_REGULAR_FILE, NotRegularFileError, ch
 from merkle.replica.verify import read_stored_tree, scan_files
 
 __all__ = ["CONTAINER_FILE_CORRUPT", "CONTAINER_FILE_MISSING", "CONTAINER_NOT_SCANNED",
-           "CONTAINER_PATH_MISMATCH", "DuplicateReplicaError", "OzoneReplicaFiles", "UNREFERENCED_DATA_FILE", "VolumeScanError", "scan_ozone_paths",
-           "scan_volume"]
+           "CONTAINER_PATH_MISMATCH", "DuplicateReplicaError", "OzoneReplicaFiles",
+           "UNREFERENCED_DATA_FILE", "VolumeScanError", "claim_replica", "open_replica_files",
+           "scan_ozone_paths", "scan_volume", "scan_volume_items", "volume_error"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -72,7 +73,7 @@ CONTAINER_NOT_SCANNED = "CONTAINER_NOT_SCANNED"
 UNREFERENCED_DATA_FILE = "UNREFERENCED_DATA_FILE"
 
 
-class VolumeScanError(ReplicaError):
+class VolumeScanError(VolumeError):
     """A whole volume could not be scanned (its DB cannot be opened, no cluster dir)."""
 
 
@@ -122,11 +123,13 @@ class OzoneReplicaFiles:
     """merkle.replica.files.ReplicaFiles of one Ozone replica: the block metadata comes from
     the volume's DB (`load_meta`), the tree and block files from the container directory."""
 
-    def __init__(self, replica: OzoneReplica, db: VolumeDB, cfile: ContainerFile) -> None:
+    def __init__(self, replica: OzoneReplica, db: VolumeDB, cfile: ContainerFile, *,
+                 owns_db: bool = False) -> None:
         self.replica = replica
         self.container_id = replica.container_id
         self.location = os.fspath(replica.root)
         self._db = db
+        self._owns_db = owns_db
         self._per_block = cfile.file_per_block
         self._decoded: Optional[DecodedBlocks] = None
 
@@ -164,6 +167,12 @@ class OzoneReplicaFiles:
         if self._per_block:
             return self.replica.block_file(block_id).name
         return f"{block_id}_chunk_*"
+
+    def close(self) -> None:
+        """Close the volume's DB when these files opened it (open_replica_files)."""
+        if self._owns_db:
+            self._db.close()
+            self._owns_db = False
 
     def data_files(self) -> List[str]:
         """Names of the files the block metadata refers to."""
@@ -339,18 +348,12 @@ def scan_ozone_paths(paths: Iterable[PathLike], *,
             limiter = RateLimiter(bytes_per_second) if bytes_per_second else None
             fresh = []
             for replica in replicas_under(volume, inner):
-                ident = replica.identity()
-                if ident is not None and ident in scanned:
-                    exc = DuplicateReplicaError(
-                        f"the same directory as {scanned[ident]} (same device and inode: a "
-                        f"bind mount or a volume reached by two paths); scanned once",
-                        os.fspath(replica.root))
+                exc = claim_replica(scanned, replica.root)
+                if exc is not None:
                     if on_error is None:
                         raise exc
                     on_error(replica, exc)
                     continue
-                if ident is not None:
-                    scanned[ident] = replica.root
                 fresh.append(replica)
             try:
                 for r in scan_volume(volume, fresh, limiter=limiter, **kwargs):
@@ -362,6 +365,48 @@ def scan_ozone_paths(paths: Iterable[PathLike], *,
                     raise
                 on_error(volume, exc)
     return results
+
+
+def claim_replica(scanned: Dict[Tuple[int, int], Path], root: Path
+                  ) -> Optional[DuplicateReplicaError]:
+    """Record the replica directory `root` in `scanned` ((st_dev, st_ino) of the directory
+    itself, never through a link -> the path it was scanned at) and return None; or, when
+    that directory was already scanned, the DuplicateReplicaError saying so. A directory
+    that cannot be stat'ed is not recorded (its scan reports why)."""
+    try:
+        st = os.lstat(root)
+    except OSError:
+        return None
+    ident = (st.st_dev, st.st_ino)
+    if ident in scanned:
+        return DuplicateReplicaError(
+            f"the same directory as {scanned[ident]} (same device and inode: a bind mount or "
+            f"a volume reached by two paths); scanned once", os.fspath(root))
+    scanned[ident] = root
+    return None
+
+
+def volume_error(exc: Optional[Exception], volume_root: Optional[str]) -> Optional[Exception]:
+    """`exc` as the layout interface reports it: a DB that cannot be opened is the volume's
+    VolumeScanError (a merkle.replica.errors.VolumeError, reported once per volume), the
+    others as they are."""
+    if isinstance(exc, VolumeDBError):
+        return VolumeScanError(str(exc), volume_root)
+    return exc
+
+
+def open_replica_files(replica: OzoneReplica) -> "OzoneReplicaFiles":
+    """The files of one replica read on their own (not in a volume's scan): its `.container`
+    parsed (ContainerFileError when unusable) and the volume's DB opened for these files
+    alone, closed by their close()."""
+    cfile = parse_container_file(replica.read_file(replica.container_file))
+    if replica.volume.db_dir is None:
+        raise VolumeScanError("VERSION names no storageID", os.fspath(replica.volume.root))
+    try:
+        db = VolumeDB(replica.volume.db_dir)
+    except VolumeDBError as exc:
+        raise VolumeScanError(str(exc), os.fspath(replica.volume.root)) from None
+    return OzoneReplicaFiles(replica, db, cfile, owns_db=True)
 
 
 def scan_volume_items(items: Iterable[Any], *, trees_only: bool = False, **kwargs: Any
