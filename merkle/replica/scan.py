@@ -58,10 +58,11 @@ from __future__ import annotations
 
 import os
 import time  # noqa: F401  (the clock the rate limiter paces by, reached as scan.time)
-from typing import Any, Callable, Dict, Iterable, List, Optional, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple, Union
 
-from merkle.replica.crcmerkle.layout import ContainerPaths, ReplicaLocation, find_containers
-from merkle.replica.errors import ReplicaError
+from merkle.replica.errors import VolumeError
+from merkle.replica.layout import Layout, ReplicaRef, Volume
+from merkle.replica.layouts import layout_of, layouts
 # the finding kinds, the result classes and the verifier, re-exported (public names)
 from merkle.replica.results import (CORRUPT_CHUNK, INCONSISTENT_CHUNK_LENGTH,  # noqa: F401
                                     METADATA_CORRUPT, METADATA_MISSING, METADATA_UNREADABLE,
@@ -85,54 +86,81 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 def scan_paths(paths: Iterable[PathLike], *, bytes_per_second: Optional[float] = None,
                on_result: Optional[Callable[[ScanResult], Any]] = None,
-               on_error: Optional[Callable[[ReplicaLocation, Exception], Any]] = None,
+               on_error: Optional[Callable[[Any, Exception], Any]] = None,
                ozone_scanned: Optional[Dict[Any, Any]] = None,
                **kwargs: Any) -> List[ScanResult]:
     """Scan every replica under each path (replica, volume, datanode, cluster), one rate
-    limiter per volume. Errors that stop one replica's scan (lock held, I/O) go to
-    `on_error` (re-raised without it); the other replicas are still scanned. Paths on Ozone
-    datanode volumes are scanned read-only (merkle.replica.ozone.scan.scan_ozone_paths), the
-    others as crcmerkle-layout replicas: one call may mix both. `ozone_scanned`: the Ozone
-    replica directories already scanned (scan_ozone_paths' `scanned`), shared by calls."""
-    paths = list(paths)
-    from merkle.replica.ozone.layout import is_ozone_path
-    on_ozone = [os.path.exists(p) and is_ozone_path(p) for p in paths]
+    limiter per volume, each path by its layout (merkle.replica.layouts.layout_of; one call
+    may mix layouts: they are scanned in the registry's order). Errors that stop one
+    replica's scan (lock held, I/O), an entry the walk cannot use and a volume that cannot
+    be read (once) go to `on_error(where, exc)` (`where.root` names it; re-raised without
+    `on_error`); the other replicas are still scanned. `write_tree` (default True) is asked
+    of every layout; one that cannot write (Ozone) scans read-only. `ozone_scanned` (its
+    name kept from when only Ozone's layout used it): the replica directories already
+    scanned, shared by calls (a directory met twice is scanned once where the layout can
+    tell)."""
+    kwargs.setdefault("write_tree", True)
+    seen: Dict[Any, Any] = {} if ozone_scanned is None else ozone_scanned
+    grouped: Dict[str, List[str]] = {}
+    for p in paths:
+        grouped.setdefault(layout_of(os.fspath(p)).name, []).append(os.fspath(p))
     results: List[ScanResult] = []
-    if any(on_ozone):  # Ozone volumes first, read-only; the other paths after them
-        try:
-            from merkle.replica.ozone.scan import scan_ozone_paths
-        except ImportError as exc:
-            raise ReplicaError(f"reading Ozone volumes needs {exc.name or 'its extra'}: "
-                               f"pip install 'crcmerkle[ozone]'") from None
-        results = scan_ozone_paths([p for p, o in zip(paths, on_ozone) if o],
-                                   bytes_per_second=bytes_per_second, on_result=on_result,
-                                   on_error=on_error, scanned=ozone_scanned, **kwargs)
-        paths = [p for p, o in zip(paths, on_ozone) if not o]
-        if not paths:
-            return results
-    locations: List[ReplicaLocation] = []
 
-    def walk_error(where: Any, exc: Exception) -> None:
-        # an entry the discovery walk could not use: reported like a replica that failed
+    def failed(where: Any, exc: Exception) -> None:
         if on_error is None:
             raise exc
-        on_error(ReplicaLocation(ContainerPaths(where, -1), where.parent), exc)
+        on_error(where, exc)
 
-    for p in paths:
-        locations.extend(find_containers(p, walk_error))
-    limiters: Dict[str, RateLimiter] = {}
-    for loc in locations:
-        lim = None
-        if bytes_per_second:
-            lim = limiters.setdefault(os.fspath(loc.volume), RateLimiter(bytes_per_second))
-        try:
-            r = scan_container(loc.root, limiter=lim, **kwargs)
-        except (OSError, ReplicaError) as exc:
-            if on_error is None:
-                raise
-            on_error(loc, exc)
-            continue
-        results.append(r)
-        if on_result is not None:
-            on_result(r)
+    for layout in layouts():
+        done: Set[Tuple[str, Optional[str]]] = set()  # a volume given twice: scanned once
+        for p in grouped.get(layout.name, ()):
+            for volume in _volumes(layout, p, failed):
+                if (volume.root, volume.inner) in done:
+                    continue
+                done.add((volume.root, volume.inner))
+                results.extend(_scan_volume(layout, volume, seen, bytes_per_second, on_result,
+                                            failed, kwargs))
     return results
+
+
+def _volumes(layout: Layout, path: str, failed: Callable[[Any, Exception], None]
+             ) -> List[Volume]:
+    """The volumes under `path` (entries the walk could not use reported: _walk_error)."""
+    return layout.volumes(path, _walk_error(layout, failed))
+
+
+def _scan_volume(layout: Layout, volume: Volume, seen: Dict[Any, Any],
+                 bytes_per_second: Optional[float],
+                 on_result: Optional[Callable[[ScanResult], Any]],
+                 failed: Callable[[Any, Exception], None], options: Dict[str, Any]
+                 ) -> List[ScanResult]:
+    """Scan one volume's replicas (a volume that cannot be read is reported once)."""
+    if volume.problem is not None:
+        failed(volume, VolumeError(volume.problem, volume.root))
+        return []
+    limiter = RateLimiter(bytes_per_second) if bytes_per_second else None
+    results: List[ScanResult] = []
+    broken = False
+    for ref, result, exc in layout.scan(layout.replicas(volume, _walk_error(layout, failed)),
+                                        limiter=limiter, seen=seen, **options):
+        if exc is not None:
+            if isinstance(exc, VolumeError):
+                if not broken:
+                    failed(volume, exc)
+                broken = True
+            else:
+                failed(ref, exc)
+            continue
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+    return results
+
+
+def _walk_error(layout: Layout, failed: Callable[[Any, Exception], None]
+                ) -> Callable[[Any, Exception], None]:
+    """An entry a walk could not use, reported like a replica that failed (at a ReplicaRef
+    with container -1 naming the entry)."""
+    def walk_error(where: Any, exc: Exception) -> None:
+        failed(ReplicaRef(layout.name, "", os.fspath(where), -1), exc)
+    return walk_error
