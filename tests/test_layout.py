@@ -298,7 +298,9 @@ def test_a_third_layout_is_scanned_by_the_cli(tmp_path: Path) -> None:
 
 # ---- issue 24: the import graph has no circle, and the layers hold --------------------------
 
-#: the layers, lowest first; a module belongs to the layer of its longest matching prefix
+#: the layers, lowest first; a module belongs to the layer of its longest matching prefix (a
+#: package and its modules; with a trailing `*`, every module whose name starts so: the write
+#: side may split a job into modules such as reconcile_plan)
 LAYERS: List[Tuple[str, ...]] = [
     ("merkle._native",),
     ("merkle.trees",),
@@ -312,8 +314,8 @@ LAYERS: List[Tuple[str, ...]] = [
     ("merkle.replica.crcmerkle", "merkle.replica.ozone", "merkle.replica.files",
      "merkle.replica.verify", "merkle.replica.lock"),
     ("merkle.replica.layouts",),  # the registry
-    ("merkle.replica.scan", "merkle.replica.reconcile", "merkle.replica.replicate",
-     "merkle.replica.generate", "merkle.replica.soak", "merkle.replica.commandlist"),
+    ("merkle.replica.scan*", "merkle.replica.reconcile*", "merkle.replica.replicate*",
+     "merkle.replica.generate*", "merkle.replica.soak*", "merkle.replica.commandlist*"),
     ("merkle",),  # the package facade
     ("spark_udfs",),
     ("merkle.cli", "merkle.__main__", "spark_udfs.cli", "spark_udfs.__main__"),
@@ -326,15 +328,16 @@ _LAYOUT_PACKAGES = ("merkle.replica.crcmerkle", "merkle.replica.ozone")
 #: removes; until both branches are merged the tests below report them as xfail
 PENDING_WRITE_SIDE = {("merkle.replica.ozone.generate", "merkle.replica.generate")}
 
-#: a job or spark_udfs module reaching into a layout package, and why it may
+#: a job or spark_udfs module (or, with `*`, modules whose names start so) reaching into a
+#: layout package, and why it may
 REACHES_INTO_A_LAYOUT = {
     # spark_udfs.fs keeps its public names, moved into the crcmerkle layout (re-exports)
     "spark_udfs.fs": "re-exports merkle.replica.crcmerkle.remote",
     # the write side (branch lwrite): writing, repairing and the commands they run
-    "merkle.replica.generate": "writes replicas (lwrite)",
-    "merkle.replica.reconcile": "repairs replicas (lwrite)",
-    "merkle.replica.replicate": "writes replicas (lwrite)",
-    "merkle.replica.commandlist": "checks a command's replica on disk before a repair (lwrite)",
+    "merkle.replica.generate*": "writes replicas (lwrite)",
+    "merkle.replica.reconcile*": "repairs replicas (lwrite)",
+    "merkle.replica.replicate*": "writes replicas (lwrite)",
+    "merkle.replica.commandlist*": "checks a command's replica on disk before a repair (lwrite)",
 }
 #: a layout package importing the other one, and why it may
 LAYOUT_TO_LAYOUT = {
@@ -393,11 +396,17 @@ def _cycles(graph: Dict[str, Set[str]]) -> List[List[str]]:
     return found
 
 
+def _matches(module: str, prefix: str) -> bool:
+    if prefix.endswith("*"):
+        return module.startswith(prefix[:-1])
+    return module == prefix or module.startswith(prefix + ".")
+
+
 def _layer(module: str) -> int:
     best, layer = -1, -1
     for i, prefixes in enumerate(LAYERS):
         for p in prefixes:
-            if (module == p or module.startswith(p + ".")) and len(p) > best:
+            if _matches(module, p) and len(p) > best:
                 best, layer = len(p), i
     return layer
 
@@ -440,7 +449,8 @@ def test_lower_layers_never_import_higher_ones() -> None:
 
 def test_jobs_and_spark_reach_the_layouts_only_through_the_registry() -> None:
     graph = _module_graph()
-    bad = sorted((m, t) for m, t in _into_layouts(graph) if m not in REACHES_INTO_A_LAYOUT)
+    bad = sorted((m, t) for m, t in _into_layouts(graph)
+                 if not any(_matches(m, allowed) for allowed in REACHES_INTO_A_LAYOUT))
     assert bad == []
     for module in ("merkle.replica.scan", "spark_udfs.scan", "merkle.cli.scan"):
         assert "merkle.replica.layouts" in graph[module], module
@@ -466,3 +476,5 @@ def test_the_graph_checks_can_fail() -> None:
     assert _into_layouts(circle) == {("merkle.replica.scan", "merkle.replica.ozone.scan")}
     assert _layer("merkle.replica.layouts") > _layer("merkle.replica.ozone.interface")
     assert _layer("merkle.cli.scan") > _layer("spark_udfs.scan") > _layer("merkle")
+    assert _layer("merkle.replica.reconcile_plan") == _layer("merkle.replica.scan")
+    assert _layer("merkle.replica.scanner") == _layer("merkle.replica.scan")
