@@ -70,9 +70,10 @@ from merkle.replica.results import (CORRUPT_CHUNK, INCONSISTENT_CHUNK_LENGTH,  #
                                     NOT_A_REGULAR_FILE, PROTECTED_ERRORS, TREE_CORRUPT,
                                     TREE_MISSING, TREE_UNREADABLE, TREE_UNSUPPORTED,
                                     UNREADABLE_DATA_FILE, RateLimiter, ScanError, ScanResult)
+# (_Reader, _scan: the verifier's internals, reached here by the reconciler and the tests)
 from merkle.replica.verify import (DEFAULT_BUFFER_SIZE, ProgressFn, StoredTree,  # noqa: F401
-                                   _scan, read_stored_tree, read_tree_state, scan_container,
-                                   scan_files)
+                                   _Reader, _scan, read_stored_tree, read_tree_state,
+                                   scan_container, scan_files)
 
 __all__ = ["CORRUPT_CHUNK", "INCONSISTENT_CHUNK_LENGTH", "METADATA_CORRUPT",
            "METADATA_MISSING", "METADATA_UNREADABLE", "METADATA_UNSUPPORTED", "MISSING_CHUNK",

@@ -76,9 +76,12 @@ class FlatLayout:
 
     def recognises(self, root: str) -> bool:
         p = Path(root)
-        return ("://" not in root and p.is_dir()
-                and (p.name.endswith(SUFFIX) or bool(_replica_dirs(p))
-                     or any(_replica_dirs(d) for d in p.iterdir() if d.is_dir())))
+        try:
+            return ("://" not in root and p.is_dir()
+                    and (p.name.endswith(SUFFIX) or bool(_replica_dirs(p))
+                         or any(_replica_dirs(d) for d in p.iterdir() if d.is_dir())))
+        except OSError:  # unreadable: not recognised (the default layout reports it)
+            return False
 
     def volumes(self, root: str, on_error: Optional[WalkErrorFn] = None) -> List[Volume]:
         p = Path(root)
