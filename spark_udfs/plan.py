@@ -48,7 +48,7 @@ import heapq
 import json
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from merkle.cli import one_line
+from merkle.messages import one_line
 from spark_udfs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
 from merkle.replica.commandlist import lines_digest
 from spark_udfs.report import _on_ozone, read_summary, scanned_roots

@@ -64,7 +64,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from merkle.replica.levels import ERROR, NOT_SCANNED_KINDS, WARNING, warning_kinds
 from merkle.trees.ozone import format_checksum
-from merkle.cli import one_line
+from merkle.messages import one_line
 from spark_udfs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
 
 __all__ = ["COMMANDS_FORMAT", "FINDING_STATES", "STATES", "NothingVerifiedError",

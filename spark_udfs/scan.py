@@ -1,9 +1,10 @@
 """The scan job: verify the replicas of many datanodes in parallel, reading files on executors.
 
-The driver only lists replicas (spark_udfs.fs.discover) and hands them out as work items, one
-per replica (datanode, location, container ID), spread over `partitions` tasks. Each task
-then, for every replica it was given, runs the local scanner itself
-(merkle.replica.scan.scan_files over spark_udfs.fs.replica_files): it reads the block
+The driver only lists replicas, through each root's layout (merkle.replica.layouts.layout_of:
+its volumes and their replicas), and hands them out as work items, one per replica (layout,
+datanode, location, container ID), spread over `partitions` tasks; one job scans one layout.
+Each task then, for every replica it was given, runs the layout's own scan (Layout.scan: the
+local verifier, merkle.replica.verify, over the layout's ReplicaFiles): it reads the block
 metadata, reads every block file front to back into one reused buffer, checksums each read's
 windows in one native call, compares them with the recorded ones, builds the tree from the
 observed checksums and merges it into the stored `.tree`. Block bytes never enter the JVM or
@@ -24,17 +25,20 @@ the rules, errors and trees are the local scanner's by construction.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
 
 from merkle.replica.errors import ReplicaError
+from merkle.replica.layout import Layout, ReplicaRef
+from merkle.replica.layouts import layout_of
 from merkle.replica.levels import counts_as_failure, severity_of
-from merkle.replica.scan import ScanError, read_stored_tree, scan_files
+from merkle.replica.scan import ScanError
+from merkle.replica.uri import display, redact
 from merkle.trees.model import ContainerTree
 from spark_udfs import fs
 from spark_udfs.tables import CHUNK_COLUMNS, block_rows, tree_to_rows
-from spark_udfs.uri import redact
 
 __all__ = ["BLOCK_SCHEMA", "DUPLICATE_REPLICA", "ERROR_SCHEMA", "REPLICAS_PER_TASK", "REPLICA_SCHEMA",
            "ROWS_PER_FILE", "SCAN_FAILED", "ScanTables", "scan_replicas"]
@@ -66,9 +70,9 @@ DUPLICATE_REPLICA = "DUPLICATE_REPLICA"
 #: reading at 1 GB/s)
 REPLICAS_PER_TASK = 32
 
-#: the work items: one row per replica (fs_root / fs_path: see spark_udfs.fs.Replica)
-_WORK_SCHEMA = ("datanode string, replica string, container long, fs_root string, "
-                "fs_path string")
+#: the work items: one row per replica (merkle.replica.layout.ReplicaRef's fields)
+_WORK_SCHEMA = ("layout string, datanode string, replica string, container long, "
+                "fs_root string, fs_path string")
 
 #: every output row of the stage, told apart by `kind`: CHUNK (spark_udfs.tables columns),
 #: BLOCK (a block of the merged tree), ERROR, REPLICA (one summary per replica)
@@ -155,39 +159,40 @@ def _verified(r: Any) -> bool:
     return r.meta is not None and (r.bytes_read > 0 or r.chunks == 0)
 
 
-def _work(batches: Iterator[pa.RecordBatch]) -> Iterator[fs.Replica]:
+def _work(batches: Iterator[pa.RecordBatch]) -> Iterator[ReplicaRef]:
     for b in batches:
         for r in b.to_pylist():
-            yield fs.Replica(r["datanode"], r["replica"], int(r["container"]), r["fs_root"],
-                             r["fs_path"])
+            yield ReplicaRef(r["layout"], r["datanode"], r["replica"], int(r["container"]),
+                             r["fs_root"], r["fs_path"])
 
 
-def _scan_fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The stage: scan every replica of this task (see the module docstring)."""
-    for rep in _work(batches):
-        try:
-            r = scan_files(fs.replica_files(rep))
-        except (OSError, ReplicaError) as exc:
-            # a store's message may quote the URI it was given (credentials and all)
-            detail = redact(getattr(exc, "strerror", None) or str(exc))
-            tables = _replica_rows(rep.datanode, rep.path, rep.container, None,
-                                   [ScanError(SCAN_FAILED, detail=detail)], 0, 0, 0, False)
-        else:
-            tables = _replica_rows(rep.datanode, rep.path, rep.container, r.tree, r.errors,
-                                   r.blocks, r.chunks, r.bytes_read, _verified(r))
-        yield from pa.concat_tables(tables).to_batches()
+def _scan_fn(layouts: Dict[str, Layout], trees_only: bool) -> Any:
+    """The stage (see the module docstring). `layouts`: the job's layouts by name, resolved
+    on the driver and shipped with the function (a layout registered by a program or a test
+    need not be registered on the executors: its module is imported there)."""
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Scan every replica of this task through its layout; the items arrive in volume
+        order, so that a layout shares work across a volume's replicas (Ozone: one RocksDB
+        open per volume and task). trees_only: the stored `.tree` of each replica alone."""
+        for name, refs in groupby(_work(batches), key=lambda r: r.layout):
+            for rep, r, exc in layouts[name].scan(refs, trees_only=trees_only):
+                yield from pa.concat_tables(_result_rows(rep, r, exc, trees_only)).to_batches()
+    return run
 
 
-def _trees_fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """trees_only: the stored `.tree` of each replica, no data read."""
-    for rep in _work(batches):
-        tree, _raw, err = read_stored_tree(fs.replica_files(rep))
-        errors = [err] if err is not None else []
-        n_blocks = 0 if tree is None else int(tree.n_blocks)
-        n_chunks = 0 if tree is None else int(tree.n_chunks)
-        tables = _replica_rows(rep.datanode, rep.path, rep.container, tree, errors,
-                               n_blocks, n_chunks, 0, tree is not None)
-        yield from pa.concat_tables(tables).to_batches()
+def _result_rows(rep: ReplicaRef, r: Any, exc: Optional[Exception],
+                 trees_only: bool) -> List[pa.Table]:
+    """The output rows of one replica's scan (or of the error that stopped it)."""
+    if exc is not None:
+        # a store's message may quote the URI it was given (credentials and all)
+        detail = redact(getattr(exc, "strerror", None) or str(exc))
+        return _replica_rows(rep.datanode, rep.path, rep.container, None,
+                             [ScanError(SCAN_FAILED, detail=detail)], 0, 0, 0, False)
+    # trees_only: a missing or corrupt stored tree gives no tree rows
+    tree = None if trees_only and r.errors else r.tree
+    return _replica_rows(rep.datanode, rep.path, rep.container, tree, r.errors, r.blocks,
+                         r.chunks, r.bytes_read,
+                         tree is not None if trees_only else _verified(r))
 
 
 def _counting(fn: Any, acc: Any) -> Any:
@@ -207,43 +212,17 @@ def _counting(fn: Any, acc: Any) -> Any:
     return run
 
 
-def _ozone_work(root: str) -> Optional[List[fs.Replica]]:
-    """The replicas on Ozone datanode volumes under a local `root`, or None when `root` is
-    not Ozone's layout. fs_root carries the volume root (the work is grouped by volume);
-    the datanode is the directory above the volume, as for the crcmerkle layout."""
-    if fs.is_uri(root):
-        return None
-    from merkle.replica.ozone.layout import find_volumes, is_ozone_path, replicas_under
-    if not is_ozone_path(root):
-        return None
-    out = []
-    for volume, inner in find_volumes(root):
-        for rep in replicas_under(volume, inner):
-            out.append(fs.Replica(volume.root.parent.name, str(rep.root), rep.container_id,
-                                  str(volume.root), None))
-    if not out:
-        raise ValueError(f"{root}: no container replica on these Ozone volumes")
-    return out
-
-
-def _ozone_fn(trees_only: bool) -> Any:
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        """Ozone volumes: each volume's RocksDB is opened once per task, for all the
-        replicas of that volume the task holds (work items arrive sorted by volume)."""
-        from merkle.replica.ozone.scan import scan_volume_items
-        for rep, r, exc in scan_volume_items(_work(batches), trees_only=trees_only):
-            if exc is not None:
-                tables = _replica_rows(rep.datanode, rep.path, rep.container, None,
-                                       [ScanError(SCAN_FAILED, detail=str(exc))], 0, 0, 0,
-                                       False)
-            else:
-                # trees_only: a missing or corrupt stored tree gives no tree rows
-                tree = None if trees_only and r.errors else r.tree
-                tables = _replica_rows(rep.datanode, rep.path, rep.container, tree,
-                                       r.errors, r.blocks, r.chunks, r.bytes_read,
-                                       tree is not None if trees_only else _verified(r))
-            yield from pa.concat_tables(tables).to_batches()
-    return run
+def _discover(root: str) -> Tuple[Layout, List[ReplicaRef]]:
+    """`root`'s layout and every replica it finds there (the volumes' replicas, in path
+    order). FileNotFoundError when root does not exist; ValueError when it holds none."""
+    layout = layout_of(root)
+    try:
+        found = [r for v in layout.volumes(root) for r in layout.replicas(v)]
+    except ReplicaError as exc:  # "no container replica here", a link named as a replica
+        raise ValueError(str(exc)) from None
+    if not found:
+        raise ValueError(f"{display(root)}: no container replica here ({layout.name} layout)")
+    return layout, found
 
 
 @dataclass
@@ -305,13 +284,13 @@ def _names(schema: str) -> List[str]:
     return [c.split()[0] for c in schema.split(", ")]
 
 
-def _one_per_datanode(replicas: List[fs.Replica]) -> Tuple[List[fs.Replica], List[Tuple]]:
+def _one_per_datanode(replicas: List[ReplicaRef]) -> Tuple[List[ReplicaRef], List[Tuple]]:
     """The replicas to scan, one per (datanode, container): the first by path; each further
     one is an error row (DUPLICATE_REPLICA, ERROR_SCHEMA) and is not scanned. A datanode holds
     one replica of a container; a second one (a copy the datanode's user left in another
     volume, or a half-finished move) must not be compared as if it were another datanode's,
     nor stop the scan of everything else."""
-    kept: Dict[Tuple[str, int], fs.Replica] = {}
+    kept: Dict[Tuple[str, int], ReplicaRef] = {}
     duplicates: List[Tuple] = []
     for r in sorted(replicas, key=lambda r: r.path):
         first = kept.setdefault((r.datanode, r.container), r)
@@ -332,27 +311,28 @@ def scan_replicas(spark: Any, roots: Sequence[str], trees_only: bool = False,
     replicas, never more than one per replica)."""
     from pyspark.sql import functions as F
 
-    replicas: List[fs.Replica] = []
-    layouts = set()
+    replicas: List[ReplicaRef] = []
+    layouts: Dict[str, Layout] = {}
     for r in roots:
-        found = _ozone_work(r)
-        layouts.add(found is not None)
-        replicas.extend(fs.discover(r) if found is None else found)
-    if len(layouts) > 1:
-        raise ValueError("Ozone datanode volumes and crcmerkle-layout replicas cannot be "
-                         "scanned in one job; scan them separately")
-    ozone = layouts == {True}
+        layout, found = _discover(r)
+        layouts[layout.name] = layout
+        replicas.extend(found)
+    if len(layouts) > 1:  # one layout per job: its tables, its rules
+        raise ValueError(f"replicas of different layouts ({', '.join(sorted(layouts))}) "
+                         f"cannot be scanned in one job; scan them separately")
     replicas, duplicates = _one_per_datanode(replicas)
     # by container: a task's replicas come from different datanodes and volumes (disks);
-    # Ozone volumes: by volume, so that a task opens a volume's RocksDB once
-    replicas.sort(key=(lambda r: (r.fs_root or "", r.container)) if ozone
-                  else (lambda r: (r.container, r.datanode)))
+    # by fs_root first (a volume, where a layout groups work by it: Ozone's RocksDB is
+    # opened once per volume and task; for a URI the discovery root; a local crcmerkle
+    # replica has none), the sort being stable on the discovery order
+    replicas.sort(key=lambda r: (r.fs_root or "", r.container))
     n = partitions or min(len(replicas), max(spark.sparkContext.defaultParallelism,
                                              -(-len(replicas) // REPLICAS_PER_TASK)))
-    rows = [(r.datanode, r.path, r.container, r.fs_root, r.fs_path) for r in replicas]
+    rows = [(r.layout, r.datanode, r.path, r.container, r.fs_root, r.fs_path)
+            for r in replicas]
     # parallelize slices the list as it is: no shuffle stage before the scan
     work = spark.createDataFrame(spark.sparkContext.parallelize(rows, max(1, n)), _WORK_SCHEMA)
-    fn = _ozone_fn(trees_only) if ozone else (_trees_fn if trees_only else _scan_fn)
+    fn = _scan_fn(layouts, trees_only)
     from spark_udfs.progress import bytes_accumulator
 
     acc = bytes_accumulator(spark.sparkContext)

@@ -83,11 +83,11 @@ def test_version_names_that_walk_out_are_a_volume_problem(tmp_path: Path, key: s
 def test_a_datanode_never_lists_another_datanodes_replicas(tmp_path: Path) -> None:
     """What the decommission check counts: the replicas discovery gives each datanode."""
     pytest.importorskip("pyspark")
-    from spark_udfs.scan import _ozone_work
+    from spark_udfs.scan import _discover
     _volume(tmp_path / "dn0" / "vol0")
     empty = _volume(tmp_path / "dn1" / "vol0", {})
     _set_version(empty.root, clusterID="../../../dn0/vol0/hdds/CID-test")
-    work = _ozone_work(os.fspath(tmp_path))
+    _, work = _discover(os.fspath(tmp_path))
     assert work and {w.datanode for w in work} == {"dn0"}
 
 

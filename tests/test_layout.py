@@ -5,8 +5,9 @@ of the source files (every import statement, at module level or inside a functio
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
-from typing import Dict, Iterator, Set
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 import pytest
 
@@ -137,3 +138,343 @@ def test_model_does_not_import_the_file_format():
     assert not any(t.startswith("merkle.trees.treefile") for t in graph["merkle.trees.model"])
     assert "merkle.trees.model" in {t.rpartition(".")[0] for t in graph["merkle.trees.treefile"]} \
         | graph["merkle.trees.treefile"]
+
+
+# ---- issue 24: the replica-layout interface ------------------------------------------------
+
+def _cluster(root: Path, layout: str, containers: int = 2) -> Path:
+    from merkle.replica.generate import GeneratorConfig, generate_cluster
+
+    generate_cluster(root, GeneratorConfig(containers=containers, layout=layout))
+    return root
+
+
+def test_crcmerkle_layout_reads_through_the_interface(tmp_path: Path) -> None:
+    from merkle.replica.crcmerkle.layout import find_containers
+    from merkle.replica.files import LocalReplicaFiles
+    from merkle.replica.layouts import layout_of
+
+    root = _cluster(tmp_path / "c", "crcmerkle")
+    layout = layout_of(str(root))
+    assert layout.name == "crcmerkle" and layout.recognises(str(root))
+    volumes = layout.volumes(str(root))
+    refs = [r for v in volumes for r in layout.replicas(v)]
+    assert sorted(r.path for r in refs) == sorted(str(loc.root) for loc in find_containers(root))
+    assert {v.datanode for v in volumes} == {p.name for p in root.glob("dn*")}
+    assert all(v.datanode_uuid is None and v.problem is None for v in volumes)
+    files = layout.open_files(refs[0])
+    assert isinstance(files, LocalReplicaFiles) and files.container_id == refs[0].container
+    assert all(layout.data_bytes(r) > 0 for r in refs)
+    scanned = list(layout.scan(refs))
+    assert [r for r, _, _ in scanned] == refs
+    assert all(exc is None and res.ok and res.bytes_read for _, res, exc in scanned)
+    # one replica named directly: its volume, with the replica as where to look
+    one = layout.volumes(refs[0].path)
+    assert [r.path for v in one for r in layout.replicas(v)] == [refs[0].path]
+    assert one[0].inner == refs[0].path
+    # a URI is this layout's (read through pyarrow.fs), never Ozone's
+    uri = "file://" + str(root)
+    assert layout_of(uri).name == "crcmerkle"
+    assert len([r for v in layout.volumes(uri) for r in layout.replicas(v)]) == len(refs)
+
+
+def test_ozone_layout_reads_through_the_interface(tmp_path: Path) -> None:
+    pytest.importorskip("rocksdict")
+    pytest.importorskip("yaml")
+    from merkle.replica.layouts import layout_of, layout_named
+    from merkle.replica.ozone.layout import find_volumes, read_version, replicas_under
+
+    root = _cluster(tmp_path / "o", "ozone")
+    layout = layout_of(str(root))
+    assert layout.name == "ozone" and not layout.recognises("file://" + str(root))
+    assert not layout_named("ozone").recognises(str(tmp_path / "missing"))
+    volumes = layout.volumes(str(root))
+    want = [(v, inner) for v, inner in find_volumes(root)]
+    assert [v.root for v in volumes] == [str(v.root) for v, _ in want]
+    for v, (ov, inner) in zip(volumes, want):
+        props = read_version(ov.root / "hdds" / "VERSION")
+        assert v.datanode_uuid == props["datanodeUuid"] and v.cluster_id == props["clusterID"]
+        assert v.datanode == ov.root.parent.name and v.problem is None
+        assert [r.path for r in layout.replicas(v)] == [str(r.root)
+                                                          for r in replicas_under(ov, inner)]
+    refs = [r for v in volumes for r in layout.replicas(v)]
+    assert refs and layout.data_bytes(refs[0]) is None
+    files = layout.open_files(refs[0])
+    try:
+        assert files.load_meta().container_id == refs[0].container
+    finally:
+        files.close()
+    scanned = list(layout.scan(refs))
+    assert all(exc is None and res.ok for _, res, exc in scanned), scanned
+    trees = list(layout.scan(refs, trees_only=True))
+    assert all(res.tree.data_checksum == full.tree.data_checksum
+               for (_, res, _), (_, full, _) in zip(trees, scanned))
+    # the same replica directory reached twice in one job is scanned once
+    seen: dict = {}
+    again = list(layout.scan(refs[:1] * 2, seen=seen))
+    assert again[0][2] is not None and "same device and inode" in str(again[0][2])
+    assert again[1][2] is None and again[1][1].ok
+
+
+# ---- a third layout, known to no file outside tests/layouts/flat.py -------------------------
+
+def flat_cluster(root: Path, containers: int = 2) -> Tuple[Path, Path, int]:
+    """A clean generated cluster rewritten in the flat test layout (tests/layouts/flat.py),
+    then one byte of one block file of dn0 flipped: (root, the damaged replica, its block)."""
+    import shutil
+
+    from merkle.replica.crcmerkle.layout import find_containers
+    from replica_helpers import make_cluster
+
+    source = root.parent / (root.name + "-crcmerkle")
+    make_cluster(source, containers=containers, layout="crcmerkle")
+    for loc in find_containers(source):
+        cid = loc.container_id
+        dest = root / loc.volume.parent.name / f"{cid}.replica"
+        dest.mkdir(parents=True)
+        shutil.copy(loc.paths.blockmeta, dest / "blocks")
+        shutil.copy(loc.paths.tree, dest / "tree")
+        for block in loc.paths.chunks_dir.glob("*.block"):
+            shutil.copy(block, dest / (block.name[:-len(".block")] + ".data"))
+    damaged = sorted((root / "dn0").glob("*.replica"))[0]
+    data = sorted(damaged.glob("*.data"))[0]
+    raw = bytearray(data.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    data.write_bytes(bytes(raw))
+    return root, damaged, int(data.name[:-len(".data")])
+
+
+@pytest.fixture
+def flat_layout() -> Iterator[Any]:
+    """The flat test layout, registered before the shipped ones for one test."""
+    from merkle.replica.layouts import register, unregister
+    from tests.layouts.flat import LAYOUT
+
+    register(LAYOUT, first=True)
+    try:
+        yield LAYOUT
+    finally:
+        unregister(LAYOUT.name)
+
+
+def test_a_third_layout_is_scanned_by_scan_paths(tmp_path: Path, flat_layout: Any) -> None:
+    from merkle.replica.layouts import layout_of
+    from merkle.replica.scan import CORRUPT_CHUNK, scan_paths
+
+    root, damaged, block = flat_cluster(tmp_path / "flat")
+    assert layout_of(str(root)) is flat_layout
+    results = {r.path: r for r in scan_paths([root])}
+    assert len(results) == 2 * 3 and str(damaged) in results
+    bad = results.pop(str(damaged))
+    assert [(e.kind, e.block_id) for e in bad.errors] == [(CORRUPT_CHUNK, block)]
+    assert all(r.ok and not r.errors and r.bytes_read for r in results.values())
+    assert not any(r.tree_written for r in results.values())  # read-only: REPAIR_NONE
+    # one replica, named directly
+    r, = scan_paths([damaged])
+    assert r.path == str(damaged) and not r.ok
+
+
+def test_a_third_layout_is_scanned_by_the_cli(tmp_path: Path) -> None:
+    """`crcmerkle scan` in a child process that registers the layout (the test's own entry:
+    no plugin hook, no change to any file outside tests/)."""
+    import json
+    import subprocess
+    import sys
+
+    root, damaged, block = flat_cluster(tmp_path / "flat")
+    entry = ("import sys; from merkle.replica.layouts import register; "
+             "from tests.layouts.flat import LAYOUT; register(LAYOUT, first=True); "
+             "from merkle.cli import main; sys.exit(main(sys.argv[1:]))")
+    run = subprocess.run([sys.executable, "-c", entry, "scan", "--json", str(root)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 1, run.stderr
+    out = json.loads(run.stdout)
+    assert out["summary"]["replicas"] == 6 and out["failed"] == []
+    bad = [r for r in out["replicas"] if not r["ok"]]
+    assert [(r["path"], [(e["error"], e["block_id"]) for e in r["errors"]]) for r in bad] == [
+        (str(damaged), [("CORRUPT_CHUNK", block)])]
+
+
+# ---- issue 24: the import graph has no circle, and the layers hold --------------------------
+
+#: the layers, lowest first; a module belongs to the layer of its longest matching prefix (a
+#: package and its modules; with a trailing `*`, every module whose name starts so: the write
+#: side may split a job into modules such as reconcile_plan)
+LAYERS: List[Tuple[str, ...]] = [
+    ("merkle._native",),
+    ("merkle.trees",),
+    # the replica core: what every layout and job shares, knowing no layout
+    ("merkle.replica", "merkle.replica.errors", "merkle.replica.safeopen",
+     "merkle.replica.fileio", "merkle.replica.levels", "merkle.replica.protokeep",
+     "merkle.replica.layout", "merkle.replica.blocks", "merkle.replica.results",
+     "merkle.replica.uri", "merkle.messages"),
+    # the layout packages, with the readers and the verifier they share (files.py and
+    # verify.py read crcmerkle's local files; lock.py is its replica lock)
+    ("merkle.replica.crcmerkle", "merkle.replica.ozone", "merkle.replica.files",
+     "merkle.replica.verify", "merkle.replica.lock"),
+    ("merkle.replica.layouts",),  # the registry
+    ("merkle.replica.scan*", "merkle.replica.reconcile*", "merkle.replica.replicate*",
+     "merkle.replica.generate*", "merkle.replica.soak*", "merkle.replica.commandlist*"),
+    ("merkle",),  # the package facade
+    ("spark_udfs",),
+    ("merkle.cli", "merkle.__main__", "spark_udfs.cli", "spark_udfs.__main__"),
+]
+_JOBS = 5
+_SPARK = 7
+_LAYOUT_PACKAGES = ("merkle.replica.crcmerkle", "merkle.replica.ozone")
+
+#: imports the write side of issue 24 (branch lwrite: generate.py <-> ozone/generate.py)
+#: removes; until both branches are merged the tests below report them as xfail
+PENDING_WRITE_SIDE = {("merkle.replica.ozone.generate", "merkle.replica.generate")}
+
+#: a job or spark_udfs module (or, with `*`, modules whose names start so) reaching into a
+#: layout package, and why it may
+REACHES_INTO_A_LAYOUT = {
+    # spark_udfs.fs keeps its public names, moved into the crcmerkle layout (re-exports)
+    "spark_udfs.fs": "re-exports merkle.replica.crcmerkle.remote",
+    # the write side (branch lwrite): writing, repairing and the commands they run
+    "merkle.replica.generate*": "writes replicas (lwrite)",
+    "merkle.replica.reconcile*": "repairs replicas (lwrite)",
+    "merkle.replica.replicate*": "writes replicas (lwrite)",
+    "merkle.replica.commandlist*": "checks a command's replica on disk before a repair (lwrite)",
+}
+#: a layout package importing the other one, and why it may
+LAYOUT_TO_LAYOUT = {
+    "merkle.replica.ozone.offline": "an Ozone container directory has crcmerkle's shape (lwrite)",
+    "merkle.replica.ozone.generate": "converts a generated crcmerkle cluster (lwrite)",
+}
+
+
+def _module_graph() -> Dict[str, Set[str]]:
+    """Module -> the modules of merkle/ and spark_udfs/ it imports (`from pkg import name`
+    resolved to the module that defines `name`; merkle._native, the compiled core, is a
+    module; the implicit import of a module's parent packages is not an edge)."""
+    raw = _graph()
+    known = set(raw) | {"merkle._native"}
+
+    def resolve(name: str) -> Optional[str]:
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: Dict[str, Set[str]] = {"merkle._native": set()}
+    for module, targets in raw.items():
+        graph[module] = {t for t in map(resolve, targets) if t is not None and t != module}
+    return graph
+
+
+def _cycles(graph: Dict[str, Set[str]]) -> List[List[str]]:
+    """The import circles: strongly connected components of more than one module."""
+    index: Dict[str, int] = {}
+    low: Dict[str, int] = {}
+    stack: List[str] = []
+    found: List[List[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def _matches(module: str, prefix: str) -> bool:
+    if prefix.endswith("*"):
+        return module.startswith(prefix[:-1])
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def _layer(module: str) -> int:
+    best, layer = -1, -1
+    for i, prefixes in enumerate(LAYERS):
+        for p in prefixes:
+            if _matches(module, p) and len(p) > best:
+                best, layer = len(p), i
+    return layer
+
+
+def _upward(graph: Dict[str, Set[str]]) -> Set[Tuple[str, str]]:
+    return {(m, t) for m, ts in graph.items() for t in ts if _layer(t) > _layer(m)}
+
+
+def _into_layouts(graph: Dict[str, Set[str]]) -> Set[Tuple[str, str]]:
+    """Imports of a layout package's modules by a job or by spark_udfs."""
+    return {(m, t) for m, ts in graph.items() if _layer(m) in (_JOBS, _SPARK)
+            for t in ts if t.startswith(_LAYOUT_PACKAGES)}
+
+
+def _pending(found: Set[Tuple[str, str]]) -> None:
+    if found & PENDING_WRITE_SIDE:
+        pytest.xfail(f"{sorted(found & PENDING_WRITE_SIDE)}: removed by the write side of "
+                     f"issue 24 (branch lwrite), not yet merged")
+
+
+def test_every_module_has_a_layer() -> None:
+    graph = _module_graph()
+    assert len(graph) > 60
+    assert not [m for m in graph if _layer(m) < 0]
+
+
+def test_no_import_circle() -> None:
+    graph = _module_graph()
+    cycles = _cycles(graph)
+    pending = [c for c in cycles if {m for pair in PENDING_WRITE_SIDE for m in pair} >= set(c)]
+    assert [c for c in cycles if c not in pending] == [], "import circles"
+    _pending({p for p in PENDING_WRITE_SIDE if pending})
+
+
+def test_lower_layers_never_import_higher_ones() -> None:
+    upward = _upward(_module_graph())
+    assert sorted(upward - PENDING_WRITE_SIDE) == []
+    _pending(upward)
+
+
+def test_jobs_and_spark_reach_the_layouts_only_through_the_registry() -> None:
+    graph = _module_graph()
+    bad = sorted((m, t) for m, t in _into_layouts(graph)
+                 if not any(_matches(m, allowed) for allowed in REACHES_INTO_A_LAYOUT))
+    assert bad == []
+    for module in ("merkle.replica.scan", "spark_udfs.scan", "merkle.cli.scan"):
+        assert "merkle.replica.layouts" in graph[module], module
+        assert not {t for t in graph[module] if t.startswith(_LAYOUT_PACKAGES)}, module
+
+
+def test_a_layout_package_does_not_import_the_other() -> None:
+    graph = _module_graph()
+    crossing = sorted((m, t) for m, ts in graph.items() for t in ts
+                      for a, b in (_LAYOUT_PACKAGES, _LAYOUT_PACKAGES[::-1])
+                      if m.startswith(a + ".") and t.startswith(b + "."))
+    assert [(m, t) for m, t in crossing if m not in LAYOUT_TO_LAYOUT] == []
+
+
+def test_the_graph_checks_can_fail() -> None:
+    """Each check sees a violation when there is one (a test that cannot fail proves
+    nothing)."""
+    circle = {"merkle.replica.scan": {"merkle.replica.ozone.scan"},
+              "merkle.replica.ozone.scan": {"merkle.replica.verify"},
+              "merkle.replica.verify": {"merkle.replica.scan"}, "merkle.trees.model": set()}
+    assert _cycles(circle) == [sorted(circle)[:3]]
+    assert _upward(circle) == {("merkle.replica.verify", "merkle.replica.scan")}
+    assert _into_layouts(circle) == {("merkle.replica.scan", "merkle.replica.ozone.scan")}
+    assert _layer("merkle.replica.layouts") > _layer("merkle.replica.ozone.interface")
+    assert _layer("merkle.cli.scan") > _layer("spark_udfs.scan") > _layer("merkle")
+    assert _layer("merkle.replica.reconcile_plan") == _layer("merkle.replica.scan")
+    assert _layer("merkle.replica.scanner") == _layer("merkle.replica.scan")

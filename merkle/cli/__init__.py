@@ -24,6 +24,8 @@ import os
 import sys
 from typing import Any, Callable, List, Optional, Sequence
 
+from merkle.messages import one_line  # noqa: F401  (re-exported: the verbs import it from here)
+
 PROG = "crcmerkle"
 
 #: Modules that each contribute one subcommand, in the order `--help` lists them.
@@ -157,23 +159,10 @@ def size_up_to(high: int) -> Callable[[str], int]:
 positive_size = size_up_to(INT64_MAX)
 
 
-def one_line(text: str) -> str:
-    """`text` with control characters escaped (a path may hold a newline): one line; and a
-    URI's credentials removed (spark_udfs.uri.redact: a path a user typed may be a URI with
-    its secret in it, and a printed line is as public as the error line)."""
-    from spark_udfs.uri import redact
-
-    text = redact(text)
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
-                   for c in text)
-
-
 def redact_json(value: Any) -> Any:
     """A JSON document (dicts, lists, scalars) with every string's URI credentials removed
-    (spark_udfs.uri.redact), for what a verb prints with --json."""
-    from spark_udfs.uri import redact
+    (merkle.replica.uri.redact), for what a verb prints with --json."""
+    from merkle.replica.uri import redact
 
     if isinstance(value, str):
         return redact(value)
@@ -185,9 +174,9 @@ def redact_json(value: Any) -> Any:
 
 
 def error_line(message: str) -> str:
-    """The one error line of every verb: a URI's credentials removed (spark_udfs.uri.redact:
+    """The one error line of every verb: a URI's credentials removed (merkle.replica.uri.redact:
     a message may quote a URI a user typed, secret and all), control characters escaped."""
-    from spark_udfs.uri import redact
+    from merkle.replica.uri import redact
 
     return f"{PROG}: error: {one_line(redact(message))}"
 

@@ -8,7 +8,7 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, MAX_BUFFER_BYTES, CLIError, exit_status_help,
                         int_in_range, positive_size, print_error, redact_json, size_up_to)
@@ -89,50 +89,40 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _ozone_replica_count(paths: List[str]) -> int:
-    """The replicas a scan of Ozone volumes will visit, counted at discovery (their sizes
-    are in each volume's RocksDB, which only the scan opens): the progress bar's total."""
-    from merkle.replica.ozone.layout import find_volumes, replicas_under
+def _replicas(paths: List[str]) -> List[Tuple[Any, Any]]:
+    """(layout, replica) of every replica a scan of `paths` will visit, found by each path's
+    layout (merkle.replica.layouts); a path that cannot be walked adds none (the scan itself
+    reports it)."""
+    from merkle.replica.layouts import layout_of
 
-    count = 0
+    found: List[Tuple[Any, Any]] = []
     for p in paths:
         try:
-            for volume, inner in find_volumes(p):
-                count += len(replicas_under(volume, inner))
-        except (OSError, ReplicaError):
+            layout = layout_of(p)
+            found.extend((layout, r) for v in layout.volumes(p) for r in layout.replicas(v))
+        except (OSError, ReplicaError, ValueError):
             pass  # reported by the scan itself
-    return count
+    return found
 
 
 def _bar(paths: List[str], enabled: bool) -> Any:
-    """A tqdm bar on stderr (terminal only): bytes for crcmerkle's layout (sizes from the
-    .blocks files), replicas for Ozone volumes (advanced once per replica scanned)."""
+    """A tqdm bar on stderr (terminal only): bytes when every layout can tell its replicas'
+    sizes at discovery (crcmerkle's: the .blocks files), else replicas (Ozone's sizes are in
+    each volume's RocksDB, which only the scan opens), advanced once per replica scanned."""
     if not enabled or not sys.stderr.isatty():
         return None
     try:
         from tqdm import tqdm
-
-        from merkle.replica.crcmerkle.blockmeta import read_blockmeta
-        from merkle.replica.crcmerkle.layout import find_containers
     except ImportError:
         return None
-    from merkle.replica.ozone.layout import is_ozone_path
-
-    if any(os.path.exists(p) and is_ozone_path(p) for p in paths):
-        return tqdm(total=_ozone_replica_count(paths), unit="replica", desc="scan",
-                    file=sys.stderr, leave=False, dynamic_ncols=True)
-    total = 0
-    for p in paths:
-        try:
-            for loc in find_containers(p):
-                try:
-                    total += read_blockmeta(loc.paths.blockmeta).data_bytes
-                except ReplicaError:
-                    pass
-        except (OSError, ReplicaError):
-            pass
-    return tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="scan",
-                file=sys.stderr, leave=False, dynamic_ncols=True)
+    found = _replicas(paths)
+    sizes = [layout.data_bytes(r) for layout, r in found]
+    if any(n is None for n in sizes):
+        return tqdm(total=len(found), unit="replica", desc="scan", file=sys.stderr,
+                    leave=False, dynamic_ncols=True)
+    return tqdm(total=sum(n or 0 for n in sizes), unit="B", unit_scale=True,
+                unit_divisor=1024, desc="scan", file=sys.stderr, leave=False,
+                dynamic_ncols=True)
 
 
 def _status(r: Any, strict: bool) -> str:
@@ -153,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     from merkle.replica.scan import DEFAULT_BUFFER_SIZE, ScanResult, scan_paths
 
     bar = _bar(args.paths, not args.no_progress and not args.json)
-    per_replica = bar is not None and bar.unit == "replica"  # Ozone volumes: see _bar
+    per_replica = bar is not None and bar.unit == "replica"  # sizes unknown: see _bar
     failed: List[Dict[str, str]] = []
     results: List[ScanResult] = []
 
@@ -190,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print_error(str(exc))
 
-    ozone_scanned: Dict[Any, Any] = {}  # an Ozone replica reached by two PATHs: once
+    seen: Dict[Any, Any] = {}  # a replica directory reached by two PATHs: scanned once
     t0 = time.perf_counter()
     try:
         for path in args.paths:  # one bad PATH does not stop the others
@@ -199,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
                 scan_paths([path], bytes_per_second=args.rate, workers=args.workers,
                            write_tree=not args.no_write, on_result=on_result,
                            on_error=on_error, progress=progress,
-                           ozone_scanned=ozone_scanned,
+                           ozone_scanned=seen,
                            buffer_size=args.buffer_size or DEFAULT_BUFFER_SIZE)
             except FileNotFoundError as exc:
                 path_error(path, OSError(f"{path}: {exc.strerror or exc}"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Optional
 
 __all__ = ["BlockMetaError", "NotAReplicaError", "ReplicaError", "ReplicaLockedError",
-           "WriterError"]
+           "VolumeError", "WriterError"]
 
 
 class ReplicaError(Exception):
@@ -22,6 +22,11 @@ class ReplicaError(Exception):
 
 class NotAReplicaError(ReplicaError):
     """A path that is not a container replica (nor a volume or datanode holding some)."""
+
+
+class VolumeError(ReplicaError):
+    """A whole volume cannot be read (its metadata store cannot be opened, its identity file
+    is unusable): reported once for the volume, its replicas not scanned."""
 
 
 class BlockMetaError(ReplicaError):

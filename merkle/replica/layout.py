@@ -19,7 +19,7 @@ This module imports nothing of the layouts nor of the jobs: layouts and jobs imp
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional, Protocol, Sequence,
                     Tuple)
@@ -55,6 +55,12 @@ class Volume:
     #: where under `root` the walk was asked to look (a path given inside the volume), if not
     #: the whole volume
     inner: Optional[str] = None
+    #: why the volume cannot be read at all (none of its replicas is listed; the jobs report
+    #: it once), else None
+    problem: Optional[str] = None
+    #: the volume's replicas when the walk that found the volume already listed them (then
+    #: `Layout.replicas` returns them without listing again), else None
+    listed: Optional[Tuple["ReplicaRef", ...]] = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -72,11 +78,18 @@ class ReplicaRef:
     fs_root: Optional[str] = None
     fs_path: Optional[str] = None
 
+    @property
+    def root(self) -> str:
+        """The replica directory (`path`): what a job's `on_error` reports, for every
+        layout."""
+        return self.path
+
 
 class Layout(Protocol):
     """What a job needs of an on-disk layout (see the module docstring).
 
-    Reading (every layout): `recognises`, `volumes`, `replicas`, `open_files`, `scan`.
+    Reading (every layout): `recognises`, `volumes`, `replicas`, `open_files`, `data_bytes`,
+    `scan`.
     Writing and repairing: `repair` says what the layout can repair; the generator and
     `replicate` write new replicas through the members below the reading ones.
     """
@@ -94,7 +107,10 @@ class Layout(Protocol):
 
     def volumes(self, root: str, on_error: Optional[WalkErrorFn] = None) -> List[Volume]:
         """The volumes at, under or above `root`, in path order, each with its datanode's
-        identity. An entry the walk cannot use goes to `on_error` (else raises)."""
+        identity. An entry the walk cannot use goes to `on_error` (else raises);
+        FileNotFoundError when `root` does not exist; a ReplicaError or ValueError saying
+        "no container replica here" when the layout finds none (and nothing went to
+        `on_error`). A volume that cannot be read at all is listed with its `problem`."""
 
     def replicas(self, volume: Volume, on_error: Optional[WalkErrorFn] = None
                  ) -> List[ReplicaRef]:
@@ -104,11 +120,23 @@ class Layout(Protocol):
         """How to read `replica`: a merkle.replica.files.ReplicaFiles (local descriptors, or
         pyarrow.fs for a URI)."""
 
+    def data_bytes(self, replica: ReplicaRef) -> Optional[int]:
+        """The bytes a scan of `replica` will read, when the layout can tell it cheaply (a
+        progress bar's total), else None."""
+
     def scan(self, replicas: Iterable[ReplicaRef], *, trees_only: bool = False,
              **options: Any) -> Iterator[Tuple[ReplicaRef, Any, Optional[Exception]]]:
-        """Scan each replica: (replica, merkle.replica.scan.ScanResult or None, the error that
-        stopped it or None), in the order given. `trees_only`: the stored trees, no data read.
-        `options`: the scanner's (bytes_per_second, workers, write_tree...)."""
+        """Scan each replica: (replica, merkle.replica.results.ScanResult or None, the error
+        that stopped it or None), in the order given; give the replicas of one volume
+        together (a layout may share work across them). A replica that cannot be scanned
+        gives its error; when its whole volume cannot be read, the error is a
+        merkle.replica.errors.VolumeError (a job reports it once per volume).
+        `trees_only`: the stored trees alone, no data read. `options`: the verifier's
+        (workers, limiter, progress, buffer_size), and `write_tree` (True or False: the scan
+        of a replica this machine owns, writing its `.tree` unless False, where the layout
+        allows it; left out: a read-only read through `open_files`, as a Spark executor
+        does), `seen` (a dict shared by the scans of one job: a replica directory met
+        twice is scanned once, where the layout can tell)."""
 
     # ---- writing and repairing (the generator, replicate, reconcile) ------------------------
 

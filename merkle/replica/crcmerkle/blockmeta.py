@@ -36,6 +36,9 @@ What this reader does not understand is kept: a longer header's extra bytes, blo
 chunk reserved bytes are written back as read. A file of a newer major version is refused
 (BlockMetaError with unsupported=True, "unsupported version") and must never be rewritten.
 
+The classes are the layout-neutral model (merkle.replica.blocks), re-exported here;
+ContainerMeta adds the encoding (to_bytes, from_bytes).
+
 Deleted blocks are not in this file (Ozone drops them from RocksDB); their tombstones live in
 the `.tree`.
 """
@@ -44,12 +47,12 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Tuple, Union
-
-import numpy as np
+from typing import Dict, List, Optional, Union
 
 from merkle import _native
+from merkle.replica import blocks as _model
+from merkle.replica.blocks import (ALGORITHM_TYPES, CHECKSUM_SIZES, CRC32, CRC32C, MD5,  # noqa: F401
+                                   NONE, SHA256, TYPE_NAMES, BlockMeta, ChunkMeta)
 from merkle.replica.errors import BlockMetaError
 from merkle.replica.safeopen import open_dir, read_regular, replace_atomic
 
@@ -60,148 +63,17 @@ __all__ = ["ALGORITHM_TYPES", "BlockMeta", "CHECKSUM_SIZES", "CRC32", "CRC32C", 
 MAGIC = b"CMBD"
 FORMAT_VERSION = 1
 
-NONE, CRC32, CRC32C, SHA256, MD5 = 1, 2, 3, 4, 5
-CHECKSUM_SIZES = {NONE: 0, CRC32: 4, CRC32C: 4, SHA256: 32, MD5: 16}
-TYPE_NAMES = {NONE: "NONE", CRC32: "CRC32", CRC32C: "CRC32C", SHA256: "SHA256", MD5: "MD5"}
-#: checksum_windows algorithm names of the CRC types
-ALGORITHM_TYPES = {"crc32": CRC32, "crc32c": CRC32C}
-
 _HEADER = struct.Struct(">4sHHqIIQ")
 _BLOCK = struct.Struct(">qII")
 _CHUNK = struct.Struct(">QQB3sII")
-_NO_RESERVED = b"\0\0\0"
 _TRAILER = struct.Struct(">I")
-_U63 = 1 << 63
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-@dataclass(frozen=True)
-class ChunkMeta:
-    """One chunk as the client wrote it: where it is and its window checksums (raw bytes)."""
-
-    offset: int
-    length: int
-    checksum_type: int
-    bytes_per_checksum: int
-    checksums: bytes
-    #: the record's reserved bytes as read (written back unchanged)
-    reserved: bytes = _NO_RESERVED
-
-    @property
-    def end(self) -> int:
-        return self.offset + self.length
-
-    @property
-    def n_windows(self) -> int:
-        size = CHECKSUM_SIZES[self.checksum_type]
-        return len(self.checksums) // size if size else 0
-
-    @property
-    def algorithm(self) -> Optional[str]:
-        """The checksum_windows algorithm of a CRC chunk, else None."""
-        return {CRC32: "crc32", CRC32C: "crc32c"}.get(self.checksum_type)
-
-    def window_values(self) -> np.ndarray:
-        """CRC window checksums as uint32 (stored big-endian)."""
-        return np.frombuffer(self.checksums, dtype=">u4").astype(np.uint32)
-
-    @property
-    def leaf(self) -> int:
-        """The chunk's tree value (CRC-32C of the stored checksum bytes, Ozone's leaf)."""
-        return _native.crc32c(self.checksums)
-
-    @classmethod
-    def from_data(cls, offset: int, data: object, *, algorithm: str = "crc32",
-                  bytes_per_checksum: int = 16 * 1024) -> "ChunkMeta":
-        """The metadata a client write of `data` at `offset` records (CRC32/CRC32C/NONE)."""
-        view = memoryview(data).cast("B")  # type: ignore[arg-type]
-        alg = algorithm.lower()
-        if alg == "none":
-            return cls(int(offset), len(view), NONE, int(bytes_per_checksum), b"")
-        if alg not in ALGORITHM_TYPES:
-            raise ValueError(f"algorithm must be crc32, crc32c or none, not {algorithm!r}")
-        w = _native.checksum_windows(view, bytes_per_checksum, algorithm=alg)
-        return cls(int(offset), len(view), ALGORITHM_TYPES[alg], int(bytes_per_checksum),
-                   w.astype(">u4").tobytes())
-
-    def validate(self) -> Optional[str]:
-        """What is wrong with this record, or None."""
-        if self.checksum_type not in CHECKSUM_SIZES:
-            return f"unknown checksum type {self.checksum_type}"
-        if not (0 <= self.offset < _U63 and 0 <= self.length < _U63
-                and self.offset + self.length < _U63):
-            return "offset/length out of range"
-        size = CHECKSUM_SIZES[self.checksum_type]
-        if size == 0:
-            return None if not self.checksums else "checksums given for type NONE"
-        if self.bytes_per_checksum <= 0:
-            return "bytes_per_checksum must be > 0"
-        want = -(-self.length // self.bytes_per_checksum)
-        if len(self.checksums) != want * size:
-            return (f"{len(self.checksums) // size} window checksums for {self.length} bytes "
-                    f"at {self.bytes_per_checksum} bytes per checksum ({want} expected)")
-        return None
-
-
-@dataclass(frozen=True)
-class BlockMeta:
-    """One block: its chunks sorted by offset."""
-
-    block_id: int
-    chunks: Tuple[ChunkMeta, ...] = ()
-    #: the record's reserved flags as read (written back unchanged)
-    flags: int = 0
-
-    @property
-    def length(self) -> int:
-        return self.chunks[-1].end if self.chunks else 0
-
-    def chunk_at(self, offset: int) -> Optional[ChunkMeta]:
-        for c in self.chunks:
-            if c.offset == offset:
-                return c
-        return None
-
-    def with_chunks(self, chunks: Iterable[ChunkMeta]) -> "BlockMeta":
-        """A copy with `chunks` added. A new chunk replaces every recorded chunk whose range
-        it overlaps (its bytes were overwritten), and one at the same offset."""
-        current = list(self.chunks)
-        for c in chunks:
-            current = [o for o in current if not (o.offset == c.offset or (
-                o.offset < c.end and c.offset < o.end))]
-            current.append(c)
-        current.sort(key=lambda c: c.offset)
-        return BlockMeta(self.block_id, tuple(current), self.flags)
-
-
-@dataclass
-class ContainerMeta:
-    """All blocks of one replica, by ID."""
-
-    container_id: int
-    blocks: Dict[int, BlockMeta] = field(default_factory=dict)
-    #: header bytes beyond the 32 this version defines (a later version's; kept)
-    header_extra: bytes = b""
-
-    @property
-    def n_chunks(self) -> int:
-        return sum(len(b.chunks) for b in self.blocks.values())
-
-    @property
-    def data_bytes(self) -> int:
-        return sum(c.length for b in self.blocks.values() for c in b.chunks)
-
-    def sorted_blocks(self) -> List[BlockMeta]:
-        return [self.blocks[b] for b in sorted(self.blocks)]
-
-    def copy(self) -> "ContainerMeta":
-        return ContainerMeta(self.container_id, dict(self.blocks), self.header_extra)
-
-    def put_chunks(self, block_id: int, chunks: Iterable[ChunkMeta]) -> None:
-        """Add (or replace, at the same offset) chunks of a block, creating the block."""
-        block = self.blocks.get(int(block_id), BlockMeta(int(block_id)))
-        self.blocks[int(block_id)] = block.with_chunks(chunks)
+class ContainerMeta(_model.ContainerMeta):
+    """All blocks of one replica, by ID (merkle.replica.blocks.ContainerMeta), with the
+    `.blocks` encoding."""
 
     # ---- encoding ------------------------------------------------------------------------
 

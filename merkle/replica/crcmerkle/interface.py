@@ -1,17 +1,34 @@
-"""The Layout interface (merkle.replica.layout) for crcmerkle's own layout: <datanode>/<volume>/<containerID>/{chunks,metadata} (merkle.replica.crcmerkle.layout), locally or through pyarrow.fs (HDFS, S3, GCS, file://)."""
+"""The Layout interface (merkle.replica.layout) for crcmerkle's own layout: <datanode>/<volume>/<containerID>/{chunks,metadata} (merkle.replica.crcmerkle.layout), locally or through pyarrow.fs (HDFS, S3, GCS, file://).
+
+Reading delegates to the layout's walks: `find_containers` for a local path (entries it cannot
+use go to `on_error`), `remote.discover` for a URI (pyarrow imported only then); files are
+read by `remote.replica_files` (merkle's descriptor-based reader for a local replica), and
+verified by merkle.replica.verify.
+"""
 
 from __future__ import annotations
 
 import os
+from itertools import groupby
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
-from merkle.replica.crcmerkle.blockmeta import ContainerMeta
+from merkle.replica.crcmerkle.blockmeta import ContainerMeta, read_blockmeta
+from merkle.replica.crcmerkle.layout import (container_paths, datanode_of, find_containers,
+                                             holds_containers)
+from merkle.replica.crcmerkle.remote import discover, replica_files
 from merkle.replica.crcmerkle.repair import (CrcmerkleRepair, check_container_id, load_peer,
                                              replica_groups)
+from merkle.replica.errors import ReplicaError
 from merkle.replica.layout import REPAIR_IN_PLACE, ReplicaRef, Volume, WalkErrorFn
+from merkle.replica.results import RateLimiter, ScanResult, tree_result
+from merkle.replica.uri import is_uri
+from merkle.replica.verify import read_stored_tree, scan_container, scan_files
 
 __all__ = ["LAYOUT", "CrcmerkleLayout"]
+
+#: the verifier's options scan_files takes (a read-only scan through ReplicaFiles)
+_READ_OPTIONS = ("workers", "limiter", "progress", "buffer_size")
 
 
 class CrcmerkleLayout:
@@ -21,23 +38,78 @@ class CrcmerkleLayout:
     # ---- reading ---------------------------------------------------------------------------
 
     def recognises(self, root: str) -> bool:
-        # (lwrite: the reading side's own version replaces this at the merge) crcmerkle's
-        # layout is the registry's default: the layout of a path no other layout recognises
-        return False
+        """A URI (a store holds this layout's replicas only), or a local replica or directory
+        with one within three levels below it (holds_containers: stops at the first)."""
+        return is_uri(root) or holds_containers(root)
 
     def volumes(self, root: str, on_error: Optional[WalkErrorFn] = None) -> List[Volume]:
-        raise NotImplementedError
+        """One walk (find_containers, or discover for a URI); each volume carries the
+        replicas found in it (`listed`). NotAReplicaError (a URI: ValueError) "no container
+        replica here" when there is none."""
+        if is_uri(root):
+            refs = [ReplicaRef(self.name, r.datanode, r.path, r.container, r.fs_root, r.fs_path)
+                    for r in discover(root)]
+        else:
+            refs = [ReplicaRef(self.name, datanode_of(os.fspath(loc.root)),
+                               os.fspath(loc.root), loc.container_id)
+                    for loc in find_containers(root, on_error)]
+        given = root.rstrip("/") if is_uri(root) else os.path.normpath(root)
+        out = []
+        for volume, group in groupby(refs, key=lambda r: r.path.rstrip("/").rpartition("/")[0]):
+            listed = tuple(group)
+            inner = given if given != volume and given.startswith(volume + "/") else None
+            out.append(Volume(self.name, volume, listed[0].datanode, inner=inner, listed=listed))
+        return out
 
     def replicas(self, volume: Volume, on_error: Optional[WalkErrorFn] = None
                  ) -> List[ReplicaRef]:
-        raise NotImplementedError
+        if volume.listed is not None:
+            return list(volume.listed)
+        return [r for v in self.volumes(volume.inner or volume.root, on_error)
+                for r in v.listed or ()]
 
     def open_files(self, replica: ReplicaRef) -> Any:
-        raise NotImplementedError
+        return replica_files(replica)
+
+    def data_bytes(self, replica: ReplicaRef) -> Optional[int]:
+        """From a local replica's `.blocks` (0 when it cannot be read: the scan reports it);
+        None for a URI (a remote read per replica is not cheap)."""
+        if replica.fs_root is not None:
+            return None
+        try:
+            return read_blockmeta(container_paths(replica.path, replica.container).blockmeta
+                                  ).data_bytes
+        except (OSError, ReplicaError):
+            return 0
 
     def scan(self, replicas: Iterable[ReplicaRef], *, trees_only: bool = False,
              **options: Any) -> Iterator[Tuple[ReplicaRef, Any, Optional[Exception]]]:
-        raise NotImplementedError
+        """With `write_tree` (True or False) a local replica is scanned by scan_container
+        (under its lock while writing; a replica directory that is a link is refused);
+        without, every replica is read through open_files (read-only). A replica reached
+        twice is scanned twice (`seen` is not used: this layout's rule as before)."""
+        write = options.pop("write_tree", None)
+        options.pop("seen", None)
+        rate = options.pop("bytes_per_second", None)
+        if rate and options.get("limiter") is None:
+            options["limiter"] = RateLimiter(rate)
+        read_options: Dict[str, Any] = {k: options[k] for k in _READ_OPTIONS if k in options}
+        for ref in replicas:
+            try:
+                result = self._scan_one(ref, trees_only, write, options, read_options)
+            except (OSError, ReplicaError) as exc:
+                yield ref, None, exc
+                continue
+            yield ref, result, None
+
+    def _scan_one(self, ref: ReplicaRef, trees_only: bool, write: Optional[bool],
+                  options: Dict[str, Any], read_options: Dict[str, Any]) -> ScanResult:
+        if trees_only:
+            tree, _raw, error = read_stored_tree(self.open_files(ref))
+            return tree_result(ref.path, ref.container, tree, error)
+        if write is not None and ref.fs_root is None:
+            return scan_container(Path(ref.path), write_tree=write, **options)
+        return scan_files(self.open_files(ref), **read_options)
 
     # (reading ends here)
 

@@ -30,7 +30,8 @@ from typing import Callable, Iterator, List, Optional, Tuple, Union
 from merkle.replica.errors import NotAReplicaError
 
 __all__ = ["BLOCK_SUFFIX", "ContainerPaths", "LOCK_NAME", "META_SUFFIX", "ReplicaLocation",
-           "container_paths", "find_containers", "is_container_dir", "refuse_link"]
+           "container_paths", "datanode_of", "find_containers", "holds_containers",
+           "is_container_dir", "refuse_link"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -139,7 +140,12 @@ class ReplicaLocation:
         return self.paths.root
 
 
-def _walk(p: Path, on_error: Optional[WalkErrorFn]) -> Iterator[Path]:
+def _walk(p: Path, on_error: Optional[WalkErrorFn], depth: Optional[int] = None
+          ) -> Iterator[Path]:
+    """The replicas under `p`, in path order (`depth`: directory levels looked into below `p`,
+    unlimited when None)."""
+    if depth is not None and depth <= 0:
+        return
     try:
         with os.scandir(p) as it:
             entries = sorted(it, key=lambda e: e.name)
@@ -176,7 +182,30 @@ def _walk(p: Path, on_error: Optional[WalkErrorFn]) -> Iterator[Path]:
                 raise
             on_error(Path(e.path), exc)
             continue
-        yield from _walk(child, on_error)
+        yield from _walk(child, on_error, None if depth is None else depth - 1)
+
+
+#: replica directories are at most this deep below a cluster directory
+#: (<cluster>/<datanode>/<volume>/<containerID>)
+_DEPTH = 3
+
+
+def holds_containers(path: PathLike) -> bool:
+    """Is `path` a replica, or does it hold one within three directory levels (a volume, a
+    datanode, a cluster)? Stops at the first replica found; False for a path that does not
+    exist or cannot be read."""
+    p = Path(path)
+    try:
+        return is_container_dir(p) or next(_walk(p, None, _DEPTH), None) is not None
+    except OSError:
+        return False
+
+
+def datanode_of(replica: str) -> str:
+    """The datanode a replica path names: the directory above its volume
+    (<datanode>/<volume>/<containerID>), or the path's first component when it is shorter."""
+    parts = replica.rstrip("/").split("/")
+    return parts[-3] if len(parts) >= 3 else parts[0]
 
 
 def find_containers(path: PathLike, on_error: Optional[WalkErrorFn] = None

@@ -4,6 +4,6 @@ FILE_PER_BLOCK / FILE_PER_CHUNK data files and `.tree` files. Read-only scanning
 rules (scan.py), a writer of new volumes for the generator and tests (writer.py), and the
 in-place repair of a stopped datanode's replica (offline.py, `crcmerkle reconcile --offline`).
 May import: merkle's checksum core, merkle.trees and merkle.replica's shared modules
-(and merkle.replica.crcmerkle.blockmeta's block-metadata model, which the scanner works on;
-offline.py also ContainerPaths: an Ozone container directory has the crcmerkle layout's shape).
+(the block-metadata model is merkle.replica.blocks; offline.py also ContainerPaths: an Ozone
+container directory has the crcmerkle layout's shape). Its Layout is interface.py.
 """

@@ -1,6 +1,6 @@
-"""`block_data` values (Ozone's BlockData protobuf) to and from crcmerkle's block metadata.
+"""`block_data` values (Ozone's BlockData protobuf) to and from the block-metadata model.
 
-The scanner works on merkle.replica.crcmerkle.blockmeta's ContainerMeta (blocks of chunks with
+The scanner works on merkle.replica.blocks's ContainerMeta (blocks of chunks with
 their stored window checksums); this module converts the DB rows of one container into it, one
 row at a time (`read_blocks`), with the checks Ozone's codec and inspector make (proto2
 `required` fields, `size` = the chunks' total, the key is the decimal localID, the value's
@@ -18,7 +18,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from google.protobuf.message import DecodeError
 
-from merkle.replica.crcmerkle.blockmeta import CHECKSUM_SIZES, BlockMeta, ChunkMeta, ContainerMeta
+from merkle.replica.blocks import CHECKSUM_SIZES, BlockMeta, ChunkMeta, ContainerMeta
 from merkle.replica.errors import BlockMetaError
 from merkle.replica.ozone import datanode_pb2 as pb
 
@@ -212,7 +212,7 @@ def read_blocks(container_id: int, rows: Iterable[Tuple[bytes, bytes]], *,
     rows and chunks (one per BYTES_PER_CHUNK_LIMIT bytes: an empty chunk is ~25 bytes of a
     row but ~350 bytes of memory and ~20 us to convert); above either `too_large` is set and
     no further row is read. Memory is never sized from a number in a row."""
-    from merkle.replica.scan import METADATA_CORRUPT, METADATA_UNREADABLE
+    from merkle.replica.results import METADATA_CORRUPT, METADATA_UNREADABLE
 
     record_limit = None if total_limit is None else total_limit // BYTES_PER_CHUNK_LIMIT
     records = 0

@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple, Union
 
-from merkle.replica.crcmerkle.blockmeta import ContainerMeta
-from merkle.replica.errors import BlockMetaError, ReplicaError
+from merkle.replica.blocks import ContainerMeta
+from merkle.replica.errors import BlockMetaError, ReplicaError, VolumeError
 from merkle.replica.files import BlockFile, LocalBlockFile
 from merkle.replica.fileio import pread_into
 from merkle.replica.levels import severity_of
@@ -54,12 +54,16 @@ from merkle.replica.ozone.layout import (BLOCK_SUFFIX, OzoneReplica, OzoneVolume
                                          replicas_under)
 from merkle.replica.ozone.paths import CONTAINER_PATH_MISMATCH, accepted_mounts, path_mismatch
 from merkle.replica.ozone.rocks import VolumeDB, VolumeDBError
+from merkle.replica.results import (METADATA_UNREADABLE, UNREADABLE_DATA_FILE, RateLimiter,
+                                    ScanError, ScanResult, tree_result)
 from merkle.replica.safeopen import (NOT_A_REGULAR_FILE, NotRegularFileError, check_component,
                                       max_metadata_bytes, max_row_bytes, open_dir)
+from merkle.replica.verify import read_stored_tree, scan_files
 
 __all__ = ["CONTAINER_FILE_CORRUPT", "CONTAINER_FILE_MISSING", "CONTAINER_NOT_SCANNED",
-           "CONTAINER_PATH_MISMATCH", "DuplicateReplicaError", "OzoneReplicaFiles", "UNREFERENCED_DATA_FILE", "VolumeScanError", "scan_ozone_paths",
-           "scan_volume"]
+           "CONTAINER_PATH_MISMATCH", "DuplicateReplicaError", "OzoneReplicaFiles",
+           "UNREFERENCED_DATA_FILE", "VolumeScanError", "claim_replica", "open_replica_files",
+           "scan_ozone_paths", "scan_volume", "scan_volume_items", "volume_error"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -69,7 +73,7 @@ CONTAINER_NOT_SCANNED = "CONTAINER_NOT_SCANNED"
 UNREFERENCED_DATA_FILE = "UNREFERENCED_DATA_FILE"
 
 
-class VolumeScanError(ReplicaError):
+class VolumeScanError(VolumeError):
     """A whole volume could not be scanned (its DB cannot be opened, no cluster dir)."""
 
 
@@ -119,11 +123,13 @@ class OzoneReplicaFiles:
     """merkle.replica.files.ReplicaFiles of one Ozone replica: the block metadata comes from
     the volume's DB (`load_meta`), the tree and block files from the container directory."""
 
-    def __init__(self, replica: OzoneReplica, db: VolumeDB, cfile: ContainerFile) -> None:
+    def __init__(self, replica: OzoneReplica, db: VolumeDB, cfile: ContainerFile, *,
+                 owns_db: bool = False) -> None:
         self.replica = replica
         self.container_id = replica.container_id
         self.location = os.fspath(replica.root)
         self._db = db
+        self._owns_db = owns_db
         self._per_block = cfile.file_per_block
         self._decoded: Optional[DecodedBlocks] = None
 
@@ -161,6 +167,12 @@ class OzoneReplicaFiles:
         if self._per_block:
             return self.replica.block_file(block_id).name
         return f"{block_id}_chunk_*"
+
+    def close(self) -> None:
+        """Close the volume's DB when these files opened it (open_replica_files)."""
+        if self._owns_db:
+            self._db.close()
+            self._owns_db = False
 
     def data_files(self) -> List[str]:
         """Names of the files the block metadata refers to."""
@@ -208,8 +220,6 @@ def scan_replica(replica: OzoneReplica, db: VolumeDB, mounts: Optional[Set[str]]
     """Scan one replica read-only (see the module docstring); a ScanResult. `mounts`: the
     mounts its `.container` may record (paths.accepted_mounts; default: those of the
     replica's own volume, computed here)."""
-    from merkle.replica import scan as core
-
     class _Unusable:
         """A replica whose metadata cannot be used: nothing is verified (empty block list)."""
 
@@ -230,9 +240,8 @@ def scan_replica(replica: OzoneReplica, db: VolumeDB, mounts: Optional[Set[str]]
             return f"{block_id}{BLOCK_SUFFIX}"
 
     def unusable(kind: str, detail: str, case: str = "") -> Any:
-        r = core.scan_files(_Unusable(), **kwargs)  # type: ignore[arg-type]
-        r.errors.insert(0, core.ScanError(kind, detail=detail,
-                                          severity=severity_of(kind, case)))
+        r = scan_files(_Unusable(), **kwargs)  # type: ignore[arg-type]
+        r.errors.insert(0, ScanError(kind, detail=detail, severity=severity_of(kind, case)))
         return r
 
     try:
@@ -253,14 +262,14 @@ def scan_replica(replica: OzoneReplica, db: VolumeDB, mounts: Optional[Set[str]]
     if mounts is None:
         mounts = accepted_mounts(replica.volume, replica.volume.replicas())
     mismatch = path_mismatch(replica, cfile.fields, mounts)
-    result = _scan_loaded(replica, db, cfile, unusable, core, **kwargs)
+    result = _scan_loaded(replica, db, cfile, unusable, **kwargs)
     if mismatch is not None:
-        result.errors.insert(0, core.ScanError(CONTAINER_PATH_MISMATCH, detail=mismatch))
+        result.errors.insert(0, ScanError(CONTAINER_PATH_MISMATCH, detail=mismatch))
     return result
 
 
 def _scan_loaded(replica: OzoneReplica, db: VolumeDB, cfile: ContainerFile,
-                 unusable: Callable[[str, str], Any], core: Any, **kwargs: Any) -> Any:
+                 unusable: Callable[[str, str], Any], **kwargs: Any) -> Any:
     """The rest of scan_replica, once the `.container` is loaded and describes the replica:
     state and schema checks, then the data."""
     if cfile.schema_version != "3":
@@ -273,9 +282,9 @@ def _scan_loaded(replica: OzoneReplica, db: VolumeDB, cfile: ContainerFile,
     files = OzoneReplicaFiles(replica, db, cfile)
     decoded = files.decoded()
     if decoded.too_large is not None:
-        return unusable(core.METADATA_UNREADABLE, f"{db.path}: {decoded.too_large}")
-    result = core.scan_files(files, **kwargs)
-    result.errors[:0] = [core.ScanError(b.kind, b.block_id, None, b.detail)
+        return unusable(METADATA_UNREADABLE, f"{db.path}: {decoded.too_large}")
+    result = scan_files(files, **kwargs)
+    result.errors[:0] = [ScanError(b.kind, b.block_id, None, b.detail)
                          for b in decoded.bad]
     if result.meta is not None:
         try:
@@ -283,15 +292,15 @@ def _scan_loaded(replica: OzoneReplica, db: VolumeDB, cfile: ContainerFile,
         except FileNotFoundError:
             present = []
         except NotRegularFileError as exc:
-            result.errors.append(core.ScanError(NOT_A_REGULAR_FILE, detail=(
+            result.errors.append(ScanError(NOT_A_REGULAR_FILE, detail=(
                 f"{exc.filename}: {exc.strerror} (never followed or listed)")))
             present = []
         except OSError as exc:  # EACCES, EIO: an I/O error, reported; the walk goes on
-            result.errors.append(core.ScanError(core.UNREADABLE_DATA_FILE, detail=(
+            result.errors.append(ScanError(UNREADABLE_DATA_FILE, detail=(
                 f"{replica.chunks_dir}: cannot be listed ({exc.strerror or exc})")))
             present = []
         for name in _unreferenced(files, present):
-            result.errors.append(core.ScanError(
+            result.errors.append(ScanError(
                 UNREFERENCED_DATA_FILE, _file_block_id(name), None,
                 f"chunks/{name} is named by no block_data entry"))
     return result
@@ -326,8 +335,6 @@ def scan_ozone_paths(paths: Iterable[PathLike], *,
     `on_error(volume, exc)` (re-raised without it) and the walk goes on. A replica directory
     already in `scanned` ((st_dev, st_ino) -> the path it was scanned at; pass one dict to
     several calls to share it) goes to `on_error(replica, DuplicateReplicaError)`."""
-    from merkle.replica.scan import RateLimiter
-
     for key in ("write_tree", "lock", "use_mmap"):
         kwargs.pop(key, None)  # read-only by construction; mmap would SIGBUS on a live file
     results: List[Any] = []
@@ -341,18 +348,12 @@ def scan_ozone_paths(paths: Iterable[PathLike], *,
             limiter = RateLimiter(bytes_per_second) if bytes_per_second else None
             fresh = []
             for replica in replicas_under(volume, inner):
-                ident = replica.identity()
-                if ident is not None and ident in scanned:
-                    exc = DuplicateReplicaError(
-                        f"the same directory as {scanned[ident]} (same device and inode: a "
-                        f"bind mount or a volume reached by two paths); scanned once",
-                        os.fspath(replica.root))
+                exc = claim_replica(scanned, replica.root)
+                if exc is not None:
                     if on_error is None:
                         raise exc
                     on_error(replica, exc)
                     continue
-                if ident is not None:
-                    scanned[ident] = replica.root
                 fresh.append(replica)
             try:
                 for r in scan_volume(volume, fresh, limiter=limiter, **kwargs):
@@ -366,13 +367,54 @@ def scan_ozone_paths(paths: Iterable[PathLike], *,
     return results
 
 
+def claim_replica(scanned: Dict[Tuple[int, int], Path], root: Path
+                  ) -> Optional[DuplicateReplicaError]:
+    """Record the replica directory `root` in `scanned` ((st_dev, st_ino) of the directory
+    itself, never through a link -> the path it was scanned at) and return None; or, when
+    that directory was already scanned, the DuplicateReplicaError saying so. A directory
+    that cannot be stat'ed is not recorded (its scan reports why)."""
+    try:
+        st = os.lstat(root)
+    except OSError:
+        return None
+    ident = (st.st_dev, st.st_ino)
+    if ident in scanned:
+        return DuplicateReplicaError(
+            f"the same directory as {scanned[ident]} (same device and inode: a bind mount or "
+            f"a volume reached by two paths); scanned once", os.fspath(root))
+    scanned[ident] = root
+    return None
+
+
+def volume_error(exc: Optional[Exception], volume_root: Optional[str]) -> Optional[Exception]:
+    """`exc` as the layout interface reports it: a DB that cannot be opened is the volume's
+    VolumeScanError (a merkle.replica.errors.VolumeError, reported once per volume), the
+    others as they are."""
+    if isinstance(exc, VolumeDBError):
+        return VolumeScanError(str(exc), volume_root)
+    return exc
+
+
+def open_replica_files(replica: OzoneReplica) -> "OzoneReplicaFiles":
+    """The files of one replica read on their own (not in a volume's scan): its `.container`
+    parsed (ContainerFileError when unusable) and the volume's DB opened for these files
+    alone, closed by their close()."""
+    cfile = parse_container_file(replica.read_file(replica.container_file))
+    if replica.volume.db_dir is None:
+        raise VolumeScanError("VERSION names no storageID", os.fspath(replica.volume.root))
+    try:
+        db = VolumeDB(replica.volume.db_dir)
+    except VolumeDBError as exc:
+        raise VolumeScanError(str(exc), os.fspath(replica.volume.root)) from None
+    return OzoneReplicaFiles(replica, db, cfile, owns_db=True)
+
+
 def scan_volume_items(items: Iterable[Any], *, trees_only: bool = False, **kwargs: Any
                       ) -> Iterator[Tuple[Any, Any, Optional[Exception]]]:
     """For work items with `path` (the replica directory), `container` and `fs_root` (its
     volume root), in volume order: (item, ScanResult or None, exception or None). Each run of
     items of one volume shares one open DB; a volume that cannot be read gives its exception
     for each of its items, and the others go on. trees_only reads the stored trees alone."""
-    from merkle.replica import scan as core
 
     current: Optional[str] = None
     db: Optional[VolumeDB] = None
@@ -402,7 +444,7 @@ def scan_volume_items(items: Iterable[Any], *, trees_only: bool = False, **kwarg
             replica = OzoneReplica(volume, int(item.container), Path(item.path))
             try:
                 if trees_only:
-                    stored, _raw, err = core.read_stored_tree(_TreeOnly(replica))
+                    stored, _raw, err = read_stored_tree(_TreeOnly(replica))
                     yield item, _tree_result(replica, stored, err), None
                 else:
                     assert db is not None
@@ -424,10 +466,5 @@ class _TreeOnly:
         return self._replica.read_tree()
 
 
-def _tree_result(replica: OzoneReplica, tree: Any, err: Any) -> Any:
-    from merkle.replica.scan import ScanResult
-    from merkle.trees.model import ContainerTree
-    t = tree if tree is not None else ContainerTree.empty(replica.container_id)
-    return ScanResult(path=os.fspath(replica.root), container_id=replica.container_id,
-                      errors=[err] if err is not None else [], scanned=t, tree=t, meta=None,
-                      blocks=int(t.n_blocks), chunks=int(t.n_chunks))
+def _tree_result(replica: OzoneReplica, tree: Any, err: Any) -> ScanResult:
+    return tree_result(os.fspath(replica.root), replica.container_id, tree, err)

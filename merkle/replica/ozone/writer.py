@@ -25,7 +25,7 @@ import uuid
 from pathlib import Path
 from typing import Dict, Mapping, Optional, Union
 
-from merkle.replica.crcmerkle.blockmeta import ContainerMeta
+from merkle.replica.blocks import ContainerMeta
 from merkle.replica.ozone.blockdata import chunk_name, encode_block
 from merkle.replica.ozone.containerfile import render_container_file
 from merkle.replica.ozone.layout import (BLOCK_SUFFIX, HDDS, VERSION, VOLUME_LAYOUT_VERSION,

@@ -1,0 +1,459 @@
+"""The verifier: read a replica's blocks window by window, compare them with the recorded
+checksums, build the scanned tree and merge it into the stored one (see merkle.replica.scan
+for the rules and the findings). It reads through merkle.replica.files.ReplicaFiles, so the
+same code verifies a crcmerkle replica, a local or remote one, and an Ozone replica (whose
+ReplicaFiles loads the block metadata from the volume's RocksDB: `load_meta`).
+
+`scan_container` is the local scan of a crcmerkle-layout replica (under its lock, writing its
+`.tree`); `scan_files` the read-only scan of any ReplicaFiles. merkle.replica.scan re-exports
+every public name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, List, Optional, Tuple, Union
+
+import numpy as np
+
+from merkle import _native
+from merkle.replica.blocks import (CHECKSUM_SIZES, CRC32, CRC32C, NONE, SHA256, BlockMeta,
+                                   ChunkMeta, ContainerMeta)
+from merkle.replica.crcmerkle.blockmeta import decode_blockmeta
+from merkle.replica.crcmerkle.layout import (META_SUFFIX, TREE_SUFFIX, ContainerPaths,
+                                             container_paths, refuse_link)
+from merkle.replica.errors import BlockMetaError, ReplicaError
+from merkle.replica.files import BlockFile, LocalReplicaFiles, ReplicaFiles
+from merkle.replica.lock import ReplicaLock
+from merkle.replica.protokeep import rewritable
+from merkle.replica.results import (CORRUPT_CHUNK, INCONSISTENT_CHUNK_LENGTH, METADATA_CORRUPT,
+                                    METADATA_MISSING, METADATA_UNREADABLE, METADATA_UNSUPPORTED,
+                                    MISSING_CHUNK, MISSING_DATA_FILE, PROTECTED_ERRORS,
+                                    TREE_CORRUPT, TREE_MISSING, TREE_UNREADABLE,
+                                    TREE_UNSUPPORTED, UNREADABLE_DATA_FILE, RateLimiter,
+                                    ScanError, ScanResult)
+from merkle.replica.safeopen import NOT_A_REGULAR_FILE, FileTooLargeError, NotRegularFileError
+from merkle.trees.merge import merge
+from merkle.trees.model import ContainerTree
+from merkle.trees.treefile import TreeFileError, tree_from_bytes, tree_to_bytes
+
+__all__ = ["DEFAULT_BUFFER_SIZE", "ProgressFn", "StoredTree", "read_stored_tree",
+           "read_tree_state", "scan_container", "scan_files"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+#: Read size per worker, rounded down to whole windows. 256 KiB..4 MiB measured within the
+#: noise of each other on a hot page cache (bench/test_bench_scan.py); 1 MiB stays in L2.
+DEFAULT_BUFFER_SIZE = 1024 * 1024
+
+ProgressFn = Callable[[int], Any]
+
+
+@dataclass
+class _ChunkObs:
+    offset: int
+    length: int  # bytes observed
+    leaf: int
+    matches: bool
+
+
+@dataclass
+class _BlockObs:
+    block_id: int
+    present: bool  # in the scanned tree: some chunk of it was scanned
+    chunks: List[_ChunkObs] = field(default_factory=list)
+    errors: List[ScanError] = field(default_factory=list)
+    bytes_read: int = 0
+
+
+class _Reader:
+    """Per-thread reusable buffer and the read/verify loop of one block.
+
+    The buffer is `buffer_size` bytes whatever the metadata says: windows larger than it are
+    checksummed piecewise (CRC chained across reads, hash objects fed), so 84 bytes of hostile
+    metadata declaring 4 GiB windows cost no more memory than honest ones. Block data is read
+    with pread (a file that shrinks mid-scan gives a short read, reported, never SIGBUS: the
+    scanner does not map files).
+    """
+
+    def __init__(self, buffer_size: int, limiter: Optional[RateLimiter],
+                 progress: Optional[ProgressFn], use_mmap: bool = False) -> None:
+        self.buffer = bytearray(max(buffer_size, 1))
+        self.view = memoryview(self.buffer)
+        self.limiter = limiter
+        self.progress = progress
+
+    def _read(self, f: BlockFile, n: int, offset: int) -> int:
+        if self.limiter is not None:
+            self.limiter.acquire(n)
+        got = f.pread_into(self.view[:n], offset)
+        if self.progress is not None and got:
+            self.progress(got)
+        return got
+
+    def _large_windows(self, f: BlockFile, c: ChunkMeta
+                       ) -> Tuple[int, Optional[np.ndarray], bool]:
+        """Chunk `c` whose windows are larger than the buffer, one window at a time."""
+        bpc = c.bytes_per_checksum
+        crc_fn = {CRC32: _native.crc32, CRC32C: _native.crc32c}.get(c.checksum_type)
+        algo = "sha256" if c.checksum_type == SHA256 else "md5"
+        values: List[int] = []
+        digests: List[bytes] = []
+        got = 0
+        short = False
+        while got < c.length and not short:
+            wlen = min(bpc, c.length - got)
+            crc = 0
+            h = None if crc_fn is not None else hashlib.new(algo)
+            done = 0
+            while done < wlen:
+                want = min(len(self.buffer), wlen - done)
+                n = self._read(f, want, c.offset + got + done)
+                if n:
+                    if crc_fn is not None:
+                        crc = crc_fn(self.view[:n], crc)
+                    else:
+                        assert h is not None
+                        h.update(self.view[:n])
+                    done += n
+                if n < want:
+                    short = True
+                    break
+            if done:
+                if crc_fn is not None:
+                    values.append(crc)
+                else:
+                    assert h is not None
+                    digests.append(h.digest())
+            got += done
+        if crc_fn is not None:
+            observed = np.array(values, dtype=np.uint32)
+            stored = np.frombuffer(c.checksums, dtype=">u4", count=len(values))
+            return got, observed, bool(np.any(observed != stored))
+        obs = b"".join(digests)
+        return got, np.frombuffer(obs, dtype=np.uint8), obs != c.checksums[:len(obs)]
+
+    def chunk(self, f: BlockFile, c: ChunkMeta) -> Tuple[int, Optional[np.ndarray], bool]:
+        """Read chunk `c`; returns (bytes read, observed checksum bytes-or-values, mismatch)."""
+        size = CHECKSUM_SIZES[c.checksum_type]
+        if c.checksum_type == NONE or size == 0:
+            got = 0
+            while got < c.length:
+                want = min(len(self.buffer), c.length - got)
+                n = self._read(f, want, c.offset + got)
+                got += n
+                if n < want:
+                    break
+            return got, None, False
+        bpc = c.bytes_per_checksum
+        if bpc > len(self.buffer):
+            return self._large_windows(f, c)
+        piece = len(self.buffer) // bpc * bpc
+        n_windows = -(-c.length // bpc)
+        if c.checksum_type in (CRC32, CRC32C):
+            alg = "crc32" if c.checksum_type == CRC32 else "crc32c"
+            observed = np.empty(n_windows, dtype=np.uint32)
+            got = w = 0
+            while got < c.length:
+                want = min(piece, c.length - got)
+                n = self._read(f, want, c.offset + got)
+                if n:
+                    nw = -(-n // bpc)
+                    _native.checksum_windows(self.view[:n], bpc, algorithm=alg,
+                                             out=observed[w:w + nw])
+                    w += nw
+                    got += n
+                if n < want:
+                    break
+            observed = observed[:w]
+            stored = np.frombuffer(c.checksums, dtype=">u4", count=w)
+            mismatch = bool(np.any(observed != stored))
+            return got, observed, mismatch
+        # SHA256 / MD5: one hashlib call per window (slow path, not Ozone's default)
+        algo = "sha256" if c.checksum_type == SHA256 else "md5"
+        parts: List[bytes] = []
+        got = 0
+        while got < c.length:
+            want = min(piece, c.length - got)
+            n = self._read(f, want, c.offset + got)
+            for s in range(0, n, bpc):
+                parts.append(hashlib.new(algo, self.view[s:min(s + bpc, n)]).digest())
+            got += n
+            if n < want:
+                break
+        obs = b"".join(parts)
+        mismatch = obs != c.checksums[:len(obs)]
+        return got, np.frombuffer(obs, dtype=np.uint8), mismatch
+
+    def block(self, files: ReplicaFiles, block: BlockMeta) -> _BlockObs:
+        out = _BlockObs(block.block_id, present=False)
+        if not block.chunks:
+            return out  # nothing to scan: not in the scanner's tree (Ozone)
+        try:
+            f = files.open_block(block.block_id)
+        except FileNotFoundError:
+            if block.chunks[0].length > 0:  # Ozone: an EC padding block may have no file
+                out.errors.append(ScanError(MISSING_DATA_FILE, block.block_id, None,
+                                            f"{files.block_name(block.block_id)} does not exist"))
+            return out
+        except NotRegularFileError as exc:
+            out.present = False
+            out.errors.append(ScanError(NOT_A_REGULAR_FILE, block.block_id, None,
+                                        f"{exc.filename}: {exc.strerror}"))
+            return out
+        except OSError as exc:
+            out.errors.append(ScanError(UNREADABLE_DATA_FILE, block.block_id, None,
+                                        exc.strerror or str(exc)))
+            return out
+        try:
+            for c in block.chunks:
+                if c.checksum_type == NONE:
+                    continue  # Ozone's scanner skips them: not read, not in the tree
+                out.present = True  # a chunk is scanned: the block is in the tree
+                if c.length == 0:
+                    out.chunks.append(_ChunkObs(c.offset, 0, c.leaf, True))
+                    continue
+                try:
+                    got, observed, mismatch = self.chunk(f, c)
+                except OSError as exc:
+                    out.errors.append(ScanError(UNREADABLE_DATA_FILE, block.block_id,
+                                                c.offset, exc.strerror or str(exc)))
+                    continue
+                out.bytes_read += got
+                if got == 0:
+                    out.errors.append(ScanError(MISSING_CHUNK, block.block_id, c.offset,
+                                                f"no data at {c.offset} (expected {c.length} "
+                                                f"bytes)"))
+                    continue
+                if observed is None:  # type NONE: only the length can be checked
+                    leaf = 0
+                elif observed.dtype == np.uint32:
+                    leaf = (c.leaf if not mismatch and got == c.length
+                            else _native.crc32c(observed.astype(">u4").tobytes()))
+                else:
+                    leaf = _native.crc32c(observed.tobytes())
+                healthy = not mismatch and got == c.length
+                out.chunks.append(_ChunkObs(c.offset, got, leaf, healthy))
+                if mismatch:
+                    out.errors.append(ScanError(
+                        CORRUPT_CHUNK, block.block_id, c.offset,
+                        "window checksum mismatch" + (f" (short read: {got} of {c.length} "
+                                                      f"bytes)" if got < c.length else "")))
+                elif got < c.length:
+                    out.errors.append(ScanError(INCONSISTENT_CHUNK_LENGTH, block.block_id,
+                                                c.offset, f"{got} of {c.length} bytes"))
+        finally:
+            f.close()
+        return out
+
+
+def _observed_tree(container_id: int, observations: Iterable[_BlockObs]) -> ContainerTree:
+    bids: List[int] = []
+    offs: List[int] = []
+    lens: List[int] = []
+    leaves: List[int] = []
+    matches: List[bool] = []
+    present: List[int] = []
+    for b in observations:
+        if not b.present:
+            continue
+        present.append(b.block_id)
+        for c in b.chunks:
+            bids.append(b.block_id)
+            offs.append(c.offset)
+            lens.append(c.length)
+            leaves.append(c.leaf)
+            matches.append(c.matches)
+    return ContainerTree.from_columns(container_id, bids, offs, lens,
+                                      leaf=np.array(leaves, dtype=np.int64),
+                                      checksum_matches=np.array(matches, dtype=bool),
+                                      empty_blocks=present or None)
+
+
+@dataclass
+class StoredTree:
+    """The stored `.tree` as read: the tree (None if absent/unusable), its raw bytes, the
+    error to report, whether a rewrite may replace it, and its unknown top-level protobuf
+    fields (merkle.replica.protokeep; the tree itself carries them too, in
+    ContainerTree.unknown_fields, and writes them back after field 2 as Ozone does)."""
+
+    tree: Optional[ContainerTree]
+    raw: Optional[bytes]
+    error: Optional[ScanError]
+    writable: bool = True
+    keep: bytes = b""
+
+
+def read_tree_state(files: ReplicaFiles) -> StoredTree:
+    """Read the stored `.tree` (see StoredTree). An I/O error (EACCES, EIO, too large) is
+    TREE_UNREADABLE and a link/FIFO/... NOT_A_REGULAR_FILE, never corruption: not writable."""
+    name = f"{files.container_id}{TREE_SUFFIX}"
+    try:
+        raw = files.read_tree()
+    except FileNotFoundError:
+        return StoredTree(None, None, ScanError(TREE_MISSING, detail=f"{name} does not exist"))
+    except NotRegularFileError as exc:
+        return StoredTree(None, None, ScanError(NOT_A_REGULAR_FILE,
+                                                detail=f"{exc.filename}: {exc.strerror}"),
+                          writable=False)
+    except (OSError, FileTooLargeError) as exc:
+        return StoredTree(None, None, ScanError(TREE_UNREADABLE, detail=f"{name}: "
+                                                f"{exc.strerror or exc}"), writable=False)
+    try:
+        tree = tree_from_bytes(raw, source=f"{files.location}/metadata/{name}")
+    except TreeFileError as exc:
+        return StoredTree(None, raw, ScanError(TREE_CORRUPT, detail=exc.reason))
+    if tree.container_id != files.container_id:
+        return StoredTree(None, raw, ScanError(TREE_CORRUPT, detail=f"tree is of container "
+                                                                    f"{tree.container_id}"))
+    ok, keep = rewritable(raw, lambda known: tree_to_bytes(tree_from_bytes(known)))
+    if not ok:
+        return StoredTree(tree, raw, ScanError(
+            TREE_UNSUPPORTED, detail=f"{name} holds fields this crcmerkle does not "
+                                     f"understand: not rewritten"), writable=False)
+    return StoredTree(tree, raw, None, True, keep)
+
+
+def read_stored_tree(files: ReplicaFiles) -> Tuple[Optional[ContainerTree], Optional[bytes],
+                                                   Optional[ScanError]]:
+    """(stored tree, its raw bytes, None), or (None, raw bytes or None, the error) when the
+    `.tree` is absent, unreadable, corrupt or foreign (see read_tree_state)."""
+    st = read_tree_state(files)
+    if st.error is not None and st.error.kind == TREE_UNSUPPORTED:
+        return st.tree, st.raw, None  # readable: only a rewrite would lose something
+    return st.tree, st.raw, st.error
+
+
+def scan_container(path: PathLike, *, write_tree: bool = True, workers: int = 1,
+                   bytes_per_second: Optional[float] = None,
+                   limiter: Optional[RateLimiter] = None,
+                   progress: Optional[ProgressFn] = None,
+                   buffer_size: int = DEFAULT_BUFFER_SIZE, lock: bool = True,
+                   use_mmap: bool = False) -> ScanResult:
+    """Scan one replica (see the module docstring) and return what was found.
+
+    write_tree: store the merged tree (atomically, only if it changed); False for a
+      read-only check (no lock is taken then).
+    workers: threads scanning blocks in parallel (each with its own `buffer_size` buffer).
+    bytes_per_second / limiter: pace reads (a limiter may be shared by a volume's scans).
+    progress: called with the byte count of every read (e.g. a tqdm bar's update).
+    lock: take the replica lock while writing (reconcile, which holds it, passes False).
+    use_mmap: accepted for compatibility and ignored: block files are always read with pread,
+      since a mapped file that shrinks mid-scan kills the process with SIGBUS.
+    """
+    paths = container_paths(path)
+    refuse_link(path)  # never scanned, locked or written through a link
+    if not paths.root.is_dir():
+        raise FileNotFoundError(2, "No such file or directory", os.fspath(path))
+    if paths.container_id >= 1 << 63:
+        raise ReplicaError("container ID above 2**63-1", os.fspath(path))
+    if limiter is None and bytes_per_second:
+        limiter = RateLimiter(bytes_per_second)
+    held = ReplicaLock(paths) if (write_tree and lock) else None
+    if held is not None:
+        held.acquire()
+    try:
+        return _scan(paths, write_tree, max(1, int(workers)), limiter, progress, buffer_size,
+                     use_mmap)
+    finally:
+        if held is not None:
+            held.release()
+
+
+def scan_files(files: ReplicaFiles, *, workers: int = 1,
+               limiter: Optional[RateLimiter] = None, progress: Optional[ProgressFn] = None,
+               buffer_size: int = DEFAULT_BUFFER_SIZE) -> ScanResult:
+    """Scan a replica read through `files` (merkle.replica.files: a local directory, or a
+    remote store as spark_udfs.fs provides) without writing anything: the same checks,
+    errors and trees as scan_container(..., write_tree=False)."""
+    return _scan(files, False, max(1, int(workers)), limiter, progress, buffer_size)
+
+
+def _scan(source: Union[ContainerPaths, ReplicaFiles], write: bool, workers: int,
+          limiter: Optional[RateLimiter], progress: Optional[ProgressFn], buffer_size: int,
+          use_mmap: bool = False) -> ScanResult:
+    """The scan itself; writing the merged tree needs a local replica (ContainerPaths)."""
+    files = LocalReplicaFiles(source) if isinstance(source, ContainerPaths) else source
+    try:
+        return _scan_files(files, write, workers, limiter, progress, buffer_size)
+    finally:
+        if isinstance(source, ContainerPaths):
+            assert isinstance(files, LocalReplicaFiles)
+            files.close()
+
+
+def _scan_files(files: ReplicaFiles, write: bool, workers: int,
+                limiter: Optional[RateLimiter], progress: Optional[ProgressFn],
+                buffer_size: int) -> ScanResult:
+    t0 = time.perf_counter()
+    errors: List[ScanError] = []
+    meta: Optional[ContainerMeta]
+    meta_name = f"{files.location}/metadata/{files.container_id}{META_SUFFIX}"
+    # a layout that keeps block metadata elsewhere (Ozone: the volume's RocksDB) loads it
+    load_meta = getattr(files, "load_meta", None)
+    try:
+        if load_meta is not None:
+            meta = load_meta()
+        else:
+            try:
+                raw_meta = files.read_blockmeta()
+            except FileNotFoundError:
+                raise BlockMetaError("block-metadata file is missing", meta_name,
+                                     missing=True) from None
+            meta = decode_blockmeta(raw_meta, meta_name, files.container_id)
+    except BlockMetaError as exc:
+        meta = None
+        reason = str(exc)[len(str(exc.path)) + 2:] if exc.path else str(exc)
+        kind = (METADATA_MISSING if exc.missing else METADATA_UNSUPPORTED if exc.unsupported
+                else METADATA_CORRUPT)
+        errors.append(ScanError(kind, detail=reason))
+    except NotRegularFileError as exc:
+        meta = None
+        errors.append(ScanError(NOT_A_REGULAR_FILE, detail=f"{exc.filename}: {exc.strerror}"))
+    except OSError as exc:  # EACCES, EIO, above the size cap: an I/O error, not corruption
+        meta = None
+        errors.append(ScanError(METADATA_UNREADABLE, detail=f"{meta_name}: "
+                                                            f"{exc.strerror or exc}"))
+    blocks = meta.sorted_blocks() if meta is not None else []
+    if workers > 1 and len(blocks) > 1:
+        local = threading.local()
+
+        def one(b: BlockMeta) -> _BlockObs:
+            reader = getattr(local, "reader", None)
+            if reader is None:
+                reader = local.reader = _Reader(buffer_size, limiter, progress)
+            return reader.block(files, b)
+
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            observations = list(pool.map(one, blocks))
+    else:
+        reader = _Reader(buffer_size, limiter, progress)
+        observations = [reader.block(files, b) for b in blocks]
+    for ob in observations:
+        errors.extend(ob.errors)
+    scanned = _observed_tree(files.container_id, observations)
+    state = read_tree_state(files)
+    stored = state.tree
+    if state.error is not None and state.error not in errors:  # not twice for one cause
+        errors.insert(0, state.error)
+    merged = merge(stored, scanned)
+    written = False
+    protected = any(e.kind in PROTECTED_ERRORS and e.block_id is None for e in errors)
+    if write and not protected and state.writable:
+        if not isinstance(files, LocalReplicaFiles):
+            raise ValueError("only a local replica's tree can be written")
+        data = tree_to_bytes(merged)  # carries the stored tree's unknown top-level fields
+        if data != state.raw:
+            files.write_metadata(TREE_SUFFIX, data)
+            written = True
+    return ScanResult(
+        path=files.location, container_id=files.container_id, errors=errors,
+        scanned=scanned, tree=merged, meta=meta,
+        bytes_read=sum(o.bytes_read for o in observations), blocks=len(blocks),
+        chunks=sum(len(b.chunks) for b in blocks), seconds=time.perf_counter() - t0,
+        tree_written=written)

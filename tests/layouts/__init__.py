@@ -1,0 +1,1 @@
+"""Replica layouts that exist only for the tests (registered by the tests that use them)."""
