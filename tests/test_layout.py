@@ -15,6 +15,9 @@ import merkle
 import spark_udfs
 
 ROOT = Path(merkle.__file__).resolve().parent.parent
+#: the directory holding tests/ (the checkout; in the wheel suite, the suite's copy): where
+#: `tests.layouts.flat` is imported from
+TESTS_PARENT = Path(__file__).resolve().parent.parent
 
 # What the README shows and earlier releases exported: a later move may add names, never drop one.
 MERKLE_PUBLIC = {
@@ -245,9 +248,11 @@ def flat_cluster(root: Path, containers: int = 2) -> Tuple[Path, Path, int]:
 
 
 @pytest.fixture
-def flat_layout() -> Iterator[Any]:
+def flat_layout(monkeypatch: Any) -> Iterator[Any]:
     """The flat test layout, registered before the shipped ones for one test."""
     from merkle.replica.layouts import register, unregister
+
+    monkeypatch.syspath_prepend(str(TESTS_PARENT))
     from tests.layouts.flat import LAYOUT
 
     register(LAYOUT, first=True)
@@ -286,14 +291,44 @@ def test_a_third_layout_is_scanned_by_the_cli(tmp_path: Path) -> None:
              "from tests.layouts.flat import LAYOUT; register(LAYOUT, first=True); "
              "from merkle.cli import main; sys.exit(main(sys.argv[1:]))")
     run = subprocess.run([sys.executable, "-c", entry, "scan", "--json", str(root)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+                         cwd=TESTS_PARENT, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(TESTS_PARENT)})
     assert run.returncode == 1, run.stderr
     out = json.loads(run.stdout)
     assert out["summary"]["replicas"] == 6 and out["failed"] == []
     bad = [r for r in out["replicas"] if not r["ok"]]
     assert [(r["path"], [(e["error"], e["block_id"]) for e in r["errors"]]) for r in bad] == [
         (str(damaged), [("CORRUPT_CHUNK", block)])]
+
+
+def test_a_third_layout_meets_every_writing_job_with_a_one_line_refusal(
+        tmp_path: Path, flat_layout: Any, capsys: Any) -> None:
+    """A read-only layout (its write side inherited from ReadOnlyLayout): reconcile (one
+    replica, --all, --offline), replicate (from it, into it) and generate each refuse in one
+    line with exit 2; nothing is written."""
+    from merkle.cli import main
+
+    root, damaged, _ = flat_cluster(tmp_path / "flat")
+    peer = root / "dn1" / damaged.name
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    runs = [["reconcile", str(damaged), str(peer)], ["reconcile", "--all", str(root)],
+            ["reconcile", "--offline", str(damaged), str(peer)],
+            ["replicate", str(peer), str(tmp_path / "vol" / damaged.name)],
+            ["replicate", str(peer), str(root / "dn9" / damaged.name)],
+            ["generate", "--layout", "flat", str(tmp_path / "gen")]]
+    for argv in runs:
+        capsys.readouterr()
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # argparse's own refusal
+            code = exc.code
+        err = capsys.readouterr().err
+        assert code == 2, (argv, err)
+        assert err.count("\n") == 1 and "unexpected" not in err, (argv, err)
+        assert "read-only" in err or "invalid choice: 'flat'" in err, (argv, err)
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+    assert not (tmp_path / "vol").exists() and not (root / "dn9").exists()
+    assert not (tmp_path / "gen").exists()
 
 
 # ---- issue 24: the import graph has no circle, and the layers hold --------------------------
@@ -324,25 +359,25 @@ _JOBS = 5
 _SPARK = 7
 _LAYOUT_PACKAGES = ("merkle.replica.crcmerkle", "merkle.replica.ozone")
 
-#: imports the write side of issue 24 (branch lwrite: generate.py <-> ozone/generate.py)
-#: removes; until both branches are merged the tests below report them as xfail
-PENDING_WRITE_SIDE = {("merkle.replica.ozone.generate", "merkle.replica.generate")}
-
 #: a job or spark_udfs module (or, with `*`, modules whose names start so) reaching into a
 #: layout package, and why it may
 REACHES_INTO_A_LAYOUT = {
     # spark_udfs.fs keeps its public names, moved into the crcmerkle layout (re-exports)
     "spark_udfs.fs": "re-exports merkle.replica.crcmerkle.remote",
-    # the write side (branch lwrite): writing, repairing and the commands they run
-    "merkle.replica.generate*": "writes replicas (lwrite)",
-    "merkle.replica.reconcile*": "repairs replicas (lwrite)",
-    "merkle.replica.replicate*": "writes replicas (lwrite)",
-    "merkle.replica.commandlist*": "checks a command's replica on disk before a repair (lwrite)",
+    # the generator writes crcmerkle-layout replicas (a layout that is not generated in place
+    # moves them onto its volumes: Layout.finish_generation)
+    "merkle.replica.generate": "ContainerWriter, the crcmerkle layout's writer",
+    # a repair target's directory (Layout.open_repair -> RepairTarget.paths) has crcmerkle's
+    # shape on both shipped layouts; the job names its type
+    "merkle.replica.reconcile.job": "ContainerPaths (a type)",
+    # replicate copies crcmerkle-layout replicas file by file (every layout is asked first,
+    # Layout.replicate_refusal: Ozone makes its own replicas, a read-only layout none)
+    "merkle.replica.replicate": "the crcmerkle layout's file names and .blocks decoder",
 }
 #: a layout package importing the other one, and why it may
 LAYOUT_TO_LAYOUT = {
-    "merkle.replica.ozone.offline": "an Ozone container directory has crcmerkle's shape (lwrite)",
-    "merkle.replica.ozone.generate": "converts a generated crcmerkle cluster (lwrite)",
+    "merkle.replica.ozone.offline": "an Ozone container directory has crcmerkle's shape",
+    "merkle.replica.ozone.generate": "converts a generated crcmerkle cluster",
 }
 
 
@@ -421,12 +456,6 @@ def _into_layouts(graph: Dict[str, Set[str]]) -> Set[Tuple[str, str]]:
             for t in ts if t.startswith(_LAYOUT_PACKAGES)}
 
 
-def _pending(found: Set[Tuple[str, str]]) -> None:
-    if found & PENDING_WRITE_SIDE:
-        pytest.xfail(f"{sorted(found & PENDING_WRITE_SIDE)}: removed by the write side of "
-                     f"issue 24 (branch lwrite), not yet merged")
-
-
 def test_every_module_has_a_layer() -> None:
     graph = _module_graph()
     assert len(graph) > 60
@@ -435,16 +464,12 @@ def test_every_module_has_a_layer() -> None:
 
 def test_no_import_circle() -> None:
     graph = _module_graph()
-    cycles = _cycles(graph)
-    pending = [c for c in cycles if {m for pair in PENDING_WRITE_SIDE for m in pair} >= set(c)]
-    assert [c for c in cycles if c not in pending] == [], "import circles"
-    _pending({p for p in PENDING_WRITE_SIDE if pending})
+    assert _cycles(graph) == [], "import circles"
 
 
 def test_lower_layers_never_import_higher_ones() -> None:
     upward = _upward(_module_graph())
-    assert sorted(upward - PENDING_WRITE_SIDE) == []
-    _pending(upward)
+    assert sorted(upward) == []
 
 
 def test_jobs_and_spark_reach_the_layouts_only_through_the_registry() -> None:

@@ -19,13 +19,16 @@ This module imports nothing of the layouts nor of the jobs: layouts and jobs imp
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional, Protocol, Sequence,
                     Tuple)
 
-__all__ = ["Layout", "REPAIR_IN_PLACE", "REPAIR_NONE", "REPAIR_OFFLINE", "RepairTarget",
-           "ReplicaRef", "Volume", "WalkErrorFn"]
+from merkle.replica.errors import ReplicaError
+
+__all__ = ["Layout", "REPAIR_IN_PLACE", "REPAIR_NONE", "REPAIR_OFFLINE", "ReadOnlyLayout",
+           "RepairTarget", "ReplicaRef", "Volume", "WalkErrorFn"]
 
 #: how a walk reports an entry it skipped (where, why) and goes on
 WalkErrorFn = Callable[[Any, Exception], None]
@@ -229,3 +232,70 @@ class RepairTarget(Protocol):
 
     def close(self) -> None:
         """Release what open_repair holds (files, lock)."""
+
+
+class ReadOnlyLayout:
+    """The writing and repairing members of a layout that crcmerkle only reads (REPAIR_NONE):
+    a layout implements the reading members and inherits these, which refuse, each in one
+    line, what would write its replicas (reconcile, replicate, generate), so every job meets
+    it with a clear answer. `reconcile --all` and the command checks still list and name its
+    replicas through the reading members."""
+
+    name: str
+    repair = REPAIR_NONE
+    fault_types: Tuple[str, ...] = ()
+    generated_in_place = True
+    records_mount_paths = False
+
+    @property
+    def title(self) -> str:
+        return self.name
+
+    def _read_only(self) -> str:
+        return (f"{self.name}-layout replicas are read-only here: crcmerkle scans and "
+                f"compares them, but does not write or repair them")
+
+    def check_can_generate(self) -> None:
+        raise ReplicaError(f"the generator does not write the {self.name} layout "
+                           f"({self._read_only()})")
+
+    def mount_paths(self, template: Optional[str], datanodes: int, volumes: int
+                    ) -> Dict[Tuple[int, int], Optional[str]]:
+        return {(d, v): None for d in range(datanodes) for v in range(volumes)}
+
+    def finish_generation(self, staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any,
+                          faults: Dict[str, int]) -> Dict[str, Any]:
+        self.check_can_generate()
+        return manifest  # not reached: check_can_generate refuses
+
+    def replicate_refusal(self, path: str, role: str) -> Optional[str]:
+        # a target does not exist yet: the directory it would be created in is asked
+        where = path if role == "source" else os.path.dirname(os.path.abspath(path))
+        on_it = os.path.exists(where) and self.recognises(where)  # type: ignore[attr-defined]
+        return self._read_only() if on_it else None
+
+    def repair_refusal(self, path: str) -> str:
+        return self._read_only()
+
+    def open_repair(self, path: str, *, dry_run: bool) -> "RepairTarget":
+        raise ReplicaError(self._read_only(), path)
+
+    def load_peer(self, path: str, container_id: int) -> Tuple[Any, Any, Dict[int, bytes]]:
+        raise ReplicaError(self._read_only(), path)
+
+    def replica_groups(self, path: str, on_error: Optional[WalkErrorFn] = None
+                       ) -> Dict[int, List[Path]]:
+        groups: Dict[int, List[Path]] = {}
+        for volume in self.volumes(path, on_error):  # type: ignore[attr-defined]
+            for ref in self.replicas(volume, on_error):  # type: ignore[attr-defined]
+                groups.setdefault(ref.container, []).append(Path(ref.path))
+        return groups
+
+    def datanode_of(self, path: str) -> str:
+        return os.path.dirname(os.path.abspath(path))
+
+    def cluster_of(self, root: str) -> str:
+        return os.path.abspath(root)
+
+    def check_container_id(self, dir_fd: int, path: str, container_id: int) -> None:
+        raise ReplicaError(self._read_only(), path)

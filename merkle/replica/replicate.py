@@ -51,8 +51,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 import numpy as np
 
 from merkle import _native
-from merkle.replica.crcmerkle.blockmeta import (CHECKSUM_SIZES, CRC32, CRC32C, NONE, SHA256,
-                                                ChunkMeta, decode_blockmeta)
+from merkle.replica.blocks import CHECKSUM_SIZES, CRC32, CRC32C, NONE, SHA256, ChunkMeta
+from merkle.replica.crcmerkle.blockmeta import decode_blockmeta
 from merkle.replica.crcmerkle.layout import (BLOCK_SUFFIX, META_SUFFIX, TREE_SUFFIX,
                                              ContainerPaths, container_paths)
 from merkle.replica.commandlist import command_int

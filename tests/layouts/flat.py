@@ -6,7 +6,7 @@ interface (merkle.replica.layout) alone. Nothing outside this file knows it.
         tree            the container's Merkle tree (Ozone's ContainerChecksumInfo; optional)
         <blockID>.data  one file per block; a chunk's offset is its file offset
 
-A datanode directory is its one volume. Read-only (REPAIR_NONE); files are opened relative
+A datanode directory is its one volume. Read-only (REPAIR_NONE, the write side inherited from ReadOnlyLayout); files are opened relative
 to the replica's directory descriptor without following links (merkle.replica.safeopen).
 """
 
@@ -20,7 +20,7 @@ from merkle.replica.blocks import ContainerMeta
 from merkle.replica.crcmerkle.blockmeta import decode_blockmeta
 from merkle.replica.errors import BlockMetaError, ReplicaError
 from merkle.replica.files import BlockFile, LocalBlockFile
-from merkle.replica.layout import REPAIR_NONE, ReplicaRef, Volume, WalkErrorFn
+from merkle.replica.layout import ReadOnlyLayout, ReplicaRef, Volume, WalkErrorFn
 from merkle.replica.results import tree_result
 from merkle.replica.safeopen import open_dir, open_regular, read_regular
 from merkle.replica.verify import read_stored_tree, scan_files
@@ -70,9 +70,8 @@ def _replica_dirs(directory: Path) -> List[Path]:
                   if p.name[:-len(SUFFIX)].isdigit() and p.is_dir() and not p.is_symlink())
 
 
-class FlatLayout:
+class FlatLayout(ReadOnlyLayout):
     name = "flat"
-    repair = REPAIR_NONE
 
     def recognises(self, root: str) -> bool:
         p = Path(root)

@@ -58,7 +58,7 @@ from merkle.replica.safeopen import open_dir, read_regular, replace_atomic
 
 __all__ = ["ALGORITHM_TYPES", "BlockMeta", "CHECKSUM_SIZES", "CRC32", "CRC32C", "ChunkMeta",
            "ContainerMeta", "FORMAT_VERSION", "MAGIC", "MD5", "NONE", "SHA256", "TYPE_NAMES",
-           "decode_blockmeta", "read_blockmeta", "write_blockmeta"]
+           "decode_blockmeta", "encode_blockmeta", "read_blockmeta", "write_blockmeta"]
 
 MAGIC = b"CMBD"
 FORMAT_VERSION = 1
@@ -78,25 +78,7 @@ class ContainerMeta(_model.ContainerMeta):
     # ---- encoding ------------------------------------------------------------------------
 
     def to_bytes(self) -> bytes:
-        parts: List[bytes] = []
-        n_chunks = 0
-        for block in self.sorted_blocks():
-            parts.append(_BLOCK.pack(block.block_id, len(block.chunks), block.flags))
-            for c in block.chunks:
-                problem = c.validate()
-                if problem:
-                    raise ValueError(f"block {block.block_id} chunk @{c.offset}: {problem}")
-                n = c.n_windows
-                parts.append(_CHUNK.pack(c.offset, c.length, c.checksum_type, c.reserved,
-                                         c.bytes_per_checksum, n))
-                parts.append(bytes(c.checksums))
-                n_chunks += 1
-        body = b"".join(parts)
-        head = _HEADER.pack(MAGIC, FORMAT_VERSION, _HEADER.size + len(self.header_extra),
-                            self.container_id, len(self.blocks), n_chunks,
-                            len(body)) + bytes(self.header_extra)
-        crc = _native.crc32c(body, _native.crc32c(head))
-        return head + body + _TRAILER.pack(crc)
+        return encode_blockmeta(self)
 
     @classmethod
     def from_bytes(cls, data: Union[bytes, bytearray, memoryview],
@@ -174,6 +156,30 @@ class ContainerMeta(_model.ContainerMeta):
         return cls(cid, blocks, bytes(mv[_HEADER.size:header_size]))
 
 
+def encode_blockmeta(meta: _model.ContainerMeta) -> bytes:
+    """The `.blocks` bytes of any block-metadata model (merkle.replica.blocks.ContainerMeta,
+    whichever layout read it)."""
+    parts: List[bytes] = []
+    n_chunks = 0
+    for block in meta.sorted_blocks():
+        parts.append(_BLOCK.pack(block.block_id, len(block.chunks), block.flags))
+        for c in block.chunks:
+            problem = c.validate()
+            if problem:
+                raise ValueError(f"block {block.block_id} chunk @{c.offset}: {problem}")
+            n = c.n_windows
+            parts.append(_CHUNK.pack(c.offset, c.length, c.checksum_type, c.reserved,
+                                     c.bytes_per_checksum, n))
+            parts.append(bytes(c.checksums))
+            n_chunks += 1
+    body = b"".join(parts)
+    head = _HEADER.pack(MAGIC, FORMAT_VERSION, _HEADER.size + len(meta.header_extra),
+                        meta.container_id, len(meta.blocks), n_chunks,
+                        len(body)) + bytes(meta.header_extra)
+    crc = _native.crc32c(body, _native.crc32c(head))
+    return head + body + _TRAILER.pack(crc)
+
+
 def read_blockmeta(path: PathLike, container_id: Optional[int] = None) -> ContainerMeta:
     """Read and verify a `.blocks` file (BlockMetaError with missing=True if absent)."""
     name = os.fspath(path)
@@ -198,11 +204,11 @@ def decode_blockmeta(data: Union[bytes, bytearray, memoryview], source: Optional
     return meta
 
 
-def write_blockmeta(meta: ContainerMeta, path: PathLike) -> None:
+def write_blockmeta(meta: _model.ContainerMeta, path: PathLike) -> None:
     """Write `meta` atomically (a crash leaves the old file or the new one), keeping the old
     file's owner and mode; never through a link."""
     name = os.fspath(path)
-    data = meta.to_bytes()
+    data = encode_blockmeta(meta)
     dfd = open_dir(os.path.dirname(os.path.abspath(name)), follow=True)
     try:
         replace_atomic(dfd, os.path.basename(name), data, display=name)

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from merkle.replica.crcmerkle.blockmeta import ContainerMeta, decode_blockmeta
+from merkle.replica.crcmerkle.blockmeta import ContainerMeta, decode_blockmeta, encode_blockmeta
 from merkle.replica.crcmerkle.layout import (META_SUFFIX, TREE_SUFFIX, WalkErrorFn,
                                              container_paths, find_containers, refuse_link)
 from merkle.replica.errors import BlockMetaError, ReplicaError
@@ -43,7 +43,7 @@ class CrcmerkleRepair:
 
     def save_blocks(self, meta: ContainerMeta, peer_values: Dict[int, bytes],
                     block_ids: Sequence[int], tree: ContainerTree) -> None:
-        self.files.write_metadata(META_SUFFIX, meta.to_bytes())
+        self.files.write_metadata(META_SUFFIX, encode_blockmeta(meta))
 
     def save_tree(self, tree: ContainerTree) -> None:
         # the tree carries the stored tree's unknown top-level fields (written after field 2)

@@ -10,8 +10,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from merkle import _native
-from merkle.replica.crcmerkle.blockmeta import (CRC32, CRC32C, NONE, SHA256, ChunkMeta,
-                                                ContainerMeta)
+from merkle.replica.blocks import (CRC32, CRC32C, NONE, SHA256, ChunkMeta,
+                                   ContainerMeta)
 from merkle.replica.fileio import pread_into
 from merkle.replica.files import LocalReplicaFiles
 from merkle.replica.reconcile.peers import _Peer

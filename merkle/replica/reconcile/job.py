@@ -8,7 +8,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from merkle.replica.crcmerkle.blockmeta import ContainerMeta
+from merkle.replica.blocks import ContainerMeta
 from merkle.replica.crcmerkle.layout import ContainerPaths
 from merkle.replica.errors import ReplicaError
 from merkle.replica.files import LocalReplicaFiles

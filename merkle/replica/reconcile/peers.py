@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
-from merkle.replica.crcmerkle.blockmeta import ContainerMeta
+from merkle.replica.blocks import ContainerMeta
 from merkle.replica.errors import ReplicaError
 from merkle.replica.layout import Layout
 from merkle.replica.layouts import layout_of

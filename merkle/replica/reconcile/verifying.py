@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from merkle.replica.crcmerkle.blockmeta import NONE, ContainerMeta
+from merkle.replica.blocks import NONE, ContainerMeta
 from merkle.replica.reconcile.results import Problem
 from merkle.trees.model import ContainerTree
 
