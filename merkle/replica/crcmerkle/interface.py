@@ -111,13 +111,6 @@ class CrcmerkleLayout:
             return scan_container(Path(ref.path), write_tree=write, **options)
         return scan_files(self.open_files(ref), **read_options)
 
-    # (reading ends here)
-
-
-
-
-
-
     # ---- writing and repairing -------------------------------------------------------------
 
     title = "crcmerkle"
@@ -165,8 +158,6 @@ class CrcmerkleLayout:
 
     def check_container_id(self, dir_fd: int, path: str, container_id: int) -> None:
         check_container_id(dir_fd, path, container_id)
-
-    # (writing ends here)
 
 
 LAYOUT = CrcmerkleLayout()

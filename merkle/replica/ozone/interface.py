@@ -111,13 +111,6 @@ class OzoneLayout:
                                                           **options):
             yield ref, result, scanner.volume_error(exc, ref.fs_root)
 
-    # (reading ends here)
-
-
-
-
-
-
     # ---- writing and repairing -------------------------------------------------------------
 
     title = "Ozone"
@@ -199,8 +192,6 @@ class OzoneLayout:
     def check_container_id(self, dir_fd: int, path: str, container_id: int) -> None:
         # the offline repair checks the replica's .container file itself (OfflineReplica)
         return None
-
-    # (writing ends here)
 
 
 LAYOUT = OzoneLayout()

@@ -231,6 +231,18 @@ def _take_snapshot(db_dir: str, dest: str) -> None:
         os.close(dfd)
 
 
+def _refuse_non_directory(db_dir: str) -> None:
+    """VolumeDBError unless `db_dir` is a directory itself (a link to one is never followed)."""
+    try:
+        st = os.stat(db_dir, follow_symlinks=False)
+    except OSError as exc:
+        raise VolumeDBError(f"{db_dir}: {exc.strerror or exc}") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise VolumeDBError(f"{db_dir}: is a symbolic link (a DB directory is never followed)")
+    if not stat.S_ISDIR(st.st_mode):
+        raise VolumeDBError(f"{db_dir}: not a RocksDB directory")
+
+
 class VolumeDB:
     """A read-only view of one volume's `container.db`, through a private snapshot.
 
@@ -241,16 +253,7 @@ class VolumeDB:
     def __init__(self, db_dir: PathLike, *, snapshot_dir: Optional[PathLike] = None) -> None:
         self.path = os.fspath(db_dir)
         rd = _rocksdict()
-        st = None
-        try:
-            st = os.stat(self.path, follow_symlinks=False)
-        except OSError as exc:
-            raise VolumeDBError(f"{self.path}: {exc.strerror or exc}") from None
-        if stat.S_ISLNK(st.st_mode):
-            raise VolumeDBError(f"{self.path}: is a symbolic link (a DB directory is never "
-                                f"followed)")
-        if not stat.S_ISDIR(st.st_mode):
-            raise VolumeDBError(f"{self.path}: not a RocksDB directory")
+        _refuse_non_directory(self.path)
         # the temp directory unless told: CRCMERKLE_SNAPSHOT_DIR on the volume's filesystem
         # (outside the volume) makes every table file a hard link instead of a copy
         where = snapshot_dir if snapshot_dir is not None else os.environ.get(SNAPSHOT_ENV)
@@ -442,15 +445,8 @@ class LockedVolumeDB(VolumeDB):
         self._snap = None
         self._db = None
         rd = _rocksdict()
-        try:
-            st = os.stat(self.path, follow_symlinks=False)
-        except OSError as exc:
-            raise VolumeDBError(f"{self.path}: {exc.strerror or exc}") from None
-        if stat.S_ISLNK(st.st_mode):
-            raise VolumeDBError(f"{self.path}: is a symbolic link (a DB directory is never "
-                                f"followed)")
-        if not stat.S_ISDIR(st.st_mode) or not os.path.isfile(os.path.join(self.path,
-                                                                             "CURRENT")):
+        _refuse_non_directory(self.path)
+        if not os.path.isfile(os.path.join(self.path, "CURRENT")):
             raise VolumeDBError(f"{self.path}: not a RocksDB directory")
         _only_regular_files(self.path)
         lock_is_free(self.path)
