@@ -370,9 +370,9 @@ REACHES_INTO_A_LAYOUT = {
     # a repair target's directory (Layout.open_repair -> RepairTarget.paths) has crcmerkle's
     # shape on both shipped layouts; the job names its type
     "merkle.replica.reconcile.job": "ContainerPaths (a type)",
-    # replicate copies crcmerkle-layout replicas file by file (every layout is asked first,
-    # Layout.replicate_refusal: Ozone makes its own replicas, a read-only layout none)
-    "merkle.replica.replicate": "the crcmerkle layout's file names and .blocks decoder",
+    # the copy is the layout's (Layout.copy_replica); the job keeps the names it always
+    # exported, now the crcmerkle copier's (STAGING_PREFIX, open_in)
+    "merkle.replica.replicate": "re-exports of merkle.replica.crcmerkle.copier",
 }
 #: a layout package importing the other one, and why it may
 LAYOUT_TO_LAYOUT = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Optional
 
 __all__ = ["BlockMetaError", "NotAReplicaError", "ReplicaError", "ReplicaLockedError",
-           "VolumeError", "WriterError"]
+           "SourceNotGoodError", "TargetExistsError", "VolumeError", "WriterError"]
 
 
 class ReplicaError(Exception):
@@ -50,3 +50,11 @@ class ReplicaLockedError(ReplicaError):
 
 class WriterError(ReplicaError):
     """A write request that would break the layout (hole in a block file, bad sizes, ...)."""
+
+
+class SourceNotGoodError(ReplicaError):
+    """The source's data does not match its recorded checksums (or is missing): no copy."""
+
+
+class TargetExistsError(ReplicaError):
+    """Something other than an identical replica is already at the target."""

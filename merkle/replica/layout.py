@@ -177,6 +177,11 @@ class Layout(Protocol):
         when it does not, or this layout lets replicate copy there. Every registered layout
         is asked."""
 
+    def copy_replica(self, source: Any, target: Any, *, on_step: Any = None) -> Any:
+        """Make the new replica `target` from this layout's good replica `source` (asked
+        after every layout's replicate_refusal): a merkle.replica.results.ReplicateResult;
+        SourceNotGoodError, TargetExistsError, ReplicaError or OSError otherwise."""
+
     def repair_refusal(self, path: str) -> str:
         """Why the replica at `path` (this layout's) is not repaired while in service, and
         what to do instead: asked when `repair` is not REPAIR_IN_PLACE."""
@@ -273,6 +278,9 @@ class ReadOnlyLayout:
         where = path if role == "source" else os.path.dirname(os.path.abspath(path))
         on_it = os.path.exists(where) and self.recognises(where)  # type: ignore[attr-defined]
         return self._read_only() if on_it else None
+
+    def copy_replica(self, source: Any, target: Any, *, on_step: Any = None) -> Any:
+        raise ReplicaError(self._read_only(), os.fspath(source))
 
     def repair_refusal(self, path: str) -> str:
         return self._read_only()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from merkle.replica.blocks import ContainerMeta
@@ -23,7 +23,7 @@ from merkle.trees.ozone import format_checksum
 __all__ = ["CORRUPT_CHUNK", "INCONSISTENT_CHUNK_LENGTH", "METADATA_CORRUPT",
            "METADATA_MISSING", "METADATA_UNREADABLE", "METADATA_UNSUPPORTED", "MISSING_CHUNK",
            "MISSING_DATA_FILE", "NOT_A_REGULAR_FILE", "PROTECTED_ERRORS", "RateLimiter",
-           "ScanError", "ScanResult", "TREE_CORRUPT", "TREE_MISSING", "TREE_UNREADABLE",
+           "ReplicateResult", "ScanError", "ScanResult", "TREE_CORRUPT", "TREE_MISSING", "TREE_UNREADABLE",
            "TREE_UNSUPPORTED", "UNREADABLE_DATA_FILE", "tree_result"]
 
 CORRUPT_CHUNK = "CORRUPT_CHUNK"
@@ -170,3 +170,26 @@ def tree_result(path: str, container_id: int, tree: Optional[ContainerTree],
     return ScanResult(path=path, container_id=container_id,
                       errors=[error] if error is not None else [], scanned=t, tree=t,
                       meta=None, blocks=int(t.n_blocks), chunks=int(t.n_chunks))
+
+
+@dataclass
+class ReplicateResult:
+    """What a replica copy did (merkle.replica.replicate)."""
+
+    source: str
+    target: str
+    container_id: int
+    status: str  # "created" | "present"
+    blocks: int = 0
+    chunks: int = 0
+    bytes_copied: int = 0
+    data_checksum: Optional[int] = None
+    notes: List[str] = field(default_factory=list)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"source": self.source, "target": self.target,
+                "container_id": self.container_id, "status": self.status,
+                "blocks": self.blocks, "chunks": self.chunks,
+                "bytes_copied": self.bytes_copied,
+                "data_checksum": None if self.data_checksum is None
+                else format_checksum(self.data_checksum), "notes": self.notes}

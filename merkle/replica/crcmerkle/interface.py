@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from merkle.replica.crcmerkle.blockmeta import ContainerMeta, read_blockmeta
+from merkle.replica.crcmerkle.copier import copy_replica
 from merkle.replica.crcmerkle.layout import (container_paths, datanode_of, find_containers,
                                              holds_containers)
 from merkle.replica.crcmerkle.remote import discover, replica_files
@@ -21,7 +22,7 @@ from merkle.replica.crcmerkle.repair import (CrcmerkleRepair, check_container_id
                                              replica_groups)
 from merkle.replica.errors import ReplicaError
 from merkle.replica.layout import REPAIR_IN_PLACE, ReplicaRef, Volume, WalkErrorFn
-from merkle.replica.results import RateLimiter, ScanResult, tree_result
+from merkle.replica.results import RateLimiter, ReplicateResult, ScanResult, tree_result
 from merkle.replica.uri import is_uri
 from merkle.replica.verify import read_stored_tree, scan_container, scan_files
 
@@ -133,6 +134,9 @@ class CrcmerkleLayout:
 
     def replicate_refusal(self, path: str, role: str) -> Optional[str]:
         return None  # replicate copies this layout's replicas
+
+    def copy_replica(self, source: Any, target: Any, *, on_step: Any = None) -> ReplicateResult:
+        return copy_replica(source, target, on_step=on_step)
 
     def repair_refusal(self, path: str) -> str:
         return ""  # repaired in place (REPAIR_IN_PLACE)

@@ -139,6 +139,11 @@ class OzoneLayout:
                 "(its ReplicationManager, driven by `ozone admin datanode decommission` / "
                 "`maintenance`); crcmerkle replicate copies crcmerkle-layout replicas only")
 
+    def copy_replica(self, source: Any, target: Any, *, on_step: Any = None) -> Any:
+        # replicate_refusal has refused already (an Ozone replica is never a copy's source)
+        raise ReplicaError(self.replicate_refusal(os.fspath(source), "source") or
+                           "Ozone makes its replicas itself", os.fspath(source))
+
     def repair_refusal(self, path: str) -> str:
         # a datanode owns its files (RocksDB, .container, .tree) and reconciles its replicas
         # itself: touched only by an offline repair (reconcile(..., offline=True))

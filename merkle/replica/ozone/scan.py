@@ -38,7 +38,6 @@ and its second sighting reported as a problem (DuplicateReplicaError).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple, Union
 
