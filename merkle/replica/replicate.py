@@ -1,39 +1,13 @@
 """Create a new replica of a container from a good one: the copy a decommission plan asks for
 (`crcmerkle replicate SOURCE TARGET`, `crcmerkle replicate --report PLAN.json`).
 
-The copy itself is the source's layout's (Layout.copy_replica; crcmerkle's layout:
-merkle.replica.crcmerkle.copier); every registered layout is asked first whether it lets a
-copy read or write where asked (Layout.replicate_refusal: nothing is written into an Ozone
-datanode's volume, nor into a layout crcmerkle only reads). The crcmerkle copier holds the source's replica lock (no writer changes it meanwhile)
-and builds the new replica in a staging directory beside the target, `<volume>/.crcmerkle-
-replicate-<containerID>.tmp` (not a decimal name, so discovery never takes it for a replica):
-  1. reads and verifies the source's block metadata (its CRC trailer and structure);
-  2. copies every recorded chunk of every block file, in pieces of whole windows into one
-     reused buffer, verifying each window against the source's *recorded* checksums before
-     it is written (a mismatch, a short or missing block file stops the copy: the source is
-     not a good replica); block files keep the source's mode, less setuid, setgid and sticky;
-  3. writes the metadata (the source's bytes, so unknown and newer fields survive) and then
-     the tree, each atomically: the source's stored `.tree` bytes when a read-only scan of
-     the copy confirms them, else the tree that scan built (tombstones kept by the merge);
-  4. removes the staging marker, renames the staging directory to the target in one step
-     and fsyncs the volume.
-The target is never touched when it exists (a replica already there with the source's
-container value is reported as present, so a plan can be run again). A crash leaves only the
-staging directory, which a re-run recognises (its name and entries) and starts over; the
-target appears complete or not at all.
-
-Files are opened relative to directory descriptors, never through a symbolic link, and must
-be regular files (`open_in`): a link planted in a replica cannot redirect a read or a write.
-The target's volume directory must already exist (it is never created) and is reached
-without following any symbolic link in its path, so a linked datanode or volume directory
-cannot send the copy elsewhere. The source's metadata and tree are read only when `fstat`
-says they are within the metadata cap (safeopen.max_metadata_bytes). Everything created
-(staging directory, `chunks/`, `metadata/`, files) gets the owner and group of the
-directory it is made in, as the datanode's own files have, and never a setuid, setgid or
-sticky bit (merkle.replica.safeopen's creation helpers). Hence a volume directory owned by
-another user than the source replica's (root aside) is refused: the copy would become that
-user's. A copy that fails (a volume that fills up: ENOSPC) removes its staging directory
-through the volume's descriptor before the error is reported.
+The job asks every registered layout first whether it lets a copy read or write where asked
+(Layout.replicate_refusal: nothing is written into an Ozone datanode's volume, nor into a
+layout crcmerkle only reads); the copy itself is the source's layout's (Layout.copy_replica).
+For crcmerkle's layout that is merkle.replica.crcmerkle.copier: the source verified against
+its recorded checksums window by window while it is copied into a staging directory beside the
+target, through directory descriptors, never a link, then renamed into place in one step (its
+docstring says how, and what a crash leaves).
 
 A plan's commands (`plan_commands`, `check_copy_command`) are run only when the plan's
 digest of its command list matches, each command's argv is exactly `crcmerkle replicate
