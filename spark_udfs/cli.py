@@ -39,6 +39,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, INT64_MAX, CLIError, add_debug_flag,
                         debug_enabled, exit_status_help, int_in_range, positive_int)
 from merkle.replica.fileio import write_atomic
+from merkle.replica.layout import REPAIR_IN_PLACE
+from merkle.replica.layouts import layout_named
 from merkle.replica.levels import WARNING
 from spark_udfs.uri import child, display
 
@@ -801,9 +803,10 @@ def _demo(args: argparse.Namespace) -> int:
         if not ok:
             _clean_failed_demo(work, created)
     if res.ok:
+        # the demo repairs a layout it may repair in place (an Ozone datanode repairs its own)
+        repaired = not args.no_repair and layout_named(args.layout).repair == REPAIR_IN_PLACE
         print(f"OK: the jobs found exactly the {len(res.findings.faults)} injected faults"
-              + ("" if args.no_repair or args.layout == "ozone" else
-                 ", and the repair left only the unrecoverable chunks")
+              + (", and the repair left only the unrecoverable chunks" if repaired else "")
               + ("" if not res.plan_ok else
                  "; the decommission plan kept the only good copy that Ozone's count "
                  "would have let go")

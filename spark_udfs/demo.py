@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
+from merkle.replica.layout import REPAIR_IN_PLACE
+from merkle.replica.layouts import layout_named
 from merkle.replica.levels import ERROR, WARNING, severity_of
 
 __all__ = ["DemoResult", "Findings", "NO_SCAN_FINDING", "check_findings", "fault_level",
@@ -303,7 +305,7 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
     say("[3/7] found vs injected (ground truth)")
     say(findings.table())
     result = DemoResult(cluster, findings, report)
-    if layout == "ozone":
+    if layout_named(layout).repair != REPAIR_IN_PLACE:
         # a datanode repairs its own replicas (container reconciliation): ask Ozone to
         say(f"[4/7] repair is the datanodes' own (Ozone container reconciliation): "
             f"{len(report['ozone_reconcile'])} container(s) to reconcile, listed above")

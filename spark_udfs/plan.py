@@ -50,8 +50,9 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from merkle.messages import one_line
 from spark_udfs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
+from merkle.replica.layouts import owner_repairing
 from merkle.replica.commandlist import lines_digest
-from spark_udfs.report import _on_ozone, read_summary, scanned_roots
+from spark_udfs.report import read_summary, scanned_roots
 
 __all__ = ["CATEGORIES", "DECOMMISSIONING", "IN_SERVICE", "MAINTENANCE", "OZONE_BY",
            "PLAN_FORMAT", "REASONS", "REPLICATE_BY", "build_plan", "copy_commands",
@@ -329,7 +330,8 @@ def build_plan(diff: DiffResult, *, decommission: Sequence[str] = (),
         raise ValueError(f"datanode(s) {', '.join(unknown)} hold no replica in the scan "
                          f"(known: {', '.join(sorted(volumes)[:20])})")
     in_service = sorted(d for d in volumes if d not in leaving)
-    on_ozone = any(_on_ozone(v) for vs in volumes.values() for v in vs)
+    # volumes of a layout whose owner makes the copies (Ozone's ReplicationManager)
+    owner = owner_repairing(v for vs in volumes.values() for v in vs)
 
     r, c, held = plan_tables(diff, reps, leaving, len(in_service), replication=replication,
                              min_healthy=min_healthy, min_replicas=min_replicas,
@@ -384,11 +386,12 @@ def build_plan(diff: DiffResult, *, decommission: Sequence[str] = (),
         "read": plan_read(diff) if read is None else read,
         # the digest `crcmerkle replicate --report` checks before it copies anything
         "copy_plan": {"datanode_limit": limit, "rounds": rounds, "commands": commands,
-                      "carried_out_by": OZONE_BY if on_ozone else REPLICATE_BY,
+                      "carried_out_by": owner.name if owner is not None else REPLICATE_BY,
                       "sha256": lines_digest(commands)},
         # a copy's source and target must lie under these (replicate --report checks)
         "scanned_roots": scanned_roots(reps),
-        **({"ozone": _ozone_steps(leaving, ids["OZONE_WOULD_ALLOW"])} if on_ozone else {}),
+        **({owner.name: _owner_steps(owner, leaving, ids["OZONE_WOULD_ALLOW"])}
+           if owner is not None else {}),
     }
 
 
@@ -402,22 +405,16 @@ def plan_read(diff: DiffResult) -> Dict[str, Any]:
     return read_summary(int(row["n"] or 0), int(row["k"] or 0))
 
 
-def _ozone_steps(leaving: Dict[str, str], reconcile_first: List[int]) -> Dict[str, Any]:
-    """On Ozone volumes: the datanodes make the copies, not crcmerkle. What to run there."""
+def _owner_steps(owner: Any, leaving: Dict[str, str], reconcile_first: List[int]
+                 ) -> Dict[str, Any]:
+    """On a layout whose owner makes the copies (Ozone's volumes), not crcmerkle: what to run
+    there (the layout's commands: merkle.replica.layout.Layout.owner_*)."""
     return {
-        "note": "crcmerkle replicate handles the crcmerkle layout only: on Ozone the "
-                "datanodes' ReplicationManager makes the copies while the nodes are "
-                "decommissioning or entering maintenance, choosing source and target itself "
-                "(the commands' source/target are information) and counting every replica "
-                "as healthy: for the containers its count would let go (OZONE_WOULD_ALLOW) "
-                "it copies nothing, so reconcile them first while the leaving nodes still "
-                "run, then scan and plan again",
-        "reconcile_first": [{"containerID": c, "argv": ["ozone", "admin", "container",
-                                                        "reconcile", str(c)]}
+        "note": owner.owner_copies_note,
+        "reconcile_first": [{"containerID": c, "argv": owner.owner_repair_argv(c)}
                             for c in reconcile_first],
-        "datanodes": [{"datanode": d, "argv": ["ozone", "admin", "datanode",
-                                               "decommission" if st == DECOMMISSIONING
-                                               else "maintenance", d]}
+        "datanodes": [{"datanode": d,
+                       "argv": owner.owner_leave_argv(d, maintenance=st != DECOMMISSIONING)}
                       for d, st in sorted(leaving.items())],
     }
 
@@ -547,13 +544,13 @@ def copy_commands(needs: List[Dict[str, Any]], in_service: Sequence[str],
             vol = min(vols, key=lambda v: (vol_bytes.get(v, 0), v)) if vols else None
             if vol is not None:
                 vol_bytes[vol] = vol_bytes.get(vol, 0) + n["bytes"]
-            ozone = _on_ozone(src[1]) or _on_ozone(vol)
+            owner = owner_repairing([src[1], vol])
             # on Ozone the datanodes make the copy (and place it): no path of ours
-            tgt_replica = f"{vol}/{n['container']}" if vol and not ozone else None
+            tgt_replica = f"{vol}/{n['container']}" if vol and owner is None else None
             cmd = {"container": n["container"], "good_copies": n["good_copies"],
                    "source": src[0], "source_replica": src[1], "source_leaving": src[2],
                    "target": target, "target_replica": tgt_replica, "bytes": n["bytes"],
-                   "by": OZONE_BY if ozone else REPLICATE_BY}
+                   "by": owner.name if owner is not None else REPLICATE_BY}
             if src[1] and tgt_replica:
                 cmd["argv"] = ["crcmerkle", "replicate", src[1], tgt_replica]
             commands.append(cmd)

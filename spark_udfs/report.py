@@ -62,6 +62,7 @@ import datetime as _dt
 import json
 from typing import Any, Dict, List, Optional, Tuple
 
+from merkle.replica.layouts import owner_repairing
 from merkle.replica.levels import ERROR, NOT_SCANNED_KINDS, WARNING, warning_kinds
 from merkle.trees.ozone import format_checksum
 from merkle.messages import one_line
@@ -213,13 +214,13 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
                              "dataChecksum": None if v is None else format_checksum(v)})
         mismatched.append({"containerID": int(r["container"]), "replicas": reps,
                            "groups": [list(g) for g in r["groups"]]})
-    # replicas on Ozone datanode volumes: the datanodes reconcile themselves, asked per
-    # container; crcmerkle's own reconciler refuses them
-    on_ozone = any(_on_ozone(r["replica"]) for m in mismatched for r in m["replicas"])
+    # replicas of a layout whose owner repairs them (Ozone's datanodes reconcile themselves,
+    # asked per container; crcmerkle's own reconciler refuses them)
+    owner = owner_repairing(r["replica"] for m in mismatched for r in m["replicas"])
     to_plan = dataclasses.replace(diff, pulls=planned_pulls(diff, judged))
     repair_plan, reconcile, total, parts = _plan_on_executors(
-        to_plan, limit, first, None if on_ozone else commands_to)
-    if on_ozone:
+        to_plan, limit, first, None if owner is not None else commands_to)
+    if owner is not None:
         reconcile, total, parts = [], 0, None
     unrec = [{"container": int(u["container"]), "block": int(u["block"]),
               "offset": int(u["offset"]), "datanodes": list(u["datanodes"]),
@@ -231,10 +232,9 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
                 "deleted_on": list(p["deleted_on"])}
                for p in diff.pending_deletions.orderBy("container", "block", "datanode")
                .limit(first).collect()]
-    ozone_reconcile = [{"containerID": cid,
-                        "argv": ["ozone", "admin", "container", "reconcile", str(cid)]}
-                       for cid in ids] if on_ozone else []
-    written = commands_to is not None and not on_ozone
+    ozone_reconcile = [{"containerID": cid, "argv": owner.owner_repair_argv(cid)}
+                       for cid in ids] if owner is not None else []
+    written = commands_to is not None and owner is None
     # the digest `crcmerkle reconcile --report` checks before it runs anything: over the
     # executors' part digests when they wrote the list, else over the inline list (when it
     # is the whole list; else the list exists nowhere and reconcile refuses the report)
@@ -344,11 +344,6 @@ def _plain(d: Dict[str, Any]) -> Dict[str, Any]:
     """A collected row as JSON-ready values (Rows nested in arrays become dicts)."""
     return {k: [_plain(x) if isinstance(x, dict) else x for x in v] if isinstance(v, list)
             else v for k, v in d.items()}
-
-
-def _on_ozone(path: Optional[str]) -> bool:
-    """Is this replica path on an Ozone datanode volume (hdds/<cluster>/current/...)?"""
-    return bool(path) and "/hdds/" in str(path) and "/current/containerDir" in str(path)
 
 
 def read_summary(replicas: int, read: int) -> Dict[str, Any]:

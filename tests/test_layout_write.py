@@ -418,3 +418,50 @@ def test_no_job_module_imports_the_ozone_layout_or_branches_on_it():
         assert not [m for m in _imports(path) if m.startswith("merkle.replica.ozone")], path
         text = path.read_text(encoding="utf-8")
         assert '== "ozone"' not in text and "is_ozone" not in text, path
+
+
+def test_reports_and_plans_ask_the_layouts_who_repairs() -> None:
+    """The Spark report and plan tell an owner-repaired replica (Ozone's) from the path a
+    scan recorded through the layouts (Layout.recorded_here), and take the owner's commands
+    from its layout: a layout registered here is asked, and its commands are used."""
+    from merkle.replica.layout import REPAIR_OFFLINE
+    from merkle.replica.layouts import owner_repairing, register, unregister
+    from spark_udfs.plan import _owner_steps, copy_commands
+
+    class Owned:
+        name = "owned"
+        repair = REPAIR_OFFLINE
+        owner_copies_note = "the owner copies"
+
+        def recognises(self, root: str) -> bool:
+            return False
+
+        def recorded_here(self, path: str) -> bool:
+            return "/owned-disk/" in path
+
+        def owner_repair_argv(self, container_id: int) -> List[str]:
+            return ["owner", "repair", str(container_id)]
+
+        def owner_leave_argv(self, datanode: str, maintenance: bool) -> List[str]:
+            return ["owner", "maintain" if maintenance else "retire", datanode]
+
+    layout = Owned()
+    register(layout, first=True)
+    try:
+        assert owner_repairing([None, "/x/a/vol0/7"]) is None  # crcmerkle's: no owner
+        assert owner_repairing(["/x/a/vol0/7", "/owned-disk/a/7"]) is layout
+        assert owner_repairing(["/d/hdds/CID-1/current/containerDir0/7"]).name == "ozone"
+        needs = [{"container": 7, "good_copies": 1, "need": 1, "planned": 0, "bytes": 10,
+                  "sources": [("a", "/owned-disk/a/7", True)], "holders": {"a"}}]
+        cmd, = copy_commands(needs, ["b"], {"b": ["/owned-disk/b"]})
+        assert cmd["by"] == "owned" and "argv" not in cmd and cmd["target_replica"] is None
+        steps = _owner_steps(layout, {"a": "DECOMMISSIONING", "b": "ENTERING_MAINTENANCE"},
+                             [7])
+        assert steps == {"note": "the owner copies",
+                         "reconcile_first": [{"containerID": 7,
+                                              "argv": ["owner", "repair", "7"]}],
+                         "datanodes": [{"datanode": "a", "argv": ["owner", "retire", "a"]},
+                                       {"datanode": "b", "argv": ["owner", "maintain", "b"]}]}
+    finally:
+        unregister(layout.name)
+    assert owner_repairing(["/owned-disk/a/7"]) is None

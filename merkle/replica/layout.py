@@ -182,6 +182,22 @@ class Layout(Protocol):
         after every layout's replicate_refusal): a merkle.replica.results.ReplicateResult;
         SourceNotGoodError, TargetExistsError, ReplicaError or OSError otherwise."""
 
+    def recorded_here(self, path: str) -> bool:
+        """True when `path`, a replica or volume path as a scan recorded it, has this layout's
+        shape, told from the string alone: reports and plans are made where the disks may not
+        be (merkle.replica.layouts.owner_repairing)."""
+
+    def owner_repair_argv(self, container_id: int) -> List[str]:
+        """REPAIR_OFFLINE layouts: the command that asks the replicas' owner to repair the
+        container itself, in service (a report lists it instead of crcmerkle's commands)."""
+
+    def owner_leave_argv(self, datanode: str, maintenance: bool) -> List[str]:
+        """REPAIR_OFFLINE layouts: the command that takes `datanode` out of service
+        (decommission, or maintenance), its owner making the copies a plan says it needs."""
+
+    #: REPAIR_OFFLINE layouts: what a plan says of the copies the owner makes itself
+    owner_copies_note: str
+
     def repair_refusal(self, path: str) -> str:
         """Why the replica at `path` (this layout's) is not repaired while in service, and
         what to do instead: asked when `repair` is not REPAIR_IN_PLACE."""
@@ -281,6 +297,9 @@ class ReadOnlyLayout:
 
     def copy_replica(self, source: Any, target: Any, *, on_step: Any = None) -> Any:
         raise ReplicaError(self._read_only(), os.fspath(source))
+
+    def recorded_here(self, path: str) -> bool:
+        return False  # a report or plan over it holds no command for it
 
     def repair_refusal(self, path: str) -> str:
         return self._read_only()

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, List, Optional
 
-from merkle.replica.layout import Layout
+from merkle.replica.layout import REPAIR_OFFLINE, Layout
 
-__all__ = ["LayoutError", "layout_named", "layout_of", "layouts", "register", "unregister"]
+__all__ = ["LayoutError", "layout_named", "layout_of", "layouts", "owner_repairing", "register",
+           "unregister"]
 
 
 class LayoutError(ValueError):
@@ -63,6 +64,19 @@ def layout_of(root: str) -> Layout:
     if _DEFAULT is None:
         raise LayoutError(f"{root}: no replica layout recognises this path")
     return _REGISTERED[_DEFAULT]
+
+
+def owner_repairing(paths: Iterable[Optional[str]]) -> Optional[Layout]:
+    """The layout whose replicas' owner repairs them in service (REPAIR_OFFLINE: Ozone's
+    datanodes reconcile and re-replicate their own) when one of `paths` (replica or volume
+    paths as a scan recorded them; None skipped) has its shape (Layout.recorded_here: from
+    the string alone), else None: crcmerkle's own commands do the work."""
+    owners = [layout for layout in _REGISTERED.values() if layout.repair == REPAIR_OFFLINE]
+    for path in paths:
+        for layout in owners:
+            if path and layout.recorded_here(str(path)):
+                return layout
+    return None
 
 
 def layouts_of(roots: Iterable[str]) -> Dict[str, Layout]:

@@ -138,6 +138,9 @@ class CrcmerkleLayout:
     def copy_replica(self, source: Any, target: Any, *, on_step: Any = None) -> ReplicateResult:
         return copy_replica(source, target, on_step=on_step)
 
+    def recorded_here(self, path: str) -> bool:
+        return False  # the default layout: crcmerkle's own commands repair and copy
+
     def repair_refusal(self, path: str) -> str:
         return ""  # repaired in place (REPAIR_IN_PLACE)
 

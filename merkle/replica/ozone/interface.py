@@ -144,6 +144,26 @@ class OzoneLayout:
         raise ReplicaError(self.replicate_refusal(os.fspath(source), "source") or
                            "Ozone makes its replicas itself", os.fspath(source))
 
+    def recorded_here(self, path: str) -> bool:
+        # <volume>/hdds/<clusterID>/current/containerDir<N>/<containerID> (or a volume's
+        # path under it), as the scan recorded it
+        return "/hdds/" in path and "/current/containerDir" in path
+
+    def owner_repair_argv(self, container_id: int) -> List[str]:
+        return ["ozone", "admin", "container", "reconcile", str(int(container_id))]
+
+    def owner_leave_argv(self, datanode: str, maintenance: bool) -> List[str]:
+        return ["ozone", "admin", "datanode", "maintenance" if maintenance else "decommission",
+                datanode]
+
+    owner_copies_note = (
+        "crcmerkle replicate handles the crcmerkle layout only: on Ozone the datanodes' "
+        "ReplicationManager makes the copies while the nodes are decommissioning or entering "
+        "maintenance, choosing source and target itself (the commands' source/target are "
+        "information) and counting every replica as healthy: for the containers its count "
+        "would let go (OZONE_WOULD_ALLOW) it copies nothing, so reconcile them first while the "
+        "leaving nodes still run, then scan and plan again")
+
     def repair_refusal(self, path: str) -> str:
         # a datanode owns its files (RocksDB, .container, .tree) and reconciles its replicas
         # itself: touched only by an offline repair (reconcile(..., offline=True))
