@@ -17,7 +17,7 @@ __all__ = ["LayoutError", "layout_named", "layout_of", "layouts", "owner_repairi
 
 
 class LayoutError(ValueError):
-    """No layout (or more than one) for a path, or no layout of that name."""
+    """No layout for a path (and no default registered), or no layout of that name."""
 
 
 _REGISTERED: Dict[str, Layout] = {}
@@ -77,11 +77,6 @@ def owner_repairing(paths: Iterable[Optional[str]]) -> Optional[Layout]:
             if path and layout.recorded_here(str(path)):
                 return layout
     return None
-
-
-def layouts_of(roots: Iterable[str]) -> Dict[str, Layout]:
-    """Each root's layout (see layout_of)."""
-    return {r: layout_of(r) for r in roots}
 
 
 # ---- the shipped layouts: Ozone's first (a path on an Ozone volume is Ozone's even where
