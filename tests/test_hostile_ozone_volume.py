@@ -27,7 +27,7 @@ from merkle.replica.ozone.containerfile import (ContainerFileError,  # noqa: E40
 from merkle.replica.ozone.blockdata import decode_blocks  # noqa: E402
 from merkle.replica.ozone.layout import find_volumes, read_version  # noqa: E402
 from merkle.replica.ozone.rocks import VolumeDB  # noqa: E402
-from merkle.replica.ozone.scan import scan_ozone_paths  # noqa: E402
+from merkle.replica.scan import scan_paths  # noqa: E402
 from test_ozone_layout import _child, _expected, _found, make_volume  # noqa: E402
 
 CONTAINERS = {2: {3: [(0, b"a" * 5000), (5000, b"b" * 3000)]},
@@ -241,7 +241,7 @@ def test_snapshot_takes_only_the_files_rocksdb_reads(tmp_path: Path, monkeypatch
         with open(db / name, "wb") as f:
             f.truncate(64 << 20)  # sparse: 64 MiB that would be copied whole
     seen = _snapshot_names(monkeypatch)
-    results = scan_ozone_paths([tmp_path / "vol"])
+    results = scan_paths([tmp_path / "vol"])
     assert len(results) == 3 and all(r.ok for r in results)
     current = (db / "CURRENT").read_text().strip()
     taken = seen[0]
@@ -354,7 +354,7 @@ def test_container_paths_not_the_replicas_own_are_a_mismatch(tmp_path: Path,
         rep.container_file.write_bytes(render_container_file(fields))
     else:
         _rewrite_paths(rep, *map(os.fspath, recorded))
-    results = scan_ozone_paths([vol.root])
+    results = scan_paths([vol.root])
     (detail,) = _mismatch(results, rep.container_id)
     if where != "not-a-string":
         assert repr(os.fspath(recorded[0])) in detail
@@ -371,7 +371,7 @@ def test_a_moved_or_copied_volume_still_scans_clean(tmp_path: Path) -> None:
         containers=6, seed=5, layout="ozone", faults=parse_faults("none", "ozone")))
     (tmp_path / "c").rename(tmp_path / "moved")
     shutil.copytree(tmp_path / "moved" / "dn0", tmp_path / "copy-of-dn0", symlinks=True)
-    results = scan_ozone_paths([tmp_path / "moved", tmp_path / "copy-of-dn0"])
+    results = scan_paths([tmp_path / "moved", tmp_path / "copy-of-dn0"])
     assert results and all(r.ok for r in results), [
         (r.path, [str(e) for e in r.errors]) for r in results if not r.ok]
     assert manifest["layout"] == "ozone"
@@ -389,7 +389,7 @@ def test_generate_mount_path_is_recorded_and_scans_clean(tmp_path: Path) -> None
         vol_root = cfile.parents[6]
         rel = os.path.relpath(cfile.parent, vol_root)
         assert fields["metadataPath"] == f"/data/disk{vol_root.name[3:]}/{rel}"
-    results = scan_ozone_paths([out])
+    results = scan_paths([out])
     assert _found(results, out) == _expected(manifest)
 
 
@@ -431,7 +431,7 @@ def test_generated_containers_carry_the_counters_a_datanode_keeps(tmp_path: Path
     assert set(pending.values()) == {(0, 0)}  # both keys, as a current datanode keeps them
     faults = [f for f in manifest["faults"] if f["type"] == "db-entry-without-file"]
     assert len(faults) == 2
-    found = _found(scan_ozone_paths([tmp_path / "c"]), tmp_path / "c")
+    found = _found(scan_paths([tmp_path / "c"]), tmp_path / "c")
     assert found == _expected(manifest)
 
 
@@ -446,11 +446,11 @@ def test_a_copy_whose_container_file_names_a_sibling_volume_is_a_path_mismatch(
     make_volume(tmp_path / "dn0" / "vol1", {1: blocks})
     rel = Path("hdds/CID-test/current/containerDir0/1/metadata/1.container")
     (tmp_path / "dn0" / "vol1" / rel).write_bytes((tmp_path / "dn0" / "vol0" / rel).read_bytes())
-    by_path = {r.path: r for r in scan_ozone_paths([tmp_path / "dn0" / "vol1"])}
+    by_path = {r.path: r for r in scan_paths([tmp_path / "dn0" / "vol1"])}
     result, = by_path.values()
     assert [e.kind for e in result.errors] == ["CONTAINER_PATH_MISMATCH"], result.errors
     assert "vol0" in str(result.errors[0])
     # the same volume inspected where no sibling holds the recorded mount: a copy, clean
     (tmp_path / "dn0" / "vol0").rename(tmp_path / "elsewhere")
-    result, = scan_ozone_paths([tmp_path / "dn0" / "vol1"])
+    result, = scan_paths([tmp_path / "dn0" / "vol1"])
     assert result.ok and result.errors == [], result.errors

@@ -30,7 +30,7 @@ from merkle.replica.ozone.containerfile import (checksum_of, parse_container_fil
 from merkle.replica.ozone.layout import container_dir_index, find_volumes  # noqa: E402
 from merkle.replica.ozone.rocks import (VolumeDB, block_key, container_prefix,  # noqa: E402
                                         write_volume_db)
-from merkle.replica.ozone.scan import scan_ozone_paths  # noqa: E402
+from merkle.replica.scan import scan_paths  # noqa: E402
 from merkle.replica.ozone.writer import VolumeWriter  # noqa: E402
 from merkle.replica.scan import read_stored_tree, scan_paths  # noqa: E402
 from merkle.trees.treefile import tree_to_bytes  # noqa: E402
@@ -378,10 +378,10 @@ def test_unopenable_db_is_reported_per_volume_and_the_walk_goes_on(tmp_path: Pat
         if name.startswith("MANIFEST"):
             (vol1.db_dir / name).write_bytes(b"garbage")
     failed: List[Any] = []
-    results = scan_ozone_paths([tmp_path], on_error=lambda v, e: failed.append((v, e)))
+    results = scan_paths([tmp_path], on_error=lambda v, e: failed.append((v, e)))
     assert [r.path for r in results] == [os.fspath(r.path) for r in results]
     assert len(results) == 1 and "vol2" in results[0].path and results[0].ok
-    assert len(failed) == 1 and failed[0][0].root == vol1.root
+    assert len(failed) == 1 and failed[0][0].root == os.fspath(vol1.root)
     assert "container.db" in str(failed[0][1]) and "\n" not in str(failed[0][1])
 
 

@@ -26,7 +26,7 @@ from merkle.replica.ozone.blockdata import decode_blocks  # noqa: E402
 from merkle.replica.ozone.layout import find_volumes  # noqa: E402
 from merkle.replica.ozone.rocks import (LockedVolumeDB, VolumeDB,  # noqa: E402
                                         container_prefix)
-from merkle.replica.ozone.scan import scan_ozone_paths  # noqa: E402
+from merkle.replica.scan import scan_paths  # noqa: E402
 from merkle.replica.reconcile import reconcile  # noqa: E402
 
 #: every fault a peer can repair (no fabricated rows, no unusable replicas, no tombstones:
@@ -73,7 +73,7 @@ def _db_state(root: Path) -> Dict[int, List[Tuple[Dict[bytes, bytes], Dict[str, 
 
 
 def _assert_converged(root: Path) -> None:
-    results = scan_ozone_paths([root])
+    results = scan_paths([root])
     assert results and all(r.ok for r in results), [(r.path, r.errors) for r in results
                                                     if not r.ok]
     values: Dict[int, set] = {}
@@ -113,8 +113,8 @@ def test_offline_reconcile_converges_and_rows_equal_a_clean_replicas(tmp_path: P
     manifest = _generate(root, REPAIRABLE)
     before = _db_state(root)
     damaged = {os.path.relpath(p, root) for p in manifest["expected_errors"]}
-    assert damaged and scan_ozone_paths([root]) and not all(r.ok for r in
-                                                            scan_ozone_paths([root]))
+    assert damaged and scan_paths([root]) and not all(r.ok for r in
+                                                            scan_paths([root]))
     sizes = _sizes(root)
     out = _cli("reconcile", "--all", "--offline", "--json", root)
     assert out.returncode == 0, out.stderr + out.stdout
@@ -364,7 +364,7 @@ def test_unknown_fields_of_rewritten_rows_are_kept(tmp_path: Path) -> None:
     fixed.chunks[0].CopyFrom(pb.ChunkInfo.FromString(
         pb.BlockData.FromString(new).chunks[0].SerializeToString()[:-len(CHUNK_UNKNOWN)]))
     assert fixed.SerializeToString().replace(TOP_UNKNOWN, b"") == clean.SerializeToString()
-    assert all(x.ok for x in scan_ozone_paths([root]))
+    assert all(x.ok for x in scan_paths([root]))
 
 
 # ---- refusals --------------------------------------------------------------------------------

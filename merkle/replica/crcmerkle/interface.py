@@ -22,7 +22,7 @@ from merkle.replica.crcmerkle.repair import (CrcmerkleRepair, check_container_id
                                              replica_groups)
 from merkle.replica.errors import ReplicaError
 from merkle.replica.layout import REPAIR_IN_PLACE, ReplicaRef, Volume, WalkErrorFn
-from merkle.replica.results import RateLimiter, ReplicateResult, ScanResult, tree_result
+from merkle.replica.results import ReplicateResult, ScanResult, tree_result
 from merkle.replica.uri import is_uri
 from merkle.replica.verify import read_stored_tree, scan_container, scan_files
 
@@ -91,9 +91,6 @@ class CrcmerkleLayout:
         twice is scanned twice (`seen` is not used: this layout's rule as before)."""
         write = options.pop("write_tree", None)
         options.pop("seen", None)
-        rate = options.pop("bytes_per_second", None)
-        if rate and options.get("limiter") is None:
-            options["limiter"] = RateLimiter(rate)
         read_options: Dict[str, Any] = {k: options[k] for k in _READ_OPTIONS if k in options}
         for ref in replicas:
             try:

@@ -19,7 +19,6 @@ from merkle.replica.ozone.generate import (OZONE_FAULT_TYPES, check_available, c
                                            mount_paths)
 from merkle.replica.ozone.layout import (OzoneReplica, OzoneVolume, find_volumes, is_ozone_path,
                                          replicas_under)
-from merkle.replica.results import RateLimiter
 from merkle.replica.uri import is_uri
 
 __all__ = ["LAYOUT", "OzoneLayout"]
@@ -97,9 +96,6 @@ class OzoneLayout:
         for key in ("write_tree", "lock", "use_mmap"):
             options.pop(key, None)  # read-only by construction; mmap would SIGBUS on a live file
         seen: Optional[Dict[Tuple[int, int], Path]] = options.pop("seen", None)
-        rate = options.pop("bytes_per_second", None)
-        if rate and options.get("limiter") is None:
-            options["limiter"] = RateLimiter(rate)
         fresh = []
         for ref in replicas:
             duplicate = None if seen is None else scanner.claim_replica(seen, Path(ref.path))

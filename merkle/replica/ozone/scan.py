@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from merkle.replica.blocks import ContainerMeta
 from merkle.replica.errors import BlockMetaError, ReplicaError, VolumeError
@@ -49,12 +49,11 @@ from merkle.replica.levels import severity_of
 from merkle.replica.ozone.blockdata import ChunkName, DecodedBlocks, read_blocks
 from merkle.replica.ozone.containerfile import (SCANNED_STATES, ContainerFile,
                                                 ContainerFileError, parse_container_file)
-from merkle.replica.ozone.layout import (BLOCK_SUFFIX, OzoneReplica, OzoneVolume, find_volumes,
-                                         replicas_under)
+from merkle.replica.ozone.layout import BLOCK_SUFFIX, OzoneReplica, OzoneVolume, find_volumes
 from merkle.replica.ozone.paths import CONTAINER_PATH_MISMATCH, accepted_mounts, path_mismatch
 from merkle.replica.ozone.rocks import VolumeDB, VolumeDBError
-from merkle.replica.results import (METADATA_UNREADABLE, UNREADABLE_DATA_FILE, RateLimiter,
-                                    ScanError, ScanResult, tree_result)
+from merkle.replica.results import (METADATA_UNREADABLE, UNREADABLE_DATA_FILE, ScanError,
+                                    ScanResult, tree_result)
 from merkle.replica.safeopen import (NOT_A_REGULAR_FILE, NotRegularFileError, check_component,
                                       max_metadata_bytes, max_row_bytes, open_dir)
 from merkle.replica.verify import read_stored_tree, scan_files
@@ -62,9 +61,8 @@ from merkle.replica.verify import read_stored_tree, scan_files
 __all__ = ["CONTAINER_FILE_CORRUPT", "CONTAINER_FILE_MISSING", "CONTAINER_NOT_SCANNED",
            "CONTAINER_PATH_MISMATCH", "DuplicateReplicaError", "OzoneReplicaFiles",
            "UNREFERENCED_DATA_FILE", "VolumeScanError", "claim_replica", "open_replica_files",
-           "scan_ozone_paths", "scan_volume", "scan_volume_items", "volume_error"]
+           "scan_volume_items", "volume_error"]
 
-PathLike = Union[str, "os.PathLike[str]"]
 
 CONTAINER_FILE_MISSING = "CONTAINER_FILE_MISSING"
 CONTAINER_FILE_CORRUPT = "CONTAINER_FILE_CORRUPT"
@@ -303,67 +301,6 @@ def _scan_loaded(replica: OzoneReplica, db: VolumeDB, cfile: ContainerFile,
                 UNREFERENCED_DATA_FILE, _file_block_id(name), None,
                 f"chunks/{name} is named by no block_data entry"))
     return result
-
-
-def scan_volume(volume: OzoneVolume, replicas: Optional[Iterable[OzoneReplica]] = None,
-                **kwargs: Any) -> Iterator[Any]:
-    """ScanResults of the volume's replicas (all, or `replicas`), the DB opened once.
-    Raises VolumeScanError before the first result when the volume cannot be read."""
-    if volume.problem is not None or volume.db_dir is None:
-        raise VolumeScanError(volume.problem or "VERSION names no storageID",
-                              os.fspath(volume.root))
-    try:
-        db = VolumeDB(volume.db_dir)
-    except VolumeDBError as exc:
-        raise VolumeScanError(str(exc), os.fspath(volume.root)) from None
-    with db:
-        everyone = volume.replicas()
-        mounts = accepted_mounts(volume, everyone)
-        for replica in (everyone if replicas is None else replicas):
-            yield scan_replica(replica, db, mounts, **kwargs)
-
-
-def scan_ozone_paths(paths: Iterable[PathLike], *,
-                     on_result: Optional[Callable[[Any], Any]] = None,
-                     on_error: Optional[Callable[[Any, Exception], Any]] = None,
-                     bytes_per_second: Optional[float] = None,
-                     scanned: Optional[Dict[Tuple[int, int], Path]] = None,
-                     **kwargs: Any) -> List[Any]:
-    """Scan every replica on the Ozone volumes at or under each path (see find_volumes),
-    volume by volume, one rate limiter per volume. A volume that cannot be read goes to
-    `on_error(volume, exc)` (re-raised without it) and the walk goes on. A replica directory
-    already in `scanned` ((st_dev, st_ino) -> the path it was scanned at; pass one dict to
-    several calls to share it) goes to `on_error(replica, DuplicateReplicaError)`."""
-    for key in ("write_tree", "lock", "use_mmap"):
-        kwargs.pop(key, None)  # read-only by construction; mmap would SIGBUS on a live file
-    results: List[Any] = []
-    seen: Dict[Path, bool] = {}
-    scanned = {} if scanned is None else scanned
-    for p in paths:
-        for volume, inner in find_volumes(p):
-            if volume.root in seen:
-                continue
-            seen[volume.root] = True
-            limiter = RateLimiter(bytes_per_second) if bytes_per_second else None
-            fresh = []
-            for replica in replicas_under(volume, inner):
-                exc = claim_replica(scanned, replica.root)
-                if exc is not None:
-                    if on_error is None:
-                        raise exc
-                    on_error(replica, exc)
-                    continue
-                fresh.append(replica)
-            try:
-                for r in scan_volume(volume, fresh, limiter=limiter, **kwargs):
-                    results.append(r)
-                    if on_result is not None:
-                        on_result(r)
-            except VolumeScanError as exc:
-                if on_error is None:
-                    raise
-                on_error(volume, exc)
-    return results
 
 
 def claim_replica(scanned: Dict[Tuple[int, int], Path], root: Path
