@@ -48,6 +48,8 @@ MAX_VOLUMES_PER_HOST = 4096
 #: All volumes listed in one inventory file together (defaults from --ozone-conf are shared by
 #: every host that takes them, so they count once).
 MAX_VOLUMES_TOTAL = 1_000_000
+#: Non-fatal problems kept (the rest are counted).
+MAX_PROBLEMS = 1000
 #: Longest volume path accepted (Linux PATH_MAX).
 MAX_PATH_CHARS = 4096
 
@@ -103,7 +105,8 @@ class Host:
 
     def volume_failed(self, volume: str) -> bool:
         """Whether Ozone reported this volume directory (or its `hdds` dir) failed."""
-        return volume in self.failed_volumes or posixpath.join(volume, "hdds") in self.failed_volumes
+        return (volume in self.failed_volumes
+                or posixpath.join(volume, "hdds") in self.failed_volumes)
 
 
 @dataclass(frozen=True)
@@ -246,16 +249,32 @@ def _failed_volumes(value: Any, entry: str, problems: List[str]) -> Tuple[str, .
     if not isinstance(value, list):
         problems.append(f"{entry}: failed volumes {_show(value)} is not a list (ignored)")
         return ()
-    out: List[str] = []
+    out: Dict[str, None] = {}
     for raw in value[:MAX_VOLUMES_PER_HOST]:
         try:
-            path = _normal_volume(raw)
+            out.setdefault(_normal_volume(raw))
         except ValueError as exc:
             problems.append(f"{entry}: failed {exc} (ignored)")
-            continue
-        if path not in out:
-            out.append(path)
     return tuple(out)
+
+
+class _Problems(List[str]):
+    """The non-fatal findings, the first MAX_PROBLEMS of them kept: a hostile file must not
+    make us hold millions of messages."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dropped = 0
+
+    def append(self, message: str) -> None:
+        if len(self) < MAX_PROBLEMS:
+            super().append(message)
+        else:
+            self.dropped += 1
+
+    def listed(self) -> Tuple[str, ...]:
+        tail = [f"{self.dropped} more problems not listed"] if self.dropped else []
+        return tuple(self) + tuple(tail)
 
 
 def _no_duplicate_keys(pairs: List[Tuple[str, Any]]) -> Dict[str, Any]:
@@ -366,7 +385,7 @@ def parse_inventory(text: str, default_volumes: Sequence[str] = (), where: str =
         raise _fail(where, str(exc)) from None
 
     source: Optional[str] = None
-    problems: List[str] = []
+    problems = _Problems()
     hosts: List[Host] = []
     listed = 0
     for i, e in enumerate(data, 1):
@@ -387,10 +406,12 @@ def parse_inventory(text: str, default_volumes: Sequence[str] = (), where: str =
                                    f"{HDDS_DATANODE_DIR})")
         elif kind != source:
             raise _fail(where, f"{entry} is a {kind} entry, but entry 1 is a {source} entry")
-        if isinstance(e.get("volumes"), list):
-            listed += len(e["volumes"])
-            if listed > MAX_VOLUMES_TOTAL:
-                raise _fail(where, f"lists more than {MAX_VOLUMES_TOTAL} volumes")
+        for key in ("volumes", "failed_volumes", "failedVolumes"):
+            if isinstance(e.get(key), list):
+                listed += len(e[key])
+        if listed > MAX_VOLUMES_TOTAL:
+            raise _fail(where, f"{entry}: more than {MAX_VOLUMES_TOTAL} volumes in the "
+                               "inventory")
         name = e.get("host" if kind == HOST_LIST else "hostName")
         if isinstance(name, str) and _check_host(name) is None:
             entry = f"{entry} ({name})"
@@ -401,7 +422,7 @@ def parse_inventory(text: str, default_volumes: Sequence[str] = (), where: str =
             raise _fail(where, f"{entry}: {exc}") from None
     assert source is not None
     _check_unique(hosts, where)
-    return Inventory(hosts=tuple(hosts), source=source, problems=tuple(problems))
+    return Inventory(hosts=tuple(hosts), source=source, problems=problems.listed())
 
 
 def _check_unique(hosts: Sequence[Host], where: str) -> None:
@@ -587,12 +608,10 @@ def read_datanode_dirs(ozone_site: str) -> List[str]:
     entries = [e for e in _CONF_SPLIT.split(_java_trim(value)) if e]
     if not entries:
         raise InventoryError(f"{HDDS_DATANODE_DIR} is empty", ozone_site)
-    out: List[str] = []
+    out: Dict[str, None] = {}  # an ordered set: a list's `in` would be quadratic
     for raw in dict.fromkeys(entries):  # repeats merged, first place kept (LinkedHashSet)
-        path = _storage_dir(raw, ozone_site)
-        if path not in out:
-            out.append(path)
+        out.setdefault(_storage_dir(raw, ozone_site))
         if len(out) > MAX_VOLUMES_PER_HOST:
             raise InventoryError(f"{HDDS_DATANODE_DIR} lists more than "
                                  f"{MAX_VOLUMES_PER_HOST} directories", ozone_site)
-    return out
+    return list(out)
