@@ -88,7 +88,8 @@ def test_a_datanode_never_lists_another_datanodes_replicas(tmp_path: Path) -> No
     empty = _volume(tmp_path / "dn1" / "vol0", {})
     _set_version(empty.root, clusterID="../../../dn0/vol0/hdds/CID-test")
     _, work = _discover(os.fspath(tmp_path))
-    assert work and {w.datanode for w in work} == {"dn0"}
+    # dn1's volume is refused (its clusterID is a path): only dn0's replicas are listed
+    assert work and {os.path.relpath(w.path, tmp_path).split("/")[0] for w in work} == {"dn0"}
 
 
 def test_a_linked_cluster_directory_is_never_followed(tmp_path: Path) -> None:

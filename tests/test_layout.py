@@ -197,7 +197,8 @@ def test_ozone_layout_reads_through_the_interface(tmp_path: Path) -> None:
     for v, (ov, inner) in zip(volumes, want):
         props = read_version(ov.root / "hdds" / "VERSION")
         assert v.datanode_uuid == props["datanodeUuid"] and v.cluster_id == props["clusterID"]
-        assert v.datanode == ov.root.parent.name and v.problem is None
+        # a datanode is its identity, never the directory above its volume
+        assert v.datanode == props["datanodeUuid"] and v.problem is None
         assert [r.path for r in layout.replicas(v)] == [str(r.root)
                                                           for r in replicas_under(ov, inner)]
     refs = [r for v in volumes for r in layout.replicas(v)]

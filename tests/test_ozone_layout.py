@@ -12,8 +12,9 @@ import os
 import struct
 import subprocess
 import sys
+import uuid
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
@@ -79,9 +80,15 @@ def example_chunks() -> List[Tuple[int, bytes]]:
 
 def make_volume(root: Path, containers: Dict[int, Dict[int, List[Tuple[int, bytes]]]], *,
                 algorithm: str = "crc32", bpc: int = 16384, layout_version: int = 2,
-                states: Dict[int, str] = {}, trees: Dict[int, bytes] = {}) -> VolumeWriter:
-    """A volume whose containers hold {block: [(offset, data), ...]} (CLOSED unless given)."""
-    w = VolumeWriter(root, cluster_id="CID-test", storage_id="DS-test", datanode_uuid="dn-test")
+                states: Dict[int, str] = {}, trees: Dict[int, bytes] = {},
+                datanode_uuid: Optional[str] = None) -> VolumeWriter:
+    """A volume whose containers hold {block: [(offset, data), ...]} (CLOSED unless given).
+    Its datanode: `datanode_uuid`, else a UUID named after the directory above the volume
+    (the volumes of dn0/ share one datanode, dn1/'s are another's)."""
+    if datanode_uuid is None:
+        datanode_uuid = str(uuid.uuid5(uuid.NAMESPACE_URL, "crcmerkle-test:" + root.parent.name))
+    w = VolumeWriter(root, cluster_id="CID-test", storage_id="DS-test",
+                     datanode_uuid=datanode_uuid)
     stage = root.parent / (root.name + ".stage")
     stage.mkdir(exist_ok=True)
     for cid, blocks in containers.items():

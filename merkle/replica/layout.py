@@ -28,7 +28,8 @@ from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional, Pro
 from merkle.replica.errors import ReplicaError
 
 __all__ = ["Layout", "REPAIR_IN_PLACE", "REPAIR_NONE", "REPAIR_OFFLINE", "ReadOnlyLayout",
-           "RepairTarget", "ReplicaRef", "Volume", "WalkErrorFn"]
+           "RepairTarget", "ReplicaRef", "UNKNOWN_DATANODE", "Volume", "WalkErrorFn",
+           "datanode_identity"]
 
 #: how a walk reports an entry it skipped (where, why) and goes on
 WalkErrorFn = Callable[[Any, Exception], None]
@@ -40,13 +41,33 @@ REPAIR_IN_PLACE = "in-place"
 REPAIR_OFFLINE = "offline"
 REPAIR_NONE = "none"
 
+#: the datanode of a volume whose recorded identity cannot be read (a volume with a problem)
+UNKNOWN_DATANODE = "unknown"
+
+
+def datanode_identity(recorded: Optional[str]) -> str:
+    """The datanode a layout's recorded identity names (Ozone: VERSION's datanodeUuid), as
+    every row, report and plan shows it: a UUID in its canonical lower-case form (Ozone reads
+    it with UUID.fromString), anything else as written, stripped; UNKNOWN_DATANODE when
+    nothing is recorded. Never a path: every host mounts its volumes at the same paths."""
+    import uuid
+
+    text = (recorded or "").strip()
+    if not text:
+        return UNKNOWN_DATANODE
+    try:
+        return str(uuid.UUID(text)) if len(text) == 36 else text
+    except ValueError:
+        return text
+
 
 @dataclass(frozen=True)
 class Volume:
     """One volume (a disk's share of a datanode) found under a path.
 
-    `datanode` is the name rows and reports show for the datanode (the directory above the
-    volume, for both shipped layouts); `datanode_uuid` and `cluster_id` are the identity the
+    `datanode` is the datanode's identity as rows and reports show it: Ozone's datanodeUuid
+    (datanode_identity), the directory above the volume for crcmerkle's layout (its format
+    names datanodes by directory); `datanode_uuid` and `cluster_id` are the identity the
     layout records, when it records one (Ozone's `VERSION`: datanodeUuid, clusterID; None for
     crcmerkle's layout, whose identity is its directory name)."""
 

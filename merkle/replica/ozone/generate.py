@@ -145,8 +145,10 @@ def convert_cluster(staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any
             faults_by_rep.setdefault(r, []).append(f["type"])
     writers: Dict[Tuple[int, int], Any] = {}
     mounts = mount_paths(getattr(cfg, "mount_path", None), cfg.datanodes, cfg.volumes)
+    datanodes: Dict[str, str] = {}
     for d in range(cfg.datanodes):
         dn_uuid = _uuid(rng)
+        datanodes[f"dn{d}"] = dn_uuid
         for v in range(cfg.volumes):
             writers[(d, v)] = VolumeWriter(out / f"dn{d}" / f"vol{v}", cluster_id=cluster_id,
                                            storage_id=f"DS-{_uuid(rng)}", datanode_uuid=dn_uuid,
@@ -217,6 +219,9 @@ def convert_cluster(staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any
     shutil.rmtree(staging)
     manifest["layout"] = "ozone"
     manifest["cluster_id"] = cluster_id
+    # the generator's datanode directories (dn0, ...) and the identity each one's volumes
+    # record (VERSION's datanodeUuid): what every job's rows name them by
+    manifest["datanode_uuids"] = datanodes
     if getattr(cfg, "mount_path", None) is not None:
         manifest["mount_paths"] = {f"dn{d}/vol{v}": m for (d, v), m in mounts.items()}
     return manifest

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from merkle.replica.errors import ReplicaError
-from merkle.replica.layout import REPAIR_OFFLINE, ReplicaRef, Volume, WalkErrorFn
+from merkle.replica.layout import (REPAIR_OFFLINE, UNKNOWN_DATANODE, ReplicaRef, Volume,
+                                   WalkErrorFn, datanode_identity)
 from merkle.replica.ozone.generate import (OZONE_FAULT_TYPES, check_available, convert_cluster,
                                            mount_paths)
 from merkle.replica.ozone.layout import (OzoneReplica, OzoneVolume, find_volumes, is_ozone_path,
@@ -55,7 +56,9 @@ class OzoneLayout:
         problem = volume.problem
         if problem is None and volume.db_dir is None:
             problem = "VERSION names no storageID"
-        datanode = volume.root.parent.name
+        # a datanode is its identity (VERSION's datanodeUuid), never its path: every host
+        # mounts its volumes at the same paths (/data/disk1 ... on all of them)
+        datanode = datanode_identity(volume.datanode_uuid)
         listed = () if problem is not None else tuple(
             ReplicaRef(self.name, datanode, os.fspath(r.root), r.container_id,
                        os.fspath(volume.root)) for r in replicas_under(volume, inner))
@@ -194,13 +197,13 @@ class OzoneLayout:
         return groups
 
     def datanode_of(self, path: str) -> str:
-        # the volume's datanodeUuid, else the directory above the volume
+        # the volume's datanodeUuid; a path whose VERSION cannot be read names no datanode
         p = os.path.abspath(path)
         try:
             (volume, _), = find_volumes(p)
-            return volume.datanode_uuid or os.fspath(volume.root.parent)
+            return datanode_identity(volume.datanode_uuid)
         except (OSError, ValueError, ReplicaError):
-            return os.path.dirname(os.path.dirname(p))
+            return UNKNOWN_DATANODE
 
     def cluster_of(self, root: str) -> str:
         # a volume's <volume>/hdds/<clusterID> is its clusterID; any other root (a
