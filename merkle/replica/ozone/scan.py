@@ -237,7 +237,10 @@ def scan_replica(replica: OzoneReplica, db: VolumeDB, mounts: Optional[Set[str]]
             return f"{block_id}{BLOCK_SUFFIX}"
 
     def unusable(kind: str, detail: str, case: str = "") -> Any:
-        r = scan_files(_Unusable(), **kwargs)  # type: ignore[arg-type]
+        # nothing verified, as by the data scan (a census too: its tree is not rebuilt from
+        # block metadata that was not read)
+        plain = {k: v for k, v in kwargs.items() if k != "metadata_only"}
+        r = scan_files(_Unusable(), **plain)  # type: ignore[arg-type]
         r.errors.insert(0, ScanError(kind, detail=detail, severity=severity_of(kind, case)))
         return r
 
@@ -345,12 +348,19 @@ def open_replica_files(replica: OzoneReplica) -> "OzoneReplicaFiles":
     return OzoneReplicaFiles(replica, db, cfile, owns_db=True)
 
 
-def scan_volume_items(items: Iterable[Any], *, trees_only: bool = False, **kwargs: Any
+def scan_volume_items(items: Iterable[Any], *, trees_only: bool = False,
+                      metadata_only: bool = False, **kwargs: Any
                       ) -> Iterator[Tuple[Any, Any, Optional[Exception]]]:
     """For work items with `path` (the replica directory), `container` and `fs_root` (its
     volume root), in volume order: (item, ScanResult or None, exception or None). Each run of
     items of one volume shares one open DB; a volume that cannot be read gives its exception
-    for each of its items, and the others go on. trees_only reads the stored trees alone."""
+    for each of its items, and the others go on. trees_only reads the stored trees alone (no
+    DB); metadata_only is the census (merkle.replica.census): the scan's checks of the
+    `.container` and the block_data rows, no block file opened."""
+    if trees_only and metadata_only:
+        raise ValueError("trees_only and metadata_only are mutually exclusive")
+    if metadata_only:
+        kwargs["metadata_only"] = True
 
     current: Optional[str] = None
     db: Optional[VolumeDB] = None
