@@ -20,6 +20,12 @@ stored tree is trusted when it has a container value, its values add up, and its
 and chunks are those of the rebuilt tree, each chunk it calls healthy with the recorded
 length and value; a chunk it calls unhealthy (the datanode's own scan found it corrupt or
 short) keeps its observed value: that observation is why the stored tree is worth reading.
+
+The rebuilt tree follows the data scan (Ozone's KeyValueContainerCheck), not Ozone's own
+tree-from-metadata at container close: that one also keeps blocks without chunks and chunks
+of checksum type NONE, which its scanner leaves out, so a replica's value changes on its first
+scan. A stored tree holding them is rebuilt here (TREE_STALE says which block or chunk), so
+that replicas compare alike whichever of the two wrote their trees.
 """
 
 from __future__ import annotations
@@ -62,8 +68,12 @@ def stale_reason(stored: ContainerTree, rebuilt: ContainerTree) -> Optional[str]
                 + (f" ({extra.size} blocks)" if extra.size > 1 else ""))
     gone = np.setdiff1d(s_ids, r_ids)
     if gone.size:
-        return (f"its block {int(gone[0])} has no chunk in the block metadata (and no "
-                f"tombstone)" + (f" ({gone.size} blocks)" if gone.size > 1 else ""))
+        # no row (lost, or removed without a tombstone), or a row whose chunks a data scan
+        # does not read (none, or type NONE only: Ozone's tree built from metadata at close
+        # keeps such a block, its scanner's tree does not)
+        return (f"its block {int(gone[0])} is not one a data scan reads (no block metadata "
+                f"row, or no chunk with checksums) and holds no tombstone"
+                + (f" ({gone.size} blocks)" if gone.size > 1 else ""))
     s_blocks, s_rows = _live_chunks(stored)
     r_blocks, r_rows = _live_chunks(rebuilt)
     s_off, r_off = stored.chunk_offset[s_rows], rebuilt.chunk_offset[r_rows]
@@ -89,7 +99,8 @@ def _first_chunk_difference(s_blocks: np.ndarray, s_off: np.ndarray, r_blocks: n
         b, o = missing[0]
         return f"the chunk at block {b} offset {o} recorded in the block metadata is not in it"
     b, o = sorted(stored - recorded)[0]
-    return f"its chunk at block {b} offset {o} is not in the block metadata"
+    return (f"its chunk at block {b} offset {o} is not one a data scan reads (not in the "
+            f"block metadata, or of checksum type NONE)")
 
 
 def census_tree(stored: Optional[ContainerTree], recorded: ContainerTree, have_meta: bool

@@ -28,6 +28,10 @@ and every container of the volume is read from it. Per replica:
    `chunks/` is listed through a descriptor opened without following a link: a link there
    is reported (NOT_A_REGULAR_FILE), never listed.
 
+The census (`metadata_only`) runs steps 1-3 and 5 as they are, and in step 4 opens no block
+file: the tree is the stored `.tree` where it still describes the block_data rows, else the
+scanner's tree if every chunk matched (merkle.replica.census).
+
 Nothing is written: not the `.tree` (the datanode owns it and updates it itself), not a lock
 file, nothing in the DB directory. A volume whose DB cannot be opened is reported once
 (VolumeScanError) and the other volumes are scanned. A replica directory reached twice in one
