@@ -86,6 +86,7 @@ def healthy(request: Any, tmp_path: Path) -> Path:
 
 def test_census_trees_are_the_data_scans_trees(healthy: Path, opened: List[str]) -> None:
     data = scan(healthy)
+    assert block_files(opened)  # the recorder sees the data scan open its block files
     before = trees(healthy)
     opened.clear()
     census = scan(healthy, metadata_only=True)
@@ -462,3 +463,27 @@ def test_the_command(tmp_path: Path, layout: str, capsys: Any) -> None:
     assert run(capsys, "scan", tmp_path / "nothing", "--metadata-only")[0] == 2
     st, _, err = run(capsys, "scan", root, "--trees-only", "--metadata-only")
     assert st == 2 and "not allowed with" in err
+
+
+def test_the_test_layout_takes_the_census_too(tmp_path: Path, monkeypatch: Any,
+                                              opened: List[str]) -> None:
+    """tests/layouts/flat.py, a layout no shipped file knows: the census through the
+    interface alone (its scan hands metadata_only to scan_files)."""
+    from test_layout import TESTS_PARENT, flat_cluster
+
+    monkeypatch.syspath_prepend(str(TESTS_PARENT))
+    from tests.layouts.flat import LAYOUT
+
+    root, damaged, block = flat_cluster(tmp_path / "flat")
+    refs = [r for v in LAYOUT.volumes(str(root)) for r in LAYOUT.replicas(v)]
+    data = {ref.path: r for ref, r, exc in LAYOUT.scan(refs)}
+    assert [e.kind for e in data[str(damaged)].errors] == [CORRUPT_CHUNK]
+    assert [n for n in opened if n.endswith(".data")]  # the recorder sees the data scan's
+    opened.clear()
+    census = {ref.path: (r, exc) for ref, r, exc in LAYOUT.scan(refs, metadata_only=True)}
+    assert not [n for n in opened if n.endswith(".data")]
+    assert all(exc is None and r.errors == [] and r.bytes_read == 0
+               for r, exc in census.values())
+    for path, r in data.items():
+        if path != str(damaged):
+            assert census[path][0].tree.data_checksum == r.tree.data_checksum
