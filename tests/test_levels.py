@@ -43,7 +43,8 @@ def _findings(out: str) -> List[Dict[str, Any]]:
 def test_the_table_levels() -> None:
     warnings = {k for k, v in LEVELS.items() if v.severity == WARNING}
     assert warnings == {"TREE_MISSING", "TREE_CORRUPT", "TREE_UNSUPPORTED",
-                        "UNREFERENCED_DATA_FILE", "CONTAINER_NOT_SCANNED"}
+                        "UNREFERENCED_DATA_FILE", "CONTAINER_NOT_SCANNED",
+                        "TREE_STALE", "TREE_FROM_METADATA"}  # the last two: the census
     assert severity_of("CONTAINER_NOT_SCANNED", "schema") == ERROR
     assert severity_of("CONTAINER_NOT_SCANNED", "a case nobody listed") == WARNING
     # a kind added later (CONTAINER_PATH_MISMATCH, ...) is an error until the table says not

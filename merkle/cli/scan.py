@@ -22,7 +22,12 @@ read (merged into the stored tree; use --no-write for a read-only check). PATH m
 replica (<volume>/<containerID>), a volume, a datanode or any directory above them.
 On Ozone datanode volumes (<R>/hdds/VERSION) the scan is always read-only: block metadata
 from each volume's RocksDB (opened once per volume, through a private snapshot), .container
-files verified, only CLOSED, QUASI_CLOSED and UNHEALTHY containers' data checked."""
+files verified, only CLOSED, QUASI_CLOSED and UNHEALTHY containers' data checked.
+
+The cheap passes read no block data and never write: --trees-only reads each replica's stored
+.tree alone; --metadata-only (the census) reads and checks each replica's block metadata as
+the scan does and takes its stored .tree where that still describes the metadata, else builds
+the tree from the checksums the metadata records (the scan's tree if every chunk matches)."""
 
 EPILOG = """\
 errors: CORRUPT_CHUNK, MISSING_CHUNK, INCONSISTENT_CHUNK_LENGTH, MISSING_DATA_FILE,
@@ -36,7 +41,9 @@ errors: CORRUPT_CHUNK, MISSING_CHUNK, INCONSISTENT_CHUNK_LENGTH, MISSING_DATA_FI
 warnings (reported; the replica stays ok and they do not change the exit status unless
   --strict): TREE_MISSING, TREE_CORRUPT (the .tree is derived: rebuilt from the verified
   data), TREE_UNSUPPORTED; Ozone volumes also: CONTAINER_NOT_SCANNED of a state Ozone never
-  data-scans (OPEN, CLOSING, ...), UNREFERENCED_DATA_FILE (invisible to Ozone's scanner)
+  data-scans (OPEN, CLOSING, ...), UNREFERENCED_DATA_FILE (invisible to Ozone's scanner);
+  --metadata-only also: TREE_STALE (the stored .tree does not describe the block metadata:
+  not trusted), TREE_FROM_METADATA (the tree was built from the recorded checksums)
 
 output (text): one line per replica, '<status>  <container value>  <path>' with status OK,
   'OK (N WARNINGS)' or 'N ERRORS[, M WARNINGS]', each finding indented below it (a warning
@@ -79,6 +86,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "with SIGBUS)")
     p.add_argument("--no-write", action="store_true",
                    help="do not store the scanned tree (read-only; takes no lock)")
+    cheap = p.add_mutually_exclusive_group()
+    cheap.add_argument("--trees-only", action="store_true",
+                       help="read each replica's stored .tree alone: no block metadata, no "
+                            "data (read-only)")
+    cheap.add_argument("--metadata-only", action="store_true",
+                       help="the census: check each replica's block metadata and take its "
+                            "stored .tree, or build the tree from the recorded checksums "
+                            "where the .tree is missing, unusable or older; no data read "
+                            "(read-only)")
     p.add_argument("--strict", action="store_true",
                    help="count warnings as errors: a replica with only warnings is not ok "
                         "and the exit status is 1")
@@ -142,7 +158,9 @@ def run(args: argparse.Namespace) -> int:
     from merkle.cli import one_line
     from merkle.replica.scan import DEFAULT_BUFFER_SIZE, ScanResult, scan_paths
 
-    bar = _bar(args.paths, not args.no_progress and not args.json)
+    cheap = args.trees_only or args.metadata_only  # no data read, nothing written
+    # no bar in bytes: none are read
+    bar = _bar(args.paths, not args.no_progress and not args.json and not cheap)
     per_replica = bar is not None and bar.unit == "replica"  # sizes unknown: see _bar
     failed: List[Dict[str, str]] = []
     results: List[ScanResult] = []
@@ -187,7 +205,9 @@ def run(args: argparse.Namespace) -> int:
             before = (len(results), len(failed))
             try:
                 scan_paths([path], bytes_per_second=args.rate, workers=args.workers,
-                           write_tree=not args.no_write, on_result=on_result,
+                           write_tree=not (args.no_write or cheap),
+                           trees_only=args.trees_only, metadata_only=args.metadata_only,
+                           on_result=on_result,
                            on_error=on_error, progress=progress,
                            ozone_scanned=seen,
                            buffer_size=args.buffer_size or DEFAULT_BUFFER_SIZE)

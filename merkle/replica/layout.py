@@ -149,13 +149,22 @@ class Layout(Protocol):
         progress bar's total), else None."""
 
     def scan(self, replicas: Iterable[ReplicaRef], *, trees_only: bool = False,
-             **options: Any) -> Iterator[Tuple[ReplicaRef, Any, Optional[Exception]]]:
+             metadata_only: bool = False, **options: Any
+             ) -> Iterator[Tuple[ReplicaRef, Any, Optional[Exception]]]:
         """Scan each replica: (replica, merkle.replica.results.ScanResult or None, the error
         that stopped it or None), in the order given; give the replicas of one volume
         together (a layout may share work across them). A replica that cannot be scanned
         gives its error; when its whole volume cannot be read, the error is a
         merkle.replica.errors.VolumeError (a job reports it once per volume).
-        `trees_only`: the stored trees alone, no data read. `options`: the verifier's
+        `trees_only`: the stored trees alone, no data read (a missing or unusable `.tree` is
+        the result's one finding, its tree empty). `metadata_only`: the census, no data read
+        either (bytes_read 0, no block file opened): each replica's block metadata is read
+        and checked as by the data scan (the same findings), and its tree is its stored
+        `.tree` when that still describes the metadata, else the tree the data scan would
+        build if every chunk matched its recorded checksums (merkle.replica.census: the
+        rule, and the warnings TREE_STALE and TREE_FROM_METADATA that say so). The two are
+        mutually exclusive (ValueError); both read only, whatever `write_tree` says.
+        `options`: the verifier's
         (workers, limiter, progress, buffer_size), and `write_tree` (True or False: the scan
         of a replica this machine owns, writing its `.tree` unless False, where the layout
         allows it; left out: a read-only read through `open_files`, as a Spark executor

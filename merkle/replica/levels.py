@@ -105,6 +105,21 @@ LEVELS: Dict[str, Level] = {
         WARNING, "a `.tree` with fields of a newer version: readable and used; crcmerkle "
                  "only declines to rewrite it",
         "reads it (protobuf keeps unknown fields)"),
+    # -- the census (`--metadata-only`): no data read --------------------------------------
+    # data_scanned stays True for both: the census compares the replicas' trees (what each
+    # recorded), and a difference between them is a real one (a block one replica lacks)
+    "TREE_STALE": Level(
+        WARNING, "the `.tree` does not describe the block metadata (a block or chunk recorded "
+                 "after it was built, or gone without a tombstone; no container value; values "
+                 "that do not add up): not trusted, the census rebuilds it from the metadata",
+        "never compares the two: its next data scan replaces the tree's live blocks with what "
+        "it reads; a tree with no container value counts as none (hasDataChecksum)"),
+    "TREE_FROM_METADATA": Level(
+        WARNING, "the census built the tree from the checksums recorded in the block metadata, "
+                 "reading no data: what the replica recorded, not what its disk holds (the "
+                 "deep scan verifies that)",
+        "builds the same tree from the block metadata when a container closes without one "
+        "(KeyValueHandler.updateAndGetContainerChecksumFromMetadata)"),
     # -- Ozone volumes -----------------------------------------------------------------
     "CONTAINER_FILE_MISSING": Level(
         ERROR, "no `.container` file: the replica is not loaded, nothing is verified",

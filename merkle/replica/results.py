@@ -23,8 +23,9 @@ from merkle.trees.ozone import format_checksum
 __all__ = ["CORRUPT_CHUNK", "INCONSISTENT_CHUNK_LENGTH", "METADATA_CORRUPT",
            "METADATA_MISSING", "METADATA_UNREADABLE", "METADATA_UNSUPPORTED", "MISSING_CHUNK",
            "MISSING_DATA_FILE", "NOT_A_REGULAR_FILE", "PROTECTED_ERRORS", "RateLimiter",
-           "ReplicateResult", "ScanError", "ScanResult", "TREE_CORRUPT", "TREE_MISSING", "TREE_UNREADABLE",
-           "TREE_UNSUPPORTED", "UNREADABLE_DATA_FILE", "tree_result"]
+           "ReplicateResult", "ScanError", "ScanResult", "TREE_CORRUPT", "TREE_FROM_METADATA",
+           "TREE_MISSING", "TREE_STALE", "TREE_UNREADABLE", "TREE_UNSUPPORTED",
+           "UNREADABLE_DATA_FILE", "tree_result"]
 
 CORRUPT_CHUNK = "CORRUPT_CHUNK"
 MISSING_CHUNK = "MISSING_CHUNK"
@@ -39,6 +40,10 @@ METADATA_UNREADABLE = "METADATA_UNREADABLE"
 METADATA_UNSUPPORTED = "METADATA_UNSUPPORTED"
 TREE_UNREADABLE = "TREE_UNREADABLE"
 TREE_UNSUPPORTED = "TREE_UNSUPPORTED"
+#: a census (metadata_only): the stored `.tree` does not describe the block metadata
+TREE_STALE = "TREE_STALE"
+#: a census (metadata_only): the tree was built from the recorded checksums, no data read
+TREE_FROM_METADATA = "TREE_FROM_METADATA"
 #: container-level errors after which nothing is written (merkle.replica.scan's docstring)
 PROTECTED_ERRORS = frozenset({METADATA_UNREADABLE, METADATA_UNSUPPORTED, TREE_UNREADABLE,
                               TREE_UNSUPPORTED, NOT_A_REGULAR_FILE})

@@ -40,6 +40,9 @@ warnings, the derived `.tree` being rebuilt from verified data; the others are e
                              alone (its tombstones are not lost), reconcile refuses
   TREE_UNSUPPORTED           fields nested in the tree that this version does not understand:
                              not rewritten (unknown top-level fields are kept on rewrite)
+  TREE_STALE / TREE_FROM_METADATA       the census only (metadata_only, warnings): the stored
+                             tree does not describe the block metadata; the tree was built
+                             from the recorded checksums (merkle.replica.census)
 
 Whenever one of the last group is reported (or the `.tree`/`.blocks` is not a regular file),
 the scan writes nothing: an error we do not understand is never "repaired" by a rewrite.
@@ -68,8 +71,9 @@ from merkle.replica.results import (CORRUPT_CHUNK, INCONSISTENT_CHUNK_LENGTH,  #
                                     METADATA_CORRUPT, METADATA_MISSING, METADATA_UNREADABLE,
                                     METADATA_UNSUPPORTED, MISSING_CHUNK, MISSING_DATA_FILE,
                                     NOT_A_REGULAR_FILE, PROTECTED_ERRORS, TREE_CORRUPT,
-                                    TREE_MISSING, TREE_UNREADABLE, TREE_UNSUPPORTED,
-                                    UNREADABLE_DATA_FILE, RateLimiter, ScanError, ScanResult)
+                                    TREE_FROM_METADATA, TREE_MISSING, TREE_STALE,
+                                    TREE_UNREADABLE, TREE_UNSUPPORTED, UNREADABLE_DATA_FILE,
+                                    RateLimiter, ScanError, ScanResult)
 # (_Reader, _scan: the verifier's internals, reached here by the reconciler and the tests)
 from merkle.replica.verify import (DEFAULT_BUFFER_SIZE, ProgressFn, StoredTree,  # noqa: F401
                                    _Reader, _scan, read_stored_tree, read_tree_state,
@@ -78,8 +82,8 @@ from merkle.replica.verify import (DEFAULT_BUFFER_SIZE, ProgressFn, StoredTree, 
 __all__ = ["CORRUPT_CHUNK", "INCONSISTENT_CHUNK_LENGTH", "METADATA_CORRUPT",
            "METADATA_MISSING", "METADATA_UNREADABLE", "METADATA_UNSUPPORTED", "MISSING_CHUNK",
            "MISSING_DATA_FILE", "NOT_A_REGULAR_FILE", "PROTECTED_ERRORS", "RateLimiter",
-           "ScanError", "ScanResult", "StoredTree", "TREE_CORRUPT", "TREE_MISSING",
-           "TREE_UNREADABLE", "TREE_UNSUPPORTED", "UNREADABLE_DATA_FILE", "read_stored_tree",
+           "ScanError", "ScanResult", "StoredTree", "TREE_CORRUPT", "TREE_FROM_METADATA",
+           "TREE_MISSING", "TREE_STALE", "TREE_UNREADABLE", "TREE_UNSUPPORTED", "UNREADABLE_DATA_FILE", "read_stored_tree",
            "read_tree_state", "scan_container", "scan_files", "scan_paths"]
 
 PathLike = Union[str, "os.PathLike[str]"]

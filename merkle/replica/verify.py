@@ -5,8 +5,10 @@ same code verifies a crcmerkle replica, a local or remote one, and an Ozone repl
 ReplicaFiles loads the block metadata from the volume's RocksDB: `load_meta`).
 
 `scan_container` is the local scan of a crcmerkle-layout replica (under its lock, writing its
-`.tree`); `scan_files` the read-only scan of any ReplicaFiles. merkle.replica.scan re-exports
-every public name.
+`.tree`); `scan_files` the read-only scan of any ReplicaFiles, or with `metadata_only` the
+census of one (merkle.replica.census): the same metadata checks and findings, no block file
+opened, the chunks taken as the recorded checksums say. merkle.replica.scan re-exports every
+public name.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 from merkle import _native
 from merkle.replica.blocks import (CHECKSUM_SIZES, CRC32, CRC32C, NONE, SHA256, BlockMeta,
                                    ChunkMeta, ContainerMeta)
+from merkle.replica.census import census_tree
 from merkle.replica.crcmerkle.blockmeta import decode_blockmeta
 from merkle.replica.crcmerkle.layout import (META_SUFFIX, TREE_SUFFIX, ContainerPaths,
                                              container_paths, refuse_link)
@@ -252,6 +255,19 @@ class _Reader:
         return out
 
 
+def _recorded_block(block: BlockMeta) -> _BlockObs:
+    """What _Reader.block observes of `block` when its file is there and every chunk matches
+    its recorded checksums, without opening the file (the census): the same chunks (type NONE
+    skipped), recorded lengths and leaves, all healthy."""
+    out = _BlockObs(block.block_id, present=False)
+    for c in block.chunks:
+        if c.checksum_type == NONE:
+            continue
+        out.present = True
+        out.chunks.append(_ChunkObs(c.offset, c.length, c.leaf, True))
+    return out
+
+
 def _observed_tree(container_id: int, observations: Iterable[_BlockObs]) -> ContainerTree:
     bids: List[int] = []
     offs: List[int] = []
@@ -367,20 +383,28 @@ def scan_container(path: PathLike, *, write_tree: bool = True, workers: int = 1,
 
 def scan_files(files: ReplicaFiles, *, workers: int = 1,
                limiter: Optional[RateLimiter] = None, progress: Optional[ProgressFn] = None,
-               buffer_size: int = DEFAULT_BUFFER_SIZE) -> ScanResult:
+               buffer_size: int = DEFAULT_BUFFER_SIZE, metadata_only: bool = False
+               ) -> ScanResult:
     """Scan a replica read through `files` (merkle.replica.files: a local directory, or a
     remote store as spark_udfs.fs provides) without writing anything: the same checks,
-    errors and trees as scan_container(..., write_tree=False)."""
-    return _scan(files, False, max(1, int(workers)), limiter, progress, buffer_size)
+    errors and trees as scan_container(..., write_tree=False).
+
+    metadata_only: the census (merkle.replica.census): the block metadata is read and
+    checked as by the scan, no block file is opened (bytes_read 0), and the tree is the
+    stored `.tree` when it still describes the metadata, else the scan's tree if every chunk
+    matched (with TREE_STALE when the stored one was not trusted, and TREE_FROM_METADATA)."""
+    return _scan(files, False, max(1, int(workers)), limiter, progress, buffer_size,
+                 metadata_only=metadata_only)
 
 
 def _scan(source: Union[ContainerPaths, ReplicaFiles], write: bool, workers: int,
           limiter: Optional[RateLimiter], progress: Optional[ProgressFn], buffer_size: int,
-          use_mmap: bool = False) -> ScanResult:
+          use_mmap: bool = False, metadata_only: bool = False) -> ScanResult:
     """The scan itself; writing the merged tree needs a local replica (ContainerPaths)."""
     files = LocalReplicaFiles(source) if isinstance(source, ContainerPaths) else source
     try:
-        return _scan_files(files, write, workers, limiter, progress, buffer_size)
+        return _scan_files(files, write and not metadata_only, workers, limiter, progress,
+                           buffer_size, metadata_only)
     finally:
         if isinstance(source, ContainerPaths):
             assert isinstance(files, LocalReplicaFiles)
@@ -389,7 +413,7 @@ def _scan(source: Union[ContainerPaths, ReplicaFiles], write: bool, workers: int
 
 def _scan_files(files: ReplicaFiles, write: bool, workers: int,
                 limiter: Optional[RateLimiter], progress: Optional[ProgressFn],
-                buffer_size: int) -> ScanResult:
+                buffer_size: int, metadata_only: bool = False) -> ScanResult:
     t0 = time.perf_counter()
     errors: List[ScanError] = []
     meta: Optional[ContainerMeta]
@@ -420,7 +444,9 @@ def _scan_files(files: ReplicaFiles, write: bool, workers: int,
         errors.append(ScanError(METADATA_UNREADABLE, detail=f"{meta_name}: "
                                                             f"{exc.strerror or exc}"))
     blocks = meta.sorted_blocks() if meta is not None else []
-    if workers > 1 and len(blocks) > 1:
+    if metadata_only:  # the census: no block file is opened
+        observations = [_recorded_block(b) for b in blocks]
+    elif workers > 1 and len(blocks) > 1:
         local = threading.local()
 
         def one(b: BlockMeta) -> _BlockObs:
@@ -441,7 +467,11 @@ def _scan_files(files: ReplicaFiles, write: bool, workers: int,
     stored = state.tree
     if state.error is not None and state.error not in errors:  # not twice for one cause
         errors.insert(0, state.error)
-    merged = merge(stored, scanned)
+    if metadata_only:
+        merged, notes = census_tree(stored, scanned, meta is not None)
+        errors.extend(notes)
+    else:
+        merged = merge(stored, scanned)
     written = False
     protected = any(e.kind in PROTECTED_ERRORS and e.block_id is None for e in errors)
     if write and not protected and state.writable:

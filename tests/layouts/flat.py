@@ -110,9 +110,13 @@ class FlatLayout(ReadOnlyLayout):
             return 0
 
     def scan(self, replicas: Iterable[ReplicaRef], *, trees_only: bool = False,
-             **options: Any) -> Iterator[Tuple[ReplicaRef, Any, Optional[Exception]]]:
+             metadata_only: bool = False, **options: Any
+             ) -> Iterator[Tuple[ReplicaRef, Any, Optional[Exception]]]:
+        if trees_only and metadata_only:
+            raise ValueError("trees_only and metadata_only are mutually exclusive")
         read = {k: options[k] for k in ("workers", "limiter", "progress", "buffer_size")
                 if k in options}
+        read["metadata_only"] = metadata_only  # the census: scan_files reads no block file
         for ref in replicas:
             files = self.open_files(ref)
             try:

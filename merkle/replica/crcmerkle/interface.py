@@ -84,27 +84,42 @@ class CrcmerkleLayout:
             return 0
 
     def scan(self, replicas: Iterable[ReplicaRef], *, trees_only: bool = False,
-             **options: Any) -> Iterator[Tuple[ReplicaRef, Any, Optional[Exception]]]:
+             metadata_only: bool = False, **options: Any
+             ) -> Iterator[Tuple[ReplicaRef, Any, Optional[Exception]]]:
         """With `write_tree` (True or False) a local replica is scanned by scan_container
         (under its lock while writing; a replica directory that is a link is refused);
-        without, every replica is read through open_files (read-only). A replica reached
-        twice is scanned twice (`seen` is not used: this layout's rule as before)."""
+        without, every replica is read through open_files (read-only). trees_only and
+        metadata_only (the census: `.blocks` and `.tree`, no block file) read through
+        open_files, never write. A replica reached twice is scanned twice (`seen` is not
+        used: this layout's rule as before)."""
+        if trees_only and metadata_only:
+            raise ValueError("trees_only and metadata_only are mutually exclusive")
         write = options.pop("write_tree", None)
         options.pop("seen", None)
         read_options: Dict[str, Any] = {k: options[k] for k in _READ_OPTIONS if k in options}
         for ref in replicas:
             try:
-                result = self._scan_one(ref, trees_only, write, options, read_options)
+                result = self._scan_one(ref, trees_only, metadata_only, write, options,
+                                        read_options)
             except (OSError, ReplicaError) as exc:
                 yield ref, None, exc
                 continue
             yield ref, result, None
 
-    def _scan_one(self, ref: ReplicaRef, trees_only: bool, write: Optional[bool],
-                  options: Dict[str, Any], read_options: Dict[str, Any]) -> ScanResult:
+    def _scan_one(self, ref: ReplicaRef, trees_only: bool, metadata_only: bool,
+                  write: Optional[bool], options: Dict[str, Any],
+                  read_options: Dict[str, Any]) -> ScanResult:
         if trees_only:
             tree, _raw, error = read_stored_tree(self.open_files(ref))
             return tree_result(ref.path, ref.container, tree, error)
+        if metadata_only:
+            files = self.open_files(ref)
+            try:
+                return scan_files(files, metadata_only=True)
+            finally:
+                close = getattr(files, "close", None)
+                if close is not None:  # a census visits many replicas: no descriptor waits
+                    close()            # for the garbage collector
         if write is not None and ref.fs_root is None:
             return scan_container(Path(ref.path), write_tree=write, **options)
         return scan_files(self.open_files(ref), **read_options)

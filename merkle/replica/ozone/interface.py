@@ -90,11 +90,15 @@ class OzoneLayout:
         return None
 
     def scan(self, replicas: Iterable[ReplicaRef], *, trees_only: bool = False,
-             **options: Any) -> Iterator[Tuple[ReplicaRef, Any, Optional[Exception]]]:
+             metadata_only: bool = False, **options: Any
+             ) -> Iterator[Tuple[ReplicaRef, Any, Optional[Exception]]]:
         """Read-only whatever `write_tree` says (the datanode owns its files): each run of one
-        volume's replicas shares one DB open (scan_volume_items). With `seen`, a replica
-        directory already scanned (the same device and inode: a bind mount, a volume named
-        by two paths) gives a DuplicateReplicaError and is scanned once."""
+        volume's replicas shares one DB open (scan_volume_items; metadata_only too: the block
+        metadata is in the DB). With `seen`, a replica directory already scanned (the same
+        device and inode: a bind mount, a volume named by two paths) gives a
+        DuplicateReplicaError and is scanned once."""
+        if trees_only and metadata_only:
+            raise ValueError("trees_only and metadata_only are mutually exclusive")
         scanner = _scanner()
         for key in ("write_tree", "lock", "use_mmap"):
             options.pop(key, None)  # read-only by construction; mmap would SIGBUS on a live file
@@ -107,6 +111,7 @@ class OzoneLayout:
             else:
                 fresh.append(ref)
         for ref, result, exc in scanner.scan_volume_items(fresh, trees_only=trees_only,
+                                                          metadata_only=metadata_only,
                                                           **options):
             yield ref, result, scanner.volume_error(exc, ref.fs_root)
 

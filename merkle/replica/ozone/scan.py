@@ -28,6 +28,10 @@ and every container of the volume is read from it. Per replica:
    `chunks/` is listed through a descriptor opened without following a link: a link there
    is reported (NOT_A_REGULAR_FILE), never listed.
 
+The census (`metadata_only`) runs steps 1-3 and 5 as they are, and in step 4 opens no block
+file: the tree is the stored `.tree` where it still describes the block_data rows, else the
+scanner's tree if every chunk matched (merkle.replica.census).
+
 Nothing is written: not the `.tree` (the datanode owns it and updates it itself), not a lock
 file, nothing in the DB directory. A volume whose DB cannot be opened is reported once
 (VolumeScanError) and the other volumes are scanned. A replica directory reached twice in one
@@ -237,7 +241,10 @@ def scan_replica(replica: OzoneReplica, db: VolumeDB, mounts: Optional[Set[str]]
             return f"{block_id}{BLOCK_SUFFIX}"
 
     def unusable(kind: str, detail: str, case: str = "") -> Any:
-        r = scan_files(_Unusable(), **kwargs)  # type: ignore[arg-type]
+        # nothing verified, as by the data scan (a census too: its tree is not rebuilt from
+        # block metadata that was not read)
+        plain = {k: v for k, v in kwargs.items() if k != "metadata_only"}
+        r = scan_files(_Unusable(), **plain)  # type: ignore[arg-type]
         r.errors.insert(0, ScanError(kind, detail=detail, severity=severity_of(kind, case)))
         return r
 
@@ -345,12 +352,19 @@ def open_replica_files(replica: OzoneReplica) -> "OzoneReplicaFiles":
     return OzoneReplicaFiles(replica, db, cfile, owns_db=True)
 
 
-def scan_volume_items(items: Iterable[Any], *, trees_only: bool = False, **kwargs: Any
+def scan_volume_items(items: Iterable[Any], *, trees_only: bool = False,
+                      metadata_only: bool = False, **kwargs: Any
                       ) -> Iterator[Tuple[Any, Any, Optional[Exception]]]:
     """For work items with `path` (the replica directory), `container` and `fs_root` (its
     volume root), in volume order: (item, ScanResult or None, exception or None). Each run of
     items of one volume shares one open DB; a volume that cannot be read gives its exception
-    for each of its items, and the others go on. trees_only reads the stored trees alone."""
+    for each of its items, and the others go on. trees_only reads the stored trees alone (no
+    DB); metadata_only is the census (merkle.replica.census): the scan's checks of the
+    `.container` and the block_data rows, no block file opened."""
+    if trees_only and metadata_only:
+        raise ValueError("trees_only and metadata_only are mutually exclusive")
+    if metadata_only:
+        kwargs["metadata_only"] = True
 
     current: Optional[str] = None
     db: Optional[VolumeDB] = None
