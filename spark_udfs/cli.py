@@ -379,13 +379,22 @@ def _load_chunks(spark: Any, path: str) -> Dict[str, Any]:
     _check_paths([path])
     from spark_udfs.tables import CHUNK_COLUMNS
 
+    from spark_udfs.scan import TABLE_SCHEMAS
+
     out: Dict[str, Any] = {}
     base = path.rstrip("/")
     if "://" in base or os.path.isdir(os.path.join(base, "chunks")):
-        for name in ("chunks", "blocks", "containers", "errors"):
+        for name, schema in TABLE_SCHEMAS.items():
             p = base + "/" + name
-            if "://" in base or os.path.exists(p):
-                out[name] = spark.read.parquet(p)
+            if "://" in base and name == "volumes":
+                out[name] = _read_optional(spark, p, schema)
+            elif "://" in base or os.path.exists(p):
+                # the schema, never inferred: a table partitioned by datanode may hold no
+                # file at all (no errors), and a datanode named "7" is not a number; a scan
+                # written before a column existed reads it as null
+                out[name] = spark.read.schema(schema).parquet(p)
+        if out.get("volumes") is None:
+            out.pop("volumes", None)
     elif os.path.isdir(base) and not glob.glob(os.path.join(base, "*.parquet")) \
             and not glob.glob(os.path.join(base, "*", "*.parquet")):
         raise CLIError(f"{path}: not a scan's output (no chunks/ table) nor a chunk table (no "
@@ -398,6 +407,19 @@ def _load_chunks(spark: Any, path: str) -> Dict[str, Any]:
     if missing:
         raise CLIError(f"{path}: not a chunk table (missing column(s) {', '.join(missing)})")
     return out
+
+
+def _read_optional(spark: Any, location: str, schema: str) -> Any:
+    """The table at `location` (a URI), or None when it does not exist (a scan written
+    before that table was)."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        return spark.read.schema(schema).parquet(location)
+    except AnalysisException as exc:
+        if "PATH_NOT_FOUND" in str(exc):
+            return None
+        raise
 
 
 def _diff_tables(t: Dict[str, Any]) -> Any:

@@ -38,25 +38,58 @@ from merkle.replica.scan import ScanError
 from merkle.replica.uri import display, redact
 from merkle.trees.model import ContainerTree
 from spark_udfs import fs
-from spark_udfs.tables import CHUNK_COLUMNS, block_rows, tree_to_rows
+from spark_udfs.tables import CHUNK_COLUMNS, CHUNK_SCHEMA, block_rows, tree_to_rows
 
-__all__ = ["BLOCK_SCHEMA", "DUPLICATE_REPLICA", "ERROR_SCHEMA", "REPLICAS_PER_TASK", "REPLICA_SCHEMA",
-           "ROWS_PER_FILE", "SCAN_FAILED", "ScanTables", "scan_replicas"]
+__all__ = ["BLOCK_SCHEMA", "DUPLICATE_DATANODE", "DUPLICATE_REPLICA", "ERROR_SCHEMA",
+           "NOT_SCANNED", "NO_EXECUTOR", "REPLICAS_PER_TASK", "REPLICA_SCHEMA", "ROWS_PER_FILE",
+           "SCANNED", "SCAN_FAILED", "ScanTables", "TABLE_SCHEMAS", "VOLUME_FAILED", "VOLUME_SCHEMA",
+           "VOLUME_STATUSES", "WRONG_DATANODE", "WRONG_HOST", "scan_replicas"]
 
 #: `severity`: "error" or "warning" (merkle.replica.levels; absent from scans written before
 #: findings had levels, whose findings are all judged errors)
+#: `host`: the host the datanode was scanned on (the inventory's name; null for a scan of one
+#: directory tree, which knows no hosts)
 ERROR_SCHEMA = ("datanode string, replica string, container long, error string, block long, "
-                "offset long, detail string, severity string")
+                "offset long, detail string, severity string, host string")
 #: `ok`: no error-level finding (warnings leave a replica ok); `errors`: every finding of the
 #: replica (its rows in the errors table), `warnings`: how many of them are warnings
 REPLICA_SCHEMA = ("datanode string, replica string, container long, data_checksum long, "
                   "ok boolean, errors long, blocks long, chunks long, bytes_read long, "
-                  "tombstones long, unhealthy_chunks long, verified boolean, warnings long")
+                  "tombstones long, unhealthy_chunks long, verified boolean, warnings long, "
+                  "host string")
 BLOCK_SCHEMA = ("datanode string, replica string, container long, block long, "
                 "block_value long, deleted boolean, chunks long, bytes long, "
                 "checksum_matches boolean, chunk_offsets array<bigint>, "
                 "chunk_lengths array<bigint>, chunk_leaves array<bigint>, "
                 "chunk_matches array<boolean>")
+
+#: one row per volume the job meant to scan: who owns it (`datanode`: its recorded identity,
+#: `host`: where it was meant to be read, null for one directory tree), where it is mounted,
+#: what became of it (`status`, one of VOLUME_STATUSES; `detail` says why in one line), how
+#: many replicas it held, the bytes read, the task's seconds on it, and the host the task
+#: ran on (`ran_on`, as the executor registered; null where the job knows no hosts)
+VOLUME_SCHEMA = ("datanode string, host string, volume string, cluster_id string, "
+                 "status string, detail string, replicas long, bytes_read long, "
+                 "seconds double, ran_on string")
+#: the volume was read (its replicas' findings are in the other tables)
+SCANNED = "SCANNED"
+#: the task ran on another host than the volume's: it read nothing (its replicas UNVERIFIED)
+WRONG_HOST = "WRONG_HOST"
+#: the volume's recorded identity (Ozone: VERSION's datanodeUuid or clusterID) is not the
+#: datanode the inventory puts there, or disagrees with its host's other volumes: not scanned
+#: as someone else's
+WRONG_DATANODE = "WRONG_DATANODE"
+#: two hosts' volumes claim one datanode identity: neither is counted as that datanode's
+DUPLICATE_DATANODE = "DUPLICATE_DATANODE"
+#: the inventory host had no executor when the job started: nothing of it was read
+NO_EXECUTOR = "NO_EXECUTOR"
+#: the volume could not be read at all (missing, a VERSION Ozone would refuse, I/O error)
+VOLUME_FAILED = "VOLUME_FAILED"
+#: a host of the inventory for which the scan tables hold no volume (the --emit route: the
+#: host emitted nothing)
+NOT_SCANNED = "NOT_SCANNED"
+VOLUME_STATUSES = (SCANNED, WRONG_HOST, WRONG_DATANODE, DUPLICATE_DATANODE, NO_EXECUTOR,
+                   VOLUME_FAILED, NOT_SCANNED)
 
 #: a replica the scanner could not finish (an I/O error on its metadata, a vanished
 #: directory): reported as an error row, the other replicas of the task go on
@@ -86,8 +119,11 @@ _OUT_ARROW = pa.schema([
     ("tombstones", pa.int64()), ("unhealthy_chunks", pa.int64()), ("verified", pa.bool_()),
     ("severity", pa.string()), ("warnings", pa.int64()),
     ("chunk_offsets", pa.list_(pa.int64())), ("chunk_lengths", pa.list_(pa.int64())),
-    ("chunk_leaves", pa.list_(pa.int64())), ("chunk_matches", pa.list_(pa.bool_()))])
+    ("chunk_leaves", pa.list_(pa.int64())), ("chunk_matches", pa.list_(pa.bool_())),
+    ("host", pa.string()), ("volume", pa.string()), ("cluster_id", pa.string()),
+    ("status", pa.string()), ("seconds", pa.float64()), ("ran_on", pa.string())])
 _SPARK_TYPES = {pa.string(): "string", pa.int64(): "long", pa.bool_(): "boolean",
+                pa.float64(): "double",
                 pa.list_(pa.int64()): "array<bigint>", pa.list_(pa.bool_()): "array<boolean>"}
 _OUT_SCHEMA = ", ".join(f"{f.name} {_SPARK_TYPES[f.type]}" for f in _OUT_ARROW)
 
@@ -115,10 +151,11 @@ def _block_rows(datanode: str, replica: str, tree: ContainerTree) -> pa.Table:
 
 
 def _error_rows(datanode: str, replica: str, container: int,
-                errors: List[ScanError]) -> pa.Table:
+                errors: List[ScanError], host: Optional[str] = None) -> pa.Table:
     n = len(errors)
     return _rows("ERROR", n, {
         "datanode": [datanode] * n, "replica": [replica] * n, "container": [container] * n,
+        "host": [host] * n,
         "block": [e.block_id for e in errors], "offset": [e.offset for e in errors],
         "error": [e.kind for e in errors], "detail": [e.detail for e in errors],
         "severity": [e.severity for e in errors]})
@@ -126,7 +163,8 @@ def _error_rows(datanode: str, replica: str, container: int,
 
 def _replica_rows(datanode: str, replica: str, container: int, tree: Optional[ContainerTree],
                   errors: List[ScanError], blocks: int, chunks: int,
-                  bytes_read: int, verified: bool) -> List[pa.Table]:
+                  bytes_read: int, verified: bool, host: Optional[str] = None
+                  ) -> List[pa.Table]:
     """All output rows of one replica: its chunks and blocks (if it has a tree), its errors,
     and its summary. `verified`: something of the replica was actually read (see
     _verified); a container none of whose replicas was is not reported as matching."""
@@ -137,9 +175,10 @@ def _replica_rows(datanode: str, replica: str, container: int, tree: Optional[Co
                          {c: chunk_rows.column(c) for c in CHUNK_COLUMNS}))
         out.append(_block_rows(datanode, replica, tree))
     if errors:
-        out.append(_error_rows(datanode, replica, container, errors))
+        out.append(_error_rows(datanode, replica, container, errors, host))
     out.append(_rows("REPLICA", 1, {
         "datanode": [datanode], "replica": [replica], "container": [container],
+        "host": [host],
         "data_checksum": [None if tree is None else tree.data_checksum],
         "ok": [not any(counts_as_failure(e.severity) for e in errors)],
         "errors": [len(errors)], "warnings": [sum(1 for e in errors if e.is_warning)],
@@ -181,18 +220,19 @@ def _scan_fn(layouts: Dict[str, Layout], trees_only: bool) -> Any:
 
 
 def _result_rows(rep: ReplicaRef, r: Any, exc: Optional[Exception],
-                 trees_only: bool) -> List[pa.Table]:
-    """The output rows of one replica's scan (or of the error that stopped it)."""
+                 trees_only: bool, host: Optional[str] = None) -> List[pa.Table]:
+    """The output rows of one replica's scan (or of the error that stopped it); `host`:
+    the host it was scanned on, when the scan knows hosts."""
     if exc is not None:
         # a store's message may quote the URI it was given (credentials and all)
         detail = redact(getattr(exc, "strerror", None) or str(exc))
         return _replica_rows(rep.datanode, rep.path, rep.container, None,
-                             [ScanError(SCAN_FAILED, detail=detail)], 0, 0, 0, False)
+                             [ScanError(SCAN_FAILED, detail=detail)], 0, 0, 0, False, host)
     # trees_only: a missing or corrupt stored tree gives no tree rows
     tree = None if trees_only and r.errors else r.tree
     return _replica_rows(rep.datanode, rep.path, rep.container, tree, r.errors, r.blocks,
                          r.chunks, r.bytes_read,
-                         tree is not None if trees_only else _verified(r))
+                         tree is not None if trees_only else _verified(r), host)
 
 
 def _counting(fn: Any, acc: Any) -> Any:
@@ -215,14 +255,30 @@ def _counting(fn: Any, acc: Any) -> Any:
 def _discover(root: str) -> Tuple[Layout, List[ReplicaRef]]:
     """`root`'s layout and every replica it finds there (the volumes' replicas, in path
     order). FileNotFoundError when root does not exist; ValueError when it holds none."""
+    layout, found, _ = _discover_volumes(root)
+    return layout, found
+
+
+def _discover_volumes(root: str) -> Tuple[Layout, List[ReplicaRef], List[Tuple]]:
+    """_discover, and a volumes-table row (VOLUME_SCHEMA) per volume found: a volume that
+    cannot be read at all is VOLUME_FAILED with its problem, so that it is reported once
+    rather than silently holding no replica."""
     layout = layout_of(root)
+    found: List[ReplicaRef] = []
+    rows: List[Tuple] = []
     try:
-        found = [r for v in layout.volumes(root) for r in layout.replicas(v)]
+        for v in layout.volumes(root):
+            refs = [] if v.problem is not None else layout.replicas(v)
+            found.extend(refs)
+            rows.append((v.datanode, None, redact(v.root), v.cluster_id,
+                         VOLUME_FAILED if v.problem is not None else SCANNED,
+                         None if v.problem is None else redact(v.problem), len(refs), None,
+                         None, None))
     except ReplicaError as exc:  # "no container replica here", a link named as a replica
         raise ValueError(str(exc)) from None
     if not found:
         raise ValueError(f"{display(root)}: no container replica here ({layout.name} layout)")
-    return layout, found
+    return layout, found, rows
 
 
 @dataclass
@@ -243,9 +299,13 @@ class ScanTables:
     #: the accumulator the executors add each replica's bytes_read to, as its tasks finish
     #: (the progress line's "scanned"; spark_udfs.progress.bytes_accumulator)
     bytes_scanned: Any = None
+    #: one row per volume (VOLUME_SCHEMA): what became of each
+    volumes: Any = None
 
-    #: the names of the Parquet tables `write` creates under its output directory
-    TABLES = ("chunks", "blocks", "containers", "errors")
+    #: the names of the Parquet tables `write` creates under its output directory, each
+    #: partitioned by datanode (datanode=<identity>/ directories, as `crcmerkle scan --emit`
+    #: writes them: one host's emitted tables and a whole cluster's scan read alike)
+    TABLES = ("chunks", "blocks", "containers", "errors", "volumes")
 
     @property
     def replicas(self) -> Any:
@@ -264,20 +324,27 @@ class ScanTables:
                       for r in self.stage.groupBy("kind").count().collect()}
         for n in self.TABLES:
             df = getattr(self, n)
+            if df is None:
+                continue
             if self.stage is not None:
                 files = max(1, -(-counts.get(_KIND_OF[n], 0) // ROWS_PER_FILE[n]))
                 if files < df.rdd.getNumPartitions():
                     df = df.coalesce(files)
-            df.write.mode(mode).parquet(paths[n])
+            df.write.mode(mode).partitionBy("datanode").parquet(paths[n])
         return paths
 
+
+#: each table `write` creates and its schema (what a reader gives Spark: never inferred)
+TABLE_SCHEMAS = {"chunks": CHUNK_SCHEMA, "blocks": BLOCK_SCHEMA, "containers": REPLICA_SCHEMA,
+                 "errors": ERROR_SCHEMA, "volumes": VOLUME_SCHEMA}
 
 #: rows per output file, for files of roughly 64-128 MiB (Parquet, snappy): a chunk row is
 #: ~20-30 bytes, a block row carries its chunks' arrays (~64 chunks of 4 MiB per 256 MiB
 #: block), a replica or an error row ~100-200 bytes
 ROWS_PER_FILE = {"chunks": 4_000_000, "blocks": 100_000, "containers": 1_000_000,
-                 "errors": 1_000_000}
-_KIND_OF = {"chunks": "CHUNK", "blocks": "BLOCK", "containers": "REPLICA", "errors": "ERROR"}
+                 "errors": 1_000_000, "volumes": 1_000_000}
+_KIND_OF = {"chunks": "CHUNK", "blocks": "BLOCK", "containers": "REPLICA", "errors": "ERROR",
+            "volumes": "VOLUME"}
 
 
 def _names(schema: str) -> List[str]:
@@ -299,7 +366,7 @@ def _one_per_datanode(replicas: List[ReplicaRef]) -> Tuple[List[ReplicaRef], Lis
                       f"{r.datanode!r} (the one scanned: {redact(first.path)}); not scanned: "
                       f"a datanode holds one replica per container")
             duplicates.append((r.datanode, redact(r.path), int(r.container), DUPLICATE_REPLICA,
-                               None, None, detail, severity_of(DUPLICATE_REPLICA)))
+                               None, None, detail, severity_of(DUPLICATE_REPLICA), None))
     return list(kept.values()), duplicates
 
 
@@ -313,10 +380,12 @@ def scan_replicas(spark: Any, roots: Sequence[str], trees_only: bool = False,
 
     replicas: List[ReplicaRef] = []
     layouts: Dict[str, Layout] = {}
+    volume_rows: List[Tuple] = []
     for r in roots:
-        layout, found = _discover(r)
+        layout, found, rows = _discover_volumes(r)
         layouts[layout.name] = layout
         replicas.extend(found)
+        volume_rows.extend(rows)
     if len(layouts) > 1:  # one layout per job: its tables, its rules
         raise ValueError(f"replicas of different layouts ({', '.join(sorted(layouts))}) "
                          f"cannot be scanned in one job; scan them separately")
@@ -348,5 +417,6 @@ def scan_replicas(spark: Any, roots: Sequence[str], trees_only: bool = False,
         F.col("length").alias("bytes"), "checksum_matches", "chunk_offsets", "chunk_lengths",
         "chunk_leaves", "chunk_matches")
     summary = out.filter(kind == "REPLICA").select(*_names(REPLICA_SCHEMA))
+    volumes = spark.createDataFrame(volume_rows, VOLUME_SCHEMA)
     return ScanTables(chunks=chunks, blocks=blocks, containers=summary, errors=errors,
-                      stage=out, bytes_scanned=acc)
+                      stage=out, bytes_scanned=acc, volumes=volumes)

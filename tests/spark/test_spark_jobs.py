@@ -358,13 +358,17 @@ def test_bad_paths_and_tables(spark, tmp_path):
 
 
 def test_output_files_follow_the_rows_not_the_tasks(spark, cluster, tmp_path):
-    """One task per replica, yet one Parquet file per small table (ScanTables.write sizes
-    files by rows); the scan itself still ran on every task."""
+    """One task per replica, yet one Parquet file per small table and datanode
+    (ScanTables.write sizes files by rows, partitions by datanode); the scan itself still
+    ran on every task."""
     root, _ = cluster
     n = len(find_containers(root))
     st = scan_replicas(spark, [str(root)], partitions=n)
     assert st.stage.rdd.getNumPartitions() == n
     paths = st.write(str(tmp_path / "o"))
     for name, p in paths.items():
-        assert len(list(Path(p).glob("part-*.parquet"))) == 1, name
+        parts = sorted(Path(p).glob("datanode=*"))
+        assert parts and not list(Path(p).glob("part-*.parquet")), name
+        for d in parts:
+            assert len(list(d.glob("part-*.parquet"))) == 1, (name, d)
     assert spark.read.parquet(paths["containers"]).count() == n

@@ -70,9 +70,9 @@ def test_a_container_with_only_warnings_is_not_unhealthy_nor_mismatched(
     from spark_udfs.report import _replica_findings
     from spark_udfs.scan import ERROR_SCHEMA
     forged = spark.createDataFrame(
-        [("dn0", "/r", 9, "CORRUPT_CHUNK", 1, 0, "", "warning"),
-         ("dn1", "/r", 9, "TREE_MISSING", None, None, "", "warning"),
-         ("dn2", "/r", 9, "TREE_MISSING", None, None, "", "no such level")], ERROR_SCHEMA)
+        [("dn0", "/r", 9, "CORRUPT_CHUNK", 1, 0, "", "warning", None),
+         ("dn1", "/r", 9, "TREE_MISSING", None, None, "", "warning", None),
+         ("dn2", "/r", 9, "TREE_MISSING", None, None, "", "no such level", None)], ERROR_SCHEMA)
     judged = {r["datanode"]: (r["fails"], r["warns"])
               for r in _replica_findings(forged, strict=False).collect()}
     assert judged == {"dn0": (1, 0), "dn1": (0, 1), "dn2": (1, 0)}
