@@ -135,7 +135,8 @@ class Layout(Protocol):
         gives its error; when its whole volume cannot be read, the error is a
         merkle.replica.errors.VolumeError (a job reports it once per volume).
         `trees_only`: the stored trees alone, no data read. `options`: the verifier's
-        (workers, limiter, progress, buffer_size), and `write_tree` (True or False: the scan
+        (workers, limiter, progress, buffer_size, drop_cache: merkle.replica.verify.READ_OPTIONS,
+        passed on to every replica's scan), and `write_tree` (True or False: the scan
         of a replica this machine owns, writing its `.tree` unless False, where the layout
         allows it; left out: a read-only read through `open_files`, as a Spark executor
         does), `seen` (a dict shared by the scans of one job: a replica directory met

@@ -42,14 +42,21 @@ from merkle.trees.merge import merge
 from merkle.trees.model import ContainerTree
 from merkle.trees.treefile import TreeFileError, tree_from_bytes, tree_to_bytes
 
-__all__ = ["DEFAULT_BUFFER_SIZE", "ProgressFn", "StoredTree", "read_stored_tree",
-           "read_tree_state", "scan_container", "scan_files"]
+__all__ = ["DEFAULT_BUFFER_SIZE", "READ_OPTIONS", "ProgressFn", "StoredTree",
+           "read_stored_tree", "read_tree_state", "scan_container", "scan_files"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 #: Read size per worker, rounded down to whole windows. 256 KiB..4 MiB measured within the
 #: noise of each other on a hot page cache (bench/test_bench_scan.py); 1 MiB stays in L2.
 DEFAULT_BUFFER_SIZE = 1024 * 1024
+
+#: the verifier's options scan_files takes (a read-only scan through ReplicaFiles): what a
+#: layout's scan() passes on of the options a job gives it
+READ_OPTIONS = ("workers", "limiter", "progress", "buffer_size", "drop_cache")
+
+#: the page size the cache is dropped by (see _Reader._read)
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 ProgressFn = Callable[[int], Any]
 
@@ -79,19 +86,35 @@ class _Reader:
     metadata declaring 4 GiB windows cost no more memory than honest ones. Block data is read
     with pread (a file that shrinks mid-scan gives a short read, reported, never SIGBUS: the
     scanner does not map files).
+
+    With `drop_cache`, each range read is dropped from the page cache as soon as its bytes
+    are in the buffer (the checksums are computed from the buffer, never from the cache),
+    through the block file's `drop_cached` (merkle.replica.politeio.drop_cached on local
+    descriptors; a file without one, read through pyarrow.fs, is left alone).
     """
 
     def __init__(self, buffer_size: int, limiter: Optional[RateLimiter],
-                 progress: Optional[ProgressFn], use_mmap: bool = False) -> None:
+                 progress: Optional[ProgressFn], use_mmap: bool = False, *,
+                 drop_cache: bool = False) -> None:
         self.buffer = bytearray(max(buffer_size, 1))
         self.view = memoryview(self.buffer)
         self.limiter = limiter
         self.progress = progress
+        self.drop_cache = drop_cache
 
     def _read(self, f: BlockFile, n: int, offset: int) -> int:
         if self.limiter is not None:
             self.limiter.acquire(n)
         got = f.pread_into(self.view[:n], offset)
+        if self.drop_cache and got:
+            drop = getattr(f, "drop_cached", None)
+            if drop is not None:
+                # from the start of the page `offset` is in: the kernel keeps a page only
+                # partly inside the range, and a block's reads are sequential, so that page's
+                # head was read just before (ranges not page-aligned would leave one page
+                # cached per read otherwise)
+                head = offset % _PAGE
+                drop(offset - head, got + head)
         if self.progress is not None and got:
             self.progress(got)
         return got
@@ -334,7 +357,7 @@ def scan_container(path: PathLike, *, write_tree: bool = True, workers: int = 1,
                    limiter: Optional[RateLimiter] = None,
                    progress: Optional[ProgressFn] = None,
                    buffer_size: int = DEFAULT_BUFFER_SIZE, lock: bool = True,
-                   use_mmap: bool = False) -> ScanResult:
+                   use_mmap: bool = False, drop_cache: bool = False) -> ScanResult:
     """Scan one replica (see the module docstring) and return what was found.
 
     write_tree: store the merged tree (atomically, only if it changed); False for a
@@ -345,6 +368,11 @@ def scan_container(path: PathLike, *, write_tree: bool = True, workers: int = 1,
     lock: take the replica lock while writing (reconcile, which holds it, passes False).
     use_mmap: accepted for compatibility and ignored: block files are always read with pread,
       since a mapped file that shrinks mid-scan kills the process with SIGBUS.
+    drop_cache: drop each range read from the page cache once its bytes are in the buffer
+      (POSIX_FADV_DONTNEED, merkle.replica.politeio.drop_cached): a scan of a live datanode
+      then leaves the cache that serves its clients as it was. Off by default here (a
+      library caller, a benchmark, may scan the same data twice); `crcmerkle scan` turns it
+      on unless --keep-cache.
     """
     paths = container_paths(path)
     refuse_link(path)  # never scanned, locked or written through a link
@@ -359,7 +387,7 @@ def scan_container(path: PathLike, *, write_tree: bool = True, workers: int = 1,
         held.acquire()
     try:
         return _scan(paths, write_tree, max(1, int(workers)), limiter, progress, buffer_size,
-                     use_mmap)
+                     use_mmap, drop_cache=drop_cache)
     finally:
         if held is not None:
             held.release()
@@ -367,20 +395,22 @@ def scan_container(path: PathLike, *, write_tree: bool = True, workers: int = 1,
 
 def scan_files(files: ReplicaFiles, *, workers: int = 1,
                limiter: Optional[RateLimiter] = None, progress: Optional[ProgressFn] = None,
-               buffer_size: int = DEFAULT_BUFFER_SIZE) -> ScanResult:
+               buffer_size: int = DEFAULT_BUFFER_SIZE, drop_cache: bool = False) -> ScanResult:
     """Scan a replica read through `files` (merkle.replica.files: a local directory, or a
     remote store as spark_udfs.fs provides) without writing anything: the same checks,
-    errors and trees as scan_container(..., write_tree=False)."""
-    return _scan(files, False, max(1, int(workers)), limiter, progress, buffer_size)
+    errors and trees as scan_container(..., write_tree=False). `drop_cache`: as
+    scan_container's (block files read through local descriptors only)."""
+    return _scan(files, False, max(1, int(workers)), limiter, progress, buffer_size,
+                 drop_cache=drop_cache)
 
 
 def _scan(source: Union[ContainerPaths, ReplicaFiles], write: bool, workers: int,
           limiter: Optional[RateLimiter], progress: Optional[ProgressFn], buffer_size: int,
-          use_mmap: bool = False) -> ScanResult:
+          use_mmap: bool = False, *, drop_cache: bool = False) -> ScanResult:
     """The scan itself; writing the merged tree needs a local replica (ContainerPaths)."""
     files = LocalReplicaFiles(source) if isinstance(source, ContainerPaths) else source
     try:
-        return _scan_files(files, write, workers, limiter, progress, buffer_size)
+        return _scan_files(files, write, workers, limiter, progress, buffer_size, drop_cache)
     finally:
         if isinstance(source, ContainerPaths):
             assert isinstance(files, LocalReplicaFiles)
@@ -389,7 +419,7 @@ def _scan(source: Union[ContainerPaths, ReplicaFiles], write: bool, workers: int
 
 def _scan_files(files: ReplicaFiles, write: bool, workers: int,
                 limiter: Optional[RateLimiter], progress: Optional[ProgressFn],
-                buffer_size: int) -> ScanResult:
+                buffer_size: int, drop_cache: bool = False) -> ScanResult:
     t0 = time.perf_counter()
     errors: List[ScanError] = []
     meta: Optional[ContainerMeta]
@@ -426,13 +456,14 @@ def _scan_files(files: ReplicaFiles, write: bool, workers: int,
         def one(b: BlockMeta) -> _BlockObs:
             reader = getattr(local, "reader", None)
             if reader is None:
-                reader = local.reader = _Reader(buffer_size, limiter, progress)
+                reader = local.reader = _Reader(buffer_size, limiter, progress,
+                                                drop_cache=drop_cache)
             return reader.block(files, b)
 
         with ThreadPoolExecutor(max_workers=workers) as pool:
             observations = list(pool.map(one, blocks))
     else:
-        reader = _Reader(buffer_size, limiter, progress)
+        reader = _Reader(buffer_size, limiter, progress, drop_cache=drop_cache)
         observations = [reader.block(files, b) for b in blocks]
     for ob in observations:
         errors.extend(ob.errors)
