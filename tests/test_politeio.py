@@ -20,6 +20,7 @@ from merkle.cli import main
 from merkle.replica import politeio
 from merkle.replica.crcmerkle.writer import ContainerWriter
 from merkle.replica.files import LocalBlockFile
+from merkle.replica.layouts import layout_of
 from merkle.replica.scan import scan_container, scan_paths
 
 from replica_helpers import found_keys, make_cluster, scan_all
@@ -195,6 +196,21 @@ def test_fadvise_on_exactly_the_ranges_read(tmp_path: Path, monkeypatch: pytest.
     r2 = scan_container(root, write_tree=False, workers=workers, buffer_size=2500)
     assert [e for e in log.events if e[1] == "drop"] == []  # off by default in the library
     assert r2.tree == r.tree
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="no posix_fadvise here")
+def test_the_read_only_layout_scan_passes_drop_cache_on(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a Spark executor calls: Layout.scan without write_tree (read through
+    open_files), the verifier's options passed on."""
+    _replica(tmp_path / "v" / "7")
+    volume_dir = os.fspath(tmp_path / "v")
+    layout = layout_of(volume_dir)
+    refs = [r for v in layout.volumes(volume_dir) for r in layout.replicas(v)]
+    log = _Log(monkeypatch)
+    (_ref, r, exc), = layout.scan(refs, drop_cache=True, buffer_size=2500)
+    assert exc is None and r.ok
+    assert _check_each_read_dropped(log) == r.bytes_read == 27001
 
 
 @pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="no posix_fadvise here")
