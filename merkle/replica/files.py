@@ -22,6 +22,7 @@ import os
 from typing import Any, Optional, Protocol
 
 from merkle.replica.fileio import pread_into
+from merkle.replica.politeio import drop_cached
 from merkle.replica.crcmerkle.layout import BLOCK_SUFFIX, META_SUFFIX, TREE_SUFFIX, ContainerPaths
 from merkle.replica.safeopen import (FileTooLargeError, ReplicaDir, max_metadata_bytes,
                                       open_regular, read_regular, replace_atomic)
@@ -58,6 +59,10 @@ class BlockFile(Protocol):
     def close(self) -> None:
         ...
 
+    # Optional: `drop_cached(offset, length)`, dropping that range from the page cache
+    # (merkle.replica.politeio.drop_cached); the verifier calls it after each read when asked
+    # to (`drop_cache`) and skips files without it (pyarrow.fs: not this machine's cache).
+
 
 class ReplicaFiles(Protocol):
     """The files of one replica (see the module docstring)."""
@@ -90,6 +95,10 @@ class LocalBlockFile:
 
     def fileno(self) -> Optional[int]:
         return self._fd
+
+    def drop_cached(self, offset: int, length: int) -> None:
+        """Drop this range from the page cache (best effort, never raises)."""
+        drop_cached(self._fd, offset, length)
 
     def size(self) -> int:
         return os.fstat(self._fd).st_size

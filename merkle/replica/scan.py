@@ -54,7 +54,9 @@ the hash) across reads.
 Windows of SHA256/MD5 chunks are checked with hashlib one window at a time (a slow path; Ozone
 and the generator default to CRC32). Optional worker threads scan blocks in parallel (the GIL
 is released while reading and checksumming) and an optional per-volume byte rate limit paces
-reads, as Ozone's scanner does (5 MiB/s per volume by default there; unlimited here).
+reads, as Ozone's scanner does (5 MiB/s per volume by default there; unlimited here unless
+given: merkle.replica.politeio.DEFAULT_BYTES_PER_SECOND is the default for scans of live
+datanodes, with its cost). `drop_cache` drops what was read from the page cache (politeio).
 """
 
 from __future__ import annotations

@@ -45,14 +45,21 @@ from merkle.trees.merge import merge
 from merkle.trees.model import ContainerTree
 from merkle.trees.treefile import TreeFileError, tree_from_bytes, tree_to_bytes
 
-__all__ = ["DEFAULT_BUFFER_SIZE", "ProgressFn", "StoredTree", "read_stored_tree",
-           "read_tree_state", "scan_container", "scan_files"]
+__all__ = ["DEFAULT_BUFFER_SIZE", "READ_OPTIONS", "ProgressFn", "StoredTree",
+           "read_stored_tree", "read_tree_state", "scan_container", "scan_files"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 #: Read size per worker, rounded down to whole windows. 256 KiB..4 MiB measured within the
 #: noise of each other on a hot page cache (bench/test_bench_scan.py); 1 MiB stays in L2.
 DEFAULT_BUFFER_SIZE = 1024 * 1024
+
+#: the verifier's options scan_files takes (a read-only scan through ReplicaFiles): what a
+#: layout's scan() passes on of the options a job gives it
+READ_OPTIONS = ("workers", "limiter", "progress", "buffer_size", "drop_cache")
+
+#: the page size the cache is dropped by (see _Reader._read)
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 ProgressFn = Callable[[int], Any]
 
@@ -82,19 +89,39 @@ class _Reader:
     metadata declaring 4 GiB windows cost no more memory than honest ones. Block data is read
     with pread (a file that shrinks mid-scan gives a short read, reported, never SIGBUS: the
     scanner does not map files).
+
+    With `drop_cache`, what was read of a block file is dropped from the page cache as soon
+    as its bytes are in the buffer (the checksums are computed from the buffer, never from the
+    cache), through the block file's `drop_cached` (merkle.replica.politeio.drop_cached on
+    local descriptors; a file without one, read through pyarrow.fs, is left alone). Each drop
+    covers the whole extent read so far, from the page the block's first read started in:
+    the kernel drops only the cache folios wholly inside the range, and a large folio (ext4,
+    XFS: up to 2 MiB) across the end of one read would otherwise stay cached; the folios
+    already dropped cost nothing to ask again.
     """
 
     def __init__(self, buffer_size: int, limiter: Optional[RateLimiter],
-                 progress: Optional[ProgressFn], use_mmap: bool = False) -> None:
+                 progress: Optional[ProgressFn], use_mmap: bool = False, *,
+                 drop_cache: bool = False) -> None:
         self.buffer = bytearray(max(buffer_size, 1))
         self.view = memoryview(self.buffer)
         self.limiter = limiter
         self.progress = progress
+        self.drop_cache = drop_cache
+        self._extent: Optional[Tuple[int, int]] = None  # what was read of the current block
 
     def _read(self, f: BlockFile, n: int, offset: int) -> int:
         if self.limiter is not None:
             self.limiter.acquire(n)
         got = f.pread_into(self.view[:n], offset)
+        if self.drop_cache and got:
+            drop = getattr(f, "drop_cached", None)
+            if drop is not None:
+                lo, hi = self._extent or (offset, offset + got)
+                lo, hi = min(lo, offset), max(hi, offset + got)
+                self._extent = (lo, hi)
+                start = lo - lo % _PAGE  # the page the extent starts in (see the docstring)
+                drop(start, hi - start)
         if self.progress is not None and got:
             self.progress(got)
         return got
@@ -195,6 +222,7 @@ class _Reader:
 
     def block(self, files: ReplicaFiles, block: BlockMeta) -> _BlockObs:
         out = _BlockObs(block.block_id, present=False)
+        self._extent = None
         if not block.chunks:
             return out  # nothing to scan: not in the scanner's tree (Ozone)
         try:
@@ -350,7 +378,7 @@ def scan_container(path: PathLike, *, write_tree: bool = True, workers: int = 1,
                    limiter: Optional[RateLimiter] = None,
                    progress: Optional[ProgressFn] = None,
                    buffer_size: int = DEFAULT_BUFFER_SIZE, lock: bool = True,
-                   use_mmap: bool = False) -> ScanResult:
+                   use_mmap: bool = False, drop_cache: bool = False) -> ScanResult:
     """Scan one replica (see the module docstring) and return what was found.
 
     write_tree: store the merged tree (atomically, only if it changed); False for a
@@ -361,6 +389,11 @@ def scan_container(path: PathLike, *, write_tree: bool = True, workers: int = 1,
     lock: take the replica lock while writing (reconcile, which holds it, passes False).
     use_mmap: accepted for compatibility and ignored: block files are always read with pread,
       since a mapped file that shrinks mid-scan kills the process with SIGBUS.
+    drop_cache: drop each range read from the page cache once its bytes are in the buffer
+      (POSIX_FADV_DONTNEED, merkle.replica.politeio.drop_cached): a scan of a live datanode
+      then leaves the cache that serves its clients as it was. Off by default here (a
+      library caller, a benchmark, may scan the same data twice); `crcmerkle scan` turns it
+      on unless --keep-cache.
     """
     paths = container_paths(path)
     refuse_link(path)  # never scanned, locked or written through a link
@@ -375,7 +408,7 @@ def scan_container(path: PathLike, *, write_tree: bool = True, workers: int = 1,
         held.acquire()
     try:
         return _scan(paths, write_tree, max(1, int(workers)), limiter, progress, buffer_size,
-                     use_mmap)
+                     use_mmap, drop_cache=drop_cache)
     finally:
         if held is not None:
             held.release()
@@ -383,28 +416,30 @@ def scan_container(path: PathLike, *, write_tree: bool = True, workers: int = 1,
 
 def scan_files(files: ReplicaFiles, *, workers: int = 1,
                limiter: Optional[RateLimiter] = None, progress: Optional[ProgressFn] = None,
-               buffer_size: int = DEFAULT_BUFFER_SIZE, metadata_only: bool = False
-               ) -> ScanResult:
+               buffer_size: int = DEFAULT_BUFFER_SIZE, metadata_only: bool = False,
+               drop_cache: bool = False) -> ScanResult:
     """Scan a replica read through `files` (merkle.replica.files: a local directory, or a
     remote store as spark_udfs.fs provides) without writing anything: the same checks,
-    errors and trees as scan_container(..., write_tree=False).
+    errors and trees as scan_container(..., write_tree=False). `drop_cache`: as
+    scan_container's (block files read through local descriptors only).
 
     metadata_only: the census (merkle.replica.census): the block metadata is read and
     checked as by the scan, no block file is opened (bytes_read 0), and the tree is the
     stored `.tree` when it still describes the metadata, else the scan's tree if every chunk
     matched (with TREE_STALE when the stored one was not trusted, and TREE_FROM_METADATA)."""
     return _scan(files, False, max(1, int(workers)), limiter, progress, buffer_size,
-                 metadata_only=metadata_only)
+                 metadata_only=metadata_only, drop_cache=drop_cache)
 
 
 def _scan(source: Union[ContainerPaths, ReplicaFiles], write: bool, workers: int,
           limiter: Optional[RateLimiter], progress: Optional[ProgressFn], buffer_size: int,
-          use_mmap: bool = False, metadata_only: bool = False) -> ScanResult:
+          use_mmap: bool = False, metadata_only: bool = False, *,
+          drop_cache: bool = False) -> ScanResult:
     """The scan itself; writing the merged tree needs a local replica (ContainerPaths)."""
     files = LocalReplicaFiles(source) if isinstance(source, ContainerPaths) else source
     try:
         return _scan_files(files, write and not metadata_only, workers, limiter, progress,
-                           buffer_size, metadata_only)
+                           buffer_size, metadata_only, drop_cache)
     finally:
         if isinstance(source, ContainerPaths):
             assert isinstance(files, LocalReplicaFiles)
@@ -413,7 +448,8 @@ def _scan(source: Union[ContainerPaths, ReplicaFiles], write: bool, workers: int
 
 def _scan_files(files: ReplicaFiles, write: bool, workers: int,
                 limiter: Optional[RateLimiter], progress: Optional[ProgressFn],
-                buffer_size: int, metadata_only: bool = False) -> ScanResult:
+                buffer_size: int, metadata_only: bool = False,
+                drop_cache: bool = False) -> ScanResult:
     t0 = time.perf_counter()
     errors: List[ScanError] = []
     meta: Optional[ContainerMeta]
@@ -452,13 +488,14 @@ def _scan_files(files: ReplicaFiles, write: bool, workers: int,
         def one(b: BlockMeta) -> _BlockObs:
             reader = getattr(local, "reader", None)
             if reader is None:
-                reader = local.reader = _Reader(buffer_size, limiter, progress)
+                reader = local.reader = _Reader(buffer_size, limiter, progress,
+                                                drop_cache=drop_cache)
             return reader.block(files, b)
 
         with ThreadPoolExecutor(max_workers=workers) as pool:
             observations = list(pool.map(one, blocks))
     else:
-        reader = _Reader(buffer_size, limiter, progress)
+        reader = _Reader(buffer_size, limiter, progress, drop_cache=drop_cache)
         observations = [reader.block(files, b) for b in blocks]
     for ob in observations:
         errors.extend(ob.errors)

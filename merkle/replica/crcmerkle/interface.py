@@ -24,12 +24,11 @@ from merkle.replica.errors import ReplicaError
 from merkle.replica.layout import REPAIR_IN_PLACE, ReplicaRef, Volume, WalkErrorFn
 from merkle.replica.results import ReplicateResult, ScanResult, tree_result
 from merkle.replica.uri import is_uri
-from merkle.replica.verify import read_stored_tree, scan_container, scan_files
+from merkle.replica.verify import READ_OPTIONS, read_stored_tree, scan_container, scan_files
 
 __all__ = ["LAYOUT", "CrcmerkleLayout"]
 
-#: the verifier's options scan_files takes (a read-only scan through ReplicaFiles)
-_READ_OPTIONS = ("workers", "limiter", "progress", "buffer_size")
+_READ_OPTIONS = READ_OPTIONS  # the verifier's options scan_files takes
 
 
 class CrcmerkleLayout:

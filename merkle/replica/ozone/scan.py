@@ -56,6 +56,7 @@ from merkle.replica.ozone.containerfile import (SCANNED_STATES, ContainerFile,
 from merkle.replica.ozone.layout import BLOCK_SUFFIX, OzoneReplica, OzoneVolume, find_volumes
 from merkle.replica.ozone.paths import CONTAINER_PATH_MISMATCH, accepted_mounts, path_mismatch
 from merkle.replica.ozone.rocks import VolumeDB, VolumeDBError
+from merkle.replica.politeio import drop_cached
 from merkle.replica.results import (METADATA_UNREADABLE, UNREADABLE_DATA_FILE, ScanError,
                                     ScanResult, tree_result)
 from merkle.replica.safeopen import (NOT_A_REGULAR_FILE, NotRegularFileError, check_component,
@@ -112,6 +113,16 @@ class _ChunkFiles:
 
     def fileno(self) -> Optional[int]:
         return None
+
+    def drop_cached(self, offset: int, length: int) -> None:
+        """Drop the block's range [offset, offset + length) from the page cache of each chunk
+        file it covers (only files already open: the ones read)."""
+        end = offset + length
+        for start, clen, name in self._chunks:
+            lo, hi = max(offset, start), min(end, start + clen)
+            fd = self._fds.get(name)
+            if lo < hi and fd is not None:
+                drop_cached(fd, lo - start, hi - lo)
 
     def close(self) -> None:
         for fd in self._fds.values():
