@@ -71,8 +71,9 @@ BLOCK_SCHEMA = ("datanode string, replica string, container long, block long, "
 VOLUME_SCHEMA = ("datanode string, host string, volume string, cluster_id string, "
                  "status string, detail string, replicas long, bytes_read long, "
                  "seconds double, ran_on string")
-#: the volume was read (its replicas' findings are in the other tables)
-SCANNED = "SCANNED"
+#: the volume was read (its replicas' findings are in the other tables); every other status
+#: is a finding with its level (merkle.replica.levels)
+SCANNED: str = "SCANNED"
 #: the task ran on another host than the volume's: it read nothing (its replicas UNVERIFIED)
 WRONG_HOST = "WRONG_HOST"
 #: the volume's recorded identity (Ozone: VERSION's datanodeUuid or clusterID) is not the

@@ -156,6 +156,40 @@ LEVELS: Dict[str, Level] = {
     "SCAN_FAILED": Level(
         ERROR, "the replica could not be read at all (`spark scan` exits 2)",
         "(a crcmerkle Spark job's own finding)"),
+    # -- a cluster scan's volumes (spark_udfs.scan.VOLUME_SCHEMA: what became of each) -
+    "WRONG_HOST": Level(
+        ERROR, "a data-local task ran on another host than its volume's (Spark placed it "
+               "elsewhere): it read nothing; the volume's replicas are UNVERIFIED",
+        "(a crcmerkle cluster scan's own finding: Ozone's scanners run inside each "
+        "datanode)",
+        data_scanned=False),
+    "WRONG_DATANODE": Level(
+        ERROR, "the volume's VERSION names another datanode (datanodeUuid or clusterID) "
+               "than the inventory puts on that host, or than the host's other volumes: "
+               "not scanned as someone else's",
+        "refuses the volume at start-up (StorageVolumeUtil.checkVolume: "
+        "InconsistentStorageStateException)",
+        data_scanned=False),
+    "DUPLICATE_DATANODE": Level(
+        ERROR, "volumes on two hosts claim one datanode UUID: neither host's replicas are "
+               "counted as that datanode's",
+        "SCM sees one datanode registering from two addresses",
+        data_scanned=False),
+    "NO_EXECUTOR": Level(
+        ERROR, "an inventory host had no Spark executor when the scan started: nothing of "
+               "it was read; its replicas are UNVERIFIED",
+        "(a crcmerkle cluster scan's own finding)",
+        data_scanned=False),
+    "VOLUME_FAILED": Level(
+        ERROR, "the volume could not be read at all (missing, a VERSION Ozone would "
+               "refuse, an I/O error): none of its replicas was listed",
+        "fails the volume (StorageVolumeUtil.checkVolume), its containers are not loaded",
+        data_scanned=False),
+    "NOT_SCANNED": Level(
+        ERROR, "an inventory host for which the scan tables hold no volume (`crcmerkle "
+               "scan --emit`: the host emitted nothing): its replicas are UNVERIFIED",
+        "(a crcmerkle cluster scan's own finding)",
+        data_scanned=False),
 }
 
 
