@@ -79,8 +79,11 @@ def test_this_executor_host_walks_up_to_the_executor_jvm(tmp_path):
          "--hostname", "127.0.0.3", "--cores", "1"], stdout=subprocess.PIPE, text=True)
     try:
         child = int(parent.stdout.readline())
-        assert this_executor_host(_start_pid=child) == "127.0.0.3"
-        assert this_executor_host(_start_pid=parent.pid) == "127.0.0.3"
+        try:
+            assert this_executor_host(_start_pid=child) == "127.0.0.3"
+            assert this_executor_host(_start_pid=parent.pid) == "127.0.0.3"
+        finally:
+            os.kill(child, 9)
     finally:
         parent.kill()
         parent.wait()
