@@ -15,7 +15,21 @@ Fixtures (import them into a test module: `from simhosts import sim_cluster, sim
   - sim_spark (module): a SparkSession whose driver is this process, on sim_cluster's master,
     with STRICT_LOCALITY_CONF and one 512m/1-core executor per worker registered.
 Everything is stopped afterwards, also on failure; the mounts die with their namespaces;
-of /srv/ozone/disk* only what was created here is removed.
+of /srv/ozone/disk* only what was created here is removed. One simulated cluster per machine
+at a time (flock on LOCK_FILE; a second waits up to 10 minutes, then skips).
+
+SimCluster (what sim_cluster yields):
+  root, cluster_dir, manifest        private mkdtemp, generate's OUT, its manifest
+  datanodes: [Datanode(index, uuid, cluster_id, sources)]   read from each hdds/VERSION
+  mount_paths ['/srv/ozone/disk0', '/srv/ozone/disk1'], master_url, master_ui
+  workers: {host: Worker(host, datanode, proc, log, ui_port)}   127.0.0.2-4 serve dn0-dn2
+  start_worker(host, datanode) / wait_workers(hosts) / alive_workers()
+  kill_worker(host)                  SIGKILL the worker, its executor and Python workers
+  inventory(absent=(ABSENT_HOST,)) / write_inventory(path, absent=...)   plain JSON list
+  executor_conf()                    --conf settings for a driver on this cluster
+  rss_mib(), start_seconds           figures
+Module functions: start_cluster(generate) / stop_cluster(sim), check_can_simulate(),
+host_of(i), checkout_root(), driver_mounts(), driver_rss_mib(); SimHostsUnavailable.
 
 Run as a script (what each worker's `unshare` runs, argv only, no shell):
   python simhosts.py mount-exec SRC DST [SRC DST ...] -- PROGRAM ARGS...
@@ -96,6 +110,7 @@ class SimCluster:
     _procs: List[subprocess.Popen] = field(default_factory=list)
     _conf_dir: Optional[Path] = None
     _created_mounts: List[Path] = field(default_factory=list)
+    _lock_fd: Optional[int] = None
 
     # ------------------------------------------------------------------ daemons
     def _env(self, host: str) -> Dict[str, str]:
@@ -305,6 +320,12 @@ def _rss_kib(pid: int) -> int:
     return 0
 
 
+def driver_rss_mib() -> float:
+    """Resident memory (MiB) of this process and of its children (the driver's JVM)."""
+    children = _children_map()
+    return sum(_rss_kib(p) for p in [os.getpid(), *children.get(os.getpid(), [])]) / 1024
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
@@ -374,13 +395,43 @@ def _read_datanodes(cluster_dir: Path) -> List[Datanode]:
     return out
 
 
+#: one simulated cluster per machine at a time: they share the mount points, and removing a
+#: mount point in one namespace detaches the mounts on it in every other
+LOCK_FILE = Path("/run/lock/crcmerkle-simhosts.lock")
+_LOCK_WAIT_S = 600.0
+
+
+def _take_lock() -> int:
+    import fcntl
+
+    LOCK_FILE.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    deadline = time.monotonic() + _LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                os.close(fd)
+                raise SimHostsUnavailable(f"another simulated cluster held {LOCK_FILE} for "
+                                          f"{_LOCK_WAIT_S:.0f} s") from None
+            time.sleep(1.0)
+
+
 def start_cluster(generate: Optional[Dict[str, Any]] = None) -> SimCluster:
     """Generate the cluster in a private mkdtemp and start the master and one worker per
     datanode (worker i on host_of(i) with dn<i>'s disks); wait until all are ALIVE.
-    SimHostsUnavailable when this machine cannot; stop_cluster() undoes everything."""
+    SimHostsUnavailable when this machine cannot; stop_cluster() undoes everything. One
+    simulated cluster per machine at a time (LOCK_FILE; a second one waits)."""
     check_can_simulate()
-    mount_paths = [MOUNT_TEMPLATE.format(volume=v) for v in range(VOLUMES)]
-    created = _prepare_mount_points(mount_paths)
+    lock = _take_lock()
+    try:
+        mount_paths = [MOUNT_TEMPLATE.format(volume=v) for v in range(VOLUMES)]
+        created = _prepare_mount_points(mount_paths)
+    except BaseException:
+        os.close(lock)
+        raise
     root = Path(tempfile.mkdtemp(prefix="crcmerkle-simhosts-"))
     sim: Optional[SimCluster] = None
     try:
@@ -395,7 +446,7 @@ def start_cluster(generate: Optional[Dict[str, Any]] = None) -> SimCluster:
                                     layout="ozone", mount_path=MOUNT_TEMPLATE, faults=faults,
                                     **args)
         sim = SimCluster(root, cluster_dir, manifest, _read_datanodes(cluster_dir),
-                         mount_paths=mount_paths, _created_mounts=created)
+                         mount_paths=mount_paths, _created_mounts=created, _lock_fd=lock)
         conf = root / "conf"
         conf.mkdir()
         from spark_udfs.session import LOG4J2
@@ -413,6 +464,7 @@ def start_cluster(generate: Optional[Dict[str, Any]] = None) -> SimCluster:
         else:
             shutil.rmtree(root, ignore_errors=True)
             _remove_created(created)
+            os.close(lock)
         raise
 
 
@@ -431,6 +483,9 @@ def stop_cluster(sim: SimCluster) -> None:
     finally:
         shutil.rmtree(sim.root, ignore_errors=True)
         _remove_created(sim._created_mounts)
+        if sim._lock_fd is not None:
+            os.close(sim._lock_fd)
+            sim._lock_fd = None
 
 
 def driver_mounts() -> List[str]:

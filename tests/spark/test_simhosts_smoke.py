@@ -12,12 +12,14 @@ import json
 import os
 import threading
 import time
+from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import pytest
 
-from simhosts import (ABSENT_HOST, SimCluster, driver_mounts, host_of, sim_cluster,  # noqa: F401
-                      sim_spark)
+import simhosts
+from simhosts import (ABSENT_HOST, SimCluster, SimHostsUnavailable, driver_mounts,  # noqa: F401
+                      driver_rss_mib, host_of, sim_cluster, sim_spark)
 from spark_udfs.locality import (executor_hosts, located_rdd, placed_on_host, task_localities,
                                  wait_for_executors)
 
@@ -125,7 +127,8 @@ def test_every_task_runs_on_its_host_and_reads_its_datanode(sim_cluster, sim_spa
     print(f"\nsimhosts: cluster generated and master + {len(hosts)} workers ALIVE in "
           f"{sim.start_seconds:.1f} s; driver + executors registered in "
           f"{sim_spark.executors_seconds:.1f} s; placement test {time.monotonic() - t0:.1f} s; "
-          f"RSS MiB {json.dumps({k: round(v) for k, v in sim.rss_mib().items()})}")
+          f"RSS MiB {json.dumps({k: round(v) for k, v in sim.rss_mib().items()})}, "
+          f"driver (pytest + its JVM) {driver_rss_mib():.0f}")
 
 
 def test_a_host_without_an_executor_does_not_hold_its_task(sim_cluster, sim_spark):
@@ -176,3 +179,23 @@ def test_killed_worker_then_a_worker_with_another_datanodes_disks(sim_cluster, s
                                       for v in sim.mount_paths]}, "smoke-fresh")
     assert sorted((here, uuid) for _, here, uuid in got) == [
         (fresh, sim.datanodes[0].uuid)] * 2
+
+
+def test_mount_points_in_use_are_refused(tmp_path, monkeypatch):
+    """A /srv/ozone/diskN holding anything is someone's: the harness refuses to mount there
+    (and creates, then leaves to be removed, only what was missing)."""
+    monkeypatch.setattr(simhosts, "MOUNT_ROOT", tmp_path / "ozone")
+    disks = [str(tmp_path / "ozone" / f"disk{v}") for v in range(2)]
+    created = simhosts._prepare_mount_points(disks)
+    assert created == [tmp_path / "ozone", *map(Path, disks)]
+    (Path(disks[1]) / "data").write_text("x")
+    with pytest.raises(SimHostsUnavailable, match="not empty"):
+        simhosts._prepare_mount_points(disks)
+    simhosts._remove_created(created)  # disk1 is not empty: it and ozone/ stay
+    assert not Path(disks[0]).exists() and Path(disks[1], "data").exists()
+
+
+def test_not_root_is_a_one_line_skip_reason(monkeypatch):
+    monkeypatch.setattr(simhosts.os, "geteuid", lambda: 1000)
+    with pytest.raises(SimHostsUnavailable, match="need root"):
+        simhosts.check_can_simulate()
