@@ -102,6 +102,8 @@ def one_scan(spark: Any, sim: Any, inv: Any, **kw: Any) -> Dict[str, Any]:
     placed = total = 0
     for host in sim.workers:
         tasks = task_localities(sc, job_group=JOB_GROUP.format(host))
+        first = min((t.stage for t in tasks), default=0)  # the scan stage, not count()'s
+        tasks = [t for t in tasks if t.stage == first]
         ok, n = placed_on_host(tasks, {i: host for i in range(len(sim.mount_paths))})
         placed, total = placed + ok, total + n
     tables.stage.unpersist()

@@ -339,14 +339,20 @@ def _run_per_host(spark: Any, per_host: Dict[str, List[Tuple[str, List[str]]]], 
     import pyspark
     from pyspark import inheritable_thread_target
 
-    # the driver threads carry the caller's local properties (job group, scheduler pool);
-    # PySpark 4 also wants the session for its tags
-    target = (inheritable_thread_target(spark)(one) if int(pyspark.__version__.split(".")[0]) >= 4
-              else inheritable_thread_target(one))
+    def target() -> Any:
+        """`one` carrying the caller's local properties (scheduler pool...) into its
+        thread; wrapped once per host: the wrapper clones the properties when it is made,
+        and one clone shared by all threads would share their job groups too. PySpark 4
+        also wants the session (its tags)."""
+        if int(pyspark.__version__.split(".")[0]) >= 4:
+            return inheritable_thread_target(spark)(one)
+        return inheritable_thread_target(one)
+
     # one thread per host: a host's job blocks its thread until the host is done, and py4j
     # gives each thread its own connection (threads beyond this run after the first finish)
     with ThreadPoolExecutor(max_workers=min(len(per_host), 512)) as pool:
-        parts = list(pool.map(target, sorted(per_host)))
+        futures = [pool.submit(target(), host) for host in sorted(per_host)]
+        parts = [f.result() for f in futures]
     return reduce(lambda a, b: a.union(b), parts)
 
 
