@@ -27,7 +27,7 @@ SimCluster (what sim_cluster yields):
   kill_worker(host)                  SIGKILL the worker, its executor and Python workers
   inventory(absent=(ABSENT_HOST,)) / write_inventory(path, absent=...)   plain JSON list
   executor_conf()                    --conf settings for a driver on this cluster
-  rss_mib(), start_seconds           figures
+  rss_mib(), start_seconds, lock_wait_seconds   figures
 Module functions: start_cluster(generate) / stop_cluster(sim), check_can_simulate(),
 host_of(i), checkout_root(), driver_mounts(), driver_rss_mib(); SimHostsUnavailable.
 
@@ -111,19 +111,26 @@ class SimCluster:
     _conf_dir: Optional[Path] = None
     _created_mounts: List[Path] = field(default_factory=list)
     _lock_fd: Optional[int] = None
+    #: time spent waiting for another simulated cluster to finish (LOCK_FILE)
+    lock_wait_seconds: float = 0.0
+    #: time to generate the cluster and get the master and every worker ALIVE (set by the
+    #: sim_cluster fixture; lock wait excluded)
+    start_seconds: float = 0.0
 
     # ------------------------------------------------------------------ daemons
     def _env(self, host: str) -> Dict[str, str]:
         return clean_env({"SPARK_CONF_DIR": str(self._conf_dir), "SPARK_LOG_DIR": str(self.root),
                           "SPARK_LOCAL_IP": host, "SPARK_DAEMON_MEMORY": "256m",
-                          "SPARK_WORKER_DIR": str(self.root / f"work-{host}")})
+                          "SPARK_WORKER_DIR": str(self.root / f"work-{host}"),
+                          _PARENT_ENV: str(os.getpid())})
 
     def _start_master(self) -> None:
         port, ui = free_port(), free_port()
         log = self.root / "master.log"
-        with open(log, "wb") as out:
+        with open(log, "wb") as out:  # through mount-exec (no mount): it dies with us
             proc = subprocess.Popen(
-                [str(spark_home() / "bin" / "spark-class"), "org.apache.spark.deploy.master.Master",
+                [sys.executable, str(Path(__file__).resolve()), "mount-exec", "--",
+                 str(spark_home() / "bin" / "spark-class"), "org.apache.spark.deploy.master.Master",
                  "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui)],
                 env=self._env("127.0.0.1"), stdout=out, stderr=subprocess.STDOUT, cwd=self.root,
                 start_new_session=True)
@@ -134,7 +141,8 @@ class SimCluster:
         """Start a worker bound to `host` (127.0.0.N) in a new mount namespace holding
         `datanode`'s volumes at mount_paths (any datanode: a fresh address with another
         datanode's disks is a worker 'started with the wrong disks'). Returns at once; see
-        wait_workers."""
+        wait_workers. The worker is killed when the calling THREAD ends (PR_SET_PDEATHSIG):
+        call it from the test's main thread."""
         if host in self.workers and self.workers[host].proc.poll() is None:
             raise ValueError(f"a worker already runs on {host}")
         dn = self.datanodes[datanode]
@@ -425,7 +433,9 @@ def start_cluster(generate: Optional[Dict[str, Any]] = None) -> SimCluster:
     SimHostsUnavailable when this machine cannot; stop_cluster() undoes everything. One
     simulated cluster per machine at a time (LOCK_FILE; a second one waits)."""
     check_can_simulate()
+    t0 = time.monotonic()
     lock = _take_lock()
+    lock_wait = time.monotonic() - t0
     try:
         mount_paths = [MOUNT_TEMPLATE.format(volume=v) for v in range(VOLUMES)]
         created = _prepare_mount_points(mount_paths)
@@ -447,6 +457,7 @@ def start_cluster(generate: Optional[Dict[str, Any]] = None) -> SimCluster:
                                     **args)
         sim = SimCluster(root, cluster_dir, manifest, _read_datanodes(cluster_dir),
                          mount_paths=mount_paths, _created_mounts=created, _lock_fd=lock)
+        sim.lock_wait_seconds = lock_wait
         conf = root / "conf"
         conf.mkdir()
         from spark_udfs.session import LOG4J2
@@ -516,7 +527,7 @@ if pytest is not None:
             sim = start_cluster(generate)
         except SimHostsUnavailable as exc:
             pytest.skip(f"simulated hosts: {exc}")
-        sim.start_seconds = time.monotonic() - t0  # type: ignore[attr-defined]
+        sim.start_seconds = time.monotonic() - t0 - sim.lock_wait_seconds
         try:
             yield sim
         finally:
@@ -555,6 +566,25 @@ if pytest is not None:
 
 
 # ---------------------------------------------------------------------- mount-exec
+_PARENT_ENV = "CRCMERKLE_SIMHOSTS_PARENT"
+
+
+def _die_with_parent() -> None:
+    """PR_SET_PDEATHSIG: SIGKILL this process (and what it execs) when the thread that
+    started it ends, so a test run killed without its finalizers leaves no daemon behind."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    # the parent may have gone before the request took effect (we were reparented): the pid
+    # of the process that started us is in the environment (unshare execs, never forks)
+    expected = os.environ.get(_PARENT_ENV, "")
+    if expected.isdigit() and os.getppid() != int(expected):
+        os._exit(1)
+
+
 def _mount_exec(argv: List[str]) -> int:
     """mount-exec SRC DST [SRC DST ...] -- PROGRAM ARGS...: bind-mount each SRC at DST in
     this (fresh, private) mount namespace, then exec PROGRAM."""
@@ -566,6 +596,7 @@ def _mount_exec(argv: List[str]) -> int:
     if len(binds) % 2 or not program:
         print("simhosts mount-exec: need SRC DST pairs and a program", file=sys.stderr)
         return 2
+    _die_with_parent()
     for src, dst in zip(binds[::2], binds[1::2]):
         r = subprocess.run(["mount", "--bind", "--", src, dst], capture_output=True, text=True)
         if r.returncode != 0:

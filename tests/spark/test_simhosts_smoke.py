@@ -199,3 +199,28 @@ def test_not_root_is_a_one_line_skip_reason(monkeypatch):
     monkeypatch.setattr(simhosts.os, "geteuid", lambda: 1000)
     with pytest.raises(SimHostsUnavailable, match="need root"):
         simhosts.check_can_simulate()
+
+
+def test_daemons_die_with_the_test_process():
+    """A test run killed without its finalizers leaves no daemon behind: what mount-exec
+    starts gets SIGKILL when the process that started it dies (PR_SET_PDEATHSIG)."""
+    import subprocess
+    import sys
+
+    mid = subprocess.Popen(
+        [sys.executable, "-c",
+         "import os,subprocess,sys,time; p=subprocess.Popen([sys.executable,sys.argv[1],"
+         "'mount-exec','--','sleep','120'], env={**os.environ, sys.argv[2]: str(os.getpid())});"
+         " print(p.pid, flush=True); time.sleep(120)",
+         simhosts.__file__, simhosts._PARENT_ENV], stdout=subprocess.PIPE, text=True)
+    pid = int(mid.stdout.readline())
+    deadline = time.monotonic() + 30
+    while not Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep\0"):  # exec'd
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    mid.kill()
+    mid.wait()
+    deadline = time.monotonic() + 30
+    while simhosts._alive(pid):
+        assert time.monotonic() < deadline, "the daemon outlived its parent"
+        time.sleep(0.1)
