@@ -49,10 +49,9 @@ from merkle.replica.results import RateLimiter
 from merkle.replica.uri import Location, redact
 from spark_udfs.scan import (NOT_SCANNED, SCANNED, TABLE_SCHEMAS, VOLUME_FAILED,
                              _one_per_datanode, _result_rows)
-from spark_udfs.tables import CHUNK_COLUMNS
 
 __all__ = ["EmitResult", "FILE_PREFIX", "PARTITION", "ROW_GROUP_BYTES", "TABLE_ARROW",
-           "emit_scan", "escape_partition_value", "file_name", "host_key", "missing_hosts"]
+           "default_host", "emit_scan", "escape_partition_value", "file_name", "host_key", "missing_hosts"]
 
 #: the partition column (a directory level, never a column of the files)
 PARTITION = "datanode"

@@ -12,7 +12,6 @@ printed, a file that is not Parquet in the tables is one line."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -286,3 +285,33 @@ def test_missing_path_is_exit_2(tmp_path: Path, capsys: Any) -> None:
                  "--host", "h"]) == 2
     err = capsys.readouterr().err
     assert "nope" in err and len(err.strip().splitlines()) == 1
+
+
+def test_duplicate_replica_on_one_host(tmp_path: Path, capsys: Any) -> None:
+    """The Spark scan's rule: a second replica of a container on one datanode is one
+    DUPLICATE_REPLICA error row (with the host), listed and never scanned; the exit is 1."""
+    import pyarrow.dataset as ds
+
+    from replica_helpers import make_cluster
+    from spark_udfs.scan import DUPLICATE_REPLICA
+
+    root = tmp_path / "c"
+    make_cluster(root, containers=4, layout="crcmerkle")
+    first = sorted(root.glob("dn0/vol*/[0-9]*"))[0]
+    other = next(v for v in sorted(root.glob("dn0/vol*")) if v != first.parent)
+    shutil.copytree(first, other / first.name)
+    out = tmp_path / "tables"
+    assert main(["scan", str(root / "dn0"), "--emit", str(out), "--host", "h0"]) == 1
+    assert "1 duplicate replica(s)" in capsys.readouterr().out
+
+    def table(name: str) -> List[Dict[str, Any]]:
+        return ds.dataset(str(out / name), format="parquet", partitioning="hive").to_table(
+        ).to_pylist()
+
+    errors = table("errors")
+    assert [(e["error"], e["datanode"], e["container"], e["host"]) for e in errors] == [
+        (DUPLICATE_REPLICA, "dn0", int(first.name), "h0")]
+    containers = [(c["datanode"], c["container"]) for c in table("containers")]
+    assert sorted(containers) == sorted(set(containers)) and len(containers) == 4
+    vols = table("volumes")
+    assert sum(v["replicas"] for v in vols) == 5 and {v["ran_on"] for v in vols} == {"h0"}
