@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, INT64_MAX, CLIError, add_debug_flag,
-                        debug_enabled, exit_status_help, int_in_range, positive_int)
+                        debug_enabled, exit_status_help, int_in_range, positive_int,
+                        positive_size)
 from merkle.replica.fileio import write_atomic
 from merkle.replica.layout import REPAIR_IN_PLACE
 from merkle.replica.layouts import layout_named
@@ -135,17 +136,61 @@ def _plan_opts(p: argparse.ArgumentParser) -> None:
                    help="good in-service copies maintenance keeps (default 1)")
 
 
+def _rate(text: str) -> int:
+    """argparse type: a byte rate (5MiB), or 0 for unlimited."""
+    return 0 if text.strip() == "0" else positive_size(text)
+
+
+def _scan_opts(p: argparse.ArgumentParser) -> None:
+    """What scan and run share: the pass (data, trees, metadata), the data-local cluster
+    scan's inventory, and the politeness on a live datanode."""
+    from merkle.replica.politeio import DEFAULT_BYTES_PER_SECOND
+    from spark_udfs.hostscan import DEFAULT_EXECUTOR_WAIT
+
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--trees-only", action="store_true",
+                      help="read the stored .tree files instead of the data (no data read)")
+    mode.add_argument("--metadata-only", action="store_true",
+                      help="the census: each replica's tree from its stored .tree where that "
+                           "still describes its block metadata, else from the checksums the "
+                           "client recorded (container.db); no data read")
+    p.add_argument("--datanodes", metavar="FILE",
+                   help="scan a cluster where its disks are: one task per (host, volume) of "
+                        "this inventory, run on that host (the output of 'ozone admin "
+                        "datanode list --json', or a JSON list of {host, uuid, volumes}); no "
+                        "PATH then")
+    p.add_argument("--ozone-conf", metavar="FILE",
+                   help="an ozone-site.xml whose hdds.datanode.dir gives each host's volumes "
+                        "(when the inventory lists none)")
+    p.add_argument("--bytes-per-second", type=_rate, metavar="RATE", default=None,
+                   help="read at most this many bytes per second per volume (e.g. 50MiB); "
+                        f"with --datanodes the default is {DEFAULT_BYTES_PER_SECOND // 2**20} "
+                        "MiB/s, safe on a live datanode (a 16 TB disk in 11 days); 0: "
+                        "unlimited")
+    p.add_argument("--no-idle-io", action="store_true",
+                   help="with --datanodes: read in the normal I/O class (default: the idle "
+                        "class, where the kernel's scheduler honours it)")
+    p.add_argument("--keep-cache", action="store_true",
+                   help="with --datanodes: leave what the scan read in the page cache "
+                        "(default: dropped, the datanode's cache is left as it was)")
+    p.add_argument("--executor-wait", type=float, default=DEFAULT_EXECUTOR_WAIT,
+                   metavar="SECONDS",
+                   help="with --datanodes: how long to wait for every host's executor "
+                        f"before the hosts without one are reported (default "
+                        f"{DEFAULT_EXECUTOR_WAIT:g})")
+
+
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("spark", help="scan, diff and report whole clusters on Spark",
                               description=DESCRIPTION, epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="spark_command", metavar="ACTION", parser_class=type(p))
     s = sub.add_parser("scan", help="verify replicas; write chunk/block/container/error tables")
-    s.add_argument("paths", nargs="+", metavar="PATH",
-                   help="replica, volume, datanode or cluster directory (or URI)")
+    s.add_argument("paths", nargs="*", metavar="PATH",
+                   help="replica, volume, datanode or cluster directory (or URI); none with "
+                        "--datanodes")
     s.add_argument("-o", "--output", required=True, help="output directory (Parquet)")
-    s.add_argument("--trees-only", action="store_true",
-                   help="read the stored .tree files instead of the data")
+    _scan_opts(s)
     _read_opt(s)
     _strict_opt(s)
     _common(s)
@@ -167,13 +212,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     _common(r)
     r.set_defaults(func=_guarded(_not_scanned(_report)))
     a = sub.add_parser("run", help="scan + diff + report in one session")
-    a.add_argument("paths", nargs="+", metavar="PATH",
-                   help="replica, volume, datanode or cluster directory (or URI)")
+    a.add_argument("paths", nargs="*", metavar="PATH",
+                   help="replica, volume, datanode or cluster directory (or URI); none with "
+                        "--datanodes")
     a.add_argument("-o", "--output", required=True,
                    help="output directory: the scan's Parquet tables, the diff's, and "
                         "reconcile/ (the full command list)")
-    a.add_argument("--trees-only", action="store_true",
-                   help="read the stored .tree files instead of the data")
+    _scan_opts(a)
     _report_opts(a)
     _strict_opt(a)
     _plan_opts(a)
@@ -305,11 +350,17 @@ class _InterruptLatch:
 _INTERRUPTS = _InterruptLatch()
 
 
-def _session(args: argparse.Namespace) -> Any:
+def _session(args: argparse.Namespace, locality: bool = False) -> Any:
+    """The job's session; `locality`: a data-local scan's (spark_udfs.hostscan.LOCALITY_CONF
+    unless --conf says otherwise)."""
     from spark_udfs.errors import MasterError, check_master
     from spark_udfs.session import JavaNotFoundError, get_session
 
     conf: Dict[str, str] = {}
+    if locality:
+        from spark_udfs.hostscan import LOCALITY_CONF
+
+        conf.update(LOCALITY_CONF)
     for kv in args.conf:
         k, sep, v = kv.partition("=")
         if not sep or not k:
@@ -508,19 +559,61 @@ def _diff_tables(t: Dict[str, Any]) -> Any:
         raise CLIError(str(exc), EXIT_ERROR) from None
 
 
+def _inventory(args: argparse.Namespace) -> Any:
+    """The inventory of --datanodes (with --ozone-conf), or None; one line when bad."""
+    if not getattr(args, "datanodes", None):
+        if getattr(args, "ozone_conf", None):
+            raise CLIError("--ozone-conf goes with --datanodes (it gives the hosts' volumes)")
+        return None
+    from merkle.replica.inventory import InventoryError, load_inventory
+
+    try:
+        return load_inventory(args.datanodes, args.ozone_conf)
+    except (InventoryError, OSError) as exc:
+        raise CLIError(getattr(exc, "strerror", None) and f"{args.datanodes}: {exc.strerror}"
+                       or str(exc), EXIT_ERROR) from None
+
+
 def _scan_and_write(args: argparse.Namespace) -> Tuple[Any, Any]:
-    """(session, ScanTables) after scanning args.paths into args.output (scan and run)."""
+    """(session, ScanTables) after scanning args.paths, or every volume of the --datanodes
+    inventory on its own host, into args.output (scan and run)."""
     from spark_udfs.scan import scan_replicas
 
-    _check_paths(args.paths)
-    spark = _session(args)
+    inventory = _inventory(args)
+    if inventory is not None and args.paths:
+        raise CLIError("give PATHs or --datanodes, not both (with an inventory every host's "
+                       "volumes are scanned where they are)")
+    if inventory is None and not args.paths:
+        raise CLIError("nothing to scan: give PATHs, or --datanodes FILE for a whole cluster")
+    if inventory is None and (args.no_idle_io or args.keep_cache):
+        raise CLIError("--no-idle-io and --keep-cache go with --datanodes")
+    if inventory is None:
+        _check_paths(args.paths)
+    spark = _session(args, locality=inventory is not None)
     with _progress(args, spark, "scan"):
         try:
-            tables = scan_replicas(spark, args.paths, trees_only=args.trees_only)
+            if inventory is not None:
+                tables = _scan_hosts(args, spark, inventory)
+            else:
+                tables = scan_replicas(spark, args.paths, trees_only=args.trees_only,
+                                       metadata_only=args.metadata_only,
+                                       bytes_per_second=args.bytes_per_second or None)
         except ValueError as exc:
             raise CLIError(str(exc), EXIT_ERROR) from None
         tables.write(args.output)
     return spark, tables
+
+
+def _scan_hosts(args: argparse.Namespace, spark: Any, inventory: Any) -> Any:
+    """The data-local scan of every (host, volume) of `inventory` (spark_udfs.hostscan)."""
+    from merkle.replica.politeio import DEFAULT_BYTES_PER_SECOND
+    from spark_udfs.hostscan import scan_datanodes
+
+    rate = DEFAULT_BYTES_PER_SECOND if args.bytes_per_second is None else args.bytes_per_second
+    return scan_datanodes(spark, inventory, trees_only=args.trees_only,
+                          metadata_only=args.metadata_only, bytes_per_second=rate or None,
+                          idle_io=not args.no_idle_io, drop_cache=not args.keep_cache,
+                          executor_wait=max(0.0, args.executor_wait))
 
 
 def _check_read(read: Dict[str, Any], min_fraction: float) -> None:

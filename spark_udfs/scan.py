@@ -19,7 +19,10 @@ outnumber cores by orders of magnitude, so the balance comes from their count. T
 writes into the replicas (a scan that updates `.tree` files is the local scanner's job), so
 the rules, errors and trees are the local scanner's by construction.
 
-`trees_only=True` skips the data and reads the stored `.tree` files instead.
+`trees_only=True` skips the data and reads the stored `.tree` files instead; `metadata_only=True`
+is the census (merkle.replica.census): trees from the stored `.tree` or the recorded checksums,
+no data read. spark_udfs.hostscan scans a cluster where its disks are (one task per host and
+volume, on that host).
 """
 
 from __future__ import annotations
@@ -42,8 +45,8 @@ from spark_udfs.tables import CHUNK_COLUMNS, CHUNK_SCHEMA, block_rows, tree_to_r
 
 __all__ = ["BLOCK_SCHEMA", "DUPLICATE_DATANODE", "DUPLICATE_REPLICA", "ERROR_SCHEMA",
            "NOT_SCANNED", "NO_EXECUTOR", "REPLICAS_PER_TASK", "REPLICA_SCHEMA", "ROWS_PER_FILE",
-           "SCANNED", "SCAN_FAILED", "ScanTables", "TABLE_SCHEMAS", "VOLUME_FAILED", "VOLUME_SCHEMA",
-           "VOLUME_STATUSES", "WRONG_DATANODE", "WRONG_HOST", "scan_replicas"]
+           "SCANNED", "SCAN_FAILED", "ScanTables", "TABLE_SCHEMAS", "VOLUME_FAILED",
+           "VOLUME_SCHEMA", "VOLUME_STATUSES", "WRONG_DATANODE", "WRONG_HOST", "scan_replicas"]
 
 #: `severity`: "error" or "warning" (merkle.replica.levels; absent from scans written before
 #: findings had levels, whose findings are all judged errors)
@@ -206,29 +209,44 @@ def _work(batches: Iterator[pa.RecordBatch]) -> Iterator[ReplicaRef]:
                              r["fs_root"], r["fs_path"])
 
 
-def _scan_fn(layouts: Dict[str, Layout], trees_only: bool) -> Any:
+def _scan_fn(layouts: Dict[str, Layout], trees_only: bool, metadata_only: bool = False,
+             bytes_per_second: Optional[float] = None) -> Any:
     """The stage (see the module docstring). `layouts`: the job's layouts by name, resolved
     on the driver and shipped with the function (a layout registered by a program or a test
     need not be registered on the executors: its module is imported there)."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Scan every replica of this task through its layout; the items arrive in volume
         order, so that a layout shares work across a volume's replicas (Ozone: one RocksDB
-        open per volume and task). trees_only: the stored `.tree` of each replica alone."""
-        for name, refs in groupby(_work(batches), key=lambda r: r.layout):
-            for rep, r, exc in layouts[name].scan(refs, trees_only=trees_only):
-                yield from pa.concat_tables(_result_rows(rep, r, exc, trees_only)).to_batches()
+        open per volume and task). trees_only: the stored `.tree` of each replica alone;
+        metadata_only: the census (Layout.scan); bytes_per_second: per volume and task."""
+        from merkle.replica.results import RateLimiter
+
+        for (name, _), refs in groupby(_work(batches), key=lambda r: (r.layout, r.fs_root)):
+            limit = ({"limiter": RateLimiter(bytes_per_second)}
+                     if bytes_per_second and not (trees_only or metadata_only) else {})
+            for rep, r, exc in layouts[name].scan(refs, trees_only=trees_only,
+                                                  metadata_only=metadata_only, **limit):
+                yield from pa.concat_tables(_result_rows(
+                    rep, r, exc, trees_only, metadata_only=metadata_only)).to_batches()
     return run
 
 
 def _result_rows(rep: ReplicaRef, r: Any, exc: Optional[Exception],
-                 trees_only: bool, host: Optional[str] = None) -> List[pa.Table]:
+                 trees_only: bool, host: Optional[str] = None,
+                 metadata_only: bool = False) -> List[pa.Table]:
     """The output rows of one replica's scan (or of the error that stopped it); `host`:
-    the host it was scanned on, when the scan knows hosts."""
+    the host it was scanned on, when the scan knows hosts. A census (`metadata_only`)
+    replica is verified when its block metadata was read: its tree (stored, or from the
+    recorded checksums) is what the comparison needs, warnings and all."""
     if exc is not None:
         # a store's message may quote the URI it was given (credentials and all)
         detail = redact(getattr(exc, "strerror", None) or str(exc))
         return _replica_rows(rep.datanode, rep.path, rep.container, None,
                              [ScanError(SCAN_FAILED, detail=detail)], 0, 0, 0, False, host)
+    if metadata_only:
+        verified = r.meta is not None and r.tree is not None
+        return _replica_rows(rep.datanode, rep.path, rep.container, r.tree, r.errors,
+                             r.blocks, r.chunks, r.bytes_read, verified, host)
     # trees_only: a missing or corrupt stored tree gives no tree rows
     tree = None if trees_only and r.errors else r.tree
     return _replica_rows(rep.datanode, rep.path, rep.container, tree, r.errors, r.blocks,
@@ -372,7 +390,8 @@ def _one_per_datanode(replicas: List[ReplicaRef]) -> Tuple[List[ReplicaRef], Lis
 
 
 def scan_replicas(spark: Any, roots: Sequence[str], trees_only: bool = False,
-                  partitions: Optional[int] = None) -> ScanTables:
+                  partitions: Optional[int] = None, metadata_only: bool = False,
+                  bytes_per_second: Optional[float] = None) -> ScanTables:
     """Plan the scan of every replica under `roots` (see the module docstring). Lazy apart
     from discovery; FileNotFoundError / ValueError for a bad root. `partitions`: tasks
     (default: one per core, more when that would give a task more than REPLICAS_PER_TASK
@@ -402,7 +421,7 @@ def scan_replicas(spark: Any, roots: Sequence[str], trees_only: bool = False,
             for r in replicas]
     # parallelize slices the list as it is: no shuffle stage before the scan
     work = spark.createDataFrame(spark.sparkContext.parallelize(rows, max(1, n)), _WORK_SCHEMA)
-    fn = _scan_fn(layouts, trees_only)
+    fn = _scan_fn(layouts, trees_only, metadata_only, bytes_per_second)
     from spark_udfs.progress import bytes_accumulator
 
     acc = bytes_accumulator(spark.sparkContext)

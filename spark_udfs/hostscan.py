@@ -1,0 +1,373 @@
+"""The data-local scan: every datanode host reads its own disks, on a cluster whose Spark
+executors run on the datanode hosts (standalone workers or YARN NodeManagers there).
+
+A real Ozone cluster keeps each datanode's volumes on that host's local disks, at the same
+paths on every host (`hdds.datanode.dir=/data/disk1,...`): nothing is shared, the driver
+sees none of it. So the unit of work is one (host, volume) of the inventory
+(merkle.replica.inventory), and:
+
+- the driver never lists replicas. It compares the inventory with the executors that
+  registered (spark_udfs.locality): a host without one gets NO_EXECUTOR for each of its
+  volumes and no task at all, so nothing waits for it. Every other (host, volume) is one
+  task whose preferred location is the host, as its executor registered (located_rdd);
+- the task reads nothing before it has checked that it runs on that host
+  (this_executor_host; else WRONG_HOST) and that the volume's recorded identity (Ozone's
+  hdds/VERSION datanodeUuid) is the datanode the inventory puts there (else
+  WRONG_DATANODE). Only then does it list the volume's replicas and scan them through their
+  layout, at the per-volume byte rate, in the idle I/O class, dropping what it read from the
+  page cache (merkle.replica.politeio): polite on a live datanode;
+- the driver then checks what only the whole cluster shows (one small row per volume): a
+  datanode identity claimed on two hosts (DUPLICATE_DATANODE), a host whose volumes name
+  different datanodes or a volume of another cluster (WRONG_DATANODE), a container twice on
+  one datanode (DUPLICATE_REPLICA): their rows are taken out of the tables that compare
+  replicas, so that no replica is counted as another datanode's.
+
+Driver time and memory grow with the number of volumes, never with the number of replicas.
+The tables are those of spark_udfs.scan (plus `host` columns and the volumes table), so
+diff, report and plan read them alike.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections import Counter, defaultdict
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+
+import pyarrow as pa
+
+from merkle.replica.errors import ReplicaError
+from merkle.replica.inventory import Host, Inventory
+from merkle.replica.levels import severity_of
+from merkle.replica.uri import redact
+from spark_udfs.scan import (_OUT_SCHEMA, DUPLICATE_DATANODE, DUPLICATE_REPLICA, ERROR_SCHEMA,
+                             NO_EXECUTOR, SCANNED, VOLUME_FAILED, VOLUME_SCHEMA, WRONG_DATANODE,
+                             WRONG_HOST, ScanTables, _counting, _names, _result_rows, _rows)
+from spark_udfs.locality import STRICT_LOCALITY_CONF
+from spark_udfs.tables import CHUNK_COLUMNS
+
+__all__ = ["DEFAULT_EXECUTOR_WAIT", "JOB_GROUP", "LOCALITY_CONF", "executor_of",
+           "scan_datanodes"]
+
+#: seconds the driver waits for every inventory host's executor before it starts without
+#: the missing ones (they are reported NO_EXECUTOR, their volumes get no task)
+DEFAULT_EXECUTOR_WAIT = 120.0
+
+#: what a data-local session needs (spark_udfs.locality.STRICT_LOCALITY_CONF: the scheduler
+#: waits for a task's host however long that host's executor is busy; it cannot forbid
+#: running elsewhere once the host has no live executor, and such a task reads nothing:
+#: WRONG_HOST), and no executor added or removed under the job
+LOCALITY_CONF = {**STRICT_LOCALITY_CONF, "spark.dynamicAllocation.enabled": "false"}
+
+
+def executor_of(host: Host, registered: Sequence[str]) -> Optional[str]:
+    """The name under which `host`'s executor registered, if one did: its host name or
+    address as the inventory gives them (case-insensitive), else an address its name
+    resolves to (DNS on the driver)."""
+    by_lower = {r.lower().rstrip("."): r for r in registered}
+    for name in host.names():
+        found = by_lower.get(name.lower().rstrip("."))
+        if found is not None:
+            return found
+    try:
+        addresses = {ai[4][0] for ai in socket.getaddrinfo(host.host, None)}
+    except (OSError, UnicodeError):
+        return None
+    return next((by_lower[a] for a in sorted(addresses) if a in by_lower), None)
+
+
+def _volume_row(item: Dict[str, Any], status: str, detail: Optional[str], *,
+                datanode: Optional[str] = None, cluster_id: Optional[str] = None,
+                replicas: int = 0, bytes_read: int = 0, seconds: Optional[float] = None,
+                ran_on: Optional[str] = None) -> pa.Table:
+    """One volumes-table row (VOLUME_SCHEMA) as an output row of the stage."""
+    return _rows("VOLUME", 1, {
+        "datanode": [datanode or item["datanode"]], "host": [item["host"]],
+        "volume": [item["volume"]], "cluster_id": [cluster_id], "status": [status],
+        # the stage's rows have no `replicas` column: a volume's count rides in `blocks`
+        "detail": [detail], "blocks": [replicas], "bytes_read": [bytes_read],
+        "seconds": [seconds], "ran_on": [ran_on]})
+
+
+def _scan_volume(item: Dict[str, Any], options: Dict[str, Any]) -> Iterator[pa.Table]:
+    """The rows of one (host, volume) task (see the module docstring)."""
+    from merkle.replica.layouts import layout_of
+    from merkle.replica.results import RateLimiter
+    from spark_udfs.locality import this_executor_host
+
+    t0 = time.monotonic()
+    ran_on = this_executor_host()
+    # on local[*] the driver is the only executor (ran_on None): its own host's volumes only
+    here = item["local"] if ran_on is None else ran_on.lower() in item["names"]
+    if not here:
+        yield _volume_row(item, WRONG_HOST, f"the task ran on {ran_on or 'the driver'}, not on "
+                          f"{item['host']} ({item['at']}): nothing read", ran_on=ran_on)
+        return
+    volume = item["volume"]
+    try:
+        layout = layout_of(volume)
+        volumes = layout.volumes(volume)
+    except (OSError, ValueError, ReplicaError) as exc:  # missing, not a volume, unreadable
+        detail = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        yield _volume_row(item, VOLUME_FAILED, f"{volume} on {item['host']}: {redact(detail)}",
+                          ran_on=ran_on)
+        return
+    if len(volumes) != 1 or os.path.normpath(volumes[0].root) != os.path.normpath(volume):
+        yield _volume_row(item, VOLUME_FAILED, f"{volume} on {item['host']} is not one "
+                          f"volume ({len(volumes)} found at or under it)", ran_on=ran_on)
+        return
+    v = volumes[0]
+    if v.problem is not None:
+        yield _volume_row(item, VOLUME_FAILED, redact(v.problem), datanode=v.datanode,
+                          cluster_id=v.cluster_id, ran_on=ran_on)
+        return
+    want = item.get("uuid")
+    if want and v.datanode_uuid is not None and v.datanode != want:
+        yield _volume_row(item, WRONG_DATANODE, f"{volume} on {item['host']} belongs to "
+                          f"datanode {v.datanode}; the inventory puts {want} there: not "
+                          f"scanned", datanode=want, cluster_id=v.cluster_id, ran_on=ran_on)
+        return
+    refs = sorted(layout.replicas(v), key=lambda r: r.container)
+    rate = options.get("bytes_per_second")
+    kwargs: Dict[str, Any] = {"drop_cache": options["drop_cache"]}
+    if rate and not (options["trees_only"] or options["metadata_only"]):
+        kwargs["limiter"] = RateLimiter(rate)  # per volume, as Ozone's scanner
+    read = 0
+    try:
+        for rep, r, exc in layout.scan(refs, trees_only=options["trees_only"],
+                                       metadata_only=options["metadata_only"], **kwargs):
+            read += 0 if r is None else int(r.bytes_read)
+            yield from _result_rows(rep, r, exc, options["trees_only"], item["host"],
+                                    metadata_only=options["metadata_only"])
+    except OSError as exc:  # the volume failed under the scan (an unplugged disk)
+        yield _volume_row(item, VOLUME_FAILED, f"{volume} on {item['host']}: "
+                          f"{redact(exc.strerror or str(exc))}", datanode=v.datanode,
+                          cluster_id=v.cluster_id, replicas=len(refs), bytes_read=read,
+                          seconds=time.monotonic() - t0, ran_on=ran_on)
+        return
+    yield _volume_row(item, SCANNED, None, datanode=v.datanode, cluster_id=v.cluster_id,
+                      replicas=len(refs), bytes_read=read, seconds=time.monotonic() - t0,
+                      ran_on=ran_on)
+
+
+def _task_fn(options: Dict[str, Any]) -> Any:
+    """The stage: each task's items (one (host, volume) each, as JSON) scanned in turn."""
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        if options["idle_io"]:
+            from merkle.replica.politeio import set_idle_io_priority
+
+            set_idle_io_priority()  # where the kernel offers it; the scan goes on either way
+        for b in batches:
+            for text in b.column(0).to_pylist():
+                for t in _scan_volume(json.loads(text), options):
+                    yield from t.to_batches()
+    return run
+
+
+def _local_names(sc: Any) -> List[str]:
+    """On local[*] (the driver is the only executor): the names this machine answers to."""
+    names = {"localhost", "127.0.0.1", "::1", socket.gethostname(), socket.getfqdn()}
+    driver = sc.getConf().get("spark.driver.host")
+    if driver:
+        names.add(driver)
+    return sorted(n for n in names if n)
+
+
+def _items(inventory: Inventory, registered: Sequence[str], local: bool
+           ) -> Tuple[Dict[str, List[Tuple[str, List[str]]]], List[Tuple]]:
+    """({executor host: its task items with their preferred host}, NO_EXECUTOR volume rows
+    of the hosts without an executor). `local`: a local[*] session, whose driver is the
+    only executor (then `registered` are this machine's names)."""
+    items: Dict[str, List[Tuple[str, List[str]]]] = defaultdict(list)
+    missing: List[Tuple] = []
+    for h in inventory.hosts:
+        at = executor_of(h, registered)
+        datanode = h.uuid or h.host
+        if at is None:
+            state = ", ".join(s for s in (h.op_state, h.health) if s)
+            detail = (f"no Spark executor on {h.host}" + (f" ({state})" if state else "")
+                      + ": nothing of it was read")
+            missing += [(datanode, h.host, v, None, NO_EXECUTOR, detail, None, None, None,
+                         None) for v in h.volumes]
+            continue
+        names = sorted({n.lower().rstrip(".") for n in (*h.names(), at)})
+        for v in h.volumes:
+            items[at].append((json.dumps({"host": h.host, "at": at, "names": names,
+                                          "uuid": h.uuid, "datanode": datanode, "volume": v,
+                                          "local": local}), [at]))
+    return items, missing
+
+
+def _cluster_checks(volumes: List[Any]) -> Tuple[Dict[Tuple[str, str], Tuple[str, str]],
+                                                 Set[str]]:
+    """What only the whole cluster shows, from the SCANNED volume rows: {(host, volume):
+    (new status, detail)} and the datanode identities whose rows leave the comparison."""
+    scanned = [r for r in volumes if r["status"] == SCANNED]
+    changed: Dict[Tuple[str, str], Tuple[str, str]] = {}
+    excluded: Set[str] = set()
+    hosts_of: Dict[str, Set[str]] = defaultdict(set)
+    for r in scanned:
+        hosts_of[r["datanode"]].add(r["host"])
+    for dn, hosts in hosts_of.items():
+        if len(hosts) > 1:
+            excluded.add(dn)
+            for r in scanned:
+                if r["datanode"] == dn:
+                    changed[(r["host"], r["volume"])] = (DUPLICATE_DATANODE, (
+                        f"datanode {dn} is claimed by volumes on {len(hosts)} hosts "
+                        f"({', '.join(sorted(hosts))}): counted as none of theirs"))
+    by_host: Dict[str, Set[str]] = defaultdict(set)
+    for r in scanned:
+        by_host[r["host"]].add(r["datanode"])
+    for host, dns in by_host.items():
+        if len(dns) > 1:
+            excluded |= dns
+            for r in scanned:
+                if r["host"] == host:
+                    changed.setdefault((host, r["volume"]), (WRONG_DATANODE, (
+                        f"the volumes of {host} name {len(dns)} datanodes "
+                        f"({', '.join(sorted(dns))}): Ozone would refuse the ones that are not "
+                        f"its own; none is counted")))
+    clusters = Counter(r["cluster_id"] for r in scanned if r["cluster_id"])
+    if len(clusters) > 1:
+        (main, _), = clusters.most_common(1)
+        for r in scanned:
+            if r["cluster_id"] and r["cluster_id"] != main:
+                excluded.add(r["datanode"])
+                changed.setdefault((r["host"], r["volume"]), (WRONG_DATANODE, (
+                    f"{r['volume']} on {r['host']} belongs to cluster {r['cluster_id']}, the "
+                    f"others to {main}: not counted")))
+    return changed, excluded
+
+
+def scan_datanodes(spark: Any, inventory: Inventory, *, trees_only: bool = False,
+                   metadata_only: bool = False, bytes_per_second: Optional[float] = None,
+                   idle_io: bool = True, drop_cache: bool = True,
+                   executor_wait: float = DEFAULT_EXECUTOR_WAIT) -> ScanTables:
+    """Scan every volume of `inventory` on its own host (see the module docstring); the
+    stage runs here (the driver's checks need its volume rows). `bytes_per_second`: per
+    volume (None: unlimited)."""
+    from pyspark.sql import functions as F
+
+    from spark_udfs.locality import wait_for_executors
+    from spark_udfs.progress import bytes_accumulator
+
+    sc = spark.sparkContext
+    local = sc.master.startswith("local")
+    if local:
+        registered = _local_names(sc)
+    else:
+        registered = list(wait_for_executors(sc, _wanted(inventory), executor_wait))
+    per_host, missing = _items(inventory, registered, local)
+    options = {"trees_only": trees_only, "metadata_only": metadata_only,
+               "bytes_per_second": bytes_per_second, "idle_io": idle_io,
+               "drop_cache": drop_cache}
+    acc = bytes_accumulator(sc)
+    fn = _counting(_task_fn(options), acc)
+    if per_host:
+        out = _run_per_host(spark, per_host, fn)
+    else:  # every host lacks an executor: nothing to run, the volumes say why
+        out = spark.createDataFrame([], _OUT_SCHEMA)
+    kind = F.col("kind")
+    volumes = out.filter(kind == "VOLUME").select(
+        "datanode", "host", "volume", "cluster_id", "status", "detail",
+        F.col("blocks").alias("replicas"), "bytes_read", "seconds", "ran_on").collect()
+    changed, excluded = _cluster_checks(volumes)
+    rows = [(r["datanode"], r["host"], r["volume"], r["cluster_id"],
+             *changed.get((r["host"], r["volume"]), (r["status"], r["detail"])),
+             r["replicas"], r["bytes_read"], r["seconds"], r["ran_on"]) for r in volumes]
+    volume_df = spark.createDataFrame(rows + missing, VOLUME_SCHEMA)
+
+    keep = ~F.col("datanode").isin(sorted(excluded)) if excluded else F.lit(True)
+    summary = out.filter((kind == "REPLICA") & keep).select(*_names(
+        "datanode string, replica string, container long, data_checksum long, ok boolean, "
+        "errors long, blocks long, chunks long, bytes_read long, tombstones long, "
+        "unhealthy_chunks long, verified boolean, warnings long, host string"))
+    dup_rows, dup_keys = _duplicate_replicas(summary)
+    if dup_keys:
+        key = F.concat_ws("\0", F.col("datanode"), F.col("replica"))
+        keep = keep & ~key.isin(sorted("\0".join(k) for k in dup_keys))
+        summary = summary.filter(~key.isin(sorted("\0".join(k) for k in dup_keys)))
+    chunks = out.filter((kind == "CHUNK") & keep).select(*CHUNK_COLUMNS)
+    errors = out.filter((kind == "ERROR") & keep).select(*_names(ERROR_SCHEMA))
+    if dup_rows:
+        errors = errors.unionByName(spark.createDataFrame(dup_rows, ERROR_SCHEMA))
+    blocks = out.filter((kind == "BLOCK") & keep).select(
+        "datanode", "replica", "container", "block",
+        F.col("data_checksum").alias("block_value"), "deleted", "chunks",
+        F.col("length").alias("bytes"), "checksum_matches", "chunk_offsets", "chunk_lengths",
+        "chunk_leaves", "chunk_matches")
+    return ScanTables(chunks=chunks, blocks=blocks, containers=summary, errors=errors,
+                      stage=out, bytes_scanned=acc, volumes=volume_df)
+
+
+def _wanted(inventory: Inventory) -> List[str]:
+    """The executor host names the driver waits for: each host's first name (what a worker
+    of it registers unless told otherwise) is enough for the wait to end."""
+    return sorted({h.names()[0] for h in inventory.hosts})
+
+
+#: the job group of host H's scan job (spark_udfs.locality.task_localities reads it back)
+JOB_GROUP = "crcmerkle-scan-host:{}"
+
+
+def _run_per_host(spark: Any, per_host: Dict[str, List[Tuple[str, List[str]]]], fn: Any
+                  ) -> Any:
+    """Run each host's tasks as its own job, all at once from driver threads, each output
+    cached where it was computed, and return their union. One job (one task set) per host:
+    the scheduler keeps a host's tasks for it while it has a live executor, and the moment
+    it has none its remaining tasks run elsewhere at once, where they read nothing
+    (WRONG_HOST); one task set over all hosts would instead hold a lost host's tasks for
+    the whole locality wait (spark_udfs.locality)."""
+    from concurrent.futures import ThreadPoolExecutor
+    from functools import reduce
+
+    from spark_udfs.locality import located_rdd
+
+    sc = spark.sparkContext
+
+    def one(host: str) -> Any:
+        sc.setJobGroup(JOB_GROUP.format(host), f"crcmerkle scan of {host}'s volumes")
+        rdd = located_rdd(sc, per_host[host])
+        work = spark.createDataFrame(rdd.map(lambda s: (s,)), "item string")
+        df = work.mapInArrow(fn, _OUT_SCHEMA).persist()
+        df.count()  # computes and caches it, on its host
+        return df
+
+    import pyspark
+    from pyspark import inheritable_thread_target
+
+    # the driver threads carry the caller's local properties (job group, scheduler pool);
+    # PySpark 4 also wants the session for its tags
+    target = (inheritable_thread_target(spark)(one) if int(pyspark.__version__.split(".")[0]) >= 4
+              else inheritable_thread_target(one))
+    # one thread per host: a host's job blocks its thread until the host is done, and py4j
+    # gives each thread its own connection (threads beyond this run after the first finish)
+    with ThreadPoolExecutor(max_workers=min(len(per_host), 512)) as pool:
+        parts = list(pool.map(target, sorted(per_host)))
+    return reduce(lambda a, b: a.union(b), parts)
+
+
+def _duplicate_replicas(summary: Any) -> Tuple[List[Tuple], Set[Tuple[str, str]]]:
+    """A container found twice on one datanode (in two of its volumes): the first replica
+    by path is kept, each further one is a DUPLICATE_REPLICA error row and leaves the
+    tables. Found after the scan, from the (small) per-replica rows."""
+    from pyspark.sql import functions as F
+
+    twice = (summary.groupBy("datanode", "container").agg(
+        F.count(F.lit(1)).alias("n"), F.sort_array(F.collect_list("replica")).alias("paths"),
+        F.first("host").alias("host")).filter(F.col("n") > 1).collect())
+    rows: List[Tuple] = []
+    keys: Set[Tuple[str, str]] = set()
+    for r in twice:
+        first, *others = r["paths"]
+        for p in others:
+            keys.add((r["datanode"], p))
+            detail = (f"a second replica of container {r['container']} on datanode "
+                      f"{r['datanode']} (the one kept: {redact(first)}); not compared: a "
+                      f"datanode holds one replica per container")
+            rows.append((r["datanode"], redact(p), int(r["container"]), DUPLICATE_REPLICA,
+                         None, None, detail, severity_of(DUPLICATE_REPLICA), r["host"]))
+    return rows, keys

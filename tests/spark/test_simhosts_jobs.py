@@ -1,0 +1,227 @@
+"""The data-local jobs on simulated datanode hosts (tests/spark/simhosts.py): a standalone
+master and one worker per datanode on 127.0.0.2-4, each in its own mount namespace holding
+only its datanode's volumes at /srv/ozone/disk0 and /srv/ozone/disk1; the driver (this
+process) sees none of them.
+
+On that cluster `crcmerkle spark run --datanodes` finds exactly what the scan of the same
+generated cluster from one directory tree finds; every scan task ran on its host (Spark's
+status store); an inventory host without a worker, a worker started with another datanode's
+disks and a worker killed during the scan are each reported, with the exit status of the
+rule. Skipped in one line where the kernel refuses mount namespaces (never passed).
+Figures (locality, rate per executor CPU-second, memory) printed with -s."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+import pytest
+
+from simhosts import (ABSENT_HOST, DATANODES, VOLUMES, host_of, sim_cluster,  # noqa: F401
+                      sim_spark)
+
+#: the demo's cluster: every fault kind the Ozone layout has
+SIM_GENERATE = {"containers": 12, "seed": 7, "faults": "default"}
+
+
+def _report(out: Path) -> Dict[str, Any]:
+    return json.loads((out / "report.json").read_text())
+
+
+def _findings(report: Dict[str, Any]) -> Dict[str, Any]:
+    """What a report found, without where the replicas were mounted: containers by state,
+    and each mismatched container's replicas by datanode and value."""
+    return {
+        "summary": report["summary"], "containers": report["containers"],
+        "mismatched": sorted((m["containerID"], sorted((r["datanode"], r["dataChecksum"])
+                                                        for r in m["replicas"]))
+                             for m in report["mismatched"]),
+        "unrecoverable": report["unrecoverable"],
+    }
+
+
+def _errors(spark: Any, out: Path) -> List[Tuple[Any, ...]]:
+    from spark_udfs.scan import ERROR_SCHEMA
+
+    df = spark.read.schema(ERROR_SCHEMA).parquet(os.fspath(out / "errors"))
+    return sorted((r["datanode"], r["container"], r["error"], r["block"] or 0)
+                  for r in df.collect())
+
+
+def _volumes(spark: Any, out: Path) -> List[Dict[str, Any]]:
+    from spark_udfs.scan import VOLUME_SCHEMA
+
+    df = spark.read.schema(VOLUME_SCHEMA).parquet(os.fspath(out / "volumes"))
+    return sorted((r.asDict() for r in df.collect()), key=lambda r: (r["host"], r["volume"]))
+
+
+def _run(args: List[str], capsys: Any) -> Tuple[int, str, str]:
+    from crcmerkle_cli import main
+
+    rc = main(args)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_the_cluster_scan_finds_what_the_one_tree_scan_finds(sim_cluster, sim_spark,
+                                                              tmp_path, capsys):
+    from merkle.replica.generate import generate_cluster, parse_faults
+    from spark_udfs.hostscan import JOB_GROUP
+    from spark_udfs.locality import placed_on_host, task_localities
+
+    sim, sc = sim_cluster, sim_spark.sparkContext
+    inv = sim.write_inventory(tmp_path / "datanodes.json", absent=())
+    out = tmp_path / "out"
+    cpu0 = _executor_cpu(sim)
+    t0 = time.monotonic()
+    rc, text, err = _run(["spark", "run", "--datanodes", os.fspath(inv), "-o",
+                          os.fspath(out), "--master", sim.master_url, "--bytes-per-second",
+                          "0", "--report", os.fspath(out / "report.json")], capsys)
+    wall = time.monotonic() - t0
+    cpu = _executor_cpu(sim) - cpu0
+    assert rc == 1, (text[-2000:], err[-2000:])  # the generated faults are findings
+    # every volume of every host scanned, on its host
+    vols = _volumes(sim_spark, out)
+    assert [(v["host"], v["volume"], v["status"]) for v in vols] == [
+        (host_of(d), p, "SCANNED") for d in range(DATANODES) for p in sim.mount_paths]
+    assert all(v["ran_on"] == v["host"] for v in vols)
+    uuid_of = {w.host: w.datanode.uuid for w in sim.workers.values()}
+    assert all(v["datanode"] == uuid_of[v["host"]] for v in vols)
+    placed = total = 0
+    for host in sorted(sim.workers):
+        tasks = task_localities(sc, job_group=JOB_GROUP.format(host))
+        ok, n = placed_on_host(tasks, {i: host for i in range(VOLUMES)})
+        placed, total = placed + ok, total + n
+        assert all(t.locality in ("PROCESS_LOCAL", "NODE_LOCAL") for t in tasks
+                   if t.status == "SUCCESS"), tasks
+    assert (placed, total) == (DATANODES * VOLUMES,) * 2
+
+    # the same cluster generated into one directory tree, scanned by the one-tree job
+    local = tmp_path / "local"
+    generate_cluster(local / "cluster", datanodes=DATANODES, volumes=VOLUMES, layout="ozone",
+                     faults=parse_faults(SIM_GENERATE["faults"], "ozone"),
+                     containers=SIM_GENERATE["containers"], seed=SIM_GENERATE["seed"])
+    rc1, _, _ = _run(["spark", "run", os.fspath(local / "cluster"), "-o",
+                      os.fspath(local / "out"), "--master", sim.master_url, "--report",
+                      os.fspath(local / "out" / "report.json")], capsys)
+    assert rc1 == rc
+    assert _findings(_report(out)) == _findings(_report(local / "out"))
+    assert _errors(sim_spark, out) == _errors(sim_spark, local / "out")
+
+    # no output names a datanode by a path: every datanode field is a UUID
+    report = _report(out)
+    uuid_re = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+    named = [r["datanode"] for m in report["mismatched"] for r in m["replicas"]]
+    assert named and all(uuid_re.match(d) for d in named), named
+    bytes_read = sum(v["bytes_read"] for v in vols)
+    print(f"\nsimhosts run: {placed}/{total} scan tasks on their host; {bytes_read / 1e6:.1f} MB "
+          f"read in {wall:.1f} s wall; executors' CPU {cpu:.2f} s "
+          f"({bytes_read / 1e9 / max(cpu, 1e-9):.2f} GB per executor CPU-second, whole "
+          f"executor processes: JVM + Python workers)")
+
+
+def test_a_host_without_a_worker_and_a_worker_with_wrong_disks(sim_cluster, sim_spark,
+                                                               tmp_path, capsys):
+    sim = sim_cluster
+    # 127.0.0.6 runs a worker with dn0's disks, but the inventory says another datanode is
+    # there; 127.0.0.9 has no worker at all
+    fresh = "127.0.0.6"
+    sim.start_worker(fresh, 0)
+    sim.wait_workers([fresh])
+    hosts = sim.inventory(absent=(ABSENT_HOST,))
+    hosts = [h for h in hosts if h["host"] != fresh] + [
+        {"host": fresh, "uuid": "00000000-0000-4000-8000-000000000006",
+         "volumes": list(sim.mount_paths)}]
+    inv = tmp_path / "datanodes.json"
+    inv.write_text(json.dumps(hosts))
+    out = tmp_path / "out"
+    t0 = time.monotonic()
+    rc, text, err = _run(["spark", "scan", "--datanodes", os.fspath(inv), "-o",
+                          os.fspath(out), "--master", sim.master_url, "--executor-wait", "60",
+                          "--bytes-per-second", "0"], capsys)
+    assert rc == 1, (text[-2000:], err[-2000:])
+    assert time.monotonic() - t0 < 600  # nothing waited for the absent host
+    status = {(v["host"], v["volume"]): v["status"] for v in _volumes(sim_spark, out)}
+    for p in sim.mount_paths:
+        assert status[(ABSENT_HOST, p)] == "NO_EXECUTOR"
+        assert status[(fresh, p)] == "WRONG_DATANODE"
+        for d in range(DATANODES):
+            assert status[(host_of(d), p)] == "SCANNED"
+    vols = {(v["host"], v["volume"]): v for v in _volumes(sim_spark, out)}
+    wrong = vols[(fresh, sim.mount_paths[0])]
+    assert sim.datanodes[0].uuid in wrong["detail"] and not wrong["bytes_read"]
+    sim.kill_worker(fresh)
+
+
+def test_a_worker_killed_during_the_scan(sim_cluster, sim_spark, tmp_path, capsys):
+    """Its volumes' tasks re-run elsewhere at once and read nothing there (WRONG_HOST);
+    the other hosts' volumes are scanned; the job ends."""
+    sim, sc = sim_cluster, sim_spark.sparkContext
+    victim = host_of(2)
+    inv = sim.write_inventory(tmp_path / "datanodes.json", absent=())
+    out = tmp_path / "out"
+    killed: List[float] = []
+
+    def kill_when_busy() -> None:  # the CLI runs in this thread (it owns the signals)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if _victim_busy(sc, victim):
+                sim.kill_worker(victim)
+                killed.append(time.monotonic())
+                return
+            time.sleep(0.2)
+
+    killer = threading.Thread(target=kill_when_busy, daemon=True)
+    killer.start()
+    # slow enough (256 KiB/s per volume) that the victim's scan is under way when it dies
+    rc, text, err = _run(["spark", "scan", "--datanodes", os.fspath(inv), "-o",
+                          os.fspath(out), "--master", sim.master_url, "--bytes-per-second",
+                          "256KiB"], capsys)
+    killer.join(5)
+    assert killed, "the victim's task never started"
+    assert rc == 1, (text[-2000:], err[-2000:])
+    status = {(v["host"], v["volume"]): v for v in _volumes(sim_spark, out)}
+    for p in sim.mount_paths:
+        assert status[(victim, p)]["status"] == "WRONG_HOST", status[(victim, p)]
+        assert status[(victim, p)]["ran_on"] not in (None, victim)
+        for d in range(DATANODES - 1):
+            assert status[(host_of(d), p)]["status"] == "SCANNED"
+
+
+def _victim_busy(sc: Any, host: str) -> bool:
+    """Is a task of `host`'s scan job running on its host's executor?"""
+    from spark_udfs.hostscan import JOB_GROUP
+
+    tracker = sc.statusTracker()
+    for job in tracker.getJobIdsForGroup(JOB_GROUP.format(host)):
+        info = tracker.getJobInfo(job)
+        for stage in (info.stageIds if info else ()):
+            s = tracker.getStageInfo(stage)
+            if s is not None and s.numActiveTasks:
+                return True
+    return False
+
+
+def _executor_cpu(sim: Any) -> float:
+    """CPU seconds (user + system) of every process below the workers (executor JVMs and
+    their Python workers), from /proc: what the scan cost the datanode hosts."""
+    from simhosts import _tree
+
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for w in sim.workers.values():
+        if w.proc.poll() is not None:
+            continue
+        for pid in _tree(w.proc.pid):
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as f:
+                    rest = f.read().rsplit(b")", 1)[1].split()
+                total += int(rest[11]) + int(rest[12]) + int(rest[13]) + int(rest[14])
+            except (OSError, IndexError, ValueError):
+                pass
+    return total / tick
