@@ -396,7 +396,8 @@ def _emit_volume(layout: Layout, v: Volume, refs: List[ReplicaRef], keep: Set[in
                 if not r.ok_at(strict):
                     res.with_errors += 1
             res.replicas += 1
-            for name, t in _tables_of(_result_rows(rep, r, exc, trees_only, host)):
+            rows = _result_rows(rep, r, exc, trees_only, host, metadata_only=metadata_only)
+            for name, t in _tables_of(rows):
                 vf.add(name, t)
     res.bytes_read += nbytes
     row = {"datanode": datanode, "host": host, "volume": redact(v.root),
