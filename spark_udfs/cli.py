@@ -201,14 +201,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     d.add_argument("--limit", type=positive_int, default=20,
                    help="repair commands per datanode per round (default 20)")
     _read_opt(d)
+    _inventory_opt(d)
     _common(d)
-    d.set_defaults(func=_guarded(_diff))
+    d.set_defaults(func=_guarded(_not_scanned(_diff)))
     r = sub.add_parser("report", help="health summary and repair plan of a scan")
     r.add_argument("input", help="a scan output directory, or a chunk-table Parquet path")
     _report_opts(r)
     _strict_opt(r)
+    _inventory_opt(r)
     _common(r)
-    r.set_defaults(func=_guarded(_report))
+    r.set_defaults(func=_guarded(_not_scanned(_report)))
     a = sub.add_parser("run", help="scan + diff + report in one session")
     a.add_argument("paths", nargs="*", metavar="PATH",
                    help="replica, volume, datanode or cluster directory (or URI); none with "
@@ -231,8 +233,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     pl.add_argument("input", help="a scan output directory, or a chunk-table Parquet path")
     _report_opts(pl)
     _plan_opts(pl)
+    _inventory_opt(pl)
     _common(pl)
-    pl.set_defaults(func=_guarded(_plan))
+    pl.set_defaults(func=_guarded(_not_scanned(_plan)))
     m = sub.add_parser("demo", help="generate a faulty cluster, find the faults, repair",
                        description="Generate a small cluster with injected faults, run scan, "
                        "diff and report on Spark and check that exactly the injected faults were "
@@ -425,7 +428,80 @@ def _check_paths(paths: List[str]) -> None:
             raise CLIError(f"{p}: No such file or directory", EXIT_ERROR)
 
 
+def _inventory_opt(p: argparse.ArgumentParser) -> None:
+    """--datanodes FILE (and --ozone-conf) on the verbs that read scan tables: an inventory
+    host with no volume in the tables is reported NOT_SCANNED (the --emit route: the host
+    emitted nothing)."""
+    p.add_argument("--datanodes", metavar="FILE",
+                   help="the inventory of hosts (`ozone admin datanode list --json`, or a JSON "
+                        "list of {host, uuid, volumes}): a host of which the tables hold no "
+                        "volume is reported NOT_SCANNED (exit 1 at least)")
+    p.add_argument("--ozone-conf", metavar="FILE",
+                   help="with --datanodes: an ozone-site.xml whose hdds.datanode.dir gives "
+                        "the hosts' volumes")
+
+
+def _not_scanned(handler: Callable[[argparse.Namespace], int]
+                 ) -> Callable[[argparse.Namespace], int]:
+    """`handler`, then, with --datanodes, each inventory host that has no row in the
+    volumes table reported NOT_SCANNED on stderr in one line (exit 1 at least). The rows
+    (spark_udfs.emit.missing_hosts, VOLUME_SCHEMA) are added to the loaded volumes table
+    (_load_chunks) for the report to show."""
+    @functools.wraps(handler)
+    def run(args: argparse.Namespace) -> int:
+        if getattr(args, "datanodes", None) is None:
+            if getattr(args, "ozone_conf", None) is not None:
+                raise CLIError("--ozone-conf goes with --datanodes", EXIT_ERROR)
+            return handler(args)
+        from merkle.replica.inventory import load_inventory
+        from merkle.replica.errors import ReplicaError
+
+        try:  # before the JVM starts: a bad inventory costs nothing
+            _LOAD_STATE["inventory"] = load_inventory(args.datanodes, args.ozone_conf)
+        except (ReplicaError, OSError, ValueError) as exc:
+            raise CLIError(str(exc), EXIT_ERROR) from None
+        _LOAD_STATE["missing"] = []
+        try:
+            rc = handler(args)
+        finally:
+            _LOAD_STATE.pop("inventory", None)
+        missing = _LOAD_STATE.pop("missing", [])
+        hosts: Dict[str, str] = {}
+        for row in missing:
+            hosts.setdefault(row[1], row[5])
+        from merkle.cli import PROG, one_line
+
+        for host, detail in hosts.items():
+            print(f"{PROG}: NOT_SCANNED: host {one_line(host)}: {one_line(detail)}",
+                  file=sys.stderr, flush=True)
+        return max(rc, EXIT_FINDINGS) if hosts and rc != EXIT_ERROR else rc
+    return run
+
+
+#: the --datanodes inventory of the running verb (_not_scanned) and the NOT_SCANNED rows
+#: _load_chunks found with it
+_LOAD_STATE: Dict[str, Any] = {}
+
+
 def _load_chunks(spark: Any, path: str) -> Dict[str, Any]:
+    """_read_tables, and with a --datanodes inventory (_not_scanned) the NOT_SCANNED rows of
+    its hosts that have no volume in the tables added to the volumes table."""
+    out = _read_tables(spark, path)
+    inventory = _LOAD_STATE.get("inventory")
+    if inventory is not None:
+        from spark_udfs.emit import missing_hosts
+        from spark_udfs.scan import VOLUME_SCHEMA
+
+        volumes = out.get("volumes")
+        rows = missing_hosts(volumes if volumes is not None else [], inventory)
+        _LOAD_STATE["missing"] = rows
+        if rows:
+            extra = spark.createDataFrame(rows, VOLUME_SCHEMA)
+            out["volumes"] = extra if volumes is None else volumes.unionByName(extra)
+    return out
+
+
+def _read_tables(spark: Any, path: str) -> Dict[str, Any]:
     """{chunks, blocks?, containers?, errors?} DataFrames of a scan directory or a chunk table."""
     _check_paths([path])
     from spark_udfs.tables import CHUNK_COLUMNS

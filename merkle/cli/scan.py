@@ -121,6 +121,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true",
                    help="never show a progress bar (one is shown when stderr is a terminal)")
     p.add_argument("--buffer-size", type=size_up_to(MAX_BUFFER_BYTES), default=None, help=argparse.SUPPRESS)
+    from merkle.cli.emit import add_options
+
+    add_options(p)  # --emit URI, --host NAME
     p.set_defaults(func=run)
     return p
 
@@ -195,8 +198,14 @@ def _idle_io(args: argparse.Namespace) -> Tuple[bool, Any]:
 def run(args: argparse.Namespace) -> int:
     from merkle.replica import politeio
 
+    if args.host is not None and not args.emit:
+        raise CLIError("--host is only for --emit", EXIT_ERROR)
     idle, previous = _idle_io(args)
     try:
+        if args.emit:
+            from merkle.cli.emit import run_emit
+
+            return run_emit(args, idle)
         return _run(args, idle)
     finally:
         if idle and previous is not None:

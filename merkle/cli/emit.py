@@ -1,0 +1,85 @@
+"""`crcmerkle scan VOLUME... --emit URI`: this host's scan tables, written where `crcmerkle
+spark diff/report/plan` read them (spark_udfs.emit does the work; this is its command line)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Dict
+
+from merkle.cli import EXIT_ERROR, EXIT_FINDINGS, CLIError, one_line, print_error, redact_json
+
+
+def add_options(p: argparse.ArgumentParser) -> None:
+    """--emit and --host, on `crcmerkle scan`."""
+    p.add_argument("--emit", metavar="URI",
+                   help="write this host's scan tables (the Parquet tables of 'crcmerkle "
+                        "spark scan', partitioned by datanode) under URI (a directory, "
+                        "hdfs://, s3://...) instead of listing replicas; read-only; many "
+                        "hosts may emit to one URI: 'crcmerkle spark report URI' reads "
+                        "them all")
+    p.add_argument("--host", metavar="NAME",
+                   help="with --emit: the host name written in the tables' host columns "
+                        "(default: this machine's fully qualified name)")
+
+
+def run_emit(args: argparse.Namespace, idle: bool) -> int:
+    """Scan args.paths into args.emit; exit 0 clean, 1 findings, 2 when some PATH, volume
+    or replica could not be scanned at all (or the output could not be written)."""
+    try:
+        from spark_udfs.emit import default_host, emit_scan
+        from merkle.replica.uri import display
+    except ImportError as exc:  # pyarrow missing: one line
+        raise CLIError(f"--emit needs pyarrow ({exc})", EXIT_ERROR) from None
+    host = args.host if args.host is not None else default_host()
+    if not host or any(ord(c) < 0x20 or c == "\x7f" for c in host):
+        raise CLIError(f"--host {host!r}: not a host name", EXIT_ERROR)
+    where = display(args.emit)
+
+    def on_volume(row: Dict[str, Any]) -> None:
+        if args.json:
+            return
+        status = row["status"] + (f" ({row['detail']})" if row["detail"] else "")
+        print(f"{one_line(row['volume'])}  datanode {one_line(row['datanode'])}: {status}, "
+              f"{row['replicas']} replicas, {row['bytes_read']} bytes", flush=True)
+
+    try:
+        res = emit_scan(args.paths, args.emit, host, trees_only=args.trees_only,
+                        metadata_only=args.metadata_only, bytes_per_second=args.rate,
+                        drop_cache=not args.keep_cache, strict=args.strict,
+                        on_volume=on_volume, workers=args.workers,
+                        **({"buffer_size": args.buffer_size} if args.buffer_size else {}))
+    except (OSError, ValueError) as exc:
+        raise CLIError(f"--emit {where}: {exc}", EXIT_ERROR) from None
+    for line in res.failures:
+        if not args.json:
+            print_error(line)
+    failed_volumes = sum(1 for v in res.volumes if v["status"] != "SCANNED")
+    summary = {"host": host, "emit": where, "volumes": len(res.volumes),
+               "failed_volumes": failed_volumes, "replicas": res.replicas,
+               "with_errors": res.with_errors, "scan_failed": res.scan_failed,
+               "duplicates": res.duplicates, "bytes_read": res.bytes_read,
+               "files": len(res.written), "removed": len(res.removed),
+               "idle_io": idle, "drop_cache": not args.keep_cache,
+               "bytes_per_second": args.rate}
+    if args.json:
+        json.dump(redact_json({"volumes": res.volumes, "written": res.written,
+                               "removed": res.removed, "failed": res.failures,
+                               "summary": summary}), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(f"emitted {res.replicas} replicas of {len(res.volumes)} volume(s) as host "
+              f"{one_line(host)} to {one_line(where)}: {len(res.written)} file(s) in "
+              f"chunks/, blocks/, containers/, errors/, volumes/ (datanode=<id>/"
+              f"{res.written[0].rsplit('/', 1)[-1] if res.written else '-'} ...)"
+              + (f", {len(res.removed)} earlier file(s) of this host removed"
+                 if res.removed else "")
+              + f"; {res.with_errors} with errors"
+              + (f", {res.duplicates} duplicate replica(s)" if res.duplicates else "")
+              + (f", {res.scan_failed} not scanned" if res.scan_failed else ""))
+    if res.failures or failed_volumes or res.scan_failed:
+        return EXIT_ERROR
+    if not res.volumes:
+        raise CLIError(f"no volume found under {', '.join(args.paths)}", EXIT_ERROR)
+    return EXIT_FINDINGS if (res.with_errors or res.duplicates) else 0

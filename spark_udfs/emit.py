@@ -1,0 +1,475 @@
+"""`crcmerkle scan VOLUME... --emit URI`: the Spark scan's tables, written by one host without
+Spark (pyarrow only: no pyspark is imported here).
+
+For operators who cannot run Spark workers on their datanodes: each host scans its own volumes
+(through their layout, as a Spark task would: merkle.replica.layouts.layout_of, one rate limiter
+per volume, the page cache dropped) and writes the rows the Spark scan would write for them,
+built by the Spark scan's own row builders (spark_udfs.scan._result_rows, _one_per_datanode),
+as Parquet under the same table layout:
+
+    <URI>/<table>/datanode=<id>/emit-<host>_<volume>.parquet
+
+for every table of spark_udfs.scan.TABLE_SCHEMAS (chunks, blocks, containers, errors,
+volumes), with the column types Spark's reader is given (TABLE_SCHEMAS; the partition column
+`datanode` is not in the files, its directory value escaped as Spark escapes partition
+values), so that `crcmerkle spark diff/report/plan URI` reads many hosts' emitted tables as one
+scan. Each scanned volume writes one file per table (an empty one when it has no such row, so
+every table exists), named by the host and the volume: hosts never touch each other's files,
+and a re-run of one host replaces that host's files (written under a hidden temporary name and
+renamed where the filesystem can; on an object store the final name is written in one upload,
+which appears only when complete) and then removes that host's older files that the run did
+not write again (a volume gone, a datanode identity changed).
+
+Memory: rows go to one ParquetWriter per (table, datanode) of the volume being scanned, a row
+group at a time (ROW_GROUP_BYTES): a volume's chunk rows are never held whole.
+
+`missing_hosts(volumes, inventory)`: the NOT_SCANNED volumes-table rows of the inventory hosts
+of which the tables hold no volume (the host emitted nothing).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from merkle.replica.errors import ReplicaError, VolumeError
+from merkle.replica.layout import UNKNOWN_DATANODE, Layout, ReplicaRef, Volume, datanode_identity
+from merkle.replica.layouts import layout_of
+from merkle.replica.results import RateLimiter
+from merkle.replica.uri import Location, redact
+from spark_udfs.scan import (NOT_SCANNED, SCANNED, TABLE_SCHEMAS, VOLUME_FAILED,
+                             _one_per_datanode, _result_rows)
+
+__all__ = ["EmitResult", "FILE_PREFIX", "PARTITION", "ROW_GROUP_BYTES", "TABLE_ARROW",
+           "default_host", "emit_scan", "escape_partition_value", "file_name", "host_key", "missing_hosts"]
+
+#: the partition column (a directory level, never a column of the files)
+PARTITION = "datanode"
+#: every emitted file's name starts with it (a host's files: FILE_PREFIX + host_key + "_")
+FILE_PREFIX = "emit-"
+#: rows are buffered up to about this many bytes (Arrow) per table before a row group is
+#: written: bounded memory, whatever a volume holds
+ROW_GROUP_BYTES = 32 << 20
+
+_ARROW_TYPES = {"string": pa.string(), "long": pa.int64(), "boolean": pa.bool_(),
+                "double": pa.float64(), "array<bigint>": pa.list_(pa.int64()),
+                "array<boolean>": pa.list_(pa.bool_())}
+
+
+def _arrow_schema(spark_schema: str) -> pa.Schema:
+    """The Arrow schema of a Spark DDL schema string of TABLE_SCHEMAS ("name type, ...")."""
+    fields = []
+    for col in spark_schema.split(", "):
+        name, _, kind = col.strip().partition(" ")
+        fields.append(pa.field(name, _ARROW_TYPES[kind.strip()]))
+    return pa.schema(fields)
+
+
+#: each table's columns as Spark reads them (TABLE_SCHEMAS), partition column included
+TABLE_ARROW: Dict[str, pa.Schema] = {n: _arrow_schema(s) for n, s in TABLE_SCHEMAS.items()}
+#: what a file holds: the table's columns without the partition column
+_FILE_ARROW: Dict[str, pa.Schema] = {
+    n: pa.schema([f for f in s if f.name != PARTITION]) for n, s in TABLE_ARROW.items()}
+
+#: the output rows of spark_udfs.scan (_OUT_ARROW, by `kind`) as each table's columns
+#: (the renames of scan_replicas: a BLOCK row's data_checksum is block_value, length bytes)
+_TABLE_OF_KIND = {"CHUNK": "chunks", "BLOCK": "blocks", "REPLICA": "containers",
+                  "ERROR": "errors"}
+_RENAMES = {"blocks": {"block_value": "data_checksum", "bytes": "length"}}
+
+# Spark's ExternalCatalogUtils.escapePathName: these characters become %XX (upper-case hex)
+# in a partition directory's value; every other character is kept as it is
+_SPARK_ESCAPED = frozenset([chr(c) for c in range(1, 0x20)]
+                           + list("\"#%'*/:=?\\\x7f{[]^"))
+
+
+def escape_partition_value(value: str) -> str:
+    """`value` as Spark writes it in a partition directory name (`datanode=<this>`), so that
+    Spark's partition discovery reads `value` back exactly. An empty value has no such form
+    (Spark writes null there): refused."""
+    if not value:
+        raise ValueError("an empty datanode identity cannot name a partition")
+    return "".join(f"%{ord(c):02X}" if c in _SPARK_ESCAPED else c for c in value)
+
+
+_PLAIN_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,99}")
+
+
+def host_key(host: str) -> str:
+    """The host as it is written in file names: a plain host name as it is; anything else
+    (characters a file name or a URI should not carry, or too long) as a digest."""
+    if _PLAIN_HOST.fullmatch(host):
+        return host
+    return "h" + hashlib.sha256(host.encode("utf-8", "surrogateescape")).hexdigest()[:24]
+
+
+def file_name(host: str, volume: Volume) -> str:
+    """The name of one host's file of one volume (in every table): unique per host and volume
+    (the volume's root and, when only part of it was asked for, that part)."""
+    key = f"{volume.root}\0{volume.inner or ''}".encode("utf-8", "surrogateescape")
+    return f"{FILE_PREFIX}{host_key(host)}_{hashlib.sha256(key).hexdigest()[:16]}.parquet"
+
+
+def default_host() -> str:
+    """This machine's fully qualified name (what the host columns say without --host)."""
+    return socket.getfqdn() or socket.gethostname()
+
+
+# ---- writing -----------------------------------------------------------------------------
+
+class _Out:
+    """The output location opened once: its filesystem, and how files are committed."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+        self.loc = Location.parse(uri)
+        self.fs = self.loc.filesystem
+        self.base = self.loc.path.rstrip("/")
+        # a rename is atomic on a local filesystem and HDFS; on an object store it is a copy:
+        # there the final name is written in one upload (visible only once complete)
+        self.renames = self.fs.type_name in ("local", "hdfs")
+        self.made: Set[str] = set()
+
+    def path(self, *parts: str) -> str:
+        return "/".join([self.base, *parts])
+
+    def show(self, path: str) -> str:
+        return self.loc.show(path)
+
+    def make_dir(self, path: str) -> None:
+        if path not in self.made:
+            self.fs.create_dir(path, recursive=True)
+            self.made.add(path)
+
+    def commit(self, tmp: str, final: str) -> None:
+        if tmp == final:
+            return
+        if self.fs.type_name == "hdfs":  # HDFS refuses to rename onto an existing file
+            if self.fs.get_file_info(final).type != pafs.FileType.NotFound:
+                self.fs.delete_file(final)
+        self.fs.move(tmp, final)
+
+
+class _TableFile:
+    """One table's file of one (volume, datanode): rows buffered, written a row group at a
+    time, committed under its final name by `close`."""
+
+    def __init__(self, out: _Out, table: str, datanode: str, name: str) -> None:
+        self.out = out
+        self.table = table
+        self.schema = _FILE_ARROW[table]
+        d = out.path(table, f"{PARTITION}={escape_partition_value(datanode)}")
+        out.make_dir(d)
+        self.final = f"{d}/{name}"
+        # hidden (a leading dot): Spark's and pyarrow's readers skip it while it is written
+        self.tmp = f"{d}/.{name}.{os.getpid()}.tmp" if out.renames else self.final
+        self._stream = out.fs.open_output_stream(self.tmp)
+        self._writer = pq.ParquetWriter(self._stream, self.schema)
+        self._pending: List[pa.Table] = []
+        self._bytes = 0
+        self.rows = 0
+
+    def add(self, t: pa.Table) -> None:
+        if t.num_rows == 0:
+            return
+        self._pending.append(t.select(self.schema.names).cast(self.schema))
+        self._bytes += t.nbytes
+        self.rows += t.num_rows
+        if self._bytes >= ROW_GROUP_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            self._writer.write_table(pa.concat_tables(self._pending))
+        self._pending, self._bytes = [], 0
+
+    def close(self) -> str:
+        self._flush()
+        self._writer.close()
+        self._stream.close()
+        self.out.commit(self.tmp, self.final)
+        return self.final
+
+    def abandon(self) -> None:
+        """Close without committing (the run failed): the temporary file is removed."""
+        try:
+            self._writer.close()
+            self._stream.close()
+        finally:
+            if self.tmp != self.final:
+                try:
+                    self.out.fs.delete_file(self.tmp)
+                except OSError:
+                    pass
+
+
+class _VolumeFiles:
+    """A volume's files: one per table and datanode its rows name (the volume's own datanode
+    first, every table, so that each table exists even when it has no row)."""
+
+    def __init__(self, out: _Out, name: str) -> None:
+        self.out = out
+        self.name = name
+        self.files: Dict[Tuple[str, str], _TableFile] = {}
+
+    def open_all(self, datanode: str, tables: Iterable[str]) -> None:
+        for t in tables:
+            self._file(t, datanode)
+
+    def _file(self, table: str, datanode: str) -> _TableFile:
+        f = self.files.get((table, datanode))
+        if f is None:
+            f = self.files[(table, datanode)] = _TableFile(self.out, table, datanode,
+                                                           self.name)
+        return f
+
+    def add(self, table: str, t: pa.Table) -> None:
+        """Rows of `table` (its columns, the partition column included)."""
+        if t.num_rows == 0:
+            return
+        dn = t.column(PARTITION)
+        for datanode in dn.unique().to_pylist():  # one, unless a layout mixes datanodes
+            part = t if len(dn.unique()) == 1 else t.filter(
+                pc.equal(dn, pa.scalar(datanode, pa.string())))
+            self._file(table, datanode).add(part)
+
+    def close(self) -> List[str]:
+        written = []
+        try:
+            for f in list(self.files.values()):
+                written.append(f.close())
+        except BaseException:
+            self.abandon()
+            raise
+        return written
+
+    def abandon(self) -> None:
+        for f in self.files.values():
+            try:
+                f.abandon()
+            except Exception:  # noqa: BLE001 - cleaning up after the error being reported
+                pass
+
+
+def _tables_of(results: List[pa.Table]) -> Iterable[Tuple[str, pa.Table]]:
+    """(table name, rows in that table's columns) of spark_udfs.scan output rows (each
+    pa.Table of _result_rows holds one kind)."""
+    for t in results:
+        if t.num_rows == 0:
+            continue
+        name = _TABLE_OF_KIND[t.column("kind")[0].as_py()]
+        rename = _RENAMES.get(name, {})
+        cols = TABLE_ARROW[name].names
+        yield name, pa.table({c: t.column(rename.get(c, c)) for c in cols})
+
+
+# ---- the scan ----------------------------------------------------------------------------
+
+@dataclass
+class EmitResult:
+    """What a host's emit did: its volumes-table rows (VOLUME_SCHEMA order), the files it
+    wrote (as they may be shown), the stale files of earlier runs it removed, and what the
+    exit status needs."""
+
+    volumes: List[Dict[str, Any]] = field(default_factory=list)
+    written: List[str] = field(default_factory=list)
+    #: the same, as paths inside the output's filesystem
+    _paths: List[str] = field(default_factory=list, repr=False)
+    removed: List[str] = field(default_factory=list)
+    replicas: int = 0
+    with_errors: int = 0
+    #: replicas that could not be scanned at all (SCAN_FAILED rows)
+    scan_failed: int = 0
+    #: one-line problems that stopped part of the work (a PATH, an entry of a walk)
+    failures: List[str] = field(default_factory=list)
+    duplicates: int = 0
+    bytes_read: int = 0
+
+
+def emit_scan(paths: List[str], uri: str, host: str, *, trees_only: bool = False,
+              metadata_only: bool = False, bytes_per_second: Optional[float] = None,
+              drop_cache: bool = True, strict: bool = False,
+              on_volume: Optional[Callable[[Dict[str, Any]], None]] = None,
+              **options: Any) -> EmitResult:
+    """Scan the volumes under `paths` (this host's) and write their scan tables under `uri`
+    (see the module docstring). `options`: the verifier's (workers, buffer_size). A PATH or
+    walk entry that cannot be used is one line in `failures` and the rest goes on; an error
+    writing the output raises OSError (nothing of the failed volume is left behind)."""
+    res = EmitResult()
+    out = _Out(uri)
+    volumes: List[Tuple[Layout, Volume]] = []
+    seen: Set[Tuple[str, str, Optional[str]]] = set()
+
+    def walk_error(where: Any, exc: Exception) -> None:
+        res.failures.append(redact(f"{os.fspath(getattr(where, 'root', where))}: {exc}"))
+
+    for p in paths:
+        try:
+            layout = layout_of(p)
+            found = layout.volumes(p, walk_error)
+        except FileNotFoundError as exc:
+            res.failures.append(redact(f"{p}: {exc.strerror or exc}"))
+            continue
+        except (ReplicaError, OSError, ValueError) as exc:
+            res.failures.append(redact(f"{p}: {exc}"))
+            continue
+        for v in found:
+            if (layout.name, v.root, v.inner) not in seen:
+                seen.add((layout.name, v.root, v.inner))
+                volumes.append((layout, v))
+    # every volume's replicas first: the duplicate rule looks across the host's volumes
+    listed: List[Tuple[Layout, Volume, List[ReplicaRef]]] = []
+    for layout, v in volumes:
+        refs: List[ReplicaRef] = []
+        if v.problem is None:
+            try:
+                refs = layout.replicas(v, walk_error)
+            except (ReplicaError, OSError, ValueError) as exc:
+                walk_error(v, exc)
+        listed.append((layout, v, refs))
+    kept, duplicates = _one_per_datanode([r for _, _, refs in listed for r in refs])
+    keep = {id(r) for r in kept}
+    dup_by_path = {d[1]: d for d in duplicates}
+    res.duplicates = len(duplicates)
+    tables = list(TABLE_SCHEMAS)
+    for layout, v, refs in listed:
+        vf = _VolumeFiles(out, file_name(host, v))
+        try:
+            row = _emit_volume(layout, v, refs, keep, dup_by_path, vf, host, res, tables,
+                               trees_only=trees_only, metadata_only=metadata_only,
+                               bytes_per_second=bytes_per_second, drop_cache=drop_cache,
+                               strict=strict, options=options)
+            done = vf.close()
+            res._paths.extend(done)
+            res.written.extend(out.show(p) for p in done)
+        except BaseException:
+            vf.abandon()
+            raise
+        res.volumes.append(row)
+        if on_volume is not None:
+            on_volume(row)
+    res.removed = [out.show(p) for p in _remove_stale(out, host, res._paths, tables)]
+    return res
+
+
+def _emit_volume(layout: Layout, v: Volume, refs: List[ReplicaRef], keep: Set[int],
+                 dup_by_path: Dict[str, Tuple], vf: _VolumeFiles, host: str,
+                 res: EmitResult, tables: List[str], *, trees_only: bool,
+                 metadata_only: bool, bytes_per_second: Optional[float], drop_cache: bool,
+                 strict: bool, options: Dict[str, Any]) -> Dict[str, Any]:
+    """Scan one volume into its files; its volumes-table row."""
+    datanode = v.datanode or UNKNOWN_DATANODE
+    vf.open_all(datanode, tables)
+    t0 = time.perf_counter()
+    status, detail = SCANNED, None
+    if v.problem is not None:
+        status, detail = VOLUME_FAILED, redact(v.problem)
+    nbytes = 0
+    scan_refs = [r for r in refs if id(r) in keep]
+    dups = [dup_by_path[redact(r.path)] for r in refs
+            if id(r) not in keep and redact(r.path) in dup_by_path]
+    if dups:  # DUPLICATE_REPLICA rows (listed, never scanned), with this host
+        names = TABLE_ARROW["errors"].names
+        vf.add("errors", pa.Table.from_pylist(
+            [dict(zip(names, d[:-1] + (host,))) for d in dups], schema=TABLE_ARROW["errors"]))
+    if scan_refs:
+        limiter = RateLimiter(bytes_per_second) if bytes_per_second else None
+        for rep, r, exc in layout.scan(scan_refs, trees_only=trees_only,
+                                       metadata_only=metadata_only, limiter=limiter,
+                                       drop_cache=drop_cache, **options):
+            if exc is not None:
+                res.scan_failed += 1
+                if isinstance(exc, VolumeError) and status == SCANNED:
+                    status, detail = VOLUME_FAILED, redact(str(exc))
+            else:
+                nbytes += r.bytes_read
+                if not r.ok_at(strict):
+                    res.with_errors += 1
+            res.replicas += 1
+            rows = _result_rows(rep, r, exc, trees_only, host, metadata_only=metadata_only)
+            for name, t in _tables_of(rows):
+                vf.add(name, t)
+    res.bytes_read += nbytes
+    row = {"datanode": datanode, "host": host, "volume": redact(v.root),
+           "cluster_id": v.cluster_id, "status": status, "detail": detail,
+           "replicas": len(refs), "bytes_read": nbytes,
+           "seconds": round(time.perf_counter() - t0, 6), "ran_on": host}
+    vf.add("volumes", pa.Table.from_pylist([row], schema=TABLE_ARROW["volumes"]))
+    return row
+
+
+def _remove_stale(out: _Out, host: str, written: List[str], tables: List[str]) -> List[str]:
+    """Remove this host's files that this run did not write (an earlier run's: a volume no
+    longer given, a datanode identity that changed) and its leftover temporary files; other
+    hosts' files are never touched (their names carry their own host)."""
+    mine = FILE_PREFIX + host_key(host) + "_"
+    keep = set(written)
+    removed = []
+    for t in tables:
+        sel = pafs.FileSelector(out.path(t), recursive=True, allow_not_found=True)
+        for info in out.fs.get_file_info(sel):
+            if info.type != pafs.FileType.File:
+                continue
+            name = info.base_name
+            stale = (name.startswith(mine) and name.endswith(".parquet")
+                     and info.path not in keep)
+            leftover = name.startswith("." + mine) and name.endswith(".tmp") \
+                and name.rsplit(".", 2)[-2] != str(os.getpid())
+            if stale or leftover:
+                out.fs.delete_file(info.path)
+                removed.append(info.path)
+    return removed
+
+
+# ---- hosts that emitted nothing -------------------------------------------------------------
+
+def _rows_of(volumes: Any) -> List[Dict[str, Any]]:
+    """The volumes table's datanode/host/ran_on values: a Spark DataFrame (collected: one row
+    per volume, small), a pyarrow Table, or rows (dicts or Row objects)."""
+    if hasattr(volumes, "select") and hasattr(volumes, "collect"):  # a Spark DataFrame
+        volumes = volumes.select(PARTITION, "host", "ran_on").distinct().collect()
+    elif isinstance(volumes, pa.Table):
+        volumes = volumes.to_pylist()
+    out = []
+    for r in volumes:
+        get = r.get if isinstance(r, dict) else (lambda k, r=r: r[k])
+        out.append({k: get(k) for k in (PARTITION, "host", "ran_on")})
+    return out
+
+
+def missing_hosts(volumes: Any, inventory: Any) -> List[Tuple]:
+    """VOLUME_SCHEMA rows (status NOT_SCANNED) for each host of `inventory`
+    (merkle.replica.inventory.Inventory) of which `volumes` (the volumes table: a DataFrame,
+    an Arrow table or rows) holds no row: matched by its datanode UUID, else by its host name
+    or address (in `host` or `ran_on`). One row per inventory volume of the host (one with no
+    volume when the inventory lists none)."""
+    datanodes: Set[str] = set()
+    hosts: Set[int] = set()
+    for r in _rows_of(volumes):
+        if r[PARTITION]:
+            datanodes.add(datanode_identity(r[PARTITION]))
+        for name in (r["host"], r["ran_on"]):
+            h = inventory.host_named(name) if name else None
+            if h is not None:
+                hosts.add(id(h))
+    rows: List[Tuple] = []
+    for h in inventory.hosts:
+        uuid = datanode_identity(h.uuid) if h.uuid else None
+        if (uuid is not None and uuid in datanodes) or id(h) in hosts:
+            continue
+        detail = (f"the host emitted nothing: no volume of datanode {uuid or '(no UUID)'} "
+                  f"or host {h.host} in the scan tables")
+        for vol in (h.volumes or (None,)):
+            rows.append((uuid or UNKNOWN_DATANODE, h.host, vol, None, NOT_SCANNED, detail,
+                         None, None, None, None))
+    return rows
