@@ -10,6 +10,8 @@ sees none of it. So the unit of work is one (host, volume) of the inventory
   registered (spark_udfs.locality): a host without one gets NO_EXECUTOR for each of its
   volumes and no task at all, so nothing waits for it. Every other (host, volume) is one
   task whose preferred location is the host, as its executor registered (located_rdd);
+- a host whose executors all leave while its job runs (a killed worker) has its job
+  cancelled and its volumes reported NO_EXECUTOR: nothing of it is counted, nothing waits;
 - the task reads nothing before it has checked that it runs on that host
   (this_executor_host; else WRONG_HOST) and that the volume's recorded identity (Ozone's
   hdds/VERSION datanodeUuid) is the datanode the inventory puts there (else
@@ -266,10 +268,17 @@ def scan_datanodes(spark: Any, inventory: Inventory, *, trees_only: bool = False
                "drop_cache": drop_cache}
     acc = bytes_accumulator(sc)
     fn = _counting(_task_fn(options), acc)
+    lost: Set[str] = set()
     if per_host:
-        out = _run_per_host(spark, per_host, fn)
+        out, lost = _run_per_host(spark, per_host, fn, local)
     else:  # every host lacks an executor: nothing to run, the volumes say why
         out = spark.createDataFrame([], _OUT_SCHEMA)
+    for at in sorted(lost):  # their results dropped: the volumes say why
+        for text, _ in per_host[at]:
+            item = json.loads(text)
+            missing.append((item["datanode"], item["host"], item["volume"], None, NO_EXECUTOR,
+                            f"the executor on {item['host']} was lost during the scan: "
+                            f"nothing of it is counted", None, None, None, None))
     kind = F.col("kind")
     volumes = out.filter(kind == "VOLUME").select(
         "datanode", "host", "volume", "cluster_id", "status", "detail",
@@ -313,31 +322,59 @@ def _wanted(inventory: Inventory) -> List[str]:
 JOB_GROUP = "crcmerkle-scan-host:{}"
 
 
-def _run_per_host(spark: Any, per_host: Dict[str, List[Tuple[str, List[str]]]], fn: Any
-                  ) -> Any:
+def _run_per_host(spark: Any, per_host: Dict[str, List[Tuple[str, List[str]]]], fn: Any,
+                  local: bool) -> Tuple[Any, Set[str]]:
     """Run each host's tasks as its own job, all at once from driver threads, each output
-    cached where it was computed, and return their union. One job (one task set) per host:
-    the scheduler keeps a host's tasks for it while it has a live executor, and the moment
-    it has none its remaining tasks run elsewhere at once, where they read nothing
-    (WRONG_HOST); one task set over all hosts would instead hold a lost host's tasks for
-    the whole locality wait (spark_udfs.locality)."""
+    cached where it was computed; return their union and the hosts whose executors were
+    lost while their job ran (their jobs cancelled, their results dropped).
+
+    One job (one task set) per host: the scheduler keeps a host's tasks for it while it has
+    a live executor (the locality wait is days), and a task placed elsewhere reads nothing
+    (WRONG_HOST). A host whose executors all vanish mid-job (a killed worker, a lost
+    NodeManager) is not waited for: a watcher sees it leave the registered executors and
+    cancels its job, whatever Spark's scheduler would have done with its pending tasks
+    (measured: with a task set half done, the lost host's last task was neither run
+    elsewhere nor failed)."""
+    import threading
     from concurrent.futures import ThreadPoolExecutor
     from functools import reduce
 
-    from spark_udfs.locality import located_rdd
+    import pyspark
+    from pyspark import inheritable_thread_target
+
+    from spark_udfs.locality import executor_hosts, located_rdd
 
     sc = spark.sparkContext
+    running: Set[str] = set(per_host)
+    lost: Set[str] = set()
+    lock = threading.Lock()
 
     def one(host: str) -> Any:
         sc.setJobGroup(JOB_GROUP.format(host), f"crcmerkle scan of {host}'s volumes")
         rdd = located_rdd(sc, per_host[host])
         work = spark.createDataFrame(rdd.map(lambda s: (s,)), "item string")
         df = work.mapInArrow(fn, _OUT_SCHEMA).persist()
-        df.count()  # computes and caches it, on its host
+        try:
+            df.count()  # computes and caches it, on its host
+        except Exception:
+            with lock:
+                if host not in lost:
+                    raise
+            df.unpersist()
+            return None
+        finally:
+            with lock:
+                running.discard(host)
         return df
 
-    import pyspark
-    from pyspark import inheritable_thread_target
+    def watch(stop: threading.Event) -> None:
+        while not stop.wait(1.0):
+            alive = executor_hosts(sc)
+            with lock:
+                gone = [h for h in running if h not in alive]
+                lost.update(gone)
+            for h in gone:
+                sc.cancelJobGroup(JOB_GROUP.format(h))
 
     def target() -> Any:
         """`one` carrying the caller's local properties (scheduler pool...) into its
@@ -348,12 +385,22 @@ def _run_per_host(spark: Any, per_host: Dict[str, List[Tuple[str, List[str]]]], 
             return inheritable_thread_target(spark)(one)
         return inheritable_thread_target(one)
 
-    # one thread per host: a host's job blocks its thread until the host is done, and py4j
-    # gives each thread its own connection (threads beyond this run after the first finish)
-    with ThreadPoolExecutor(max_workers=min(len(per_host), 512)) as pool:
-        futures = [pool.submit(target(), host) for host in sorted(per_host)]
-        parts = [f.result() for f in futures]
-    return reduce(lambda a, b: a.union(b), parts)
+    stop = threading.Event()
+    watcher = None if local else threading.Thread(target=watch, args=(stop,), daemon=True)
+    if watcher is not None:  # local[*]: the driver is the executor, nothing to lose
+        watcher.start()
+    try:
+        # one thread per host: a host's job blocks its thread until the host is done, and
+        # py4j gives each thread its own connection (more hosts: they run as threads free)
+        with ThreadPoolExecutor(max_workers=min(len(per_host), 512)) as pool:
+            futures = [pool.submit(target(), host) for host in sorted(per_host)]
+            parts = [f.result() for f in futures]
+    finally:
+        stop.set()
+    parts = [p for p in parts if p is not None]
+    out = (reduce(lambda a, b: a.union(b), parts) if parts
+           else spark.createDataFrame([], _OUT_SCHEMA))
+    return out, lost
 
 
 def _duplicate_replicas(summary: Any) -> Tuple[List[Tuple], Set[Tuple[str, str]]]:
