@@ -29,6 +29,13 @@ def run(capsys: Any, *argv: Any) -> Tuple[int, str, str]:
     return status, out, err
 
 
+def both(capsys: Any, tmp: Path, *argv: Any) -> Tuple[int, Dict[str, Any], str]:
+    """(exit status, the JSON, the text) of one report or plan run (--report FILE)."""
+    f = tmp / "out.json"
+    status, text, _ = run(capsys, *argv, "--report", f)
+    return status, json.loads(f.read_text()), text
+
+
 def _rewrite(spark: Any, src: Path, dst: Path, uuid_host: Dict[str, str],
              drop: str = "", volume_status: Dict[str, List[Tuple[str, str]]] = None) -> None:
     """The scan tables of `src` as written on hosts: `host` set from `uuid_host`, the rows of
@@ -142,14 +149,12 @@ def _check_hosts(rep: Dict[str, Any], host_of: Dict[str, str]) -> None:
     assert pairs and all(host_of[d] == h for d, h in pairs), pairs
 
 
-def test_the_report_names_hosts_from_the_tables(hosted, capsys):
-    st, out, _ = run(capsys, "spark", "report", hosted["base"] / "onhosts", "--json")
-    rep = json.loads(out)
+def test_the_report_names_hosts_from_the_tables(hosted, capsys, tmp_path):
+    st, rep, text = both(capsys, tmp_path, "spark", "report", hosted["base"] / "onhosts")
     assert st == 1  # the injected faults
     _check_hosts(rep, hosted["host_of"])
     assert rep["verification"]["volumes_unverified"] == 0 and rep["volumes"] == []
     assert rep["hosts_unverified"] == []
-    st, text, _ = run(capsys, "spark", "report", hosted["base"] / "onhosts")
     assert "on h0.example" in text and "unknown host" not in text
     _no_datanode_by_path(rep, text, hosted["uuids"])
 
@@ -159,8 +164,7 @@ def test_the_report_and_diff_name_hosts_from_an_inventory(hosted, capsys, tmp_pa
     st, out, _ = run(capsys, "spark", "report", scan, "--json")
     plain = json.loads(out)
     assert all(h is None for _, h in _hosts_in(plain)) and not plain["knows_hosts"]
-    st, out, _ = run(capsys, "spark", "report", scan, "--json", "--datanodes", inv)
-    rep = json.loads(out)
+    st, rep, text = both(capsys, tmp_path, "spark", "report", scan, "--datanodes", inv)
     assert st == 1
     _check_hosts(rep, hosted["host_of"])
     # the inventory's fourth host has no volume in the scan: NOT_SCANNED, a finding
@@ -176,7 +180,6 @@ def test_the_report_and_diff_name_hosts_from_an_inventory(hosted, capsys, tmp_pa
     assert rep["summary"]["UNVERIFIED"] >= short and \
         rep["summary"]["MATCH"] + short >= plain["summary"]["MATCH"]
     assert not set(rep["containers"]["MATCH"]) & set(rep["containers"]["UNVERIFIED"])
-    st, text, _ = run(capsys, "spark", "report", scan, "--datanodes", inv)
     assert "Volumes not verified: 2 of 8 (NOT_SCANNED 2)" in text
     assert "Hosts with no verified volume: h9.example" in text
     _no_datanode_by_path(rep, text, hosted["uuids"])
@@ -189,10 +192,9 @@ def test_the_report_and_diff_name_hosts_from_an_inventory(hosted, capsys, tmp_pa
     assert sorted(r["status"] for r in vols.collect()) == ["NOT_SCANNED"] * 2 + ["SCANNED"] * 6
 
 
-def test_unverified_hosts_leave_their_containers_unverified(hosted, capsys):
+def test_unverified_hosts_leave_their_containers_unverified(hosted, capsys, tmp_path):
     degraded = hosted["base"] / "degraded"
-    st, out, _ = run(capsys, "spark", "report", degraded, "--json")
-    rep = json.loads(out)
+    st, rep, text = both(capsys, tmp_path, "spark", "report", degraded)
     assert st == 1
     s = rep["summary"]
     # every container had a replica on dn2, whose host was not verified: at most 2 verified
@@ -201,8 +203,7 @@ def test_unverified_hosts_leave_their_containers_unverified(hosted, capsys):
     assert sorted((v["status"], v["host"]) for v in rep["volumes"]) == [
         ("NO_EXECUTOR", "h2.example"), ("WRONG_HOST", "h2.example")]
     assert [h["host"] for h in rep["hosts_unverified"]] == ["h2.example"]
-    st, text, _ = run(capsys, "spark", "report", degraded)
-    assert st == 1 and "MATCH: 0" in text
+    assert "MATCH: 0" in text
     assert "6 container(s) with fewer than 3 verified replicas are UNVERIFIED, never MATCH " \
            "nor UNDER_REPLICATED" in text
     _no_datanode_by_path(rep, text, hosted["uuids"])
@@ -211,12 +212,11 @@ def test_unverified_hosts_leave_their_containers_unverified(hosted, capsys):
     assert json.loads(out)["summary"]["MATCH"] > 0
 
 
-def test_the_plan_names_hosts_and_commands_take_them(hosted, capsys):
+def test_the_plan_names_hosts_and_commands_take_them(hosted, capsys, tmp_path):
     u = hosted["uuids"]
     onhosts = hosted["base"] / "onhosts"
-    st, out, _ = run(capsys, "spark", "plan", onhosts, "--json", "--decommission",
-                     "H0.Example", "--maintenance", u["dn1"])
-    plan = json.loads(out)
+    st, plan, text = both(capsys, tmp_path, "spark", "plan", onhosts, "--decommission",
+                          "H0.Example", "--maintenance", u["dn1"])
     assert plan["parameters"]["decommission"] == [u["dn0"]]
     assert plan["parameters"]["maintenance"] == [u["dn1"]]
     assert {n["datanode"]: n["host"] for n in plan["datanodes"]} == {
@@ -227,16 +227,14 @@ def test_the_plan_names_hosts_and_commands_take_them(hosted, capsys):
     for c in plan["copy_plan"]["commands"]:
         assert c["source_host"] == hosted["host_of"][c["source"]]
         assert c["target_host"] == hosted["host_of"][c["target"]]
-    st, text, _ = run(capsys, "spark", "plan", onhosts, "--decommission", "h0.example")
     assert "ozone admin datanode decommission h0.example" in text
+    assert "ozone admin datanode maintenance h1.example" in text
     _no_datanode_by_path(plan, text, u)
 
     # one directory tree, no inventory: no command names a UUID; one line asks for hosts
     scan = hosted["base"] / "scan"
-    st, out, _ = run(capsys, "spark", "plan", scan, "--json", "--decommission", u["dn0"])
-    plan = json.loads(out)
+    st, plan, text = both(capsys, tmp_path, "spark", "plan", scan, "--decommission", u["dn0"])
     assert plan["ozone"]["datanodes"] == [{"datanode": u["dn0"], "host": None}]
-    st, text, _ = run(capsys, "spark", "plan", scan, "--decommission", u["dn0"])
     assert "ozone admin datanode decommission" not in text
     assert sum("--datanodes FILE" in line for line in text.splitlines()) == 1
     # ... and with the inventory, the host by its name
