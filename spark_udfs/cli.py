@@ -124,9 +124,11 @@ def _names(text: str) -> List[str]:
 
 def _plan_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--decommission", type=_names, action="extend", default=[],
-                   metavar="DN[,DN...]", help="datanodes to decommission (leave for good)")
+                   metavar="DN[,DN...]", help="datanodes to decommission (leave for good): "
+                   "each its UUID or its host name")
     p.add_argument("--maintenance", type=_names, action="extend", default=[],
-                   metavar="DN[,DN...]", help="datanodes to put into maintenance")
+                   metavar="DN[,DN...]", help="datanodes to put into maintenance (UUID or "
+                   "host name)")
     p.add_argument("--min-healthy", type=positive_int, default=1,
                    help="good in-service copies a decommission keeps (default 1)")
     p.add_argument("--min-replicas", type=positive_int, default=None,
@@ -711,6 +713,7 @@ def _write_plan(res: Any, output: str, limit: int) -> Dict[str, Any]:
 
 def _diff(args: argparse.Namespace) -> int:
     _check_paths([args.input])  # before the JVM starts: a missing path costs nothing
+    inventory = _LOAD_STATE.get("inventory")  # --datanodes (_not_scanned loaded it)
     spark = _session(args)
     t = _load_chunks(spark, args.input)
     out = args.output.rstrip("/")
@@ -731,13 +734,35 @@ def _diff(args: argparse.Namespace) -> int:
             F.sum((F.col("state") == "MISMATCH").cast("int")).alias("mism"),
             F.sum((F.col("state") == "UNVERIFIED").cast("int")).alias("unver")).collect()[0]
         n_unrec = res.unrecoverable.count()
+        idx = _volumes_out(spark, t, inventory, out)
     mism, unver = int(row["mism"] or 0), int(row["unver"] or 0)
     print(f"{row['n']} container(s), {mism} mismatched, {unver} unverified, "
           f"{plan['commands']} repair command(s) in {plan['rounds']} round(s), {n_unrec} "
           f"unrecoverable chunk(s); tables in {_dir_display(out)}/")
+    if idx is not None and idx.degraded:
+        print(f"{idx.volumes_unverified} volume(s) not verified ("
+              + ", ".join(f"{s} {n}" for s, n in sorted(idx.counts.items()) if s != "SCANNED")
+              + f"), {len(idx.hosts_unverified)} host(s) with none verified: their replicas "
+                "were not read ('spark report' lists them)")
     _check_read(read_summary(int(row["replicas"] or 0), int(row["read"] or 0)),
                 args.min_read_fraction)
-    return EXIT_FINDINGS if (mism or n_unrec or unver) else 0
+    return EXIT_FINDINGS if (mism or n_unrec or unver
+                             or (idx is not None and idx.degraded)) else 0
+
+
+def _volumes_out(spark: Any, t: Dict[str, Any], inventory: Any, out: str) -> Any:
+    """The diff's OUT/volumes: the scan's volumes table with the inventory's hosts named and
+    its hosts without a volume added as NOT_SCANNED; and their HostIndex (None without a
+    volumes table or an inventory)."""
+    from spark_udfs.hosts import host_index, volumes_with_inventory
+
+    vols = t.get("volumes")
+    if vols is None and inventory is None:
+        return None
+    if vols is not None:
+        vols = volumes_with_inventory(spark, vols, inventory)
+        vols.write.mode("overwrite").parquet(out + "/volumes")
+    return host_index(spark, replicas=t.get("containers"), volumes=vols, inventory=inventory)
 
 
 def _emit_report(args: argparse.Namespace, spark: Any, diff: Any, t: Dict[str, Any]) -> int:
@@ -748,7 +773,8 @@ def _emit_report(args: argparse.Namespace, spark: Any, diff: Any, t: Dict[str, A
         rep = build_report(diff, replicas=t.get("containers"), errors=t.get("errors"),
                            replication=args.replication, first=args.first, limit=args.limit,
                            commands_to=to, commands_ref=ref,
-                           strict=getattr(args, "strict", False))
+                           strict=getattr(args, "strict", False), volumes=t.get("volumes"),
+                           inventory=t.get("inventory"))
     if args.report:
         _write_file(args.report, to_json(rep).encode(), label="--report ")
     sys.stdout.write(to_json(rep) if args.json else format_text(rep))
@@ -786,12 +812,14 @@ def _report(args: argparse.Namespace) -> int:
     _check_paths([args.input])  # before the JVM starts
     spark = _session(args)
     t = _load_chunks(spark, args.input)
+    t["inventory"] = _LOAD_STATE.get("inventory")  # --datanodes (_not_scanned loaded it)
     return _emit_report(args, spark, _diff_tables(t), t)
 
 
 def _run(args: argparse.Namespace) -> int:
     spark, _ = _scan_and_write(args)
     t = _load_chunks(spark, args.output)
+    t["inventory"] = _inventory(args)
     if args.decommission or args.maintenance:
         return _emit_plan(args, _diff_tables(t), t)
     return _emit_report(args, spark, _diff_tables(t), t)
@@ -950,6 +978,7 @@ def _plan(args: argparse.Namespace) -> int:
     _check_paths([args.input])  # before the JVM starts
     spark = _session(args)
     t = _load_chunks(spark, args.input)
+    t["inventory"] = _LOAD_STATE.get("inventory")  # --datanodes (_not_scanned loaded it)
     return _emit_plan(args, _diff_tables(t), t)
 
 
@@ -964,7 +993,9 @@ def _emit_plan(args: argparse.Namespace, diff: Any, t: Dict[str, Any]) -> int:
                           errors=t.get("errors"), blocks=t.get("blocks"), chunks=t["chunks"],
                           replication=args.replication, min_healthy=args.min_healthy,
                           min_replicas=args.min_replicas, maintenance_min=args.maintenance_min,
-                          limit=args.limit, first=args.first, read=read)
+                          limit=args.limit, first=args.first, read=read,
+                          replicas=t.get("containers"), volumes=t.get("volumes"),
+                          inventory=t.get("inventory"))
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     if args.report:

@@ -34,6 +34,13 @@ target = an in-service datanode holding no replica of the container, the one wit
 bytes planned so far; commands are placed in rounds (a datanode takes part in at most `limit`
 per round, as the repair plan), containers with the fewest good copies first.
 
+Leaving datanodes are named by their identity (UUID) or their host name (case-insensitive:
+the scan tables' host column or the inventory, spark_udfs.hosts); the plan names each by both.
+On Ozone volumes the plan's `ozone admin datanode decommission|maintenance HOST` commands
+name the host (Ozone's commands take host names), never a UUID or a path: a datanode whose
+host is unknown gets no command, and the plan says `--datanodes FILE` would name it. A
+replica on a datanode none of whose volumes was verified is never a good copy.
+
 Everything per replica and per container is computed in Spark (each stage materialised
 with localCheckpoint: the tables are per replica, small, and reused by several later joins,
 whose plans would otherwise repeat the whole diff lineage in every branch); the driver collects the
@@ -52,7 +59,8 @@ from merkle.messages import one_line
 from spark_udfs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
 from merkle.replica.layouts import owner_repairing
 from merkle.replica.commandlist import lines_digest
-from spark_udfs.report import read_summary, scanned_roots
+from spark_udfs.hosts import HostIndex, command_host, host_index
+from spark_udfs.report import _who, read_summary, scanned_roots, verification, volume_lines
 
 __all__ = ["CATEGORIES", "DECOMMISSIONING", "IN_SERVICE", "MAINTENANCE", "OZONE_BY",
            "PLAN_FORMAT", "REASONS", "REPLICATE_BY", "build_plan", "copy_commands",
@@ -142,12 +150,20 @@ def _sql_list(names: Iterable[str]) -> str:
                                 for n in names) + ")" if names else "array()"
 
 
-def replica_table(diff: DiffResult, errors: Any, leaving: Dict[str, str]) -> Any:
-    """One row per replica: container, datanode, replica, volume, state, clean."""
+def replica_table(diff: DiffResult, errors: Any, leaving: Dict[str, str],
+                  unverified: Sequence[str] = ()) -> Any:
+    """One row per replica: container, datanode, replica, volume, state, clean. A replica
+    that was not read (its `verified` false), or of a datanode in `unverified` (none of its
+    volumes verified), is never clean: it is no healthy copy."""
     from pyspark.sql import functions as F
 
     spark = diff.containers.sparkSession
-    r = diff.replicas.select("container", "datanode", "replica", "unhealthy_chunks")
+    read = F.coalesce(F.col("verified"), F.lit(True)) if "verified" in diff.replicas.columns \
+        else F.lit(True)
+    if unverified:
+        read = read & ~F.col("datanode").isin(*sorted(unverified))
+    r = diff.replicas.select("container", "datanode", "replica", "unhealthy_chunks",
+                             read.alias("read"))
     if errors is not None:
         bad = errors.filter(~F.col("error").isin(*_TREE_ERRORS)).select(
             "container", "datanode").distinct().withColumn("scan_error", F.lit(True))
@@ -160,7 +176,8 @@ def replica_table(diff: DiffResult, errors: Any, leaving: Dict[str, str]) -> Any
         "container", "datanode", "replica",
         "regexp_replace(replica, '/+[^/]*/*$', '') AS volume",
         f"coalesce(state, '{IN_SERVICE}') AS state",
-        "coalesce(unhealthy_chunks, 0) = 0 AND NOT coalesce(scan_error, false) AS clean")
+        "read AND coalesce(unhealthy_chunks, 0) = 0 AND NOT coalesce(scan_error, false) "
+        "AS clean")
 
 
 def _good_replicas(diff: DiffResult, reps: Any, touched: Any) -> Any:
@@ -303,33 +320,49 @@ def build_plan(diff: DiffResult, *, decommission: Sequence[str] = (),
                chunks: Any = None, replication: int = 3, min_healthy: int = 1,
                min_replicas: Optional[int] = None, maintenance_min: int = 1,
                limit: int = DEFAULT_DATANODE_LIMIT, first: int = 100,
-               read: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+               read: Optional[Dict[str, Any]] = None, replicas: Any = None,
+               volumes: Any = None, inventory: Any = None) -> Dict[str, Any]:
     """The plan as a JSON-ready dict (see the module docstring). `errors`, `blocks`: a
     scan's tables (give them when there are; `chunks` is used for byte counts otherwise);
-    `read`: plan_read(diff) when the caller has it already.
+    `read`: plan_read(diff) when the caller has it already; `replicas` (the containers
+    table), `volumes` and `inventory`: who the datanodes are (spark_udfs.hosts).
     ValueError for a datanode the scan does not know, or listed twice."""
     from pyspark.sql import functions as F
 
     min_replicas = replication if min_replicas is None else min_replicas
+    if not decommission and not maintenance:
+        raise ValueError("name the leaving datanodes (--decommission and/or --maintenance)")
+    idx = host_index(diff.containers.sparkSession, replicas=replicas, volumes=volumes,
+                     inventory=inventory, first=first)
+    known = [r["datanode"] for r in diff.replicas.select("datanode").distinct().collect()]
+    decommission = _resolve(idx, decommission, known)
+    maintenance = _resolve(idx, maintenance, known)
     dup = sorted(set(decommission) & set(maintenance))
     if dup:
         raise ValueError(f"datanode(s) {', '.join(dup)} listed for both decommission and "
                          f"maintenance")
-    if not decommission and not maintenance:
-        raise ValueError("name the leaving datanodes (--decommission and/or --maintenance)")
     leaving = {d: DECOMMISSIONING for d in decommission}
     leaving.update({d: MAINTENANCE for d in maintenance})
-    reps = replica_table(diff, errors, leaving).localCheckpoint()
+    reps = replica_table(diff, errors, leaving, sorted(idx.datanodes_unverified)) \
+        .localCheckpoint()
     # the datanodes and their volumes (small: datanodes x volumes)
     volumes: Dict[str, List[str]] = {}
     for row in reps.groupBy("datanode").agg(
             F.sort_array(F.collect_set("volume")).alias("v")).collect():
         volumes[row["datanode"]] = list(row["v"] or [])
     unknown = sorted(set(leaving) - set(volumes))
+    unread = [d for d in unknown if d in idx.datanodes_unverified]
+    if unread:
+        raise ValueError(f"datanode(s) {', '.join(idx.who(d) for d in unread)} were not "
+                         f"verified (none of their volumes was scanned): scan them before "
+                         f"planning their decommission")
     if unknown:
         raise ValueError(f"datanode(s) {', '.join(unknown)} hold no replica in the scan "
-                         f"(known: {', '.join(sorted(volumes)[:20])})")
-    in_service = sorted(d for d in volumes if d not in leaving)
+                         f"(name a datanode by its UUID or its host name; known: "
+                         f"{', '.join(idx.who(d) for d in sorted(volumes)[:20])})")
+    # a datanode none of whose volumes was verified is no target of a copy
+    in_service = sorted(d for d in volumes if d not in leaving
+                        and d not in idx.datanodes_unverified)
     # volumes of a layout whose owner makes the copies (Ozone's ReplicationManager)
     owner = owner_repairing(v for vs in volumes.values() for v in vs)
 
@@ -356,9 +389,17 @@ def build_plan(diff: DiffResult, *, decommission: Sequence[str] = (),
         F.sum(F.greatest(col("ozone_missing"), F.lit(0))).alias("ozone_missing")])
     nodes = _node_summary(held.join(c.selectExpr("container", "copies > targets AS short"),
                                     "container"), leaving, first)
+    for n in nodes:
+        n["host"] = idx.host_of(n["datanode"])
     lose = _details(r, c.filter(conds["WOULD_LOSE"]), first)
+    for x in lose:
+        for h in x["holders"]:
+            h["host"] = idx.host_of(h["datanode"])
     needs = _copy_needs(r, c, chunks, blocks)
     commands = copy_commands(needs, in_service, volumes, limit)
+    for cmd in commands:
+        cmd["source_host"] = idx.host_of(cmd["source"])
+        cmd["target_host"] = idx.host_of(cmd["target"])
     rounds = _rounds(commands)
     may_stop = [n["datanode"] for n in nodes if n["can_stop"]]
     summary = {
@@ -375,6 +416,7 @@ def build_plan(diff: DiffResult, *, decommission: Sequence[str] = (),
         "format": PLAN_FORMAT, "version": 1,
         "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "parameters": {"decommission": list(decommission), "maintenance": list(maintenance),
+                       "hosts": {d: idx.host_of(d) for d in sorted(leaving)},
                        "replication": replication, "min_healthy": min_healthy,
                        "min_replicas": min_replicas, "maintenance_min": maintenance_min,
                        "datanode_limit": limit, "first": first},
@@ -390,9 +432,28 @@ def build_plan(diff: DiffResult, *, decommission: Sequence[str] = (),
                       "sha256": lines_digest(commands)},
         # a copy's source and target must lie under these (replicate --report checks)
         "scanned_roots": scanned_roots(reps),
-        **({owner.name: _owner_steps(owner, leaving, ids["OZONE_WOULD_ALLOW"])}
+        "verification": verification(idx),
+        "volumes": idx.unverified,
+        "hosts_unverified": idx.hosts_unverified,
+        "knows_hosts": idx.knows_hosts,
+        **({owner.name: _owner_steps(owner, leaving, ids["OZONE_WOULD_ALLOW"], idx)}
            if owner is not None else {}),
     }
+
+
+def _resolve(idx: HostIndex, names: Sequence[str], known: Sequence[str]) -> List[str]:
+    """The datanodes `names` mean (each a UUID or a host name, spark_udfs.hosts), in order,
+    each once; a name nothing knows is kept as given (build_plan then says so)."""
+    out: List[str] = []
+    for name in names:
+        found = idx.resolve(name, known)
+        if len(found) > 1:
+            raise ValueError(f"{name} names {len(found)} datanodes ({', '.join(found)}): "
+                             f"give the datanode's UUID")
+        d = found[0] if found else name
+        if d not in out:
+            out.append(d)
+    return out
 
 
 def plan_read(diff: DiffResult) -> Dict[str, Any]:
@@ -405,17 +466,24 @@ def plan_read(diff: DiffResult) -> Dict[str, Any]:
     return read_summary(int(row["n"] or 0), int(row["k"] or 0))
 
 
-def _owner_steps(owner: Any, leaving: Dict[str, str], reconcile_first: List[int]
-                 ) -> Dict[str, Any]:
+def _owner_steps(owner: Any, leaving: Dict[str, str], reconcile_first: List[int],
+                 idx: Optional[HostIndex] = None) -> Dict[str, Any]:
     """On a layout whose owner makes the copies (Ozone's volumes), not crcmerkle: what to run
-    there (the layout's commands: merkle.replica.layout.Layout.owner_*)."""
+    there (the layout's commands: merkle.replica.layout.Layout.owner_*). The command that
+    takes a datanode out of service names its host: none for a datanode whose host is
+    unknown (or not a plausible host name)."""
+    nodes = []
+    for d, st in sorted(leaving.items()):
+        host = idx.host_of(d) if idx is not None else None
+        entry: Dict[str, Any] = {"datanode": d, "host": host}
+        if command_host(host) is not None:
+            entry["argv"] = owner.owner_leave_argv(host, maintenance=st != DECOMMISSIONING)
+        nodes.append(entry)
     return {
         "note": owner.owner_copies_note,
         "reconcile_first": [{"containerID": c, "argv": owner.owner_repair_argv(c)}
                             for c in reconcile_first],
-        "datanodes": [{"datanode": d,
-                       "argv": owner.owner_leave_argv(d, maintenance=st != DECOMMISSIONING)}
-                      for d, st in sorted(leaving.items())],
+        "datanodes": nodes,
     }
 
 
@@ -586,21 +654,30 @@ def _rounds(commands: List[Dict[str, Any]]) -> List[Dict[str, int]]:
 def format_text(plan: Dict[str, Any]) -> str:
     """The human form: data at risk first, then each node, categories, the commands."""
     p, s = plan["parameters"], plan["summary"]
+    knows = bool(plan.get("knows_hosts"))
+    hosts = p.get("hosts") or {}
+    who = (lambda d, h=None: _who(d, h if h is not None else hosts.get(d), knows))
     lines = [f"Decommission/maintenance plan generated at {plan['generated']}", "=" * 60,
-             f"decommission: {', '.join(p['decommission']) or '-'}   maintenance: "
-             f"{', '.join(p['maintenance']) or '-'}",
+             f"decommission: {', '.join(who(d) for d in p['decommission']) or '-'}   "
+             f"maintenance: {', '.join(who(d) for d in p['maintenance']) or '-'}",
              f"model: replication {p['replication']}, min healthy {p['min_healthy']}, min "
              f"replicas {p['min_replicas']}, maintenance min {p['maintenance_min']}; only "
              f"good replicas count (clean, in the largest group of equal values)"]
     rd = plan.get("read")
     if rd:
         lines.append(f"read {rd['read']} of {rd['replicas']} replica(s) of the scan")
+    v = plan.get("verification") or {}
+    if v.get("volumes_unverified"):
+        lines.append(f"not verified: {v['volumes_unverified']} volume(s), "
+                     f"{v['hosts_unverified']} host(s) with no verified volume: their "
+                     f"replicas are unknown and count as no copy")
+    lines += volume_lines(plan)
     lines.append("")
     lose = plan["would_lose"]
     lines.append(f"Containers whose good copies would ALL be gone if these nodes stop: "
                  f"{s['would_lose']}")
     for x in lose:
-        hold = ", ".join(f"{h['datanode']}({h['state'].lower()}, "
+        hold = ", ".join(f"{who(h['datanode'], h.get('host'))}({h['state'].lower()}, "
                          f"{'good' if h['good'] else 'unhealthy' if not h['clean'] else 'disagrees'})"
                          for h in x["holders"])
         lines.append(f"  container {x['container']}: {x['good_copies']} good of "
@@ -617,7 +694,8 @@ def format_text(plan: Dict[str, Any]) -> str:
         ozone = "" if n["ozone_can_stop"] == n["can_stop"] else (
             "  (Ozone's replica count would let it stop)" if n["ozone_can_stop"]
             else "  (Ozone's replica count would hold it back)")
-        lines.append(f"{n['datanode']} ({n['operation']}): {verdict}{ozone}")
+        lines.append(f"{who(n['datanode'], n.get('host'))} ({n['operation']}): "
+                     f"{verdict}{ozone}")
         if not n["can_stop"]:
             why = ", ".join(f"{REASON_TEXT[k]}: {v}" for k, v in n["reasons"].items() if v)
             lines.append(f"  reasons: {why}")
@@ -644,8 +722,9 @@ def format_text(plan: Dict[str, Any]) -> str:
         lines.append(f"  round {r['round']}: {r['commands']} command(s), {r['bytes']} bytes")
     for cmd in cp["commands"][:plan["first"]]:
         lines.append(f"  round {cmd['round']}: container {cmd['container']} ({cmd['good_copies']}"
-                     f" good) {cmd['source']}{' [leaving]' if cmd['source_leaving'] else ''}"
-                     f" -> {cmd['target']}: {cmd['bytes']} bytes")
+                     f" good) {who(cmd['source'], cmd.get('source_host'))}"
+                     f"{' [leaving]' if cmd['source_leaving'] else ''}"
+                     f" -> {who(cmd['target'], cmd.get('target_host'))}: {cmd['bytes']} bytes")
     oz = plan.get("ozone")
     if oz:
         lines += ["", "On Ozone volumes the datanodes make these copies (crcmerkle replicate "
@@ -661,7 +740,12 @@ def format_text(plan: Dict[str, Any]) -> str:
             if len(oz["reconcile_first"]) > 20:
                 lines.append("  ... (the JSON lists the first ones)")
         lines.append("Start the decommission / maintenance (Ozone then makes the copies):")
-        lines += ["  " + " ".join(e["argv"]) for e in oz["datanodes"]]
+        lines += ["  " + " ".join(e["argv"]) for e in oz["datanodes"] if e.get("argv")]
+        unnamed = [e["datanode"] for e in oz["datanodes"] if not e.get("argv")]
+        if unnamed:
+            lines.append(f"  no command for {', '.join(unnamed)}: its host is unknown (Ozone's "
+                         f"commands take host names); give --datanodes FILE (e.g. the output "
+                         f"of 'ozone admin datanode list --json') to name it")
     elif cp["commands"]:
         lines.append("Run them with: crcmerkle replicate --report PLAN.json (the JSON of "
                      "this plan)")

@@ -17,7 +17,11 @@ States (a container may be in several):
                     agree, as Ozone keeps a tombstone's value: nothing to pull; the
                     block deletion service finishes it)
   UNVERIFIED        none of its replicas could be read (metadata or block files out of
-                    the executors' reach, or missing): never counted as MATCH
+                    the executors' reach, or missing): never counted as MATCH; and, when
+                    some volume or host was not verified (the volumes table: WRONG_HOST,
+                    NO_EXECUTOR, ..., or an inventory host with no volume there), a
+                    container with fewer verified replicas than `replication`: its
+                    replicas there are unknown, so it is neither MATCH nor UNDER_REPLICATED
   WARNINGS          some replica has scan findings of level warning (merkle.replica.levels:
                     a derived `.tree` missing or corrupt, a file no block_data row names,
                     a container state Ozone never data-scans): reported, not counted as
@@ -32,6 +36,11 @@ A scan written before findings had levels (no `severity` column) is judged as it
 every finding counts.
 The report also says how many replicas were read ("read": replicas, read, fraction);
 `check_read` turns a run that read nothing, or less than a stated fraction, into an error.
+Every datanode the report names carries its identity (`datanode`) and its host name (`host`:
+the scan tables' host column, else the inventory's, else null; spark_udfs.hosts). The
+`volumes` section lists the volumes that were not verified (status other than SCANNED, each a
+finding: exit 1), `hosts_unverified` the hosts none of whose volumes was, and `verification`
+counts them.
 Counts are computed in Spark (only the first `first` IDs per state are collected), so the
 report costs the same for 200,000 containers as for 20.
 
@@ -67,11 +76,12 @@ from merkle.replica.levels import ERROR, NOT_SCANNED_KINDS, WARNING, warning_kin
 from merkle.trees.ozone import format_checksum
 from merkle.messages import one_line
 from spark_udfs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
+from spark_udfs.hosts import HostIndex, host_index, unscanned_hosts
 
 __all__ = ["COMMANDS_FORMAT", "FINDING_STATES", "STATES", "NothingVerifiedError",
            "build_report", "check_read", "format_text", "judged_containers",
            "part_digests", "planned_pulls", "read_summary", "report_has_findings",
-           "scanned_roots"]
+           "scanned_roots", "unscanned_hosts", "verification", "volume_lines"]
 
 STATES = ("MATCH", "MISMATCHED", "UNDER_REPLICATED", "OVER_REPLICATED", "MISSING",
           "UNHEALTHY", "UNRECOVERABLE", "PENDING_DELETION", "UNVERIFIED", "WARNINGS")
@@ -142,17 +152,31 @@ def planned_pulls(diff: DiffResult, judged: Any) -> Any:
 
 def report_has_findings(report: Dict[str, Any]) -> bool:
     """Does the report hold findings (exit 1): a mismatched, unrecoverable, unverified or
-    unhealthy container (warnings count as unhealthy only in a strict report)."""
-    return any(report["summary"].get(s) for s in FINDING_STATES)
+    unhealthy container (warnings count as unhealthy only in a strict report), or a volume
+    that was not verified."""
+    return any(report["summary"].get(s) for s in FINDING_STATES) or bool(
+        (report.get("verification") or {}).get("volumes_unverified"))
+
+
+def verification(idx: HostIndex, short: int = 0) -> Dict[str, Any]:
+    """The report's (and plan's) "verification" entry: volumes per status, how many were
+    not verified, on how many hosts, and `containers_short`: containers UNVERIFIED because
+    fewer than `replication` of their replicas were verified while some were not."""
+    return {"volumes": sum(idx.counts.values()), "by_status": dict(sorted(idx.counts.items())),
+            "volumes_unverified": idx.volumes_unverified,
+            "hosts_unverified": len(idx.hosts_unverified), "containers_short": short}
 
 
 def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
                  replication: int = 3, first: int = 100,
                  limit: int = DEFAULT_DATANODE_LIMIT, commands_to: Optional[str] = None,
-                 commands_ref: Optional[str] = None, strict: bool = False) -> Dict[str, Any]:
+                 commands_ref: Optional[str] = None, strict: bool = False,
+                 volumes: Any = None, inventory: Any = None) -> Dict[str, Any]:
     """The report as a JSON-ready dict. `replicas` / `errors`: the scan job's tables (give
     them for data checksums, UNHEALTHY from scan errors, and MISSING). `strict`: findings
-    of level warning count as errors (UNHEALTHY), as `--strict` asks.
+    of level warning count as errors (UNHEALTHY), as `--strict` asks. `volumes`: the scan's
+    volumes table; `inventory` (merkle.replica.inventory.Inventory): names the hosts the
+    tables do not, and its hosts without a volume in the table are NOT_SCANNED.
 
     `commands_to`: a directory (local path or URI) where the executors write every repair
     command as JSON lines; the report names it as `commands_ref` (default `commands_to`;
@@ -162,6 +186,8 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
     from pyspark.sql import functions as F
 
     c = diff.containers
+    idx = host_index(c.sparkSession, replicas=replicas, volumes=volumes, inventory=inventory,
+                     first=first)
     judged = judged_containers(diff, errors, strict)
     flags = judged.select("container", "n_replicas", "unhealthy_chunks", "state",
                           "read_replicas", "with_errors", "with_warnings", "meta_bad",
@@ -170,23 +196,27 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
         .withColumn("unrecoverable", F.lit(True)), "container", "left").join(
         diff.pending_deletions.select("container").distinct()
         .withColumn("pending_deletion", F.lit(True)), "container", "left")
+    # some volume or host not verified: a container with fewer verified replicas than
+    # `replication` may have others there, unread: UNVERIFIED, not MATCH, not under-replicated
+    short = F.lit(idx.degraded) & (F.coalesce(F.col("read_replicas"), F.lit(0)) < replication)
     cond = {
         # a mismatch only with replicas whose data was not scanned is no mismatch
-        "MATCH": (F.col("state") == "MATCH")
-        | ((F.col("state") == "MISMATCH") & ~F.col("mismatched")),
+        "MATCH": ((F.col("state") == "MATCH")
+                  | ((F.col("state") == "MISMATCH") & ~F.col("mismatched"))) & ~short,
         "MISMATCHED": F.col("mismatched"),
-        "UNDER_REPLICATED": F.col("n_replicas") < replication,
+        "UNDER_REPLICATED": (F.col("n_replicas") < replication) & ~short,
         "OVER_REPLICATED": F.col("n_replicas") > replication,
         "MISSING": F.coalesce(F.col("meta_bad"), F.lit(0)) >= F.col("n_replicas"),
         "UNHEALTHY": (F.col("unhealthy_chunks") > 0)
         | (F.coalesce(F.col("with_errors"), F.lit(0)) > 0),
         "UNRECOVERABLE": F.coalesce(F.col("unrecoverable"), F.lit(False)),
         "PENDING_DELETION": F.coalesce(F.col("pending_deletion"), F.lit(False)),
-        "UNVERIFIED": F.col("state") == "UNVERIFIED",
+        "UNVERIFIED": (F.col("state") == "UNVERIFIED") | short,
         "WARNINGS": F.coalesce(F.col("with_warnings"), F.lit(0)) > 0,
     }
     # one job for every state: counts and the first IDs (sorted) per state
-    aggs = [F.sum("n_replicas").alias("__replicas"), F.sum("read_replicas").alias("__read")]
+    aggs = [F.sum("n_replicas").alias("__replicas"), F.sum("read_replicas").alias("__read"),
+            F.sum(F.when(short, 1).otherwise(0)).alias("__short")]
     for s in STATES:
         aggs.append(F.sum(F.when(cond[s], 1).otherwise(0)).alias(f"n_{s}"))
         aggs.append(F.slice(F.sort_array(F.collect_list(F.when(cond[s], F.col("container")))),
@@ -199,40 +229,51 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
     mismatched = []
     values: Dict[Any, Optional[int]] = {}
     paths: Dict[Any, Optional[str]] = {}
+    where: Dict[Any, Optional[str]] = {}
     ids = lists["MISMATCHED"]
     if replicas is not None and ids:
         for r in replicas.filter(F.col("container").isin(ids)).collect():
             values[(r["container"], r["datanode"])] = r["data_checksum"]
             paths[(r["container"], r["datanode"])] = r["replica"]
+            if "host" in r.asDict():  # where this replica was scanned
+                where[(r["container"], r["datanode"])] = r["host"]
     for r in c.filter(F.col("container").isin(ids)).orderBy("container").collect() if ids \
             else []:
         reps = []
         for g in r["groups"]:
             for dn in g:
                 v = values.get((r["container"], dn))
-                reps.append({"datanode": dn, "replica": paths.get((r["container"], dn)),
+                reps.append({"datanode": dn,
+                             "host": where.get((r["container"], dn)) or idx.host_of(dn),
+                             "replica": paths.get((r["container"], dn)),
                              "dataChecksum": None if v is None else format_checksum(v)})
         mismatched.append({"containerID": int(r["container"]), "replicas": reps,
-                           "groups": [list(g) for g in r["groups"]]})
+                           "groups": [list(g) for g in r["groups"]],
+                           "group_hosts": [idx.hosts_of(g) for g in r["groups"]]})
     # replicas of a layout whose owner repairs them (Ozone's datanodes reconcile themselves,
     # asked per container; crcmerkle's own reconciler refuses them)
     owner = owner_repairing(r["replica"] for m in mismatched for r in m["replicas"])
     to_plan = dataclasses.replace(diff, pulls=planned_pulls(diff, judged))
     repair_plan, reconcile, total, parts = _plan_on_executors(
-        to_plan, limit, first, None if owner is not None else commands_to)
+        to_plan, limit, first, None if owner is not None else commands_to, idx)
     if owner is not None:
         reconcile, total, parts = [], 0, None
     unrec = [{"container": int(u["container"]), "block": int(u["block"]),
               "offset": int(u["offset"]), "datanodes": list(u["datanodes"]),
-              "reason": u["reason"]}
+              "hosts": idx.hosts_of(u["datanodes"]), "reason": u["reason"]}
              for u in diff.unrecoverable.orderBy("container", "block", "offset")
              .limit(first).collect()]
     pending = [{"container": int(p["container"]), "datanode": p["datanode"],
+                "host": idx.host_of(p["datanode"]),
                 "replica": p["replica"], "block": int(p["block"]),
-                "deleted_on": list(p["deleted_on"])}
+                "deleted_on": list(p["deleted_on"]),
+                "deleted_on_hosts": idx.hosts_of(p["deleted_on"])}
                for p in diff.pending_deletions.orderBy("container", "block", "datanode")
                .limit(first).collect()]
-    ozone_reconcile = [{"containerID": cid, "argv": owner.owner_repair_argv(cid)}
+    holders = {m["containerID"]: [{"datanode": x["datanode"], "host": x["host"]}
+                                  for x in m["replicas"]] for m in mismatched}
+    ozone_reconcile = [{"containerID": cid, "argv": owner.owner_repair_argv(cid),
+                        "datanodes": holders.get(cid, [])}
                        for cid in ids] if owner is not None else []
     written = commands_to is not None and owner is None
     # the digest `crcmerkle reconcile --report` checks before it runs anything: over the
@@ -262,6 +303,10 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
             "parts": parts if written else None, "sha256": digest},
         "ozone_reconcile": ozone_reconcile,
         "scanned_roots": scanned_roots(replicas if replicas is not None else diff.replicas),
+        "verification": verification(idx, int(row["__short"] or 0)),
+        "volumes": idx.unverified,
+        "hosts_unverified": idx.hosts_unverified,
+        "knows_hosts": idx.knows_hosts,
     }
 
 
@@ -269,7 +314,8 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
 COMMANDS_FORMAT = "json-lines"
 
 
-def _plan_on_executors(diff: DiffResult, limit: int, first: int, commands_to: Optional[str]
+def _plan_on_executors(diff: DiffResult, limit: int, first: int, commands_to: Optional[str],
+                       idx: Optional[HostIndex] = None
                        ) -> Tuple[Dict[str, Any], List[Dict[str, Any]], int,
                                   Optional[List[Dict[str, Any]]]]:
     """(the report's "repair_plan", its first `first` reconcile commands, how many there are
@@ -287,7 +333,10 @@ def _plan_on_executors(diff: DiffResult, limit: int, first: int, commands_to: Op
                        F.sum("bytes").alias("bytes")).collect()[0]
         firsts = [_plain(r.asDict(recursive=True)) for r in cmds.orderBy(
             "round", "container", "target", "source").limit(first).collect()]
-        entries = reconcile_commands(cmds)
+        for f in firsts:
+            f["target_host"] = idx.host_of(f["target"]) if idx else None
+            f["source_host"] = idx.host_of(f["source"]) if idx else None
+        entries = _with_hosts(reconcile_commands(cmds), idx)
         if commands_to is not None:
             # sorted, so the part files hold the commands in round order; uncompressed JSON
             # lines: `crcmerkle reconcile` reads them with the standard library
@@ -301,12 +350,32 @@ def _plan_on_executors(diff: DiffResult, limit: int, first: int, commands_to: Op
     finally:
         cmds.unpersist()
     for e in listed:
-        if e.get("argv") is None:
-            del e["argv"]  # as in the file, whose writer leaves null fields out
+        for k in ("argv", "host", "peer_hosts"):
+            if k in e and e[k] is None:
+                del e[k]  # as in the file, whose writer leaves null fields out
     plan = {"datanode_limit": limit, "rounds": 0 if row["last"] is None else
             int(row["last"]) + 1, "total": int(row["n"]), "bytes": int(row["bytes"] or 0),
             "commands": firsts}
     return plan, listed, total, parts
+
+
+def _with_hosts(entries: Any, idx: Optional[HostIndex]) -> Any:
+    """The reconcile commands with the target's `host` and the peers' `peer_hosts`, joined
+    on the executors with the (small, broadcast) host of each datanode; unchanged when no
+    host is known (a scan of one directory tree without an inventory)."""
+    if idx is None or not idx.knows_hosts:
+        return entries
+    from pyspark.sql import functions as F
+
+    spark = entries.sparkSession
+    m = spark.createDataFrame(sorted((d, h) for d, h in idx.hosts.items() if h is not None),
+                              "datanode string, host string")
+    hosts = F.broadcast(m.select(F.map_from_entries(F.collect_list(F.struct(
+        "datanode", "host"))).alias("hm")))
+    cols = entries.columns
+    out = entries.crossJoin(hosts).withColumn("host", F.expr("try_element_at(hm, datanode)")) \
+        .withColumn("peer_hosts", F.expr("transform(peer_datanodes, d -> try_element_at(hm, d))"))
+    return out.select(*cols[:cols.index("argv")], "host", "peer_hosts", "argv")
 
 
 def part_digests(spark: Any, directory: str) -> List[Dict[str, Any]]:
@@ -375,8 +444,44 @@ def check_read(read: Dict[str, Any], min_fraction: float = 0.0) -> None:
                                f"--min-read-fraction {min_fraction:g}); {why}")
 
 
+def _who(datanode: Any, host: Any, knows_hosts: bool) -> str:
+    """A datanode as the text names it: `UUID on HOST`, `UUID on unknown host` when the
+    report knows hosts but not this one's, the identity alone when it knows none."""
+    if host is None and not knows_hosts:
+        return str(datanode)
+    return f"{datanode} on {host or 'unknown host'}"
+
+
+def _whos(datanodes: List[Any], hosts: Optional[List[Any]], knows_hosts: bool) -> str:
+    hosts = hosts or [None] * len(datanodes)
+    return ", ".join(_who(d, h, knows_hosts) for d, h in zip(datanodes, hosts))
+
+
+def volume_lines(report: Dict[str, Any]) -> List[str]:
+    """The text of the report's (or plan's) unverified volumes and hosts: [] when every
+    volume was verified."""
+    v = report.get("verification") or {}
+    if not v.get("volumes_unverified"):
+        return []
+    by = ", ".join(f"{s} {n}" for s, n in v["by_status"].items() if s != "SCANNED")
+    lines = ["", f"Volumes not verified: {v['volumes_unverified']} of {v['volumes']} ({by})"
+             + (f"; the first {len(report['volumes'])}:"
+                if len(report["volumes"]) < v["volumes_unverified"] else ":")]
+    for x in report["volumes"]:
+        lines.append(f"  {x['status']}: {x['volume'] or '-'} of "
+                     f"{_who(x['datanode'], x['host'], True)}"
+                     + (f": {x['detail']}" if x.get("detail") else ""))
+    if report.get("hosts_unverified"):
+        lines.append("Hosts with no verified volume: " + ", ".join(
+            (h["host"] or "unknown host") + (f" ({', '.join(h['datanodes'])})"
+                                             if h["datanodes"] else "")
+            for h in report["hosts_unverified"]))
+    return lines
+
+
 def format_text(report: Dict[str, Any]) -> str:
     """The human form, in the shape of Ozone's container report."""
+    knows = bool(report.get("knows_hosts"))
     lines = [f"Container Summary Report generated at {report['generated']}",
              "=" * 58, "", "Container Health Summary", "=" * 24]
     for s in STATES:
@@ -387,6 +492,14 @@ def format_text(report: Dict[str, Any]) -> str:
     if rd is not None:
         lines.append(f"Replicas read: {rd['read']} of {rd['replicas']} "
                      f"({rd['fraction']:.1%})")
+    v = report.get("verification") or {}
+    if v.get("volumes_unverified"):
+        lines.append(f"Not verified: {v['volumes_unverified']} volume(s), "
+                     f"{v['hosts_unverified']} host(s) with no verified volume: their "
+                     f"replicas were not read. {v['containers_short']} container(s) with "
+                     f"fewer than {report['replication']} verified replicas are UNVERIFIED, "
+                     f"never MATCH nor UNDER_REPLICATED (their replicas there are unknown)")
+    lines += volume_lines(report)
     for s in STATES:
         ids = report["containers"][s]
         if s == "MATCH" or not ids:
@@ -398,22 +511,28 @@ def format_text(report: Dict[str, Any]) -> str:
         for m in report["mismatched"]:
             lines.append(f"Container {m['containerID']}:")
             for r in m["replicas"]:
-                lines.append(f"  {r['datanode']}: dataChecksum="
+                lines.append(f"  {_who(r['datanode'], r.get('host'), knows)}: dataChecksum="
                              f"{r['dataChecksum'] if r['dataChecksum'] is not None else '-'}"
                              f"{'  ' + r['replica'] if r['replica'] else ''}")
     if report["unrecoverable"]:
         lines += ["", "Unrecoverable chunks (no healthy copy, or healthy copies differ)"]
         for u in report["unrecoverable"]:
             lines.append(f"  container {u['container']} block {u['block']} chunk "
-                         f"@{u['offset']}: {u['reason']} ({', '.join(u['datanodes'])})")
+                         f"@{u['offset']}: {u['reason']} "
+                         f"({_whos(u['datanodes'], u.get('hosts'), knows)})")
     if report["pending_deletions"]:
         lines += ["", "Pending deletions (live here, deleted on other replicas; values agree)"]
         for p in report["pending_deletions"]:
             lines.append(f"  container {p['container']} block {p['block']}: live on "
-                         f"{p['datanode']}, deleted on {', '.join(p['deleted_on'])}")
+                         f"{_who(p['datanode'], p.get('host'), knows)}, deleted on "
+                         f"{_whos(p['deleted_on'], p.get('deleted_on_hosts'), knows)}")
     if report.get("ozone_reconcile"):
         lines += ["", "Ozone reconciliation (the datanodes repair their own replicas):"]
-        lines += ["  " + " ".join(o["argv"]) for o in report["ozone_reconcile"]]
+        for o in report["ozone_reconcile"]:
+            held = [x for x in o.get("datanodes") or []]
+            lines.append("  " + " ".join(o["argv"]) + (
+                "   # " + _whos([x["datanode"] for x in held], [x["host"] for x in held],
+                                knows) if held and knows else ""))
     plan = report["repair_plan"]
     total = plan.get("total", len(plan["commands"]))
     lines += ["", f"Repair plan: {total} command(s) in {plan['rounds']} round(s), at most "
@@ -425,8 +544,10 @@ def format_text(report: Dict[str, Any]) -> str:
         for it in p["items"]:
             kinds[it["kind"]] = kinds.get(it["kind"], 0) + 1
         what = ", ".join(f"{n} {k.lower().replace('_', ' ')}" for k, n in sorted(kinds.items()))
-        lines.append(f"  round {p['round']}: container {p['container']} {p['target']} <- "
-                     f"{p['source']}: {what}, {p['bytes']} bytes")
+        lines.append(f"  round {p['round']}: container {p['container']} "
+                     f"{_who(p['target'], p.get('target_host'), knows)} <- "
+                     f"{_who(p['source'], p.get('source_host'), knows)}: {what}, "
+                     f"{p['bytes']} bytes")
     rc = report.get("reconcile_commands")
     if rc and rc["total"]:
         where = (f"all in {rc['path']}" if rc["path"] else

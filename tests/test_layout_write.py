@@ -442,8 +442,8 @@ def test_reports_and_plans_ask_the_layouts_who_repairs() -> None:
         def owner_repair_argv(self, container_id: int) -> List[str]:
             return ["owner", "repair", str(container_id)]
 
-        def owner_leave_argv(self, datanode: str, maintenance: bool) -> List[str]:
-            return ["owner", "maintain" if maintenance else "retire", datanode]
+        def owner_leave_argv(self, host: str, maintenance: bool) -> List[str]:
+            return ["owner", "maintain" if maintenance else "retire", host]
 
     layout = Owned()
     register(layout, first=True)
@@ -455,13 +455,18 @@ def test_reports_and_plans_ask_the_layouts_who_repairs() -> None:
                   "sources": [("a", "/owned-disk/a/7", True)], "holders": {"a"}}]
         cmd, = copy_commands(needs, ["b"], {"b": ["/owned-disk/b"]})
         assert cmd["by"] == "owned" and "argv" not in cmd and cmd["target_replica"] is None
+        from spark_udfs.hosts import HostIndex
+
+        # the command names the host, never the datanode's identity; none without a host
+        idx = HostIndex(hosts={"a": "ha.example", "b": None})
         steps = _owner_steps(layout, {"a": "DECOMMISSIONING", "b": "ENTERING_MAINTENANCE"},
-                             [7])
+                             [7], idx)
         assert steps == {"note": "the owner copies",
                          "reconcile_first": [{"containerID": 7,
                                               "argv": ["owner", "repair", "7"]}],
-                         "datanodes": [{"datanode": "a", "argv": ["owner", "retire", "a"]},
-                                       {"datanode": "b", "argv": ["owner", "maintain", "b"]}]}
+                         "datanodes": [{"datanode": "a", "host": "ha.example",
+                                        "argv": ["owner", "retire", "ha.example"]},
+                                       {"datanode": "b", "host": None}]}
     finally:
         unregister(layout.name)
     assert owner_repairing(["/owned-disk/a/7"]) is None

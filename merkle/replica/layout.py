@@ -221,9 +221,12 @@ class Layout(Protocol):
         """REPAIR_OFFLINE layouts: the command that asks the replicas' owner to repair the
         container itself, in service (a report lists it instead of crcmerkle's commands)."""
 
-    def owner_leave_argv(self, datanode: str, maintenance: bool) -> List[str]:
-        """REPAIR_OFFLINE layouts: the command that takes `datanode` out of service
-        (decommission, or maintenance), its owner making the copies a plan says it needs."""
+    def owner_leave_argv(self, host: str, maintenance: bool) -> List[str]:
+        """REPAIR_OFFLINE layouts: the command that takes the datanode on `host` out of
+        service (decommission, or maintenance), its owner making the copies a plan says it
+        needs. `host` is the datanode's host name (Ozone's `ozone admin datanode
+        decommission|maintenance` take host names), never its UUID or a path: the caller
+        gives a checked host name (spark_udfs.hosts.command_host) or asks for no command."""
 
     #: REPAIR_OFFLINE layouts: what a plan says of the copies the owner makes itself
     owner_copies_note: str

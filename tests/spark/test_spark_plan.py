@@ -282,13 +282,14 @@ def test_a_plan_on_ozone_volumes_leaves_the_copies_to_ozone(spark, tmp_path, cap
     assert cp["carried_out_by"] == "ozone" and len(cp["commands"]) == 3
     assert all("argv" not in c and c["source"] == "leaving" and c["target"].startswith("s")
                for c in cp["commands"])
-    assert plan["ozone"]["datanodes"] == [
-        {"datanode": "leaving", "argv": ["ozone", "admin", "datanode", "decommission",
-                                         "leaving"]}]
+    # no host known (no host column, no inventory): no command names the datanode's
+    # identity as if it were a host; the text asks for --datanodes
+    assert plan["ozone"]["datanodes"] == [{"datanode": "leaving", "host": None}]
     assert [e["containerID"] for e in plan["ozone"]["reconcile_first"]] == [1]
     text = format_text(plan)
     assert "ReplicationManager" in text and "ozone admin container reconcile 1" in text
     assert "crcmerkle replicate --report" not in text
+    assert "ozone admin datanode decommission" not in text and "--datanodes FILE" in text
     # and `replicate --report` finds nothing it could run
     f = tmp_path / "plan.json"
     f.write_text(to_json(plan))

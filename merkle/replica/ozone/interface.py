@@ -156,9 +156,10 @@ class OzoneLayout:
     def owner_repair_argv(self, container_id: int) -> List[str]:
         return ["ozone", "admin", "container", "reconcile", str(int(container_id))]
 
-    def owner_leave_argv(self, datanode: str, maintenance: bool) -> List[str]:
+    def owner_leave_argv(self, host: str, maintenance: bool) -> List[str]:
+        # DecommissionSubCommand / MaintenanceSubCommand take host names (HostNameParameters)
         return ["ozone", "admin", "datanode", "maintenance" if maintenance else "decommission",
-                datanode]
+                host]
 
     owner_copies_note = (
         "crcmerkle replicate handles the crcmerkle layout only: on Ozone the datanodes' "
