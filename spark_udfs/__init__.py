@@ -9,7 +9,11 @@ pyspark >= 4.1, and a mapInArrow path):
     packed), leaf_udf(), block_value_udf(), container_value_udf(), map_in_arrow_checksum(df,
     column), register(spark)
 Jobs (also `crcmerkle spark scan|diff|report|run|demo`, `python -m spark_udfs ...`):
-    scan_replicas(spark, roots) -> ScanTables(chunks, blocks, containers, errors) spark_udfs.scan
+    scan_replicas(spark, roots) -> ScanTables(chunks, blocks, containers, errors, volumes)
+                                                                            spark_udfs.scan
+    scan_datanodes(spark, inventory): every (host, volume) scanned on its own host (the
+        data-local cluster scan; its placement plumbing: spark_udfs.locality) spark_udfs.hostscan
+    emit_scan(volumes, uri, host): the scan's tables from one host, no Spark  spark_udfs.emit
     diff_scan(scan_tables) / diff_chunks(chunks_df) -> DiffResult(containers, pulls,
         unrecoverable, pending_deletions, plan())                            spark_udfs.diff
     build_report(diff, replicas=, errors=) / format_text(report)           spark_udfs.report
@@ -25,8 +29,8 @@ from typing import Any
 
 __all__ = ["block_value_udf", "build_report", "checksum_udf", "container_value_udf",
            "crc32_udf", "crc32c_udf", "diff_chunks", "diff_scan", "format_text", "get_session",
-           "leaf_udf", "map_in_arrow_checksum", "register", "repair_plan", "scan_replicas",
-           "window_checksums_udf"]
+           "emit_scan", "leaf_udf", "map_in_arrow_checksum", "register", "repair_plan",
+           "scan_datanodes", "scan_replicas", "window_checksums_udf"]
 
 _WHERE = {
     "block_value_udf": "udfs", "checksum_udf": "udfs", "container_value_udf": "udfs",
@@ -34,6 +38,7 @@ _WHERE = {
     "map_in_arrow_checksum": "udfs", "register": "udfs", "window_checksums_udf": "udfs",
     "diff_chunks": "diff", "diff_scan": "diff", "repair_plan": "diff", "build_report": "report",
     "format_text": "report", "get_session": "session", "scan_replicas": "scan",
+    "scan_datanodes": "hostscan", "emit_scan": "emit",
 }
 
 
