@@ -28,3 +28,16 @@ def each_backend(request: pytest.FixtureRequest) -> Iterator[str]:
         assert active == name
         assert merkle.backend() == name
         yield name
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
+                                  items: list[pytest.Item]) -> None:
+    """The simulated-hosts modules last: their driver is this process, and a process holds
+    one SparkContext, so their session stops the local[2] one every other Spark test shares
+    (tests/spark/conftest.py); after them, no test needs it. Each module's items keep their
+    order (module fixtures)."""
+    last = [i for i in items if "tests/spark/test_simhosts_" in i.nodeid.replace("\\", "/")
+            or i.nodeid.startswith("spark/test_simhosts_")]
+    if last:
+        keep = [i for i in items if i not in last]
+        items[:] = keep + last
