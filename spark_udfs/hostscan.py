@@ -131,7 +131,13 @@ def _scan_volume(item: Dict[str, Any], options: Dict[str, Any]) -> Iterator[pa.T
                           f"datanode {v.datanode}; the inventory puts {want} there: not "
                           f"scanned", datanode=want, cluster_id=v.cluster_id, ran_on=ran_on)
         return
-    refs = sorted(layout.replicas(v), key=lambda r: r.container)
+    try:
+        refs = sorted(layout.replicas(v), key=lambda r: r.container)
+    except (OSError, ValueError, ReplicaError) as exc:  # the listing failed under us
+        detail = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        yield _volume_row(item, VOLUME_FAILED, f"{volume} on {item['host']}: {redact(detail)}",
+                          datanode=v.datanode, cluster_id=v.cluster_id, ran_on=ran_on)
+        return
     rate = options.get("bytes_per_second")
     kwargs: Dict[str, Any] = {"drop_cache": options["drop_cache"]}
     if rate and not (options["trees_only"] or options["metadata_only"]):
@@ -143,9 +149,10 @@ def _scan_volume(item: Dict[str, Any], options: Dict[str, Any]) -> Iterator[pa.T
             read += 0 if r is None else int(r.bytes_read)
             yield from _result_rows(rep, r, exc, options["trees_only"], item["host"],
                                     metadata_only=options["metadata_only"])
-    except OSError as exc:  # the volume failed under the scan (an unplugged disk)
+    except (OSError, ReplicaError) as exc:  # the volume failed under the scan (a dead disk)
         yield _volume_row(item, VOLUME_FAILED, f"{volume} on {item['host']}: "
-                          f"{redact(exc.strerror or str(exc))}", datanode=v.datanode,
+                          f"{redact(getattr(exc, 'strerror', None) or str(exc))}",
+                          datanode=v.datanode,
                           cluster_id=v.cluster_id, replicas=len(refs), bytes_read=read,
                           seconds=time.monotonic() - t0, ran_on=ran_on)
         return

@@ -179,3 +179,50 @@ def test_the_cli_scans_an_inventory_and_refuses_mixed_input(spark: Any, ozone: A
                  os.fspath(tmp_path / "o4")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def _task_rows(item: Dict[str, Any], monkeypatch: Any, ran_on: Any = None) -> List[Dict]:
+    """A task's volume rows, run in this process (no Spark): spark_udfs.hostscan's task."""
+    import spark_udfs.locality as locality
+    from spark_udfs.hostscan import _scan_volume
+
+    monkeypatch.setattr(locality, "this_executor_host", lambda: ran_on)
+    options = {"trees_only": False, "metadata_only": False, "bytes_per_second": None,
+               "idle_io": False, "drop_cache": True}
+    out = []
+    for t in _scan_volume(item, options):
+        d = t.to_pydict()
+        out += [{k: d[k][i] for k in d} for i in range(t.num_rows) if d["kind"][i] == "VOLUME"]
+    return out
+
+
+def test_a_task_reads_nothing_off_its_host_and_reports_a_volume_it_cannot_list(
+        ozone: Any, monkeypatch: Any, tmp_path: Path) -> None:
+    from spark_udfs.scan import VOLUME_FAILED, WRONG_HOST
+
+    root, manifest = ozone
+    vol = _volumes(root, "dn0")[0]
+    item = {"host": "dn0.example", "at": "dn0.example", "names": ["dn0.example"],
+            "uuid": manifest["datanode_uuids"]["dn0"], "datanode": "x", "volume": vol,
+            "local": False}
+    # on another executor's host: nothing read, where it ran said
+    opened: List[str] = []
+    real_open = os.open
+    monkeypatch.setattr(os, "open", lambda p, *a, **k: opened.append(str(p)) or
+                        real_open(p, *a, **k))
+    [row] = _task_rows(item, monkeypatch, ran_on="dn1.example")
+    assert (row["status"], row["ran_on"]) == (WRONG_HOST, "dn1.example")
+    assert not [p for p in opened if p.startswith(vol)]
+    monkeypatch.setattr(os, "open", real_open)
+    # on its host, a volume that is not there, and one whose listing fails: one row each
+    [row] = _task_rows({**item, "volume": os.fspath(tmp_path / "gone")}, monkeypatch,
+                       ran_on="dn0.example")
+    assert row["status"] == VOLUME_FAILED and "gone" in row["detail"]
+    from merkle.replica.ozone.interface import OzoneLayout
+
+    def broken(self: Any, volume: Any, on_error: Any = None) -> Any:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(OzoneLayout, "replicas", broken)
+    [row] = _task_rows(item, monkeypatch, ran_on="dn0.example")
+    assert row["status"] == VOLUME_FAILED and "Input/output error" in row["detail"]
