@@ -146,8 +146,9 @@ def _rate(text: str) -> int:
 def _scan_opts(p: argparse.ArgumentParser) -> None:
     """What scan and run share: the pass (data, trees, metadata), the data-local cluster
     scan's inventory, and the politeness on a live datanode."""
+    # light modules only: the parser is built before the command checks for pyarrow
     from merkle.replica.politeio import DEFAULT_BYTES_PER_SECOND
-    from spark_udfs.hostscan import DEFAULT_EXECUTOR_WAIT
+    from spark_udfs.locality import DEFAULT_EXECUTOR_WAIT
 
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--trees-only", action="store_true",

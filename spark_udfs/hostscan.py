@@ -47,15 +47,12 @@ from merkle.replica.uri import redact
 from spark_udfs.scan import (_OUT_SCHEMA, DUPLICATE_DATANODE, DUPLICATE_REPLICA, ERROR_SCHEMA,
                              NO_EXECUTOR, SCANNED, VOLUME_FAILED, VOLUME_SCHEMA, WRONG_DATANODE,
                              WRONG_HOST, ScanTables, _counting, _names, _result_rows, _rows)
-from spark_udfs.locality import STRICT_LOCALITY_CONF
+from spark_udfs.locality import DEFAULT_EXECUTOR_WAIT, STRICT_LOCALITY_CONF
 from spark_udfs.tables import CHUNK_COLUMNS
 
 __all__ = ["DEFAULT_EXECUTOR_WAIT", "JOB_GROUP", "LOCALITY_CONF", "executor_of",
            "scan_datanodes"]
 
-#: seconds the driver waits for every inventory host's executor before it starts without
-#: the missing ones (they are reported NO_EXECUTOR, their volumes get no task)
-DEFAULT_EXECUTOR_WAIT = 120.0
 
 #: what a data-local session needs (spark_udfs.locality.STRICT_LOCALITY_CONF: the scheduler
 #: waits for a task's host however long that host's executor is busy; it cannot forbid
