@@ -22,8 +22,29 @@ if shutil.which("java") is None:  # pragma: no cover
 def spark() -> Iterator[Any]:
     from spark_udfs.session import get_session
 
+    # 2g: every module caches its scans' stages in this one session; with PySpark 3.5's
+    # default 1g the protected storage left the plan tests' execution no memory
     session = get_session("local[2]", app_name="crcmerkle-tests",
                           conf={"spark.sql.shuffle.partitions": "4",
-                                "spark.default.parallelism": "2"})
+                                "spark.default.parallelism": "2",
+                                "spark.driver.memory": "2g"})
     yield session
     session.stop()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _uncache_after_module() -> Iterator[None]:
+    """Each module's cached DataFrames released when it ends: the session is shared, and
+    cached blocks it no longer needs hold storage memory Spark protects from eviction."""
+    yield
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    if sc is not None:
+        from pyspark.sql import SparkSession
+
+        session = SparkSession.getActiveSession()
+        if session is not None:
+            session.catalog.clearCache()
+        for rdd in list(sc._jsc.getPersistentRDDs().values()):
+            rdd.unpersist(False)
