@@ -129,8 +129,7 @@ def checksum_stream(f: BinaryIO, algorithm: str = "crc32c", bytes_per_checksum: 
                     buffer_size: int = DEFAULT_BUFFER, bar: Any = None):
     """Stream f through one reused buffer. Returns (crc, size) without bytes_per_checksum,
     else (numpy array of window checksums, size: uint32, or uint64 for crc64nvme)."""
-    crc_fn = {"crc32c": merkle.crc32c, "crc32": merkle.crc32,
-              "crc64nvme": merkle.crc64nvme}[algorithm]
+    crc_fn = getattr(merkle, algorithm)  # merkle.crc32c, merkle.crc32, merkle.crc64nvme
     if bytes_per_checksum and bytes_per_checksum > buffer_size:
         # Windows larger than the buffer: chain the CRC across reads (memory is the buffer,
         # never the window size a user typed: `-b 2GiB` on a 10-byte file allocates 1 MiB).
