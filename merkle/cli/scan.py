@@ -254,6 +254,7 @@ def _run(args: argparse.Namespace, idle: bool) -> int:
             digits = 2 * WIDTHS[alg]
             for b, v in zip(values.block_id.tolist(), values.block_value.tolist()):
                 print(f"    {alg} block {b}: 0x{v:0{digits}x} {s3_base64(alg, v)}")
+        r.also = {}  # printed: a whole disk's window values are not held to the end
 
     def on_error(loc: Any, exc: Exception) -> None:
         if bar is not None and per_replica:
