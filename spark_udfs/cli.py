@@ -563,7 +563,16 @@ def _diff_tables(t: Dict[str, Any]) -> Any:
 
 
 def _inventory(args: argparse.Namespace) -> Any:
-    """The inventory of --datanodes (with --ozone-conf), or None; one line when bad."""
+    """The inventory of --datanodes (with --ozone-conf), or None; one line when bad. Read
+    once per command and kept on `args`: `spark run` scans with it and then reports with it,
+    and a file changed in between must not give the report other hosts than the scan."""
+    if "_inventory" in vars(args):
+        return vars(args)["_inventory"]
+    vars(args)["_inventory"] = inv = _read_inventory(args)
+    return inv
+
+
+def _read_inventory(args: argparse.Namespace) -> Any:
     if not getattr(args, "datanodes", None):
         if getattr(args, "ozone_conf", None):
             raise CLIError("--ozone-conf goes with --datanodes (it gives the hosts' volumes)")
