@@ -90,6 +90,8 @@ uint32_t crcm_arm64_crc32c(uint32_t reg, const uint8_t *p, size_t n);
 uint32_t crcm_arm64_crc32(uint32_t reg, const uint8_t *p, size_t n);
 uint32_t crcm_arm64_mulmod_crc32c(uint32_t a, uint32_t b);
 uint32_t crcm_arm64_mulmod_crc32(uint32_t a, uint32_t b);
+uint64_t crcm_arm64_crc64nvme(uint64_t reg, const uint8_t *p, size_t n);
+uint64_t crcm_arm64_mulmod_crc64nvme(uint64_t a, uint64_t b); /* a*b mod P, x^0 is bit 63 */
 #endif
 
 #endif /* CRC_INTERNAL_H */
