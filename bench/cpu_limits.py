@@ -31,10 +31,11 @@ BACKEND_WIDTH = {"avx512-vpclmulqdq": "zmm", "avx2-vpclmulqdq": "ymm", "pclmulqd
 # cycles per VPCLMULQDQ (throughput) by register width, from bench/uarch_probe.c on these CPUs
 # (Zen 3 2026-11-23, Zen 4 2026-11-27); Sapphire Rapids from Intel's port 5 figure (1 per cycle
 # at every width), not probed here.
+# ("crc32": cycles per 64-bit crc32, 1 on all three)
 KNOWN: Dict[str, Dict[str, float]] = {
-    "AMD Zen 3": {"xmm": 2.0, "ymm": 2.0},
-    "AMD Zen 4": {"xmm": 2.0, "ymm": 2.0, "zmm": 2.0},
-    "Intel Sapphire Rapids": {"xmm": 1.0, "ymm": 1.0, "zmm": 1.0},
+    "AMD Zen 3": {"xmm": 2.0, "ymm": 2.0, "crc32": 1.0},
+    "AMD Zen 4": {"xmm": 2.0, "ymm": 2.0, "zmm": 2.0, "crc32": 1.0},
+    "Intel Sapphire Rapids": {"xmm": 1.0, "ymm": 1.0, "zmm": 1.0, "crc32": 1.0},
 }
 
 # crc-fast 1.10's published CRC-64/NVME figures (GiB/s, hot, native calls, bare metal) for the
@@ -84,6 +85,20 @@ class Limits:
     ghz: Optional[float]
     clmul_cycles: Dict[str, float] = field(default_factory=dict)  # width -> cycles per insn
     source: str = ""  # how the figures were obtained
+    crc32_cycles: Optional[float] = None  # per 64-bit crc32 instruction (throughput)
+
+    def pair_bound(self, width: str) -> Optional[float]:
+        """The least time of CRC-32C + CRC-64/NVME in one pass over the time of CRC-64/NVME
+        alone, at the limits: CRC-64/NVME needs the multiplier for all the bytes (F bytes per
+        cycle); CRC-32C can split its bytes between the multiplier and the crc32 unit (S bytes
+        per cycle), so B bytes of both take at least 2B / (F + S) cycles against B / F alone:
+        2F / (F + S). 1.0 where F = S (ymm on Zen 3), 1.33 for zmm on Zen 4, 1.6 on Sapphire
+        Rapids: the wider the multiplier, the less the crc32 unit can hide."""
+        fold = self.bytes_per_cycle(width)
+        if not fold or not self.crc32_cycles:
+            return None
+        scalar = 8.0 / self.crc32_cycles
+        return 2 * fold / (fold + scalar)
 
     def bytes_per_cycle(self, width: str) -> Optional[float]:
         cycles = self.clmul_cycles.get(width)
@@ -111,8 +126,11 @@ class Limits:
             parts.append(f"{width} {bpc:.1f} B/cycle ({self.clmul_cycles[width]:.2f} cycles "
                          f"per VPCLMULQDQ)" + (f" = {gb:.1f} GB/s" if gb else ""))
         clock = f"{self.ghz:.2f} GHz" if self.ghz else "clock unknown"
-        return (f"CRC-64/NVME fold limit per core ({self.source}; {clock}): "
+        text = (f"CRC-64/NVME fold limit per core ({self.source}; {clock}): "
                 + (", ".join(parts) if parts else "unknown"))
+        if self.crc32_cycles:
+            text += f"; crc32 {8 / self.crc32_cycles:.1f} B/cycle"
+        return text
 
 
 def _snap(cycles: float) -> float:
@@ -150,7 +168,8 @@ def probe(timeout: float = 60.0) -> Optional[Limits]:
     if "ghz" not in values:
         return None
     cycles = {w: _snap(values[w]) for w in WIDTH_BYTES if values.get(w)}
-    return Limits(values["ghz"], cycles, "measured by bench/uarch_probe.c")
+    crc32 = _snap(values["crc32"]) if values.get("crc32") else None
+    return Limits(values["ghz"], cycles, "measured by bench/uarch_probe.c", crc32)
 
 
 def _cpuinfo_ghz(info: Dict[str, str]) -> Optional[float]:
@@ -169,12 +188,12 @@ def limits() -> Limits:
     known = KNOWN.get(cpu_class(info) or "")
     flags = set(info.get("flags", "").split())
     if known:
-        cycles = dict(known)
+        cycles = {w: c for w, c in known.items() if w in WIDTH_BYTES}
         if "avx512f" not in flags:  # a VM may hide AVX-512 from a CPU that has it
             cycles.pop("zmm", None)
         return Limits(_cpuinfo_ghz(info), cycles,
                       "table for this CPU class, clock from /proc/cpuinfo (nominal; no C "
-                      "compiler to measure it)")
+                      "compiler to measure it)", known.get("crc32"))
     return Limits(_cpuinfo_ghz(info), {}, "unknown CPU class and nothing to measure with")
 
 

@@ -13,8 +13,8 @@
  *   /tmp/uarch_probe --limits
  *
  * prints only what the CRC-64/NVME folding limit needs, as "name value" lines (bench/cpu_limits.py
- * reads them): the core clock in GHz and the cycles per VPCLMULQDQ for xmm, ymm and, where the
- * CPU and the OS run AVX-512, zmm; best of many 1-ms runs, so a shared machine's preemptions drop
+ * reads them): the core clock in GHz, the cycles per 64-bit crc32 and per VPCLMULQDQ for xmm,
+ * ymm and, where the CPU and the OS run AVX-512, zmm; best of many 1-ms runs, so a shared machine's preemptions drop
  * out. No AVX-512 compiler flag is needed: the instructions are in inline assembly only. */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -115,9 +115,11 @@ static int limits(void) {
     if (__builtin_cpu_supports("vpclmulqdq")) ymm = best_of(clmul_ymm, n, runs) / 8;
     if (__builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("avx512f"))
         zmm = best_of(clmul_zmm, n, runs) / 8;
+    double crc = __builtin_cpu_supports("sse4.2") ? best_of(crc_8, n, runs) / 8 : 0;
     double again = best_of(add_chain, n, runs) / 4;
     if (again < cycle) cycle = again;
     printf("ghz %.3f\nxmm %.3f\n", 1 / cycle, xmm / cycle);
+    if (crc > 0) printf("crc32 %.3f\n", crc / cycle);
     if (ymm > 0) printf("ymm %.3f\n", ymm / cycle);
     if (zmm > 0) printf("zmm %.3f\n", zmm / cycle);
     return 0;
