@@ -37,7 +37,7 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 
@@ -46,8 +46,8 @@ from merkle._native import read_probe
 from merkle.cli import benchmarking as bm
 
 import cpu_limits
-from crc_rounds import OURS, Backend, Case, Impl, _fmt_size, _reps_for, header, make_buffer
-from crc_rounds import time_call
+from crc_rounds import (OURS, Backend, Case, Impl, _fmt_size, _reps_for, header, make_buffer,
+                        time_call)
 
 KiB, MiB = 1024, 1024 * 1024
 HOT_SIZES = (64, 1 * KiB, 4 * KiB, 16 * KiB, 256 * KiB, 1 * MiB)
@@ -72,9 +72,6 @@ def has_crc64() -> bool:
 def forced_backends() -> List[str]:
     """Our other backends this CPU runs, the active one left out."""
     return [b for b in BACKENDS if b in merkle.available_backends() and b != merkle.backend()]
-
-
-Noted = Case  # a case whose line is followed by notes (targets, % of the limit)
 
 
 @dataclass
@@ -152,13 +149,12 @@ def _limit_notes(case: Case, limits: cpu_limits.Limits) -> List[str]:
         + "): " + ", ".join(parts)]
 
 
-def hot_case(size: int, rounds: int, seconds: float, limits: cpu_limits.Limits) -> Noted:
+def hot_case(size: int, rounds: int, seconds: float, limits: cpu_limits.Limits) -> Case:
     impls = crc64_impls()
     payload = make_buffer(size, seed=size)
     _check(impls, payload, f"crc64nvme of {size} bytes")
-    case = _interleave(Noted(f"crc64nvme {_fmt_size(size)} hot", "GB/s"), impls, payload,
+    case = _interleave(Case(f"crc64nvme {_fmt_size(size)} hot", "GB/s"), impls, payload,
                        rounds, seconds)
-    assert isinstance(case, Noted)
     if OURS not in case.samples:  # run_cases said so once
         return case
     if size in AWS_TARGET_SIZES and "awscrt" in case.samples:
@@ -266,7 +262,7 @@ def _backend_of(name: str) -> Optional[str]:
 
 
 def pair_case(data: Any, window: int, title: str, rounds: int, seconds: Optional[float],
-              limits: Optional[cpu_limits.Limits] = None) -> Noted:
+              limits: Optional[cpu_limits.Limits] = None) -> Case:
     """The pair in one pass against the two calls in turn and each alone. seconds=None: cold
     (one pass per round); else hot (best of 5 batches per round)."""
     a, b = PAIR
@@ -289,7 +285,7 @@ def pair_case(data: Any, window: int, title: str, rounds: int, seconds: Optional
         raise AssertionError(f"the pair {PAIR} disagrees with the two calls")
     impls = [Impl("pair (one pass)", pair), Impl(f"{a} then {b}", one_after_other),
              Impl(f"{a} alone", alone_a), Impl(f"{b} alone", alone_b)]
-    case = Noted(title, "GB/s")
+    case = Case(title, "GB/s")
     if seconds is None:
         _cold_rounds(case, {i.name: (lambda f=i.func: f(data)) for i in impls}, {}, len(data),
                      rounds)
@@ -332,9 +328,8 @@ def call64_case(rounds: int, seconds: float) -> Any:
     impls = [i for i in crc64_impls() if i.backend is None]
     _check(impls, payload, "crc64nvme of 64 bytes")
     impls.insert(1, Impl(f"{OURS} crc32c", merkle.crc32c))
-    case = _interleave(Noted("call cost, 64 B: crc64nvme (crcmerkle) vs crc32c", "ns"), impls,
+    case = _interleave(Case("call cost, 64 B: crc64nvme (crcmerkle) vs crc32c", "ns"), impls,
                        payload, rounds, seconds)
-    assert isinstance(case, Noted)
     r = per_round(case, OURS, f"{OURS} crc32c")  # ns per call: crc64nvme time / crc32c time
     each = [x / y for x, y in zip(case.samples[OURS], case.samples[f"{OURS} crc32c"])]
     case.notes.append(f"crc64nvme time / crc32c time = {r:.2f} (rounds {min(each):.2f}-"

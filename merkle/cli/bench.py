@@ -15,10 +15,10 @@ from merkle.cli import MAX_BUFFER_BYTES, CLIError, exit_status_help, positive_in
 DESCRIPTION = """\
 Measure checksum throughput (GB/s = 1e9 B/s) of crcmerkle and of every installed peer
 package in the same run: crc32c vs google-crc32c, crc32c (ICRAR), awscrt and fastcrc; crc32 vs
-zlib, isal (ISA-L), zlib-ng and awscrt; crc64nvme vs awscrt and crc64fast. Data is hot: one buffer checksummed repeatedly, timed with perf_counter_ns,
-best of --runs runs. The windows case checksums a large buffer in fixed windows:
-merkle.checksum_windows (one call) vs a Python loop of one peer call per window. The last
-column is crcmerkle / the best peer. Peers that are not installed are left out, with a note
+zlib, isal (ISA-L), zlib-ng and awscrt; crc64nvme vs awscrt and crc64fast. Data is hot: one
+buffer checksummed repeatedly, timed with perf_counter_ns, best of --runs runs. The windows
+case checksums a large buffer in fixed windows: merkle.checksum_windows (one call) vs a Python
+loop of one peer call per window. The last column is crcmerkle / the best peer. Peers that are not installed are left out, with a note
 (pip install 'crcmerkle[peers]')."""
 
 

@@ -449,8 +449,8 @@ def plot(results: Sequence[Result], path: str, title: str = "crcmerkle vs peers"
 
 
 __all__ = [
-    "DEFAULT_SIZES", "DEFAULT_WINDOW", "DEFAULT_WINDOWS_BYTES", "Impl", "OURS", "Result",
-    "CHECK_VALUES", "bench_one_shot", "bench_windows", "check_same", "format_size",
-    "format_table", "gbps", "has_ours", "implementations", "llc_bytes", "make_buffer", "missing_peers", "parse_size", "peer_note",
-    "plot", "ratio_vs_best_peer", "time_calls", "windows_loop", "windows_native",
+    "CHECK_VALUES", "DEFAULT_SIZES", "DEFAULT_WINDOW", "DEFAULT_WINDOWS_BYTES", "Impl", "OURS",
+    "Result", "bench_one_shot", "bench_windows", "check_same", "format_size", "format_table",
+    "gbps", "has_ours", "implementations", "llc_bytes", "make_buffer", "missing_peers",
+    "parse_size", "peer_note", "plot", "ratio_vs_best_peer", "time_calls", "windows_loop", "windows_native",
 ]
