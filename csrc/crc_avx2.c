@@ -1,4 +1,4 @@
-/* crc_avx2.c - CRC-32C and CRC-32 (IEEE) by 256-bit VPCLMULQDQ folding (fused with three crc32
+/* crc_avx2.c - CRC-32C, CRC-32 (IEEE) and CRC-64/NVME by 256-bit VPCLMULQDQ folding (fused with three crc32
  * streams for hot CRC-32C), for x86 CPUs with AVX2 + VPCLMULQDQ but no AVX-512 (AMD Zen 3,
  * Intel Alder Lake and later client cores), where the 128-bit PCLMUL backend uses half the
  * carry-less multiplier. The 128-bit folds, tails and finishes come from crc_x86_fold.h. */
@@ -24,6 +24,12 @@ static const fold_set_ymm KY_C = {       /* CRC-32C */
 static const fold_set_ymm KY_I = {       /* CRC-32 (IEEE) */
     {0x0df068dc2ull, 0x18cb44e58ull},
     {0x1e88ef372ull, 0x14a7fe880ull},
+};
+/* CRC-64/NVME: low qword x^(D+63) mod P, high qword x^(D-1) mod P, unshifted (see K_N in
+ * crc_x86_fold.h), from tools/gen_crc64_constants.py. */
+static const fold_set_ymm KY_N = {
+    {0x3c255f5ebc414423ull, 0x34f5a24e22d66e90ull},  /* D=768:  x^831,  x^767 */
+    {0xa1ca681e733f9c40ull, 0x5f852fb61e8d92dcull},  /* D=1024: x^1087, x^1023 */
 };
 
 #define KY(k) _mm256_broadcastsi128_si256(KV(k))
@@ -59,10 +65,10 @@ static inline __m128i reduce_ymm(__m256i y0, __m256i y1, __m256i y2, __m256i y3,
  * of 4-5 on Zen 3 (bench/uarch_probe.c), so the 8 multiplies of a step take 16 cycles (8
  * B/cycle) and four accumulators are more than enough to hide the latency. A 128-bit PCLMULQDQ
  * has the same throughput, so this is twice the PCLMUL backend's fold per cycle, not more. */
-static inline __m128i fold_ymm(uint32_t reg, const uint8_t *p, size_t n, const fold_set *ks,
+static inline __m128i fold_ymm(__m128i seed, const uint8_t *p, size_t n, const fold_set *ks,
                                const fold_set_ymm *ky) {
     const uint8_t *end = p + n;
-    __m256i y0 = _mm256_xor_si256(loady(p), _mm256_zextsi128_si256(_mm_cvtsi32_si128((int)reg)));
+    __m256i y0 = _mm256_xor_si256(loady(p), _mm256_zextsi128_si256(seed));
     __m256i y1 = loady(p + 32), y2 = loady(p + 64), y3 = loady(p + 96);
     __m256i k = KY(ky->k1024);
     p += 128;
@@ -91,7 +97,7 @@ uint32_t crcm_avx2_crc32c_stream(uint32_t reg, const uint8_t *p, size_t n) {
     if (n < 64) return crc32c_serial(reg, p, n); /* as in the PCLMUL backend: same 64-byte cost */
     /* ymm from 128 bytes: 10-25% faster than xmm folding at 128-255 bytes (C, Zen 3) */
     if (n < 128) return finish_c(fold_xmm(reg, p, n, &K_C));
-    return finish_c(fold_ymm(reg, p, n, &K_C, &KY_C));
+    return finish_c(fold_ymm(seed32(reg), p, n, &K_C, &KY_C));
 }
 
 /* Fused blocks for hot data: VPCLMULQDQ and crc32 mostly run side by side, so each block folds
@@ -207,5 +213,13 @@ uint32_t crcm_avx2_crc32c(uint32_t reg, const uint8_t *p, size_t n) {
 uint32_t crcm_avx2_crc32(uint32_t reg, const uint8_t *p, size_t n) {
     if (n < 16) return crc32_short(reg, p, n);
     if (n < 128) return finish_i(fold_xmm(reg, p, n, &K_I));
-    return finish_i(fold_ymm(reg, p, n, &K_I, &KY_I));
+    return finish_i(fold_ymm(seed32(reg), p, n, &K_I, &KY_I));
+}
+
+/* ---- CRC-64/NVME: the same single stream, a carry-less 128 -> 64 finish (finish_n). ---- */
+
+uint64_t crcm_avx2_crc64nvme(uint64_t reg, const uint8_t *p, size_t n) {
+    if (n < 16) return crc64_short(reg, p, n);
+    if (n < 128) return finish_n(fold_xmm_seed_pf(seed64(reg), p, n, &K_N, 0));
+    return finish_n(fold_ymm(seed64(reg), p, n, &K_N, &KY_N));
 }

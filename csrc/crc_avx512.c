@@ -1,4 +1,4 @@
-/* crc_avx512.c - CRC-32C and CRC-32 (IEEE) by 512-bit VPCLMULQDQ folding of one sequential
+/* crc_avx512.c - CRC-32C, CRC-32 (IEEE) and CRC-64/NVME by 512-bit VPCLMULQDQ folding of one sequential
  * stream, which keeps the hardware prefetcher on a single stream and so runs at DRAM bandwidth on
  * cold data, for x86 CPUs with AVX-512 F/VL/BW + VPCLMULQDQ. The 128-bit folding, tails and
  * finishes it ends with live in crc_x86_fold.h. */
@@ -23,6 +23,13 @@ static const fold_set_zmm KZ_I = {       /* CRC-32 (IEEE) */
     {0x1821d8bc0ull, 0x12e958ac4ull},
     {0x11542778aull, 0x1322d1430ull},
 };
+/* CRC-64/NVME: low qword x^(D+63) mod P, high qword x^(D-1) mod P, unshifted (see K_N in
+ * crc_x86_fold.h), from tools/gen_crc64_constants.py. */
+static const fold_set_zmm KZ_N = {
+    {0xa1ca681e733f9c40ull, 0x5f852fb61e8d92dcull},  /* D=1024: x^1087, x^1023 */
+    {0x758ee09da263e275ull, 0x6d2d13de8038b4caull},  /* D=1536: x^1599, x^1535 */
+    {0x37ccd3e14069cabcull, 0xa043808c0f782663ull},  /* D=2048: x^2111, x^2047 */
+};
 
 #define KZ(k) _mm512_broadcast_i32x4(KV(k))
 #define XOR3(a, b, c) _mm512_ternarylogic_epi64((a), (b), (c), 0x96)
@@ -35,10 +42,10 @@ static inline __m512i loadz(const uint8_t *p) { return _mm512_loadu_si512((const
 
 /* n >= 256: four zmm accumulators (256 bytes per step, each lane folded 2048 bits forward),
  * merged into one zmm, then 64-byte steps, then one xmm. ks: 128..512-bit constants, kz: wider. */
-static inline __m128i fold_zmm(uint32_t reg, const uint8_t *p, size_t n, const fold_set *ks,
+static inline __m128i fold_zmm(__m128i seed, const uint8_t *p, size_t n, const fold_set *ks,
                                const fold_set_zmm *kz) {
     const uint8_t *end = p + n;
-    __m512i z0 = _mm512_xor_si512(loadz(p), _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)reg)));
+    __m512i z0 = _mm512_xor_si512(loadz(p), _mm512_zextsi128_si512(seed));
     __m512i z1 = loadz(p + 64), z2 = loadz(p + 128), z3 = loadz(p + 192);
     __m512i k = KZ(kz->k2048);
     p += 256;
@@ -87,7 +94,7 @@ uint32_t crcm_avx512_crc32c_stream(uint32_t reg, const uint8_t *p, size_t n) {
     /* below 64 bytes the serial crc32 chain beats folding setup + reduction (measured) */
     if (n < 64) return crc32c_serial(reg, p, n);
     if (n < 256) return finish_c(fold_xmm(reg, p, n, &K_C));
-    return finish_c(fold_zmm(reg, p, n, &K_C, &KZ_C));
+    return finish_c(fold_zmm(seed32(reg), p, n, &K_C, &KZ_C));
 }
 
 /* Hot data: the single stream already runs at ~85 GB/s from 4 KiB up here (VPCLMULQDQ
@@ -103,9 +110,18 @@ uint32_t crcm_avx512_crc32c(uint32_t reg, const uint8_t *p, size_t n) {
 uint32_t crcm_avx512_crc32_stream(uint32_t reg, const uint8_t *p, size_t n) {
     if (n < 16) return crc32_short(reg, p, n);
     if (n < 256) return finish_i(fold_xmm(reg, p, n, &K_I));
-    return finish_i(fold_zmm(reg, p, n, &K_I, &KZ_I));
+    return finish_i(fold_zmm(seed32(reg), p, n, &K_I, &KZ_I));
 }
 
 uint32_t crcm_avx512_crc32(uint32_t reg, const uint8_t *p, size_t n) {
     return crcm_avx512_crc32_stream(reg, p, n);
+}
+
+/* ---- CRC-64/NVME: the same single stream, a carry-less 128 -> 64 finish (finish_n); hot and
+ * cold take this one kernel, as CRC-32 does. ---- */
+
+uint64_t crcm_avx512_crc64nvme(uint64_t reg, const uint8_t *p, size_t n) {
+    if (n < 16) return crc64_short(reg, p, n);
+    if (n < 256) return finish_n(fold_xmm_seed_pf(seed64(reg), p, n, &K_N, 0));
+    return finish_n(fold_zmm(seed64(reg), p, n, &K_N, &KZ_N));
 }

@@ -51,12 +51,6 @@ int crcm_cpu_has_avx512_vpclmul(void) {
 
 static int always(void) { return 1; }
 
-/* CRC-64/NVME kernels of the x86 rows (the folding kernels come in a later step). */
-#define CRC64_AVX512 crcm_portable_crc64nvme
-#define CRC64_AVX2 crcm_portable_crc64nvme
-#define CRC64_PCLMUL crcm_portable_crc64nvme
-#define CRC64_MULMOD_PCLMUL crcm_portable_mulmod_crc64nvme
-
 /* Best first; the dispatcher takes the first entry the CPU supports.
  *
  * avx512-vpclmulqdq before avx2-vpclmulqdq, by measurement on Sapphire Rapids (Intel Xeon, 2
@@ -75,19 +69,19 @@ static const crcm_backend backends[] = {
     {"avx512-vpclmulqdq", crcm_cpu_has_avx512_vpclmul, crcm_avx512_crc32c,
      crcm_avx512_crc32c_stream, crcm_avx512_crc32, crcm_avx512_crc32_stream,
      crcm_pclmul_mulmod_crc32c, crcm_pclmul_mulmod_crc32,
-     CRC64_AVX512, CRC64_AVX512, CRC64_MULMOD_PCLMUL},
+     crcm_avx512_crc64nvme, crcm_avx512_crc64nvme, crcm_pclmul_mulmod_crc64nvme},
 #endif
 #if defined(CRCM_HAVE_AVX2)
     /* CRC-32 has no fused form (the crc32 instruction only knows Castagnoli), so its hot and
      * stream kernels are the same single-stream ymm fold; so has CRC-64/NVME. */
     {"avx2-vpclmulqdq", crcm_cpu_has_avx2_vpclmul, crcm_avx2_crc32c, crcm_avx2_crc32c_stream,
      crcm_avx2_crc32, crcm_avx2_crc32, crcm_pclmul_mulmod_crc32c, crcm_pclmul_mulmod_crc32,
-     CRC64_AVX2, CRC64_AVX2, CRC64_MULMOD_PCLMUL},
+     crcm_avx2_crc64nvme, crcm_avx2_crc64nvme, crcm_pclmul_mulmod_crc64nvme},
 #endif
 #if defined(CRCM_HAVE_PCLMUL)
     {"pclmulqdq", crcm_cpu_has_pclmul, crcm_pclmul_crc32c, crcm_pclmul_crc32c_stream,
      crcm_pclmul_crc32, crcm_pclmul_crc32, crcm_pclmul_mulmod_crc32c, crcm_pclmul_mulmod_crc32,
-     CRC64_PCLMUL, CRC64_PCLMUL, CRC64_MULMOD_PCLMUL},
+     crcm_pclmul_crc64nvme, crcm_pclmul_crc64nvme, crcm_pclmul_mulmod_crc64nvme},
 #endif
 #if defined(CRCM_HAVE_SSE42)
     /* The crc32 instruction only knows the Castagnoli polynomial; without PCLMULQDQ the 64-bit

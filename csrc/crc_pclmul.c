@@ -1,4 +1,4 @@
-/* crc_pclmul.c - CRC-32C and CRC-32 (IEEE) by 128-bit PCLMULQDQ folding (fused with crc32 lanes
+/* crc_pclmul.c - CRC-32C, CRC-32 (IEEE) and CRC-64/NVME by 128-bit PCLMULQDQ folding (fused with crc32 lanes
  * for large CRC-32C inputs), and the one-multiply a*b mod P that combine is built on, for x86 CPUs
  * with SSE4.2 + PCLMULQDQ but no AVX-512. The folding itself lives in crc_x86_fold.h. */
 #include <nmmintrin.h>
@@ -106,4 +106,19 @@ uint32_t crcm_pclmul_mulmod_crc32c(uint32_t a, uint32_t b) {
 
 uint32_t crcm_pclmul_mulmod_crc32(uint32_t a, uint32_t b) {
     return barrett_i(_mm_cvtsi64_si128((long long)clmul32(a, b)));
+}
+
+/* ---- CRC-64/NVME: folding alone (no crc32 instruction for it) and the carry-less finish. ---- */
+
+uint64_t crcm_pclmul_crc64nvme(uint64_t reg, const uint8_t *p, size_t n) {
+    if (n < 16) return crc64_short(reg, p, n);
+    return finish_n(fold_xmm_seed_pf(seed64(reg), p, n, &K_N, 0));
+}
+
+/* a*b mod P: the 127-bit carry-less product is the lane a*b*x (see K_N); shifted left by one bit
+ * across the qwords it is the lane a*b, which barrett_n reduces. */
+uint64_t crcm_pclmul_mulmod_crc64nvme(uint64_t a, uint64_t b) {
+    __m128i c = _mm_clmulepi64_si128(seed64(a), seed64(b), 0x00);
+    __m128i lane = _mm_or_si128(_mm_slli_epi64(c, 1), _mm_slli_si128(_mm_srli_epi64(c, 63), 8));
+    return barrett_n(lane);
 }
