@@ -69,36 +69,37 @@ static const crcm_backend backends[] = {
     {"avx512-vpclmulqdq", crcm_cpu_has_avx512_vpclmul, crcm_avx512_crc32c,
      crcm_avx512_crc32c_stream, crcm_avx512_crc32, crcm_avx512_crc32_stream,
      crcm_pclmul_mulmod_crc32c, crcm_pclmul_mulmod_crc32,
-     crcm_avx512_crc64nvme, crcm_avx512_crc64nvme, crcm_pclmul_mulmod_crc64nvme},
+     crcm_avx512_crc64nvme, crcm_avx512_crc64nvme, crcm_pclmul_mulmod_crc64nvme,
+     crcm_avx512_crc32c_crc64nvme},
 #endif
 #if defined(CRCM_HAVE_AVX2)
     /* CRC-32 has no fused form (the crc32 instruction only knows Castagnoli), so its hot and
      * stream kernels are the same single-stream ymm fold; so has CRC-64/NVME. */
     {"avx2-vpclmulqdq", crcm_cpu_has_avx2_vpclmul, crcm_avx2_crc32c, crcm_avx2_crc32c_stream,
      crcm_avx2_crc32, crcm_avx2_crc32, crcm_pclmul_mulmod_crc32c, crcm_pclmul_mulmod_crc32,
-     crcm_avx2_crc64nvme, crcm_avx2_crc64nvme, crcm_pclmul_mulmod_crc64nvme},
+     crcm_avx2_crc64nvme, crcm_avx2_crc64nvme, crcm_pclmul_mulmod_crc64nvme, NULL},
 #endif
 #if defined(CRCM_HAVE_PCLMUL)
     {"pclmulqdq", crcm_cpu_has_pclmul, crcm_pclmul_crc32c, crcm_pclmul_crc32c_stream,
      crcm_pclmul_crc32, crcm_pclmul_crc32, crcm_pclmul_mulmod_crc32c, crcm_pclmul_mulmod_crc32,
-     crcm_pclmul_crc64nvme, crcm_pclmul_crc64nvme, crcm_pclmul_mulmod_crc64nvme},
+     crcm_pclmul_crc64nvme, crcm_pclmul_crc64nvme, crcm_pclmul_mulmod_crc64nvme, NULL},
 #endif
 #if defined(CRCM_HAVE_SSE42)
     /* The crc32 instruction only knows the Castagnoli polynomial; without PCLMULQDQ the 64-bit
      * CRC is the table kernel. */
     {"sse42", crcm_cpu_has_sse42, crcm_sse42_crc32c, crcm_sse42_crc32c, crcm_portable_crc32,
      crcm_portable_crc32, crcm_portable_mulmod_crc32c, crcm_portable_mulmod_crc32,
-     crcm_portable_crc64nvme, crcm_portable_crc64nvme, crcm_portable_mulmod_crc64nvme},
+     crcm_portable_crc64nvme, crcm_portable_crc64nvme, crcm_portable_mulmod_crc64nvme, NULL},
 #endif
 #if defined(CRCM_HAVE_ARM64)
     /* CRC-64/NVME: portable until the arm64 branch's PMULL kernels replace these three. */
     {"arm64-crc-pmull", crcm_cpu_has_arm64_crc_pmull, crcm_arm64_crc32c, crcm_arm64_crc32c,
      crcm_arm64_crc32, crcm_arm64_crc32, crcm_arm64_mulmod_crc32c, crcm_arm64_mulmod_crc32,
-     crcm_portable_crc64nvme, crcm_portable_crc64nvme, crcm_portable_mulmod_crc64nvme},
+     crcm_portable_crc64nvme, crcm_portable_crc64nvme, crcm_portable_mulmod_crc64nvme, NULL},
 #endif
     {"portable", always, crcm_portable_crc32c, crcm_portable_crc32c, crcm_portable_crc32,
      crcm_portable_crc32, crcm_portable_mulmod_crc32c, crcm_portable_mulmod_crc32,
-     crcm_portable_crc64nvme, crcm_portable_crc64nvme, crcm_portable_mulmod_crc64nvme},
+     crcm_portable_crc64nvme, crcm_portable_crc64nvme, crcm_portable_mulmod_crc64nvme, NULL},
 };
 #define N_BACKENDS (sizeof(backends) / sizeof(backends[0]))
 
@@ -405,13 +406,24 @@ void crcm_windows_pair(crcm_algorithm a, crcm_algorithm b, const uint8_t *data, 
         (unsigned)b > CRCM_CRC64NVME)
         return;
     const crcm_backend *be = backend();
+    /* the fused kernel, where the backend has one for this pair */
+    int fused = be->crc32c_crc64nvme != NULL &&
+                ((a == CRCM_CRC32C && b == CRCM_CRC64NVME) || (a == CRCM_CRC64NVME && b == CRCM_CRC32C));
     for (size_t i = 0; len; i++) {
         size_t w = len < bytes_per_checksum ? len : bytes_per_checksum;
         uint64_t ra = pair_init(a), rb = pair_init(b);
-        for (size_t off = 0; off < w; off += PAIR_CHUNK) {
-            size_t c = w - off < PAIR_CHUNK ? w - off : PAIR_CHUNK;
-            ra = pair_step(be, a, ra, data + off, c);
-            rb = pair_step(be, b, rb, data + off, c);
+        if (fused) {
+            uint32_t r32 = 0xFFFFFFFFu;
+            uint64_t r64 = ~0ull;
+            be->crc32c_crc64nvme(&r32, &r64, data, w);
+            ra = a == CRCM_CRC32C ? r32 : r64;
+            rb = b == CRCM_CRC32C ? r32 : r64;
+        } else {
+            for (size_t off = 0; off < w; off += PAIR_CHUNK) {
+                size_t c = w - off < PAIR_CHUNK ? w - off : PAIR_CHUNK;
+                ra = pair_step(be, a, ra, data + off, c);
+                rb = pair_step(be, b, rb, data + off, c);
+            }
         }
         pair_store(a, out_a, i, ra);
         pair_store(b, out_b, i, rb);

@@ -198,6 +198,18 @@ def test_pair_matches_each_alone(each_backend: str, a: str, b: str) -> None:
             assert want_b == per_window(ONE_SHOT[b], data, bpc), (length, bpc)
 
 
+def test_pair_rest_lengths_and_alignments(each_backend: str) -> None:
+    """Windows of 2..3 blocks of the fused kernel (8 KiB) plus every rest length 0..263 at four
+    alignments: the blocks, the rest's 256-byte steps and the tails all meet."""
+    rng = random.Random("pair-rest")
+    raw = rng.randbytes(3 * 8192 + 300)
+    for alignment in (0, 1, 8, 63):
+        for n in [*range(16384, 16384 + 264), *range(24576 - 3, 24576 + 5)]:
+            data = memoryview(raw)[alignment : alignment + n]
+            got_c, got_n = merkle.checksum_windows(data, n, algorithm=("crc32c", "crc64nvme"))
+            assert (int(got_c[0]), int(got_n[0])) == (merkle.crc32c(data), merkle.crc64nvme(data)), (alignment, n)
+
+
 def test_pair_out_tuple_and_errors() -> None:
     data = b"x" * 33
     out = (np.zeros(3, np.uint32), np.zeros(3, np.uint64))
