@@ -220,6 +220,6 @@ uint32_t crcm_avx2_crc32(uint32_t reg, const uint8_t *p, size_t n) {
 
 uint64_t crcm_avx2_crc64nvme(uint64_t reg, const uint8_t *p, size_t n) {
     if (n < 16) return crc64_short(reg, p, n);
-    if (n < 128) return finish_n(fold_xmm_seed_pf(seed64(reg), p, n, &K_N, 0));
+    if (n < 128) return crc64_xmm(reg, p, n);
     return finish_n(fold_ymm(seed64(reg), p, n, &K_N, &KY_N));
 }

@@ -112,7 +112,7 @@ uint32_t crcm_pclmul_mulmod_crc32(uint32_t a, uint32_t b) {
 
 uint64_t crcm_pclmul_crc64nvme(uint64_t reg, const uint8_t *p, size_t n) {
     if (n < 16) return crc64_short(reg, p, n);
-    return finish_n(fold_xmm_seed_pf(seed64(reg), p, n, &K_N, 0));
+    return crc64_xmm(reg, p, n);
 }
 
 /* a*b mod P: the 127-bit carry-less product is the lane a*b*x (see K_N); shifted left by one bit
