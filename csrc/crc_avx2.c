@@ -223,3 +223,73 @@ uint64_t crcm_avx2_crc64nvme(uint64_t reg, const uint8_t *p, size_t n) {
     if (n < 128) return crc64_xmm(reg, p, n);
     return finish_n(fold_ymm(seed64(reg), p, n, &K_N, &KY_N));
 }
+
+/* ---- CRC-32C and CRC-64/NVME of the same bytes in one pass ---- */
+
+/* A ymm fold retires about 8 bytes a cycle (one 256-bit VPCLMULQDQ per two cycles, see fold_ymm)
+ * and the crc32 instruction 8 bytes a cycle on another port, so here the folds take all of
+ * CRC-64/NVME and four crc32 streams all of CRC-32C: each block of PAIR_M steps of 128 bytes is
+ * folded for CRC-64 (four ymm accumulators carried across blocks) while four streams of 32
+ * bytes a step cover its four quarters for CRC-32C, joined by Horner's rule, and the running
+ * CRC-32C register is moved over the block by one multiply (as in crc_avx512.c). Each block
+ * prefetches the next (the five read streams outrun the hardware prefetcher on cold memory). */
+#define PAIR_M 64                /* steps per block: 8 KiB blocks, 2 KiB per crc32 stream */
+#define PAIR_BLOCK (128 * PAIR_M)
+/* (x^(8L-32) mod P) << 1 for CRC-32C, from the generator of the fold constants: L = 2048 (a
+ * stream) is x^16352, L = 8192 (a block) is x^65504. */
+#define PAIR_K_STREAM 0x1a0f717c4ll
+#define PAIR_K_BLOCK 0x54a86326ll
+
+static inline void pair_step(__m256i *y, __m256i k, const uint8_t *q, uint64_t *a,
+                             const uint8_t *c) {
+    uintptr_t next = (uintptr_t)q + PAIR_BLOCK; /* an integer: past the end is harmless */
+    _mm_prefetch((const char *)next, _MM_HINT_T0);
+    _mm_prefetch((const char *)(next + 64), _MM_HINT_T0);
+    y[0] = _mm256_xor_si256(foldy(y[0], k), loady(q));
+    y[1] = _mm256_xor_si256(foldy(y[1], k), loady(q + 32));
+    y[2] = _mm256_xor_si256(foldy(y[2], k), loady(q + 64));
+    y[3] = _mm256_xor_si256(foldy(y[3], k), loady(q + 96));
+    for (int i = 0; i < 4; i++)
+        for (int t = 0; t < 32; t += 8) a[i] = _mm_crc32_u64(a[i], crcm_load64(c + i * 32 * PAIR_M + t));
+}
+
+void crcm_avx2_crc32c_crc64nvme(uint32_t *reg32, uint64_t *reg64, const uint8_t *p, size_t n) {
+    uint32_t rc = *reg32;
+    uint64_t rn = *reg64;
+    if (n < 2 * PAIR_BLOCK) {
+        /* a block or less: the two single kernels (their set-up would not be paid back) */
+        *reg32 = crcm_avx2_crc32c(rc, p, n);
+        *reg64 = crcm_avx2_crc64nvme(rn, p, n);
+        return;
+    }
+    const uint8_t *end = p + n;
+    const __m256i k = KY(KY_N.k1024);
+    __m256i y[4] = {_mm256_xor_si256(loady(p), _mm256_zextsi128_si256(seed64(rn))), loady(p + 32),
+                    loady(p + 64), loady(p + 96)};
+    int first = 1;
+    while ((size_t)(end - p) >= PAIR_BLOCK) {
+        uint64_t a[4] = {0, 0, 0, 0};
+        if (first) { /* the accumulators already hold the first step */
+            for (int i = 0; i < 4; i++)
+                for (int t = 0; t < 32; t += 8) a[i] = _mm_crc32_u64(a[i], crcm_load64(p + i * 32 * PAIR_M + t));
+        } else {
+            pair_step(y, k, p, a, p);
+        }
+        first = 0;
+        for (int j = 1; j < PAIR_M; j++) pair_step(y, k, p + 128 * j, a, p + 32 * j);
+        uint32_t b = (uint32_t)a[0];
+        for (int i = 1; i < 4; i++) b = shift_by(b, PAIR_K_STREAM) ^ (uint32_t)a[i];
+        rc = shift_by(rc, PAIR_K_BLOCK) ^ b;
+        p += PAIR_BLOCK;
+    }
+    /* the rest (< 8 KiB): CRC-64 keeps folding, CRC-32C takes its own kernel */
+    *reg32 = crcm_avx2_crc32c(rc, p, (size_t)(end - p));
+    while ((size_t)(end - p) >= 128) {
+        y[0] = _mm256_xor_si256(foldy(y[0], k), loady(p));
+        y[1] = _mm256_xor_si256(foldy(y[1], k), loady(p + 32));
+        y[2] = _mm256_xor_si256(foldy(y[2], k), loady(p + 64));
+        y[3] = _mm256_xor_si256(foldy(y[3], k), loady(p + 96));
+        p += 128;
+    }
+    *reg64 = finish_n(reduce_ymm(y[0], y[1], y[2], y[3], p, end, &K_N, &KY_N));
+}

@@ -77,7 +77,8 @@ static const crcm_backend backends[] = {
      * stream kernels are the same single-stream ymm fold; so has CRC-64/NVME. */
     {"avx2-vpclmulqdq", crcm_cpu_has_avx2_vpclmul, crcm_avx2_crc32c, crcm_avx2_crc32c_stream,
      crcm_avx2_crc32, crcm_avx2_crc32, crcm_pclmul_mulmod_crc32c, crcm_pclmul_mulmod_crc32,
-     crcm_avx2_crc64nvme, crcm_avx2_crc64nvme, crcm_pclmul_mulmod_crc64nvme, NULL},
+     crcm_avx2_crc64nvme, crcm_avx2_crc64nvme, crcm_pclmul_mulmod_crc64nvme,
+     crcm_avx2_crc32c_crc64nvme},
 #endif
 #if defined(CRCM_HAVE_PCLMUL)
     {"pclmulqdq", crcm_cpu_has_pclmul, crcm_pclmul_crc32c, crcm_pclmul_crc32c_stream,

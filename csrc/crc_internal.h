@@ -91,6 +91,7 @@ uint32_t crcm_avx2_crc32c(uint32_t reg, const uint8_t *p, size_t n);
 uint32_t crcm_avx2_crc32c_stream(uint32_t reg, const uint8_t *p, size_t n);
 uint32_t crcm_avx2_crc32(uint32_t reg, const uint8_t *p, size_t n);
 uint64_t crcm_avx2_crc64nvme(uint64_t reg, const uint8_t *p, size_t n);
+void crcm_avx2_crc32c_crc64nvme(uint32_t *reg32, uint64_t *reg64, const uint8_t *p, size_t n);
 #endif
 #if defined(CRCM_HAVE_AVX512)
 /* crc_avx512.c */
