@@ -83,7 +83,8 @@ static const crcm_backend backends[] = {
 #if defined(CRCM_HAVE_PCLMUL)
     {"pclmulqdq", crcm_cpu_has_pclmul, crcm_pclmul_crc32c, crcm_pclmul_crc32c_stream,
      crcm_pclmul_crc32, crcm_pclmul_crc32, crcm_pclmul_mulmod_crc32c, crcm_pclmul_mulmod_crc32,
-     crcm_pclmul_crc64nvme, crcm_pclmul_crc64nvme, crcm_pclmul_mulmod_crc64nvme, NULL},
+     crcm_pclmul_crc64nvme, crcm_pclmul_crc64nvme, crcm_pclmul_mulmod_crc64nvme,
+     crcm_pclmul_crc32c_crc64nvme},
 #endif
 #if defined(CRCM_HAVE_SSE42)
     /* The crc32 instruction only knows the Castagnoli polynomial; without PCLMULQDQ the 64-bit

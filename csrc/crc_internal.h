@@ -84,6 +84,7 @@ uint32_t crcm_pclmul_mulmod_crc32c(uint32_t a, uint32_t b);
 uint32_t crcm_pclmul_mulmod_crc32(uint32_t a, uint32_t b);
 uint64_t crcm_pclmul_crc64nvme(uint64_t reg, const uint8_t *p, size_t n);
 uint64_t crcm_pclmul_mulmod_crc64nvme(uint64_t a, uint64_t b);
+void crcm_pclmul_crc32c_crc64nvme(uint32_t *reg32, uint64_t *reg64, const uint8_t *p, size_t n);
 #endif
 #if defined(CRCM_HAVE_AVX2)
 /* crc_avx2.c */
