@@ -91,14 +91,15 @@ class Limits:
         """The least time of CRC-32C + CRC-64/NVME in one pass over the time of CRC-64/NVME
         alone, at the limits: CRC-64/NVME needs the multiplier for all the bytes (F bytes per
         cycle); CRC-32C can split its bytes between the multiplier and the crc32 unit (S bytes
-        per cycle), so B bytes of both take at least 2B / (F + S) cycles against B / F alone:
-        2F / (F + S). 1.0 where F = S (ymm on Zen 3), 1.33 for zmm on Zen 4, 1.6 on Sapphire
-        Rapids: the wider the multiplier, the less the crc32 unit can hide."""
+        per cycle), so B bytes of both take at least 2B / (F + S) cycles, and never less than
+        the B / F of CRC-64/NVME alone: max(1, 2F / (F + S)). 1.0 where F <= S (ymm on Zen 3,
+        xmm anywhere), 1.33 for zmm on Zen 4, 1.6 on Sapphire Rapids: the wider the
+        multiplier, the less the crc32 unit can hide."""
         fold = self.bytes_per_cycle(width)
         if not fold or not self.crc32_cycles:
             return None
         scalar = 8.0 / self.crc32_cycles
-        return 2 * fold / (fold + scalar)
+        return max(1.0, 2 * fold / (fold + scalar))
 
     def bytes_per_cycle(self, width: str) -> Optional[float]:
         cycles = self.clmul_cycles.get(width)
