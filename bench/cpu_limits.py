@@ -135,11 +135,11 @@ class Limits:
 
 
 def _snap(cycles: float) -> float:
-    """The probe measures 2.000 for an instruction that takes 2 cycles; a reading a few
-    percent off (a preempted best run) is snapped to the nearest half cycle, so one noisy run
-    does not move the limit."""
+    """The probe measures 2.000 for an instruction that takes 2 cycles; a reading within 5%
+    of a half cycle (a preempted best run) is snapped to it, so one noisy run does not move
+    the limit; a reading further off is kept as it is."""
     half = round(cycles * 2) / 2
-    return half if half > 0 and abs(cycles - half) <= 0.1 * half else cycles
+    return half if half > 0 and abs(cycles - half) <= 0.05 * half else cycles
 
 
 def probe(timeout: float = 60.0) -> Optional[Limits]:
