@@ -86,6 +86,8 @@ class Backend:
         if self.name:
             self.before = merkle.backend()
             merkle.set_backend(self.name)
+            if merkle.backend() != self.name:  # a timing under another name would mislead
+                raise RuntimeError(f"could not force the {self.name} backend")
 
     def __exit__(self, *exc: object) -> None:
         if self.before:
