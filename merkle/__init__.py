@@ -1,4 +1,4 @@
-"""crcmerkle, layer 1: fast CRC-32C / CRC-32 for Python (merkle._native over csrc/), and the
+"""crcmerkle, layer 1: fast CRC-32C / CRC-32 / CRC-64/NVME for Python (merkle._native over csrc/), and the
 public API of every layer re-exported here: merkle.trees (Ozone trees), merkle.replica (replicas
 on disk); merkle.cli is the command line. The core imports nothing of the layers above it.
 
@@ -27,6 +27,7 @@ from merkle._native import (
     GIL_RELEASE_THRESHOLD,
     CRC32,
     CRC32C,
+    CRC64NVME,
     BackendUnavailableError,
     available_backends,
     backend,
@@ -38,6 +39,8 @@ from merkle._native import (
     crc32_combine,
     crc32c,
     crc32c_combine,
+    crc64nvme,
+    crc64nvme_combine,
     set_backend,
     )
 from merkle.trees.diff import (ContainerIDMismatchError, DiffReport, ReplicaReport,
@@ -52,6 +55,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CRC32",
     "CRC32C",
+    "CRC64NVME",
     "GIL_RELEASE_THRESHOLD",
     "BackendUnavailableError",
     "available_backends",
@@ -64,6 +68,8 @@ __all__ = [
     "crc32_combine",
     "crc32c",
     "crc32c_combine",
+    "crc64nvme",
+    "crc64nvme_combine",
     "set_backend",
     "using_backend",
     "ContainerTree",

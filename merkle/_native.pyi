@@ -1,12 +1,12 @@
 from collections.abc import Iterable, Iterator
-from typing import Literal, Protocol, SupportsIndex, Union
+from typing import Literal, Protocol, SupportsIndex, Union, overload
 
 import numpy as np
 import numpy.typing as npt
 
 
 _Buffer = Union[bytes, bytearray, memoryview, "np.ndarray", object]
-_Algorithm = Literal["crc32c", "crc32", "CRC32C", "CRC32"]
+_Algorithm = Literal["crc32c", "crc32", "crc64nvme", "CRC32C", "CRC32", "CRC64NVME"]
 
 GIL_RELEASE_THRESHOLD: int
 
@@ -19,23 +19,36 @@ def crc32c(data: _Buffer, value: SupportsIndex = 0, /) -> int: ...
 def crc32(data: _Buffer, value: SupportsIndex = 0, /) -> int: ...
 def crc32c_combine(crc1: SupportsIndex, crc2: SupportsIndex, len2: SupportsIndex, /) -> int: ...
 def crc32_combine(crc1: SupportsIndex, crc2: SupportsIndex, len2: SupportsIndex, /) -> int: ...
+def crc64nvme(data: _Buffer, /, value: SupportsIndex = 0) -> int: ...
+def crc64nvme_combine(crc_a: SupportsIndex, crc_b: SupportsIndex, len_b: SupportsIndex, /) -> int: ...
+_Sums = Union[npt.NDArray[np.uint32], npt.NDArray[np.uint64]]  # uint64 for crc64nvme
+
 def combine_many(
     crc1: npt.ArrayLike, crc2: npt.ArrayLike, len2: SupportsIndex, *,
     algorithm: _Algorithm = "crc32c"
-) -> npt.NDArray[np.uint32]: ...
+) -> _Sums: ...
+@overload
 def checksum_windows(
     data: _Buffer,
     bytes_per_checksum: int,
     *,
     algorithm: _Algorithm = "crc32c",
-    out: npt.NDArray[np.uint32] | None = None,
-) -> npt.NDArray[np.uint32]: ...
+    out: _Sums | None = None,
+) -> _Sums: ...
+@overload
+def checksum_windows(
+    data: _Buffer,
+    bytes_per_checksum: int,
+    *,
+    algorithm: tuple[_Algorithm, _Algorithm],
+    out: tuple[_Sums, _Sums] | None = None,
+) -> tuple[_Sums, _Sums]: ...
 def checksum_each(
     values: Iterable[_Buffer | None] | object,
     *,
     algorithm: _Algorithm = "crc32c",
-    out: npt.NDArray[np.uint32] | None = None,
-) -> npt.NDArray[np.uint32]: ...
+    out: _Sums | None = None,
+) -> _Sums: ...
 
 class _CRCHash:
     def update(self, data: _Buffer, /) -> None: ...
@@ -56,6 +69,9 @@ class CRC32C(_CRCHash):
     def __init__(self, data: _Buffer = b"", *, value: SupportsIndex = 0) -> None: ...
 
 class CRC32(_CRCHash):
+    def __init__(self, data: _Buffer = b"", *, value: SupportsIndex = 0) -> None: ...
+
+class CRC64NVME(_CRCHash):
     def __init__(self, data: _Buffer = b"", *, value: SupportsIndex = 0) -> None: ...
 
 def read_probe(data: _Buffer) -> int: ...
