@@ -243,3 +243,53 @@ def test_checksum_cli_crc64nvme_json(tmp_path: Path, capsys: Any) -> None:
     # S3's x-amz-checksum-crc64nvme: base64 of the 8 big-endian bytes
     assert rec["base64"] == "rosUhgp5mIg=" == base64.b64encode(
         (0xAE8B14860A799888).to_bytes(8, "big")).decode()
+
+
+def test_mixed_chunk_types(tmp_path: Path) -> None:
+    """NONE chunks are not read (no windows, their block no value), a zero-length chunk has
+    no windows, SHA256/MD5 chunks get the --also CRCs from the same reads (two in one
+    pass), and --also values do not depend on the read size."""
+    import hashlib
+
+    from merkle.replica.blocks import MD5, SHA256, ChunkMeta
+    from merkle.replica.crcmerkle.blockmeta import read_blockmeta, write_blockmeta
+    from merkle.replica.crcmerkle.layout import container_paths
+    from merkle.replica.crcmerkle.writer import ContainerWriter
+    from merkle.replica.scan import scan_container
+
+    root = tmp_path / "dn" / "vol" / "9"
+    data = bytes(range(256)) * 64
+    with ContainerWriter.create(root, 9, algorithm="crc32", bytes_per_checksum=1024) as w:
+        w.write_chunk(1, 0, data[:4096])
+        w.write_chunk(1, 4096, data[:3000], algorithm="none")
+        w.write_chunk(2, 0, data[:3000])  # becomes SHA256 below
+        w.write_chunk(3, 0, data[:5000])  # becomes MD5 below
+        w.write_chunk(4, 0, data[:100])
+        w.write_chunk(5, 0, b"")
+    path = container_paths(root).blockmeta
+    meta = read_blockmeta(path)
+    for bid, kind, algo, n in ((2, SHA256, "sha256", 3000), (3, MD5, "md5", 5000)):
+        digests = b"".join(hashlib.new(algo, data[s:min(s + 700, n)]).digest()
+                           for s in range(0, n, 700))
+        meta.blocks[bid] = meta.blocks[bid].with_chunks([ChunkMeta(0, n, kind, 700, digests)])
+    write_blockmeta(meta, path)
+    results = [scan_container(root, write_tree=False, buffer_size=size,
+                              also=("crc64nvme", "crc32c", "crc32"))
+               for size in (1 << 20, 512)]
+    for r in results:
+        assert r.ok, r.errors
+        v = r.also["crc64nvme"]
+        assert v.chunk_windows(1, 4096) is None and v.block(1) is None  # NONE: not read
+        assert v.chunk_windows(1, 0).tolist() == [merkle.crc64nvme(data[s:s + 1024])
+                                                  for s in range(0, 4096, 1024)]
+        for bid, n in ((2, 3000), (3, 5000)):
+            for alg, fn in ONE_SHOT.items():
+                assert r.also[alg].chunk_windows(bid, 0).tolist() == [
+                    fn(data[s:min(s + 700, n)]) for s in range(0, n, 700)], (alg, bid)
+                assert r.also[alg].block(bid) == fn(data[:n])
+        assert v.block(4) == merkle.crc64nvme(data[:100])
+        assert v.chunk_windows(5, 0).tolist() == [] and v.block(5) == merkle.crc64nvme(b"") == 0
+    for alg in ONE_SHOT:
+        a, b = (r.also[alg] for r in results)
+        assert a.windows.tolist() == b.windows.tolist()
+        assert a.block_value.tolist() == b.block_value.tolist()
