@@ -199,17 +199,15 @@ class _Reader:
         others = [a for a in extra if a != own]
         if own is not None and observed is not None:
             if others:
-                mine, theirs = _native.checksum_windows(view, bpc, algorithm=(own, others[0]))
-                observed[w:w + nw] = mine
-                extra[others[0]][w:w + nw] = theirs
+                _native.checksum_windows(view, bpc, algorithm=(own, others[0]),
+                                         out=(observed[w:w + nw], extra[others[0]][w:w + nw]))
                 others = others[1:]
             else:
                 _native.checksum_windows(view, bpc, algorithm=own, out=observed[w:w + nw])
         elif len(others) >= 2:  # SHA256/MD5 chunks: two of the --also CRCs in one pass
-            first, second = _native.checksum_windows(view, bpc,
-                                                     algorithm=(others[0], others[1]))
-            extra[others[0]][w:w + nw] = first
-            extra[others[1]][w:w + nw] = second
+            _native.checksum_windows(view, bpc, algorithm=(others[0], others[1]),
+                                     out=(extra[others[0]][w:w + nw],
+                                          extra[others[1]][w:w + nw]))
             others = others[2:]
         for a in others:
             _native.checksum_windows(view, bpc, algorithm=a, out=extra[a][w:w + nw])
