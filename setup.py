@@ -1,4 +1,5 @@
-"""Build the native extension `merkle._native` from csrc/ and the Cython layer.
+"""Build the native extensions `merkle._crc` (scalar API, no numpy) and `merkle._native` (numpy
+API) from csrc/ and the Cython layer.
 
 Every kernel file gets only its own ISA flags (chosen by file name), never -march=native or a
 global ISA flag, so one wheel runs on any CPU of its architecture and picks kernels at run time.
@@ -139,6 +140,17 @@ class PerFileFlagsBuildExt(build_ext):
 
 compile_args, link_args = _build_flags()
 extensions = [
+    # The scalar API without numpy, importable in isolated sub-interpreters (PEP 684): module
+    # state and multi-phase init (CYTHON_USE_MODULE_STATE) with the own_gil directive in the file.
+    # It links its own copy of the C core (no Ozone code); _native adopts its backend slot.
+    Extension(
+        "merkle._crc",
+        sources=["merkle/_crc.pyx", *[s for s in _c_sources() if not s.endswith("/ozone_tree.c")]],
+        include_dirs=[CSRC],
+        define_macros=[*KERNEL_MACROS, ("CYTHON_USE_MODULE_STATE", "1")],
+        extra_compile_args=compile_args,
+        extra_link_args=link_args,
+    ),
     Extension(
         "merkle._native",
         sources=["merkle/_native.pyx", *_c_sources()],

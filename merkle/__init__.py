@@ -1,6 +1,7 @@
-"""crcmerkle, layer 1: fast CRC-32C / CRC-32 for Python (merkle._native over csrc/), and the
-public API of every layer re-exported here: merkle.trees (Ozone trees), merkle.replica (replicas
-on disk); merkle.cli is the command line. The core imports nothing of the layers above it.
+"""crcmerkle, layer 1: fast CRC-32C / CRC-32 for Python (merkle._crc, merkle._native over csrc/),
+and the public API of every layer re-exported here: merkle.trees (Ozone trees), merkle.replica
+(replicas on disk); merkle.cli is the command line. The core imports nothing of the layers above
+it. `import merkle` loads only the numpy-free core (merkle._crc); the rest loads on first use.
 
 The checksum core is native (csrc/) with run-time CPU dispatch; see `backend()`.
 Set CRCMERKLE_BACKEND to pin a kernel (an unknown or unsupported name fails the import).
@@ -10,12 +11,12 @@ from __future__ import annotations
 
 import os as _os
 from contextlib import contextmanager as _contextmanager
-from typing import Iterator as _Iterator
+from typing import Any as _Any, Iterator as _Iterator
 
 try:
-    from merkle import _native  # noqa: F401  (checked first for a clear message)
+    from merkle import _crc  # noqa: F401  (checked first for a clear message)
 except ModuleNotFoundError as _missing:  # pragma: no cover - exercised in a subprocess test
-    if _missing.name != "merkle._native":
+    if _missing.name != "merkle._crc":
         raise
     _here = _os.path.dirname(_os.path.abspath(__file__))
     raise ImportError(
@@ -23,16 +24,16 @@ except ModuleNotFoundError as _missing:  # pragma: no cover - exercised in a sub
         "checkout shadowing the installed package (run from another directory, or build it in "
         "place with `pip install -e .`)") from None
 
-from merkle._native import (
+# The scalar core imports no numpy, so `import merkle` works in an isolated sub-interpreter
+# (PEP 684), where numpy cannot be imported. Everything that needs numpy (the bulk functions
+# of merkle._native and the layers above) is imported on first use, by __getattr__ below.
+from merkle._crc import (
     GIL_RELEASE_THRESHOLD,
     CRC32,
     CRC32C,
     BackendUnavailableError,
     available_backends,
     backend,
-    checksum_each,
-    checksum_windows,
-    combine_many,
     compiled_backends,
     crc32,
     crc32_combine,
@@ -40,12 +41,60 @@ from merkle._native import (
     crc32c_combine,
     set_backend,
     )
-from merkle.trees.diff import (ContainerIDMismatchError, DiffReport, ReplicaReport,
-                               compare_replicas, diff)
-from merkle.trees.merge import merge
-from merkle.trees.model import ContainerTree, TreeBuilder
-from merkle.trees.treefile import TreeFileError, read_tree, write_tree
-from merkle.trees import ozone  # `from merkle import ozone`: the Ozone value formulas
+
+#: public name -> (module, attribute; None for the module itself), imported on first use
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "checksum_each": ("merkle._native", "checksum_each"),
+    "checksum_windows": ("merkle._native", "checksum_windows"),
+    "combine_many": ("merkle._native", "combine_many"),
+    "ContainerIDMismatchError": ("merkle.trees.diff", "ContainerIDMismatchError"),
+    "DiffReport": ("merkle.trees.diff", "DiffReport"),
+    "ReplicaReport": ("merkle.trees.diff", "ReplicaReport"),
+    "compare_replicas": ("merkle.trees.diff", "compare_replicas"),
+    "diff": ("merkle.trees.diff", "diff"),
+    "merge": ("merkle.trees.merge", "merge"),
+    "ContainerTree": ("merkle.trees.model", "ContainerTree"),
+    "TreeBuilder": ("merkle.trees.model", "TreeBuilder"),
+    "TreeFileError": ("merkle.trees.treefile", "TreeFileError"),
+    "read_tree": ("merkle.trees.treefile", "read_tree"),
+    "write_tree": ("merkle.trees.treefile", "write_tree"),
+    "ozone": ("merkle.trees.ozone", None),  # `from merkle import ozone`: the Ozone formulas
+    # container replicas on disk: writer, scanner, reconciler, generator (issue 4)
+    "BlockMetaError": ("merkle.replica.errors", "BlockMetaError"),
+    "ReplicaError": ("merkle.replica.errors", "ReplicaError"),
+    "ReplicaLockedError": ("merkle.replica.errors", "ReplicaLockedError"),
+    "ScanError": ("merkle.replica.scan", "ScanError"),
+    "ScanResult": ("merkle.replica.scan", "ScanResult"),
+    "scan_container": ("merkle.replica.scan", "scan_container"),
+    "ReconcileResult": ("merkle.replica.reconcile", "ReconcileResult"),
+    "reconcile": ("merkle.replica.reconcile", "reconcile"),
+    "reconcile_round": ("merkle.replica.reconcile", "reconcile_round"),
+    "ContainerWriter": ("merkle.replica.crcmerkle.writer", "ContainerWriter"),
+    "generate_cluster": ("merkle.replica.generate", "generate_cluster"),
+    # the subpackages, as attributes (`import merkle; merkle.trees.model`) as before
+    "_native": ("merkle._native", None),
+    "trees": ("merkle.trees", None),
+    "replica": ("merkle.replica", None),
+}
+
+
+def __getattr__(name: str) -> _Any:
+    """PEP 562: import a numpy-based name when it is first used, then keep it here."""
+    try:
+        module_name, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'merkle' has no attribute {name!r}") from None
+    import importlib
+
+    module = importlib.import_module(module_name)
+    value = module if attr is None else getattr(module, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 
@@ -130,17 +179,6 @@ def _started_as_command() -> bool:
 
 
 _apply_backend_env()
-
-# ---- container replicas on disk: writer, scanner, reconciler, generator (issue 4) --------
-from merkle.replica.errors import (  # noqa: E402
-           BlockMetaError,
-           ReplicaError,
-           ReplicaLockedError,
-           )
-from merkle.replica.scan import ScanError, ScanResult, scan_container  # noqa: E402
-from merkle.replica.reconcile import ReconcileResult, reconcile, reconcile_round  # noqa: E402
-from merkle.replica.crcmerkle.writer import ContainerWriter  # noqa: E402
-from merkle.replica.generate import generate_cluster  # noqa: E402
 
 __all__ += [
     "BlockMetaError",
