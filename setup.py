@@ -141,13 +141,14 @@ class PerFileFlagsBuildExt(build_ext):
 compile_args, link_args = _build_flags()
 extensions = [
     # The scalar API without numpy, importable in isolated sub-interpreters (PEP 684): module
-    # state and multi-phase init (CYTHON_USE_MODULE_STATE) with the own_gil directive in the file.
+    # state, multi-phase init and heap types (CYTHON_USE_MODULE_STATE, CYTHON_USE_TYPE_SPECS:
+    # static types would be shared between interpreters) with the own_gil directive in the file.
     # It links its own copy of the C core (no Ozone code); _native adopts its backend slot.
     Extension(
         "merkle._crc",
         sources=["merkle/_crc.pyx", *[s for s in _c_sources() if not s.endswith("/ozone_tree.c")]],
         include_dirs=[CSRC],
-        define_macros=[*KERNEL_MACROS, ("CYTHON_USE_MODULE_STATE", "1")],
+        define_macros=[*KERNEL_MACROS, ("CYTHON_USE_MODULE_STATE", "1"), ("CYTHON_USE_TYPE_SPECS", "1")],
         extra_compile_args=compile_args,
         extra_link_args=link_args,
     ),
