@@ -25,8 +25,9 @@ except ModuleNotFoundError as _missing:  # pragma: no cover - exercised in a sub
         "place with `pip install -e .`)") from None
 
 # The scalar core imports no numpy, so `import merkle` works in an isolated sub-interpreter
-# (PEP 684), where numpy cannot be imported. Everything that needs numpy (the bulk functions
-# of merkle._native and the layers above) is imported on first use, by __getattr__ below.
+# (PEP 684), where numpy cannot be imported. Everything that needs numpy (the bulk functions of
+# merkle._native and the layers above) is imported at the end of this file; in a sub-interpreter
+# that refuses it, those names are left to __getattr__ below (see _import_numpy_layers).
 from merkle._crc import (
     GIL_RELEASE_THRESHOLD,
     CRC32,
@@ -42,7 +43,7 @@ from merkle._crc import (
     set_backend,
     )
 
-#: public name -> (module, attribute; None for the module itself), imported on first use
+#: the numpy-based public names -> (module, attribute; None for the module itself)
 _LAZY: dict[str, tuple[str, str | None]] = {
     "checksum_each": ("merkle._native", "checksum_each"),
     "checksum_windows": ("merkle._native", "checksum_windows"),
@@ -78,8 +79,9 @@ _LAZY: dict[str, tuple[str, str | None]] = {
 }
 
 
-def __getattr__(name: str) -> _Any:
-    """PEP 562: import a numpy-based name when it is first used, then keep it here."""
+def _lazy_getattr(name: str) -> _Any:
+    """PEP 562 __getattr__, installed only in a sub-interpreter that refused the numpy layers:
+    import a numpy-based name when it is used (numpy's ImportError if it still cannot load)."""
     try:
         module_name, attr = _LAZY[name]
     except KeyError:
@@ -92,8 +94,37 @@ def __getattr__(name: str) -> _Any:
     return value
 
 
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+def _in_subinterpreter() -> bool:
+    """True in an interpreter other than the main one (CPython 3.12+; False before)."""
+    import importlib
+
+    for name in ("_interpreters", "_xxsubinterpreters"):  # 3.13+, 3.12
+        try:
+            interpreters = importlib.import_module(name)
+        except ImportError:
+            continue
+        current, main = interpreters.get_current(), interpreters.get_main()
+        # 3.13 returns (id, whence) tuples, 3.12 bare ids
+        return (current[0] if isinstance(current, tuple) else current) != \
+            (main[0] if isinstance(main, tuple) else main)
+    return False
+
+
+def _import_numpy_layers() -> None:
+    """Bind the numpy-based names here, as a plain import always did. A module __getattr__ is
+    avoided on purpose: it stops CPython from specializing `merkle.crc32c` attribute loads
+    (+10-15 ns a call). Only an isolated sub-interpreter, where merkle._native (numpy) cannot
+    load, gets the __getattr__ that imports them on use."""
+    import importlib
+
+    try:
+        for name, (module_name, attr) in _LAZY.items():
+            module = importlib.import_module(module_name)
+            globals()[name] = module if attr is None else getattr(module, attr)
+    except ImportError:
+        if not _in_subinterpreter():
+            raise
+        globals()["__getattr__"] = _lazy_getattr
 
 
 __version__ = "0.1.0"
@@ -179,6 +210,7 @@ def _started_as_command() -> bool:
 
 
 _apply_backend_env()
+_import_numpy_layers()
 
 __all__ += [
     "BlockMetaError",

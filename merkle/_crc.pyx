@@ -40,9 +40,13 @@ _dispatch_state = PyCapsule_New(crcm_dispatch_slot(), b"merkle._crc.dispatch_sta
 _NOT_GIVEN = object()
 
 
-cdef inline uint32_t _mask32(object value, str name="value") except? 0xFFFFFFFF:
-    # zlib semantics: any integer is taken modulo 2**32 (negative ones too).
-    return <uint32_t>PyLong_AsUnsignedLongMask(_as_int(value, name))
+cdef inline uint32_t _mask32(object value, const char *name=b"value") except? 0xFFFFFFFF:
+    # zlib semantics: any integer is taken modulo 2**32 (negative ones too). The name is a C
+    # string, made a str only off the fast path: each Python constant costs a module-state
+    # lookup per call here.
+    if isinstance(value, int):
+        return <uint32_t>PyLong_AsUnsignedLongMask(value)
+    return <uint32_t>PyLong_AsUnsignedLongMask(_as_int(value, name.decode()))
 
 
 cdef uint32_t _crc_of(crcm_algorithm alg, uint32_t crc, object data) except? 0xFFFFFFFF:
@@ -90,7 +94,7 @@ def crc32c_combine(crc1, crc2, len2, /):
 
     len2 outside 0..2**64-1 raises LengthOverflowError (an OverflowError and a ValueError)."""
     return PyLong_FromUnsignedLong(
-        crcm_combine(CRCM_CRC32C, _mask32(crc1, "crc1"), _mask32(crc2, "crc2"),
+        crcm_combine(CRCM_CRC32C, _mask32(crc1, b"crc1"), _mask32(crc2, b"crc2"),
                      _length(len2)))
 
 
@@ -99,7 +103,7 @@ def crc32_combine(crc1, crc2, len2, /):
 
     len2 outside 0..2**64-1 raises LengthOverflowError (an OverflowError and a ValueError)."""
     return PyLong_FromUnsignedLong(
-        crcm_combine(CRCM_CRC32, _mask32(crc1, "crc1"), _mask32(crc2, "crc2"),
+        crcm_combine(CRCM_CRC32, _mask32(crc1, b"crc1"), _mask32(crc2, b"crc2"),
                      _length(len2)))
 
 
