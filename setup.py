@@ -152,6 +152,7 @@ extensions = [
     Extension(
         "merkle._crc",
         sources=["merkle/_crc.pyx", *[s for s in _c_sources() if not s.endswith("/ozone_tree.c")]],
+        depends=["merkle/_crcfast.h", "merkle/_common.pxi"],
         include_dirs=[CSRC],
         define_macros=[*KERNEL_MACROS, *_MODULE_STATE, ("CYTHON_USE_TYPE_SPECS", "1")],
         extra_compile_args=compile_args,

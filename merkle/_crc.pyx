@@ -75,18 +75,13 @@ cdef uint32_t _crc_of(crcm_algorithm alg, uint32_t crc, object data) except? 0xF
     return crc
 
 
-def crc32c(data, value=0):
-    """CRC-32C (Castagnoli) of data, continuing from value; like zlib.crc32. Unsigned int.
+cdef extern from "_crcfast.h":
+    object crcm_py_function(int which, object module_name)
 
-    value may be given by keyword, as the crc32c package allows: crc32c(b, value=crc32c(a))."""
-    return PyLong_FromUnsignedLong(_crc_of(CRCM_CRC32C, _mask32(value), data))
-
-
-def crc32(data, value=0):
-    """CRC-32 (IEEE 802.3, zlib's) of data, continuing from value. Equals zlib.crc32.
-
-    Not the crc32c package 1.x's crc32, which computed CRC-32C (that is merkle.crc32c)."""
-    return PyLong_FromUnsignedLong(_crc_of(CRCM_CRC32, _mask32(value), data))
+# crc32c(data, value=0) and crc32(data, value=0), value by position or keyword (as the crc32c
+# package allows): plain C functions, see _crcfast.h for why.
+crc32c = crcm_py_function(0, __name__)
+crc32 = crcm_py_function(1, __name__)
 
 
 def crc32c_combine(crc1, crc2, len2, /):

@@ -1,0 +1,167 @@
+/* _crcfast.h - merkle.crc32c() and merkle.crc32() as plain C functions (METH_FASTCALL |
+ * METH_KEYWORDS), included by merkle/_crc.pyx only.
+ *
+ * Why not Cython `def`: merkle._crc is built with module state on CPython 3.12+ (isolated
+ * sub-interpreters), and there every Python constant a Cython function touches (its keyword
+ * names, the default 0) is a module-state lookup of ~10 ns; these two functions are called
+ * per small buffer, so they would lose ~25 ns a call. They need no module state at all: only
+ * built-in types and exceptions. The behaviour and messages are those of the rest of the
+ * module (_common.pxi's _get_buffer and _as_int). */
+#ifndef CRCM_CRCFAST_H
+#define CRCM_CRCFAST_H
+
+#include <Python.h>
+#include "crcmerkle.h"
+
+/* Must equal GIL_RELEASE_THRESHOLD in _common.pxi (a test checks the two agree in effect). */
+#define CRCM_PY_GIL_THRESHOLD 65536
+
+/* Replaces the pending exception with `type`(message built from the old one's str). */
+static void crcm_py_reraise_as(PyObject *type, const char *prefix, const char *suffix) {
+    PyObject *exc_type, *exc, *tb;
+    PyErr_Fetch(&exc_type, &exc, &tb);
+    PyErr_NormalizeException(&exc_type, &exc, &tb);
+    PyObject *text = exc ? PyObject_Str(exc) : NULL;
+    if (text != NULL)
+        PyErr_Format(type, "%s%U%s", prefix, text, suffix);
+    else
+        PyErr_Format(type, "%s%s", prefix, suffix);
+    Py_XDECREF(text);
+    Py_XDECREF(exc_type);
+    Py_XDECREF(exc);
+    Py_XDECREF(tb);
+}
+
+/* The start value modulo 2**32 (zlib's rule); -1 with an exception set on error. */
+static int crcm_py_start(PyObject *value, uint32_t *out) {
+    unsigned long v;
+    if (PyLong_Check(value)) {
+        v = PyLong_AsUnsignedLongMask(value);
+    } else {
+        PyObject *index = PyNumber_Index(value);
+        if (index == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+                PyErr_Clear();
+                PyErr_Format(PyExc_TypeError, "value must be an integer, not %.200s",
+                             Py_TYPE(value)->tp_name);
+            }
+            return -1;
+        }
+        v = PyLong_AsUnsignedLongMask(index);
+        Py_DECREF(index);
+    }
+    if (v == (unsigned long)-1 && PyErr_Occurred()) return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static PyObject *crcm_py_crc(crcm_algorithm alg, const char *fname, PyObject *const *args,
+                             Py_ssize_t nargs, PyObject *kwnames) {
+    PyObject *data = NULL, *value = NULL;
+    Py_ssize_t nkw = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs > 2) {
+        PyErr_Format(PyExc_TypeError, "%s() takes at most 2 positional arguments (%zd given)",
+                     fname, nargs);
+        return NULL;
+    }
+    if (nargs >= 1) data = args[0];
+    if (nargs >= 2) value = args[1];
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, i);
+        PyObject **slot;
+        if (PyUnicode_CompareWithASCIIString(key, "value") == 0)
+            slot = &value;
+        else if (PyUnicode_CompareWithASCIIString(key, "data") == 0)
+            slot = &data;
+        else {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'",
+                         fname, key);
+            return NULL;
+        }
+        if (*slot != NULL) {
+            PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%U'",
+                         fname, key);
+            return NULL;
+        }
+        *slot = args[nargs + i];
+    }
+    if (data == NULL) {
+        PyErr_Format(PyExc_TypeError, "%s() missing required argument 'data' (pos 1)", fname);
+        return NULL;
+    }
+    uint32_t crc = 0;
+    if (value != NULL && crcm_py_start(value, &crc) < 0) return NULL;
+
+    const uint8_t *p;
+    size_t n;
+    if (PyBytes_CheckExact(data)) {  /* no buffer export for bytes */
+        p = (const uint8_t *)PyBytes_AS_STRING(data);
+        n = (size_t)PyBytes_GET_SIZE(data);
+        if (n < CRCM_PY_GIL_THRESHOLD) {
+            crc = crcm_crc(alg, crc, p, n);
+        } else {
+            Py_BEGIN_ALLOW_THREADS
+            crc = crcm_crc(alg, crc, p, n);
+            Py_END_ALLOW_THREADS
+        }
+        return PyLong_FromUnsignedLong(crc);
+    }
+    if (PyUnicode_Check(data)) {
+        PyErr_SetString(PyExc_TypeError, "Strings must be encoded before hashing");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(data, &view, PyBUF_C_CONTIGUOUS) < 0) {
+        if (PyErr_ExceptionMatches(PyExc_BufferError)) {
+            crcm_py_reraise_as(PyExc_ValueError, "data must be a C-contiguous buffer (", ")");
+        } else if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "a bytes-like object is required, not '%.200s'",
+                         Py_TYPE(data)->tp_name);
+        }
+        return NULL;
+    }
+    p = (const uint8_t *)view.buf;
+    n = (size_t)view.len;
+    if (n < CRCM_PY_GIL_THRESHOLD) {
+        crc = crcm_crc(alg, crc, p, n);
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        crc = crcm_crc(alg, crc, p, n);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(crc);
+}
+
+static PyObject *crcm_py_crc32c(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames) {
+    (void)self;
+    return crcm_py_crc(CRCM_CRC32C, "crc32c", args, nargs, kwnames);
+}
+
+static PyObject *crcm_py_crc32(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames) {
+    (void)self;
+    return crcm_py_crc(CRCM_CRC32, "crc32", args, nargs, kwnames);
+}
+
+static PyMethodDef crcm_py_defs[2] = {
+    {"crc32c", (PyCFunction)(void (*)(void))crcm_py_crc32c, METH_FASTCALL | METH_KEYWORDS,
+     "crc32c(data, value=0)\n--\n\n"
+     "CRC-32C (Castagnoli) of data, continuing from value; like zlib.crc32. Unsigned int.\n\n"
+     "value may be given by keyword, as the crc32c package allows: "
+     "crc32c(b, value=crc32c(a))."},
+    {"crc32", (PyCFunction)(void (*)(void))crcm_py_crc32, METH_FASTCALL | METH_KEYWORDS,
+     "crc32(data, value=0)\n--\n\n"
+     "CRC-32 (IEEE 802.3, zlib's) of data, continuing from value. Equals zlib.crc32.\n\n"
+     "Not the crc32c package 1.x's crc32, which computed CRC-32C (that is merkle.crc32c)."},
+};
+
+/* A new function object for crc32c (which == 0) or crc32 (1), its __module__ module_name.
+ * The PyMethodDef is static and read-only: one per process serves every interpreter. */
+static PyObject *crcm_py_function(int which, PyObject *module_name) {
+    return PyCFunction_NewEx(&crcm_py_defs[which ? 1 : 0], NULL, module_name);
+}
+
+#endif
