@@ -7,8 +7,11 @@
 # costs ~0.1 us: on Zen 3 a 16 KiB crc32c call took 815 ns with the release and 719 ns without
 # (medians of 41 interleaved rounds), while the ymm kernels need ~0.45 us for 16 KiB. At 64 KiB
 # (~1.7 us of work) the release costs ~6%, and threads still checksum large buffers in parallel.
-GIL_RELEASE_THRESHOLD = 65536
-cdef Py_ssize_t _GIL_THRESHOLD = GIL_RELEASE_THRESHOLD
+# The number itself is in _crcfast.h, which merkle.crc32c()/crc32() (plain C) use as well.
+cdef extern from "_crcfast.h":
+    enum: CRCM_PY_GIL_THRESHOLD
+GIL_RELEASE_THRESHOLD = CRCM_PY_GIL_THRESHOLD
+cdef Py_ssize_t _GIL_THRESHOLD = CRCM_PY_GIL_THRESHOLD
 
 
 cdef int _get_buffer(object data, Py_buffer *view, int flags=0) except -1:

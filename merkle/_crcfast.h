@@ -1,19 +1,21 @@
 /* _crcfast.h - merkle.crc32c() and merkle.crc32() as plain C functions (METH_FASTCALL |
- * METH_KEYWORDS), included by merkle/_crc.pyx only.
+ * METH_KEYWORDS).
  *
  * Why not Cython `def`: merkle._crc is built with module state on CPython 3.12+ (isolated
  * sub-interpreters), and there every Python constant a Cython function touches (its keyword
  * names, the default 0) is a module-state lookup of ~10 ns; these two functions are called
  * per small buffer, so they would lose ~25 ns a call. They need no module state at all: only
  * built-in types and exceptions. The behaviour and messages are those of the rest of the
- * module (_common.pxi's _get_buffer and _as_int). */
+ * module (_common.pxi's _get_buffer and _as_int). Included by _crc.pyx (and, for the
+ * threshold, _native.pyx through _common.pxi: the functions here are static and unused there). */
 #ifndef CRCM_CRCFAST_H
 #define CRCM_CRCFAST_H
 
 #include <Python.h>
 #include "crcmerkle.h"
 
-/* Must equal GIL_RELEASE_THRESHOLD in _common.pxi (a test checks the two agree in effect). */
+/* From this many bytes on the GIL is released around the kernel; merkle.GIL_RELEASE_THRESHOLD
+ * (_common.pxi takes it from here; the reasoning for the number is there). */
 #define CRCM_PY_GIL_THRESHOLD 65536
 
 /* Replaces the pending exception with `type`(message built from the old one's str). */
