@@ -32,7 +32,7 @@ from typing import Any, Dict, List
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "spark")]
 
-from simhosts import _tree, start_cluster, stop_cluster  # noqa: E402
+from simhosts import _tree, cpu_seconds, start_cluster, stop_cluster  # noqa: E402
 
 MiB = 1 << 20
 
@@ -43,35 +43,9 @@ def drop_caches() -> None:
         f.write("3\n")
 
 
-def executor_cpu(sim: Any) -> float:
-    """CPU seconds of every process below the live workers (and their reaped children)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for w in sim.workers.values():
-        if w.proc.poll() is not None:
-            continue
-        for pid in _tree(w.proc.pid):
-            try:
-                with open(f"/proc/{pid}/stat", "rb") as f:
-                    rest = f.read().rsplit(b")", 1)[1].split()
-                total += sum(int(x) for x in rest[11:15])
-            except (OSError, IndexError, ValueError):
-                pass
-    return total / tick
-
-
 def driver_cpu() -> float:
     """This process's CPU seconds plus its children's (the driver JVM is one)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for pid in [os.getpid(), *_tree(os.getpid())]:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                rest = f.read().rsplit(b")", 1)[1].split()
-            total += sum(int(x) for x in rest[11:15]) / tick
-        except (OSError, IndexError, ValueError):
-            pass
-    return total
+    return cpu_seconds([os.getpid(), *_tree(os.getpid())])
 
 
 def driver_rss_mib() -> float:
@@ -93,10 +67,10 @@ def one_scan(spark: Any, sim: Any, inv: Any, **kw: Any) -> Dict[str, Any]:
 
     sc = spark.sparkContext
     drop_caches()
-    e0, d0, t0 = executor_cpu(sim), driver_cpu(), time.monotonic()
+    e0, d0, t0 = sim.executor_cpu_s(), driver_cpu(), time.monotonic()
     tables = scan_datanodes(spark, inv, executor_wait=60, **kw)
     wall = time.monotonic() - t0
-    e1, d1 = executor_cpu(sim), driver_cpu()
+    e1, d1 = sim.executor_cpu_s(), driver_cpu()
     vols = [r.asDict() for r in tables.volumes.collect()]
     reps = tables.containers.count()
     placed = total = 0

@@ -1,6 +1,8 @@
 /* crc_arm64.c - the aarch64 kernels: the scalar CRC32 instructions alone are bound by their
  * 3-cycle latency at 8 bytes a step, so long buffers are folded 64 bytes at a time with PMULL
- * and only the last 16-byte accumulator and the tail go through the CRC32 instructions. */
+ * and only the last 16-byte accumulator and the tail go through the CRC32 instructions.
+ * CRC-64/NVME has no instruction of its own, so it is PMULL throughout: folding, the tail, and a
+ * Barrett reduction from 128 bits to the 64-bit register. */
 #include "crc_internal.h"
 
 #if !defined(__aarch64__)
@@ -174,3 +176,196 @@ CRCM_INLINE uint32_t mulmod(int c, uint32_t a, uint32_t b) {
 
 uint32_t crcm_arm64_mulmod_crc32c(uint32_t a, uint32_t b) { return mulmod(1, a, b); }
 uint32_t crcm_arm64_mulmod_crc32(uint32_t a, uint32_t b) { return mulmod(0, a, b); }
+
+/* ---- CRC-64/NVME ---------------------------------------------------------------------------
+ * Reflected, x^0 is bit 63 of the register. A 16-byte lane loaded little-endian is a 128-bit
+ * polynomial with bit k <-> x^(127-k): its low half (the first 8 bytes) holds x^127..x^64.
+ * vmull_p64 of two reflected 64-bit values, read as such a lane, is a*b*x (the reflected product
+ * comes out one bit short), so folding a lane forward by D bits multiplies its low half by
+ * x^(D+63) mod P and its high half by x^(D-1) mod P; no key needs a 65th bit.
+ * Generated and checked (with a model of this file's arithmetic) by
+ * tools/gen_crc64_arm64_constants.py --check. Each pair is {k_lo, k_hi}. */
+typedef struct {
+    uint64_t k1024[2]; /* eight lanes apart: the main loop */
+    uint64_t k512[2];  /* four lanes apart: eight lanes into four, and the four-lane step */
+    uint64_t k384[2];  /* lane 0 onto lane 3 */
+    uint64_t k256[2];  /* lane 1 onto lane 3 */
+    uint64_t k128[2];  /* lane 2 onto lane 3, the one-lane loop and the tail */
+} crcm_fold_keys64;
+
+static const crcm_fold_keys64 keys_crc64nvme = { /* P = 0x9A6C9329AC4BC9B5 */
+    {0xa1ca681e733f9c40ull, 0x5f852fb61e8d92dcull}, /* x^1087, x^1023 */
+    {0x0c32cdb31e18a84aull, 0x62242240ace5045aull}, /* x^575, x^511 */
+    {0xbdd7ac0ee1a4a0f0ull, 0xa3ffdc1fe8e82a8bull}, /* x^447, x^383 */
+    {0xb0bc2e589204f500ull, 0xe1e0bb9d45d7a44cull}, /* x^319, x^255 */
+    {0xeadc41fd2ba3d420ull, 0x21e9761e252621acull}, /* x^191, x^127 */
+};
+
+/* The 128 -> 64 reduction. X127 = x^127 mod P folds a lane's low half onto its high half;
+ * MU = floor(x^127 / P) and P1 = floor(P / x) (P's x^1..x^64 terms) are the Barrett pair: with
+ * the x^0 term of P (always 1) and the factor x that every product carries taken out, both fit
+ * in 64 bits and no shift is needed between the products. */
+#define CRC64NVME_X127 0x21e9761e252621acull
+#define CRC64NVME_MU 0x27ecfa329aef9f77ull
+#define CRC64NVME_P1 0x34d926535897936bull
+
+CRCM_INLINE uint64x2_t clmul64(uint64_t a, uint64_t b) {
+    return vreinterpretq_u64_p128(vmull_p64((poly64_t)a, (poly64_t)b));
+}
+
+/* a * x^64 mod P, i.e. the register after feeding a's 8 bytes from register 0. Barrett:
+ * q = floor(a * x^64 / P) = floor(a * MU * x / x^64) is the low half of a*MU (which carries the
+ * x), and the remainder is the part of q*P below x^64: (q * P1 * x) mod x^64, the high half of
+ * q*P1, plus q itself for P's x^0 term. */
+CRCM_INLINE uint64x2_t barrett64_lane1(uint64_t a) {
+    uint64x2_t q = clmul64(a, CRC64NVME_MU);
+    /* The XOR stays in a vector register: extracting lane 1 of a poly128_t directly makes GCC
+     * spill it to the stack. vextq swaps the halves, putting q in lane 1. */
+    return veorq_u64(clmul64(vgetq_lane_u64(q, 0), CRC64NVME_P1), vextq_u64(q, q, 1));
+}
+CRCM_INLINE uint64_t barrett64(uint64_t a) { return vgetq_lane_u64(barrett64_lane1(a), 1); }
+
+/* The register after feeding lane x's 16 bytes from register 0: x * x^64 mod P. The low half
+ * times x^128 becomes a product congruent to it (X127 times the x every product carries); the
+ * high half times x^64 lands in the low half; what is left, w_lo * x^64 + w_hi, is one
+ * Barrett step plus w_hi (already below x^64). */
+CRCM_INLINE uint64_t crc64_reduce(uint64x2_t x) {
+    uint64x2_t w = veorq_u64(clmul64(vgetq_lane_u64(x, 0), CRC64NVME_X127),
+                             vextq_u64(x, vdupq_n_u64(0), 1));
+    return vgetq_lane_u64(veorq_u64(barrett64_lane1(vgetq_lane_u64(w, 0)), w), 1);
+}
+
+/* Fewer than 16 bytes: no table. Eight bytes are one Barrett step, (reg ^ word) * x^64 mod P.
+ * For r = 1..7 bytes m (s = 8r bits), the new register is reg * x^s + m * x^64 mod P; the
+ * register's top s bits of degree (its low s bits) join m above x^64 and take one Barrett step,
+ * the rest, reg >> s, is already below x^64. Reads exactly p[0..n). */
+CRCM_INLINE uint64_t crc64_short(uint64_t reg, const uint8_t *p, size_t n) {
+    if (n >= 8) {
+        reg = barrett64(reg ^ crcm_load64(p));
+        p += 8;
+        n -= 8;
+    }
+    if (n != 0) {
+        uint64_t m = 0;
+        unsigned k = 0;
+        if (n & 4) {
+            m = crcm_load32(p);
+            k = 4;
+        }
+        if (n & 2) {
+            uint16_t h;
+            memcpy(&h, p + k, 2);
+            m |= (uint64_t)h << (8 * k);
+            k += 2;
+        }
+        if (n & 1) {
+            m |= (uint64_t)p[k] << (8 * k);
+        }
+        unsigned s = 8 * (unsigned)n; /* 8..56: both shifts below are defined */
+        reg = barrett64((reg ^ m) << (64 - s)) ^ (reg >> s);
+    }
+    return reg;
+}
+
+/* TBL indices: at offset r, 16 - r out-of-range bytes (TBL gives 0) then 0..r-1; at offset
+ * 16 + r, r..15 then out-of-range bytes (TBX keeps its destination). */
+static const uint8_t shift_tab[48] = {
+    0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+    0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+    0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+};
+
+/* Lane x followed by the last r (1..15) bytes of the input, which end at `end`, as one lane:
+ * the 16 + r bytes split into their first r bytes (zero-extended in front, which adds nothing
+ * to the polynomial), folded forward by 128 bits, and their last 16 bytes, x[r..15] followed by
+ * the tail. The tail is read as the 16 bytes before `end`, which the caller guarantees are
+ * inside the input (at least 16 bytes were folded before), so nothing is over-read. */
+CRCM_INLINE uint64x2_t fold_tail(uint64x2_t x, const uint8_t *end, size_t r, poly64x2_t k128) {
+    uint8x16_t xb = vreinterpretq_u8_u64(x);
+    uint8x16_t head = vqtbl1q_u8(xb, vld1q_u8(shift_tab + r));
+    uint8x16_t last = vqtbx1q_u8(vld1q_u8(end - 16), xb, vld1q_u8(shift_tab + 16 + r));
+    return veorq_u64(fold(vreinterpretq_u64_u8(head), k128), vreinterpretq_u64_u8(last));
+}
+
+uint64_t crcm_arm64_crc64nvme(uint64_t reg, const uint8_t *p, size_t n) {
+    if (n < 16) {
+        return crc64_short(reg, p, n); /* n == 0 returns reg untouched; p may then be NULL */
+    }
+    const poly64x2_t k128 = load_keys(keys_crc64nvme.k128);
+    /* Seed: XOR the register into the first 8 data bytes; from here on the lanes hold message
+     * polynomials and the register is 0. */
+    const uint64x2_t seed = vsetq_lane_u64(reg, vdupq_n_u64(0), 0);
+    uint64x2_t x;
+    if (n >= 64) {
+        const poly64x2_t k512 = load_keys(keys_crc64nvme.k512);
+        uint64x2_t x0 = veorq_u64(load128(p), seed);
+        uint64x2_t x1 = load128(p + 16);
+        uint64x2_t x2 = load128(p + 32);
+        uint64x2_t x3 = load128(p + 48);
+        p += 64;
+        n -= 64;
+        if (n >= 64) {
+            /* Eight lanes: PMULL's latency is covered on cores that issue several a cycle. */
+            uint64x2_t x4 = load128(p);
+            uint64x2_t x5 = load128(p + 16);
+            uint64x2_t x6 = load128(p + 32);
+            uint64x2_t x7 = load128(p + 48);
+            p += 64;
+            n -= 64;
+            if (n >= 128) {
+                const poly64x2_t k1024 = load_keys(keys_crc64nvme.k1024);
+                do {
+                    x0 = veorq_u64(fold(x0, k1024), load128(p));
+                    x1 = veorq_u64(fold(x1, k1024), load128(p + 16));
+                    x2 = veorq_u64(fold(x2, k1024), load128(p + 32));
+                    x3 = veorq_u64(fold(x3, k1024), load128(p + 48));
+                    x4 = veorq_u64(fold(x4, k1024), load128(p + 64));
+                    x5 = veorq_u64(fold(x5, k1024), load128(p + 80));
+                    x6 = veorq_u64(fold(x6, k1024), load128(p + 96));
+                    x7 = veorq_u64(fold(x7, k1024), load128(p + 112));
+                    p += 128;
+                    n -= 128;
+                } while (n >= 128);
+            }
+            /* Eight lanes into four: lanes 0..3 folded onto lanes 4..7, 64 bytes later. */
+            x0 = veorq_u64(fold(x0, k512), x4);
+            x1 = veorq_u64(fold(x1, k512), x5);
+            x2 = veorq_u64(fold(x2, k512), x6);
+            x3 = veorq_u64(fold(x3, k512), x7);
+        }
+        if (n >= 64) { /* at most once: fewer than 128 bytes are left after the eight lanes */
+            x0 = veorq_u64(fold(x0, k512), load128(p));
+            x1 = veorq_u64(fold(x1, k512), load128(p + 16));
+            x2 = veorq_u64(fold(x2, k512), load128(p + 32));
+            x3 = veorq_u64(fold(x3, k512), load128(p + 48));
+            p += 64;
+            n -= 64;
+        }
+        /* Four lanes into one: each folded forward to the position of lane 3. */
+        x = veorq_u64(fold(x0, load_keys(keys_crc64nvme.k384)),
+                      fold(x1, load_keys(keys_crc64nvme.k256)));
+        x = veorq_u64(x, veorq_u64(fold(x2, k128), x3));
+    } else {
+        x = veorq_u64(load128(p), seed);
+        p += 16;
+        n -= 16;
+    }
+    while (n >= 16) {
+        x = veorq_u64(fold(x, k128), load128(p));
+        p += 16;
+        n -= 16;
+    }
+    if (n != 0) {
+        x = fold_tail(x, p + n, n, k128);
+    }
+    return crc64_reduce(x);
+}
+
+/* a*b mod P, reflected. The 127-bit product's terms of degree 64..126 are the low half shifted
+ * up by one, those below x^64 the 128-bit value shifted down by 63 (the product is one bit
+ * short); the first take a Barrett step, the second are already reduced. */
+uint64_t crcm_arm64_mulmod_crc64nvme(uint64_t a, uint64_t b) {
+    uint64x2_t t = clmul64(a, b);
+    uint64_t lo = vgetq_lane_u64(t, 0), hi = vgetq_lane_u64(t, 1);
+    return barrett64(lo << 1) ^ ((hi << 1) | (lo >> 63));
+}

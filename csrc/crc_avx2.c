@@ -1,4 +1,4 @@
-/* crc_avx2.c - CRC-32C and CRC-32 (IEEE) by 256-bit VPCLMULQDQ folding (fused with three crc32
+/* crc_avx2.c - CRC-32C, CRC-32 (IEEE) and CRC-64/NVME by 256-bit VPCLMULQDQ folding (fused with three crc32
  * streams for hot CRC-32C), for x86 CPUs with AVX2 + VPCLMULQDQ but no AVX-512 (AMD Zen 3,
  * Intel Alder Lake and later client cores), where the 128-bit PCLMUL backend uses half the
  * carry-less multiplier. The 128-bit folds, tails and finishes come from crc_x86_fold.h. */
@@ -24,6 +24,12 @@ static const fold_set_ymm KY_C = {       /* CRC-32C */
 static const fold_set_ymm KY_I = {       /* CRC-32 (IEEE) */
     {0x0df068dc2ull, 0x18cb44e58ull},
     {0x1e88ef372ull, 0x14a7fe880ull},
+};
+/* CRC-64/NVME: low qword x^(D+63) mod P, high qword x^(D-1) mod P, unshifted (see K_N in
+ * crc_x86_fold.h), from tools/gen_crc64_constants.py. */
+static const fold_set_ymm KY_N = {
+    {0x3c255f5ebc414423ull, 0x34f5a24e22d66e90ull},  /* D=768:  x^831,  x^767 */
+    {0xa1ca681e733f9c40ull, 0x5f852fb61e8d92dcull},  /* D=1024: x^1087, x^1023 */
 };
 
 #define KY(k) _mm256_broadcastsi128_si256(KV(k))
@@ -59,10 +65,10 @@ static inline __m128i reduce_ymm(__m256i y0, __m256i y1, __m256i y2, __m256i y3,
  * of 4-5 on Zen 3 (bench/uarch_probe.c), so the 8 multiplies of a step take 16 cycles (8
  * B/cycle) and four accumulators are more than enough to hide the latency. A 128-bit PCLMULQDQ
  * has the same throughput, so this is twice the PCLMUL backend's fold per cycle, not more. */
-static inline __m128i fold_ymm(uint32_t reg, const uint8_t *p, size_t n, const fold_set *ks,
+static inline __m128i fold_ymm(__m128i seed, const uint8_t *p, size_t n, const fold_set *ks,
                                const fold_set_ymm *ky) {
     const uint8_t *end = p + n;
-    __m256i y0 = _mm256_xor_si256(loady(p), _mm256_zextsi128_si256(_mm_cvtsi32_si128((int)reg)));
+    __m256i y0 = _mm256_xor_si256(loady(p), _mm256_zextsi128_si256(seed));
     __m256i y1 = loady(p + 32), y2 = loady(p + 64), y3 = loady(p + 96);
     __m256i k = KY(ky->k1024);
     p += 128;
@@ -91,7 +97,7 @@ uint32_t crcm_avx2_crc32c_stream(uint32_t reg, const uint8_t *p, size_t n) {
     if (n < 64) return crc32c_serial(reg, p, n); /* as in the PCLMUL backend: same 64-byte cost */
     /* ymm from 128 bytes: 10-25% faster than xmm folding at 128-255 bytes (C, Zen 3) */
     if (n < 128) return finish_c(fold_xmm(reg, p, n, &K_C));
-    return finish_c(fold_ymm(reg, p, n, &K_C, &KY_C));
+    return finish_c(fold_ymm(seed32(reg), p, n, &K_C, &KY_C));
 }
 
 /* Fused blocks for hot data: VPCLMULQDQ and crc32 mostly run side by side, so each block folds
@@ -207,5 +213,83 @@ uint32_t crcm_avx2_crc32c(uint32_t reg, const uint8_t *p, size_t n) {
 uint32_t crcm_avx2_crc32(uint32_t reg, const uint8_t *p, size_t n) {
     if (n < 16) return crc32_short(reg, p, n);
     if (n < 128) return finish_i(fold_xmm(reg, p, n, &K_I));
-    return finish_i(fold_ymm(reg, p, n, &K_I, &KY_I));
+    return finish_i(fold_ymm(seed32(reg), p, n, &K_I, &KY_I));
+}
+
+/* ---- CRC-64/NVME: the same single stream, a carry-less 128 -> 64 finish (finish_n). ---- */
+
+uint64_t crcm_avx2_crc64nvme(uint64_t reg, const uint8_t *p, size_t n) {
+    if (n < 16) return crc64_short(reg, p, n);
+    if (n < 128) return crc64_xmm(reg, p, n);
+    return finish_n(fold_ymm(seed64(reg), p, n, &K_N, &KY_N));
+}
+
+/* ---- CRC-32C and CRC-64/NVME of the same bytes in one pass ---- */
+
+/* A ymm fold retires about 8 bytes a cycle (one 256-bit VPCLMULQDQ per two cycles, see fold_ymm)
+ * and the crc32 instruction 8 bytes a cycle on another port, so here the folds take all of
+ * CRC-64/NVME and four crc32 streams all of CRC-32C: each block of PAIR_M steps of 128 bytes is
+ * folded for CRC-64 (four ymm accumulators carried across blocks) while four streams of 32
+ * bytes a step cover its four quarters for CRC-32C, joined by Horner's rule, and the running
+ * CRC-32C register is moved over the block by one multiply (as in crc_avx512.c). Each block
+ * prefetches the next (the five read streams outrun the hardware prefetcher on cold memory). */
+#define PAIR_M 64                /* steps per block: 8 KiB blocks, 2 KiB per crc32 stream */
+#define PAIR_BLOCK (128 * PAIR_M)
+/* (x^(8L-32) mod P) << 1 for CRC-32C, from the generator of the fold constants: L = 2048 (a
+ * stream) is x^16352, L = 8192 (a block) is x^65504. */
+#define PAIR_K_STREAM 0x1a0f717c4ll
+#define PAIR_K_BLOCK 0x54a86326ll
+
+static inline void pair_step(__m256i *y, __m256i k, const uint8_t *q, uint64_t *a,
+                             const uint8_t *c) {
+    uintptr_t next = (uintptr_t)q + PAIR_BLOCK; /* an integer: past the end is harmless */
+    _mm_prefetch((const char *)next, _MM_HINT_T0);
+    _mm_prefetch((const char *)(next + 64), _MM_HINT_T0);
+    y[0] = _mm256_xor_si256(foldy(y[0], k), loady(q));
+    y[1] = _mm256_xor_si256(foldy(y[1], k), loady(q + 32));
+    y[2] = _mm256_xor_si256(foldy(y[2], k), loady(q + 64));
+    y[3] = _mm256_xor_si256(foldy(y[3], k), loady(q + 96));
+    for (int i = 0; i < 4; i++)
+        for (int t = 0; t < 32; t += 8) a[i] = _mm_crc32_u64(a[i], crcm_load64(c + i * 32 * PAIR_M + t));
+}
+
+void crcm_avx2_crc32c_crc64nvme(uint32_t *reg32, uint64_t *reg64, const uint8_t *p, size_t n) {
+    uint32_t rc = *reg32;
+    uint64_t rn = *reg64;
+    if (n < 2 * PAIR_BLOCK) {
+        /* a block or less: the two single kernels (their set-up would not be paid back) */
+        *reg32 = crcm_avx2_crc32c(rc, p, n);
+        *reg64 = crcm_avx2_crc64nvme(rn, p, n);
+        return;
+    }
+    const uint8_t *end = p + n;
+    const __m256i k = KY(KY_N.k1024);
+    __m256i y[4] = {_mm256_xor_si256(loady(p), _mm256_zextsi128_si256(seed64(rn))), loady(p + 32),
+                    loady(p + 64), loady(p + 96)};
+    int first = 1;
+    while ((size_t)(end - p) >= PAIR_BLOCK) {
+        uint64_t a[4] = {0, 0, 0, 0};
+        if (first) { /* the accumulators already hold the first step */
+            for (int i = 0; i < 4; i++)
+                for (int t = 0; t < 32; t += 8) a[i] = _mm_crc32_u64(a[i], crcm_load64(p + i * 32 * PAIR_M + t));
+        } else {
+            pair_step(y, k, p, a, p);
+        }
+        first = 0;
+        for (int j = 1; j < PAIR_M; j++) pair_step(y, k, p + 128 * j, a, p + 32 * j);
+        uint32_t b = (uint32_t)a[0];
+        for (int i = 1; i < 4; i++) b = shift_by(b, PAIR_K_STREAM) ^ (uint32_t)a[i];
+        rc = shift_by(rc, PAIR_K_BLOCK) ^ b;
+        p += PAIR_BLOCK;
+    }
+    /* the rest (< 8 KiB): CRC-64 keeps folding, CRC-32C takes its own kernel */
+    *reg32 = crcm_avx2_crc32c(rc, p, (size_t)(end - p));
+    while ((size_t)(end - p) >= 128) {
+        y[0] = _mm256_xor_si256(foldy(y[0], k), loady(p));
+        y[1] = _mm256_xor_si256(foldy(y[1], k), loady(p + 32));
+        y[2] = _mm256_xor_si256(foldy(y[2], k), loady(p + 64));
+        y[3] = _mm256_xor_si256(foldy(y[3], k), loady(p + 96));
+        p += 128;
+    }
+    *reg64 = finish_n(reduce_ymm(y[0], y[1], y[2], y[3], p, end, &K_N, &KY_N));
 }

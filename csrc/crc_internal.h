@@ -12,6 +12,7 @@
 
 #define CRCM_POLY_CRC32C 0x82F63B78u /* reflected Castagnoli */
 #define CRCM_POLY_CRC32 0xEDB88320u  /* reflected IEEE 802.3 */
+#define CRCM_POLY_CRC64NVME 0x9A6C9329AC4BC9B5ull /* reflected CRC-64/NVME (x^0 is bit 63) */
 
 /* Unaligned loads without undefined behaviour; compilers turn these into one mov. */
 static inline uint64_t crcm_load64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
@@ -21,6 +22,9 @@ static inline uint32_t crcm_load32(const uint8_t *p) { uint32_t v; memcpy(&v, p,
 typedef uint32_t (*crcm_kernel_fn)(uint32_t reg, const uint8_t *p, size_t n);
 /* a*b mod P for reflected 32-bit polynomials (x^0 is bit 31). */
 typedef uint32_t (*crcm_mulmod_fn)(uint32_t a, uint32_t b);
+/* the same for the 64-bit CRC (x^0 is bit 63) */
+typedef uint64_t (*crcm_kernel64_fn)(uint64_t reg, const uint8_t *p, size_t n);
+typedef uint64_t (*crcm_mulmod64_fn)(uint64_t a, uint64_t b);
 
 typedef struct {
     const char *name;
@@ -31,6 +35,11 @@ typedef struct {
     crcm_kernel_fn crc32_stream;
     crcm_mulmod_fn mulmod_crc32c;
     crcm_mulmod_fn mulmod_crc32;
+    crcm_kernel64_fn crc64nvme;
+    crcm_kernel64_fn crc64nvme_stream;
+    crcm_mulmod64_fn mulmod_crc64nvme;
+    /* Optional (NULL: none): both raw registers after the same n bytes, in one pass. */
+    void (*crc32c_crc64nvme)(uint32_t *reg32, uint64_t *reg64, const uint8_t *p, size_t n);
 } crcm_backend;
 
 /* portable (crc_portable.c): slicing-by-16 tables, always compiled. table[k][b] is the register
@@ -46,6 +55,11 @@ uint32_t crcm_xnmodp(crcm_algorithm alg, uint64_t n);
 /* x^(2^k) mod P for k = 0..67, generated into crc_tables.h. */
 extern const uint32_t crcm_x2k_crc32c[68];
 extern const uint32_t crcm_x2k_crc32[68];
+/* CRC-64/NVME, the same three (table values are 64-bit registers). */
+extern const uint64_t crcm_table_crc64nvme[16][256];
+extern const uint64_t crcm_x2k_crc64nvme[68];
+uint64_t crcm_portable_crc64nvme(uint64_t reg, const uint8_t *p, size_t n);
+uint64_t crcm_portable_mulmod_crc64nvme(uint64_t a, uint64_t b);
 
 /* Which kernel files a build includes: setup.py defines CRCM_HAVE_<ISA> for each kernel file it
  * compiles (x86: SSE42, PCLMUL, AVX2, AVX512; aarch64: ARM64), so a build may leave any ISA out. */
@@ -68,12 +82,17 @@ uint32_t crcm_pclmul_crc32c_stream(uint32_t reg, const uint8_t *p, size_t n);
 uint32_t crcm_pclmul_crc32(uint32_t reg, const uint8_t *p, size_t n);
 uint32_t crcm_pclmul_mulmod_crc32c(uint32_t a, uint32_t b);
 uint32_t crcm_pclmul_mulmod_crc32(uint32_t a, uint32_t b);
+uint64_t crcm_pclmul_crc64nvme(uint64_t reg, const uint8_t *p, size_t n);
+uint64_t crcm_pclmul_mulmod_crc64nvme(uint64_t a, uint64_t b);
+void crcm_pclmul_crc32c_crc64nvme(uint32_t *reg32, uint64_t *reg64, const uint8_t *p, size_t n);
 #endif
 #if defined(CRCM_HAVE_AVX2)
 /* crc_avx2.c */
 uint32_t crcm_avx2_crc32c(uint32_t reg, const uint8_t *p, size_t n);
 uint32_t crcm_avx2_crc32c_stream(uint32_t reg, const uint8_t *p, size_t n);
 uint32_t crcm_avx2_crc32(uint32_t reg, const uint8_t *p, size_t n);
+uint64_t crcm_avx2_crc64nvme(uint64_t reg, const uint8_t *p, size_t n);
+void crcm_avx2_crc32c_crc64nvme(uint32_t *reg32, uint64_t *reg64, const uint8_t *p, size_t n);
 #endif
 #if defined(CRCM_HAVE_AVX512)
 /* crc_avx512.c */
@@ -81,6 +100,8 @@ uint32_t crcm_avx512_crc32c(uint32_t reg, const uint8_t *p, size_t n);
 uint32_t crcm_avx512_crc32c_stream(uint32_t reg, const uint8_t *p, size_t n);
 uint32_t crcm_avx512_crc32(uint32_t reg, const uint8_t *p, size_t n);
 uint32_t crcm_avx512_crc32_stream(uint32_t reg, const uint8_t *p, size_t n);
+uint64_t crcm_avx512_crc64nvme(uint64_t reg, const uint8_t *p, size_t n);
+void crcm_avx512_crc32c_crc64nvme(uint32_t *reg32, uint64_t *reg64, const uint8_t *p, size_t n);
 #endif
 
 #if defined(CRCM_HAVE_ARM64)
@@ -90,6 +111,9 @@ uint32_t crcm_arm64_crc32c(uint32_t reg, const uint8_t *p, size_t n);
 uint32_t crcm_arm64_crc32(uint32_t reg, const uint8_t *p, size_t n);
 uint32_t crcm_arm64_mulmod_crc32c(uint32_t a, uint32_t b);
 uint32_t crcm_arm64_mulmod_crc32(uint32_t a, uint32_t b);
+/* crc_arm64.c: CRC-64/NVME by PMULL folding */
+uint64_t crcm_arm64_crc64nvme(uint64_t reg, const uint8_t *p, size_t n);
+uint64_t crcm_arm64_mulmod_crc64nvme(uint64_t a, uint64_t b); /* a*b mod P, x^0 is bit 63 */
 #endif
 
 #endif /* CRC_INTERNAL_H */

@@ -1,4 +1,4 @@
-/* crc_pclmul.c - CRC-32C and CRC-32 (IEEE) by 128-bit PCLMULQDQ folding (fused with crc32 lanes
+/* crc_pclmul.c - CRC-32C, CRC-32 (IEEE) and CRC-64/NVME by 128-bit PCLMULQDQ folding (fused with crc32 lanes
  * for large CRC-32C inputs), and the one-multiply a*b mod P that combine is built on, for x86 CPUs
  * with SSE4.2 + PCLMULQDQ but no AVX-512. The folding itself lives in crc_x86_fold.h. */
 #include <nmmintrin.h>
@@ -106,4 +106,95 @@ uint32_t crcm_pclmul_mulmod_crc32c(uint32_t a, uint32_t b) {
 
 uint32_t crcm_pclmul_mulmod_crc32(uint32_t a, uint32_t b) {
     return barrett_i(_mm_cvtsi64_si128((long long)clmul32(a, b)));
+}
+
+/* ---- CRC-64/NVME: folding alone (no crc32 instruction for it) and the carry-less finish. ---- */
+
+uint64_t crcm_pclmul_crc64nvme(uint64_t reg, const uint8_t *p, size_t n) {
+    if (n < 16) return crc64_short(reg, p, n);
+    return crc64_xmm(reg, p, n);
+}
+
+/* a*b mod P: the 127-bit carry-less product is the lane a*b*x (see K_N); shifted left by one bit
+ * across the qwords it is the lane a*b, which barrett_n reduces. */
+uint64_t crcm_pclmul_mulmod_crc64nvme(uint64_t a, uint64_t b) {
+    __m128i c = _mm_clmulepi64_si128(seed64(a), seed64(b), 0x00);
+    __m128i lane = _mm_or_si128(_mm_slli_epi64(c, 1), _mm_slli_si128(_mm_srli_epi64(c, 63), 8));
+    return barrett_n(lane);
+}
+
+/* ---- CRC-32C and CRC-64/NVME of the same bytes in one pass ---- */
+
+/* As in crc_avx2.c: the folds (four xmm accumulators, 64 bytes a step, carried across blocks)
+ * take all of CRC-64/NVME and four crc32 streams (16 bytes a step each, a quarter of the block
+ * each) all of CRC-32C, which the crc32 port retires faster than the 128-bit folds go; blocks
+ * are joined by one multiply each and prefetch the next. */
+#define PAIR_M 128               /* steps per block: 8 KiB blocks, 2 KiB per crc32 stream */
+#define PAIR_BLOCK (64 * PAIR_M)
+/* (x^(8L-32) mod P) << 1 for CRC-32C: L = 2048 (a stream) x^16352, L = 8192 (a block) x^65504 */
+#define PAIR_K_STREAM 0x1a0f717c4ll
+#define PAIR_K_BLOCK 0x54a86326ll
+
+static inline void pair_step(__m128i *x, __m128i k, const uint8_t *q, uint64_t *a,
+                             const uint8_t *c) {
+    _mm_prefetch((const char *)((uintptr_t)q + PAIR_BLOCK), _MM_HINT_T0); /* may lie past the end */
+    x[0] = _mm_xor_si128(fold(x[0], k), _mm_loadu_si128((const __m128i *)q));
+    x[1] = _mm_xor_si128(fold(x[1], k), _mm_loadu_si128((const __m128i *)(q + 16)));
+    x[2] = _mm_xor_si128(fold(x[2], k), _mm_loadu_si128((const __m128i *)(q + 32)));
+    x[3] = _mm_xor_si128(fold(x[3], k), _mm_loadu_si128((const __m128i *)(q + 48)));
+    for (int i = 0; i < 4; i++) {
+        a[i] = _mm_crc32_u64(a[i], crcm_load64(c + i * 16 * PAIR_M));
+        a[i] = _mm_crc32_u64(a[i], crcm_load64(c + i * 16 * PAIR_M + 8));
+    }
+}
+
+void crcm_pclmul_crc32c_crc64nvme(uint32_t *reg32, uint64_t *reg64, const uint8_t *p, size_t n) {
+    uint32_t rc = *reg32;
+    uint64_t rn = *reg64;
+    if (n < 2 * PAIR_BLOCK) {
+        *reg32 = crcm_pclmul_crc32c(rc, p, n);
+        *reg64 = crcm_pclmul_crc64nvme(rn, p, n);
+        return;
+    }
+    const uint8_t *end = p + n;
+    const __m128i k = KV(K_N.k512);
+    __m128i x[4] = {_mm_xor_si128(_mm_loadu_si128((const __m128i *)p), seed64(rn)),
+                    _mm_loadu_si128((const __m128i *)(p + 16)),
+                    _mm_loadu_si128((const __m128i *)(p + 32)),
+                    _mm_loadu_si128((const __m128i *)(p + 48))};
+    int first = 1;
+    while ((size_t)(end - p) >= PAIR_BLOCK) {
+        uint64_t a[4] = {0, 0, 0, 0};
+        if (first) { /* the accumulators already hold the first step */
+            for (int i = 0; i < 4; i++) {
+                a[i] = _mm_crc32_u64(a[i], crcm_load64(p + i * 16 * PAIR_M));
+                a[i] = _mm_crc32_u64(a[i], crcm_load64(p + i * 16 * PAIR_M + 8));
+            }
+        } else {
+            pair_step(x, k, p, a, p);
+        }
+        first = 0;
+        for (int j = 1; j < PAIR_M; j++) pair_step(x, k, p + 64 * j, a, p + 16 * j);
+        uint32_t b = (uint32_t)a[0];
+        for (int i = 1; i < 4; i++) b = shift_by(b, PAIR_K_STREAM) ^ (uint32_t)a[i];
+        rc = shift_by(rc, PAIR_K_BLOCK) ^ b;
+        p += PAIR_BLOCK;
+    }
+    /* the rest (< 8 KiB): CRC-64 keeps folding, CRC-32C takes its own kernel */
+    *reg32 = crcm_pclmul_crc32c(rc, p, (size_t)(end - p));
+    while ((size_t)(end - p) >= 64) {
+        x[0] = _mm_xor_si128(fold(x[0], k), _mm_loadu_si128((const __m128i *)p));
+        x[1] = _mm_xor_si128(fold(x[1], k), _mm_loadu_si128((const __m128i *)(p + 16)));
+        x[2] = _mm_xor_si128(fold(x[2], k), _mm_loadu_si128((const __m128i *)(p + 32)));
+        x[3] = _mm_xor_si128(fold(x[3], k), _mm_loadu_si128((const __m128i *)(p + 48)));
+        p += 64;
+    }
+    if (p == end) {
+        *reg64 = finish4_n(x[0], x[1], x[2], x[3]);
+        return;
+    }
+    __m128i k128 = KV(K_N.k128);
+    __m128i m = _mm_xor_si128(_mm_xor_si128(fold(x[0], KV(K_N.k384)), fold(x[1], KV(K_N.k256))),
+                              _mm_xor_si128(fold(x[2], k128), x[3]));
+    *reg64 = finish_n(fold_rest(m, p, end, k128));
 }

@@ -60,3 +60,38 @@ uint32_t crcm_xnmodp(crcm_algorithm alg, uint64_t n) {
         if (n & 1) acc = mulmod(acc, x2k[k], poly);
     return acc;
 }
+
+/* ---- CRC-64/NVME (64-bit register, x^0 is bit 63) ---- */
+
+/* Slicing-by-16 as above; the register covers the first 8 of the 16 bytes. */
+uint64_t crcm_portable_crc64nvme(uint64_t reg, const uint8_t *p, size_t n) {
+    const uint64_t (*t)[256] = crcm_table_crc64nvme;
+    while (n >= 16) {
+        uint64_t a = crcm_load64(p), b = crcm_load64(p + 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        a = __builtin_bswap64(a);
+        b = __builtin_bswap64(b);
+#endif
+        a ^= reg;
+        reg = t[15][a & 0xff] ^ t[14][(a >> 8) & 0xff] ^ t[13][(a >> 16) & 0xff] ^
+              t[12][(a >> 24) & 0xff] ^ t[11][(a >> 32) & 0xff] ^ t[10][(a >> 40) & 0xff] ^
+              t[9][(a >> 48) & 0xff] ^ t[8][a >> 56] ^
+              t[7][b & 0xff] ^ t[6][(b >> 8) & 0xff] ^ t[5][(b >> 16) & 0xff] ^
+              t[4][(b >> 24) & 0xff] ^ t[3][(b >> 32) & 0xff] ^ t[2][(b >> 40) & 0xff] ^
+              t[1][(b >> 48) & 0xff] ^ t[0][b >> 56];
+        p += 16;
+        n -= 16;
+    }
+    while (n--) reg = (reg >> 8) ^ t[0][(reg ^ *p++) & 0xff];
+    return reg;
+}
+
+/* a*b mod P, reflected (bit 63 is x^0), as mulmod above. */
+uint64_t crcm_portable_mulmod_crc64nvme(uint64_t a, uint64_t b) {
+    uint64_t product = 0;
+    for (uint64_t m = 1ull << 63; m; m >>= 1) {
+        product ^= b & (0ull - ((a & m) != 0));
+        b = (b >> 1) ^ (CRCM_POLY_CRC64NVME & (0ull - (b & 1)));
+    }
+    return product;
+}

@@ -1,12 +1,14 @@
-/* crcmerkle.h - public C interface of the crcmerkle checksum core: CRC-32C and CRC-32 with
- * runtime CPU dispatch, bulk window/each entry points, and combine.
+/* crcmerkle.h - public C interface of the crcmerkle checksum core: CRC-32C, CRC-32 and
+ * CRC-64/NVME with runtime CPU dispatch, bulk window/each entry points, and combine.
  *
  * Conventions (all functions):
  *  - `crc` arguments and results are the *external* zlib-style value: the pre/post inversion is
  *    applied inside, so crcm_crc32c(crcm_crc32c(0, a), b) == crcm_crc32c(0, a||b).
  *  - Lengths are size_t; (NULL, 0) is valid everywhere.
  *  - CRC-32C: Castagnoli, reflected polynomial 0x82F63B78. CRC-32: IEEE 802.3, reflected
- *    0xEDB88320, identical to zlib's crc32().
+ *    0xEDB88320, identical to zlib's crc32(). CRC-64/NVME: reflected 0x9A6C9329AC4BC9B5, init
+ *    and xorout all ones (S3's x-amz-checksum-crc64nvme), check value of "123456789"
+ *    0xAE8B14860A799888; its functions carry a 64 in their names and take uint64_t values.
  */
 #ifndef CRCMERKLE_H
 #define CRCMERKLE_H
@@ -18,7 +20,9 @@
 extern "C" {
 #endif
 
-typedef enum { CRCM_CRC32C = 0, CRCM_CRC32 = 1 } crcm_algorithm;
+/* CRCM_CRC64NVME is accepted only where an entry point says so (the 32-bit functions below
+ * take CRCM_CRC32C or CRCM_CRC32). */
+typedef enum { CRCM_CRC32C = 0, CRCM_CRC32 = 1, CRCM_CRC64NVME = 2 } crcm_algorithm;
 
 /* One-shot / chained checksums. */
 uint32_t crcm_crc32c(uint32_t crc, const uint8_t *data, size_t len);
@@ -53,6 +57,27 @@ int crcm_each_offsets64(crcm_algorithm alg, const uint8_t *data, size_t data_len
 /* One checksum per (pointer, length) pair. */
 void crcm_each_buffers(crcm_algorithm alg, const uint8_t *const *ptrs, const size_t *lens,
                        size_t n, uint32_t *out);
+
+/* CRC-64/NVME: the same entry points with 64-bit values. */
+uint64_t crcm_crc64nvme(uint64_t crc, const uint8_t *data, size_t len);
+uint64_t crcm_crc64nvme_combine(uint64_t crc1, uint64_t crc2, uint64_t len2);
+void crcm_combine_fixed64(const uint64_t *crc1, const uint64_t *crc2, uint64_t len2, size_t n,
+                          uint64_t *out);
+void crcm_windows64(const uint8_t *data, size_t len, size_t bytes_per_checksum, uint64_t *out);
+int crcm_each64_offsets32(const uint8_t *data, size_t data_len, const int32_t *offsets, size_t n,
+                          uint64_t *out);
+int crcm_each64_offsets64(const uint8_t *data, size_t data_len, const int64_t *offsets, size_t n,
+                          uint64_t *out);
+void crcm_each64_buffers(const uint8_t *const *ptrs, const size_t *lens, size_t n,
+                         uint64_t *out);
+
+/* Two checksums of every window in one pass over data (each window read from memory once):
+ * a and b are two different algorithms of the three; out_a / out_b are uint32_t* for the 32-bit
+ * CRCs and uint64_t* for CRCM_CRC64NVME, each with crcm_window_count(len, bytes_per_checksum)
+ * entries. Equal to crcm_windows/crcm_windows64 for each algorithm alone. Returns without
+ * writing if a == b or either is unknown. */
+void crcm_windows_pair(crcm_algorithm a, crcm_algorithm b, const uint8_t *data, size_t len,
+                       size_t bytes_per_checksum, void *out_a, void *out_b);
 
 /* Backends. Names: "avx512-vpclmulqdq", "avx2-vpclmulqdq", "pclmulqdq", "sse42",
  * "arm64-crc-pmull", "portable".

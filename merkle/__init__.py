@@ -1,5 +1,5 @@
-"""crcmerkle, layer 1: fast CRC-32C / CRC-32 for Python (merkle._crc, merkle._native over csrc/),
-and the public API of every layer re-exported here: merkle.trees (Ozone trees), merkle.replica
+"""crcmerkle, layer 1: fast CRC-32C / CRC-32 / CRC-64/NVME for Python (merkle._crc, merkle._native
+over csrc/), and the public API of every layer re-exported here: merkle.trees (Ozone trees), merkle.replica
 (replicas on disk); merkle.cli is the command line. The core imports nothing of the layers above
 it. In an isolated sub-interpreter, where numpy cannot load, `import merkle` still gives the
 numpy-free core (merkle._crc: the scalar functions, the hash classes, the backend switches).
@@ -33,6 +33,7 @@ from merkle._crc import (
     GIL_RELEASE_THRESHOLD,
     CRC32,
     CRC32C,
+    CRC64NVME,
     BackendUnavailableError,
     available_backends,
     backend,
@@ -41,6 +42,8 @@ from merkle._crc import (
     crc32_combine,
     crc32c,
     crc32c_combine,
+    crc64nvme,
+    crc64nvme_combine,
     set_backend,
     )
 
@@ -133,6 +136,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CRC32",
     "CRC32C",
+    "CRC64NVME",
     "GIL_RELEASE_THRESHOLD",
     "BackendUnavailableError",
     "available_backends",
@@ -145,6 +149,8 @@ __all__ = [
     "crc32_combine",
     "crc32c",
     "crc32c_combine",
+    "crc64nvme",
+    "crc64nvme_combine",
     "set_backend",
     "using_backend",
     "ContainerTree",

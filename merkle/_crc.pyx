@@ -1,7 +1,7 @@
 # cython: binding=False, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 # cython: subinterpreters_compatible=own_gil
-"""The scalar checksum API without numpy: crc32c/crc32 and their combines, the hashlib-style
-classes, and the backend switches.
+"""The scalar checksum API without numpy: crc32c/crc32/crc64nvme and their combines, the
+hashlib-style classes, and the backend switches.
 
 Built with CYTHON_USE_MODULE_STATE=1 (multi-phase init, per-module state, heap types) and
 declared safe for isolated sub-interpreters with their own GIL (PEP 684): numpy cannot be
@@ -13,7 +13,9 @@ Private: the public API is re-exported by merkle/__init__.py.
 
 from cpython.buffer cimport PyBUF_C_CONTIGUOUS, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.long cimport PyLong_AsUnsignedLongLong, PyLong_AsUnsignedLongMask, PyLong_FromUnsignedLong
+from cpython.long cimport (PyLong_AsUnsignedLongLong, PyLong_AsUnsignedLongLongMask,
+                           PyLong_AsUnsignedLongMask, PyLong_FromUnsignedLong,
+                           PyLong_FromUnsignedLongLong)
 from cpython.number cimport PyNumber_Index
 from cpython.pycapsule cimport PyCapsule_New
 from cpython.pythread cimport (NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock,
@@ -49,6 +51,13 @@ cdef inline uint32_t _mask32(object value, const char *name=b"value") except? 0x
     return <uint32_t>PyLong_AsUnsignedLongMask(_as_int(value, name.decode()))
 
 
+cdef inline uint64_t _mask64(object value, const char *name=b"value") except? 0xFFFFFFFFFFFFFFFF:
+    # as _mask32: any integer is taken modulo 2**64
+    if isinstance(value, int):
+        return <uint64_t>PyLong_AsUnsignedLongLongMask(value)
+    return <uint64_t>PyLong_AsUnsignedLongLongMask(_as_int(value, name.decode()))
+
+
 cdef uint32_t _crc_of(crcm_algorithm alg, uint32_t crc, object data) except? 0xFFFFFFFF:
     cdef Py_buffer view
     cdef const uint8_t *p
@@ -78,10 +87,11 @@ cdef uint32_t _crc_of(crcm_algorithm alg, uint32_t crc, object data) except? 0xF
 cdef extern from "_crcfast.h":
     object crcm_py_function(int which, object module_name)
 
-# crc32c(data, value=0) and crc32(data, value=0), value by position or keyword (as the crc32c
-# package allows): plain C functions, see _crcfast.h for why.
+# crc32c(data, value=0), crc32(data, value=0) and crc64nvme(data, value=0), value by position
+# or keyword (as the crc32c package allows): plain C functions, see _crcfast.h for why.
 crc32c = crcm_py_function(0, __name__)
 crc32 = crcm_py_function(1, __name__)
+crc64nvme = crcm_py_function(2, __name__)
 
 
 def crc32c_combine(crc1, crc2, len2, /):
@@ -100,6 +110,14 @@ def crc32_combine(crc1, crc2, len2, /):
     return PyLong_FromUnsignedLong(
         crcm_combine(CRCM_CRC32, _mask32(crc1, b"crc1"), _mask32(crc2, b"crc2"),
                      _length(len2)))
+
+
+def crc64nvme_combine(crc_a, crc_b, len_b, /):
+    """CRC-64/NVME of A||B from crc_a = crc64nvme(A), crc_b = crc64nvme(B), len_b = len(B).
+    crc_a and crc_b are taken mod 2**64; len_b outside 0..2**64-1 raises LengthOverflowError
+    (an OverflowError and a ValueError), as the 32-bit combines."""
+    return PyLong_FromUnsignedLongLong(
+        crcm_crc64nvme_combine(_mask64(crc_a, b"crc_a"), _mask64(crc_b, b"crc_b"), _length(len_b)))
 
 
 cdef class _CRCHash:
@@ -245,6 +263,83 @@ cdef class CRC32(_CRCHash):
     @property
     def name(self):
         return "crc32"
+
+
+cdef class CRC64NVME(_CRCHash):
+    """Running CRC-64/NVME in hashlib's shape: CRC64NVME(b"abc").hexdigest(). digest() is the
+    8-byte big-endian value, whose base64 is S3's x-amz-checksum-crc64nvme. The base class's
+    lock guards this class's 64-bit state; every method reading or writing it is overridden."""
+    cdef uint64_t _crc64
+
+    def __cinit__(self, *args, **kwargs):
+        self._alg = CRCM_CRC64NVME
+
+    def __init__(self, data=b"", *, value=0):
+        self._crc64 = _mask64(value)
+        if not (isinstance(data, bytes) and not data):
+            self.update(data)
+
+    cdef inline uint64_t _value64(self):
+        self._acquire()
+        cdef uint64_t v = self._crc64
+        PyThread_release_lock(self._lock)
+        return v
+
+    def update(self, data, /):
+        """Feed more bytes (any C-contiguous buffer)."""
+        cdef Py_buffer view
+        _get_buffer(data, &view)
+        cdef const uint8_t *p = <const uint8_t *>view.buf
+        cdef size_t n = <size_t>view.len
+        try:
+            if n < <size_t>_GIL_THRESHOLD:
+                self._acquire()
+                self._crc64 = crcm_crc64nvme(self._crc64, p, n)
+                PyThread_release_lock(self._lock)
+            else:
+                with nogil:
+                    PyThread_acquire_lock(self._lock, WAIT_LOCK)
+                    self._crc64 = crcm_crc64nvme(self._crc64, p, n)
+                    PyThread_release_lock(self._lock)
+        finally:
+            PyBuffer_Release(&view)
+
+    def intdigest(self):
+        """The checksum as an unsigned int."""
+        return PyLong_FromUnsignedLongLong(self._value64())
+
+    def digest(self):
+        """The checksum as 8 bytes, big-endian (base64 of it is S3's checksum header)."""
+        cdef uint64_t v = self._value64()
+        cdef char buf[8]
+        cdef int i
+        for i in range(8):
+            buf[i] = <char>(v >> (56 - 8 * i))
+        return PyBytes_FromStringAndSize(buf, 8)
+
+    def hexdigest(self):
+        """The checksum as 16 lowercase hex digits."""
+        return f"{self._value64():016x}"
+
+    def copy(self):
+        """An independent hash object with the same state."""
+        cdef CRC64NVME other = type(self).__new__(type(self))
+        other._crc64 = self._value64()
+        return other
+
+    def reset(self):
+        """Back to the checksum of no data."""
+        self._acquire()
+        self._crc64 = 0
+        PyThread_release_lock(self._lock)
+
+    @property
+    def digest_size(self):
+        return 8
+
+    @property
+    def name(self):
+        return "crc64nvme"
 
 
 def read_probe(data):

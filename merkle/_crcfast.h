@@ -1,9 +1,9 @@
-/* _crcfast.h - merkle.crc32c() and merkle.crc32() as plain C functions (METH_FASTCALL |
+/* _crcfast.h - merkle.crc32c(), crc32() and crc64nvme() as plain C functions (METH_FASTCALL |
  * METH_KEYWORDS).
  *
  * Why not Cython `def`: merkle._crc is built with module state on CPython 3.12+ (isolated
  * sub-interpreters), and there every Python constant a Cython function touches (its keyword
- * names, the default 0) is a module-state lookup of ~10 ns; these two functions are called
+ * names, the default 0) is a module-state lookup of ~10 ns; these functions are called
  * per small buffer, so they would lose ~25 ns a call. They need no module state at all: only
  * built-in types and exceptions. The behaviour and messages are those of the rest of the
  * module (_common.pxi's _get_buffer and _as_int). Included by _crc.pyx (and, for the
@@ -34,11 +34,12 @@ static void crcm_py_reraise_as(PyObject *type, const char *prefix, const char *s
     Py_XDECREF(tb);
 }
 
-/* The start value modulo 2**32 (zlib's rule); -1 with an exception set on error. */
-static int crcm_py_start(PyObject *value, uint32_t *out) {
-    unsigned long v;
+/* The start value modulo 2**64 (zlib's rule, taken mod 2**32 by the caller for the 32-bit
+ * CRCs); -1 with an exception set on error. */
+static int crcm_py_start(PyObject *value, uint64_t *out) {
+    unsigned long long v;
     if (PyLong_Check(value)) {
-        v = PyLong_AsUnsignedLongMask(value);
+        v = PyLong_AsUnsignedLongLongMask(value);
     } else {
         PyObject *index = PyNumber_Index(value);
         if (index == NULL) {
@@ -49,12 +50,19 @@ static int crcm_py_start(PyObject *value, uint32_t *out) {
             }
             return -1;
         }
-        v = PyLong_AsUnsignedLongMask(index);
+        v = PyLong_AsUnsignedLongLongMask(index);
         Py_DECREF(index);
     }
-    if (v == (unsigned long)-1 && PyErr_Occurred()) return -1;
-    *out = (uint32_t)v;
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+    *out = (uint64_t)v;
     return 0;
+}
+
+/* One kernel call: CRC-64/NVME or a 32-bit CRC (then crc < 2**32). */
+static inline uint64_t crcm_py_kernel(crcm_algorithm alg, uint64_t crc, const uint8_t *p,
+                                      size_t n) {
+    if (alg == CRCM_CRC64NVME) return crcm_crc64nvme(crc, p, n);
+    return crcm_crc(alg, (uint32_t)crc, p, n);
 }
 
 static PyObject *crcm_py_crc(crcm_algorithm alg, const char *fname, PyObject *const *args,
@@ -91,8 +99,9 @@ static PyObject *crcm_py_crc(crcm_algorithm alg, const char *fname, PyObject *co
         PyErr_Format(PyExc_TypeError, "%s() missing required argument 'data' (pos 1)", fname);
         return NULL;
     }
-    uint32_t crc = 0;
+    uint64_t crc = 0;
     if (value != NULL && crcm_py_start(value, &crc) < 0) return NULL;
+    if (alg != CRCM_CRC64NVME) crc &= 0xFFFFFFFFu;
 
     const uint8_t *p;
     size_t n;
@@ -100,13 +109,13 @@ static PyObject *crcm_py_crc(crcm_algorithm alg, const char *fname, PyObject *co
         p = (const uint8_t *)PyBytes_AS_STRING(data);
         n = (size_t)PyBytes_GET_SIZE(data);
         if (n < CRCM_PY_GIL_THRESHOLD) {
-            crc = crcm_crc(alg, crc, p, n);
+            crc = crcm_py_kernel(alg, crc, p, n);
         } else {
             Py_BEGIN_ALLOW_THREADS
-            crc = crcm_crc(alg, crc, p, n);
+            crc = crcm_py_kernel(alg, crc, p, n);
             Py_END_ALLOW_THREADS
         }
-        return PyLong_FromUnsignedLong(crc);
+        return PyLong_FromUnsignedLongLong(crc);
     }
     if (PyUnicode_Check(data)) {
         PyErr_SetString(PyExc_TypeError, "Strings must be encoded before hashing");
@@ -126,14 +135,14 @@ static PyObject *crcm_py_crc(crcm_algorithm alg, const char *fname, PyObject *co
     p = (const uint8_t *)view.buf;
     n = (size_t)view.len;
     if (n < CRCM_PY_GIL_THRESHOLD) {
-        crc = crcm_crc(alg, crc, p, n);
+        crc = crcm_py_kernel(alg, crc, p, n);
     } else {
         Py_BEGIN_ALLOW_THREADS
-        crc = crcm_crc(alg, crc, p, n);
+        crc = crcm_py_kernel(alg, crc, p, n);
         Py_END_ALLOW_THREADS
     }
     PyBuffer_Release(&view);
-    return PyLong_FromUnsignedLong(crc);
+    return PyLong_FromUnsignedLongLong(crc);
 }
 
 static PyObject *crcm_py_crc32c(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
@@ -148,7 +157,13 @@ static PyObject *crcm_py_crc32(PyObject *self, PyObject *const *args, Py_ssize_t
     return crcm_py_crc(CRCM_CRC32, "crc32", args, nargs, kwnames);
 }
 
-static PyMethodDef crcm_py_defs[2] = {
+static PyObject *crcm_py_crc64nvme(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                   PyObject *kwnames) {
+    (void)self;
+    return crcm_py_crc(CRCM_CRC64NVME, "crc64nvme", args, nargs, kwnames);
+}
+
+static PyMethodDef crcm_py_defs[3] = {
     {"crc32c", (PyCFunction)(void (*)(void))crcm_py_crc32c, METH_FASTCALL | METH_KEYWORDS,
      "crc32c(data, value=0)\n--\n\n"
      "CRC-32C (Castagnoli) of data, continuing from value; like zlib.crc32. Unsigned int.\n\n"
@@ -158,12 +173,18 @@ static PyMethodDef crcm_py_defs[2] = {
      "crc32(data, value=0)\n--\n\n"
      "CRC-32 (IEEE 802.3, zlib's) of data, continuing from value. Equals zlib.crc32.\n\n"
      "Not the crc32c package 1.x's crc32, which computed CRC-32C (that is merkle.crc32c)."},
+    {"crc64nvme", (PyCFunction)(void (*)(void))crcm_py_crc64nvme, METH_FASTCALL | METH_KEYWORDS,
+     "crc64nvme(data, value=0)\n--\n\n"
+     "CRC-64/NVME of data, continuing from value (S3's x-amz-checksum-crc64nvme is the 8-byte\n"
+     "big-endian value, base64). value may be given by keyword; any integer is taken mod 2**64.\n"
+     "Unsigned int."},
 };
 
-/* A new function object for crc32c (which == 0) or crc32 (1), its __module__ module_name.
+/* A new function object for crc32c (which == 0), crc32 (1) or crc64nvme (2), its __module__
+ * module_name.
  * The PyMethodDef is static and read-only: one per process serves every interpreter. */
 static PyObject *crcm_py_function(int which, PyObject *module_name) {
-    return PyCFunction_NewEx(&crcm_py_defs[which ? 1 : 0], NULL, module_name);
+    return PyCFunction_NewEx(&crcm_py_defs[which >= 0 && which <= 2 ? which : 0], NULL, module_name);
 }
 
 #endif

@@ -5,6 +5,7 @@ cdef extern from "crcmerkle.h" nogil:
     ctypedef enum crcm_algorithm:
         CRCM_CRC32C
         CRCM_CRC32
+        CRCM_CRC64NVME
 
     uint32_t crcm_crc(crcm_algorithm alg, uint32_t crc, const uint8_t *data, size_t len)
     uint32_t crcm_combine(crcm_algorithm alg, uint32_t crc1, uint32_t crc2, uint64_t len2)
@@ -19,6 +20,19 @@ cdef extern from "crcmerkle.h" nogil:
                             const int64_t *offsets, size_t n, uint32_t *out)
     void crcm_each_buffers(crcm_algorithm alg, const uint8_t *const *ptrs, const size_t *lens,
                            size_t n, uint32_t *out)
+    uint64_t crcm_crc64nvme(uint64_t crc, const uint8_t *data, size_t len)
+    uint64_t crcm_crc64nvme_combine(uint64_t crc1, uint64_t crc2, uint64_t len2)
+    void crcm_combine_fixed64(const uint64_t *crc1, const uint64_t *crc2, uint64_t len2, size_t n,
+                              uint64_t *out)
+    void crcm_windows64(const uint8_t *data, size_t len, size_t bytes_per_checksum, uint64_t *out)
+    int crcm_each64_offsets32(const uint8_t *data, size_t data_len, const int32_t *offsets,
+                              size_t n, uint64_t *out)
+    int crcm_each64_offsets64(const uint8_t *data, size_t data_len, const int64_t *offsets,
+                              size_t n, uint64_t *out)
+    void crcm_each64_buffers(const uint8_t *const *ptrs, const size_t *lens, size_t n,
+                             uint64_t *out)
+    void crcm_windows_pair(crcm_algorithm a, crcm_algorithm b, const uint8_t *data, size_t len,
+                           size_t bytes_per_checksum, void *out_a, void *out_b)
     const char *crcm_backend_name()
     size_t crcm_available_backends(const char **names, size_t max)
     size_t crcm_compiled_backends(const char **names, size_t max)

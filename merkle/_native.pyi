@@ -1,16 +1,17 @@
 from collections.abc import Iterable
-from typing import Literal, SupportsIndex, Union
+from typing import Literal, SupportsIndex, Union, overload
 
 import numpy as np
 import numpy.typing as npt
 
 
 _Buffer = Union[bytes, bytearray, memoryview, "np.ndarray", object]
-_Algorithm = Literal["crc32c", "crc32", "CRC32C", "CRC32"]
+_Algorithm = Literal["crc32c", "crc32", "crc64nvme", "CRC32C", "CRC32", "CRC64NVME"]
 
 from merkle._crc import (
     CRC32 as CRC32,
     CRC32C as CRC32C,
+    CRC64NVME as CRC64NVME,
     GIL_RELEASE_THRESHOLD as GIL_RELEASE_THRESHOLD,
     BackendUnavailableError as BackendUnavailableError,
     LengthOverflowError as LengthOverflowError,
@@ -22,24 +23,37 @@ from merkle._crc import (
     crc32_combine as crc32_combine,
     crc32c as crc32c,
     crc32c_combine as crc32c_combine,
+    crc64nvme as crc64nvme,
+    crc64nvme_combine as crc64nvme_combine,
     read_probe as read_probe,
     set_backend as set_backend,
 )
 
+_Sums = Union[npt.NDArray[np.uint32], npt.NDArray[np.uint64]]  # uint64 for crc64nvme
+
 def combine_many(
     crc1: npt.ArrayLike, crc2: npt.ArrayLike, len2: SupportsIndex, *,
     algorithm: _Algorithm = "crc32c"
-) -> npt.NDArray[np.uint32]: ...
+) -> _Sums: ...
+@overload
 def checksum_windows(
     data: _Buffer,
     bytes_per_checksum: int,
     *,
     algorithm: _Algorithm = "crc32c",
-    out: npt.NDArray[np.uint32] | None = None,
-) -> npt.NDArray[np.uint32]: ...
+    out: _Sums | None = None,
+) -> _Sums: ...
+@overload
+def checksum_windows(
+    data: _Buffer,
+    bytes_per_checksum: int,
+    *,
+    algorithm: tuple[_Algorithm, _Algorithm],
+    out: tuple[_Sums, _Sums] | None = None,
+) -> tuple[_Sums, _Sums]: ...
 def checksum_each(
     values: Iterable[_Buffer | None] | object,
     *,
     algorithm: _Algorithm = "crc32c",
-    out: npt.NDArray[np.uint32] | None = None,
-) -> npt.NDArray[np.uint32]: ...
+    out: _Sums | None = None,
+) -> _Sums: ...

@@ -7,7 +7,9 @@ Private: the public API is re-exported by merkle/__init__.py.
 cimport numpy as cnp
 from cpython.buffer cimport PyBUF_C_CONTIGUOUS, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.long cimport PyLong_AsUnsignedLongLong, PyLong_AsUnsignedLongMask, PyLong_FromUnsignedLong
+from cpython.long cimport (PyLong_AsUnsignedLongLong, PyLong_AsUnsignedLongLongMask,
+                           PyLong_AsUnsignedLongMask, PyLong_FromUnsignedLong,
+                           PyLong_FromUnsignedLongLong)
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.number cimport PyNumber_Index
 from cpython.pycapsule cimport PyCapsule_GetPointer
@@ -26,6 +28,7 @@ cnp.import_array()
 from merkle._crc import (
     CRC32,
     CRC32C,
+    CRC64NVME,
     BackendUnavailableError,
     LengthOverflowError,
     available_backends,
@@ -35,6 +38,8 @@ from merkle._crc import (
     crc32_combine,
     crc32c,
     crc32c_combine,
+    crc64nvme,
+    crc64nvme_combine,
     read_probe,
     set_backend,
 )
@@ -57,14 +62,37 @@ cdef crcm_algorithm _algorithm(object name) except *:
         return CRCM_CRC32C
     if name == "crc32" or name == "CRC32":
         return CRCM_CRC32
+    if name == "crc64nvme":
+        return CRCM_CRC64NVME
     if isinstance(name, str):
         lowered = name.lower()
         if lowered == "crc32c":
             return CRCM_CRC32C
         if lowered == "crc32":
             return CRCM_CRC32
-        raise ValueError(f"unknown algorithm {name!r}; expected 'crc32c' or 'crc32'")
+        if lowered == "crc64nvme":
+            return CRCM_CRC64NVME
+        raise ValueError(
+            f"unknown algorithm {name!r}; expected 'crc32c', 'crc32' or 'crc64nvme'")
     raise TypeError(f"algorithm must be a str, not {type(name).__name__}")
+
+
+_ALGORITHM_NAMES = {CRCM_CRC32C: "crc32c", CRCM_CRC32: "crc32", CRCM_CRC64NVME: "crc64nvme"}
+
+
+def _as_uint64_column(obj, str name):
+    arr = np.asarray(obj)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional")
+    if arr.size == 0 and arr.dtype.kind in "fO":
+        return np.empty(0, dtype=np.uint64)
+    if arr.dtype.kind not in "ui":
+        raise TypeError(f"{name} must hold integers, not {arr.dtype}")
+    if arr.dtype != np.uint64:
+        if arr.dtype.kind == "i" and arr.size and arr.min() < 0:
+            raise ValueError(f"{name} values must be in 0..2**64-1")
+        arr = arr.astype(np.uint64)
+    return np.ascontiguousarray(arr)
 
 
 def _as_uint32_column(obj, str name):
@@ -83,9 +111,12 @@ def _as_uint32_column(obj, str name):
 
 
 def combine_many(crc1, crc2, len2, *, algorithm="crc32c"):
-    """Element-wise combine of two uint32 columns for one fixed len2 -> numpy uint32 array."""
+    """Element-wise combine of two uint32 columns for one fixed len2 -> numpy uint32 array
+    (uint64 columns and result for algorithm="crc64nvme")."""
     cdef crcm_algorithm alg = _algorithm(algorithm)
     cdef uint64_t n2 = _length(len2)
+    if alg == CRCM_CRC64NVME:
+        return _combine_many64(crc1, crc2, n2)
     a = _as_uint32_column(crc1, "crc1")
     b = _as_uint32_column(crc2, "crc2")
     if a.shape[0] != b.shape[0]:
@@ -101,15 +132,34 @@ def combine_many(crc1, crc2, len2, *, algorithm="crc32c"):
     return out
 
 
-cdef object _output_array(object out, size_t n):
-    """A fresh uint32 array of n, or the caller's `out` after checking it fits exactly."""
+def _combine_many64(crc1, crc2, uint64_t n2):
+    a = _as_uint64_column(crc1, "crc1")
+    b = _as_uint64_column(crc2, "crc2")
+    if a.shape[0] != b.shape[0]:
+        raise ValueError(f"crc1 and crc2 differ in length ({a.shape[0]} != {b.shape[0]})")
+    cdef const uint64_t[::1] av = a
+    cdef const uint64_t[::1] bv = b
+    cdef size_t n = <size_t>a.shape[0]
+    out = np.empty(n, dtype=np.uint64)
+    cdef uint64_t[::1] ov = out
+    if n:
+        with nogil:
+            crcm_combine_fixed64(&av[0], &bv[0], n2, n, &ov[0])
+    return out
+
+
+cdef object _output_array(object out, size_t n, bint wide=False):
+    """A fresh uint32 (wide: uint64) array of n, or the caller's `out` after checking it fits
+    exactly."""
     cdef cnp.npy_intp dims = <cnp.npy_intp>n
     if out is None:
-        return cnp.PyArray_EMPTY(1, &dims, cnp.NPY_UINT32, 0)
+        return cnp.PyArray_EMPTY(1, &dims, cnp.NPY_UINT64 if wide else cnp.NPY_UINT32, 0)
     if not isinstance(out, np.ndarray):
         raise TypeError(f"out must be a numpy array, not {type(out).__name__}")
-    if out.dtype != np.uint32 or out.ndim != 1:
-        raise ValueError(f"out must be a 1-D uint32 array, not {out.ndim}-D {out.dtype}")
+    dtype = np.uint64 if wide else np.uint32
+    if out.dtype != dtype or out.ndim != 1:
+        raise ValueError(
+            f"out must be a 1-D {dtype.__name__} array, not {out.ndim}-D {out.dtype}")
     if not out.flags.c_contiguous or not out.flags.writeable:
         raise ValueError("out must be C-contiguous and writable")
     if <size_t>out.shape[0] != n:
@@ -117,13 +167,39 @@ cdef object _output_array(object out, size_t n):
     return out
 
 
+cdef void _windows(crcm_algorithm alg, const uint8_t *p, size_t n, size_t bpc,
+                   void *dst) noexcept nogil:
+    if alg == CRCM_CRC64NVME:
+        crcm_windows64(p, n, bpc, <uint64_t *>dst)
+    else:
+        crcm_windows(alg, p, n, bpc, <uint32_t *>dst)
+
+
 def checksum_windows(data, bytes_per_checksum, *, algorithm="crc32c", out=None):
     """One checksum per bytes_per_checksum window of data (the last may be short).
 
-    Returns a numpy uint32 array of ceil(len(data) / bytes_per_checksum) values, each window
-    checksummed from zero, in one native call.
+    Returns a numpy uint32 array (uint64 for "crc64nvme") of ceil(len(data) /
+    bytes_per_checksum) values, each window checksummed from zero, in one native call.
+
+    algorithm may also be a tuple of two different algorithms, e.g. ("crc32c", "crc64nvme"):
+    both checksums of every window are then computed in one pass over data (each window is
+    read from memory once) and a tuple of two arrays is returned, in the tuple's order; `out`
+    is then None or a tuple of two arrays of the matching dtypes.
     """
-    cdef crcm_algorithm alg = _algorithm(algorithm)
+    cdef crcm_algorithm alg, alg_b
+    cdef bint pair = isinstance(algorithm, tuple)
+    if pair:
+        if len(algorithm) != 2:
+            raise ValueError(f"algorithm tuple must name two algorithms, not {len(algorithm)}")
+        alg = _algorithm(algorithm[0])
+        alg_b = _algorithm(algorithm[1])
+        if alg == alg_b:
+            raise ValueError(f"algorithm tuple names {_ALGORITHM_NAMES[alg]!r} twice")
+        if out is not None and not (isinstance(out, tuple) and len(out) == 2):
+            raise TypeError("with two algorithms, out must be None or a tuple of two arrays")
+    else:
+        alg = _algorithm(algorithm)
+        alg_b = alg
     if isinstance(bytes_per_checksum, bool) or not isinstance(bytes_per_checksum, int):
         raise TypeError(
             f"bytes_per_checksum must be an int, not {type(bytes_per_checksum).__name__}")
@@ -132,20 +208,40 @@ def checksum_windows(data, bytes_per_checksum, *, algorithm="crc32c", out=None):
     cdef Py_buffer view
     _get_buffer(data, &view)
     cdef size_t bpc, count
-    cdef uint32_t *dst
+    cdef void *dst
+    cdef void *dst_b = NULL
+    cdef const uint8_t *p = <const uint8_t *>view.buf
+    cdef size_t n = <size_t>view.len
     try:
         bpc = <size_t>min(bytes_per_checksum, <object>view.len + 1)
-        count = crcm_window_count(<size_t>view.len, bpc)
-        result = _output_array(out, count)
+        count = crcm_window_count(n, bpc)
+        if pair:
+            result = _output_array(None if out is None else out[0], count,
+                                   alg == CRCM_CRC64NVME)
+            result_b = _output_array(None if out is None else out[1], count,
+                                     alg_b == CRCM_CRC64NVME)
+            if result is result_b:
+                raise ValueError("the two out arrays must be different arrays")
+            dst_b = cnp.PyArray_DATA(result_b)
+        else:
+            result = _output_array(out, count, alg == CRCM_CRC64NVME)
+        dst = cnp.PyArray_DATA(result)
         if count:
-            dst = <uint32_t *>cnp.PyArray_DATA(result)
             if view.len < _GIL_THRESHOLD:
-                crcm_windows(alg, <const uint8_t *>view.buf, <size_t>view.len, bpc, dst)
+                if pair:
+                    crcm_windows_pair(alg, alg_b, p, n, bpc, dst, dst_b)
+                else:
+                    _windows(alg, p, n, bpc, dst)
             else:
                 with nogil:
-                    crcm_windows(alg, <const uint8_t *>view.buf, <size_t>view.len, bpc, dst)
+                    if pair:
+                        crcm_windows_pair(alg, alg_b, p, n, bpc, dst, dst_b)
+                    else:
+                        _windows(alg, p, n, bpc, dst)
     finally:
         PyBuffer_Release(&view)
+    if pair:
+        return result, result_b
     return result
 
 
@@ -159,9 +255,10 @@ def _each_arrow(values, crcm_algorithm alg, out):
 
     if isinstance(values, pa.ChunkedArray):
         if out is not None:
-            result = _output_array(out, <size_t>len(values))
+            result = _output_array(out, <size_t>len(values), alg == CRCM_CRC64NVME)
         else:
-            result = np.empty(len(values), dtype=np.uint32)
+            result = np.empty(len(values),
+                              dtype=np.uint64 if alg == CRCM_CRC64NVME else np.uint32)
         start = 0
         for chunk in values.chunks:
             stop = start + len(chunk)
@@ -172,7 +269,7 @@ def _each_arrow(values, crcm_algorithm alg, out):
         raise TypeError(f"expected a pyarrow Array or ChunkedArray, not {type(values).__name__}")
     typ = values.type
     cdef size_t n = <size_t>len(values)
-    result = _output_array(out, n)
+    result = _output_array(out, n, alg == CRCM_CRC64NVME)
     if pa.types.is_binary(typ) or pa.types.is_string(typ):
         _each_offsets(values, 4, alg, result)
     elif pa.types.is_large_binary(typ) or pa.types.is_large_string(typ):
@@ -183,7 +280,7 @@ def _each_arrow(values, crcm_algorithm alg, out):
         start = values.offset * width
         if n and width:
             checksum_windows(memoryview(data_buf)[start:start + n * width], width,
-                             algorithm="crc32" if alg == CRCM_CRC32 else "crc32c", out=result)
+                             algorithm=_ALGORITHM_NAMES[alg], out=result)
         else:
             result[:] = 0
     else:
@@ -217,14 +314,23 @@ def _each_offsets(values, int width, crcm_algorithm alg, result):
         data = <const uint8_t *>view.buf
         data_len = <size_t>view.len
     cdef const void *off = cnp.PyArray_DATA(offsets)
-    cdef uint32_t *dst = <uint32_t *>cnp.PyArray_DATA(result)
+    cdef void *dst = cnp.PyArray_DATA(result)
     cdef int rc
     try:
         with nogil:
-            if width == 4:
-                rc = crcm_each_offsets32(alg, data, data_len, <const int32_t *>off, n, dst)
+            if alg == CRCM_CRC64NVME:
+                if width == 4:
+                    rc = crcm_each64_offsets32(data, data_len, <const int32_t *>off, n,
+                                               <uint64_t *>dst)
+                else:
+                    rc = crcm_each64_offsets64(data, data_len, <const int64_t *>off, n,
+                                               <uint64_t *>dst)
+            elif width == 4:
+                rc = crcm_each_offsets32(alg, data, data_len, <const int32_t *>off, n,
+                                         <uint32_t *>dst)
             else:
-                rc = crcm_each_offsets64(alg, data, data_len, <const int64_t *>off, n, dst)
+                rc = crcm_each_offsets64(alg, data, data_len, <const int64_t *>off, n,
+                                         <uint32_t *>dst)
     finally:
         if have_view:
             PyBuffer_Release(&view)
@@ -232,17 +338,25 @@ def _each_offsets(values, int width, crcm_algorithm alg, result):
         raise ValueError("malformed Arrow array: offsets decrease or run past the data buffer")
 
 
+cdef void _each_buffers_native(crcm_algorithm alg, const uint8_t **ptrs, const size_t *lens,
+                               size_t n, void *dst) noexcept nogil:
+    if alg == CRCM_CRC64NVME:
+        crcm_each64_buffers(ptrs, lens, n, <uint64_t *>dst)
+    else:
+        crcm_each_buffers(alg, ptrs, lens, n, <uint32_t *>dst)
+
+
 def _each_buffers(values, crcm_algorithm alg, out):
     items = values if isinstance(values, (list, tuple)) else list(values)
     cdef size_t n = <size_t>len(items)
-    result = _output_array(out, n)
+    result = _output_array(out, n, alg == CRCM_CRC64NVME)
     if n == 0:
         return result
     cdef Py_buffer *views = <Py_buffer *>PyMem_Malloc(n * sizeof(Py_buffer))
     cdef const uint8_t **ptrs = <const uint8_t **>PyMem_Malloc(n * sizeof(uint8_t *))
     cdef size_t *lens = <size_t *>PyMem_Malloc(n * sizeof(size_t))
     cdef size_t got = 0, i, total = 0
-    cdef uint32_t *dst = <uint32_t *>cnp.PyArray_DATA(result)
+    cdef void *dst = cnp.PyArray_DATA(result)
     if views == NULL or ptrs == NULL or lens == NULL:
         PyMem_Free(views); PyMem_Free(ptrs); PyMem_Free(lens)
         raise MemoryError()
@@ -259,10 +373,10 @@ def _each_buffers(values, crcm_algorithm alg, out):
             total += lens[i]
             got += 1
         if total < <size_t>_GIL_THRESHOLD:
-            crcm_each_buffers(alg, ptrs, lens, n, dst)
+            _each_buffers_native(alg, ptrs, lens, n, dst)
         else:
             with nogil:
-                crcm_each_buffers(alg, ptrs, lens, n, dst)
+                _each_buffers_native(alg, ptrs, lens, n, dst)
     finally:
         for i in range(got):
             PyBuffer_Release(&views[i])
@@ -274,7 +388,8 @@ def checksum_each(values, *, algorithm="crc32c", out=None):
     """One checksum per value: a pyarrow Binary/LargeBinary/String/FixedSizeBinary array (or
     ChunkedArray), read straight from its buffers, or a sequence of bytes-like objects.
 
-    Nulls (and None items) give 0, the checksum of an empty value. Returns numpy uint32.
+    Nulls (and None items) give 0, the checksum of an empty value. Returns numpy uint32
+    (uint64 for algorithm="crc64nvme").
     """
     cdef crcm_algorithm alg = _algorithm(algorithm)
     if isinstance(values, (str, bytes, bytearray, memoryview)):

@@ -448,7 +448,7 @@ def _not_scanned(handler: Callable[[argparse.Namespace], int]
                  ) -> Callable[[argparse.Namespace], int]:
     """`handler`, then, with --datanodes, each inventory host that has no row in the
     volumes table reported NOT_SCANNED on stderr in one line (exit 1 at least). The rows
-    (spark_udfs.emit.missing_hosts, VOLUME_SCHEMA) are added to the loaded volumes table
+    (spark_udfs.hosts.unscanned_hosts, VOLUME_SCHEMA) are added to the loaded volumes table
     (_load_chunks) for the report to show."""
     @functools.wraps(handler)
     def run(args: argparse.Namespace) -> int:
@@ -492,11 +492,11 @@ def _load_chunks(spark: Any, path: str) -> Dict[str, Any]:
     out = _read_tables(spark, path)
     inventory = _LOAD_STATE.get("inventory")
     if inventory is not None:
-        from spark_udfs.emit import missing_hosts
+        from spark_udfs.hosts import unscanned_hosts
         from spark_udfs.scan import VOLUME_SCHEMA
 
         volumes = out.get("volumes")
-        rows = missing_hosts(volumes if volumes is not None else [], inventory)
+        rows = unscanned_hosts(volumes if volumes is not None else [], inventory)
         _LOAD_STATE["missing"] = rows
         if rows:
             extra = spark.createDataFrame(rows, VOLUME_SCHEMA)
@@ -563,7 +563,16 @@ def _diff_tables(t: Dict[str, Any]) -> Any:
 
 
 def _inventory(args: argparse.Namespace) -> Any:
-    """The inventory of --datanodes (with --ozone-conf), or None; one line when bad."""
+    """The inventory of --datanodes (with --ozone-conf), or None; one line when bad. Read
+    once per command and kept on `args`: `spark run` scans with it and then reports with it,
+    and a file changed in between must not give the report other hosts than the scan."""
+    if "_inventory" in vars(args):
+        return vars(args)["_inventory"]
+    vars(args)["_inventory"] = inv = _read_inventory(args)
+    return inv
+
+
+def _read_inventory(args: argparse.Namespace) -> Any:
     if not getattr(args, "datanodes", None):
         if getattr(args, "ozone_conf", None):
             raise CLIError("--ozone-conf goes with --datanodes (it gives the hosts' volumes)")

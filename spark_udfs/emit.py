@@ -23,8 +23,8 @@ not write again (a volume gone, a datanode identity changed).
 Memory: rows go to one ParquetWriter per (table, datanode) of the volume being scanned, a row
 group at a time (ROW_GROUP_BYTES): a volume's chunk rows are never held whole.
 
-`missing_hosts(volumes, inventory)`: the NOT_SCANNED volumes-table rows of the inventory hosts
-of which the tables hold no volume (the host emitted nothing).
+An inventory host that emitted nothing is found by spark_udfs.hosts.unscanned_hosts when the
+tables are read (`spark report --datanodes FILE`).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from spark_udfs.scan import (NOT_SCANNED, SCANNED, TABLE_SCHEMAS, VOLUME_FAILED,
                              _one_per_datanode, _result_rows)
 
 __all__ = ["EmitResult", "FILE_PREFIX", "PARTITION", "ROW_GROUP_BYTES", "TABLE_ARROW",
-           "default_host", "emit_scan", "escape_partition_value", "file_name", "host_key", "missing_hosts"]
+           "default_host", "emit_scan", "escape_partition_value", "file_name", "host_key"]
 
 #: the partition column (a directory level, never a column of the files)
 PARTITION = "datanode"
@@ -432,44 +432,3 @@ def _remove_stale(out: _Out, host: str, written: List[str], tables: List[str]) -
 
 
 # ---- hosts that emitted nothing -------------------------------------------------------------
-
-def _rows_of(volumes: Any) -> List[Dict[str, Any]]:
-    """The volumes table's datanode/host/ran_on values: a Spark DataFrame (collected: one row
-    per volume, small), a pyarrow Table, or rows (dicts or Row objects)."""
-    if hasattr(volumes, "select") and hasattr(volumes, "collect"):  # a Spark DataFrame
-        volumes = volumes.select(PARTITION, "host", "ran_on").distinct().collect()
-    elif isinstance(volumes, pa.Table):
-        volumes = volumes.to_pylist()
-    out = []
-    for r in volumes:
-        get = r.get if isinstance(r, dict) else (lambda k, r=r: r[k])
-        out.append({k: get(k) for k in (PARTITION, "host", "ran_on")})
-    return out
-
-
-def missing_hosts(volumes: Any, inventory: Any) -> List[Tuple]:
-    """VOLUME_SCHEMA rows (status NOT_SCANNED) for each host of `inventory`
-    (merkle.replica.inventory.Inventory) of which `volumes` (the volumes table: a DataFrame,
-    an Arrow table or rows) holds no row: matched by its datanode UUID, else by its host name
-    or address (in `host` or `ran_on`). One row per inventory volume of the host (one with no
-    volume when the inventory lists none)."""
-    datanodes: Set[str] = set()
-    hosts: Set[int] = set()
-    for r in _rows_of(volumes):
-        if r[PARTITION]:
-            datanodes.add(datanode_identity(r[PARTITION]))
-        for name in (r["host"], r["ran_on"]):
-            h = inventory.host_named(name) if name else None
-            if h is not None:
-                hosts.add(id(h))
-    rows: List[Tuple] = []
-    for h in inventory.hosts:
-        uuid = datanode_identity(h.uuid) if h.uuid else None
-        if (uuid is not None and uuid in datanodes) or id(h) in hosts:
-            continue
-        detail = (f"the host emitted nothing: no volume of datanode {uuid or '(no UUID)'} "
-                  f"or host {h.host} in the scan tables")
-        for vol in (h.volumes or (None,)):
-            rows.append((uuid or UNKNOWN_DATANODE, h.host, vol, None, NOT_SCANNED, detail,
-                         None, None, None, None))
-    return rows

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from merkle.replica.inventory import Inventory, _check_host, _name_key
+from merkle.replica.layout import UNKNOWN_DATANODE, datanode_identity
 
 __all__ = ["HostIndex", "command_host", "host_index", "unscanned_hosts"]
 
@@ -34,28 +35,48 @@ def command_host(host: Optional[str]) -> Optional[str]:
     return host if isinstance(host, str) and _check_host(host) is None else None
 
 
-def unscanned_hosts(volumes_rows: Iterable[Mapping[str, Any]], inventory: Optional[Inventory]
-                    ) -> List[Tuple]:
-    """VOLUME_SCHEMA rows (status NOT_SCANNED) for every inventory host that has no row at
-    all in the volumes table: neither its host name or address nor its UUID appears there.
-    One row per volume the inventory gives it (one with no volume when it gives none)."""
+def _volume_rows(volumes: Any) -> List[Dict[str, Any]]:
+    """The volumes table's datanode/host/ran_on values: a Spark DataFrame (collected: one row
+    per volume, small), a pyarrow Table, or rows (dicts or Row objects; a missing key is
+    None)."""
+    keys = ("datanode", "host", "ran_on")
+    if hasattr(volumes, "select") and hasattr(volumes, "collect"):  # a Spark DataFrame
+        volumes = volumes.select(*[k for k in keys if k in volumes.columns]).distinct().collect()
+    elif hasattr(volumes, "to_pylist"):  # a pyarrow Table
+        volumes = volumes.to_pylist()
+    out = []
+    for r in volumes:
+        d = r if isinstance(r, Mapping) else r.asDict()
+        out.append({k: d.get(k) for k in keys})
+    return out
+
+
+def unscanned_hosts(volumes: Any, inventory: Optional[Inventory]) -> List[Tuple]:
+    """VOLUME_SCHEMA rows (status NOT_SCANNED) for every inventory host of which `volumes`
+    (the volumes table: a DataFrame, an Arrow table or rows) holds no row at all: matched by
+    its datanode UUID, else by its host name or address (in `host` or `ran_on`). One row per
+    volume the inventory gives it (one with no volume when it gives none)."""
     if inventory is None:
         return []
-    seen_hosts: Set[str] = set()
-    seen_dns: Set[str] = set()
-    for r in volumes_rows:
-        if r.get("host"):
-            seen_hosts.add(_name_key(str(r["host"])))
-        if r.get("datanode"):
-            seen_dns.add(str(r["datanode"]))
+    datanodes: Set[str] = set()
+    hosts: Set[int] = set()
+    for r in _volume_rows(volumes):
+        if r["datanode"]:
+            datanodes.add(datanode_identity(r["datanode"]))
+        for name in (r["host"], r["ran_on"]):
+            h = inventory.host_named(name) if name else None
+            if h is not None:
+                hosts.add(id(h))
     out: List[Tuple] = []
     for h in inventory.hosts:
-        if h.uuid in seen_dns or any(_name_key(n) in seen_hosts for n in h.names()):
+        uuid = datanode_identity(h.uuid) if h.uuid else None
+        if (uuid is not None and uuid in datanodes) or id(h) in hosts:
             continue
-        detail = ("in the inventory, but the scan tables hold no volume of it (nothing was "
-                  "scanned or emitted there)")
-        for v in h.volumes or (None,):
-            out.append((h.uuid, h.host, v, None, NOT_SCANNED, detail, 0, None, None, None))
+        detail = (f"in the inventory, but the scan tables hold no volume of datanode "
+                  f"{uuid or '(no UUID)'} or host {h.host}: nothing was scanned or emitted there")
+        for vol in (h.volumes or (None,)):
+            out.append((uuid or UNKNOWN_DATANODE, h.host, vol, None, NOT_SCANNED, detail,
+                        None, None, None, None))
     return out
 
 
@@ -188,8 +209,7 @@ def volumes_with_inventory(spark: Any, volumes: Any, inventory: Optional[Invento
         m = spark.createDataFrame(names, "datanode string, inv_host string")
         volumes = volumes.join(F.broadcast(m), "datanode", "left").withColumn(
             "host", F.coalesce(F.col("host"), F.col("inv_host"))).select(*volumes.columns)
-    seen = [r.asDict() for r in volumes.select("datanode", "host").distinct().collect()]
-    extra = unscanned_hosts(seen, inventory)
+    extra = unscanned_hosts(volumes, inventory)
     if extra:
         volumes = volumes.unionByName(spark.createDataFrame(extra, _volume_schema()))
     return volumes

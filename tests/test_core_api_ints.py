@@ -174,7 +174,8 @@ def test_consume_matches_google_crc32c(chunksize, size: int) -> None:
             assert b"".join(ours_chunks) == data
 
 
-@pytest.mark.parametrize("fn,name", [(merkle.crc32c, "crc32c"), (merkle.crc32, "crc32")])
+@pytest.mark.parametrize("fn,name", [(merkle.crc32c, "crc32c"), (merkle.crc32, "crc32"),
+                                     (merkle.crc64nvme, "crc64nvme")])
 def test_value_by_keyword(fn, name: str) -> None:
     """value= by keyword on the functions too, as the crc32c package allows; positional still
     works, and data= as crc32c 2.x accepts it."""
@@ -200,3 +201,22 @@ def test_value_by_keyword_matches_crc32c_package() -> None:
             assert merkle.crc32c(data=data, value=value) == crc32c.crc32c(data=data, value=value)
             assert google_crc32c.extend(value, data) == expected  # google: extend(crc, chunk)
         assert merkle.crc32c(data) == google_crc32c.value(data)
+
+
+def test_crc64nvme_value_by_keyword_matches_awscrt() -> None:
+    checksums = pytest.importorskip("awscrt.checksums")
+    for data in (b"", b"a", b"123456789", bytes(range(256)) * 100):
+        for value in (0, 1, 2**64 - 1, checksums.crc64nvme(b"prefix")):
+            expected = checksums.crc64nvme(data, previous_crc64nvme=value)
+            assert merkle.crc64nvme(data, value=value) == merkle.crc64nvme(data, value) == expected
+    assert merkle.crc64nvme(b"abc", value=-1) == merkle.crc64nvme(b"abc", 2**64 - 1)  # mod 2**64
+
+
+@pytest.mark.parametrize("chunksize", [0, -1, 4])
+def test_crc64nvme_consume_spellings(chunksize: int) -> None:
+    data = bytes(range(10))
+    a, b = merkle.CRC64NVME(), merkle.CRC64NVME()
+    chunks = list(a.consume(io.BytesIO(data), chunksize))
+    assert chunks == list(b.consume(io.BytesIO(data), chunk_size=chunksize))
+    assert a.intdigest() == b.intdigest() == merkle.crc64nvme(b"".join(chunks))
+    assert chunks == {0: [], -1: [data], 4: [data[:4], data[4:8], data[8:]]}[chunksize]

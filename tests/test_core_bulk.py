@@ -10,7 +10,8 @@ import pytest
 
 import merkle
 
-ONE_SHOT = {"crc32c": merkle.crc32c, "crc32": merkle.crc32}
+ONE_SHOT = {"crc32c": merkle.crc32c, "crc32": merkle.crc32, "crc64nvme": merkle.crc64nvme}
+DTYPE = {"crc32c": np.uint32, "crc32": np.uint32, "crc64nvme": np.uint64}
 
 
 def per_window(fn, data: bytes, bpc: int) -> list[int]:
@@ -25,7 +26,7 @@ def test_windows_match_one_shots(each_backend: str, algorithm: str) -> None:
         data = rng.randbytes(length)
         for bpc in (1, 3, 64, 512, 4096, 16384, length or 1, length + 1, 2**40):
             got = merkle.checksum_windows(data, bpc, algorithm=algorithm)
-            assert got.dtype == np.uint32
+            assert got.dtype == DTYPE[algorithm]
             assert got.tolist() == per_window(fn, data, bpc), (length, bpc)
 
 
@@ -61,6 +62,7 @@ def test_windows_algorithm_names_are_case_insensitive() -> None:
     data = b"abc" * 100
     assert merkle.checksum_windows(data, 7, algorithm="CRC32").tolist() == per_window(merkle.crc32, data, 7)
     assert merkle.checksum_windows(data, 7, algorithm="Crc32C").tolist() == per_window(merkle.crc32c, data, 7)
+    assert merkle.checksum_windows(data, 7, algorithm="CRC64NVME").tolist() == per_window(merkle.crc64nvme, data, 7)
 
 
 VALUES = [b"", b"a", b"123456789", bytes(range(256)) * 70, b"\x00" * 17000, b"z" * 5]
@@ -72,7 +74,7 @@ def test_each_arrow_matches_one_shots(each_backend: str, algorithm: str, arrow_t
     fn = ONE_SHOT[algorithm]
     arr = pa.array(VALUES, type=arrow_type)
     got = merkle.checksum_each(arr, algorithm=algorithm)
-    assert got.dtype == np.uint32
+    assert got.dtype == DTYPE[algorithm]
     assert got.tolist() == [fn(v) for v in VALUES]
     # A slice starts at a non-zero offset into the same buffers.
     assert merkle.checksum_each(arr[2:5], algorithm=algorithm).tolist() == [fn(v) for v in VALUES[2:5]]

@@ -10,10 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import merkle
+from reference import MASK
 from reference import combine as reference_combine
 
-FUNCS = {"crc32c": (merkle.crc32c, merkle.crc32c_combine), "crc32": (merkle.crc32, merkle.crc32_combine)}
-crc_values = st.integers(0, 2**32 - 1)
+FUNCS = {"crc32c": (merkle.crc32c, merkle.crc32c_combine), "crc32": (merkle.crc32, merkle.crc32_combine),
+         "crc64nvme": (merkle.crc64nvme, merkle.crc64nvme_combine)}
+DTYPE = {"crc32c": np.uint32, "crc32": np.uint32, "crc64nvme": np.uint64}
+crc_values = st.integers(0, 2**64 - 1)  # masked to the algorithm's width
 
 
 @pytest.mark.parametrize("algorithm", sorted(FUNCS))
@@ -29,6 +32,7 @@ def test_combine_equals_concatenation(algorithm: str, a: bytes, b: bytes) -> Non
 @given(c1=crc_values, c2=crc_values, len2=st.integers(0, 2**63))
 def test_combine_matches_reference_for_any_length(algorithm: str, c1: int, c2: int, len2: int) -> None:
     _, combine = FUNCS[algorithm]
+    c1, c2 = c1 & MASK[algorithm], c2 & MASK[algorithm]
     assert combine(c1, c2, len2) == reference_combine(algorithm, c1, c2, len2)
 
 
@@ -37,6 +41,7 @@ def test_combine_matches_reference_for_any_length(algorithm: str, c1: int, c2: i
 @given(c1=crc_values, c2=crc_values, c3=crc_values, l2=st.integers(0, 2**62), l3=st.integers(0, 2**62))
 def test_combine_is_associative(algorithm: str, c1: int, c2: int, c3: int, l2: int, l3: int) -> None:
     _, combine = FUNCS[algorithm]
+    c1, c2, c3 = (c & MASK[algorithm] for c in (c1, c2, c3))
     left = combine(combine(c1, c2, l2), c3, l3)
     right = combine(c1, combine(c2, c3, l3), l2 + l3)
     assert left == right
@@ -53,12 +58,15 @@ def test_combine_identities(each_backend: str) -> None:
 
 def test_combine_argument_errors() -> None:
     # OverflowError as zlib raises for a length that does not fit; still a ValueError too
-    for combine in (merkle.crc32c_combine, merkle.crc32_combine):
+    for combine in (merkle.crc32c_combine, merkle.crc32_combine, merkle.crc64nvme_combine):
         for bad in (-1, -2**70, 2**64, 2**100):
             with pytest.raises(OverflowError, match="len2"):
                 combine(1, 2, bad)
             with pytest.raises(ValueError, match="len2"):
                 combine(1, 2, bad)
+    for bad in (-1, 2**64):
+        with pytest.raises(OverflowError, match="len2"):
+            merkle.combine_many([1], [2], bad, algorithm="crc64nvme")
     for bad in (-1, 2**64):
         with pytest.raises(OverflowError, match="len2"):
             merkle.combine_many([1], [2], bad)
@@ -74,11 +82,11 @@ def test_combine_argument_errors() -> None:
 def test_combine_many_matches_scalar(each_backend: str, algorithm: str, n: int) -> None:
     _, combine = FUNCS[algorithm]
     rng = np.random.default_rng(n)
-    c1 = rng.integers(0, 2**32, n, dtype=np.uint32)
-    c2 = rng.integers(0, 2**32, n, dtype=np.uint32)
+    c1 = rng.integers(0, MASK[algorithm], n, dtype=DTYPE[algorithm], endpoint=True)
+    c2 = rng.integers(0, MASK[algorithm], n, dtype=DTYPE[algorithm], endpoint=True)
     for len2 in (0, 1, 16384, 2**40 + 3):
         got = merkle.combine_many(c1, c2, len2, algorithm=algorithm)
-        assert got.dtype == np.uint32 and got.shape == (n,)
+        assert got.dtype == DTYPE[algorithm] and got.shape == (n,)
         assert got.tolist() == [combine(int(a), int(b), len2) for a, b in zip(c1, c2)]
 
 

@@ -13,20 +13,22 @@ import pytest
 
 import merkle
 
-CLASSES = {"crc32c": (merkle.CRC32C, merkle.crc32c), "crc32": (merkle.CRC32, merkle.crc32)}
+CLASSES = {"crc32c": (merkle.CRC32C, merkle.crc32c), "crc32": (merkle.CRC32, merkle.crc32),
+           "crc64nvme": (merkle.CRC64NVME, merkle.crc64nvme)}
 
 
 @pytest.mark.parametrize("name", sorted(CLASSES))
 def test_hash_object_api(name: str) -> None:
     cls, fn = CLASSES[name]
+    size = 8 if name == "crc64nvme" else 4
     h = cls(b"1234")
     h.update(b"56789")
     value = fn(b"123456789")
     assert h.intdigest() == value
-    assert h.digest() == value.to_bytes(4, "big")
-    assert h.hexdigest() == f"{value:08x}" and isinstance(h.hexdigest(), str)
-    assert (h.name, h.digest_size, h.block_size) == (name, 4, 1)
-    assert cls().intdigest() == 0 and cls().hexdigest() == "00000000"
+    assert h.digest() == value.to_bytes(size, "big")
+    assert h.hexdigest() == f"{value:0{2 * size}x}" and isinstance(h.hexdigest(), str)
+    assert (h.name, h.digest_size, h.block_size) == (name, size, 1)
+    assert cls().intdigest() == 0 and cls().hexdigest() == "0" * (2 * size)
     twin = h.copy()
     twin.update(b"more")
     assert h.intdigest() == value and twin.intdigest() == fn(b"123456789more")

@@ -10,9 +10,9 @@ import pytest
 
 import merkle
 
-from reference import crc_at_lengths, crc_prefixes
+from reference import WIDTH, crc_at_lengths, crc_prefixes
 
-ALGORITHMS = {"crc32c": merkle.crc32c, "crc32": merkle.crc32}
+ALGORITHMS = {"crc32c": merkle.crc32c, "crc32": merkle.crc32, "crc64nvme": merkle.crc64nvme}
 
 # RFC 3720 appendix B.4 (values as numbers; the RFC lists the bytes little-endian first).
 ISCSI_READ_PDU = bytes.fromhex(
@@ -39,6 +39,7 @@ def test_check_values(each_backend: str) -> None:
     assert merkle.crc32(b"123456789") == 0xCBF43926
     assert merkle.crc32c(b"") == 0 and merkle.crc32(b"") == 0
     assert merkle.crc32c(b"", 0xDEADBEEF) == 0xDEADBEEF
+    assert merkle.crc64nvme(b"123456789") == 0xAE8B14860A799888 and merkle.crc64nvme(b"") == 0
 
 
 def _aligned(size: int, rng: random.Random) -> tuple[np.ndarray, int]:
@@ -59,7 +60,7 @@ def test_every_length_and_alignment(each_backend: str, algorithm: str) -> None:
     view = memoryview(buf)
     for alignment in range(64):
         start = base + alignment
-        value = rng.getrandbits(32)
+        value = rng.getrandbits(WIDTH[algorithm])
         expected = crc_prefixes(algorithm, bytes(view[start : start + MAX_LEN]), value)
         got = [fn(view[start : start + n], value) for n in range(MAX_LEN + 1)]
         if got != expected:

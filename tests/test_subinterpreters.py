@@ -1,4 +1,5 @@
-"""`import merkle` in an isolated sub-interpreter with its own GIL (PEP 684, CPython 3.12+):
+"""`import merkle` in an isolated sub-interpreter with its own GIL (PEP 684, CPython 3.12+), and
+crc32c, crc32, crc64nvme, their combines and hash classes there:
 merkle._crc is built with module state and declares per-interpreter-GIL support; numpy (and so
 merkle._native) cannot load there, and `import merkle` must not try. Each check runs in a fresh
 process, as crc32c 2.x's own sub-interpreter tests do."""
@@ -66,6 +67,13 @@ CHECKS = textwrap.dedent('''
         pass
     assert h.intdigest() == EXPECTED_C and h.digest() == EXPECTED_C.to_bytes(4, "big")
     h2 = merkle.CRC32(data[:10]); h2.update(data[10:]); assert h2.hexdigest() == f"{EXPECTED_Z:08x}"
+    assert merkle.crc64nvme(b"123456789") == 0xAE8B14860A799888
+    assert merkle.crc64nvme(data) == EXPECTED_64, "crc64nvme"
+    assert merkle.crc64nvme(data[5:], value=merkle.crc64nvme(data[:5])) == EXPECTED_64
+    assert merkle.crc64nvme_combine(merkle.crc64nvme(data[:9]), merkle.crc64nvme(data[9:]),
+                                    len(data) - 9) == EXPECTED_64
+    h3 = merkle.CRC64NVME(data[:100]); h3.update(data[100:])
+    assert h3.digest() == EXPECTED_64.to_bytes(8, "big")
     assert merkle.backend() in merkle.available_backends()
     try:
         merkle.crc32_combine(1, 2, -1)
@@ -88,7 +96,8 @@ def _run(script: str) -> str:
 
 def _expected() -> str:
     data = bytes(range(256)) * 400
-    return f"EXPECTED_C = {merkle.crc32c(data)}\nEXPECTED_Z = {merkle.crc32(data)}\n"
+    return (f"EXPECTED_C = {merkle.crc32c(data)}\nEXPECTED_Z = {merkle.crc32(data)}\n"
+            f"EXPECTED_64 = {merkle.crc64nvme(data)}\n")
 
 
 def _main(*lines: str) -> str:

@@ -1,4 +1,5 @@
-"""Generate csrc/crc_tables.c: slicing-by-16 tables and x^(2^k) mod P for both polynomials.
+"""Generate csrc/crc_tables.c: slicing-by-16 tables and x^(2^k) mod P for every polynomial
+(the 32-bit CRC-32C and CRC-32, the 64-bit CRC-64/NVME).
 
 Run `python tools/gen_crc_tables.py` after changing it; the output is committed so a build
 needs no generator step.
@@ -8,7 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-POLYS = {"crc32c": 0x82F63B78, "crc32": 0xEDB88320}
+# name -> (reflected polynomial, width in bits)
+POLYS = {"crc32c": (0x82F63B78, 32), "crc32": (0xEDB88320, 32), "crc64nvme": (0x9A6C9329AC4BC9B5, 64)}
 OUT = Path(__file__).resolve().parent.parent / "csrc" / "crc_tables.c"
 
 
@@ -27,25 +29,28 @@ def slicing_tables(poly: int) -> list[list[int]]:
     return tables
 
 
-def mulmod(a: int, b: int, poly: int) -> int:
-    """a*b mod P with reflected operands (x^0 is bit 31)."""
+def mulmod(a: int, b: int, poly: int, width: int) -> int:
+    """a*b mod P with reflected operands (x^0 is bit width-1)."""
     product = 0
-    for i in range(32):
-        if a & (0x80000000 >> i):
+    for i in range(width):
+        if a & (1 << (width - 1 - i)):
             product ^= b
         b = (b >> 1) ^ (poly if b & 1 else 0)
     return product
 
 
-def x2k(poly: int, count: int) -> list[int]:
-    out = [0x40000000]  # x^1
+def x2k(poly: int, width: int, count: int) -> list[int]:
+    out = [1 << (width - 2)]  # x^1
     for _ in range(count - 1):
-        out.append(mulmod(out[-1], out[-1], poly))
+        out.append(mulmod(out[-1], out[-1], poly, width))
     return out
 
 
-def fmt(values: list[int], indent: str) -> str:
-    rows = [", ".join(f"0x{v:08x}" for v in values[i : i + 6]) for i in range(0, len(values), 6)]
+def fmt(values: list[int], indent: str, width: int = 32) -> str:
+    per_row = 6 if width == 32 else 4
+    digits, suffix = width // 4, "" if width == 32 else "ull"
+    rows = [", ".join(f"0x{v:0{digits}x}{suffix}" for v in values[i : i + per_row])
+            for i in range(0, len(values), per_row)]
     return (",\n" + indent).join(rows)
 
 
@@ -56,12 +61,13 @@ def main() -> None:
         '#include "crc_internal.h"',
         "",
     ]
-    for name, poly in POLYS.items():
+    for name, (poly, width) in POLYS.items():
         tables = slicing_tables(poly)
-        body = ",\n".join("    {\n        " + fmt(t, "        ") + "\n    }" for t in tables)
-        parts.append(f"const uint32_t crcm_table_{name}[16][256] = {{\n{body}\n}};\n")
+        ctype = f"uint{width}_t"
+        body = ",\n".join("    {\n        " + fmt(t, "        ", width) + "\n    }" for t in tables)
+        parts.append(f"const {ctype} crcm_table_{name}[16][256] = {{\n{body}\n}};\n")
         parts.append(
-            f"const uint32_t crcm_x2k_{name}[68] = {{\n    {fmt(x2k(poly, 68), '    ')}\n}};\n"
+            f"const {ctype} crcm_x2k_{name}[68] = {{\n    {fmt(x2k(poly, width, 68), '    ', width)}\n}};\n"
         )
     OUT.write_text("\n".join(parts))
 

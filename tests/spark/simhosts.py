@@ -222,6 +222,12 @@ class SimCluster:
                 out[name] = sum(_rss_kib(p) for p in _tree(proc.pid)) / 1024
         return out
 
+    def executor_cpu_s(self) -> float:
+        """CPU seconds (user + system, reaped children included) of every process below the
+        live workers (executor JVMs and their Python workers): what a scan cost the hosts."""
+        return sum(cpu_seconds(_tree(w.proc.pid)) for w in self.workers.values()
+                   if w.proc.poll() is None)
+
     # ------------------------------------------------------------------ for the jobs
     def executor_conf(self) -> Dict[str, str]:
         """Spark settings a driver on this cluster needs: executors with this interpreter,
@@ -294,6 +300,21 @@ def _tree(pid: int) -> List[int]:
         out.append(p)
         todo.extend(children.get(p, []))
     return out
+
+
+def cpu_seconds(pids: Sequence[int]) -> float:
+    """CPU seconds (utime, stime, cutime, cstime of /proc/PID/stat) summed over `pids`; a
+    process that has gone is skipped."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                rest = f.read().rsplit(b")", 1)[1].split()  # the name may hold spaces
+            total += sum(int(x) for x in rest[11:15])
+        except (OSError, IndexError, ValueError):
+            pass
+    return total / tick
 
 
 def _kill_tree(pid: int, sig: int = signal.SIGKILL, grace_s: float = 0.0) -> None:

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from merkle.cli import main  # noqa: E402
 from merkle.replica.generate import GeneratorConfig, generate_cluster, parse_faults  # noqa: E402
-from spark_udfs.emit import TABLE_ARROW, escape_partition_value, missing_hosts  # noqa: E402
+from spark_udfs.emit import TABLE_ARROW, escape_partition_value  # noqa: E402
 from spark_udfs.scan import NOT_SCANNED, TABLE_SCHEMAS  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -174,21 +174,24 @@ def test_host_that_emitted_nothing_is_not_scanned(spark: Any, cluster: Any, tmp_
     rc = main(["spark", "report", str(out), "--json", "--datanodes", str(inv)])
     err = capsys.readouterr().err.splitlines()
     assert rc == 1
-    assert err == [f"crcmerkle: NOT_SCANNED: host dn2: the host emitted nothing: no volume of "
-                   f"datanode {uuids['dn2']} or host dn2 in the scan tables",
-                   "crcmerkle: NOT_SCANNED: host dn3.example: the host emitted nothing: no "
-                   "volume of datanode (no UUID) or host dn3.example in the scan tables"]
+    assert err == [f"crcmerkle: NOT_SCANNED: host dn2: in the inventory, but the scan tables hold "
+                   f"no volume of datanode {uuids['dn2']} or host dn2: nothing was scanned or "
+                   f"emitted there",
+                   "crcmerkle: NOT_SCANNED: host dn3.example: in the inventory, but the scan "
+                   "tables hold no volume of datanode (no UUID) or host dn3.example: nothing "
+                   "was scanned or emitted there"]
     # the rows the report can union in: matched by UUID, else by host name
     vols = spark.read.schema(TABLE_SCHEMAS["volumes"]).parquet(str(out / "volumes"))
     from merkle.replica.inventory import load_inventory
+    from spark_udfs.hosts import unscanned_hosts
 
-    rows = missing_hosts(vols, load_inventory(str(inv)))
+    rows = unscanned_hosts(vols, load_inventory(str(inv)))
     assert [(r[0], r[1], r[2], r[4]) for r in rows] == [
         (uuids["dn2"], "dn2", "/data/disk1", NOT_SCANNED),
         ("unknown", "dn3.example", "/data/disk1", NOT_SCANNED)]
     # by host name: a host whose UUID the inventory does not know is matched by its name
     renamed = [{"datanode": "someone-else", "host": "dn2", "ran_on": "dn2"}]
-    assert [r[1] for r in missing_hosts(renamed, load_inventory(str(inv)))] == \
+    assert [r[1] for r in unscanned_hosts(renamed, load_inventory(str(inv)))] == \
         ["dn0", "dn1", "dn3.example"]
 
 

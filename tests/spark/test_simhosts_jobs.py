@@ -79,13 +79,13 @@ def test_the_cluster_scan_finds_what_the_one_tree_scan_finds(sim_cluster, sim_sp
     sim, sc = sim_cluster, sim_spark.sparkContext
     inv = sim.write_inventory(tmp_path / "datanodes.json", absent=())
     out = tmp_path / "out"
-    cpu0 = _executor_cpu(sim)
+    cpu0 = sim.executor_cpu_s()
     t0 = time.monotonic()
     rc, text, err = _run(["spark", "run", "--datanodes", os.fspath(inv), "-o",
                           os.fspath(out), "--master", sim.master_url, "--bytes-per-second",
                           "0", "--report", os.fspath(out / "report.json")], capsys)
     wall = time.monotonic() - t0
-    cpu = _executor_cpu(sim) - cpu0
+    cpu = sim.executor_cpu_s() - cpu0
     assert rc == 1, (text[-2000:], err[-2000:])  # the generated faults are findings
     # every volume of every host scanned, on its host
     vols = _volumes(sim_spark, out)
@@ -233,23 +233,3 @@ def _victim_busy(sc: Any, host: str) -> bool:
             if s is not None and s.numActiveTasks:
                 return True
     return False
-
-
-def _executor_cpu(sim: Any) -> float:
-    """CPU seconds (user + system) of every process below the workers (executor JVMs and
-    their Python workers), from /proc: what the scan cost the datanode hosts."""
-    from simhosts import _tree
-
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for w in sim.workers.values():
-        if w.proc.poll() is not None:
-            continue
-        for pid in _tree(w.proc.pid):
-            try:
-                with open(f"/proc/{pid}/stat", "rb") as f:
-                    rest = f.read().rsplit(b")", 1)[1].split()
-                total += int(rest[11]) + int(rest[12]) + int(rest[13]) + int(rest[14])
-            except (OSError, IndexError, ValueError):
-                pass
-    return total / tick

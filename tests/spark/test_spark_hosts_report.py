@@ -268,7 +268,11 @@ def test_unscanned_hosts_and_command_hosts():
     rows = [{"datanode": "11111111-0000-4000-8000-000000000001", "host": None},
             {"datanode": "x", "host": "10.0.0.2"}]
     got = unscanned_hosts(rows, inv)
-    assert [(r[0], r[1], r[2], r[4]) for r in got] == [(None, "c.example", "/d1", "NOT_SCANNED")]
+    assert [(r[0], r[1], r[2], r[4]) for r in got] == [
+        ("unknown", "c.example", "/d1", "NOT_SCANNED")]
+    # by the host it ran on (no host column value)
+    assert [r[1] for r in unscanned_hosts([{"datanode": "y", "ran_on": "c.example"}], inv)] == \
+        ["a.example", "b.example", "b.example"]  # one row per volume
     assert unscanned_hosts(rows, None) == []
     assert command_host("dn1.example") == "dn1.example"
     for bad in ("-", "--force", "/data/disk1", "a b", None, "x\ny"):
