@@ -28,6 +28,10 @@ COMBINE_COUNT = (1 << 16) if SHORT else (1 << 20)
 
 CRC32C_IMPLS = bm.implementations("crc32c")
 CRC32_IMPLS = bm.implementations("crc32")
+# crcmerkle's own only in a build that has it; the peers (awscrt, crc64fast) when installed
+CRC64_IMPLS = bm.implementations("crc64nvme")
+CRC64_SIZES = [64, KiB, 4 * KiB, 16 * KiB, 256 * KiB, MiB]
+PAIR = ("crc32c", "crc64nvme")
 
 # Our own 128-bit backend, as a yardstick for the wider ones (run with it forced).
 YARDSTICK = "pclmulqdq"
@@ -75,8 +79,22 @@ def _py_crc32c(data: bytes) -> int:
     return crc ^ 0xFFFFFFFF
 
 
+_CRC64NVME_TABLE = _table(0x9A6C9329AC4BC9B5)
+
+
+def _py_crc64nvme(data: bytes) -> int:
+    crc = 0xFFFFFFFFFFFFFFFF
+    t = _CRC64NVME_TABLE
+    for b in data:
+        crc = t[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFFFFFFFFFF
+
+
 def reference(impl: bm.Impl, data: bytes) -> int:
     """The expected checksum, computed by something other than impl."""
+    if impl.algorithm == "crc64nvme":
+        others = [i for i in CRC64_IMPLS if i.name != impl.name]
+        return others[0].func(data) if others else _py_crc64nvme(data)
     if impl.algorithm == "crc32":
         return zlib.crc32(data) if impl.name != "zlib" else merkle.crc32(data)
     if not impl.ours:
@@ -105,6 +123,20 @@ def test_crc32_one_shot(bench, impl, size):
         got = bench.measure(impl.func, args=(data,), case=f"crc32 {bm.format_size(size)}",
                             impl=impl.name, nbytes=size)
     assert got == reference(impl, data)
+
+
+@pytest.mark.parametrize("size", CRC64_SIZES, ids=_size_ids(CRC64_SIZES))
+@pytest.mark.parametrize("impl", CRC64_IMPLS, ids=_ids(CRC64_IMPLS))
+def test_crc64nvme_one_shot(bench, impl, size):
+    data = bm.make_buffer(size, seed=size)
+    got = bench.measure(impl.func, args=(data,), case=f"crc64nvme {bm.format_size(size)}",
+                        impl=impl.name, nbytes=size)
+    assert got == reference(impl, data)
+
+
+def test_crc64nvme_reference():
+    """The Python reference above is CRC-64/NVME (its check value), whatever else is missing."""
+    assert _py_crc64nvme(b"123456789") == bm.CHECK_VALUES["crc64nvme"]
 
 
 # zlib.crc32 is in for scale: a METH_FASTCALL builtin, the floor of a Python call's cost.
@@ -192,3 +224,88 @@ def test_combine_many(bench, impl, combine_columns):
     A, B = b"x" * 100, bm.make_buffer(COMBINE_LEN, seed=5)
     one = merkle.combine_many([merkle.crc32c(A)], [merkle.crc32c(B)], COMBINE_LEN)
     assert int(one[0]) == reference(CRC32C_IMPLS[0], A + B)
+
+
+# --- CRC-32C and CRC-64/NVME in one pass (checksum_windows with a pair of algorithms) --------
+
+def _pair_runs(data: bytes):
+    def pair():
+        return merkle.checksum_windows(data, WINDOW, algorithm=PAIR)
+
+    def one_after_other():
+        return tuple(merkle.checksum_windows(data, WINDOW, algorithm=a) for a in PAIR)
+
+    runs = {"crcmerkle": pair, "one call per algorithm": one_after_other}
+    for a in PAIR:
+        runs[f"{a} alone"] = (lambda a=a: merkle.checksum_windows(data, WINDOW, algorithm=a))
+    return runs
+
+
+PAIR_RUNS = ["crcmerkle", "one call per algorithm"] + [f"{a} alone" for a in PAIR]
+
+
+def _pair_expected(data: bytes):
+    """Each algorithm's windows from a peer's (or the reference's) one-shots, not from ours."""
+    out = []
+    for algorithm, impls in (("crc32c", CRC32C_IMPLS), ("crc64nvme", CRC64_IMPLS)):
+        peers = [i for i in impls if not i.ours and i.name not in PINNED]
+        f = peers[0].func if peers else (_py_crc32c if algorithm == "crc32c" else _py_crc64nvme)
+        out.append(np.array([f(data[i:i + WINDOW]) for i in range(0, len(data), WINDOW)],
+                            dtype=np.uint32 if algorithm == "crc32c" else np.uint64))
+    return out
+
+
+def _check_pair(name: str, got, expected) -> None:
+    if name == "crcmerkle" or name == "one call per algorithm":
+        assert len(got) == 2
+        for g, e in zip(got, expected):
+            assert np.array_equal(np.asarray(g), e)
+    else:
+        assert np.array_equal(np.asarray(got), expected[PAIR.index(name.split()[0])])
+
+
+@pytest.mark.parametrize("run", PAIR_RUNS)
+def test_pair_hot_1MiB(bench, run):
+    if not bm.has_ours("crc64nvme"):
+        pytest.skip("this build of crcmerkle has no crc64nvme")
+    data = bm.make_buffer(MiB, seed=11)
+    got = bench.measure(_pair_runs(data)[run], case="pair crc32c+crc64nvme, 1 MiB hot in "
+                        f"{bm.format_size(WINDOW)} windows", impl=run, nbytes=len(data))
+    _check_pair(run, got, _pair_expected(data))
+
+
+@pytest.mark.parametrize("run", PAIR_RUNS)
+def test_pair_cold(bench, run, cold_buffer):
+    if not bm.has_ours("crc64nvme"):
+        pytest.skip("this build of crcmerkle has no crc64nvme")
+    got = bench.measure(_pair_runs(cold_buffer)[run],
+                        case=f"pair crc32c+crc64nvme, cold {bm.format_size(len(cold_buffer))} "
+                             f"in {bm.format_size(WINDOW)} windows",
+                        impl=run, nbytes=len(cold_buffer), cold=True)
+    # checked against peers on the first 64 windows (a Python loop of a peer over the whole
+    # buffer would double the step; test_windows_cold_crc64nvme checks every window)
+    expected = _pair_expected(cold_buffer[:64 * WINDOW])
+    if run in ("crcmerkle", "one call per algorithm"):
+        got = [np.asarray(g)[:64] for g in got]
+    else:
+        got = np.asarray(got)[:64]
+    _check_pair(run, got, expected)
+
+
+@pytest.fixture(scope="module")
+def cold_expected64(cold_buffer):
+    peers = [i for i in CRC64_IMPLS if not i.ours]
+    impl = peers[0] if peers else CRC64_IMPLS[0]
+    return np.array(bm.windows_loop(impl, cold_buffer, WINDOW)(), dtype=np.uint64)
+
+
+@pytest.mark.parametrize("impl", CRC64_IMPLS, ids=_ids(CRC64_IMPLS))
+def test_windows_cold_crc64nvme(bench, impl, cold_buffer, cold_expected64):
+    if impl.ours:
+        run = bm.windows_native(cold_buffer, WINDOW, algorithm="crc64nvme")
+    else:
+        run = bm.windows_loop(impl, cold_buffer, WINDOW)
+    got = bench.measure(run, case=f"crc64nvme windows {bm.format_size(WINDOW)}, cold "
+                                  f"{bm.format_size(len(cold_buffer))}",
+                        impl=impl.name, nbytes=len(cold_buffer), cold=True)
+    assert np.array_equal(np.asarray(got, dtype=np.uint64), cold_expected64)

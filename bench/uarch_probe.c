@@ -8,10 +8,18 @@
  *
  * Cycles are measured against a chain of dependent 1-cycle adds in the same run, so the result
  * does not depend on the TSC frequency or on turbo. The loops are in inline assembly so the
- * compiler cannot reorder, merge or drop the instructions; results are best of 5 runs. */
+ * compiler cannot reorder, merge or drop the instructions; results are best of 5 runs.
+ *
+ *   /tmp/uarch_probe --limits
+ *
+ * prints only what the CRC-64/NVME folding limit needs, as "name value" lines (bench/cpu_limits.py
+ * reads them): the core clock in GHz, the cycles per 64-bit crc32 and per VPCLMULQDQ for xmm,
+ * ymm and, where the CPU and the OS run AVX-512, zmm; best of many 1-ms runs, so a shared machine's preemptions drop
+ * out. No AVX-512 compiler flag is needed: the instructions are in inline assembly only. */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #define N 20000000L
@@ -22,16 +30,18 @@ static double now(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static double best_ns_per_iter(void (*f)(long)) {
+static double best_of(void (*f)(long), long n, int runs) {
     double best = 1e30;
-    for (int r = 0; r < 5; r++) {
+    for (int r = 0; r < runs; r++) {
         double t0 = now();
-        f(N);
+        f(n);
         double t = now() - t0;
         if (t < best) best = t;
     }
-    return best / (double)N * 1e9;
+    return best / (double)n * 1e9;
 }
+
+static double best_ns_per_iter(void (*f)(long)) { return best_of(f, N, 5); }
 
 /* four dependent adds per iteration: 4 cycles */
 static void add_chain(long n) {
@@ -57,6 +67,7 @@ static void add_chain(long n) {
 #define CRC4 CRC(0) CRC(1) CRC(2) CRC(3)
 
 /* 8 independent multiplies per iteration */
+static void clmul_zmm(long n) { LOOP(CL8(zmm)) }
 static void clmul_ymm(long n) { LOOP(CL8(ymm)) }
 static void clmul_xmm(long n) { LOOP(CL8(xmm)) }
 /* 4 dependent ymm multiplies per iteration */
@@ -95,9 +106,32 @@ static uint8_t buf[4096] __attribute__((aligned(64)));
 static void fold_step(long n) { MLOOP(FOLD4) }
 static void fused_step(long n) { MLOOP(FOLD4 MCRC15) }
 
-int main(void) {
+/* "--limits": short runs, many of them; the clock is taken before and after and the faster kept */
+static int limits(void) {
+    const long n = 250000;
+    const int runs = 41;
+    double cycle = best_of(add_chain, n, runs) / 4;
+    double xmm = best_of(clmul_xmm, n, runs) / 8, ymm = 0, zmm = 0;
+    if (__builtin_cpu_supports("vpclmulqdq")) ymm = best_of(clmul_ymm, n, runs) / 8;
+    if (__builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("avx512f"))
+        zmm = best_of(clmul_zmm, n, runs) / 8;
+    double crc = __builtin_cpu_supports("sse4.2") ? best_of(crc_8, n, runs) / 8 : 0;
+    double again = best_of(add_chain, n, runs) / 4;
+    if (again < cycle) cycle = again;
+    printf("ghz %.3f\nxmm %.3f\n", 1 / cycle, xmm / cycle);
+    if (crc > 0) printf("crc32 %.3f\n", crc / cycle);
+    if (ymm > 0) printf("ymm %.3f\n", ymm / cycle);
+    if (zmm > 0) printf("zmm %.3f\n", zmm / cycle);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "--limits") == 0) return limits();
     double cycle = best_ns_per_iter(add_chain) / 4;
     printf("core clock while running: %.2f GHz\n", 1 / cycle);
+    if (__builtin_cpu_supports("avx512f"))
+        printf("vpclmulqdq zmm: %.2f cycles per instruction (throughput)\n",
+               best_ns_per_iter(clmul_zmm) / cycle / 8);
     printf("vpclmulqdq ymm: %.2f cycles per instruction (throughput)\n",
            best_ns_per_iter(clmul_ymm) / cycle / 8);
     printf("vpclmulqdq xmm: %.2f cycles per instruction (throughput)\n",

@@ -14,11 +14,11 @@ from merkle.cli import MAX_BUFFER_BYTES, CLIError, exit_status_help, positive_in
 
 DESCRIPTION = """\
 Measure checksum throughput (GB/s = 1e9 B/s) of crcmerkle and of every installed peer
-package in the same run: crc32c vs google-crc32c, crc32c (ICRAR) and awscrt; crc32 vs zlib,
-isal (ISA-L), zlib-ng and awscrt. Data is hot: one buffer checksummed repeatedly, timed with perf_counter_ns,
-best of --runs runs. The windows case checksums a large buffer in fixed windows:
-merkle.checksum_windows (one call) vs a Python loop of one peer call per window. The last
-column is crcmerkle / the best peer. Peers that are not installed are left out, with a note
+package in the same run: crc32c vs google-crc32c, crc32c (ICRAR), awscrt and fastcrc; crc32 vs
+zlib, isal (ISA-L), zlib-ng and awscrt; crc64nvme vs awscrt and crc64fast. Data is hot: one
+buffer checksummed repeatedly, timed with perf_counter_ns, best of --runs runs. The windows
+case checksums a large buffer in fixed windows: merkle.checksum_windows (one call) vs a Python
+loop of one peer call per window. The last column is crcmerkle / the best peer. Peers that are not installed are left out, with a note
 (pip install 'crcmerkle[peers]')."""
 
 
@@ -78,7 +78,7 @@ def _versions() -> dict:
     from importlib import metadata
 
     out = {}
-    for dist in ("google-crc32c", "crc32c", "awscrt", "isal", "zlib-ng"):
+    for dist in ("google-crc32c", "crc32c", "awscrt", "fastcrc", "isal", "zlib-ng", "crc64fast"):
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
@@ -100,6 +100,9 @@ def run(args: argparse.Namespace) -> int:
     results = []
     results += bm.bench_one_shot("crc32c", sizes, args.seconds, args.runs, progress=progress)
     results += bm.bench_one_shot("crc32", sizes, args.seconds, args.runs, progress=progress)
+    if bm.implementations("crc64nvme"):  # crcmerkle's own, or only the peers on an older build
+        results += bm.bench_one_shot("crc64nvme", sizes, args.seconds, args.runs,
+                                     progress=progress)
     if not args.no_windows:
         # Each window timing repeats the whole buffer at least once per run.
         results += bm.bench_windows(args.windows_bytes, args.window, args.seconds,
@@ -134,11 +137,12 @@ def run(args: argparse.Namespace) -> int:
     titles = {
         "crc32c": "CRC-32C, one call per buffer (GB/s)",
         "crc32": "CRC-32 (IEEE), one call per buffer (GB/s)",
+        "crc64nvme": "CRC-64/NVME, one call per buffer (GB/s; crc64fast: a new hasher per call)",
         "windows": (f"CRC-32C of {bm.format_size(args.windows_bytes)} in "
                     f"{bm.format_size(args.window)} windows (GB/s): crcmerkle = "
                     "checksum_windows, peers = Python loop over slices"),
     }
-    for case in ("crc32c", "crc32", "windows"):
+    for case in ("crc32c", "crc32", "crc64nvme", "windows"):
         if case in by_case:
             out.write(bm.format_table(by_case[case], titles[case]) + "\n\n")
     note = bm.peer_note()

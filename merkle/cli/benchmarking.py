@@ -37,7 +37,7 @@ class Impl:
     """One checksum implementation: `func(data, value=0) -> int` for one algorithm."""
 
     name: str  # display name: the package as pip knows it ("google-crc32c")
-    algorithm: str  # "crc32c" or "crc32"
+    algorithm: str  # "crc32c", "crc32" or "crc64nvme"
     func: Callable[..., int]
     bytes_only: bool = False  # refuses memoryview/bytearray (google-crc32c): slices are copied
 
@@ -53,6 +53,7 @@ class _PeerSpec:
     module: str
     attr: str
     bytes_only: bool = False
+    hasher: bool = False  # attr is a hashlib-style constructor, not a one-shot function
 
 
 # Peers we compare against, if installed (the `peers` extra), plus zlib for CRC-32.
@@ -60,11 +61,31 @@ _PEERS = (
     _PeerSpec("google-crc32c", "crc32c", "google_crc32c", "value", bytes_only=True),
     _PeerSpec("crc32c", "crc32c", "crc32c", "crc32c"),
     _PeerSpec("awscrt", "crc32c", "awscrt.checksums", "crc32c"),
+    # fastcrc 0.5 wraps the crc-fast crate (AVX-512 VPCLMULQDQ where present); iscsi = CRC-32C
+    _PeerSpec("fastcrc", "crc32c", "fastcrc.crc32", "iscsi"),
     _PeerSpec("zlib", "crc32", "zlib", "crc32"),
     _PeerSpec("isal", "crc32", "isal.isal_zlib", "crc32"),  # ISA-L
     _PeerSpec("zlib-ng", "crc32", "zlib_ng.zlib_ng", "crc32"),
     _PeerSpec("awscrt", "crc32", "awscrt.checksums", "crc32"),
+    _PeerSpec("awscrt", "crc64nvme", "awscrt.checksums", "crc64nvme"),
+    # crc64fast 0.1 binds the crc64fast-nvme crate: only a hasher whose update() takes bytes
+    _PeerSpec("crc64fast", "crc64nvme", "crc64fast", "crc64fast", bytes_only=True,
+              hasher=True),
 )
+
+#: Each algorithm's check value (the CRC of b"123456789"): a peer that gives another value
+#: computes another CRC and is left out rather than timed.
+CHECK_VALUES = {"crc32c": 0xE3069283, "crc32": 0xCBF43926, "crc64nvme": 0xAE8B14860A799888}
+
+
+def _one_shot(new: Callable[[], Any]) -> Callable[[Any], int]:
+    """A hashlib-style constructor as `func(data) -> int`: what a user of it writes (a new
+    object per call; digest() is big-endian). Its timing includes this Python frame."""
+    def func(data: Any) -> int:
+        h = new()
+        h.update(data)
+        return int.from_bytes(h.digest(), "big")
+    return func
 
 _cache: Dict[str, Any] = {}
 
@@ -76,13 +97,26 @@ def _load() -> None:
         Impl(OURS, "crc32c", merkle.crc32c),
         Impl(OURS, "crc32", merkle.crc32),
     ]
+    if hasattr(merkle, "crc64nvme"):
+        impls.append(Impl(OURS, "crc64nvme", merkle.crc64nvme))
     missing: Dict[str, str] = {}
     for spec in _PEERS:
         try:
             module = importlib.import_module(spec.module)
             func = getattr(module, spec.attr)
-        except Exception as exc:  # ImportError, or a broken install
+            if spec.hasher:
+                func = _one_shot(func)
+            check = func(b"123456789")
+        except ImportError as exc:
             missing[spec.name] = f"{type(exc).__name__}: {exc}"
+            continue
+        except Exception as exc:  # installed, but too old for this algorithm, or broken
+            missing[f"{spec.name} ({spec.algorithm})"] = f"{type(exc).__name__}: {exc}"
+            continue
+        if check != CHECK_VALUES[spec.algorithm]:
+            missing[f"{spec.name} ({spec.algorithm})"] = (
+                f"computes another CRC: {spec.attr}(b'123456789') = {check:#x}, not "
+                f"{CHECK_VALUES[spec.algorithm]:#x}")
             continue
         impls.append(Impl(spec.name, spec.algorithm, func, spec.bytes_only))
     _cache["impls"] = impls
@@ -95,8 +129,13 @@ def implementations(algorithm: str = "crc32c") -> List[Impl]:
     return [i for i in _cache["impls"] if i.algorithm == algorithm]
 
 
+def has_ours(algorithm: str) -> bool:
+    """Whether this build of crcmerkle computes the algorithm (crc64nvme is newer)."""
+    return any(i.ours for i in implementations(algorithm))
+
+
 def missing_peers() -> Dict[str, str]:
-    """Peer packages that could not be imported -> why."""
+    """Peer packages that could not be imported (or compute another CRC) -> why."""
     _load()
     return dict(_cache["missing"])
 
@@ -105,8 +144,15 @@ def peer_note() -> Optional[str]:
     missing = missing_peers()
     if not missing:
         return None
-    names = ", ".join(sorted(missing))
-    return f"not installed (columns omitted): {names}; pip install 'crcmerkle[peers]'"
+    absent = sorted(name for name in missing if " (" not in name)
+    broken = sorted(f"{name}: {why}" for name, why in missing.items() if " (" in name)
+    notes = []
+    if absent:
+        notes.append(f"not installed (columns omitted): {', '.join(absent)}; "
+                     "pip install 'crcmerkle[peers]'")
+    if broken:
+        notes.append(f"left out: {'; '.join(broken)}")
+    return "; ".join(notes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -403,8 +449,8 @@ def plot(results: Sequence[Result], path: str, title: str = "crcmerkle vs peers"
 
 
 __all__ = [
-    "DEFAULT_SIZES", "DEFAULT_WINDOW", "DEFAULT_WINDOWS_BYTES", "Impl", "OURS", "Result",
-    "bench_one_shot", "bench_windows", "check_same", "format_size", "format_table", "gbps",
-    "implementations", "llc_bytes", "make_buffer", "missing_peers", "parse_size", "peer_note",
-    "plot", "ratio_vs_best_peer", "time_calls", "windows_loop", "windows_native",
+    "CHECK_VALUES", "DEFAULT_SIZES", "DEFAULT_WINDOW", "DEFAULT_WINDOWS_BYTES", "Impl", "OURS",
+    "Result", "bench_one_shot", "bench_windows", "check_same", "format_size", "format_table",
+    "gbps", "has_ours", "implementations", "llc_bytes", "make_buffer", "missing_peers",
+    "parse_size", "peer_note", "plot", "ratio_vs_best_peer", "time_calls", "windows_loop", "windows_native",
 ]
