@@ -111,7 +111,18 @@ static const crcm_backend backends[] = {
 #error "the avx512 and avx2 backends need crc_pclmul.c"
 #endif
 
-static const crcm_backend *active; /* accessed only through __atomic builtins */
+/* The backend in use lives in one slot per process. Each Python extension that links the core
+ * (merkle._crc, and merkle._native for the numpy API) has its own copy of this file; _native
+ * adopts _crc's slot at import (crcm_dispatch_adopt) so set_backend() applies to both. The slot
+ * is only accessed through __atomic builtins. */
+static const crcm_backend *own_active;
+static const crcm_backend **active = &own_active;
+
+void *crcm_dispatch_slot(void) { return (void *)active; }
+
+void crcm_dispatch_adopt(void *slot) {
+    if (slot != NULL) active = (const crcm_backend **)slot;
+}
 
 static const crcm_backend *pick_best(void) {
     for (size_t i = 0; i < N_BACKENDS; i++)
@@ -120,11 +131,11 @@ static const crcm_backend *pick_best(void) {
 }
 
 static inline const crcm_backend *backend(void) {
-    const crcm_backend *b = __atomic_load_n(&active, __ATOMIC_ACQUIRE);
+    const crcm_backend *b = __atomic_load_n(active, __ATOMIC_ACQUIRE);
     if (__builtin_expect(b == NULL, 0)) {
         /* Racing first calls all compute the same answer, so a plain store is enough. */
         b = pick_best();
-        __atomic_store_n(&active, b, __ATOMIC_RELEASE);
+        __atomic_store_n(active, b, __ATOMIC_RELEASE);
     }
     return b;
 }
@@ -150,7 +161,7 @@ int crcm_set_backend(const char *name) {
     for (size_t i = 0; i < N_BACKENDS; i++) {
         if (strcmp(backends[i].name, name) != 0) continue;
         if (!backends[i].supported()) return -2;
-        __atomic_store_n(&active, &backends[i], __ATOMIC_RELEASE);
+        __atomic_store_n(active, &backends[i], __ATOMIC_RELEASE);
         return 0;
     }
     return -1;
