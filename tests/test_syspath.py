@@ -61,8 +61,8 @@ def test_empty_sys_path_entry_means_cwd(tmp_path, monkeypatch, isolated):
 
 @pytest.mark.parametrize("case", ["built", "not first", "not cwd", "no checkout"])
 def test_leaves_the_path_alone_otherwise(case, tmp_path, monkeypatch, isolated):
-    root = _checkout(tmp_path / "clone", built=case == "built" and ("_crc", "_native")) if case != "no checkout" \
-        else tmp_path
+    built = ("_crc", "_native") if case == "built" else False
+    root = _checkout(tmp_path / "clone", built=built) if case != "no checkout" else tmp_path
     if case == "not cwd":
         monkeypatch.chdir(tmp_path)
     else:
