@@ -59,11 +59,11 @@ static int always(void) { return 1; }
  * 4 KiB 1.50x, 16 KiB 1.69x, 256 KiB 1.93x; CRC-32 4 KiB 1.51x, 16 KiB 1.75x, 256 KiB 1.87x;
  * cold checksum_windows (256 MiB, 16 KiB windows) 1.40x; a 64-byte call 1.11x. The zmm kernels
  * win everywhere on that CPU (full-rate 512-bit VPCLMULQDQ), and tie only where no fold runs.
- * Zen 4 is reported to run a 512-bit VPCLMULQDQ at half the rate of a 256-bit one, so the two
- * may be close there; no Zen 4 machine has been available to measure both (force each with
- * CRCMERKLE_BACKEND, or run bench/crc_rounds.py, which times the ymm backend beside the zmm one
- * on any AVX-512 CPU), so zmm stays first on every AVX-512 CPU until a measurement says
- * otherwise. */
+ * On Zen 4 (EPYC VM, 2026-11-27, bench/uarch_probe.c --limits) a VPCLMULQDQ issues every 2
+ * cycles at xmm, ymm and zmm alike, so a zmm fold moves twice the bytes of a ymm one: CRC-64/NVME
+ * 256 KiB 57.6 vs 29.1 GB/s, CRC-32C 57.8 vs 46.2 (the ymm one-shot is fused with crc32
+ * streams; README "Performance"). zmm is
+ * first on every AVX-512 CPU measured. */
 static const crcm_backend backends[] = {
 #if defined(CRCM_HAVE_AVX512)
     {"avx512-vpclmulqdq", crcm_cpu_has_avx512_vpclmul, crcm_avx512_crc32c,
