@@ -59,11 +59,10 @@ static int always(void) { return 1; }
  * 4 KiB 1.50x, 16 KiB 1.69x, 256 KiB 1.93x; CRC-32 4 KiB 1.51x, 16 KiB 1.75x, 256 KiB 1.87x;
  * cold checksum_windows (256 MiB, 16 KiB windows) 1.40x; a 64-byte call 1.11x. The zmm kernels
  * win everywhere on that CPU (full-rate 512-bit VPCLMULQDQ), and tie only where no fold runs.
- * Zen 4 is reported to run a 512-bit VPCLMULQDQ at half the rate of a 256-bit one, so the two
- * may be close there; no Zen 4 machine has been available to measure both (force each with
- * CRCMERKLE_BACKEND, or run bench/crc_rounds.py, which times the ymm backend beside the zmm one
- * on any AVX-512 CPU), so zmm stays first on every AVX-512 CPU until a measurement says
- * otherwise. */
+ * On Zen 4 (EPYC VM, 2026-11-27, bench/uarch_probe.c --limits) a VPCLMULQDQ issues every 2
+ * cycles at xmm, ymm and zmm alike, so a zmm fold moves twice the bytes of a ymm one: CRC-64/NVME
+ * 256 KiB 57.6 vs 29.1 GB/s, CRC-32C 57.8 vs 46.2 (the ymm one-shot is fused with crc32
+ * streams; README "Performance"). zmm is first on every AVX-512 CPU measured. */
 static const crcm_backend backends[] = {
 #if defined(CRCM_HAVE_AVX512)
     {"avx512-vpclmulqdq", crcm_cpu_has_avx512_vpclmul, crcm_avx512_crc32c,
@@ -111,7 +110,18 @@ static const crcm_backend backends[] = {
 #error "the avx512 and avx2 backends need crc_pclmul.c"
 #endif
 
-static const crcm_backend *active; /* accessed only through __atomic builtins */
+/* The backend in use lives in one slot per process. Each Python extension that links the core
+ * (merkle._crc, and merkle._native for the numpy API) has its own copy of this file; _native
+ * adopts _crc's slot at import (crcm_dispatch_adopt) so set_backend() applies to both. The slot
+ * is only accessed through __atomic builtins. */
+static const crcm_backend *own_active;
+static const crcm_backend **active = &own_active;
+
+void *crcm_dispatch_slot(void) { return (void *)active; }
+
+void crcm_dispatch_adopt(void *slot) {
+    if (slot != NULL) active = (const crcm_backend **)slot;
+}
 
 static const crcm_backend *pick_best(void) {
     for (size_t i = 0; i < N_BACKENDS; i++)
@@ -120,11 +130,11 @@ static const crcm_backend *pick_best(void) {
 }
 
 static inline const crcm_backend *backend(void) {
-    const crcm_backend *b = __atomic_load_n(&active, __ATOMIC_ACQUIRE);
+    const crcm_backend *b = __atomic_load_n(active, __ATOMIC_ACQUIRE);
     if (__builtin_expect(b == NULL, 0)) {
         /* Racing first calls all compute the same answer, so a plain store is enough. */
         b = pick_best();
-        __atomic_store_n(&active, b, __ATOMIC_RELEASE);
+        __atomic_store_n(active, b, __ATOMIC_RELEASE);
     }
     return b;
 }
@@ -150,7 +160,7 @@ int crcm_set_backend(const char *name) {
     for (size_t i = 0; i < N_BACKENDS; i++) {
         if (strcmp(backends[i].name, name) != 0) continue;
         if (!backends[i].supported()) return -2;
-        __atomic_store_n(&active, &backends[i], __ATOMIC_RELEASE);
+        __atomic_store_n(active, &backends[i], __ATOMIC_RELEASE);
         return 0;
     }
     return -1;

@@ -90,6 +90,11 @@ size_t crcm_available_backends(const char **names, size_t max);
 size_t crcm_compiled_backends(const char **names, size_t max);
 int crcm_set_backend(const char *name);
 
+/* The process's backend slot, and adopting another copy's slot (see crc_dispatch.c): call
+ * crcm_dispatch_adopt once, before any other crcm_ call of this copy. */
+void *crcm_dispatch_slot(void);
+void crcm_dispatch_adopt(void *slot);
+
 /* Benchmark support: xor of every 64-bit word of the buffer (a plain read at memory speed). */
 uint64_t crcm_read_probe(const uint8_t *data, size_t len);
 

@@ -1,6 +1,8 @@
-"""crcmerkle, layer 1: fast CRC-32C / CRC-32 / CRC-64/NVME for Python (merkle._native over csrc/), and the
-public API of every layer re-exported here: merkle.trees (Ozone trees), merkle.replica (replicas
-on disk); merkle.cli is the command line. The core imports nothing of the layers above it.
+"""crcmerkle, layer 1: fast CRC-32C / CRC-32 / CRC-64/NVME for Python (merkle._crc, merkle._native
+over csrc/), and the public API of every layer re-exported here: merkle.trees (Ozone trees), merkle.replica
+(replicas on disk); merkle.cli is the command line. The core imports nothing of the layers above
+it. In an isolated sub-interpreter, where numpy cannot load, `import merkle` still gives the
+numpy-free core (merkle._crc: the scalar functions, the hash classes, the backend switches).
 
 The checksum core is native (csrc/) with run-time CPU dispatch; see `backend()`.
 Set CRCMERKLE_BACKEND to pin a kernel (an unknown or unsupported name fails the import).
@@ -10,12 +12,12 @@ from __future__ import annotations
 
 import os as _os
 from contextlib import contextmanager as _contextmanager
-from typing import Iterator as _Iterator
+from typing import Any as _Any, Iterator as _Iterator
 
 try:
-    from merkle import _native  # noqa: F401  (checked first for a clear message)
+    from merkle import _crc  # noqa: F401  (checked first for a clear message)
 except ModuleNotFoundError as _missing:  # pragma: no cover - exercised in a subprocess test
-    if _missing.name != "merkle._native":
+    if _missing.name != "merkle._crc":
         raise
     _here = _os.path.dirname(_os.path.abspath(__file__))
     raise ImportError(
@@ -23,7 +25,11 @@ except ModuleNotFoundError as _missing:  # pragma: no cover - exercised in a sub
         "checkout shadowing the installed package (run from another directory, or build it in "
         "place with `pip install -e .`)") from None
 
-from merkle._native import (
+# The scalar core imports no numpy, so `import merkle` works in an isolated sub-interpreter
+# (PEP 684), where numpy cannot be imported. Everything that needs numpy (the bulk functions of
+# merkle._native and the layers above) is imported at the end of this file; in a sub-interpreter
+# that refuses it, those names are left to __getattr__ below (see _import_numpy_layers).
+from merkle._crc import (
     GIL_RELEASE_THRESHOLD,
     CRC32,
     CRC32C,
@@ -31,9 +37,6 @@ from merkle._native import (
     BackendUnavailableError,
     available_backends,
     backend,
-    checksum_each,
-    checksum_windows,
-    combine_many,
     compiled_backends,
     crc32,
     crc32_combine,
@@ -43,12 +46,90 @@ from merkle._native import (
     crc64nvme_combine,
     set_backend,
     )
-from merkle.trees.diff import (ContainerIDMismatchError, DiffReport, ReplicaReport,
-                               compare_replicas, diff)
-from merkle.trees.merge import merge
-from merkle.trees.model import ContainerTree, TreeBuilder
-from merkle.trees.treefile import TreeFileError, read_tree, write_tree
-from merkle.trees import ozone  # `from merkle import ozone`: the Ozone value formulas
+
+#: the numpy-based public names -> (module, attribute; None for the module itself)
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "checksum_each": ("merkle._native", "checksum_each"),
+    "checksum_windows": ("merkle._native", "checksum_windows"),
+    "combine_many": ("merkle._native", "combine_many"),
+    "ContainerIDMismatchError": ("merkle.trees.diff", "ContainerIDMismatchError"),
+    "DiffReport": ("merkle.trees.diff", "DiffReport"),
+    "ReplicaReport": ("merkle.trees.diff", "ReplicaReport"),
+    "compare_replicas": ("merkle.trees.diff", "compare_replicas"),
+    "diff": ("merkle.trees.diff", "diff"),
+    "merge": ("merkle.trees.merge", "merge"),
+    "ContainerTree": ("merkle.trees.model", "ContainerTree"),
+    "TreeBuilder": ("merkle.trees.model", "TreeBuilder"),
+    "TreeFileError": ("merkle.trees.treefile", "TreeFileError"),
+    "read_tree": ("merkle.trees.treefile", "read_tree"),
+    "write_tree": ("merkle.trees.treefile", "write_tree"),
+    "ozone": ("merkle.trees.ozone", None),  # `from merkle import ozone`: the Ozone formulas
+    # container replicas on disk: writer, scanner, reconciler, generator (issue 4)
+    "BlockMetaError": ("merkle.replica.errors", "BlockMetaError"),
+    "ReplicaError": ("merkle.replica.errors", "ReplicaError"),
+    "ReplicaLockedError": ("merkle.replica.errors", "ReplicaLockedError"),
+    "ScanError": ("merkle.replica.scan", "ScanError"),
+    "ScanResult": ("merkle.replica.scan", "ScanResult"),
+    "scan_container": ("merkle.replica.scan", "scan_container"),
+    "ReconcileResult": ("merkle.replica.reconcile", "ReconcileResult"),
+    "reconcile": ("merkle.replica.reconcile", "reconcile"),
+    "reconcile_round": ("merkle.replica.reconcile", "reconcile_round"),
+    "ContainerWriter": ("merkle.replica.crcmerkle.writer", "ContainerWriter"),
+    "generate_cluster": ("merkle.replica.generate", "generate_cluster"),
+    # the subpackages, as attributes (`import merkle; merkle.trees.model`) as before
+    "_native": ("merkle._native", None),
+    "trees": ("merkle.trees", None),
+    "replica": ("merkle.replica", None),
+}
+
+
+def _lazy_getattr(name: str) -> _Any:
+    """PEP 562 __getattr__, installed only in a sub-interpreter that refused the numpy layers:
+    import a numpy-based name when it is used (numpy's ImportError if it still cannot load)."""
+    try:
+        module_name, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'merkle' has no attribute {name!r}") from None
+    import importlib
+
+    module = importlib.import_module(module_name)
+    value = module if attr is None else getattr(module, attr)
+    globals()[name] = value
+    return value
+
+
+def _in_subinterpreter() -> bool:
+    """True in an interpreter other than the main one (CPython 3.12+; False before)."""
+    import importlib
+
+    for name in ("_interpreters", "_xxsubinterpreters"):  # 3.13+, 3.12
+        try:
+            interpreters = importlib.import_module(name)
+        except ImportError:
+            continue
+        current, main = interpreters.get_current(), interpreters.get_main()
+        # 3.13 returns (id, whence) tuples, 3.12 bare ids
+        return (current[0] if isinstance(current, tuple) else current) != \
+            (main[0] if isinstance(main, tuple) else main)
+    return False
+
+
+def _import_numpy_layers() -> None:
+    """Bind the numpy-based names here, as a plain import always did. A module __getattr__ is
+    avoided on purpose: it stops CPython from specializing `merkle.crc32c` attribute loads
+    (+10-15 ns a call). Only an isolated sub-interpreter, where merkle._native (numpy) cannot
+    load, gets the __getattr__ that imports them on use."""
+    import importlib
+
+    try:
+        for name, (module_name, attr) in _LAZY.items():
+            module = importlib.import_module(module_name)
+            globals()[name] = module if attr is None else getattr(module, attr)
+    except ImportError:
+        if not _in_subinterpreter():
+            raise
+        globals()["__getattr__"] = _lazy_getattr
+
 
 __version__ = "0.1.0"
 
@@ -136,17 +217,7 @@ def _started_as_command() -> bool:
 
 
 _apply_backend_env()
-
-# ---- container replicas on disk: writer, scanner, reconciler, generator (issue 4) --------
-from merkle.replica.errors import (  # noqa: E402
-           BlockMetaError,
-           ReplicaError,
-           ReplicaLockedError,
-           )
-from merkle.replica.scan import ScanError, ScanResult, scan_container  # noqa: E402
-from merkle.replica.reconcile import ReconcileResult, reconcile, reconcile_round  # noqa: E402
-from merkle.replica.crcmerkle.writer import ContainerWriter  # noqa: E402
-from merkle.replica.generate import generate_cluster  # noqa: E402
+_import_numpy_layers()
 
 __all__ += [
     "BlockMetaError",

@@ -37,4 +37,6 @@ cdef extern from "crcmerkle.h" nogil:
     size_t crcm_available_backends(const char **names, size_t max)
     size_t crcm_compiled_backends(const char **names, size_t max)
     int crcm_set_backend(const char *name)
+    void *crcm_dispatch_slot()
+    void crcm_dispatch_adopt(void *slot)
     uint64_t crcm_read_probe(const uint8_t *data, size_t len)

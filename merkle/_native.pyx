@@ -12,6 +12,7 @@ from cpython.long cimport (PyLong_AsUnsignedLongLong, PyLong_AsUnsignedLongLongM
                            PyLong_FromUnsignedLongLong)
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.number cimport PyNumber_Index
+from cpython.pycapsule cimport PyCapsule_GetPointer
 from cpython.pythread cimport (NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock,
                                PyThread_free_lock, PyThread_release_lock, PyThread_type_lock)
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
@@ -22,16 +23,38 @@ import numpy as np
 
 cnp.import_array()
 
-# From this many bytes on the GIL is released around the kernel. Releasing and taking it back
-# costs ~0.1 us: on Zen 3 a 16 KiB crc32c call took 815 ns with the release and 719 ns without
-# (medians of 41 interleaved rounds), while the ymm kernels need ~0.45 us for 16 KiB. At 64 KiB
-# (~1.7 us of work) the release costs ~6%, and threads still checksum large buffers in parallel.
-GIL_RELEASE_THRESHOLD = 65536
-cdef Py_ssize_t _GIL_THRESHOLD = GIL_RELEASE_THRESHOLD
+# The scalar API (no numpy) lives in merkle._crc, which isolated sub-interpreters can import;
+# it is re-exported here for code that uses merkle._native.crc32c and the like.
+from merkle._crc import (
+    CRC32,
+    CRC32C,
+    CRC64NVME,
+    BackendUnavailableError,
+    LengthOverflowError,
+    available_backends,
+    backend,
+    compiled_backends,
+    crc32,
+    crc32_combine,
+    crc32c,
+    crc32c_combine,
+    crc64nvme,
+    crc64nvme_combine,
+    read_probe,
+    set_backend,
+)
+from merkle._crc import _dispatch_state
+
+# One backend per process: this module's copy of the C core uses _crc's slot, so set_backend()
+# (whichever module's) applies to both. Done before anything here calls the core.
+crcm_dispatch_adopt(PyCapsule_GetPointer(_dispatch_state, b"merkle._crc.dispatch_state"))
+
+include "_common.pxi"
 
 
-class BackendUnavailableError(RuntimeError):
-    """The named backend exists but this build or CPU cannot run it."""
+def _core_backend():
+    """The backend this module's copy of the C core runs (tests: it follows _crc's)."""
+    return crcm_backend_name().decode()
 
 
 cdef crcm_algorithm _algorithm(object name) except *:
@@ -55,140 +78,6 @@ cdef crcm_algorithm _algorithm(object name) except *:
 
 
 _ALGORITHM_NAMES = {CRCM_CRC32C: "crc32c", CRCM_CRC32: "crc32", CRCM_CRC64NVME: "crc64nvme"}
-
-
-cdef int _get_buffer(object data, Py_buffer *view, int flags=0) except -1:
-    """Borrow a C-contiguous byte view of data, with clear errors for what is not one."""
-    if isinstance(data, str):
-        raise TypeError("Strings must be encoded before hashing")
-    try:
-        PyObject_GetBuffer(data, view, PyBUF_C_CONTIGUOUS | flags)
-    except BufferError as exc:
-        raise ValueError(f"data must be a C-contiguous buffer ({exc})") from None
-    except TypeError:
-        raise TypeError(
-            f"a bytes-like object is required, not {type(data).__name__!r}") from None
-    return 0
-
-
-cdef inline object _as_int(object value, str name):
-    """value as a Python int: ints, and any integer type with __index__ (numpy integers,
-    including the uint32 values this module returns), as zlib does; float and str refused."""
-    if isinstance(value, int):
-        return value
-    try:
-        return PyNumber_Index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an integer, not {type(value).__name__}") from None
-
-
-cdef inline uint32_t _mask32(object value, str name="value") except? 0xFFFFFFFF:
-    # zlib semantics: any integer is taken modulo 2**32 (negative ones too).
-    return <uint32_t>PyLong_AsUnsignedLongMask(_as_int(value, name))
-
-
-cdef inline uint64_t _mask64(object value, str name="value") except? 0xFFFFFFFFFFFFFFFF:
-    # as _mask32: any integer is taken modulo 2**64
-    return <uint64_t>PyLong_AsUnsignedLongLongMask(_as_int(value, name))
-
-
-cdef uint32_t _crc_of(crcm_algorithm alg, uint32_t crc, object data) except? 0xFFFFFFFF:
-    cdef Py_buffer view
-    cdef const uint8_t *p
-    cdef size_t n
-    if PyBytes_CheckExact(data):  # fast path: no buffer export for bytes
-        p = <const uint8_t *>PyBytes_AS_STRING(data)
-        n = <size_t>PyBytes_GET_SIZE(data)
-        if n < <size_t>_GIL_THRESHOLD:
-            return crcm_crc(alg, crc, p, n)
-        with nogil:
-            crc = crcm_crc(alg, crc, p, n)
-        return crc
-    _get_buffer(data, &view)
-    try:
-        p = <const uint8_t *>view.buf
-        n = <size_t>view.len
-        if n < <size_t>_GIL_THRESHOLD:
-            crc = crcm_crc(alg, crc, p, n)
-        else:
-            with nogil:
-                crc = crcm_crc(alg, crc, p, n)
-    finally:
-        PyBuffer_Release(&view)
-    return crc
-
-
-def crc32c(data, value=0, /):
-    """CRC-32C (Castagnoli) of data, continuing from value; like zlib.crc32. Unsigned int."""
-    return PyLong_FromUnsignedLong(_crc_of(CRCM_CRC32C, _mask32(value), data))
-
-
-def crc32(data, value=0, /):
-    """CRC-32 (IEEE 802.3, zlib's) of data, continuing from value. Equals zlib.crc32."""
-    return PyLong_FromUnsignedLong(_crc_of(CRCM_CRC32, _mask32(value), data))
-
-
-cdef uint64_t _crc64_of(uint64_t crc, object data) except? 0xFFFFFFFFFFFFFFFF:
-    """_crc_of for CRC-64/NVME."""
-    cdef Py_buffer view
-    cdef const uint8_t *p
-    cdef size_t n
-    if PyBytes_CheckExact(data):
-        p = <const uint8_t *>PyBytes_AS_STRING(data)
-        n = <size_t>PyBytes_GET_SIZE(data)
-        if n < <size_t>_GIL_THRESHOLD:
-            return crcm_crc64nvme(crc, p, n)
-        with nogil:
-            crc = crcm_crc64nvme(crc, p, n)
-        return crc
-    _get_buffer(data, &view)
-    try:
-        p = <const uint8_t *>view.buf
-        n = <size_t>view.len
-        if n < <size_t>_GIL_THRESHOLD:
-            crc = crcm_crc64nvme(crc, p, n)
-        else:
-            with nogil:
-                crc = crcm_crc64nvme(crc, p, n)
-    finally:
-        PyBuffer_Release(&view)
-    return crc
-
-
-def crc64nvme(data, /, value=0):
-    """CRC-64/NVME of data, continuing from value (S3's x-amz-checksum-crc64nvme is the 8-byte
-    big-endian value, base64). value may be given by keyword; any integer is taken mod 2**64.
-    Unsigned int."""
-    return PyLong_FromUnsignedLongLong(_crc64_of(_mask64(value), data))
-
-
-cdef uint64_t _length(object len2) except? 0xFFFFFFFFFFFFFFFF:
-    len2 = _as_int(len2, "len2")
-    try:
-        return PyLong_AsUnsignedLongLong(len2)
-    except OverflowError:
-        raise ValueError(f"len2 must be in 0..2**64-1, not {len2}") from None
-
-
-def crc32c_combine(crc1, crc2, len2, /):
-    """CRC-32C of A||B from crc1 = crc32c(A), crc2 = crc32c(B) and len2 = len(B)."""
-    return PyLong_FromUnsignedLong(
-        crcm_combine(CRCM_CRC32C, _mask32(crc1, "crc1"), _mask32(crc2, "crc2"),
-                     _length(len2)))
-
-
-def crc32_combine(crc1, crc2, len2, /):
-    """CRC-32 of A||B from crc1 = crc32(A), crc2 = crc32(B) and len2 = len(B), like zlib."""
-    return PyLong_FromUnsignedLong(
-        crcm_combine(CRCM_CRC32, _mask32(crc1, "crc1"), _mask32(crc2, "crc2"),
-                     _length(len2)))
-
-
-def crc64nvme_combine(crc_a, crc_b, len_b, /):
-    """CRC-64/NVME of A||B from crc_a = crc64nvme(A), crc_b = crc64nvme(B), len_b = len(B).
-    crc_a and crc_b are taken mod 2**64; len_b must be in 0..2**64-1 (as the 32-bit combines)."""
-    return PyLong_FromUnsignedLongLong(
-        crcm_crc64nvme_combine(_mask64(crc_a, "crc_a"), _mask64(crc_b, "crc_b"), _length(len_b)))
 
 
 def _as_uint64_column(obj, str name):
@@ -511,262 +400,5 @@ def checksum_each(values, *, algorithm="crc32c", out=None):
         return _each_arrow(values, alg, out)
     return _each_buffers(values, alg, out)
 
-
-cdef class _CRCHash:
-    """hashlib-style running CRC; a per-object lock keeps it consistent across threads."""
-    cdef uint32_t _crc
-    cdef crcm_algorithm _alg
-    cdef PyThread_type_lock _lock
-
-    def __cinit__(self, *args, **kwargs):
-        self._lock = PyThread_allocate_lock()
-        if self._lock == NULL:
-            raise MemoryError("cannot allocate a lock")
-
-    def __dealloc__(self):
-        if self._lock != NULL:
-            PyThread_free_lock(self._lock)
-
-    def __init__(self, data=b"", *, value=0):
-        # value: a stored checksum to continue from (crc32c(b, value=crc32c(a)) == crc(a+b))
-        self._crc = _mask32(value)
-        if not (isinstance(data, bytes) and not data):
-            self.update(data)
-
-    cdef inline void _acquire(self):
-        # Try without dropping the GIL first; only block (GIL released) if another thread
-        # holds the lock, or the two threads would deadlock on the GIL.
-        if not PyThread_acquire_lock(self._lock, NOWAIT_LOCK):
-            with nogil:
-                PyThread_acquire_lock(self._lock, WAIT_LOCK)
-
-    cdef inline uint32_t _value(self):
-        self._acquire()
-        cdef uint32_t v = self._crc
-        PyThread_release_lock(self._lock)
-        return v
-
-    def update(self, data, /):
-        """Feed more bytes (any C-contiguous buffer)."""
-        cdef Py_buffer view
-        _get_buffer(data, &view)
-        cdef const uint8_t *p = <const uint8_t *>view.buf
-        cdef size_t n = <size_t>view.len
-        try:
-            if n < <size_t>_GIL_THRESHOLD:
-                self._acquire()
-                self._crc = crcm_crc(self._alg, self._crc, p, n)
-                PyThread_release_lock(self._lock)
-            else:
-                with nogil:
-                    PyThread_acquire_lock(self._lock, WAIT_LOCK)
-                    self._crc = crcm_crc(self._alg, self._crc, p, n)
-                    PyThread_release_lock(self._lock)
-        finally:
-            PyBuffer_Release(&view)
-
-    def consume(self, stream, chunk_size):
-        """Read `stream` (anything with .read(n)) to its end in chunks of at most chunk_size
-        bytes, adding each to the checksum; yields the chunks as they are read (the
-        google-crc32c convention: `for chunk in h.consume(f, 1 << 20): out.write(chunk)`;
-        `collections.deque(h.consume(f, n), maxlen=0)` just checksums)."""
-        size = _as_int(chunk_size, "chunk_size")
-        if size <= 0:
-            raise ValueError(f"chunk_size must be positive, not {size}")
-        while True:
-            chunk = stream.read(size)
-            if not chunk:
-                return
-            self.update(chunk)
-            yield chunk
-
-    def intdigest(self):
-        """The checksum as an unsigned int."""
-        return PyLong_FromUnsignedLong(self._value())
-
-    def digest(self):
-        """The checksum as 4 bytes, big-endian (as Ozone and HDFS store it)."""
-        cdef uint32_t v = self._value()
-        cdef char buf[4]
-        buf[0] = <char>(v >> 24)
-        buf[1] = <char>(v >> 16)
-        buf[2] = <char>(v >> 8)
-        buf[3] = <char>v
-        return PyBytes_FromStringAndSize(buf, 4)
-
-    def hexdigest(self):
-        """The checksum as 8 lowercase hex digits."""
-        return f"{self._value():08x}"
-
-    def copy(self):
-        """An independent hash object with the same state."""
-        cdef _CRCHash other = type(self).__new__(type(self))
-        other._crc = self._value()
-        return other
-
-    def reset(self):
-        """Back to the checksum of no data."""
-        self._acquire()
-        self._crc = 0
-        PyThread_release_lock(self._lock)
-
-    @property
-    def digest_size(self):
-        return 4
-
-    @property
-    def block_size(self):
-        return 1
-
-    def __repr__(self):
-        return f"<{type(self).__name__} {self.hexdigest()}>"
-
-
-cdef class CRC32C(_CRCHash):
-    """Running CRC-32C in hashlib's shape: CRC32C(b"abc").hexdigest(). Usable with
-    hashlib.file_digest(f, CRC32C)."""
-
-    def __cinit__(self, *args, **kwargs):
-        self._alg = CRCM_CRC32C
-
-    @property
-    def name(self):
-        return "crc32c"
-
-
-cdef class CRC32(_CRCHash):
-    """Running CRC-32 (zlib's) in hashlib's shape."""
-
-    def __cinit__(self, *args, **kwargs):
-        self._alg = CRCM_CRC32
-
-    @property
-    def name(self):
-        return "crc32"
-
-
-cdef class CRC64NVME(_CRCHash):
-    """Running CRC-64/NVME in hashlib's shape: CRC64NVME(b"abc").hexdigest(). digest() is the
-    8-byte big-endian value, whose base64 is S3's x-amz-checksum-crc64nvme. The base class's
-    lock guards this class's 64-bit state; every method reading or writing it is overridden."""
-    cdef uint64_t _crc64
-
-    def __cinit__(self, *args, **kwargs):
-        self._alg = CRCM_CRC64NVME
-
-    def __init__(self, data=b"", *, value=0):
-        self._crc64 = _mask64(value)
-        if not (isinstance(data, bytes) and not data):
-            self.update(data)
-
-    cdef inline uint64_t _value64(self):
-        self._acquire()
-        cdef uint64_t v = self._crc64
-        PyThread_release_lock(self._lock)
-        return v
-
-    def update(self, data, /):
-        """Feed more bytes (any C-contiguous buffer)."""
-        cdef Py_buffer view
-        _get_buffer(data, &view)
-        cdef const uint8_t *p = <const uint8_t *>view.buf
-        cdef size_t n = <size_t>view.len
-        try:
-            if n < <size_t>_GIL_THRESHOLD:
-                self._acquire()
-                self._crc64 = crcm_crc64nvme(self._crc64, p, n)
-                PyThread_release_lock(self._lock)
-            else:
-                with nogil:
-                    PyThread_acquire_lock(self._lock, WAIT_LOCK)
-                    self._crc64 = crcm_crc64nvme(self._crc64, p, n)
-                    PyThread_release_lock(self._lock)
-        finally:
-            PyBuffer_Release(&view)
-
-    def intdigest(self):
-        """The checksum as an unsigned int."""
-        return PyLong_FromUnsignedLongLong(self._value64())
-
-    def digest(self):
-        """The checksum as 8 bytes, big-endian (base64 of it is S3's checksum header)."""
-        cdef uint64_t v = self._value64()
-        cdef char buf[8]
-        cdef int i
-        for i in range(8):
-            buf[i] = <char>(v >> (56 - 8 * i))
-        return PyBytes_FromStringAndSize(buf, 8)
-
-    def hexdigest(self):
-        """The checksum as 16 lowercase hex digits."""
-        return f"{self._value64():016x}"
-
-    def copy(self):
-        """An independent hash object with the same state."""
-        cdef CRC64NVME other = type(self).__new__(type(self))
-        other._crc64 = self._value64()
-        return other
-
-    def reset(self):
-        """Back to the checksum of no data."""
-        self._acquire()
-        self._crc64 = 0
-        PyThread_release_lock(self._lock)
-
-    @property
-    def digest_size(self):
-        return 8
-
-    @property
-    def name(self):
-        return "crc64nvme"
-
-
-def read_probe(data):
-    """Read every byte of data (xor of its 64-bit words), GIL released: the memory-read speed
-    that checksums of cold data are compared with in benchmarks. Returns the xor."""
-    cdef Py_buffer view
-    cdef uint64_t acc
-    _get_buffer(data, &view)
-    try:
-        with nogil:
-            acc = crcm_read_probe(<const uint8_t *>view.buf, <size_t>view.len)
-    finally:
-        PyBuffer_Release(&view)
-    return acc
-
-
-def backend():
-    """Name of the kernel in use, e.g. 'avx512-vpclmulqdq' or 'portable'."""
-    return crcm_backend_name().decode()
-
-
-def available_backends():
-    """Backends this build and CPU can run, best first."""
-    cdef const char *names[16]
-    cdef size_t n = crcm_available_backends(names, 16)
-    return [names[i].decode() for i in range(min(n, 16))]
-
-
-def compiled_backends():
-    """Backends this build contains, best first (some may not run on this CPU)."""
-    cdef const char *names[16]
-    cdef size_t n = crcm_compiled_backends(names, 16)
-    return [names[i].decode() for i in range(min(n, 16))]
-
-
-def set_backend(name):
-    """Force a backend by name for the whole process; returns the previous one's name."""
-    if not isinstance(name, str):
-        raise TypeError(f"backend name must be a str, not {type(name).__name__}")
-    previous = backend()
-    cdef bytes encoded = name.encode()
-    cdef int rc = crcm_set_backend(encoded)
-    if rc == -1:
-        raise ValueError(f"unknown backend {name!r}; this build has: {', '.join(compiled_backends())}")
-    if rc == -2:
-        raise BackendUnavailableError(
-            f"backend {name!r} cannot run on this CPU; available: {', '.join(available_backends())}")
-    return previous
 
 include "_ozone.pxi"

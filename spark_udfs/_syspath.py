@@ -20,12 +20,14 @@ _OUR_PACKAGES = ("merkle", "spark_udfs")
 
 def is_unbuilt_checkout(directory: str) -> bool:
     """True when `directory` holds a crcmerkle source tree (`merkle/__init__.py`) whose native
-    extension has not been built in place (no `merkle/_native*.so` or `.pyd`)."""
+    extensions have not both been built in place (`merkle/_crc*` and `merkle/_native*`, `.so`
+    or `.pyd`): a checkout built before `_crc` existed cannot be imported either."""
     package = os.path.join(directory, "merkle")
     if not os.path.isfile(os.path.join(package, "__init__.py")):
         return False
-    return not (glob.glob(os.path.join(package, "_native*.so"))
-                or glob.glob(os.path.join(package, "_native*.pyd")))
+    return not all(glob.glob(os.path.join(package, f"{ext}*.so"))
+                   or glob.glob(os.path.join(package, f"{ext}*.pyd"))
+                   for ext in ("_crc", "_native"))
 
 
 def prefer_installed_packages() -> bool:

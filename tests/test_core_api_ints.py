@@ -109,13 +109,114 @@ def test_consume_stream(cls, fn, size) -> None:
     assert h2.intdigest() == fn(b"prefix" + data)
 
 
-def test_consume_is_lazy_and_checks_chunk_size() -> None:
+def test_consume_is_lazy_and_checks_chunksize() -> None:
     h = merkle.CRC32C()
     gen = h.consume(io.BytesIO(b"abcdef"), 2)
     assert h.intdigest() == 0  # nothing read before iteration
     assert next(gen) == b"ab" and h.intdigest() == merkle.crc32c(b"ab")
-    for bad in (0, -1):
-        with pytest.raises(ValueError):
-            next(merkle.CRC32C().consume(io.BytesIO(b"x"), bad))
     with pytest.raises(TypeError):
-        next(merkle.CRC32C().consume(io.BytesIO(b"x"), 2.0))
+        merkle.CRC32C().consume(io.BytesIO(b"x"), 2.0)  # checked when called
+    with pytest.raises(TypeError, match="chunksize"):
+        merkle.CRC32C().consume(io.BytesIO(b"x"))
+    with pytest.raises(TypeError, match="both"):
+        merkle.CRC32C().consume(io.BytesIO(b"x"), 2, chunk_size=2)
+
+
+@pytest.mark.parametrize("spelling", ["positional", "chunksize", "chunk_size"])
+def test_consume_spellings(spelling: str) -> None:
+    args, kwargs = {"positional": ((3,), {}), "chunksize": ((), {"chunksize": 3}),
+                    "chunk_size": ((), {"chunk_size": 3})}[spelling]
+    h = merkle.CRC32()
+    assert list(h.consume(io.BytesIO(b"abcdefg"), *args, **kwargs)) == [b"abc", b"def", b"g"]
+    assert h.intdigest() == zlib.crc32(b"abcdefg")
+
+
+class ShortReads(io.RawIOBase):
+    """A raw stream that returns at most 5 bytes per read, as a pipe or socket may, and
+    records the sizes asked for."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.asked = data, []
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size=-1):  # type: ignore[override]
+        self.asked.append(size)
+        take = 5 if size is None or size < 0 else min(5, size)
+        chunk, self.data = self.data[:take], self.data[take:]
+        return chunk
+
+
+@pytest.mark.parametrize("chunksize", [0, -1, -7, None, 1, 4, 4096, np.int64(3)])
+@pytest.mark.parametrize("size", [0, 1, 9, 10_000])
+def test_consume_matches_google_crc32c(chunksize, size: int) -> None:
+    """Side by side with google-crc32c's Checksum.consume on the same streams: the same chunks
+    (0 yields nothing; -1, any negative and None read the rest), the same reads asked of the
+    stream, the same digest."""
+    google_crc32c = pytest.importorskip("google_crc32c")
+    data = np.random.default_rng(size).bytes(size)
+    for make in (io.BytesIO, ShortReads):
+        ours_stream, theirs_stream = make(data), make(data)
+        ours, theirs = merkle.CRC32C(), google_crc32c.Checksum()
+        ours_chunks = list(ours.consume(ours_stream, chunksize))
+        theirs_chunks = list(theirs.consume(theirs_stream, chunksize))
+        assert ours_chunks == theirs_chunks
+        assert ours.digest() == theirs.digest()
+        if make is ShortReads:
+            assert ours_stream.asked == theirs_stream.asked
+        if chunksize == 0:
+            assert ours_chunks == [] and ours.intdigest() == 0
+        elif chunksize is None or chunksize < 0:
+            if make is io.BytesIO:
+                assert ours_chunks == ([data] if data else [])
+        else:
+            assert b"".join(ours_chunks) == data
+
+
+@pytest.mark.parametrize("fn,name", [(merkle.crc32c, "crc32c"), (merkle.crc32, "crc32"),
+                                     (merkle.crc64nvme, "crc64nvme")])
+def test_value_by_keyword(fn, name: str) -> None:
+    """value= by keyword on the functions too, as the crc32c package allows; positional still
+    works, and data= as crc32c 2.x accepts it."""
+    start = fn(b"hello ")
+    assert fn(b"world", value=start) == fn(b"world", start) == fn(b"hello world")
+    assert fn(data=b"world", value=start) == fn(b"hello world")
+    assert fn(b"abc", value=np.uint32(7)) == fn(b"abc", 7)
+    with pytest.raises(TypeError):
+        fn(b"abc", 1, value=1)  # value given twice
+    with pytest.raises(TypeError):
+        fn(b"abc", crc=1)
+    if name == "crc32":
+        assert fn(b"world", value=start) == zlib.crc32(b"world", start)
+
+
+def test_value_by_keyword_matches_crc32c_package() -> None:
+    crc32c = pytest.importorskip("crc32c")
+    google_crc32c = pytest.importorskip("google_crc32c")
+    for data in (b"", b"a", b"123456789", bytes(range(256)) * 100):
+        for value in (0, 1, 0xFFFFFFFF, crc32c.crc32c(b"prefix")):
+            expected = crc32c.crc32c(data, value=value)
+            assert merkle.crc32c(data, value=value) == expected
+            assert merkle.crc32c(data=data, value=value) == crc32c.crc32c(data=data, value=value)
+            assert google_crc32c.extend(value, data) == expected  # google: extend(crc, chunk)
+        assert merkle.crc32c(data) == google_crc32c.value(data)
+
+
+def test_crc64nvme_value_by_keyword_matches_awscrt() -> None:
+    checksums = pytest.importorskip("awscrt.checksums")
+    for data in (b"", b"a", b"123456789", bytes(range(256)) * 100):
+        for value in (0, 1, 2**64 - 1, checksums.crc64nvme(b"prefix")):
+            expected = checksums.crc64nvme(data, previous_crc64nvme=value)
+            assert merkle.crc64nvme(data, value=value) == merkle.crc64nvme(data, value) == expected
+    assert merkle.crc64nvme(b"abc", value=-1) == merkle.crc64nvme(b"abc", 2**64 - 1)  # mod 2**64
+
+
+@pytest.mark.parametrize("chunksize", [0, -1, 4])
+def test_crc64nvme_consume_spellings(chunksize: int) -> None:
+    data = bytes(range(10))
+    a, b = merkle.CRC64NVME(), merkle.CRC64NVME()
+    chunks = list(a.consume(io.BytesIO(data), chunksize))
+    assert chunks == list(b.consume(io.BytesIO(data), chunk_size=chunksize))
+    assert a.intdigest() == b.intdigest() == merkle.crc64nvme(b"".join(chunks))
+    assert chunks == {0: [], -1: [data], 4: [data[:4], data[4:8], data[8:]]}[chunksize]

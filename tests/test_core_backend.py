@@ -47,6 +47,33 @@ def test_using_backend_restores() -> None:
     assert merkle.backend() == before
 
 
+def test_one_backend_for_both_extensions() -> None:
+    """merkle._crc (scalar API) and merkle._native (numpy API) each link the C core; _native
+    uses _crc's backend slot, so a switch through either reaches the kernels of both."""
+    from merkle import _crc, _native
+
+    before = merkle.backend()
+    try:
+        for name in merkle.available_backends():
+            _crc.set_backend(name)
+            assert _native._core_backend() == name
+        _native.set_backend("portable")  # the re-exported switch is _crc's
+        assert _crc.backend() == _native._core_backend() == "portable"
+    finally:
+        merkle.set_backend(before)
+
+
+def test_environment_backend_reaches_the_numpy_layer() -> None:
+    """CRCMERKLE_BACKEND is applied through merkle._crc at `import merkle`: the numpy layer
+    (merkle._native) must run that backend too."""
+    name = merkle.available_backends()[-1]
+    code = "import merkle; merkle.checksum_windows(b'abc', 2); print(merkle._native._core_backend())"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=dict(os.environ, CRCMERKLE_BACKEND=name))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == name
+
+
 def _import_with(value: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, CRCMERKLE_BACKEND=value)
     return subprocess.run([sys.executable, "-c", "import merkle; print(merkle.backend())"],

@@ -57,10 +57,20 @@ def test_combine_identities(each_backend: str) -> None:
 
 
 def test_combine_argument_errors() -> None:
-    with pytest.raises(ValueError, match="len2"):
-        merkle.crc32c_combine(1, 2, -1)
-    with pytest.raises(ValueError, match="len2"):
-        merkle.crc32c_combine(1, 2, 2**64)
+    # OverflowError as zlib raises for a length that does not fit; still a ValueError too
+    for combine in (merkle.crc32c_combine, merkle.crc32_combine, merkle.crc64nvme_combine):
+        for bad in (-1, -2**70, 2**64, 2**100):
+            with pytest.raises(OverflowError, match="len2"):
+                combine(1, 2, bad)
+            with pytest.raises(ValueError, match="len2"):
+                combine(1, 2, bad)
+    for bad in (-1, 2**64):
+        with pytest.raises(OverflowError, match="len2"):
+            merkle.combine_many([1], [2], bad, algorithm="crc64nvme")
+    for bad in (-1, 2**64):
+        with pytest.raises(OverflowError, match="len2"):
+            merkle.combine_many([1], [2], bad)
+    assert merkle.crc32c_combine(1, 2, 2**64 - 1) == reference_combine("crc32c", 1, 2, 2**64 - 1)
     with pytest.raises(TypeError):
         merkle.crc32c_combine(1, 2, 3.0)
     with pytest.raises(TypeError):
@@ -99,3 +109,37 @@ def test_combine_many_errors() -> None:
         merkle.combine_many([1.5], [1.0], 4)
     with pytest.raises(ValueError, match="one-dimensional"):
         merkle.combine_many([[1]], [[1]], 4)
+
+
+def _zlib_peers():
+    """crc32_combine of the zlib-shaped peers present: CPython's zlib (3.14+) and isal."""
+    import zlib
+
+    peers = []
+    if hasattr(zlib, "crc32_combine"):
+        peers.append(("zlib", zlib.crc32_combine))
+    try:
+        from isal import isal_zlib
+    except ImportError:
+        pass
+    else:
+        peers.append(("isal", isal_zlib.crc32_combine))
+    return peers
+
+
+@pytest.mark.parametrize("bad", [2**64, 2**100, -2**70])
+def test_out_of_range_length_raises_what_zlib_raises(bad: int) -> None:
+    """Side by side with zlib's crc32_combine (CPython 3.14+) and isal's: lengths no 64-bit
+    integer holds raise OverflowError in each (zlib-ng's binding is left out: it raises
+    SystemError for these and loops forever on -1)."""
+    peers = _zlib_peers()
+    if not peers:
+        pytest.skip("no zlib-shaped crc32_combine installed (CPython < 3.14, no isal)")
+    for name, peer in peers:
+        with pytest.raises(OverflowError):
+            peer(1, 2, bad)
+        with pytest.raises(OverflowError):
+            merkle.crc32_combine(1, 2, bad)
+    for name, peer in peers:  # and in range, the same values
+        for n in (0, 1, 5, 2**31, 2**32 + 3, 2**63 - 1):
+            assert merkle.crc32_combine(0x12345678, 0x9ABCDEF0, n) == peer(0x12345678, 0x9ABCDEF0, n), (name, n)

@@ -1,0 +1,391 @@
+# cython: binding=False, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+# cython: subinterpreters_compatible=own_gil
+"""The scalar checksum API without numpy: crc32c/crc32/crc64nvme and their combines, the
+hashlib-style classes, and the backend switches.
+
+Built with CYTHON_USE_MODULE_STATE=1 (multi-phase init, per-module state, heap types) and
+declared safe for isolated sub-interpreters with their own GIL (PEP 684): numpy cannot be
+imported in one, so this module imports nothing of numpy, nor merkle._native (the numpy layer,
+which re-exports these names and shares the C core's backend slot through _dispatch_state).
+
+Private: the public API is re-exported by merkle/__init__.py.
+"""
+
+from cpython.buffer cimport PyBUF_C_CONTIGUOUS, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.long cimport (PyLong_AsUnsignedLongLong, PyLong_AsUnsignedLongLongMask,
+                           PyLong_AsUnsignedLongMask, PyLong_FromUnsignedLong,
+                           PyLong_FromUnsignedLongLong)
+from cpython.number cimport PyNumber_Index
+from cpython.pycapsule cimport PyCapsule_New
+from cpython.pythread cimport (NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock,
+                               PyThread_free_lock, PyThread_release_lock, PyThread_type_lock)
+from libc.stdint cimport uint8_t, uint32_t, uint64_t
+
+from merkle._native cimport *  # the C core's declarations only (no run-time import)
+
+
+class BackendUnavailableError(RuntimeError):
+    """The named backend exists but this build or CPU cannot run it."""
+
+
+class LengthOverflowError(OverflowError, ValueError):
+    """A combine length outside 0..2**64-1: an OverflowError as zlib raises, and a ValueError."""
+
+
+include "_common.pxi"
+
+# The C core's backend slot, for merkle._native to adopt (one backend per process).
+_dispatch_state = PyCapsule_New(crcm_dispatch_slot(), b"merkle._crc.dispatch_state", NULL)
+
+# consume(): tells "not given" from any value a caller may pass (None included).
+_NOT_GIVEN = object()
+
+
+cdef inline uint32_t _mask32(object value, const char *name=b"value") except? 0xFFFFFFFF:
+    # zlib semantics: any integer is taken modulo 2**32 (negative ones too). The name is a C
+    # string, made a str only off the fast path: each Python constant costs a module-state
+    # lookup per call here.
+    if isinstance(value, int):
+        return <uint32_t>PyLong_AsUnsignedLongMask(value)
+    return <uint32_t>PyLong_AsUnsignedLongMask(_as_int(value, name.decode()))
+
+
+cdef inline uint64_t _mask64(object value, const char *name=b"value") except? 0xFFFFFFFFFFFFFFFF:
+    # as _mask32: any integer is taken modulo 2**64
+    if isinstance(value, int):
+        return <uint64_t>PyLong_AsUnsignedLongLongMask(value)
+    return <uint64_t>PyLong_AsUnsignedLongLongMask(_as_int(value, name.decode()))
+
+
+cdef uint32_t _crc_of(crcm_algorithm alg, uint32_t crc, object data) except? 0xFFFFFFFF:
+    cdef Py_buffer view
+    cdef const uint8_t *p
+    cdef size_t n
+    if PyBytes_CheckExact(data):  # fast path: no buffer export for bytes
+        p = <const uint8_t *>PyBytes_AS_STRING(data)
+        n = <size_t>PyBytes_GET_SIZE(data)
+        if n < <size_t>_GIL_THRESHOLD:
+            return crcm_crc(alg, crc, p, n)
+        with nogil:
+            crc = crcm_crc(alg, crc, p, n)
+        return crc
+    _get_buffer(data, &view)
+    try:
+        p = <const uint8_t *>view.buf
+        n = <size_t>view.len
+        if n < <size_t>_GIL_THRESHOLD:
+            crc = crcm_crc(alg, crc, p, n)
+        else:
+            with nogil:
+                crc = crcm_crc(alg, crc, p, n)
+    finally:
+        PyBuffer_Release(&view)
+    return crc
+
+
+cdef extern from "_crcfast.h":
+    object crcm_py_function(int which, object module_name)
+
+# crc32c(data, value=0), crc32(data, value=0) and crc64nvme(data, value=0), value by position
+# or keyword (as the crc32c package allows): plain C functions, see _crcfast.h for why.
+crc32c = crcm_py_function(0, __name__)
+crc32 = crcm_py_function(1, __name__)
+crc64nvme = crcm_py_function(2, __name__)
+
+
+def crc32c_combine(crc1, crc2, len2, /):
+    """CRC-32C of A||B from crc1 = crc32c(A), crc2 = crc32c(B) and len2 = len(B).
+
+    len2 outside 0..2**64-1 raises LengthOverflowError (an OverflowError and a ValueError)."""
+    return PyLong_FromUnsignedLong(
+        crcm_combine(CRCM_CRC32C, _mask32(crc1, b"crc1"), _mask32(crc2, b"crc2"),
+                     _length(len2)))
+
+
+def crc32_combine(crc1, crc2, len2, /):
+    """CRC-32 of A||B from crc1 = crc32(A), crc2 = crc32(B) and len2 = len(B), like zlib.
+
+    len2 outside 0..2**64-1 raises LengthOverflowError (an OverflowError and a ValueError)."""
+    return PyLong_FromUnsignedLong(
+        crcm_combine(CRCM_CRC32, _mask32(crc1, b"crc1"), _mask32(crc2, b"crc2"),
+                     _length(len2)))
+
+
+def crc64nvme_combine(crc_a, crc_b, len_b, /):
+    """CRC-64/NVME of A||B from crc_a = crc64nvme(A), crc_b = crc64nvme(B), len_b = len(B).
+    crc_a and crc_b are taken mod 2**64; len_b outside 0..2**64-1 raises LengthOverflowError
+    (an OverflowError and a ValueError), as the 32-bit combines."""
+    return PyLong_FromUnsignedLongLong(
+        crcm_crc64nvme_combine(_mask64(crc_a, b"crc_a"), _mask64(crc_b, b"crc_b"), _length(len_b)))
+
+
+cdef class _CRCHash:
+    """hashlib-style running CRC; a per-object lock keeps it consistent across threads."""
+    cdef uint32_t _crc
+    cdef crcm_algorithm _alg
+    cdef PyThread_type_lock _lock
+
+    def __cinit__(self, *args, **kwargs):
+        self._lock = PyThread_allocate_lock()
+        if self._lock == NULL:
+            raise MemoryError("cannot allocate a lock")
+
+    def __dealloc__(self):
+        if self._lock != NULL:
+            PyThread_free_lock(self._lock)
+
+    def __init__(self, data=b"", *, value=0):
+        # value: a stored checksum to continue from (crc32c(b, value=crc32c(a)) == crc(a+b))
+        self._crc = _mask32(value)
+        if not (isinstance(data, bytes) and not data):
+            self.update(data)
+
+    cdef inline void _acquire(self):
+        # Try without dropping the GIL first; only block (GIL released) if another thread
+        # holds the lock, or the two threads would deadlock on the GIL.
+        if not PyThread_acquire_lock(self._lock, NOWAIT_LOCK):
+            with nogil:
+                PyThread_acquire_lock(self._lock, WAIT_LOCK)
+
+    cdef inline uint32_t _value(self):
+        self._acquire()
+        cdef uint32_t v = self._crc
+        PyThread_release_lock(self._lock)
+        return v
+
+    def update(self, data, /):
+        """Feed more bytes (any C-contiguous buffer)."""
+        cdef Py_buffer view
+        _get_buffer(data, &view)
+        cdef const uint8_t *p = <const uint8_t *>view.buf
+        cdef size_t n = <size_t>view.len
+        try:
+            if n < <size_t>_GIL_THRESHOLD:
+                self._acquire()
+                self._crc = crcm_crc(self._alg, self._crc, p, n)
+                PyThread_release_lock(self._lock)
+            else:
+                with nogil:
+                    PyThread_acquire_lock(self._lock, WAIT_LOCK)
+                    self._crc = crcm_crc(self._alg, self._crc, p, n)
+                    PyThread_release_lock(self._lock)
+        finally:
+            PyBuffer_Release(&view)
+
+    def consume(self, stream, chunksize=_NOT_GIVEN, *, chunk_size=_NOT_GIVEN):
+        """Read `stream` (anything with .read(n)) in chunks of stream.read(chunksize), adding
+        each to the checksum, until a read returns nothing; yields the chunks as they are read
+        (google-crc32c's Checksum.consume: `for chunk in h.consume(f, 1 << 20): out.write(chunk)`;
+        `collections.deque(h.consume(f, n), maxlen=0)` just checksums).
+
+        chunksize has google-crc32c's spelling and meanings: it goes to stream.read as given, so
+        0 yields nothing and -1 (any negative, or None) reads the rest of the stream in one
+        chunk. chunk_size (keyword) is accepted as the older spelling."""
+        if chunksize is _NOT_GIVEN:
+            if chunk_size is _NOT_GIVEN:
+                raise TypeError("consume() missing required argument 'chunksize'")
+            chunksize = chunk_size
+        elif chunk_size is not _NOT_GIVEN:
+            raise TypeError("consume() got both chunksize and chunk_size")
+        size = None if chunksize is None else _as_int(chunksize, "chunksize")
+        return self._consume(stream, size)
+
+    def _consume(self, stream, size):
+        # A generator of its own, so consume() checks its arguments when called.
+        while True:
+            chunk = stream.read(size)
+            if not chunk:
+                return
+            self.update(chunk)
+            yield chunk
+
+    def intdigest(self):
+        """The checksum as an unsigned int."""
+        return PyLong_FromUnsignedLong(self._value())
+
+    def digest(self):
+        """The checksum as 4 bytes, big-endian (as Ozone and HDFS store it)."""
+        cdef uint32_t v = self._value()
+        cdef char buf[4]
+        buf[0] = <char>(v >> 24)
+        buf[1] = <char>(v >> 16)
+        buf[2] = <char>(v >> 8)
+        buf[3] = <char>v
+        return PyBytes_FromStringAndSize(buf, 4)
+
+    def hexdigest(self):
+        """The checksum as 8 lowercase hex digits."""
+        return f"{self._value():08x}"
+
+    def copy(self):
+        """An independent hash object with the same state."""
+        cdef _CRCHash other = type(self).__new__(type(self))
+        other._crc = self._value()
+        return other
+
+    def reset(self):
+        """Back to the checksum of no data."""
+        self._acquire()
+        self._crc = 0
+        PyThread_release_lock(self._lock)
+
+    @property
+    def digest_size(self):
+        return 4
+
+    @property
+    def block_size(self):
+        return 1
+
+    def __repr__(self):
+        return f"<{type(self).__name__} {self.hexdigest()}>"
+
+
+cdef class CRC32C(_CRCHash):
+    """Running CRC-32C in hashlib's shape: CRC32C(b"abc").hexdigest(). Usable with
+    hashlib.file_digest(f, CRC32C)."""
+
+    def __cinit__(self, *args, **kwargs):
+        self._alg = CRCM_CRC32C
+
+    @property
+    def name(self):
+        return "crc32c"
+
+
+cdef class CRC32(_CRCHash):
+    """Running CRC-32 (zlib's) in hashlib's shape."""
+
+    def __cinit__(self, *args, **kwargs):
+        self._alg = CRCM_CRC32
+
+    @property
+    def name(self):
+        return "crc32"
+
+
+cdef class CRC64NVME(_CRCHash):
+    """Running CRC-64/NVME in hashlib's shape: CRC64NVME(b"abc").hexdigest(). digest() is the
+    8-byte big-endian value, whose base64 is S3's x-amz-checksum-crc64nvme. The base class's
+    lock guards this class's 64-bit state; every method reading or writing it is overridden."""
+    cdef uint64_t _crc64
+
+    def __cinit__(self, *args, **kwargs):
+        self._alg = CRCM_CRC64NVME
+
+    def __init__(self, data=b"", *, value=0):
+        self._crc64 = _mask64(value)
+        if not (isinstance(data, bytes) and not data):
+            self.update(data)
+
+    cdef inline uint64_t _value64(self):
+        self._acquire()
+        cdef uint64_t v = self._crc64
+        PyThread_release_lock(self._lock)
+        return v
+
+    def update(self, data, /):
+        """Feed more bytes (any C-contiguous buffer)."""
+        cdef Py_buffer view
+        _get_buffer(data, &view)
+        cdef const uint8_t *p = <const uint8_t *>view.buf
+        cdef size_t n = <size_t>view.len
+        try:
+            if n < <size_t>_GIL_THRESHOLD:
+                self._acquire()
+                self._crc64 = crcm_crc64nvme(self._crc64, p, n)
+                PyThread_release_lock(self._lock)
+            else:
+                with nogil:
+                    PyThread_acquire_lock(self._lock, WAIT_LOCK)
+                    self._crc64 = crcm_crc64nvme(self._crc64, p, n)
+                    PyThread_release_lock(self._lock)
+        finally:
+            PyBuffer_Release(&view)
+
+    def intdigest(self):
+        """The checksum as an unsigned int."""
+        return PyLong_FromUnsignedLongLong(self._value64())
+
+    def digest(self):
+        """The checksum as 8 bytes, big-endian (base64 of it is S3's checksum header)."""
+        cdef uint64_t v = self._value64()
+        cdef char buf[8]
+        cdef int i
+        for i in range(8):
+            buf[i] = <char>(v >> (56 - 8 * i))
+        return PyBytes_FromStringAndSize(buf, 8)
+
+    def hexdigest(self):
+        """The checksum as 16 lowercase hex digits."""
+        return f"{self._value64():016x}"
+
+    def copy(self):
+        """An independent hash object with the same state."""
+        cdef CRC64NVME other = type(self).__new__(type(self))
+        other._crc64 = self._value64()
+        return other
+
+    def reset(self):
+        """Back to the checksum of no data."""
+        self._acquire()
+        self._crc64 = 0
+        PyThread_release_lock(self._lock)
+
+    @property
+    def digest_size(self):
+        return 8
+
+    @property
+    def name(self):
+        return "crc64nvme"
+
+
+def read_probe(data):
+    """Read every byte of data (xor of its 64-bit words), GIL released: the memory-read speed
+    that checksums of cold data are compared with in benchmarks. Returns the xor."""
+    cdef Py_buffer view
+    cdef uint64_t acc
+    _get_buffer(data, &view)
+    try:
+        with nogil:
+            acc = crcm_read_probe(<const uint8_t *>view.buf, <size_t>view.len)
+    finally:
+        PyBuffer_Release(&view)
+    return acc
+
+
+def backend():
+    """Name of the kernel in use, e.g. 'avx512-vpclmulqdq' or 'portable'."""
+    return crcm_backend_name().decode()
+
+
+def available_backends():
+    """Backends this build and CPU can run, best first."""
+    cdef const char *names[16]
+    cdef size_t n = crcm_available_backends(names, 16)
+    return [names[i].decode() for i in range(min(n, 16))]
+
+
+def compiled_backends():
+    """Backends this build contains, best first (some may not run on this CPU)."""
+    cdef const char *names[16]
+    cdef size_t n = crcm_compiled_backends(names, 16)
+    return [names[i].decode() for i in range(min(n, 16))]
+
+
+def set_backend(name):
+    """Force a backend by name for the whole process (every interpreter in it); returns the
+    previous one's name."""
+    if not isinstance(name, str):
+        raise TypeError(f"backend name must be a str, not {type(name).__name__}")
+    previous = backend()
+    cdef bytes encoded = name.encode()
+    cdef int rc = crcm_set_backend(encoded)
+    if rc == -1:
+        raise ValueError(f"unknown backend {name!r}; this build has: {', '.join(compiled_backends())}")
+    if rc == -2:
+        raise BackendUnavailableError(
+            f"backend {name!r} cannot run on this CPU; available: {', '.join(available_backends())}")
+    return previous
