@@ -176,6 +176,13 @@ def _scan_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep-cache", action="store_true",
                    help="with --datanodes: leave what the scan read in the page cache "
                         "(default: dropped, the datanode's cache is left as it was)")
+    p.add_argument("--also", action="append", type=str.lower,
+                   choices=("crc64nvme", "crc32c", "crc32"), metavar="ALG",
+                   help="also compute this CRC (crc64nvme, crc32c or crc32; repeatable) of "
+                        "every window of each chunk and of each block read in full, from the "
+                        "bytes the scan reads anyway: the chunks and blocks tables' column of "
+                        "that name (binary, big-endian; a block's is S3's full-object "
+                        "checksum of an object made of that block)")
     p.add_argument("--executor-wait", type=float, default=DEFAULT_EXECUTOR_WAIT,
                    metavar="SECONDS",
                    help="with --datanodes: how long to wait for every host's executor "
@@ -599,6 +606,9 @@ def _scan_and_write(args: argparse.Namespace) -> Tuple[Any, Any]:
         raise CLIError("nothing to scan: give PATHs, or --datanodes FILE for a whole cluster")
     if inventory is None and (args.no_idle_io or args.keep_cache):
         raise CLIError("--no-idle-io and --keep-cache go with --datanodes")
+    if args.also and (args.trees_only or args.metadata_only):
+        raise CLIError("--also computes its CRCs from the data read: not with --trees-only "
+                       "or --metadata-only")
     if inventory is None:
         _check_paths(args.paths)
     spark = _session(args, locality=inventory is not None)
@@ -609,7 +619,8 @@ def _scan_and_write(args: argparse.Namespace) -> Tuple[Any, Any]:
             else:
                 tables = scan_replicas(spark, args.paths, trees_only=args.trees_only,
                                        metadata_only=args.metadata_only,
-                                       bytes_per_second=args.bytes_per_second or None)
+                                       bytes_per_second=args.bytes_per_second or None,
+                                       also=tuple(args.also or ()))
         except ValueError as exc:
             raise CLIError(str(exc), EXIT_ERROR) from None
         tables.write(args.output)
@@ -625,7 +636,8 @@ def _scan_hosts(args: argparse.Namespace, spark: Any, inventory: Any) -> Any:
     return scan_datanodes(spark, inventory, trees_only=args.trees_only,
                           metadata_only=args.metadata_only, bytes_per_second=rate or None,
                           idle_io=not args.no_idle_io, drop_cache=not args.keep_cache,
-                          executor_wait=max(0.0, args.executor_wait))
+                          executor_wait=max(0.0, args.executor_wait),
+                          also=tuple(args.also or ()))
 
 
 def _check_read(read: Dict[str, Any], min_fraction: float) -> None:

@@ -62,6 +62,7 @@ FILE_PREFIX = "emit-"
 ROW_GROUP_BYTES = 32 << 20
 
 _ARROW_TYPES = {"string": pa.string(), "long": pa.int64(), "boolean": pa.bool_(),
+                "binary": pa.binary(),
                 "double": pa.float64(), "array<bigint>": pa.list_(pa.int64()),
                 "array<boolean>": pa.list_(pa.bool_())}
 

@@ -40,15 +40,17 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import pyarrow as pa
 
+from merkle.replica.also import check_algorithms
 from merkle.replica.errors import ReplicaError
 from merkle.replica.inventory import Host, Inventory
 from merkle.replica.levels import severity_of
 from merkle.replica.uri import redact
 from spark_udfs.scan import (_OUT_SCHEMA, DUPLICATE_DATANODE, DUPLICATE_REPLICA, ERROR_SCHEMA,
                              NO_EXECUTOR, SCANNED, VOLUME_FAILED, VOLUME_SCHEMA, WRONG_DATANODE,
-                             WRONG_HOST, ScanTables, _counting, _names, _result_rows, _rows)
+                             WRONG_HOST, ScanTables, _counting, _names, _result_rows, _rows,
+                             _select_blocks)
 from spark_udfs.locality import DEFAULT_EXECUTOR_WAIT, STRICT_LOCALITY_CONF
-from spark_udfs.tables import CHUNK_COLUMNS
+from spark_udfs.tables import CHUNK_TABLE_COLUMNS
 
 __all__ = ["DEFAULT_EXECUTOR_WAIT", "JOB_GROUP", "LOCALITY_CONF", "executor_of",
            "scan_datanodes"]
@@ -139,6 +141,8 @@ def _scan_volume(item: Dict[str, Any], options: Dict[str, Any]) -> Iterator[pa.T
     kwargs: Dict[str, Any] = {"drop_cache": options["drop_cache"]}
     if rate and not (options["trees_only"] or options["metadata_only"]):
         kwargs["limiter"] = RateLimiter(rate)  # per volume, as Ozone's scanner
+    if options.get("also") and not (options["trees_only"] or options["metadata_only"]):
+        kwargs["also"] = tuple(options["also"])  # the --also CRCs, from the data read
     read = 0
     try:
         for rep, r, exc in layout.scan(refs, trees_only=options["trees_only"],
@@ -251,15 +255,20 @@ def _cluster_checks(volumes: List[Any]) -> Tuple[Dict[Tuple[str, str], Tuple[str
 def scan_datanodes(spark: Any, inventory: Inventory, *, trees_only: bool = False,
                    metadata_only: bool = False, bytes_per_second: Optional[float] = None,
                    idle_io: bool = True, drop_cache: bool = True,
-                   executor_wait: float = DEFAULT_EXECUTOR_WAIT) -> ScanTables:
+                   executor_wait: float = DEFAULT_EXECUTOR_WAIT,
+                   also: Sequence[str] = ()) -> ScanTables:
     """Scan every volume of `inventory` on its own host (see the module docstring); the
     stage runs here (the driver's checks need its volume rows). `bytes_per_second`: per
-    volume (None: unlimited)."""
+    volume (None: unlimited). `also`: as spark_udfs.scan.scan_replicas's."""
     from pyspark.sql import functions as F
 
     from spark_udfs.locality import wait_for_executors
     from spark_udfs.progress import bytes_accumulator
 
+    also = check_algorithms(also)
+    if also and (trees_only or metadata_only):
+        raise ValueError("--also computes its CRCs from the data read: not with "
+                         "--trees-only or --metadata-only")
     sc = spark.sparkContext
     local = sc.master.startswith("local")
     if local:
@@ -269,7 +278,7 @@ def scan_datanodes(spark: Any, inventory: Inventory, *, trees_only: bool = False
     per_host, missing = _items(inventory, registered, local)
     options = {"trees_only": trees_only, "metadata_only": metadata_only,
                "bytes_per_second": bytes_per_second, "idle_io": idle_io,
-               "drop_cache": drop_cache}
+               "drop_cache": drop_cache, "also": list(also)}
     acc = bytes_accumulator(sc)
     fn = _counting(_task_fn(options), acc)
     lost: Set[str] = set()
@@ -303,15 +312,11 @@ def scan_datanodes(spark: Any, inventory: Inventory, *, trees_only: bool = False
         key = F.concat_ws("\0", F.col("datanode"), F.col("replica"))
         keep = keep & ~key.isin(sorted("\0".join(k) for k in dup_keys))
         summary = summary.filter(~key.isin(sorted("\0".join(k) for k in dup_keys)))
-    chunks = out.filter((kind == "CHUNK") & keep).select(*CHUNK_COLUMNS)
+    chunks = out.filter((kind == "CHUNK") & keep).select(*CHUNK_TABLE_COLUMNS)
     errors = out.filter((kind == "ERROR") & keep).select(*_names(ERROR_SCHEMA))
     if dup_rows:
         errors = errors.unionByName(spark.createDataFrame(dup_rows, ERROR_SCHEMA))
-    blocks = out.filter((kind == "BLOCK") & keep).select(
-        "datanode", "replica", "container", "block",
-        F.col("data_checksum").alias("block_value"), "deleted", "chunks",
-        F.col("length").alias("bytes"), "checksum_matches", "chunk_offsets", "chunk_lengths",
-        "chunk_leaves", "chunk_matches")
+    blocks = _select_blocks(out.filter((kind == "BLOCK") & keep))
     return ScanTables(chunks=chunks, blocks=blocks, containers=summary, errors=errors,
                       stage=out, bytes_scanned=acc, volumes=volume_df)
 

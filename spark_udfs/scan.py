@@ -41,7 +41,9 @@ from merkle.replica.scan import ScanError
 from merkle.replica.uri import display, redact
 from merkle.trees.model import ContainerTree
 from spark_udfs import fs
-from spark_udfs.tables import CHUNK_COLUMNS, CHUNK_SCHEMA, block_rows, tree_to_rows
+from spark_udfs.tables import (ALSO_COLUMNS, ALSO_SCHEMA, CHUNK_COLUMNS, CHUNK_TABLE_COLUMNS,
+                               CHUNK_TABLE_SCHEMA, also_block_columns, also_chunk_columns,
+                               block_rows, tree_to_rows)
 
 __all__ = ["BLOCK_SCHEMA", "DUPLICATE_DATANODE", "DUPLICATE_REPLICA", "ERROR_SCHEMA",
            "NOT_SCANNED", "NO_EXECUTOR", "REPLICAS_PER_TASK", "REPLICA_SCHEMA", "ROWS_PER_FILE",
@@ -60,11 +62,17 @@ REPLICA_SCHEMA = ("datanode string, replica string, container long, data_checksu
                   "ok boolean, errors long, blocks long, chunks long, bytes_read long, "
                   "tombstones long, unhealthy_chunks long, verified boolean, warnings long, "
                   "host string")
+#: the --also columns (spark_udfs.tables.ALSO_SCHEMA): the whole block's value, big-endian
 BLOCK_SCHEMA = ("datanode string, replica string, container long, block long, "
                 "block_value long, deleted boolean, chunks long, bytes long, "
                 "checksum_matches boolean, chunk_offsets array<bigint>, "
                 "chunk_lengths array<bigint>, chunk_leaves array<bigint>, "
-                "chunk_matches array<boolean>")
+                "chunk_matches array<boolean>, " + ALSO_SCHEMA)
+#: the blocks table's columns as selected from the stage's BLOCK rows
+_BLOCK_SELECT = ("datanode", "replica", "container", "block", ("data_checksum", "block_value"),
+                 "deleted", "chunks", ("length", "bytes"), "checksum_matches",
+                 "chunk_offsets", "chunk_lengths", "chunk_leaves", "chunk_matches",
+                 *ALSO_COLUMNS)
 
 #: one row per volume the job meant to scan: who owns it (`datanode`: its recorded identity,
 #: `host`: where it was meant to be read, null for one directory tree), where it is mounted,
@@ -125,9 +133,10 @@ _OUT_ARROW = pa.schema([
     ("chunk_offsets", pa.list_(pa.int64())), ("chunk_lengths", pa.list_(pa.int64())),
     ("chunk_leaves", pa.list_(pa.int64())), ("chunk_matches", pa.list_(pa.bool_())),
     ("host", pa.string()), ("volume", pa.string()), ("cluster_id", pa.string()),
-    ("status", pa.string()), ("seconds", pa.float64()), ("ran_on", pa.string())])
+    ("status", pa.string()), ("seconds", pa.float64()), ("ran_on", pa.string()),
+    *((a, pa.binary()) for a in ALSO_COLUMNS)])
 _SPARK_TYPES = {pa.string(): "string", pa.int64(): "long", pa.bool_(): "boolean",
-                pa.float64(): "double",
+                pa.float64(): "double", pa.binary(): "binary",
                 pa.list_(pa.int64()): "array<bigint>", pa.list_(pa.bool_()): "array<boolean>"}
 _OUT_SCHEMA = ", ".join(f"{f.name} {_SPARK_TYPES[f.type]}" for f in _OUT_ARROW)
 
@@ -147,11 +156,24 @@ def _rows(kind: str, n: int, columns: Dict[str, Any]) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=_OUT_ARROW)
 
 
-def _block_rows(datanode: str, replica: str, tree: ContainerTree) -> pa.Table:
-    """The blocks-table rows of a tree (spark_udfs.tables.block_rows) as output rows."""
+def _block_rows(datanode: str, replica: str, tree: ContainerTree,
+                also: Optional[Dict[str, Any]] = None) -> pa.Table:
+    """The blocks-table rows of a tree (spark_udfs.tables.block_rows) as output rows, with
+    the --also values of the blocks read in full (merkle.replica.also)."""
     t = block_rows(datanode, tree, replica)
     rename = {"block_value": "data_checksum", "bytes": "length"}
-    return _rows("BLOCK", t.num_rows, {rename.get(c, c): t.column(c) for c in t.column_names})
+    cols = {rename.get(c, c): t.column(c) for c in t.column_names}
+    if also:
+        cols.update(also_block_columns(also, tree.block_id))
+    return _rows("BLOCK", t.num_rows, cols)
+
+
+def _select_blocks(out: Any) -> Any:
+    """The blocks table from the stage's BLOCK rows (BLOCK_SCHEMA's columns)."""
+    from pyspark.sql import functions as F
+
+    return out.select(*(F.col(c[0]).alias(c[1]) if isinstance(c, tuple) else c
+                        for c in _BLOCK_SELECT))
 
 
 def _error_rows(datanode: str, replica: str, container: int,
@@ -167,17 +189,21 @@ def _error_rows(datanode: str, replica: str, container: int,
 
 def _replica_rows(datanode: str, replica: str, container: int, tree: Optional[ContainerTree],
                   errors: List[ScanError], blocks: int, chunks: int,
-                  bytes_read: int, verified: bool, host: Optional[str] = None
-                  ) -> List[pa.Table]:
+                  bytes_read: int, verified: bool, host: Optional[str] = None,
+                  also: Optional[Dict[str, Any]] = None) -> List[pa.Table]:
     """All output rows of one replica: its chunks and blocks (if it has a tree), its errors,
     and its summary. `verified`: something of the replica was actually read (see
-    _verified); a container none of whose replicas was is not reported as matching."""
+    _verified); a container none of whose replicas was is not reported as matching.
+    `also`: the scan's --also values (ScanResult.also), in the chunk and block rows."""
     out = []
     if tree is not None:
         chunk_rows = tree_to_rows(datanode, tree, replica)
-        out.append(_rows("CHUNK", chunk_rows.num_rows,
-                         {c: chunk_rows.column(c) for c in CHUNK_COLUMNS}))
-        out.append(_block_rows(datanode, replica, tree))
+        cols = {c: chunk_rows.column(c) for c in CHUNK_COLUMNS}
+        if also:
+            cols.update(also_chunk_columns(also, chunk_rows.column("block"),
+                                           chunk_rows.column("offset")))
+        out.append(_rows("CHUNK", chunk_rows.num_rows, cols))
+        out.append(_block_rows(datanode, replica, tree, also))
     if errors:
         out.append(_error_rows(datanode, replica, container, errors, host))
     out.append(_rows("REPLICA", 1, {
@@ -210,7 +236,7 @@ def _work(batches: Iterator[pa.RecordBatch]) -> Iterator[ReplicaRef]:
 
 
 def _scan_fn(layouts: Dict[str, Layout], trees_only: bool, metadata_only: bool = False,
-             bytes_per_second: Optional[float] = None) -> Any:
+             bytes_per_second: Optional[float] = None, also: Sequence[str] = ()) -> Any:
     """The stage (see the module docstring). `layouts`: the job's layouts by name, resolved
     on the driver and shipped with the function (a layout registered by a program or a test
     need not be registered on the executors: its module is imported there)."""
@@ -218,12 +244,16 @@ def _scan_fn(layouts: Dict[str, Layout], trees_only: bool, metadata_only: bool =
         """Scan every replica of this task through its layout; the items arrive in volume
         order, so that a layout shares work across a volume's replicas (Ozone: one RocksDB
         open per volume and task). trees_only: the stored `.tree` of each replica alone;
-        metadata_only: the census (Layout.scan); bytes_per_second: per volume and task."""
+        metadata_only: the census (Layout.scan); bytes_per_second: per volume and task;
+        also: the --also CRCs (merkle.replica.also), from the data read."""
         from merkle.replica.results import RateLimiter
 
         for (name, _), refs in groupby(_work(batches), key=lambda r: (r.layout, r.fs_root)):
-            limit = ({"limiter": RateLimiter(bytes_per_second)}
-                     if bytes_per_second and not (trees_only or metadata_only) else {})
+            limit: Dict[str, Any] = ({"limiter": RateLimiter(bytes_per_second)}
+                                     if bytes_per_second and not (trees_only or metadata_only)
+                                     else {})
+            if also and not (trees_only or metadata_only):
+                limit["also"] = tuple(also)
             for rep, r, exc in layouts[name].scan(refs, trees_only=trees_only,
                                                   metadata_only=metadata_only, **limit):
                 yield from pa.concat_tables(_result_rows(
@@ -251,7 +281,8 @@ def _result_rows(rep: ReplicaRef, r: Any, exc: Optional[Exception],
     tree = None if trees_only and r.errors else r.tree
     return _replica_rows(rep.datanode, rep.path, rep.container, tree, r.errors, r.blocks,
                          r.chunks, r.bytes_read,
-                         tree is not None if trees_only else _verified(r), host)
+                         tree is not None if trees_only else _verified(r), host,
+                         getattr(r, "also", None))
 
 
 def _counting(fn: Any, acc: Any) -> Any:
@@ -354,7 +385,7 @@ class ScanTables:
 
 
 #: each table `write` creates and its schema (what a reader gives Spark: never inferred)
-TABLE_SCHEMAS = {"chunks": CHUNK_SCHEMA, "blocks": BLOCK_SCHEMA, "containers": REPLICA_SCHEMA,
+TABLE_SCHEMAS = {"chunks": CHUNK_TABLE_SCHEMA, "blocks": BLOCK_SCHEMA, "containers": REPLICA_SCHEMA,
                  "errors": ERROR_SCHEMA, "volumes": VOLUME_SCHEMA}
 
 #: rows per output file, for files of roughly 64-128 MiB (Parquet, snappy): a chunk row is
@@ -391,11 +422,20 @@ def _one_per_datanode(replicas: List[ReplicaRef]) -> Tuple[List[ReplicaRef], Lis
 
 def scan_replicas(spark: Any, roots: Sequence[str], trees_only: bool = False,
                   partitions: Optional[int] = None, metadata_only: bool = False,
-                  bytes_per_second: Optional[float] = None) -> ScanTables:
+                  bytes_per_second: Optional[float] = None,
+                  also: Sequence[str] = ()) -> ScanTables:
     """Plan the scan of every replica under `roots` (see the module docstring). Lazy apart
     from discovery; FileNotFoundError / ValueError for a bad root. `partitions`: tasks
     (default: one per core, more when that would give a task more than REPLICAS_PER_TASK
-    replicas, never more than one per replica)."""
+    replicas, never more than one per replica). `also`: more CRCs computed from the data
+    read (merkle.replica.also: crc64nvme, crc32c, crc32), in the chunks and blocks tables'
+    column of that name (ValueError for another name, or with trees_only/metadata_only)."""
+    from merkle.replica.also import check_algorithms
+
+    also = check_algorithms(also)
+    if also and (trees_only or metadata_only):
+        raise ValueError("--also computes its CRCs from the data read: not with "
+                         "--trees-only or --metadata-only")
     from pyspark.sql import functions as F
 
     replicas: List[ReplicaRef] = []
@@ -421,21 +461,17 @@ def scan_replicas(spark: Any, roots: Sequence[str], trees_only: bool = False,
             for r in replicas]
     # parallelize slices the list as it is: no shuffle stage before the scan
     work = spark.createDataFrame(spark.sparkContext.parallelize(rows, max(1, n)), _WORK_SCHEMA)
-    fn = _scan_fn(layouts, trees_only, metadata_only, bytes_per_second)
+    fn = _scan_fn(layouts, trees_only, metadata_only, bytes_per_second, also)
     from spark_udfs.progress import bytes_accumulator
 
     acc = bytes_accumulator(spark.sparkContext)
     out = work.mapInArrow(_counting(fn, acc), _OUT_SCHEMA).cache()
     kind = F.col("kind")
-    chunks = out.filter(kind == "CHUNK").select(*CHUNK_COLUMNS)
+    chunks = out.filter(kind == "CHUNK").select(*CHUNK_TABLE_COLUMNS)
     errors = out.filter(kind == "ERROR").select(*_names(ERROR_SCHEMA))
     if duplicates:  # found by the driver's listing: a few rows at most, never scanned
         errors = errors.unionByName(spark.createDataFrame(duplicates, ERROR_SCHEMA))
-    blocks = out.filter(kind == "BLOCK").select(
-        "datanode", "replica", "container", "block",
-        F.col("data_checksum").alias("block_value"), "deleted", "chunks",
-        F.col("length").alias("bytes"), "checksum_matches", "chunk_offsets", "chunk_lengths",
-        "chunk_leaves", "chunk_matches")
+    blocks = _select_blocks(out.filter(kind == "BLOCK"))
     summary = out.filter(kind == "REPLICA").select(*_names(REPLICA_SCHEMA))
     volumes = spark.createDataFrame(volume_rows, VOLUME_SCHEMA)
     return ScanTables(chunks=chunks, blocks=blocks, containers=summary, errors=errors,

@@ -13,6 +13,16 @@ Rows with a null offset describe a whole block (a chunkless block has no other r
   deleted=true  -> a tombstone; `leaf` holds the tombstone's block value (kept by Ozone)
   deleted=false -> a live block with no chunks (leaf null)
 A row with a null block only says "this replica exists" (a replica with no blocks at all).
+
+The chunks table as a scan writes it (CHUNK_TABLE_SCHEMA) adds one column per algorithm of
+`--also` (ALSO_SCHEMA: crc64nvme, crc32c, crc32, each `binary`): on a chunk row, that CRC of
+each window of the chunk (its own bytes_per_checksum) as read, packed big-endian (8 bytes
+per window for crc64nvme, 4 for the others), as Ozone stores window checksums; null when
+the algorithm was not asked for or the chunk was not read (type NONE, an I/O error). The
+blocks table has the same columns: the whole block's value (8 or 4 bytes, big-endian: its
+base64 is S3's `x-amz-checksum-<alg>` of an object made of that block), null unless the
+block was read in full (merkle.replica.also). Tables written before these columns read them
+as null (the readers pass the schema).
 The container value is not a column: it follows from the rows (tree_from_rows), and the
 diff job never needs it, comparing commutative digests instead.
 """
@@ -24,11 +34,14 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 import numpy as np
 import pyarrow as pa
 
+from merkle.replica.also import ALSO_ALGORITHMS, WIDTHS, AlsoChecksums
 from merkle.trees.model import ContainerTree
 
-__all__ = ["ARROW_BLOCK_SCHEMA", "ARROW_CHUNK_SCHEMA", "CHUNK_COLUMNS", "CHUNK_SCHEMA",
-           "RowColumns", "block_rows", "column_values", "from_arrow", "to_arrow",
-           "tree_from_rows", "tree_to_rows", "trees_from_table"]
+__all__ = ["ALSO_COLUMNS", "ALSO_SCHEMA", "ARROW_BLOCK_SCHEMA", "ARROW_CHUNK_SCHEMA",
+           "CHUNK_COLUMNS", "CHUNK_SCHEMA", "CHUNK_TABLE_COLUMNS", "CHUNK_TABLE_SCHEMA",
+           "RowColumns", "also_block_columns", "also_chunk_columns", "block_rows",
+           "column_values", "from_arrow", "to_arrow", "tree_from_rows", "tree_to_rows",
+           "trees_from_table"]
 
 CHUNK_SCHEMA = ("datanode string, container long, block long, offset long, length long, "
                 "leaf long, checksum_matches boolean, deleted boolean, replica string")
@@ -38,6 +51,93 @@ ARROW_CHUNK_SCHEMA = pa.schema([
     ("datanode", pa.string()), ("container", pa.int64()), ("block", pa.int64()),
     ("offset", pa.int64()), ("length", pa.int64()), ("leaf", pa.int64()),
     ("checksum_matches", pa.bool_()), ("deleted", pa.bool_()), ("replica", pa.string())])
+
+#: the --also columns (see the module docstring), on the chunks and the blocks table
+ALSO_COLUMNS: List[str] = list(ALSO_ALGORITHMS)
+ALSO_SCHEMA = ", ".join(f"{a} binary" for a in ALSO_COLUMNS)
+#: the chunks table a scan writes: the chunk rows and the --also columns
+CHUNK_TABLE_SCHEMA = f"{CHUNK_SCHEMA}, {ALSO_SCHEMA}"
+CHUNK_TABLE_COLUMNS = CHUNK_COLUMNS + ALSO_COLUMNS
+
+
+def _match(keys_b: np.ndarray, keys_o: np.ndarray, b: np.ndarray, o: np.ndarray
+           ) -> np.ndarray:
+    """For each (b[i], o[i]) the index of the equal (keys_b[k], keys_o[k]), or -1 (the keys
+    unique; vectorised: one sort of both sets together)."""
+    nk = keys_b.shape[0]
+    allb = np.concatenate((keys_b, b))
+    allo = np.concatenate((keys_o, o))
+    tag = np.concatenate((np.zeros(nk, np.int8), np.ones(b.shape[0], np.int8)))
+    order = np.lexsort((tag, allo, allb))  # by block, offset, keys before queries
+    out = np.full(b.shape[0], -1, dtype=np.int64)
+    if order.shape[0] < 2:
+        return out
+    prev, cur = order[:-1], order[1:]
+    hit = ((tag[prev] == 0) & (tag[cur] == 1) & (allb[prev] == allb[cur])
+           & (allo[prev] == allo[cur]))
+    out[cur[hit] - nk] = prev[hit]
+    return out
+
+
+def _binary(data: np.ndarray, lengths: np.ndarray, valid: np.ndarray) -> pa.Array:
+    """A binary array of len(lengths) values cut from `data` (bytes, in order)."""
+    offsets = np.concatenate((np.zeros(1, np.int64), np.cumsum(lengths)))
+    if offsets[-1] >= 1 << 31:
+        raise ValueError("--also values of one replica above 2 GiB")
+    validity = pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
+    return pa.Array.from_buffers(pa.binary(), lengths.shape[0],
+                                 [validity, pa.py_buffer(offsets.astype(np.int32).tobytes()),
+                                  pa.py_buffer(data.tobytes())])
+
+
+def also_chunk_columns(also: Dict[str, AlsoChecksums], block: Any, offset: Any
+                       ) -> Dict[str, pa.Array]:
+    """The --also columns of chunk rows (Arrow `block` and `offset` columns, nulls where a
+    row is no chunk): each asked algorithm's windows of the chunk, null where the scan has
+    none; the algorithms not asked are all null."""
+    b = np.asarray(block.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    o = np.asarray(offset.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    is_chunk = ~np.asarray(offset.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    n = b.shape[0]
+    out: Dict[str, pa.Array] = {}
+    for a in ALSO_COLUMNS:
+        v = also.get(a)
+        if v is None:
+            out[a] = pa.nulls(n, type=pa.binary())
+            continue
+        idx = np.where(is_chunk, _match(v.chunk_block, v.chunk_offset, b, o), -1)
+        valid = idx >= 0
+        start = np.where(valid, v.window_start[np.maximum(idx, 0)], 0)
+        count = np.where(valid, v.window_start[np.maximum(idx, 0) + 1] - start, 0)
+        # the windows of the matched chunks, in row order (one gather, no loop per chunk)
+        total = int(count.sum())
+        first = np.repeat(start - (np.cumsum(count) - count), count)
+        picked = v.windows[np.arange(total, dtype=np.int64) + first]
+        be = picked.astype(">u8" if WIDTHS[a] == 8 else ">u4")
+        out[a] = _binary(be.view(np.uint8), count * WIDTHS[a], valid)
+    return out
+
+
+def also_block_columns(also: Dict[str, AlsoChecksums], block: np.ndarray
+                       ) -> Dict[str, pa.Array]:
+    """The --also columns of block rows (block IDs): each block's whole-block value where
+    the scan has one, else null."""
+    n = block.shape[0]
+    out: Dict[str, pa.Array] = {}
+    for a in ALSO_COLUMNS:
+        v = also.get(a)
+        if v is None:
+            out[a] = pa.nulls(n, type=pa.binary())
+            continue
+        idx = _match(v.block_id, np.zeros_like(v.block_id), np.asarray(block, np.int64),
+                     np.zeros(n, np.int64))
+        valid = idx >= 0
+        values = v.block_value[np.maximum(idx, 0)] if v.block_value.shape[0] else \
+            np.zeros(n, np.uint64)
+        be = values.astype(">u8" if WIDTHS[a] == 8 else ">u4")
+        out[a] = _binary(be.view(np.uint8).reshape(n, WIDTHS[a])[valid].ravel(),
+                         np.where(valid, WIDTHS[a], 0), valid)
+    return out
 
 
 def tree_to_rows(datanode: str, tree: ContainerTree, replica: Optional[str] = None) -> pa.Table:

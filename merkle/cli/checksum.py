@@ -1,8 +1,10 @@
-"""`crcmerkle checksum`: CRC-32C/CRC-32 of files, whole or per fixed window, streamed."""
+"""`crcmerkle checksum`: CRC-32C/CRC-32/CRC-64/NVME of files, whole or per fixed window,
+streamed."""
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import stat
@@ -21,8 +23,9 @@ DEFAULT_BUFFER = 8 * MiB
 PROGRESS_MIN_BYTES = 256 * MiB
 
 DESCRIPTION = """\
-Print the CRC of each FILE (default algorithm CRC-32C, Castagnoli). FILE '-' (or no FILE)
-reads standard input. Files are streamed, never loaded whole."""
+Print the CRC of each FILE (default algorithm CRC-32C, Castagnoli; also CRC-32 and
+CRC-64/NVME, the checksum S3 computes for every new object). FILE '-' (or no FILE) reads
+standard input. Files are streamed, never loaded whole."""
 
 EPILOG = """\
 output (text):
@@ -31,14 +34,21 @@ output (text):
   <crc> is the checksum as 8 lowercase hex digits, i.e. format(value, '08x') of the
   unsigned 32-bit value that merkle.crc32c() (or merkle.crc32() / zlib.crc32()) returns;
   <size> is the byte count in decimal; <name> is the path as given ('-' for stdin).
+  With -a crc64nvme the line is
+      <crc>  <base64>  <size>  <name>
+  <crc> as 16 hex digits (format(value, '016x') of merkle.crc64nvme()), <base64> the
+  value as S3's x-amz-checksum-crc64nvme header carries it (base64 of the 8 big-endian
+  bytes).
 
   with --bytes-per-checksum N, one line per file: the name, two spaces, then the checksum
-  of each N-byte window (the last one may be short) as 8 hex digits separated by single
-  spaces, as merkle.checksum_windows() computes them. An empty file has no windows.
+  of each N-byte window (the last one may be short) as 8 hex digits (16 for crc64nvme)
+  separated by single spaces, as merkle.checksum_windows() computes them. An empty file
+  has no windows.
 
 output (json):
   one JSON array with an object per file read:
-      {"name", "algorithm", "size", "checksum" (hex), "value" (int)}
+      {"name", "algorithm", "size", "checksum" (hex), "value" (int), "base64" (S3's form:
+       base64 of the big-endian bytes, for every algorithm)}
   or, with --bytes-per-checksum:
       {"name", "algorithm", "size", "bytes_per_checksum", "checksums" (list of hex)}
 
@@ -50,14 +60,27 @@ exit status is 2.
 
 
 
+#: bytes of each algorithm's value (its hex is twice as many digits)
+_WIDTH = {"crc32c": 4, "crc32": 4, "crc64nvme": 8}
+
+
+def s3_base64(value: int, algorithm: str) -> str:
+    """`value` as S3's x-amz-checksum-<algorithm> carries it: base64 of its big-endian
+    bytes."""
+    return base64.b64encode(int(value).to_bytes(_WIDTH[algorithm], "big")).decode("ascii")
+
+
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "checksum", help="CRC-32C/CRC-32 of files (whole, or per fixed-size window)",
+        "checksum", help="CRC-32C/CRC-32/CRC-64/NVME of files (whole, or per fixed-size "
+                         "window)",
         description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("files", nargs="*", metavar="FILE", help="files to read ('-' = stdin)")
-    p.add_argument("-a", "--algorithm", choices=("crc32c", "crc32"), default="crc32c",
-                   help="crc32c (Castagnoli, default) or crc32 (IEEE, as zlib.crc32)")
+    p.add_argument("-a", "--algorithm", choices=tuple(_WIDTH), default="crc32c",
+                   help="crc32c (Castagnoli, default), crc32 (IEEE, as zlib.crc32) or "
+                        "crc64nvme (CRC-64/NVME, as S3's x-amz-checksum-crc64nvme; its base64 "
+                        "form is printed too)")
     p.add_argument("-b", "--bytes-per-checksum", type=positive_size, metavar="N",
                    help="print one checksum per N-byte window instead of one per file "
                         "(suffixes KiB/MiB accepted)")
@@ -105,12 +128,13 @@ def _progress(f: BinaryIO, name: str, enabled: bool):
 def checksum_stream(f: BinaryIO, algorithm: str = "crc32c", bytes_per_checksum: Optional[int] = None,
                     buffer_size: int = DEFAULT_BUFFER, bar: Any = None):
     """Stream f through one reused buffer. Returns (crc, size) without bytes_per_checksum,
-    else (numpy uint32 array of window checksums, size)."""
-    crc_fn = merkle.crc32c if algorithm == "crc32c" else merkle.crc32
+    else (numpy array of window checksums, size: uint32, or uint64 for crc64nvme)."""
+    crc_fn = getattr(merkle, algorithm)  # merkle.crc32c, merkle.crc32, merkle.crc64nvme
     if bytes_per_checksum and bytes_per_checksum > buffer_size:
         # Windows larger than the buffer: chain the CRC across reads (memory is the buffer,
         # never the window size a user typed: `-b 2GiB` on a 10-byte file allocates 1 MiB).
-        return _large_windows(f, crc_fn, bytes_per_checksum, buffer_size, bar)
+        return _large_windows(f, crc_fn, bytes_per_checksum, buffer_size, bar,
+                              _dtype(algorithm))
     if bytes_per_checksum:
         buffer_size = buffer_size // bytes_per_checksum * bytes_per_checksum
     buf = bytearray(buffer_size)
@@ -136,12 +160,18 @@ def checksum_stream(f: BinaryIO, algorithm: str = "crc32c", bytes_per_checksum: 
     if bytes_per_checksum:
         import numpy as np
 
-        return (np.concatenate(parts) if parts else np.empty(0, dtype=np.uint32)), size
+        return (np.concatenate(parts) if parts else np.empty(0, dtype=_dtype(algorithm))), size
     return crc, size
 
 
+def _dtype(algorithm: str) -> Any:
+    import numpy as np
+
+    return np.uint64 if _WIDTH[algorithm] == 8 else np.uint32
+
+
 def _large_windows(f: BinaryIO, crc_fn: Any, bytes_per_checksum: int, buffer_size: int,
-                   bar: Any):
+                   bar: Any, dtype: Any = None):
     """checksum_stream's window checksums when a window is larger than the buffer."""
     import numpy as np
 
@@ -166,7 +196,7 @@ def _large_windows(f: BinaryIO, crc_fn: Any, bytes_per_checksum: int, buffer_siz
             break
     if fill:
         values.append(crc)
-    return np.array(values, dtype=np.uint32), size
+    return np.array(values, dtype=dtype or np.uint32), size
 
 
 def _checksum_file(name: str, args: argparse.Namespace):
@@ -205,8 +235,9 @@ def run(args: argparse.Namespace) -> int:
             print_error(f"{name}: {_describe(exc)}")
             status = EXIT_ERROR
             continue
+        digits = 2 * _WIDTH[args.algorithm]
         if args.bytes_per_checksum:
-            hexes = [f"{v:08x}" for v in value.tolist()]
+            hexes = [f"{v:0{digits}x}" for v in value.tolist()]
             if args.format == "json":
                 records.append({"name": name, "algorithm": args.algorithm, "size": size,
                                 "bytes_per_checksum": args.bytes_per_checksum,
@@ -216,7 +247,11 @@ def run(args: argparse.Namespace) -> int:
         else:
             if args.format == "json":
                 records.append({"name": name, "algorithm": args.algorithm, "size": size,
-                                "checksum": f"{value:08x}", "value": value})
+                                "checksum": f"{value:0{digits}x}", "value": value,
+                                "base64": s3_base64(value, args.algorithm)})
+            elif args.algorithm == "crc64nvme":  # S3's form beside it: what a HEAD shows
+                out.write(f"{value:016x}  {s3_base64(value, args.algorithm)}  {size}  "
+                          f"{one_line(name)}\n")
             else:
                 out.write(f"{value:08x}  {size}  {one_line(name)}\n")
         out.flush()

@@ -49,6 +49,7 @@ def run_emit(args: argparse.Namespace, idle: bool) -> int:
                         metadata_only=args.metadata_only, bytes_per_second=args.rate,
                         drop_cache=not args.keep_cache, strict=args.strict,
                         on_volume=on_volume, workers=args.workers,
+                        **({"also": tuple(args.also)} if args.also else {}),
                         **({"buffer_size": args.buffer_size} if args.buffer_size else {}))
     except (OSError, ValueError) as exc:
         raise CLIError(f"--emit {where}: {exc}", EXIT_ERROR) from None

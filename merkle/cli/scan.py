@@ -14,6 +14,7 @@ from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, MAX_BUFFER_BYTES, PROG, CLIEr
                         exit_status_help, int_in_range, positive_size, print_error, redact_json,
                         size_up_to)
 from merkle.trees.ozone import format_checksum
+from merkle.replica.also import ALSO_ALGORITHMS, WIDTHS, s3_base64
 from merkle.replica.errors import ReplicaError
 
 DESCRIPTION = """\
@@ -120,6 +121,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "and the exit status is 1")
     p.add_argument("--no-progress", action="store_true",
                    help="never show a progress bar (one is shown when stderr is a terminal)")
+    p.add_argument("--also", action="append", type=str.lower, choices=ALSO_ALGORITHMS,
+                   metavar="ALG",
+                   help="also compute this CRC (crc64nvme, crc32c or crc32; repeatable) of "
+                        "every window of each chunk (the chunk's own bytes per checksum) and "
+                        "of each block read in full, from the bytes the scan reads anyway "
+                        "(nothing is read twice): what S3 keeps for an object "
+                        "(x-amz-checksum-crc64nvme of a one-block object is the block's "
+                        "value), compared later without reading the data again; in --json "
+                        "under each replica's \"also\", in the text output one line per "
+                        "block, with --emit in the chunks and blocks tables' column of that "
+                        "name")
     p.add_argument("--buffer-size", type=size_up_to(MAX_BUFFER_BYTES), default=None, help=argparse.SUPPRESS)
     from merkle.cli.emit import add_options
 
@@ -200,6 +212,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.host is not None and not args.emit:
         raise CLIError("--host is only for --emit", EXIT_ERROR)
+    if args.also and (args.trees_only or args.metadata_only):
+        raise CLIError("--also computes its CRCs from the data read: not with --trees-only "
+                       "or --metadata-only", EXIT_ERROR)
     idle, previous = _idle_io(args)
     try:
         if args.emit:
@@ -235,6 +250,11 @@ def _run(args: argparse.Namespace, idle: bool) -> int:
         print(f"{_status(r, args.strict)}  {value}  {one_line(r.path)}", flush=True)
         for e in r.errors:
             print(f"    {'warning: ' if e.is_warning else ''}{one_line(str(e))}")
+        for alg, values in r.also.items():  # --also: each block read in full
+            digits = 2 * WIDTHS[alg]
+            for b, v in zip(values.block_id.tolist(), values.block_value.tolist()):
+                print(f"    {alg} block {b}: 0x{v:0{digits}x} {s3_base64(alg, v)}")
+        r.also = {}  # printed: a whole disk's window values are not held to the end
 
     def on_error(loc: Any, exc: Exception) -> None:
         if bar is not None and per_replica:
@@ -268,7 +288,8 @@ def _run(args: argparse.Namespace, idle: bool) -> int:
                            on_result=on_result,
                            on_error=on_error, progress=progress,
                            ozone_scanned=seen, drop_cache=not args.keep_cache,
-                           buffer_size=args.buffer_size or DEFAULT_BUFFER_SIZE)
+                           buffer_size=args.buffer_size or DEFAULT_BUFFER_SIZE,
+                           **({"also": tuple(args.also)} if args.also else {}))
             except FileNotFoundError as exc:
                 path_error(path, OSError(f"{path}: {exc.strerror or exc}"))
             except (ReplicaError, OSError) as exc:
@@ -291,7 +312,7 @@ def _run(args: argparse.Namespace, idle: bool) -> int:
                "with_warnings_only": warned,
                "warnings": sum(len(r.warnings) for r in results), "strict": args.strict,
                "bytes_per_second": args.rate, "idle_io": idle,
-               "drop_cache": not args.keep_cache}
+               "drop_cache": not args.keep_cache, "also": list(args.also or ())}
     if args.json:
         json.dump(redact_json({"replicas": [r.to_dict(args.strict) for r in results],
                                "failed": failed, "summary": summary}), sys.stdout, indent=1)

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from merkle.replica.also import AlsoChecksums
 from merkle.replica.blocks import ContainerMeta
 from merkle.replica.levels import WARNING, counts_as_failure, severity_of
 from merkle.replica.safeopen import NOT_A_REGULAR_FILE
@@ -106,6 +107,8 @@ class ScanResult:
     chunks: int = 0
     seconds: float = 0.0
     tree_written: bool = False
+    #: `also` (crcmerkle scan --also): each asked algorithm's values of what was read
+    also: Dict[str, AlsoChecksums] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -141,6 +144,7 @@ class ScanResult:
             "blocks": self.blocks, "chunks": self.chunks, "bytes_read": self.bytes_read,
             "seconds": round(self.seconds, 6), "tree_written": self.tree_written,
             "unhealthy_chunks": int((~self.tree.chunk_matches).sum()),
+            **({"also": {a: v.to_dict() for a, v in self.also.items()}} if self.also else {}),
         }
 
 

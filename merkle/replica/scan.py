@@ -57,6 +57,8 @@ is released while reading and checksumming) and an optional per-volume byte rate
 reads, as Ozone's scanner does (5 MiB/s per volume by default there; unlimited here unless
 given: merkle.replica.politeio.DEFAULT_BYTES_PER_SECOND is the default for scans of live
 datanodes, with its cost). `drop_cache` drops what was read from the page cache (politeio).
+`also` (`crcmerkle scan --also`) computes more CRCs (CRC-64/NVME, S3's) per window and per
+block from the same reads (merkle.replica.also; ScanResult.also).
 """
 
 from __future__ import annotations

@@ -19,11 +19,13 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from merkle import _native
+from merkle.replica.also import (AlsoChecksums, combine, check_algorithms, concat,
+                                 crc_function, dtype_of)
 from merkle.replica.blocks import (CHECKSUM_SIZES, CRC32, CRC32C, NONE, SHA256, BlockMeta,
                                    ChunkMeta, ContainerMeta)
 from merkle.replica.census import census_tree
@@ -56,7 +58,7 @@ DEFAULT_BUFFER_SIZE = 1024 * 1024
 
 #: the verifier's options scan_files takes (a read-only scan through ReplicaFiles): what a
 #: layout's scan() passes on of the options a job gives it
-READ_OPTIONS = ("workers", "limiter", "progress", "buffer_size", "drop_cache")
+READ_OPTIONS = ("workers", "limiter", "progress", "buffer_size", "drop_cache", "also")
 
 #: the page size the cache is dropped by (see _Reader._read)
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -70,6 +72,8 @@ class _ChunkObs:
     length: int  # bytes observed
     leaf: int
     matches: bool
+    #: --also: each algorithm's window values of the bytes read (merkle.replica.also)
+    also: Optional[Dict[str, np.ndarray]] = None
 
 
 @dataclass
@@ -79,6 +83,8 @@ class _BlockObs:
     chunks: List[_ChunkObs] = field(default_factory=list)
     errors: List[ScanError] = field(default_factory=list)
     bytes_read: int = 0
+    #: --also: each algorithm's whole-block value, when the block was read in full
+    also: Dict[str, int] = field(default_factory=dict)
 
 
 class _Reader:
@@ -98,11 +104,18 @@ class _Reader:
     the kernel drops only the cache folios wholly inside the range, and a large folio (ext4,
     XFS: up to 2 MiB) across the end of one read would otherwise stay cached; the folios
     already dropped cost nothing to ask again.
+
+    With `also` (merkle.replica.also: `crcmerkle scan --also`), each read's windows are also
+    checksummed with those algorithms from the same buffer (the chunk's own CRC and the
+    first of them in one native call), and each block read in full gets its whole-block
+    value combined from them: nothing is read twice. Chunks of type NONE are not read (as
+    without it) and have no such values.
     """
 
     def __init__(self, buffer_size: int, limiter: Optional[RateLimiter],
                  progress: Optional[ProgressFn], use_mmap: bool = False, *,
-                 drop_cache: bool = False) -> None:
+                 drop_cache: bool = False, also: Sequence[str] = ()) -> None:
+        self.also = tuple(also)
         self.buffer = bytearray(max(buffer_size, 1))
         self.view = memoryview(self.buffer)
         self.limiter = limiter
@@ -127,18 +140,21 @@ class _Reader:
         return got
 
     def _large_windows(self, f: BlockFile, c: ChunkMeta
-                       ) -> Tuple[int, Optional[np.ndarray], bool]:
+                       ) -> Tuple[int, Optional[np.ndarray], bool, Dict[str, np.ndarray]]:
         """Chunk `c` whose windows are larger than the buffer, one window at a time."""
         bpc = c.bytes_per_checksum
         crc_fn = {CRC32: _native.crc32, CRC32C: _native.crc32c}.get(c.checksum_type)
+        also_fns = {a: crc_function(a) for a in self.also}
         algo = "sha256" if c.checksum_type == SHA256 else "md5"
         values: List[int] = []
         digests: List[bytes] = []
+        also_values: Dict[str, List[int]] = {a: [] for a in self.also}
         got = 0
         short = False
         while got < c.length and not short:
             wlen = min(bpc, c.length - got)
             crc = 0
+            extra = {a: 0 for a in self.also}
             h = None if crc_fn is not None else hashlib.new(algo)
             done = 0
             while done < wlen:
@@ -150,6 +166,8 @@ class _Reader:
                     else:
                         assert h is not None
                         h.update(self.view[:n])
+                    for a, fn in also_fns.items():  # chained across the window's reads
+                        extra[a] = fn(self.view[:n], extra[a])
                     done += n
                 if n < want:
                     short = True
@@ -160,16 +178,44 @@ class _Reader:
                 else:
                     assert h is not None
                     digests.append(h.digest())
+                for a in self.also:
+                    also_values[a].append(extra[a])
             got += done
+        also = {a: np.array(v, dtype=dtype_of(a)) for a, v in also_values.items()}
         if crc_fn is not None:
             observed = np.array(values, dtype=np.uint32)
             stored = np.frombuffer(c.checksums, dtype=">u4", count=len(values))
-            return got, observed, bool(np.any(observed != stored))
+            return got, observed, bool(np.any(observed != stored)), also
         obs = b"".join(digests)
-        return got, np.frombuffer(obs, dtype=np.uint8), obs != c.checksums[:len(obs)]
+        return (got, np.frombuffer(obs, dtype=np.uint8), obs != c.checksums[:len(obs)],
+                also)
 
-    def chunk(self, f: BlockFile, c: ChunkMeta) -> Tuple[int, Optional[np.ndarray], bool]:
-        """Read chunk `c`; returns (bytes read, observed checksum bytes-or-values, mismatch)."""
+    def _also_windows(self, n: int, bpc: int, w: int, nw: int, own: Optional[str],
+                      observed: Optional[np.ndarray], extra: Dict[str, np.ndarray]) -> None:
+        """Checksum the windows of the `n` bytes in the buffer (windows w..w+nw of the
+        chunk): the chunk's own CRC `own` into `observed` and every --also algorithm into
+        `extra`, the own CRC and the first other one in one native call (one pass)."""
+        view = self.view[:n]
+        others = [a for a in extra if a != own]
+        if own is not None and observed is not None:
+            if others:
+                _native.checksum_windows(view, bpc, algorithm=(own, others[0]),
+                                         out=(observed[w:w + nw], extra[others[0]][w:w + nw]))
+                others = others[1:]
+            else:
+                _native.checksum_windows(view, bpc, algorithm=own, out=observed[w:w + nw])
+        elif len(others) >= 2:  # SHA256/MD5 chunks: two of the --also CRCs in one pass
+            _native.checksum_windows(view, bpc, algorithm=(others[0], others[1]),
+                                     out=(extra[others[0]][w:w + nw],
+                                          extra[others[1]][w:w + nw]))
+            others = others[2:]
+        for a in others:
+            _native.checksum_windows(view, bpc, algorithm=a, out=extra[a][w:w + nw])
+
+    def chunk(self, f: BlockFile, c: ChunkMeta
+              ) -> Tuple[int, Optional[np.ndarray], bool, Dict[str, np.ndarray]]:
+        """Read chunk `c`; returns (bytes read, observed checksum bytes-or-values, mismatch,
+        the --also algorithms' window values of what was read)."""
         size = CHECKSUM_SIZES[c.checksum_type]
         if c.checksum_type == NONE or size == 0:
             got = 0
@@ -179,12 +225,13 @@ class _Reader:
                 got += n
                 if n < want:
                     break
-            return got, None, False
+            return got, None, False, {}
         bpc = c.bytes_per_checksum
         if bpc > len(self.buffer):
             return self._large_windows(f, c)
         piece = len(self.buffer) // bpc * bpc
         n_windows = -(-c.length // bpc)
+        extra = {a: np.empty(n_windows, dtype=dtype_of(a)) for a in self.also}
         if c.checksum_type in (CRC32, CRC32C):
             alg = "crc32" if c.checksum_type == CRC32 else "crc32c"
             observed = np.empty(n_windows, dtype=np.uint32)
@@ -194,8 +241,7 @@ class _Reader:
                 n = self._read(f, want, c.offset + got)
                 if n:
                     nw = -(-n // bpc)
-                    _native.checksum_windows(self.view[:n], bpc, algorithm=alg,
-                                             out=observed[w:w + nw])
+                    self._also_windows(n, bpc, w, nw, alg, observed, extra)
                     w += nw
                     got += n
                 if n < want:
@@ -203,22 +249,54 @@ class _Reader:
             observed = observed[:w]
             stored = np.frombuffer(c.checksums, dtype=">u4", count=w)
             mismatch = bool(np.any(observed != stored))
-            return got, observed, mismatch
+            if alg in extra:  # the chunk's own CRC asked for: the observed values
+                extra[alg][:w] = observed
+            return got, observed, mismatch, {a: v[:w] for a, v in extra.items()}
         # SHA256 / MD5: one hashlib call per window (slow path, not Ozone's default)
         algo = "sha256" if c.checksum_type == SHA256 else "md5"
         parts: List[bytes] = []
-        got = 0
+        got = w = 0
         while got < c.length:
             want = min(piece, c.length - got)
             n = self._read(f, want, c.offset + got)
             for s in range(0, n, bpc):
                 parts.append(hashlib.new(algo, self.view[s:min(s + bpc, n)]).digest())
+            if n and extra:
+                nw = -(-n // bpc)
+                self._also_windows(n, bpc, w, nw, None, None, extra)
+                w += nw
             got += n
             if n < want:
                 break
         obs = b"".join(parts)
         mismatch = obs != c.checksums[:len(obs)]
-        return got, np.frombuffer(obs, dtype=np.uint8), mismatch
+        return (got, np.frombuffer(obs, dtype=np.uint8), mismatch,
+                {a: v[:w] for a, v in extra.items()})
+
+    def _block_values(self, block: BlockMeta, chunks: List[_ChunkObs]) -> Dict[str, int]:
+        """Each --also algorithm's value of the whole block, combined from the windows read
+        (merkle.replica.also.concat), when every chunk was read to its recorded length and
+        the chunks cover the block from 0 without a gap or overlap; else none."""
+        if not chunks or len(chunks) != len(block.chunks):
+            return {}  # a chunk not read (type NONE, an I/O error, missing)
+        end = 0
+        for c, ob in zip(block.chunks, chunks):
+            if c.offset != end or ob.offset != c.offset or ob.length != c.length \
+                    or ob.also is None:
+                return {}
+            end = c.end
+        out: Dict[str, int] = {}
+        for a in self.also:
+            crc: Optional[int] = None
+            for c, ob in zip(block.chunks, chunks):
+                assert ob.also is not None
+                if c.length == 0:
+                    continue
+                bpc = c.bytes_per_checksum
+                v = concat(a, ob.also[a], bpc, c.length - (-(-c.length // bpc) - 1) * bpc)
+                crc = v if crc is None else combine(a, crc, v, c.length)
+            out[a] = 0 if crc is None else crc
+        return out
 
     def block(self, files: ReplicaFiles, block: BlockMeta) -> _BlockObs:
         out = _BlockObs(block.block_id, present=False)
@@ -247,10 +325,12 @@ class _Reader:
                     continue  # Ozone's scanner skips them: not read, not in the tree
                 out.present = True  # a chunk is scanned: the block is in the tree
                 if c.length == 0:
-                    out.chunks.append(_ChunkObs(c.offset, 0, c.leaf, True))
+                    out.chunks.append(_ChunkObs(c.offset, 0, c.leaf, True,
+                                                {a: np.zeros(0, dtype_of(a)) for a in self.also}
+                                                if self.also else None))
                     continue
                 try:
-                    got, observed, mismatch = self.chunk(f, c)
+                    got, observed, mismatch, also = self.chunk(f, c)
                 except OSError as exc:
                     out.errors.append(ScanError(UNREADABLE_DATA_FILE, block.block_id,
                                                 c.offset, exc.strerror or str(exc)))
@@ -269,7 +349,8 @@ class _Reader:
                 else:
                     leaf = _native.crc32c(observed.tobytes())
                 healthy = not mismatch and got == c.length
-                out.chunks.append(_ChunkObs(c.offset, got, leaf, healthy))
+                out.chunks.append(_ChunkObs(c.offset, got, leaf, healthy,
+                                            also if self.also else None))
                 if mismatch:
                     out.errors.append(ScanError(
                         CORRUPT_CHUNK, block.block_id, c.offset,
@@ -280,6 +361,8 @@ class _Reader:
                                                 c.offset, f"{got} of {c.length} bytes"))
         finally:
             f.close()
+        if self.also:
+            out.also = self._block_values(block, out.chunks)
         return out
 
 
@@ -378,7 +461,8 @@ def scan_container(path: PathLike, *, write_tree: bool = True, workers: int = 1,
                    limiter: Optional[RateLimiter] = None,
                    progress: Optional[ProgressFn] = None,
                    buffer_size: int = DEFAULT_BUFFER_SIZE, lock: bool = True,
-                   use_mmap: bool = False, drop_cache: bool = False) -> ScanResult:
+                   use_mmap: bool = False, drop_cache: bool = False,
+                   also: Sequence[str] = ()) -> ScanResult:
     """Scan one replica (see the module docstring) and return what was found.
 
     write_tree: store the merged tree (atomically, only if it changed); False for a
@@ -394,7 +478,11 @@ def scan_container(path: PathLike, *, write_tree: bool = True, workers: int = 1,
       then leaves the cache that serves its clients as it was. Off by default here (a
       library caller, a benchmark, may scan the same data twice); `crcmerkle scan` turns it
       on unless --keep-cache.
+    also: more CRCs to compute from the bytes read (merkle.replica.also.ALSO_ALGORITHMS:
+      crc64nvme, crc32c, crc32): each chunk's windows and each block read in full, in
+      ScanResult.also (`crcmerkle scan --also`); nothing is read twice.
     """
+    also = check_algorithms(also)
     paths = container_paths(path)
     refuse_link(path)  # never scanned, locked or written through a link
     if not paths.root.is_dir():
@@ -408,7 +496,7 @@ def scan_container(path: PathLike, *, write_tree: bool = True, workers: int = 1,
         held.acquire()
     try:
         return _scan(paths, write_tree, max(1, int(workers)), limiter, progress, buffer_size,
-                     use_mmap, drop_cache=drop_cache)
+                     use_mmap, drop_cache=drop_cache, also=also)
     finally:
         if held is not None:
             held.release()
@@ -417,29 +505,31 @@ def scan_container(path: PathLike, *, write_tree: bool = True, workers: int = 1,
 def scan_files(files: ReplicaFiles, *, workers: int = 1,
                limiter: Optional[RateLimiter] = None, progress: Optional[ProgressFn] = None,
                buffer_size: int = DEFAULT_BUFFER_SIZE, metadata_only: bool = False,
-               drop_cache: bool = False) -> ScanResult:
+               drop_cache: bool = False, also: Sequence[str] = ()) -> ScanResult:
     """Scan a replica read through `files` (merkle.replica.files: a local directory, or a
     remote store as spark_udfs.fs provides) without writing anything: the same checks,
     errors and trees as scan_container(..., write_tree=False). `drop_cache`: as
-    scan_container's (block files read through local descriptors only).
+    scan_container's (block files read through local descriptors only); `also`: as
+    scan_container's (ignored by the census, which reads no data).
 
     metadata_only: the census (merkle.replica.census): the block metadata is read and
     checked as by the scan, no block file is opened (bytes_read 0), and the tree is the
     stored `.tree` when it still describes the metadata, else the scan's tree if every chunk
     matched (with TREE_STALE when the stored one was not trusted, and TREE_FROM_METADATA)."""
     return _scan(files, False, max(1, int(workers)), limiter, progress, buffer_size,
-                 metadata_only=metadata_only, drop_cache=drop_cache)
+                 metadata_only=metadata_only, drop_cache=drop_cache,
+                 also=check_algorithms(also))
 
 
 def _scan(source: Union[ContainerPaths, ReplicaFiles], write: bool, workers: int,
           limiter: Optional[RateLimiter], progress: Optional[ProgressFn], buffer_size: int,
           use_mmap: bool = False, metadata_only: bool = False, *,
-          drop_cache: bool = False) -> ScanResult:
+          drop_cache: bool = False, also: Sequence[str] = ()) -> ScanResult:
     """The scan itself; writing the merged tree needs a local replica (ContainerPaths)."""
     files = LocalReplicaFiles(source) if isinstance(source, ContainerPaths) else source
     try:
         return _scan_files(files, write and not metadata_only, workers, limiter, progress,
-                           buffer_size, metadata_only, drop_cache)
+                           buffer_size, metadata_only, drop_cache, also)
     finally:
         if isinstance(source, ContainerPaths):
             assert isinstance(files, LocalReplicaFiles)
@@ -449,7 +539,7 @@ def _scan(source: Union[ContainerPaths, ReplicaFiles], write: bool, workers: int
 def _scan_files(files: ReplicaFiles, write: bool, workers: int,
                 limiter: Optional[RateLimiter], progress: Optional[ProgressFn],
                 buffer_size: int, metadata_only: bool = False,
-                drop_cache: bool = False) -> ScanResult:
+                drop_cache: bool = False, also: Sequence[str] = ()) -> ScanResult:
     t0 = time.perf_counter()
     errors: List[ScanError] = []
     meta: Optional[ContainerMeta]
@@ -489,13 +579,13 @@ def _scan_files(files: ReplicaFiles, write: bool, workers: int,
             reader = getattr(local, "reader", None)
             if reader is None:
                 reader = local.reader = _Reader(buffer_size, limiter, progress,
-                                                drop_cache=drop_cache)
+                                                drop_cache=drop_cache, also=also)
             return reader.block(files, b)
 
         with ThreadPoolExecutor(max_workers=workers) as pool:
             observations = list(pool.map(one, blocks))
     else:
-        reader = _Reader(buffer_size, limiter, progress, drop_cache=drop_cache)
+        reader = _Reader(buffer_size, limiter, progress, drop_cache=drop_cache, also=also)
         observations = [reader.block(files, b) for b in blocks]
     for ob in observations:
         errors.extend(ob.errors)
@@ -523,4 +613,14 @@ def _scan_files(files: ReplicaFiles, write: bool, workers: int,
         scanned=scanned, tree=merged, meta=meta,
         bytes_read=sum(o.bytes_read for o in observations), blocks=len(blocks),
         chunks=sum(len(b.chunks) for b in blocks), seconds=time.perf_counter() - t0,
-        tree_written=written)
+        tree_written=written,
+        also={} if metadata_only else _also_values(also, observations))
+
+
+def _also_values(also: Sequence[str], observations: List[_BlockObs]
+                 ) -> Dict[str, AlsoChecksums]:
+    """The --also values of a scan's observations, by algorithm (merkle.replica.also)."""
+    return {a: AlsoChecksums.collect(
+        a, [(b.block_id, c.offset, c.also[a]) for b in observations for c in b.chunks
+            if c.also is not None],
+        [(b.block_id, b.also[a]) for b in observations if a in b.also]) for a in also}
