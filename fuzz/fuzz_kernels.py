@@ -32,10 +32,14 @@ try:  # Arrow columns take their own native path (offsets buffers); fuzz it when
 except ImportError:  # pragma: no cover
     pa = None
 
-ALGORITHMS = ("crc32c", "crc32")
-FUNCS = {"crc32c": merkle.crc32c, "crc32": merkle.crc32}
-COMBINE = {"crc32c": merkle.crc32c_combine, "crc32": merkle.crc32_combine}
-HASHES = {"crc32c": merkle.CRC32C, "crc32": merkle.CRC32}
+ALGORITHMS = ("crc32c", "crc32", "crc64nvme")
+FUNCS = {"crc32c": merkle.crc32c, "crc32": merkle.crc32, "crc64nvme": merkle.crc64nvme}
+COMBINE = {"crc32c": merkle.crc32c_combine, "crc32": merkle.crc32_combine,
+           "crc64nvme": merkle.crc64nvme_combine}
+HASHES = {"crc32c": merkle.CRC32C, "crc32": merkle.CRC32, "crc64nvme": merkle.CRC64NVME}
+#: result width in bytes: the dtype of the arrays and the size of digest()
+WIDTH = {"crc32c": 4, "crc32": 4, "crc64nvme": 8}
+DTYPE = {"crc32c": np.uint32, "crc32": np.uint32, "crc64nvme": np.uint64}
 #: inputs up to this size are also checked against the bytewise Python reference
 REFERENCE_LIMIT = 2048
 BACKENDS: List[str] = merkle.available_backends()
@@ -98,16 +102,28 @@ class _Arr:
 
     def __eq__(self, other: object) -> bool:
         b = other.a if isinstance(other, _Arr) else other
-        return np.array_equal(self.a, np.asarray(b, dtype=np.int64)) if not isinstance(
-            b, np.ndarray) else np.array_equal(self.a, b)
+        if isinstance(b, np.ndarray):  # two results: same values and same dtype
+            return self.a.dtype == b.dtype and np.array_equal(self.a, b)
+        # a list of Python ints (the expectation) in the result's own dtype: int64 would
+        # overflow on CRC-64 values >= 2**63
+        return np.array_equal(self.a, np.asarray(b, dtype=self.a.dtype))
 
     def __repr__(self) -> str:
         return f"array(n={self.a.shape[0]}, head={self.a[:8].tolist()})"
 
 
+def _norm(v: Any) -> Any:
+    """Arrays (also inside a tuple, as the pair returns them) compared by value and dtype."""
+    if isinstance(v, np.ndarray):
+        return _Arr(v)
+    if isinstance(v, tuple):
+        return tuple(_norm(x) for x in v)
+    return v
+
+
 def _agree(results: Dict[str, Any], case: str, expect: Any = None) -> None:
     """Every backend equals the portable one (and `expect`, the reference, if given)."""
-    norm = {k: (_Arr(v) if isinstance(v, np.ndarray) else v) for k, v in results.items()}
+    norm = {k: _norm(v) for k, v in results.items()}
     if SELFTEST_BAD_LENGTH is not None and f"n={SELFTEST_BAD_LENGTH} " in case + " ":
         victim = BACKENDS[0]
         norm[victim] = ("selftest-corrupted", norm[victim])
@@ -119,16 +135,23 @@ def _agree(results: Dict[str, Any], case: str, expect: Any = None) -> None:
         raise AssertionError(f"backend mismatch: {case}: want {want!r}, got {bad!r}")
 
 
+def _init(p: Provider, alg: str) -> int:
+    """A starting value in the algorithm's range: 0, all ones, or any."""
+    mask = reference.MASK[alg]
+    return p.choice((0, mask, p.u64() & mask))
+
+
 def op_crc(p: Provider) -> None:
     alg = p.choice(ALGORITHMS)
     n = p.length()
     raw = _data(p, n)
-    init = p.choice((0, 0xFFFFFFFF, p.u32()))
+    init = _init(p, alg)
     buf = _shaped(p, raw)
     fn = FUNCS[alg]
+    by_keyword = p.bool()  # value= by keyword takes its own argument parsing
     expect = reference.crc(alg, raw, init) if n <= REFERENCE_LIMIT else None
-    _agree(_each_backend(lambda: fn(buf, init)), f"{alg} n={n} init={init:#x} "
-           f"type={type(buf).__name__}", expect)
+    _agree(_each_backend(lambda: fn(buf, value=init) if by_keyword else fn(buf, init)),
+           f"{alg} n={n} init={init:#x} kw={by_keyword} type={type(buf).__name__}", expect)
     if n >= 3:  # [::2] of 2 bytes is 1 byte, which is contiguous
         try:
             fn(memoryview(bytearray(raw))[::2])
@@ -161,10 +184,12 @@ def op_windows(p: Provider) -> None:
     fn = FUNCS[alg]
 
     def run() -> Any:
-        out = np.empty(count, dtype=np.uint32) if use_out else None
+        out = np.empty(count, dtype=DTYPE[alg]) if use_out else None
         got = merkle.checksum_windows(buf, w, algorithm=alg, out=out)
         if use_out and got is not out:
             raise AssertionError("checksum_windows(out=...) did not return `out`")
+        if got.dtype != DTYPE[alg]:
+            raise AssertionError(f"checksum_windows({alg}) returned {got.dtype}")
         return got
 
     expect = None  # many windows: every backend against the portable one only
@@ -178,6 +203,63 @@ def op_windows(p: Provider) -> None:
     _agree(_each_backend(run), f"{alg} windows n={n} w={w} out={use_out}", expect)
 
 
+def op_windows_pair(p: Provider) -> None:
+    """checksum_windows(algorithm=(a, b)), any two distinct algorithms in either order (the
+    fused one-pass kernels), with and without an out= tuple: equal to the two single calls."""
+    alg_a = p.choice(ALGORITHMS)
+    alg_b = p.choice(tuple(a for a in ALGORITHMS if a != alg_a))
+    n = p.length()
+    raw = _data(p, n)
+    w = p.choice((1, 3, 4, 8, 64, 512, 4096, 16384, p.int(1, 70000), max(1, n), n + 1))
+    buf = _shaped(p, raw)
+    use_out = p.bool()
+    count = -(-n // w)
+
+    def run() -> Any:
+        out = (np.empty(count, dtype=DTYPE[alg_a]),
+               np.empty(count, dtype=DTYPE[alg_b])) if use_out else None
+        got = merkle.checksum_windows(buf, w, algorithm=(alg_a, alg_b), out=out)
+        if not (isinstance(got, tuple) and len(got) == 2):
+            raise AssertionError(f"checksum_windows(pair) returned {type(got).__name__}")
+        if use_out and (got[0] is not out[0] or got[1] is not out[1]):
+            raise AssertionError("checksum_windows(pair, out=(a, b)) did not return them")
+        if (got[0].dtype, got[1].dtype) != (DTYPE[alg_a], DTYPE[alg_b]):
+            raise AssertionError(f"pair dtypes {got[0].dtype}, {got[1].dtype}")
+        return got
+
+    # the two single calls (themselves fuzzed on every backend by op_windows) on portable
+    with merkle.using_backend("portable"):
+        expect = tuple(merkle.checksum_windows(raw, w, algorithm=a) for a in (alg_a, alg_b))
+    if n <= REFERENCE_LIMIT and count <= 64:
+        for a, got in zip((alg_a, alg_b), expect):
+            if got.tolist() != [reference.crc(a, raw[i:i + w]) for i in range(0, n, w)]:
+                raise AssertionError(f"portable windows != reference: {a} n={n} w={w}")
+    _agree(_each_backend(run), f"{alg_a}+{alg_b} windows n={n} w={w} out={use_out}",
+           _norm(expect))
+    if p.int(0, 7) == 0:  # the argument errors of the pair, on this buffer
+        _pair_errors(buf, w, count, alg_a, alg_b)
+
+
+def _pair_errors(buf: Any, w: int, count: int, alg_a: str, alg_b: str) -> None:
+    def expect(exc: type, **kw: Any) -> None:
+        try:
+            merkle.checksum_windows(buf, w, **kw)
+        except exc:
+            return
+        raise AssertionError(f"checksum_windows({kw}) did not raise {exc.__name__}")
+
+    good_a, good_b = np.empty(count, DTYPE[alg_a]), np.empty(count, DTYPE[alg_b])
+    wrong_b = np.empty(count, np.uint32 if DTYPE[alg_b] is np.uint64 else np.uint64)
+    expect(TypeError, algorithm=(alg_a, alg_b), out=(good_a,))
+    expect(TypeError, algorithm=(alg_a, alg_b), out=good_a)
+    expect(ValueError, algorithm=(alg_a, alg_b), out=(good_a, wrong_b))
+    expect(ValueError, algorithm=(alg_a, alg_b), out=(good_a, np.empty(count + 1, DTYPE[alg_b])))
+    expect(ValueError, algorithm=(alg_a, alg_a))
+    expect(ValueError, algorithm=(alg_a, alg_b, alg_a))
+    if DTYPE[alg_a] is DTYPE[alg_b]:
+        expect(ValueError, algorithm=(alg_a, alg_b), out=(good_a, good_a))
+
+
 def op_each(p: Provider) -> None:
     alg = p.choice(ALGORITHMS)
     k = p.int(0, 12)
@@ -189,6 +271,7 @@ def op_each(p: Provider) -> None:
     with merkle.using_backend("portable"):
         expect = [0 if v is None else fn(v) for v in values]
     kind = p.int(0, 3)
+    use_out = p.bool()
     if kind == 3 and pa is not None:
         typ = p.choice((pa.binary(), pa.large_binary()))
         col = pa.array(values, type=typ)
@@ -202,8 +285,18 @@ def op_each(p: Provider) -> None:
         subject = tuple(values)
     else:
         subject = values
-    _agree(_each_backend(lambda: merkle.checksum_each(subject, algorithm=alg)),
-           f"{alg} each k={k} kind={kind} n={sum(len(v or b'') for v in values)}", expect)
+
+    def run() -> Any:
+        out = np.empty(len(expect), dtype=DTYPE[alg]) if use_out else None
+        got = merkle.checksum_each(subject, algorithm=alg, out=out)
+        if use_out and got is not out:
+            raise AssertionError("checksum_each(out=...) did not return `out`")
+        if got.dtype != DTYPE[alg]:
+            raise AssertionError(f"checksum_each({alg}) returned {got.dtype}")
+        return got
+
+    _agree(_each_backend(run), f"{alg} each k={k} kind={kind} out={use_out} "
+           f"n={sum(len(v or b'') for v in values)}", expect)
 
 
 def op_combine(p: Provider) -> None:
@@ -216,15 +309,16 @@ def op_combine(p: Provider) -> None:
                f"{alg} combine |a|={len(a)} n={len(b)}", fn(a + b))
         return
     # arbitrary values and huge lengths (up to 2**64 - 1): the GF(2) reference
-    c1, c2 = p.u32(), p.u32()
+    mask = reference.MASK[alg]
+    c1, c2 = p.u64() & mask, p.u64() & mask
     len2 = p.choice((0, 1, p.int(0, 1 << 20), p.int(0, (1 << 64) - 1), (1 << 64) - 1,
                      1 << p.int(0, 63)))
     expect = reference.combine(alg, c1, c2, len2)
     _agree(_each_backend(lambda: comb(c1, c2, len2)), f"{alg} combine len2={len2}", expect)
     k = p.choice((p.int(0, 40), 255, 256, 257, p.int(0, 3000)))  # >= 256: the table path
     rng = np.random.default_rng(p.u32())
-    a1 = rng.integers(0, 1 << 32, k, dtype=np.uint32)
-    a2 = rng.integers(0, 1 << 32, k, dtype=np.uint32)
+    a1 = rng.integers(0, mask + 1, k, dtype=DTYPE[alg])
+    a2 = rng.integers(0, mask + 1, k, dtype=DTYPE[alg])
     scalar = [comb(int(x), int(y), len2) for x, y in zip(a1, a2)]
     _agree(_each_backend(lambda: merkle.combine_many(a1, a2, len2, algorithm=alg)),
            f"{alg} combine_many k={k} len2={len2}", scalar)
@@ -255,7 +349,8 @@ def op_hash(p: Provider) -> None:
     with merkle.using_backend("portable"):
         whole = fn(raw)
     snap_expect = fn(raw[:cuts[mid - 1]]) if mid > 0 else 0  # copied before piece `mid`
-    expect = (whole, f"{whole:08x}", whole.to_bytes(4, "big"), snap_expect, 0)
+    width = WIDTH[alg]
+    expect = (whole, f"{whole:0{2 * width}x}", whole.to_bytes(width, "big"), snap_expect, 0)
     _agree(_each_backend(run), f"{alg} hash n={len(raw)} cuts={cuts} mid={mid}", expect)
 
 
@@ -302,7 +397,7 @@ def op_tree_values(p: Provider) -> None:
 
 
 OPS = (op_crc, op_crc, op_chain, op_windows, op_windows, op_each, op_combine, op_hash,
-       op_tree_values)
+       op_tree_values, op_windows_pair, op_windows_pair)
 
 
 def target(data: bytes) -> None:

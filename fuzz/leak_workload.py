@@ -4,8 +4,10 @@
 
 Each iteration calls every entry point that takes a buffer (checksums, windows with and
 without out=, checksum_each on lists and Arrow columns, combine_many, the hash objects, the
-tree codec and diff), including the error paths (wrong types, non-contiguous views, bad
-window sizes, wrong out= arrays), which are where a Py_buffer is most easily left unreleased.
+tree codec and diff), for CRC-32C, CRC-32 and CRC-64/NVME (merkle._crc and merkle._native)
+and for the one-pass pair of two algorithms, including the error paths (wrong types,
+non-contiguous views, bad window sizes, wrong out= arrays and dtypes, out= tuples of the wrong
+length), which are where a Py_buffer is most easily left unreleased.
 After the calls it resizes the bytearray it passed: a buffer export the extension forgot to
 release makes that raise BufferError at once. Used by tests/test_leaks.py (RSS growth over
 100k iterations) and fuzz/leakcheck.sh (LeakSanitizer on the ASan build: leaked bytes must
@@ -29,6 +31,9 @@ except ImportError:  # pragma: no cover
     pa = None
 
 SMALL = 1000
+DTYPE = {"crc32c": np.uint32, "crc32": np.uint32, "crc64nvme": np.uint64}
+#: every ordered pair of two distinct algorithms (the pair of checksum_windows)
+PAIRS = [(a, b) for a in DTYPE for b in DTYPE if a != b]
 LARGE = 64 * 1024  # above GIL_RELEASE_THRESHOLD: the nogil path
 
 
@@ -74,6 +79,7 @@ def one_iteration(state: dict) -> None:
         h.copy().update(buf)
         h.digest()
         _expect(TypeError, lambda: h.update("text"))
+        _crc64_calls(buf, mv)
         mv.release()
         # the resize below raises BufferError if any call above kept an export of `buf`
         buf.extend(b"\x01")
@@ -82,17 +88,79 @@ def one_iteration(state: dict) -> None:
         col = state["arrow"]
         merkle.checksum_each(col)
         merkle.checksum_each(col.slice(3), algorithm="crc32")
+        merkle.checksum_each(col.slice(5), algorithm="crc64nvme",
+                             out=np.empty(len(col) - 5, np.uint64))
+        _expect(ValueError, lambda: merkle.checksum_each(col, algorithm="crc64nvme",
+                                                         out=np.empty(len(col), np.uint32)))
     a, b, raw = state["trees"]
     merkle.combine_many(state["c1"], state["c2"], 4096)
+    merkle.combine_many(state["d1"], state["d2"], 4096, algorithm="crc64nvme")
+    _expect(ValueError, lambda: merkle.combine_many(state["d1"], state["d2"][1:], 1,
+                                                    algorithm="crc64nvme"))
     tree_from_bytes(raw)
     tree_to_bytes(a)
     diff(a, b)
     _expect(Exception, lambda: tree_from_bytes(raw[:-3]))
 
 
+def _crc64_calls(buf: bytearray, mv: memoryview) -> None:
+    """CRC-64/NVME's twin of every call above, and the pair of two algorithms (success and
+    error paths: wrong dtypes, out= tuples of the wrong length, one array twice)."""
+    merkle.crc64nvme(buf)
+    merkle.crc64nvme(mv[1:], 7)
+    merkle.crc64nvme(np.frombuffer(buf, dtype=np.uint8), value=1 << 63)
+    w = merkle.checksum_windows(buf, 512, algorithm="crc64nvme")
+    merkle.checksum_windows(mv, 512, algorithm="crc64nvme", out=np.empty_like(w))
+    _expect(ValueError, lambda: merkle.checksum_windows(buf, 512, algorithm="crc64nvme",
+                                                        out=np.empty(len(w), np.uint32)))
+    _expect(ValueError, lambda: merkle.checksum_windows(buf, 0, algorithm="crc64nvme"))
+    _expect(ValueError, lambda: merkle.crc64nvme(mv[::2]))
+    _expect(TypeError, lambda: merkle.crc64nvme("text"))
+    _expect(TypeError, lambda: merkle.crc64nvme(buf, valu=1))
+    _expect(TypeError, lambda: merkle.checksum_each([buf, "text"], algorithm="crc64nvme"))
+    merkle.checksum_each([buf, mv[:10], None, b"abc"], algorithm="crc64nvme")
+    merkle.checksum_each([buf, mv[:10]], algorithm="crc64nvme", out=np.empty(2, np.uint64))
+    _expect(ValueError, lambda: merkle.checksum_each([buf, mv[:10]], algorithm="crc64nvme",
+                                                     out=np.empty(2, np.uint32)))
+    # the one-pass pair: every ordered pair of distinct algorithms, with and without out=
+    n = len(w)
+    for a, b in PAIRS:
+        merkle.checksum_windows(buf, 512, algorithm=(a, b))
+        merkle.checksum_windows(mv, 512, algorithm=(a, b),
+                                out=(np.empty(n, DTYPE[a]), np.empty(n, DTYPE[b])))
+    pair = ("crc32c", "crc64nvme")
+    u32, u64 = np.empty(n, np.uint32), np.empty(n, np.uint64)
+    _expect(TypeError, lambda: merkle.checksum_windows(buf, 512, algorithm=pair, out=(u32,)))
+    _expect(TypeError, lambda: merkle.checksum_windows(buf, 512, algorithm=pair,
+                                                       out=(u32, u64, u64)))
+    _expect(TypeError, lambda: merkle.checksum_windows(buf, 512, algorithm=pair, out=u32))
+    _expect(ValueError, lambda: merkle.checksum_windows(buf, 512, algorithm=pair,
+                                                        out=(u32, u32)))  # uint32 for crc64
+    _expect(ValueError, lambda: merkle.checksum_windows(buf, 512, algorithm=pair,
+                                                        out=(u64, u64)))
+    _expect(ValueError, lambda: merkle.checksum_windows(buf, 512, algorithm=("crc32", "crc32c"),
+                                                        out=(u32, u32)))  # one array twice
+    _expect(ValueError, lambda: merkle.checksum_windows(buf, 512, algorithm=("crc32", "crc32")))
+    _expect(ValueError, lambda: merkle.checksum_windows(buf, 512, algorithm=("crc32",)))
+    _expect(ValueError, lambda: merkle.checksum_windows(buf, 512, algorithm=(*pair, "crc32")))
+    _expect(ValueError, lambda: merkle.checksum_windows(buf, 512, algorithm=("crc32", "md5")))
+    _expect(ValueError, lambda: merkle.checksum_windows(buf, 0, algorithm=pair))
+    _expect(ValueError, lambda: merkle.checksum_windows(mv[::2], 512, algorithm=pair))
+    h = merkle.CRC64NVME(buf, value=5)
+    h.update(mv[:100])
+    h.copy().update(buf)
+    h.digest()
+    h.hexdigest()
+    _expect(TypeError, lambda: h.update("text"))
+    _expect(TypeError, lambda: merkle.CRC64NVME("text"))
+    _expect(ValueError, lambda: merkle.CRC64NVME(mv[::2]))
+
+
 def make_state() -> dict:
     state = {"buf": bytearray(), "trees": _tree_pair(),
-             "c1": np.arange(300, dtype=np.uint32), "c2": np.arange(300, dtype=np.uint32)}
+             "c1": np.arange(300, dtype=np.uint32), "c2": np.arange(300, dtype=np.uint32),
+             "d1": np.arange(300, dtype=np.uint64) << np.uint64(33),
+             "d2": np.arange(300, dtype=np.uint64)}
     if pa is not None:
         state["arrow"] = pa.array([b"x" * i for i in range(40)], type=pa.binary())
     return state

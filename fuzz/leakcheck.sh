@@ -19,8 +19,12 @@ export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1:exitcode=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # fewer threads for LSan to stop at exit (its tracer has been seen to crash, see leaked())
 export OPENBLAS_NUM_THREADS=1
-ASAN_OPTIONS=detect_leaks=0 \
-    python -c "import merkle._native as n; assert n.__file__.startswith('$out'), n.__file__"
+# both extensions must be the variant's: merkle._crc (the scalar API and the hash classes)
+# and merkle._native (the bulk API), each with its own copy of the C core
+ASAN_OPTIONS=detect_leaks=0 python -c "
+import merkle._crc as c, merkle._native as n
+for m in (c, n):
+    assert m.__file__.startswith('$out/'), m.__file__"
 leaked() {  # bytes LSan reports at exit (0 if none)
     local log n try
     # LSan's leak scan stops the world with a tracer thread; when that fails it prints a

@@ -43,6 +43,9 @@ class Provider:
     def u32(self) -> int:
         return self.int(0, 0xFFFFFFFF)
 
+    def u64(self) -> int:
+        return self.int(0, 0xFFFFFFFFFFFFFFFF)
+
     def length(self, big: int = 1 << 18) -> int:
         """A length biased to where kernels switch paths: tiny, around powers of two and
         folding strides, and occasionally large (up to `big`)."""

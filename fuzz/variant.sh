@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Build the extension with build switches into build/variants/NAME, leaving the in-place build
-# (merkle/_native*.so, which the rest of the checkout imports) untouched:
+# Build both extensions (merkle._crc and merkle._native: setup.py builds every one) with build
+# switches into build/variants/NAME, leaving the in-place build (merkle/*.so, which the rest
+# of the checkout imports) untouched:
 #   fuzz/variant.sh asan       # CRCMERKLE_SANITIZE=1 (ASan + UBSan)
 #   fuzz/variant.sh coverage   # CRCMERKLE_COVERAGE=1 (gcov; .gcda land in build/variants/coverage/tmp)
 # The variant is a directory holding `merkle/` (symlinks to the sources + the variant .so).
