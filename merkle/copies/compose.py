@@ -40,52 +40,45 @@ def _algorithm(algorithm: str) -> str:
     return name
 
 
-def _crc_column(values: object, algorithm: str, name: str) -> np.ndarray:
-    """A 1-D column of CRC values of the algorithm's width, or a one-line ValueError."""
-    try:
-        arr = np.asarray(values)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise ValueError(f"{name}: not a column of integers ({exc})") from None
+def _int_column(values: object, name: str, what: str, top: int, dtype: type) -> np.ndarray:
+    """A 1-D column of integers in 0..top as `dtype`, or a one-line ValueError. A list goes
+    element by element (numpy would turn a list mixing small ints and ints beyond 2**63 into
+    floats, losing bits); an array is checked by dtype and range."""
+    if isinstance(values, np.ndarray):
+        arr = values
+    elif isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+        raise ValueError(f"{name}: not a column of integers")
+    else:
+        items = list(values)  # type: ignore[call-overload]
+        for v in items:
+            if isinstance(v, (list, tuple, np.ndarray)):
+                raise ValueError(f"{name}: must be one-dimensional")
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise ValueError(f"{name}: {what} must be integers, not {type(v).__name__}")
+            if not 0 <= int(v) <= top:
+                raise ValueError(f"{name}: {what} must be in 0..{_bound(top)}")
+        return np.array([int(v) for v in items], dtype=dtype)
     if arr.ndim != 1:
         raise ValueError(f"{name}: must be one-dimensional, not {arr.ndim}-D")
-    dtype = _DTYPE[algorithm]
     if arr.size == 0:
         return np.empty(0, dtype=dtype)
-    if arr.dtype.kind == "O":  # Python ints beyond int64
-        try:
-            arr = np.asarray([int(v) for v in arr.tolist()], dtype=np.uint64)
-        except (TypeError, ValueError, OverflowError):
-            raise ValueError(f"{name}: values must be integers in 0..2**{_WIDTH[algorithm]}-1") from None
-    if arr.dtype.kind not in "ui" or arr.dtype == np.bool_:
-        raise ValueError(f"{name}: values must be integers, not {arr.dtype}")
-    if arr.dtype.kind == "i" and int(arr.min()) < 0 or int(arr.max()) > (1 << _WIDTH[algorithm]) - 1:
-        raise ValueError(f"{name}: values must be in 0..2**{_WIDTH[algorithm]}-1")
+    if arr.dtype.kind not in "ui":
+        raise ValueError(f"{name}: {what} must be integers, not {arr.dtype}")
+    if (arr.dtype.kind == "i" and int(arr.min()) < 0) or int(arr.max()) > top:
+        raise ValueError(f"{name}: {what} must be in 0..{_bound(top)}")
     return np.ascontiguousarray(arr, dtype=dtype)
 
 
+def _bound(top: int) -> str:
+    return f"2**{top.bit_length()}-1"
+
+
+def _crc_column(values: object, algorithm: str, name: str) -> np.ndarray:
+    return _int_column(values, name, "values", (1 << _WIDTH[algorithm]) - 1, _DTYPE[algorithm])
+
+
 def _size_column(values: object, name: str) -> np.ndarray:
-    """A 1-D int64 column of sizes >= 0, or a one-line ValueError."""
-    try:
-        arr = np.asarray(values)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise ValueError(f"{name}: not a column of integers ({exc})") from None
-    if arr.ndim != 1:
-        raise ValueError(f"{name}: must be one-dimensional, not {arr.ndim}-D")
-    if arr.size == 0:
-        return np.empty(0, dtype=np.int64)
-    if arr.dtype.kind == "O":
-        try:
-            ints = [int(v) for v in arr.tolist()]
-        except (TypeError, ValueError, OverflowError):
-            raise ValueError(f"{name}: sizes must be integers") from None
-        if min(ints) < 0 or max(ints) > MAX_BYTES:
-            raise ValueError(f"{name}: sizes must be in 0..2**63-1")
-        arr = np.asarray(ints, dtype=np.int64)
-    if arr.dtype.kind not in "ui" or arr.dtype == np.bool_:
-        raise ValueError(f"{name}: sizes must be integers, not {arr.dtype}")
-    if int(arr.min()) < 0 or int(arr.max()) > MAX_BYTES:
-        raise ValueError(f"{name}: sizes must be in 0..2**63-1")
-    return np.ascontiguousarray(arr, dtype=np.int64)
+    return _int_column(values, name, "sizes", MAX_BYTES, np.int64)
 
 
 def full_object_crc(part_crcs: object, part_sizes: object, algorithm: str) -> int:

@@ -1,0 +1,180 @@
+"""merkle.full_object_crc and merkle.copies.key_crc against the reference CRC of the bytes,
+and their refusals of hostile metadata (one-line ValueErrors, nothing sized from a claim)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import merkle
+from merkle.copies import BlockChecksums, ChunkChecksums, key_crc, ozone_composite_crc
+from reference import crc as reference_crc
+
+ALGORITHMS = ("crc32c", "crc32", "crc64nvme")
+ONE_SHOT = {"crc32c": merkle.crc32c, "crc32": merkle.crc32, "crc64nvme": merkle.crc64nvme}
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.integers(0, 700), max_size=40), seed=st.integers(0, 2**32))
+def test_full_object_crc_equals_reference(algorithm: str, sizes: list[int], seed: int) -> None:
+    rng = random.Random(seed)
+    parts = [rng.randbytes(n) for n in sizes]
+    got = merkle.full_object_crc([reference_crc(algorithm, p) for p in parts], sizes, algorithm)
+    assert got == reference_crc(algorithm, b"".join(parts))
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("count,size,last", [(1, 8, 3), (255, 64, 64), (256, 64, 1), (1000, 16, 5),
+                                             (4097, 3, 0)])
+def test_full_object_crc_multipart_layout(algorithm: str, count: int, size: int, last: int) -> None:
+    """S3's layout: equal parts and a shorter last one (numpy columns, the fast path)."""
+    data = random.Random(count).randbytes(count * size + last)
+    sizes = [size] * count + ([last] if last else [])
+    offsets = np.cumsum([0] + sizes)
+    crcs = [ONE_SHOT[algorithm](data[a:b]) for a, b in zip(offsets[:-1], offsets[1:])]
+    dtype = np.uint64 if algorithm == "crc64nvme" else np.uint32
+    got = merkle.full_object_crc(np.array(crcs, dtype=dtype), np.array(sizes), algorithm.upper())
+    assert got == ONE_SHOT[algorithm](data)
+
+
+def test_full_object_crc_empty_and_zero_sizes() -> None:
+    assert merkle.full_object_crc([], [], "crc32c") == 0
+    assert merkle.full_object_crc([0, 0], [0, 0], "crc64nvme") == 0
+    c = merkle.crc32(b"abc")
+    assert merkle.full_object_crc([0, c, 0], [0, 3, 0], "crc32") == c
+
+
+@pytest.mark.parametrize("crcs,sizes,algorithm,message", [
+    ([1, 2], [1], "crc32c", "2 part CRCs but 1 part sizes"),
+    ([1], [-1], "crc32c", "sizes must be in 0..2\\*\\*63-1"),
+    ([1], [2**63], "crc32c", "sizes must be in 0..2\\*\\*63-1"),
+    ([1, 2], [2**62, 2**62], "crc32c", "more than 2\\*\\*63-1 bytes"),
+    ([2**32], [1], "crc32", "values must be in 0..2\\*\\*32-1"),
+    ([2**64], [1], "crc64nvme", "values must be in 0..2\\*\\*64-1"),
+    ([-1], [1], "crc32c", "values must be in"),
+    ([1.5], [1], "crc32c", "must be integers"),
+    (["a"], [1], "crc32c", "must be integers"),
+    ([1], ["1"], "crc32c", "sizes must be integers"),
+    ([[1]], [[1]], "crc32c", "one-dimensional"),
+    ([1], [1], "md5", "unknown algorithm"),
+])
+def test_full_object_crc_refuses(crcs: list, sizes: list, algorithm: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message) as info:
+        merkle.full_object_crc(crcs, sizes, algorithm)
+    assert "\n" not in str(info.value)
+
+
+# ---- keys ------------------------------------------------------------------------------------
+
+def _windows(algorithm: str, data: bytes, bpc: int) -> list[int]:
+    return [ONE_SHOT[algorithm](data[i:i + bpc]) for i in range(0, len(data), bpc)]
+
+
+@st.composite
+def _keys(draw: st.DrawFn) -> tuple[str, bytes, list[BlockChecksums], bool]:
+    """A random key: blocks of chunks, each block's chunks with one bpc (blocks may differ)."""
+    algorithm = draw(st.sampled_from(ALGORITHMS))
+    blocks, pieces, ozone_consistent = [], [], True
+    for _ in range(draw(st.integers(1, 4))):
+        bpc = draw(st.sampled_from([1, 7, 16, 100, 512]))
+        chunks, offset = [], 0
+        lengths = draw(st.lists(st.integers(1, 1500), min_size=1, max_size=4))
+        for n in lengths:
+            data = random.Random(draw(st.integers(0, 2**32))).randbytes(n)
+            pieces.append(data)
+            chunks.append(ChunkChecksums(n, algorithm.upper(), bpc, _windows(algorithm, data, bpc), offset))
+            offset += n
+            # Ozone's precondition: every chunk's length <= its window count * the first's length
+            ozone_consistent &= n <= -(-n // bpc) * lengths[0]
+        blocks.append(BlockChecksums(offset, chunks))
+    return algorithm, b"".join(pieces), blocks, ozone_consistent
+
+
+@settings(max_examples=150, deadline=None)
+@given(key=_keys())
+def test_key_crc_is_crc_of_bytes(key: tuple[str, bytes, list[BlockChecksums], bool]) -> None:
+    algorithm, data, blocks, ozone_consistent = key
+    got = key_crc(blocks)
+    assert got.algorithm == algorithm and got.length == got.om_length == len(data)
+    assert got.crc == reference_crc(algorithm, data)
+    if algorithm == "crc64nvme":
+        assert got.ozone_differs and got.ozone_value is None
+    elif ozone_consistent:  # Ozone's step-by-step composition agrees on consistent input
+        assert not got.ozone_differs and got.reasons == ()
+        assert got.ozone_value == got.crc.to_bytes(4, "big")
+    else:
+        assert got.ozone_differs and got.ozone_error is not None
+
+
+def _block(*chunks: ChunkChecksums, length: int | None = None) -> BlockChecksums:
+    return BlockChecksums(sum(int(c.length) for c in chunks) if length is None else length, chunks)
+
+
+GOOD = ChunkChecksums(20, "CRC32C", 16, [merkle.crc32c(bytes(16)), merkle.crc32c(bytes(4))])
+
+
+@pytest.mark.parametrize("blocks,message", [
+    ([_block(ChunkChecksums(-1, "CRC32C", 16, []))], "length -1 is out of range"),
+    ([_block(GOOD, length=-5)], "block 0: length -5 is out of range"),
+    ([_block(ChunkChecksums(20, "CRC32C", 16, [1]))], "1 window checksums for 20 bytes"),
+    ([_block(ChunkChecksums(20, "CRC32C", 16, [1, 2, 3]))], "3 window checksums for 20 bytes"),
+    ([_block(ChunkChecksums(2**62, "CRC32C", 16384, [1, 2]))], "2 window checksums for 4611686018427387904"),
+    ([_block(ChunkChecksums(2**63, "CRC32C", 2**63, [1]))], "out of range"),
+    ([_block(ChunkChecksums(5, "CRC32C", 0, [1]))], "bytes_per_checksum is 0 for 5 bytes"),
+    ([_block(ChunkChecksums(5, "CRC32C", 16, [2**32]))], "values must be in 0..2\\*\\*32-1"),
+    ([_block(ChunkChecksums(5, "CRC32C", 16, ["x"]))], "must be integers"),
+    ([_block(ChunkChecksums(5, "CRC32C", 16, [1], offset=3))], "offset 3, expected 0"),
+    ([_block(GOOD, ChunkChecksums(5, "CRC32C", 16, [1], offset=0))], "offset 0, expected 20"),
+    ([_block(ChunkChecksums(5, "ADLER", 16, [1]))], "unknown checksum type"),
+    ([_block(ChunkChecksums(5, "NONE", 16, [1]))], "NONE with 1 checksums"),
+    ([_block(ChunkChecksums(5, "SHA256", 16, [2**256]))], "SHA256 checksum must be"),
+    ([_block(ChunkChecksums(5.0, "CRC32C", 16, [1]))], "must be an integer"),  # type: ignore[arg-type]
+    ([_block(GOOD, length=2**62), _block(GOOD, length=2**62)], "more than 2\\*\\*63-1"),
+    ([GOOD], "not a BlockChecksums"),
+    ([BlockChecksums(20, [GOOD], ec_stripes=[[GOOD]])], "both chunks and EC stripes"),
+    ("abc", "sequence of BlockChecksums"),
+])
+def test_key_crc_refuses(blocks: list, message: str) -> None:
+    with pytest.raises(ValueError, match=message) as info:
+        key_crc(blocks)
+    assert "\n" not in str(info.value)
+
+
+def test_from_ozone_checks_entry_width() -> None:
+    with pytest.raises(ValueError, match="checksum 1 of the chunk has 3 bytes, not 4"):
+        ChunkChecksums.from_ozone(20, "CRC32C", 16, [b"\0" * 4, b"\0" * 3])
+    c = ChunkChecksums.from_ozone(20, "CRC32C", 16, [v.to_bytes(4, "big") for v in GOOD.checksums])
+    assert key_crc([_block(c)]).crc == merkle.crc32c(bytes(20))
+
+
+def test_non_crc_types_are_not_composed() -> None:
+    sha = ChunkChecksums(20, "SHA256", 16, [1 << 255, 5])
+    got = key_crc([_block(sha)])
+    assert got.crc is None and got.algorithm is None and got.ozone_differs
+    assert "checksum type SHA256 is not a CRC" in got.reasons
+    assert got.ozone_error == "IllegalArgumentException: unsupported checksum type: SHA256"
+
+
+def test_ozone_ec_windows_beyond_group_refused() -> None:
+    """More EC windows than the group's length: Ozone's loop would never end; said, not hung."""
+    cell = ChunkChecksums(20, "CRC32C", 16, GOOD.checksums)
+    got = key_crc([BlockChecksums(10, ec_stripes=[[cell], [cell]])])
+    assert got.crc == merkle.crc32c(bytes(20) + bytes(20))
+    assert got.ozone_error is not None and "loop forever" in got.ozone_error
+    assert any("OM length 10" in r for r in got.reasons)
+
+
+def test_ozone_block_without_chunks() -> None:
+    got = key_crc([_block(GOOD), BlockChecksums(0, [])])
+    assert got.crc == merkle.crc32c(bytes(20))
+    assert got.ozone_error is not None and got.ozone_error.startswith("PathIOException")
+
+
+def test_ozone_request_length_validated() -> None:
+    with pytest.raises(ValueError, match="request_length -1"):
+        ozone_composite_crc([_block(GOOD)], -1)
