@@ -64,7 +64,10 @@ def _int_column(values: object, name: str, what: str, top: int, dtype: type) -> 
         return np.empty(0, dtype=dtype)
     if arr.dtype.kind not in "ui":
         raise ValueError(f"{name}: {what} must be integers, not {arr.dtype}")
-    if (arr.dtype.kind == "i" and int(arr.min()) < 0) or int(arr.max()) > top:
+    # one pass each, and only where the dtype does not already bound the values
+    if arr.dtype.kind == "i" and int(arr.min()) < 0:
+        raise ValueError(f"{name}: {what} must be in 0..{_bound(top)}")
+    if int(np.iinfo(arr.dtype).max) > top and int(arr.max()) > top:
         raise ValueError(f"{name}: {what} must be in 0..{_bound(top)}")
     return np.ascontiguousarray(arr, dtype=dtype)
 
@@ -207,8 +210,17 @@ class _Chunk:
     length: int
     type_name: str
     bpc: int
-    windows: list[int]
-    column: Optional[np.ndarray]
+    values: list[int] | None      # non-CRC types: the int Ozone reads from each entry
+    column: Optional[np.ndarray]  # CRC types
+
+    @property
+    def count(self) -> int:
+        return int(self.column.shape[0]) if self.column is not None else len(self.values or ())
+
+    @property
+    def windows(self) -> list[int]:
+        """As Python ints, for the step-by-step emulation only (not the fast path)."""
+        return self.column.tolist() if self.column is not None else list(self.values or ())
 
 
 def _chunk(chunk: object, where: str) -> _Chunk:
@@ -239,7 +251,7 @@ def _chunk(chunk: object, where: str) -> _Chunk:
     if column.shape[0] != expected:
         raise ValueError(f"{where}: {column.shape[0]} window checksums for {length} bytes "
                          f"at {bpc} bytes per checksum ({expected} expected)")
-    return _Chunk(length, type_name, bpc, column.tolist(), column)
+    return _Chunk(length, type_name, bpc, None, column)
 
 
 @dataclass
@@ -296,7 +308,7 @@ def _ozone_agrees(blocks: list[_Block]) -> bool:
             return False
         if blk.stripes is None:
             first = blk.chunks[0].length
-            if any(c.length > len(c.windows) * first for c in blk.chunks):
+            if any(c.length > c.count * first for c in blk.chunks):
                 return False
             continue
         left = blk.length
@@ -311,11 +323,15 @@ def _ozone_agrees(blocks: list[_Block]) -> bool:
     return True
 
 
-def _window_sizes(chunk: _Chunk) -> np.ndarray:
-    n = len(chunk.windows)
-    sizes = np.full(n, chunk.bpc, dtype=np.int64)
-    if n:
-        sizes[-1] = chunk.length - (n - 1) * chunk.bpc
+def _window_sizes(chunks: list[_Chunk]) -> np.ndarray:
+    """Every window's length, chunk after chunk: bytes_per_checksum, the last of a chunk what
+    is left (counts were checked against the lengths: nothing here comes from a bare claim)."""
+    counts = np.fromiter((c.count for c in chunks), dtype=np.int64, count=len(chunks))
+    bpcs = np.fromiter((c.bpc for c in chunks), dtype=np.int64, count=len(chunks))
+    lengths = np.fromiter((c.length for c in chunks), dtype=np.int64, count=len(chunks))
+    sizes = np.repeat(bpcs, counts)
+    some = counts > 0
+    sizes[np.cumsum(counts)[some] - 1] = lengths[some] - (counts[some] - 1) * bpcs[some]
     return sizes
 
 
@@ -350,8 +366,7 @@ def key_crc(blocks: Sequence[BlockChecksums]) -> KeyCrc:
     else:
         algorithm = _TYPES[types[0]]
         crcs = np.concatenate([c.column for c in chunks if c.column is not None])
-        sizes = np.concatenate([_window_sizes(c) for c in chunks])
-        crc = _compose(algorithm, crcs, sizes)[0]
+        crc = _compose(algorithm, crcs, _window_sizes(chunks))[0]
 
     if algorithm == "crc64nvme":
         # crcmerkle's own scan values: Ozone's COMPOSITE_CRC is made of its CRC32/CRC32C ones
@@ -415,7 +430,7 @@ def _ozone_replicated_block(block: _Block) -> tuple[int, str]:
     bpc = first.bpc            # and the first chunk's bpc for every chunk
     chunk_crcs = []
     for chunk in block.chunks:
-        if chunk.length > len(chunk.windows) * chunk_size:
+        if chunk.length > chunk.count * chunk_size:
             raise _OzoneError("IllegalArgumentException: null (Preconditions.checkArgument)")
         updates, remaining = [], chunk.length
         for w in chunk.windows:
