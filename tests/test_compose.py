@@ -182,3 +182,50 @@ def test_ozone_block_without_chunks() -> None:
 def test_ozone_request_length_validated() -> None:
     with pytest.raises(ValueError, match="request_length -1"):
         ozone_composite_crc([_block(GOOD)], -1)
+
+
+@st.composite
+def _ec_keys(draw: st.DrawFn) -> tuple[str, bytes, list[BlockChecksums]]:
+    """A random EC key: groups of stripes of `data` cells of `cell` bytes, the last stripe
+    partial (cells clipped to the group's length, empty cells absent, as on the datanodes)."""
+    algorithm = draw(st.sampled_from(("crc32c", "crc32")))
+    data_cells, cell = draw(st.integers(1, 6)), draw(st.sampled_from([16, 48, 100]))
+    bpc = draw(st.sampled_from([1, 16, 7, 100]))
+    groups, pieces = [], []
+    for _ in range(draw(st.integers(1, 2))):
+        length = draw(st.integers(1, 3 * data_cells * cell))
+        data = random.Random(draw(st.integers(0, 2**32))).randbytes(length)
+        pieces.append(data)
+        stripes = []
+        for s in range(0, length, data_cells * cell):
+            cells = []
+            for j in range(data_cells):
+                part = data[s + j * cell:min(s + (j + 1) * cell, length)]
+                if part:
+                    cells.append(ChunkChecksums(len(part), algorithm.upper(), bpc,
+                                                _windows(algorithm, part, bpc)))
+            stripes.append(cells)
+        groups.append(BlockChecksums(length, ec_stripes=stripes))
+    return algorithm, b"".join(pieces), groups
+
+
+@settings(max_examples=100, deadline=None)
+@given(key=_ec_keys())
+def test_ec_key_crc_is_crc_of_bytes(key: tuple[str, bytes, list[BlockChecksums]]) -> None:
+    algorithm, data, groups = key
+    got = key_crc(groups)
+    assert got.crc == reference_crc(algorithm, data) and got.length == len(data)
+    assert not got.ozone_differs and got.reasons == ()
+    assert ozone_composite_crc(groups) == (f"COMPOSITE-{algorithm.upper()}",
+                                           got.crc.to_bytes(4, "big"), None)
+
+
+def test_checksum_type_by_protobuf_number_and_sha_entries() -> None:
+    by_number = ChunkChecksums(20, 3, 16, GOOD.checksums)  # ChecksumType.CRC32C = 3
+    assert key_crc([_block(by_number)]).crc == merkle.crc32c(bytes(20))
+    sha = ChunkChecksums.from_ozone(20, "SHA256", 16, [b"\1" * 32, b"\2" * 32])
+    assert key_crc([_block(sha)]).crc is None
+    with pytest.raises(ValueError, match="unknown checksum type 'type number 9'"):
+        ChunkChecksums.from_ozone(20, 9, 16, [])
+    with pytest.raises(ValueError, match="unknown checksum type 'type number 9'"):
+        key_crc([_block(ChunkChecksums(20, 9, 16, []))])

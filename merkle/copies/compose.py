@@ -126,21 +126,25 @@ class ChunkChecksums:
     """One chunk's `ChecksumData` and length, as the datanode stores it (`ChunkInfo`):
     `checksums` are the window CRCs as integers (Ozone stores each as 4 big-endian bytes; see
     `from_ozone`), one per `bytes_per_checksum` bytes, the last window possibly short.
-    `checksum_type` is Ozone's name (CRC32, CRC32C, SHA256, MD5, NONE) or CRC64NVME for the
-    windows crcmerkle's scan recorded. `offset` is the chunk's offset in its block, when known."""
+    `checksum_type` is Ozone's name (CRC32, CRC32C, SHA256, MD5, NONE; or its protobuf number)
+    or CRC64NVME for the windows crcmerkle's scan recorded. `offset` is the chunk's offset in
+    its block, when known."""
 
     length: int
-    checksum_type: str
+    checksum_type: str | int
     bytes_per_checksum: int
     checksums: Sequence[int] | np.ndarray
     offset: Optional[int] = None
 
     @classmethod
-    def from_ozone(cls, length: int, checksum_type: str, bytes_per_checksum: int,
+    def from_ozone(cls, length: int, checksum_type: str | int, bytes_per_checksum: int,
                    checksums: Iterable[bytes], offset: Optional[int] = None) -> "ChunkChecksums":
-        """From `ChecksumData.checksums`: each entry the CRC as big-endian bytes (4, or 8 for
-        CRC64NVME)."""
-        width = 8 if str(checksum_type).upper() == "CRC64NVME" else 4
+        """From `ChecksumData.checksums`: each entry the checksum as big-endian bytes (4 for
+        CRC32 and CRC32C, 8 for CRC64NVME, 32 for SHA256, 16 for MD5)."""
+        name = _type_name(checksum_type)
+        if name not in _ENTRY_BYTES:
+            raise ValueError(f"unknown checksum type {name[:40]!r}")
+        width = _ENTRY_BYTES[name]
         values = []
         for i, entry in enumerate(checksums):
             raw = bytes(entry)
@@ -186,7 +190,14 @@ class KeyCrc:
     reasons: tuple[str, ...] = field(default=())
 
 
+#: ContainerProtos.ChecksumType's numbers, as a decoded ChecksumData.type gives them
+_TYPE_NUMBERS = {1: "NONE", 2: "CRC32", 3: "CRC32C", 4: "SHA256", 5: "MD5"}
+
+
 def _type_name(checksum_type: object) -> str:
+    """Ozone's name for a checksum type given by name (any case) or protobuf number."""
+    if isinstance(checksum_type, (int, np.integer)) and not isinstance(checksum_type, bool):
+        return _TYPE_NUMBERS.get(int(checksum_type), f"type number {int(checksum_type)}")
     return str(checksum_type).upper()
 
 
