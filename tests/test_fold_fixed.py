@@ -43,6 +43,16 @@ def test_fold_is_crc_of_concatenation(algorithm: str, n: int, stride: int) -> No
     assert got == reference_crc(algorithm, data)
 
 
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_fold_every_backend(each_backend: str, algorithm: str) -> None:
+    """The multiply is the backend's (carry-less or tables): both paths, short and tabled."""
+    rng = random.Random(each_backend)
+    for n in (5, 300, 1031):
+        values = [rng.getrandbits(64) & MASK[algorithm] for _ in range(n)]
+        got = _native.fold_fixed(np.array(values, dtype=DTYPE[algorithm]), 16384, algorithm=algorithm)
+        assert got == _reference_fold(algorithm, values, 16384), (each_backend, n)
+
+
 def test_fold_zero_stride_is_xor() -> None:
     values = np.arange(1, 600, dtype=np.uint32)
     assert _native.fold_fixed(values, 0, algorithm="crc32c") == int(np.bitwise_xor.reduce(values))
