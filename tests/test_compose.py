@@ -62,6 +62,7 @@ def test_full_object_crc_empty_and_zero_sizes() -> None:
     ([1], ["1"], "crc32c", "sizes must be integers"),
     ([[1]], [[1]], "crc32c", "one-dimensional"),
     ([1], [1], "md5", "unknown algorithm"),
+    ([5, 0, 7], [3, 0, 0], "crc32c", "part 2 has 0 bytes but CRC 0x7"),
 ])
 def test_full_object_crc_refuses(crcs: list, sizes: list, algorithm: str, message: str) -> None:
     with pytest.raises(ValueError, match=message) as info:

@@ -90,8 +90,8 @@ def full_object_crc(part_crcs: object, part_sizes: object, algorithm: str) -> in
 
     Runs of equal sizes (a multipart upload's parts, a chunk's windows) are folded natively,
     one multiply per part; runs are joined with one combine each. 0 for no parts (the CRC of
-    nothing). One-line ValueError on mismatched lengths, negative sizes, values out of range
-    or a total beyond 2**63-1 bytes."""
+    nothing). One-line ValueError on mismatched lengths, negative sizes, values out of range,
+    a part of 0 bytes whose CRC is not 0, or a total beyond 2**63-1 bytes."""
     alg = _algorithm(algorithm)
     crcs = _crc_column(part_crcs, alg, "part_crcs")
     sizes = _size_column(part_sizes, "part_sizes")
@@ -110,6 +110,10 @@ def _compose(alg: str, crcs: np.ndarray, sizes: np.ndarray) -> tuple[int, int]:
     acc, total = 0, 0
     for begin, end in zip(starts[:-1], starts[1:]):
         size = int(sizes[begin])
+        if size == 0 and crcs[begin:end].any():
+            # the CRC of no bytes is 0: anything else is a claim no data can back
+            bad = begin + int(np.flatnonzero(crcs[begin:end])[0])
+            raise ValueError(f"part {bad} has 0 bytes but CRC {int(crcs[bad]):#x}")
         run_bytes = size * (end - begin)
         total += run_bytes
         if total > MAX_BYTES:
