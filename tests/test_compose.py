@@ -230,3 +230,13 @@ def test_checksum_type_by_protobuf_number_and_sha_entries() -> None:
         ChunkChecksums.from_ozone(20, 9, 16, [])
     with pytest.raises(ValueError, match="unknown checksum type 'type number 9'"):
         key_crc([_block(ChunkChecksums(20, 9, 16, []))])
+
+
+def test_mixed_crc64nvme_and_ozone_types() -> None:
+    """A CRC64NVME chunk beside Ozone's CRC32C ones: no CRC of the bytes; Ozone's walk reads
+    the first 4 bytes of each 8-byte entry, as its getInt does."""
+    wide = ChunkChecksums(20, "CRC64NVME", 16, [(7 << 32) | 5, (9 << 32) | 1], 20)
+    got = key_crc([BlockChecksums(40, [GOOD, wide])])
+    assert got.crc is None and got.ozone_differs
+    narrow = ChunkChecksums(20, "CRC32C", 16, [7, 9], 20)
+    assert got.ozone_value == key_crc([BlockChecksums(40, [GOOD, narrow])]).ozone_value

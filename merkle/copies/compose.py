@@ -234,8 +234,13 @@ class _Chunk:
 
     @property
     def windows(self) -> list[int]:
-        """As Python ints, for the step-by-step emulation only (not the fast path)."""
-        return self.column.tolist() if self.column is not None else list(self.values or ())
+        """What Ozone reads from each entry (getInt: its first 4 bytes) as Python ints, for the
+        step-by-step emulation only (not the fast path)."""
+        if self.column is None:
+            return list(self.values or ())
+        if self.column.dtype == np.uint64:  # CRC64NVME entries are 8 bytes, big-endian
+            return (self.column >> np.uint64(32)).tolist()
+        return self.column.tolist()
 
 
 def _chunk(chunk: object, where: str) -> _Chunk:
