@@ -100,8 +100,10 @@ def full_object_crc(part_crcs: object, part_sizes: object, algorithm: str) -> in
     return _compose(alg, crcs, sizes)[0]
 
 
-def _compose(alg: str, crcs: np.ndarray, sizes: np.ndarray) -> tuple[int, int]:
-    """(CRC, total bytes) of validated columns."""
+def _compose(alg: str, crcs: np.ndarray, sizes: np.ndarray, strict: bool = True
+             ) -> tuple[int, int]:
+    """(CRC, total bytes) of validated columns. `strict=False` (Ozone's walk) lets a 0-byte
+    piece with a CRC other than 0 through, as Ozone's composer does (it XORs it in)."""
     n = int(crcs.shape[0])
     if n == 0:
         return 0, 0
@@ -110,7 +112,7 @@ def _compose(alg: str, crcs: np.ndarray, sizes: np.ndarray) -> tuple[int, int]:
     acc, total = 0, 0
     for begin, end in zip(starts[:-1], starts[1:]):
         size = int(sizes[begin])
-        if size == 0 and crcs[begin:end].any():
+        if strict and size == 0 and crcs[begin:end].any():
             # the CRC of no bytes is 0: anything else is a claim no data can back
             bad = begin + int(np.flatnonzero(crcs[begin:end])[0])
             raise ValueError(f"part {bad} has 0 bytes but CRC {int(crcs[bad]):#x}")
@@ -231,6 +233,13 @@ class _Chunk:
     @property
     def count(self) -> int:
         return int(self.column.shape[0]) if self.column is not None else len(self.values or ())
+
+    @property
+    def ozone_column(self) -> np.ndarray:
+        """`windows` as a uint32 column."""
+        if self.column is not None and self.column.dtype == np.uint32:
+            return self.column
+        return np.array(self.windows, dtype=np.uint32)
 
     @property
     def windows(self) -> list[int]:
@@ -450,13 +459,21 @@ def _ozone_replicated_block(block: _Block) -> tuple[int, str]:
     bpc = first.bpc            # and the first chunk's bpc for every chunk
     chunk_crcs = []
     for chunk in block.chunks:
-        if chunk.length > chunk.count * chunk_size:
+        n = chunk.count
+        if chunk.length > n * chunk_size:
             raise _OzoneError("IllegalArgumentException: null (Preconditions.checkArgument)")
-        updates, remaining = [], chunk.length
-        for w in chunk.windows:
-            updates.append((w, min(bpc, remaining)))
-            remaining -= bpc
-        chunk_crcs.append((_composer_digest(updates, alg), chunk.length))
+        # window i is composed as min(bpc, length - i * bpc) bytes: 0 once the length is used
+        # up exactly, negative (CrcUtil throws) from window length // bpc + 1 on
+        if bpc and chunk.length // bpc + 1 < n:
+            first_bad = chunk.length // bpc + 1
+            raise _OzoneError("IllegalArgumentException: lengthBytes must be positive, got "
+                              f"{chunk.length - first_bad * bpc}")
+        sizes = np.minimum(bpc, chunk.length - np.arange(n, dtype=np.int64) * bpc) if bpc \
+            else np.zeros(n, dtype=np.int64)
+        value, position = _compose(alg, chunk.ozone_column, sizes, strict=False)
+        if position <= 0:
+            raise _OzoneError("ArrayIndexOutOfBoundsException: readInt of an empty digest")
+        chunk_crcs.append((value, chunk.length))
     return _composer_digest(chunk_crcs, alg), first.type_name
 
 
