@@ -52,7 +52,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "checksum_each": ("merkle._native", "checksum_each"),
     "checksum_windows": ("merkle._native", "checksum_windows"),
     "combine_many": ("merkle._native", "combine_many"),
-    "full_object_crc": ("merkle.copies.compose", "full_object_crc"),
+    "full_object_crc": ("merkle.copies.fold", "full_object_crc"),
     "ContainerIDMismatchError": ("merkle.trees.diff", "ContainerIDMismatchError"),
     "DiffReport": ("merkle.trees.diff", "DiffReport"),
     "ReplicaReport": ("merkle.trees.diff", "ReplicaReport"),
