@@ -454,3 +454,72 @@ void crcm_windows_pair(crcm_algorithm a, crcm_algorithm b, const uint8_t *data, 
         len -= w;
     }
 }
+
+/* ---- fold: the CRC of n equal pieces from their CRCs ------------------------------------- */
+
+/* crc(P0 || P1 || ... || Pn-1) for pieces of `stride` bytes each, from their CRCs: Horner's rule
+ * c = c * x^(8*stride) + crc_i, one multiply by a fixed k per piece (a byte-table product, as in
+ * crcm_combine_fixed). One chain is latency-bound (each step waits for the last), so the array is
+ * cut into FOLD_LANES contiguous runs folded side by side, then the runs are joined with
+ * x^(8*stride*run). An empty array folds to 0, the CRC of nothing. */
+#define FOLD_LANES 4
+
+uint32_t crcm_fold_fixed(crcm_algorithm alg, const uint32_t *crcs, size_t n, uint64_t stride) {
+    const crcm_backend *b = backend();
+    crcm_mulmod_fn mul = alg == CRCM_CRC32 ? b->mulmod_crc32 : b->mulmod_crc32c;
+    const uint32_t *x2k = alg == CRCM_CRC32 ? crcm_x2k_crc32 : crcm_x2k_crc32c;
+    uint32_t k = x8nmodp(mul, x2k, stride);
+    uint32_t c = 0;
+    if (n < 256) {
+        for (size_t i = 0; i < n; i++) c = mul(c, k) ^ crcs[i];
+        return c;
+    }
+    uint32_t t[4][256];
+    for (int j = 0; j < 4; j++) {
+        t[j][0] = 0;
+        for (int bit = 0; bit < 8; bit++) t[j][1u << bit] = mul((uint32_t)1u << (8 * j + bit), k);
+        for (unsigned v = 3; v < 256; v++)
+            if (v & (v - 1)) t[j][v] = t[j][v & (v - 1)] ^ t[j][v & (0u - v)];
+    }
+#define T32(x) (t[0][(x) & 0xff] ^ t[1][((x) >> 8) & 0xff] ^ t[2][((x) >> 16) & 0xff] ^ t[3][(x) >> 24])
+    size_t run = n / FOLD_LANES;
+    uint32_t l[FOLD_LANES] = {0};
+    for (size_t i = 0; i < run; i++)
+        for (int j = 0; j < FOLD_LANES; j++) l[j] = T32(l[j]) ^ crcs[(size_t)j * run + i];
+    uint32_t krun = x8nmodp(mul, x2k, stride * (uint64_t)run);
+    c = l[0];
+    for (int j = 1; j < FOLD_LANES; j++) c = mul(c, krun) ^ l[j];
+    for (size_t i = FOLD_LANES * run; i < n; i++) c = T32(c) ^ crcs[i];
+#undef T32
+    return c;
+}
+
+uint64_t crcm_fold_fixed64(const uint64_t *crcs, size_t n, uint64_t stride) {
+    crcm_mulmod64_fn mul = backend()->mulmod_crc64nvme;
+    uint64_t k = x8nmodp64(mul, stride);
+    uint64_t c = 0;
+    if (n < 256) {
+        for (size_t i = 0; i < n; i++) c = mul(c, k) ^ crcs[i];
+        return c;
+    }
+    uint64_t t[8][256];
+    for (int j = 0; j < 8; j++) {
+        t[j][0] = 0;
+        for (int bit = 0; bit < 8; bit++) t[j][1u << bit] = mul(1ull << (8 * j + bit), k);
+        for (unsigned v = 3; v < 256; v++)
+            if (v & (v - 1)) t[j][v] = t[j][v & (v - 1)] ^ t[j][v & (0u - v)];
+    }
+#define T64(x) (t[0][(x) & 0xff] ^ t[1][((x) >> 8) & 0xff] ^ t[2][((x) >> 16) & 0xff] ^ \
+                t[3][((x) >> 24) & 0xff] ^ t[4][((x) >> 32) & 0xff] ^ t[5][((x) >> 40) & 0xff] ^ \
+                t[6][((x) >> 48) & 0xff] ^ t[7][(x) >> 56])
+    size_t run = n / FOLD_LANES;
+    uint64_t l[FOLD_LANES] = {0};
+    for (size_t i = 0; i < run; i++)
+        for (int j = 0; j < FOLD_LANES; j++) l[j] = T64(l[j]) ^ crcs[(size_t)j * run + i];
+    uint64_t krun = x8nmodp64(mul, stride * (uint64_t)run);
+    c = l[0];
+    for (int j = 1; j < FOLD_LANES; j++) c = mul(c, krun) ^ l[j];
+    for (size_t i = FOLD_LANES * run; i < n; i++) c = T64(c) ^ crcs[i];
+#undef T64
+    return c;
+}

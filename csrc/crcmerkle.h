@@ -39,6 +39,10 @@ uint32_t crcm_combine(crcm_algorithm alg, uint32_t crc1, uint32_t crc2, uint64_t
 void crcm_combine_fixed(crcm_algorithm alg, const uint32_t *crc1, const uint32_t *crc2,
                         uint64_t len2, size_t n, uint32_t *out);
 
+/* Fold: the CRC of the concatenation of n pieces of `stride` bytes each, from their n CRCs
+ * (0 for n == 0). The caller keeps n * stride below 2^64. */
+uint32_t crcm_fold_fixed(crcm_algorithm alg, const uint32_t *crcs, size_t n, uint64_t stride);
+
 /* Checksum every `bytes_per_checksum` window of data (the last may be short) into out, which
  * must hold crcm_window_count(len, bytes_per_checksum) values. Each window starts from crc 0.
  * bytes_per_checksum must be > 0. */
@@ -63,6 +67,7 @@ uint64_t crcm_crc64nvme(uint64_t crc, const uint8_t *data, size_t len);
 uint64_t crcm_crc64nvme_combine(uint64_t crc1, uint64_t crc2, uint64_t len2);
 void crcm_combine_fixed64(const uint64_t *crc1, const uint64_t *crc2, uint64_t len2, size_t n,
                           uint64_t *out);
+uint64_t crcm_fold_fixed64(const uint64_t *crcs, size_t n, uint64_t stride);
 void crcm_windows64(const uint8_t *data, size_t len, size_t bytes_per_checksum, uint64_t *out);
 int crcm_each64_offsets32(const uint8_t *data, size_t data_len, const int32_t *offsets, size_t n,
                           uint64_t *out);

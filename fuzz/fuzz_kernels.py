@@ -322,6 +322,13 @@ def op_combine(p: Provider) -> None:
     scalar = [comb(int(x), int(y), len2) for x, y in zip(a1, a2)]
     _agree(_each_backend(lambda: merkle.combine_many(a1, a2, len2, algorithm=alg)),
            f"{alg} combine_many k={k} len2={len2}", scalar)
+    # fold_fixed: the CRC of k pieces of one stride (four runs side by side from 256 on)
+    stride = p.choice((0, 1, p.int(0, 1 << 20), 16384, (1 << 63) // max(k, 1)))
+    folded = 0
+    for x in a1:
+        folded = comb(folded, int(x), stride)
+    _agree(_each_backend(lambda: merkle._native.fold_fixed(a1, stride, algorithm=alg)),
+           f"{alg} fold_fixed k={k} stride={stride}", folded)
 
 
 def op_hash(p: Provider) -> None:

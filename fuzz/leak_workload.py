@@ -95,6 +95,10 @@ def one_iteration(state: dict) -> None:
     a, b, raw = state["trees"]
     merkle.combine_many(state["c1"], state["c2"], 4096)
     merkle.combine_many(state["d1"], state["d2"], 4096, algorithm="crc64nvme")
+    merkle._native.fold_fixed(state["c1"], 4096)
+    merkle._native.fold_fixed(state["d1"], 4096, algorithm="crc64nvme")
+    _expect(ValueError, lambda: merkle._native.fold_fixed(state["c1"], 1 << 62))
+    merkle.full_object_crc(state["c1"], [4096] * len(state["c1"]), "crc32c")
     _expect(ValueError, lambda: merkle.combine_many(state["d1"], state["d2"][1:], 1,
                                                     algorithm="crc64nvme"))
     tree_from_bytes(raw)

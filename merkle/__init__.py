@@ -52,6 +52,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "checksum_each": ("merkle._native", "checksum_each"),
     "checksum_windows": ("merkle._native", "checksum_windows"),
     "combine_many": ("merkle._native", "combine_many"),
+    "full_object_crc": ("merkle.copies.fold", "full_object_crc"),
     "ContainerIDMismatchError": ("merkle.trees.diff", "ContainerIDMismatchError"),
     "DiffReport": ("merkle.trees.diff", "DiffReport"),
     "ReplicaReport": ("merkle.trees.diff", "ReplicaReport"),
@@ -80,6 +81,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "_native": ("merkle._native", None),
     "trees": ("merkle.trees", None),
     "replica": ("merkle.replica", None),
+    "copies": ("merkle.copies", None),
 }
 
 
@@ -151,6 +153,7 @@ __all__ = [
     "crc32c_combine",
     "crc64nvme",
     "crc64nvme_combine",
+    "full_object_crc",
     "set_backend",
     "using_backend",
     "ContainerTree",

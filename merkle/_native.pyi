@@ -35,6 +35,9 @@ def combine_many(
     crc1: npt.ArrayLike, crc2: npt.ArrayLike, len2: SupportsIndex, *,
     algorithm: _Algorithm = "crc32c"
 ) -> _Sums: ...
+def fold_fixed(
+    crcs: npt.ArrayLike, stride: SupportsIndex, *, algorithm: _Algorithm = "crc32c"
+) -> int: ...
 @overload
 def checksum_windows(
     data: _Buffer,

@@ -27,7 +27,8 @@ MERKLE_PUBLIC = {
     "ReplicaLockedError", "ReplicaReport", "ScanError", "ScanResult", "TreeBuilder",
     "TreeFileError", "available_backends", "backend", "checksum_each", "checksum_windows",
     "combine_many", "compare_replicas", "compiled_backends", "crc32", "crc32_combine", "crc32c",
-    "crc32c_combine", "diff", "generate_cluster", "merge", "ozone", "read_tree", "reconcile",
+    "crc32c_combine", "diff", "full_object_crc", "generate_cluster", "merge", "ozone", "read_tree",
+    "reconcile",
     "reconcile_round", "scan_container", "set_backend", "using_backend", "write_tree",
 }
 SPARK_PUBLIC = {
