@@ -226,7 +226,9 @@ uint64_t crcm_avx2_crc64nvme(uint64_t reg, const uint8_t *p, size_t n) {
 
 /* ---- CRC-32C and CRC-64/NVME of the same bytes in one pass ---- */
 
-/* A ymm fold retires about 8 bytes a cycle (one 256-bit VPCLMULQDQ per two cycles, see fold_ymm)
+/* For data streaming in from memory (crcm_windows_pair: buffers over 4 MiB; the hot form is
+ * crcm_avx2_crc32c_crc64nvme_hot below).
+ * A ymm fold retires about 8 bytes a cycle (one 256-bit VPCLMULQDQ per two cycles, see fold_ymm)
  * and the crc32 instruction 8 bytes a cycle on another port, so here the folds take all of
  * CRC-64/NVME and four crc32 streams all of CRC-32C: each block of PAIR_M steps of 128 bytes is
  * folded for CRC-64 (four ymm accumulators carried across blocks) while four streams of 32

@@ -141,7 +141,9 @@ uint64_t crcm_avx512_crc64nvme(uint64_t reg, const uint8_t *p, size_t n) {
 
 /* ---- CRC-32C and CRC-64/NVME of the same bytes in one pass ---- */
 
-/* Hot, both CRCs alone are bound by the carry-less multiplier, so running one after the other
+/* For data streaming in from memory (crcm_windows_pair: buffers over 4 MiB; the hot form is
+ * crcm_avx512_crc32c_crc64nvme_hot below).
+ * Hot, both CRCs alone are bound by the carry-less multiplier, so running one after the other
  * costs the sum. The crc32 instruction runs on another port: here each block of PAIR_M steps of
  * 256 bytes is folded for CRC-64/NVME (four zmm accumulators, carried across blocks) while its
  * CRC-32C comes from PAIR_NC zmm folds over the block's first 64*PAIR_NC*PAIR_M bytes plus
@@ -265,9 +267,10 @@ void crcm_avx512_crc32c_crc64nvme(uint32_t *reg32, uint64_t *reg64, const uint8_
  * the kernels on 16 KiB windows, 2026-11-27, medians of 7-21 interleaved rounds of per-round
  * ratios, the pair's time over the slower CRC alone): 256 KiB hot 1.63 against 1.77 for the
  * kernel above, 16 KiB (L1) 1.62 against 1.76, 1 MiB 1.63 against 1.77, 4 MiB 1.63 against 1.77;
- * but 256 MiB cold 1.19-1.26x the time of the kernel above (the block's next 16 KiB prefetched
- * beside its own 16 KiB fill L1; with 8 KiB blocks 1.04x cold but 1.66 hot; prefetching to L2
- * instead 1.09x cold, 1.63 hot), so cold data keeps the kernel above. What was tried and did not
+ * but 256 MiB cold 1.19-1.23x the time of the kernel above (likely because the next block's
+ * 16 KiB, prefetched beside the block's own 16 KiB, fill L1; with 8 KiB blocks 1.04x cold but 1.66
+ * hot; prefetching to L2 instead 1.09x cold, 1.63 hot), so data from memory keeps the kernel
+ * above (crcm_windows_pair: buffers over 4 MiB). What was tried and did not
  * help (same harness): the CRC-32C share g of each 256 bytes at 64, 80, 85, 96, 112 and 128
  * (every split measured 1.68-1.76 with separate loads although the port bound is 1.33-1.5:
  * uarch probes showed the crc32 and VPCLMULQDQ loops reach their bound together only from
