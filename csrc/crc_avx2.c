@@ -226,7 +226,9 @@ uint64_t crcm_avx2_crc64nvme(uint64_t reg, const uint8_t *p, size_t n) {
 
 /* ---- CRC-32C and CRC-64/NVME of the same bytes in one pass ---- */
 
-/* A ymm fold retires about 8 bytes a cycle (one 256-bit VPCLMULQDQ per two cycles, see fold_ymm)
+/* For data streaming in from memory (crcm_windows_pair: buffers over 4 MiB; the hot form is
+ * crcm_avx2_crc32c_crc64nvme_hot below).
+ * A ymm fold retires about 8 bytes a cycle (one 256-bit VPCLMULQDQ per two cycles, see fold_ymm)
  * and the crc32 instruction 8 bytes a cycle on another port, so here the folds take all of
  * CRC-64/NVME and four crc32 streams all of CRC-32C: each block of PAIR_M steps of 128 bytes is
  * folded for CRC-64 (four ymm accumulators carried across blocks) while four streams of 32
@@ -292,4 +294,75 @@ void crcm_avx2_crc32c_crc64nvme(uint32_t *reg32, uint64_t *reg64, const uint8_t 
         p += 128;
     }
     *reg64 = finish_n(reduce_ymm(y[0], y[1], y[2], y[3], p, end, &K_N, &KY_N));
+}
+
+/* ---- the same pair for data likely hot in cache (crcm_windows_pair picks it for buffers of
+ * at most CRCM_PAIR_HOT_MAX bytes) ---- */
+
+/* The same blocks, streams and folds as crcm_avx2_crc32c_crc64nvme, written so the compiler
+ * issues the crc32s round-robin over the four streams between the four folds of a step (each
+ * chain gets one crc32 every four, its latency is 3), and the first step folds a zero
+ * accumulator by a zero multiplier with the register xored in instead of being peeled; the
+ * streams are joined by independent multiplies. Measured on Zen 4 (EPYC VM, 2 vCPUs, a CI run
+ * busy on the other core: noisy; C harness calling the kernels on 16 KiB windows, 2026-11-27,
+ * medians of 7-9 interleaved rounds of per-round ratios, the pair's time over the slower CRC
+ * alone): 16 KiB (L1) 1.21 against 1.27 for the kernel above, 256 KiB 1.21 against 1.27, 1 MiB
+ * 1.21 against 1.28, 4 MiB 1.22 against 1.27, 16 MiB 1.19 against 1.25; but 64 and 256 MiB
+ * cold 1.27-1.34x the time of the kernel above (the same loop with a peeled first step compiles
+ * to consecutive crc32s of one stream: 1.27 hot, 1.06-1.10x cold; why the round-robin order
+ * costs cold was not found), so cold data keeps the kernel above. Tried, no better hot: eight
+ * streams (1.22-1.28), two steps per iteration (1.22), 32 or 128 steps per block (1.22, 1.23),
+ * compiler barriers forcing the order (1.27), no prefetch (1.28, hot data from L2). */
+void crcm_avx2_crc32c_crc64nvme_hot(uint32_t *reg32, uint64_t *reg64, const uint8_t *p, size_t n) {
+    uint32_t rc = *reg32;
+    uint64_t rn = *reg64;
+    if (n < 2 * PAIR_BLOCK) {
+        *reg32 = crcm_avx2_crc32c(rc, p, n);
+        *reg64 = crcm_avx2_crc64nvme(rn, p, n);
+        return;
+    }
+    const uint8_t *end = p + n;
+    const __m256i k = KY(KY_N.k1024);
+    __m256i kf = _mm256_setzero_si256(), sv = _mm256_zextsi128_si256(seed64(rn));
+    __m256i y0 = kf, y1 = kf, y2 = kf, y3 = kf;
+    const size_t sl = 32 * PAIR_M; /* a stream: 2 KiB */
+    while ((size_t)(end - p) >= PAIR_BLOCK) {
+        uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        for (int j = 0; j < PAIR_M; j++) {
+            const uint8_t *q = p + 128 * j, *c = p + 32 * j;
+            uintptr_t next = (uintptr_t)q + PAIR_BLOCK; /* an integer: past the end is harmless */
+#define CRC4(t)                                                        \
+    a0 = _mm_crc32_u64(a0, crcm_load64(c + (t)));                      \
+    a1 = _mm_crc32_u64(a1, crcm_load64(c + sl + (t)));                 \
+    a2 = _mm_crc32_u64(a2, crcm_load64(c + 2 * sl + (t)));             \
+    a3 = _mm_crc32_u64(a3, crcm_load64(c + 3 * sl + (t)))
+            y0 = _mm256_xor_si256(_mm256_xor_si256(foldy(y0, kf), loady(q)), sv);
+            _mm_prefetch((const char *)next, _MM_HINT_T0);
+            CRC4(0);
+            y1 = _mm256_xor_si256(foldy(y1, kf), loady(q + 32));
+            _mm_prefetch((const char *)(next + 64), _MM_HINT_T0);
+            CRC4(8);
+            y2 = _mm256_xor_si256(foldy(y2, kf), loady(q + 64));
+            CRC4(16);
+            y3 = _mm256_xor_si256(foldy(y3, kf), loady(q + 96));
+            CRC4(24);
+#undef CRC4
+            kf = k;
+            sv = _mm256_setzero_si256();
+        }
+        /* each stream moved to the block's end by its own multiply (L = 6, 4, 2 KiB: x^49120,
+         * x^32736, x^16352), the running register over the block */
+        rc = shift_by(rc, PAIR_K_BLOCK) ^ shift_by((uint32_t)a0, 0x1bc3afbb8ll) ^
+             shift_by((uint32_t)a1, 0x18714ea86ll) ^ shift_by((uint32_t)a2, PAIR_K_STREAM) ^ (uint32_t)a3;
+        p += PAIR_BLOCK;
+    }
+    *reg32 = crcm_avx2_crc32c(rc, p, (size_t)(end - p));
+    while ((size_t)(end - p) >= 128) {
+        y0 = _mm256_xor_si256(foldy(y0, k), loady(p));
+        y1 = _mm256_xor_si256(foldy(y1, k), loady(p + 32));
+        y2 = _mm256_xor_si256(foldy(y2, k), loady(p + 64));
+        y3 = _mm256_xor_si256(foldy(y3, k), loady(p + 96));
+        p += 128;
+    }
+    *reg64 = finish_n(reduce_ymm(y0, y1, y2, y3, p, end, &K_N, &KY_N));
 }

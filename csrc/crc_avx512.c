@@ -141,7 +141,9 @@ uint64_t crcm_avx512_crc64nvme(uint64_t reg, const uint8_t *p, size_t n) {
 
 /* ---- CRC-32C and CRC-64/NVME of the same bytes in one pass ---- */
 
-/* Hot, both CRCs alone are bound by the carry-less multiplier, so running one after the other
+/* For data streaming in from memory (crcm_windows_pair: buffers over 4 MiB; the hot form is
+ * crcm_avx512_crc32c_crc64nvme_hot below).
+ * Hot, both CRCs alone are bound by the carry-less multiplier, so running one after the other
  * costs the sum. The crc32 instruction runs on another port: here each block of PAIR_M steps of
  * 256 bytes is folded for CRC-64/NVME (four zmm accumulators, carried across blocks) while its
  * CRC-32C comes from PAIR_NC zmm folds over the block's first 64*PAIR_NC*PAIR_M bytes plus
@@ -240,6 +242,115 @@ void crcm_avx512_crc32c_crc64nvme(uint32_t *reg32, uint64_t *reg64, const uint8_
     }
     /* the rest (< 8 KiB): CRC-64 keeps folding 256-byte steps, CRC-32C takes its own kernel */
     *reg32 = crcm_avx512_crc32c_stream(rc, p, (size_t)(end - p));
+    while ((size_t)(end - p) >= 256) {
+        z0 = foldz(z0, k64, loadz(p));
+        z1 = foldz(z1, k64, loadz(p + 64));
+        z2 = foldz(z2, k64, loadz(p + 128));
+        z3 = foldz(z3, k64, loadz(p + 192));
+        p += 256;
+    }
+    *reg64 = finish_n(reduce_zmm(z0, z1, z2, z3, p, end, &K_N, &KZ_N));
+}
+
+/* ---- the same pair for data likely hot in cache (crcm_windows_pair picks it for buffers of
+ * at most CRCM_PAIR_HOT_MAX bytes) ---- */
+
+/* Blocks of 16 KiB, each split into a region A (its first 4 KiB) and B (the other 12 KiB). Per
+ * 256-byte step, CRC-64/NVME folds 64 bytes of A (one zmm accumulator, carried over from the
+ * block before) and 192 of B (three accumulators from zero), and CRC-32C folds the same 64 bytes
+ * of A from the same load (one accumulator, k512) while eight crc32 streams of 24 bytes a step
+ * cover B. At the end of a block CRC-64's A accumulator is moved 12 KiB forward onto B's reduced
+ * lane (one multiply), and CRC-32C's pieces are each moved to the block's end by one multiply
+ * (independent, not a Horner chain). Against crcm_avx512_crc32c_crc64nvme: one zmm load fewer
+ * per step (A's bytes serve both CRCs) and the crc32 work spread over eight chains.
+ * Measured on Zen 4 (EPYC VM, 2 vCPUs, a CI run busy on the other core: noisy; C harness calling
+ * the kernels on 16 KiB windows, 2026-11-27, medians of 7-21 interleaved rounds of per-round
+ * ratios, the pair's time over the slower CRC alone): 256 KiB hot 1.63 against 1.77 for the
+ * kernel above, 16 KiB (L1) 1.62 against 1.76, 1 MiB 1.63 against 1.77, 4 MiB 1.63 against 1.77;
+ * but 256 MiB cold 1.19-1.23x the time of the kernel above (likely because the next block's
+ * 16 KiB, prefetched beside the block's own 16 KiB, fill L1; with 8 KiB blocks 1.04x cold but 1.66
+ * hot; prefetching to L2 instead 1.09x cold, 1.63 hot), so data from memory keeps the kernel
+ * above (crcm_windows_pair: buffers over 4 MiB). What was tried and did not
+ * help (same harness): the CRC-32C share g of each 256 bytes at 64, 80, 85, 96, 112 and 128
+ * (every split measured 1.68-1.76 with separate loads although the port bound is 1.33-1.5:
+ * uarch probes showed the crc32 and VPCLMULQDQ loops reach their bound together only from
+ * registers; with their loads (zmm loads ~1.1 cycles each, scalar ~0.37) they lose 8-12%);
+ * 4, 6, 12, 24 streams (1.63-2.29); the crc32s placed between the folds by compiler barriers
+ * (no gain, up to +5%); staggering the streams within cache lines (no change); 2, 3, 5, 6, 8
+ * prefetches a step (1.63-1.82). */
+#define HOT_M 64                        /* 256-byte steps per block: 16 KiB */
+#define HOT_BLOCK (256 * HOT_M)
+#define HOT_LA (64 * HOT_M)             /* region A: 4 KiB */
+#define HOT_NS 8                        /* crc32 streams over B, 24 bytes a step each */
+#define HOT_SL (24 * HOT_M)             /* a stream: 1536 bytes */
+
+/* CRC-64/NVME {x^(D+63), x^(D-1)} for D = 8 * 12288 (B's length), tools/gen_crc64_constants.py
+ * fold_k; CRC-32C (x^(8L-32) mod P) << 1 for L = 1536 * (7 - i) (stream i to the block's end),
+ * 12288 (A's fold to the block's end) and 16384 (the running register over a block). */
+static const fold_k HOT_K_B = {0x0535cba97d64a0adull, 0x2da73f4d18465a70ull};
+static const long long HOT_K_STREAM[HOT_NS - 1] = {
+    0x57e82916, 0x16e32e02a, 0x1f240f9ee, 0x1bc3afbb8, 0x5bb964, 0x1307a0206, 0x19b1afbc4};
+#define HOT_K_A 0x1c41de810ll
+#define HOT_K_BLOCK 0x1dc403ccll
+
+void crcm_avx512_crc32c_crc64nvme_hot(uint32_t *reg32, uint64_t *reg64, const uint8_t *p, size_t n) {
+    uint32_t rc = *reg32;
+    uint64_t rn = *reg64;
+    if (n < HOT_BLOCK) {
+        *reg32 = crcm_avx512_crc32c_stream(rc, p, n);
+        *reg64 = crcm_avx512_crc64nvme(rn, p, n);
+        return;
+    }
+    const uint8_t *end = p + n;
+    const __m512i z = _mm512_setzero_si512();
+    /* The first step folds a zero accumulator by a zero multiplier and xors the register in:
+     * no peeled first step, which (with the 8 KiB blocks above) changed the compiled schedule
+     * for the worse. */
+    __m512i ka = z, sv = _mm512_zextsi128_si512(seed64(rn)), a0 = z;
+    while ((size_t)(end - p) >= HOT_BLOCK) {
+        const __m512i kb = KZ(KZ_N.k1536), kc = KZ(K_C.k512);
+        __m512i b0 = z, b1 = z, b2 = z, c0 = z;
+        uint64_t s[HOT_NS] = {0};
+        for (int j = 0; j < HOT_M; j++) {
+            const uint8_t *pa = p + 64 * j, *pb = p + HOT_LA + 192 * j, *pc = p + HOT_LA + 24 * j;
+            __m512i la = loadz(pa);
+            a0 = _mm512_xor_si512(foldz(a0, ka, la), sv);
+            c0 = foldz(c0, kc, la);
+            b0 = foldz(b0, kb, loadz(pb));
+            b1 = foldz(b1, kb, loadz(pb + 64));
+            b2 = foldz(b2, kb, loadz(pb + 128));
+            prefetch_next(p + HOT_BLOCK + 256 * j);
+#pragma GCC unroll 3
+            for (int t = 0; t < 24; t += 8)
+#pragma GCC unroll 8
+                for (int i = 0; i < HOT_NS; i++) s[i] = _mm_crc32_u64(s[i], crcm_load64(pc + i * HOT_SL + t));
+            ka = KZ(K_N.k512);
+            sv = z;
+        }
+        /* CRC-64: B's three lanes onto its last, A's last lane moved over B onto it */
+        __m512i kb2 = KZ(KZ_N.k1024);
+        __m512i bl = XOR3(_mm512_clmulepi64_epi128(b0, kb2, 0x00), _mm512_clmulepi64_epi128(b0, kb2, 0x11),
+                          foldz(b1, KZ(K_N.k512), b2));
+        __m512i kd = KZ(HOT_K_B);
+        a0 = XOR3(_mm512_clmulepi64_epi128(a0, kd, 0x00), _mm512_clmulepi64_epi128(a0, kd, 0x11), bl);
+        /* CRC-32C of A from register 0 (as reduce_zmm's last steps), then every piece moved to
+         * the block's end */
+        __m512i kl = _mm512_inserti32x4(
+            _mm512_inserti32x4(_mm512_inserti32x4(z, KV(K_C.k384), 0), KV(K_C.k256), 1), KV(K_C.k128), 2);
+        __m512i t = XOR3(_mm512_clmulepi64_epi128(c0, kl, 0x00), _mm512_clmulepi64_epi128(c0, kl, 0x11),
+                         _mm512_maskz_mov_epi64(0xC0, c0));
+        __m256i h = _mm256_xor_si256(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
+        uint32_t r = finish_c(_mm_xor_si128(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+        r = shift_by(r, HOT_K_A) ^ shift_by(rc, HOT_K_BLOCK);
+        for (int i = 0; i < HOT_NS - 1; i++) r ^= shift_by((uint32_t)s[i], HOT_K_STREAM[i]);
+        rc = r ^ (uint32_t)s[HOT_NS - 1];
+        p += HOT_BLOCK;
+    }
+    /* the rest (< 16 KiB): CRC-64 goes on in 256-byte steps from its one lane, CRC-32C takes its
+     * own kernel */
+    *reg32 = crcm_avx512_crc32c_stream(rc, p, (size_t)(end - p));
+    const __m512i k64 = KZ(KZ_N.k2048);
+    __m512i z0 = z, z1 = z, z2 = z, z3 = a0;
     while ((size_t)(end - p) >= 256) {
         z0 = foldz(z0, k64, loadz(p));
         z1 = foldz(z1, k64, loadz(p + 64));

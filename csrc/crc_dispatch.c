@@ -69,7 +69,7 @@ static const crcm_backend backends[] = {
      crcm_avx512_crc32c_stream, crcm_avx512_crc32, crcm_avx512_crc32_stream,
      crcm_pclmul_mulmod_crc32c, crcm_pclmul_mulmod_crc32,
      crcm_avx512_crc64nvme, crcm_avx512_crc64nvme, crcm_pclmul_mulmod_crc64nvme,
-     crcm_avx512_crc32c_crc64nvme},
+     crcm_avx512_crc32c_crc64nvme, crcm_avx512_crc32c_crc64nvme_hot},
 #endif
 #if defined(CRCM_HAVE_AVX2)
     /* CRC-32 has no fused form (the crc32 instruction only knows Castagnoli), so its hot and
@@ -77,31 +77,31 @@ static const crcm_backend backends[] = {
     {"avx2-vpclmulqdq", crcm_cpu_has_avx2_vpclmul, crcm_avx2_crc32c, crcm_avx2_crc32c_stream,
      crcm_avx2_crc32, crcm_avx2_crc32, crcm_pclmul_mulmod_crc32c, crcm_pclmul_mulmod_crc32,
      crcm_avx2_crc64nvme, crcm_avx2_crc64nvme, crcm_pclmul_mulmod_crc64nvme,
-     crcm_avx2_crc32c_crc64nvme},
+     crcm_avx2_crc32c_crc64nvme, crcm_avx2_crc32c_crc64nvme_hot},
 #endif
 #if defined(CRCM_HAVE_PCLMUL)
     {"pclmulqdq", crcm_cpu_has_pclmul, crcm_pclmul_crc32c, crcm_pclmul_crc32c_stream,
      crcm_pclmul_crc32, crcm_pclmul_crc32, crcm_pclmul_mulmod_crc32c, crcm_pclmul_mulmod_crc32,
      crcm_pclmul_crc64nvme, crcm_pclmul_crc64nvme, crcm_pclmul_mulmod_crc64nvme,
-     crcm_pclmul_crc32c_crc64nvme},
+     crcm_pclmul_crc32c_crc64nvme, crcm_pclmul_crc32c_crc64nvme},
 #endif
 #if defined(CRCM_HAVE_SSE42)
     /* The crc32 instruction only knows the Castagnoli polynomial; without PCLMULQDQ the 64-bit
      * CRC is the table kernel. */
     {"sse42", crcm_cpu_has_sse42, crcm_sse42_crc32c, crcm_sse42_crc32c, crcm_portable_crc32,
      crcm_portable_crc32, crcm_portable_mulmod_crc32c, crcm_portable_mulmod_crc32,
-     crcm_portable_crc64nvme, crcm_portable_crc64nvme, crcm_portable_mulmod_crc64nvme, NULL},
+     crcm_portable_crc64nvme, crcm_portable_crc64nvme, crcm_portable_mulmod_crc64nvme, NULL, NULL},
 #endif
 #if defined(CRCM_HAVE_ARM64)
     /* CRC-64/NVME: one PMULL fold serves hot and streamed data; no fused pair (the window
      * pair runs both kernels per chunk while it is in L1). */
     {"arm64-crc-pmull", crcm_cpu_has_arm64_crc_pmull, crcm_arm64_crc32c, crcm_arm64_crc32c,
      crcm_arm64_crc32, crcm_arm64_crc32, crcm_arm64_mulmod_crc32c, crcm_arm64_mulmod_crc32,
-     crcm_arm64_crc64nvme, crcm_arm64_crc64nvme, crcm_arm64_mulmod_crc64nvme, NULL},
+     crcm_arm64_crc64nvme, crcm_arm64_crc64nvme, crcm_arm64_mulmod_crc64nvme, NULL, NULL},
 #endif
     {"portable", always, crcm_portable_crc32c, crcm_portable_crc32c, crcm_portable_crc32,
      crcm_portable_crc32, crcm_portable_mulmod_crc32c, crcm_portable_mulmod_crc32,
-     crcm_portable_crc64nvme, crcm_portable_crc64nvme, crcm_portable_mulmod_crc64nvme, NULL},
+     crcm_portable_crc64nvme, crcm_portable_crc64nvme, crcm_portable_mulmod_crc64nvme, NULL, NULL},
 };
 #define N_BACKENDS (sizeof(backends) / sizeof(backends[0]))
 
@@ -392,6 +392,14 @@ void crcm_each64_buffers(const uint8_t *const *ptrs, const size_t *lens, size_t 
  * and the buffer streams in from memory once. */
 #define PAIR_CHUNK 16384
 
+/* A window pair over a buffer of at most this many bytes takes the backend's hot fused kernel,
+ * a longer one its streaming kernel. Zen 4 (EPYC VM, C harness, 16 KiB windows, 2026-11-27,
+ * noisy): the hot zmm kernel takes 0.92x the time of the streaming one at 256 KiB, 1 and 4 MiB,
+ * 0.95x at 16 MiB (in L3), but 1.26x at 64 MiB and 1.19-1.23x at 256 MiB (from memory); ymm
+ * 0.95x up to 16 MiB, 1.27x at 64 MiB. 4 MiB: below the last-level cache of every CPU measured
+ * (32 MiB on Zen 3 and Zen 4), so a buffer this size was most likely just written or read. */
+#define CRCM_PAIR_HOT_MAX ((size_t)4 << 20)
+
 /* The register of a 32- or 64-bit CRC after n bytes (raw registers, widened to 64 bits), by the
  * stream kernel (data coming from memory) or the hot one (data in cache). */
 static inline uint64_t pair_step(const crcm_backend *be, crcm_algorithm alg, int hot, uint64_t reg,
@@ -420,16 +428,19 @@ void crcm_windows_pair(crcm_algorithm a, crcm_algorithm b, const uint8_t *data, 
         (unsigned)b > CRCM_CRC64NVME)
         return;
     const crcm_backend *be = backend();
-    /* the fused kernel, where the backend has one for this pair */
+    /* the fused kernel, where the backend has one for this pair: its hot form for a buffer
+     * that fits in cache, its streaming form for one that does not */
     int fused = be->crc32c_crc64nvme != NULL &&
                 ((a == CRCM_CRC32C && b == CRCM_CRC64NVME) || (a == CRCM_CRC64NVME && b == CRCM_CRC32C));
+    void (*pair_kernel)(uint32_t *, uint64_t *, const uint8_t *, size_t) =
+        len <= CRCM_PAIR_HOT_MAX ? be->crc32c_crc64nvme_hot : be->crc32c_crc64nvme;
     for (size_t i = 0; len; i++) {
         size_t w = len < bytes_per_checksum ? len : bytes_per_checksum;
         uint64_t ra = pair_init(a), rb = pair_init(b);
         if (fused) {
             uint32_t r32 = 0xFFFFFFFFu;
             uint64_t r64 = ~0ull;
-            be->crc32c_crc64nvme(&r32, &r64, data, w);
+            pair_kernel(&r32, &r64, data, w);
             ra = a == CRCM_CRC32C ? r32 : r64;
             rb = b == CRCM_CRC32C ? r32 : r64;
         } else {

@@ -38,8 +38,11 @@ typedef struct {
     crcm_kernel64_fn crc64nvme;
     crcm_kernel64_fn crc64nvme_stream;
     crcm_mulmod64_fn mulmod_crc64nvme;
-    /* Optional (NULL: none): both raw registers after the same n bytes, in one pass. */
+    /* Optional (NULL: none): both raw registers after the same n bytes, in one pass; the first
+     * for data streaming in from memory, the second for data likely hot in cache (the same
+     * function where one kernel serves both). */
     void (*crc32c_crc64nvme)(uint32_t *reg32, uint64_t *reg64, const uint8_t *p, size_t n);
+    void (*crc32c_crc64nvme_hot)(uint32_t *reg32, uint64_t *reg64, const uint8_t *p, size_t n);
 } crcm_backend;
 
 /* portable (crc_portable.c): slicing-by-16 tables, always compiled. table[k][b] is the register
@@ -93,6 +96,7 @@ uint32_t crcm_avx2_crc32c_stream(uint32_t reg, const uint8_t *p, size_t n);
 uint32_t crcm_avx2_crc32(uint32_t reg, const uint8_t *p, size_t n);
 uint64_t crcm_avx2_crc64nvme(uint64_t reg, const uint8_t *p, size_t n);
 void crcm_avx2_crc32c_crc64nvme(uint32_t *reg32, uint64_t *reg64, const uint8_t *p, size_t n);
+void crcm_avx2_crc32c_crc64nvme_hot(uint32_t *reg32, uint64_t *reg64, const uint8_t *p, size_t n);
 #endif
 #if defined(CRCM_HAVE_AVX512)
 /* crc_avx512.c */
@@ -102,6 +106,7 @@ uint32_t crcm_avx512_crc32(uint32_t reg, const uint8_t *p, size_t n);
 uint32_t crcm_avx512_crc32_stream(uint32_t reg, const uint8_t *p, size_t n);
 uint64_t crcm_avx512_crc64nvme(uint64_t reg, const uint8_t *p, size_t n);
 void crcm_avx512_crc32c_crc64nvme(uint32_t *reg32, uint64_t *reg64, const uint8_t *p, size_t n);
+void crcm_avx512_crc32c_crc64nvme_hot(uint32_t *reg32, uint64_t *reg64, const uint8_t *p, size_t n);
 #endif
 
 #if defined(CRCM_HAVE_ARM64)

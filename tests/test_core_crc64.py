@@ -198,16 +198,45 @@ def test_pair_matches_each_alone(each_backend: str, a: str, b: str) -> None:
             assert want_b == per_window(ONE_SHOT[b], data, bpc), (length, bpc)
 
 
+# Rest lengths after whole blocks: 16 KiB windows are one 16 KiB block (zmm, hot) or two 8 KiB
+# blocks (the other fused kernels), then every rest 0..263 (the rest's 256-byte steps and tails);
+# 24 KiB and 32 KiB: three and two blocks.
+PAIR_REST_LENGTHS = [*range(16384, 16384 + 264), *range(24576 - 3, 24576 + 5), *range(32768 - 3, 32768 + 5)]
+# crcm_windows_pair takes the hot fused kernels for buffers of at most this many bytes
+PAIR_HOT_MAX = 4 << 20
+
+
 def test_pair_rest_lengths_and_alignments(each_backend: str) -> None:
-    """Windows of 2..3 blocks of the fused kernel (8 KiB) plus every rest length 0..263 at four
-    alignments: the blocks, the rest's 256-byte steps and the tails all meet."""
+    """One window (a buffer within PAIR_HOT_MAX: the hot fused kernels) of whole blocks plus every
+    rest length 0..263 at four alignments: the blocks, the rest's 256-byte steps and the tails
+    all meet."""
     rng = random.Random("pair-rest")
-    raw = rng.randbytes(3 * 8192 + 300)
+    raw = rng.randbytes(32768 + 300)
     for alignment in (0, 1, 8, 63):
-        for n in [*range(16384, 16384 + 264), *range(24576 - 3, 24576 + 5)]:
+        for n in PAIR_REST_LENGTHS:
             data = memoryview(raw)[alignment : alignment + n]
             got_c, got_n = merkle.checksum_windows(data, n, algorithm=("crc32c", "crc64nvme"))
             assert (int(got_c[0]), int(got_n[0])) == (merkle.crc32c(data), merkle.crc64nvme(data)), (alignment, n)
+
+
+def test_pair_streaming_kernels_rest_lengths(each_backend: str) -> None:
+    """A buffer longer than PAIR_HOT_MAX takes the streaming fused kernels: its windows of the same
+    lengths as above (and the short last one) against the single CRCs' windows, at two
+    alignments; and the buffers of exactly PAIR_HOT_MAX and one byte more (the two paths)."""
+    rng = random.Random("pair-stream-rest")
+    raw = rng.randbytes(PAIR_HOT_MAX + 16384 + 64)
+    pair = ("crc32c", "crc64nvme")
+    for alignment in (0, 63):
+        data = memoryview(raw)[alignment : alignment + PAIR_HOT_MAX + 16384]
+        for n in PAIR_REST_LENGTHS[::3] + [PAIR_REST_LENGTHS[-1]]:
+            got_c, got_n = merkle.checksum_windows(data, n, algorithm=pair)
+            assert got_c.tolist() == merkle.checksum_windows(data, n, algorithm="crc32c").tolist(), (alignment, n)
+            assert got_n.tolist() == merkle.checksum_windows(data, n, algorithm="crc64nvme").tolist(), (alignment, n)
+    for length in (PAIR_HOT_MAX, PAIR_HOT_MAX + 1):
+        data = memoryview(raw)[:length]
+        got_c, got_n = merkle.checksum_windows(data, 16384 + 5, algorithm=pair)
+        assert got_c.tolist() == merkle.checksum_windows(data, 16384 + 5, algorithm="crc32c").tolist(), length
+        assert got_n.tolist() == merkle.checksum_windows(data, 16384 + 5, algorithm="crc64nvme").tolist(), length
 
 
 def test_pair_out_tuple_and_errors() -> None:
