@@ -120,10 +120,20 @@ def crc64nvme_combine(crc_a, crc_b, len_b, /):
         crcm_crc64nvme_combine(_mask64(crc_a, b"crc_a"), _mask64(crc_b, b"crc_b"), _length(len_b)))
 
 
+cdef inline uint64_t _feed(crcm_algorithm alg, uint64_t crc, const uint8_t *p,
+                          size_t n) noexcept nogil:
+    # one running-CRC step of any algorithm; the 32-bit ones keep their value in the low half
+    if alg == CRCM_CRC64NVME:
+        return crcm_crc64nvme(crc, p, n)
+    return crcm_crc(alg, <uint32_t>crc, p, n)
+
+
 cdef class _CRCHash:
-    """hashlib-style running CRC; a per-object lock keeps it consistent across threads."""
-    cdef uint32_t _crc
+    """hashlib-style running CRC of any width (4 or 8 bytes: the subclass says which, with its
+    algorithm); a per-object lock keeps it consistent across threads."""
+    cdef uint64_t _crc
     cdef crcm_algorithm _alg
+    cdef int _width
     cdef PyThread_type_lock _lock
 
     def __cinit__(self, *args, **kwargs):
@@ -136,8 +146,9 @@ cdef class _CRCHash:
             PyThread_free_lock(self._lock)
 
     def __init__(self, data=b"", *, value=0):
-        # value: a stored checksum to continue from (crc32c(b, value=crc32c(a)) == crc(a+b))
-        self._crc = _mask32(value)
+        # value: a stored checksum to continue from (crc32c(b, value=crc32c(a)) == crc(a+b)),
+        # taken modulo 2**(8 * width) as zlib takes a start value
+        self._crc = _mask64(value) if self._width == 8 else _mask32(value)
         if not (isinstance(data, bytes) and not data):
             self.update(data)
 
@@ -148,9 +159,9 @@ cdef class _CRCHash:
             with nogil:
                 PyThread_acquire_lock(self._lock, WAIT_LOCK)
 
-    cdef inline uint32_t _value(self):
+    cdef inline uint64_t _value(self):
         self._acquire()
-        cdef uint32_t v = self._crc
+        cdef uint64_t v = self._crc
         PyThread_release_lock(self._lock)
         return v
 
@@ -163,12 +174,12 @@ cdef class _CRCHash:
         try:
             if n < <size_t>_GIL_THRESHOLD:
                 self._acquire()
-                self._crc = crcm_crc(self._alg, self._crc, p, n)
+                self._crc = _feed(self._alg, self._crc, p, n)
                 PyThread_release_lock(self._lock)
             else:
                 with nogil:
                     PyThread_acquire_lock(self._lock, WAIT_LOCK)
-                    self._crc = crcm_crc(self._alg, self._crc, p, n)
+                    self._crc = _feed(self._alg, self._crc, p, n)
                     PyThread_release_lock(self._lock)
         finally:
             PyBuffer_Release(&view)
@@ -202,21 +213,21 @@ cdef class _CRCHash:
 
     def intdigest(self):
         """The checksum as an unsigned int."""
-        return PyLong_FromUnsignedLong(self._value())
+        return PyLong_FromUnsignedLongLong(self._value())
 
     def digest(self):
-        """The checksum as 4 bytes, big-endian (as Ozone and HDFS store it)."""
-        cdef uint32_t v = self._value()
-        cdef char buf[4]
-        buf[0] = <char>(v >> 24)
-        buf[1] = <char>(v >> 16)
-        buf[2] = <char>(v >> 8)
-        buf[3] = <char>v
-        return PyBytes_FromStringAndSize(buf, 4)
+        """The checksum as `digest_size` bytes, big-endian (as Ozone and HDFS store the 32-bit
+        CRCs; base64 of CRC-64/NVME's 8 bytes is S3's x-amz-checksum-crc64nvme)."""
+        cdef uint64_t v = self._value()
+        cdef char buf[8]
+        cdef int i
+        for i in range(self._width):
+            buf[i] = <char>(v >> (8 * (self._width - 1 - i)))
+        return PyBytes_FromStringAndSize(buf, self._width)
 
     def hexdigest(self):
-        """The checksum as 8 lowercase hex digits."""
-        return f"{self._value():08x}"
+        """The checksum as 2 * digest_size lowercase hex digits."""
+        return f"{self._value():0{2 * self._width}x}"
 
     def copy(self):
         """An independent hash object with the same state."""
@@ -232,7 +243,7 @@ cdef class _CRCHash:
 
     @property
     def digest_size(self):
-        return 4
+        return self._width
 
     @property
     def block_size(self):
@@ -248,6 +259,7 @@ cdef class CRC32C(_CRCHash):
 
     def __cinit__(self, *args, **kwargs):
         self._alg = CRCM_CRC32C
+        self._width = 4
 
     @property
     def name(self):
@@ -259,6 +271,7 @@ cdef class CRC32(_CRCHash):
 
     def __cinit__(self, *args, **kwargs):
         self._alg = CRCM_CRC32
+        self._width = 4
 
     @property
     def name(self):
@@ -267,75 +280,11 @@ cdef class CRC32(_CRCHash):
 
 cdef class CRC64NVME(_CRCHash):
     """Running CRC-64/NVME in hashlib's shape: CRC64NVME(b"abc").hexdigest(). digest() is the
-    8-byte big-endian value, whose base64 is S3's x-amz-checksum-crc64nvme. The base class's
-    lock guards this class's 64-bit state; every method reading or writing it is overridden."""
-    cdef uint64_t _crc64
+    8-byte big-endian value, whose base64 is S3's x-amz-checksum-crc64nvme."""
 
     def __cinit__(self, *args, **kwargs):
         self._alg = CRCM_CRC64NVME
-
-    def __init__(self, data=b"", *, value=0):
-        self._crc64 = _mask64(value)
-        if not (isinstance(data, bytes) and not data):
-            self.update(data)
-
-    cdef inline uint64_t _value64(self):
-        self._acquire()
-        cdef uint64_t v = self._crc64
-        PyThread_release_lock(self._lock)
-        return v
-
-    def update(self, data, /):
-        """Feed more bytes (any C-contiguous buffer)."""
-        cdef Py_buffer view
-        _get_buffer(data, &view)
-        cdef const uint8_t *p = <const uint8_t *>view.buf
-        cdef size_t n = <size_t>view.len
-        try:
-            if n < <size_t>_GIL_THRESHOLD:
-                self._acquire()
-                self._crc64 = crcm_crc64nvme(self._crc64, p, n)
-                PyThread_release_lock(self._lock)
-            else:
-                with nogil:
-                    PyThread_acquire_lock(self._lock, WAIT_LOCK)
-                    self._crc64 = crcm_crc64nvme(self._crc64, p, n)
-                    PyThread_release_lock(self._lock)
-        finally:
-            PyBuffer_Release(&view)
-
-    def intdigest(self):
-        """The checksum as an unsigned int."""
-        return PyLong_FromUnsignedLongLong(self._value64())
-
-    def digest(self):
-        """The checksum as 8 bytes, big-endian (base64 of it is S3's checksum header)."""
-        cdef uint64_t v = self._value64()
-        cdef char buf[8]
-        cdef int i
-        for i in range(8):
-            buf[i] = <char>(v >> (56 - 8 * i))
-        return PyBytes_FromStringAndSize(buf, 8)
-
-    def hexdigest(self):
-        """The checksum as 16 lowercase hex digits."""
-        return f"{self._value64():016x}"
-
-    def copy(self):
-        """An independent hash object with the same state."""
-        cdef CRC64NVME other = type(self).__new__(type(self))
-        other._crc64 = self._value64()
-        return other
-
-    def reset(self):
-        """Back to the checksum of no data."""
-        self._acquire()
-        self._crc64 = 0
-        PyThread_release_lock(self._lock)
-
-    @property
-    def digest_size(self):
-        return 8
+        self._width = 8
 
     @property
     def name(self):
