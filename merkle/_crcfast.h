@@ -66,6 +66,17 @@ static inline uint64_t crcm_py_kernel(crcm_algorithm alg, uint64_t crc, const ui
     return crcm_crc(alg, (uint32_t)crc, p, n);
 }
 
+/* crcm_py_kernel with the GIL released from CRCM_PY_GIL_THRESHOLD bytes on (below it, the
+ * release costs more than other threads gain). */
+static inline uint64_t crcm_py_kernel_gil(crcm_algorithm alg, uint64_t crc, const uint8_t *p,
+                                          size_t n) {
+    if (n < CRCM_PY_GIL_THRESHOLD) return crcm_py_kernel(alg, crc, p, n);
+    Py_BEGIN_ALLOW_THREADS
+    crc = crcm_py_kernel(alg, crc, p, n);
+    Py_END_ALLOW_THREADS
+    return crc;
+}
+
 /* Whether a keyword (a str) is `name`: compact ASCII compared in place, the rest by the API
  * (PyUnicode_CompareWithASCIIString alone: a few ns more a keyword on 3.13). */
 static inline int crcm_py_key_is(PyObject *key, const char *name, Py_ssize_t len) {
@@ -113,20 +124,9 @@ static PyObject *crcm_py_crc(crcm_algorithm alg, const char *fname, PyObject *co
     if (value != NULL && crcm_py_start(value, &crc) < 0) return NULL;
     if (alg != CRCM_CRC64NVME) crc &= 0xFFFFFFFFu;
 
-    const uint8_t *p;
-    size_t n;
-    if (PyBytes_CheckExact(data)) {  /* no buffer export for bytes */
-        p = (const uint8_t *)PyBytes_AS_STRING(data);
-        n = (size_t)PyBytes_GET_SIZE(data);
-        if (n < CRCM_PY_GIL_THRESHOLD) {
-            crc = crcm_py_kernel(alg, crc, p, n);
-        } else {
-            Py_BEGIN_ALLOW_THREADS
-            crc = crcm_py_kernel(alg, crc, p, n);
-            Py_END_ALLOW_THREADS
-        }
-        return PyLong_FromUnsignedLongLong(crc);
-    }
+    if (PyBytes_CheckExact(data))  /* no buffer export for bytes */
+        return PyLong_FromUnsignedLongLong(crcm_py_kernel_gil(
+            alg, crc, (const uint8_t *)PyBytes_AS_STRING(data), (size_t)PyBytes_GET_SIZE(data)));
     if (PyUnicode_Check(data)) {
         PyErr_SetString(PyExc_TypeError, "Strings must be encoded before hashing");
         return NULL;
@@ -142,15 +142,7 @@ static PyObject *crcm_py_crc(crcm_algorithm alg, const char *fname, PyObject *co
         }
         return NULL;
     }
-    p = (const uint8_t *)view.buf;
-    n = (size_t)view.len;
-    if (n < CRCM_PY_GIL_THRESHOLD) {
-        crc = crcm_py_kernel(alg, crc, p, n);
-    } else {
-        Py_BEGIN_ALLOW_THREADS
-        crc = crcm_py_kernel(alg, crc, p, n);
-        Py_END_ALLOW_THREADS
-    }
+    crc = crcm_py_kernel_gil(alg, crc, (const uint8_t *)view.buf, (size_t)view.len);
     PyBuffer_Release(&view);
     return PyLong_FromUnsignedLongLong(crc);
 }
@@ -193,7 +185,7 @@ static PyMethodDef crcm_py_defs[3] = {
 /* A new function object for crc32c (which == 0), crc32 (1) or crc64nvme (2), its __module__
  * module_name.
  * The PyMethodDef is static and read-only: one per process serves every interpreter. */
-static PyObject *crcm_py_function(int which, PyObject *module_name) {
+static inline PyObject *crcm_py_function(int which, PyObject *module_name) {
     return PyCFunction_NewEx(&crcm_py_defs[which >= 0 && which <= 2 ? which : 0], NULL, module_name);
 }
 
