@@ -58,32 +58,6 @@ cdef inline uint64_t _mask64(object value, const char *name=b"value") except? 0x
     return <uint64_t>PyLong_AsUnsignedLongLongMask(_as_int(value, name.decode()))
 
 
-cdef uint32_t _crc_of(crcm_algorithm alg, uint32_t crc, object data) except? 0xFFFFFFFF:
-    cdef Py_buffer view
-    cdef const uint8_t *p
-    cdef size_t n
-    if PyBytes_CheckExact(data):  # fast path: no buffer export for bytes
-        p = <const uint8_t *>PyBytes_AS_STRING(data)
-        n = <size_t>PyBytes_GET_SIZE(data)
-        if n < <size_t>_GIL_THRESHOLD:
-            return crcm_crc(alg, crc, p, n)
-        with nogil:
-            crc = crcm_crc(alg, crc, p, n)
-        return crc
-    _get_buffer(data, &view)
-    try:
-        p = <const uint8_t *>view.buf
-        n = <size_t>view.len
-        if n < <size_t>_GIL_THRESHOLD:
-            crc = crcm_crc(alg, crc, p, n)
-        else:
-            with nogil:
-                crc = crcm_crc(alg, crc, p, n)
-    finally:
-        PyBuffer_Release(&view)
-    return crc
-
-
 cdef extern from "_crcfast.h":
     object crcm_py_function(int which, object module_name)
 
