@@ -11,7 +11,6 @@
 cdef extern from "_crcfast.h":
     enum: CRCM_PY_GIL_THRESHOLD
 GIL_RELEASE_THRESHOLD = CRCM_PY_GIL_THRESHOLD
-cdef Py_ssize_t _GIL_THRESHOLD = CRCM_PY_GIL_THRESHOLD
 
 
 cdef int _get_buffer(object data, Py_buffer *view, int flags=0) except -1:

@@ -146,7 +146,7 @@ cdef class _CRCHash:
         cdef const uint8_t *p = <const uint8_t *>view.buf
         cdef size_t n = <size_t>view.len
         try:
-            if n < <size_t>_GIL_THRESHOLD:
+            if n < <size_t>CRCM_PY_GIL_THRESHOLD:
                 self._acquire()
                 self._crc = _feed(self._alg, self._crc, p, n)
                 PyThread_release_lock(self._lock)

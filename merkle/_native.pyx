@@ -261,7 +261,7 @@ def checksum_windows(data, bytes_per_checksum, *, algorithm="crc32c", out=None):
             result = _output_array(out, count, alg == CRCM_CRC64NVME)
         dst = cnp.PyArray_DATA(result)
         if count:
-            if view.len < _GIL_THRESHOLD:
+            if view.len < CRCM_PY_GIL_THRESHOLD:
                 if pair:
                     crcm_windows_pair(alg, alg_b, p, n, bpc, dst, dst_b)
                 else:
@@ -406,7 +406,7 @@ def _each_buffers(values, crcm_algorithm alg, out):
             lens[i] = <size_t>views[got].len
             total += lens[i]
             got += 1
-        if total < <size_t>_GIL_THRESHOLD:
+        if total < <size_t>CRCM_PY_GIL_THRESHOLD:
             _each_buffers_native(alg, ptrs, lens, n, dst)
         else:
             with nogil:
