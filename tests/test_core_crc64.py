@@ -338,3 +338,43 @@ def test_hash_threads_share_one_object() -> None:
     for t in pool:
         t.join()
     assert h.intdigest() == merkle.crc64nvme(chunk * 800)
+
+
+# awscrt's own suite (tests/test_checksums.py of aws-crt-python), its CRC-64/NVME cases as a
+# user switching from awscrt would run them: the published values, pinned here as numbers.
+AWSCRT_VECTORS = [
+    (bytes(32), 0xCF3473434D4ECF3B),
+    (bytes(range(32)), 0xB9D9D4A8492CBD7F),
+]
+
+
+@pytest.mark.parametrize(("data", "expected"), AWSCRT_VECTORS)
+def test_awscrt_suite_vectors(each_backend: str, data: bytes, expected: int) -> None:
+    assert merkle.crc64nvme(data) == expected
+    crc = 0
+    for i in range(len(data)):  # awscrt's "iterated" form: one byte at a time, chained
+        crc = merkle.crc64nvme(data[i:i + 1], crc)
+    assert crc == expected
+
+
+def test_awscrt_suite_large_and_huge_buffers() -> None:
+    import mmap
+
+    large = bytes(25 * 2**20)
+    assert merkle.crc64nvme(large) == 0x5B6F5045463CA45E
+    assert merkle.crc32c(large) == 0xFB5B991D  # the suite's CRC-32C twins
+    # 2**32 + 4 zero bytes: lengths past 32 bits. An anonymous mapping reads as zeros without
+    # committing memory (untouched pages map the shared zero page).
+    with mmap.mmap(-1, 2**32 + 4, prot=mmap.PROT_READ) as huge:
+        assert merkle.crc64nvme(huge) == 0x2645C28052B1FBB0
+        assert merkle.crc32c(huge) == 0x572A7C8A
+
+
+@pytest.mark.parametrize("parts", [(b"Hello, ", b"World!"), (b"Hello, World!", b""),
+                                   (b"The quick ", b"brown fox ", b"jumps over the lazy dog"),
+                                   (bytes(1024), bytes(range(256)) * 4)])
+def test_awscrt_suite_combine(parts) -> None:
+    crc = merkle.crc64nvme(parts[0])
+    for p in parts[1:]:
+        crc = merkle.crc64nvme_combine(crc, merkle.crc64nvme(p), len(p))
+    assert crc == merkle.crc64nvme(b"".join(parts))
