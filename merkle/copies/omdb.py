@@ -229,8 +229,8 @@ class OmDB:
             except OmDBError:
                 raise
             except Exception as exc:  # noqa: BLE001  rocksdict raises plain Exception
-                line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                raise OmDBError(f"{self.path}: cannot open the RocksDB: {line}") from None
+                raise OmDBError(f"{self.path}: cannot open the RocksDB: "
+                                f"{self._line(exc)}") from None
         except BaseException:
             shutil.rmtree(self._snap, ignore_errors=True)
             raise
@@ -255,11 +255,23 @@ class OmDB:
 
     def rows(self, table: str) -> Iterator[Tuple[bytes, bytes]]:
         """(key, value) bytes of a column family, in key order."""
-        it = self._db.get_column_family(table).iter()
-        it.seek_to_first()
-        while it.valid():
-            yield it.key(), it.value()
-            it.next()
+        try:
+            it = self._db.get_column_family(table).iter()
+            it.seek_to_first()
+            while it.valid():
+                key, value = it.key(), it.value()
+                yield key, value
+                it.next()
+            it.status()  # an iterator stops early on a read error: say so, not "no more keys"
+        except Exception as exc:  # noqa: BLE001  rocksdict raises plain Exception
+            if isinstance(exc, (OmDBError, GeneratorExit)):
+                raise
+            raise OmDBError(f"{self.path}: {table}: {self._line(exc)}") from None
+
+    def _line(self, exc: BaseException) -> str:
+        """A RocksDB error's first line, naming the checkpoint rather than the snapshot."""
+        line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return line.replace(self._snap, self.path)
 
     def _decoded(self, table: str, message: Any) -> Iterator[Tuple[str, bytes, Any]]:
         for key, value in self.rows(table):
@@ -320,7 +332,7 @@ class OmDB:
                 bucket = _text(info.bucketName, "bucketName")
                 path = _text(info.keyName, "keyName")
                 reason = None
-                if db_key != f"/{volume}/{bucket}/{path}":
+                if not path or db_key != ozone_key(volume, bucket, path):
                     reason = "the DB key is not /volumeName/bucketName/keyName of its record"
                     path = None
                 yield self._make(KEY_TABLE, db_key, value, info, volume, bucket, path, reason)
@@ -343,7 +355,9 @@ class OmDB:
     def _fso_keys(self) -> Iterator[OmKey]:
         buckets = self.buckets()
         dirs = self._directories()
-        resolved: Dict[int, Tuple[Optional[str], Optional[str]]] = {}  # dir: (path, reason)
+        # dir: (path, reason, depth): a memo, so each directory is walked once; the depth
+        # travels with it, so the bound holds across memoised walks too
+        resolved: Dict[int, Tuple[Optional[str], Optional[str], int]] = {}
 
         def dir_path(vol_id: int, bucket_id: int, start: int) -> Tuple[Optional[str],
                                                                       Optional[str]]:
@@ -351,6 +365,7 @@ class OmDB:
             names: List[str] = []  # from `start` upwards
             seen = set()
             node = start
+            below = 0  # levels of a memoised ancestor's path
 
             def joined(prefix: str) -> str:
                 return "/".join(([prefix] if prefix else []) + names[::-1])
@@ -361,8 +376,14 @@ class OmDB:
                     result = (joined(""), None)
                     break
                 if node in resolved:
-                    done, why = resolved[node]
-                    result = (None, why) if done is None else (joined(done), None)
+                    done, why, depth = resolved[node]
+                    if done is None:
+                        result = (None, why)
+                    elif depth + len(names) > MAX_DEPTH:
+                        result = (None, f"more than {MAX_DEPTH} directory levels")
+                    else:
+                        result = (joined(done), None)
+                        below = depth
                     break
                 if node in seen:
                     result = (None, f"a cycle in directoryTable at object {node}")
@@ -381,7 +402,7 @@ class OmDB:
                     break
                 names.append(entry[3])
                 node = entry[2]
-            resolved[start] = result
+            resolved[start] = (result[0], result[1], len(names) + below)
             return result
 
         for raw_key, value in self.rows(FILE_TABLE):
@@ -432,8 +453,8 @@ def _fso_key(db_key: str) -> Optional[Tuple[int, int, int, str]]:
 
 def ozone_key(volume: str, bucket: str, key: Optional[str]) -> str:
     """keyTable's DB key (OmMetadataManagerImpl.getOzoneKey): `/vol/bucket`, then `/key` when
-    the key is neither None nor empty."""
-    return f"/{volume}/{bucket}" + (f"/{key}" if key else "")
+    the key is neither None nor empty (`/` alone for the key `/`)."""
+    return f"/{volume}/{bucket}" + ("" if not key else "/" if key == "/" else f"/{key}")
 
 
 def bucket_key(volume: str, bucket: str) -> str:
