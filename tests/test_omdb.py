@@ -29,8 +29,7 @@ FSO = ENTRIES["fso_bucket_object_id"]
 def golden_keys(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, OmKey]:
     where = tmp_path_factory.mktemp("omdb")
     with tarfile.open(GOLDEN / "om.db.tar") as tar:
-        tar.extractall(where, filter="data") if hasattr(tarfile, "data_filter") \
-            else tar.extractall(where)
+        tar.extractall(where)
     before = sorted((e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in os.scandir(where))
     with open_om_db(where) as db:
         keys = {k.db_key: k for k in db.keys()}
@@ -213,6 +212,10 @@ def test_hostile_rows_give_one_line_each_and_the_walk_goes_on(tmp_path: Path) ->
         ozone_path_key(VOL, FSO, y, "x").encode(): _dir("x", y, x),  # x under y under x
         ozone_path_key(VOL, FSO, x, "y").encode(): _dir("y", x, y),
         ozone_path_key(VOL, FSO, FSO, "..").encode(): _dir("..", FSO, 1003),
+        # two directories claiming one objectID, a directory whose record names another parent
+        ozone_path_key(VOL, FSO, FSO, "twin1").encode(): _dir("twin1", FSO, 1004),
+        ozone_path_key(VOL, FSO, FSO, "twin2").encode(): _dir("twin2", FSO, 1004),
+        ozone_path_key(VOL, FSO, FSO, "liar").encode(): _dir("liar", 777, 1005),
     })
     t["fileTable"].update({
         ozone_path_key(VOL, FSO, x, "in-cycle").encode(): _file("in-cycle", x, 2001),
@@ -221,6 +224,9 @@ def test_hostile_rows_give_one_line_each_and_the_walk_goes_on(tmp_path: Path) ->
         ozone_path_key(VOL, FSO, 1003, "escape").encode(): _file("escape", 1003, 2003),
         ozone_path_key(VOL, FSO, FSO, "garbage").encode(): b"\xff\xff\xff\xff",
         b"/not/a/path-key": _file("n", FSO, 2004),
+        f"/ {VOL}/{FSO}/{FSO}/spaced".encode(): _file("spaced", FSO, 2005),
+        ozone_path_key(VOL, FSO, 1004, "under-twin").encode(): _file("under-twin", 1004, 2006),
+        ozone_path_key(VOL, FSO, 1005, "under-liar").encode(): _file("under-liar", 1005, 2007),
     })
     huge = om_pb2.KeyInfo.FromString(t["keyTable"][b"/vol1/obs1/key-simple.txt"])
     huge.keyName, huge.dataSize = b"huge", (1 << 64) - 1
@@ -231,13 +237,18 @@ def test_hostile_rows_give_one_line_each_and_the_walk_goes_on(tmp_path: Path) ->
     with open_om_db(tmp_path / "om.db") as db:
         keys = {k.db_key: k for k in db.keys()}
         problems = db.problems
-    assert db.problem_count == len(problems) == 4
+    assert db.problem_count == len(problems) == 7
     assert all("\n" not in p and p.endswith("; skipped") for p in problems)
-    assert sorted(p.split(" ", 1)[0] for p in problems) == ["fileTable", "fileTable",
-                                                           "keyTable", "keyTable"]
+    assert sorted(p.split(" ", 1)[0] for p in problems) == ["directoryTable"] * 2 + [
+        "fileTable"] * 3 + ["keyTable"] * 2
+    assert sum("twin2" in p and "is also that of '/" in p and "twin1' (both" in p
+               for p in problems) == 1
+    assert sum("parentID is not the DB key's" in p and "liar" in p for p in problems) == 1
+    assert sum("/ -9223372036854775552/" in p for p in problems) == 1  # int() would take it
     assert any("bad-value" in p for p in problems) and any("garbage" in p for p in problems)
     assert any("not UTF-8" in p for p in problems)
-    assert any("not a /volumeID/bucketID/parentID/name key" in p for p in problems)
+    assert any("the DB key is not /volumeID/bucketID/parentID/name" in p for p in problems)
+    assert sum("the value does not parse as KeyInfo" in p for p in problems) == 2
 
     def reason(name: str) -> str:
         k = next(k for k in keys.values() if k.db_key.endswith("/" + name))
@@ -246,6 +257,8 @@ def test_hostile_rows_give_one_line_each_and_the_walk_goes_on(tmp_path: Path) ->
     assert "cycle" in reason("in-cycle")
     assert f"parent directory {orphan_parent} is not in directoryTable" == reason("orphan")
     assert "not a path component" in reason("escape")
+    assert reason("under-twin") == "parent directory 1004 is not in directoryTable"
+    assert reason("under-liar") == "parent directory 1005 is not in directoryTable"
     assert "dataSize 18446744073709551615" in keys["/vol1/obs1/huge"].reason
     assert keys["/vol1/obs1/huge"].size == (1 << 64) - 1
     # every golden key is still there, read as before

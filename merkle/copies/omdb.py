@@ -15,6 +15,7 @@ check calls it UNVERIFIED) and the walk goes on.
 """
 
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -24,7 +25,8 @@ from google.protobuf.message import DecodeError
 
 from merkle.copies import om_pb2
 from merkle.replica.ozone.rocks import (  # the datanode's snapshot rules, reused as they are
-    NotRegularFileError, VolumeDBError, _refuse_non_directory, _rocksdict, _take_snapshot)
+    SNAPSHOT_ENV, NotRegularFileError, VolumeDBError, _refuse_non_directory, _rocksdict,
+    _take_snapshot)
 
 VOLUME_TABLE = "volumeTable"
 BUCKET_TABLE = "bucketTable"
@@ -33,6 +35,7 @@ FILE_TABLE = "fileTable"
 DIRECTORY_TABLE = "directoryTable"
 REQUIRED_TABLES = (VOLUME_TABLE, BUCKET_TABLE, KEY_TABLE, FILE_TABLE, DIRECTORY_TABLE)
 
+_LONG = re.compile(r"-?[0-9]{1,19}")  # Long.toString's form (int() would also take "+1", " 1")
 MAX_DEPTH = 4096  # directory levels walked up from a file before it is called too deep
 MAX_PROBLEMS = 10000  # lines kept in OmDB.problems (problem_count counts them all)
 
@@ -167,17 +170,25 @@ def _latest(info: Any) -> Tuple[Optional[int], Tuple[OmBlock, ...]]:
         cb = loc.blockID.containerBlockID
         if not (loc.HasField("blockID") and loc.blockID.HasField("containerBlockID")
                 and cb.HasField("containerID") and cb.HasField("localID")):
-            raise ValueError("a block location without its container and local ID")
+            raise ValueError("a block location has no container or local ID")
         blocks.append(OmBlock(cb.containerID, cb.localID, loc.offset, loc.length))
     return group.version, tuple(blocks)
 
 
-def _key_info(table: str, db_key: str, value: bytes) -> Any:
+def _key_info(value: bytes) -> Any:
     info = om_pb2.KeyInfo.FromString(value)
     for field in ("volumeName", "bucketName", "keyName", "dataSize", "type"):
         if not info.HasField(field):
-            raise ValueError(f"no {field}")
+            raise ValueError(f"the value has no {field}")
     return info
+
+
+def _why(exc: Exception, message: str) -> str:
+    """One line for a record that cannot be read: the protobuf runtime's words for a value that
+    does not parse, ours (ValueError) for the rest."""
+    if isinstance(exc, DecodeError):
+        return f"the value does not parse as {message} ({str(exc).splitlines()[0][:200]})"
+    return str(exc)
 
 
 def _plain_name(name: str) -> bool:
@@ -199,9 +210,12 @@ class OmDB:
             _refuse_non_directory(self.path)
         except VolumeDBError as exc:
             raise OmDBError(str(exc)) from None
+        # the temp directory unless told: CRCMERKLE_SNAPSHOT_DIR (or snapshot_dir) on the
+        # checkpoint's filesystem makes every table file a hard link instead of a copy
+        where = snapshot_dir if snapshot_dir is not None else os.environ.get(SNAPSHOT_ENV)
         try:
-            self._snap = tempfile.mkdtemp(prefix="crcmerkle-omdb-", dir=None if snapshot_dir
-                                          is None else os.fspath(snapshot_dir))
+            self._snap = tempfile.mkdtemp(prefix="crcmerkle-omdb-",
+                                          dir=None if not where else os.fspath(where))
         except OSError as exc:
             raise OmDBError(f"cannot make a snapshot directory: {exc.strerror or exc}") from None
         self._db: Any = None
@@ -264,7 +278,7 @@ class OmDB:
                 it.next()
             it.status()  # an iterator stops early on a read error: say so, not "no more keys"
         except Exception as exc:  # noqa: BLE001  rocksdict raises plain Exception
-            if isinstance(exc, (OmDBError, GeneratorExit)):
+            if isinstance(exc, OmDBError):
                 raise
             raise OmDBError(f"{self.path}: {table}: {self._line(exc)}") from None
 
@@ -278,7 +292,7 @@ class OmDB:
             try:
                 yield _text(key, "the DB key"), value, message.FromString(value)
             except (DecodeError, ValueError) as exc:
-                self._report(table, key, f"does not parse as {message.DESCRIPTOR.name}: {exc}")
+                self._report(table, key, _why(exc, message.DESCRIPTOR.name))
 
     def buckets(self) -> Dict[Tuple[int, int], Tuple[str, str, str]]:
         """{(volume objectID, bucket objectID): (volume, bucket, layout)}, signed IDs."""
@@ -327,7 +341,7 @@ class OmDB:
         for raw_key, value in self.rows(KEY_TABLE):
             try:
                 db_key = _text(raw_key, "the DB key")
-                info = _key_info(KEY_TABLE, db_key, value)
+                info = _key_info(value)
                 volume = _text(info.volumeName, "volumeName")
                 bucket = _text(info.bucketName, "bucketName")
                 path = _text(info.keyName, "keyName")
@@ -337,19 +351,34 @@ class OmDB:
                     path = None
                 yield self._make(KEY_TABLE, db_key, value, info, volume, bucket, path, reason)
             except (DecodeError, ValueError) as exc:
-                self._report(KEY_TABLE, raw_key, f"does not parse as KeyInfo: {exc}")
+                self._report(KEY_TABLE, raw_key, _why(exc, "KeyInfo"))
 
     def _directories(self) -> Dict[int, Tuple[int, int, int, str]]:
         """{objectID: (volumeID, bucketID, parentID, name)} of directoryTable (signed IDs)."""
         out: Dict[int, Tuple[int, int, int, str]] = {}
+        clashes = set()
         for db_key, _, info in self._decoded(DIRECTORY_TABLE, om_pb2.DirectoryInfo):
             parsed = _fso_key(db_key)
             if parsed is None:
-                self._report(DIRECTORY_TABLE, db_key.encode(), "not a /volumeID/bucketID/"
-                             "parentID/name key")
+                self._report(DIRECTORY_TABLE, db_key.encode(), "the DB key is not /volumeID/"
+                             "bucketID/parentID/name")
                 continue
             vol_id, bucket_id, parent_id, name = parsed
-            out[_signed(info.objectID)] = (vol_id, bucket_id, parent_id, name)
+            oid = _signed(info.objectID)
+            # a directory whose key and record disagree, or two with one objectID, would make
+            # the paths under it ambiguous: left out, so those files report a missing parent
+            if not info.HasField("objectID") or (info.HasField("parentID") and
+                                                 _signed(info.parentID) != parent_id):
+                self._report(DIRECTORY_TABLE, db_key.encode(), "the record's objectID is "
+                             "missing or its parentID is not the DB key's")
+            elif oid in out or oid in clashes:
+                clashes.add(oid)
+                first = out.pop(oid, None)
+                also = (f"that of {ozone_path_key(*first)[:200]!r} (both left out)" if first
+                        else "that of an earlier directory")
+                self._report(DIRECTORY_TABLE, db_key.encode(), f"objectID {oid} is also {also}")
+            else:
+                out[oid] = (vol_id, bucket_id, parent_id, name)
         return out
 
     def _fso_keys(self) -> Iterator[OmKey]:
@@ -410,11 +439,11 @@ class OmDB:
                 db_key = _text(raw_key, "the DB key")
                 parsed = _fso_key(db_key)
                 if parsed is None:
-                    raise ValueError("not a /volumeID/bucketID/parentID/name key")
+                    raise ValueError("the DB key is not /volumeID/bucketID/parentID/name")
                 vol_id, bucket_id, parent_id, name = parsed
-                info = _key_info(FILE_TABLE, db_key, value)
+                info = _key_info(value)
             except (DecodeError, ValueError) as exc:
-                self._report(FILE_TABLE, raw_key, f"does not parse as KeyInfo: {exc}")
+                self._report(FILE_TABLE, raw_key, _why(exc, "KeyInfo"))
                 continue
             owner = buckets.get((vol_id, bucket_id))
             volume, bucket = (owner[0], owner[1]) if owner else (None, None)
@@ -433,20 +462,17 @@ class OmDB:
             try:
                 yield self._make(FILE_TABLE, db_key, value, info, volume, bucket, path, reason)
             except ValueError as exc:
-                self._report(FILE_TABLE, raw_key, f"does not parse as KeyInfo: {exc}")
+                self._report(FILE_TABLE, raw_key, _why(exc, "KeyInfo"))
 
 
 def _fso_key(db_key: str) -> Optional[Tuple[int, int, int, str]]:
     """`/<volumeID>/<bucketID>/<parentObjectID>/<name>` (OmMetadataManagerImpl.getOzonePathKey)
     as signed IDs and the name, or None."""
     parts = db_key.split("/", 4)
-    if len(parts) != 5 or parts[0]:
+    if len(parts) != 5 or parts[0] or not all(_LONG.fullmatch(p) for p in parts[1:4]):
         return None
-    try:
-        ids = [int(p) for p in parts[1:4]]
-    except ValueError:
-        return None
-    if any(not -(1 << 63) <= i < (1 << 63) or len(p) > 20 for i, p in zip(ids, parts[1:4])):
+    ids = [int(p) for p in parts[1:4]]
+    if any(not -(1 << 63) <= i < (1 << 63) for i in ids):
         return None
     return ids[0], ids[1], ids[2], parts[4]
 
