@@ -76,6 +76,7 @@ def test_every_key_of_readback_is_read_field_by_field(golden_keys: Dict[str, OmK
         assert k.version == row["versions"] - 1  # the latest group only
         assert (str(k.file_checksum) if k.file_checksum else None) == row["fileChecksum"]
         assert set(k.metadata) == _metadata(row["metadata"])
+        assert not k.encrypted and not k.multipart  # as the text forms say: no such fields
         if k.table == "fileTable":  # the DB key's parent is the record's parentID
             assert int(k.db_key.split("/")[3]) == row["parentObjectID"]
 
@@ -231,6 +232,9 @@ def test_hostile_rows_give_one_line_each_and_the_walk_goes_on(tmp_path: Path) ->
     huge = om_pb2.KeyInfo.FromString(t["keyTable"][b"/vol1/obs1/key-simple.txt"])
     huge.keyName, huge.dataSize = b"huge", (1 << 64) - 1
     t["keyTable"][b"/vol1/obs1/huge"] = huge.SerializeToString()
+    sealed = om_pb2.KeyInfo.FromString(t["keyTable"][b"/vol1/obs1/key-simple.txt"])
+    sealed.keyName, sealed.fileEncryptionInfo = b"sealed", b"\x08\x01"
+    t["keyTable"][b"/vol1/obs1/sealed"] = sealed.SerializeToString()
     t["keyTable"][b"/vol1/obs1/bad-value"] = b"\x0a\xff\xff\xff\xff\x0f"
     t["keyTable"][b"/vol1/obs1/\xff\xfe"] = t["keyTable"][b"/vol1/obs1/key-simple.txt"]
     write_om_db(tmp_path / "om.db", t)
@@ -261,9 +265,10 @@ def test_hostile_rows_give_one_line_each_and_the_walk_goes_on(tmp_path: Path) ->
     assert reason("under-liar") == "parent directory 1005 is not in directoryTable"
     assert "dataSize 18446744073709551615" in keys["/vol1/obs1/huge"].reason
     assert keys["/vol1/obs1/huge"].size == (1 << 64) - 1
+    assert keys["/vol1/obs1/sealed"].encrypted and keys["/vol1/obs1/sealed"].reason is None
     # every golden key is still there, read as before
     good = {k.name for k in keys.values() if k.reason is None}
-    assert len(good) == 13 and "/vol1/fso1/dirA/dirB/f2-ec.bin" in good
+    assert len(good) == 14 and "/vol1/fso1/dirA/dirB/f2-ec.bin" in good
 
 
 def test_deep_chain_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

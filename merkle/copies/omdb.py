@@ -117,6 +117,10 @@ class OmKey:
     object_id: int
     record: bytes  # the stored value as read (unknown fields intact)
     reason: Optional[str] = None  # why this key cannot be verified, one line
+    # stored encrypted (fileEncryptionInfo, on the key or its latest location group): the
+    # datanodes' checksums are of the ciphertext, so no copy of the plaintext compares with them
+    encrypted: bool = False
+    multipart: bool = False  # the latest location group is a multipart upload's
 
     @property
     def name(self) -> str:
@@ -335,7 +339,12 @@ class OmDB:
                           f"version's blocks")
         return OmKey(table, db_key, volume, bucket, path, info.dataSize, _replication(info),
                      version, len(info.keyLocationList), blocks, _file_checksum(info),
-                     _pairs(info.metadata, "metadata"), _signed(info.objectID), value, reason)
+                     _pairs(info.metadata, "metadata"), _signed(info.objectID), value, reason,
+                     encrypted=info.HasField("fileEncryptionInfo") or bool(
+                         info.keyLocationList and
+                         info.keyLocationList[-1].HasField("fileEncryptionInfo")),
+                     multipart=bool(info.keyLocationList and
+                                    info.keyLocationList[-1].isMultipartKey))
 
     def _obs_keys(self) -> Iterator[OmKey]:
         for raw_key, value in self.rows(KEY_TABLE):
