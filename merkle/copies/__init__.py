@@ -2,7 +2,8 @@
 
 fold.py: the CRC of pieces from theirs (`full_object_crc`); chunks.py: a key's chunk checksums
 and their validation; ozonecrc.py: Ozone's own COMPOSITE_CRC, emulated; compose.py: a key's
-CRC (`key_crc`) with Ozone's beside it.
+CRC (`key_crc`) with Ozone's beside it; omdb.py: Ozone's key map read from an OM DB checkpoint
+(`open_om_db`; imported on its own, as it needs rocksdict and protobuf, the `ozone` extra).
 """
 
 from merkle.copies.chunks import BlockChecksums, ChunkChecksums
