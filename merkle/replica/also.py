@@ -58,25 +58,12 @@ def combine(algorithm: str, crc1: int, crc2: int, len2: int) -> int:
 
 def concat(algorithm: str, values: np.ndarray, window: int, last: int) -> int:
     """The CRC of the concatenation of the pieces whose CRCs are `values`: every piece
-    `window` bytes but the last, `last` bytes. Pairs are combined level by level with one
-    vectorised call (combine_many; log2(n) calls, no Python loop per window)."""
-    n = int(values.shape[0])
-    if n == 0:
+    `window` bytes but the last, `last` bytes. The equal pieces are folded in one native call
+    (fold_fixed: Horner's rule, one fixed multiply each), the last joined by one combine."""
+    if values.shape[0] == 0:
         return 0
-    v = np.ascontiguousarray(values[:-1])
-    suffix: List[Tuple[int, int]] = [(int(values[-1]), last)]  # pieces right of v, rightmost first
-    size = window
-    while v.shape[0] > 1:
-        if v.shape[0] % 2:
-            suffix.append((int(v[-1]), size))
-            v = v[:-1]
-        v = np.asarray(_native.combine_many(v[0::2], v[1::2], size, algorithm=algorithm))
-        size *= 2
-    crc = int(v[0]) if v.shape[0] else None
-    for c, length in reversed(suffix):
-        crc = c if crc is None else combine(algorithm, crc, c, length)
-    assert crc is not None
-    return crc
+    head = int(_native.fold_fixed(values[:-1], window, algorithm=algorithm))
+    return combine(algorithm, head, int(values[-1]), last)
 
 
 def value_bytes(algorithm: str, value: int) -> bytes:
