@@ -1,0 +1,188 @@
+"""The copy check's columnar core: compose_keys (every key's CRCs from its chunks' window
+checksums, against the CRC of the key's actual bytes), decide (the verdict rules) and the name
+map."""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import merkle
+from merkle.copies.keycrcs import COMPOSE_SCHEMA, compose_keys
+from merkle.copies.keymap import NameMap, parse_map
+from merkle.copies.verdicts import SOURCE_COLUMNS, TARGET_COLUMNS, decide
+
+FN = {"crc32": merkle.crc32, "crc32c": merkle.crc32c, "crc64nvme": merkle.crc64nvme}
+W = {"crc32": 4, "crc32c": 4, "crc64nvme": 8}
+
+
+def windows(data: bytes, bpc: int, alg: str) -> bytes:
+    out = b""
+    for i in range(0, len(data), bpc):
+        out += FN[alg](data[i:i + bpc]).to_bytes(W[alg], "big")
+    return out
+
+
+def chunk_row(key_id: int, seq: int, block: int, blen: int, offset: int, data: bytes,
+              bpc: int, recorded: str, also: tuple = ("crc64nvme",),
+              status: Optional[str] = None) -> Dict[str, Any]:
+    row = {"key_id": key_id, "seq": seq, "container": 1 + block // 10, "block": block,
+           "block_length": blen, "block_status": status, "offset": offset,
+           "length": len(data), "checksum_type": recorded, "bytes_per_checksum": bpc,
+           "checksums": windows(data, bpc, recorded.lower()), "crc64nvme": None,
+           "crc32c": None, "crc32": None}
+    for a in also:
+        row[a] = windows(data, bpc, a)
+    return row
+
+
+def make_keys(rng: random.Random, nkeys: int, recorded: str = "CRC32C"):
+    rows: List[Dict[str, Any]] = []
+    truth: List[bytes] = []
+    block = 0
+    for k in range(nkeys):
+        key_bytes = b""
+        for seq in range(rng.randint(0, 3)):
+            bpc = rng.choice([512, 1024, 16384])
+            chunk = bpc * rng.randint(1, 4)
+            blen = rng.randint(0, 3 * chunk + 7)
+            data = rng.randbytes(blen)
+            block += 1
+            if blen == 0:
+                rows.append({**chunk_row(k, seq, block, 0, 0, b"", bpc, recorded), "offset": None,
+                             "length": None, "checksums": None, "crc64nvme": None})
+            for off in range(0, blen, chunk):
+                rows.append(chunk_row(k, seq, block, blen, off, data[off:off + chunk], bpc,
+                                      recorded))
+            key_bytes += data
+        if not any(r["key_id"] == k for r in rows):  # a key of no blocks: not composed here
+            truth.append(None)  # type: ignore[arg-type]
+            continue
+        truth.append(key_bytes)
+    return pa.Table.from_pylist(rows, schema=COMPOSE_SCHEMA), truth
+
+
+@pytest.mark.parametrize("recorded", ["CRC32C", "CRC32"])
+def test_compose_keys_equal_the_crc_of_the_bytes(recorded: str) -> None:
+    table, truth = make_keys(random.Random(27), 60, recorded)
+    out = compose_keys(table).to_pylist()
+    composed = {r["key_id"]: r for r in out}
+    assert len(composed) == sum(t is not None for t in truth)
+    own = recorded.lower()
+    other = "crc32" if own == "crc32c" else "crc32c"
+    for k, data in enumerate(truth):
+        if data is None:
+            continue
+        r = composed[k]
+        assert r["unverified"] is None, r
+        assert r["covered"] == len(data)
+        assert int.from_bytes(r[own], "big") == FN[own](data)
+        assert int.from_bytes(r["crc64nvme"], "big") == merkle.crc64nvme(data)
+        assert r[other] is None  # neither recorded nor --also: never made up
+
+
+def test_compose_keys_refuses_gaps_short_blocks_and_bad_windows() -> None:
+    rng = random.Random(5)
+    d = rng.randbytes(3000)
+    rows = [
+        # key 0: a gap (the second chunk starts at 1200, the first holds 1000)
+        chunk_row(0, 0, 1, 2200, 0, d[:1000], 500, "CRC32C"),
+        chunk_row(0, 0, 1, 2200, 1200, d[1000:2000], 500, "CRC32C"),
+        # key 1: OM says 3000, the chunks hold 1000
+        chunk_row(1, 0, 2, 3000, 0, d[:1000], 500, "CRC32C"),
+        # key 2: a block the scan could not vouch for
+        {**chunk_row(2, 0, 3, 1000, 0, d[:1000], 500, "CRC32C"), "offset": None,
+         "block_status": "its verified replicas disagree"},
+        # key 3: one window missing from the recorded list: no CRC32C, crc64nvme still right
+        {**chunk_row(3, 0, 4, 1000, 0, d[:1000], 500, "CRC32C"),
+         "checksums": windows(d[:1000], 500, "crc32c")[:4]},
+        # key 4: a first chunk shorter than the next: the CRC of the bytes, Ozone differs
+        chunk_row(4, 0, 5, 1300, 0, d[:300], 500, "CRC32C"),
+        chunk_row(4, 0, 5, 1300, 300, d[300:1300], 500, "CRC32C"),
+    ]
+    out = {r["key_id"]: r for r in compose_keys(pa.Table.from_pylist(rows, schema=COMPOSE_SCHEMA)).to_pylist()}
+    assert "gap" in out[0]["unverified"] and out[0]["crc32c"] is None
+    assert "OM says 3000" in out[1]["unverified"]
+    assert "disagree" in out[2]["unverified"]
+    assert out[3]["unverified"] is None and out[3]["crc32c"] is None
+    assert int.from_bytes(out[3]["crc64nvme"], "big") == merkle.crc64nvme(d[:1000])
+    assert int.from_bytes(out[4]["crc32c"], "big") == merkle.crc32c(d[:1300])
+    assert "first chunk is shorter" in out[4]["ozone_note"]
+    assert out[0]["ozone_note"] is None
+
+
+def joined(**kw: Any) -> pa.Table:
+    row = {c: None for c in SOURCE_COLUMNS + TARGET_COLUMNS}
+    row.update({"key_id": 0, "name": "v/b/k", "ozone_name": "/v/b/k", "size": 10, "blocks": 1,
+                "composed": True, "t_name": "v/b/k", "t_size": 10, "t_requests": 1,
+                "t_bytes_read": 0})
+    row.update(kw)
+    types = {"key_id": pa.int64(), "size": pa.int64(), "blocks": pa.int32(),
+             "composed": pa.bool_(), "t_size": pa.int64(), "t_parts": pa.int32(),
+             "t_requests": pa.int32(), "t_bytes_read": pa.int64()}
+    binary = {"crc32", "crc32c", "crc64nvme", "t_crc32", "t_crc32c", "t_crc64nvme",
+              "t_composite_crc"}
+    schema = pa.schema([(c, types.get(c, pa.binary() if c in binary else pa.string()))
+                        for c in row])
+    return pa.Table.from_pylist([row], schema=schema)
+
+
+def verdict(**kw: Any) -> Dict[str, Any]:
+    return decide(joined(**kw)).to_pylist()[0]
+
+
+C = (123).to_bytes(4, "big")
+D = (124).to_bytes(4, "big")
+
+
+def test_verdict_rules() -> None:
+    assert verdict(crc32c=C, t_crc32c=C)["verdict"] == "MATCH"
+    assert verdict(crc32c=C, t_crc32c=D)["verdict"] == "MISMATCH"
+    assert verdict(t_name=None, t_size=None)["verdict"] == "MISSING"
+    assert verdict(key_id=None, name=None, ozone_name=None, size=None)["verdict"] == "EXTRA"
+    assert verdict(crc32c=C, t_crc32c=C, t_size=9)["verdict"] == "SIZE_DIFFERS"
+    r = verdict(crc32=C, recorded_type="CRC32", t_crc32c=C)
+    assert r["verdict"] == "NOT_COMPARABLE" and "--also crc32c" in r["detail"]
+    r = verdict(crc32c=C, t_composite_algorithm="CRC32C", t_composite_crc=C, t_parts=3)
+    assert r["verdict"] == "NOT_COMPARABLE" and "composite" in r["detail"]
+    r = verdict(crc32c=C, t_crc32c=C, unverified="block 1/2: its verified replicas disagree")
+    assert r["verdict"] == "UNVERIFIED" and "disagree" in r["detail"]
+    r = verdict(crc32c=C, t_crc32c=C, composed=False)
+    assert r["verdict"] == "UNVERIFIED"
+    assert verdict(crc32c=C, t_crc32c=C, t_error="gone")["verdict"] == "UNVERIFIED"
+    # a key of no blocks is the CRC of nothing: 0
+    assert verdict(blocks=0, size=0, composed=False, t_size=0,
+                   t_crc32c=bytes(4))["verdict"] == "MATCH"
+    # every common algorithm must agree
+    assert verdict(crc32c=C, t_crc32c=C, crc64nvme=bytes(8),
+                   t_crc64nvme=(1).to_bytes(8, "big"))["verdict"] == "MISMATCH"
+
+
+def test_name_map() -> None:
+    assert NameMap().target_name("/v/b/a/k") == "v/b/a/k"
+    m = parse_map(["/v/b/=copy/", "/v/b/deep/=other/", "/v/bx=x"])
+    assert m.target_name("/v/b/k") == "copy/k"
+    assert m.target_name("/v/b/deep/k") == "other/k"
+    assert m.target_name("/v/bx/k") == "x/k"
+    assert m.target_name("/v/bxy/k") is None  # a prefix stops at '/'
+    assert m.target_name("/w/b/k") is None
+    assert m.in_scope("copy/k") and not m.in_scope("elsewhere/k")
+    with pytest.raises(ValueError):
+        parse_map(["novalue"])
+    with pytest.raises(ValueError):
+        parse_map(["=x"])
+
+
+def test_compose_rate_is_columnar() -> None:
+    """Many small keys in one call (a smoke test of the batch path, no timing)."""
+    rng = random.Random(1)
+    table, truth = make_keys(rng, 400)
+    out = compose_keys(table)
+    got = {r["key_id"]: r["crc32c"] for r in out.to_pylist()}
+    for k, data in enumerate(truth):
+        if data is not None:
+            assert int.from_bytes(got[k], "big") == merkle.crc32c(data)
