@@ -561,7 +561,8 @@ _OWN_ENTRY = re.compile(r"dn\d+")
 
 
 def _is_own_entry(name: str) -> bool:
-    return name in (MARKER_NAME, MANIFEST_NAME, _STAGING, _OM_DB) or bool(_OWN_ENTRY.fullmatch(name))
+    return (name in (MARKER_NAME, MANIFEST_NAME, _STAGING, _OM_DB)
+            or bool(_OWN_ENTRY.fullmatch(name)))
 
 
 def _prepare_output(root: Path) -> bool:
