@@ -172,8 +172,10 @@ class GeneratorConfig:
                 raise GeneratorError(f"--mount-path: a mount path is recorded by the {which} "
                                      f"layout only")
             layout.mount_paths(self.mount_path, self.datanodes, self.volumes)
-        if self.om_db and self.layout != "ozone":
-            raise GeneratorError(f"--om-db: an OM DB is written with --layout ozone only "
+        if self.om_db and not getattr(layout, "writes_om_db", False):
+            which = " or ".join(other.name for other in layouts()
+                                if getattr(other, "writes_om_db", False))
+            raise GeneratorError(f"--om-db: an OM DB is written with --layout {which} only "
                                  f"(not {self.layout})")
         known = FAULT_TYPES + tuple(layout.fault_types)
         for k in self.faults:
@@ -541,8 +543,7 @@ def generate_cluster(out: PathLike, config: Optional[GeneratorConfig] = None, **
             own = {k: n for k, n in cfg.faults.items() if k in layout.fault_types}
             manifest = layout.finish_generation(staging, root, manifest, cfg, own)
         if cfg.om_db:
-            from merkle.replica.ozone.omkeys import write_generated_om_db
-            manifest = write_generated_om_db(root, manifest, cfg)
+            manifest = layout.generate_om_db(root, manifest, cfg)
         _write_new_file(root, MANIFEST_NAME, json.dumps(manifest, indent=1, sort_keys=True)
                         + "\n")
     except BaseException:  # also Ctrl-C: leave nothing half-written behind
@@ -556,7 +557,7 @@ def generate_cluster(out: PathLike, config: Optional[GeneratorConfig] = None, **
 #: the OM DB).
 MARKER_NAME = ".crcmerkle-generate"
 _STAGING = ".staging"
-_OM_DB = "om.db"  # merkle.replica.ozone.omkeys.OM_DB_NAME (not imported: the ozone extra)
+_OM_DB = "om.db"  # the ozone layout's OM DB (merkle.replica.ozone.omkeys.OM_DB_NAME)
 _OWN_ENTRY = re.compile(r"dn\d+")
 
 

@@ -35,6 +35,7 @@ import random
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from merkle._crc import crc32, crc32c, crc64nvme
 from merkle.replica.synth import GeneratorError, block_data
 
 __all__ = ["OM_DB_NAME", "KeyBytesError", "key_bytes", "write_generated_om_db"]
@@ -122,13 +123,12 @@ def _group(rng: random.Random, blocks: List[Tuple[int, int, int, List[str]]]
 
 def _crcs(cfg: Any, blocks: Sequence[Tuple[int, int, int, List[str]]]) -> Dict[str, int]:
     """CRC-32, CRC-32C and CRC-64/NVME of the key's true bytes, one block in memory at a time."""
-    import merkle
     c32 = c32c = c64 = 0
     for cid, lid, length, _ in blocks:
         data = block_data(cfg.seed, cid, lid, length)
-        c32 = merkle.crc32(data, c32)
-        c32c = merkle.crc32c(data, c32c)
-        c64 = merkle.crc64nvme(data, c64)
+        c32 = crc32(data, c32)
+        c32c = crc32c(data, c32c)
+        c64 = crc64nvme(data, c64)
     return {"crc32": int(c32), "crc32c": int(c32c), "crc64nvme": int(c64)}
 
 
@@ -334,7 +334,6 @@ def key_bytes(out_dir: "os.PathLike[str] | str", key: Dict[str, Any]) -> bytes:
     the files no longer hold what the manifest says. Replica paths and IDs come from JSON:
     each is walked component by component, no link followed, no `..`, no file read past the
     length the manifest gives (merkle.replica.safeopen)."""
-    import merkle
     from merkle.replica.safeopen import open_dir, open_dir_chain, read_regular
     name = str(key.get("name"))[:200]
     try:
@@ -372,7 +371,7 @@ def key_bytes(out_dir: "os.PathLike[str] | str", key: Dict[str, Any]) -> bytes:
     finally:
         os.close(root)
     out = b"".join(parts)
-    if merkle.crc32c(out) != want:
+    if crc32c(out) != want:
         raise KeyBytesError(f"key {name!r}: the replicas' bytes are not the generated ones "
                             f"(CRC-32C differs from the manifest's)")
     return out
