@@ -167,6 +167,8 @@ def upload_copies(s3: LoopbackS3, cluster_dir: "os.PathLike[str] | str",
         crc            the full-object CRC (`algorithm`) of the bytes uploaded (None: missing)
         checksum       the value S3 keeps for them (base64, `-N` for COMPOSITE; None: missing)
         key_size, key_crc32, key_crc32c, key_crc64nvme   the key's own (None for the extra)
+        source         replicas (read back by key_bytes) | regenerated (no replica holds the
+                       key's true bytes any more: the copy predates the damage) | None (extra)
     """
     keys = sorted(manifest["keys"], key=lambda k: k["name"])
     faults = _fault_keys(keys, corrupt_algorithm)
@@ -191,7 +193,8 @@ def upload_copies(s3: LoopbackS3, cluster_dir: "os.PathLike[str] | str",
             entry: Dict[str, Any] = dict(
                 key=key["name"], kind=kind, checksum_type=checksum_type, algorithm=algorithm,
                 fault=fault, key_size=key["size"], key_crc32=key["crc32"],
-                key_crc32c=key["crc32c"], key_crc64nvme=key["crc64nvme"])
+                key_crc32c=key["crc32c"], key_crc64nvme=key["crc64nvme"],
+                source="replicas" if key["pristine_copy"] else "regenerated")
             target = name_of(key["name"])
             if fault == "missing":
                 entry.update(parts=0, part_sizes=[], size=None, crc=None, checksum=None)
@@ -211,5 +214,5 @@ def upload_copies(s3: LoopbackS3, cluster_dir: "os.PathLike[str] | str",
                              crc=crc(extra, "CRC32C"),
                              checksum=s3_checksum(chunks, "CRC32C", "FULL_OBJECT"),
                              key_size=None, key_crc32=None, key_crc32c=None,
-                             key_crc64nvme=None)
+                             key_crc64nvme=None, source=None)
     return truth

@@ -52,6 +52,7 @@ def test_every_key_has_one_target_and_one_extra(uploaded: Any) -> None:
     assert {(t["kind"], t["checksum_type"], t["algorithm"]) for t in truth.values()
             if t["key"] is not None} == set(KINDS)
     assert any(t["checksum_type"] == "COMPOSITE" and t["parts"] >= 2 for t in truth.values())
+    assert [t["source"] for t in truth.values()].count("regenerated") == 1  # the bitflip-all key
     assert any(t["kind"] == "multipart" and t["checksum_type"] == "FULL_OBJECT"
                and t["parts"] >= 2 for t in truth.values())
     listed = set()
@@ -75,6 +76,7 @@ def test_uploaded_bytes_are_the_truth(uploaded: Any) -> None:
         if t["key"] is None:
             continue
         k = keys[t["key"]]
+        assert t["source"] == ("replicas" if k["pristine_copy"] else "regenerated")
         true = key_bytes(out, k) if k["pristine_copy"] else None
         if t["fault"] == "none":
             assert t["size"] == k["size"] and merkle.crc32c(body) == k["crc32c"]
