@@ -349,7 +349,10 @@ LAYERS: List[Tuple[str, ...]] = [
     # the layout packages, with the readers and the verifier they share (files.py and
     # verify.py read crcmerkle's local files; lock.py is its replica lock)
     ("merkle.replica.crcmerkle", "merkle.replica.ozone", "merkle.replica.files",
-     "merkle.replica.verify", "merkle.replica.lock"),
+     "merkle.replica.verify", "merkle.replica.lock",
+     # Ozone's OM DB format: read by the copy check, written by the ozone layout's generator
+     # (`generate --om-db`, merkle.replica.ozone.omkeys)
+     "merkle.copies.om_pb2", "merkle.copies.omdb"),
     ("merkle.replica.layouts",),  # the registry
     ("merkle.replica.scan*", "merkle.replica.reconcile*", "merkle.replica.replicate*",
      "merkle.replica.generate*", "merkle.replica.soak*", "merkle.replica.commandlist*"),

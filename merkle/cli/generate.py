@@ -86,6 +86,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "recorded as metadataPath/chunksPath in its .container files (Ozone "
                         "reads there); {datanode} and {volume} are replaced by the indexes, "
                         "e.g. '/data/disk{volume}' (default: where the volume is written)")
+    p.add_argument("--om-db", action="store_true",
+                   help="--layout ozone: also write OUT/om.db, an Ozone Manager DB (RocksDB) "
+                        "whose keys are made of the generated blocks (object-store and "
+                        "file-system-optimised buckets, keys spanning containers), and each "
+                        "key's true size, blocks and CRCs in the manifest's 'keys'")
     p.add_argument("--seed", type=int_in_range(-INT64_MAX - 1, INT64_MAX), default=0)
     p.add_argument("--json", action="store_true", help="print the manifest")
     p.set_defaults(func=run)
@@ -102,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
             block_size=args.block_size, chunk_size=args.chunk_size,
             bytes_per_checksum=args.bytes_per_checksum, algorithm=args.algorithm,
             faults=parse_faults(args.faults, args.layout), seed=args.seed, layout=args.layout,
-            mount_path=args.mount_path)
+            mount_path=args.mount_path, om_db=args.om_db)
         manifest = generate_cluster(args.out, cfg)
     except GeneratorError as exc:
         raise CLIError(str(exc)) from None
@@ -114,5 +119,7 @@ def run(args: argparse.Namespace) -> int:
         errs = sum(len(v) for v in manifest["expected_errors"].values())
         print(f"wrote {args.out}: {args.datanodes} datanodes, {len(manifest['containers'])} "
               f"containers, {reps} replicas; {len(manifest['faults'])} faults "
-              f"({errs} expected scan errors); manifest {args.out}/manifest.json")
+              f"({errs} expected scan errors); manifest {args.out}/manifest.json"
+              + (f"; OM DB {args.out}/om.db with {len(manifest['keys'])} keys"
+                 if "keys" in manifest else ""))
     return 0

@@ -29,6 +29,10 @@ Fault types (FAULT_TYPES), each count is a number of events:
   tree-missing    `.tree` deleted                                      -> TREE_MISSING
   meta-corrupt    one bit flipped in the `.blocks` file                -> METADATA_CORRUPT
   meta-missing    `.blocks` deleted                                    -> METADATA_MISSING
+With `om_db` (ozone layout only) it also writes <out>/om.db, an Ozone Manager DB whose keys
+are made of the generated blocks, and each key's ground truth in the manifest's `keys`
+(merkle.replica.ozone.omkeys).
+
 Placement keeps the ground truth exact: each block gets at most one event; a replica with a
 metadata fault gets no other fault (nothing on it can be verified); tree faults avoid
 replicas holding a tombstone (it would be lost) and are injected last (writers rewrite the
@@ -144,6 +148,9 @@ class GeneratorConfig:
     #: template with {datanode} and {volume} (the layout's mount_paths); None: where it is
     #: written
     mount_path: Optional[str] = None
+    #: also write OUT/om.db, an OM DB whose keys are made of the generated blocks, and the
+    #: keys' ground truth in the manifest (merkle.replica.ozone.omkeys); ozone layout only
+    om_db: bool = False
 
     def validate(self) -> None:
         if min(self.datanodes, self.volumes, self.containers, self.replicas) < 1:
@@ -165,6 +172,11 @@ class GeneratorConfig:
                 raise GeneratorError(f"--mount-path: a mount path is recorded by the {which} "
                                      f"layout only")
             layout.mount_paths(self.mount_path, self.datanodes, self.volumes)
+        if self.om_db and not getattr(layout, "writes_om_db", False):
+            which = " or ".join(other.name for other in layouts()
+                                if getattr(other, "writes_om_db", False))
+            raise GeneratorError(f"--om-db: an OM DB is written with --layout {which} only "
+                                 f"(not {self.layout})")
         known = FAULT_TYPES + tuple(layout.fault_types)
         for k in self.faults:
             if k not in known:
@@ -530,6 +542,8 @@ def generate_cluster(out: PathLike, config: Optional[GeneratorConfig] = None, **
         if not layout.generated_in_place:
             own = {k: n for k, n in cfg.faults.items() if k in layout.fault_types}
             manifest = layout.finish_generation(staging, root, manifest, cfg, own)
+        if cfg.om_db:
+            manifest = layout.generate_om_db(root, manifest, cfg)
         _write_new_file(root, MANIFEST_NAME, json.dumps(manifest, indent=1, sort_keys=True)
                         + "\n")
     except BaseException:  # also Ctrl-C: leave nothing half-written behind
@@ -539,14 +553,17 @@ def generate_cluster(out: PathLike, config: Optional[GeneratorConfig] = None, **
 
 
 #: Marker file of a generated cluster: a later run may replace a directory holding only a
-#: generated cluster (the marker, the manifest, dn<N>/ directories, the ozone staging area).
+#: generated cluster (the marker, the manifest, dn<N>/ directories, the ozone staging area,
+#: the OM DB).
 MARKER_NAME = ".crcmerkle-generate"
 _STAGING = ".staging"
+_OM_DB = "om.db"  # the ozone layout's OM DB (merkle.replica.ozone.omkeys.OM_DB_NAME)
 _OWN_ENTRY = re.compile(r"dn\d+")
 
 
 def _is_own_entry(name: str) -> bool:
-    return name in (MARKER_NAME, MANIFEST_NAME, _STAGING) or bool(_OWN_ENTRY.fullmatch(name))
+    return (name in (MARKER_NAME, MANIFEST_NAME, _STAGING, _OM_DB)
+            or bool(_OWN_ENTRY.fullmatch(name)))
 
 
 def _prepare_output(root: Path) -> bool:

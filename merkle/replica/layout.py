@@ -184,6 +184,9 @@ class Layout(Protocol):
     generated_in_place: bool
     #: whether a generated volume records where it will be mounted (`generate --mount-path`)
     records_mount_paths: bool
+    #: whether the generator can also write the key map of the generated blocks (`generate
+    #: --om-db`: Ozone's OM DB)
+    writes_om_db: bool
 
     def check_can_generate(self) -> None:
         """merkle.replica.synth.GeneratorError unless the generator can write this layout
@@ -200,6 +203,10 @@ class Layout(Protocol):
         """Move the generated crcmerkle-layout cluster in `staging` onto this layout's
         volumes under `out`, inject `faults` (this layout's own `fault_types`), and return
         the manifest with the new replica paths (only asked when not `generated_in_place`)."""
+
+    def generate_om_db(self, out: Path, manifest: Dict[str, Any], cfg: Any) -> Dict[str, Any]:
+        """Write the key map of the generated cluster `manifest` describes under `out` and
+        return the manifest with each key's ground truth (only asked when `writes_om_db`)."""
 
     def replicate_refusal(self, path: str, role: str) -> Optional[str]:
         """Why `crcmerkle replicate` must not copy from (`role` "source") or into ("target")
@@ -300,6 +307,7 @@ class ReadOnlyLayout:
     fault_types: Tuple[str, ...] = ()
     generated_in_place = True
     records_mount_paths = False
+    writes_om_db = False
 
     @property
     def title(self) -> str:
@@ -319,6 +327,10 @@ class ReadOnlyLayout:
 
     def finish_generation(self, staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any,
                           faults: Dict[str, int]) -> Dict[str, Any]:
+        self.check_can_generate()
+        return manifest  # not reached: check_can_generate refuses
+
+    def generate_om_db(self, out: Path, manifest: Dict[str, Any], cfg: Any) -> Dict[str, Any]:
         self.check_can_generate()
         return manifest  # not reached: check_can_generate refuses
 

@@ -130,6 +130,8 @@ class CrcmerkleLayout:
     fault_types: Tuple[str, ...] = ()
     generated_in_place = True
     records_mount_paths = False
+    #: crcmerkle's layout has containers but no key map: no OM DB is made for it
+    writes_om_db = False
 
     def check_can_generate(self) -> None:
         """Nothing to check: the generator writes this layout with the core package."""
@@ -142,6 +144,9 @@ class CrcmerkleLayout:
     def finish_generation(self, staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any,
                           faults: Dict[str, int]) -> Dict[str, Any]:
         return manifest  # generated in place: nothing to move
+
+    def generate_om_db(self, out: Path, manifest: Dict[str, Any], cfg: Any) -> Dict[str, Any]:
+        return manifest  # not asked: writes_om_db is False
 
     def replicate_refusal(self, path: str, role: str) -> Optional[str]:
         return None  # replicate copies this layout's replicas

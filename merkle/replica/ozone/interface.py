@@ -122,6 +122,8 @@ class OzoneLayout:
     #: generated as crcmerkle-layout replicas first, then moved onto datanode volumes
     generated_in_place = False
     records_mount_paths = True
+    #: `generate --om-db`: an OM DB of keys made of the generated blocks (ozone.omkeys)
+    writes_om_db = True
 
     def check_can_generate(self) -> None:
         check_available()
@@ -133,6 +135,10 @@ class OzoneLayout:
     def finish_generation(self, staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any,
                           faults: Dict[str, int]) -> Dict[str, Any]:
         return convert_cluster(staging, out, manifest, cfg, faults)
+
+    def generate_om_db(self, out: Path, manifest: Dict[str, Any], cfg: Any) -> Dict[str, Any]:
+        from merkle.replica.ozone.omkeys import write_generated_om_db
+        return write_generated_om_db(out, manifest, cfg)
 
     def replicate_refusal(self, path: str, role: str) -> Optional[str]:
         # before any lock: nothing may be written into a datanode's volume (a target that
