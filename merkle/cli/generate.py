@@ -62,7 +62,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    "generate run (replaced)")
     p.add_argument("--datanodes", type=positive_int, default=3, metavar="N")
     p.add_argument("--volumes", type=positive_int, default=2, metavar="N", help="per datanode")
-    p.add_argument("--containers", type=positive_int, default=4, metavar="N")
+    p.add_argument("--containers", type=positive_int, default=None, metavar="N",
+                   help="default: 12 with --layout ozone (room for its default fault mix, "
+                        "which adds Ozone's own faults), 4 with --layout crcmerkle")
     p.add_argument("--replicas", type=positive_int, default=3, metavar="N")
     p.add_argument("--blocks", type=_range, default=(2, 6), metavar="MIN-MAX",
                    help="blocks per container (default 2-6)")
@@ -102,7 +104,9 @@ def run(args: argparse.Namespace) -> int:
         parse_faults
     try:
         cfg = GeneratorConfig(
-            datanodes=args.datanodes, volumes=args.volumes, containers=args.containers,
+            datanodes=args.datanodes, volumes=args.volumes,
+            containers=(args.containers if args.containers is not None
+                        else 12 if args.layout == "ozone" else 4),
             replicas=args.replicas, min_blocks=args.blocks[0], max_blocks=args.blocks[1],
             block_size=args.block_size, chunk_size=args.chunk_size,
             bytes_per_checksum=args.bytes_per_checksum, algorithm=args.algorithm,
