@@ -486,6 +486,10 @@ def test_local_directory(tmp_path: Path, monkeypatch) -> None:
     assert "symbolic link" in rows["d/link"]["error"] and rows["d/link"]["bytes_read"] == 0
     assert "symbolic link" in rows["dirlink"]["error"]
     assert "FIFO" in rows["d/fifo"]["error"]
+    # the job may hand describe() only the columns it keeps: name and size
+    slim = pa.RecordBatch.from_pylist([{"name": "a", "size": 1}])
+    row = target.describe(slim).to_pylist()[0]
+    assert row["crc32c"] == crcs(blobs["a"])["crc32c"] and row["size"] == 10_000
 
 
 def test_local_describe_refuses_what_changed_after_listing(tmp_path: Path) -> None:

@@ -60,7 +60,7 @@ class _Gone(Exception):
 class S3Target(Target):
     kind = "s3"
     reads_data = False
-    _transient = ("_client", "_pool", "_local", "_lock")
+    _transient = ("_client", "_local")
 
     def __init__(self, uri: str) -> None:
         super().__init__(uri)
@@ -100,9 +100,7 @@ class S3Target(Target):
         #: False once the store refused GetObjectAttributes: HeadObject from then on
         self.attributes_supported = True
         self._client: Any = None
-        self._pool: Optional[ThreadPoolExecutor] = None
         self._local: Any = None
-        self._lock: Any = None
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -129,7 +127,6 @@ class S3Target(Target):
                 aws_access_key_id=self.access_key, aws_secret_access_key=self.secret_key,
                 aws_session_token=self.session_token, config=config)
             self._local = threading.local()
-            self._lock = threading.Lock()
             # every HTTP attempt, retries included, is one request to the store
             client.meta.events.register("before-send.s3", self._count)
             self._client = client
@@ -202,16 +199,20 @@ class S3Target(Target):
     def describe(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         rows = conform(batch)
         self.client()
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="s3-describe")
         out = Rows()
-        for row in self._pool.map(self._describe_one, rows):
-            out.add_row(row)
+        # a pool per call: a Spark task's Target is a fresh copy, and threads left behind by
+        # each would pile up in the executor
+        workers = max(1, min(self.concurrency, len(rows)))
+        with ThreadPoolExecutor(workers, thread_name_prefix="s3-describe") as pool:
+            for row in pool.map(self._describe_one, rows):
+                out.add_row(row)
         return out.batch()
 
     def _describe_one(self, row: Dict[str, Any]) -> Dict[str, Any]:
         if row.get("error") or not row.get("name"):
-            return row
+            return dict(row, requests=row.get("requests") or 0,
+                        bytes_read=row.get("bytes_read") or 0,
+                        error=row.get("error") or "no name")
         self._take_count()
         row = dict(row, crc32=None, crc32c=None, crc64nvme=None, composite_algorithm=None,
                    composite_crc=None, parts=None, bytes_read=0, error=None)
