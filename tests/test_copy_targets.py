@@ -509,3 +509,30 @@ def test_local_describe_refuses_what_changed_after_listing(tmp_path: Path) -> No
     assert "symbolic link" in rows["d/f"]["error"] and rows["d/f"]["crc32c"] is None
     assert rows["../copy/g"]["error"] and rows["d/../g"]["error"]
     assert all(r["bytes_read"] == 0 for r in rows.values())
+
+
+def test_s3_parts_pages_that_never_advance_are_an_error(s3, uploaded) -> None:
+    target = open_target(s3.uri("kinds/dir"))
+    stuck = {"TotalPartsCount": 3, "PartNumberMarker": 0, "NextPartNumberMarker": 0,
+             "MaxParts": 1, "IsTruncated": True,
+             "Parts": [{"PartNumber": 1, "Size": PART, "ChecksumCRC32C": "AAAAAA=="}]}
+    client_of(target).meta.events.register(
+        "after-call.s3.GetObjectAttributes",
+        lambda parsed, **_: parsed.__setitem__("ObjectParts", dict(stuck)))
+    batch = pa.RecordBatch.from_pylist([{"name": "composite-CRC32C"}], schema=TARGET_SCHEMA)
+    row = target.describe(batch).to_pylist()[0]
+    assert "do not advance" in row["error"] and row["requests"] == 1
+
+
+def test_s3_credentials_from_the_environment_and_odd_names(s3, monkeypatch) -> None:
+    for key, value in s3.env().items():
+        monkeypatch.setenv(key, value)
+    target = open_target(s3.uri("odd", credentials=False))
+    names = ["ü nicode/with space", "a%2Fb", "x/../y", "tab\tin name", "+plus"]
+    for n in names:
+        client_of(target).put_object(Bucket=s3.bucket, Key=f"odd/{n}", Body=n.encode(),
+                                     ChecksumAlgorithm="CRC32C")
+    rows = rows_of(target)
+    assert set(rows) == set(names)
+    for n in names:
+        assert rows[n]["crc32c"] == crcs(n.encode())["crc32c"] and rows[n]["error"] is None
