@@ -335,7 +335,7 @@ class S3Target(Target):
         if count is not None and not 1 <= count <= MAX_PARTS:
             raise ValueError(f"claims {count} parts (S3 allows 1..{MAX_PARTS})")
         listed = _from_attributes(info, alg)
-        if listed is None and count != 0:
+        if listed is None:
             listed = self._parts_by_head(key, alg, count)
         if listed is None:
             return None
