@@ -11,6 +11,11 @@ Kinds: s3.py (any S3-compatible store: one GetObjectAttributes per object), gcs.
 GCS listing: `gs://bucket/prefix?listing=FILE`), hdfs.py (saved `hdfs dfs -checksum`
 output: `hdfs://nn/path?listing=FILE`), local.py (a directory, read and checksummed: the
 only kind that reads data). `open_target` picks one by the URI's scheme.
+
+A row that cannot be described has `error` (one line) and the walk goes on; entries of a
+listing that are not rows (outside the root, another bucket, not an object) are counted in
+`target.skips.reasons` ({reason: count}; `target.skipped` their total). A target that cannot
+be listed at all raises TargetError (an OSError, one line, credentials removed).
 """
 
 from __future__ import annotations
