@@ -49,10 +49,10 @@ def rows_of(target: Target) -> Dict[str, Dict[str, Any]]:
 def test_schema_contract() -> None:
     assert TARGET_SCHEMA.names == [
         "name", "size", "crc32", "crc32c", "crc64nvme", "composite_algorithm",
-        "composite_crc", "parts", "other", "requests", "bytes_read", "error"]
+        "composite_crc", "parts", "part_sizes", "other", "requests", "bytes_read", "error"]
     assert [str(f.type) for f in TARGET_SCHEMA] == [
         "string", "int64", "binary", "binary", "binary", "string", "binary", "int32",
-        "string", "int32", "int64", "string"]
+        "list<item: int64>", "string", "int32", "int64", "string"]
 
 
 @pytest.mark.parametrize("uri", ["ftp://h/x", "gs://bucket/p", "hdfs://nn/p", "", "s3://",
@@ -160,8 +160,9 @@ def test_s3_each_upload_kind(s3, uploaded) -> None:
 
 def test_s3_composite_without_parts_stays_composite(s3, uploaded) -> None:
     """moto gives neither ObjectParts nor part checksums: the composite value (AWS's
-    definition: the CRC of the parts' big-endian CRCs) is kept, the full columns null,
-    after one GetObjectAttributes and one HeadObject of part 1."""
+    definition: the CRC of the parts' big-endian CRCs) is kept, the full columns null, with
+    every part's size (one GetObjectAttributes, one HeadObject per part: the copy check
+    makes the composite from the key's windows with them)."""
     _, parts = uploaded
     rows = rows_of(open_target(s3.uri("kinds/dir")))
     for alg in ("crc32", "crc32c"):
@@ -170,7 +171,8 @@ def test_s3_composite_without_parts_stays_composite(s3, uploaded) -> None:
         aws = fn(b"".join(fn(p).to_bytes(4, "big") for p in parts)).to_bytes(4, "big")
         assert (row["composite_algorithm"], row["composite_crc"], row["parts"]) == (alg, aws, 3)
         assert row[alg] is None and row["error"] is None
-        assert row["requests"] == 2
+        assert row["part_sizes"] == [len(p) for p in parts]
+        assert row["requests"] == 1 + len(parts)
 
 
 def _inject(target: Target, parts: List[bytes], alg: str, tamper: bool = False,

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from merkle import _native
+from merkle import _crc, _native
 from merkle.copies.fold import ALGORITHMS, COMBINE, MAX_BYTES, compose_columns
 
 __all__ = ["COMPOSE_SCHEMA", "KEY_CRC_SCHEMA", "compose_keys"]
@@ -36,7 +36,8 @@ COMPOSE_SCHEMA = pa.schema([
     ("block", pa.int64()), ("block_length", pa.int64()), ("block_status", pa.string()),
     ("offset", pa.int64()), ("length", pa.int64()), ("checksum_type", pa.string()),
     ("bytes_per_checksum", pa.int64()), ("checksums", pa.binary()),
-    ("crc64nvme", pa.binary()), ("crc32c", pa.binary()), ("crc32", pa.binary())])
+    ("crc64nvme", pa.binary()), ("crc32c", pa.binary()), ("crc32", pa.binary()),
+    ("composite_algorithm", pa.string()), ("part_sizes", pa.list_(pa.int64()))])
 
 #: per key: each algorithm's full-object value (big-endian, null when the metadata cannot
 #: give it), the recorded checksum type(s), the bytes its chunks cover, why it is not
@@ -44,7 +45,8 @@ COMPOSE_SCHEMA = pa.schema([
 KEY_CRC_SCHEMA = pa.schema([
     ("key_id", pa.int64()), ("crc32", pa.binary()), ("crc32c", pa.binary()),
     ("crc64nvme", pa.binary()), ("recorded_type", pa.string()), ("covered", pa.int64()),
-    ("unverified", pa.string()), ("ozone_note", pa.string())])
+    ("unverified", pa.string()), ("ozone_note", pa.string()),
+    ("composite", pa.binary()), ("composite_note", pa.string())])
 
 #: Ozone's recorded type -> the algorithm its windows are
 _RECORDED = {"CRC32": "crc32", "CRC32C": "crc32c"}
@@ -163,6 +165,15 @@ def compose_keys(table: pa.Table | pa.RecordBatch) -> pa.Table:
     count[valid_bpc] = -(-lens[valid_bpc] // bpc[valid_bpc])
 
     codes, names = _codes(t["checksum_type"], chunk)
+    # S3 composite values whose parts' sizes (not values) the target gave: each key's
+    # composite is made from its windows too, where the part boundaries fall between windows
+    comp_alg: Optional[List[Optional[str]]] = None
+    part_sizes: List[Optional[List[int]]] = []
+    composite: List[Optional[bytes]] = [None] * nkeys
+    composite_note: List[Optional[str]] = [None] * nkeys
+    if "part_sizes" in t.column_names and t["part_sizes"].null_count < n:
+        comp_alg = t["composite_algorithm"].take(pa.array(starts)).to_pylist()
+        part_sizes = t["part_sizes"].take(pa.array(starts)).to_pylist()
 
     # each algorithm: where every chunk of a key has its windows
     recorded = _binary(t["checksums"])
@@ -187,6 +198,9 @@ def compose_keys(table: pa.Table | pa.RecordBatch) -> pa.Table:
             _fold_keys(alg, flat.view(_BE[alg]), row_key[rows], count[rows], lens[rows], bpc[rows],
                        usable, covered, out)
         values[alg] = out
+        if comp_alg is not None and usable.shape[0]:
+            _composites(alg, flat.view(_BE[alg]), row_key[rows], count[rows], lens[rows],
+                        bpc[rows], usable, comp_alg, part_sizes, composite, composite_note)
 
     # the recorded type(s) and whether Ozone's COMPOSITE_CRC would be the CRC of the bytes:
     # checked for every key at once, the reasons spelled out only for the keys that differ
@@ -222,6 +236,8 @@ def compose_keys(table: pa.Table | pa.RecordBatch) -> pa.Table:
         "covered": pa.array(covered, pa.int64()),
         "unverified": pa.array(unverified, pa.string()),
         "ozone_note": pa.array(["; ".join(x) if x else None for x in notes], pa.string()),
+        "composite": pa.array(composite, pa.binary()),
+        "composite_note": pa.array(composite_note, pa.string()),
     }, schema=KEY_CRC_SCHEMA)
 
 
@@ -304,6 +320,58 @@ def _fold_keys(alg: str, crcs: np.ndarray, rkey: np.ndarray, cnt: np.ndarray,
         if total != covered[k]:  # cannot happen after compose_keys' checks; never guess
             continue
         out[k] = int(crc).to_bytes(width, "big")
+
+
+#: S3's cap on a multipart upload's parts
+MAX_PARTS = 10_000
+
+
+def _composites(alg: str, crcs: np.ndarray, rkey: np.ndarray, cnt: np.ndarray,
+                lens: np.ndarray, bpc: np.ndarray, usable: np.ndarray,
+                comp_alg: List[Optional[str]], part_sizes: List[Optional[List[int]]],
+                composite: List[Optional[bytes]], notes: List[Optional[str]]) -> None:
+    """S3's COMPOSITE value (the CRC of the parts' big-endian CRCs) of each usable key whose
+    target is a composite of `alg` with known part sizes, from the key's windows: each part's
+    CRC is the fold of the windows it covers, so every part boundary must fall between two
+    windows (a part of 8 MiB over 16 KiB windows does; else the note says why not)."""
+    fn = {"crc32": _crc.crc32, "crc32c": _crc.crc32c, "crc64nvme": _crc.crc64nvme}[alg]
+    kfirst = np.searchsorted(rkey, usable, side="left")
+    klast = np.searchsorted(rkey, usable, side="right") - 1
+    wend = np.cumsum(cnt)
+    for k, a, b in zip(usable.tolist(), kfirst.tolist(), klast.tolist()):
+        want = (comp_alg[k] or "").lower().replace("-", "")
+        sizes_k = part_sizes[k]
+        if want != alg or sizes_k is None:
+            continue
+        if not 0 < len(sizes_k) <= MAX_PARTS or any(p is None or p < 0 for p in sizes_k):
+            notes[k] = f"{len(sizes_k)} parts: not a multipart upload's part list"
+            continue
+        c = cnt[a:b + 1]
+        w0 = int(wend[a] - cnt[a])
+        w1 = int(wend[b])
+        sizes = np.repeat(bpc[a:b + 1], c)
+        some = c > 0
+        sizes[np.cumsum(c)[some] - 1] = lens[a:b + 1][some] - (c[some] - 1) * bpc[a:b + 1][some]
+        ends = np.cumsum(sizes)
+        bounds = np.cumsum(np.asarray(sizes_k, dtype=np.int64))
+        if bounds.shape[0] and (bounds[-1] != (ends[-1] if ends.shape[0] else 0)):
+            notes[k] = (f"the parts add up to {int(bounds[-1])} bytes, the key's chunks to "
+                        f"{int(ends[-1]) if ends.shape[0] else 0}")
+            continue
+        idx = np.searchsorted(ends, bounds)  # the window each part ends in
+        if ((idx < ends.shape[0]) & (ends[np.minimum(idx, max(ends.shape[0] - 1, 0))]
+                                      != bounds)).any() if ends.shape[0] else bounds.any():
+            notes[k] = ("a part boundary falls inside a checksum window: the parts' CRCs "
+                        "cannot be made from the windows")
+            continue
+        native = crcs[w0:w1].astype(_NATIVE[alg])
+        start = 0
+        packed = bytearray()
+        for stop in (idx + 1).tolist():
+            crc, _ = compose_columns(alg, native[start:stop], sizes[start:stop], strict=False)
+            packed += int(crc).to_bytes(_WIDTH[alg], "big")
+            start = stop
+        composite[k] = int(fn(bytes(packed))).to_bytes(_WIDTH[alg], "big")
 
 
 def _ozone_differs(types: List[str], chunk: np.ndarray, lens: np.ndarray, bpc: np.ndarray,

@@ -24,6 +24,9 @@ TARGET_SCHEMA = pa.schema([
     pa.field("composite_algorithm", pa.string()),
     pa.field("composite_crc", pa.binary()),
     pa.field("parts", pa.int32()),
+    # each part's size, in order, when the store gave the sizes but not the parts' values
+    # (the copy check then makes the composite from the key's windows)
+    pa.field("part_sizes", pa.list_(pa.int64())),
     pa.field("other", pa.string()),
     pa.field("requests", pa.int32()),
     pa.field("bytes_read", pa.int64()),

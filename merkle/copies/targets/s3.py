@@ -320,42 +320,51 @@ class S3Target(Target):
                 row[alg] = raw
                 continue
             count = suffix if suffix is not None else _part_count(info, etag_text=info.get("etag"))
-            full = self._compose(key, alg, raw, count, size, info)
+            full, part_sizes = self._compose(key, alg, raw, count, size, info)
             if full is not None:
                 row[alg] = full
             elif row["composite_algorithm"] is None:
                 row["composite_algorithm"], row["composite_crc"] = alg, raw
-                row["parts"] = count
+                row["parts"] = count if part_sizes is None else len(part_sizes)
+                row["part_sizes"] = part_sizes
         row["other"] = ", ".join(other) or None
 
     def _compose(self, key: str, alg: str, composite: bytes, count: Optional[int], size: int,
-                 info: Dict[str, Any]) -> Optional[bytes]:
-        """The full-object value of a composite one from its parts, or None when the parts'
-        checksums cannot be had. ValueError when they contradict the composite value."""
+                 info: Dict[str, Any]) -> Tuple[Optional[bytes], Optional[List[int]]]:
+        """(the full-object value of a composite one from its parts, None) or, when the
+        parts' checksums cannot be had, (None, every part's size if the store gave them,
+        else None). ValueError when they contradict the composite value or the size."""
         if count is not None and not 1 <= count <= MAX_PARTS:
             raise ValueError(f"claims {count} parts (S3 allows 1..{MAX_PARTS})")
         listed = _from_attributes(info, alg)
         if listed is None:
             listed = self._parts_by_head(key, alg, count)
         if listed is None:
-            return None
+            return None, None
         sizes, crcs = listed
+        if count is not None and len(sizes) != count:
+            raise ValueError(f"{len(sizes)} parts listed but the value says {count}")
+        if sum(sizes) != size:
+            raise ValueError(f"the parts add up to {sum(sizes)} bytes, the object has {size}")
+        if crcs is None:
+            return None, sizes
         if count is not None and len(crcs) != count:
             raise ValueError(f"{len(crcs)} parts listed but the value says {count}")
         width = CRC_BYTES[alg]
         joined = b"".join(c.to_bytes(width, "big") for c in crcs)
         if _CRC_FN[alg](joined).to_bytes(width, "big") != composite:
             raise ValueError(f"composite {alg} does not match its parts' {alg} values")
-        if sum(sizes) != size:
-            raise ValueError(f"the parts add up to {sum(sizes)} bytes, the object has {size}")
-        return full_object_crc(crcs, sizes, alg).to_bytes(width, "big")
+        return full_object_crc(crcs, sizes, alg).to_bytes(width, "big"), None
 
     def _parts_by_head(self, key: str, alg: str, count: Optional[int]
-                       ) -> Optional[Tuple[List[int], List[int]]]:
-        """Each part's size and checksum by HeadObject(PartNumber=i); None at the first
-        part whose checksum the store does not give (nothing more is asked then)."""
+                       ) -> Optional[Tuple[List[int], Optional[List[int]]]]:
+        """Each part's size and checksum by HeadObject(PartNumber=i) (one request a part:
+        only for a store whose GetObjectAttributes lists no parts); when the store gives
+        the parts' sizes but not their checksums (moto), the sizes alone (crcs None): the
+        copy check makes the composite from the key's windows with them. None when not even
+        the sizes can be had."""
         sizes: List[int] = []
-        crcs: List[int] = []
+        crcs: Optional[List[int]] = []
         header = next(k for k, a in _CHECKSUM_KEYS.items() if a == alg)
         number = 1
         while count is None or number <= count:
@@ -366,12 +375,16 @@ class S3Target(Target):
                     return None
             text = reply["checks"].get(alg)
             psize = reply.get("size")
-            if not isinstance(text, str) or not isinstance(psize, int) or psize < 0:
+            if not isinstance(psize, int) or isinstance(psize, bool) or psize < 0:
                 return None
-            m = _SUFFIX.fullmatch(text)
-            raw = b64_exact(m.group(1) if m else text, CRC_BYTES[alg], f"part {number} {header}")
             sizes.append(psize)
-            crcs.append(int.from_bytes(raw, "big"))
+            if crcs is not None and isinstance(text, str):
+                m = _SUFFIX.fullmatch(text)
+                raw = b64_exact(m.group(1) if m else text, CRC_BYTES[alg],
+                                f"part {number} {header}")
+                crcs.append(int.from_bytes(raw, "big"))
+            else:
+                crcs = None  # one part without its value: none of them is of use
             number += 1
         return sizes, crcs
 
