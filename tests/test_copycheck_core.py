@@ -125,7 +125,8 @@ def joined(**kw: Any) -> pa.Table:
              "composed": pa.bool_(), "t_size": pa.int64(), "t_parts": pa.int32(),
              "t_requests": pa.int32(), "t_bytes_read": pa.int64()}
     binary = {"crc32", "crc32c", "crc64nvme", "t_crc32", "t_crc32c", "t_crc64nvme",
-              "t_composite_crc"}
+              "t_composite_crc", "composite"}
+    types["t_part_sizes"] = pa.list_(pa.int64())
     schema = pa.schema([(c, types.get(c, pa.binary() if c in binary else pa.string()))
                         for c in row])
     return pa.Table.from_pylist([row], schema=schema)
@@ -149,6 +150,12 @@ def test_verdict_rules() -> None:
     assert r["verdict"] == "NOT_COMPARABLE" and "--also crc32c" in r["detail"]
     r = verdict(crc32c=C, t_composite_algorithm="CRC32C", t_composite_crc=C, t_parts=3)
     assert r["verdict"] == "NOT_COMPARABLE" and "composite" in r["detail"]
+    r = verdict(crc32c=C, composite=D, t_composite_algorithm="crc32c", t_composite_crc=D,
+                t_parts=3, t_part_sizes=[4, 4, 2])
+    assert r["verdict"] == "MATCH" and "composite of 3 parts" in r["algorithm"]
+    r = verdict(crc32c=C, composite=C, t_composite_algorithm="crc32c", t_composite_crc=D,
+                t_parts=3, t_part_sizes=[4, 4, 2])
+    assert r["verdict"] == "MISMATCH"
     r = verdict(crc32c=C, t_crc32c=C, unverified="block 1/2: its verified replicas disagree")
     assert r["verdict"] == "UNVERIFIED" and "disagree" in r["detail"]
     r = verdict(crc32c=C, t_crc32c=C, composed=False)

@@ -45,11 +45,11 @@ VERDICT_SCHEMA = pa.schema([
 #: the source-side columns `decide` reads (the key table joined with the composed CRCs)
 SOURCE_COLUMNS = ("key_id", "name", "ozone_name", "size", "blocks", "reason", "crc32",
                   "crc32c", "crc64nvme", "recorded_type", "unverified", "ozone_note",
-                  "composed")
+                  "composite", "composite_note", "composed")
 #: the target-side columns (merkle.copies.targets.TARGET_SCHEMA, prefixed `t_`)
 TARGET_COLUMNS = ("t_name", "t_size", "t_crc32", "t_crc32c", "t_crc64nvme",
-                  "t_composite_algorithm", "t_composite_crc", "t_parts", "t_other",
-                  "t_requests", "t_bytes_read", "t_error")
+                  "t_composite_algorithm", "t_composite_crc", "t_parts", "t_part_sizes",
+                  "t_other", "t_requests", "t_bytes_read", "t_error")
 
 
 def _hex(v: Optional[bytes]) -> Optional[str]:
@@ -94,6 +94,13 @@ def _decide_one(row: Dict[str, object]) -> Tuple[str, Optional[str], Optional[st
             return (MISMATCH, ",".join(differ), *values,
                     f"{shown} differs: the copy's bytes are not the key's")
         return MATCH, ",".join(common), *values, None
+    if row["composite"] is not None and row["t_composite_crc"] is not None:
+        # S3's composite made from the key's windows with the parts' sizes the store gave
+        alg = f"{str(row['t_composite_algorithm']).lower()} composite of {row['t_parts']} parts"
+        values = (_hex(row["composite"]), _hex(row["t_composite_crc"]))  # type: ignore[arg-type]
+        if bytes(row["composite"]) != bytes(row["t_composite_crc"]):  # type: ignore[arg-type]
+            return MISMATCH, alg, *values, "the copy's bytes are not the key's"
+        return MATCH, alg, *values, None
     return NOT_COMPARABLE, None, None, None, _why_not(row, src, tgt)
 
 
@@ -106,8 +113,12 @@ def _why_not(row: Dict[str, object], src: List[str], tgt: List[str]) -> str:
     parts = [f"Ozone side has {have}"]
     theirs: List[str] = list(tgt)
     if row["t_composite_algorithm"] is not None:
+        why = (str(row["composite_note"]) if row["composite_note"] is not None
+               else "the store gave neither the parts' values nor their sizes"
+               if row["t_part_sizes"] is None
+               else f"the Ozone side has no {str(row['t_composite_algorithm']).lower()}")
         theirs.append(f"composite {str(row['t_composite_algorithm']).lower()} of "
-                      f"{row['t_parts']} parts whose part values the store did not give")
+                      f"{row['t_parts']} parts ({why})")
     if row["t_other"] is not None:
         theirs.append(str(row["t_other"]))
     parts.append("target has " + (", ".join(theirs) if theirs else "no checksum"))

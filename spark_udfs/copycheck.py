@@ -1,0 +1,265 @@
+"""`crcmerkle spark copycheck`: Ozone's keys against their copies in S3, GCS, HDFS or a local
+directory, proved from checksums already stored on both sides (issue 27).
+
+The job, stage by stage:
+1. the key map: the OM DB checkpoint read on the driver (merkle.copies.omdb), each key named
+   as its copy is (merkle.copies.keymap.NameMap: --map), written to OUT/keys and
+   OUT/key_blocks (Parquet) and read back as DataFrames;
+2. which replica speaks for each block: from the scan's blocks and containers tables, a
+   replica that was read (`verified`) and whose chunks all matched their recorded checksums;
+   verified replicas that disagree, or none, leave the block (and its key) UNVERIFIED;
+3. every key's full-object CRCs: the chosen replica's chunk rows (recorded checksums, and the
+   --also windows) gathered per key, sorted, composed per partition with one native fold per
+   run of equal windows (merkle.copies.keycrcs.compose_keys);
+4. the target: listed on the driver (S3 ListObjectsV2 pages; a saved GCS or HDFS listing; a
+   directory walk), then described on the executors (S3: GetObjectAttributes, at most one
+   request per object where the store lists parts; a directory: read, the only mode that reads
+   data) (merkle.copies.targets);
+5. keys and objects joined by name (full outer: MISSING and EXTRA), each name decided
+   (merkle.copies.verdicts.decide), written to OUT/verdicts; the report is made from it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from merkle.copies.keycrcs import COMPOSE_SCHEMA, KEY_CRC_SCHEMA, compose_keys
+from merkle.copies.keymap import KEY_BLOCK_SCHEMA, KEY_SCHEMA, NameMap, key_tables
+from merkle.copies.verdicts import (FINDINGS, SOURCE_COLUMNS, TARGET_COLUMNS, VERDICT_SCHEMA,
+                                    VERDICTS, decide)
+
+__all__ = ["CopyCheck", "copycheck"]
+
+#: rows gathered before a compose pass (Spark hands mapInArrow ~1,000-row batches)
+_MIN_ROWS_PER_PASS = 1 << 16
+#: target objects per describe task: S3 requests run in the executors' tasks
+_OBJECTS_PER_TASK = 2000
+
+
+def _arrow_ddl(schema: pa.Schema) -> str:
+    names = {pa.string(): "string", pa.int64(): "long", pa.int32(): "int",
+             pa.binary(): "binary", pa.bool_(): "boolean",
+             pa.list_(pa.int64()): "array<bigint>"}
+    return ", ".join(f"{f.name} {names[f.type]}" for f in schema)
+
+
+@dataclass
+class CopyCheck:
+    """What a copy check found: the verdicts table (a DataFrame, VERDICT_SCHEMA), counts per
+    verdict, the first rows of each, and what it cost."""
+
+    verdicts: Any
+    counts: Dict[str, int]
+    first: Dict[str, List[Dict[str, Any]]]
+    keys: int
+    objects: int
+    out_of_scope_objects: int
+    list_requests: int
+    object_requests: int
+    max_requests_per_object: int
+    bytes_read: int
+    reads_data: bool
+    target: str
+    om_problems: List[str] = field(default_factory=list)
+    om_problem_count: int = 0
+
+    def findings(self, allowed: tuple = ()) -> int:
+        return sum(self.counts.get(v, 0) for v in FINDINGS if v not in allowed)
+
+
+def _compose_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """compose_keys over one partition whose rows are clustered and sorted by key: batches
+    gathered into passes, every complete key of a pass composed once (a key's rows may span
+    batches: the last key's rows wait for the next pass)."""
+    held: List[pa.RecordBatch] = []
+    rows = 0
+
+    def run(t: pa.Table) -> Iterator[pa.RecordBatch]:
+        yield from compose_keys(t.select(COMPOSE_SCHEMA.names).cast(COMPOSE_SCHEMA)).to_batches()
+
+    for b in batches:
+        if b.num_rows == 0:
+            continue
+        held.append(b)
+        rows += b.num_rows
+        if rows < _MIN_ROWS_PER_PASS:
+            continue
+        t = pa.Table.from_batches(held)
+        kid = t.column("key_id").to_numpy()
+        if kid[0] == kid[-1]:
+            continue  # one key so far: keep gathering
+        last = int(np.flatnonzero(kid[1:] != kid[:-1])[-1]) + 1
+        yield from run(t.slice(0, last))
+        rest = t.slice(last)
+        held, rows = rest.to_batches(), rest.num_rows
+    if rows:
+        yield from run(pa.Table.from_batches(held))
+
+
+def _describe_fn(target: Any) -> Any:
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for b in batches:
+            if b.num_rows:
+                yield target.describe(b)
+    return run
+
+
+def _decide_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    for b in batches:
+        if b.num_rows:
+            yield decide(b)
+
+
+def _write_parquet(path: str, batches: Iterator[Any], schema: pa.Schema) -> int:
+    """Batches to one Parquet file at path (a new directory with part-0.parquet); rows."""
+    os.makedirs(path, exist_ok=False)
+    rows = 0
+    with pq.ParquetWriter(os.path.join(path, "part-0.parquet"), schema) as w:
+        for b in batches:
+            w.write_batch(b)
+            rows += b.num_rows
+    return rows
+
+
+def _block_choice(spark: Any, blocks: Any, containers: Any) -> Any:
+    """Per (container, block) of the scan: the replica that speaks for it (`chosen`, a
+    datanode) or, as `block_status`, why none does."""
+    from pyspark.sql import functions as F
+
+    reps = containers.select("datanode", "container",
+                             F.coalesce(F.col("verified"), F.lit(False)).alias("verified"))
+    live = blocks.filter(F.col("block").isNotNull() & ~F.coalesce(F.col("deleted"), F.lit(False)))
+    b = live.select("datanode", "container", "block", "checksum_matches", "block_value") \
+        .join(reps, ["datanode", "container"], "left")
+    good = F.coalesce(F.col("checksum_matches"), F.lit(False)) & \
+        F.coalesce(F.col("verified"), F.lit(False))
+    agg = b.groupBy("container", "block").agg(
+        F.count(F.lit(1)).alias("n"),
+        F.sum(F.when(good, 1).otherwise(0)).alias("n_ok"),
+        F.countDistinct(F.when(good, F.col("block_value"))).alias("n_values"),
+        F.min(F.when(good, F.col("datanode"))).alias("chosen"))
+    status = (F.when(F.col("n_ok") == 0,
+                     F.concat(F.lit("no replica of it verified ("), F.col("n").cast("string"),
+                              F.lit(" in the scan, none read and matching its checksums)")))
+              .when(F.col("n_values") > 1,
+                    F.concat(F.lit("its verified replicas disagree ("),
+                             F.col("n_values").cast("string"),
+                             F.lit(" different checksum lists)"))))
+    return agg.select("container", "block", "chosen", status.alias("block_status"))
+
+
+def copycheck(spark: Any, om_db: str, scan: Dict[str, Any], target_uri: str, out: str,
+              names: NameMap = NameMap(), first: int = 20, say: Any = None) -> CopyCheck:
+    """Run the copy check (see the module docstring): `scan` holds the scan's DataFrames
+    (chunks, blocks, containers) as read back from its output; `out` is a new directory (it
+    receives keys/, key_blocks/, target/, verdicts/). Raises merkle.copies.omdb.OmDBError or
+    ValueError (one line) for a bad checkpoint or target."""
+    from pyspark.sql import functions as F
+
+    from merkle.copies.omdb import open_om_db
+    from merkle.copies.targets import TARGET_SCHEMA, open_target
+
+    say = say or (lambda _msg: None)
+    target = open_target(target_uri)
+    os.makedirs(out, exist_ok=True)
+
+    # 1. the key map
+    say("reading the key map from the OM DB checkpoint")
+    keys_dir, blocks_dir = os.path.join(out, "keys"), os.path.join(out, "key_blocks")
+    with open_om_db(om_db) as db:
+        kw = pq.ParquetWriter
+        os.makedirs(keys_dir)
+        os.makedirs(blocks_dir)
+        nkeys = 0
+        with kw(os.path.join(keys_dir, "part-0.parquet"), KEY_SCHEMA) as wk, \
+                kw(os.path.join(blocks_dir, "part-0.parquet"), KEY_BLOCK_SCHEMA) as wb:
+            for kb, bb in key_tables(db.keys(), names):
+                wk.write_batch(kb)
+                wb.write_batch(bb)
+                nkeys += kb.num_rows
+        om_problems, om_problem_count = list(db.problems), db.problem_count
+    keys = spark.read.schema(_arrow_ddl(KEY_SCHEMA)).parquet(keys_dir)
+    key_blocks = spark.read.schema(_arrow_ddl(KEY_BLOCK_SCHEMA)).parquet(blocks_dir)
+
+    # 2. the target: listed here, described on the executors (before the keys' CRCs: a
+    # composite copy's part sizes go with its key into the compose step)
+    say(f"listing {target.display}")
+    listing_dir = os.path.join(out, "target_listing")
+    out_of_scope = [0]
+
+    def in_scope() -> Iterator[pa.RecordBatch]:
+        for b in target.list():
+            mask = [names.in_scope(n) if n is not None else False
+                    for n in b.column("name").to_pylist()]
+            out_of_scope[0] += mask.count(False)
+            yield b.filter(pa.array(mask, pa.bool_()))
+
+    nobjects = _write_parquet(listing_dir, in_scope(), TARGET_SCHEMA)
+    listing = spark.read.schema(_arrow_ddl(TARGET_SCHEMA)).parquet(listing_dir)
+    tasks = max(1, -(-nobjects // _OBJECTS_PER_TASK))
+    described = listing.repartition(tasks).mapInArrow(_describe_fn(target),
+                                                      _arrow_ddl(TARGET_SCHEMA))
+    target_dir = os.path.join(out, "target")
+    described.write.mode("overwrite").parquet(target_dir)
+    tgt = spark.read.schema(_arrow_ddl(TARGET_SCHEMA)).parquet(target_dir) \
+        .select(*[F.col(f.name).alias("t_" + f.name) for f in TARGET_SCHEMA])
+
+    # 3. the replica that speaks for each block
+    choice = _block_choice(spark, scan["blocks"], scan["containers"])
+    kb = key_blocks.join(choice, ["container", "block"], "left").withColumn(
+        "block_status", F.when(F.col("chosen").isNull() & F.col("block_status").isNull(),
+                               F.lit("not in the scan output (no replica of it was scanned)"))
+        .otherwise(F.col("block_status")))
+
+    # 4. every key's CRCs from the chosen replica's chunk rows
+    chunk_cols = ["offset", "length", "checksum_type", "bytes_per_checksum", "checksums",
+                  "crc64nvme", "crc32c", "crc32"]
+    chunks = scan["chunks"].filter(F.col("offset").isNotNull()
+                                   & ~F.coalesce(F.col("deleted"), F.lit(False))) \
+        .select(F.col("datanode").alias("chosen"), "container", "block", *chunk_cols)
+    rows = kb.join(chunks, ["chosen", "container", "block"], "left")
+    # a block with a status stands as one row: its chunk columns null
+    rows = rows.withColumn("offset", F.when(F.col("block_status").isNull(), F.col("offset")))
+    parts = keys.join(tgt.filter(F.col("t_part_sizes").isNotNull()),
+                      keys["name"] == tgt["t_name"]) \
+        .select("key_id", F.col("t_composite_algorithm").alias("composite_algorithm"),
+                F.col("t_part_sizes").alias("part_sizes"))
+    rows = rows.dropDuplicates(["key_id", "seq", "offset"]).join(parts, "key_id", "left") \
+        .select(*[F.col(c) for c in COMPOSE_SCHEMA.names])
+    crcs = rows.repartition("key_id").sortWithinPartitions("key_id", "seq", "offset") \
+        .mapInArrow(_compose_batches, _arrow_ddl(KEY_CRC_SCHEMA))
+    source = keys.join(crcs.withColumn("composed", F.lit(True)), "key_id", "left") \
+        .withColumn("composed", F.coalesce(F.col("composed"), F.lit(False)))
+
+    # 5. joined by name, decided
+    say("comparing")
+    joined = source.join(tgt, source["name"] == tgt["t_name"], "full_outer") \
+        .select(*SOURCE_COLUMNS, *TARGET_COLUMNS)
+    verdicts_dir = os.path.join(out, "verdicts")
+    joined.mapInArrow(_decide_batches, _arrow_ddl(VERDICT_SCHEMA)) \
+        .write.mode("overwrite").parquet(verdicts_dir)
+    verdicts = spark.read.schema(_arrow_ddl(VERDICT_SCHEMA)).parquet(verdicts_dir)
+
+    counts = {v: 0 for v in VERDICTS}
+    for r in verdicts.groupBy("verdict").count().collect():
+        counts[r["verdict"]] = int(r["count"])
+    from pyspark.sql import Window
+
+    w = Window.partitionBy("verdict").orderBy("name")
+    shown = verdicts.withColumn("__n", F.row_number().over(w)).filter(F.col("__n") <= first) \
+        .drop("__n").orderBy("verdict", "name").collect()
+    firsts: Dict[str, List[Dict[str, Any]]] = {}
+    for r in shown:
+        firsts.setdefault(r["verdict"], []).append(r.asDict())
+    cost = verdicts.agg(F.sum("requests").alias("req"), F.max("requests").alias("maxreq"),
+                        F.sum("bytes_read").alias("read")).collect()[0]
+    return CopyCheck(verdicts, counts, firsts, nkeys, nobjects, out_of_scope[0],
+                     target.list_requests, int(cost["req"] or 0), int(cost["maxreq"] or 0),
+                     int(cost["read"] or 0), bool(target.reads_data), target.display,
+                     om_problems, om_problem_count)
