@@ -36,14 +36,17 @@ import pyarrow as pa
 from merkle.replica.errors import ReplicaError
 from merkle.replica.layout import Layout, ReplicaRef
 from merkle.replica.layouts import layout_of
+from merkle.replica.blocks import ContainerMeta
 from merkle.replica.levels import counts_as_failure, severity_of
+from merkle.replica.recorded import RecordedChecksums
 from merkle.replica.scan import ScanError
 from merkle.replica.uri import display, redact
 from merkle.trees.model import ContainerTree
 from spark_udfs import fs
 from spark_udfs.tables import (ALSO_COLUMNS, ALSO_SCHEMA, CHUNK_COLUMNS, CHUNK_TABLE_COLUMNS,
-                               CHUNK_TABLE_SCHEMA, also_block_columns, also_chunk_columns,
-                               block_rows, tree_to_rows)
+                               CHUNK_TABLE_SCHEMA, RECORDED_ARROW, also_block_columns,
+                               also_chunk_columns, block_rows, recorded_chunk_columns,
+                               tree_to_rows)
 
 __all__ = ["BLOCK_SCHEMA", "DUPLICATE_DATANODE", "DUPLICATE_REPLICA", "ERROR_SCHEMA",
            "NOT_SCANNED", "NO_EXECUTOR", "REPLICAS_PER_TASK", "REPLICA_SCHEMA", "ROWS_PER_FILE",
@@ -134,7 +137,7 @@ _OUT_ARROW = pa.schema([
     ("chunk_leaves", pa.list_(pa.int64())), ("chunk_matches", pa.list_(pa.bool_())),
     ("host", pa.string()), ("volume", pa.string()), ("cluster_id", pa.string()),
     ("status", pa.string()), ("seconds", pa.float64()), ("ran_on", pa.string()),
-    *((a, pa.binary()) for a in ALSO_COLUMNS)])
+    *((a, pa.binary()) for a in ALSO_COLUMNS), *RECORDED_ARROW])
 _SPARK_TYPES = {pa.string(): "string", pa.int64(): "long", pa.bool_(): "boolean",
                 pa.float64(): "double", pa.binary(): "binary",
                 pa.list_(pa.int64()): "array<bigint>", pa.list_(pa.bool_()): "array<boolean>"}
@@ -190,11 +193,14 @@ def _error_rows(datanode: str, replica: str, container: int,
 def _replica_rows(datanode: str, replica: str, container: int, tree: Optional[ContainerTree],
                   errors: List[ScanError], blocks: int, chunks: int,
                   bytes_read: int, verified: bool, host: Optional[str] = None,
-                  also: Optional[Dict[str, Any]] = None) -> List[pa.Table]:
+                  also: Optional[Dict[str, Any]] = None,
+                  meta: Optional[ContainerMeta] = None) -> List[pa.Table]:
     """All output rows of one replica: its chunks and blocks (if it has a tree), its errors,
     and its summary. `verified`: something of the replica was actually read (see
     _verified); a container none of whose replicas was is not reported as matching.
-    `also`: the scan's --also values (ScanResult.also), in the chunk and block rows."""
+    `also`: the scan's --also values (ScanResult.also), in the chunk and block rows.
+    `meta`: the block metadata the scan read (ScanResult.meta): each chunk row's recorded
+    checksums (spark_udfs.tables.RECORDED_COLUMNS; null without it)."""
     out = []
     if tree is not None:
         chunk_rows = tree_to_rows(datanode, tree, replica)
@@ -202,6 +208,10 @@ def _replica_rows(datanode: str, replica: str, container: int, tree: Optional[Co
         if also:
             cols.update(also_chunk_columns(also, chunk_rows.column("block"),
                                            chunk_rows.column("offset")))
+        if meta is not None:
+            cols.update(recorded_chunk_columns(RecordedChecksums.from_meta(meta),
+                                               chunk_rows.column("block"),
+                                               chunk_rows.column("offset")))
         out.append(_rows("CHUNK", chunk_rows.num_rows, cols))
         out.append(_block_rows(datanode, replica, tree, also))
     if errors:
@@ -276,13 +286,13 @@ def _result_rows(rep: ReplicaRef, r: Any, exc: Optional[Exception],
     if metadata_only:
         verified = r.meta is not None and r.tree is not None
         return _replica_rows(rep.datanode, rep.path, rep.container, r.tree, r.errors,
-                             r.blocks, r.chunks, r.bytes_read, verified, host)
+                             r.blocks, r.chunks, r.bytes_read, verified, host, meta=r.meta)
     # trees_only: a missing or corrupt stored tree gives no tree rows
     tree = None if trees_only and r.errors else r.tree
     return _replica_rows(rep.datanode, rep.path, rep.container, tree, r.errors, r.blocks,
                          r.chunks, r.bytes_read,
                          tree is not None if trees_only else _verified(r), host,
-                         getattr(r, "also", None))
+                         getattr(r, "also", None), getattr(r, "meta", None))
 
 
 def _counting(fn: Any, acc: Any) -> Any:

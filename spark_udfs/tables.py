@@ -21,8 +21,44 @@ per window for crc64nvme, 4 for the others), as Ozone stores window checksums; n
 the algorithm was not asked for or the chunk was not read (type NONE, an I/O error). The
 blocks table has the same columns: the whole block's value (8 or 4 bytes, big-endian: its
 base64 is S3's `x-amz-checksum-<alg>` of an object made of that block), null unless the
-block was read in full (merkle.replica.also). Tables written before these columns read them
-as null (the readers pass the schema).
+block was read in full (merkle.replica.also).
+
+After them, the chunks table carries the checksums the replica's metadata RECORDED for the
+chunk (RECORDED_SCHEMA; merkle.replica.recorded): Ozone's ChunkInfo.checksumData from the
+datanode's container.db, or the chunk record of crcmerkle's own `.blocks` file (which keeps
+the same ChecksumData: type, bytes per checksum, the window checksums as Ozone stores them):
+  checksum_type       Ozone's ChecksumType name as recorded: CRC32, CRC32C, SHA256, MD5,
+                      NONE ("type number N" for a number Ozone does not define)
+  bytes_per_checksum  as recorded
+  checksums           the recorded window checksums concatenated exactly as stored: 4
+                      big-endian bytes per window for CRC32/CRC32C, 32 for SHA256, 16 for
+                      MD5, empty for NONE
+All three are null on rows that are no chunk, and when the scan has no recorded metadata for
+the chunk: a trees-only scan (it reads the stored `.tree` alone, no metadata), a chunk of a
+block whose metadata row or record could not be decoded or failed the layout's checks (that
+block is reported in the errors table, as before; its chunks then usually have no row at
+all), two records of one (block, offset) (ambiguous), or a replica whose recorded checksums
+together exceed 2 GiB. A full scan and a census (--metadata-only, which reads the same
+metadata) fill them, on both shipped layouts. They are the values as RECORDED, whatever the
+data: `checksum_matches` says whether the bytes read matched them (a full scan; a census reads
+no data and its chunk rows say nothing about the bytes).
+
+Tables written before the --also or the recorded columns read them as null (the readers pass
+the schema: spark.read.schema(spark_udfs.scan.TABLE_SCHEMAS[...])).
+
+Which replicas VERIFIED (what a job trusting the recorded checksums must filter on): the
+containers table (spark_udfs.scan.REPLICA_SCHEMA, one row per replica, built by
+spark_udfs.scan._replica_rows) has `verified` (spark_udfs.scan._verified: the scan read the
+replica's block metadata and, if that lists any chunk, some bytes of its block files; for a
+census: its metadata was read and it has a tree; for trees-only: its stored `.tree` was
+read) and `ok` (no error-level finding, merkle.replica.levels; the findings themselves are
+the errors table's rows, with their `severity`), with `bytes_read` (0 for a census or a
+trees-only scan: nothing of the data was checked) and `unhealthy_chunks`. Per chunk,
+`checksum_matches` is true when every window read and the length matched the recorded
+checksums. A replica whose data was checked and found good is: verified, ok, bytes_read > 0
+(or no chunk at all); a chunk of it with checksum_matches true was read and equals its
+recorded checksums. The diff job (spark_udfs.diff) then compares the replicas of a container
+(their trees) with each other; that per-container verdict is its output, not a scan column.
 The container value is not a column: it follows from the rows (tree_from_rows), and the
 diff job never needs it, comparing commutative digests instead.
 """
@@ -35,13 +71,15 @@ import numpy as np
 import pyarrow as pa
 
 from merkle.replica.also import ALSO_ALGORITHMS, WIDTHS, AlsoChecksums
+from merkle.replica.recorded import RecordedChecksums, type_name
 from merkle.trees.model import ContainerTree
 
 __all__ = ["ALSO_COLUMNS", "ALSO_SCHEMA", "ARROW_BLOCK_SCHEMA", "ARROW_CHUNK_SCHEMA",
            "CHUNK_COLUMNS", "CHUNK_SCHEMA", "CHUNK_TABLE_COLUMNS", "CHUNK_TABLE_SCHEMA",
-           "RowColumns", "also_block_columns", "also_chunk_columns", "block_rows",
-           "column_values", "from_arrow", "to_arrow", "tree_from_rows", "tree_to_rows",
-           "trees_from_table"]
+           "RECORDED_ARROW", "RECORDED_COLUMNS", "RECORDED_SCHEMA", "RowColumns",
+           "also_block_columns", "also_chunk_columns", "block_rows", "column_values",
+           "from_arrow", "recorded_chunk_columns", "to_arrow", "tree_from_rows",
+           "tree_to_rows", "trees_from_table"]
 
 CHUNK_SCHEMA = ("datanode string, container long, block long, offset long, length long, "
                 "leaf long, checksum_matches boolean, deleted boolean, replica string")
@@ -55,9 +93,18 @@ ARROW_CHUNK_SCHEMA = pa.schema([
 #: the --also columns (see the module docstring), on the chunks and the blocks table
 ALSO_COLUMNS: List[str] = list(ALSO_ALGORITHMS)
 ALSO_SCHEMA = ", ".join(f"{a} binary" for a in ALSO_COLUMNS)
-#: the chunks table a scan writes: the chunk rows and the --also columns
-CHUNK_TABLE_SCHEMA = f"{CHUNK_SCHEMA}, {ALSO_SCHEMA}"
-CHUNK_TABLE_COLUMNS = CHUNK_COLUMNS + ALSO_COLUMNS
+#: the recorded ChecksumData columns (see the module docstring), on the chunks table
+RECORDED_COLUMNS: List[str] = ["checksum_type", "bytes_per_checksum", "checksums"]
+RECORDED_SCHEMA = "checksum_type string, bytes_per_checksum long, checksums binary"
+#: their Arrow types, in RECORDED_COLUMNS order
+RECORDED_ARROW: List[Tuple[str, pa.DataType]] = [
+    ("checksum_type", pa.string()), ("bytes_per_checksum", pa.int64()),
+    ("checksums", pa.binary())]
+#: the chunks table a scan writes: the chunk rows, the --also columns, the recorded columns
+CHUNK_TABLE_SCHEMA = f"{CHUNK_SCHEMA}, {ALSO_SCHEMA}, {RECORDED_SCHEMA}"
+CHUNK_TABLE_COLUMNS = CHUNK_COLUMNS + ALSO_COLUMNS + RECORDED_COLUMNS
+#: the most bytes of a binary column (Arrow's 32-bit offsets)
+_BINARY_LIMIT = (1 << 31) - 1
 
 
 def _match(keys_b: np.ndarray, keys_o: np.ndarray, b: np.ndarray, o: np.ndarray
@@ -116,6 +163,41 @@ def also_chunk_columns(also: Dict[str, AlsoChecksums], block: Any, offset: Any
         be = picked.astype(">u8" if WIDTHS[a] == 8 else ">u4")
         out[a] = _binary(be.view(np.uint8), count * WIDTHS[a], valid)
     return out
+
+
+def recorded_chunk_columns(recorded: Optional[RecordedChecksums], block: Any, offset: Any
+                           ) -> Dict[str, pa.Array]:
+    """The recorded columns (RECORDED_COLUMNS) of chunk rows (Arrow `block` and `offset`
+    columns, nulls where a row is no chunk): each chunk's recorded ChecksumData matched by
+    (block, offset), null where `recorded` has none for it (or is None). Columnar: one
+    sort to match, Arrow takes to gather (no Python per chunk or window)."""
+    n = len(block)
+    nulls = {c: pa.nulls(n, type=t) for c, t in RECORDED_ARROW}
+    if recorded is None or len(recorded) == 0 or n == 0:
+        return nulls
+    b = np.asarray(block.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    o = np.asarray(offset.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    is_chunk = ~np.asarray(offset.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    idx = np.where(is_chunk, _match(recorded.chunk_block, recorded.chunk_offset, b, o), -1)
+    valid = idx >= 0
+    valid[valid] = recorded.unique[idx[valid]]  # an ambiguous (block, offset): no values
+    if not valid.any():
+        return nulls
+    take = pa.array(np.where(valid, idx, 0), mask=~valid)
+    types, inverse = np.unique(recorded.checksum_type, return_inverse=True)
+    names = pa.DictionaryArray.from_arrays(
+        pa.array(inverse.reshape(-1).astype(np.int32)),
+        pa.array([type_name(t) for t in types.tolist()], type=pa.string()))
+    sums = pa.Array.from_buffers(
+        pa.large_binary(), len(recorded),
+        [None, pa.py_buffer(recorded.start.astype(np.int64).tobytes()),
+         pa.py_buffer(recorded.data)]).take(take)
+    picked = int(np.diff(recorded.start)[idx[valid]].sum())
+    if picked > _BINARY_LIMIT:  # Arrow's binary (Spark's) cannot hold them in one batch
+        return nulls
+    return {"checksum_type": names.take(take).dictionary_decode(),
+            "bytes_per_checksum": pa.array(recorded.bytes_per_checksum).take(take),
+            "checksums": sums.cast(pa.binary())}
 
 
 def also_block_columns(also: Dict[str, AlsoChecksums], block: np.ndarray

@@ -21,6 +21,7 @@ import pytest
 pytest.importorskip("rocksdict")
 pytest.importorskip("yaml")
 
+from merkle.cli import main as main_scan  # noqa: E402
 from merkle.replica.crcmerkle.blockmeta import BlockMeta, ChunkMeta, ContainerMeta  # noqa: E402
 from merkle.replica.crcmerkle.writer import tree_from_meta  # noqa: E402
 from merkle.replica.ozone import datanode_pb2 as pb  # noqa: E402
@@ -405,3 +406,49 @@ def test_remote_metadata_above_the_cap_is_refused_unread(tmp_path: Path,
     with pytest.raises(FileTooLargeError):
         read_capped(growing, "s3://b/k", 1000)
     assert growing.asked == [1001]
+
+
+# ---- the recorded checksums the chunks table carries (merkle.replica.recorded) ------------
+
+@pytest.mark.parametrize("mode", [(), ("--metadata-only",)])
+def test_recorded_checksums_of_hostile_rows(tmp_path: Path, capsys: Any,
+                                            mode: Tuple[str, ...]) -> None:
+    """Block 1's checksum data cannot be used (one checksum too many): its chunks get no
+    recorded values (no row) and the finding is reported as before; block 2's row
+    claims 4 GiB windows: carried as a number, nothing sized from it (its one recorded CRC
+    is what its row holds); block 3 is read as usual. The walk goes on."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    huge = 0xFFFFFFFF
+    w = make_volume(tmp_path / "dn0" / "vol", {1: two_blocks(3)}, bpc=1024)
+
+    def edit(rows: Rows) -> None:
+        edit_value(rows, 1, 1, lambda m: m.chunks[0].checksumData.checksums.append(b"\0" * 4))
+
+        def one_window(m: Any) -> None:
+            for c in m.chunks:
+                c.checksumData.bytesPerChecksum = huge
+                del c.checksumData.checksums[1:]
+        edit_value(rows, 1, 2, one_window)
+    rewrite_rows(w, edit)
+    out = tmp_path / "t"
+    assert main_scan(["scan", str(tmp_path / "dn0" / "vol"), "--emit", str(out), "--host",
+                      "h0", *mode]) == 1
+    capsys.readouterr()
+    errors = pq.read_table(str(out / "errors")).to_pylist()
+    assert ("METADATA_CORRUPT", 1) in [(e["error"], e["block"]) for e in errors]
+    rows = [r for r in pq.read_table(str(out / "chunks")).to_pylist()
+            if r["offset"] is not None]
+    msg = pb.BlockData()
+    by_block: Dict[int, List[Dict[str, Any]]] = {}
+    for r in rows:
+        by_block.setdefault(r["block"], []).append(r)
+    # the block whose row could not be used has no chunk rows (the scan's tree and the
+    # census's leave it out); were there any, their recorded columns would be null
+    # (test_scan_also.test_recorded_columns_match_chunks_by_block_and_offset)
+    assert 1 not in by_block
+    assert by_block[2] and all(
+        (r["checksum_type"], r["bytes_per_checksum"], len(r["checksums"])) == ("CRC32", huge, 4)
+        for r in by_block[2])
+    msg.ParseFromString(w.block_rows[block_key(1, 3)])
+    assert sorted((r["offset"], r["checksums"]) for r in by_block[3]) == sorted(
+        (c.offset, b"".join(c.checksumData.checksums)) for c in msg.chunks)

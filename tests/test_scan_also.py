@@ -293,3 +293,126 @@ def test_mixed_chunk_types(tmp_path: Path) -> None:
         a, b = (r.also[alg] for r in results)
         assert a.windows.tolist() == b.windows.tolist()
         assert a.block_value.tolist() == b.block_value.tolist()
+
+
+# ---- the checksums the metadata RECORDED (merkle.replica.recorded; the chunks table's
+# checksum_type, bytes_per_checksum, checksums) --------------------------------------------
+
+def _emitted_chunks(root: Path, out: Path, *mode: str) -> List[Dict[str, Any]]:
+    """The chunk rows (rows with an offset) `crcmerkle scan --emit` writes for `root`."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    assert main(["scan", str(root), "--emit", str(out), "--host", "h0", *mode]) in (0, 1)
+    return [r for r in pq.read_table(str(out / "chunks")).to_pylist()
+            if r["offset"] is not None]
+
+
+def _check_recorded(rows: List[Dict[str, Any]], root: Path) -> Tuple[int, int]:
+    """Each chunk row's recorded columns equal what the metadata on disk holds (decoded by
+    tests/recorded_oracle.py, not by merkle.replica), and a row whose bytes matched has CRC
+    checksums equal to the CRC of each window of the block file's bytes; (rows whose
+    windows were checked against the bytes, rows that did not match)."""
+    from recorded_oracle import recorded_on_disk, window_crcs
+
+    want = recorded_on_disk(root)
+    checked = mismatched = 0
+    for r in rows:
+        ctype, bpc, sums, length = want[(os.path.realpath(r["replica"]), r["block"],
+                                         r["offset"])]
+        assert (r["checksum_type"], r["bytes_per_checksum"], r["checksums"]) == (
+            ctype, bpc, sums), (r["replica"], r["block"], r["offset"])
+        from_bytes = window_crcs(r["replica"], r["block"], r["offset"], length, bpc, ctype)
+        if r["checksum_matches"]:
+            assert from_bytes == sums and len(sums) == 4 * -(-length // bpc)
+            checked += 1
+        else:
+            assert from_bytes != sums  # a corrupted chunk: as recorded, not as read
+            mismatched += 1
+    return checked, mismatched
+
+
+@pytest.mark.parametrize("mode", [(), ("--metadata-only",)])
+def test_emit_writes_the_recorded_checksums(cluster: Path, tmp_path: Path, capsys: Any,
+                                            mode: Tuple[str, ...]) -> None:
+    """A full scan and a census fill the recorded columns of every chunk, on both layouts,
+    with what the metadata holds (a short last window included)."""
+    from recorded_oracle import recorded_on_disk
+
+    rows = _emitted_chunks(cluster, tmp_path / "t", *mode)
+    capsys.readouterr()
+    checked, mismatched = _check_recorded(rows, cluster)
+    assert checked == len(rows) > 3 and mismatched == 0
+    assert {r["checksum_type"] for r in rows} <= {"CRC32", "CRC32C"}
+    assert len({(os.path.realpath(r["replica"]), r["block"], r["offset"]) for r in rows}) \
+        == len(recorded_on_disk(cluster)) == len(rows)
+
+
+def test_trees_only_has_no_recorded_checksums(cluster: Path, tmp_path: Path,
+                                              capsys: Any) -> None:
+    rows = _emitted_chunks(cluster, tmp_path / "t", "--trees-only")
+    capsys.readouterr()
+    assert rows and all(r[c] is None for r in rows
+                        for c in ("checksum_type", "bytes_per_checksum", "checksums"))
+
+
+@pytest.mark.skipif(not all(__import__("importlib").util.find_spec(m)
+                            for m in ("rocksdict", "yaml")), reason="needs rocksdict, yaml")
+def test_a_corrupted_chunk_keeps_its_recorded_checksums(tmp_path: Path, capsys: Any) -> None:
+    """A chunk whose bytes do not match: its row still carries what was recorded (the
+    bytes' own CRCs differ), and checksum_matches is what tells the two apart; containers
+    of both CRC types ("mixed" draws one per container)."""
+    root = tmp_path / "c"
+    make_cluster(root, "bitflip=2", layout="ozone", seed=1,
+                 **{**SHAPE, "datanodes": 2, "replicas": 2, "containers": 4})
+    rows = _emitted_chunks(root, tmp_path / "t")
+    capsys.readouterr()
+    checked, mismatched = _check_recorded(rows, root)
+    assert mismatched == 2 and checked == len(rows) - 2
+    assert {r["checksum_type"] for r in rows} == {"CRC32", "CRC32C"}
+
+
+def test_also_json_chunks_carry_the_recorded_checksums(cluster: Path, capsys: Any) -> None:
+    from recorded_oracle import recorded_on_disk
+
+    assert main(["scan", "--no-write", "--json", "--also", "crc32c", str(cluster)]) == 0
+    (rep,) = json.loads(capsys.readouterr().out)["replicas"]
+    want = recorded_on_disk(cluster)
+    chunks = rep["also"]["crc32c"]["chunks"]
+    assert len(chunks) == len(want) > 3
+    for c in chunks:
+        ctype, bpc, sums, _ = want[(os.path.realpath(rep["path"]), c["block_id"], c["offset"])]
+        assert (c["checksum_type"], c["bytes_per_checksum"], c["checksums"]) == (
+            ctype, bpc, sums.hex())
+        if ctype == "CRC32C":  # the recorded CRC32C equals the one computed from the read
+            assert c["checksums"] == c["windows"]
+
+
+def test_recorded_columns_match_chunks_by_block_and_offset() -> None:
+    """Columnar matching: non-chunk rows and chunks not recorded are null, an unknown type
+    keeps its number, NONE is an empty value, a (block, offset) recorded twice is
+    ambiguous (null), and rows in any order find their chunk."""
+    pa = pytest.importorskip("pyarrow")
+    from merkle.replica.blocks import BlockMeta, ChunkMeta, ContainerMeta
+    from merkle.replica.recorded import RecordedChecksums
+    from spark_udfs.tables import RECORDED_COLUMNS, recorded_chunk_columns
+
+    meta = ContainerMeta(1)
+    meta.blocks[7] = BlockMeta(7, (ChunkMeta(0, 8, 3, 4, b"\1\2\3\4\5\6\7\x08"),
+                                   ChunkMeta(8, 3, 1, 4, b""),
+                                   ChunkMeta(16, 5, 9, 5, b"\xaa")))
+    meta.blocks[5] = BlockMeta(5, (ChunkMeta(0, 2, 4, 2, b"s" * 32),
+                                   ChunkMeta(0, 2, 5, 2, b"m" * 16)))  # hostile: twice
+    meta.blocks[6] = BlockMeta(6, (ChunkMeta(4, 1, 2, 1, b"\0\0\0\x09"),))
+    rec = RecordedChecksums.from_meta(meta)
+    cols = recorded_chunk_columns(rec, pa.array([6, 7, 7, None, 7, 5, 7, 9]),
+                                  pa.array([4, 16, 0, None, None, 0, 8, 0]))
+    assert list(cols) == RECORDED_COLUMNS
+    assert cols["checksum_type"].to_pylist() == [
+        "CRC32", "type number 9", "CRC32C", None, None, None, "NONE", None]
+    assert cols["bytes_per_checksum"].to_pylist() == [1, 5, 4, None, None, None, 4, None]
+    assert cols["checksums"].to_pylist() == [
+        b"\0\0\0\x09", b"\xaa", b"\1\2\3\4\5\6\7\x08", None, None, None, b"", None]
+    assert rec.fields(5, 0)["checksums"] is None and rec.fields(7, 0)["checksums"] == \
+        "0102030405060708"
+    for none in (None, RecordedChecksums.from_meta(None)):
+        empty = recorded_chunk_columns(none, pa.array([7]), pa.array([0]))
+        assert all(c.null_count == 1 for c in empty.values())

@@ -129,7 +129,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "(nothing is read twice): what S3 keeps for an object "
                         "(x-amz-checksum-crc64nvme of a one-block object is the block's "
                         "value), compared later without reading the data again; in --json "
-                        "under each replica's \"also\", in the text output one line per "
+                        "under each replica's \"also\" (each chunk with the checksums its "
+                        "metadata recorded: checksum_type, bytes_per_checksum, checksums in "
+                        "hex), in the text output one line per "
                         "block, with --emit in the chunks and blocks tables' column of that "
                         "name")
     p.add_argument("--buffer-size", type=size_up_to(MAX_BUFFER_BYTES), default=None, help=argparse.SUPPRESS)

@@ -127,15 +127,19 @@ class AlsoChecksums:
         w = self.windows[self.window_start[i]:self.window_start[i + 1]]
         return w.astype(">u8" if WIDTHS[self.algorithm] == 8 else ">u4").tobytes()
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self, recorded: Optional[Any] = None) -> Dict[str, Any]:
         """JSON-ready: each block's value (hex, and S3's base64 form) and each chunk's
-        windows (hex of the big-endian packed values)."""
+        windows (hex of the big-endian packed values); with `recorded`
+        (merkle.replica.recorded.RecordedChecksums of the replica's metadata), each chunk
+        also has the checksums its metadata recorded: checksum_type, bytes_per_checksum,
+        checksums (hex), as the chunks table's columns (null where none)."""
         digits = 2 * WIDTHS[self.algorithm]
         return {
             "blocks": [{"block_id": int(b), "value": f"0x{int(v):0{digits}x}",
                         "base64": s3_base64(self.algorithm, int(v))}
                        for b, v in zip(self.block_id.tolist(), self.block_value.tolist())],
             "chunks": [{"block_id": int(b), "offset": int(o),
-                        "windows": self.windows_bytes(i).hex()}
+                        "windows": self.windows_bytes(i).hex(),
+                        **({} if recorded is None else recorded.fields(b, o))}
                        for i, (b, o) in enumerate(zip(self.chunk_block.tolist(),
                                                       self.chunk_offset.tolist()))]}

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from merkle.replica.also import AlsoChecksums
 from merkle.replica.blocks import ContainerMeta
+from merkle.replica.recorded import RecordedChecksums
 from merkle.replica.levels import WARNING, counts_as_failure, severity_of
 from merkle.replica.safeopen import NOT_A_REGULAR_FILE
 from merkle.trees.model import ContainerTree
@@ -144,8 +145,15 @@ class ScanResult:
             "blocks": self.blocks, "chunks": self.chunks, "bytes_read": self.bytes_read,
             "seconds": round(self.seconds, 6), "tree_written": self.tree_written,
             "unhealthy_chunks": int((~self.tree.chunk_matches).sum()),
-            **({"also": {a: v.to_dict() for a, v in self.also.items()}} if self.also else {}),
+            **({"also": self._also_dict()} if self.also else {}),
         }
+
+
+    def _also_dict(self) -> Dict[str, Any]:
+        """The --also values, each chunk with the checksums the metadata recorded for it
+        (merkle.replica.recorded: the chunks table's recorded columns, checksums in hex)."""
+        recorded = RecordedChecksums.from_meta(self.meta)
+        return {a: v.to_dict(recorded) for a, v in self.also.items()}
 
 
 class RateLimiter:
