@@ -149,7 +149,8 @@ def also_chunk_columns(also: Dict[str, AlsoChecksums], block: Any, offset: Any
     out: Dict[str, pa.Array] = {}
     for a in ALSO_COLUMNS:
         v = also.get(a)
-        if v is None:
+        if v is None or v.chunk_block.shape[0] == 0:
+            # not asked, or no chunk of the replica was read (all unreadable, or no chunks)
             out[a] = pa.nulls(n, type=pa.binary())
             continue
         idx = np.where(is_chunk, _match(v.chunk_block, v.chunk_offset, b, o), -1)

@@ -217,6 +217,10 @@ def test_tables_match_chunks_by_block_and_offset() -> None:
     assert cols["crc32"].null_count == 5
     blocks = also_block_columns({"crc64nvme": v}, np.array([7, 5], np.int64))
     assert blocks["crc64nvme"].to_pylist() == [None, bytes.fromhex("ae8b14860a799888")]
+    # a replica none of whose chunks was read (all unreadable): every row null, no error
+    none = AlsoChecksums.collect("crc32c", [], [])
+    cols = also_chunk_columns({"crc32c": none}, pa.array([5, 7]), pa.array([0, 16]))
+    assert cols["crc32c"].null_count == 2
 
 
 @pytest.mark.parametrize("argv, line", [
