@@ -1,4 +1,4 @@
-"""`crcmerkle spark scan|diff|report|run|plan|demo` (also `python -m spark_udfs ...`).
+"""`crcmerkle spark scan|diff|report|run|plan|copycheck|demo` (also `python -m spark_udfs ...`).
 
   scan PATH... -o OUT      verify replicas on Spark; Parquet tables
                            OUT/{chunks,blocks,containers,errors}
@@ -11,6 +11,10 @@
   plan SCAN --decommission DN,... --maintenance DN,...
                            can these datanodes stop? checksum-aware replica counts, what
                            holds each back, the copies that make it safe (spark_udfs.plan)
+  copycheck --om-db CHECKPOINT --scan SCAN --target URI [--map SRC=DST] -o OUT
+                           Ozone keys against their copies (S3, GCS, HDFS listings, a
+                           directory) from stored checksums: MATCH, MISMATCH, MISSING,
+                           EXTRA, SIZE_DIFFERS, NOT_COMPARABLE, UNVERIFIED (spark_udfs.copycheck)
   demo                     generate a faulty cluster, scan/diff/report it, check the
                            findings against the ground truth; then, for the crcmerkle
                            layout, repair and re-scan (Ozone's: its reconcile commands)
@@ -246,6 +250,35 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     _inventory_opt(pl)
     _common(pl)
     pl.set_defaults(func=_guarded(_not_scanned(_plan)))
+    c = sub.add_parser("copycheck", help="prove Ozone keys' copies in S3, GCS, HDFS or a "
+                       "directory from stored checksums (no data read)",
+                       description=COPYCHECK_DESCRIPTION)
+    c.add_argument("--om-db", required=True, metavar="CHECKPOINT",
+                   help="a copy or checkpoint of the OM's om.db (opened read-only through a "
+                        "private snapshot)")
+    c.add_argument("--scan", required=True, metavar="SCAN_OUTPUT",
+                   help="the output directory of 'crcmerkle spark scan' of the datanodes "
+                        "(its chunks, blocks and containers tables)")
+    c.add_argument("--target", required=True, metavar="URI",
+                   help="s3://bucket/prefix[?endpoint_override=HOST:PORT&scheme=http&region=R], "
+                        "gs://bucket/prefix?listing=FILE, hdfs://nn/path?listing=FILE, or a "
+                        "local directory (read in full: the only target whose data is read)")
+    c.add_argument("--map", action="append", default=[], metavar="SOURCE_PREFIX=TARGET_PREFIX",
+                   help="name the copy of /volume/bucket/key: the longest matching source "
+                        "prefix replaced by the target prefix (repeatable; with --map, keys "
+                        "and objects under none of the prefixes are not compared; default: a "
+                        "key's copy is named volume/bucket/key under the target)")
+    c.add_argument("-o", "--output", required=True,
+                   help="a new directory: keys/, key_blocks/, target_listing/, verdicts/ "
+                        "(Parquet) and report.json")
+    c.add_argument("--json", action="store_true", help="print the report as JSON")
+    c.add_argument("--first", type=positive_int, default=20,
+                   help="names listed per verdict (default 20)")
+    c.add_argument("--allow", default="", metavar="VERDICT[,VERDICT...]",
+                   help="verdicts that do not count as findings for the exit status (e.g. "
+                        "EXTRA when the target holds more than the keys checked)")
+    _common(c)
+    c.set_defaults(func=_guarded(_copycheck))
     m = sub.add_parser("demo", help="generate a faulty cluster, find the faults, repair",
                        description="Generate a small cluster with injected faults, run scan, "
                        "diff and report on Spark and check that exactly the injected faults were "
@@ -276,7 +309,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _usage() -> int:
-    raise CLIError("spark needs an action: scan, diff, report, run, plan or demo; see "
+    raise CLIError("spark needs an action: scan, diff, report, run, plan, copycheck or demo; see "
                    "'crcmerkle spark --help'", EXIT_ERROR)
 
 
@@ -1024,6 +1057,81 @@ def _emit_plan(args: argparse.Namespace, diff: Any, t: Dict[str, Any]) -> int:
         _write_file(args.report, to_json(plan).encode(), label="--report ")
     sys.stdout.write(to_json(plan) if args.json else format_text(plan))
     return 0 if plan["summary"]["held_back"] == 0 else EXIT_FINDINGS
+
+
+COPYCHECK_DESCRIPTION = (
+    "Every key of an OM DB checkpoint against its copy in a target, by name, proved from the "
+    "checksums both sides already store: the key's full-object CRC is composed from the "
+    "window checksums its datanodes recorded (taken from a replica the scan verified), the "
+    "copy's from what the store keeps (S3 CRC32/CRC32C/CRC64NVME, full-object or composite "
+    "with its parts; GCS crc32c; HDFS COMPOSITE-CRC). Verdicts: MATCH, MISMATCH, MISSING, "
+    "EXTRA, SIZE_DIFFERS, NOT_COMPARABLE (no algorithm in common: which, and why) and "
+    "UNVERIFIED (the source cannot be vouched for: why). Ozone CRC32 keys compare with CRC32 "
+    "copies, CRC32C keys with CRC32C ones; any other algorithm needs the scan to have "
+    "recorded it (crcmerkle spark scan --also crc64nvme|crc32c|crc32). Exit 0: every key "
+    "MATCHes (and nothing is EXTRA, unless --allow); 1: findings; 2: bad input.")
+
+
+def _copycheck(args: argparse.Namespace) -> int:
+    from merkle.cli import one_line
+    from merkle.copies.keymap import parse_map
+    from merkle.copies.omdb import OmDBError
+    from merkle.copies.report import format_text, to_json
+    from merkle.copies.verdicts import VERDICTS
+    from merkle.replica.uri import display as show_uri
+
+    allowed = tuple(v.strip().upper() for v in args.allow.split(",") if v.strip())
+    bad = [v for v in allowed if v not in VERDICTS]
+    if bad:
+        raise CLIError(f"--allow {bad[0]}: one of {', '.join(VERDICTS)}", EXIT_ERROR)
+    try:
+        names = parse_map(args.map)
+    except ValueError as exc:
+        raise CLIError(str(exc), EXIT_ERROR) from None
+    _check_paths([args.om_db, args.scan])
+    out = args.output
+    if os.path.lexists(out) and (not os.path.isdir(out) or os.path.islink(out) or os.listdir(out)):
+        raise CLIError(f"{out}: exists and is not an empty directory (give -o a new one)",
+                       EXIT_ERROR)
+    try:  # the target's URI before the JVM starts: a bad one costs nothing
+        from merkle.copies.targets import open_target
+
+        open_target(args.target)
+    except ValueError as exc:
+        raise CLIError(f"--target: {one_line(exc)}", EXIT_ERROR) from None
+    spark = _session(args)
+    t = _read_tables(spark, args.scan)
+    missing = [n for n in ("chunks", "blocks", "containers") if t.get(n) is None]
+    if missing:
+        raise CLIError(f"{args.scan}: not a scan output directory (no {', '.join(missing)} "
+                       "table)", EXIT_ERROR)
+    from spark_udfs.copycheck import copycheck
+
+    say = (lambda m: None) if args.json else (lambda m: print(f"crcmerkle: {m}", file=sys.stderr))
+    try:
+        with _progress(args, spark, "copycheck"):
+            res = copycheck(spark, args.om_db, t, args.target, out, names=names,
+                            first=args.first, say=say)
+    except (OmDBError, ValueError) as exc:
+        raise CLIError(one_line(exc), EXIT_ERROR) from None
+    objects = max(res.objects, 1)
+    report = {
+        "om_db": os.path.abspath(args.om_db), "scan": show_uri(args.scan),
+        "target": res.target, "keys": res.keys, "objects": res.objects,
+        "out_of_scope_objects": res.out_of_scope_objects,
+        "counts": res.counts, "findings": res.findings(allowed), "allowed": list(allowed),
+        "reads_data": res.reads_data,
+        "cost": {"bytes_read": res.bytes_read, "list_requests": res.list_requests,
+                 "object_requests": res.object_requests,
+                 "max_requests_per_object": res.max_requests_per_object,
+                 "requests_per_object": (res.object_requests + res.list_requests) / objects},
+        "om_problem_count": res.om_problem_count, "om_problems": res.om_problems,
+        "first": res.first, "verdicts": os.path.abspath(os.path.join(out, "verdicts")),
+    }
+    _write_file(os.path.join(out, "report.json"), to_json(report).encode())
+    sys.stdout.write(to_json(report) if args.json else format_text(report))
+    sys.stdout.flush()
+    return EXIT_FINDINGS if report["findings"] else 0
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -127,31 +127,43 @@ def _write_parquet(path: str, batches: Iterator[Any], schema: pa.Schema) -> int:
     return rows
 
 
-def _block_choice(spark: Any, blocks: Any, containers: Any) -> Any:
-    """Per (container, block) of the scan: the replica that speaks for it (`chosen`, a
-    datanode) or, as `block_status`, why none does."""
+def _block_choice(key_blocks: Any, blocks: Any, containers: Any) -> Any:
+    """Per block of each key (key_blocks' rows): the replica that speaks for it (`chosen`, a
+    datanode) or, as `block_status`, why none does. A replica speaks for a block when the
+    scan read it (`verified`, bytes read), every chunk of the block matched its recorded
+    checksums and the chunks hold the block's OM length; those must agree (one block value),
+    else the block is not vouched for."""
     from pyspark.sql import functions as F
 
     reps = containers.select("datanode", "container",
-                             F.coalesce(F.col("verified"), F.lit(False)).alias("verified"))
+                             F.coalesce(F.col("verified"), F.lit(False)).alias("verified"),
+                             F.coalesce(F.col("bytes_read"), F.lit(0)).alias("bytes_read"))
     live = blocks.filter(F.col("block").isNotNull() & ~F.coalesce(F.col("deleted"), F.lit(False)))
-    b = live.select("datanode", "container", "block", "checksum_matches", "block_value") \
+    b = live.select("datanode", "container", "block", "checksum_matches", "block_value",
+                    F.col("bytes").alias("replica_bytes")) \
         .join(reps, ["datanode", "container"], "left")
-    good = F.coalesce(F.col("checksum_matches"), F.lit(False)) & \
-        F.coalesce(F.col("verified"), F.lit(False))
-    agg = b.groupBy("container", "block").agg(
-        F.count(F.lit(1)).alias("n"),
+    rows = key_blocks.join(b, ["container", "block"], "left")
+    good = (F.coalesce(F.col("checksum_matches"), F.lit(False))
+            & F.coalesce(F.col("verified"), F.lit(False)) & (F.col("bytes_read") > 0)
+            & (F.col("replica_bytes") == F.col("block_length")))
+    agg = rows.groupBy("key_id", "seq", "container", "block", "block_length").agg(
+        F.count("datanode").alias("n"),
         F.sum(F.when(good, 1).otherwise(0)).alias("n_ok"),
         F.countDistinct(F.when(good, F.col("block_value"))).alias("n_values"),
         F.min(F.when(good, F.col("datanode"))).alias("chosen"))
-    status = (F.when(F.col("n_ok") == 0,
-                     F.concat(F.lit("no replica of it verified ("), F.col("n").cast("string"),
-                              F.lit(" in the scan, none read and matching its checksums)")))
+    status = (F.when(F.col("n") == 0,
+                     F.lit("not in the scan output (no replica of it was scanned)"))
+              .when(F.col("n_ok") == 0,
+                    F.concat(F.lit("no replica of it verified ("), F.col("n").cast("string"),
+                             F.lit(" in the scan; none read with every chunk matching its "
+                                   "checksums and holding its OM length)")))
               .when(F.col("n_values") > 1,
                     F.concat(F.lit("its verified replicas disagree ("),
                              F.col("n_values").cast("string"),
                              F.lit(" different checksum lists)"))))
-    return agg.select("container", "block", "chosen", status.alias("block_status"))
+    return agg.select("key_id", "seq", "container", "block", "block_length",
+                      F.when(status.isNull(), F.col("chosen")).alias("chosen"),
+                      status.alias("block_status"))
 
 
 def copycheck(spark: Any, om_db: str, scan: Dict[str, Any], target_uri: str, out: str,
@@ -211,11 +223,7 @@ def copycheck(spark: Any, om_db: str, scan: Dict[str, Any], target_uri: str, out
         .select(*[F.col(f.name).alias("t_" + f.name) for f in TARGET_SCHEMA])
 
     # 3. the replica that speaks for each block
-    choice = _block_choice(spark, scan["blocks"], scan["containers"])
-    kb = key_blocks.join(choice, ["container", "block"], "left").withColumn(
-        "block_status", F.when(F.col("chosen").isNull() & F.col("block_status").isNull(),
-                               F.lit("not in the scan output (no replica of it was scanned)"))
-        .otherwise(F.col("block_status")))
+    kb = _block_choice(key_blocks, scan["blocks"], scan["containers"])
 
     # 4. every key's CRCs from the chosen replica's chunk rows
     chunk_cols = ["offset", "length", "checksum_type", "bytes_per_checksum", "checksums",

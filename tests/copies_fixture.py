@@ -108,12 +108,13 @@ def _true_bytes(cluster_dir: "os.PathLike[str] | str", manifest: Dict[str, Any],
 
 
 def _upload(client: Any, bucket: str, name: str, data: bytes, kind: str, checksum_type: str,
-            algorithm: str, parts: int) -> List[bytes]:
-    """Upload `data` as `name`; the parts it was uploaded as."""
+            algorithm: str, parts: int, part_size: Optional[int] = None) -> List[bytes]:
+    """Upload `data` as `name`; the parts it was uploaded as (`part_size` bytes each but the
+    last, as S3 clients upload, or else `parts` near-equal parts)."""
     if kind == "put":
         client.put_object(Bucket=bucket, Key=name, Body=data, ChecksumAlgorithm=algorithm)
         return [data]
-    size = max(1, -(-len(data) // parts))
+    size = part_size or max(1, -(-len(data) // parts))
     chunks = [data[o:o + size] for o in range(0, len(data), size)] or [b""]
     up = client.create_multipart_upload(Bucket=bucket, Key=name, ChecksumAlgorithm=algorithm,
                                         ChecksumType=checksum_type)
@@ -152,6 +153,7 @@ def _fault_keys(keys: List[Dict[str, Any]], corrupt_algorithm: str) -> Dict[str,
 
 def upload_copies(s3: LoopbackS3, cluster_dir: "os.PathLike[str] | str",
                   manifest: Dict[str, Any], prefix: str, *, parts: int = 3,
+                  part_size: Optional[int] = None,
                   corrupt_algorithm: str = "CRC32") -> Dict[str, Dict[str, Any]]:
     """Upload a copy of every key of `manifest["keys"]` (see the module docstring) and return
     the ground truth, per target object name (in s3.bucket):
@@ -200,7 +202,7 @@ def upload_copies(s3: LoopbackS3, cluster_dir: "os.PathLike[str] | str",
                 entry.update(parts=0, part_sizes=[], size=None, crc=None, checksum=None)
             else:
                 chunks = _upload(client, s3.bucket, target, data, kind, checksum_type,
-                                 algorithm, parts)
+                                 algorithm, parts, part_size)
                 entry.update(parts=len(chunks), part_sizes=[len(c) for c in chunks],
                              size=len(data), crc=crc(data, algorithm),
                              checksum=s3_checksum(chunks, algorithm, checksum_type))
