@@ -1099,6 +1099,13 @@ def _copycheck(args: argparse.Namespace) -> int:
         open_target(args.target)
     except ValueError as exc:
         raise CLIError(f"--target: {one_line(exc)}", EXIT_ERROR) from None
+    try:  # and the checkpoint (its snapshot is hard links: cheap)
+        from merkle.copies.omdb import open_om_db
+
+        with open_om_db(args.om_db):
+            pass
+    except OmDBError as exc:
+        raise CLIError(f"--om-db: {one_line(exc)}", EXIT_ERROR) from None
     spark = _session(args)
     t = _read_tables(spark, args.scan)
     missing = [n for n in ("chunks", "blocks", "containers") if t.get(n) is None]
@@ -1107,7 +1114,9 @@ def _copycheck(args: argparse.Namespace) -> int:
                        "table)", EXIT_ERROR)
     from spark_udfs.copycheck import copycheck
 
-    say = (lambda m: None) if args.json else (lambda m: print(f"crcmerkle: {m}", file=sys.stderr))
+    # what it is doing, on a terminal only (as the stage display): never mixed into an error
+    say = (lambda m: print(f"crcmerkle: {m}", file=sys.stderr)) \
+        if not args.json and sys.stderr.isatty() else (lambda m: None)
     try:
         with _progress(args, spark, "copycheck"):
             res = copycheck(spark, args.om_db, t, args.target, out, names=names,

@@ -123,10 +123,12 @@ def _why_not(row: Dict[str, object], src: List[str], tgt: List[str]) -> str:
         theirs.append(str(row["t_other"]))
     parts.append("target has " + (", ".join(theirs) if theirs else "no checksum"))
     hint = ""
-    if "crc64nvme" in tgt and "crc64nvme" not in src:
-        hint = "; scan with --also crc64nvme to compare with S3's CRC-64/NVME"
-    elif tgt and not any(a in src for a in tgt):
-        hint = f"; scan with --also {tgt[0]} to compare"
+    wanted = list(tgt)
+    if row["t_composite_algorithm"] is not None:
+        wanted.append(str(row["t_composite_algorithm"]).lower())
+    missing = [a for a in wanted if a in ALGORITHMS and a not in src]
+    if missing and not any(a in src for a in wanted):
+        hint = f"; scan the datanodes with --also {missing[0]} to compare"
     return "; ".join(parts) + hint
 
 
