@@ -71,7 +71,9 @@ DEMO_ENTRIES = {DEMO_MARKER, "cluster", "scan", "rescan", "report.json",
                 # the reports' full command lists (spark_udfs.report)
                 "report.json.commands", "report-after-repair.json.commands",
                 # the decommission step (spark_udfs.plan_demo)
-                "plan-cluster", "plan-scan", "plan-scan-after", "plan.json"}
+                "plan-cluster", "plan-scan", "plan-scan-after", "plan.json",
+                # the copy-check step (spark_udfs.copy_demo)
+                "copies", "copycheck", "copycheck.json"}
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -1168,6 +1170,9 @@ def _demo(args: argparse.Namespace) -> int:
         repaired = not args.no_repair and layout_named(args.layout).repair == REPAIR_IN_PLACE
         print(f"OK: the jobs found exactly the {len(res.findings.faults)} injected faults"
               + (", and the repair left only the unrecoverable chunks" if repaired else "")
+              + ("" if not res.copies_ok else
+                 "; the copy check found exactly the injected differences between the keys "
+                 "and their copies")
               + ("" if not res.plan_ok else
                  "; the decommission plan kept the only good copy that Ozone's count "
                  "would have let go")

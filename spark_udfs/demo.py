@@ -7,10 +7,13 @@ damaged chunk or block that has a healthy copy, the tombstones and extra blocks 
 the chunks corrupted everywhere as unrecoverable, and no mismatch in a container that was not
 touched. Then (unless told not to) it feeds the report's repair commands to the reconciler and
 scans again: every container must match except those holding an unrecoverable chunk (the
-crcmerkle layout; on Ozone volumes repair is the datanodes' own, the report lists it). Last
-(both layouts, unless told not to repair) the decommission step, spark_udfs.plan_demo: a
-node Ozone's replica count would let go although it holds the only good copy of a
-container, and the plan whose copies make it safe.
+crcmerkle layout; on Ozone volumes repair is the datanodes' own, the report lists it). On the
+Ozone layout the generator also writes an OM DB of keys made of the blocks, and the copy-check
+step (spark_udfs.copy_demo) copies them with injected differences and checks that
+`crcmerkle spark copycheck` finds exactly those. Last (both layouts, unless told not to
+repair) the decommission step, spark_udfs.plan_demo: a node Ozone's replica count would let
+go although it holds the only good copy of a container, and the plan whose copies make it
+safe.
 
 `check_findings` is the comparison itself, on plain Python rows, so it is tested without Spark.
 """
@@ -224,10 +227,11 @@ class DemoResult:
     report: Dict[str, Any]
     after_repair: Optional[Dict[str, Any]] = None  # the report of the re-scan
     plan_ok: Optional[bool] = None  # the decommission step (spark_udfs.plan_demo)
+    copies_ok: Optional[bool] = None  # the copy-check step (spark_udfs.copy_demo)
 
     @property
     def ok(self) -> bool:
-        if not self.findings.exact or self.plan_ok is False:
+        if not self.findings.exact or self.plan_ok is False or self.copies_ok is False:
             return False
         if self.after_repair is None:
             return True
@@ -279,12 +283,13 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
 
     work = Path(workdir)
     cluster = work / "cluster"
+    ozone = layout == "ozone"
     manifest = generate_cluster(cluster, faults=parse_faults(faults, layout),
-                                containers=containers, seed=seed, layout=layout)
-    say(f"[1/7] generated {containers} containers x 3 replicas under {cluster} with "
+                                containers=containers, seed=seed, layout=layout, om_db=ozone)
+    say(f"[1/8] generated {containers} containers x 3 replicas under {cluster} with "
         f"{len(manifest['faults'])} injected faults (ground truth: {cluster}/manifest.json)")
     spark = get_session(master, app_name="crcmerkle-demo")
-    say(f"[2/7] Spark {spark.version} on {spark.sparkContext.master}: scan, diff, report")
+    say(f"[2/8] Spark {spark.version} on {spark.sparkContext.master}: scan, diff, report")
     (diff, errors), report = _analyse(spark, cluster, work / "scan", first=100,
                                       report_file=work / "report.json")
     write_atomic(work / "report.json", to_json(report).encode())
@@ -302,15 +307,16 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
             "container", "block", "offset").collect()],
         pending=[(_rel(cluster, p[0]), p[1]) for p in diff.pending_deletions.select(
             "replica", "block").collect()])
-    say("[3/7] found vs injected (ground truth)")
+    say("[3/8] found vs injected (ground truth)")
     say(findings.table())
     result = DemoResult(cluster, findings, report)
     if layout_named(layout).repair != REPAIR_IN_PLACE:
         # a datanode repairs its own replicas (container reconciliation): ask Ozone to
-        say(f"[4/7] repair is the datanodes' own (Ozone container reconciliation): "
+        say(f"[4/8] repair is the datanodes' own (Ozone container reconciliation): "
             f"{len(report['ozone_reconcile'])} container(s) to reconcile, listed above")
-        say("[5/7] no local repair on running datanodes (crcmerkle reconcile refuses them; "
+        say("[5/8] no local repair on running datanodes (crcmerkle reconcile refuses them; "
             "--offline repairs a stopped datanode's volumes)")
+        result.copies_ok = _copy_step(work, spark, cluster, manifest, say)
         if repair:
             result.plan_ok = _plan_step(work, spark, say, layout)
         return result
@@ -319,7 +325,7 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
     # every command, as `crcmerkle reconcile --report` reads them (the full list when the
     # JSON holds only the first ones)
     jobs = load_report_jobs(work / "report.json")
-    say(f"[4/7] repair: {len(jobs)} reconcile command(s) from the report "
+    say(f"[4/8] repair: {len(jobs)} reconcile command(s) from the report "
         f"(crcmerkle reconcile --report {work / 'report.json'})")
     for (target, *peers), _ in jobs:
         reconcile(target, peers)
@@ -329,11 +335,22 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
     write_atomic(work / "report-after-repair.json", to_json(after).encode())
     result.after_repair = after
     s = after["summary"]
-    say(f"[5/7] re-scan after repair: {s['MATCH']} container(s) match, {s['MISMATCHED']} "
+    say(f"[5/8] re-scan after repair: {s['MATCH']} container(s) match, {s['MISMATCHED']} "
         f"mismatched ({s['UNRECOVERABLE']} holding a chunk corrupted on every replica: "
         f"{', '.join(f'#{c}' for c in after['containers']['UNRECOVERABLE']) or 'none'})")
+    say("[6/8] copy check: shown on the Ozone layout (`--layout ozone`), whose OM DB names "
+        "the keys that are copied")
     result.plan_ok = _plan_step(work, spark, say, layout)
     return result
+
+
+def _copy_step(work: Path, spark: Any, cluster: Path, manifest: Dict[str, Any],
+               say: Any) -> bool:
+    """Step 6 (Ozone layout): the keys' copies checked from stored checksums
+    (spark_udfs.copy_demo)."""
+    from spark_udfs.copy_demo import run_copy_step
+
+    return run_copy_step(work, spark, cluster, manifest, work / "scan", say, "[6/8]")
 
 
 def _plan_step(work: Path, spark: Any, say: Any, layout: str) -> bool:

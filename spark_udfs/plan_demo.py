@@ -68,7 +68,7 @@ def run_plan_demo(work: Path, spark: Any, say: Callable[[str], Any] = print,
     where = ("" if demo_layout == "crcmerkle" else
              " (a cluster of its own in the crcmerkle layout, where crcmerkle replicate makes "
              "the copies; on Ozone volumes the plan leaves them to Ozone's ReplicationManager)")
-    say(f"[6/7] decommission {node}{where}: container 1 has 4 replicas; the 3 on in-service "
+    say(f"[7/8] decommission {node}{where}: container 1 has 4 replicas; the 3 on in-service "
         f"nodes are corrupt, {node} holds its only good copy")
     plan = _plan(spark, cluster, work / "plan-scan", node)
     write_atomic(work / "plan.json", to_json(plan).encode())
@@ -88,7 +88,7 @@ def run_plan_demo(work: Path, spark: Any, say: Callable[[str], Any] = print,
     after = _plan(spark, cluster, work / "plan-scan-after", node)
     free = after["datanodes"][0]["can_stop"]
     ok = blocked and free and after["summary"]["would_lose"] == 0
-    say(f"[7/7] ran the plan's {len(pairs)} copy command(s) (crcmerkle replicate --report "
+    say(f"[8/8] ran the plan's {len(pairs)} copy command(s) (crcmerkle replicate --report "
         f"{work / 'plan.json'}); scan and plan again: {node} "
         + ("may stop now" if free else "is STILL held back")
         + ("" if ok else " -- UNEXPECTED"))

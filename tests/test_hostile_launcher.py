@@ -484,7 +484,7 @@ def test_spark_help_lists_every_action_and_documents_run(capsys):
 
     assert main(["spark", "--help"]) == 0
     top = capsys.readouterr().out
-    assert "scan|diff|report|run|plan|demo" in top
+    assert "scan|diff|report|run|plan|copycheck|demo" in top
     assert main(["spark", "run", "--help"]) == 0
     run_help = capsys.readouterr().out.split("positional arguments:")[1]
     for option, words in (("PATH ", "replica, volume, datanode"), ("--output OUTPUT", "output directory"),
