@@ -534,3 +534,88 @@ uint64_t crcm_fold_fixed64(const uint64_t *crcs, size_t n, uint64_t stride) {
 #undef T64
     return c;
 }
+
+/* ---- segmented fold of big-endian window checksums ---------------------------------------- */
+
+/* For each segment s: the CRC of its pieces from their CRCs as stored (big-endian, 4 bytes for
+ * the 32-bit CRCs, 8 for CRC-64/NVME: Ozone's ChecksumData entries, packed), where every piece
+ * but the segment's last is `stride` bytes and the last is last_len[s] bytes. Pieces
+ * bounds[s]..bounds[s+1]-1 of `be` belong to segment s (bounds ascending, nseg + 1 of them);
+ * an empty segment is 0. One table for the whole call (the stride is shared): the copy check
+ * composes every key of a batch whose windows are uniform (all of them but the last) in one
+ * call, with no byte-swapped copy of the windows. */
+static inline uint32_t load_be32(const uint8_t *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static inline uint64_t load_be64(const uint8_t *p) {
+    return ((uint64_t)load_be32(p) << 32) | load_be32(p + 4);
+}
+
+int crcm_fold_segments_be(crcm_algorithm alg, const uint8_t *be, const uint64_t *bounds,
+                          const uint64_t *last_len, size_t nseg, uint64_t stride, void *out) {
+    if ((unsigned)alg > CRCM_CRC64NVME) return -1;
+    for (size_t s = 0; s < nseg; s++)
+        if (bounds[s + 1] < bounds[s]) return -1;
+    const crcm_backend *b = backend();
+    if (alg == CRCM_CRC64NVME) {
+        crcm_mulmod64_fn mul = b->mulmod_crc64nvme;
+        uint64_t k = x8nmodp64(mul, stride);
+        uint64_t t[8][256];
+        for (int j = 0; j < 8; j++) {
+            t[j][0] = 0;
+            for (int bit = 0; bit < 8; bit++) t[j][1u << bit] = mul(1ull << (8 * j + bit), k);
+            for (unsigned v = 3; v < 256; v++)
+                if (v & (v - 1)) t[j][v] = t[j][v & (v - 1)] ^ t[j][v & (0u - v)];
+        }
+        uint64_t *o = (uint64_t *)out;
+        for (size_t s = 0; s < nseg; s++) {
+            uint64_t lo = bounds[s], hi = bounds[s + 1], c = 0;
+            if (hi == lo) { o[s] = 0; continue; }
+            for (uint64_t i = lo; i + 1 < hi; i++) {
+                c = t[0][c & 0xff] ^ t[1][(c >> 8) & 0xff] ^ t[2][(c >> 16) & 0xff] ^
+                    t[3][(c >> 24) & 0xff] ^ t[4][(c >> 32) & 0xff] ^ t[5][(c >> 40) & 0xff] ^
+                    t[6][(c >> 48) & 0xff] ^ t[7][c >> 56];
+                c ^= load_be64(be + 8 * i);
+            }
+            o[s] = mul(c, x8nmodp64(mul, last_len[s])) ^ load_be64(be + 8 * (hi - 1));
+        }
+        return 0;
+    }
+    crcm_mulmod_fn mul = alg == CRCM_CRC32 ? b->mulmod_crc32 : b->mulmod_crc32c;
+    const uint32_t *x2k = alg == CRCM_CRC32 ? crcm_x2k_crc32 : crcm_x2k_crc32c;
+    uint32_t k = x8nmodp(mul, x2k, stride);
+    uint32_t t[4][256];
+    for (int j = 0; j < 4; j++) {
+        t[j][0] = 0;
+        for (int bit = 0; bit < 8; bit++) t[j][1u << bit] = mul((uint32_t)1u << (8 * j + bit), k);
+        for (unsigned v = 3; v < 256; v++)
+            if (v & (v - 1)) t[j][v] = t[j][v & (v - 1)] ^ t[j][v & (0u - v)];
+    }
+    uint32_t *o = (uint32_t *)out;
+    for (size_t s = 0; s < nseg; s++) {
+        uint64_t lo = bounds[s], hi = bounds[s + 1];
+        if (hi == lo) { o[s] = 0; continue; }
+        /* four runs side by side (as crcm_fold_fixed) when long enough: one chain waits on
+         * each table lookup */
+        uint64_t n = hi - 1 - lo, run = n >= 256 ? n / FOLD_LANES : 0;
+        uint32_t c = 0;
+        if (run) {
+            uint32_t l[FOLD_LANES] = {0};
+            for (uint64_t i = 0; i < run; i++)
+                for (int j = 0; j < FOLD_LANES; j++) {
+                    uint32_t x = l[j];
+                    l[j] = t[0][x & 0xff] ^ t[1][(x >> 8) & 0xff] ^ t[2][(x >> 16) & 0xff] ^
+                           t[3][x >> 24] ^ load_be32(be + 4 * (lo + (uint64_t)j * run + i));
+                }
+            uint32_t krun = x8nmodp(mul, x2k, stride * run);
+            c = l[0];
+            for (int j = 1; j < FOLD_LANES; j++) c = mul(c, krun) ^ l[j];
+        }
+        for (uint64_t i = lo + FOLD_LANES * run; i + 1 < hi; i++)
+            c = t[0][c & 0xff] ^ t[1][(c >> 8) & 0xff] ^ t[2][(c >> 16) & 0xff] ^ t[3][c >> 24] ^
+                load_be32(be + 4 * i);
+        o[s] = mul(c, x8nmodp(mul, x2k, last_len[s])) ^ load_be32(be + 4 * (hi - 1));
+    }
+    return 0;
+}

@@ -68,6 +68,11 @@ uint64_t crcm_crc64nvme_combine(uint64_t crc1, uint64_t crc2, uint64_t len2);
 void crcm_combine_fixed64(const uint64_t *crc1, const uint64_t *crc2, uint64_t len2, size_t n,
                           uint64_t *out);
 uint64_t crcm_fold_fixed64(const uint64_t *crcs, size_t n, uint64_t stride);
+/* Per segment s (pieces bounds[s]..bounds[s+1]-1 of `be`, big-endian CRCs of `alg`'s width):
+ * the CRC of the concatenation, every piece `stride` bytes but the last, last_len[s] bytes;
+ * out is uint32_t[nseg] (uint64_t[nseg] for CRC-64/NVME). -1 for bounds not ascending. */
+int crcm_fold_segments_be(crcm_algorithm alg, const uint8_t *be, const uint64_t *bounds,
+                          const uint64_t *last_len, size_t nseg, uint64_t stride, void *out);
 void crcm_windows64(const uint8_t *data, size_t len, size_t bytes_per_checksum, uint64_t *out);
 int crcm_each64_offsets32(const uint8_t *data, size_t data_len, const int32_t *offsets, size_t n,
                           uint64_t *out);

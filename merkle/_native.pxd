@@ -13,6 +13,8 @@ cdef extern from "crcmerkle.h" nogil:
                             uint64_t len2, size_t n, uint32_t *out)
     uint32_t crcm_fold_fixed(crcm_algorithm alg, const uint32_t *crcs, size_t n, uint64_t stride)
     uint64_t crcm_fold_fixed64(const uint64_t *crcs, size_t n, uint64_t stride)
+    int crcm_fold_segments_be(crcm_algorithm alg, const uint8_t *be, const uint64_t *bounds,
+                              const uint64_t *last_len, size_t nseg, uint64_t stride, void *out)
     size_t crcm_window_count(size_t len, size_t bytes_per_checksum)
     void crcm_windows(crcm_algorithm alg, const uint8_t *data, size_t len,
                       size_t bytes_per_checksum, uint32_t *out)

@@ -35,6 +35,10 @@ def combine_many(
     crc1: npt.ArrayLike, crc2: npt.ArrayLike, len2: SupportsIndex, *,
     algorithm: _Algorithm = "crc32c"
 ) -> _Sums: ...
+def fold_segments_be(
+    be: npt.ArrayLike, bounds: npt.ArrayLike, last_len: npt.ArrayLike, stride: SupportsIndex,
+    *, algorithm: _Algorithm = "crc32c"
+) -> _Sums: ...
 def fold_fixed(
     crcs: npt.ArrayLike, stride: SupportsIndex, *, algorithm: _Algorithm = "crc32c"
 ) -> int: ...

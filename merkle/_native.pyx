@@ -166,6 +166,56 @@ def fold_fixed(crcs, stride, *, algorithm="crc32c"):
     return r32
 
 
+def fold_segments_be(be, bounds, last_len, stride, *, algorithm="crc32c"):
+    """Per segment s: the CRC of its pieces, from their CRCs stored big-endian and packed in
+    `be` (a uint8 column; 4 bytes each, 8 for algorithm="crc64nvme"), pieces
+    bounds[s]..bounds[s+1]-1 (a uint64/int64 column of nseg + 1 ascending indexes), every
+    piece `stride` bytes but the segment's last, which is last_len[s] bytes -> a uint32
+    column (uint64 for crc64nvme), 0 for an empty segment. One call for every segment: the
+    copy check composes a batch of keys with it. ValueError (one line) for bounds beyond the
+    pieces, not ascending, or lengths out of range."""
+    cdef crcm_algorithm alg = _algorithm(algorithm)
+    cdef uint64_t s = _length(stride)
+    width = 8 if alg == CRCM_CRC64NVME else 4
+    raw = np.ascontiguousarray(be, dtype=np.uint8).reshape(-1)
+    bnd = np.ascontiguousarray(bounds)
+    lens = np.ascontiguousarray(last_len)
+    if bnd.ndim != 1 or bnd.shape[0] < 1 or bnd.dtype.kind not in "ui":
+        raise ValueError("bounds: a column of at least one integer index")
+    if lens.ndim != 1 or lens.dtype.kind not in "ui" or lens.shape[0] != bnd.shape[0] - 1:
+        raise ValueError("last_len: one integer per segment (len(bounds) - 1)")
+    pieces = raw.shape[0] // width
+    if raw.shape[0] % width:
+        raise ValueError(f"be: {raw.shape[0]} bytes is not a whole number of {width}-byte CRCs")
+    if bnd.shape[0] and ((bnd.dtype.kind == "i" and bnd.min() < 0) or bnd.max() > pieces):
+        raise ValueError(f"bounds: indexes must be in 0..{pieces}")
+    if lens.shape[0] and ((lens.dtype.kind == "i" and lens.min() < 0) or lens.max() > s):
+        raise ValueError(f"last_len: lengths must be in 0..{s} (the stride)")
+    cdef const uint64_t[::1] bv = bnd.astype(np.uint64, copy=False)
+    cdef const uint64_t[::1] lv = lens.astype(np.uint64, copy=False)
+    cdef size_t nseg = <size_t>lens.shape[0]
+    out = np.zeros(nseg, dtype=np.uint64 if width == 8 else np.uint32)
+    if nseg == 0:
+        return out
+    if s > (<uint64_t>1 << 63) // max(pieces, 1):
+        raise ValueError(f"{pieces} pieces of {s} bytes exceed 2**63 bytes")
+    cdef const uint8_t[::1] rv = raw if raw.shape[0] else np.zeros(8, np.uint8)
+    cdef uint64_t[::1] o64
+    cdef uint32_t[::1] o32
+    cdef int rc
+    if width == 8:
+        o64 = out
+        with nogil:
+            rc = crcm_fold_segments_be(alg, &rv[0], &bv[0], &lv[0], nseg, s, &o64[0])
+    else:
+        o32 = out
+        with nogil:
+            rc = crcm_fold_segments_be(alg, &rv[0], &bv[0], &lv[0], nseg, s, &o32[0])
+    if rc != 0:
+        raise ValueError("bounds: indexes must be ascending")
+    return out
+
+
 def _combine_many64(crc1, crc2, uint64_t n2):
     a = _as_uint64_column(crc1, "crc1")
     b = _as_uint64_column(crc2, "crc2")

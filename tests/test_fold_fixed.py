@@ -68,3 +68,56 @@ def test_fold_refuses_bad_input(algorithm: str) -> None:
         _native.fold_fixed(np.zeros((2, 2), dtype=DTYPE[algorithm]), 1, algorithm=algorithm)
     with pytest.raises(ValueError):
         _native.fold_fixed([-1], 1, algorithm=algorithm)
+
+
+# --- fold_segments_be: many segments of big-endian window CRCs in one call -----------------
+
+def _segments(algorithm: str, stride: int, sizes: list[int], seed: int):
+    """Random data per segment, its windows' CRCs packed big-endian, bounds and last lengths."""
+    rng = random.Random(seed)
+    width = 8 if algorithm == "crc64nvme" else 4
+    be, bounds, last, datas = b"", [0], [], []
+    for n in sizes:
+        tail = rng.randint(1, stride) if n else 0
+        data = rng.randbytes(stride * (n - 1) + tail) if n else b""
+        be += b"".join(reference_crc(algorithm, data[i * stride:(i + 1) * stride])
+                       .to_bytes(width, "big") for i in range(n))
+        bounds.append(bounds[-1] + n)
+        last.append(tail)
+        datas.append(data)
+    return np.frombuffer(be, np.uint8), np.array(bounds), np.array(last), datas
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("stride", [1, 7, 64, 4096])
+def test_fold_segments_is_crc_of_each_segment(algorithm: str, stride: int) -> None:
+    sizes = [0, 1, 2, 3, 4, 255, 256, 257, 258, 259, 260, 1031, 0, 5]
+    be, bounds, last, datas = _segments(algorithm, stride, sizes, stride)
+    got = _native.fold_segments_be(be, bounds, last, stride, algorithm=algorithm)
+    assert got.dtype == DTYPE[algorithm]
+    assert [int(x) for x in got] == [reference_crc(algorithm, d) for d in datas]
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_fold_segments_every_backend(each_backend: str, algorithm: str) -> None:
+    be, bounds, last, datas = _segments(algorithm, 16, [1, 300, 1031, 2], len(each_backend))
+    got = _native.fold_segments_be(be, bounds, last, 16, algorithm=algorithm)
+    assert [int(x) for x in got] == [reference_crc(algorithm, d) for d in datas], each_backend
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_fold_segments_refuses_bad_input(algorithm: str) -> None:
+    be, bounds, last, _ = _segments(algorithm, 8, [3, 2], 1)
+    for args, words in [
+        ((be[:-1], bounds, last, 8), "whole number"),
+        ((be, np.array([0, 3, 6]), last, 8), "indexes must be in"),
+        ((be, np.array([0, 4, 3]), last, 8), "ascending"),
+        ((be, np.array([-1, 3, 5]), last, 8), "indexes must be in"),
+        ((be, bounds, np.array([9, 1]), 8), "last_len"),
+        ((be, bounds, np.array([1]), 8), "one integer per segment"),
+        ((be, np.array([[0, 3, 5]]), last, 8), "bounds"),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            _native.fold_segments_be(*args, algorithm=algorithm)
+    assert _native.fold_segments_be(be[:0], np.array([0]), np.array([], np.int64), 8,
+                                    algorithm=algorithm).shape == (0,)

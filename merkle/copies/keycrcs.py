@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from merkle import _crc, _native
-from merkle.copies.fold import ALGORITHMS, COMBINE, MAX_BYTES, compose_columns
+from merkle.copies.fold import ALGORITHMS, MAX_BYTES, compose_columns
 
 __all__ = ["COMPOSE_SCHEMA", "KEY_CRC_SCHEMA", "compose_keys"]
 
@@ -61,7 +61,9 @@ def _np(col: pa.ChunkedArray | pa.Array, fill: int = -1) -> np.ndarray:
 
 
 def _binary(col: pa.ChunkedArray | pa.Array) -> pa.Array:
-    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if isinstance(col, pa.ChunkedArray):  # one chunk (a batch's): no copy of the values
+        return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+    return col
 
 
 def _lengths(arr: pa.Array) -> np.ndarray:
@@ -263,63 +265,56 @@ class _Lazy:
         return self._col[int(i)].as_py()
 
 
-#: windows converted to native order at a time: one scratch buffer, reused, so that a batch
-#: of large keys is not a fresh array of all its windows (page faults cost more than the fold)
-_SCRATCH_WINDOWS = 1 << 18
-
-
-def _native_run(alg: str, be: np.ndarray, step: int, scratch: np.ndarray) -> int:
-    """The CRC of len(be) pieces of `step` bytes each from their big-endian CRCs, converted
-    through `scratch` a piece of the run at a time and joined with combines."""
-    combine = COMBINE[alg]
-    acc = 0
-    for i in range(0, be.shape[0], scratch.shape[0]):
-        part = be[i:i + scratch.shape[0]]
-        dst = scratch[:part.shape[0]]
-        np.copyto(dst, part, casting="unsafe")
-        acc = combine(acc, int(_native.fold_fixed(dst, step, algorithm=alg)),
-                      part.shape[0] * step)
-    return acc
-
-
 def _fold_keys(alg: str, crcs: np.ndarray, rkey: np.ndarray, cnt: np.ndarray,
                lens: np.ndarray, bpc: np.ndarray, usable: np.ndarray, covered: np.ndarray,
                out: List[Optional[bytes]]) -> None:
-    """Each usable key's CRC from its chunks' windows (`crcs`, big-endian, chunk after chunk; the chunk
-    rows of the usable keys, in key order). A key whose windows are all bytes_per_checksum
-    long but its last (one bpc, every chunk but the last a whole number of windows: what
-    every Ozone client writes) is one native fold and one combine; any other key is composed
-    window by window length (compose_columns). Nothing per window is built for the first."""
+    """Each usable key's CRC from its chunks' windows (`crcs`, big-endian, chunk after
+    chunk: the chunk rows of the usable keys, in key order). The keys whose windows are all
+    bytes_per_checksum long but their last (one bpc, every chunk but the last a whole number
+    of windows: what every Ozone client writes) are composed in one native call per
+    bytes_per_checksum (_native.fold_segments_be: no byte-swapped copy, no Python per key);
+    any other key window by window length (compose_columns)."""
+    width = _WIDTH[alg]
     wend = np.cumsum(cnt)
     wstart = wend - cnt
     kfirst = np.searchsorted(rkey, usable, side="left")
     klast = np.searchsorted(rkey, usable, side="right") - 1
     full = lens == cnt * bpc
-    combine = COMBINE[alg]
-    width = _WIDTH[alg]
-    scratch = np.empty(min(_SCRATCH_WINDOWS, max(int(crcs.shape[0]), 1)), dtype=_NATIVE[alg])
-    for k, a, b in zip(usable.tolist(), kfirst.tolist(), klast.tolist()):
-        w0, w1 = int(wstart[a]), int(wend[b])
-        if w1 == w0:
-            out[k] = bytes(width)
+    step = bpc[kfirst]
+    one_bpc = (np.minimum.reduceat(bpc, kfirst) == np.maximum.reduceat(bpc, kfirst)) \
+        if kfirst.shape[0] else np.zeros(0, bool)
+    not_full = (~full).astype(np.int64)
+    ragged = np.add.reduceat(not_full, kfirst) - not_full[klast] if kfirst.shape[0] \
+        else np.zeros(0, np.int64)
+    w0, w1 = wstart[kfirst], wend[klast]
+    tail = lens[klast] - np.maximum(cnt[klast] - 1, 0) * bpc[klast]
+    uniform = one_bpc & (ragged == 0) & (w1 > w0)
+    # the windows of the usable keys are contiguous, in key order: one bounds column
+    bounds = np.concatenate((w0, w1[-1:])).astype(np.uint64) if w0.shape[0] else \
+        np.zeros(1, np.uint64)
+    raw = crcs.view(np.uint8)
+    for stride in np.unique(step[uniform]).tolist():
+        these = uniform & (step == stride)
+        last = np.where(these, tail, stride).astype(np.uint64)  # other keys: ignored
+        folded = _native.fold_segments_be(raw, bounds, last, int(stride), algorithm=alg)
+        total = (w1 - w0 - 1) * stride + tail
+        for i in np.flatnonzero(these & (total == covered[usable])).tolist():
+            out[int(usable[i])] = int(folded[i]).to_bytes(width, "big")
+    for i in np.flatnonzero(~uniform).tolist():
+        k, a, b = int(usable[i]), int(kfirst[i]), int(klast[i])
+        lo, hi = int(w0[i]), int(w1[i])
+        if hi == lo:
+            if covered[k] == 0:
+                out[k] = bytes(width)
             continue
-        step = int(bpc[a])
-        uniform = bool((bpc[a:b + 1] == step).all()) and bool(full[a:b].all())
-        if uniform:
-            tail = int(lens[b]) - (int(cnt[b]) - 1) * step
-            head = _native_run(alg, crcs[w0:w1 - 1], step, scratch)
-            crc = combine(head, int(crcs[w1 - 1]), tail)
-            total = (w1 - w0 - 1) * step + tail
-        else:
-            c = cnt[a:b + 1]
-            sizes = np.repeat(bpc[a:b + 1], c)
-            some = c > 0
-            sizes[np.cumsum(c)[some] - 1] = lens[a:b + 1][some] - (c[some] - 1) * bpc[a:b + 1][some]
-            crc, total = compose_columns(alg, crcs[w0:w1].astype(_NATIVE[alg]), sizes,
-                                         strict=False)
-        if total != covered[k]:  # cannot happen after compose_keys' checks; never guess
-            continue
-        out[k] = int(crc).to_bytes(width, "big")
+        c = cnt[a:b + 1]
+        sizes = np.repeat(bpc[a:b + 1], c)
+        some = c > 0
+        sizes[np.cumsum(c)[some] - 1] = lens[a:b + 1][some] - (c[some] - 1) * bpc[a:b + 1][some]
+        crc, total_k = compose_columns(alg, crcs[lo:hi].astype(_NATIVE[alg]), sizes,
+                                       strict=False)
+        if total_k == covered[k]:  # cannot differ after compose_keys' checks; never guess
+            out[k] = int(crc).to_bytes(width, "big")
 
 
 #: S3's cap on a multipart upload's parts

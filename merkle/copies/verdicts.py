@@ -21,7 +21,9 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from merkle.copies.fold import ALGORITHMS
 
@@ -132,30 +134,76 @@ def _why_not(row: Dict[str, object], src: List[str], tgt: List[str]) -> str:
     return "; ".join(parts) + hint
 
 
+def _valid(batch: pa.RecordBatch | pa.Table, name: str) -> np.ndarray:
+    return np.asarray(batch.column(name).is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _plain_matches(batch: pa.RecordBatch | pa.Table) -> Tuple[np.ndarray, List[List[str]]]:
+    """Rows that are MATCH on their face, found column by column (most rows of a copy
+    check): both sides present and vouched for, equal sizes, at least one algorithm on both
+    sides and every such one equal. Returns the mask and, per row, its common algorithms."""
+    n = batch.num_rows
+    ok = (_valid(batch, "key_id") & _valid(batch, "t_name") & ~_valid(batch, "reason")
+          & ~_valid(batch, "t_error") & ~_valid(batch, "unverified"))
+    ok &= np.asarray(batch.column("composed").fill_null(False).to_numpy(zero_copy_only=False),
+                     dtype=bool)
+    size_eq = pc.equal(batch.column("size"), batch.column("t_size"))
+    ok &= np.asarray(size_eq.fill_null(True).to_numpy(zero_copy_only=False), dtype=bool)
+    any_common = np.zeros(n, dtype=bool)
+    all_equal = np.ones(n, dtype=bool)
+    common: Dict[str, np.ndarray] = {}
+    for a in ALGORITHMS:
+        both = _valid(batch, a) & _valid(batch, "t_" + a)
+        eq = np.asarray(pc.equal(batch.column(a), batch.column("t_" + a)).fill_null(False)
+                        .to_numpy(zero_copy_only=False), dtype=bool)
+        common[a] = both
+        any_common |= both
+        all_equal &= ~both | eq
+    mask = ok & any_common & all_equal
+    algs = [[a for a in ALGORITHMS if common[a][i]] for i in np.flatnonzero(mask).tolist()]
+    return mask, algs
+
+
 def decide(batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
     """VERDICT_SCHEMA rows for joined rows (SOURCE_COLUMNS + TARGET_COLUMNS; a side absent is
-    all null)."""
-    cols = {name: batch.column(name).to_pylist() for name in SOURCE_COLUMNS + TARGET_COLUMNS}
+    all null). The plain matches are found column by column; only the other rows are
+    decided one by one (_decide_one)."""
+    if isinstance(batch, pa.Table):
+        batches = batch.combine_chunks().to_batches()
+        batch = batches[0] if batches else pa.RecordBatch.from_pylist([], schema=batch.schema)
     n = batch.num_rows
-    out: Dict[str, list] = {f.name: [] for f in VERDICT_SCHEMA}
-    for i in range(n):
-        row = {name: cols[name][i] for name in cols}
+    mask, match_algs = _plain_matches(batch)
+    rest = np.flatnonzero(~mask).tolist()
+    cols = {name: batch.column(name).take(pa.array(rest, pa.int64())).to_pylist()
+            for name in SOURCE_COLUMNS + TARGET_COLUMNS} if rest else {}
+    verdict: List[Optional[str]] = [MATCH] * n
+    alg_col: List[Optional[str]] = [None] * n
+    sval: List[Optional[str]] = [None] * n
+    tval: List[Optional[str]] = [None] * n
+    detail: List[Optional[str]] = [None] * n
+    for i, algs in zip(np.flatnonzero(mask).tolist(), match_algs):
+        alg_col[i] = ",".join(algs)
+    if match_algs:
+        first = {a: batch.column(a).to_pylist() for a in ALGORITHMS}
+        tfirst = {a: batch.column("t_" + a).to_pylist() for a in ALGORITHMS}
+        for i, algs in zip(np.flatnonzero(mask).tolist(), match_algs):
+            sval[i] = _hex(first[algs[0]][i])
+            tval[i] = _hex(tfirst[algs[0]][i])
+    for j, i in enumerate(rest):
+        row = {name: cols[name][j] for name in cols}
         if row["key_id"] is not None and not row["composed"] and row["blocks"] == 0 \
                 and row["size"] == 0 and row["reason"] is None:
             # a key of no blocks holds no bytes: the CRC of nothing is 0 in every algorithm
             for a in ALGORITHMS:
                 row[a] = bytes(8 if a == "crc64nvme" else 4)
-        verdict, alg, sv, tv, detail = _decide_one(row)
-        out["name"].append(row["name"] if row["name"] is not None else row["t_name"])
-        out["ozone_name"].append(row["ozone_name"])
-        out["verdict"].append(verdict)
-        out["algorithm"].append(alg)
-        out["source_value"].append(sv)
-        out["target_value"].append(tv)
-        out["size"].append(row["size"])
-        out["target_size"].append(row["t_size"])
-        out["detail"].append(detail)
-        out["ozone_note"].append(row["ozone_note"])
-        out["requests"].append(row["t_requests"] or 0)
-        out["bytes_read"].append(row["t_bytes_read"] or 0)
-    return pa.RecordBatch.from_pydict(out, schema=VERDICT_SCHEMA)
+        verdict[i], alg_col[i], sval[i], tval[i], detail[i] = _decide_one(row)
+    name = pc.coalesce(batch.column("name"), batch.column("t_name"))
+    return pa.RecordBatch.from_pydict({
+        "name": name, "ozone_name": batch.column("ozone_name"), "verdict": verdict,
+        "algorithm": alg_col, "source_value": sval, "target_value": tval,
+        "size": batch.column("size").cast(pa.int64()),
+        "target_size": batch.column("t_size").cast(pa.int64()), "detail": detail,
+        "ozone_note": batch.column("ozone_note"),
+        "requests": pc.coalesce(batch.column("t_requests"), 0).cast(pa.int64()),
+        "bytes_read": pc.coalesce(batch.column("t_bytes_read"), 0).cast(pa.int64()),
+    }, schema=VERDICT_SCHEMA)

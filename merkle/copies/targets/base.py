@@ -37,6 +37,10 @@ class Target:
     def list(self) -> Iterator[pa.RecordBatch]:
         raise NotImplementedError
 
+    #: False when list() already gives every column (GCS, HDFS listings): describe() is
+    #: the identity, and a job need not run it
+    needs_describe = False
+
     def describe(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The listing already says all there is (GCS, HDFS): the rows as they are."""
         return batch

@@ -44,6 +44,7 @@ def _kind(mode: int) -> str:
 class LocalTarget(Target):
     kind = "local"
     reads_data = True
+    needs_describe = True
     _transient = ("_buffer",)
 
     def __init__(self, uri: str) -> None:

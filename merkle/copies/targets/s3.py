@@ -60,6 +60,7 @@ class _Gone(Exception):
 class S3Target(Target):
     kind = "s3"
     reads_data = False
+    needs_describe = True
     _transient = ("_client", "_local")
 
     def __init__(self, uri: str) -> None:
