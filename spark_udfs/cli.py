@@ -1079,6 +1079,7 @@ def _copycheck(args: argparse.Namespace) -> int:
     from merkle.copies.keymap import parse_map
     from merkle.copies.omdb import OmDBError
     from merkle.copies.report import format_text, to_json
+    from merkle.copies.targets import TargetError
     from merkle.copies.verdicts import VERDICTS
     from merkle.replica.uri import display as show_uri
 
@@ -1123,7 +1124,7 @@ def _copycheck(args: argparse.Namespace) -> int:
         with _progress(args, spark, "copycheck"):
             res = copycheck(spark, args.om_db, t, args.target, out, names=names,
                             first=args.first, say=say)
-    except (OmDBError, ValueError) as exc:
+    except (OmDBError, TargetError, ValueError) as exc:
         raise CLIError(one_line(exc), EXIT_ERROR) from None
     objects = max(res.objects, 1)
     report = {

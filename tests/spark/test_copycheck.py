@@ -205,6 +205,10 @@ def test_bad_inputs_are_one_line_errors(world: Any, capsys: Any, tmp_path: Path)
           "--target", s3.uri(PREFIX), "--map", "nonsense"], "--map"),
         (["--om-db", str(cluster / "om.db"), "--scan", str(scans["plain"]),
           "--target", s3.uri(PREFIX), "--allow", "FINE"], "--allow"),
+        (["--om-db", str(cluster / "om.db"), "--scan", str(scans["plain"]),
+          "--target", s3.uri(PREFIX).replace(s3.bucket, "no-such-bucket")], "no-such-bucket"),
+        (["--om-db", str(cluster / "om.db"), "--scan", str(scans["plain"]),
+          "--target", f"gs://b/p?listing={tmp_path / 'absent.json'}"], "absent.json"),
     ]
     for i, args in enumerate(cases):
         capsys.readouterr()
