@@ -139,3 +139,62 @@ def test_ec_cells_are_replica1_stripe_checksum(path: Path) -> None:
             first = cells[0]["len"]
             parity_hex = -(-first // bpc) * 4 * parity * 2
             assert s["stripe_checksum_hex"][:len(s["stripe_checksum_hex"]) - parity_hex] == data
+
+
+def _compose_rows(case: dict[str, Any], key_id: int) -> list[dict[str, Any]]:
+    """The golden key as the copy check's compose step takes it (keycrcs.COMPOSE_SCHEMA):
+    one row per chunk, its recorded checksums packed as Ozone stores them."""
+    spec = case["input_spec"]
+    rows = []
+    for seq, b in enumerate(case["ozone_output"]["blocks"]):
+        for c in b["chunks"]:
+            rows.append({
+                "key_id": key_id, "seq": seq, "container": 1, "block": seq,
+                "block_length": b["length"], "block_status": None,
+                "offset": c["offset_in_block"], "length": c["len"],
+                "checksum_type": c.get("type", spec["type"]),
+                "bytes_per_checksum": c["bytes_per_checksum"],
+                "checksums": b"".join(bytes.fromhex(h) for h in c["checksums_hex"]),
+                "crc64nvme": None, "crc32c": None, "crc32": None,
+                "composite_algorithm": None, "part_sizes": None})
+    return rows
+
+
+def test_compose_keys_equals_key_crc_and_ozone_on_golden_data() -> None:
+    """The batch path (every golden replicated key in one compose_keys call, as the copy
+    check runs it) gives key_crc's CRC of the bytes for each; on the keys where Ozone's
+    composition is consistent, that is Ozone's own COMPOSITE_CRC (pinned from its output);
+    where it is not, compose_keys says `ozone fs -checksum` would differ."""
+    pa = pytest.importorskip("pyarrow")
+    from merkle.copies.keycrcs import COMPOSE_SCHEMA, compose_keys
+
+    cases = [_load(p) for p in FILES]
+    replicated = [c for c in cases if c["layout"] != "ec"]
+    rows = [r for i, c in enumerate(replicated) for r in _compose_rows(c, i)]
+    out = {r["key_id"]: r for r in compose_keys(
+        pa.Table.from_pylist(rows, schema=COMPOSE_SCHEMA)).to_pylist()}
+    compared = consistent = 0
+    for i, case in enumerate(replicated):
+        want = key_crc(blocks_of(case))
+        if i not in out:  # a key with no chunk rows: not composed here (an empty key)
+            assert want.length == 0
+            continue
+        got = out[i]
+        if want.crc is None or want.length != want.om_length:
+            # mixed types, no CRC, or chunks not covering the OM length: no value is given
+            assert got["crc32"] is None and got["crc32c"] is None, case["name"]
+            continue
+        alg = want.algorithm
+        assert got["unverified"] is None, (case["name"], got["unverified"])
+        assert int.from_bytes(got[alg], "big") == want.crc, case["name"]
+        compared += 1
+        if not want.ozone_differs and "request_length" not in case["input_spec"]:
+            # (a range request's checksum covers less than the key: not the key's value)
+            consistent += 1
+            fc = case["ozone_output"]["file_checksum"]
+            assert got[alg] == bytes.fromhex(fc["bytes_hex"]), case["name"]
+            assert got["ozone_note"] is None, case["name"]
+        elif want.ozone_differs:
+            assert got["ozone_note"] and "would differ" in got["ozone_note"], case["name"]
+    # every replicated golden key with a CRC of its bytes, 34 of them where Ozone agrees
+    assert (compared, consistent) == (38, 34), (compared, consistent)
