@@ -190,6 +190,27 @@ uint32_t crcm_crc32(uint32_t crc, const uint8_t *data, size_t len) {
 /* ---- combine ------------------------------------------------------------------------------ */
 
 /* x^(8*len2) mod P from the x^(2^k) table: one multiply per set bit of len2. */
+/* The product by a fixed k, tabulated per byte of the other operand: multiplying by k is
+ * linear, so x * k is the XOR of one entry per byte of x (4 tables of 256 for the 32-bit CRCs,
+ * 16 KiB; 8 for CRC-64/NVME), built from one multiply per bit and XORs. */
+static void mul_table32(crcm_mulmod_fn mul, uint32_t k, uint32_t t[4][256]) {
+    for (int j = 0; j < 4; j++) {
+        t[j][0] = 0;
+        for (int bit = 0; bit < 8; bit++) t[j][1u << bit] = mul((uint32_t)1u << (8 * j + bit), k);
+        for (unsigned v = 3; v < 256; v++)
+            if (v & (v - 1)) t[j][v] = t[j][v & (v - 1)] ^ t[j][v & (0u - v)];
+    }
+}
+
+static void mul_table64(crcm_mulmod64_fn mul, uint64_t k, uint64_t t[8][256]) {
+    for (int j = 0; j < 8; j++) {
+        t[j][0] = 0;
+        for (int bit = 0; bit < 8; bit++) t[j][1u << bit] = mul(1ull << (8 * j + bit), k);
+        for (unsigned v = 3; v < 256; v++)
+            if (v & (v - 1)) t[j][v] = t[j][v & (v - 1)] ^ t[j][v & (0u - v)];
+    }
+}
+
 static uint32_t x8nmodp(crcm_mulmod_fn mul, const uint32_t *x2k, uint64_t len2) {
     uint32_t acc = 0x80000000u; /* x^0 */
     for (int k = 3; len2; k++, len2 >>= 1)
@@ -226,12 +247,7 @@ void crcm_combine_fixed(crcm_algorithm alg, const uint32_t *crc1, const uint32_t
     /* Multiplying by a fixed k is linear over GF(2): tabulate it per byte of crc1 (1,024
      * entries from 32 multiplies), then each element costs four lookups. */
     uint32_t t[4][256];
-    for (int j = 0; j < 4; j++) {
-        t[j][0] = 0;
-        for (int bit = 0; bit < 8; bit++) t[j][1u << bit] = mul((uint32_t)1u << (8 * j + bit), k);
-        for (unsigned v = 3; v < 256; v++)
-            if (v & (v - 1)) t[j][v] = t[j][v & (v - 1)] ^ t[j][v & (0u - v)];
-    }
+    mul_table32(mul, k, t);
     for (size_t i = 0; i < n; i++) {
         uint32_t c = crc1[i];
         out[i] = t[0][c & 0xff] ^ t[1][(c >> 8) & 0xff] ^ t[2][(c >> 16) & 0xff] ^ t[3][c >> 24] ^
@@ -328,12 +344,7 @@ void crcm_combine_fixed64(const uint64_t *crc1, const uint64_t *crc2, uint64_t l
     /* As crcm_combine_fixed: multiplying by a fixed k is linear, so tabulate it per byte of
      * crc1 (2,048 entries, 16 KiB, from 64 multiplies); each element then costs 8 lookups. */
     uint64_t t[8][256];
-    for (int j = 0; j < 8; j++) {
-        t[j][0] = 0;
-        for (int bit = 0; bit < 8; bit++) t[j][1u << bit] = mul(1ull << (8 * j + bit), k);
-        for (unsigned v = 3; v < 256; v++)
-            if (v & (v - 1)) t[j][v] = t[j][v & (v - 1)] ^ t[j][v & (0u - v)];
-    }
+    mul_table64(mul, k, t);
     for (size_t i = 0; i < n; i++) {
         uint64_t c = crc1[i];
         out[i] = t[0][c & 0xff] ^ t[1][(c >> 8) & 0xff] ^ t[2][(c >> 16) & 0xff] ^
@@ -486,12 +497,7 @@ uint32_t crcm_fold_fixed(crcm_algorithm alg, const uint32_t *crcs, size_t n, uin
         return c;
     }
     uint32_t t[4][256];
-    for (int j = 0; j < 4; j++) {
-        t[j][0] = 0;
-        for (int bit = 0; bit < 8; bit++) t[j][1u << bit] = mul((uint32_t)1u << (8 * j + bit), k);
-        for (unsigned v = 3; v < 256; v++)
-            if (v & (v - 1)) t[j][v] = t[j][v & (v - 1)] ^ t[j][v & (0u - v)];
-    }
+    mul_table32(mul, k, t);
 #define T32(x) (t[0][(x) & 0xff] ^ t[1][((x) >> 8) & 0xff] ^ t[2][((x) >> 16) & 0xff] ^ t[3][(x) >> 24])
     size_t run = n / FOLD_LANES;
     uint32_t l[FOLD_LANES] = {0};
@@ -514,12 +520,7 @@ uint64_t crcm_fold_fixed64(const uint64_t *crcs, size_t n, uint64_t stride) {
         return c;
     }
     uint64_t t[8][256];
-    for (int j = 0; j < 8; j++) {
-        t[j][0] = 0;
-        for (int bit = 0; bit < 8; bit++) t[j][1u << bit] = mul(1ull << (8 * j + bit), k);
-        for (unsigned v = 3; v < 256; v++)
-            if (v & (v - 1)) t[j][v] = t[j][v & (v - 1)] ^ t[j][v & (0u - v)];
-    }
+    mul_table64(mul, k, t);
 #define T64(x) (t[0][(x) & 0xff] ^ t[1][((x) >> 8) & 0xff] ^ t[2][((x) >> 16) & 0xff] ^ \
                 t[3][((x) >> 24) & 0xff] ^ t[4][((x) >> 32) & 0xff] ^ t[5][((x) >> 40) & 0xff] ^ \
                 t[6][((x) >> 48) & 0xff] ^ t[7][(x) >> 56])
@@ -562,12 +563,7 @@ int crcm_fold_segments_be(crcm_algorithm alg, const uint8_t *be, const uint64_t 
         crcm_mulmod64_fn mul = b->mulmod_crc64nvme;
         uint64_t k = x8nmodp64(mul, stride);
         uint64_t t[8][256];
-        for (int j = 0; j < 8; j++) {
-            t[j][0] = 0;
-            for (int bit = 0; bit < 8; bit++) t[j][1u << bit] = mul(1ull << (8 * j + bit), k);
-            for (unsigned v = 3; v < 256; v++)
-                if (v & (v - 1)) t[j][v] = t[j][v & (v - 1)] ^ t[j][v & (0u - v)];
-        }
+        mul_table64(mul, k, t);
         uint64_t *o = (uint64_t *)out;
         for (size_t s = 0; s < nseg; s++) {
             uint64_t lo = bounds[s], hi = bounds[s + 1], c = 0;
@@ -586,12 +582,7 @@ int crcm_fold_segments_be(crcm_algorithm alg, const uint8_t *be, const uint64_t 
     const uint32_t *x2k = alg == CRCM_CRC32 ? crcm_x2k_crc32 : crcm_x2k_crc32c;
     uint32_t k = x8nmodp(mul, x2k, stride);
     uint32_t t[4][256];
-    for (int j = 0; j < 4; j++) {
-        t[j][0] = 0;
-        for (int bit = 0; bit < 8; bit++) t[j][1u << bit] = mul((uint32_t)1u << (8 * j + bit), k);
-        for (unsigned v = 3; v < 256; v++)
-            if (v & (v - 1)) t[j][v] = t[j][v & (v - 1)] ^ t[j][v & (0u - v)];
-    }
+    mul_table32(mul, k, t);
     uint32_t *o = (uint32_t *)out;
     for (size_t s = 0; s < nseg; s++) {
         uint64_t lo = bounds[s], hi = bounds[s + 1];

@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -33,11 +32,10 @@ from merkle.copies.keycrcs import COMPOSE_SCHEMA, KEY_CRC_SCHEMA, compose_keys
 from merkle.copies.keymap import KEY_BLOCK_SCHEMA, KEY_SCHEMA, NameMap, key_tables
 from merkle.copies.verdicts import (FINDINGS, SOURCE_COLUMNS, TARGET_COLUMNS, VERDICT_SCHEMA,
                                     VERDICTS, decide)
+from spark_udfs.passes import whole_groups
 
 __all__ = ["CopyCheck", "copycheck"]
 
-#: rows gathered before a compose pass (Spark hands mapInArrow ~1,000-row batches)
-_MIN_ROWS_PER_PASS = 1 << 16
 #: target objects per describe task: S3 requests run in the executors' tasks
 _OBJECTS_PER_TASK = 2000
 
@@ -74,32 +72,10 @@ class CopyCheck:
 
 
 def _compose_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """compose_keys over one partition whose rows are clustered and sorted by key: batches
-    gathered into passes, every complete key of a pass composed once (a key's rows may span
-    batches: the last key's rows wait for the next pass)."""
-    held: List[pa.RecordBatch] = []
-    rows = 0
-
-    def run(t: pa.Table) -> Iterator[pa.RecordBatch]:
+    """compose_keys over one partition whose rows are clustered and sorted by key, a pass of
+    whole keys at a time (spark_udfs.passes)."""
+    for t in whole_groups(batches, "key_id"):
         yield from compose_keys(t.select(COMPOSE_SCHEMA.names).cast(COMPOSE_SCHEMA)).to_batches()
-
-    for b in batches:
-        if b.num_rows == 0:
-            continue
-        held.append(b)
-        rows += b.num_rows
-        if rows < _MIN_ROWS_PER_PASS:
-            continue
-        t = pa.Table.from_batches(held)
-        kid = t.column("key_id").to_numpy()
-        if kid[0] == kid[-1]:
-            continue  # one key so far: keep gathering
-        last = int(np.flatnonzero(kid[1:] != kid[:-1])[-1]) + 1
-        yield from run(t.slice(0, last))
-        rest = t.slice(last)
-        held, rows = rest.to_batches(), rest.num_rows
-    if rows:
-        yield from run(pa.Table.from_batches(held))
 
 
 def _describe_fn(target: Any) -> Any:

@@ -53,6 +53,7 @@ import numpy as np
 import pyarrow as pa
 
 import merkle
+from spark_udfs.passes import whole_groups
 from spark_udfs.tables import CHUNK_COLUMNS, RowColumns, column_values
 
 __all__ = ["DEFAULT_DATANODE_LIMIT", "DiffResult", "PULL_KINDS", "PULL_SCHEMA", "diff_chunks",
@@ -321,36 +322,12 @@ _PULL_ARROW = pa.schema([
     ("value", pa.int64())])
 
 
-#: rows gathered before a comparison pass: Spark hands mapInArrow ~1,000-row batches (the
-#: session's maxRecordsPerBatch), and converting columns costs the same for 1,000 rows as
-#: for 64,000
-_MIN_ROWS_PER_PASS = 1 << 16
-
-
 def _compare_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Level 3 over one partition: rows arrive sorted by container and a container's rows
-    may span batches; batches are gathered into passes of at least _MIN_ROWS_PER_PASS rows
-    and every complete container of a pass is compared once (_compare_table)."""
-    held: List[pa.RecordBatch] = []
-    rows = 0
-    for b in batches:
-        held.append(b)
-        rows += b.num_rows
-        if rows < _MIN_ROWS_PER_PASS:
-            continue
-        t = pa.Table.from_batches(held)
-        cid = t.column("container").to_numpy()
-        last = int(np.flatnonzero(cid[1:] != cid[:-1])[-1]) + 1 if cid.size > 1 and \
-            cid[0] != cid[-1] else 0
-        if last == 0:
-            continue  # one container so far: keep gathering
-        out = _compare_table(t.slice(0, last))
-        rest = t.slice(last)
-        held, rows = rest.to_batches(), rest.num_rows
-        if out:
-            yield pa.RecordBatch.from_pylist(out, schema=_PULL_ARROW)
-    if rows:
-        out = _compare_table(pa.Table.from_batches(held))
+    may span batches; every complete container of a pass (spark_udfs.passes) is compared
+    once (_compare_table)."""
+    for t in whole_groups(batches, "container"):
+        out = _compare_table(t)
         if out:
             yield pa.RecordBatch.from_pylist(out, schema=_PULL_ARROW)
 
