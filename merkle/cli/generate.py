@@ -64,7 +64,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--volumes", type=positive_int, default=2, metavar="N", help="per datanode")
     p.add_argument("--containers", type=positive_int, default=None, metavar="N",
                    help="default: 12 with --layout ozone (room for its default fault mix, "
-                        "which adds Ozone's own faults), 4 with --layout crcmerkle")
+                        "which adds the layout's own faults), 4 with --layout crcmerkle")
     p.add_argument("--replicas", type=positive_int, default=3, metavar="N")
     p.add_argument("--blocks", type=_range, default=(2, 6), metavar="MIN-MAX",
                    help="blocks per container (default 2-6)")
@@ -99,6 +99,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
+def default_containers(layout: str) -> int:
+    """4, or 12 for a layout that injects faults of its own besides the common ones (Ozone's:
+    the default mix of both does not fit in 4)."""
+    from merkle.replica.layouts import LayoutError, layout_named
+
+    try:
+        return 12 if layout_named(layout).fault_types else 4
+    except LayoutError:  # an unknown name: the generator says so in one line
+        return 4
+
+
 def run(args: argparse.Namespace) -> int:
     from merkle.replica.generate import GeneratorConfig, GeneratorError, generate_cluster, \
         parse_faults
@@ -106,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = GeneratorConfig(
             datanodes=args.datanodes, volumes=args.volumes,
             containers=(args.containers if args.containers is not None
-                        else 12 if args.layout == "ozone" else 4),
+                        else default_containers(args.layout)),
             replicas=args.replicas, min_blocks=args.blocks[0], max_blocks=args.blocks[1],
             block_size=args.block_size, chunk_size=args.chunk_size,
             bytes_per_checksum=args.bytes_per_checksum, algorithm=args.algorithm,

@@ -25,8 +25,8 @@ from google.protobuf.message import DecodeError
 
 from merkle.copies import om_pb2
 from merkle.replica.ozone.rocks import (  # the datanode's snapshot rules, reused as they are
-    SNAPSHOT_ENV, NotRegularFileError, VolumeDBError, _refuse_non_directory, _rocksdict,
-    _take_snapshot)
+    SNAPSHOT_ENV, NotRegularFileError, VolumeDBError, load_rocksdict, refuse_non_directory,
+    take_snapshot)
 
 VOLUME_TABLE = "volumeTable"
 BUCKET_TABLE = "bucketTable"
@@ -209,9 +209,9 @@ class OmDB:
         self.path = os.fspath(path)
         self.problems: List[str] = []
         self.problem_count = 0
-        rd = _rocksdict()
+        rd = load_rocksdict()
         try:
-            _refuse_non_directory(self.path)
+            refuse_non_directory(self.path)
         except VolumeDBError as exc:
             raise OmDBError(str(exc)) from None
         # the temp directory unless told: CRCMERKLE_SNAPSHOT_DIR (or snapshot_dir) on the
@@ -225,7 +225,7 @@ class OmDB:
         self._db: Any = None
         try:
             try:
-                _take_snapshot(self.path, self._snap)
+                take_snapshot(self.path, self._snap)
             except VolumeDBError as exc:
                 raise OmDBError(str(exc)) from None
             except NotRegularFileError as exc:
@@ -512,7 +512,7 @@ def open_om_db(path: "os.PathLike[str] | str", *,
 def write_om_db(db_dir: "os.PathLike[str] | str", tables: Dict[str, Dict[bytes, bytes]]) -> None:
     """Create an OM DB at `db_dir` holding `tables` ({column family: {key: value}}), with every
     REQUIRED_TABLES column family, flushed to SST files (tests and generated data)."""
-    rd = _rocksdict()
+    rd = load_rocksdict()
     names = sorted(set(REQUIRED_TABLES) | set(tables))
     opts = rd.Options(raw_mode=True)
     opts.create_if_missing(True)

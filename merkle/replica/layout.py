@@ -208,6 +208,11 @@ class Layout(Protocol):
         """Write the key map of the generated cluster `manifest` describes under `out` and
         return the manifest with each key's ground truth (only asked when `writes_om_db`)."""
 
+    def generated_key_bytes(self, out: Path, key: Dict[str, Any]) -> bytes:
+        """The true bytes of a key of a generated cluster's OM DB (an entry of its manifest's
+        `keys`), read from replicas that still hold them; the generator's error (one line)
+        when none does, or the layout writes no OM DB."""
+
     def replicate_refusal(self, path: str, role: str) -> Optional[str]:
         """Why `crcmerkle replicate` must not copy from (`role` "source") or into ("target")
         `path` when it lies on this layout's volumes (it may not exist yet: a target); None
@@ -333,6 +338,10 @@ class ReadOnlyLayout:
     def generate_om_db(self, out: Path, manifest: Dict[str, Any], cfg: Any) -> Dict[str, Any]:
         self.check_can_generate()
         return manifest  # not reached: check_can_generate refuses
+
+    def generated_key_bytes(self, out: Path, key: Dict[str, Any]) -> bytes:
+        self.check_can_generate()
+        return b""  # not reached: check_can_generate refuses
 
     def replicate_refusal(self, path: str, role: str) -> Optional[str]:
         # a target does not exist yet: the directory it would be created in is asked

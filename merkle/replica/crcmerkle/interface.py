@@ -148,6 +148,10 @@ class CrcmerkleLayout:
     def generate_om_db(self, out: Path, manifest: Dict[str, Any], cfg: Any) -> Dict[str, Any]:
         return manifest  # not asked: writes_om_db is False
 
+    def generated_key_bytes(self, out: Path, key: Dict[str, Any]) -> bytes:
+        from merkle.replica.synth import GeneratorError
+        raise GeneratorError("the crcmerkle layout writes no OM DB: its clusters have no keys")
+
     def replicate_refusal(self, path: str, role: str) -> Optional[str]:
         return None  # replicate copies this layout's replicas
 

@@ -119,12 +119,12 @@ def check_available() -> None:
     """GeneratorError unless the ozone extra (rocksdict, protobuf, PyYAML) is importable."""
     try:
         from merkle.replica.ozone import writer  # noqa: F401  (protobuf, YAML)
-        from merkle.replica.ozone.rocks import VolumeDBError, _rocksdict
+        from merkle.replica.ozone.rocks import VolumeDBError, load_rocksdict
     except ImportError as exc:
         raise GeneratorError(f"the ozone layout needs {exc.name or 'its extra'}: "
                              f"pip install 'crcmerkle[ozone]'") from None
     try:
-        _rocksdict()
+        load_rocksdict()
     except VolumeDBError as exc:
         raise GeneratorError(str(exc)) from None
 

@@ -140,6 +140,10 @@ class OzoneLayout:
         from merkle.replica.ozone.omkeys import write_generated_om_db
         return write_generated_om_db(out, manifest, cfg)
 
+    def generated_key_bytes(self, out: Path, key: Dict[str, Any]) -> bytes:
+        from merkle.replica.ozone.omkeys import key_bytes
+        return key_bytes(out, key)
+
     def replicate_refusal(self, path: str, role: str) -> Optional[str]:
         # before any lock: nothing may be written into a datanode's volume (a target that
         # does not exist yet counts when a volume lies above it)

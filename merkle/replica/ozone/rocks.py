@@ -42,7 +42,7 @@ except ImportError:  # pragma: no cover - not POSIX
 
 __all__ = ["BLOCK_DATA", "COLUMN_FAMILIES", "METADATA", "LockedVolumeDB", "VolumeDB",
            "VolumeDBError", "VolumeInUseError", "block_key", "cf_options", "container_prefix",
-           "lock_is_free",
+           "load_rocksdict", "lock_is_free", "refuse_non_directory", "take_snapshot",
            "write_volume_db"]
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -84,7 +84,8 @@ def block_key(container_id: int, local_id: int) -> bytes:
     return container_prefix(container_id) + str(int(local_id)).encode("ascii")
 
 
-def _rocksdict() -> Any:
+def load_rocksdict() -> Any:
+    """The rocksdict module, or VolumeDBError (one line) naming the extra that installs it."""
     try:
         import rocksdict
     except ImportError:
@@ -194,7 +195,7 @@ def _open_db_dir(db_dir: str) -> int:
         raise VolumeDBError(f"{db_dir}: {exc.strerror or exc}") from None
 
 
-def _take_snapshot(db_dir: str, dest: str) -> None:
+def take_snapshot(db_dir: str, dest: str) -> None:
     """Hard-link/copy a consistent view of `db_dir` into the empty directory `dest`: only
     the files RocksDB reads (see the module docstring), each copy bounded (_Budget). Every
     file is opened relative to the DB directory's descriptor, never through a link, never
@@ -231,7 +232,7 @@ def _take_snapshot(db_dir: str, dest: str) -> None:
         os.close(dfd)
 
 
-def _refuse_non_directory(db_dir: str) -> None:
+def refuse_non_directory(db_dir: str) -> None:
     """VolumeDBError unless `db_dir` is a directory itself (a link to one is never followed)."""
     try:
         st = os.stat(db_dir, follow_symlinks=False)
@@ -252,8 +253,8 @@ class VolumeDB:
 
     def __init__(self, db_dir: PathLike, *, snapshot_dir: Optional[PathLike] = None) -> None:
         self.path = os.fspath(db_dir)
-        rd = _rocksdict()
-        _refuse_non_directory(self.path)
+        rd = load_rocksdict()
+        refuse_non_directory(self.path)
         # the temp directory unless told: CRCMERKLE_SNAPSHOT_DIR on the volume's filesystem
         # (outside the volume) makes every table file a hard link instead of a copy
         where = snapshot_dir if snapshot_dir is not None else os.environ.get(SNAPSHOT_ENV)
@@ -268,7 +269,7 @@ class VolumeDB:
             last: Optional[BaseException] = None
             for _ in range(_SNAPSHOT_ATTEMPTS):
                 try:
-                    _take_snapshot(self.path, self._snap)
+                    take_snapshot(self.path, self._snap)
                     self._db = self._open(rd)
                     break
                 except VolumeDBError:
@@ -360,7 +361,7 @@ def write_volume_db(db_dir: PathLike, block_data: Dict[bytes, bytes],
     """Create a schema-V3 `container.db` holding `block_data` and `metadata` (full keys),
     with Ozone's column families and table options (9-byte fixed prefix extractor, Bloom
     filter, block-based format_version 5, Snappy), flushed to SST files."""
-    rd = _rocksdict()
+    rd = load_rocksdict()
     opts = cf_options(rd)
     opts.create_if_missing(True)
     opts.create_missing_column_families(True)
@@ -444,8 +445,8 @@ class LockedVolumeDB(VolumeDB):
         self.path = os.fspath(db_dir)
         self._snap = None
         self._db = None
-        rd = _rocksdict()
-        _refuse_non_directory(self.path)
+        rd = load_rocksdict()
+        refuse_non_directory(self.path)
         if not os.path.isfile(os.path.join(self.path, "CURRENT")):
             raise VolumeDBError(f"{self.path}: not a RocksDB directory")
         _only_regular_files(self.path)
