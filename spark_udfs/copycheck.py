@@ -30,8 +30,8 @@ import pyarrow.parquet as pq
 
 from merkle.copies.keycrcs import COMPOSE_SCHEMA, KEY_CRC_SCHEMA, compose_keys
 from merkle.copies.keymap import KEY_BLOCK_SCHEMA, KEY_SCHEMA, NameMap, key_tables
-from merkle.copies.verdicts import (FINDINGS, SOURCE_COLUMNS, TARGET_COLUMNS, VERDICT_SCHEMA,
-                                    VERDICTS, decide)
+from merkle.copies.verdicts import (FINDINGS, SHARED_NAME, SOURCE_COLUMNS, TARGET_COLUMNS,
+                                    VERDICT_SCHEMA, VERDICTS, decide)
 from spark_udfs.passes import whole_groups
 
 __all__ = ["CopyCheck", "copycheck"]
@@ -174,6 +174,14 @@ def copycheck(spark: Any, om_db: str, scan: Dict[str, Any], target_uri: str, out
         om_problems, om_problem_count = list(db.problems), db.problem_count
     keys = spark.read.schema(_arrow_ddl(KEY_SCHEMA)).parquet(keys_dir)
     key_blocks = spark.read.schema(_arrow_ddl(KEY_BLOCK_SCHEMA)).parquet(blocks_dir)
+    # two keys given one name (--map rules that merge buckets): neither is compared with the
+    # object of that name as if it were its only copy
+    shared = keys.filter(F.col("name").isNotNull()).groupBy("name") \
+        .agg(F.count(F.lit(1)).alias("__keys")).filter(F.col("__keys") > 1)
+    keys = keys.join(shared, "name", "left").withColumn(
+        "reason", F.when(F.col("__keys").isNotNull() & F.col("reason").isNull(),
+                         F.concat(F.col("__keys").cast("string"), F.lit(" " + SHARED_NAME)))
+        .otherwise(F.col("reason"))).drop("__keys")
 
     # 2. the target: listed here, described on the executors (before the keys' CRCs: a
     # composite copy's part sizes go with its key into the compose step)

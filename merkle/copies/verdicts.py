@@ -54,6 +54,11 @@ TARGET_COLUMNS = ("t_name", "t_size", "t_crc32", "t_crc32c", "t_crc64nvme",
                   "t_other", "t_requests", "t_bytes_read", "t_error")
 
 
+#: the end of the reason of a key that shares its target name with other keys (--map rules
+#: that merge prefixes): decided before the sizes, which would compare it with another's copy
+SHARED_NAME = "keys are given this name (--map): which one the object copies cannot be told"
+
+
 def _hex(v: Optional[bytes]) -> Optional[str]:
     return None if v is None else "0x" + bytes(v).hex()
 
@@ -75,6 +80,8 @@ def _decide_one(row: Dict[str, object]) -> Tuple[str, Optional[str], Optional[st
         return MISSING, None, None, None, "no object of this name in the target"
     if row["key_id"] is None:
         return EXTRA, None, None, None, "no key maps to this object"
+    if row["reason"] is not None and str(row["reason"]).endswith(SHARED_NAME):
+        return UNVERIFIED, None, None, None, str(row["reason"])
     size, tsize = row["size"], row["t_size"]
     if size is not None and tsize is not None and size != tsize:
         return SIZE_DIFFERS, None, None, None, f"{size} bytes in Ozone, {tsize} in the target"

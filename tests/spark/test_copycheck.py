@@ -170,6 +170,23 @@ def test_without_also_only_crc32_copies_compare(world: Any, capsys: Any) -> None
     assert rc == 1
 
 
+def test_keys_mapped_to_one_name_are_not_compared_as_one(world: Any, capsys: Any) -> None:
+    """--map rules that give two keys one name: that name is UNVERIFIED for each of them
+    (never a MATCH against an object that copies only one), the other keys are untouched."""
+    _, _, manifest, _, _, truth = world
+    two = [k["name"] for k in manifest["keys"] if k["pristine_copy"]][:2]
+    # both named as the first one's copy, which exists (its size may not be the second's)
+    rc, _, rows = check(world, capsys, "plain", "check-merged",
+                        "--map", f"{two[0]}={two[0].lstrip('/')}",
+                        "--map", f"{two[1]}={two[0].lstrip('/')}")
+    merged = [r for r in pq.read_table(world[0] / "check-merged" / "verdicts").to_pylist()
+              if r["name"] == two[0].lstrip("/")]
+    assert sorted(r["ozone_name"] for r in merged) == sorted(two)
+    assert all(r["verdict"] == "UNVERIFIED" and "2 keys are given this name" in r["detail"]
+               for r in merged)
+    assert rc == 1
+
+
 def test_local_directory_target_reads_and_says_so(world: Any, capsys: Any) -> None:
     """A local directory is the one target whose data is read: every pristine key written
     there MATCHes, and the report counts the bytes read."""
