@@ -33,7 +33,9 @@ from loopback_s3 import LoopbackS3  # noqa: E402
 KiB = 1024
 BLOCK, CHUNK, BPC = 48 * KiB, 16 * KiB, 4 * KiB
 PART = 8 * KiB  # multipart copies: parts of 8 KiB (two windows), the last shorter
-PREFIX = "copies"
+# not tests/test_copies_fixture.py's prefix: one moto backend serves every loopback server of
+# a process, so objects another test uploaded are still listed
+PREFIX = "copycheck"
 
 
 @pytest.fixture(scope="module")
