@@ -265,6 +265,15 @@ class _Lazy:
         return self._col[int(i)].as_py()
 
 
+def _window_sizes(cnt: np.ndarray, lens: np.ndarray, bpc: np.ndarray) -> np.ndarray:
+    """Every window's length, chunk after chunk (columns of one key's chunk rows): its
+    bytes_per_checksum, the last of each chunk what is left (chunks.window_sizes' rule)."""
+    sizes = np.repeat(bpc, cnt)
+    some = cnt > 0
+    sizes[np.cumsum(cnt)[some] - 1] = lens[some] - (cnt[some] - 1) * bpc[some]
+    return sizes
+
+
 def _fold_keys(alg: str, crcs: np.ndarray, rkey: np.ndarray, cnt: np.ndarray,
                lens: np.ndarray, bpc: np.ndarray, usable: np.ndarray, covered: np.ndarray,
                out: List[Optional[bytes]]) -> None:
@@ -307,10 +316,7 @@ def _fold_keys(alg: str, crcs: np.ndarray, rkey: np.ndarray, cnt: np.ndarray,
             if covered[k] == 0:
                 out[k] = bytes(width)
             continue
-        c = cnt[a:b + 1]
-        sizes = np.repeat(bpc[a:b + 1], c)
-        some = c > 0
-        sizes[np.cumsum(c)[some] - 1] = lens[a:b + 1][some] - (c[some] - 1) * bpc[a:b + 1][some]
+        sizes = _window_sizes(cnt[a:b + 1], lens[a:b + 1], bpc[a:b + 1])
         crc, total_k = compose_columns(alg, crcs[lo:hi].astype(_NATIVE[alg]), sizes,
                                        strict=False)
         if total_k == covered[k]:  # cannot differ after compose_keys' checks; never guess
@@ -341,12 +347,9 @@ def _composites(alg: str, crcs: np.ndarray, rkey: np.ndarray, cnt: np.ndarray,
         if not 0 < len(sizes_k) <= MAX_PARTS or any(p is None or p < 0 for p in sizes_k):
             notes[k] = f"{len(sizes_k)} parts: not a multipart upload's part list"
             continue
-        c = cnt[a:b + 1]
         w0 = int(wend[a] - cnt[a])
         w1 = int(wend[b])
-        sizes = np.repeat(bpc[a:b + 1], c)
-        some = c > 0
-        sizes[np.cumsum(c)[some] - 1] = lens[a:b + 1][some] - (c[some] - 1) * bpc[a:b + 1][some]
+        sizes = _window_sizes(cnt[a:b + 1], lens[a:b + 1], bpc[a:b + 1])
         ends = np.cumsum(sizes)
         bounds = np.cumsum(np.asarray(sizes_k, dtype=np.int64))
         if bounds.shape[0] and (bounds[-1] != (ends[-1] if ends.shape[0] else 0)):
