@@ -1,6 +1,6 @@
 """The scan job's and the diff job's throughput on a Spark standalone cluster, against
-local[2], interleaved round after round (issue 18: the scale model, docs/operations/scale-model.md, from cluster
-figures, not from local[2] alone).
+local[2], interleaved round after round (issue 18: the scale model of
+docs/operations/scale-model.md from cluster figures, not from local[2] alone).
 
     python bench/spark_cluster_rates.py                 # full: 1.29 GB scan, 2 x 30 M diff rows
     python bench/spark_cluster_rates.py --quick         # 256 MiB, 2 x 600 k rows, 2 rounds

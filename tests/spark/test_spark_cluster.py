@@ -122,9 +122,9 @@ def test_demo_on_a_standalone_cluster_equals_local(spark, cluster, tmp_path):
     cmd += [str(ROOT / "spark_udfs" / "__main__.py"), "demo", "--dir", str(demo),
             "--containers", str(CONTAINERS), "--seed", str(SEED), "--no-repair",
             "--layout", LAYOUT]
-    # The documented form (docs/operations/cluster.md): PYSPARK_PYTHON for the executors, PYSPARK_DRIVER_PYTHON for the
-    # driver (spark.pyspark.python would apply to the client-mode driver too, which has no
-    # ./env); the driver imports this checkout
+    # The documented form (docs/operations/cluster.md): PYSPARK_PYTHON for the executors,
+    # PYSPARK_DRIVER_PYTHON for the driver (spark.pyspark.python would apply to the
+    # client-mode driver too, which has no ./env); the driver imports this checkout
     env = clean_env({"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": sys.executable,
                       "PYTHONPATH": str(ROOT)})
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900,
