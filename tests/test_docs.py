@@ -120,3 +120,35 @@ def test_the_cluster_recipe_is_where_ci_reads_it() -> None:
     lines = [ln for ln in block.splitlines()
              if ln.startswith(("python -m venv env ", "env/bin/venv-pack "))]
     assert len(lines) == 2, lines
+
+
+# ---- the site's structure (the CI docs step builds it with --strict; this is the quick check) --
+
+def _nav_pages(node) -> list:
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, dict):
+        return [p for v in node.values() for p in _nav_pages(v)]
+    return [p for item in node for p in _nav_pages(item)]
+
+
+def test_every_page_is_in_the_nav_and_every_nav_entry_is_a_page() -> None:
+    yaml = pytest.importorskip("yaml")
+    config = yaml.safe_load(checkout_text("mkdocs.yml"))
+    nav = _nav_pages(config["nav"])
+    assert len(nav) == len(set(nav)), "a page twice in mkdocs.yml's nav"
+    docs = ROOT / "docs"
+    pages = {p.relative_to(docs).as_posix() for p in docs.rglob("*.md")
+             if "_incoming" not in p.relative_to(docs).parts}
+    assert set(nav) == pages
+
+
+def test_links_between_pages_name_pages_that_exist() -> None:
+    checkout_text("mkdocs.yml")
+    docs = ROOT / "docs"
+    for page in docs.rglob("*.md"):
+        if "_incoming" in page.relative_to(docs).parts:
+            continue
+        text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+        for target in re.findall(r"\]\(([^)#\s]+\.md)(?:#[^)]*)?\)", text):
+            assert (page.parent / target).resolve().is_file(), (page.name, target)
