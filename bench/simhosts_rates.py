@@ -1,7 +1,7 @@
 """The data-local scan's rates on simulated datanode hosts (tests/spark/simhosts.py: a
 standalone master and one worker per datanode on 127.0.0.2-4, each in its own mount
-namespace with only its datanode's volumes at /srv/ozone/disk0,1), for the README's
-"Verifying a real Ozone cluster" scale model:
+namespace with only its datanode's volumes at /srv/ozone/disk0,1), for the scale model of
+docs/operations/scale-model.md ("Scale model, data-local"):
 
   - the deep scan at full speed, page cache dropped before each round (cold, as a datanode's
     disks are): GB verified per executor CPU-second (the executor JVMs and their Python

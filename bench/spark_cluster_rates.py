@@ -1,6 +1,6 @@
 """The scan job's and the diff job's throughput on a Spark standalone cluster, against
-local[2], interleaved round after round (issue 18: the README's scale model from cluster
-figures, not from local[2] alone).
+local[2], interleaved round after round (issue 18: the scale model of
+docs/operations/scale-model.md from cluster figures, not from local[2] alone).
 
     python bench/spark_cluster_rates.py                 # full: 1.29 GB scan, 2 x 30 M diff rows
     python bench/spark_cluster_rates.py --quick         # 256 MiB, 2 x 600 k rows, 2 rounds
@@ -12,12 +12,12 @@ What it does:
      per container, 0.1% of chunks diverged, with the blocks and containers tables a scan
      writes). Kept under WORKDIR/data and reused by the next run.
   2. Builds the executors' packed env when WORKDIR/env.tar.gz is missing: a wheel of this
-     checkout, then the README's own two lines ("Running on a cluster": `python -m venv env
+     checkout, then the docs' own two lines (docs/operations/cluster.md: `python -m venv env
      && ...`, `env/bin/venv-pack ...`). --archive uses an existing one.
   3. Starts a standalone master and --workers workers of 1 core each (pyspark's bin/spark-class,
      127.0.0.1 only, a clean environment without this virtualenv: the executors get crcmerkle
      from the archive only), and two drivers that stay up for the whole run: one on local[2]
-     (get_session, as the bench does), one through spark-submit the README's way
+     (get_session, as the bench does), one through spark-submit the documented way
      (`--archives env.tar.gz#env`, PYSPARK_PYTHON=./env/bin/python). The daemons and the
      drivers run in process groups of their own, all killed on the way out (finally, also
      on SIGTERM / Ctrl-C).
@@ -287,11 +287,12 @@ class Procs:
 
 
 def build_archive(work: Path) -> Path:
-    """A wheel of this checkout and the README's two recipe lines, run in `work`."""
+    """A wheel of this checkout and the two recipe lines of docs/operations/cluster.md, run
+    in `work`."""
     import re
 
-    text = (ROOT / "README.md").read_text()
-    sec = text[text.index("### Running on a cluster"):]
+    text = (ROOT / "docs" / "operations" / "cluster.md").read_text()
+    sec = text[re.search(r"^#+ Running on a cluster$", text, re.M).start():]
     block = re.search(r"```bash\n(.*?)```", sec, re.S).group(1)
     lines = [ln for ln in block.splitlines()
              if ln.startswith(("python -m venv env ", "env/bin/venv-pack "))]
@@ -374,7 +375,7 @@ def main() -> int:
            f"{diff['changed']:,} diverged" if diff else ""))
     archive = Path(a.archive) if a.archive else work / "env.tar.gz"
     if not archive.exists():
-        say("building the packed env (README recipe) ...")
+        say("building the packed env (the docs' recipe) ...")
         archive = build_archive(work)
 
     conf = run_dir / "conf"
@@ -424,7 +425,7 @@ def main() -> int:
         procs.start("driver-local", [sys.executable, *common, "--driver", "local",
                                      "--ui-port", str(free_port())], lenv, run_dir)
         drivers["local[2]"] = {"conn": listener.accept(), "pid": procs.procs[-1][1].pid}
-        # the cluster: spark-submit the README's way; the driver imports this checkout
+        # the cluster: spark-submit the documented way; the driver imports this checkout
         cenv = clean_env({AUTH_ENV: authkey, "SPARK_CONF_DIR": str(conf),
                           "PYSPARK_PYTHON": "./env/bin/python",
                           "PYSPARK_DRIVER_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)})

@@ -62,7 +62,7 @@ static int always(void) { return 1; }
  * On Zen 4 (EPYC VM, 2026-11-27, bench/uarch_probe.c --limits) a VPCLMULQDQ issues every 2
  * cycles at xmm, ymm and zmm alike, so a zmm fold moves twice the bytes of a ymm one: CRC-64/NVME
  * 256 KiB 57.6 vs 29.1 GB/s, CRC-32C 57.8 vs 46.2 (the ymm one-shot is fused with crc32
- * streams; README "Performance"). zmm is first on every AVX-512 CPU measured. */
+ * streams; docs/performance/zen4.md). zmm is first on every AVX-512 CPU measured. */
 static const crcm_backend backends[] = {
 #if defined(CRCM_HAVE_AVX512)
     {"avx512-vpclmulqdq", crcm_cpu_has_avx512_vpclmul, crcm_avx512_crc32c,

@@ -1,4 +1,4 @@
-"""The end-to-end demo behind `crcmerkle spark demo` (the README's main command).
+"""The end-to-end demo behind `crcmerkle spark demo` (README.md's command 1).
 
 It generates a small cluster with injected faults (merkle.replica.generate, ground truth in its
 manifest), runs the scan, diff and report jobs on Spark, and checks that what the jobs found is

@@ -43,7 +43,7 @@ def _lines(text: str) -> List[str]:
 #: top-level module -> the extra that installs it
 _EXTRA_OF = {"pyarrow": "spark", "pyspark": "spark", "pandas": "spark", "py4j": "spark",
              "numpy": "spark", "google": "ozone", "rocksdict": "ozone", "yaml": "ozone"}
-#: crcmerkle is on no package index: it installs from its clone (README, "Install")
+#: crcmerkle is on no package index: it installs from its clone (README.md, docs/getting-started.md)
 _INSTALL_FROM_CLONE = 'pip install ".[{extra}]" in the crcmerkle clone'
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
 
@@ -57,7 +57,7 @@ def _module_hint(message: str) -> str:
         return ""
     return (f"; the executors' Python lacks the {extra!r} extra: install crcmerkle there as "
             f"pip install \".[{extra}]\" from the clone, or a wheel: pip install "
-            f"\"$(ls dist/crcmerkle-*.whl)[{extra}]\" (the README's 'Running on a cluster')")
+            f"\"$(ls dist/crcmerkle-*.whl)[{extra}]\" (docs/operations/cluster.md)")
 
 
 def _hint(message: str) -> str:

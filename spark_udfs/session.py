@@ -1,4 +1,4 @@
-"""A SparkSession set up the way that measured best here (README: "Spark performance").
+"""A SparkSession set up the way that measured best here (docs/performance/spark.md).
 
 Why each setting:
   - SPARK_LOCAL_IP=127.0.0.1 silences the "hostname resolves to a loopback address" warning

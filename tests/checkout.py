@@ -1,7 +1,7 @@
-"""The checkout's own files beside tests/ (README.md, pyproject.toml, MANIFEST.in).
+"""The checkout's own files beside tests/ (README.md, docs/, pyproject.toml, MANIFEST.in).
 
 The wheel step of .ci/run runs a copy of tests/ against the installed wheel, with no source
-tree around it: a test of what the checkout says (the README's tables, the packaging
+tree around it: a test of what the checkout says (the docs' tables, the packaging
 declarations) skips there and runs in the checkout's own suite."""
 
 from __future__ import annotations

@@ -543,9 +543,11 @@ def test_golden_skip_message_points_inside_the_repository(monkeypatch):
     assert "tests/data/ozone-golden" in reason and "shared" not in reason.lower()
 
 
-def test_readme_installs_from_the_clone_and_names_pyspark_python():
-    readme = checkout_text("README.md")
-    assert 'pip install "crcmerkle[' not in readme  # no index has crcmerkle
-    assert 'pip install ".[ozone]"' in readme
-    udfs = readme[readme.index("### Column functions (UDFs)"):readme.index("### Running on a cluster")]
+def test_docs_install_from_the_clone_and_name_pyspark_python():
+    pages = ["README.md", "docs/getting-started.md", "docs/formats/ozone.md",
+             "docs/operations/cluster.md", "docs/spark-udfs.md"]
+    for page in pages:
+        assert 'pip install "crcmerkle[' not in checkout_text(page), page  # no index has it
+    assert 'pip install ".[ozone]"' in checkout_text("docs/formats/ozone.md")
+    udfs = checkout_text("docs/spark-udfs.md")  # the "Spark column functions (UDFs)" page
     assert "PYSPARK_PYTHON" in udfs and "No module named 'pandas'" in udfs

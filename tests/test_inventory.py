@@ -2,7 +2,7 @@
 refusal of a hostile or ambiguous file, and the plain-list round trip.
 
 The golden files were written by Ozone's own Java (tests/data/ozone-golden/datanode-list/); the
-expected hosts below are typed in from its README and the files' text, not taken from the parser.
+expected hosts below are typed in from its README.md and the files' text, not taken from the parser.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ DN3 = "c3d4e5f6-0718-4293-a4b5-c6d7e8f90a03"
 VOLS = ["/data/disk1", "/data/disk2"]
 
 # (host, address, uuid, opState, healthState, failedVolumes) in file order: typed from the
-# README ("dn2 DEAD while in maintenance, dn3 with one failed volume; sorted HEALTHY first";
+# datanode-list/README.md ("dn2 DEAD while in maintenance, dn3 with one failed volume; sorted
+# HEALTHY first";
 # "--most-used ... dn2 HEALTHY with a failed volume") and the files' text.
 EXAMPLE1 = [
     ("ozone-dn1.example.com", "10.0.0.11", DN1, "IN_SERVICE", "HEALTHY", ()),

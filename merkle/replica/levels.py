@@ -49,7 +49,7 @@ class Level:
     data_scanned: bool = True
 
 
-#: kind (or `KIND:case`) -> Level. The README's "Findings and their levels" table is this
+#: kind (or `KIND:case`) -> Level. docs/findings.md's "Findings and their levels" table is this
 #: table (a test keeps the two equal).
 LEVELS: Dict[str, Level] = {
     # -- data: what Ozone's data scanner (KeyValueContainerCheck) reports ----------------

@@ -213,7 +213,8 @@ class SimCluster:
 
     def rss_mib(self) -> Dict[str, float]:
         """Resident memory (MiB) of the master and of each worker with everything below it
-        (executor JVM, Python workers), by name: the figures the README's scale model uses."""
+        (executor JVM, Python workers), by name: the figures the scale model uses
+        (docs/operations/scale-model.md)."""
         out: Dict[str, float] = {}
         named = [("master", self._procs[0])] + [(f"worker {w.host}", w.proc)
                                                 for w in self.workers.values()]

@@ -1,9 +1,9 @@
 """The demo's pipeline on a real Spark standalone cluster: a master and one worker (1 core,
 small memory) started with pyspark's bin/spark-class on 127.0.0.1, the driver started by
-spark-submit the README's way; the findings equal the local[2] run's.
+spark-submit the documented way (docs/operations/cluster.md); the findings equal the local[2] run's.
 
 The worker is started with a clean environment (no PYTHONPATH, no virtualenv): its
-executors see the driver's virtualenv only if told to. Two routes, as in the README:
+executors see the driver's virtualenv only if told to. Two routes, as in docs/operations/cluster.md:
   - CRCMERKLE_SPARK_ARCHIVE=env.tar.gz (a `venv-pack -p env -o env.tar.gz` of a virtualenv
     with crcmerkle[spark] installed, built by .ci/run): `--archives env.tar.gz#env` and
     spark.pyspark.python=./env/bin/python; the test checks the executor unpacked it;
@@ -122,9 +122,9 @@ def test_demo_on_a_standalone_cluster_equals_local(spark, cluster, tmp_path):
     cmd += [str(ROOT / "spark_udfs" / "__main__.py"), "demo", "--dir", str(demo),
             "--containers", str(CONTAINERS), "--seed", str(SEED), "--no-repair",
             "--layout", LAYOUT]
-    # The README's form: PYSPARK_PYTHON for the executors, PYSPARK_DRIVER_PYTHON for the
-    # driver (spark.pyspark.python would apply to the client-mode driver too, which has no
-    # ./env); the driver imports this checkout
+    # The documented form (docs/operations/cluster.md): PYSPARK_PYTHON for the executors,
+    # PYSPARK_DRIVER_PYTHON for the driver (spark.pyspark.python would apply to the
+    # client-mode driver too, which has no ./env); the driver imports this checkout
     env = clean_env({"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": sys.executable,
                       "PYTHONPATH": str(ROOT)})
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900,

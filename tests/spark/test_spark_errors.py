@@ -282,8 +282,9 @@ def test_a_ctrl_c_is_known_whichever_handler_ran():
 
 
 def test_a_missing_ozone_package_names_the_extra():
-    """Executors without the ozone extra (the README's cluster recipe once forgot it) fail
-    on import in the Python worker; the line says which extra to install, and where."""
+    """Executors without the ozone extra (the cluster recipe, docs/operations/cluster.md, once
+    forgot it) fail on import in the Python worker; the line says which extra to install, and
+    where."""
     class PythonException(Exception):
         pass
 

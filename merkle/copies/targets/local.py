@@ -168,7 +168,7 @@ class LocalTarget(Target):
                 break
             chunk = view[:n]
             # three passes over a cache-resident buffer: each CRC runs at ~40 GB/s, faster
-            # than the two-at-once kernel (measured; see the README's figures)
+            # than the two-at-once kernel (measured; see docs/performance/)
             c32c = merkle.crc32c(chunk, c32c)
             c32 = merkle.crc32(chunk, c32)
             c64 = merkle.crc64nvme(chunk, c64)
