@@ -3,10 +3,11 @@ the first instant to the last.
 
 Importing merkle (numpy, the native extension) takes a few tenths of a second; a Ctrl-C
 then would end in a KeyboardInterrupt traceback before merkle.cli.main could catch it. So
-this module, which imports nothing but builtin modules (not os, typing, nor the signal module:
-each is an import's worth of Ctrl-C window where it is not loaded yet), installs a SIGINT handler that ends the process at once with
-the one line every verb prints (exit 130), imports the command line, and only then restores
-Python's own handler (KeyboardInterrupt, caught by main). When the command is done and the
+this module, which imports nothing but builtin modules (not os, typing, nor the signal
+module: each is an import's worth of Ctrl-C window where it is not loaded yet), installs a
+SIGINT handler that ends the process at once with the one line every verb prints (exit 130),
+imports the command line, and only then restores Python's own handler (KeyboardInterrupt,
+caught by main). When the command is done and the
 process ends (atexit handlers, Spark's and py4j's threads, the interpreter's own shutdown), a
 Ctrl-C ends it the same way: nothing of the work is left to do, no traceback to show.
 
@@ -16,7 +17,7 @@ kernel's default action ends the process (a shell reports 130, nothing is printe
 
 from __future__ import annotations
 
-import _signal  # builtin: the signal module's own core
+import _signal  # type: ignore[import-not-found]  # builtin: the signal module's own core
 import sys
 
 try:
@@ -58,7 +59,8 @@ def _debugging() -> bool:
     os = sys.modules.get("os")  # once imported: it sees what merkle.cli set for --debug
     if os is not None:
         return os.environ.get("CRCMERKLE_DEBUG", "") not in ("", "0")
-    value = _os.environ.get(b"CRCMERKLE_DEBUG", _os.environ.get("CRCMERKLE_DEBUG", ""))
+    environ: Any = _os.environ  # bytes keys on POSIX, str on Windows
+    value = environ.get(b"CRCMERKLE_DEBUG") or environ.get("CRCMERKLE_DEBUG") or ""
     return value not in ("", "0", b"", b"0")
 
 

@@ -92,19 +92,23 @@ crc64nvme = crcm_py_function(2, __name__)
 def crc32c_combine(crc1, crc2, len2, /):
     """CRC-32C of A||B from crc1 = crc32c(A), crc2 = crc32c(B) and len2 = len(B).
 
-    crc1 or crc2 outside 0..2**32-1 (negative, or too large) raises ValueError; len2 outside 0..2**64-1 raises LengthOverflowError (an OverflowError and a ValueError)."""
+    crc1 or crc2 outside 0..2**32-1 (negative, or too large) raises ValueError, as awscrt's
+    combine does; len2 outside 0..2**64-1 raises LengthOverflowError (an OverflowError and a
+    ValueError)."""
     return PyLong_FromUnsignedLong(
-        crcm_combine(CRCM_CRC32C, _crc_arg(crc1, b"crc1", 0xFFFFFFFF), _crc_arg(crc2, b"crc2", 0xFFFFFFFF),
-                     _length(len2)))
+        crcm_combine(CRCM_CRC32C, _crc_arg(crc1, b"crc1", 0xFFFFFFFF),
+                     _crc_arg(crc2, b"crc2", 0xFFFFFFFF), _length(len2)))
 
 
 def crc32_combine(crc1, crc2, len2, /):
     """CRC-32 of A||B from crc1 = crc32(A), crc2 = crc32(B) and len2 = len(B), like zlib.
 
-    crc1 or crc2 outside 0..2**32-1 (negative, or too large) raises ValueError; len2 outside 0..2**64-1 raises LengthOverflowError (an OverflowError and a ValueError)."""
+    crc1 or crc2 outside 0..2**32-1 (negative, or too large) raises ValueError, as awscrt's
+    combine does; len2 outside 0..2**64-1 raises LengthOverflowError (an OverflowError and a
+    ValueError)."""
     return PyLong_FromUnsignedLong(
-        crcm_combine(CRCM_CRC32, _crc_arg(crc1, b"crc1", 0xFFFFFFFF), _crc_arg(crc2, b"crc2", 0xFFFFFFFF),
-                     _length(len2)))
+        crcm_combine(CRCM_CRC32, _crc_arg(crc1, b"crc1", 0xFFFFFFFF),
+                     _crc_arg(crc2, b"crc2", 0xFFFFFFFF), _length(len2)))
 
 
 def crc64nvme_combine(crc_a, crc_b, len_b, /):

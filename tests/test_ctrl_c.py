@@ -7,23 +7,18 @@ files) is the interpreter's, before any code of crcmerkle can run, and is left o
 
 from __future__ import annotations
 
-import os
 import signal
-import site
 import subprocess
 import sys
-import sysconfig
 import time
-from pathlib import Path
-from typing import Dict, List
+from typing import List
 
 import pytest
 
 import crcmerkle_cli
+from interrupts import LAUNCH, ROOT, assert_one_line_130, child_env as _env, interrupt as _interrupt
 
-ROOT = Path(__file__).resolve().parents[1]
-#: pip's console script, word for word but for the atexit hook (a slow shutdown, as Spark's)
-LAUNCH = "import sys; from crcmerkle_cli import main; sys.exit(main())"
+#: pip's console script but for the atexit hook (a slow shutdown, as Spark's)
 SLOW_EXIT = ("import atexit, time; atexit.register(time.sleep, 30); "
              "import sys; from crcmerkle_cli import main; sys.exit(main())")
 #: from the first instant to well after the imports (a loaded machine takes seconds)
@@ -33,59 +28,11 @@ DELAYS = [0.0, 0.01, 0.02, 0.03, 0.05, 0.08, 0.12, 0.17, 0.25, 0.35, 0.5, 0.7, 1
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
 
-def _env() -> Dict[str, str]:
-    dirs = [str(ROOT)] + [d for d in (*site.getsitepackages(), sysconfig.get_paths()["purelib"],
-                                      sysconfig.get_paths()["platlib"]) if os.path.isdir(d)]
-    env = {k: v for k, v in os.environ.items() if k not in ("CRCMERKLE_DEBUG", "PYTHONPATH")}
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(dirs))
-    return env
-
-
-def _interrupt(code: str, args: List[str], delay: float) -> "tuple[int, str]":
-    p = subprocess.Popen([sys.executable, "-S", "-c", code, *args], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=_env())
-    try:
-        time.sleep(delay)
-        p.send_signal(signal.SIGINT)
-        _, err = p.communicate(timeout=120)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    return p.returncode, err.decode("utf-8", "replace")
-
-
-def _before_any_code_of_ours(returncode: int, err: str) -> bool:
-    """The interpreter's windows, before crcmerkle_cli's first line runs: with no handler yet
-    the kernel's default action ends the process (a shell reports 130, nothing is printed);
-    then, while the launcher looks crcmerkle_cli up, Python's own KeyboardInterrupt ends it
-    (killed by SIGINT again) with a traceback made only of the launcher's line and the import
-    machinery (frozen modules): no file is named, none of ours ran. On a loaded machine a
-    stat of that lookup can take tens of milliseconds."""
-    if returncode != -signal.SIGINT:
-        return False
-    if not err:
-        return True
-    frames = [line.strip() for line in err.splitlines() if line.strip().startswith("File ")]
-    return bool(frames) and all(f.startswith(('File "<string>"', 'File "<frozen '))
-                                for f in frames)
-
-
-def _assert_one_line_130(returncode: int, err: str, delay: float) -> None:
-    if _before_any_code_of_ours(returncode, err):
-        return
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert "Traceback" not in err and "Exception ignored" not in err, (delay, err)
-    assert returncode == 130, (delay, returncode, err)
-    assert len(lines) <= 1 and (not lines or lines[0] == "crcmerkle: error: interrupted"), \
-        (delay, err)
-
-
 @pytest.mark.parametrize("delay", DELAYS)
 def test_ctrl_c_at_any_moment_of_a_command(delay: float) -> None:
     # `checksum -` waits on stdin for ever: every phase from the imports to the work is hit
     returncode, err = _interrupt(LAUNCH, ["checksum", "-"], delay)
-    _assert_one_line_130(returncode, err, delay)
+    assert_one_line_130(returncode, err, delay)
 
 
 @pytest.mark.parametrize("delay", [0.0, 0.05, 0.3, 1.0])
@@ -104,7 +51,7 @@ def test_ctrl_c_during_the_shutdown(delay: float) -> None:
         if p.poll() is None:
             p.kill()
             p.wait()
-    _assert_one_line_130(p.returncode, err.decode("utf-8", "replace"), delay)
+    assert_one_line_130(p.returncode, err.decode("utf-8", "replace"), delay)
 
 
 def test_slow_exit_launcher_ends_by_itself_when_not_interrupted() -> None:
