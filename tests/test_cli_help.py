@@ -70,6 +70,10 @@ def test_no_command_lists_the_verbs(capsys: pytest.CaptureFixture) -> None:
 
 
 def test_exit_status_epilogue_covers_copycheck_and_plan(capsys: pytest.CaptureFixture) -> None:
+    assert main(["--help"]) == 0  # the rule every verb's epilogue starts with
+    out = " ".join(capsys.readouterr().out.split())
+    assert "spark plan: a listed datanode may not stop yet" in out
+    assert "spark copycheck: a key's copy is not proved" in out
     for argv in (["spark", "--help"], ["spark", "copycheck", "--help"],
                  ["spark", "plan", "--help"]):
         assert main(argv) == 0

@@ -62,9 +62,11 @@ EXIT_STATUS_HELP = """\
 exit status (every crcmerkle verb):
   0    clean, or nothing to do
   1    findings: corruption, mismatch, repairs pending or left undone (a scan finding
-       of level warning counts only with --strict: scan, spark scan/report/run)
+       of level warning counts only with --strict: scan, spark scan/report/run); spark
+       plan: a listed datanode may not stop yet; spark copycheck: a key's copy is not
+       proved (a verdict other than MATCH that --allow does not name)
   2    the work could not be done: bad arguments, unreadable input, no usable peer
-  130  interrupted (Ctrl-C)
+  130  interrupted (Ctrl-C), wherever it lands: start-up and shutdown too
   141  the reader of the output went away (`... | head`), quietly
 errors are one line 'crcmerkle: error: ...'; --debug or CRCMERKLE_DEBUG=1 shows tracebacks"""
 
