@@ -35,8 +35,9 @@ def test_ctrl_c_during_spark_scan(cluster: Path, tmp_path: Path, delay: float) -
 
 
 def _scan_then_interrupt(cluster: Path, out: Path, delay: float) -> Tuple[int, str]:
-    """A whole `spark scan` (its summary line read, -u), then SIGINT after `delay` s: the
-    process is shutting down (the session stopped or stopping, atexit, py4j's threads)."""
+    """A whole `spark scan` (its summary line read, -u), then SIGINT after `delay` s and
+    every 5 ms until it ends: the process is shutting down (the session stopping, atexit,
+    py4j's threads), a short window that a single signal would mostly miss."""
     p: Any = subprocess.Popen([sys.executable, "-S", "-u", "-c", LAUNCH, "spark", "scan",
                                str(cluster), "-o", str(out)],
                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -46,8 +47,11 @@ def _scan_then_interrupt(cluster: Path, out: Path, delay: float) -> Tuple[int, s
             if b"error(s)" in line:
                 break
         time.sleep(delay)
-        p.send_signal(signal.SIGINT)
-        _, err = p.communicate(timeout=300)
+        deadline = time.monotonic() + 300
+        while p.poll() is None and time.monotonic() < deadline:
+            p.send_signal(signal.SIGINT)
+            time.sleep(0.005)
+        _, err = p.communicate(timeout=60)
     finally:
         if p.poll() is None:
             p.kill()
