@@ -58,11 +58,32 @@ cdef inline uint64_t _mask64(object value, const char *name=b"value") except? 0x
     return <uint64_t>PyLong_AsUnsignedLongLongMask(_as_int(value, name.decode()))
 
 
+cdef inline uint64_t _crc_arg(object value, const char *name,
+                              uint64_t top) except? 0xFFFFFFFFFFFFFFFF:
+    # A CRC handed to a combine: 0..top or ValueError, as awscrt's combine raises ("not a
+    # valid unsigned"). Taken modulo 2**width it would be a silent wrong answer: a negative or
+    # too large CRC is a caller's bug (a signed 32-bit read of a stored checksum, say), not a
+    # start value to wrap as zlib wraps one.
+    if not isinstance(value, int):
+        value = _as_int(value, name.decode())
+    cdef uint64_t v
+    try:
+        v = PyLong_AsUnsignedLongLong(value)  # OverflowError: negative, or over 64 bits
+    except OverflowError:
+        raise ValueError(f"{name.decode()} must be an unsigned CRC in 0..{top}, not "
+                         f"{value}") from None
+    if v > top:
+        raise ValueError(f"{name.decode()} must be an unsigned CRC in 0..{top}, not {value}")
+    return v
+
+
 cdef extern from "_crcfast.h":
     object crcm_py_function(int which, object module_name)
+    int crcm_py_make_immutable(object type_) except -1
 
-# crc32c(data, value=0), crc32(data, value=0) and crc64nvme(data, value=0), value by position
-# or keyword (as the crc32c package allows): plain C functions, see _crcfast.h for why.
+# crc32c(data, value=0, gil_release_mode=-1), and crc32 and crc64nvme alike, value and
+# gil_release_mode by position or keyword (as the crc32c package allows): plain C functions,
+# see _crcfast.h for why.
 crc32c = crcm_py_function(0, __name__)
 crc32 = crcm_py_function(1, __name__)
 crc64nvme = crcm_py_function(2, __name__)
@@ -71,27 +92,33 @@ crc64nvme = crcm_py_function(2, __name__)
 def crc32c_combine(crc1, crc2, len2, /):
     """CRC-32C of A||B from crc1 = crc32c(A), crc2 = crc32c(B) and len2 = len(B).
 
-    len2 outside 0..2**64-1 raises LengthOverflowError (an OverflowError and a ValueError)."""
+    crc1 or crc2 outside 0..2**32-1 (negative, or too large) raises ValueError, as awscrt's
+    combine does; len2 outside 0..2**64-1 raises LengthOverflowError (an OverflowError and a
+    ValueError)."""
     return PyLong_FromUnsignedLong(
-        crcm_combine(CRCM_CRC32C, _mask32(crc1, b"crc1"), _mask32(crc2, b"crc2"),
-                     _length(len2)))
+        crcm_combine(CRCM_CRC32C, _crc_arg(crc1, b"crc1", 0xFFFFFFFF),
+                     _crc_arg(crc2, b"crc2", 0xFFFFFFFF), _length(len2)))
 
 
 def crc32_combine(crc1, crc2, len2, /):
     """CRC-32 of A||B from crc1 = crc32(A), crc2 = crc32(B) and len2 = len(B), like zlib.
 
-    len2 outside 0..2**64-1 raises LengthOverflowError (an OverflowError and a ValueError)."""
+    crc1 or crc2 outside 0..2**32-1 (negative, or too large) raises ValueError, as awscrt's
+    combine does; len2 outside 0..2**64-1 raises LengthOverflowError (an OverflowError and a
+    ValueError)."""
     return PyLong_FromUnsignedLong(
-        crcm_combine(CRCM_CRC32, _mask32(crc1, b"crc1"), _mask32(crc2, b"crc2"),
-                     _length(len2)))
+        crcm_combine(CRCM_CRC32, _crc_arg(crc1, b"crc1", 0xFFFFFFFF),
+                     _crc_arg(crc2, b"crc2", 0xFFFFFFFF), _length(len2)))
 
 
 def crc64nvme_combine(crc_a, crc_b, len_b, /):
     """CRC-64/NVME of A||B from crc_a = crc64nvme(A), crc_b = crc64nvme(B), len_b = len(B).
-    crc_a and crc_b are taken mod 2**64; len_b outside 0..2**64-1 raises LengthOverflowError
+    crc_a or crc_b outside 0..2**64-1 (negative, or too large) raises ValueError, as awscrt's
+    combine does; len_b outside 0..2**64-1 raises LengthOverflowError
     (an OverflowError and a ValueError), as the 32-bit combines."""
     return PyLong_FromUnsignedLongLong(
-        crcm_crc64nvme_combine(_mask64(crc_a, b"crc_a"), _mask64(crc_b, b"crc_b"), _length(len_b)))
+        crcm_crc64nvme_combine(_crc_arg(crc_a, b"crc_a", 0xFFFFFFFFFFFFFFFF),
+                               _crc_arg(crc_b, b"crc_b", 0xFFFFFFFFFFFFFFFF), _length(len_b)))
 
 
 cdef inline uint64_t _feed(crcm_algorithm alg, uint64_t crc, const uint8_t *p,
@@ -263,6 +290,13 @@ cdef class CRC64NVME(_CRCHash):
     @property
     def name(self):
         return "crc64nvme"
+
+
+# Immutable as hashlib's types are (merkle.CRC32C.name = "x" raises TypeError): the heap types
+# that the module state needs are mutable unless flagged so.
+for _t in (_CRCHash, CRC32C, CRC32, CRC64NVME):
+    crcm_py_make_immutable(_t)
+del _t
 
 
 def read_probe(data):

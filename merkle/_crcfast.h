@@ -66,15 +66,36 @@ static inline uint64_t crcm_py_kernel(crcm_algorithm alg, uint64_t crc, const ui
     return crcm_crc(alg, (uint32_t)crc, p, n);
 }
 
-/* crcm_py_kernel with the GIL released from CRCM_PY_GIL_THRESHOLD bytes on (below it, the
- * release costs more than other threads gain). */
+/* crcm_py_kernel with the GIL released as gil_release_mode says (the crc32c package's keyword,
+ * same meanings): negative (-1, the default) from CRCM_PY_GIL_THRESHOLD bytes on (below it, the
+ * release costs more than other threads gain), 0 never, positive always. */
 static inline uint64_t crcm_py_kernel_gil(crcm_algorithm alg, uint64_t crc, const uint8_t *p,
-                                          size_t n) {
-    if (n < CRCM_PY_GIL_THRESHOLD) return crcm_py_kernel(alg, crc, p, n);
+                                          size_t n, long gil_release_mode) {
+    if (gil_release_mode == 0 || (gil_release_mode < 0 && n < CRCM_PY_GIL_THRESHOLD))
+        return crcm_py_kernel(alg, crc, p, n);
     Py_BEGIN_ALLOW_THREADS
     crc = crcm_py_kernel(alg, crc, p, n);
     Py_END_ALLOW_THREADS
     return crc;
+}
+
+/* gil_release_mode as a C long: any integer (bool, __index__ types), as the crc32c package
+ * takes it; -1 with an exception set on error. */
+static int crcm_py_gil_mode(PyObject *value, long *out) {
+    PyObject *index = PyNumber_Index(value);
+    if (index == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "gil_release_mode must be an integer, not %.200s",
+                         Py_TYPE(value)->tp_name);
+        }
+        return -1;
+    }
+    long mode = PyLong_AsLong(index);
+    Py_DECREF(index);
+    if (mode == -1 && PyErr_Occurred()) return -1;  /* OverflowError, as the crc32c package */
+    *out = mode;
+    return 0;
 }
 
 /* Whether a keyword (a str) is `name`: compact ASCII compared in place, the rest by the API
@@ -88,15 +109,16 @@ static inline int crcm_py_key_is(PyObject *key, const char *name, Py_ssize_t len
 
 static PyObject *crcm_py_crc(crcm_algorithm alg, const char *fname, PyObject *const *args,
                              Py_ssize_t nargs, PyObject *kwnames) {
-    PyObject *data = NULL, *value = NULL;
+    PyObject *data = NULL, *value = NULL, *gil_mode = NULL;
     Py_ssize_t nkw = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0;
-    if (nargs > 2) {
-        PyErr_Format(PyExc_TypeError, "%s() takes at most 2 positional arguments (%zd given)",
+    if (nargs > 3) {
+        PyErr_Format(PyExc_TypeError, "%s() takes at most 3 positional arguments (%zd given)",
                      fname, nargs);
         return NULL;
     }
     if (nargs >= 1) data = args[0];
     if (nargs >= 2) value = args[1];
+    if (nargs >= 3) gil_mode = args[2];
     for (Py_ssize_t i = 0; i < nkw; i++) {
         PyObject *key = PyTuple_GET_ITEM(kwnames, i);
         PyObject **slot;
@@ -104,6 +126,8 @@ static PyObject *crcm_py_crc(crcm_algorithm alg, const char *fname, PyObject *co
             slot = &value;
         else if (crcm_py_key_is(key, "data", 4))
             slot = &data;
+        else if (crcm_py_key_is(key, "gil_release_mode", 16))
+            slot = &gil_mode;
         else {
             PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'",
                          fname, key);
@@ -123,10 +147,13 @@ static PyObject *crcm_py_crc(crcm_algorithm alg, const char *fname, PyObject *co
     uint64_t crc = 0;
     if (value != NULL && crcm_py_start(value, &crc) < 0) return NULL;
     if (alg != CRCM_CRC64NVME) crc &= 0xFFFFFFFFu;
+    long mode = -1;
+    if (gil_mode != NULL && crcm_py_gil_mode(gil_mode, &mode) < 0) return NULL;
 
     if (PyBytes_CheckExact(data))  /* no buffer export for bytes */
         return PyLong_FromUnsignedLongLong(crcm_py_kernel_gil(
-            alg, crc, (const uint8_t *)PyBytes_AS_STRING(data), (size_t)PyBytes_GET_SIZE(data)));
+            alg, crc, (const uint8_t *)PyBytes_AS_STRING(data), (size_t)PyBytes_GET_SIZE(data),
+            mode));
     if (PyUnicode_Check(data)) {
         PyErr_SetString(PyExc_TypeError, "Strings must be encoded before hashing");
         return NULL;
@@ -142,7 +169,7 @@ static PyObject *crcm_py_crc(crcm_algorithm alg, const char *fname, PyObject *co
         }
         return NULL;
     }
-    crc = crcm_py_kernel_gil(alg, crc, (const uint8_t *)view.buf, (size_t)view.len);
+    crc = crcm_py_kernel_gil(alg, crc, (const uint8_t *)view.buf, (size_t)view.len, mode);
     PyBuffer_Release(&view);
     return PyLong_FromUnsignedLongLong(crc);
 }
@@ -167,20 +194,43 @@ static PyObject *crcm_py_crc64nvme(PyObject *self, PyObject *const *args, Py_ssi
 
 static PyMethodDef crcm_py_defs[3] = {
     {"crc32c", (PyCFunction)(void (*)(void))crcm_py_crc32c, METH_FASTCALL | METH_KEYWORDS,
-     "crc32c(data, value=0)\n--\n\n"
+     "crc32c(data, value=0, gil_release_mode=-1)\n--\n\n"
      "CRC-32C (Castagnoli) of data, continuing from value; like zlib.crc32. Unsigned int.\n\n"
      "value may be given by keyword, as the crc32c package allows: "
-     "crc32c(b, value=crc32c(a))."},
+     "crc32c(b, value=crc32c(a)).\n"
+     "gil_release_mode as the crc32c package's: -1 (any negative) releases the GIL for large\n"
+     "buffers only, 0 never, 1 (any positive) always."},
     {"crc32", (PyCFunction)(void (*)(void))crcm_py_crc32, METH_FASTCALL | METH_KEYWORDS,
-     "crc32(data, value=0)\n--\n\n"
+     "crc32(data, value=0, gil_release_mode=-1)\n--\n\n"
      "CRC-32 (IEEE 802.3, zlib's) of data, continuing from value. Equals zlib.crc32.\n\n"
-     "Not the crc32c package 1.x's crc32, which computed CRC-32C (that is merkle.crc32c)."},
+     "Not the crc32c package 1.x's crc32, which computed CRC-32C (that is merkle.crc32c).\n"
+     "gil_release_mode as crc32c's."},
     {"crc64nvme", (PyCFunction)(void (*)(void))crcm_py_crc64nvme, METH_FASTCALL | METH_KEYWORDS,
-     "crc64nvme(data, value=0)\n--\n\n"
+     "crc64nvme(data, value=0, gil_release_mode=-1)\n--\n\n"
      "CRC-64/NVME of data, continuing from value (S3's x-amz-checksum-crc64nvme is the 8-byte\n"
      "big-endian value, base64). value may be given by keyword; any integer is taken mod 2**64.\n"
-     "Unsigned int."},
+     "Unsigned int. gil_release_mode as crc32c's."},
 };
+
+/* Flags a heap type immutable (Py_TPFLAGS_IMMUTABLETYPE, CPython 3.10+), as static types and
+ * hashlib's are: setting or deleting a class attribute then raises TypeError. Cython makes
+ * heap types (type specs, needed for module state) without the flag and has no directive for
+ * it; PyType_FromSpec sets nothing more than this bit for a spec that has it. A static type
+ * (older builds) is immutable already. */
+static inline int crcm_py_make_immutable(PyObject *type) {
+    if (!PyType_Check(type)) {
+        PyErr_SetString(PyExc_TypeError, "a type is required");
+        return -1;
+    }
+#if PY_VERSION_HEX >= 0x030A0000
+    PyTypeObject *t = (PyTypeObject *)type;
+    if (t->tp_flags & Py_TPFLAGS_HEAPTYPE) {
+        t->tp_flags |= Py_TPFLAGS_IMMUTABLETYPE;
+        PyType_Modified(t);
+    }
+#endif
+    return 0;
+}
 
 /* A new function object for crc32c (which == 0), crc32 (1) or crc64nvme (2), its __module__
  * module_name.

@@ -55,8 +55,8 @@ def checksum_windows(
     data: _Buffer,
     bytes_per_checksum: int,
     *,
-    algorithm: tuple[_Algorithm, _Algorithm],
-    out: tuple[_Sums, _Sums] | None = None,
+    algorithm: tuple[_Algorithm, _Algorithm] | list[_Algorithm],
+    out: tuple[_Sums, _Sums] | list[_Sums] | None = None,
 ) -> tuple[_Sums, _Sums]: ...
 def checksum_each(
     values: Iterable[_Buffer | None] | object,

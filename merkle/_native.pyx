@@ -265,13 +265,14 @@ def checksum_windows(data, bytes_per_checksum, *, algorithm="crc32c", out=None):
     Returns a numpy uint32 array (uint64 for "crc64nvme") of ceil(len(data) /
     bytes_per_checksum) values, each window checksummed from zero, in one native call.
 
-    algorithm may also be a tuple of two different algorithms, e.g. ("crc32c", "crc64nvme"):
-    both checksums of every window are then computed in one pass over data (each window is
-    read from memory once) and a tuple of two arrays is returned, in the tuple's order; `out`
-    is then None or a tuple of two arrays of the matching dtypes.
+    algorithm may also be a tuple (or a list) of two different algorithms, e.g. ("crc32c",
+    "crc64nvme"): both checksums of every window are then computed in one pass over data (each
+    window is read from memory once) and a tuple of two arrays is returned, in that order;
+    `out` is then None or a tuple (or list) of two arrays of the matching dtypes.
     """
     cdef crcm_algorithm alg, alg_b
-    cdef bint pair = isinstance(algorithm, tuple)
+    # a list is a pair as a tuple is (a JSON config or a caller's list means the same)
+    cdef bint pair = isinstance(algorithm, (tuple, list))
     if pair:
         if len(algorithm) != 2:
             raise ValueError(f"algorithm tuple must name two algorithms, not {len(algorithm)}")
@@ -279,7 +280,7 @@ def checksum_windows(data, bytes_per_checksum, *, algorithm="crc32c", out=None):
         alg_b = _algorithm(algorithm[1])
         if alg == alg_b:
             raise ValueError(f"algorithm tuple names {_ALGORITHM_NAMES[alg]!r} twice")
-        if out is not None and not (isinstance(out, tuple) and len(out) == 2):
+        if out is not None and not (isinstance(out, (tuple, list)) and len(out) == 2):
             raise TypeError("with two algorithms, out must be None or a tuple of two arrays")
     else:
         alg = _algorithm(algorithm)

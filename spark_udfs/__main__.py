@@ -1,12 +1,12 @@
 """`python -m spark_udfs scan|diff|report|run|plan|demo ...` (same as `crcmerkle spark ...`)."""
 
-import signal
 import sys
 
-from crcmerkle_cli import quiet_interrupts_while_importing
+from crcmerkle_cli import quiet_interrupts_while_importing, run_quietly
 
 # A Ctrl-C while merkle and Spark's modules are imported ends with one line, exit 130 (see
-# crcmerkle_cli); Python's own handler is back before any command runs.
+# crcmerkle_cli); Python's own handler is back before any command runs, and after it the
+# shutdown (Spark's atexit, py4j's threads) ends the same way.
 quiet_interrupts_while_importing()
 
 from spark_udfs._syspath import prefer_installed_packages  # noqa: E402
@@ -17,6 +17,4 @@ prefer_installed_packages()
 
 from spark_udfs.cli import run  # noqa: E402  (after the import path is settled)
 
-signal.signal(signal.SIGINT, signal.default_int_handler)
-
-sys.exit(run())
+sys.exit(run_quietly(run, owns_process=True))

@@ -61,7 +61,34 @@ EPILOG = exit_status_help(
     "scan: a replica has errors, or with --strict warnings (2 if some replica could not be "
     "read at all); diff: a container's replicas differ or a chunk is unrecoverable "
     "(repairs pending); report, run: the same, or a replica has errors (UNHEALTHY; with "
-    "--strict warnings too); demo: the findings differ from the injected faults")
+    "--strict warnings too); run --decommission/--maintenance, plan: some listed datanode "
+    "may not stop yet (copies or repairs are needed first); copycheck: some key's verdict "
+    "is not MATCH (MISMATCH, MISSING, SIZE_DIFFERS, NOT_COMPARABLE, UNVERIFIED; EXTRA too), "
+    "unless --allow names it; demo: the findings differ from the injected faults")
+
+SCAN_DESCRIPTION = """\
+Verify container replicas on Spark: each executor reads the block files of the replicas it is
+given (a path, or with --datanodes the volumes of its own host) and checksums them natively.
+Writes Parquet tables under OUTPUT: chunks (one row per chunk: its recorded and computed
+checksums), blocks, containers (each replica's status and container value) and errors (every
+finding). 'crcmerkle spark diff' and 'report' read them; nothing is repaired here."""
+
+DIFF_DESCRIPTION = """\
+Compare the replicas of each container in a scan's tables, container -> block -> chunk
+(only what diverges is shuffled). Writes Parquet tables under OUTPUT: containers (the verdict
+of each), pulls (which replica takes which block from which peer), unrecoverable (chunks no
+replica holds good), pending_deletions, plan; and OUTPUT/plan.json (counts, first commands)."""
+
+REPORT_DESCRIPTION = """\
+The health summary of a scan: how many containers are HEALTHY, UNHEALTHY, UNVERIFIED, ...,
+the first container IDs of each state, and the repair plan (the diff is computed on the fly,
+nothing is written but --report FILE). Repair with 'crcmerkle reconcile --report FILE'."""
+
+RUN_DESCRIPTION = """\
+scan, diff and report in one Spark session: the scan's and the diff's tables under OUTPUT,
+the report on stdout (and --report FILE), the full repair command list under
+OUTPUT/reconcile/. With --decommission or --maintenance: the decommission plan (as 'crcmerkle
+spark plan') instead of the report."""
 
 #: Marker file of a demo directory: a later demo may reuse a directory holding only this run.
 DEMO_MARKER = ".crcmerkle-demo"
@@ -174,8 +201,8 @@ def _scan_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bytes-per-second", type=_rate, metavar="RATE", default=None,
                    help="read at most this many bytes per second per volume (e.g. 50MiB); "
                         f"with --datanodes the default is {DEFAULT_BYTES_PER_SECOND // 2**20} "
-                        "MiB/s, safe on a live datanode (a 16 TB disk in 11 days); 0: "
-                        "unlimited")
+                        "MiB/s, safe on a live datanode (a 16 TB disk in 11 days), else "
+                        "unlimited; 0: unlimited (as in 'crcmerkle scan')")
     p.add_argument("--no-idle-io", action="store_true",
                    help="with --datanodes: read in the normal I/O class (default: the idle "
                         "class, where the kernel's scheduler honours it)")
@@ -201,7 +228,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                               description=DESCRIPTION, epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="spark_command", metavar="ACTION", parser_class=type(p))
-    s = sub.add_parser("scan", help="verify replicas; write chunk/block/container/error tables")
+    s = sub.add_parser("scan", help="verify replicas; write chunk/block/container/error tables",
+                       description=SCAN_DESCRIPTION)
     s.add_argument("paths", nargs="*", metavar="PATH",
                    help="replica, volume, datanode or cluster directory (or URI); none with "
                         "--datanodes")
@@ -211,23 +239,27 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     _strict_opt(s)
     _common(s)
     s.set_defaults(func=_guarded(_scan))
-    d = sub.add_parser("diff", help="compare replicas; write containers/pulls/plan")
+    d = sub.add_parser("diff", help="compare replicas; write containers/pulls/plan",
+                       description=DIFF_DESCRIPTION)
     d.add_argument("input", help="a scan output directory, or a chunk-table Parquet path")
-    d.add_argument("-o", "--output", required=True)
+    d.add_argument("-o", "--output", required=True,
+                   help="output directory (Parquet tables and plan.json)")
     d.add_argument("--limit", type=positive_int, default=20,
                    help="repair commands per datanode per round (default 20)")
     _read_opt(d)
     _inventory_opt(d)
     _common(d)
     d.set_defaults(func=_guarded(_not_scanned(_diff)))
-    r = sub.add_parser("report", help="health summary and repair plan of a scan")
+    r = sub.add_parser("report", help="health summary and repair plan of a scan",
+                       description=REPORT_DESCRIPTION)
     r.add_argument("input", help="a scan output directory, or a chunk-table Parquet path")
     _report_opts(r)
     _strict_opt(r)
     _inventory_opt(r)
     _common(r)
     r.set_defaults(func=_guarded(_not_scanned(_report)))
-    a = sub.add_parser("run", help="scan + diff + report in one session")
+    a = sub.add_parser("run", help="scan + diff + report in one session",
+                       description=RUN_DESCRIPTION)
     a.add_argument("paths", nargs="*", metavar="PATH",
                    help="replica, volume, datanode or cluster directory (or URI); none with "
                         "--datanodes")

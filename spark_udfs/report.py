@@ -526,8 +526,11 @@ def format_text(report: Dict[str, Any]) -> str:
             lines.append(f"  container {p['container']} block {p['block']}: live on "
                          f"{_who(p['datanode'], p.get('host'), knows)}, deleted on "
                          f"{_whos(p['deleted_on'], p.get('deleted_on_hosts'), knows)}")
-    if report.get("ozone_reconcile"):
-        lines += ["", "Ozone reconciliation (the datanodes repair their own replicas):"]
+    ozone = bool(report.get("ozone_reconcile"))
+    if ozone:
+        # two lists follow (these commands and the repair plan): say which one is the action
+        lines += ["", "Ozone reconciliation: ACT ON THIS LIST (run each command; the datanodes "
+                      "repair their own replicas):"]
         for o in report["ozone_reconcile"]:
             held = [x for x in o.get("datanodes") or []]
             lines.append("  " + " ".join(o["argv"]) + (
@@ -539,6 +542,10 @@ def format_text(report: Dict[str, Any]) -> str:
                   f"{plan['datanode_limit']} container(s) per datanode per round"
               + (f" (the first {len(plan['commands'])} below)"
                  if total > len(plan["commands"][:report["first"]]) else "")]
+    if ozone and plan["commands"]:
+        lines.append("  (for information only: what differs between the replicas; do not run "
+                     "it, 'crcmerkle reconcile' does not repair Ozone replicas: act on the "
+                     "Ozone reconciliation list above)")
     for p in plan["commands"][:report["first"]]:
         kinds: Dict[str, int] = {}
         for it in p["items"]:

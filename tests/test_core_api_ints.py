@@ -220,3 +220,34 @@ def test_crc64nvme_consume_spellings(chunksize: int) -> None:
     assert chunks == list(b.consume(io.BytesIO(data), chunk_size=chunksize))
     assert a.intdigest() == b.intdigest() == merkle.crc64nvme(b"".join(chunks))
     assert chunks == {0: [], -1: [data], 4: [data[:4], data[4:8], data[8:]]}[chunksize]
+
+
+@pytest.mark.parametrize("fn", [merkle.crc32c, merkle.crc32, merkle.crc64nvme])
+def test_gil_release_mode_accepted(fn) -> None:
+    """The crc32c package's gil_release_mode (-1 release for large buffers, 0 never, 1 always),
+    by keyword or as the third positional argument, on every one-shot; the value is the same."""
+    for data in (b"", b"123456789", bytes(range(256)) * 1024):  # 256 KiB: over the threshold
+        expected = fn(data, 5)
+        for mode in (-1, 0, 1, -7, 2, True, np.int8(1)):
+            assert fn(data, 5, gil_release_mode=mode) == expected
+            assert fn(data, 5, mode) == expected
+            assert fn(data=data, value=5, gil_release_mode=mode) == expected
+        assert fn(memoryview(data), gil_release_mode=1) == fn(data)
+    for bad in (1.0, "1", None):
+        with pytest.raises(TypeError):
+            fn(b"abc", gil_release_mode=bad)
+    with pytest.raises(OverflowError):
+        fn(b"abc", gil_release_mode=2**80)
+    with pytest.raises(TypeError):
+        fn(b"abc", 0, 1, gil_release_mode=1)  # given twice
+    with pytest.raises(TypeError):
+        fn(b"abc", 0, 1, 2)  # at most 3 positional
+
+
+def test_gil_release_mode_matches_crc32c_package() -> None:
+    crc32c = pytest.importorskip("crc32c")
+    for data in (b"", b"abc", bytes(range(256)) * 1024):
+        for mode in (-1, 0, 1):
+            assert merkle.crc32c(data, 7, gil_release_mode=mode) == \
+                crc32c.crc32c(data, 7, gil_release_mode=mode)
+            assert merkle.crc32c(data, 7, mode) == crc32c.crc32c(data, 7, mode)

@@ -143,3 +143,30 @@ def test_out_of_range_length_raises_what_zlib_raises(bad: int) -> None:
     for name, peer in peers:  # and in range, the same values
         for n in (0, 1, 5, 2**31, 2**32 + 3, 2**63 - 1):
             assert merkle.crc32_combine(0x12345678, 0x9ABCDEF0, n) == peer(0x12345678, 0x9ABCDEF0, n), (name, n)
+
+
+@pytest.mark.parametrize("algorithm", sorted(FUNCS))
+def test_combine_refuses_crc_out_of_range(algorithm: str) -> None:
+    """A negative or too large CRC raises ValueError, as awscrt's combine does ("not a valid
+    unsigned"): taken modulo 2**width it gave a silent wrong answer."""
+    crc, combine = FUNCS[algorithm]
+    top = MASK[algorithm]
+    good = crc(b"abc")
+    for bad in (-1, -good, top + 1, 2**64, 2**200, np.int64(-1)):
+        with pytest.raises(ValueError):
+            combine(bad, good, 3)
+        with pytest.raises(ValueError):
+            combine(good, bad, 3)
+    assert combine(top, 0, 0) == top and combine(0, top, 0) == top  # the bounds themselves
+
+
+def test_combine_out_of_range_like_awscrt() -> None:
+    checksums = pytest.importorskip("awscrt.checksums")
+    with pytest.raises(ValueError):
+        checksums.combine_crc64nvme(-1, 0, 4)
+    with pytest.raises(ValueError):
+        merkle.crc64nvme_combine(-1, 0, 4)
+    with pytest.raises(ValueError):
+        checksums.combine_crc32c(-1, 0, 4)
+    with pytest.raises(ValueError):
+        merkle.crc32c_combine(-1, 0, 4)

@@ -119,8 +119,11 @@ def test_combine_random_splits(each_backend: str) -> None:
 
 
 def test_combine_argument_errors() -> None:
-    # crc values are taken mod 2**64 as the 32-bit combines take them mod 2**32
-    assert merkle.crc64nvme_combine(-1, 0, 0) == MASK64
+    # a crc outside 0..2**64-1 is refused (ValueError, as awscrt), as the 32-bit combines
+    # refuse one outside 0..2**32-1: it was taken mod 2**64, a silent wrong answer
+    assert merkle.crc64nvme_combine(MASK64, 0, 0) == MASK64
+    with pytest.raises(ValueError, match="crc_a"):
+        merkle.crc64nvme_combine(-1, 0, 0)
     with pytest.raises((ValueError, OverflowError), match="len2"):
         merkle.crc64nvme_combine(1, 2, -1)
     with pytest.raises((ValueError, OverflowError), match="len2"):
@@ -378,3 +381,19 @@ def test_awscrt_suite_combine(parts) -> None:
     for p in parts[1:]:
         crc = merkle.crc64nvme_combine(crc, merkle.crc64nvme(p), len(p))
     assert crc == merkle.crc64nvme(b"".join(parts))
+
+
+def test_pair_as_a_list_is_the_pair_as_a_tuple() -> None:
+    """algorithm=[a, b] (a list: what a JSON config or a caller's list gives) is accepted as the
+    tuple (a, b) is, and out too (it was refused: 'algorithm must be a str, not list')."""
+    data = bytes(range(256)) * 3
+    want = merkle.checksum_windows(data, 100, algorithm=("crc32c", "crc64nvme"))
+    got = merkle.checksum_windows(data, 100, algorithm=["crc32c", "crc64nvme"])
+    assert isinstance(got, tuple) and [g.tolist() for g in got] == [w.tolist() for w in want]
+    out = [np.zeros(len(want[0]), np.uint32), np.zeros(len(want[0]), np.uint64)]
+    got = merkle.checksum_windows(data, 100, algorithm=["crc32c", "crc64nvme"], out=out)
+    assert got[0] is out[0] and got[1] is out[1] and out[1].tolist() == want[1].tolist()
+    with pytest.raises(ValueError, match="twice"):
+        merkle.checksum_windows(data, 100, algorithm=["crc32", "crc32"])
+    with pytest.raises(ValueError, match="two algorithms"):
+        merkle.checksum_windows(data, 100, algorithm=["crc32c"])

@@ -98,3 +98,30 @@ def test_threads_sharing_a_buffer() -> None:
     for t in pool:
         t.join()
     assert len(results) == 40 and all(r == expected for r in results)
+
+
+@pytest.mark.parametrize("cls", [merkle.CRC32C, merkle.CRC32, merkle.CRC64NVME,
+                                 type(merkle.CRC32C()).__mro__[1]])
+def test_hash_classes_are_immutable_as_hashlibs(cls) -> None:
+    """Setting or deleting a class attribute raises TypeError, as on hashlib's types (the heap
+    types the module state needs were mutable: a peer's test suite caught it)."""
+    hashlib_type = type(hashlib.sha256())
+    with pytest.raises(TypeError):
+        hashlib_type.foo = 1  # the behaviour to match
+    with pytest.raises(TypeError):
+        cls.foo = 1
+    with pytest.raises(TypeError):
+        cls.name = "x"
+    with pytest.raises(TypeError):
+        del cls.update
+    assert not hasattr(cls, "foo")
+    if sys.version_info >= (3, 10):
+        assert cls.__flags__ & (1 << 8)  # Py_TPFLAGS_IMMUTABLETYPE
+    h = cls(b"abc")  # instances and subclasses still work
+    assert h.intdigest() == cls(b"abc").intdigest()
+
+    class Sub(cls):  # type: ignore[misc, valid-type]
+        pass
+
+    Sub.extra = 1  # a Python subclass is an ordinary, mutable class
+    assert Sub(b"abc").intdigest() == h.intdigest()

@@ -198,3 +198,23 @@ def test_records_carry_the_fields_ozone_writes(cluster: Tuple[Path, Dict[str, An
                     assert all(fields(a) == fields(want.keyLocationList[0].keyLocations[0])
                                for a in got.keyLocationList[0].keyLocations)
                     assert got.isFile == (table == "fileTable")
+
+
+def test_om_db_has_every_column_family_of_ozones(cluster: Tuple[Path, Dict[str, Any]],
+                                                 tmp_path: Path) -> None:
+    """Exactly the column families of the golden om.db (Ozone's OMDBDefinition): Ozone's own
+    read-only tooling (DBStoreBuilder with OMDBDefinition) refuses a DB missing any, as it did
+    the generated one ("Column family not found: deletedTable")."""
+    import tarfile
+
+    import rocksdict
+
+    from merkle.copies.omdb import OM_COLUMN_FAMILIES
+    golden = Path(__file__).parent / "data" / "ozone-golden" / "om-keys" / "om.db.tar"
+    with tarfile.open(golden) as tar:
+        tar.extractall(tmp_path / "golden", filter="data")
+    want = set(rocksdict.Rdict.list_cf(str(tmp_path / "golden")))
+    assert "deletedTable" in want and len(want) == 26
+    out, _ = cluster
+    assert set(rocksdict.Rdict.list_cf(str(out / "om.db"))) == want
+    assert set(OM_COLUMN_FAMILIES) | {"default"} == want

@@ -529,3 +529,20 @@ def test_inventory_json_round_trip(inv: Inventory) -> None:
     back = parse_inventory(text)
     assert back == inv
     assert inventory_json(back) == text
+
+
+@pytest.mark.parametrize("defaults", [(), ("/conf/disk1",)])
+def test_misspelt_volumes_is_named_in_the_error(defaults: tuple) -> None:
+    """A hosts file's 'volumse' is named (with the key it misspells): it was "no volumes, and
+    no --ozone-conf gave hdds.datanode.dir" without a word of it, and with --ozone-conf the
+    host silently got the configuration's volumes instead of its own."""
+    with pytest.raises(InventoryError, match=r"entry 1 \(dn1.example\): unknown key\(s\) "
+                                             r"'volumse' \(volumes\?\)"):
+        parse_inventory(plain({"host": "dn1.example", "volumse": VOLS}), defaults)
+
+
+def test_unknown_key_named_when_the_entry_is_refused() -> None:
+    with pytest.raises(InventoryError, match=r"not an IP address \(unknown key\(s\) 'adress' "
+                                             r"\(address\?\) ignored\)"):
+        parse_inventory(plain({"host": "dn1.example", "adress": "x", "address": "nope",
+                               "volumes": VOLS}))

@@ -62,9 +62,11 @@ EXIT_STATUS_HELP = """\
 exit status (every crcmerkle verb):
   0    clean, or nothing to do
   1    findings: corruption, mismatch, repairs pending or left undone (a scan finding
-       of level warning counts only with --strict: scan, spark scan/report/run)
+       of level warning counts only with --strict: scan, spark scan/report/run); spark
+       plan: a listed datanode may not stop yet; spark copycheck: a key's copy is not
+       proved (a verdict other than MATCH that --allow does not name)
   2    the work could not be done: bad arguments, unreadable input, no usable peer
-  130  interrupted (Ctrl-C)
+  130  interrupted (Ctrl-C), wherever it lands: start-up and shutdown too
   141  the reader of the output went away (`... | head`), quietly
 errors are one line 'crcmerkle: error: ...'; --debug or CRCMERKLE_DEBUG=1 shows tracebacks"""
 
@@ -159,6 +161,14 @@ def size_up_to(high: int) -> Callable[[str], int]:
 positive_size = size_up_to(INT64_MAX)
 
 
+def byte_rate(text: str) -> Optional[int]:
+    """argparse type of --bytes-per-second (scan and spark scan alike): a byte rate with an
+    optional unit (16MiB), or 0 for unlimited (None: no limiter at all)."""
+    if text.strip() == "0":
+        return None
+    return positive_size(text)
+
+
 def redact_json(value: Any) -> Any:
     """A JSON document (dicts, lists, scalars) with every string's URI credentials removed
     (merkle.replica.uri.redact), for what a verb prints with --json."""
@@ -209,6 +219,15 @@ def build_parser() -> ArgumentParser:
     for name in COMMAND_MODULES:
         importlib.import_module(name).add_parser(subparsers)
     return parser
+
+
+def command_names(parser: argparse.ArgumentParser) -> List[str]:
+    """The verbs a parser's subcommands answer to, in --help's order (checksum, bench, ...):
+    what a user types, not the modules that provide them."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return list(action.choices)
+    return []
 
 
 def add_debug_flag(parser: argparse.ArgumentParser) -> None:
@@ -302,8 +321,8 @@ def _main(argv: Optional[Sequence[str]]) -> int:
             os.environ["CRCMERKLE_DEBUG"] = "1"  # also for the Spark workers it starts
         func = getattr(args, "func", None)
         if func is None:
-            commands = ", ".join(m.rsplit("_", 1)[-1] for m in COMMAND_MODULES)
-            raise CLIError(f"a command is required ({commands}); see '{PROG} --help'")
+            raise CLIError(f"a command is required ({', '.join(command_names(parser))}); see "
+                           f"'{PROG} --help'")
         return int(func(args) or 0)
     except CLIError as exc:
         print_error(str(exc))

@@ -7,8 +7,8 @@ import json
 import sys
 from typing import Any, Tuple
 
-from merkle.cli import (INT64_MAX, MAX_BUFFER_BYTES, CLIError, exit_status_help, int_in_range,
-                        positive_int, size_up_to)
+from merkle.cli import (INT64_MAX, MAX_BUFFER_BYTES, PROG, CLIError, exit_status_help,
+                        int_in_range, positive_int, size_up_to)
 
 DESCRIPTION = """\
 Write a synthetic cluster OUT/dn<d>/vol<v>/... of container replicas (random data,
@@ -53,6 +53,18 @@ def _range(text: str) -> Tuple[int, int]:
     return a, b
 
 
+class _DeprecatedDatanodes(argparse.Action):
+    """generate's old --datanodes N: stored as --datanode-count, with a warning. Every other
+    verb's --datanodes is an inventory FILE, so a count under that name misleads."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: Any = None) -> None:
+        print(f"{PROG}: warning: generate --datanodes is deprecated: use --datanode-count "
+              f"{values} (--datanodes names an inventory FILE in the other verbs)",
+              file=sys.stderr, flush=True)
+        setattr(namespace, self.dest, values)
+
+
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "generate", help="write a synthetic cluster of replicas with injected faults",
@@ -60,12 +72,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("out", metavar="OUT", help="output directory: new, empty, or an earlier "
                    "generate run (replaced)")
-    p.add_argument("--datanodes", type=positive_int, default=3, metavar="N")
+    p.add_argument("--datanode-count", dest="datanode_count", type=positive_int, default=3,
+                   metavar="N", help="datanodes to generate (default 3)")
+    p.add_argument("--datanodes", dest="datanode_count", type=positive_int, metavar="N",
+                   action=_DeprecatedDatanodes,
+                   help="deprecated spelling of --datanode-count (it warns): elsewhere "
+                        "--datanodes names an inventory FILE")
     p.add_argument("--volumes", type=positive_int, default=2, metavar="N", help="per datanode")
     p.add_argument("--containers", type=positive_int, default=None, metavar="N",
                    help="default: 12 with --layout ozone (room for its default fault mix, "
                         "which adds the layout's own faults), 4 with --layout crcmerkle")
-    p.add_argument("--replicas", type=positive_int, default=3, metavar="N")
+    p.add_argument("--replicas", type=positive_int, default=3, metavar="N",
+                   help="replicas of each container, on distinct datanodes (default 3)")
     p.add_argument("--blocks", type=_range, default=(2, 6), metavar="MIN-MAX",
                    help="blocks per container (default 2-6)")
     p.add_argument("--block-size", type=size_up_to(MAX_BUFFER_BYTES), default=256 * 1024, metavar="SIZE",
@@ -93,7 +111,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "whose keys are made of the generated blocks (object-store and "
                         "file-system-optimised buckets, keys spanning containers), and each "
                         "key's true size, blocks and CRCs in the manifest's 'keys'")
-    p.add_argument("--seed", type=int_in_range(-INT64_MAX - 1, INT64_MAX), default=0)
+    p.add_argument("--seed", type=int_in_range(-INT64_MAX - 1, INT64_MAX), default=0,
+                   help="random seed: the same seed gives the same bytes (default 0)")
     p.add_argument("--json", action="store_true", help="print the manifest")
     p.set_defaults(func=run)
     return p
@@ -115,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         parse_faults
     try:
         cfg = GeneratorConfig(
-            datanodes=args.datanodes, volumes=args.volumes,
+            datanodes=args.datanode_count, volumes=args.volumes,
             containers=(args.containers if args.containers is not None
                         else default_containers(args.layout)),
             replicas=args.replicas, min_blocks=args.blocks[0], max_blocks=args.blocks[1],
@@ -132,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         reps = sum(len(c["replicas"]) for c in manifest["containers"].values())
         errs = sum(len(v) for v in manifest["expected_errors"].values())
-        print(f"wrote {args.out}: {args.datanodes} datanodes, {len(manifest['containers'])} "
+        print(f"wrote {args.out}: {args.datanode_count} datanodes, {len(manifest['containers'])} "
               f"containers, {reps} replicas; {len(manifest['faults'])} faults "
               f"({errs} expected scan errors); manifest {args.out}/manifest.json"
               + (f"; OM DB {args.out}/om.db with {len(manifest['keys'])} keys"

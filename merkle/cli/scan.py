@@ -10,8 +10,8 @@ import threading
 import time
 from typing import Any, Dict, List, Tuple
 
-from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, MAX_BUFFER_BYTES, PROG, CLIError,
-                        exit_status_help, int_in_range, positive_size, print_error, redact_json,
+from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, MAX_BUFFER_BYTES, PROG, CLIError, byte_rate,
+                        exit_status_help, int_in_range, print_error, redact_json,
                         size_up_to)
 from merkle.trees.ozone import format_checksum
 from merkle.replica.also import ALSO_ALGORITHMS, WIDTHS, s3_base64
@@ -59,7 +59,8 @@ polite on a live datanode: by default the scan reads in the kernel's idle I/O cl
   (--no-idle-io: not) and drops each range it read from the page cache once checksummed
   (--keep-cache: not), so the datanode's clients keep their disk time and their cache;
   --bytes-per-second caps each volume's read rate (16MiB is the default of the cluster scans:
-  11 days per 16 TB disk, 8 % of a 200 MB/s HDD); the local scan is unlimited unless given
+  11 days per 16 TB disk, 8 % of a 200 MB/s HDD; 0 means unlimited, as in 'spark scan'); the
+  local scan is unlimited unless given
 
 A PATH or directory that cannot be read (or a replica-like directory whose name is no valid
 container ID, or an Ozone replica directory reached a second time by another path) is
@@ -85,11 +86,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="JSON output (see below)")
     p.add_argument("--workers", type=int_in_range(1, 1024), default=1, metavar="N",
                    help="threads scanning the blocks of a replica in parallel (default 1)")
-    p.add_argument("--bytes-per-second", "--rate", dest="rate", type=positive_size,
+    p.add_argument("--bytes-per-second", "--rate", dest="rate", type=byte_rate,
                    metavar="BYTES_PER_S",
                    help="read at most this many bytes per second per volume (e.g. 16MiB, the "
                         "default of scans of live datanodes: 11 days per 16 TB disk; 5MiB is "
-                        "Ozone's scanner's); unlimited by default (--rate: the same)")
+                        "Ozone's scanner's); 0: unlimited, as in 'spark scan'; unlimited by "
+                        "default (--rate: the same)")
     p.add_argument("--idle-io", dest="idle_io", action="store_true", default=None,
                    help="read in the kernel's idle I/O class (the default; given explicitly, "
                         "says on stderr when the kernel refuses it or a disk's scheduler "

@@ -50,21 +50,28 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="tree_command", metavar="ACTION",
                            parser_class=type(p))
     show = sub.add_parser("show", help="summarise a .tree file", epilog=OTHER_EPILOG,
+                          description="Summarise one <containerID>.tree file: its container, "
+                          "data checksum, blocks and chunks (--blocks: each of them).",
                           formatter_class=argparse.RawDescriptionHelpFormatter)
-    show.add_argument("file")
+    show.add_argument("file", help="a <containerID>.tree file")
     show.add_argument("--json", action="store_true",
                       help="the whole tree as JSON (checksums in Ozone's hex)")
     show.add_argument("--blocks", action="store_true", help="list every block and chunk")
     show.set_defaults(func=_show)
 
     d = sub.add_parser("diff", help="what OURS must pull from PEER", epilog=DIFF_EPILOG,
+                       description="Compare two .tree files of one container, as Ozone's "
+                       "reconciliation does: the blocks and chunks OURS lacks or holds "
+                       "corrupt that PEER holds healthy.",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    d.add_argument("ours")
-    d.add_argument("peer")
+    d.add_argument("ours", help="the .tree of the replica to repair")
+    d.add_argument("peer", help="the .tree of the replica to pull from")
     d.add_argument("--json", action="store_true", help="the report as JSON")
     d.set_defaults(func=_diff)
 
     b = sub.add_parser("build", help="build a .tree from a chunk-metadata table",
+                       description="Build a container's .tree file from a table of its chunks "
+                       "and their stored window checksums (the format is below).",
                        epilog=BUILD_EPILOG + "\n\n" + OTHER_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     b.add_argument("table", help="CSV or Parquet file ('-' = CSV on stdin)")
     b.add_argument("-o", "--output", required=True, help="the .tree file to write (atomically)")
@@ -74,10 +81,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     b.set_defaults(func=_build)
 
     m = sub.add_parser("merge", help="merge a scanned tree into the stored one",
+                       description="Merge a freshly scanned tree into the stored one as Ozone "
+                       "does after a scan, and write the result.",
                        epilog=OTHER_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     m.add_argument("stored", help="stored tree (missing, empty or corrupt = no tree, as Ozone)")
-    m.add_argument("scanned")
-    m.add_argument("-o", "--output", required=True)
+    m.add_argument("scanned", help="the tree a scan just computed")
+    m.add_argument("-o", "--output", required=True,
+                   help="the merged .tree file to write (atomically)")
     m.set_defaults(func=_merge)
     p.set_defaults(func=lambda args: _usage(p))
     return p

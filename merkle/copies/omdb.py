@@ -34,6 +34,17 @@ KEY_TABLE = "keyTable"
 FILE_TABLE = "fileTable"
 DIRECTORY_TABLE = "directoryTable"
 REQUIRED_TABLES = (VOLUME_TABLE, BUCKET_TABLE, KEY_TABLE, FILE_TABLE, DIRECTORY_TABLE)
+#: Every column family of an OM DB besides `default`: OMDBDefinition.COLUMN_FAMILIES (Ozone's
+#: hadoop-ozone/ozone-manager .../om/codec/OMDBDefinition.java), the set the golden om.db holds.
+#: Ozone's own tooling (DBStoreBuilder with OMDBDefinition, as `ozone debug om ...` opens an OM
+#: DB) refuses a DB that lacks any of them ("Column family not found: deletedTable").
+OM_COLUMN_FAMILIES = (
+    BUCKET_TABLE, "compactionLogTable", "dTokenTable", "deletedDirectoryTable", "deletedTable",
+    DIRECTORY_TABLE, FILE_TABLE, KEY_TABLE, "lifecycleConfigurationTable",
+    "lifecycleScanStateTable", "metaTable", "multipartInfoTable", "multipartPartsTable",
+    "openFileTable", "openKeyTable", "prefixTable", "principalToAccessIdsTable", "s3SecretTable",
+    "snapshotInfoTable", "snapshotRenamedTable", "tenantAccessIdTable", "tenantStateTable",
+    "transactionInfoTable", "userTable", VOLUME_TABLE)
 
 _LONG = re.compile(r"-?[0-9]{1,19}")  # Long.toString's form (int() would also take "+1", " 1")
 MAX_DEPTH = 4096  # directory levels walked up from a file before it is called too deep
@@ -511,9 +522,10 @@ def open_om_db(path: "os.PathLike[str] | str", *,
 
 def write_om_db(db_dir: "os.PathLike[str] | str", tables: Dict[str, Dict[bytes, bytes]]) -> None:
     """Create an OM DB at `db_dir` holding `tables` ({column family: {key: value}}), with every
-    REQUIRED_TABLES column family, flushed to SST files (tests and generated data)."""
+    column family an OM has (OM_COLUMN_FAMILIES, empty unless `tables` fills them, so that
+    Ozone's own tooling opens it), flushed to SST files (tests and generated data)."""
     rd = load_rocksdict()
-    names = sorted(set(REQUIRED_TABLES) | set(tables))
+    names = sorted(set(OM_COLUMN_FAMILIES) | set(tables))
     opts = rd.Options(raw_mode=True)
     opts.create_if_missing(True)
     opts.create_missing_column_families(True)

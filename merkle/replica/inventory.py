@@ -320,12 +320,41 @@ def _datanode_entry(e: Dict[str, Any], entry: str, default_volumes: Tuple[str, .
                 failed_volumes=_failed_volumes(e.get("failedVolumes"), entry, problems))
 
 
+def _near(key: str) -> Optional[str]:
+    """The known host-list key that `key` may misspell ('volumse': 'volumes'), or None."""
+    import difflib
+
+    near = difflib.get_close_matches(key, _HOST_KEYS, n=1, cutoff=0.75)
+    return near[0] if near else None
+
+
+def _unknown_keys(keys: Sequence[str]) -> str:
+    """The unknown keys of a host entry as messages name them: 'volumse' (volumes?)."""
+    return ", ".join(_show(k) + (f" ({_near(k)}?)" if _near(k) else "") for k in keys[:5])
+
+
 def _host_entry(e: Dict[str, Any], entry: str, default_volumes: Tuple[str, ...],
                 problems: List[str]) -> Host:
     why = _check_host(e.get("host"))
     if why:
         raise ValueError(why)
     unknown = sorted(k for k in e if k not in _HOST_KEYS)
+    if "volumes" not in e and any(_near(k) == "volumes" for k in unknown):
+        # a misspelt "volumes" would silently give the host --ozone-conf's volumes (or none):
+        # the wrong disks scanned, so it is refused, named
+        raise ValueError(f"unknown key(s) {_unknown_keys(unknown)} and no 'volumes'")
+    try:
+        return _host_fields(e, entry, default_volumes, problems, unknown)
+    except ValueError as exc:
+        if unknown:  # the typo is most likely why the entry is unusable: name it
+            raise ValueError(f"{exc} (unknown key(s) {_unknown_keys(unknown)} ignored)") \
+                from None
+        raise
+
+
+def _host_fields(e: Dict[str, Any], entry: str, default_volumes: Tuple[str, ...],
+                 problems: List[str], unknown: List[str]) -> Host:
+    """_host_entry's Host once the name and the keys are checked."""
     if unknown:
         problems.append(f"{entry}: unknown key(s) {', '.join(_show(k) for k in unknown[:5])}"
                         " ignored")

@@ -1,0 +1,72 @@
+"""Helpers of the Ctrl-C tests (tests/test_ctrl_c.py, tests/spark/test_spark_ctrl_c.py): a
+`crcmerkle` child as pip's console script starts it, interrupted, and the one rule checked."""
+
+from __future__ import annotations
+
+import os
+import signal
+import site
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+ROOT = Path(__file__).resolve().parents[1]
+#: pip's console script, word for word
+LAUNCH = "import sys; from crcmerkle_cli import main; sys.exit(main())"
+
+
+def child_env() -> Dict[str, str]:
+    """The environment of a child run with `python -S`: this checkout, then the site
+    directories (no .pth file run: the site module's start-up is the interpreter's)."""
+    dirs = [str(ROOT)] + [d for d in (*site.getsitepackages(), sysconfig.get_paths()["purelib"],
+                                      sysconfig.get_paths()["platlib"]) if os.path.isdir(d)]
+    env = {k: v for k, v in os.environ.items() if k not in ("CRCMERKLE_DEBUG", "PYTHONPATH")}
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(dirs))
+    return env
+
+
+def interrupt(code: str, args: List[str], delay: float) -> Tuple[int, str]:
+    """(exit status, stderr) of the child `code` with `args`, sent SIGINT after `delay` s."""
+    p = subprocess.Popen([sys.executable, "-S", "-c", code, *args], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+                         env=child_env())
+    try:
+        time.sleep(delay)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return p.returncode, err.decode("utf-8", "replace")
+
+
+def _before_any_code_of_ours(returncode: int, err: str) -> bool:
+    """The interpreter's windows, before crcmerkle_cli's first line runs: with no handler yet
+    the kernel's default action ends the process (a shell reports 130, nothing is printed);
+    then, while the launcher looks crcmerkle_cli up, Python's own KeyboardInterrupt ends it
+    (killed by SIGINT again) with a traceback made only of the launcher's line and the import
+    machinery (frozen modules): no file is named, none of ours ran. On a loaded machine a
+    stat of that lookup can take tens of milliseconds."""
+    if returncode != -signal.SIGINT:
+        return False
+    if not err:
+        return True
+    frames = [line.strip() for line in err.splitlines() if line.strip().startswith("File ")]
+    return bool(frames) and all(f.startswith(('File "<string>"', 'File "<frozen '))
+                                for f in frames)
+
+
+def assert_one_line_130(returncode: int, err: str, delay: float) -> None:
+    """Exit 130 and at most the one line 'crcmerkle: error: interrupted', no traceback (or
+    the interpreter's own window, _before_any_code_of_ours)."""
+    if _before_any_code_of_ours(returncode, err):
+        return
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert "Traceback" not in err and "Exception ignored" not in err, (delay, err)
+    assert returncode == 130, (delay, returncode, err)
+    assert len(lines) <= 1 and (not lines or lines[0] == "crcmerkle: error: interrupted"), \
+        (delay, err)
