@@ -408,6 +408,18 @@ def test_gcs_syntax_error_and_not_a_file(tmp_path: Path) -> None:
         list(open_target(f"gs://bkt?listing={fifo}").list())
 
 
+@pytest.mark.parametrize("deep", ["[" * 200_000 + "]" * 200_000,
+                                  '{"a":' * 200_000 + "1" + "}" * 200_000,
+                                  '{"kind": "storage#objects", "items": ' + "[" * 200_000])
+def test_gcs_listing_nested_too_deep_is_one_line(tmp_path: Path, deep: str) -> None:
+    """A listing nested 200,000 deep (planted: no listing nests more than a few levels) is
+    the target's one-line error, never a RecursionError."""
+    path = write(tmp_path, "deep.json", deep)
+    with pytest.raises(TargetError) as err:
+        list(open_target(f"gs://bkt?listing={path}").list())
+    assert "nested too deep" in str(err.value) and "\n" not in str(err.value)
+
+
 def test_gcs_stream_reads_values_across_small_chunks(tmp_path: Path, monkeypatch) -> None:
     from merkle.copies.targets import _jsonstream
     monkeypatch.setattr(_jsonstream, "_CHUNK", 7)
