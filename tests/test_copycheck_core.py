@@ -254,3 +254,47 @@ def test_map_rules_that_name_no_key_and_an_empty_scope_are_problems() -> None:
     stats = MapStats()
     list(key_tables([], NameMap(), stats=stats))
     assert "no key to compare" in stats.problem()
+
+
+def _report(counts: Dict[str, int], findings: int, first: Dict[str, Any],
+            allowed: tuple = (), **extra: Any) -> Dict[str, Any]:
+    from merkle.copies.verdicts import VERDICTS
+
+    return {"keys": sum(n for v, n in counts.items() if v != "EXTRA"), "objects": 3,
+            "target": "s3://b/p", "counts": {v: counts.get(v, 0) for v in VERDICTS},
+            "findings": findings, "allowed": list(allowed), "reads_data": False,
+            "cost": {"bytes_read": 0, "list_requests": 1, "object_requests": 3,
+                     "max_requests_per_object": 1, "requests_per_object": 1.0},
+            "first": first, **extra}
+
+
+def test_report_lines_name_the_algorithm_of_each_value() -> None:
+    from merkle.copies.report import format_text
+
+    rows = {"MATCH": [{"name": "v/b/k", "verdict": "MATCH", "algorithm": "crc32,crc64nvme",
+                       "source_value": "0x0000007b", "target_value": "0x0000007b"}],
+            "MISMATCH": [{"name": "v/b/m", "verdict": "MISMATCH", "algorithm": "crc32c",
+                          "source_value": "0x0000007b", "target_value": "0x0000007c",
+                          "detail": "crc32c differs"}]}
+    text = format_text(_report({"MATCH": 1, "MISMATCH": 1}, 1, rows))
+    assert "crc32 0x0000007b vs 0x0000007b (crc64nvme equal too)" in text
+    assert "crc32c 0x0000007b vs 0x0000007c" in text
+    assert "crc32,crc64nvme 0x" not in text
+
+
+def test_report_never_says_every_key_is_proved_unless_one_was() -> None:
+    from merkle.copies.report import format_text
+
+    proved = format_text(_report({"MATCH": 2, "EXTRA": 1}, 0, {}, allowed=("EXTRA",)))
+    assert "result: every key is proved identical to its copy (2 keys)" in proved
+    # every key UNVERIFIED, and that allowed: no finding, and no proof either
+    allowed = format_text(_report({"UNVERIFIED": 3}, 0, {}, allowed=("UNVERIFIED",)))
+    assert "every key is proved" not in allowed
+    assert "no key was proved identical to its copy (3 compared)" in allowed
+    # some keys proved, some UNVERIFIED and allowed: not "every key"
+    some = format_text(_report({"MATCH": 1, "UNVERIFIED": 1}, 0, {}, allowed=("UNVERIFIED",)))
+    assert "every key is proved" not in some and "1 of 2 keys proved" in some
+    # nothing compared at all
+    assert "every key is proved" not in format_text(_report({}, 0, {}))
+    left = format_text(_report({"MATCH": 1}, 0, {}, out_of_scope_keys=4))
+    assert "4 keys under no --map source prefix (not compared)" in left
