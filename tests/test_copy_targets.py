@@ -63,6 +63,33 @@ def test_bad_uris_are_one_line_value_errors(uri: str) -> None:
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("uri", ["s3://bucket/p?endpoint_overide=127.0.0.1:9000",
+                                 "gs://bucket/p?listing=/x&listng=/y",
+                                 "hdfs://nn/p?listing=/x&combine=1", "file:///tmp/x?read=all"])
+def test_unknown_uri_parameters_are_refused(uri: str) -> None:
+    """A mistyped parameter is never ignored (an `endpoint_overide` would send the requests
+    to AWS instead of the store meant): one line naming it."""
+    with pytest.raises(ValueError, match="unknown parameter") as info:
+        open_target(uri)
+    assert "\n" not in str(info.value)
+
+
+def test_preflight_finds_a_target_that_is_not_there(tmp_path: Path, monkeypatch) -> None:
+    """What a job would fail on after Spark started, found before: a directory or listing
+    file that does not exist, an S3 target without boto3 (the `s3` extra)."""
+    for uri in (str(tmp_path / "absent"), f"file://{tmp_path}/absent",
+                f"gs://b/p?listing={tmp_path}/absent.json",
+                f"hdfs://nn/p?listing={tmp_path}/absent.txt",
+                f"gs://b/p?listing={tmp_path}"):  # a directory, not a listing file
+        with pytest.raises(TargetError) as info:
+            open_target(uri).preflight()
+        assert "\n" not in str(info.value)
+    open_target(str(tmp_path)).preflight()  # there: no error
+    monkeypatch.setitem(sys.modules, "boto3", None)  # `import boto3` raises ImportError
+    with pytest.raises(TargetError, match=r"crcmerkle\[s3\]"):
+        open_target("s3://bucket/p").preflight()
+
+
 # -- S3 ---------------------------------------------------------------------------------------
 
 pytest.importorskip("moto")
