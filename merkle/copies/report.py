@@ -24,6 +24,11 @@ def _row_line(r: Dict[str, Any]) -> str:
         bits.append(str(r["detail"]))
     if r.get("ozone_note"):
         bits.append(str(r["ozone_note"]))
+    sources = r.get("sources") or []
+    if sources:  # which replica spoke for each block (names are data: escaped)
+        shown = ", ".join(repr(str(x))[1:-1] for x in sources[:2])
+        more = f" and {len(sources) - 2} more blocks" if len(sources) > 2 else ""
+        bits.append(f"from {shown}{more}")
     return "    " + ": ".join(bits[:1]) + ("  " + "; ".join(bits[1:]) if bits[1:] else "")
 
 
@@ -63,7 +68,8 @@ def format_text(report: Dict[str, Any]) -> str:
                f"{report['objects']} objects in {report['target']}")
     out.append("  " + "  ".join(f"{v} {c.get(v, 0)}" for v in VERDICTS))
     cost = report["cost"]
-    reads = (f"{cost['bytes_read']} data bytes read (a local directory is read in full)"
+    reads = (f"{cost['bytes_read']} data bytes read (a local directory: only the copies "
+             "whose key has their name and size are read)"
              if report["reads_data"] else "0 data bytes read")
     out.append(f"  {reads}; requests: {cost['list_requests']} listing, "
                f"{cost['object_requests']} for objects (at most {cost['max_requests_per_object']} "
