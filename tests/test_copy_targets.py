@@ -63,6 +63,33 @@ def test_bad_uris_are_one_line_value_errors(uri: str) -> None:
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("uri", ["s3://bucket/p?endpoint_overide=127.0.0.1:9000",
+                                 "gs://bucket/p?listing=/x&listng=/y",
+                                 "hdfs://nn/p?listing=/x&combine=1", "file:///tmp/x?read=all"])
+def test_unknown_uri_parameters_are_refused(uri: str) -> None:
+    """A mistyped parameter is never ignored (an `endpoint_overide` would send the requests
+    to AWS instead of the store meant): one line naming it."""
+    with pytest.raises(ValueError, match="unknown parameter") as info:
+        open_target(uri)
+    assert "\n" not in str(info.value)
+
+
+def test_preflight_finds_a_target_that_is_not_there(tmp_path: Path, monkeypatch) -> None:
+    """What a job would fail on after Spark started, found before: a directory or listing
+    file that does not exist, an S3 target without boto3 (the `s3` extra)."""
+    for uri in (str(tmp_path / "absent"), f"file://{tmp_path}/absent",
+                f"gs://b/p?listing={tmp_path}/absent.json",
+                f"hdfs://nn/p?listing={tmp_path}/absent.txt",
+                f"gs://b/p?listing={tmp_path}"):  # a directory, not a listing file
+        with pytest.raises(TargetError) as info:
+            open_target(uri).preflight()
+        assert "\n" not in str(info.value)
+    open_target(str(tmp_path)).preflight()  # there: no error
+    monkeypatch.setitem(sys.modules, "boto3", None)  # `import boto3` raises ImportError
+    with pytest.raises(TargetError, match=r"crcmerkle\[s3\]"):
+        open_target("s3://bucket/p").preflight()
+
+
 # -- S3 ---------------------------------------------------------------------------------------
 
 pytest.importorskip("moto")
@@ -406,6 +433,18 @@ def test_gcs_syntax_error_and_not_a_file(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     with pytest.raises(TargetError, match="not a regular file"):
         list(open_target(f"gs://bkt?listing={fifo}").list())
+
+
+@pytest.mark.parametrize("deep", ["[" * 200_000 + "]" * 200_000,
+                                  '{"a":' * 200_000 + "1" + "}" * 200_000,
+                                  '{"kind": "storage#objects", "items": ' + "[" * 200_000])
+def test_gcs_listing_nested_too_deep_is_one_line(tmp_path: Path, deep: str) -> None:
+    """A listing nested 200,000 deep (planted: no listing nests more than a few levels) is
+    the target's one-line error, never a RecursionError."""
+    path = write(tmp_path, "deep.json", deep)
+    with pytest.raises(TargetError) as err:
+        list(open_target(f"gs://bkt?listing={path}").list())
+    assert "nested too deep" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_gcs_stream_reads_values_across_small_chunks(tmp_path: Path, monkeypatch) -> None:

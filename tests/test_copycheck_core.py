@@ -193,3 +193,108 @@ def test_compose_rate_is_columnar() -> None:
     for k, data in enumerate(truth):
         if data is not None:
             assert int.from_bytes(got[k], "big") == merkle.crc32c(data)
+
+
+def _om_key(path: str, size: int, lengths: List[int], reason: Optional[str] = None) -> Any:
+    """An OmKey look-alike (merkle.copies.omdb.OmKey's fields key_tables reads)."""
+    from types import SimpleNamespace
+
+    from merkle.copies.omdb import OmBlock, OmReplication
+
+    vol, bucket, rest = path.lstrip("/").split("/", 2)
+    blocks = tuple(OmBlock(1, i + 1, 0, n) for i, n in enumerate(lengths))
+    return SimpleNamespace(name=path, path=rest, size=size, blocks=blocks, reason=reason,
+                           encrypted=False, replication=OmReplication("RATIS", "THREE"),
+                           file_checksum=None)
+
+
+def test_a_size_out_of_range_is_that_keys_reason_not_the_maps_error() -> None:
+    """OM's dataSize and lengths are uint64: a record claiming 2^64-1 bytes is one
+    UNVERIFIED key (its reason says why), the others are mapped as ever."""
+    from merkle.copies.keymap import key_tables
+
+    keys = [_om_key("/v/b/huge", 2**64 - 1, [2**64 - 1]),
+            _om_key("/v/b/long-block", 10, [2**63]),
+            _om_key("/v/b/sum", 2**63 - 1, [2**62, 2**62]),
+            _om_key("/v/b/fine", 5, [5])]
+    batches = list(key_tables(keys, NameMap()))
+    k = pa.Table.from_batches([b for b, _ in batches]).to_pylist()
+    blocks = pa.Table.from_batches([b for _, b in batches]).to_pylist()
+    by = {r["ozone_name"]: r for r in k}
+    assert "dataSize 18446744073709551615 is out of range" in by["/v/b/huge"]["reason"]
+    assert by["/v/b/huge"]["size"] is None
+    assert "block length 9223372036854775808 is out of range" in by["/v/b/long-block"]["reason"]
+    assert "add up to" in by["/v/b/sum"]["reason"]
+    assert by["/v/b/fine"]["reason"] is None and by["/v/b/fine"]["size"] == 5
+    # only the good key's blocks are rows
+    assert [b["key_id"] for b in blocks] == [by["/v/b/fine"]["key_id"]]
+    # and the verdict is UNVERIFIED with that reason, decided before any size comparison
+    r = verdict(size=None, reason=by["/v/b/huge"]["reason"], t_size=7)
+    assert r["verdict"] == "UNVERIFIED" and "out of range" in r["detail"]
+
+
+def test_map_rules_that_name_no_key_and_an_empty_scope_are_problems() -> None:
+    from merkle.copies.keymap import MapStats, key_tables
+
+    keys = [_om_key("/v/b/k1", 1, [1]), _om_key("/v/b/k2", 1, [1]), _om_key("/w/c/k", 1, [1])]
+    names = parse_map(["/v/b/=copy/"])
+    stats = MapStats(names.rules)
+    list(key_tables(keys, names, stats=stats))
+    assert (stats.keys, stats.out_of_scope, stats.named) == (2, 1, [2])
+    assert stats.problem() is None
+    typo = parse_map(["/v/bb/=copy/", "/v/b/=copy/"])
+    stats = MapStats(typo.rules)
+    list(key_tables(keys, typo, stats=stats))
+    assert stats.problem() is not None and "--map /v/bb/=copy/" in stats.problem()
+    assert "\n" not in stats.problem()
+    nothing = parse_map(["/x/=copy/"])
+    stats = MapStats(nothing.rules)
+    list(key_tables(keys, nothing, stats=stats))
+    assert stats.keys == 0 and stats.out_of_scope == 3 and "/x/" in stats.problem()
+    stats = MapStats()
+    list(key_tables([], NameMap(), stats=stats))
+    assert "no key to compare" in stats.problem()
+
+
+def _report(counts: Dict[str, int], findings: int, first: Dict[str, Any],
+            allowed: tuple = (), **extra: Any) -> Dict[str, Any]:
+    from merkle.copies.verdicts import VERDICTS
+
+    return {"keys": sum(n for v, n in counts.items() if v != "EXTRA"), "objects": 3,
+            "target": "s3://b/p", "counts": {v: counts.get(v, 0) for v in VERDICTS},
+            "findings": findings, "allowed": list(allowed), "reads_data": False,
+            "cost": {"bytes_read": 0, "list_requests": 1, "object_requests": 3,
+                     "max_requests_per_object": 1, "requests_per_object": 1.0},
+            "first": first, **extra}
+
+
+def test_report_lines_name_the_algorithm_of_each_value() -> None:
+    from merkle.copies.report import format_text
+
+    rows = {"MATCH": [{"name": "v/b/k", "verdict": "MATCH", "algorithm": "crc32,crc64nvme",
+                       "source_value": "0x0000007b", "target_value": "0x0000007b"}],
+            "MISMATCH": [{"name": "v/b/m", "verdict": "MISMATCH", "algorithm": "crc32c",
+                          "source_value": "0x0000007b", "target_value": "0x0000007c",
+                          "detail": "crc32c differs"}]}
+    text = format_text(_report({"MATCH": 1, "MISMATCH": 1}, 1, rows))
+    assert "crc32 0x0000007b vs 0x0000007b (crc64nvme equal too)" in text
+    assert "crc32c 0x0000007b vs 0x0000007c" in text
+    assert "crc32,crc64nvme 0x" not in text
+
+
+def test_report_never_says_every_key_is_proved_unless_one_was() -> None:
+    from merkle.copies.report import format_text
+
+    proved = format_text(_report({"MATCH": 2, "EXTRA": 1}, 0, {}, allowed=("EXTRA",)))
+    assert "result: every key is proved identical to its copy (2 keys)" in proved
+    # every key UNVERIFIED, and that allowed: no finding, and no proof either
+    allowed = format_text(_report({"UNVERIFIED": 3}, 0, {}, allowed=("UNVERIFIED",)))
+    assert "every key is proved" not in allowed
+    assert "no key was proved identical to its copy (3 compared)" in allowed
+    # some keys proved, some UNVERIFIED and allowed: not "every key"
+    some = format_text(_report({"MATCH": 1, "UNVERIFIED": 1}, 0, {}, allowed=("UNVERIFIED",)))
+    assert "every key is proved" not in some and "1 of 2 keys proved" in some
+    # nothing compared at all
+    assert "every key is proved" not in format_text(_report({}, 0, {}))
+    left = format_text(_report({"MATCH": 1}, 0, {}, out_of_scope_keys=4))
+    assert "4 keys under no --map source prefix (not compared)" in left

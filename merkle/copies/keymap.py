@@ -7,12 +7,15 @@ A key name is data: it is compared with the target's names, never joined to a pa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
 
-__all__ = ["KEY_BLOCK_SCHEMA", "KEY_SCHEMA", "NameMap", "key_tables", "parse_map"]
+__all__ = ["KEY_BLOCK_SCHEMA", "KEY_SCHEMA", "MapStats", "NameMap", "key_tables", "parse_map"]
+
+#: the largest size or length a key map holds (Arrow int64); OM's uint64 fields may say more
+INT64_MAX = 2**63 - 1
 
 #: one row per key: `name` its target name (after --map), `ozone_name` /volume/bucket/path,
 #: `size` OM's dataSize, `reason` why the OM record itself cannot be verified (a broken FSO
@@ -60,13 +63,21 @@ class NameMap:
         name = ozone_name.lstrip("/")
         if not self.rules:
             return name
-        best: Optional[Tuple[str, str]] = None
-        for src, dst in self.rules:
-            if _under(name, src) and (best is None or len(src) > len(best[0])):
-                best = (src, dst)
+        best = self.rule_of(ozone_name)
         if best is None:
             return None
-        return best[1] + name[len(best[0]):]
+        src, dst = self.rules[best]
+        return dst + name[len(src):]
+
+    def rule_of(self, ozone_name: str) -> Optional[int]:
+        """The index of the rule that names this key (the longest matching source prefix;
+        the first given of equal ones), None when none matches (or there are no rules)."""
+        name = ozone_name.lstrip("/")
+        best: Optional[int] = None
+        for i, (src, _) in enumerate(self.rules):
+            if _under(name, src) and (best is None or len(src) > len(self.rules[best][0])):
+                best = i
+        return best
 
     def in_scope(self, target_name: str) -> bool:
         return not self.rules or any(_under(target_name, dst) for _, dst in self.rules)
@@ -82,19 +93,77 @@ def _under(name: str, prefix: str) -> bool:
     return prefix.endswith("/") or len(name) == len(prefix) or name[len(prefix)] == "/"
 
 
-def key_tables(keys: Iterable[object], names: NameMap, batch_rows: int = 65536
+@dataclass
+class MapStats:
+    """What the key map took from the OM DB: `keys` kept (in scope), `out_of_scope` left
+    out by --map, and per rule (in the order given) the keys it named."""
+
+    rules: Tuple[Tuple[str, str], ...] = ()
+    keys: int = 0
+    out_of_scope: int = 0
+    named: List[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.named:
+            self.named = [0] * len(self.rules)
+
+    def problem(self) -> Optional[str]:
+        """One line when the map leaves nothing to prove: a rule that named no key (a
+        mistyped prefix), or no key at all in scope; None when every rule named a key."""
+        for (src, dst), n in zip(self.rules, self.named):
+            if n == 0:
+                return (f"--map /{src}={dst}: no key of the OM DB checkpoint is under "
+                        f"/{src} (or a longer or earlier --map rule names each one): check "
+                        f"the prefix")
+        if self.keys == 0:
+            left = (f" ({self.out_of_scope} left out by --map)" if self.out_of_scope else "")
+            return f"the OM DB checkpoint gives no key to compare{left}"
+        return None
+
+
+def _out_of_range(key: object) -> Optional[str]:
+    """Why a key's size or block lengths cannot be held (OM's fields are uint64: a record
+    may claim up to 2^64-1 bytes), None when they can."""
+    size = int(key.size)  # type: ignore[attr-defined]
+    if not 0 <= size <= INT64_MAX:
+        return f"dataSize {size} is out of range (more than 2^63-1 bytes)"
+    total = 0
+    for blk in key.blocks:  # type: ignore[attr-defined]
+        length = int(blk.length)
+        if not 0 <= length <= INT64_MAX:
+            return f"a block length {length} is out of range (more than 2^63-1 bytes)"
+        total += length
+    if total > INT64_MAX:
+        return f"its blocks' lengths add up to {total} bytes (more than 2^63-1)"
+    return None
+
+
+def key_tables(keys: Iterable[object], names: NameMap, batch_rows: int = 65536,
+               stats: Optional[MapStats] = None
                ) -> Iterator[Tuple[pa.RecordBatch, pa.RecordBatch]]:
     """(keys, key blocks) batches of KEY_SCHEMA / KEY_BLOCK_SCHEMA from OmKey records
-    (merkle.copies.omdb); keys out of the map's scope are left out."""
+    (merkle.copies.omdb); keys out of the map's scope are left out (and counted in `stats`).
+    A key whose size or a block length is out of range is kept with that as its reason and
+    no block rows (an UNVERIFIED key, never an error of the whole map)."""
+    stats = stats if stats is not None else MapStats(names.rules)
     cols: dict = {f.name: [] for f in KEY_SCHEMA}
     bcols: dict = {f.name: [] for f in KEY_BLOCK_SCHEMA}
     key_id = 0
     for key in keys:
         ozone_name = key.name  # type: ignore[attr-defined]
-        target = names.target_name(ozone_name) if key.path is not None else None  # type: ignore[attr-defined]
-        if target is None and names.rules and key.path is not None:  # type: ignore[attr-defined]
-            continue
-        reason = key.reason  # type: ignore[attr-defined]
+        target = None
+        if key.path is not None and names.rules:  # type: ignore[attr-defined]
+            rule = names.rule_of(ozone_name)
+            if rule is None:
+                stats.out_of_scope += 1
+                continue
+            stats.named[rule] += 1
+            target = names.target_name(ozone_name)
+        elif key.path is not None:  # type: ignore[attr-defined]
+            target = names.target_name(ozone_name)
+        stats.keys += 1
+        bad = _out_of_range(key)
+        reason = bad or key.reason  # type: ignore[attr-defined]
         if reason is None and key.encrypted:  # type: ignore[attr-defined]
             reason = ENCRYPTED_REASON
         if reason is None and key.replication.type == "EC":  # type: ignore[attr-defined]
@@ -104,12 +173,13 @@ def key_tables(keys: Iterable[object], names: NameMap, batch_rows: int = 65536
         # a key whose path could not be rebuilt has no name to join on: reported on its own
         cols["name"].append(target)
         cols["ozone_name"].append(ozone_name)
-        cols["size"].append(int(key.size))  # type: ignore[attr-defined]
+        size = int(key.size)  # type: ignore[attr-defined]
+        cols["size"].append(size if 0 <= size <= INT64_MAX else None)
         cols["replication"].append(str(key.replication))  # type: ignore[attr-defined]
         cols["blocks"].append(len(key.blocks))  # type: ignore[attr-defined]
         cols["reason"].append(reason)
         cols["ozone_checksum"].append(None if checksum is None else str(checksum))
-        for seq, blk in enumerate(key.blocks):  # type: ignore[attr-defined]
+        for seq, blk in enumerate(() if bad else key.blocks):  # type: ignore[attr-defined]
             bcols["key_id"].append(key_id)
             bcols["seq"].append(seq)
             bcols["container"].append(int(blk.container_id))

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 
 from merkle.copies.fold import ALGORITHMS
 
-__all__ = ["FINDINGS", "VERDICTS", "VERDICT_SCHEMA", "decide"]
+__all__ = ["FINDINGS", "SOURCES", "VERDICTS", "VERDICT_SCHEMA", "decide"]
 
 MATCH, MISMATCH, MISSING, EXTRA = "MATCH", "MISMATCH", "MISSING", "EXTRA"
 SIZE_DIFFERS, NOT_COMPARABLE, UNVERIFIED = "SIZE_DIFFERS", "NOT_COMPARABLE", "UNVERIFIED"
@@ -36,18 +36,23 @@ VERDICTS = (MATCH, MISMATCH, MISSING, EXTRA, SIZE_DIFFERS, NOT_COMPARABLE, UNVER
 FINDINGS = tuple(v for v in VERDICTS if v != MATCH)
 
 #: one row per name: the key's Ozone name (null for EXTRA), sizes of both sides, the
-#: algorithm(s) compared and both values (hex), the reason, `ozone_note` when `ozone fs
-#: -checksum` would not give the CRC of the bytes, and the target's requests / bytes read
+#: algorithm(s) compared and both values (hex: those of the first algorithm listed), the
+#: reason, `ozone_note` when `ozone fs -checksum` would not give the CRC of the bytes, the
+#: target's requests / bytes read, and `sources`: which replica spoke for each block of the
+#: key, in key order (`CONTAINER/BLOCK: DATANODE REPLICA`, or `CONTAINER/BLOCK: none`)
 VERDICT_SCHEMA = pa.schema([
     ("name", pa.string()), ("ozone_name", pa.string()), ("verdict", pa.string()),
     ("algorithm", pa.string()), ("source_value", pa.string()), ("target_value", pa.string()),
     ("size", pa.int64()), ("target_size", pa.int64()), ("detail", pa.string()),
-    ("ozone_note", pa.string()), ("requests", pa.int64()), ("bytes_read", pa.int64())])
+    ("ozone_note", pa.string()), ("requests", pa.int64()), ("bytes_read", pa.int64()),
+    ("sources", pa.list_(pa.string()))])
 
 #: the source-side columns `decide` reads (the key table joined with the composed CRCs)
 SOURCE_COLUMNS = ("key_id", "name", "ozone_name", "size", "blocks", "reason", "crc32",
                   "crc32c", "crc64nvme", "recorded_type", "unverified", "ozone_note",
                   "composite", "composite_note", "composed")
+#: passed through to the verdict when the joined rows carry it (SOURCE_SCHEMA's `sources`)
+SOURCES = "sources"
 #: the target-side columns (merkle.copies.targets.TARGET_SCHEMA, prefixed `t_`)
 TARGET_COLUMNS = ("t_name", "t_size", "t_crc32", "t_crc32c", "t_crc64nvme",
                   "t_composite_algorithm", "t_composite_crc", "t_parts", "t_part_sizes",
@@ -213,4 +218,6 @@ def decide(batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
         "ozone_note": batch.column("ozone_note"),
         "requests": pc.coalesce(batch.column("t_requests"), 0).cast(pa.int64()),
         "bytes_read": pc.coalesce(batch.column("t_bytes_read"), 0).cast(pa.int64()),
+        "sources": (batch.column(SOURCES) if SOURCES in batch.schema.names
+                    else pa.nulls(n, pa.list_(pa.string()))),
     }, schema=VERDICT_SCHEMA)

@@ -236,3 +236,4 @@ def test_bad_inputs_are_one_line_errors(world: Any, capsys: Any, tmp_path: Path)
         assert rc == 2, args
         assert len(err) == 1 and args[1] in err[0] and "Traceback" not in err[0], err
         assert "SECRET" not in err[0]
+        assert not (tmp_path / f"out{i}").exists(), args  # a failed check leaves no output

@@ -15,7 +15,9 @@ only kind that reads data). `open_target` picks one by the URI's scheme.
 A row that cannot be described has `error` (one line) and the walk goes on; entries of a
 listing that are not rows (outside the root, another bucket, not an object) are counted in
 `target.skips.reasons` ({reason: count}; `target.skipped` their total). A target that cannot
-be listed at all raises TargetError (an OSError, one line, credentials removed).
+be listed at all raises TargetError (an OSError, one line, credentials removed);
+`target.preflight()` finds the commonest such causes before a job starts. A URI parameter its
+kind does not take is refused (ValueError), never ignored.
 """
 
 from __future__ import annotations
@@ -34,17 +36,33 @@ def open_target(uri: str) -> Target:
     if not isinstance(uri, str) or not uri:
         raise ValueError("target: empty URI")
     scheme = uri.partition("://")[0].lower() if "://" in uri else ""
+    kind: type
     if scheme in ("s3", "s3a"):
-        from merkle.copies.targets.s3 import S3Target
-        return S3Target(uri)
-    if scheme in ("gs", "gcs"):
-        from merkle.copies.targets.gcs import GcsTarget
-        return GcsTarget(uri)
-    if scheme == "hdfs":
-        from merkle.copies.targets.hdfs import HdfsTarget
-        return HdfsTarget(uri)
-    if scheme in ("", "file"):
-        from merkle.copies.targets.local import LocalTarget
-        return LocalTarget(uri)
-    raise ValueError(f"target {display(uri)}: unsupported scheme {scheme!r} "
-                     f"(s3://, gs://...?listing=, hdfs://...?listing=, file:// or a path)")
+        from merkle.copies.targets.s3 import S3Target as kind
+    elif scheme in ("gs", "gcs"):
+        from merkle.copies.targets.gcs import GcsTarget as kind
+    elif scheme == "hdfs":
+        from merkle.copies.targets.hdfs import HdfsTarget as kind
+    elif scheme in ("", "file"):
+        from merkle.copies.targets.local import LocalTarget as kind
+    else:
+        raise ValueError(f"target {display(uri)}: unsupported scheme {scheme!r} "
+                         f"(s3://, gs://...?listing=, hdfs://...?listing=, file:// or a path)")
+    if scheme:  # a plain path has no query: a '?' is part of its name
+        _known_parameters(uri, kind.PARAMETERS)
+    return kind(uri)
+
+
+def _known_parameters(uri: str, known: frozenset) -> None:
+    """ValueError (one line) for a query parameter the target's kind does not take."""
+    from urllib.parse import parse_qsl
+
+    from merkle.replica.uri import display
+
+    query = uri.partition("?")[2].partition("#")[0]
+    for name, _ in parse_qsl(query, keep_blank_values=True):
+        if name not in known:
+            shown = repr(name[:40])
+            takes = ", ".join(sorted(known)) or "none"
+            raise ValueError(f"target {display(uri)}: unknown parameter {shown} "
+                             f"(this kind takes: {takes})")

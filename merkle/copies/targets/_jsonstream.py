@@ -4,7 +4,8 @@ walked element by element, so a listing of a billion objects never sits in memor
 One value (a page of 1,000 objects is ~2 MB) may take at most `max_value` characters.
 
 A syntax error cannot be resynchronised (where would the next value start?): it ends the
-walk with a one-line ValueError naming the character offset.
+walk with a one-line ValueError naming the character offset; so does a value nested deeper
+than the decoder's recursion limit (never a RecursionError).
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ class JsonStream:
         while True:
             try:
                 value, end = self._json.raw_decode(self._buf, self._pos)
+            except RecursionError:
+                # arrays or objects nested deeper than the decoder's stack (a planted
+                # `[[[[...`): no listing nests more than a few levels
+                raise self._error("values nested too deep") from None
             except json.JSONDecodeError as exc:
                 if len(self._buf) - self._pos > self._max:
                     raise self._error(f"a value longer than {self._max} characters") from None

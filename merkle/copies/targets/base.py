@@ -45,6 +45,15 @@ class Target:
         """The listing already says all there is (GCS, HDFS): the rows as they are."""
         return batch
 
+    #: the URI query parameters this kind takes (any other is refused: a mistyped
+    #: `endpoint_overide` would silently send the requests elsewhere)
+    PARAMETERS: frozenset = frozenset()
+
+    def preflight(self) -> None:
+        """What can be checked before any job starts (a directory or listing file that is
+        not there, a client library not installed): TargetError, one line. Opens nothing
+        that stays open."""
+
     # clients and pools are per process: never pickled
     _transient: tuple = ()
 

@@ -37,6 +37,10 @@ _GENERATION = re.compile(r"#([0-9]+)\Z")
 class GcsTarget(Target):
     kind = "gcs"
     reads_data = False
+    PARAMETERS = frozenset({"listing"})
+
+    def preflight(self) -> None:
+        open_listing(self.listing, self.display).close()
 
     def __init__(self, uri: str) -> None:
         super().__init__(uri)

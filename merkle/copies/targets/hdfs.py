@@ -44,6 +44,10 @@ def _is_algorithm(text: str) -> bool:
 class HdfsTarget(Target):
     kind = "hdfs"
     reads_data = False
+    PARAMETERS = frozenset({"listing"})
+
+    def preflight(self) -> None:
+        open_listing(self.listing, self.display).close()
 
     def __init__(self, uri: str) -> None:
         super().__init__(uri)

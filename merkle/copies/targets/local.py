@@ -60,6 +60,9 @@ class LocalTarget(Target):
         self.root = os.path.abspath(path)
         self._buffer: Optional[bytearray] = None
 
+    def preflight(self) -> None:
+        os.close(self._open_root())
+
     def _open_root(self) -> int:
         try:
             return open_dir(self.root, follow=True)

@@ -62,6 +62,16 @@ class S3Target(Target):
     reads_data = False
     needs_describe = True
     _transient = ("_client", "_local")
+    PARAMETERS = frozenset({"endpoint_override", "endpoint", "scheme", "region", "concurrency",
+                            "access_key", "secret_key", "session_token"})
+
+    def preflight(self) -> None:
+        try:
+            import boto3  # noqa: F401
+            import botocore  # noqa: F401
+        except ImportError:
+            raise TargetError(f"target {self.display}: S3 targets need boto3 (pip install "
+                              f"'crcmerkle[s3]')") from None
 
     def __init__(self, uri: str) -> None:
         super().__init__(uri)
