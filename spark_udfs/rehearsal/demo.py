@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from spark_udfs.rehearsal.simhosts import (MAX_DATANODES, VOLUMES, SimCluster,
-                                           SimHostsUnavailable, check_can_simulate, host_of,
-                                           start_cluster, stop_cluster)
+                                           SimHostsUnavailable, check_can_simulate,
+                                           check_mount_points, check_not_running, host_of,
+                                           mount_paths, start_cluster, stop_cluster)
 
 __all__ = ["MIN_HOSTS", "MAX_HOSTS", "HostsDemoResult", "check_requirements", "run_hosts_demo",
            "simulated_cluster"]
@@ -65,12 +66,15 @@ class HostsDemoResult:
 def check_requirements(hosts: int) -> None:
     """SimHostsUnavailable (one line: what is missing) unless `hosts` simulated hosts can
     run here: a count in range, root, unshare and mount, Java, a kernel that allows a
-    private mount namespace with a bind mount. Busy /srv/ozone paths and another running
-    rehearsal are found when the cluster starts (start_cluster)."""
+    private mount namespace with a bind mount, /srv/ozone/disk* free (absent, or empty
+    directories nothing is mounted on), and no other rehearsal running. Changes nothing
+    (start_cluster checks the mount points and takes the lock again, for good)."""
     if not MIN_HOSTS <= hosts <= MAX_HOSTS:
         raise SimHostsUnavailable(f"{MIN_HOSTS} to {MAX_HOSTS} hosts (three replicas per "
                                   f"container need three datanodes), not {hosts}")
     check_can_simulate()
+    check_mount_points(mount_paths())
+    check_not_running()
 
 
 @contextlib.contextmanager

@@ -46,8 +46,8 @@ from spark_udfs.rehearsal.standalone import clean_env, free_port, spark_home
 
 __all__ = ["ABSENT_HOST", "DATANODES", "LOCK_FILE", "MOUNT_ROOT", "VOLUMES", "Datanode",
            "SimCluster", "SimHostsUnavailable", "Worker", "check_can_simulate",
-           "checkout_root", "cpu_seconds", "driver_mounts", "driver_rss_mib", "host_of",
-           "start_cluster", "stop_cluster"]
+           "check_mount_points", "check_not_running", "checkout_root", "cpu_seconds", "driver_mounts", "driver_rss_mib", "host_of",
+           "mount_paths", "start_cluster", "stop_cluster"]
 
 #: the script each daemon's `unshare` runs (by path: the daemons have no PYTHONPATH)
 MOUNT_EXEC = Path(__file__).resolve().parent / "mount_exec.py"
@@ -399,13 +399,15 @@ def check_can_simulate() -> None:
                                       "outside it: refusing to mount at /srv/ozone")
 
 
-def _prepare_mount_points(paths: Sequence[str], root: Optional[Path] = None) -> List[Path]:
-    """Create the mount points the driver's namespace lacks (and `root`, default
-    MOUNT_ROOT, above them); refuse when one exists and is not empty, or has something
-    mounted on it (someone's real data). Returns what was created (and must be removed)."""
-    root = MOUNT_ROOT if root is None else root
+def mount_paths() -> List[str]:
+    """Where every simulated host mounts its volumes (MOUNT_TEMPLATE, volume by volume)."""
+    return [MOUNT_TEMPLATE.format(volume=v) for v in range(VOLUMES)]
+
+
+def check_mount_points(paths: Sequence[str]) -> None:
+    """SimHostsUnavailable when a mount point is not ours to use: not a directory, a mount
+    point in use, or not empty (someone's real data)."""
     mounted = set(_mount_points())
-    created: List[Path] = []
     for p in map(Path, paths):
         if p.is_symlink() or (p.exists() and not p.is_dir()):
             raise SimHostsUnavailable(f"{p} exists and is not a directory: not mounting there")
@@ -413,6 +415,21 @@ def _prepare_mount_points(paths: Sequence[str], root: Optional[Path] = None) -> 
             raise SimHostsUnavailable(f"{p} is a mount point in use: not mounting there")
         if p.is_dir() and any(p.iterdir()):
             raise SimHostsUnavailable(f"{p} exists and is not empty: not mounting there")
+
+
+def check_not_running() -> None:
+    """SimHostsUnavailable when another simulated cluster runs on this machine now (it
+    holds LOCK_FILE). A probe: start_cluster takes the lock for good."""
+    os.close(_take_lock(0.0))
+
+
+def _prepare_mount_points(paths: Sequence[str], root: Optional[Path] = None) -> List[Path]:
+    """Create the mount points the driver's namespace lacks (and `root`, default
+    MOUNT_ROOT, above them); refuse when one exists and is not empty, or has something
+    mounted on it (someone's real data). Returns what was created (and must be removed)."""
+    root = MOUNT_ROOT if root is None else root
+    check_mount_points(paths)
+    created: List[Path] = []
     for p in [root, *map(Path, paths)]:
         if not p.exists():
             p.mkdir(mode=0o755)
@@ -478,8 +495,8 @@ def start_cluster(generate: Optional[Dict[str, Any]] = None, *, datanodes: int =
     lock = _take_lock(lock_wait_s)
     lock_wait = time.monotonic() - t0
     try:
-        mount_paths = [MOUNT_TEMPLATE.format(volume=v) for v in range(VOLUMES)]
-        created = _prepare_mount_points(mount_paths)
+        paths = mount_paths()
+        created = _prepare_mount_points(paths)
     except BaseException:
         os.close(lock)
         raise
@@ -497,7 +514,7 @@ def start_cluster(generate: Optional[Dict[str, Any]] = None, *, datanodes: int =
                                     layout="ozone", mount_path=MOUNT_TEMPLATE, faults=faults,
                                     **args)
         sim = SimCluster(root, cluster_dir, manifest,
-                         _read_datanodes(cluster_dir, datanodes), mount_paths=mount_paths,
+                         _read_datanodes(cluster_dir, datanodes), mount_paths=paths,
                          python_path=list(python_path), _created_mounts=created,
                          _lock_fd=lock)
         sim.lock_wait_seconds = lock_wait

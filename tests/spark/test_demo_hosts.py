@@ -1,0 +1,238 @@
+"""`crcmerkle spark demo --hosts N` (spark_udfs.rehearsal.demo): the data-local path on
+simulated hosts end to end, run as an operator runs it (a subprocess), ends with its OK line
+and leaves nothing behind: no daemon, no mount, no mount point it created, no private
+directory. When a requirement is missing it says which in one line and exits 2 before
+starting anything. The end-to-end run is skipped in one line where the machine cannot
+simulate hosts (never passed); it takes minutes and the machine's /srv/ozone."""
+
+from __future__ import annotations
+
+import fcntl
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Dict, List, Set
+
+import pytest
+
+from spark_udfs.rehearsal import simhosts
+from spark_udfs.rehearsal.mount_exec import PARENT_ENV
+
+HOSTS = 3
+
+
+def _main(args: List[str], capsys) -> tuple:
+    from crcmerkle_cli import main
+
+    rc = main(args)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _one_line_refusal(rc: int, out: str, err: str, what: str) -> None:
+    assert rc == 2, (out, err)
+    assert out == "", out
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("crcmerkle: error: demo --hosts: "), err
+    assert what in lines[0], err
+
+
+def test_not_root_is_one_line_exit_2_and_nothing_made(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    work = tmp_path / "demo"
+    rc, out, err = _main(["spark", "demo", "--hosts", "3", "--dir", str(work)], capsys)
+    _one_line_refusal(rc, out, err, "need root")
+    assert not work.exists()
+
+
+def test_no_unshare_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
+    real_which = shutil.which
+    monkeypatch.setattr(os, "geteuid", lambda: 0)  # past the root check, wherever run
+    monkeypatch.setattr(shutil, "which",
+                        lambda name, *a, **k: None if name == "unshare" else real_which(name))
+    rc, out, err = _main(["spark", "demo", "--hosts", "3", "--dir", str(tmp_path / "d")],
+                         capsys)
+    _one_line_refusal(rc, out, err, "unshare")
+
+
+def test_no_java_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
+    real_which = shutil.which
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setattr(shutil, "which",
+                        lambda name, *a, **k: None if name == "java" else real_which(name))
+    rc, out, err = _main(["spark", "demo", "--hosts", "3", "--dir", str(tmp_path / "d")],
+                         capsys)
+    _one_line_refusal(rc, out, err, "Java")
+
+
+def test_too_few_hosts_is_one_line_exit_2(tmp_path, capsys):
+    rc, out, err = _main(["spark", "demo", "--hosts", "2", "--dir", str(tmp_path / "d")],
+                         capsys)
+    _one_line_refusal(rc, out, err, "3 to 7 hosts")
+
+
+def test_with_master_is_refused(tmp_path, capsys):
+    rc, _, err = _main(["spark", "demo", "--hosts", "3", "--master", "local[1]", "--dir",
+                        str(tmp_path / "d")], capsys)
+    assert rc == 2 and "not with --master" in err
+
+
+def _can_simulate() -> None:
+    try:
+        simhosts.check_can_simulate()
+    except simhosts.SimHostsUnavailable as exc:
+        pytest.skip(f"simulated hosts: {exc}")
+
+
+def test_busy_mount_points_are_one_line_exit_2(tmp_path, monkeypatch, capsys):
+    """A /srv/ozone/diskN holding anything is someone's: refused before anything starts,
+    the demo directory not left behind."""
+    _can_simulate()
+    root = tmp_path / "ozone"
+    (root / "disk1").mkdir(parents=True)
+    (root / "disk1" / "data").write_text("someone's")
+    monkeypatch.setattr(simhosts, "MOUNT_ROOT", root)
+    monkeypatch.setattr(simhosts, "MOUNT_TEMPLATE", str(root / "disk{volume}"))
+    work = tmp_path / "demo"
+    rc, out, err = _main(["spark", "demo", "--hosts", "3", "--dir", str(work)], capsys)
+    _one_line_refusal(rc, out, err, "not empty")
+    assert not work.exists() and (root / "disk1" / "data").exists()
+    assert not (root / "disk0").exists()  # nothing was created
+
+
+def test_another_rehearsal_running_is_one_line_exit_2(tmp_path, capsys):
+    """Not waited for: an operator is told at once."""
+    _can_simulate()
+    simhosts.LOCK_FILE.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(simhosts.LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pytest.skip("another simulated cluster is running on this machine")
+        rc, out, err = _main(["spark", "demo", "--hosts", "3", "--dir",
+                              str(tmp_path / "d")], capsys)
+    finally:
+        os.close(fd)
+    _one_line_refusal(rc, out, err, "another simulated cluster is running")
+
+
+# ---------------------------------------------------------------------- end to end
+def _ours(parent: int) -> Set[int]:
+    """Live processes started for the rehearsal whose pid is `parent` (the daemons carry
+    PARENT_ENV=<its pid> in their environment, and so do their children)."""
+    mark = f"{PARENT_ENV}={parent}".encode()
+    out = set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if mark in env and simhosts._alive(int(name)):
+            out.add(int(name))
+    return out
+
+
+def _srv_mounts(pids: Set[int]) -> Dict[int, List[str]]:
+    """Mount points under /srv/ozone in the namespaces of `pids`."""
+    out: Dict[int, List[str]] = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/mountinfo") as f:
+                points = [line.split()[4] for line in f]
+        except OSError:
+            continue
+        mine = [p for p in points if p.startswith(str(simhosts.MOUNT_ROOT) + "/")]
+        if mine:
+            out[pid] = mine
+    return out
+
+
+def test_demo_hosts_end_to_end_and_nothing_left_behind(tmp_path):
+    _can_simulate()
+    root_existed = simhosts.MOUNT_ROOT.exists()
+    private_before = set(glob.glob(os.path.join(os.environ.get("TMPDIR", "/tmp"),
+                                                "crcmerkle-simhosts-*")))
+    work = tmp_path / "demo"
+    proc = subprocess.Popen([sys.executable, "-m", "spark_udfs", "demo", "--hosts", str(HOSTS),
+                             "--dir", str(work)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    seen: Set[int] = set()
+    mounts: Dict[int, List[str]] = {}
+
+    def watch() -> None:  # what the rehearsal started, while it runs
+        while proc.poll() is None:
+            pids = _ours(proc.pid)
+            seen.update(pids)
+            mounts.update(_srv_mounts(pids))
+            time.sleep(1.0)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    out, err = proc.communicate(timeout=1800)
+    watcher.join(10)
+    if proc.returncode == 2 and "another simulated cluster is running" in err:
+        pytest.skip("another simulated cluster was running on this machine")
+    assert proc.returncode == 0, (out[-3000:], err[-3000:])
+    last = out.strip().splitlines()[-1]
+    assert last.startswith(f"OK: the data-local scan of {HOSTS} hosts found exactly the "), last
+    assert "decommission plan for 127.0.0.2" in last, last
+    # it ran what it says: a worker per host, each with the two volumes mounted in its own
+    # namespace, the driver's namespace without any
+    assert len(seen) >= HOSTS + 1, seen
+    assert sorted(set(map(tuple, mounts.values()))) == [
+        ("/srv/ozone/disk0", "/srv/ozone/disk1")], mounts
+    report = json.loads((work / "report.json").read_text())
+    hosts = {r["host"] for m in report["mismatched"] for r in m["replicas"]}
+    assert hosts == {f"127.0.0.{i + 2}" for i in range(HOSTS)}, hosts
+    plan = json.loads((work / "plan.json").read_text())
+    assert [e["argv"] for e in plan["ozone"]["datanodes"]] == [
+        ["ozone", "admin", "datanode", "decommission", "127.0.0.2"]]
+    # nothing left behind: no process, so no namespace holding a mount; no mount point it
+    # created, no private directory
+    assert not {p for p in seen if simhosts._alive(p)}
+    assert not _ours(proc.pid)
+    assert simhosts.driver_mounts() == []
+    assert simhosts.MOUNT_ROOT.exists() == root_existed
+    assert set(glob.glob(os.path.join(os.environ.get("TMPDIR", "/tmp"),
+                                      "crcmerkle-simhosts-*"))) == private_before
+    assert (work / "cluster" / "manifest.json").exists()  # the operator's to look at
+
+
+def test_demo_hosts_interrupted_leaves_nothing_behind(tmp_path):
+    """SIGINT (Ctrl-C) once the workers run: the clean-up runs, nothing stays."""
+    import signal
+
+    _can_simulate()
+    root_existed = simhosts.MOUNT_ROOT.exists()
+    work = tmp_path / "demo"
+    proc = subprocess.Popen([sys.executable, "-m", "spark_udfs", "demo", "--hosts", str(HOSTS),
+                             "--dir", str(work)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    seen: Set[int] = set()
+    deadline = time.monotonic() + 600
+    while proc.poll() is None and time.monotonic() < deadline:
+        seen.update(_ours(proc.pid))
+        if _srv_mounts(seen):  # a worker has its disks: interrupt now
+            proc.send_signal(signal.SIGINT)
+            break
+        time.sleep(0.5)
+    out, err = proc.communicate(timeout=600)
+    if proc.returncode == 2 and "another simulated cluster is running" in err:
+        pytest.skip("another simulated cluster was running on this machine")
+    assert seen and proc.returncode != 0, (out[-2000:], err[-2000:])
+    assert "Traceback" not in err, err[-3000:]
+    assert not {p for p in seen if simhosts._alive(p)}
+    assert simhosts.MOUNT_ROOT.exists() == root_existed
+    assert not work.exists()  # it created the directory: a failed run removes it
