@@ -27,7 +27,7 @@ import signal
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from spark_udfs.rehearsal.simhosts import (MAX_DATANODES, VOLUMES, SimCluster,
                                            SimHostsUnavailable, check_can_simulate,

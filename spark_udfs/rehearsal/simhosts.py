@@ -39,15 +39,16 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from spark_udfs.rehearsal.mount_exec import PARENT_ENV as _PARENT_ENV
 from spark_udfs.rehearsal.standalone import clean_env, free_port, spark_home
 
-__all__ = ["ABSENT_HOST", "DATANODES", "LOCK_FILE", "MOUNT_ROOT", "VOLUMES", "Datanode",
-           "SimCluster", "SimHostsUnavailable", "Worker", "check_can_simulate",
-           "check_mount_points", "check_not_running", "checkout_root", "cpu_seconds", "driver_mounts", "driver_rss_mib", "host_of",
-           "mount_paths", "start_cluster", "stop_cluster"]
+__all__ = ["ABSENT_HOST", "DATANODES", "LOCK_FILE", "MAX_DATANODES", "MOUNT_ROOT", "VOLUMES",
+           "Datanode", "SimCluster", "SimHostsUnavailable", "Worker", "check_can_simulate",
+           "check_mount_points", "check_not_running", "checkout_root", "cpu_seconds",
+           "driver_mounts", "driver_rss_mib", "host_of", "mount_paths", "start_cluster",
+           "stop_cluster"]
 
 #: the script each daemon's `unshare` runs (by path: the daemons have no PYTHONPATH)
 MOUNT_EXEC = Path(__file__).resolve().parent / "mount_exec.py"

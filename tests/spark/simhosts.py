@@ -23,7 +23,7 @@ Run as a script (the same as spark_udfs/rehearsal/mount_exec.py):
 
 from __future__ import annotations
 
-import os
+import os  # noqa: F401  (tests patch simhosts.os.geteuid)
 import sys
 import time
 from pathlib import Path
