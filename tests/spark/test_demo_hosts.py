@@ -235,3 +235,39 @@ def test_demo_hosts_interrupted_leaves_nothing_behind(tmp_path):
     assert not {p for p in seen if simhosts._alive(p)}
     assert simhosts.MOUNT_ROOT.exists() == root_existed
     assert not work.exists()  # it created the directory: a failed run removes it
+
+
+def test_a_replica_on_a_host_maps_back_to_its_generated_directory(tmp_path):
+    """(datanode, path on its host) -> dn<i>/vol<v>/..., as the manifest names replicas; a
+    path under no mount point, or of an unknown datanode, stays as it is (a finding the
+    ground truth cannot explain, so the check fails rather than guessing)."""
+    from spark_udfs.rehearsal.demo import _dn_path
+
+    dns = [simhosts.Datanode(i, f"00000000-0000-4000-8000-00000000000{i}", "CID", [])
+           for i in range(3)]
+    sim = simhosts.SimCluster(tmp_path, tmp_path / "cluster", {}, dns)
+    rest = "/hdds/CID-1/current/containerDir0/7"
+    assert _dn_path(sim, dns[2].uuid, "/srv/ozone/disk1" + rest) == "dn2/vol1" + rest
+    assert _dn_path(sim, dns[0].uuid, "/srv/ozone/disk0" + rest) == "dn0/vol0" + rest
+    assert _dn_path(sim, dns[0].uuid, "/srv/ozone/disk10" + rest) == "/srv/ozone/disk10" + rest
+    assert _dn_path(sim, "someone-else", "/srv/ozone/disk0" + rest) == "/srv/ozone/disk0" + rest
+    assert _dn_path(sim, None, None) == ""
+
+
+def test_the_report_and_plan_checks():
+    from spark_udfs.rehearsal.demo import _hosts_named, _plan_names
+
+    hosts = ["127.0.0.2", "127.0.0.3"]
+    named = {"mismatched": [{"replicas": [{"host": "127.0.0.2"}, {"host": "127.0.0.3"}]}]}
+    assert _hosts_named(named, hosts)
+    assert not _hosts_named({"mismatched": [{"replicas": [{"host": None}]}]}, hosts)
+    assert not _hosts_named({"mismatched": []}, hosts)  # nothing named proves nothing
+    uuid = "00000000-0000-4000-8000-000000000000"
+    plan = {"datanodes": [{"datanode": uuid, "host": "127.0.0.2"}],
+            "parameters": {"decommission": [uuid]},
+            "ozone": {"datanodes": [{"argv": ["ozone", "admin", "datanode", "decommission",
+                                              "127.0.0.2"]}]}}
+    assert _plan_names(plan, "127.0.0.2", uuid)
+    assert not _plan_names(plan, "127.0.0.3", uuid)
+    plan["ozone"]["datanodes"] = []  # a host the plan could not name gets no command
+    assert not _plan_names(plan, "127.0.0.2", uuid)
