@@ -44,12 +44,15 @@ from typing import Any, Dict, List, Optional, Sequence
 from spark_udfs.rehearsal.mount_exec import PARENT_ENV as _PARENT_ENV
 from spark_udfs.rehearsal.standalone import clean_env, free_port, spark_home
 
-__all__ = ["ABSENT_HOST", "DATANODES", "LOCK_FILE", "MAX_DATANODES", "MOUNT_ROOT", "VOLUMES",
-           "Datanode", "SimCluster", "SimHostsUnavailable", "Worker", "check_can_simulate",
-           "check_mount_points", "check_not_running", "checkout_root", "cpu_seconds",
-           "driver_mounts", "driver_rss_mib", "host_of", "mount_paths", "start_cluster",
-           "stop_cluster"]
+__all__ = ["ABSENT_HOST", "DATANODES", "LOCK_FILE", "MAX_DATANODES", "MOUNT_ROOT", "ROOT_ENV",
+           "VOLUMES", "Datanode", "SimCluster", "SimHostsUnavailable", "Worker",
+           "check_can_simulate", "check_mount_points", "check_not_running", "checkout_root",
+           "cpu_seconds", "driver_mounts", "driver_rss_mib", "host_of", "mount_paths",
+           "start_cluster", "stop_cluster"]
 
+#: in every daemon's environment: the cluster's private directory, which names the daemons
+#: of one cluster (a pid in _PARENT_ENV may be reused once that process has gone)
+ROOT_ENV = "CRCMERKLE_SIMHOSTS_ROOT"
 #: the script each daemon's `unshare` runs (by path: the daemons have no PYTHONPATH)
 MOUNT_EXEC = Path(__file__).resolve().parent / "mount_exec.py"
 
@@ -125,7 +128,7 @@ class SimCluster:
         return clean_env({"SPARK_CONF_DIR": str(self._conf_dir), "SPARK_LOG_DIR": str(self.root),
                           "SPARK_LOCAL_IP": host, "SPARK_DAEMON_MEMORY": "256m",
                           "SPARK_WORKER_DIR": str(self.root / f"work-{host}"),
-                          _PARENT_ENV: str(os.getpid())})
+                          _PARENT_ENV: str(os.getpid()), ROOT_ENV: str(self.root)})
 
     def _start_master(self) -> None:
         port, ui = free_port(), free_port()

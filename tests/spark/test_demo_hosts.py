@@ -8,7 +8,6 @@ simulate hosts (never passed); it takes minutes and the machine's /srv/ozone."""
 from __future__ import annotations
 
 import fcntl
-import glob
 import json
 import os
 import shutil
@@ -16,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Dict, List, Set
 
 import pytest
@@ -125,11 +125,22 @@ def test_another_rehearsal_running_is_one_line_exit_2(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------------- end to end
-def _ours(parent: int) -> Set[int]:
-    """Live processes started for the rehearsal whose pid is `parent` (the daemons carry
-    PARENT_ENV=<its pid> in their environment, and so do their children)."""
-    mark = f"{PARENT_ENV}={parent}".encode()
-    out = set()
+def _ours(parent: int) -> Dict[int, str]:
+    """{pid: cluster root} of the live processes started for the rehearsal whose pid is
+    `parent`: the daemons carry PARENT_ENV=<its pid> and ROOT_ENV=<the cluster's private
+    directory> in their environment, and so do their children."""
+    return {pid: root for pid, (p, root) in _marked().items() if p == str(parent) and root}
+
+
+def _of_roots(roots: Set[str]) -> Set[int]:
+    """Live processes of the clusters whose private directories are `roots` (a pid alone
+    may have been reused by another helper's cluster since)."""
+    return {pid for pid, (_, root) in _marked().items() if root in roots}
+
+
+def _marked() -> Dict[int, tuple]:
+    parent_key, root_key = f"{PARENT_ENV}=".encode(), f"{simhosts.ROOT_ENV}=".encode()
+    out = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -138,8 +149,10 @@ def _ours(parent: int) -> Set[int]:
                 env = f.read().split(b"\0")
         except OSError:
             continue
-        if mark in env and simhosts._alive(int(name)):
-            out.add(int(name))
+        parent = [e[len(parent_key):] for e in env if e.startswith(parent_key)]
+        root = [e[len(root_key):] for e in env if e.startswith(root_key)]
+        if parent and simhosts._alive(int(name)):
+            out[int(name)] = (parent[0].decode(), root[0].decode() if root else "")
     return out
 
 
@@ -158,23 +171,47 @@ def _srv_mounts(pids: Set[int]) -> Dict[int, List[str]]:
     return out
 
 
+def _nothing_left(seen: Set[int], roots: Set[str], root_existed: bool) -> None:
+    """No process of the rehearsal alive (so no namespace holding its mounts), none in the
+    driver's namespace, its private directories gone, and (when no other simulated cluster
+    has started since, which would make its own) /srv/ozone as it was before."""
+    assert roots, "no daemon of the rehearsal was seen"
+    assert not {p for p in seen if simhosts._alive(p)}
+    assert not _of_roots(roots)
+    assert simhosts.driver_mounts() == []
+    assert not [r for r in roots if os.path.exists(r)], roots
+    fd = os.open(simhosts.LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert simhosts.MOUNT_ROOT.exists() == root_existed
+    except BlockingIOError:
+        pass  # another helper's cluster runs now, with its own mount points
+    finally:
+        os.close(fd)
+
+
+def _start_demo(work: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "spark_udfs", "demo", "--hosts", str(HOSTS),
+                             "--dir", str(work)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
 def test_demo_hosts_end_to_end_and_nothing_left_behind(tmp_path):
     _can_simulate()
     root_existed = simhosts.MOUNT_ROOT.exists()
-    private_before = set(glob.glob(os.path.join(os.environ.get("TMPDIR", "/tmp"),
-                                                "crcmerkle-simhosts-*")))
     work = tmp_path / "demo"
-    proc = subprocess.Popen([sys.executable, "-m", "spark_udfs", "demo", "--hosts", str(HOSTS),
-                             "--dir", str(work)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = _start_demo(work)
     seen: Set[int] = set()
+    roots: Set[str] = set()
     mounts: Dict[int, List[str]] = {}
 
     def watch() -> None:  # what the rehearsal started, while it runs
         while proc.poll() is None:
             pids = _ours(proc.pid)
             seen.update(pids)
-            mounts.update(_srv_mounts(pids))
+            roots.update(pids.values())
+            mounts.update(_srv_mounts(set(pids)))
             time.sleep(1.0)
 
     watcher = threading.Thread(target=watch, daemon=True)
@@ -189,7 +226,7 @@ def test_demo_hosts_end_to_end_and_nothing_left_behind(tmp_path):
     assert "decommission plan for 127.0.0.2" in last, last
     # it ran what it says: a worker per host, each with the two volumes mounted in its own
     # namespace, the driver's namespace without any
-    assert len(seen) >= HOSTS + 1, seen
+    assert len(seen) >= HOSTS + 1 and len(roots) == 1, (seen, roots)
     assert sorted(set(map(tuple, mounts.values()))) == [
         ("/srv/ozone/disk0", "/srv/ozone/disk1")], mounts
     report = json.loads((work / "report.json").read_text())
@@ -198,42 +235,36 @@ def test_demo_hosts_end_to_end_and_nothing_left_behind(tmp_path):
     plan = json.loads((work / "plan.json").read_text())
     assert [e["argv"] for e in plan["ozone"]["datanodes"]] == [
         ["ozone", "admin", "datanode", "decommission", "127.0.0.2"]]
-    # nothing left behind: no process, so no namespace holding a mount; no mount point it
-    # created, no private directory
-    assert not {p for p in seen if simhosts._alive(p)}
-    assert not _ours(proc.pid)
-    assert simhosts.driver_mounts() == []
-    assert simhosts.MOUNT_ROOT.exists() == root_existed
-    assert set(glob.glob(os.path.join(os.environ.get("TMPDIR", "/tmp"),
-                                      "crcmerkle-simhosts-*"))) == private_before
+    _nothing_left(seen, roots, root_existed)
     assert (work / "cluster" / "manifest.json").exists()  # the operator's to look at
 
 
 def test_demo_hosts_interrupted_leaves_nothing_behind(tmp_path):
-    """SIGINT (Ctrl-C) once the workers run: the clean-up runs, nothing stays."""
+    """SIGINT (Ctrl-C) once the workers have their disks: the clean-up runs, nothing
+    stays."""
     import signal
 
     _can_simulate()
     root_existed = simhosts.MOUNT_ROOT.exists()
     work = tmp_path / "demo"
-    proc = subprocess.Popen([sys.executable, "-m", "spark_udfs", "demo", "--hosts", str(HOSTS),
-                             "--dir", str(work)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = _start_demo(work)
     seen: Set[int] = set()
-    deadline = time.monotonic() + 600
+    roots: Set[str] = set()
+    deadline = time.monotonic() + 900
     while proc.poll() is None and time.monotonic() < deadline:
-        seen.update(_ours(proc.pid))
-        if _srv_mounts(seen):  # a worker has its disks: interrupt now
+        pids = _ours(proc.pid)
+        seen.update(pids)
+        roots.update(pids.values())
+        if _srv_mounts(set(pids)):  # a worker has its disks: interrupt now
             proc.send_signal(signal.SIGINT)
             break
         time.sleep(0.5)
-    out, err = proc.communicate(timeout=600)
+    out, err = proc.communicate(timeout=900)
     if proc.returncode == 2 and "another simulated cluster is running" in err:
         pytest.skip("another simulated cluster was running on this machine")
     assert seen and proc.returncode != 0, (out[-2000:], err[-2000:])
     assert "Traceback" not in err, err[-3000:]
-    assert not {p for p in seen if simhosts._alive(p)}
-    assert simhosts.MOUNT_ROOT.exists() == root_existed
+    _nothing_left(seen, roots, root_existed)
     assert not work.exists()  # it created the directory: a failed run removes it
 
 
