@@ -100,7 +100,9 @@ DEMO_ENTRIES = {DEMO_MARKER, "cluster", "scan", "rescan", "report.json",
                 # the decommission step (spark_udfs.plan_demo)
                 "plan-cluster", "plan-scan", "plan-scan-after", "plan.json",
                 # the copy-check step (spark_udfs.copy_demo)
-                "copies", "copycheck", "copycheck.json"}
+                "copies", "copycheck", "copycheck.json",
+                # --hosts: the inventory of the simulated hosts (spark_udfs.rehearsal.demo)
+                "datanodes.json"}
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -344,6 +346,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "ozone: the repair is the datanodes' own, its commands are listed; "
                         "crcmerkle: the demo also repairs with 'crcmerkle reconcile' and "
                         "scans again)")
+    m.add_argument("--hosts", type=positive_int, metavar="N",
+                   help="rehearse the data-local path (root, Linux): a Spark standalone "
+                        "master and N workers on 127.0.0.2.., each in its own mount "
+                        "namespace seeing only its datanode's disks at /srv/ozone/disk0,1; "
+                        "the inventory, the data-local scan, the report naming hosts and a "
+                        "decommission plan for one host; everything is stopped and removed "
+                        "afterwards (N: 3 to 7)")
     _common(m)
     m.set_defaults(func=_guarded(_demo))
     p.set_defaults(func=lambda args: _usage())
@@ -1274,6 +1283,8 @@ def _demo(args: argparse.Namespace) -> int:
     from merkle.replica.errors import ReplicaError
     from spark_udfs.demo import run_demo
 
+    if args.hosts is not None:
+        return _demo_hosts(args)
     work = args.dir
     check_demo_dir(work)  # before Spark starts: a refused directory costs nothing
     spark = _session(args)  # the demo reuses this session (getOrCreate), with --conf applied
@@ -1305,6 +1316,64 @@ def _demo(args: argparse.Namespace) -> int:
         return 0
     print(f"FAILED: the findings differ from the ground truth (see above); files in "
           f"{_dir_display(work)}/")
+    return EXIT_FINDINGS
+
+
+def _demo_hosts(args: argparse.Namespace) -> int:
+    """`demo --hosts N`: the rehearsal of the data-local path (spark_udfs.rehearsal.demo).
+    What it needs and lacks is one line, exit 2, before anything is started."""
+    from merkle.replica.errors import ReplicaError
+    from spark_udfs.rehearsal.demo import check_requirements, run_hosts_demo, simulated_cluster
+    from spark_udfs.rehearsal.simhosts import SimHostsUnavailable
+
+    if args.master:
+        raise CLIError("demo --hosts starts its own Spark master: not with --master",
+                       EXIT_ERROR)
+    if args.layout != "ozone":
+        raise CLIError("demo --hosts generates Ozone datanode volumes: not with --layout "
+                       f"{args.layout}", EXIT_ERROR)
+    work = args.dir
+    check_demo_dir(work)
+    try:
+        check_requirements(args.hosts)
+    except SimHostsUnavailable as exc:
+        raise CLIError(f"demo --hosts: {exc}", EXIT_ERROR) from None
+    created = prepare_demo_dir(work)
+    ok = False
+    try:
+        _say_between_stages(f"[1/6] generating {args.containers} containers x 3 replicas on "
+                            f"{args.hosts} datanodes x 2 volumes with injected faults, and "
+                            f"starting the simulated hosts")
+        with simulated_cluster(Path(work), args.hosts, containers=args.containers,
+                               seed=args.seed, faults=args.faults,
+                               say=_say_between_stages) as sim:
+            args.master = sim.master_url
+            args.conf = [f"{k}={v}" for k, v in sim.executor_conf().items()] + args.conf
+            spark = _session(args, locality=True)
+            try:
+                with _progress(args, spark, "demo"):
+                    res = run_hosts_demo(Path(work), sim, spark, say=_say_between_stages)
+            finally:
+                spark.stop()  # before its executors' workers go
+        ok = True
+    except SimHostsUnavailable as exc:
+        raise CLIError(f"demo --hosts: {exc}", EXIT_ERROR) from None
+    except ReplicaError as exc:
+        raise CLIError(str(exc), EXIT_ERROR) from None
+    finally:
+        if not ok:
+            _clean_failed_demo(work, created)
+    if res.ok:
+        print(f"OK: the data-local scan of {args.hosts} hosts found exactly the "
+              f"{len(res.findings.faults)} injected faults, the report names each replica's "
+              f"host, and the decommission plan for {res.leaving} names it and its datanode; "
+              f"everything is in {_dir_display(work)}/")
+        return 0
+    why = "; ".join(w for w, bad in (
+        ("the findings differ from the ground truth", not res.findings.exact),
+        ("the report does not name every mismatched replica's host", not res.hosts_named),
+        (f"the plan does not name {res.leaving}", not res.plan_ok)) if bad)
+    print(f"FAILED: {why} (see above); files in {_dir_display(work)}/")
     return EXIT_FINDINGS
 
 
