@@ -20,7 +20,6 @@ the stored tree) on one in-memory replica of N such chunks, the part that grows 
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import tempfile

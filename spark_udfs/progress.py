@@ -156,7 +156,7 @@ class SparkProgress:
         self._on_enter: Callable[[], Any] = lambda: None
 
     @classmethod
-    def for_session(cls, spark: Any, label: str, **kw: Any) -> "SparkProgress":
+    def for_session(cls, spark: Any, label: str, **kw: Any) -> SparkProgress:
         sc = spark.sparkContext
         tracker = sc.statusTracker()
         with_bytes = [True]  # the status store's API is internal: stop asking once it fails
@@ -206,7 +206,7 @@ class SparkProgress:
         while not self._stop.wait(self.interval):
             self.tick()
 
-    def __enter__(self) -> "SparkProgress":
+    def __enter__(self) -> SparkProgress:
         self._t0 = time.monotonic()
         self._on_enter()
         if self.enabled:

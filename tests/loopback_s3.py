@@ -91,7 +91,7 @@ class LoopbackS3:
         self._thread.join(timeout=10)
         self._server.server_close()
 
-    def __enter__(self) -> "LoopbackS3":
+    def __enter__(self) -> LoopbackS3:
         return self
 
     def __exit__(self, *exc: Optional[BaseException]) -> None:

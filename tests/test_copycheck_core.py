@@ -7,7 +7,6 @@ from __future__ import annotations
 import random
 from typing import Any, Dict, List, Optional
 
-import numpy as np
 import pyarrow as pa
 import pytest
 

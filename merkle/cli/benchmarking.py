@@ -13,7 +13,6 @@ import gc
 import importlib
 import re
 import time
-import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence
 

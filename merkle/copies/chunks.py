@@ -33,7 +33,7 @@ class ChunkChecksums:
 
     @classmethod
     def from_ozone(cls, length: int, checksum_type: str | int, bytes_per_checksum: int,
-                   checksums: Iterable[bytes], offset: Optional[int] = None) -> "ChunkChecksums":
+                   checksums: Iterable[bytes], offset: Optional[int] = None) -> ChunkChecksums:
         """From `ChecksumData.checksums`: each entry the checksum as big-endian bytes (4 for
         CRC32 and CRC32C, 8 for CRC64NVME, 32 for SHA256, 16 for MD5)."""
         name = checksum_type_name(checksum_type)

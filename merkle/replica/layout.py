@@ -84,7 +84,7 @@ class Volume:
     problem: Optional[str] = None
     #: the volume's replicas when the walk that found the volume already listed them (then
     #: `Layout.replicas` returns them without listing again), else None
-    listed: Optional[Tuple["ReplicaRef", ...]] = field(default=None, compare=False, repr=False)
+    listed: Optional[Tuple[ReplicaRef, ...]] = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -247,7 +247,7 @@ class Layout(Protocol):
         """Why the replica at `path` (this layout's) is not repaired while in service, and
         what to do instead: asked when `repair` is not REPAIR_IN_PLACE."""
 
-    def open_repair(self, path: str, *, dry_run: bool) -> "RepairTarget":
+    def open_repair(self, path: str, *, dry_run: bool) -> RepairTarget:
         """The replica at `path` opened for a repair (held against other writers until
         `close`, except in a dry run): REPAIR_IN_PLACE layouts in service, REPAIR_OFFLINE
         layouts with the owner stopped (their lock checked free). ReplicaError/OSError when
@@ -358,7 +358,7 @@ class ReadOnlyLayout:
     def repair_refusal(self, path: str) -> str:
         return self._read_only()
 
-    def open_repair(self, path: str, *, dry_run: bool) -> "RepairTarget":
+    def open_repair(self, path: str, *, dry_run: bool) -> RepairTarget:
         raise ReplicaError(self._read_only(), path)
 
     def load_peer(self, path: str, container_id: int) -> Tuple[Any, Any, Dict[int, bytes]]:

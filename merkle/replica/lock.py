@@ -42,7 +42,7 @@ class ReplicaLock:
         self.paths = paths
         self._fd: Optional[int] = None
 
-    def acquire(self) -> "ReplicaLock":
+    def acquire(self) -> ReplicaLock:
         if fcntl is None:  # pragma: no cover
             raise ReplicaLockedError("replica locks need POSIX flock", str(self.paths.root))
         name = os.fspath(self.paths.lock)
@@ -92,7 +92,7 @@ class ReplicaLock:
     def held(self) -> bool:
         return self._fd is not None
 
-    def __enter__(self) -> "ReplicaLock":
+    def __enter__(self) -> ReplicaLock:
         return self.acquire()
 
     def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],

@@ -81,7 +81,7 @@ class FaultTally:
     missed: int = 0
     unrepaired: int = 0
 
-    def add(self, other: "FaultTally") -> None:
+    def add(self, other: FaultTally) -> None:
         for k in self.__dict__:
             setattr(self, k, getattr(self, k) + getattr(other, k))
 

@@ -180,7 +180,7 @@ class ContainerTree:
                      leaf: Any = None, window_checksums: Any = None, window_counts: Any = None,
                      window_bytes: Any = None, window_byte_counts: Any = None,
                      checksum_matches: Any = None, deleted_blocks: Any = None,
-                     empty_blocks: Any = None, data_checksum: bool = True) -> "ContainerTree":
+                     empty_blocks: Any = None, data_checksum: bool = True) -> ContainerTree:
         """Build a tree from one row per chunk, all in native passes.
 
         Give each chunk's `block_id`, `offset`, `length` and one of:
@@ -254,7 +254,7 @@ class ContainerTree:
     @classmethod
     def from_chunk_data(cls, container_id: int, chunks: Iterable[Tuple[int, int, Any]], *,
                         bytes_per_checksum: int = DEFAULT_BYTES_PER_CHECKSUM,
-                        algorithm: str = DEFAULT_ALGORITHM, **kwargs: Any) -> "ContainerTree":
+                        algorithm: str = DEFAULT_ALGORITHM, **kwargs: Any) -> ContainerTree:
         """Build from raw chunk data: `chunks` yields (block_id, offset, data); each chunk's
         windows are checksummed with `algorithm` ("crc32", Ozone's default, or "crc32c")."""
         bids: List[int] = []
@@ -274,7 +274,7 @@ class ContainerTree:
                                 window_counts=counts, **kwargs)
 
     @classmethod
-    def empty(cls, container_id: int = 0, *, generated: bool = True) -> "ContainerTree":
+    def empty(cls, container_id: int = 0, *, generated: bool = True) -> ContainerTree:
         """A tree with no blocks (container value 0 if generated)."""
         return cls(container_id, data_checksum=0 if generated else None)
 
@@ -389,7 +389,7 @@ class ContainerTree:
 
     __hash__ = None  # type: ignore[assignment]
 
-    def replace(self, **changes: Any) -> "ContainerTree":
+    def replace(self, **changes: Any) -> ContainerTree:
         """A copy with some fields changed (validated)."""
         fields = {f: getattr(self, f) for f in (
             "data_checksum", "block_id", "block_value", "block_deleted", "block_chunk_start",
@@ -406,7 +406,7 @@ class ContainerTree:
         return tree_to_bytes(self)
 
     @classmethod
-    def from_bytes(cls, data: Any, *, source: Optional[str] = None) -> "ContainerTree":
+    def from_bytes(cls, data: Any, *, source: Optional[str] = None) -> ContainerTree:
         """Parse ContainerChecksumInfo bytes; raises TreeFileError (a ValueError)."""
         return tree_from_bytes(data, source=source)
 

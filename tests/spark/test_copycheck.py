@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Tuple

@@ -130,7 +130,7 @@ def _rows(spark: Any, base: Path, table: str) -> List[Tuple]:
     cols = [c.split()[0] for c in TABLE_SCHEMAS[table].split(", ")
             if c.split()[0] not in ("host", "seconds", "ran_on")]
     df = spark.read.schema(TABLE_SCHEMAS[table]).parquet(str(base / table))
-    return sorted((tuple(json.dumps(r[c], default=str) for c in cols) for r in df.collect()))
+    return sorted(tuple(json.dumps(r[c], default=str) for c in cols) for r in df.collect())
 
 
 def test_tables_equal_the_spark_scan(spark: Any, emitted: Path, spark_run: Any) -> None:

@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
-import pytest
 
 from simhosts import (ABSENT_HOST, DATANODES, VOLUMES, host_of, sim_cluster,  # noqa: F401
                       sim_spark)

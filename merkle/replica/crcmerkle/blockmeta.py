@@ -82,7 +82,7 @@ class ContainerMeta(_model.ContainerMeta):
 
     @classmethod
     def from_bytes(cls, data: Union[bytes, bytearray, memoryview],
-                   source: Optional[str] = None) -> "ContainerMeta":
+                   source: Optional[str] = None) -> ContainerMeta:
         """Parse a `.blocks` file; raises BlockMetaError for anything but a valid version-1
         (or compatible) file."""
         mv = memoryview(data).cast("B")

@@ -58,7 +58,7 @@ def join(base: str, *parts: str) -> str:
 
 
 class _ArrowBlockFile:
-    def __init__(self, f: "pafs.NativeFile") -> None:
+    def __init__(self, f: pafs.NativeFile) -> None:
         self._f = f
         self._size: Optional[int] = None
 

@@ -123,7 +123,7 @@ class ContainerWriter:
 
     @classmethod
     def create(cls, path: PathLike, container_id: Optional[int] = None, **kwargs: object
-               ) -> "ContainerWriter":
+               ) -> ContainerWriter:
         """Open a replica for writing, creating its directories and metadata if needed."""
         return cls(path, container_id, create=True, **kwargs)  # type: ignore[arg-type]
 
@@ -230,7 +230,7 @@ class ContainerWriter:
         if self._closed:
             raise WriterError("writer is closed", str(self.paths.root))
 
-    def __enter__(self) -> "ContainerWriter":
+    def __enter__(self) -> ContainerWriter:
         return self
 
     def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],

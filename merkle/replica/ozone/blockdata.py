@@ -145,7 +145,7 @@ class _Row:
     problem: Optional[Tuple[str, str]] = None
 
 
-def _convert(msg: "pb.BlockData", file_per_chunk: bool) -> _Row:
+def _convert(msg: pb.BlockData, file_per_chunk: bool) -> _Row:
     """The row's chunks, or the first problem found (rows Ozone's codec rejects are handled
     by the caller; these are the checks after it). One pass over the chunks: protobuf
     attribute access is what a row costs."""

@@ -186,7 +186,7 @@ class OzoneVolume:
             return None
         return self.id_dir / self.storage_id / "container.db"
 
-    def replicas(self) -> List["OzoneReplica"]:
+    def replicas(self) -> List[OzoneReplica]:
         """Every container directory of the volume, by ID (a non-numeric name is skipped,
         as Ozone skips it)."""
         if self.id_dir is None:

@@ -335,7 +335,7 @@ class VolumeDB:
         if self._snap is not None:
             shutil.rmtree(self._snap, ignore_errors=True)
 
-    def __enter__(self) -> "VolumeDB":
+    def __enter__(self) -> VolumeDB:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -349,7 +349,7 @@ def volume_error(exc: Optional[Exception], volume_root: Optional[str]) -> Option
     return exc
 
 
-def open_replica_files(replica: OzoneReplica) -> "OzoneReplicaFiles":
+def open_replica_files(replica: OzoneReplica) -> OzoneReplicaFiles:
     """The files of one replica read on their own (not in a volume's scan): its `.container`
     parsed (ContainerFileError when unusable) and the volume's DB opened for these files
     alone, closed by their close()."""
