@@ -201,7 +201,7 @@ def _apply_backend_env() -> None:
 
             print(f"crcmerkle: error: {message} (unset {BACKEND_ENV} to pick the best one)",
                   file=sys.stderr, flush=True)
-            raise SystemExit(2)
+            raise SystemExit(2) from None
         raise ImportError(message) from None
 
 

@@ -135,7 +135,7 @@ def test_out_of_range_length_raises_what_zlib_raises(bad: int) -> None:
     peers = _zlib_peers()
     if not peers:
         pytest.skip("no zlib-shaped crc32_combine installed (CPython < 3.14, no isal)")
-    for name, peer in peers:
+    for _, peer in peers:
         with pytest.raises(OverflowError):
             peer(1, 2, bad)
         with pytest.raises(OverflowError):

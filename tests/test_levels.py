@@ -85,7 +85,7 @@ def test_every_help_with_exit_statuses_mentions_strict(capsys: Any) -> None:
     parser = build_parser()
     helps = [parser.format_help()]
     sub = next(a for a in parser._actions if a.dest == "command")
-    for name, p in sub.choices.items():
+    for p in sub.choices.values():
         helps.append(p.format_help())
         for a in p._actions:
             if getattr(a, "choices", None) and isinstance(a.choices, dict):

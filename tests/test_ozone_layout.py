@@ -33,7 +33,7 @@ from merkle.replica.ozone.rocks import (VolumeDB, block_key, container_prefix,  
                                         write_volume_db)
 from merkle.replica.scan import scan_paths  # noqa: E402
 from merkle.replica.ozone.writer import VolumeWriter  # noqa: E402
-from merkle.replica.scan import read_stored_tree, scan_paths  # noqa: E402
+from merkle.replica.scan import read_stored_tree  # noqa: E402
 from merkle.trees.treefile import tree_to_bytes  # noqa: E402
 
 # Files written by Ozone's own Java (a container file and one golden case), kept in the
@@ -80,11 +80,13 @@ def example_chunks() -> List[Tuple[int, bytes]]:
 
 def make_volume(root: Path, containers: Dict[int, Dict[int, List[Tuple[int, bytes]]]], *,
                 algorithm: str = "crc32", bpc: int = 16384, layout_version: int = 2,
-                states: Dict[int, str] = {}, trees: Dict[int, bytes] = {},
+                states: Optional[Dict[int, str]] = None,
+                trees: Optional[Dict[int, bytes]] = None,
                 datanode_uuid: Optional[str] = None) -> VolumeWriter:
     """A volume whose containers hold {block: [(offset, data), ...]} (CLOSED unless given).
     Its datanode: `datanode_uuid`, else a UUID named after the directory above the volume
     (the volumes of dn0/ share one datanode, dn1/'s are another's)."""
+    states, trees = states or {}, trees or {}
     if datanode_uuid is None:
         datanode_uuid = str(uuid.uuid5(uuid.NAMESPACE_URL, "crcmerkle-test:" + root.parent.name))
     w = VolumeWriter(root, cluster_id="CID-test", storage_id="DS-test",

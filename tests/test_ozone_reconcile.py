@@ -55,7 +55,7 @@ def _groups(root: Path) -> Dict[int, List[Path]]:
 
 def _round(root: Path, **kw: Any) -> List[Any]:
     results = []
-    for cid, reps in sorted(_groups(root).items()):
+    for _cid, reps in sorted(_groups(root).items()):
         for r in reps:
             results.append(reconcile(r, [p for p in reps if p != r], offline=True, **kw))
     return results
@@ -270,7 +270,7 @@ def test_crash_after_any_write_step_then_rerun_converges(tmp_path: Path) -> None
         sizes = _sizes(work)
         calls = [0]
 
-        def crash(step: str, detail: Any, k: int = k) -> None:
+        def crash(step: str, detail: Any, k: int = k, calls: List[int] = calls) -> None:
             calls[0] += 1
             if calls[0] == k + 1:
                 raise Crash(step)

@@ -253,7 +253,7 @@ def run_round(seed: int, round_no: int, workdir: Path, *, containers: int = 8) -
             res.problems.append(f"{name} shrank from {n} to {after.get(name)}")
 
     # -- 4. a second round is a no-op -------------------------------------------------------
-    for cid, reps in groups.items():
+    for reps in groups.values():
         for r in reconcile_round(reps):
             if r.changed:
                 res.rerun_changes += 1

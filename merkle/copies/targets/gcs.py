@@ -57,7 +57,7 @@ class GcsTarget(Target):
         rows = Rows()
         with open_listing(self.listing, self.display) as raw:
             try:
-                for in_array, value in JsonStream(raw).values():
+                for _in_array, value in JsonStream(raw).values():
                     self._node(rows, value)
                     if len(rows) >= BATCH_ROWS:
                         yield rows.take()

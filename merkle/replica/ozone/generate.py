@@ -202,7 +202,7 @@ def convert_cluster(staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any
             for e in f.get("expected", []):
                 if e.get("replica") == new and e["error"] == METADATA_CORRUPT:
                     e["block_id"] = bid
-    for new_rep, errs in manifest["expected_errors"].items():
+    for errs in manifest["expected_errors"].values():
         for e in errs:
             if e["error"] == "METADATA_MISSING":
                 e.update(error=CONTAINER_FILE_MISSING)

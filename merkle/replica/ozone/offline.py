@@ -62,7 +62,7 @@ def replica_at(path: PathLike) -> OzoneReplica:
         found = find_volumes(p)
     except (OSError, ValueError) as exc:
         raise ReplicaError(f"not an Ozone volume: {exc}", where) from None
-    for volume, inner in found:
+    for volume, _inner in found:
         if volume.problem is not None:
             raise ReplicaError(volume.problem, where)
         for r in volume.replicas():
