@@ -4,10 +4,6 @@ from typing import Literal, SupportsIndex, Union, overload
 import numpy as np
 import numpy.typing as npt
 
-
-_Buffer = Union[bytes, bytearray, memoryview, "np.ndarray", object]
-_Algorithm = Literal["crc32c", "crc32", "crc64nvme", "CRC32C", "CRC32", "CRC64NVME"]
-
 from merkle._crc import (
     CRC32 as CRC32,
     CRC32C as CRC32C,
@@ -28,6 +24,9 @@ from merkle._crc import (
     read_probe as read_probe,
     set_backend as set_backend,
 )
+
+_Buffer = Union[bytes, bytearray, memoryview, "np.ndarray", object]
+_Algorithm = Literal["crc32c", "crc32", "crc64nvme", "CRC32C", "CRC32", "CRC64NVME"]
 
 _Sums = Union[npt.NDArray[np.uint32], npt.NDArray[np.uint64]]  # uint64 for crc64nvme
 

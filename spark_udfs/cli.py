@@ -448,12 +448,12 @@ def _stop_child_processes() -> None:
     import signal
 
     me = os.getpid()
-    for stat in glob.glob("/proc/[0-9]*/stat"):
+    for stat_file in glob.glob("/proc/[0-9]*/stat"):
         try:
-            with open(stat, encoding="ascii", errors="replace") as f:
+            with open(stat_file, encoding="ascii", errors="replace") as f:
                 fields = f.read().rpartition(")")[2].split()
             if int(fields[1]) == me:
-                os.kill(int(stat.split("/")[2]), signal.SIGTERM)
+                os.kill(int(stat_file.split("/")[2]), signal.SIGTERM)
         except (OSError, ValueError, IndexError):
             continue
 

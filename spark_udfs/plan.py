@@ -272,7 +272,10 @@ def plan_tables(diff: DiffResult, reps: Any, leaving: Dict[str, str], n_in_servi
         .drop("unrec", "only").localCheckpoint()
 
     ins, dec, mnt = (f"state = '{s}'" for s in (IN_SERVICE, DECOMMISSIONING, MAINTENANCE))
-    cnt = (lambda cond: F.sum(F.expr(f"CASE WHEN {cond} THEN 1 ELSE 0 END")))
+
+    def cnt(cond: str) -> Any:  # the rows where `cond` holds, counted by a groupBy's agg
+        return F.sum(F.expr(f"CASE WHEN {cond} THEN 1 ELSE 0 END"))
+
     c = r.groupBy("container").agg(
         F.count(F.lit(1)).alias("n"), cnt(ins).alias("n_in"), cnt(dec).alias("n_decom"),
         cnt(mnt).alias("n_maint"), cnt("good").alias("g"), cnt(f"good AND {ins}").alias("g_in"),
@@ -656,7 +659,10 @@ def format_text(plan: Dict[str, Any]) -> str:
     p, s = plan["parameters"], plan["summary"]
     knows = bool(plan.get("knows_hosts"))
     hosts = p.get("hosts") or {}
-    who = (lambda d, h=None: _who(d, h if h is not None else hosts.get(d), knows))
+
+    def who(d: Any, h: Any = None) -> str:  # a datanode shown with its host
+        return _who(d, h if h is not None else hosts.get(d), knows)
+
     lines = [f"Decommission/maintenance plan generated at {plan['generated']}", "=" * 60,
              f"decommission: {', '.join(who(d) for d in p['decommission']) or '-'}   "
              f"maintenance: {', '.join(who(d) for d in p['maintenance']) or '-'}",

@@ -169,7 +169,7 @@ def test_discovery(tmp_path):
     for dn, vol, cid in [(0, 0, 1), (0, 1, 2), (1, 0, 1)]:
         ContainerWriter.create(tmp_path / f"dn{dn}" / f"vol{vol}" / str(cid)).close()
     (tmp_path / "dn0" / "vol0" / "notes").mkdir()
-    assert [str(l.root.relative_to(tmp_path)) for l in find_containers(tmp_path)] == \
+    assert [str(loc.root.relative_to(tmp_path)) for loc in find_containers(tmp_path)] == \
         ["dn0/vol0/1", "dn0/vol1/2", "dn1/vol0/1"]
     assert len(find_containers(tmp_path / "dn0")) == 2
     locs = find_containers(tmp_path / "dn0" / "vol1" / "2")

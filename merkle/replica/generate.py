@@ -263,6 +263,10 @@ class _Cluster:
         self.expected[rep].append(e)
         return dict(e, replica=rep)
 
+    def _not_meta_faulted(self, rep: str) -> bool:
+        """Whether `rep`'s metadata is still intact (a fault picks its replicas among these)."""
+        return rep not in self.meta_faulted
+
     def pick_block(self, rng: random.Random, ok_replicas: Any, need: int,
                    min_chunks: int = 1) -> Optional[Tuple[_Container, int, List[str]]]:
         """A (container, unused block, candidate replicas) with >= need candidates."""
@@ -369,8 +373,7 @@ class _Cluster:
         return self._tree(rng, False)
 
     def _tombstone(self, rng: random.Random) -> Optional[Dict[str, Any]]:
-        ok = (lambda r: r not in self.meta_faulted)
-        picked = self.pick_block(rng, ok, 1)
+        picked = self.pick_block(rng, self._not_meta_faulted, 1)
         if picked is None:
             return None
         c, bid, cands = picked
@@ -387,9 +390,8 @@ class _Cluster:
 
     def _chunk_flip(self, rng: random.Random, need: int, all_replicas: bool
                     ) -> Optional[Dict[str, Any]]:
-        ok = (lambda r: r not in self.meta_faulted)
         for _ in range(50):
-            picked = self.pick_block(rng, ok, need)
+            picked = self.pick_block(rng, self._not_meta_faulted, need)
             if picked is None:
                 return None
             c, bid, cands = picked
@@ -423,8 +425,8 @@ class _Cluster:
         return self._chunk_flip(rng, 1, True)
 
     def _cut(self, rng: random.Random, at_boundary: bool) -> Optional[Dict[str, Any]]:
-        ok = (lambda r: r not in self.meta_faulted)
-        picked = self.pick_block(rng, ok, 1, min_chunks=2 if at_boundary else 1)
+        picked = self.pick_block(rng, self._not_meta_faulted, 1,
+                                 min_chunks=2 if at_boundary else 1)
         if picked is None:
             return None
         c, bid, cands = picked
@@ -445,7 +447,7 @@ class _Cluster:
         os.truncate(self.block_file(rep, bid), cut)
         self.data_faulted.add(rep)
         expected = []
-        for i, (off, ln) in enumerate(chunks):
+        for off, ln in chunks:
             if off + ln <= cut:
                 continue
             if off >= cut:
@@ -470,8 +472,7 @@ class _Cluster:
         return self._cut(rng, True)
 
     def _missing_file(self, rng: random.Random) -> Optional[Dict[str, Any]]:
-        ok = (lambda r: r not in self.meta_faulted)
-        picked = self.pick_block(rng, ok, 1)
+        picked = self.pick_block(rng, self._not_meta_faulted, 1)
         if picked is None:
             return None
         c, bid, cands = picked

@@ -30,7 +30,7 @@ def register(layout: Layout, *, first: bool = False, default: bool = False) -> N
     global _REGISTERED, _DEFAULT
     if default:
         _DEFAULT = layout.name
-    rest = {n: l for n, l in _REGISTERED.items() if n != layout.name}
+    rest = {n: lay for n, lay in _REGISTERED.items() if n != layout.name}
     _REGISTERED = {layout.name: layout, **rest} if first else {**rest, layout.name: layout}
 
 

@@ -118,7 +118,10 @@ def test_scan_errors_are_exactly_the_manifest(cluster, scanned):
         found.setdefault(_rel(root, rep), []).append((kind, _opt(b), _opt(o)))
     want = {rep: sorted((x["error"], x["block_id"], x["offset"]) for x in es)
             for rep, es in manifest["expected_errors"].items() if es}
-    key = (lambda k: (k[0], k[1] or 0, k[2] or 0))
+
+    def key(k: Tuple[str, Any, Any]) -> Tuple[str, Any, Any]:  # None sorts as 0
+        return (k[0], k[1] or 0, k[2] or 0)
+
     assert {r: sorted(v, key=key) for r, v in found.items()} == \
         {r: sorted(v, key=key) for r, v in want.items()}
 

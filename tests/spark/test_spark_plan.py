@@ -19,7 +19,7 @@ from spark_udfs.plan import (DECOMMISSIONING, MAINTENANCE, build_plan, copy_comm
                              replica_table, replicas_missing)
 from spark_udfs.tables import from_arrow, tree_to_rows
 
-D, M, I = DECOMMISSIONING, MAINTENANCE, "IN_SERVICE"
+D, M, I = DECOMMISSIONING, MAINTENANCE, "IN_SERVICE"  # noqa: E741 (the states' initials)
 
 
 def test_the_formula_on_the_design_documents_examples():

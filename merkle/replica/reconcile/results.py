@@ -101,7 +101,9 @@ class ReconcileResult:
         return any(p.copied or p.tombstones for p in self.peers)
 
     def to_dict(self) -> Dict[str, Any]:
-        fmt = (lambda v: None if v is None else format_checksum(v))
+        def fmt(v: Optional[int]) -> Optional[str]:
+            return None if v is None else format_checksum(v)
+
         return {"path": self.path, "container_id": self.container_id, "dry_run": self.dry_run,
                 "before": fmt(self.before), "after": fmt(self.after),
                 "scan_errors": [e.to_dict() for e in self.scan.errors],
