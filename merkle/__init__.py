@@ -1,8 +1,9 @@
 """crcmerkle, layer 1: fast CRC-32C / CRC-32 / CRC-64/NVME for Python (merkle._crc, merkle._native
-over csrc/), and the public API of every layer re-exported here: merkle.trees (Ozone trees), merkle.replica
-(replicas on disk); merkle.cli is the command line. The core imports nothing of the layers above
-it. In an isolated sub-interpreter, where numpy cannot load, `import merkle` still gives the
-numpy-free core (merkle._crc: the scalar functions, the hash classes, the backend switches).
+over csrc/), and the public API of every layer re-exported here: merkle.trees (Ozone trees),
+merkle.replica (replicas on disk); merkle.cli is the command line. The core imports nothing of
+the layers above it. In an isolated sub-interpreter, where numpy cannot load, `import merkle`
+still gives the numpy-free core (merkle._crc: the scalar functions, the hash classes, the backend
+switches).
 
 The checksum core is native (csrc/) with run-time CPU dispatch; see `backend()`.
 Set CRCMERKLE_BACKEND to pin a kernel (an unknown or unsupported name fails the import).

@@ -293,7 +293,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "(which is replaced) (default ./crcmerkle-demo)")
     m.add_argument("--containers", type=positive_int, default=12,
                    help="containers (default 12)")
-    m.add_argument("--seed", type=int_in_range(-INT64_MAX - 1, INT64_MAX), default=7, help="generator seed (default 7)")
+    m.add_argument("--seed", type=int_in_range(-INT64_MAX - 1, INT64_MAX), default=7,
+                   help="generator seed (default 7)")
     m.add_argument("--faults", default="default",
                    help="fault mix as for 'crcmerkle generate --faults' (default: one or two "
                         "of every type)")

@@ -300,7 +300,8 @@ def plan_tables(diff: DiffResult, reps: Any, leaving: Dict[str, str], n_in_servi
         "THEN 'UNDER_REPLICATED' END, "
         "CASE WHEN holds_only THEN 'ONLY_COPY' END, "
         "CASE WHEN holds_unrec THEN 'UNRECOVERABLE_CHUNK' END, "
-        "CASE WHEN g = 0 THEN 'NO_GOOD_COPY' END), x -> x IS NOT NULL) AS reasons").localCheckpoint()
+        "CASE WHEN g = 0 THEN 'NO_GOOD_COPY' END), x -> x IS NOT NULL) AS reasons"
+    ).localCheckpoint()
     fixed = _sql_list(FIXED_BY_COPIES)
     per_c = held.groupBy("container").agg(
         F.max(F.expr("size(reasons) > 0")).alias("holds_back"),
@@ -654,6 +655,10 @@ def _rounds(commands: List[Dict[str, Any]]) -> List[Dict[str, int]]:
 
 # ---- output -----------------------------------------------------------------------------
 
+def _holder_health(holder: Dict[str, Any]) -> str:
+    return "good" if holder["good"] else "unhealthy" if not holder["clean"] else "disagrees"
+
+
 def format_text(plan: Dict[str, Any]) -> str:
     """The human form: data at risk first, then each node, categories, the commands."""
     p, s = plan["parameters"], plan["summary"]
@@ -684,8 +689,7 @@ def format_text(plan: Dict[str, Any]) -> str:
                  f"{s['would_lose']}")
     for x in lose:
         hold = ", ".join(f"{who(h['datanode'], h.get('host'))}({h['state'].lower()}, "
-                         f"{'good' if h['good'] else 'unhealthy' if not h['clean'] else 'disagrees'})"
-                         for h in x["holders"])
+                         f"{_holder_health(h)})" for h in x["holders"])
         lines.append(f"  container {x['container']}: {x['good_copies']} good of "
                      f"{x['replicas']} replicas, none in service: {hold}")
     if s["no_good_copy"]:

@@ -46,8 +46,9 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-__all__ = ["CONF_DIR", "DEFAULT_CONF", "JVM_NOISE", "LOCAL_CONF", "LOG4J2", "SHUFFLE_TASKS_PER_CORE", "JavaNotFoundError",
-           "find_java", "get_session", "launcher_conf", "prepare_environment"]
+__all__ = ["CONF_DIR", "DEFAULT_CONF", "JVM_NOISE", "LOCAL_CONF", "LOG4J2",
+           "SHUFFLE_TASKS_PER_CORE", "JavaNotFoundError", "find_java", "get_session",
+           "launcher_conf", "prepare_environment"]
 
 #: Spark's configuration directory used for a quiet local driver: shipped inside the package
 #: (read-only data of the wheel, owned by whoever installed it), never a directory in a shared

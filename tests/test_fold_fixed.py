@@ -30,7 +30,8 @@ def test_fold_matches_reference(algorithm: str, n: int) -> None:
     rng = random.Random(n * 31 + len(algorithm))
     values = [rng.getrandbits(64) & MASK[algorithm] for _ in range(n)]
     for stride in (1, 7, 16384, 1 << 40):
-        got = _native.fold_fixed(np.array(values, dtype=DTYPE[algorithm]), stride, algorithm=algorithm)
+        got = _native.fold_fixed(np.array(values, dtype=DTYPE[algorithm]), stride,
+                                 algorithm=algorithm)
         assert got == _reference_fold(algorithm, values, stride), (n, stride)
 
 
@@ -49,7 +50,8 @@ def test_fold_every_backend(each_backend: str, algorithm: str) -> None:
     rng = random.Random(each_backend)
     for n in (5, 300, 1031):
         values = [rng.getrandbits(64) & MASK[algorithm] for _ in range(n)]
-        got = _native.fold_fixed(np.array(values, dtype=DTYPE[algorithm]), 16384, algorithm=algorithm)
+        got = _native.fold_fixed(np.array(values, dtype=DTYPE[algorithm]), 16384,
+                                 algorithm=algorithm)
         assert got == _reference_fold(algorithm, values, 16384), (each_backend, n)
 
 

@@ -487,7 +487,8 @@ def test_spark_help_lists_every_action_and_documents_run(capsys):
     assert "scan|diff|report|run|plan|copycheck|demo" in top
     assert main(["spark", "run", "--help"]) == 0
     run_help = capsys.readouterr().out.split("positional arguments:")[1]
-    for option, words in (("PATH ", "replica, volume, datanode"), ("--output OUTPUT", "output directory"),
+    for option, words in (("PATH ", "replica, volume, datanode"),
+                          ("--output OUTPUT", "output directory"),
                           ("--trees-only", "stored .tree")):
         section = run_help[run_help.index(option):][:300]
         assert words in section, (option, section)
@@ -547,5 +548,6 @@ def test_readme_installs_from_the_clone_and_names_pyspark_python():
     readme = checkout_text("README.md")
     assert 'pip install "crcmerkle[' not in readme  # no index has crcmerkle
     assert 'pip install ".[ozone]"' in readme
-    udfs = readme[readme.index("### Column functions (UDFs)"):readme.index("### Running on a cluster")]
+    start = readme.index("### Column functions (UDFs)")
+    udfs = readme[start:readme.index("### Running on a cluster")]
     assert "PYSPARK_PYTHON" in udfs and "No module named 'pandas'" in udfs

@@ -67,7 +67,7 @@ originNodeId: 2c6b0a4e-7f0e-4a53-9a55-0d7b0c6a1f22
 originPipelineId: 9d2f7c1b-3e4a-4b8e-8f0d-6a5b4c3d2e1f
 schemaVersion: '3'
 state: CLOSED
-"""
+"""  # noqa: E501 (a container file as Ozone writes it: its checksum covers these bytes)
 EXAMPLE_BLOCK = 109611004723200001
 
 

@@ -295,7 +295,8 @@ def test_large_round_trip_matches_runtime():
 
 
 @settings(max_examples=1500, deadline=None)
-@given(st.sampled_from(sorted(GOLDEN)), st.lists(st.tuples(st.integers(0, 200), st.integers(0, 255)),
+@given(st.sampled_from(sorted(GOLDEN)), st.lists(st.tuples(st.integers(0, 200),
+                                                           st.integers(0, 255)),
                                                   min_size=1, max_size=4),
        st.integers(0, 200))
 def test_mutated_files_never_crash_and_agree_with_runtime(name, edits, cut):
@@ -321,4 +322,5 @@ def test_mutated_files_never_crash_and_agree_with_runtime(name, edits, cut):
     if tree.n_blocks == len(blocks) and all(
             blocks[i].blockID < blocks[i + 1].blockID for i in range(len(blocks) - 1)):
         for blk, bm in zip(tree.blocks(), blocks):
-            assert (blk.block_id, blk.value, blk.deleted) == (bm.blockID, bm.dataChecksum, bm.deleted)
+            assert (blk.block_id, blk.value, blk.deleted) == \
+                (bm.blockID, bm.dataChecksum, bm.deleted)

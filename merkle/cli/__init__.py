@@ -1,5 +1,6 @@
 """Layer 4, the `crcmerkle` command line: this router (main, CLIError, exit codes, argument
-types) and one module per verb (checksum, bench, tree, generate, scan, reconcile, replicate, spark, soak).
+types) and one module per verb (checksum, bench, tree, generate, scan, reconcile, replicate, spark,
+soak).
 May import every lower layer (merkle core, merkle.trees, merkle.replica) and spark_udfs.
 
 Each module listed in COMMAND_MODULES provides `add_parser(subparsers)`, which adds one

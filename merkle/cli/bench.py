@@ -18,8 +18,8 @@ package in the same run: crc32c vs google-crc32c, crc32c (ICRAR), awscrt and fas
 zlib, isal (ISA-L), zlib-ng and awscrt; crc64nvme vs awscrt and crc64fast. Data is hot: one
 buffer checksummed repeatedly, timed with perf_counter_ns, best of --runs runs. The windows
 case checksums a large buffer in fixed windows: merkle.checksum_windows (one call) vs a Python
-loop of one peer call per window. The last column is crcmerkle / the best peer. Peers that are not installed are left out, with a note
-(pip install 'crcmerkle[peers]')."""
+loop of one peer call per window. The last column is crcmerkle / the best peer. Peers that are
+not installed are left out, with a note (pip install 'crcmerkle[peers]')."""
 
 
 def _size(text: str) -> int:

@@ -451,5 +451,6 @@ __all__ = [
     "CHECK_VALUES", "DEFAULT_SIZES", "DEFAULT_WINDOW", "DEFAULT_WINDOWS_BYTES", "Impl", "OURS",
     "Result", "bench_one_shot", "bench_windows", "check_same", "format_size", "format_table",
     "gbps", "has_ours", "implementations", "llc_bytes", "make_buffer", "missing_peers",
-    "parse_size", "peer_note", "plot", "ratio_vs_best_peer", "time_calls", "windows_loop", "windows_native",
+    "parse_size", "peer_note", "plot", "ratio_vs_best_peer", "time_calls", "windows_loop",
+    "windows_native",
 ]

@@ -125,7 +125,8 @@ def _progress(f: BinaryIO, name: str, enabled: bool):
                 file=sys.stderr, leave=False, dynamic_ncols=True)
 
 
-def checksum_stream(f: BinaryIO, algorithm: str = "crc32c", bytes_per_checksum: Optional[int] = None,
+def checksum_stream(f: BinaryIO, algorithm: str = "crc32c",
+                    bytes_per_checksum: Optional[int] = None,
                     buffer_size: int = DEFAULT_BUFFER, bar: Any = None):
     """Stream f through one reused buffer. Returns (crc, size) without bytes_per_checksum,
     else (numpy array of window checksums, size: uint32, or uint64 for crc64nvme)."""

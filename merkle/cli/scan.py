@@ -134,7 +134,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "hex), in the text output one line per "
                         "block, with --emit in the chunks and blocks tables' column of that "
                         "name")
-    p.add_argument("--buffer-size", type=size_up_to(MAX_BUFFER_BYTES), default=None, help=argparse.SUPPRESS)
+    p.add_argument("--buffer-size", type=size_up_to(MAX_BUFFER_BYTES), default=None,
+                   help=argparse.SUPPRESS)
     from merkle.cli.emit import add_options
 
     add_options(p)  # --emit URI, --host NAME

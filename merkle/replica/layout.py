@@ -165,11 +165,11 @@ class Layout(Protocol):
         rule, and the warnings TREE_STALE and TREE_FROM_METADATA that say so). The two are
         mutually exclusive (ValueError); both read only, whatever `write_tree` says.
         `options`: the verifier's (workers, limiter, progress, buffer_size, drop_cache:
-        merkle.replica.verify.READ_OPTIONS, passed on to every replica's scan), and `write_tree` (True or False: the scan
-        of a replica this machine owns, writing its `.tree` unless False, where the layout
-        allows it; left out: a read-only read through `open_files`, as a Spark executor
-        does), `seen` (a dict shared by the scans of one job: a replica directory met
-        twice is scanned once, where the layout can tell)."""
+        merkle.replica.verify.READ_OPTIONS, passed on to every replica's scan), and `write_tree`
+        (True or False: the scan of a replica this machine owns, writing its `.tree` unless False,
+        where the layout allows it; left out: a read-only read through `open_files`, as a Spark
+        executor does), `seen` (a dict shared by the scans of one job: a replica directory met twice
+        is scanned once, where the layout can tell)."""
 
     # ---- writing and repairing (the generator, replicate, reconcile) ------------------------
 

@@ -87,8 +87,9 @@ __all__ = ["CORRUPT_CHUNK", "INCONSISTENT_CHUNK_LENGTH", "METADATA_CORRUPT",
            "METADATA_MISSING", "METADATA_UNREADABLE", "METADATA_UNSUPPORTED", "MISSING_CHUNK",
            "MISSING_DATA_FILE", "NOT_A_REGULAR_FILE", "PROTECTED_ERRORS", "RateLimiter",
            "ScanError", "ScanResult", "StoredTree", "TREE_CORRUPT", "TREE_FROM_METADATA",
-           "TREE_MISSING", "TREE_STALE", "TREE_UNREADABLE", "TREE_UNSUPPORTED", "UNREADABLE_DATA_FILE", "read_stored_tree",
-           "read_tree_state", "scan_container", "scan_files", "scan_paths"]
+           "TREE_MISSING", "TREE_STALE", "TREE_UNREADABLE", "TREE_UNSUPPORTED",
+           "UNREADABLE_DATA_FILE", "read_stored_tree", "read_tree_state", "scan_container",
+           "scan_files", "scan_paths"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 

@@ -481,7 +481,8 @@ def tree_from_bytes(data: Any, *, source: Optional[str] = None) -> ContainerTree
         tree = _normalised(cols["container_id"], kwargs)
         wire["block_present"] = wire["chunk_present"] = None
     tree.unknown_fields = cols["tail"]
-    tree._wire = wire if any(v is not None for v in (wire["block_present"], wire["chunk_present"])) \
+    present = (wire["block_present"], wire["chunk_present"])
+    tree._wire = wire if any(v is not None for v in present) \
         or not (wire["has_container_id"] and wire["has_tree"]) else None
     return tree
 

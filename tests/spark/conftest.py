@@ -1,8 +1,8 @@
 """One session-scoped local[2] SparkSession for every Spark test (as chispa does).
 
 Skips the Spark tests when pyspark or a Java runtime is missing. Settings from
-the README's 'Spark performance', applied by spark_udfs.session: SPARK_LOCAL_IP=127.0.0.1, a quiet log4j2
-via SPARK_CONF_DIR, PYSPARK_PYTHON=sys.executable, this checkout on the workers' PYTHONPATH.
+the README's 'Spark performance', applied by spark_udfs.session: SPARK_LOCAL_IP=127.0.0.1, a quiet
+log4j2 via SPARK_CONF_DIR, PYSPARK_PYTHON=sys.executable, this checkout on the workers' PYTHONPATH.
 Few shuffle partitions: test data is tiny and each partition costs a task.
 """
 

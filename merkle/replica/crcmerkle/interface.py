@@ -1,4 +1,6 @@
-"""The Layout interface (merkle.replica.layout) for crcmerkle's own layout: <datanode>/<volume>/<containerID>/{chunks,metadata} (merkle.replica.crcmerkle.layout), locally or through pyarrow.fs (HDFS, S3, GCS, file://).
+"""The Layout interface (merkle.replica.layout) for crcmerkle's own layout:
+<datanode>/<volume>/<containerID>/{chunks,metadata} (merkle.replica.crcmerkle.layout), locally or
+through pyarrow.fs (HDFS, S3, GCS, file://).
 
 Reading delegates to the layout's walks: `find_containers` for a local path (entries it cannot
 use go to `on_error`), `remote.discover` for a URI (pyarrow imported only then); files are

@@ -1,4 +1,6 @@
-"""The Layout interface (merkle.replica.layout) for a real Ozone datanode's volumes: hdds/VERSION, <clusterID>/current/containerDir<N>/<containerID>/, block metadata in the volume's RocksDB (merkle.replica.ozone.layout).
+"""The Layout interface (merkle.replica.layout) for a real Ozone datanode's volumes: hdds/VERSION,
+<clusterID>/current/containerDir<N>/<containerID>/, block metadata in the volume's RocksDB
+(merkle.replica.ozone.layout).
 
 Reading delegates to the layout's modules: `find_volumes`/`replicas_under` list, the scanner
 (merkle.replica.ozone.scan: `scan_volume_items`, one RocksDB open per run of a volume's
