@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os as _os
 from contextlib import contextmanager as _contextmanager
-from typing import Any as _Any, Iterator as _Iterator
+from typing import TYPE_CHECKING as _TYPE_CHECKING, Any as _Any, Iterator as _Iterator
 
 try:
     from merkle import _crc  # noqa: F401  (checked first for a clear message)
@@ -84,6 +84,23 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "replica": ("merkle.replica", None),
     "copies": ("merkle.copies", None),
 }
+
+
+if _TYPE_CHECKING:  # what _import_numpy_layers binds at run time, spelled out for type checkers
+    from merkle import _native, copies, replica, trees
+    from merkle._native import checksum_each, checksum_windows, combine_many
+    from merkle.copies.fold import full_object_crc
+    from merkle.replica.crcmerkle.writer import ContainerWriter
+    from merkle.replica.errors import BlockMetaError, ReplicaError, ReplicaLockedError
+    from merkle.replica.generate import generate_cluster
+    from merkle.replica.reconcile import reconcile, reconcile_round, ReconcileResult
+    from merkle.replica.scan import scan_container, ScanError, ScanResult
+    from merkle.trees import ozone
+    from merkle.trees.diff import (compare_replicas, ContainerIDMismatchError, diff, DiffReport,
+                                   ReplicaReport)
+    from merkle.trees.merge import merge
+    from merkle.trees.model import ContainerTree, TreeBuilder
+    from merkle.trees.treefile import read_tree, TreeFileError, write_tree
 
 
 def _lazy_getattr(name: str) -> _Any:
