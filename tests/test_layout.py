@@ -281,6 +281,20 @@ def test_a_third_layout_is_scanned_by_scan_paths(tmp_path: Path, flat_layout: An
     assert r.path == str(damaged) and not r.ok
 
 
+def test_every_layout_has_every_member_of_the_protocol(flat_layout: Any) -> None:
+    """merkle.replica.layout.Layout is what a layout provides (mypy checks the registry
+    against it): the shipped layouts and a ReadOnlyLayout lack none of its names, the
+    REPAIR_OFFLINE-only ones included (they refuse where they do not apply)."""
+    from merkle.replica.layout import Layout
+    from merkle.replica.layouts import layouts
+
+    members = {n for n in vars(Layout) if not n.startswith("_")} | set(Layout.__annotations__)
+    assert {"owner_repair_argv", "owner_copies_note", "scan"} <= members
+    assert flat_layout in layouts()  # registered by the fixture: a ReadOnlyLayout
+    for layout in layouts():
+        assert sorted(m for m in members if not hasattr(layout, m)) == [], layout.name
+
+
 def test_a_third_layout_is_scanned_by_the_cli(tmp_path: Path) -> None:
     """`crcmerkle scan` in a child process that registers the layout (the test's own entry:
     no plugin hook, no change to any file outside tests/)."""

@@ -358,6 +358,17 @@ class ReadOnlyLayout:
     def repair_refusal(self, path: str) -> str:
         return self._read_only()
 
+    # no owner repairs or copies these replicas (the owner_* members are REPAIR_OFFLINE's)
+    owner_copies_note = ""
+
+    def owner_repair_argv(self, container_id: int) -> List[str]:
+        raise ReplicaError(f"no owner command repairs {self.name}-layout replicas "
+                           f"({self._read_only()})")
+
+    def owner_leave_argv(self, host: str, maintenance: bool) -> List[str]:
+        raise ReplicaError(f"no owner command copies {self.name}-layout replicas "
+                           f"({self._read_only()})")
+
     def open_repair(self, path: str, *, dry_run: bool) -> RepairTarget:
         raise ReplicaError(self._read_only(), path)
 

@@ -166,6 +166,17 @@ class CrcmerkleLayout:
     def repair_refusal(self, path: str) -> str:
         return ""  # repaired in place (REPAIR_IN_PLACE)
 
+    # the owner_* members are REPAIR_OFFLINE's: crcmerkle's own commands repair and copy here
+    owner_copies_note = ""
+
+    def owner_repair_argv(self, container_id: int) -> List[str]:
+        raise ReplicaError("crcmerkle-layout replicas are repaired by crcmerkle reconcile, "
+                           "not by an owner command")
+
+    def owner_leave_argv(self, host: str, maintenance: bool) -> List[str]:
+        raise ReplicaError("crcmerkle-layout replicas are copied by crcmerkle replicate, "
+                           "not by an owner command")
+
     def open_repair(self, path: str, *, dry_run: bool) -> CrcmerkleRepair:
         return CrcmerkleRepair(path, dry_run=dry_run)
 
