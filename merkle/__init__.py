@@ -87,7 +87,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
 
 
 if _TYPE_CHECKING:  # what _import_numpy_layers binds at run time, spelled out for type checkers
-    from merkle import _native, copies, replica, trees
+    from merkle import _native as _native, copies as copies, replica as replica, trees as trees
     from merkle._native import checksum_each, checksum_windows, combine_many
     from merkle.copies.fold import full_object_crc
     from merkle.replica.crcmerkle.writer import ContainerWriter

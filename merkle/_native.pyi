@@ -1,5 +1,5 @@
 from collections.abc import Iterable
-from typing import Any, Literal, SupportsIndex, Union, overload
+from typing import Any, SupportsIndex, Union, overload
 
 import numpy as np
 import numpy.typing as npt

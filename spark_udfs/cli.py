@@ -625,8 +625,9 @@ def _read_inventory(args: argparse.Namespace) -> Any:
     try:
         return load_inventory(args.datanodes, args.ozone_conf)
     except (InventoryError, OSError) as exc:
-        raise CLIError(getattr(exc, "strerror", None) and f"{args.datanodes}: {exc.strerror}"
-                       or str(exc), EXIT_ERROR) from None
+        strerror = getattr(exc, "strerror", None)
+        raise CLIError(f"{args.datanodes}: {strerror}" if strerror else str(exc),
+                       EXIT_ERROR) from None
 
 
 def _scan_and_write(args: argparse.Namespace) -> Tuple[Any, Any]:
@@ -1102,14 +1103,14 @@ def _copycheck(args: argparse.Namespace) -> int:
 
         open_target(args.target)
     except ValueError as exc:
-        raise CLIError(f"--target: {one_line(exc)}", EXIT_ERROR) from None
+        raise CLIError(f"--target: {one_line(str(exc))}", EXIT_ERROR) from None
     try:  # and the checkpoint (its snapshot is hard links: cheap)
         from merkle.copies.omdb import open_om_db
 
         with open_om_db(args.om_db):
             pass
     except OmDBError as exc:
-        raise CLIError(f"--om-db: {one_line(exc)}", EXIT_ERROR) from None
+        raise CLIError(f"--om-db: {one_line(str(exc))}", EXIT_ERROR) from None
     spark = _session(args)
     t = _read_tables(spark, args.scan)
     missing = [n for n in ("chunks", "blocks", "containers") if t.get(n) is None]
@@ -1126,7 +1127,7 @@ def _copycheck(args: argparse.Namespace) -> int:
             res = copycheck(spark, args.om_db, t, args.target, out, names=names,
                             first=args.first, say=say)
     except (OmDBError, TargetError, ValueError) as exc:
-        raise CLIError(one_line(exc), EXIT_ERROR) from None
+        raise CLIError(one_line(str(exc)), EXIT_ERROR) from None
     objects = max(res.objects, 1)
     report = {
         "om_db": os.path.abspath(args.om_db), "scan": show_uri(args.scan),

@@ -124,8 +124,8 @@ class Findings:
                          + "; ".join(f.missing))
         for e in self.false_errors:
             lines.append(f"  FALSE scan error {e}")
-        for c in self.false_mismatches:
-            lines.append(f"  FALSE mismatch: container {c}")
+        for cid in self.false_mismatches:
+            lines.append(f"  FALSE mismatch: container {cid}")
         for p in self.false_pulls:
             lines.append(f"  FALSE pull {p}")
         for r, b in self.false_pending:

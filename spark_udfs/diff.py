@@ -47,7 +47,7 @@ holding a block live: the datanodes that deleted it), `diverged_blocks`, and `pl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -508,7 +508,7 @@ def _unrecoverable(container: int, trees: Dict[str, merkle.ContainerTree],
     blocks = {d: _chunk_blocks(trees[d]) for d in dns}
     deleted = set(np.concatenate([t.block_id[t.block_deleted] for t in trees.values()])
                   .tolist())
-    cands = set()
+    cands: Set[Tuple[int, int]] = set()
     for d in dns:
         bad = np.flatnonzero(~trees[d].chunk_matches)
         cands.update(zip(blocks[d][bad].tolist(), trees[d].chunk_offset[bad].tolist()))

@@ -145,10 +145,10 @@ def _scan_volume(item: Dict[str, Any], options: Dict[str, Any]) -> Iterator[pa.T
         kwargs["also"] = tuple(options["also"])  # the --also CRCs, from the data read
     read = 0
     try:
-        for rep, r, exc in layout.scan(refs, trees_only=options["trees_only"],
+        for rep, r, err in layout.scan(refs, trees_only=options["trees_only"],
                                        metadata_only=options["metadata_only"], **kwargs):
             read += 0 if r is None else int(r.bytes_read)
-            yield from _result_rows(rep, r, exc, options["trees_only"], item["host"],
+            yield from _result_rows(rep, r, err, options["trees_only"], item["host"],
                                     metadata_only=options["metadata_only"])
     except (OSError, ReplicaError) as exc:  # the volume failed under the scan (a dead disk)
         yield _volume_row(item, VOLUME_FAILED, f"{volume} on {item['host']}: "

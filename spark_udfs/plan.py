@@ -350,11 +350,11 @@ def build_plan(diff: DiffResult, *, decommission: Sequence[str] = (),
     reps = replica_table(diff, errors, leaving, sorted(idx.datanodes_unverified)) \
         .localCheckpoint()
     # the datanodes and their volumes (small: datanodes x volumes)
-    volumes: Dict[str, List[str]] = {}
+    dn_volumes: Dict[str, List[str]] = {}
     for row in reps.groupBy("datanode").agg(
             F.sort_array(F.collect_set("volume")).alias("v")).collect():
-        volumes[row["datanode"]] = list(row["v"] or [])
-    unknown = sorted(set(leaving) - set(volumes))
+        dn_volumes[row["datanode"]] = list(row["v"] or [])
+    unknown = sorted(set(leaving) - set(dn_volumes))
     unread = [d for d in unknown if d in idx.datanodes_unverified]
     if unread:
         raise ValueError(f"datanode(s) {', '.join(idx.who(d) for d in unread)} were not "
@@ -363,12 +363,12 @@ def build_plan(diff: DiffResult, *, decommission: Sequence[str] = (),
     if unknown:
         raise ValueError(f"datanode(s) {', '.join(unknown)} hold no replica in the scan "
                          f"(name a datanode by its UUID or its host name; known: "
-                         f"{', '.join(idx.who(d) for d in sorted(volumes)[:20])})")
+                         f"{', '.join(idx.who(d) for d in sorted(dn_volumes)[:20])})")
     # a datanode none of whose volumes was verified is no target of a copy
-    in_service = sorted(d for d in volumes if d not in leaving
+    in_service = sorted(d for d in dn_volumes if d not in leaving
                         and d not in idx.datanodes_unverified)
     # volumes of a layout whose owner makes the copies (Ozone's ReplicationManager)
-    owner = owner_repairing(v for vs in volumes.values() for v in vs)
+    owner = owner_repairing(v for vs in dn_volumes.values() for v in vs)
 
     r, c, held = plan_tables(diff, reps, leaving, len(in_service), replication=replication,
                              min_healthy=min_healthy, min_replicas=min_replicas,
@@ -400,7 +400,7 @@ def build_plan(diff: DiffResult, *, decommission: Sequence[str] = (),
         for h in x["holders"]:
             h["host"] = idx.host_of(h["datanode"])
     needs = _copy_needs(r, c, chunks, blocks)
-    commands = copy_commands(needs, in_service, volumes, limit)
+    commands = copy_commands(needs, in_service, dn_volumes, limit)
     for cmd in commands:
         cmd["source_host"] = idx.host_of(cmd["source"])
         cmd["target_host"] = idx.host_of(cmd["target"])

@@ -226,7 +226,7 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
     lists: Dict[str, List[int]] = {s: [int(i) for i in (row[f"ids_{s}"] or [])][:first]
                                    for s in STATES}
     read = read_summary(int(row["__replicas"] or 0), int(row["__read"] or 0))
-    mismatched = []
+    mismatched: List[Dict[str, Any]] = []
     values: Dict[Any, Optional[int]] = {}
     paths: Dict[Any, Optional[str]] = {}
     where: Dict[Any, Optional[str]] = {}

@@ -95,12 +95,12 @@ def find_java() -> str:
             return java
         raise JavaNotFoundError(f"JAVA_HOME={home} holds no bin/java; Spark needs a Java 17+ "
                                 f"runtime")
-    java = shutil.which("java")
-    if java is None:
+    on_path = shutil.which("java")
+    if on_path is None:
         raise JavaNotFoundError("Spark needs a Java 17+ runtime: no java on PATH and JAVA_HOME "
                                 "is unset (Debian/Ubuntu: apt-get install "
                                 "openjdk-17-jre-headless)")
-    return java
+    return on_path
 
 
 def prepare_environment(quiet: bool = True) -> None:

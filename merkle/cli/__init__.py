@@ -23,7 +23,7 @@ import argparse
 import importlib
 import os
 import sys
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, List, NoReturn, Optional, Sequence
 
 from merkle.messages import one_line  # noqa: F401  (re-exported: the verbs import it from here)
 
@@ -94,7 +94,7 @@ class CLIError(Exception):
 class ArgumentParser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line `crcmerkle: error: ...`, exit 2."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise CLIError(message, EXIT_USAGE)
 
 

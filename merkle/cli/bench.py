@@ -6,7 +6,7 @@ import argparse
 import importlib.util
 import json
 import sys
-from typing import Any, List
+from typing import Any, Dict, List
 
 import merkle
 from merkle.cli import benchmarking as bm
@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     out.write(f"crcmerkle {merkle.__version__}, backend {merkle.backend()}; peers: {peers}\n")
     out.write("GB/s = 1e9 bytes/s, data hot in cache, best of "
               f"{args.runs} runs of {args.seconds:g} s\n\n")
-    by_case = {}
+    by_case: Dict[str, List[Any]] = {}
     for r in results:
         by_case.setdefault(r.case, []).append(r)
     titles = {

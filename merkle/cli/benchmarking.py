@@ -256,6 +256,7 @@ def time_calls(func: Callable[..., Any], seconds: float = 0.2, runs: int = 5,
     finally:
         if gc_was_enabled:
             gc.enable()
+    assert best is not None, "runs >= 1"
     return float(best)
 
 

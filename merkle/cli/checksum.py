@@ -101,7 +101,7 @@ def _fill(f: BinaryIO, view: memoryview) -> int:
     got = 0
     total = len(view)
     while got < total:
-        n = f.readinto(view[got:])
+        n = f.readinto(view[got:])  # type: ignore[attr-defined]  # typing.BinaryIO omits it
         if not n:  # 0 at EOF (None would mean non-blocking with nothing ready: treat as EOF)
             break
         got += n

@@ -265,8 +265,8 @@ def _run(args: argparse.Namespace, state: Dict[str, Any]) -> int:
                 raise _Refused(p, _os_message(exc)) from None
             except ReplicaError as exc:
                 raise _Refused(p, str(exc)) from None
-            for cid, reps in found.items():
-                groups.setdefault(cid, []).extend(os.fspath(r) for r in reps)
+            for cid, found_reps in found.items():
+                groups.setdefault(cid, []).extend(os.fspath(r) for r in found_reps)
         if not groups:
             raise CLIError(f"--all: no container replica found under {', '.join(args.paths)}")
         for cid in sorted(groups):

@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
                     print(f"  {one_line(str(n))}")
             continue
         if not args.json:
-            print_error(failed[-1]["error"])
+            print_error(str(failed[-1]["error"]))
     if args.json:
         json.dump(redact_json({"results": [r.to_dict() for r in results], "failed": failed}),
                   sys.stdout, indent=1)

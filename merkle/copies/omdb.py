@@ -19,7 +19,7 @@ import re
 import shutil
 import tempfile
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 from google.protobuf.message import DecodeError
 
@@ -353,7 +353,7 @@ class OmDB:
                 info = _key_info(value)
                 volume = _text(info.volumeName, "volumeName")
                 bucket = _text(info.bucketName, "bucketName")
-                path = _text(info.keyName, "keyName")
+                path: Optional[str] = _text(info.keyName, "keyName")
                 reason = None
                 if not path or db_key != ozone_key(volume, bucket, path):
                     reason = "the DB key is not /volumeName/bucketName/keyName of its record"
@@ -401,7 +401,7 @@ class OmDB:
                                                                       Optional[str]]:
             """The path of directory `start` inside its bucket ("" for the bucket itself)."""
             names: List[str] = []  # from `start` upwards
-            seen = set()
+            seen: Set[int] = set()
             node = start
             below = 0  # levels of a memoised ancestor's path
 

@@ -149,7 +149,7 @@ class ContainerMeta:
         return ((self.container_id, self.blocks, self.header_extra)
                 == (other.container_id, other.blocks, other.header_extra))
 
-    __hash__ = None  # type: ignore[assignment]  (mutable, as the dataclass default)
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass default
 
     @property
     def n_chunks(self) -> int:

@@ -337,7 +337,7 @@ class S3Target(Target):
         else None). ValueError when they contradict the composite value or the size."""
         if count is not None and not 1 <= count <= MAX_PARTS:
             raise ValueError(f"claims {count} parts (S3 allows 1..{MAX_PARTS})")
-        listed = _from_attributes(info, alg)
+        listed: Optional[Tuple[List[int], Optional[List[int]]]] = _from_attributes(info, alg)
         if listed is None:
             listed = self._parts_by_head(key, alg, count)
         if listed is None:

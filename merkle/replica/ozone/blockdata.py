@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from google.protobuf.message import DecodeError
 
@@ -128,7 +128,7 @@ def _java_long_sum(values: Iterable[int]) -> int:
     return total - (1 << 64) if total >= 1 << 63 else total
 
 
-def _java_string(value: object) -> str:
+def _java_string(value: Union[str, bytes]) -> str:
     """A proto2 `string` field as Ozone's Java reads it. The Python runtime hands out the raw
     bytes when they are not UTF-8 (proto2 does not validate); Java decodes them with U+FFFD
     for each bad sequence."""

@@ -95,6 +95,7 @@ def open_regular(path: PathLike, root: Optional[PathLike] = None) -> int:
     replica, its `metadata/` or `chunks/`, or the file raises NotRegularFileError (an
     OSError; scanners report it as NOT_A_REGULAR_FILE)."""
     p = Path(os.fspath(path))
+    parts: Tuple[str, ...]
     if root is None:
         base, parts, follow = p.parent, (p.name,), True
     else:

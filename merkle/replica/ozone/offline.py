@@ -32,7 +32,8 @@ import struct
 from pathlib import Path
 from typing import Dict, Iterable, Optional, Tuple, Union
 
-from merkle.replica.crcmerkle.blockmeta import BlockMeta, ContainerMeta
+from merkle.replica.blocks import ContainerMeta
+from merkle.replica.crcmerkle.blockmeta import BlockMeta
 from merkle.replica.crcmerkle.layout import ContainerPaths
 from merkle.replica.errors import BlockMetaError, ReplicaError
 from merkle.replica.files import LocalReplicaFiles

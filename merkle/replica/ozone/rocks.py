@@ -443,7 +443,7 @@ class LockedVolumeDB(VolumeDB):
 
     def __init__(self, db_dir: PathLike) -> None:  # noqa: D107 (no snapshot: in place)
         self.path = os.fspath(db_dir)
-        self._snap = None
+        self._snap = None  # type: ignore[assignment]  # no snapshot: the DB is read in place
         self._db = None
         rd = load_rocksdict()
         refuse_non_directory(self.path)

@@ -284,7 +284,7 @@ def scan_replica(replica: OzoneReplica, db: VolumeDB, mounts: Optional[Set[str]]
 
 
 def _scan_loaded(replica: OzoneReplica, db: VolumeDB, cfile: ContainerFile,
-                 unusable: Callable[[str, str], Any], **kwargs: Any) -> Any:
+                 unusable: Callable[..., Any], **kwargs: Any) -> Any:
     """The rest of scan_replica, once the `.container` is loaded and describes the replica:
     state and schema checks, then the data."""
     if cfile.schema_version != "3":
@@ -405,7 +405,8 @@ def scan_volume_items(items: Iterable[Any], *, trees_only: bool = False,
             replica = OzoneReplica(volume, int(item.container), Path(item.path))
             try:
                 if trees_only:
-                    stored, _raw, err = read_stored_tree(_TreeOnly(replica))
+                    # _TreeOnly has what read_stored_tree reads: container_id, read_tree
+                    stored, _raw, err = read_stored_tree(_TreeOnly(replica))  # type: ignore[arg-type]
                     yield item, _tree_result(replica, stored, err), None
                 else:
                     assert db is not None
