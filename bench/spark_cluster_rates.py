@@ -62,7 +62,6 @@ AUTH_ENV = "CRCMERKLE_BENCH_AUTHKEY"
 sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "tests" / "spark")]  # bench/conftest first
 from spark_standalone import clean_env, free_port, spark_home  # noqa: E402
 
-
 # ---- helpers ------------------------------------------------------------------------------
 
 def parse_size(s: str) -> int:

@@ -22,6 +22,7 @@ from typing import Any, Callable, Dict, List, Optional
 import numpy as np
 
 import merkle
+
 from fuzz.provider import Provider
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))

@@ -31,10 +31,10 @@ except ModuleNotFoundError as _missing:  # pragma: no cover - exercised in a sub
 # merkle._native and the layers above) is imported at the end of this file; in a sub-interpreter
 # that refuses it, those names are left to __getattr__ below (see _import_numpy_layers).
 from merkle._crc import (
-    GIL_RELEASE_THRESHOLD,
     CRC32,
     CRC32C,
     CRC64NVME,
+    GIL_RELEASE_THRESHOLD,
     BackendUnavailableError,
     available_backends,
     backend,
@@ -46,7 +46,7 @@ from merkle._crc import (
     crc64nvme,
     crc64nvme_combine,
     set_backend,
-    )
+)
 
 #: the numpy-based public names -> (module, attribute; None for the module itself)
 _LAZY: dict[str, tuple[str, str | None]] = {
@@ -93,14 +93,19 @@ if _TYPE_CHECKING:  # what _import_numpy_layers binds at run time, spelled out f
     from merkle.replica.crcmerkle.writer import ContainerWriter
     from merkle.replica.errors import BlockMetaError, ReplicaError, ReplicaLockedError
     from merkle.replica.generate import generate_cluster
-    from merkle.replica.reconcile import reconcile, reconcile_round, ReconcileResult
-    from merkle.replica.scan import scan_container, ScanError, ScanResult
+    from merkle.replica.reconcile import ReconcileResult, reconcile, reconcile_round
+    from merkle.replica.scan import ScanError, ScanResult, scan_container
     from merkle.trees import ozone
-    from merkle.trees.diff import (compare_replicas, ContainerIDMismatchError, diff, DiffReport,
-                                   ReplicaReport)
+    from merkle.trees.diff import (
+        ContainerIDMismatchError,
+        DiffReport,
+        ReplicaReport,
+        compare_replicas,
+        diff,
+    )
     from merkle.trees.merge import merge
     from merkle.trees.model import ContainerTree, TreeBuilder
-    from merkle.trees.treefile import read_tree, TreeFileError, write_tree
+    from merkle.trees.treefile import TreeFileError, read_tree, write_tree
 
 
 def _lazy_getattr(name: str) -> _Any:

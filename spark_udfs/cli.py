@@ -40,9 +40,18 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, INT64_MAX, CLIError, add_debug_flag,
-                        debug_enabled, exit_status_help, int_in_range, positive_int,
-                        positive_size)
+from merkle.cli import (
+    EXIT_ERROR,
+    EXIT_FINDINGS,
+    INT64_MAX,
+    CLIError,
+    add_debug_flag,
+    debug_enabled,
+    exit_status_help,
+    int_in_range,
+    positive_int,
+    positive_size,
+)
 from merkle.replica.fileio import write_atomic
 from merkle.replica.layout import REPAIR_IN_PLACE
 from merkle.replica.layouts import layout_named
@@ -499,8 +508,8 @@ def _not_scanned(handler: Callable[[argparse.Namespace], int]
             if getattr(args, "ozone_conf", None) is not None:
                 raise CLIError("--ozone-conf goes with --datanodes", EXIT_ERROR)
             return handler(args)
-        from merkle.replica.inventory import load_inventory
         from merkle.replica.errors import ReplicaError
+        from merkle.replica.inventory import load_inventory
 
         try:  # before the JVM starts: a bad inventory costs nothing
             _LOAD_STATE["inventory"] = load_inventory(args.datanodes, args.ozone_conf)
@@ -550,9 +559,8 @@ def _load_chunks(spark: Any, path: str) -> Dict[str, Any]:
 def _read_tables(spark: Any, path: str) -> Dict[str, Any]:
     """{chunks, blocks?, containers?, errors?} DataFrames of a scan directory or a chunk table."""
     _check_paths([path])
-    from spark_udfs.tables import CHUNK_COLUMNS
-
     from spark_udfs.scan import TABLE_SCHEMAS
+    from spark_udfs.tables import CHUNK_COLUMNS
 
     out: Dict[str, Any] = {}
     base = path.rstrip("/")

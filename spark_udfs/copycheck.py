@@ -30,8 +30,15 @@ import pyarrow.parquet as pq
 
 from merkle.copies.keycrcs import COMPOSE_SCHEMA, KEY_CRC_SCHEMA, compose_keys
 from merkle.copies.keymap import KEY_BLOCK_SCHEMA, KEY_SCHEMA, NameMap, key_tables
-from merkle.copies.verdicts import (FINDINGS, SHARED_NAME, SOURCE_COLUMNS, TARGET_COLUMNS,
-                                    VERDICT_SCHEMA, VERDICTS, decide)
+from merkle.copies.verdicts import (
+    FINDINGS,
+    SHARED_NAME,
+    SOURCE_COLUMNS,
+    TARGET_COLUMNS,
+    VERDICT_SCHEMA,
+    VERDICTS,
+    decide,
+)
 from spark_udfs.passes import whole_groups
 
 __all__ = ["CopyCheck", "copycheck"]

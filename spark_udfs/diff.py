@@ -552,8 +552,7 @@ def plan_commands(pulls: Any, limit: int = DEFAULT_DATANODE_LIMIT) -> Any:
     target) is in the same round, so that reconcile_commands can give the target all its
     peers at once; unlike repair_plan, sources are not counted against the limit (that needs
     one sequential pass over every command)."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
+    from pyspark.sql import Window, functions as F
 
     if limit < 1:
         raise ValueError("limit must be >= 1")

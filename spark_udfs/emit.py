@@ -47,8 +47,7 @@ from merkle.replica.layout import UNKNOWN_DATANODE, Layout, ReplicaRef, Volume
 from merkle.replica.layouts import layout_of
 from merkle.replica.results import RateLimiter
 from merkle.replica.uri import Location, redact
-from spark_udfs.scan import (SCANNED, TABLE_SCHEMAS, VOLUME_FAILED,
-                             _one_per_datanode, _result_rows)
+from spark_udfs.scan import SCANNED, TABLE_SCHEMAS, VOLUME_FAILED, _one_per_datanode, _result_rows
 
 __all__ = ["EmitResult", "FILE_PREFIX", "PARTITION", "ROW_GROUP_BYTES", "TABLE_ARROW",
            "default_host", "emit_scan", "escape_partition_value", "file_name", "host_key"]

@@ -45,11 +45,25 @@ from merkle.replica.errors import ReplicaError
 from merkle.replica.inventory import Host, Inventory
 from merkle.replica.levels import severity_of
 from merkle.replica.uri import redact
-from spark_udfs.scan import (_OUT_SCHEMA, DUPLICATE_DATANODE, DUPLICATE_REPLICA, ERROR_SCHEMA,
-                             NO_EXECUTOR, SCANNED, VOLUME_FAILED, VOLUME_SCHEMA, WRONG_DATANODE,
-                             WRONG_HOST, ScanTables, _counting, _names, _result_rows, _rows,
-                             _select_blocks)
 from spark_udfs.locality import DEFAULT_EXECUTOR_WAIT, STRICT_LOCALITY_CONF
+from spark_udfs.scan import (
+    _OUT_SCHEMA,
+    DUPLICATE_DATANODE,
+    DUPLICATE_REPLICA,
+    ERROR_SCHEMA,
+    NO_EXECUTOR,
+    SCANNED,
+    VOLUME_FAILED,
+    VOLUME_SCHEMA,
+    WRONG_DATANODE,
+    WRONG_HOST,
+    ScanTables,
+    _counting,
+    _names,
+    _result_rows,
+    _rows,
+    _select_blocks,
+)
 from spark_udfs.tables import CHUNK_TABLE_COLUMNS
 
 __all__ = ["DEFAULT_EXECUTOR_WAIT", "JOB_GROUP", "LOCALITY_CONF", "executor_of",

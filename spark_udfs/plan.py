@@ -56,9 +56,9 @@ import json
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from merkle.messages import one_line
-from spark_udfs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
-from merkle.replica.layouts import owner_repairing
 from merkle.replica.commandlist import lines_digest
+from merkle.replica.layouts import owner_repairing
+from spark_udfs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
 from spark_udfs.hosts import HostIndex, command_host, host_index
 from spark_udfs.report import _who, read_summary, scanned_roots, verification, volume_lines
 

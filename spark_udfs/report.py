@@ -71,10 +71,10 @@ import datetime as _dt
 import json
 from typing import Any, Dict, List, Optional, Tuple
 
+from merkle.messages import one_line
 from merkle.replica.layouts import owner_repairing
 from merkle.replica.levels import ERROR, NOT_SCANNED_KINDS, WARNING, warning_kinds
 from merkle.trees.ozone import format_checksum
-from merkle.messages import one_line
 from spark_udfs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
 from spark_udfs.hosts import HostIndex, host_index, unscanned_hosts
 

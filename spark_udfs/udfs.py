@@ -159,7 +159,7 @@ def map_in_arrow_checksum(df: Any, column: str, output: str = "crc",
     """The mapInArrow path: append `output` = CRC (or window checksums if bytes_per_checksum
     is given) of binary `column` to every row; drop `column` unless keep_input (so the bytes
     are not shipped back to the JVM). One native call per RecordBatch."""
-    from pyspark.sql.types import (ArrayType, BinaryType, LongType, StructField, StructType)
+    from pyspark.sql.types import ArrayType, BinaryType, LongType, StructField, StructType
 
     alg = kernels.check_algorithm(algorithm)
     if bytes_per_checksum is not None:

@@ -7,11 +7,11 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import merkle
 from merkle.copies import BlockChecksums, ChunkChecksums, key_crc, ozone_composite_crc
+
 from reference import crc as reference_crc
 
 ALGORITHMS = ("crc32c", "crc32", "crc64nvme")

@@ -20,9 +20,8 @@ import numpy as np
 import pytest
 
 import merkle
-from merkle.replica.scan import scan_container
-
 from merkle.replica.generate import block_data
+from merkle.replica.scan import scan_container
 
 from replica_helpers import make_cluster
 

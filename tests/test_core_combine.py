@@ -6,12 +6,11 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import merkle
-from reference import MASK
-from reference import combine as reference_combine
+
+from reference import MASK, combine as reference_combine
 
 FUNCS = {"crc32c": (merkle.crc32c, merkle.crc32c_combine),
          "crc32": (merkle.crc32, merkle.crc32_combine),

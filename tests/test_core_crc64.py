@@ -18,8 +18,7 @@ import pytest
 
 import merkle
 
-from reference import combine as reference_combine
-from reference import crc_prefixes
+from reference import combine as reference_combine, crc_prefixes
 
 try:
     from awscrt import checksums as awscrt_checksums

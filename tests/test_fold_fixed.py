@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 
 from merkle import _native
-from reference import MASK
-from reference import combine as reference_combine
-from reference import crc as reference_crc
+
+from reference import MASK, combine as reference_combine, crc as reference_crc
 
 ALGORITHMS = ("crc32c", "crc32", "crc64nvme")
 DTYPE = {"crc32c": np.uint32, "crc32": np.uint32, "crc64nvme": np.uint64}

@@ -12,7 +12,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from test_hostile import CID, IS_ROOT, block, child, make_replica, payload
 
 

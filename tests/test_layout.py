@@ -185,7 +185,7 @@ def test_crcmerkle_layout_reads_through_the_interface(tmp_path: Path) -> None:
 def test_ozone_layout_reads_through_the_interface(tmp_path: Path) -> None:
     pytest.importorskip("rocksdict")
     pytest.importorskip("yaml")
-    from merkle.replica.layouts import layout_of, layout_named
+    from merkle.replica.layouts import layout_named, layout_of
     from merkle.replica.ozone.layout import find_volumes, read_version, replicas_under
 
     root = _cluster(tmp_path / "o", "ozone")
@@ -229,6 +229,7 @@ def flat_cluster(root: Path, containers: int = 2) -> Tuple[Path, Path, int]:
     import shutil
 
     from merkle.replica.crcmerkle.layout import find_containers
+
     from replica_helpers import make_cluster
 
     source = root.parent / (root.name + "-crcmerkle")

@@ -16,6 +16,7 @@ import pytest
 from merkle.cli import build_parser, main
 from merkle.replica.levels import ERROR, LEVELS, WARNING, severity_of
 from merkle.replica.scan import ScanError, scan_container
+
 from checkout import checkout_text
 from replica_helpers import make_cluster
 
@@ -216,8 +217,9 @@ def test_ozone_schema_v2_not_scanned_is_an_error(ozone_volumes: Path, capsys: An
 # ---- the demo's ground truth ----------------------------------------------------------------
 
 def _manifest_with(fault_type: str, error: str) -> Dict[str, Any]:
-    from test_demo_check import MANIFEST
     import copy
+
+    from test_demo_check import MANIFEST
 
     m = copy.deepcopy(MANIFEST)
     m["faults"].append({"id": 9, "type": fault_type, "container_id": 4, "replicas": ["dn0/v/4"],
@@ -227,8 +229,9 @@ def _manifest_with(fault_type: str, error: str) -> Dict[str, Any]:
 
 
 def _check(manifest: Dict[str, Any], errors: List[Any], mismatched: List[int]) -> Any:
-    from spark_udfs.demo import check_findings
     from test_demo_check import ERRORS, PENDING, PULLS
+
+    from spark_udfs.demo import check_findings
 
     return check_findings(manifest, errors=ERRORS + errors, pulls=PULLS,
                           mismatched=mismatched, unrecoverable=[(3, 1, 0)], pending=PENDING)

@@ -26,14 +26,19 @@ from merkle.replica.crcmerkle.writer import tree_from_meta  # noqa: E402
 from merkle.replica.generate import GeneratorConfig, generate_cluster, parse_faults  # noqa: E402
 from merkle.replica.ozone import datanode_pb2 as pb  # noqa: E402
 from merkle.replica.ozone.blockdata import decode_blocks, encode_block  # noqa: E402
-from merkle.replica.ozone.containerfile import (checksum_of, parse_container_file,  # noqa: E402
-                                                render_container_file, ContainerFileError)
+from merkle.replica.ozone.containerfile import (  # noqa: E402
+    ContainerFileError,
+    checksum_of,
+    parse_container_file,
+    render_container_file,
+)
 from merkle.replica.ozone.layout import container_dir_index, find_volumes  # noqa: E402
-from merkle.replica.ozone.rocks import (VolumeDB, block_key, container_prefix,  # noqa: E402
-                                        write_volume_db)
-from merkle.replica.scan import scan_paths  # noqa: E402
+from merkle.replica.ozone.rocks import VolumeDB, block_key, container_prefix, write_volume_db  # noqa: E402
 from merkle.replica.ozone.writer import VolumeWriter  # noqa: E402
-from merkle.replica.scan import read_stored_tree  # noqa: E402
+from merkle.replica.scan import (
+    read_stored_tree,  # noqa: E402
+    scan_paths,  # noqa: E402
+)
 from merkle.trees.treefile import tree_to_bytes  # noqa: E402
 
 # Files written by Ozone's own Java (a container file and one golden case), kept in the

@@ -24,10 +24,9 @@ from merkle.replica.generate import GeneratorConfig, generate_cluster, parse_fau
 from merkle.replica.ozone import datanode_pb2 as pb  # noqa: E402
 from merkle.replica.ozone.blockdata import decode_blocks  # noqa: E402
 from merkle.replica.ozone.layout import find_volumes  # noqa: E402
-from merkle.replica.ozone.rocks import (LockedVolumeDB, VolumeDB,  # noqa: E402
-                                        container_prefix)
-from merkle.replica.scan import scan_paths  # noqa: E402
+from merkle.replica.ozone.rocks import LockedVolumeDB, VolumeDB, container_prefix  # noqa: E402
 from merkle.replica.reconcile import reconcile  # noqa: E402
+from merkle.replica.scan import scan_paths  # noqa: E402
 
 #: every fault a peer can repair (no fabricated rows, no unusable replicas, no tombstones:
 #: a tombstoned block's row stays where it is, by design, so rows would differ)

@@ -9,15 +9,23 @@ import numpy as np
 import pytest
 
 import merkle
-from merkle.replica.crcmerkle.blockmeta import (CRC32, CRC32C, FORMAT_VERSION, MAGIC, NONE,
-                                                BlockMeta, ChunkMeta, ContainerMeta, read_blockmeta,
-                                                write_blockmeta)
-from merkle.trees.ozone import format_checksum
-from merkle.replica.errors import (BlockMetaError, NotAReplicaError, ReplicaLockedError,
-                                   WriterError)
+from merkle.replica.crcmerkle.blockmeta import (
+    CRC32,
+    CRC32C,
+    FORMAT_VERSION,
+    MAGIC,
+    NONE,
+    BlockMeta,
+    ChunkMeta,
+    ContainerMeta,
+    read_blockmeta,
+    write_blockmeta,
+)
 from merkle.replica.crcmerkle.layout import container_paths, find_containers
-from merkle.replica.lock import ReplicaLock
 from merkle.replica.crcmerkle.writer import ContainerWriter
+from merkle.replica.errors import BlockMetaError, NotAReplicaError, ReplicaLockedError, WriterError
+from merkle.replica.lock import ReplicaLock
+from merkle.trees.ozone import format_checksum
 from merkle.trees.treefile import read_tree
 
 GOLDEN = Path(__file__).parent / "data" / "replica_blockmeta_v1.blocks"

@@ -6,8 +6,13 @@ import json
 
 import pytest
 
-from merkle.replica.generate import (DEFAULT_FAULTS, FAULT_TYPES, GeneratorError, block_data,
-                                     parse_faults)
+from merkle.replica.generate import (
+    DEFAULT_FAULTS,
+    FAULT_TYPES,
+    GeneratorError,
+    block_data,
+    parse_faults,
+)
 
 from replica_helpers import make_cluster, snapshot
 

@@ -9,16 +9,24 @@ from pathlib import Path
 
 import pytest
 
+from merkle.replica.crcmerkle.layout import container_paths
 from merkle.replica.errors import ReplicaLockedError
 from merkle.replica.generate import FAULT_TYPES
-from merkle.replica.crcmerkle.layout import container_paths
 from merkle.replica.lock import ReplicaLock
 from merkle.replica.reconcile import reconcile, reconcile_round, replica_groups
 from merkle.replica.scan import scan_container
 from merkle.trees.treefile import read_tree
 
-from replica_helpers import (check_data, container_values, file_sizes, full_round, make_cluster,
-                             scan_all, snapshot, unrepairable)
+from replica_helpers import (
+    check_data,
+    container_values,
+    file_sizes,
+    full_round,
+    make_cluster,
+    scan_all,
+    snapshot,
+    unrepairable,
+)
 
 
 class Crash(Exception):

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-import ozone_proto
 from merkle.trees import treefile
 from merkle.trees.model import ContainerTree
 from merkle.trees.treefile import TreeFileError, read_tree, tree_path, write_tree
+
+import ozone_proto
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = {

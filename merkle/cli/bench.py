@@ -9,8 +9,13 @@ import sys
 from typing import Any, Dict, List
 
 import merkle
-from merkle.cli import benchmarking as bm
-from merkle.cli import MAX_BUFFER_BYTES, CLIError, exit_status_help, positive_int
+from merkle.cli import (
+    MAX_BUFFER_BYTES,
+    CLIError,
+    benchmarking as bm,
+    exit_status_help,
+    positive_int,
+)
 
 DESCRIPTION = """\
 Measure checksum throughput (GB/s = 1e9 B/s) of crcmerkle and of every installed peer

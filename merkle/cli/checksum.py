@@ -12,9 +12,16 @@ import sys
 from typing import Any, BinaryIO, Dict, List, Optional
 
 import merkle
+from merkle.cli import (
+    EXIT_ERROR,
+    MAX_BUFFER_BYTES,
+    exit_status_help,
+    one_line,
+    positive_size,
+    print_error,
+    size_up_to,
+)
 from merkle.cli.benchmarking import MiB
-from merkle.cli import (EXIT_ERROR, MAX_BUFFER_BYTES, exit_status_help, one_line, positive_size,
-                        print_error, size_up_to)
 
 #: Read size; with --bytes-per-checksum it is rounded down to a multiple of N (at least N)
 #: so that no window straddles two reads.

@@ -7,8 +7,15 @@ import json
 import sys
 from typing import Any, Tuple
 
-from merkle.cli import (INT64_MAX, MAX_BUFFER_BYTES, CLIError, exit_status_help, int_in_range,
-                        positive_int, size_up_to)
+from merkle.cli import (
+    INT64_MAX,
+    MAX_BUFFER_BYTES,
+    CLIError,
+    exit_status_help,
+    int_in_range,
+    positive_int,
+    size_up_to,
+)
 
 DESCRIPTION = """\
 Write a synthetic cluster OUT/dn<d>/vol<v>/... of container replicas (random data,
@@ -111,8 +118,12 @@ def default_containers(layout: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from merkle.replica.generate import GeneratorConfig, GeneratorError, generate_cluster, \
-        parse_faults
+    from merkle.replica.generate import (
+        GeneratorConfig,
+        GeneratorError,
+        generate_cluster,
+        parse_faults,
+    )
     try:
         cfg = GeneratorConfig(
             datanodes=args.datanodes, volumes=args.volumes,

@@ -8,10 +8,16 @@ import os
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, CLIError, exit_status_help, print_error,
-                        redact_json)
-from merkle.trees.ozone import format_checksum
+from merkle.cli import (
+    EXIT_ERROR,
+    EXIT_FINDINGS,
+    CLIError,
+    exit_status_help,
+    print_error,
+    redact_json,
+)
 from merkle.replica.errors import ReplicaError
+from merkle.trees.ozone import format_checksum
 
 DESCRIPTION = """\
 Repair the replica CONTAINER from each PEER in turn: diff the trees, copy the missing and

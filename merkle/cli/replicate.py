@@ -7,8 +7,15 @@ import json
 import sys
 from typing import Any, List
 
-from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, CLIError, exit_status_help, one_line,
-                        print_error, redact_json)
+from merkle.cli import (
+    EXIT_ERROR,
+    EXIT_FINDINGS,
+    CLIError,
+    exit_status_help,
+    one_line,
+    print_error,
+    redact_json,
+)
 from merkle.replica.errors import ReplicaError
 
 DESCRIPTION = """\

@@ -10,12 +10,22 @@ import threading
 import time
 from typing import Any, Dict, List, Tuple
 
-from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, MAX_BUFFER_BYTES, PROG, CLIError,
-                        exit_status_help, int_in_range, positive_size, print_error, redact_json,
-                        size_up_to)
-from merkle.trees.ozone import format_checksum
+from merkle.cli import (
+    EXIT_ERROR,
+    EXIT_FINDINGS,
+    MAX_BUFFER_BYTES,
+    PROG,
+    CLIError,
+    exit_status_help,
+    int_in_range,
+    positive_size,
+    print_error,
+    redact_json,
+    size_up_to,
+)
 from merkle.replica.also import ALSO_ALGORITHMS, WIDTHS, s3_base64
 from merkle.replica.errors import ReplicaError
+from merkle.trees.ozone import format_checksum
 
 DESCRIPTION = """\
 Scan container replicas: read every chunk window by window, recompute its checksums with the

@@ -7,8 +7,14 @@ import json
 import sys
 from typing import Any
 
-from merkle.cli import (EXIT_FINDINGS, INT64_MAX, CLIError, exit_status_help, int_in_range,
-                        positive_int)
+from merkle.cli import (
+    EXIT_FINDINGS,
+    INT64_MAX,
+    CLIError,
+    exit_status_help,
+    int_in_range,
+    positive_int,
+)
 
 DESCRIPTION = """\
 Fault-injection soak (merkle/replica/soak.py). Each round generates a cluster with a random

@@ -25,8 +25,13 @@ from google.protobuf.message import DecodeError
 
 from merkle.copies import om_pb2
 from merkle.replica.ozone.rocks import (  # the datanode's snapshot rules, reused as they are
-    SNAPSHOT_ENV, NotRegularFileError, VolumeDBError, load_rocksdict, refuse_non_directory,
-    take_snapshot)
+    SNAPSHOT_ENV,
+    NotRegularFileError,
+    VolumeDBError,
+    load_rocksdict,
+    refuse_non_directory,
+    take_snapshot,
+)
 
 VOLUME_TABLE = "volumeTable"
 BUCKET_TABLE = "bucketTable"

@@ -52,12 +52,20 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Set, Tuple, Union
 
 from merkle import _native
+from merkle.replica.crcmerkle.writer import ContainerWriter
 from merkle.replica.layout import Layout
 from merkle.replica.layouts import LayoutError, layout_named, layouts
-from merkle.replica.scan import (CORRUPT_CHUNK, INCONSISTENT_CHUNK_LENGTH, METADATA_CORRUPT,
-                                 METADATA_MISSING, MISSING_CHUNK, MISSING_DATA_FILE,
-                                 TREE_CORRUPT, TREE_MISSING)
-from merkle.replica.crcmerkle.writer import ContainerWriter
+from merkle.replica.scan import (
+    CORRUPT_CHUNK,
+    INCONSISTENT_CHUNK_LENGTH,
+    METADATA_CORRUPT,
+    METADATA_MISSING,
+    MISSING_CHUNK,
+    MISSING_DATA_FILE,
+    TREE_CORRUPT,
+    TREE_MISSING,
+)
+
 # re-exported: their home is below the generator and the layouts (merkle.replica.synth)
 from merkle.replica.synth import GeneratorError, block_data  # noqa: F401
 

@@ -36,8 +36,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from merkle.replica.generate import (FAULT_TYPES, GeneratorConfig, GeneratorError, block_data,
-                                     generate_cluster)
+from merkle.replica.generate import (
+    FAULT_TYPES,
+    GeneratorConfig,
+    GeneratorError,
+    block_data,
+    generate_cluster,
+)
 from merkle.replica.reconcile import reconcile_round, replica_groups
 from merkle.replica.scan import CORRUPT_CHUNK, scan_container, scan_paths
 

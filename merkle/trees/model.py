@@ -22,8 +22,12 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 import numpy as np
 
 from merkle import _native
-from merkle.trees.ozone import (DEFAULT_ALGORITHM, DEFAULT_BYTES_PER_CHECKSUM, format_checksum,
-                                window_values)
+from merkle.trees.ozone import (
+    DEFAULT_ALGORITHM,
+    DEFAULT_BYTES_PER_CHECKSUM,
+    format_checksum,
+    window_values,
+)
 
 __all__ = ["BlockView", "ChunkView", "ContainerTree", "TreeBuilder", "TreeFileError",
            "tree_from_bytes", "tree_to_bytes"]

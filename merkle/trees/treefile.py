@@ -39,7 +39,6 @@ import tempfile
 from pathlib import Path
 from typing import Optional, Union
 
-
 from merkle.trees.model import ContainerTree, TreeFileError, tree_from_bytes, tree_to_bytes
 
 __all__ = ["TreeFileError", "read_tree", "tree_from_bytes", "tree_path", "tree_to_bytes",

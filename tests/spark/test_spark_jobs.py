@@ -17,8 +17,8 @@ import pyarrow as pa
 import pytest
 
 import merkle
-from merkle.replica.generate import generate_cluster, parse_faults
 from merkle.replica.crcmerkle.layout import find_containers
+from merkle.replica.generate import generate_cluster, parse_faults
 from merkle.replica.scan import scan_container
 from spark_udfs import tables as T
 from spark_udfs.diff import diff_chunks, diff_scan, repair_plan

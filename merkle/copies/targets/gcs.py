@@ -26,8 +26,7 @@ import pyarrow as pa
 
 from merkle.copies.targets._jsonstream import JsonStream
 from merkle.copies.targets._listing import open_listing, query_of
-from merkle.copies.targets._rows import (BATCH_ROWS, Rows, b64_exact, short, size_value,
-                                         under)
+from merkle.copies.targets._rows import BATCH_ROWS, Rows, b64_exact, short, size_value, under
 from merkle.copies.targets.base import Target, TargetError
 
 _URL = re.compile(r"gs://([^/]+)/(.+)", re.S)

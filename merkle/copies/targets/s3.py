@@ -32,8 +32,15 @@ import pyarrow as pa
 import merkle
 from merkle.copies.fold import full_object_crc
 from merkle.copies.targets._listing import query_of
-from merkle.copies.targets._rows import (CRC_BYTES, BATCH_ROWS, Rows, b64_exact, conform,
-                                         short, under)
+from merkle.copies.targets._rows import (
+    BATCH_ROWS,
+    CRC_BYTES,
+    Rows,
+    b64_exact,
+    conform,
+    short,
+    under,
+)
 from merkle.copies.targets.base import Target, TargetError
 from merkle.replica.uri import redact
 

@@ -17,11 +17,19 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from merkle.replica.crcmerkle.blockmeta import ContainerMeta, read_blockmeta
 from merkle.replica.crcmerkle.copier import copy_replica
-from merkle.replica.crcmerkle.layout import (container_paths, datanode_of, find_containers,
-                                             holds_containers)
+from merkle.replica.crcmerkle.layout import (
+    container_paths,
+    datanode_of,
+    find_containers,
+    holds_containers,
+)
 from merkle.replica.crcmerkle.remote import discover, replica_files
-from merkle.replica.crcmerkle.repair import (CrcmerkleRepair, check_container_id, load_peer,
-                                             replica_groups)
+from merkle.replica.crcmerkle.repair import (
+    CrcmerkleRepair,
+    check_container_id,
+    load_peer,
+    replica_groups,
+)
 from merkle.replica.errors import ReplicaError
 from merkle.replica.layout import REPAIR_IN_PLACE, ReplicaRef, Volume, WalkErrorFn
 from merkle.replica.results import ReplicateResult, ScanResult, tree_result

@@ -25,8 +25,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
-from merkle.replica.crcmerkle.layout import (BLOCK_SUFFIX, META_SUFFIX, TREE_SUFFIX,
-                                             container_paths, datanode_of)
+from merkle.replica.crcmerkle.layout import (
+    BLOCK_SUFFIX,
+    META_SUFFIX,
+    TREE_SUFFIX,
+    container_paths,
+    datanode_of,
+)
 from merkle.replica.files import BlockFile, LocalReplicaFiles, ReplicaFiles, read_capped
 from merkle.replica.uri import Location, display, is_uri
 

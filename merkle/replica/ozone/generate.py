@@ -287,8 +287,10 @@ def _inject_ozone(rng: random.Random, manifest: Dict[str, Any], replicas: Dict[s
                 unusable.add(rep_path)
                 record(kind, cid, [rep_path], [expect(rep_path, CONTAINER_FILE_CORRUPT)])
             elif kind == "open-container":
-                from merkle.replica.ozone.containerfile import (parse_container_file,
-                                                                render_container_file)
+                from merkle.replica.ozone.containerfile import (
+                    parse_container_file,
+                    render_container_file,
+                )
                 fields = dict(parse_container_file(rep.container_file.read_bytes()).fields)
                 fields["state"] = "OPEN"
                 rep.container_file.write_bytes(render_container_file(fields))

@@ -16,12 +16,27 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from merkle.replica.errors import ReplicaError
-from merkle.replica.layout import (REPAIR_OFFLINE, UNKNOWN_DATANODE, ReplicaRef, Volume,
-                                   WalkErrorFn, datanode_identity)
-from merkle.replica.ozone.generate import (OZONE_FAULT_TYPES, check_available, convert_cluster,
-                                           mount_paths)
-from merkle.replica.ozone.layout import (OzoneReplica, OzoneVolume, find_volumes, is_ozone_path,
-                                         replicas_under)
+from merkle.replica.layout import (
+    REPAIR_OFFLINE,
+    UNKNOWN_DATANODE,
+    ReplicaRef,
+    Volume,
+    WalkErrorFn,
+    datanode_identity,
+)
+from merkle.replica.ozone.generate import (
+    OZONE_FAULT_TYPES,
+    check_available,
+    convert_cluster,
+    mount_paths,
+)
+from merkle.replica.ozone.layout import (
+    OzoneReplica,
+    OzoneVolume,
+    find_volumes,
+    is_ozone_path,
+    replicas_under,
+)
 from merkle.replica.uri import is_uri
 
 __all__ = ["LAYOUT", "OzoneLayout"]

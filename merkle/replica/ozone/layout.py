@@ -33,9 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple, Union
 
-from merkle.replica.safeopen import (FileTooLargeError, check_component, max_metadata_bytes,
-                                     open_dir, open_dir_chain)
-from merkle.replica.safeopen import open_regular as safe_open_regular
+from merkle.replica.safeopen import (
+    FileTooLargeError,
+    check_component,
+    max_metadata_bytes,
+    open_dir,
+    open_dir_chain,
+    open_regular as safe_open_regular,
+)
 
 __all__ = ["HDDS", "OzoneReplica", "OzoneVolume", "VOLUME_LAYOUT_VERSION", "container_dir_index",
            "find_volumes", "is_ozone_path", "is_plain_component", "open_regular", "read_regular",

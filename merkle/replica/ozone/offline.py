@@ -39,11 +39,20 @@ from merkle.replica.errors import BlockMetaError, ReplicaError
 from merkle.replica.files import LocalReplicaFiles
 from merkle.replica.ozone import datanode_pb2 as pb
 from merkle.replica.ozone.blockdata import chunk_name, encode_block
-from merkle.replica.ozone.containerfile import (SCANNED_STATES, ContainerFile,
-                                                ContainerFileError, parse_container_file)
+from merkle.replica.ozone.containerfile import (
+    SCANNED_STATES,
+    ContainerFile,
+    ContainerFileError,
+    parse_container_file,
+)
 from merkle.replica.ozone.layout import OzoneReplica, find_volumes
-from merkle.replica.ozone.rocks import (LockedVolumeDB, VolumeDB, VolumeDBError,
-                                        lock_is_free, container_prefix)
+from merkle.replica.ozone.rocks import (
+    LockedVolumeDB,
+    VolumeDB,
+    VolumeDBError,
+    container_prefix,
+    lock_is_free,
+)
 from merkle.replica.ozone.scan import OzoneReplicaFiles
 from merkle.trees.model import ContainerTree
 from merkle.trees.treefile import tree_to_bytes

@@ -47,20 +47,35 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set,
 
 from merkle.replica.blocks import ContainerMeta
 from merkle.replica.errors import BlockMetaError, ReplicaError, VolumeError
-from merkle.replica.files import BlockFile, LocalBlockFile
 from merkle.replica.fileio import pread_into
+from merkle.replica.files import BlockFile, LocalBlockFile
 from merkle.replica.levels import severity_of
 from merkle.replica.ozone.blockdata import ChunkName, DecodedBlocks, read_blocks
-from merkle.replica.ozone.containerfile import (SCANNED_STATES, ContainerFile,
-                                                ContainerFileError, parse_container_file)
+from merkle.replica.ozone.containerfile import (
+    SCANNED_STATES,
+    ContainerFile,
+    ContainerFileError,
+    parse_container_file,
+)
 from merkle.replica.ozone.layout import BLOCK_SUFFIX, OzoneReplica, OzoneVolume, find_volumes
 from merkle.replica.ozone.paths import CONTAINER_PATH_MISMATCH, accepted_mounts, path_mismatch
 from merkle.replica.ozone.rocks import VolumeDB, VolumeDBError
 from merkle.replica.politeio import drop_cached
-from merkle.replica.results import (METADATA_UNREADABLE, UNREADABLE_DATA_FILE, ScanError,
-                                    ScanResult, tree_result)
-from merkle.replica.safeopen import (NOT_A_REGULAR_FILE, NotRegularFileError, check_component,
-                                      max_metadata_bytes, max_row_bytes, open_dir)
+from merkle.replica.results import (
+    METADATA_UNREADABLE,
+    UNREADABLE_DATA_FILE,
+    ScanError,
+    ScanResult,
+    tree_result,
+)
+from merkle.replica.safeopen import (
+    NOT_A_REGULAR_FILE,
+    NotRegularFileError,
+    check_component,
+    max_metadata_bytes,
+    max_row_bytes,
+    open_dir,
+)
 from merkle.replica.verify import read_stored_tree, scan_files
 
 __all__ = ["CONTAINER_FILE_CORRUPT", "CONTAINER_FILE_MISSING", "CONTAINER_NOT_SCANNED",

@@ -15,17 +15,26 @@ from merkle.replica.files import LocalReplicaFiles
 from merkle.replica.layout import REPAIR_IN_PLACE, REPAIR_OFFLINE, Layout
 from merkle.replica.layouts import layout_of
 from merkle.replica.reconcile.copying import _Copier
-from merkle.replica.reconcile.peers import (_handed_to_another_user, _identity, _load_peer,
-                                            _Peer)
-from merkle.replica.reconcile.planning import (_empty_missing_blocks, _majority, _rebuilt_tree,
-                                               _runs, _selected)
-from merkle.replica.reconcile.results import (ChunkCopy, PathLike, PeerOutcome, Problem,
-                                              ReconcileResult, StepHook)
+from merkle.replica.reconcile.peers import _handed_to_another_user, _identity, _load_peer, _Peer
+from merkle.replica.reconcile.planning import (
+    _empty_missing_blocks,
+    _majority,
+    _rebuilt_tree,
+    _runs,
+    _selected,
+)
+from merkle.replica.reconcile.results import (
+    ChunkCopy,
+    PathLike,
+    PeerOutcome,
+    Problem,
+    ReconcileResult,
+    StepHook,
+)
 from merkle.replica.reconcile.verifying import _remaining
 from merkle.replica.scan import ScanResult, _scan
 from merkle.trees.diff import diff
 from merkle.trees.model import ContainerTree
-
 
 # ---- reconcile ---------------------------------------------------------------------------
 

@@ -10,7 +10,6 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 from merkle.replica.scan import ScanResult
 from merkle.trees.ozone import format_checksum
 
-
 PathLike = Union[str, "os.PathLike[str]"]
 #: Called after every write step with (step, detail): "chunk", "block", "metadata", "tree".
 #: For instrumentation and crash-injection tests (raise from it to simulate a crash).
