@@ -248,21 +248,21 @@ def _cluster_checks(volumes: List[Any]) -> Tuple[Dict[Tuple[str, str], Tuple[str
     for host, dns in by_host.items():
         if len(dns) > 1:
             excluded |= dns
+            why = (f"the volumes of {host} name {len(dns)} datanodes "
+                   f"({', '.join(sorted(dns))}): Ozone would refuse the ones that are not its "
+                   f"own; none is counted")
             for r in scanned:
                 if r["host"] == host:
-                    changed.setdefault((host, r["volume"]), (WRONG_DATANODE, (
-                        f"the volumes of {host} name {len(dns)} datanodes "
-                        f"({', '.join(sorted(dns))}): Ozone would refuse the ones that are not "
-                        f"its own; none is counted")))
+                    changed.setdefault((host, r["volume"]), (WRONG_DATANODE, why))
     clusters = Counter(r["cluster_id"] for r in scanned if r["cluster_id"])
     if len(clusters) > 1:
         (main, _), = clusters.most_common(1)
         for r in scanned:
             if r["cluster_id"] and r["cluster_id"] != main:
                 excluded.add(r["datanode"])
-                changed.setdefault((r["host"], r["volume"]), (WRONG_DATANODE, (
-                    f"{r['volume']} on {r['host']} belongs to cluster {r['cluster_id']}, the "
-                    f"others to {main}: not counted")))
+                why = (f"{r['volume']} on {r['host']} belongs to cluster {r['cluster_id']}, "
+                       f"the others to {main}: not counted")
+                changed.setdefault((r["host"], r["volume"]), (WRONG_DATANODE, why))
     return changed, excluded
 
 
