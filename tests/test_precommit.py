@@ -36,15 +36,15 @@ def _tool(name: str) -> Optional[str]:
     return str(here) if here.is_file() else shutil.which(name)
 
 
-def _env() -> Dict[str, str]:
+def _env(**extra: str) -> Dict[str, str]:
     """The hooks are language: system: this venv's bin first on PATH."""
-    env = dict(os.environ)
+    env = dict(os.environ, **extra)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     return env
 
 
-def _run(argv: List[str], cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, cwd=cwd, env=_env(), capture_output=True, text=True,
+def _run(argv: List[str], cwd: Path = ROOT, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=cwd, env=_env(**env), capture_output=True, text=True,
                           timeout=900)
 
 
@@ -61,13 +61,13 @@ def test_the_tree_passes_lint_and_types(tmp_path: Path) -> None:
     ruff, mypy = _need("ruff", "mypy")
     pre_commit = _tool("pre-commit")
     if pre_commit and (ROOT / ".git").exists() and shutil.which("git"):
-        os.environ.setdefault("PRE_COMMIT_HOME", str(tmp_path / "pre-commit-home"))
-        runs = [[pre_commit, "run", hook, "--all-files", "--show-diff-on-failure"]
-                for hook in CHECK_HOOKS]
+        runs = [[pre_commit, "run", hook, "--all-files"] for hook in CHECK_HOOKS]
     else:
         runs = [[ruff, "check", "."], [mypy]]
     for argv in runs:
-        r = _run(argv)
+        # pre-commit's store in the test's directory, not the user's home
+        r = _run(argv, PRE_COMMIT_HOME=os.environ.get("PRE_COMMIT_HOME",
+                                                      str(tmp_path / "pre-commit")))
         assert r.returncode == 0, f"{' '.join(argv[1:])} failed:\n{r.stdout}{r.stderr}"
 
 
