@@ -127,7 +127,8 @@ class PerFileFlagsBuildExt(build_ext):
         def _compile(obj, src, ext, cc_args, extra_postargs, pp_opts):  # type: ignore[no-untyped-def]
             suffix = Path(src).stem.rsplit("_", 1)[-1]
             extra = list(extra_postargs or [])
-            if Path(src).parent.name == CSRC and suffix in KERNEL_FLAGS and not Path(src).stem.startswith("cpu_"):
+            if (Path(src).parent.name == CSRC and suffix in KERNEL_FLAGS
+                    and not Path(src).stem.startswith("cpu_")):
                 extra += KERNEL_FLAGS[suffix]
             if src.endswith(".c") and Path(src).parent.name != CSRC:
                 # Cython output: C11 warnings about Cython's own code are noise.
@@ -146,8 +147,9 @@ compile_args, link_args = _build_flags()
 _MODULE_STATE = [("CYTHON_USE_MODULE_STATE", "1")] if sys.version_info >= (3, 12) else []
 extensions = [
     # The scalar API without numpy, importable in isolated sub-interpreters (PEP 684): module
-    # state on 3.12+, multi-phase init and heap types (CYTHON_USE_MODULE_STATE, CYTHON_USE_TYPE_SPECS:
-    # static types would be shared between interpreters) with the own_gil directive in the file.
+    # state on 3.12+, multi-phase init and heap types (CYTHON_USE_MODULE_STATE,
+    # CYTHON_USE_TYPE_SPECS: static types would be shared between interpreters) with the own_gil
+    # directive in the file.
     # It links its own copy of the C core (no Ozone code); _native adopts its backend slot.
     Extension(
         "merkle._crc",

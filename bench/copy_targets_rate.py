@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 
 def bench_s3(objects: int, concurrencies: list) -> None:
-    from loopback_s3 import LoopbackS3
-
     from merkle.copies.targets import open_target
+
+    from loopback_s3 import LoopbackS3
 
     with LoopbackS3() as s3:
         target = open_target(s3.uri("bench"))

@@ -46,8 +46,17 @@ from merkle._native import read_probe
 from merkle.cli import benchmarking as bm
 
 import cpu_limits
-from crc_rounds import (OURS, Backend, Case, Impl, _fmt_size, _reps_for, header, make_buffer,
-                        time_call)
+from crc_rounds import (
+    OURS,
+    Backend,
+    Case,
+    Impl,
+    _fmt_size,
+    _reps_for,
+    header,
+    make_buffer,
+    time_call,
+)
 
 KiB, MiB = 1024, 1024 * 1024
 HOT_SIZES = (64, 1 * KiB, 4 * KiB, 16 * KiB, 256 * KiB, 1 * MiB)

@@ -62,7 +62,6 @@ AUTH_ENV = "CRCMERKLE_BENCH_AUTHKEY"
 sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "tests" / "spark")]  # bench/conftest first
 from spark_standalone import clean_env, free_port, spark_home  # noqa: E402
 
-
 # ---- helpers ------------------------------------------------------------------------------
 
 def parse_size(s: str) -> int:
@@ -510,10 +509,10 @@ def main() -> int:
                   "others_cores", "steal", "load")}
             if job == "scan":
                 n = scan["bytes"]
-                rate = lambda s: f"{n / s / 1e9:.2f} GB/s"  # noqa: E731
+                rate = lambda s, n=n: f"{n / s / 1e9:.2f} GB/s"  # noqa: E731
             else:
                 n = diff["rows"]
-                rate = lambda s: f"{s * 1e6 / n:.3f} core-us/row" if s else "-"  # noqa: E731
+                rate = lambda s, n=n: f"{s * 1e6 / n:.3f} core-us/row" if s else "-"  # noqa: E731
             wall_rate = (f"{n / m['wall'] / 1e9:.2f} GB/s" if job == "scan"
                          else f"{n / m['wall'] / 1e6:.2f} M rows/s")
             m.update(per_task=n / m["task"] if m["task"] else None,

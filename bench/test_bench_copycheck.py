@@ -15,6 +15,7 @@ import pyarrow as pa
 import pytest
 
 import merkle
+
 from conftest import SHORT, record_interleaved
 from crc_rounds import header
 

@@ -19,9 +19,9 @@ from typing import Iterator, Tuple
 
 import pytest
 
-from conftest import SHORT  # noqa: E402  (bench/conftest.py)
-
 from spark_udfs import fs
+
+from conftest import SHORT  # noqa: E402  (bench/conftest.py)
 
 SIZES = [1200] if SHORT else [1200, 12000]
 DATANODES, VOLUMES = 10, 2

@@ -161,10 +161,10 @@ def udf_cases(spark: Any, path: str) -> Dict[str, Any]:
     cases["ours pandas_udf iterator"] = lambda: _sum(df.select(f_iter("data").alias("c")), "c")
     cases["spark crc32() builtin"] = lambda: _sum(df.select(F.crc32("data").alias("c")), "c")
     try:
-        import google_crc32c  # noqa: F401
+        import google_crc32c  # noqa: F401 (only: is it installed?)
 
         def google_per_row(s: pd.Series) -> pd.Series:  # nested: pickled by value
-            import google_crc32c
+            import google_crc32c  # noqa: F811 (imported again where the UDF runs)
 
             return s.map(google_crc32c.value)
 

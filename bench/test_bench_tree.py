@@ -24,7 +24,6 @@ from merkle import _native, ozone
 from merkle.trees.diff import diff
 from merkle.trees.model import ContainerTree
 
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 OURS = "crcmerkle"

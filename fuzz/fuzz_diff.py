@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Dict, List, Set, Tuple
 
-from fuzz.provider import Provider
-from merkle.trees.model import ContainerTree
 from merkle.trees.diff import ContainerIDMismatchError, diff
+from merkle.trees.model import ContainerTree
+
+from fuzz.provider import Provider
 
 
 def _rows(p: Provider) -> List[Tuple[int, int, int, bool]]:

@@ -23,8 +23,8 @@ from merkle import _native
 from merkle.replica.crcmerkle.blockmeta import ContainerMeta
 from merkle.replica.errors import BlockMetaError
 from merkle.trees.diff import diff
-from merkle.trees.treefile import TreeFileError, tree_from_bytes, tree_to_bytes
 from merkle.trees.merge import merge
+from merkle.trees.treefile import TreeFileError, tree_from_bytes, tree_to_bytes
 
 #: The decoders may allocate at most this many bytes of columns per input byte (+ a constant):
 #: a block needs >= 2 input bytes (tag + empty length) and costs 3 int64 + 2 bytes of
@@ -128,8 +128,9 @@ def seeds_tree() -> List[bytes]:
 def seeds_blockmeta() -> List[bytes]:
     """Valid metadata of each checksum type, empty blocks and chunk-less files, flagged
     for framing repair (0x01) and raw (0x00)."""
-    from merkle.replica.crcmerkle.blockmeta import MD5, NONE, SHA256, ChunkMeta
     import hashlib
+
+    from merkle.replica.crcmerkle.blockmeta import MD5, NONE, SHA256, ChunkMeta
     meta = ContainerMeta(9)
     data = bytes(range(256)) * 40
     meta.put_chunks(1, [ChunkMeta.from_data(0, data[:5000], algorithm="crc32",

@@ -1,8 +1,9 @@
 """crcmerkle, layer 1: fast CRC-32C / CRC-32 / CRC-64/NVME for Python (merkle._crc, merkle._native
-over csrc/), and the public API of every layer re-exported here: merkle.trees (Ozone trees), merkle.replica
-(replicas on disk); merkle.cli is the command line. The core imports nothing of the layers above
-it. In an isolated sub-interpreter, where numpy cannot load, `import merkle` still gives the
-numpy-free core (merkle._crc: the scalar functions, the hash classes, the backend switches).
+over csrc/), and the public API of every layer re-exported here: merkle.trees (Ozone trees),
+merkle.replica (replicas on disk); merkle.cli is the command line. The core imports nothing of
+the layers above it. In an isolated sub-interpreter, where numpy cannot load, `import merkle`
+still gives the numpy-free core (merkle._crc: the scalar functions, the hash classes, the backend
+switches).
 
 The checksum core is native (csrc/) with run-time CPU dispatch; see `backend()`.
 Set CRCMERKLE_BACKEND to pin a kernel (an unknown or unsupported name fails the import).
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import os as _os
 from contextlib import contextmanager as _contextmanager
-from typing import Any as _Any, Iterator as _Iterator
+from typing import TYPE_CHECKING as _TYPE_CHECKING, Any as _Any, Iterator as _Iterator
 
 try:
     from merkle import _crc  # noqa: F401  (checked first for a clear message)
@@ -30,10 +31,10 @@ except ModuleNotFoundError as _missing:  # pragma: no cover - exercised in a sub
 # merkle._native and the layers above) is imported at the end of this file; in a sub-interpreter
 # that refuses it, those names are left to __getattr__ below (see _import_numpy_layers).
 from merkle._crc import (
-    GIL_RELEASE_THRESHOLD,
     CRC32,
     CRC32C,
     CRC64NVME,
+    GIL_RELEASE_THRESHOLD,
     BackendUnavailableError,
     available_backends,
     backend,
@@ -45,7 +46,7 @@ from merkle._crc import (
     crc64nvme,
     crc64nvme_combine,
     set_backend,
-    )
+)
 
 #: the numpy-based public names -> (module, attribute; None for the module itself)
 _LAZY: dict[str, tuple[str, str | None]] = {
@@ -83,6 +84,28 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "replica": ("merkle.replica", None),
     "copies": ("merkle.copies", None),
 }
+
+
+if _TYPE_CHECKING:  # what _import_numpy_layers binds at run time, spelled out for type checkers
+    from merkle import _native as _native, copies as copies, replica as replica, trees as trees
+    from merkle._native import checksum_each, checksum_windows, combine_many
+    from merkle.copies.fold import full_object_crc
+    from merkle.replica.crcmerkle.writer import ContainerWriter
+    from merkle.replica.errors import BlockMetaError, ReplicaError, ReplicaLockedError
+    from merkle.replica.generate import generate_cluster
+    from merkle.replica.reconcile import ReconcileResult, reconcile, reconcile_round
+    from merkle.replica.scan import ScanError, ScanResult, scan_container
+    from merkle.trees import ozone
+    from merkle.trees.diff import (
+        ContainerIDMismatchError,
+        DiffReport,
+        ReplicaReport,
+        compare_replicas,
+        diff,
+    )
+    from merkle.trees.merge import merge
+    from merkle.trees.model import ContainerTree, TreeBuilder
+    from merkle.trees.treefile import TreeFileError, read_tree, write_tree
 
 
 def _lazy_getattr(name: str) -> _Any:
@@ -201,7 +224,7 @@ def _apply_backend_env() -> None:
 
             print(f"crcmerkle: error: {message} (unset {BACKEND_ENV} to pick the best one)",
                   file=sys.stderr, flush=True)
-            raise SystemExit(2)
+            raise SystemExit(2) from None
         raise ImportError(message) from None
 
 

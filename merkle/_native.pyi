@@ -1,12 +1,8 @@
 from collections.abc import Iterable
-from typing import Literal, SupportsIndex, Union, overload
+from typing import Any, SupportsIndex, Union, overload
 
 import numpy as np
 import numpy.typing as npt
-
-
-_Buffer = Union[bytes, bytearray, memoryview, "np.ndarray", object]
-_Algorithm = Literal["crc32c", "crc32", "crc64nvme", "CRC32C", "CRC32", "CRC64NVME"]
 
 from merkle._crc import (
     CRC32 as CRC32,
@@ -28,6 +24,11 @@ from merkle._crc import (
     read_probe as read_probe,
     set_backend as set_backend,
 )
+
+_Buffer = Union[bytes, bytearray, memoryview, "np.ndarray", object]
+# "crc32c", "crc32" or "crc64nvme" in any case; another name raises ValueError at run time. A
+# plain str: the callers pass names read from trees, metadata and listings.
+_Algorithm = str
 
 _Sums = Union[npt.NDArray[np.uint32], npt.NDArray[np.uint64]]  # uint64 for crc64nvme
 
@@ -64,3 +65,28 @@ def checksum_each(
     algorithm: _Algorithm = "crc32c",
     out: _Sums | None = None,
 ) -> _Sums: ...
+
+# Ozone tree kernels (merkle/_ozone.pxi): private, called by merkle.trees only
+_Column = npt.NDArray[Any]
+
+class _OzoneDecodeError(ValueError): ...
+
+def _ozt_leaves_u32(windows: npt.ArrayLike, starts: npt.ArrayLike) -> _Column: ...
+def _ozt_leaves_bytes(data: npt.ArrayLike, starts: npt.ArrayLike) -> _Column: ...
+def _ozt_block_values(
+    block_ids: npt.ArrayLike, chunk_start: npt.ArrayLike, leaves: npt.ArrayLike
+) -> _Column: ...
+def _ozt_container_value(block_values: npt.ArrayLike) -> int: ...
+def _ozt_sort_rows(keys: npt.ArrayLike, offsets: npt.ArrayLike | None = None) -> _Column | None: ...
+def _ozt_is_sorted(values: npt.ArrayLike) -> bool: ...
+def _ozt_group(chunk_block: npt.ArrayLike) -> tuple[_Column, _Column]: ...
+def _ozt_encode(
+    has_container_id: bool, container_id: int, has_tree: bool, has_data_checksum: bool,
+    data_checksum: int, block_id: npt.ArrayLike, block_value: npt.ArrayLike,
+    block_deleted: npt.ArrayLike, block_present: npt.ArrayLike | None,
+    chunk_start: npt.ArrayLike, chunk_offset: npt.ArrayLike, chunk_length: npt.ArrayLike,
+    chunk_value: npt.ArrayLike, chunk_matches: npt.ArrayLike,
+    chunk_present: npt.ArrayLike | None, tail: bytes = b"",
+) -> bytes: ...
+def _ozt_decode(data: _Buffer) -> dict[str, Any]: ...
+def _ozt_diff(ours: tuple[Any, ...], peer: tuple[Any, ...]) -> dict[str, Any]: ...

@@ -40,9 +40,18 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, INT64_MAX, CLIError, add_debug_flag,
-                        debug_enabled, exit_status_help, int_in_range, positive_int,
-                        positive_size)
+from merkle.cli import (
+    EXIT_ERROR,
+    EXIT_FINDINGS,
+    INT64_MAX,
+    CLIError,
+    add_debug_flag,
+    debug_enabled,
+    exit_status_help,
+    int_in_range,
+    positive_int,
+    positive_size,
+)
 from merkle.replica.fileio import write_atomic
 from merkle.replica.layout import REPAIR_IN_PLACE
 from merkle.replica.layouts import layout_named
@@ -335,7 +344,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "(which is replaced) (default ./crcmerkle-demo)")
     m.add_argument("--containers", type=positive_int, default=12,
                    help="containers (default 12)")
-    m.add_argument("--seed", type=int_in_range(-INT64_MAX - 1, INT64_MAX), default=7, help="generator seed (default 7)")
+    m.add_argument("--seed", type=int_in_range(-INT64_MAX - 1, INT64_MAX), default=7,
+                   help="generator seed (default 7)")
     m.add_argument("--faults", default="default",
                    help="fault mix as for 'crcmerkle generate --faults' (default: one or two "
                         "of every type)")
@@ -497,12 +507,12 @@ def _stop_child_processes() -> None:
     import signal
 
     me = os.getpid()
-    for stat in glob.glob("/proc/[0-9]*/stat"):
+    for stat_file in glob.glob("/proc/[0-9]*/stat"):
         try:
-            with open(stat, encoding="ascii", errors="replace") as f:
+            with open(stat_file, encoding="ascii", errors="replace") as f:
                 fields = f.read().rpartition(")")[2].split()
             if int(fields[1]) == me:
-                os.kill(int(stat.split("/")[2]), signal.SIGTERM)
+                os.kill(int(stat_file.split("/")[2]), signal.SIGTERM)
         except (OSError, ValueError, IndexError):
             continue
 
@@ -547,8 +557,8 @@ def _not_scanned(handler: Callable[[argparse.Namespace], int]
             if getattr(args, "ozone_conf", None) is not None:
                 raise CLIError("--ozone-conf goes with --datanodes", EXIT_ERROR)
             return handler(args)
-        from merkle.replica.inventory import load_inventory
         from merkle.replica.errors import ReplicaError
+        from merkle.replica.inventory import load_inventory
 
         try:  # before the JVM starts: a bad inventory costs nothing
             _LOAD_STATE["inventory"] = load_inventory(args.datanodes, args.ozone_conf)
@@ -598,9 +608,8 @@ def _load_chunks(spark: Any, path: str) -> Dict[str, Any]:
 def _read_tables(spark: Any, path: str) -> Dict[str, Any]:
     """{chunks, blocks?, containers?, errors?} DataFrames of a scan directory or a chunk table."""
     _check_paths([path])
-    from spark_udfs.tables import CHUNK_COLUMNS
-
     from spark_udfs.scan import TABLE_SCHEMAS
+    from spark_udfs.tables import CHUNK_COLUMNS
 
     out: Dict[str, Any] = {}
     base = path.rstrip("/")
@@ -673,8 +682,9 @@ def _read_inventory(args: argparse.Namespace) -> Any:
     try:
         return load_inventory(args.datanodes, args.ozone_conf)
     except (InventoryError, OSError) as exc:
-        raise CLIError(getattr(exc, "strerror", None) and f"{args.datanodes}: {exc.strerror}"
-                       or str(exc), EXIT_ERROR) from None
+        strerror = getattr(exc, "strerror", None)
+        raise CLIError(f"{args.datanodes}: {strerror}" if strerror else str(exc),
+                       EXIT_ERROR) from None
 
 
 def _scan_and_write(args: argparse.Namespace) -> Tuple[Any, Any]:
@@ -1256,7 +1266,7 @@ def _copycheck_into(args: argparse.Namespace, out: str, names: Any, allowed: Tup
             res = copycheck(spark, args.om_db, t, args.target, out, names=names,
                             first=args.first, say=say, key_map=key_map, inventory=inventory)
     except (OmDBError, TargetError, ValueError) as exc:
-        raise CLIError(one_line(exc), EXIT_ERROR) from None
+        raise CLIError(one_line(str(exc)), EXIT_ERROR) from None
     objects = max(res.objects, 1)
     report = {
         "om_db": os.path.abspath(args.om_db), "scan": show_uri(args.scan),

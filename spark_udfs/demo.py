@@ -124,8 +124,8 @@ class Findings:
                          + "; ".join(f.missing))
         for e in self.false_errors:
             lines.append(f"  FALSE scan error {e}")
-        for c in self.false_mismatches:
-            lines.append(f"  FALSE mismatch: container {c}")
+        for cid in self.false_mismatches:
+            lines.append(f"  FALSE mismatch: container {cid}")
         for p in self.false_pulls:
             lines.append(f"  FALSE pull {p}")
         for r, b in self.false_pending:
@@ -275,8 +275,8 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
     writes plan-cluster/, plan-scan/, plan-scan-after/ and plan.json. `say` receives
     progress lines.
     """
-    from merkle.replica.generate import generate_cluster, parse_faults
     from merkle.replica.fileio import write_atomic
+    from merkle.replica.generate import generate_cluster, parse_faults
     from merkle.replica.reconcile import load_report_jobs, reconcile
     from spark_udfs.report import format_text, judged_containers, planned_pulls, to_json
     from spark_udfs.session import get_session

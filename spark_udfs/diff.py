@@ -47,7 +47,7 @@ holding a block live: the datanodes that deleted it), `diverged_blocks`, and `pl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -508,7 +508,7 @@ def _unrecoverable(container: int, trees: Dict[str, merkle.ContainerTree],
     blocks = {d: _chunk_blocks(trees[d]) for d in dns}
     deleted = set(np.concatenate([t.block_id[t.block_deleted] for t in trees.values()])
                   .tolist())
-    cands = set()
+    cands: Set[Tuple[int, int]] = set()
     for d in dns:
         bad = np.flatnonzero(~trees[d].chunk_matches)
         cands.update(zip(blocks[d][bad].tolist(), trees[d].chunk_offset[bad].tolist()))
@@ -552,8 +552,7 @@ def plan_commands(pulls: Any, limit: int = DEFAULT_DATANODE_LIMIT) -> Any:
     target) is in the same round, so that reconcile_commands can give the target all its
     peers at once; unlike repair_plan, sources are not counted against the limit (that needs
     one sequential pass over every command)."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
+    from pyspark.sql import Window, functions as F
 
     if limit < 1:
         raise ValueError("limit must be >= 1")

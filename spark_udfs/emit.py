@@ -43,12 +43,11 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from merkle.replica.errors import ReplicaError, VolumeError
-from merkle.replica.layout import UNKNOWN_DATANODE, Layout, ReplicaRef, Volume, datanode_identity
+from merkle.replica.layout import UNKNOWN_DATANODE, Layout, ReplicaRef, Volume
 from merkle.replica.layouts import layout_of
 from merkle.replica.results import RateLimiter
 from merkle.replica.uri import Location, redact
-from spark_udfs.scan import (NOT_SCANNED, SCANNED, TABLE_SCHEMAS, VOLUME_FAILED,
-                             _one_per_datanode, _result_rows)
+from spark_udfs.scan import SCANNED, TABLE_SCHEMAS, VOLUME_FAILED, _one_per_datanode, _result_rows
 
 __all__ = ["EmitResult", "FILE_PREFIX", "PARTITION", "ROW_GROUP_BYTES", "TABLE_ARROW",
            "default_host", "emit_scan", "escape_partition_value", "file_name", "host_key"]

@@ -69,8 +69,8 @@ def _hint(message: str) -> str:
     if "nosuchbucket" in m or "bucket does not exist" in m or "no_such_bucket" in m:
         return "; the S3 bucket does not exist (check the URI)"
     if ("invalidaccesskeyid" in m or "signaturedoesnotmatch" in m or "access denied" in m
-            or "accessdenied" in m or "access_denied" in m or "forbidden" in m or "expiredtoken" in m
-            or "credentials" in m):
+            or "accessdenied" in m or "access_denied" in m or "forbidden" in m
+            or "expiredtoken" in m or "credentials" in m):
         return ("; check the credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or "
                 "the profile) and the bucket's permissions")
     if "aws error" in m and ("network_connection" in m or "could not connect" in m

@@ -173,9 +173,9 @@ def host_index(spark: Any, *, replicas: Any = None, volumes: Any = None,
             idx.hosts[dn] = None
             idx.conflicts[dn] = sorted(hs)
     if inventory is not None:
-        for uuid, h in inventory.by_uuid().items():
+        for uuid, entry in inventory.by_uuid().items():
             if idx.hosts.get(uuid) is None and uuid not in idx.conflicts:
-                idx.hosts[uuid] = h.host
+                idx.hosts[uuid] = entry.host
     if replicas is not None and "datanode" in replicas.columns:
         # every datanode of the scan is in the index (its host maybe unknown)
         for r in replicas.select("datanode").distinct().collect():

@@ -45,11 +45,25 @@ from merkle.replica.errors import ReplicaError
 from merkle.replica.inventory import Host, Inventory
 from merkle.replica.levels import severity_of
 from merkle.replica.uri import redact
-from spark_udfs.scan import (_OUT_SCHEMA, DUPLICATE_DATANODE, DUPLICATE_REPLICA, ERROR_SCHEMA,
-                             NO_EXECUTOR, SCANNED, VOLUME_FAILED, VOLUME_SCHEMA, WRONG_DATANODE,
-                             WRONG_HOST, ScanTables, _counting, _names, _result_rows, _rows,
-                             _select_blocks)
 from spark_udfs.locality import DEFAULT_EXECUTOR_WAIT, STRICT_LOCALITY_CONF
+from spark_udfs.scan import (
+    _OUT_SCHEMA,
+    DUPLICATE_DATANODE,
+    DUPLICATE_REPLICA,
+    ERROR_SCHEMA,
+    NO_EXECUTOR,
+    SCANNED,
+    VOLUME_FAILED,
+    VOLUME_SCHEMA,
+    WRONG_DATANODE,
+    WRONG_HOST,
+    ScanTables,
+    _counting,
+    _names,
+    _result_rows,
+    _rows,
+    _select_blocks,
+)
 from spark_udfs.tables import CHUNK_TABLE_COLUMNS
 
 __all__ = ["DEFAULT_EXECUTOR_WAIT", "JOB_GROUP", "LOCALITY_CONF", "executor_of",
@@ -145,10 +159,10 @@ def _scan_volume(item: Dict[str, Any], options: Dict[str, Any]) -> Iterator[pa.T
         kwargs["also"] = tuple(options["also"])  # the --also CRCs, from the data read
     read = 0
     try:
-        for rep, r, exc in layout.scan(refs, trees_only=options["trees_only"],
+        for rep, r, err in layout.scan(refs, trees_only=options["trees_only"],
                                        metadata_only=options["metadata_only"], **kwargs):
             read += 0 if r is None else int(r.bytes_read)
-            yield from _result_rows(rep, r, exc, options["trees_only"], item["host"],
+            yield from _result_rows(rep, r, err, options["trees_only"], item["host"],
                                     metadata_only=options["metadata_only"])
     except (OSError, ReplicaError) as exc:  # the volume failed under the scan (a dead disk)
         yield _volume_row(item, VOLUME_FAILED, f"{volume} on {item['host']}: "
@@ -234,21 +248,21 @@ def _cluster_checks(volumes: List[Any]) -> Tuple[Dict[Tuple[str, str], Tuple[str
     for host, dns in by_host.items():
         if len(dns) > 1:
             excluded |= dns
+            why = (f"the volumes of {host} name {len(dns)} datanodes "
+                   f"({', '.join(sorted(dns))}): Ozone would refuse the ones that are not its "
+                   f"own; none is counted")
             for r in scanned:
                 if r["host"] == host:
-                    changed.setdefault((host, r["volume"]), (WRONG_DATANODE, (
-                        f"the volumes of {host} name {len(dns)} datanodes "
-                        f"({', '.join(sorted(dns))}): Ozone would refuse the ones that are not "
-                        f"its own; none is counted")))
+                    changed.setdefault((host, r["volume"]), (WRONG_DATANODE, why))
     clusters = Counter(r["cluster_id"] for r in scanned if r["cluster_id"])
     if len(clusters) > 1:
         (main, _), = clusters.most_common(1)
         for r in scanned:
             if r["cluster_id"] and r["cluster_id"] != main:
                 excluded.add(r["datanode"])
-                changed.setdefault((r["host"], r["volume"]), (WRONG_DATANODE, (
-                    f"{r['volume']} on {r['host']} belongs to cluster {r['cluster_id']}, the "
-                    f"others to {main}: not counted")))
+                why = (f"{r['volume']} on {r['host']} belongs to cluster {r['cluster_id']}, "
+                       f"the others to {main}: not counted")
+                changed.setdefault((r["host"], r["volume"]), (WRONG_DATANODE, why))
     return changed, excluded
 
 

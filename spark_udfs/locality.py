@@ -64,8 +64,9 @@ import threading
 import time
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
-__all__ = ["DEFAULT_EXECUTOR_WAIT", "STRICT_LOCALITY_CONF", "TaskPlacement", "executor_hosts", "located_rdd",
-           "placed_on_host", "task_localities", "this_executor_host", "wait_for_executors"]
+__all__ = ["DEFAULT_EXECUTOR_WAIT", "STRICT_LOCALITY_CONF", "TaskPlacement", "executor_hosts",
+           "located_rdd", "placed_on_host", "task_localities", "this_executor_host",
+           "wait_for_executors"]
 
 #: seconds a data-local job waits for every inventory host's executor before it starts
 #: without the missing ones (spark_udfs.hostscan reports them NO_EXECUTOR)

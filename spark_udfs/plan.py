@@ -56,9 +56,9 @@ import json
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from merkle.messages import one_line
-from spark_udfs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
-from merkle.replica.layouts import owner_repairing
 from merkle.replica.commandlist import lines_digest
+from merkle.replica.layouts import owner_repairing
+from spark_udfs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
 from spark_udfs.hosts import HostIndex, command_host, host_index
 from spark_udfs.report import _who, read_summary, scanned_roots, verification, volume_lines
 
@@ -272,7 +272,10 @@ def plan_tables(diff: DiffResult, reps: Any, leaving: Dict[str, str], n_in_servi
         .drop("unrec", "only").localCheckpoint()
 
     ins, dec, mnt = (f"state = '{s}'" for s in (IN_SERVICE, DECOMMISSIONING, MAINTENANCE))
-    cnt = (lambda cond: F.sum(F.expr(f"CASE WHEN {cond} THEN 1 ELSE 0 END")))
+
+    def cnt(cond: str) -> Any:  # the rows where `cond` holds, counted by a groupBy's agg
+        return F.sum(F.expr(f"CASE WHEN {cond} THEN 1 ELSE 0 END"))
+
     c = r.groupBy("container").agg(
         F.count(F.lit(1)).alias("n"), cnt(ins).alias("n_in"), cnt(dec).alias("n_decom"),
         cnt(mnt).alias("n_maint"), cnt("good").alias("g"), cnt(f"good AND {ins}").alias("g_in"),
@@ -297,7 +300,8 @@ def plan_tables(diff: DiffResult, reps: Any, leaving: Dict[str, str], n_in_servi
         "THEN 'UNDER_REPLICATED' END, "
         "CASE WHEN holds_only THEN 'ONLY_COPY' END, "
         "CASE WHEN holds_unrec THEN 'UNRECOVERABLE_CHUNK' END, "
-        "CASE WHEN g = 0 THEN 'NO_GOOD_COPY' END), x -> x IS NOT NULL) AS reasons").localCheckpoint()
+        "CASE WHEN g = 0 THEN 'NO_GOOD_COPY' END), x -> x IS NOT NULL) AS reasons"
+    ).localCheckpoint()
     fixed = _sql_list(FIXED_BY_COPIES)
     per_c = held.groupBy("container").agg(
         F.max(F.expr("size(reasons) > 0")).alias("holds_back"),
@@ -346,11 +350,11 @@ def build_plan(diff: DiffResult, *, decommission: Sequence[str] = (),
     reps = replica_table(diff, errors, leaving, sorted(idx.datanodes_unverified)) \
         .localCheckpoint()
     # the datanodes and their volumes (small: datanodes x volumes)
-    volumes: Dict[str, List[str]] = {}
+    dn_volumes: Dict[str, List[str]] = {}
     for row in reps.groupBy("datanode").agg(
             F.sort_array(F.collect_set("volume")).alias("v")).collect():
-        volumes[row["datanode"]] = list(row["v"] or [])
-    unknown = sorted(set(leaving) - set(volumes))
+        dn_volumes[row["datanode"]] = list(row["v"] or [])
+    unknown = sorted(set(leaving) - set(dn_volumes))
     unread = [d for d in unknown if d in idx.datanodes_unverified]
     if unread:
         raise ValueError(f"datanode(s) {', '.join(idx.who(d) for d in unread)} were not "
@@ -359,12 +363,12 @@ def build_plan(diff: DiffResult, *, decommission: Sequence[str] = (),
     if unknown:
         raise ValueError(f"datanode(s) {', '.join(unknown)} hold no replica in the scan "
                          f"(name a datanode by its UUID or its host name; known: "
-                         f"{', '.join(idx.who(d) for d in sorted(volumes)[:20])})")
+                         f"{', '.join(idx.who(d) for d in sorted(dn_volumes)[:20])})")
     # a datanode none of whose volumes was verified is no target of a copy
-    in_service = sorted(d for d in volumes if d not in leaving
+    in_service = sorted(d for d in dn_volumes if d not in leaving
                         and d not in idx.datanodes_unverified)
     # volumes of a layout whose owner makes the copies (Ozone's ReplicationManager)
-    owner = owner_repairing(v for vs in volumes.values() for v in vs)
+    owner = owner_repairing(v for vs in dn_volumes.values() for v in vs)
 
     r, c, held = plan_tables(diff, reps, leaving, len(in_service), replication=replication,
                              min_healthy=min_healthy, min_replicas=min_replicas,
@@ -396,7 +400,7 @@ def build_plan(diff: DiffResult, *, decommission: Sequence[str] = (),
         for h in x["holders"]:
             h["host"] = idx.host_of(h["datanode"])
     needs = _copy_needs(r, c, chunks, blocks)
-    commands = copy_commands(needs, in_service, volumes, limit)
+    commands = copy_commands(needs, in_service, dn_volumes, limit)
     for cmd in commands:
         cmd["source_host"] = idx.host_of(cmd["source"])
         cmd["target_host"] = idx.host_of(cmd["target"])
@@ -651,12 +655,19 @@ def _rounds(commands: List[Dict[str, Any]]) -> List[Dict[str, int]]:
 
 # ---- output -----------------------------------------------------------------------------
 
+def _holder_health(holder: Dict[str, Any]) -> str:
+    return "good" if holder["good"] else "unhealthy" if not holder["clean"] else "disagrees"
+
+
 def format_text(plan: Dict[str, Any]) -> str:
     """The human form: data at risk first, then each node, categories, the commands."""
     p, s = plan["parameters"], plan["summary"]
     knows = bool(plan.get("knows_hosts"))
     hosts = p.get("hosts") or {}
-    who = (lambda d, h=None: _who(d, h if h is not None else hosts.get(d), knows))
+
+    def who(d: Any, h: Any = None) -> str:  # a datanode shown with its host
+        return _who(d, h if h is not None else hosts.get(d), knows)
+
     lines = [f"Decommission/maintenance plan generated at {plan['generated']}", "=" * 60,
              f"decommission: {', '.join(who(d) for d in p['decommission']) or '-'}   "
              f"maintenance: {', '.join(who(d) for d in p['maintenance']) or '-'}",
@@ -678,8 +689,7 @@ def format_text(plan: Dict[str, Any]) -> str:
                  f"{s['would_lose']}")
     for x in lose:
         hold = ", ".join(f"{who(h['datanode'], h.get('host'))}({h['state'].lower()}, "
-                         f"{'good' if h['good'] else 'unhealthy' if not h['clean'] else 'disagrees'})"
-                         for h in x["holders"])
+                         f"{_holder_health(h)})" for h in x["holders"])
         lines.append(f"  container {x['container']}: {x['good_copies']} good of "
                      f"{x['replicas']} replicas, none in service: {hold}")
     if s["no_good_copy"]:

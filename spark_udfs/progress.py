@@ -42,7 +42,7 @@ class StageView(NamedTuple):
     input_bytes: Optional[int] = None
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -156,7 +156,7 @@ class SparkProgress:
         self._on_enter: Callable[[], Any] = lambda: None
 
     @classmethod
-    def for_session(cls, spark: Any, label: str, **kw: Any) -> "SparkProgress":
+    def for_session(cls, spark: Any, label: str, **kw: Any) -> SparkProgress:
         sc = spark.sparkContext
         tracker = sc.statusTracker()
         with_bytes = [True]  # the status store's API is internal: stop asking once it fails
@@ -206,7 +206,7 @@ class SparkProgress:
         while not self._stop.wait(self.interval):
             self.tick()
 
-    def __enter__(self) -> "SparkProgress":
+    def __enter__(self) -> SparkProgress:
         self._t0 = time.monotonic()
         self._on_enter()
         if self.enabled:

@@ -71,10 +71,10 @@ import datetime as _dt
 import json
 from typing import Any, Dict, List, Optional, Tuple
 
+from merkle.messages import one_line
 from merkle.replica.layouts import owner_repairing
 from merkle.replica.levels import ERROR, NOT_SCANNED_KINDS, WARNING, warning_kinds
 from merkle.trees.ozone import format_checksum
-from merkle.messages import one_line
 from spark_udfs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
 from spark_udfs.hosts import HostIndex, host_index, unscanned_hosts
 
@@ -226,7 +226,7 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
     lists: Dict[str, List[int]] = {s: [int(i) for i in (row[f"ids_{s}"] or [])][:first]
                                    for s in STATES}
     read = read_summary(int(row["__replicas"] or 0), int(row["__read"] or 0))
-    mismatched = []
+    mismatched: List[Dict[str, Any]] = []
     values: Dict[Any, Optional[int]] = {}
     paths: Dict[Any, Optional[str]] = {}
     where: Dict[Any, Optional[str]] = {}

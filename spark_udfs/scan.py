@@ -33,20 +33,29 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
 
+from merkle.replica.blocks import ContainerMeta
 from merkle.replica.errors import ReplicaError
 from merkle.replica.layout import Layout, ReplicaRef
 from merkle.replica.layouts import layout_of
-from merkle.replica.blocks import ContainerMeta
 from merkle.replica.levels import counts_as_failure, severity_of
 from merkle.replica.recorded import RecordedChecksums
 from merkle.replica.scan import ScanError
 from merkle.replica.uri import display, redact
 from merkle.trees.model import ContainerTree
 from spark_udfs import fs
-from spark_udfs.tables import (ALSO_COLUMNS, ALSO_SCHEMA, CHUNK_COLUMNS, CHUNK_TABLE_COLUMNS,
-                               CHUNK_TABLE_SCHEMA, RECORDED_ARROW, also_block_columns,
-                               also_chunk_columns, block_rows, recorded_chunk_columns,
-                               tree_to_rows)
+from spark_udfs.tables import (
+    ALSO_COLUMNS,
+    ALSO_SCHEMA,
+    CHUNK_COLUMNS,
+    CHUNK_TABLE_COLUMNS,
+    CHUNK_TABLE_SCHEMA,
+    RECORDED_ARROW,
+    also_block_columns,
+    also_chunk_columns,
+    block_rows,
+    recorded_chunk_columns,
+    tree_to_rows,
+)
 
 __all__ = ["BLOCK_SCHEMA", "DUPLICATE_DATANODE", "DUPLICATE_REPLICA", "ERROR_SCHEMA",
            "NOT_SCANNED", "NO_EXECUTOR", "REPLICAS_PER_TASK", "REPLICA_SCHEMA", "ROWS_PER_FILE",

@@ -46,8 +46,9 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-__all__ = ["CONF_DIR", "DEFAULT_CONF", "JVM_NOISE", "LOCAL_CONF", "LOG4J2", "SHUFFLE_TASKS_PER_CORE", "JavaNotFoundError",
-           "find_java", "get_session", "launcher_conf", "prepare_environment"]
+__all__ = ["CONF_DIR", "DEFAULT_CONF", "JVM_NOISE", "LOCAL_CONF", "LOG4J2",
+           "SHUFFLE_TASKS_PER_CORE", "JavaNotFoundError", "find_java", "get_session",
+           "launcher_conf", "prepare_environment"]
 
 #: Spark's configuration directory used for a quiet local driver: shipped inside the package
 #: (read-only data of the wheel, owned by whoever installed it), never a directory in a shared
@@ -94,12 +95,12 @@ def find_java() -> str:
             return java
         raise JavaNotFoundError(f"JAVA_HOME={home} holds no bin/java; Spark needs a Java 17+ "
                                 f"runtime")
-    java = shutil.which("java")
-    if java is None:
+    on_path = shutil.which("java")
+    if on_path is None:
         raise JavaNotFoundError("Spark needs a Java 17+ runtime: no java on PATH and JAVA_HOME "
                                 "is unset (Debian/Ubuntu: apt-get install "
                                 "openjdk-17-jre-headless)")
-    return java
+    return on_path
 
 
 def prepare_environment(quiet: bool = True) -> None:

@@ -320,7 +320,7 @@ class RowColumns:
         self.matches, _ = column_values(rows, "checksum_matches", True)
         self.deleted, _ = column_values(rows, "deleted", False)
 
-    def slice(self, start: int, stop: int) -> "RowColumns":
+    def slice(self, start: int, stop: int) -> RowColumns:
         """Rows start..stop (numpy views, no copy)."""
         out = object.__new__(RowColumns)
         for f in self._FIELDS:

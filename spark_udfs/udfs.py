@@ -68,13 +68,13 @@ def _make(kernel: Callable[[Any], pa.Array], return_type: str, form: str, name: 
         def series_fn(s: pd.Series) -> pd.Series:
             return _to_pandas(kernel(s))
         series_fn.__name__ = name
-        return pandas_udf(series_fn, return_type)  # type: ignore[call-overload]
+        return pandas_udf(series_fn, return_type)
     if form == "iterator":
         def iter_fn(batches: Iterator[pd.Series]) -> Iterator[pd.Series]:
             for s in batches:
                 yield _to_pandas(kernel(s))
         iter_fn.__name__ = name
-        return pandas_udf(iter_fn, return_type)  # type: ignore[call-overload]
+        return pandas_udf(iter_fn, return_type)
     if form in ("arrow", "arrow_iterator"):
         if not HAS_ARROW_UDF:
             raise RuntimeError(f"form={form!r} needs pyspark >= 4.1 (arrow_udf); this pyspark "
@@ -140,7 +140,7 @@ def block_value_udf() -> Any:
 
     def block_value(block_id: pd.Series, offset: pd.Series, leaf: pd.Series) -> int:
         return kernels.block_value(block_id, offset, leaf)
-    return pandas_udf(block_value, "long")  # type: ignore[call-overload]
+    return pandas_udf(block_value, "long")
 
 
 def container_value_udf() -> Any:
@@ -150,7 +150,7 @@ def container_value_udf() -> Any:
 
     def container_value(block_id: pd.Series, block_value: pd.Series) -> int:
         return kernels.container_value(block_id, block_value)
-    return pandas_udf(container_value, "long")  # type: ignore[call-overload]
+    return pandas_udf(container_value, "long")
 
 
 def map_in_arrow_checksum(df: Any, column: str, output: str = "crc",
@@ -159,7 +159,7 @@ def map_in_arrow_checksum(df: Any, column: str, output: str = "crc",
     """The mapInArrow path: append `output` = CRC (or window checksums if bytes_per_checksum
     is given) of binary `column` to every row; drop `column` unless keep_input (so the bytes
     are not shipped back to the JVM). One native call per RecordBatch."""
-    from pyspark.sql.types import (ArrayType, BinaryType, LongType, StructField, StructType)
+    from pyspark.sql.types import ArrayType, BinaryType, LongType, StructField, StructType
 
     alg = kernels.check_algorithm(algorithm)
     if bytes_per_checksum is not None:

@@ -100,7 +100,7 @@ def _small_parts() -> Iterator[None]:
         models.S3_UPLOAD_PART_MIN_SIZE = old
 
 
-def _true_bytes(cluster_dir: "os.PathLike[str] | str", manifest: Dict[str, Any],
+def _true_bytes(cluster_dir: os.PathLike[str] | str, manifest: Dict[str, Any],
                 key: Dict[str, Any]) -> bytes:
     if key["pristine_copy"]:
         return key_bytes(cluster_dir, key)
@@ -151,7 +151,7 @@ def _fault_keys(keys: List[Dict[str, Any]], corrupt_algorithm: str) -> Dict[str,
     return out
 
 
-def upload_copies(s3: LoopbackS3, cluster_dir: "os.PathLike[str] | str",
+def upload_copies(s3: LoopbackS3, cluster_dir: os.PathLike[str] | str,
                   manifest: Dict[str, Any], prefix: str, *, parts: int = 3,
                   part_size: Optional[int] = None,
                   corrupt_algorithm: str = "CRC32") -> Dict[str, Dict[str, Any]]:

@@ -31,8 +31,11 @@ class LoopbackS3:
     """moto's S3 server on 127.0.0.1 (an ephemeral port), stopped by stop() / the with."""
 
     def __init__(self, bucket: str = BUCKET) -> None:
-        from moto.moto_server.werkzeug_app import (DomainDispatcherApplication,
-                                                   MotoRequestHandler, create_backend_app)
+        from moto.moto_server.werkzeug_app import (
+            DomainDispatcherApplication,
+            MotoRequestHandler,
+            create_backend_app,
+        )
         from werkzeug.serving import make_server
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
@@ -91,7 +94,7 @@ class LoopbackS3:
         self._thread.join(timeout=10)
         self._server.server_close()
 
-    def __enter__(self) -> "LoopbackS3":
+    def __enter__(self) -> LoopbackS3:
         return self
 
     def __exit__(self, *exc: Optional[BaseException]) -> None:

@@ -18,10 +18,10 @@ import numpy as np
 
 import merkle
 from merkle.replica.crcmerkle.blockmeta import CRC32, ChunkMeta, ContainerMeta, write_blockmeta
-from merkle.replica.scan import scan_container
 from merkle.replica.crcmerkle.writer import tree_from_meta
-from merkle.trees.model import ContainerTree
+from merkle.replica.scan import scan_container
 from merkle.trees.diff import diff
+from merkle.trees.model import ContainerTree
 from merkle.trees.treefile import write_tree
 
 MiB = 1 << 20

@@ -21,13 +21,20 @@ from merkle.replica.blocks import CRC32, BlockMeta, ChunkMeta, ContainerMeta  # 
 from merkle.replica.census import stale_reason  # noqa: E402
 from merkle.replica.generate import GeneratorConfig, generate_cluster, parse_faults  # noqa: E402
 from merkle.replica.layouts import layout_named  # noqa: E402
-from merkle.replica.results import (CORRUPT_CHUNK, TREE_CORRUPT, TREE_FROM_METADATA,  # noqa: E402
-                                    TREE_MISSING, TREE_STALE, ScanResult)
+from merkle.replica.results import (  # noqa: E402
+    CORRUPT_CHUNK,
+    TREE_CORRUPT,
+    TREE_FROM_METADATA,
+    TREE_MISSING,
+    TREE_STALE,
+    ScanResult,
+)
 from merkle.replica.scan import scan_paths  # noqa: E402
 from merkle.replica.verify import scan_files  # noqa: E402
 from merkle.trees.merge import merge  # noqa: E402
 from merkle.trees.model import ContainerTree  # noqa: E402
 from merkle.trees.treefile import tree_from_bytes, tree_to_bytes  # noqa: E402
+
 from replica_helpers import SMALL, make_cluster  # noqa: E402
 
 LAYOUTS = ("ozone", "crcmerkle")

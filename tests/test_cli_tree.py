@@ -131,8 +131,9 @@ CSV = """block_id,offset,length,checksums,checksum_matches
 
 
 def _check_windows():
-    import merkle
     from test_ozone_values import CHUNKS
+
+    import merkle
     return [" ".join(format(int(x), "08x") for x in
                      merkle.checksum_windows(d, 16384, algorithm="crc32")) for _, _, d in CHUNKS]
 

@@ -7,11 +7,11 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import merkle
 from merkle.copies import BlockChecksums, ChunkChecksums, key_crc, ozone_composite_crc
+
 from reference import crc as reference_crc
 
 ALGORITHMS = ("crc32c", "crc32", "crc64nvme")
@@ -88,7 +88,8 @@ def _keys(draw: st.DrawFn) -> tuple[str, bytes, list[BlockChecksums], bool]:
         for n in lengths:
             data = random.Random(draw(st.integers(0, 2**32))).randbytes(n)
             pieces.append(data)
-            chunks.append(ChunkChecksums(n, algorithm.upper(), bpc, _windows(algorithm, data, bpc), offset))
+            chunks.append(ChunkChecksums(n, algorithm.upper(), bpc, _windows(algorithm, data, bpc),
+                                         offset))
             offset += n
             # Ozone's precondition: every chunk's length <= its window count * the first's length
             ozone_consistent &= n <= -(-n // bpc) * lengths[0]
@@ -128,7 +129,8 @@ GOOD = ChunkChecksums(20, "CRC32C", 16, [merkle.crc32c(bytes(16)), merkle.crc32c
     ([_block(GOOD, length=-5)], "block 0: length -5 is out of range"),
     ([_block(ChunkChecksums(20, "CRC32C", 16, [1]))], "1 window checksums for 20 bytes"),
     ([_block(ChunkChecksums(20, "CRC32C", 16, [1, 2, 3]))], "3 window checksums for 20 bytes"),
-    ([_block(ChunkChecksums(2**62, "CRC32C", 16384, [1, 2]))], "2 window checksums for 4611686018427387904"),
+    ([_block(ChunkChecksums(2**62, "CRC32C", 16384, [1, 2]))],
+     "2 window checksums for 4611686018427387904"),
     ([_block(ChunkChecksums(2**63, "CRC32C", 2**63, [1]))], "out of range"),
     ([_block(ChunkChecksums(5, "CRC32C", 0, [1]))], "bytes_per_checksum is 0 for 5 bytes"),
     ([_block(ChunkChecksums(5, "CRC32C", 16, [2**32]))], "values must be in 0..2\\*\\*32-1"),
@@ -259,7 +261,8 @@ def _java_walk(blocks: list[BlockChecksums]) -> tuple[str | None, bytes | None, 
         return acc
 
     if sum(b.length for b in blocks) == 0:  # length 0: no blocks fetched, the MD5 magic
-        return "MD5-of-0MD5-of-0CRC32", bytes(12) + bytes.fromhex("70bc8f4b72a86921468bf8e8441dce51"), None
+        md5_of_nothing = bytes.fromhex("70bc8f4b72a86921468bf8e8441dce51")
+        return "MD5-of-0MD5-of-0CRC32", bytes(12) + md5_of_nothing, None
     try:
         block_crcs, typ = [], ""
         for block in blocks:

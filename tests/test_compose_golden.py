@@ -83,7 +83,8 @@ def test_golden_key(path: Path) -> None:
     if case["input_spec"].get("blocks") == []:
         assert got.crc == 0 and got.length == 0 and got.ozone_differs
     elif plain is not None and len({c.get("type", case["input_spec"]["type"])
-                                    for b in out.get("blocks", []) for c in b["chunks"]} or {0}) == 1:
+                                    for b in out.get("blocks", [])
+                                    for c in b["chunks"]} or {0}) == 1:
         assert got.crc == int(plain, 16)
         assert got.algorithm == case["input_spec"]["type"].lower()
         assert got.length == case["data"]["length"]
@@ -135,7 +136,8 @@ def test_ec_cells_are_replica1_stripe_checksum(path: Path) -> None:
     for g in case["ozone_output"]["block_groups"]:
         for s in g["stripes"]:
             cells = sorted(s["cells"], key=lambda c: c["replica_index"])
-            data = "".join(h for c in cells if not c.get("placeholder_parity") for h in c["checksums_hex"])
+            data = "".join(h for c in cells if not c.get("placeholder_parity")
+                           for h in c["checksums_hex"])
             first = cells[0]["len"]
             parity_hex = -(-first // bpc) * 4 * parity * 2
             assert s["stripe_checksum_hex"][:len(s["stripe_checksum_hex"]) - parity_hex] == data

@@ -20,9 +20,8 @@ import numpy as np
 import pytest
 
 import merkle
-from merkle.replica.scan import scan_container
-
 from merkle.replica.generate import block_data
+from merkle.replica.scan import scan_container
 
 from replica_helpers import make_cluster
 
@@ -76,7 +75,7 @@ def test_one_hash_object_shared_by_threads_sees_every_update(shared):
     per_thread = 50
     for cls, fn in ((merkle.CRC32C, merkle.crc32c), (merkle.CRC32, merkle.crc32)):
         h = cls()
-        _in_threads(lambda i: [h.update(piece) for _ in range(per_thread)])
+        _in_threads(lambda i, h=h: [h.update(piece) for _ in range(per_thread)])
         assert h.intdigest() == fn(piece * (THREADS * per_thread))
 
 

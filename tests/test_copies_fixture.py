@@ -5,8 +5,7 @@ its ground truth says, and the checksums moto reports for each upload kind equal
 from __future__ import annotations
 
 import base64
-from pathlib import Path
-from typing import Any, Dict, Tuple
+from typing import Any
 
 import pytest
 

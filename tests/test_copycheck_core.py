@@ -7,7 +7,6 @@ from __future__ import annotations
 import random
 from typing import Any, Dict, List, Optional
 
-import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -104,7 +103,8 @@ def test_compose_keys_refuses_gaps_short_blocks_and_bad_windows() -> None:
         chunk_row(4, 0, 5, 1300, 0, d[:300], 500, "CRC32C"),
         chunk_row(4, 0, 5, 1300, 300, d[300:1300], 500, "CRC32C"),
     ]
-    out = {r["key_id"]: r for r in compose_keys(pa.Table.from_pylist(rows, schema=COMPOSE_SCHEMA)).to_pylist()}
+    composed = compose_keys(pa.Table.from_pylist(rows, schema=COMPOSE_SCHEMA))
+    out = {r["key_id"]: r for r in composed.to_pylist()}
     assert "gap" in out[0]["unverified"] and out[0]["crc32c"] is None
     assert "OM says 3000" in out[1]["unverified"]
     assert "disagree" in out[2]["unverified"]

@@ -67,7 +67,8 @@ def test_environment_backend_reaches_the_numpy_layer() -> None:
     """CRCMERKLE_BACKEND is applied through merkle._crc at `import merkle`: the numpy layer
     (merkle._native) must run that backend too."""
     name = merkle.available_backends()[-1]
-    code = "import merkle; merkle.checksum_windows(b'abc', 2); print(merkle._native._core_backend())"
+    code = ("import merkle; merkle.checksum_windows(b'abc', 2); "
+            "print(merkle._native._core_backend())")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env=dict(os.environ, CRCMERKLE_BACKEND=name))
     assert result.returncode == 0, result.stderr

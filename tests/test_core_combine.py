@@ -6,14 +6,14 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import merkle
-from reference import MASK
-from reference import combine as reference_combine
 
-FUNCS = {"crc32c": (merkle.crc32c, merkle.crc32c_combine), "crc32": (merkle.crc32, merkle.crc32_combine),
+from reference import MASK, combine as reference_combine
+
+FUNCS = {"crc32c": (merkle.crc32c, merkle.crc32c_combine),
+         "crc32": (merkle.crc32, merkle.crc32_combine),
          "crc64nvme": (merkle.crc64nvme, merkle.crc64nvme_combine)}
 DTYPE = {"crc32c": np.uint32, "crc32": np.uint32, "crc64nvme": np.uint64}
 crc_values = st.integers(0, 2**64 - 1)  # masked to the algorithm's width
@@ -30,7 +30,8 @@ def test_combine_equals_concatenation(algorithm: str, a: bytes, b: bytes) -> Non
 @pytest.mark.parametrize("algorithm", sorted(FUNCS))
 @settings(max_examples=200, deadline=None)
 @given(c1=crc_values, c2=crc_values, len2=st.integers(0, 2**63))
-def test_combine_matches_reference_for_any_length(algorithm: str, c1: int, c2: int, len2: int) -> None:
+def test_combine_matches_reference_for_any_length(algorithm: str, c1: int, c2: int,
+                                                  len2: int) -> None:
     _, combine = FUNCS[algorithm]
     c1, c2 = c1 & MASK[algorithm], c2 & MASK[algorithm]
     assert combine(c1, c2, len2) == reference_combine(algorithm, c1, c2, len2)
@@ -38,8 +39,10 @@ def test_combine_matches_reference_for_any_length(algorithm: str, c1: int, c2: i
 
 @pytest.mark.parametrize("algorithm", sorted(FUNCS))
 @settings(max_examples=100, deadline=None)
-@given(c1=crc_values, c2=crc_values, c3=crc_values, l2=st.integers(0, 2**62), l3=st.integers(0, 2**62))
-def test_combine_is_associative(algorithm: str, c1: int, c2: int, c3: int, l2: int, l3: int) -> None:
+@given(c1=crc_values, c2=crc_values, c3=crc_values, l2=st.integers(0, 2**62),
+       l3=st.integers(0, 2**62))
+def test_combine_is_associative(algorithm: str, c1: int, c2: int, c3: int, l2: int,
+                                l3: int) -> None:
     _, combine = FUNCS[algorithm]
     c1, c2, c3 = (c & MASK[algorithm] for c in (c1, c2, c3))
     left = combine(combine(c1, c2, l2), c3, l3)
@@ -53,7 +56,8 @@ def test_combine_identities(each_backend: str) -> None:
         assert combine(crc(a), crc(b), len(b)) == crc(a + b)
         assert combine(crc(a), 0, 0) == crc(a)  # appending nothing
         assert combine(0, crc(b), len(b)) == crc(b)  # crc of empty A is 0
-        assert combine(crc(a), crc(b), len(b)) == reference_combine(algorithm, crc(a), crc(b), len(b))
+        assert combine(crc(a), crc(b), len(b)) == reference_combine(algorithm, crc(a), crc(b),
+                                                                    len(b))
 
 
 def test_combine_argument_errors() -> None:
@@ -135,14 +139,15 @@ def test_out_of_range_length_raises_what_zlib_raises(bad: int) -> None:
     peers = _zlib_peers()
     if not peers:
         pytest.skip("no zlib-shaped crc32_combine installed (CPython < 3.14, no isal)")
-    for name, peer in peers:
+    for _, peer in peers:
         with pytest.raises(OverflowError):
             peer(1, 2, bad)
         with pytest.raises(OverflowError):
             merkle.crc32_combine(1, 2, bad)
     for name, peer in peers:  # and in range, the same values
         for n in (0, 1, 5, 2**31, 2**32 + 3, 2**63 - 1):
-            assert merkle.crc32_combine(0x12345678, 0x9ABCDEF0, n) == peer(0x12345678, 0x9ABCDEF0, n), (name, n)
+            assert merkle.crc32_combine(0x12345678, 0x9ABCDEF0, n) == \
+                peer(0x12345678, 0x9ABCDEF0, n), (name, n)
 
 
 @pytest.mark.parametrize("algorithm", sorted(FUNCS))

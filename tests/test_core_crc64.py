@@ -18,8 +18,7 @@ import pytest
 
 import merkle
 
-from reference import combine as reference_combine
-from reference import crc_prefixes
+from reference import combine as reference_combine, crc_prefixes
 
 try:
     from awscrt import checksums as awscrt_checksums
@@ -66,7 +65,8 @@ def _awscrt_table() -> tuple[bytes, list[tuple[int, list[int]]]]:
     for alignment in range(64):
         value = rng.getrandbits(64)
         data = buf[alignment : alignment + MAX_LEN]
-        rows.append((value, [awscrt_checksums.crc64nvme(data[:n], value) for n in range(MAX_LEN + 1)]))
+        rows.append((value, [awscrt_checksums.crc64nvme(data[:n], value)
+                             for n in range(MAX_LEN + 1)]))
     return buf, rows
 
 
@@ -112,8 +112,10 @@ def test_combine_random_splits(each_backend: str) -> None:
         got = merkle.crc64nvme_combine(merkle.crc64nvme(a), merkle.crc64nvme(b), len(b))
         assert got == whole, split
     for _ in range(20):
-        c1, c2, len2 = rng.getrandbits(64), rng.getrandbits(64), rng.getrandbits(rng.choice((3, 20, 64)))
-        assert merkle.crc64nvme_combine(c1, c2, len2) == reference_combine("crc64nvme", c1, c2, len2)
+        c1, c2 = rng.getrandbits(64), rng.getrandbits(64)
+        len2 = rng.getrandbits(rng.choice((3, 20, 64)))
+        assert merkle.crc64nvme_combine(c1, c2, len2) == \
+            reference_combine("crc64nvme", c1, c2, len2)
     assert merkle.crc64nvme_combine(whole, 0, 0) == whole  # appending nothing
     assert merkle.crc64nvme_combine(0, whole, len(data)) == whole  # crc of empty A is 0
 
@@ -142,7 +144,8 @@ def test_combine_fixed64_both_branches(each_backend: str, n: int) -> None:
     for len2 in (0, 1, 16384, 2**40 + 3):
         got = merkle.combine_many(c1, c2, len2, algorithm="crc64nvme")
         assert got.dtype == np.uint64 and got.shape == (n,)
-        assert got.tolist() == [merkle.crc64nvme_combine(int(a), int(b), len2) for a, b in zip(c1, c2)]
+        assert got.tolist() == [merkle.crc64nvme_combine(int(a), int(b), len2)
+                                for a, b in zip(c1, c2)]
         for i in (0, n - 1):  # the scalar path itself against the big-int reference
             assert int(got[i]) == reference_combine("crc64nvme", int(c1[i]), int(c2[i]), len2)
 
@@ -150,8 +153,10 @@ def test_combine_fixed64_both_branches(each_backend: str, n: int) -> None:
 def test_combine_many64_columns() -> None:
     a, b = merkle.crc64nvme(b"abc"), merkle.crc64nvme(b"defg")
     for cols in ([a], np.array([a], np.uint64), [np.uint64(a)]):
-        assert merkle.combine_many(cols, [b], 4, algorithm="crc64nvme").tolist() == [merkle.crc64nvme(b"abcdefg")]
-    assert merkle.combine_many(np.array([1], np.int32), [1], 0, algorithm="crc64nvme").tolist() == [0]
+        assert merkle.combine_many(cols, [b], 4, algorithm="crc64nvme").tolist() == \
+            [merkle.crc64nvme(b"abcdefg")]
+    assert merkle.combine_many(np.array([1], np.int32), [1], 0, algorithm="crc64nvme").tolist() == \
+        [0]
     assert merkle.combine_many([], [], 4, algorithm="crc64nvme").dtype == np.uint64
     with pytest.raises(ValueError, match="differ in length"):
         merkle.combine_many([1, 2], [1], 4, algorithm="crc64nvme")
@@ -204,7 +209,8 @@ def test_pair_matches_each_alone(each_backend: str, a: str, b: str) -> None:
 # Rest lengths after whole blocks: 16 KiB windows are one 16 KiB block (zmm, hot) or two 8 KiB
 # blocks (the other fused kernels), then every rest 0..263 (the rest's 256-byte steps and tails);
 # 24 KiB and 32 KiB: three and two blocks.
-PAIR_REST_LENGTHS = [*range(16384, 16384 + 264), *range(24576 - 3, 24576 + 5), *range(32768 - 3, 32768 + 5)]
+PAIR_REST_LENGTHS = [*range(16384, 16384 + 264), *range(24576 - 3, 24576 + 5),
+                     *range(32768 - 3, 32768 + 5)]
 # crcm_windows_pair takes the hot fused kernels for buffers of at most this many bytes
 PAIR_HOT_MAX = 4 << 20
 
@@ -219,7 +225,8 @@ def test_pair_rest_lengths_and_alignments(each_backend: str) -> None:
         for n in PAIR_REST_LENGTHS:
             data = memoryview(raw)[alignment : alignment + n]
             got_c, got_n = merkle.checksum_windows(data, n, algorithm=("crc32c", "crc64nvme"))
-            assert (int(got_c[0]), int(got_n[0])) == (merkle.crc32c(data), merkle.crc64nvme(data)), (alignment, n)
+            assert (int(got_c[0]), int(got_n[0])) == \
+                (merkle.crc32c(data), merkle.crc64nvme(data)), (alignment, n)
 
 
 def test_pair_streaming_kernels_rest_lengths(each_backend: str) -> None:
@@ -233,13 +240,16 @@ def test_pair_streaming_kernels_rest_lengths(each_backend: str) -> None:
         data = memoryview(raw)[alignment : alignment + PAIR_HOT_MAX + 16384]
         for n in PAIR_REST_LENGTHS[::3] + [PAIR_REST_LENGTHS[-1]]:
             got_c, got_n = merkle.checksum_windows(data, n, algorithm=pair)
-            assert got_c.tolist() == merkle.checksum_windows(data, n, algorithm="crc32c").tolist(), (alignment, n)
-            assert got_n.tolist() == merkle.checksum_windows(data, n, algorithm="crc64nvme").tolist(), (alignment, n)
+            for got, alg in ((got_c, "crc32c"), (got_n, "crc64nvme")):
+                want = merkle.checksum_windows(data, n, algorithm=alg)
+                assert got.tolist() == want.tolist(), (alignment, n, alg)
     for length in (PAIR_HOT_MAX, PAIR_HOT_MAX + 1):
         data = memoryview(raw)[:length]
         got_c, got_n = merkle.checksum_windows(data, 16384 + 5, algorithm=pair)
-        assert got_c.tolist() == merkle.checksum_windows(data, 16384 + 5, algorithm="crc32c").tolist(), length
-        assert got_n.tolist() == merkle.checksum_windows(data, 16384 + 5, algorithm="crc64nvme").tolist(), length
+        assert got_c.tolist() == merkle.checksum_windows(data, 16384 + 5,
+                                                         algorithm="crc32c").tolist(), length
+        assert got_n.tolist() == merkle.checksum_windows(data, 16384 + 5,
+                                                         algorithm="crc64nvme").tolist(), length
 
 
 def test_pair_out_tuple_and_errors() -> None:
@@ -272,8 +282,10 @@ def test_each64_fixed_size_and_chunked_arrow() -> None:
     arr = pa.array(fixed, pa.binary(8))
     got = merkle.checksum_each(arr[3:7], algorithm="crc64nvme")
     assert got.dtype == np.uint64 and got.tolist() == [merkle.crc64nvme(v) for v in fixed[3:7]]
-    chunked = pa.chunked_array([pa.array([b"a", None], pa.binary()), pa.array([b"123456789"], pa.binary())])
-    assert merkle.checksum_each(chunked, algorithm="crc64nvme").tolist() == [merkle.crc64nvme(b"a"), 0, CHECK]
+    chunked = pa.chunked_array([pa.array([b"a", None], pa.binary()),
+                                pa.array([b"123456789"], pa.binary())])
+    assert merkle.checksum_each(chunked, algorithm="crc64nvme").tolist() == \
+        [merkle.crc64nvme(b"a"), 0, CHECK]
     large = pa.array([b"123456789", b""], pa.large_binary())
     assert merkle.checksum_each(large, algorithm="crc64nvme").tolist() == [CHECK, 0]
     offsets = pa.py_buffer(np.array([0, 5, 2], dtype=np.int32).tobytes())

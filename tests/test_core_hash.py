@@ -47,7 +47,8 @@ def test_known_digests() -> None:
 def test_file_digest() -> None:
     data = random.Random(2).randbytes(1_000_003)
     assert hashlib.file_digest(io.BytesIO(data), merkle.CRC32C).intdigest() == merkle.crc32c(data)
-    assert hashlib.file_digest(io.BytesIO(data), merkle.CRC32).hexdigest() == f"{zlib.crc32(data):08x}"
+    assert hashlib.file_digest(io.BytesIO(data), merkle.CRC32).hexdigest() == \
+        f"{zlib.crc32(data):08x}"
 
 
 @pytest.mark.parametrize("chunk_size", [100, 200_000])  # below and above the GIL threshold

@@ -12,7 +12,6 @@ from merkle.trees.diff import compare_replicas, diff
 
 from treespec import BAD, OK, tree
 
-
 BASE = {1: {0: (11, OK), 100: (12, OK)}, 2: {0: (21, OK)}}
 
 

@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 
 from merkle import _native
-from reference import MASK
-from reference import combine as reference_combine
-from reference import crc as reference_crc
+
+from reference import MASK, combine as reference_combine, crc as reference_crc
 
 ALGORITHMS = ("crc32c", "crc32", "crc64nvme")
 DTYPE = {"crc32c": np.uint32, "crc32": np.uint32, "crc64nvme": np.uint64}
@@ -30,7 +29,8 @@ def test_fold_matches_reference(algorithm: str, n: int) -> None:
     rng = random.Random(n * 31 + len(algorithm))
     values = [rng.getrandbits(64) & MASK[algorithm] for _ in range(n)]
     for stride in (1, 7, 16384, 1 << 40):
-        got = _native.fold_fixed(np.array(values, dtype=DTYPE[algorithm]), stride, algorithm=algorithm)
+        got = _native.fold_fixed(np.array(values, dtype=DTYPE[algorithm]), stride,
+                                 algorithm=algorithm)
         assert got == _reference_fold(algorithm, values, stride), (n, stride)
 
 
@@ -49,7 +49,8 @@ def test_fold_every_backend(each_backend: str, algorithm: str) -> None:
     rng = random.Random(each_backend)
     for n in (5, 300, 1031):
         values = [rng.getrandbits(64) & MASK[algorithm] for _ in range(n)]
-        got = _native.fold_fixed(np.array(values, dtype=DTYPE[algorithm]), 16384, algorithm=algorithm)
+        got = _native.fold_fixed(np.array(values, dtype=DTYPE[algorithm]), 16384,
+                                 algorithm=algorithm)
         assert got == _reference_fold(algorithm, values, 16384), (each_backend, n)
 
 

@@ -53,10 +53,11 @@ def test_harness_reports_a_wrong_backend(tmp_path):
 def test_parser_seeds_are_valid_inputs():
     """Every seed parses (so mutations start from the success path, where the round-trip
     checks live) and the targets accept them."""
-    from fuzz import fuzz_parsers as fp
-    from fuzz.__main__ import seed_files
     from merkle.replica.crcmerkle.blockmeta import ContainerMeta
     from merkle.trees.treefile import tree_from_bytes
+
+    from fuzz import fuzz_parsers as fp
+    from fuzz.__main__ import seed_files
     trees = seed_files("tree") + fp.seeds_tree()
     metas = seed_files("blockmeta") + fp.seeds_blockmeta()
     assert len(trees) >= 6 and len(metas) >= 4

@@ -27,8 +27,13 @@ import pytest
 
 import merkle
 from merkle.cli import main
-from merkle.replica.crcmerkle.blockmeta import (CRC32, ChunkMeta, ContainerMeta,
-                                                read_blockmeta, write_blockmeta)
+from merkle.replica.crcmerkle.blockmeta import (
+    CRC32,
+    ChunkMeta,
+    ContainerMeta,
+    read_blockmeta,
+    write_blockmeta,
+)
 from merkle.replica.crcmerkle.writer import ContainerWriter, tree_from_meta
 from merkle.replica.reconcile import reconcile
 from merkle.replica.scan import scan_container

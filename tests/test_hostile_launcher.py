@@ -487,7 +487,8 @@ def test_spark_help_lists_every_action_and_documents_run(capsys):
     assert "scan|diff|report|run|plan|copycheck|demo" in top
     assert main(["spark", "run", "--help"]) == 0
     run_help = capsys.readouterr().out.split("positional arguments:")[1]
-    for option, words in (("PATH ", "replica, volume, datanode"), ("--output OUTPUT", "output directory"),
+    for option, words in (("PATH ", "replica, volume, datanode"),
+                          ("--output OUTPUT", "output directory"),
                           ("--trees-only", "stored .tree")):
         section = run_help[run_help.index(option):][:300]
         assert words in section, (option, section)

@@ -21,6 +21,8 @@ import pytest
 pytest.importorskip("rocksdict")
 pytest.importorskip("yaml")
 
+from test_ozone_layout import keys, make_volume  # noqa: E402
+
 from merkle.cli import main as main_scan  # noqa: E402
 from merkle.replica.crcmerkle.blockmeta import BlockMeta, ChunkMeta, ContainerMeta  # noqa: E402
 from merkle.replica.crcmerkle.writer import tree_from_meta  # noqa: E402
@@ -31,7 +33,6 @@ from merkle.replica.ozone.writer import VolumeWriter  # noqa: E402
 from merkle.replica.safeopen import FileTooLargeError, open_dir, open_regular  # noqa: E402
 from merkle.replica.scan import scan_files, scan_paths  # noqa: E402
 from merkle.trees.ozone import format_checksum  # noqa: E402
-from test_ozone_layout import keys, make_volume  # noqa: E402
 
 Rows = Dict[bytes, bytes]
 
@@ -367,9 +368,10 @@ def test_a_containers_rows_and_chunks_are_counted_against_the_cap(tmp_path: Path
 def test_remote_metadata_above_the_cap_is_refused_unread(tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     pafs = pytest.importorskip("pyarrow.fs")
-    from replica_helpers import make_cluster
-    from spark_udfs.fs import ArrowReplicaFiles
     from merkle.replica.files import read_capped
+    from spark_udfs.fs import ArrowReplicaFiles
+
+    from replica_helpers import make_cluster
 
     make_cluster(tmp_path / "c", "none")
     tree = next((tmp_path / "c").rglob("*.tree"))

@@ -21,14 +21,18 @@ import pytest
 pytest.importorskip("rocksdict")
 pytest.importorskip("yaml")
 
+from test_ozone_layout import _child, _expected, _found, make_volume  # noqa: E402
+
 from merkle.replica.generate import GeneratorConfig, generate_cluster, parse_faults  # noqa: E402
-from merkle.replica.ozone.containerfile import (ContainerFileError,  # noqa: E402
-                                                parse_container_file, render_container_file)
 from merkle.replica.ozone.blockdata import decode_blocks  # noqa: E402
+from merkle.replica.ozone.containerfile import (  # noqa: E402
+    ContainerFileError,
+    parse_container_file,
+    render_container_file,
+)
 from merkle.replica.ozone.layout import find_volumes, read_version  # noqa: E402
 from merkle.replica.ozone.rocks import VolumeDB  # noqa: E402
 from merkle.replica.scan import scan_paths  # noqa: E402
-from test_ozone_layout import _child, _expected, _found, make_volume  # noqa: E402
 
 CONTAINERS = {2: {3: [(0, b"a" * 5000), (5000, b"b" * 3000)]},
               3: {1: [(0, b"c" * 4000)]},

@@ -12,7 +12,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from test_hostile import CID, IS_ROOT, block, child, make_replica, payload
 
 
@@ -52,7 +51,7 @@ def test_reconcile_never_hands_a_root_only_peer_to_another_user(tmp_path: Path) 
 
 # ---- generate: OUT prepared by someone else ----------------------------------------------------
 
-def _generate(out: Path) -> "subprocess.CompletedProcess[str]":
+def _generate(out: Path) -> subprocess.CompletedProcess[str]:
     return child("generate", out, "--layout", "crcmerkle", "--datanode-count", "1", "--volumes",
                  "1", "--containers", "1", "--replicas", "1", "--faults", "none", "--blocks",
                  "1", "--block-size", "4KiB", "--chunk-size", "4KiB",

@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import pytest
+from test_hostile import CID, IS_ROOT, KiB, block, child, make_replica, payload
 
 from merkle.replica.commandlist import lines_digest, parts_digest, read_command_list
 from merkle.replica.crcmerkle.writer import ContainerWriter
+
 from replica_helpers import snapshot
-from test_hostile import CID, IS_ROOT, KiB, block, child, make_replica, payload
 
 # ---- a cluster, and reports as `crcmerkle spark report --report FILE` writes them -----------
 
@@ -370,9 +371,10 @@ def test_item14_a_full_volume_leaves_no_staging_copy(small_volume, tmp_path):
 
 def test_item14_a_saturated_bytesused_does_not_fail_an_offline_repair(tmp_path):
     pytest.importorskip("rocksdict")
+    from test_ozone_reconcile import _db_of, _generate, _groups
+
     from merkle.replica.ozone import datanode_pb2 as pb
     from merkle.replica.ozone.rocks import LockedVolumeDB, VolumeDB, container_prefix
-    from test_ozone_reconcile import _db_of, _generate, _groups
 
     root = tmp_path / "c"
     _generate(root, "none", containers=1, seed=3)

@@ -16,10 +16,22 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from merkle.replica.errors import ReplicaError
-from merkle.replica.inventory import (DATANODE_LIST, HOST_LIST, MAX_HOSTS, MAX_INVENTORY_BYTES,
-                                      MAX_OZONE_SITE_BYTES, MAX_VOLUMES_PER_HOST, Host,
-                                      Inventory, InventoryError, _NoDoctype, inventory_json,
-                                      load_inventory, parse_inventory, read_datanode_dirs)
+from merkle.replica.inventory import (
+    DATANODE_LIST,
+    HOST_LIST,
+    MAX_HOSTS,
+    MAX_INVENTORY_BYTES,
+    MAX_OZONE_SITE_BYTES,
+    MAX_VOLUMES_PER_HOST,
+    Host,
+    Inventory,
+    InventoryError,
+    _NoDoctype,
+    inventory_json,
+    load_inventory,
+    parse_inventory,
+    read_datanode_dirs,
+)
 
 #: The repository's copy of ../shared/ozone-golden (test_ozone_golden checks it is the same).
 GOLDEN = Path(__file__).resolve().parent / "data" / "ozone-golden" / "datanode-list"

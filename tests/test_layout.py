@@ -185,7 +185,7 @@ def test_crcmerkle_layout_reads_through_the_interface(tmp_path: Path) -> None:
 def test_ozone_layout_reads_through_the_interface(tmp_path: Path) -> None:
     pytest.importorskip("rocksdict")
     pytest.importorskip("yaml")
-    from merkle.replica.layouts import layout_of, layout_named
+    from merkle.replica.layouts import layout_named, layout_of
     from merkle.replica.ozone.layout import find_volumes, read_version, replicas_under
 
     root = _cluster(tmp_path / "o", "ozone")
@@ -229,6 +229,7 @@ def flat_cluster(root: Path, containers: int = 2) -> Tuple[Path, Path, int]:
     import shutil
 
     from merkle.replica.crcmerkle.layout import find_containers
+
     from replica_helpers import make_cluster
 
     source = root.parent / (root.name + "-crcmerkle")
@@ -279,6 +280,20 @@ def test_a_third_layout_is_scanned_by_scan_paths(tmp_path: Path, flat_layout: An
     # one replica, named directly
     r, = scan_paths([damaged])
     assert r.path == str(damaged) and not r.ok
+
+
+def test_every_layout_has_every_member_of_the_protocol(flat_layout: Any) -> None:
+    """merkle.replica.layout.Layout is what a layout provides (mypy checks the registry
+    against it): the shipped layouts and a ReadOnlyLayout lack none of its names, the
+    REPAIR_OFFLINE-only ones included (they refuse where they do not apply)."""
+    from merkle.replica.layout import Layout
+    from merkle.replica.layouts import layouts
+
+    members = {n for n in vars(Layout) if not n.startswith("_")} | set(Layout.__annotations__)
+    assert {"owner_repair_argv", "owner_copies_note", "scan"} <= members
+    assert flat_layout in layouts()  # registered by the fixture: a ReadOnlyLayout
+    for layout in layouts():
+        assert sorted(m for m in members if not hasattr(layout, m)) == [], layout.name
 
 
 def test_a_third_layout_is_scanned_by_the_cli(tmp_path: Path) -> None:

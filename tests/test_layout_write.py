@@ -23,6 +23,7 @@ from merkle.replica.layout import REPAIR_NONE, REPAIR_OFFLINE
 from merkle.replica.reconcile import datanode_of, reconcile, replica_groups
 from merkle.replica.replicate import open_in, replicate
 from merkle.replica.safeopen import NotRegularFileError, UnsafeNameError
+
 from replica_helpers import SMALL, make_cluster
 
 # ---- a registered layout that is not a shipped one ------------------------------------------

@@ -16,6 +16,7 @@ import pytest
 from merkle.cli import build_parser, main
 from merkle.replica.levels import ERROR, LEVELS, WARNING, severity_of
 from merkle.replica.scan import ScanError, scan_container
+
 from checkout import checkout_text
 from replica_helpers import make_cluster
 
@@ -85,7 +86,7 @@ def test_every_help_with_exit_statuses_mentions_strict(capsys: Any) -> None:
     parser = build_parser()
     helps = [parser.format_help()]
     sub = next(a for a in parser._actions if a.dest == "command")
-    for name, p in sub.choices.items():
+    for p in sub.choices.values():
         helps.append(p.format_help())
         for a in p._actions:
             if getattr(a, "choices", None) and isinstance(a.choices, dict):
@@ -216,8 +217,9 @@ def test_ozone_schema_v2_not_scanned_is_an_error(ozone_volumes: Path, capsys: An
 # ---- the demo's ground truth ----------------------------------------------------------------
 
 def _manifest_with(fault_type: str, error: str) -> Dict[str, Any]:
-    from test_demo_check import MANIFEST
     import copy
+
+    from test_demo_check import MANIFEST
 
     m = copy.deepcopy(MANIFEST)
     m["faults"].append({"id": 9, "type": fault_type, "container_id": 4, "replicas": ["dn0/v/4"],
@@ -227,8 +229,9 @@ def _manifest_with(fault_type: str, error: str) -> Dict[str, Any]:
 
 
 def _check(manifest: Dict[str, Any], errors: List[Any], mismatched: List[int]) -> Any:
-    from spark_udfs.demo import check_findings
     from test_demo_check import ERRORS, PENDING, PULLS
+
+    from spark_udfs.demo import check_findings
 
     return check_findings(manifest, errors=ERRORS + errors, pulls=PULLS,
                           mismatched=mismatched, unrecoverable=[(3, 1, 0)], pending=PENDING)

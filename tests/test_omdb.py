@@ -11,8 +11,15 @@ from typing import Dict, List
 import pytest
 
 from merkle.copies import om_pb2
-from merkle.copies.omdb import (OmDBError, OmKey, bucket_key, open_om_db, ozone_key,
-                                ozone_path_key, write_om_db)
+from merkle.copies.omdb import (
+    OmDBError,
+    OmKey,
+    bucket_key,
+    open_om_db,
+    ozone_key,
+    ozone_path_key,
+    write_om_db,
+)
 
 GOLDEN = Path(__file__).parent / "data" / "ozone-golden" / "om-keys"
 ENTRIES = json.loads((GOLDEN / "entries.json").read_text(encoding="utf-8"))

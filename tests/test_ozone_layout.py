@@ -26,14 +26,19 @@ from merkle.replica.crcmerkle.writer import tree_from_meta  # noqa: E402
 from merkle.replica.generate import GeneratorConfig, generate_cluster, parse_faults  # noqa: E402
 from merkle.replica.ozone import datanode_pb2 as pb  # noqa: E402
 from merkle.replica.ozone.blockdata import decode_blocks, encode_block  # noqa: E402
-from merkle.replica.ozone.containerfile import (checksum_of, parse_container_file,  # noqa: E402
-                                                render_container_file, ContainerFileError)
+from merkle.replica.ozone.containerfile import (  # noqa: E402
+    ContainerFileError,
+    checksum_of,
+    parse_container_file,
+    render_container_file,
+)
 from merkle.replica.ozone.layout import container_dir_index, find_volumes  # noqa: E402
-from merkle.replica.ozone.rocks import (VolumeDB, block_key, container_prefix,  # noqa: E402
-                                        write_volume_db)
-from merkle.replica.scan import scan_paths  # noqa: E402
+from merkle.replica.ozone.rocks import VolumeDB, block_key, container_prefix, write_volume_db  # noqa: E402
 from merkle.replica.ozone.writer import VolumeWriter  # noqa: E402
-from merkle.replica.scan import read_stored_tree, scan_paths  # noqa: E402
+from merkle.replica.scan import (
+    read_stored_tree,  # noqa: E402
+    scan_paths,  # noqa: E402
+)
 from merkle.trees.treefile import tree_to_bytes  # noqa: E402
 
 # Files written by Ozone's own Java (a container file and one golden case), kept in the
@@ -67,7 +72,7 @@ originNodeId: 2c6b0a4e-7f0e-4a53-9a55-0d7b0c6a1f22
 originPipelineId: 9d2f7c1b-3e4a-4b8e-8f0d-6a5b4c3d2e1f
 schemaVersion: '3'
 state: CLOSED
-"""
+"""  # noqa: E501 (a container file as Ozone writes it: its checksum covers these bytes)
 EXAMPLE_BLOCK = 109611004723200001
 
 
@@ -80,11 +85,13 @@ def example_chunks() -> List[Tuple[int, bytes]]:
 
 def make_volume(root: Path, containers: Dict[int, Dict[int, List[Tuple[int, bytes]]]], *,
                 algorithm: str = "crc32", bpc: int = 16384, layout_version: int = 2,
-                states: Dict[int, str] = {}, trees: Dict[int, bytes] = {},
+                states: Optional[Dict[int, str]] = None,
+                trees: Optional[Dict[int, bytes]] = None,
                 datanode_uuid: Optional[str] = None) -> VolumeWriter:
     """A volume whose containers hold {block: [(offset, data), ...]} (CLOSED unless given).
     Its datanode: `datanode_uuid`, else a UUID named after the directory above the volume
     (the volumes of dn0/ share one datanode, dn1/'s are another's)."""
+    states, trees = states or {}, trees or {}
     if datanode_uuid is None:
         datanode_uuid = str(uuid.uuid5(uuid.NAMESPACE_URL, "crcmerkle-test:" + root.parent.name))
     w = VolumeWriter(root, cluster_id="CID-test", storage_id="DS-test",

@@ -24,10 +24,9 @@ from merkle.replica.generate import GeneratorConfig, generate_cluster, parse_fau
 from merkle.replica.ozone import datanode_pb2 as pb  # noqa: E402
 from merkle.replica.ozone.blockdata import decode_blocks  # noqa: E402
 from merkle.replica.ozone.layout import find_volumes  # noqa: E402
-from merkle.replica.ozone.rocks import (LockedVolumeDB, VolumeDB,  # noqa: E402
-                                        container_prefix)
-from merkle.replica.scan import scan_paths  # noqa: E402
+from merkle.replica.ozone.rocks import LockedVolumeDB, VolumeDB, container_prefix  # noqa: E402
 from merkle.replica.reconcile import reconcile  # noqa: E402
+from merkle.replica.scan import scan_paths  # noqa: E402
 
 #: every fault a peer can repair (no fabricated rows, no unusable replicas, no tombstones:
 #: a tombstoned block's row stays where it is, by design, so rows would differ)
@@ -55,7 +54,7 @@ def _groups(root: Path) -> Dict[int, List[Path]]:
 
 def _round(root: Path, **kw: Any) -> List[Any]:
     results = []
-    for cid, reps in sorted(_groups(root).items()):
+    for _cid, reps in sorted(_groups(root).items()):
         for r in reps:
             results.append(reconcile(r, [p for p in reps if p != r], offline=True, **kw))
     return results
@@ -270,7 +269,7 @@ def test_crash_after_any_write_step_then_rerun_converges(tmp_path: Path) -> None
         sizes = _sizes(work)
         calls = [0]
 
-        def crash(step: str, detail: Any, k: int = k) -> None:
+        def crash(step: str, detail: Any, k: int = k, calls: List[int] = calls) -> None:
             calls[0] += 1
             if calls[0] == k + 1:
                 raise Crash(step)

@@ -7,12 +7,12 @@ import struct
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import merkle
 from merkle import ozone
 from merkle.trees.model import ContainerTree
+
 from reference import crc_prefixes
 
 

@@ -87,7 +87,7 @@ def test_nothing_on_a_stream_that_is_not_a_terminal():
     # redirected stderr (whatever the caller asks), or a terminal with --json (enabled=False)
     for stream, on in ((io.StringIO(), True), (io.StringIO(), False), (TTY(), False)):
         polls = []
-        with SparkProgress("scan", lambda: polls.append(1) or [StageView(0, "s", 0, 1)],
+        with SparkProgress("scan", lambda polls=polls: polls.append(1) or [StageView(0, "s", 0, 1)],
                            stream=stream, enabled=on, interval=0.01) as p:
             time.sleep(0.1)
         assert not p.enabled and stream.getvalue() == "" and polls == []

@@ -9,15 +9,23 @@ import numpy as np
 import pytest
 
 import merkle
-from merkle.replica.crcmerkle.blockmeta import (CRC32, CRC32C, FORMAT_VERSION, MAGIC, NONE,
-                                                BlockMeta, ChunkMeta, ContainerMeta, read_blockmeta,
-                                                write_blockmeta)
-from merkle.trees.ozone import format_checksum
-from merkle.replica.errors import (BlockMetaError, NotAReplicaError, ReplicaLockedError,
-                                   WriterError)
+from merkle.replica.crcmerkle.blockmeta import (
+    CRC32,
+    CRC32C,
+    FORMAT_VERSION,
+    MAGIC,
+    NONE,
+    BlockMeta,
+    ChunkMeta,
+    ContainerMeta,
+    read_blockmeta,
+    write_blockmeta,
+)
 from merkle.replica.crcmerkle.layout import container_paths, find_containers
-from merkle.replica.lock import ReplicaLock
 from merkle.replica.crcmerkle.writer import ContainerWriter
+from merkle.replica.errors import BlockMetaError, NotAReplicaError, ReplicaLockedError, WriterError
+from merkle.replica.lock import ReplicaLock
+from merkle.trees.ozone import format_checksum
 from merkle.trees.treefile import read_tree
 
 GOLDEN = Path(__file__).parent / "data" / "replica_blockmeta_v1.blocks"
@@ -169,7 +177,7 @@ def test_discovery(tmp_path):
     for dn, vol, cid in [(0, 0, 1), (0, 1, 2), (1, 0, 1)]:
         ContainerWriter.create(tmp_path / f"dn{dn}" / f"vol{vol}" / str(cid)).close()
     (tmp_path / "dn0" / "vol0" / "notes").mkdir()
-    assert [str(l.root.relative_to(tmp_path)) for l in find_containers(tmp_path)] == \
+    assert [str(loc.root.relative_to(tmp_path)) for loc in find_containers(tmp_path)] == \
         ["dn0/vol0/1", "dn0/vol1/2", "dn1/vol0/1"]
     assert len(find_containers(tmp_path / "dn0")) == 2
     locs = find_containers(tmp_path / "dn0" / "vol1" / "2")

@@ -6,8 +6,13 @@ import json
 
 import pytest
 
-from merkle.replica.generate import (DEFAULT_FAULTS, FAULT_TYPES, GeneratorError, block_data,
-                                     parse_faults)
+from merkle.replica.generate import (
+    DEFAULT_FAULTS,
+    FAULT_TYPES,
+    GeneratorError,
+    block_data,
+    parse_faults,
+)
 
 from replica_helpers import make_cluster, snapshot
 
@@ -17,7 +22,7 @@ def test_same_seed_same_bytes(tmp_path):
     b = make_cluster(tmp_path / "b", "default", containers=4, seed=7, min_blocks=3)
     assert a == b
     assert snapshot(tmp_path / "a") == snapshot(tmp_path / "b")
-    c = make_cluster(tmp_path / "c", "default", containers=4, seed=8, min_blocks=3)
+    make_cluster(tmp_path / "c", "default", containers=4, seed=8, min_blocks=3)
     assert snapshot(tmp_path / "c") != snapshot(tmp_path / "a")
 
 

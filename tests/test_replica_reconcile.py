@@ -9,16 +9,24 @@ from pathlib import Path
 
 import pytest
 
+from merkle.replica.crcmerkle.layout import container_paths
 from merkle.replica.errors import ReplicaLockedError
 from merkle.replica.generate import FAULT_TYPES
-from merkle.replica.crcmerkle.layout import container_paths
 from merkle.replica.lock import ReplicaLock
 from merkle.replica.reconcile import reconcile, reconcile_round, replica_groups
 from merkle.replica.scan import scan_container
 from merkle.trees.treefile import read_tree
 
-from replica_helpers import (check_data, container_values, file_sizes, full_round, make_cluster,
-                             scan_all, snapshot, unrepairable)
+from replica_helpers import (
+    check_data,
+    container_values,
+    file_sizes,
+    full_round,
+    make_cluster,
+    scan_all,
+    snapshot,
+    unrepairable,
+)
 
 
 class Crash(Exception):
@@ -115,7 +123,7 @@ def test_same_chunk_on_all_replicas_is_reported_not_invented(tmp_path):
 def test_tombstone_alone_does_not_change_the_container_value(tmp_path):
     """Tombstones keep their value: equal container values, nothing to do (Ozone's rule)."""
     root = tmp_path / "c"
-    m = make_cluster(root, "tombstone", containers=1, seed=5)
+    make_cluster(root, "tombstone", containers=1, seed=5)
     results = full_round(root)
     assert len(set(container_values(root)[1])) == 1
     assert all(p.status == "in-sync" for r in results[1] for p in r.peers)
@@ -270,7 +278,7 @@ def test_crash_after_any_write_step_then_rerun_converges(tmp_path):
         sizes = file_sizes(work)
         calls = [0]
 
-        def crash(step, detail, k=k):
+        def crash(step, detail, k=k, calls=calls):
             calls[0] += 1
             if calls[0] == k + 1:
                 raise Crash(step)

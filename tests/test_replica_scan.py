@@ -7,11 +7,16 @@ import os
 
 import pytest
 
-from merkle.replica.generate import FAULT_TYPES
-from merkle.replica.scan import (CORRUPT_CHUNK, INCONSISTENT_CHUNK_LENGTH, MISSING_CHUNK,
-                                 RateLimiter, scan_container)
-from merkle.replica.scan import scan_container as _scan_container
 from merkle.replica.crcmerkle.writer import ContainerWriter
+from merkle.replica.generate import FAULT_TYPES
+from merkle.replica.scan import (
+    CORRUPT_CHUNK,
+    INCONSISTENT_CHUNK_LENGTH,
+    MISSING_CHUNK,
+    RateLimiter,
+    scan_container,
+    scan_container as _scan_container,
+)
 from merkle.trees.treefile import read_tree
 
 from replica_helpers import expected_keys, found_keys, make_cluster, scan_all

@@ -11,9 +11,16 @@ import pytest
 from merkle.cli import main
 from merkle.replica.errors import ReplicaError
 from merkle.replica.reconcile import replica_groups
-from merkle.replica.replicate import (STAGING_PREFIX, SourceNotGoodError, TargetExistsError,
-                                      commands_from_plan, open_in, replicate)
+from merkle.replica.replicate import (
+    STAGING_PREFIX,
+    SourceNotGoodError,
+    TargetExistsError,
+    commands_from_plan,
+    open_in,
+    replicate,
+)
 from merkle.replica.scan import scan_container
+
 from replica_helpers import make_cluster, snapshot
 
 

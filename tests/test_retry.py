@@ -70,8 +70,7 @@ def test_failed_run_cleans_up_then_rerun_works(tmp_path, monkeypatch, exc):
 
 # ---- the demo's directory (no Spark needed) -------------------------------------------------
 def test_demo_dir_rules(tmp_path):
-    from spark_udfs.cli import (DEMO_MARKER, _clean_failed_demo, check_demo_dir,
-                                prepare_demo_dir)
+    from spark_udfs.cli import DEMO_MARKER, _clean_failed_demo, check_demo_dir, prepare_demo_dir
 
     work = tmp_path / "demo"
     assert prepare_demo_dir(str(work)) is True and (work / DEMO_MARKER).is_file()

@@ -16,7 +16,8 @@ import pytest
 
 import merkle
 
-pytestmark = pytest.mark.skipif(sys.version_info < (3, 12), reason="sub-interpreters with their own GIL need CPython 3.12+")
+pytestmark = pytest.mark.skipif(sys.version_info < (3, 12),
+                                reason="sub-interpreters with their own GIL need CPython 3.12+")
 
 ROOT = Path(merkle.__file__).resolve().parent.parent
 

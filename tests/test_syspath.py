@@ -3,7 +3,6 @@ installed package (the Spark workers run `python -m` there)."""
 
 from __future__ import annotations
 
-import os
 import sys
 import types
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-import ozone_proto
 from merkle.trees import treefile
 from merkle.trees.model import ContainerTree
 from merkle.trees.treefile import TreeFileError, read_tree, tree_path, write_tree
+
+import ozone_proto
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = {
@@ -295,7 +295,8 @@ def test_large_round_trip_matches_runtime():
 
 
 @settings(max_examples=1500, deadline=None)
-@given(st.sampled_from(sorted(GOLDEN)), st.lists(st.tuples(st.integers(0, 200), st.integers(0, 255)),
+@given(st.sampled_from(sorted(GOLDEN)), st.lists(st.tuples(st.integers(0, 200),
+                                                           st.integers(0, 255)),
                                                   min_size=1, max_size=4),
        st.integers(0, 200))
 def test_mutated_files_never_crash_and_agree_with_runtime(name, edits, cut):
@@ -321,4 +322,5 @@ def test_mutated_files_never_crash_and_agree_with_runtime(name, edits, cut):
     if tree.n_blocks == len(blocks) and all(
             blocks[i].blockID < blocks[i + 1].blockID for i in range(len(blocks) - 1)):
         for blk, bm in zip(tree.blocks(), blocks):
-            assert (blk.block_id, blk.value, blk.deleted) == (bm.blockID, bm.dataChecksum, bm.deleted)
+            assert (blk.block_id, blk.value, blk.deleted) == \
+                (bm.blockID, bm.dataChecksum, bm.deleted)

@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 # name -> (reflected polynomial, width in bits)
-POLYS = {"crc32c": (0x82F63B78, 32), "crc32": (0xEDB88320, 32), "crc64nvme": (0x9A6C9329AC4BC9B5, 64)}
+POLYS = {"crc32c": (0x82F63B78, 32), "crc32": (0xEDB88320, 32),
+         "crc64nvme": (0x9A6C9329AC4BC9B5, 64)}
 OUT = Path(__file__).resolve().parent.parent / "csrc" / "crc_tables.c"
 
 
@@ -66,9 +67,8 @@ def main() -> None:
         ctype = f"uint{width}_t"
         body = ",\n".join("    {\n        " + fmt(t, "        ", width) + "\n    }" for t in tables)
         parts.append(f"const {ctype} crcm_table_{name}[16][256] = {{\n{body}\n}};\n")
-        parts.append(
-            f"const {ctype} crcm_x2k_{name}[68] = {{\n    {fmt(x2k(poly, width, 68), '    ', width)}\n}};\n"
-        )
+        x2k_rows = fmt(x2k(poly, width, 68), "    ", width)
+        parts.append(f"const {ctype} crcm_x2k_{name}[68] = {{\n    {x2k_rows}\n}};\n")
     OUT.write_text("\n".join(parts))
 
 

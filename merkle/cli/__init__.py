@@ -1,5 +1,6 @@
 """Layer 4, the `crcmerkle` command line: this router (main, CLIError, exit codes, argument
-types) and one module per verb (checksum, bench, tree, generate, scan, reconcile, replicate, spark, soak).
+types) and one module per verb (checksum, bench, tree, generate, scan, reconcile, replicate, spark,
+soak).
 May import every lower layer (merkle core, merkle.trees, merkle.replica) and spark_udfs.
 
 Each module listed in COMMAND_MODULES provides `add_parser(subparsers)`, which adds one
@@ -22,7 +23,7 @@ import argparse
 import importlib
 import os
 import sys
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, List, NoReturn, Optional, Sequence
 
 from merkle.messages import one_line  # noqa: F401  (re-exported: the verbs import it from here)
 
@@ -95,7 +96,7 @@ class CLIError(Exception):
 class ArgumentParser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line `crcmerkle: error: ...`, exit 2."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise CLIError(message, EXIT_USAGE)
 
 

@@ -6,11 +6,16 @@ import argparse
 import importlib.util
 import json
 import sys
-from typing import Any, List
+from typing import Any, Dict, List
 
 import merkle
-from merkle.cli import benchmarking as bm
-from merkle.cli import MAX_BUFFER_BYTES, CLIError, exit_status_help, positive_int
+from merkle.cli import (
+    MAX_BUFFER_BYTES,
+    CLIError,
+    benchmarking as bm,
+    exit_status_help,
+    positive_int,
+)
 
 DESCRIPTION = """\
 Measure checksum throughput (GB/s = 1e9 B/s) of crcmerkle and of every installed peer
@@ -18,8 +23,8 @@ package in the same run: crc32c vs google-crc32c, crc32c (ICRAR), awscrt and fas
 zlib, isal (ISA-L), zlib-ng and awscrt; crc64nvme vs awscrt and crc64fast. Data is hot: one
 buffer checksummed repeatedly, timed with perf_counter_ns, best of --runs runs. The windows
 case checksums a large buffer in fixed windows: merkle.checksum_windows (one call) vs a Python
-loop of one peer call per window. The last column is crcmerkle / the best peer. Peers that are not installed are left out, with a note
-(pip install 'crcmerkle[peers]')."""
+loop of one peer call per window. The last column is crcmerkle / the best peer. Peers that are
+not installed are left out, with a note (pip install 'crcmerkle[peers]')."""
 
 
 def _size(text: str) -> int:
@@ -131,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     out.write(f"crcmerkle {merkle.__version__}, backend {merkle.backend()}; peers: {peers}\n")
     out.write("GB/s = 1e9 bytes/s, data hot in cache, best of "
               f"{args.runs} runs of {args.seconds:g} s\n\n")
-    by_case = {}
+    by_case: Dict[str, List[Any]] = {}
     for r in results:
         by_case.setdefault(r.case, []).append(r)
     titles = {

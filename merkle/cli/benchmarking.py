@@ -13,7 +13,6 @@ import gc
 import importlib
 import re
 import time
-import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
@@ -257,6 +256,7 @@ def time_calls(func: Callable[..., Any], seconds: float = 0.2, runs: int = 5,
     finally:
         if gc_was_enabled:
             gc.enable()
+    assert best is not None, "runs >= 1"
     return float(best)
 
 
@@ -452,5 +452,6 @@ __all__ = [
     "CHECK_VALUES", "DEFAULT_SIZES", "DEFAULT_WINDOW", "DEFAULT_WINDOWS_BYTES", "Impl", "OURS",
     "Result", "bench_one_shot", "bench_windows", "check_same", "format_size", "format_table",
     "gbps", "has_ours", "implementations", "llc_bytes", "make_buffer", "missing_peers",
-    "parse_size", "peer_note", "plot", "ratio_vs_best_peer", "time_calls", "windows_loop", "windows_native",
+    "parse_size", "peer_note", "plot", "ratio_vs_best_peer", "time_calls", "windows_loop",
+    "windows_native",
 ]

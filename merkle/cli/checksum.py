@@ -12,9 +12,16 @@ import sys
 from typing import Any, BinaryIO, Dict, List, Optional
 
 import merkle
+from merkle.cli import (
+    EXIT_ERROR,
+    MAX_BUFFER_BYTES,
+    exit_status_help,
+    one_line,
+    positive_size,
+    print_error,
+    size_up_to,
+)
 from merkle.cli.benchmarking import MiB
-from merkle.cli import (EXIT_ERROR, MAX_BUFFER_BYTES, exit_status_help, one_line, positive_size,
-                        print_error, size_up_to)
 
 #: Read size; with --bytes-per-checksum it is rounded down to a multiple of N (at least N)
 #: so that no window straddles two reads.
@@ -101,7 +108,7 @@ def _fill(f: BinaryIO, view: memoryview) -> int:
     got = 0
     total = len(view)
     while got < total:
-        n = f.readinto(view[got:])
+        n = f.readinto(view[got:])  # type: ignore[attr-defined]  # typing.BinaryIO omits it
         if not n:  # 0 at EOF (None would mean non-blocking with nothing ready: treat as EOF)
             break
         got += n
@@ -125,7 +132,8 @@ def _progress(f: BinaryIO, name: str, enabled: bool):
                 file=sys.stderr, leave=False, dynamic_ncols=True)
 
 
-def checksum_stream(f: BinaryIO, algorithm: str = "crc32c", bytes_per_checksum: Optional[int] = None,
+def checksum_stream(f: BinaryIO, algorithm: str = "crc32c",
+                    bytes_per_checksum: Optional[int] = None,
                     buffer_size: int = DEFAULT_BUFFER, bar: Any = None):
     """Stream f through one reused buffer. Returns (crc, size) without bytes_per_checksum,
     else (numpy array of window checksums, size: uint32, or uint64 for crc64nvme)."""

@@ -28,8 +28,8 @@ def run_emit(args: argparse.Namespace, idle: bool) -> int:
     """Scan args.paths into args.emit; exit 0 clean, 1 findings, 2 when some PATH, volume
     or replica could not be scanned at all (or the output could not be written)."""
     try:
-        from spark_udfs.emit import default_host, emit_scan
         from merkle.replica.uri import display
+        from spark_udfs.emit import default_host, emit_scan
     except ImportError as exc:  # pyarrow missing: one line
         raise CLIError(f"--emit needs pyarrow ({exc})", EXIT_ERROR) from None
     host = args.host if args.host is not None else default_host()

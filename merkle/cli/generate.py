@@ -86,12 +86,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="replicas of each container, on distinct datanodes (default 3)")
     p.add_argument("--blocks", type=_range, default=(2, 6), metavar="MIN-MAX",
                    help="blocks per container (default 2-6)")
-    p.add_argument("--block-size", type=size_up_to(MAX_BUFFER_BYTES), default=256 * 1024, metavar="SIZE",
-                   help="largest block (default 256KiB; Ozone: 256MB)")
-    p.add_argument("--chunk-size", type=size_up_to(MAX_BUFFER_BYTES), default=64 * 1024, metavar="SIZE",
-                   help="chunk size (default 64KiB; Ozone: 4MB)")
-    p.add_argument("--bytes-per-checksum", type=size_up_to(MAX_BUFFER_BYTES), default=4 * 1024, metavar="SIZE",
-                   help="window size (default 4KiB; Ozone: 16KiB)")
+    p.add_argument("--block-size", type=size_up_to(MAX_BUFFER_BYTES), default=256 * 1024,
+                   metavar="SIZE", help="largest block (default 256KiB; Ozone: 256MB)")
+    p.add_argument("--chunk-size", type=size_up_to(MAX_BUFFER_BYTES), default=64 * 1024,
+                   metavar="SIZE", help="chunk size (default 64KiB; Ozone: 4MB)")
+    p.add_argument("--bytes-per-checksum", type=size_up_to(MAX_BUFFER_BYTES), default=4 * 1024,
+                   metavar="SIZE", help="window size (default 4KiB; Ozone: 16KiB)")
     p.add_argument("--algorithm", choices=("crc32", "crc32c", "mixed"), default="crc32",
                    help="data checksum type (default crc32, Ozone's; mixed: per container)")
     p.add_argument("--faults", default="default", metavar="SPEC",
@@ -130,8 +130,12 @@ def default_containers(layout: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from merkle.replica.generate import GeneratorConfig, GeneratorError, generate_cluster, \
-        parse_faults
+    from merkle.replica.generate import (
+        GeneratorConfig,
+        GeneratorError,
+        generate_cluster,
+        parse_faults,
+    )
     try:
         cfg = GeneratorConfig(
             datanodes=args.datanode_count, volumes=args.volumes,

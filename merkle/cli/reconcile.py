@@ -8,10 +8,16 @@ import os
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, CLIError, exit_status_help, print_error,
-                        redact_json)
-from merkle.trees.ozone import format_checksum
+from merkle.cli import (
+    EXIT_ERROR,
+    EXIT_FINDINGS,
+    CLIError,
+    exit_status_help,
+    print_error,
+    redact_json,
+)
 from merkle.replica.errors import ReplicaError
+from merkle.trees.ozone import format_checksum
 
 DESCRIPTION = """\
 Repair the replica CONTAINER from each PEER in turn: diff the trees, copy the missing and
@@ -265,8 +271,8 @@ def _run(args: argparse.Namespace, state: Dict[str, Any]) -> int:
                 raise _Refused(p, _os_message(exc)) from None
             except ReplicaError as exc:
                 raise _Refused(p, str(exc)) from None
-            for cid, reps in found.items():
-                groups.setdefault(cid, []).extend(os.fspath(r) for r in reps)
+            for cid, found_reps in found.items():
+                groups.setdefault(cid, []).extend(os.fspath(r) for r in found_reps)
         if not groups:
             raise CLIError(f"--all: no container replica found under {', '.join(args.paths)}")
         for cid in sorted(groups):

@@ -7,8 +7,15 @@ import json
 import sys
 from typing import Any, List
 
-from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, CLIError, exit_status_help, one_line,
-                        print_error, redact_json)
+from merkle.cli import (
+    EXIT_ERROR,
+    EXIT_FINDINGS,
+    CLIError,
+    exit_status_help,
+    one_line,
+    print_error,
+    redact_json,
+)
 from merkle.replica.errors import ReplicaError
 
 DESCRIPTION = """\
@@ -102,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
                     print(f"  {one_line(str(n))}")
             continue
         if not args.json:
-            print_error(failed[-1]["error"])
+            print_error(str(failed[-1]["error"]))
     if args.json:
         json.dump(redact_json({"results": [r.to_dict() for r in results], "failed": failed}),
                   sys.stdout, indent=1)

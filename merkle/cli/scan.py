@@ -16,6 +16,7 @@ from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, MAX_BUFFER_BYTES, PROG, CLIEr
 from merkle.trees.ozone import format_checksum
 from merkle.replica.also import ALSO_ALGORITHMS, WIDTHS, s3_base64
 from merkle.replica.errors import ReplicaError
+from merkle.trees.ozone import format_checksum
 
 DESCRIPTION = """\
 Scan container replicas: read every chunk window by window, recompute its checksums with the
@@ -136,7 +137,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "hex), in the text output one line per "
                         "block, with --emit in the chunks and blocks tables' column of that "
                         "name")
-    p.add_argument("--buffer-size", type=size_up_to(MAX_BUFFER_BYTES), default=None, help=argparse.SUPPRESS)
+    p.add_argument("--buffer-size", type=size_up_to(MAX_BUFFER_BYTES), default=None,
+                   help=argparse.SUPPRESS)
     from merkle.cli.emit import add_options
 
     add_options(p)  # --emit URI, --host NAME

@@ -7,7 +7,14 @@ import json
 import sys
 from typing import Any
 
-from merkle.cli import EXIT_FINDINGS, INT64_MAX, CLIError, exit_status_help, int_in_range, positive_int
+from merkle.cli import (
+    EXIT_FINDINGS,
+    INT64_MAX,
+    CLIError,
+    exit_status_help,
+    int_in_range,
+    positive_int,
+)
 
 DESCRIPTION = """\
 Fault-injection soak (merkle/replica/soak.py). Each round generates a cluster with a random
@@ -30,7 +37,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "soak", help="fault-injection soak: generate, scan, reconcile, verify, repeat",
         description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--seed", type=int_in_range(-INT64_MAX - 1, INT64_MAX), default=0, help="soak seed (default 0)")
+    p.add_argument("--seed", type=int_in_range(-INT64_MAX - 1, INT64_MAX), default=0,
+                   help="soak seed (default 0)")
     p.add_argument("--rounds", type=positive_int, default=10, metavar="N", help="default 10")
     p.add_argument("--containers", type=positive_int, default=8, metavar="N",
                    help="containers per round (default 8; 3 replicas each)")

@@ -72,7 +72,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="build a .tree from a chunk-metadata table",
                        description="Build a container's .tree file from a table of its chunks "
                        "and their stored window checksums (the format is below).",
-                       epilog=BUILD_EPILOG + "\n\n" + OTHER_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       epilog=BUILD_EPILOG + "\n\n" + OTHER_EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     b.add_argument("table", help="CSV or Parquet file ('-' = CSV on stdin)")
     b.add_argument("-o", "--output", required=True, help="the .tree file to write (atomically)")
     b.add_argument("--container-id", type=int_in_range(0, INT64_MAX), required=True,
@@ -134,7 +135,8 @@ def _show(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return 0
     s = tree.summary()
-    print(f"container {s['container_id']}  data checksum {s['data_checksum'] or 'none (tree not generated)'}")
+    checksum = s["data_checksum"] or "none (tree not generated)"
+    print(f"container {s['container_id']}  data checksum {checksum}")
     print(f"  {s['blocks']} blocks ({s['live_blocks']} live, {s['deleted_blocks']} deleted), "
           f"{s['chunks']} chunks, {s['unhealthy_chunks']} unhealthy, {s['bytes']} bytes")
     for problem in tree.inconsistencies():

@@ -33,7 +33,7 @@ class ChunkChecksums:
 
     @classmethod
     def from_ozone(cls, length: int, checksum_type: str | int, bytes_per_checksum: int,
-                   checksums: Iterable[bytes], offset: Optional[int] = None) -> "ChunkChecksums":
+                   checksums: Iterable[bytes], offset: Optional[int] = None) -> ChunkChecksums:
         """From `ChecksumData.checksums`: each entry the checksum as big-endian bytes (4 for
         CRC32 and CRC32C, 8 for CRC64NVME, 32 for SHA256, 16 for MD5)."""
         name = checksum_type_name(checksum_type)
@@ -134,8 +134,10 @@ def _chunk(chunk: object, where: str) -> Chunk:
         if entry == 0 and values:
             raise ValueError(f"{where}: checksum type NONE with {len(values)} checksums")
         for v in values:
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= int(v) < 1 << (8 * entry):
-                raise ValueError(f"{where}: a {type_name} checksum must be an integer of {entry} bytes")
+            if (isinstance(v, bool) or not isinstance(v, (int, np.integer))
+                    or not 0 <= int(v) < 1 << (8 * entry)):
+                raise ValueError(
+                    f"{where}: a {type_name} checksum must be an integer of {entry} bytes")
         return Chunk(length, type_name, bpc, [int(v) >> (8 * entry - 32) for v in values], None)
     column = crc_column(chunk.checksums, alg, f"{where}: checksums")
     # the window count must be exact: more or fewer CRCs than windows is corrupt metadata
@@ -171,7 +173,8 @@ def validate(blocks: Sequence[BlockChecksums]) -> list[Block]:
         if block.ec_stripes is not None:
             if block.chunks:
                 raise ValueError(f"block {b}: both chunks and EC stripes")
-            stripes = [[_chunk(cell, f"block {b} stripe {s} cell {c}") for c, cell in enumerate(stripe)]
+            stripes = [[_chunk(cell, f"block {b} stripe {s} cell {c}")
+                        for c, cell in enumerate(stripe)]
                        for s, stripe in enumerate(block.ec_stripes)]
             out.append(Block(om_len, [c for stripe in stripes for c in stripe], stripes))
             continue

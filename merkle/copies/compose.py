@@ -77,6 +77,9 @@ def key_crc(blocks: Sequence[BlockChecksums]) -> KeyCrc:
         # crcmerkle's own scan values: Ozone's COMPOSITE_CRC is made of its CRC32/CRC32C ones
         return KeyCrc(algorithm, crc, length, om_length, None, None, None, True,
                       tuple(reasons + ["Ozone has no COMPOSITE_CRC over CRC-64/NVME"]))
+    ozone_alg: Optional[str]
+    ozone_value: Optional[bytes]
+    ozone_error: Optional[str]
     if crc is not None and algorithm is not None and not reasons and ozone_agrees(valid):
         # Ozone's composition on consistent input is the CRC of the bytes (every golden
         # consistent key; tests/test_compose.py checks it against the emulation): skip the

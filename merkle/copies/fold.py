@@ -110,7 +110,7 @@ def compose_columns(alg: str, crcs: np.ndarray, sizes: np.ndarray, strict: bool 
         run_bytes = size * (end - begin)
         total += run_bytes
         if total > MAX_BYTES:
-            raise ValueError(f"the parts add up to more than 2**63-1 bytes")
+            raise ValueError("the parts add up to more than 2**63-1 bytes")
         run_crc = int(_native.fold_fixed(crcs[begin:end], size, algorithm=alg))
         acc = combine(acc, run_crc, run_bytes)
     return acc, total

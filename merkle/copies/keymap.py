@@ -38,7 +38,7 @@ ENCRYPTED_REASON = ("stored encrypted (fileEncryptionInfo): the datanodes' check
                     "the ciphertext, not of the bytes a copy holds")
 
 
-def parse_map(rules: Sequence[str]) -> "NameMap":
+def parse_map(rules: Sequence[str]) -> NameMap:
     """`SOURCE_PREFIX=TARGET_PREFIX` rules (ValueError, one line, for a malformed one)."""
     pairs: List[Tuple[str, str]] = []
     for rule in rules:

@@ -19,14 +19,19 @@ import re
 import shutil
 import tempfile
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 from google.protobuf.message import DecodeError
 
 from merkle.copies import om_pb2
 from merkle.replica.ozone.rocks import (  # the datanode's snapshot rules, reused as they are
-    SNAPSHOT_ENV, NotRegularFileError, VolumeDBError, load_rocksdict, refuse_non_directory,
-    take_snapshot)
+    SNAPSHOT_ENV,
+    NotRegularFileError,
+    VolumeDBError,
+    load_rocksdict,
+    refuse_non_directory,
+    take_snapshot,
+)
 
 VOLUME_TABLE = "volumeTable"
 BUCKET_TABLE = "bucketTable"
@@ -364,7 +369,7 @@ class OmDB:
                 info = _key_info(value)
                 volume = _text(info.volumeName, "volumeName")
                 bucket = _text(info.bucketName, "bucketName")
-                path = _text(info.keyName, "keyName")
+                path: Optional[str] = _text(info.keyName, "keyName")
                 reason = None
                 if not path or db_key != ozone_key(volume, bucket, path):
                     reason = "the DB key is not /volumeName/bucketName/keyName of its record"
@@ -412,7 +417,7 @@ class OmDB:
                                                                       Optional[str]]:
             """The path of directory `start` inside its bucket ("" for the bucket itself)."""
             names: List[str] = []  # from `start` upwards
-            seen = set()
+            seen: Set[int] = set()
             node = start
             below = 0  # levels of a memoised ancestor's path
 

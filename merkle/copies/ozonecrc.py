@@ -14,6 +14,7 @@ import numpy as np
 from merkle.copies.chunks import CRC_TYPES, Block, BlockChecksums, Chunk, check_int, validate
 from merkle.copies.fold import COMBINE, compose_columns
 
+
 def ozone_agrees(blocks: list[Block]) -> bool:
     """True when Ozone's block computers see exactly the windows' true lengths (the caller has
     checked one CRC type over the key and OM lengths equal to the chunks'): no empty chunk, one

@@ -19,7 +19,7 @@ is, and is named, not guessed from.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -68,15 +68,15 @@ def _hex(v: Optional[bytes]) -> Optional[str]:
     return None if v is None else "0x" + bytes(v).hex()
 
 
-def _source_has(row: Dict[str, object]) -> List[str]:
+def _source_has(row: Dict[str, Any]) -> List[str]:
     return [a for a in ALGORITHMS if row[a] is not None]
 
 
-def _target_has(row: Dict[str, object]) -> List[str]:
+def _target_has(row: Dict[str, Any]) -> List[str]:
     return [a for a in ALGORITHMS if row["t_" + a] is not None]
 
 
-def _decide_one(row: Dict[str, object]) -> Tuple[str, Optional[str], Optional[str],
+def _decide_one(row: Dict[str, Any]) -> Tuple[str, Optional[str], Optional[str],
                                                  Optional[str], Optional[str]]:
     """(verdict, algorithm, source value, target value, detail) of one joined row."""
     if row["t_name"] is None:
@@ -101,9 +101,9 @@ def _decide_one(row: Dict[str, object]) -> Tuple[str, Optional[str], Optional[st
     src, tgt = _source_has(row), _target_has(row)
     common = [a for a in src if a in tgt]
     if common:
-        differ = [a for a in common if bytes(row[a]) != bytes(row["t_" + a])]  # type: ignore[arg-type]
+        differ = [a for a in common if bytes(row[a]) != bytes(row["t_" + a])]
         shown = differ[0] if differ else common[0]
-        values = (_hex(row[shown]), _hex(row["t_" + shown]))  # type: ignore[arg-type]
+        values = (_hex(row[shown]), _hex(row["t_" + shown]))
         if differ:
             return (MISMATCH, ",".join(differ), *values,
                     f"{shown} differs: the copy's bytes are not the key's")
@@ -111,14 +111,14 @@ def _decide_one(row: Dict[str, object]) -> Tuple[str, Optional[str], Optional[st
     if row["composite"] is not None and row["t_composite_crc"] is not None:
         # S3's composite made from the key's windows with the parts' sizes the store gave
         alg = f"{str(row['t_composite_algorithm']).lower()} composite of {row['t_parts']} parts"
-        values = (_hex(row["composite"]), _hex(row["t_composite_crc"]))  # type: ignore[arg-type]
-        if bytes(row["composite"]) != bytes(row["t_composite_crc"]):  # type: ignore[arg-type]
+        values = (_hex(row["composite"]), _hex(row["t_composite_crc"]))
+        if bytes(row["composite"]) != bytes(row["t_composite_crc"]):
             return MISMATCH, alg, *values, "the copy's bytes are not the key's"
         return MATCH, alg, *values, None
     return NOT_COMPARABLE, None, None, None, _why_not(row, src, tgt)
 
 
-def _why_not(row: Dict[str, object], src: List[str], tgt: List[str]) -> str:
+def _why_not(row: Dict[str, Any], src: List[str], tgt: List[str]) -> str:
     recorded = row["recorded_type"]
     if src:
         have = ", ".join(src) + (f" (recorded {recorded})" if recorded else "")

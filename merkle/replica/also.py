@@ -95,7 +95,7 @@ class AlsoChecksums:
     @classmethod
     def collect(cls, algorithm: str,
                 chunks: Sequence[Tuple[int, int, np.ndarray]],
-                blocks: Sequence[Tuple[int, int]]) -> "AlsoChecksums":
+                blocks: Sequence[Tuple[int, int]]) -> AlsoChecksums:
         """From (block, offset, windows) per chunk and (block, value) per block."""
         dtype = dtype_of(algorithm)
         counts = np.array([w.shape[0] for _, _, w in chunks], dtype=np.int64)

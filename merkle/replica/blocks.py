@@ -70,7 +70,7 @@ class ChunkMeta:
 
     @classmethod
     def from_data(cls, offset: int, data: object, *, algorithm: str = "crc32",
-                  bytes_per_checksum: int = 16 * 1024) -> "ChunkMeta":
+                  bytes_per_checksum: int = 16 * 1024) -> ChunkMeta:
         """The metadata a client write of `data` at `offset` records (CRC32/CRC32C/NONE)."""
         view = memoryview(data).cast("B")  # type: ignore[arg-type]
         alg = algorithm.lower()
@@ -120,7 +120,7 @@ class BlockMeta:
                 return c
         return None
 
-    def with_chunks(self, chunks: Iterable[ChunkMeta]) -> "BlockMeta":
+    def with_chunks(self, chunks: Iterable[ChunkMeta]) -> BlockMeta:
         """A copy with `chunks` added. A new chunk replaces every recorded chunk whose range
         it overlaps (its bytes were overwritten), and one at the same offset."""
         current = list(self.chunks)
@@ -149,7 +149,7 @@ class ContainerMeta:
         return ((self.container_id, self.blocks, self.header_extra)
                 == (other.container_id, other.blocks, other.header_extra))
 
-    __hash__ = None  # type: ignore[assignment]  (mutable, as the dataclass default)
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass default
 
     @property
     def n_chunks(self) -> int:
@@ -162,7 +162,7 @@ class ContainerMeta:
     def sorted_blocks(self) -> List[BlockMeta]:
         return [self.blocks[b] for b in sorted(self.blocks)]
 
-    def copy(self) -> "ContainerMeta":
+    def copy(self) -> ContainerMeta:
         return type(self)(self.container_id, dict(self.blocks), self.header_extra)
 
     def put_chunks(self, block_id: int, chunks: Iterable[ChunkMeta]) -> None:

@@ -105,7 +105,7 @@ def parts_digest(parts: Iterable[Dict[str, Any]]) -> str:
     """SHA-256 (hex) over an ordered part list: one line "<name> <bytes> <sha256>" each."""
     h = hashlib.sha256()
     for p in parts:
-        h.update(f"{p['name']} {int(p['bytes'])} {p['sha256']}\n".encode("utf-8"))
+        h.update(f"{p['name']} {int(p['bytes'])} {p['sha256']}\n".encode())
     return h.hexdigest()
 
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 import os
 
 # The atomic replace is the one `.tree` files use (the trees layer sits below this one).
-from merkle.trees.treefile import fsync_dir
-from merkle.trees.treefile import write_bytes_atomic as write_atomic
+from merkle.trees.treefile import fsync_dir, write_bytes_atomic as write_atomic
 
 __all__ = ["fsync_dir", "pread_into", "write_atomic"]
 

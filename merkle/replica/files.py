@@ -21,11 +21,17 @@ import errno
 import os
 from typing import Any, Optional, Protocol
 
+from merkle.replica.crcmerkle.layout import BLOCK_SUFFIX, META_SUFFIX, TREE_SUFFIX, ContainerPaths
 from merkle.replica.fileio import pread_into
 from merkle.replica.politeio import drop_cached
-from merkle.replica.crcmerkle.layout import BLOCK_SUFFIX, META_SUFFIX, TREE_SUFFIX, ContainerPaths
-from merkle.replica.safeopen import (FileTooLargeError, ReplicaDir, max_metadata_bytes,
-                                      open_regular, read_regular, replace_atomic)
+from merkle.replica.safeopen import (
+    FileTooLargeError,
+    ReplicaDir,
+    max_metadata_bytes,
+    open_regular,
+    read_regular,
+    replace_atomic,
+)
 
 __all__ = ["BlockFile", "LocalBlockFile", "LocalReplicaFiles", "ReplicaFiles", "read_capped"]
 

@@ -52,12 +52,20 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Set, Tuple, Union
 
 from merkle import _native
+from merkle.replica.crcmerkle.writer import ContainerWriter
 from merkle.replica.layout import Layout
 from merkle.replica.layouts import LayoutError, layout_named, layouts
-from merkle.replica.scan import (CORRUPT_CHUNK, INCONSISTENT_CHUNK_LENGTH, METADATA_CORRUPT,
-                                 METADATA_MISSING, MISSING_CHUNK, MISSING_DATA_FILE,
-                                 TREE_CORRUPT, TREE_MISSING)
-from merkle.replica.crcmerkle.writer import ContainerWriter
+from merkle.replica.scan import (
+    CORRUPT_CHUNK,
+    INCONSISTENT_CHUNK_LENGTH,
+    METADATA_CORRUPT,
+    METADATA_MISSING,
+    MISSING_CHUNK,
+    MISSING_DATA_FILE,
+    TREE_CORRUPT,
+    TREE_MISSING,
+)
+
 # re-exported: their home is below the generator and the layouts (merkle.replica.synth)
 from merkle.replica.synth import GeneratorError, block_data  # noqa: F401
 
@@ -263,6 +271,10 @@ class _Cluster:
         self.expected[rep].append(e)
         return dict(e, replica=rep)
 
+    def _not_meta_faulted(self, rep: str) -> bool:
+        """Whether `rep`'s metadata is still intact (a fault picks its replicas among these)."""
+        return rep not in self.meta_faulted
+
     def pick_block(self, rng: random.Random, ok_replicas: Any, need: int,
                    min_chunks: int = 1) -> Optional[Tuple[_Container, int, List[str]]]:
         """A (container, unused block, candidate replicas) with >= need candidates."""
@@ -369,8 +381,7 @@ class _Cluster:
         return self._tree(rng, False)
 
     def _tombstone(self, rng: random.Random) -> Optional[Dict[str, Any]]:
-        ok = (lambda r: r not in self.meta_faulted)
-        picked = self.pick_block(rng, ok, 1)
+        picked = self.pick_block(rng, self._not_meta_faulted, 1)
         if picked is None:
             return None
         c, bid, cands = picked
@@ -387,9 +398,8 @@ class _Cluster:
 
     def _chunk_flip(self, rng: random.Random, need: int, all_replicas: bool
                     ) -> Optional[Dict[str, Any]]:
-        ok = (lambda r: r not in self.meta_faulted)
         for _ in range(50):
-            picked = self.pick_block(rng, ok, need)
+            picked = self.pick_block(rng, self._not_meta_faulted, need)
             if picked is None:
                 return None
             c, bid, cands = picked
@@ -423,8 +433,8 @@ class _Cluster:
         return self._chunk_flip(rng, 1, True)
 
     def _cut(self, rng: random.Random, at_boundary: bool) -> Optional[Dict[str, Any]]:
-        ok = (lambda r: r not in self.meta_faulted)
-        picked = self.pick_block(rng, ok, 1, min_chunks=2 if at_boundary else 1)
+        picked = self.pick_block(rng, self._not_meta_faulted, 1,
+                                 min_chunks=2 if at_boundary else 1)
         if picked is None:
             return None
         c, bid, cands = picked
@@ -445,7 +455,7 @@ class _Cluster:
         os.truncate(self.block_file(rep, bid), cut)
         self.data_faulted.add(rep)
         expected = []
-        for i, (off, ln) in enumerate(chunks):
+        for off, ln in chunks:
             if off + ln <= cut:
                 continue
             if off >= cut:
@@ -470,8 +480,7 @@ class _Cluster:
         return self._cut(rng, True)
 
     def _missing_file(self, rng: random.Random) -> Optional[Dict[str, Any]]:
-        ok = (lambda r: r not in self.meta_faulted)
-        picked = self.pick_block(rng, ok, 1)
+        picked = self.pick_block(rng, self._not_meta_faulted, 1)
         if picked is None:
             return None
         c, bid, cands = picked

@@ -22,8 +22,18 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional, Protocol, Sequence,
-                    Tuple)
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+)
 
 from merkle.replica.errors import ReplicaError
 
@@ -84,7 +94,7 @@ class Volume:
     problem: Optional[str] = None
     #: the volume's replicas when the walk that found the volume already listed them (then
     #: `Layout.replicas` returns them without listing again), else None
-    listed: Optional[Tuple["ReplicaRef", ...]] = field(default=None, compare=False, repr=False)
+    listed: Optional[Tuple[ReplicaRef, ...]] = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -165,11 +175,11 @@ class Layout(Protocol):
         rule, and the warnings TREE_STALE and TREE_FROM_METADATA that say so). The two are
         mutually exclusive (ValueError); both read only, whatever `write_tree` says.
         `options`: the verifier's (workers, limiter, progress, buffer_size, drop_cache:
-        merkle.replica.verify.READ_OPTIONS, passed on to every replica's scan), and `write_tree` (True or False: the scan
-        of a replica this machine owns, writing its `.tree` unless False, where the layout
-        allows it; left out: a read-only read through `open_files`, as a Spark executor
-        does), `seen` (a dict shared by the scans of one job: a replica directory met
-        twice is scanned once, where the layout can tell)."""
+        merkle.replica.verify.READ_OPTIONS, passed on to every replica's scan), and `write_tree`
+        (True or False: the scan of a replica this machine owns, writing its `.tree` unless False,
+        where the layout allows it; left out: a read-only read through `open_files`, as a Spark
+        executor does), `seen` (a dict shared by the scans of one job: a replica directory met twice
+        is scanned once, where the layout can tell)."""
 
     # ---- writing and repairing (the generator, replicate, reconcile) ------------------------
 
@@ -247,7 +257,7 @@ class Layout(Protocol):
         """Why the replica at `path` (this layout's) is not repaired while in service, and
         what to do instead: asked when `repair` is not REPAIR_IN_PLACE."""
 
-    def open_repair(self, path: str, *, dry_run: bool) -> "RepairTarget":
+    def open_repair(self, path: str, *, dry_run: bool) -> RepairTarget:
         """The replica at `path` opened for a repair (held against other writers until
         `close`, except in a dry run): REPAIR_IN_PLACE layouts in service, REPAIR_OFFLINE
         layouts with the owner stopped (their lock checked free). ReplicaError/OSError when
@@ -358,7 +368,18 @@ class ReadOnlyLayout:
     def repair_refusal(self, path: str) -> str:
         return self._read_only()
 
-    def open_repair(self, path: str, *, dry_run: bool) -> "RepairTarget":
+    # no owner repairs or copies these replicas (the owner_* members are REPAIR_OFFLINE's)
+    owner_copies_note = ""
+
+    def owner_repair_argv(self, container_id: int) -> List[str]:
+        raise ReplicaError(f"no owner command repairs {self.name}-layout replicas "
+                           f"({self._read_only()})")
+
+    def owner_leave_argv(self, host: str, maintenance: bool) -> List[str]:
+        raise ReplicaError(f"no owner command copies {self.name}-layout replicas "
+                           f"({self._read_only()})")
+
+    def open_repair(self, path: str, *, dry_run: bool) -> RepairTarget:
         raise ReplicaError(self._read_only(), path)
 
     def load_peer(self, path: str, container_id: int) -> Tuple[Any, Any, Dict[int, bytes]]:

@@ -30,7 +30,7 @@ def register(layout: Layout, *, first: bool = False, default: bool = False) -> N
     global _REGISTERED, _DEFAULT
     if default:
         _DEFAULT = layout.name
-    rest = {n: l for n, l in _REGISTERED.items() if n != layout.name}
+    rest = {n: lay for n, lay in _REGISTERED.items() if n != layout.name}
     _REGISTERED = {layout.name: layout, **rest} if first else {**rest, layout.name: layout}
 
 
@@ -81,8 +81,8 @@ def owner_repairing(paths: Iterable[Optional[str]]) -> Optional[Layout]:
 
 # ---- the shipped layouts: Ozone's first (a path on an Ozone volume is Ozone's even where
 # crcmerkle's rules would also match it), crcmerkle's the default
-from merkle.replica.ozone.interface import LAYOUT as _OZONE  # noqa: E402
 from merkle.replica.crcmerkle.interface import LAYOUT as _CRCMERKLE  # noqa: E402
+from merkle.replica.ozone.interface import LAYOUT as _OZONE  # noqa: E402
 
 register(_OZONE)
 register(_CRCMERKLE, default=True)

@@ -20,8 +20,8 @@ import os
 from types import TracebackType
 from typing import Optional, Type
 
-from merkle.replica.errors import ReplicaError, ReplicaLockedError
 from merkle.replica.crcmerkle.layout import LOCK_NAME, ContainerPaths
+from merkle.replica.errors import ReplicaError, ReplicaLockedError
 from merkle.replica.safeopen import NotRegularFileError, open_dir, open_regular
 
 try:
@@ -42,7 +42,7 @@ class ReplicaLock:
         self.paths = paths
         self._fd: Optional[int] = None
 
-    def acquire(self) -> "ReplicaLock":
+    def acquire(self) -> ReplicaLock:
         if fcntl is None:  # pragma: no cover
             raise ReplicaLockedError("replica locks need POSIX flock", str(self.paths.root))
         name = os.fspath(self.paths.lock)
@@ -92,7 +92,7 @@ class ReplicaLock:
     def held(self) -> bool:
         return self._fd is not None
 
-    def __enter__(self) -> "ReplicaLock":
+    def __enter__(self) -> ReplicaLock:
         return self.acquire()
 
     def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],

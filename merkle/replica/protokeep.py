@@ -11,7 +11,7 @@ codec re-encodes the known part exactly, and a tree that fails that test is neve
 
 from __future__ import annotations
 
-from typing import Callable, FrozenSet, Tuple
+from typing import Callable, FrozenSet, List, Tuple
 
 __all__ = ["KNOWN_TOP_LEVEL", "rewritable", "split_unknown"]
 
@@ -36,8 +36,8 @@ def split_unknown(raw: bytes, known: FrozenSet[int] = KNOWN_TOP_LEVEL) -> Tuple[
     """(the bytes of the known top-level fields, the bytes of the others), each in file
     order. Bytes that do not parse as protobuf are returned whole as known (the tree codec
     then reports them)."""
-    parts_known = []
-    parts_unknown = []
+    parts_known: List[bytes] = []
+    parts_unknown: List[bytes] = []
     pos = 0
     n = len(raw)
     try:

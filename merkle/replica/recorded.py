@@ -53,7 +53,7 @@ class RecordedChecksums:
     _index: Optional[Dict[Any, int]] = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def from_meta(cls, meta: Optional[ContainerMeta]) -> "RecordedChecksums":
+    def from_meta(cls, meta: Optional[ContainerMeta]) -> RecordedChecksums:
         """The recorded values of every chunk of `meta` (none for None). One pass over the
         chunk records the layout already decoded; values that do not fit a signed 64-bit
         column (a layout's checks reject them first) leave the whole replica without

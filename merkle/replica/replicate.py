@@ -83,7 +83,9 @@ def plan_commands(plan: Any, source: str = "plan") -> List[PlanCommand]:
         raise ReplicaError(f"not a crcmerkle spark plan (no \"format\": \"{PLAN_FORMAT}\")",
                            source)
     cp = plan.get("copy_plan")
-    cmds = cp.get("commands") if isinstance(cp, dict) else None
+    if not isinstance(cp, dict):
+        cp = {}  # refused just below: no list of commands
+    cmds = cp.get("commands")
     if not isinstance(cmds, list) or not all(isinstance(c, dict) for c in cmds):
         raise ReplicaError("the plan has no \"copy_plan\" list of commands", source)
     out: List[PlanCommand] = []

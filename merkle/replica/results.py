@@ -16,8 +16,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from merkle.replica.also import AlsoChecksums
 from merkle.replica.blocks import ContainerMeta
-from merkle.replica.recorded import RecordedChecksums
 from merkle.replica.levels import WARNING, counts_as_failure, severity_of
+from merkle.replica.recorded import RecordedChecksums
 from merkle.replica.safeopen import NOT_A_REGULAR_FILE
 from merkle.trees.model import ContainerTree
 from merkle.trees.ozone import format_checksum

@@ -431,7 +431,7 @@ class ReplicaDir:
         except Exception:
             pass
 
-    def __enter__(self) -> "ReplicaDir":
+    def __enter__(self) -> ReplicaDir:
         return self
 
     def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],

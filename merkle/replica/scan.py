@@ -70,25 +70,51 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple, Un
 from merkle.replica.errors import VolumeError
 from merkle.replica.layout import Layout, ReplicaRef, Volume
 from merkle.replica.layouts import layout_of, layouts
+
 # the finding kinds, the result classes and the verifier, re-exported (public names)
-from merkle.replica.results import (CORRUPT_CHUNK, INCONSISTENT_CHUNK_LENGTH,  # noqa: F401
-                                    METADATA_CORRUPT, METADATA_MISSING, METADATA_UNREADABLE,
-                                    METADATA_UNSUPPORTED, MISSING_CHUNK, MISSING_DATA_FILE,
-                                    NOT_A_REGULAR_FILE, PROTECTED_ERRORS, TREE_CORRUPT,
-                                    TREE_FROM_METADATA, TREE_MISSING, TREE_STALE,
-                                    TREE_UNREADABLE, TREE_UNSUPPORTED, UNREADABLE_DATA_FILE,
-                                    RateLimiter, ScanError, ScanResult)
+from merkle.replica.results import (  # noqa: F401
+    CORRUPT_CHUNK,
+    INCONSISTENT_CHUNK_LENGTH,
+    METADATA_CORRUPT,
+    METADATA_MISSING,
+    METADATA_UNREADABLE,
+    METADATA_UNSUPPORTED,
+    MISSING_CHUNK,
+    MISSING_DATA_FILE,
+    NOT_A_REGULAR_FILE,
+    PROTECTED_ERRORS,
+    TREE_CORRUPT,
+    TREE_FROM_METADATA,
+    TREE_MISSING,
+    TREE_STALE,
+    TREE_UNREADABLE,
+    TREE_UNSUPPORTED,
+    UNREADABLE_DATA_FILE,
+    RateLimiter,
+    ScanError,
+    ScanResult,
+)
+
 # (_Reader, _scan: the verifier's internals, reached here by the reconciler and the tests)
-from merkle.replica.verify import (DEFAULT_BUFFER_SIZE, ProgressFn, StoredTree,  # noqa: F401
-                                   _Reader, _scan, read_stored_tree, read_tree_state,
-                                   scan_container, scan_files)
+from merkle.replica.verify import (  # noqa: F401
+    DEFAULT_BUFFER_SIZE,
+    ProgressFn,
+    StoredTree,
+    _Reader,
+    _scan,
+    read_stored_tree,
+    read_tree_state,
+    scan_container,
+    scan_files,
+)
 
 __all__ = ["CORRUPT_CHUNK", "INCONSISTENT_CHUNK_LENGTH", "METADATA_CORRUPT",
            "METADATA_MISSING", "METADATA_UNREADABLE", "METADATA_UNSUPPORTED", "MISSING_CHUNK",
            "MISSING_DATA_FILE", "NOT_A_REGULAR_FILE", "PROTECTED_ERRORS", "RateLimiter",
            "ScanError", "ScanResult", "StoredTree", "TREE_CORRUPT", "TREE_FROM_METADATA",
-           "TREE_MISSING", "TREE_STALE", "TREE_UNREADABLE", "TREE_UNSUPPORTED", "UNREADABLE_DATA_FILE", "read_stored_tree",
-           "read_tree_state", "scan_container", "scan_files", "scan_paths"]
+           "TREE_MISSING", "TREE_STALE", "TREE_UNREADABLE", "TREE_UNSUPPORTED",
+           "UNREADABLE_DATA_FILE", "read_stored_tree", "read_tree_state", "scan_container",
+           "scan_files", "scan_paths"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 

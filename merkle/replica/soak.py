@@ -36,8 +36,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from merkle.replica.generate import (FAULT_TYPES, GeneratorConfig, GeneratorError, block_data,
-                                     generate_cluster)
+from merkle.replica.generate import (
+    FAULT_TYPES,
+    GeneratorConfig,
+    GeneratorError,
+    block_data,
+    generate_cluster,
+)
 from merkle.replica.reconcile import reconcile_round, replica_groups
 from merkle.replica.scan import CORRUPT_CHUNK, scan_container, scan_paths
 
@@ -81,7 +86,7 @@ class FaultTally:
     missed: int = 0
     unrepaired: int = 0
 
-    def add(self, other: "FaultTally") -> None:
+    def add(self, other: FaultTally) -> None:
         for k in self.__dict__:
             setattr(self, k, getattr(self, k) + getattr(other, k))
 
@@ -158,20 +163,20 @@ def run_round(seed: int, round_no: int, workdir: Path, *, containers: int = 8) -
 
     # -- 1. scan, as datanodes do (trees stored), and compare with the ground truth ------
     found: Dict[str, Counter] = {}
-    for r in scan_paths([root]):
-        found[os.path.relpath(r.path, root)] = Counter(
-            (e.kind, e.block_id or 0, e.offset or 0) for e in r.errors)
+    for scanned in scan_paths([root]):
+        found[os.path.relpath(scanned.path, root)] = Counter(
+            (e.kind, e.block_id or 0, e.offset or 0) for e in scanned.errors)
     expected: Dict[str, Counter] = {
         rep: Counter((e["error"], e["block_id"] or 0, e["offset"] or 0) for e in errs)
         for rep, errs in manifest["expected_errors"].items()}
-    for rep in set(found) | set(expected):
-        f, e = found.get(rep, Counter()), expected.get(rep, Counter())
-        for key, n in (e - f).items():
+    for rel in set(found) | set(expected):
+        reported_here, expected_here = found.get(rel, Counter()), expected.get(rel, Counter())
+        for key, n in (expected_here - reported_here).items():
             res.misses += n
-            res.problems.append(f"missed {key} on {rep}")
-        for key, n in (f - e).items():
+            res.problems.append(f"missed {key} on {rel}")
+        for key, n in (reported_here - expected_here).items():
             res.false_alarms += n
-            res.problems.append(f"false alarm {key} on {rep}")
+            res.problems.append(f"false alarm {key} on {rel}")
 
     # -- 2. reconcile every container -------------------------------------------------------
     groups = replica_groups(root)
@@ -253,7 +258,7 @@ def run_round(seed: int, round_no: int, workdir: Path, *, containers: int = 8) -
             res.problems.append(f"{name} shrank from {n} to {after.get(name)}")
 
     # -- 4. a second round is a no-op -------------------------------------------------------
-    for cid, reps in groups.items():
+    for reps in groups.values():
         for r in reconcile_round(reps):
             if r.changed:
                 res.rerun_changes += 1
@@ -329,8 +334,8 @@ class SoakReport:
                                   for r in self.rounds if not r.ok]}
 
     def table(self) -> str:
-        rows = [("fault", "injected", "detected", "repaired", "unrepairable*", "missed",
-                 "unrepaired")]
+        rows: List[Tuple[Any, ...]] = [("fault", "injected", "detected", "repaired",
+                                        "unrepairable*", "missed", "unrepaired")]
         tot = FaultTally()
         for k, t in self.totals().items():
             tot.add(t)

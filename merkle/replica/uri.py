@@ -123,13 +123,13 @@ class Location:
     that filesystem (`show`), keeping the URI's scheme, host and safe query."""
 
     given: str
-    filesystem: "pafs.FileSystem"
+    filesystem: pafs.FileSystem
     path: str
     prefix: str = ""
     query: str = ""
 
     @classmethod
-    def parse(cls, location: str) -> "Location":
+    def parse(cls, location: str) -> Location:
         import pyarrow.fs as pafs
 
         if not is_uri(location):

@@ -24,24 +24,56 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 import numpy as np
 
 from merkle import _native
-from merkle.replica.also import (AlsoChecksums, combine, check_algorithms, concat,
-                                 crc_function, dtype_of)
-from merkle.replica.blocks import (CHECKSUM_SIZES, CRC32, CRC32C, NONE, SHA256, BlockMeta,
-                                   ChunkMeta, ContainerMeta)
+from merkle.replica.also import (
+    AlsoChecksums,
+    check_algorithms,
+    combine,
+    concat,
+    crc_function,
+    dtype_of,
+)
+from merkle.replica.blocks import (
+    CHECKSUM_SIZES,
+    CRC32,
+    CRC32C,
+    NONE,
+    SHA256,
+    BlockMeta,
+    ChunkMeta,
+    ContainerMeta,
+)
 from merkle.replica.census import census_tree
 from merkle.replica.crcmerkle.blockmeta import decode_blockmeta
-from merkle.replica.crcmerkle.layout import (META_SUFFIX, TREE_SUFFIX, ContainerPaths,
-                                             container_paths, refuse_link)
+from merkle.replica.crcmerkle.layout import (
+    META_SUFFIX,
+    TREE_SUFFIX,
+    ContainerPaths,
+    container_paths,
+    refuse_link,
+)
 from merkle.replica.errors import BlockMetaError, ReplicaError
 from merkle.replica.files import BlockFile, LocalReplicaFiles, ReplicaFiles
 from merkle.replica.lock import ReplicaLock
 from merkle.replica.protokeep import rewritable
-from merkle.replica.results import (CORRUPT_CHUNK, INCONSISTENT_CHUNK_LENGTH, METADATA_CORRUPT,
-                                    METADATA_MISSING, METADATA_UNREADABLE, METADATA_UNSUPPORTED,
-                                    MISSING_CHUNK, MISSING_DATA_FILE, PROTECTED_ERRORS,
-                                    TREE_CORRUPT, TREE_MISSING, TREE_UNREADABLE,
-                                    TREE_UNSUPPORTED, UNREADABLE_DATA_FILE, RateLimiter,
-                                    ScanError, ScanResult)
+from merkle.replica.results import (
+    CORRUPT_CHUNK,
+    INCONSISTENT_CHUNK_LENGTH,
+    METADATA_CORRUPT,
+    METADATA_MISSING,
+    METADATA_UNREADABLE,
+    METADATA_UNSUPPORTED,
+    MISSING_CHUNK,
+    MISSING_DATA_FILE,
+    PROTECTED_ERRORS,
+    TREE_CORRUPT,
+    TREE_MISSING,
+    TREE_UNREADABLE,
+    TREE_UNSUPPORTED,
+    UNREADABLE_DATA_FILE,
+    RateLimiter,
+    ScanError,
+    ScanResult,
+)
 from merkle.replica.safeopen import NOT_A_REGULAR_FILE, FileTooLargeError, NotRegularFileError
 from merkle.trees.merge import merge
 from merkle.trees.model import ContainerTree

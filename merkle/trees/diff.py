@@ -29,8 +29,8 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from merkle import _native
-from merkle.trees.ozone import format_checksum
 from merkle.trees.model import ContainerTree
+from merkle.trees.ozone import format_checksum
 
 __all__ = ["ContainerIDMismatchError", "DiffReport", "ReplicaReport", "compare_replicas", "diff"]
 

@@ -22,7 +22,6 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from merkle import _native
 from merkle.trees.diff import ContainerIDMismatchError, DiffReport, diff
 from merkle.trees.model import ContainerTree
 

@@ -22,8 +22,12 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 import numpy as np
 
 from merkle import _native
-from merkle.trees.ozone import (DEFAULT_ALGORITHM, DEFAULT_BYTES_PER_CHECKSUM, format_checksum,
-                                window_values)
+from merkle.trees.ozone import (
+    DEFAULT_ALGORITHM,
+    DEFAULT_BYTES_PER_CHECKSUM,
+    format_checksum,
+    window_values,
+)
 
 __all__ = ["BlockView", "ChunkView", "ContainerTree", "TreeBuilder", "TreeFileError",
            "tree_from_bytes", "tree_to_bytes"]
@@ -180,7 +184,7 @@ class ContainerTree:
                      leaf: Any = None, window_checksums: Any = None, window_counts: Any = None,
                      window_bytes: Any = None, window_byte_counts: Any = None,
                      checksum_matches: Any = None, deleted_blocks: Any = None,
-                     empty_blocks: Any = None, data_checksum: bool = True) -> "ContainerTree":
+                     empty_blocks: Any = None, data_checksum: bool = True) -> ContainerTree:
         """Build a tree from one row per chunk, all in native passes.
 
         Give each chunk's `block_id`, `offset`, `length` and one of:
@@ -254,7 +258,7 @@ class ContainerTree:
     @classmethod
     def from_chunk_data(cls, container_id: int, chunks: Iterable[Tuple[int, int, Any]], *,
                         bytes_per_checksum: int = DEFAULT_BYTES_PER_CHECKSUM,
-                        algorithm: str = DEFAULT_ALGORITHM, **kwargs: Any) -> "ContainerTree":
+                        algorithm: str = DEFAULT_ALGORITHM, **kwargs: Any) -> ContainerTree:
         """Build from raw chunk data: `chunks` yields (block_id, offset, data); each chunk's
         windows are checksummed with `algorithm` ("crc32", Ozone's default, or "crc32c")."""
         bids: List[int] = []
@@ -274,7 +278,7 @@ class ContainerTree:
                                 window_counts=counts, **kwargs)
 
     @classmethod
-    def empty(cls, container_id: int = 0, *, generated: bool = True) -> "ContainerTree":
+    def empty(cls, container_id: int = 0, *, generated: bool = True) -> ContainerTree:
         """A tree with no blocks (container value 0 if generated)."""
         return cls(container_id, data_checksum=0 if generated else None)
 
@@ -389,7 +393,7 @@ class ContainerTree:
 
     __hash__ = None  # type: ignore[assignment]
 
-    def replace(self, **changes: Any) -> "ContainerTree":
+    def replace(self, **changes: Any) -> ContainerTree:
         """A copy with some fields changed (validated)."""
         fields = {f: getattr(self, f) for f in (
             "data_checksum", "block_id", "block_value", "block_deleted", "block_chunk_start",
@@ -406,7 +410,7 @@ class ContainerTree:
         return tree_to_bytes(self)
 
     @classmethod
-    def from_bytes(cls, data: Any, *, source: Optional[str] = None) -> "ContainerTree":
+    def from_bytes(cls, data: Any, *, source: Optional[str] = None) -> ContainerTree:
         """Parse ContainerChecksumInfo bytes; raises TreeFileError (a ValueError)."""
         return tree_from_bytes(data, source=source)
 
@@ -481,7 +485,8 @@ def tree_from_bytes(data: Any, *, source: Optional[str] = None) -> ContainerTree
         tree = _normalised(cols["container_id"], kwargs)
         wire["block_present"] = wire["chunk_present"] = None
     tree.unknown_fields = cols["tail"]
-    tree._wire = wire if any(v is not None for v in (wire["block_present"], wire["chunk_present"])) \
+    present = (wire["block_present"], wire["chunk_present"])
+    tree._wire = wire if any(v is not None for v in present) \
         or not (wire["has_container_id"] and wire["has_tree"]) else None
     return tree
 

@@ -6,9 +6,11 @@ bytes), bool as one varint byte, repeated messages unpacked. One message per fil
 
     ContainerChecksumInfo { optional int64 containerID = 1;
                             optional ContainerMerkleTree containerMerkleTree = 2; }  // 3 retired
-    ContainerMerkleTree   { optional int64 dataChecksum = 1; repeated BlockMerkleTree blockMerkleTree = 2; }
+    ContainerMerkleTree   { optional int64 dataChecksum = 1;
+                            repeated BlockMerkleTree blockMerkleTree = 2; }
     BlockMerkleTree       { optional int64 blockID = 1; optional int64 dataChecksum = 2;
-                            repeated ChunkMerkleTree chunkMerkleTree = 3; optional bool deleted = 4; }
+                            repeated ChunkMerkleTree chunkMerkleTree = 3;
+                            optional bool deleted = 4; }
     ChunkMerkleTree       { optional int64 offset = 1; optional int64 length = 2;
                             optional int64 dataChecksum = 3; optional bool checksumMatches = 4; }
 
@@ -25,8 +27,8 @@ skipped (Ozone rebuilds those).
 
 The encoding itself (tree_to_bytes, tree_from_bytes, TreeFileError) lives with the model in
 merkle.trees.model, so that the model never imports this file-I/O module; they are re-exported
-here. Files are `<container>/metadata/<containerID>.tree`; `write_tree` writes a temp file in the same
-directory, fsyncs it, renames it over the target and fsyncs the directory.
+here. Files are `<container>/metadata/<containerID>.tree`; `write_tree` writes a temp file in the
+same directory, fsyncs it, renames it over the target and fsyncs the directory.
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ import stat
 import tempfile
 from pathlib import Path
 from typing import Optional, Union
-
 
 from merkle.trees.model import ContainerTree, TreeFileError, tree_from_bytes, tree_to_bytes
 

@@ -18,8 +18,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parent.parent))
 
-import ozone_proto  # noqa: E402
 from merkle.trees.model import ContainerTree, TreeBuilder  # noqa: E402
+
+import ozone_proto  # noqa: E402
 
 
 def window_data(n: int, seed: int) -> bytes:

@@ -6,8 +6,9 @@ interface (merkle.replica.layout) alone. Nothing outside this file knows it.
         tree            the container's Merkle tree (Ozone's ContainerChecksumInfo; optional)
         <blockID>.data  one file per block; a chunk's offset is its file offset
 
-A datanode directory is its one volume. Read-only (REPAIR_NONE, the write side inherited from ReadOnlyLayout); files are opened relative
-to the replica's directory descriptor without following links (merkle.replica.safeopen).
+A datanode directory is its one volume. Read-only (REPAIR_NONE, the write side inherited from
+ReadOnlyLayout); files are opened relative to the replica's directory descriptor without
+following links (merkle.replica.safeopen).
 """
 
 from __future__ import annotations

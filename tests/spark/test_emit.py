@@ -130,7 +130,7 @@ def _rows(spark: Any, base: Path, table: str) -> List[Tuple]:
     cols = [c.split()[0] for c in TABLE_SCHEMAS[table].split(", ")
             if c.split()[0] not in ("host", "seconds", "ran_on")]
     df = spark.read.schema(TABLE_SCHEMAS[table]).parquet(str(base / table))
-    return sorted((tuple(json.dumps(r[c], default=str) for c in cols) for r in df.collect()))
+    return sorted(tuple(json.dumps(r[c], default=str) for c in cols) for r in df.collect())
 
 
 def test_tables_equal_the_spark_scan(spark: Any, emitted: Path, spark_run: Any) -> None:
@@ -239,8 +239,9 @@ def test_s3(spark: Any, cluster: Any, emitted: Path, tmp_path: Path, capsys: Any
     Spark here has no S3 client (hadoop-aws), so the objects are read back with pyarrow and
     the report is made from a local copy."""
     pytest.importorskip("moto")
-    from loopback_s3 import ACCESS_KEY, SECRET_KEY, LoopbackS3
     import pyarrow.fs as pafs
+
+    from loopback_s3 import ACCESS_KEY, SECRET_KEY, LoopbackS3
 
     root, manifest = cluster
     with LoopbackS3() as s3:
@@ -310,8 +311,9 @@ def test_duplicate_replica_on_one_host(tmp_path: Path, capsys: Any) -> None:
     DUPLICATE_REPLICA error row (with the host), listed and never scanned; the exit is 1."""
     import pyarrow.dataset as ds
 
-    from replica_helpers import make_cluster
     from spark_udfs.scan import DUPLICATE_REPLICA
+
+    from replica_helpers import make_cluster
 
     root = tmp_path / "c"
     make_cluster(root, containers=4, layout="crcmerkle")

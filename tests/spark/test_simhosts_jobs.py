@@ -20,10 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
-import pytest
-
-from simhosts import (ABSENT_HOST, DATANODES, VOLUMES, host_of, sim_cluster,  # noqa: F401
-                      sim_spark)
+from simhosts import ABSENT_HOST, DATANODES, VOLUMES, host_of, sim_cluster, sim_spark  # noqa: F401
 
 #: the demo's cluster: every fault kind the Ozone layout has
 SIM_GENERATE = {"containers": 12, "seed": 7, "faults": "default"}

@@ -17,11 +17,25 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 
+from spark_udfs.locality import (
+    executor_hosts,
+    located_rdd,
+    placed_on_host,
+    task_localities,
+    wait_for_executors,
+)
+
 import simhosts
-from simhosts import (ABSENT_HOST, SimCluster, SimHostsUnavailable, driver_mounts,  # noqa: F401
-                      driver_rss_mib, host_of, sim_cluster, sim_spark)
-from spark_udfs.locality import (executor_hosts, located_rdd, placed_on_host, task_localities,
-                                 wait_for_executors)
+from simhosts import (  # noqa: F401
+    ABSENT_HOST,
+    SimCluster,
+    SimHostsUnavailable,
+    driver_mounts,
+    driver_rss_mib,
+    host_of,
+    sim_cluster,
+    sim_spark,
+)
 
 #: a task that finds itself on its host waits this long for its executor to be killed
 _HOLD_S = 90.0

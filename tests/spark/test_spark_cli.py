@@ -45,7 +45,8 @@ def test_run_report_json_and_diff(spark, small, tmp_path, capsys):
     # the JSON feeds the reconciler: a dry run plans pulls from the peers the report names
     rc = main(["reconcile", "--report", str(rep), "--dry-run"])
     text = capsys.readouterr().out
-    assert rc == 1 and "pull block" in text  # repairs pending  # the unrecoverable chunk has no command
+    # repairs pending; the unrecoverable chunk has no command
+    assert rc == 1 and "pull block" in text
     assert len(data["reconcile"]) >= 1 and all(e["argv"][:2] == ["crcmerkle", "reconcile"]
                                                for e in data["reconcile"])
 

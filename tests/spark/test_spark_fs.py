@@ -9,9 +9,9 @@ import os
 import pyarrow.fs as pafs
 import pytest
 
-from merkle.replica.generate import generate_cluster, parse_faults
 from merkle.replica.crcmerkle.layout import find_containers
 from merkle.replica.files import LocalReplicaFiles
+from merkle.replica.generate import generate_cluster, parse_faults
 from merkle.replica.scan import scan_container, scan_files
 from spark_udfs import fs
 

@@ -70,11 +70,17 @@ def test_a_datanode_is_scanned_by_its_uuid_and_shown_with_its_host(spark: Any, o
     assert sum(r["replicas"] for r in _rows(t.volumes) if r["status"] == SCANNED) == len(reps)
     # the same findings as the single-tree scan of dn0's volumes
     whole = scan_replicas(spark, _volumes(root, "dn0"))
-    key = lambda r: (r["datanode"], r["container"], r["data_checksum"], r["ok"],  # noqa: E731
-                     r["errors"], r["chunks"], r["bytes_read"])
+
+    def key(r: Any) -> Tuple[Any, ...]:
+        return (r["datanode"], r["container"], r["data_checksum"], r["ok"], r["errors"],
+                r["chunks"], r["bytes_read"])
+
     assert sorted(map(key, reps)) == sorted(map(key, _rows(whole.containers)))
-    errs = lambda df: sorted((r["datanode"], r["container"], r["error"], r["block"] or 0)  # noqa
-                             for r in _rows(df))
+
+    def errs(df: Any) -> List[Tuple[Any, ...]]:
+        return sorted((r["datanode"], r["container"], r["error"], r["block"] or 0)
+                      for r in _rows(df))
+
     assert errs(t.errors) == errs(whole.errors)
     assert {r["host"] for r in _rows(t.errors)} <= {"localhost"}
     # written partitioned by datanode, read back with the schemas

@@ -17,8 +17,8 @@ import pyarrow as pa
 import pytest
 
 import merkle
-from merkle.replica.generate import generate_cluster, parse_faults
 from merkle.replica.crcmerkle.layout import find_containers
+from merkle.replica.generate import generate_cluster, parse_faults
 from merkle.replica.scan import scan_container
 from spark_udfs import tables as T
 from spark_udfs.diff import diff_chunks, diff_scan, repair_plan
@@ -118,7 +118,10 @@ def test_scan_errors_are_exactly_the_manifest(cluster, scanned):
         found.setdefault(_rel(root, rep), []).append((kind, _opt(b), _opt(o)))
     want = {rep: sorted((x["error"], x["block_id"], x["offset"]) for x in es)
             for rep, es in manifest["expected_errors"].items() if es}
-    key = (lambda k: (k[0], k[1] or 0, k[2] or 0))
+
+    def key(k: Tuple[str, Any, Any]) -> Tuple[str, Any, Any]:  # None sorts as 0
+        return (k[0], k[1] or 0, k[2] or 0)
+
     assert {r: sorted(v, key=key) for r, v in found.items()} == \
         {r: sorted(v, key=key) for r, v in want.items()}
 

@@ -13,8 +13,15 @@ import time
 import pytest
 
 from spark_udfs import locality
-from spark_udfs.locality import (TaskPlacement, executor_hosts, located_rdd, placed_on_host,
-                                 task_localities, this_executor_host, wait_for_executors)
+from spark_udfs.locality import (
+    TaskPlacement,
+    executor_hosts,
+    located_rdd,
+    placed_on_host,
+    task_localities,
+    this_executor_host,
+    wait_for_executors,
+)
 
 
 def test_located_rdd_one_partition_per_item_with_its_hosts(spark):

@@ -75,8 +75,11 @@ def test_spark_scan_same_results_on_both_layouts(spark: Any, tmp_path: Path) -> 
     a = _renamed(a, uuids)
     assert _containers(a) == _containers(b) and len(_containers(b)) == 18
     assert _errors(a) == _errors(b) and _errors(b)
-    blocks = lambda t: sorted((r["datanode"], r["container"], r["block"], r["block_value"],  # noqa
-                               r["deleted"]) for r in t.blocks.collect())
+
+    def blocks(t: Any) -> List[Tuple[Any, ...]]:
+        return sorted((r["datanode"], r["container"], r["block"], r["block_value"], r["deleted"])
+                      for r in t.blocks.collect())
+
     assert blocks(a) == blocks(b)
     ra = build_report(diff_scan(a), replicas=a.containers, errors=a.errors)
     rb = build_report(diff_scan(b), replicas=b.containers, errors=b.errors)

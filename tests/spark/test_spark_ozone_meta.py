@@ -13,9 +13,10 @@ import pytest
 pytest.importorskip("rocksdict")
 pytest.importorskip("yaml")
 
-from merkle.replica.ozone.rocks import block_key  # noqa: E402
 from test_hostile_ozone_meta import rewrite_rows, two_blocks  # noqa: E402
 from test_ozone_layout import make_volume  # noqa: E402
+
+from merkle.replica.ozone.rocks import block_key  # noqa: E402
 
 
 def test_spark_report_calls_a_container_with_bad_rows_unhealthy_not_missing(

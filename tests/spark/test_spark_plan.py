@@ -14,12 +14,20 @@ import pytest
 from merkle.cli import main
 from merkle.trees.model import ContainerTree
 from spark_udfs.diff import diff_chunks
-from spark_udfs.plan import (DECOMMISSIONING, MAINTENANCE, build_plan, copy_commands,
-                             may_decommission, may_enter_maintenance, plan_tables,
-                             replica_table, replicas_missing)
+from spark_udfs.plan import (
+    DECOMMISSIONING,
+    MAINTENANCE,
+    build_plan,
+    copy_commands,
+    may_decommission,
+    may_enter_maintenance,
+    plan_tables,
+    replica_table,
+    replicas_missing,
+)
 from spark_udfs.tables import from_arrow, tree_to_rows
 
-D, M, I = DECOMMISSIONING, MAINTENANCE, "IN_SERVICE"
+D, M, I = DECOMMISSIONING, MAINTENANCE, "IN_SERVICE"  # noqa: E741 (the states' initials)
 
 
 def test_the_formula_on_the_design_documents_examples():

@@ -80,7 +80,7 @@ def test_build_report_does_not_collect_the_pulls(spark, tmp_path, monkeypatch):
     assert {k: rc[k] for k in ("total", "listed", "path", "format")} == {
         "total": n, "listed": first, "path": "r.json.commands", "format": "json-lines"}
     # the digest reconcile checks: each part's, as the executors wrote it, and over them
-    from merkle.replica.commandlist import read_command_list, parts_digest
+    from merkle.replica.commandlist import parts_digest, read_command_list
     _, parts = read_command_list(str(out))
     assert rc["parts"] == [p.to_dict() for p in parts] and rc["sha256"] == parts_digest(
         rc["parts"])

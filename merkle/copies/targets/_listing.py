@@ -3,7 +3,6 @@ query of a target URI."""
 
 from __future__ import annotations
 
-import io
 import os
 import stat
 from typing import BinaryIO, Dict
@@ -35,7 +34,7 @@ def open_listing(path: str, shown: str) -> BinaryIO:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise TargetError(f"target {shown}: the listing file is not a regular file")
         os.set_blocking(fd, True)
-        return io.open(fd, "rb", buffering=1 << 20)
+        return open(fd, "rb", buffering=1 << 20)
     except BaseException:
         os.close(fd)
         raise

@@ -26,8 +26,7 @@ import pyarrow as pa
 
 from merkle.copies.targets._jsonstream import JsonStream
 from merkle.copies.targets._listing import open_listing, query_of
-from merkle.copies.targets._rows import (BATCH_ROWS, Rows, b64_exact, short, size_value,
-                                         under)
+from merkle.copies.targets._rows import BATCH_ROWS, Rows, b64_exact, short, size_value, under
 from merkle.copies.targets.base import Target, TargetError
 
 _URL = re.compile(r"gs://([^/]+)/(.+)", re.S)
@@ -61,7 +60,7 @@ class GcsTarget(Target):
         rows = Rows()
         with open_listing(self.listing, self.display) as raw:
             try:
-                for in_array, value in JsonStream(raw).values():
+                for _in_array, value in JsonStream(raw).values():
                     self._node(rows, value)
                     if len(rows) >= BATCH_ROWS:
                         yield rows.take()

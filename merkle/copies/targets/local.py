@@ -23,8 +23,13 @@ import pyarrow as pa
 import merkle
 from merkle.copies.targets._rows import BATCH_ROWS, Rows, conform
 from merkle.copies.targets.base import Target, TargetError
-from merkle.replica.safeopen import (NotRegularFileError, UnsafeNameError, open_dir,
-                                     open_dir_chain, open_regular)
+from merkle.replica.safeopen import (
+    NotRegularFileError,
+    UnsafeNameError,
+    open_dir,
+    open_dir_chain,
+    open_regular,
+)
 
 #: bytes read per call: 8 MiB keeps the three CRC passes in cache and memory bounded
 BUFFER = 8 << 20

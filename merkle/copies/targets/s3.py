@@ -32,8 +32,15 @@ import pyarrow as pa
 import merkle
 from merkle.copies.fold import full_object_crc
 from merkle.copies.targets._listing import query_of
-from merkle.copies.targets._rows import (CRC_BYTES, BATCH_ROWS, Rows, b64_exact, conform,
-                                         short, under)
+from merkle.copies.targets._rows import (
+    BATCH_ROWS,
+    CRC_BYTES,
+    Rows,
+    b64_exact,
+    conform,
+    short,
+    under,
+)
 from merkle.copies.targets.base import Target, TargetError
 from merkle.replica.uri import redact
 
@@ -347,7 +354,7 @@ class S3Target(Target):
         else None). ValueError when they contradict the composite value or the size."""
         if count is not None and not 1 <= count <= MAX_PARTS:
             raise ValueError(f"claims {count} parts (S3 allows 1..{MAX_PARTS})")
-        listed = _from_attributes(info, alg)
+        listed: Optional[Tuple[List[int], Optional[List[int]]]] = _from_attributes(info, alg)
         if listed is None:
             listed = self._parts_by_head(key, alg, count)
         if listed is None:

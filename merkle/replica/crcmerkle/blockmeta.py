@@ -51,8 +51,18 @@ from typing import Dict, List, Optional, Union
 
 from merkle import _native
 from merkle.replica import blocks as _model
-from merkle.replica.blocks import (ALGORITHM_TYPES, CHECKSUM_SIZES, CRC32, CRC32C, MD5,  # noqa: F401
-                                   NONE, SHA256, TYPE_NAMES, BlockMeta, ChunkMeta)
+from merkle.replica.blocks import (  # noqa: F401
+    ALGORITHM_TYPES,
+    CHECKSUM_SIZES,
+    CRC32,
+    CRC32C,
+    MD5,
+    NONE,
+    SHA256,
+    TYPE_NAMES,
+    BlockMeta,
+    ChunkMeta,
+)
 from merkle.replica.errors import BlockMetaError
 from merkle.replica.safeopen import open_dir, read_regular, replace_atomic
 
@@ -82,7 +92,7 @@ class ContainerMeta(_model.ContainerMeta):
 
     @classmethod
     def from_bytes(cls, data: Union[bytes, bytearray, memoryview],
-                   source: Optional[str] = None) -> "ContainerMeta":
+                   source: Optional[str] = None) -> ContainerMeta:
         """Parse a `.blocks` file; raises BlockMetaError for anything but a valid version-1
         (or compatible) file."""
         mv = memoryview(data).cast("B")

@@ -48,16 +48,31 @@ import numpy as np
 from merkle import _native
 from merkle.replica.blocks import CHECKSUM_SIZES, CRC32, CRC32C, NONE, SHA256, ChunkMeta
 from merkle.replica.crcmerkle.blockmeta import decode_blockmeta
-from merkle.replica.crcmerkle.layout import (BLOCK_SUFFIX, META_SUFFIX, TREE_SUFFIX,
-                                             ContainerPaths, container_paths)
-from merkle.replica.errors import (BlockMetaError, ReplicaError, SourceNotGoodError,
-                                   TargetExistsError)
+from merkle.replica.crcmerkle.layout import (
+    BLOCK_SUFFIX,
+    META_SUFFIX,
+    TREE_SUFFIX,
+    ContainerPaths,
+    container_paths,
+)
+from merkle.replica.errors import (
+    BlockMetaError,
+    ReplicaError,
+    SourceNotGoodError,
+    TargetExistsError,
+)
 from merkle.replica.fileio import pread_into
 from merkle.replica.lock import ReplicaLock
 from merkle.replica.results import ReplicateResult
-from merkle.replica.safeopen import (NotRegularFileError, make_dir, open_dir,
-                                     open_dir_nofollow_path, open_regular, read_regular,
-                                     replace_atomic)
+from merkle.replica.safeopen import (
+    NotRegularFileError,
+    make_dir,
+    open_dir,
+    open_dir_nofollow_path,
+    open_regular,
+    read_regular,
+    replace_atomic,
+)
 from merkle.trees.ozone import format_checksum
 
 __all__ = ["STAGING_PREFIX", "copy_replica", "open_in"]

@@ -1,4 +1,6 @@
-"""The Layout interface (merkle.replica.layout) for crcmerkle's own layout: <datanode>/<volume>/<containerID>/{chunks,metadata} (merkle.replica.crcmerkle.layout), locally or through pyarrow.fs (HDFS, S3, GCS, file://).
+"""The Layout interface (merkle.replica.layout) for crcmerkle's own layout:
+<datanode>/<volume>/<containerID>/{chunks,metadata} (merkle.replica.crcmerkle.layout), locally or
+through pyarrow.fs (HDFS, S3, GCS, file://).
 
 Reading delegates to the layout's walks: `find_containers` for a local path (entries it cannot
 use go to `on_error`), `remote.discover` for a URI (pyarrow imported only then); files are
@@ -15,11 +17,19 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from merkle.replica.crcmerkle.blockmeta import ContainerMeta, read_blockmeta
 from merkle.replica.crcmerkle.copier import copy_replica
-from merkle.replica.crcmerkle.layout import (container_paths, datanode_of, find_containers,
-                                             holds_containers)
+from merkle.replica.crcmerkle.layout import (
+    container_paths,
+    datanode_of,
+    find_containers,
+    holds_containers,
+)
 from merkle.replica.crcmerkle.remote import discover, replica_files
-from merkle.replica.crcmerkle.repair import (CrcmerkleRepair, check_container_id, load_peer,
-                                             replica_groups)
+from merkle.replica.crcmerkle.repair import (
+    CrcmerkleRepair,
+    check_container_id,
+    load_peer,
+    replica_groups,
+)
 from merkle.replica.errors import ReplicaError
 from merkle.replica.layout import REPAIR_IN_PLACE, ReplicaRef, Volume, WalkErrorFn
 from merkle.replica.results import ReplicateResult, ScanResult, tree_result
@@ -163,6 +173,17 @@ class CrcmerkleLayout:
 
     def repair_refusal(self, path: str) -> str:
         return ""  # repaired in place (REPAIR_IN_PLACE)
+
+    # the owner_* members are REPAIR_OFFLINE's: crcmerkle's own commands repair and copy here
+    owner_copies_note = ""
+
+    def owner_repair_argv(self, container_id: int) -> List[str]:
+        raise ReplicaError("crcmerkle-layout replicas are repaired by crcmerkle reconcile, "
+                           "not by an owner command")
+
+    def owner_leave_argv(self, host: str, maintenance: bool) -> List[str]:
+        raise ReplicaError("crcmerkle-layout replicas are copied by crcmerkle replicate, "
+                           "not by an owner command")
 
     def open_repair(self, path: str, *, dry_run: bool) -> CrcmerkleRepair:
         return CrcmerkleRepair(path, dry_run=dry_run)

@@ -25,8 +25,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
-from merkle.replica.crcmerkle.layout import (BLOCK_SUFFIX, META_SUFFIX, TREE_SUFFIX,
-                                             container_paths, datanode_of)
+from merkle.replica.crcmerkle.layout import (
+    BLOCK_SUFFIX,
+    META_SUFFIX,
+    TREE_SUFFIX,
+    container_paths,
+    datanode_of,
+)
 from merkle.replica.files import BlockFile, LocalReplicaFiles, ReplicaFiles, read_capped
 from merkle.replica.uri import Location, display, is_uri
 
@@ -58,7 +63,7 @@ def join(base: str, *parts: str) -> str:
 
 
 class _ArrowBlockFile:
-    def __init__(self, f: "pafs.NativeFile") -> None:
+    def __init__(self, f: pafs.NativeFile) -> None:
         self._f = f
         self._size: Optional[int] = None
 

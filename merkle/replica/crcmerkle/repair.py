@@ -11,8 +11,14 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from merkle.replica.crcmerkle.blockmeta import ContainerMeta, decode_blockmeta, encode_blockmeta
-from merkle.replica.crcmerkle.layout import (META_SUFFIX, TREE_SUFFIX, WalkErrorFn,
-                                             container_paths, find_containers, refuse_link)
+from merkle.replica.crcmerkle.layout import (
+    META_SUFFIX,
+    TREE_SUFFIX,
+    WalkErrorFn,
+    container_paths,
+    find_containers,
+    refuse_link,
+)
 from merkle.replica.errors import BlockMetaError, ReplicaError
 from merkle.replica.files import LocalReplicaFiles
 from merkle.replica.lock import ReplicaLock

@@ -24,14 +24,18 @@ from typing import Dict, List, Optional, Type, Union
 import numpy as np
 
 from merkle.replica.crcmerkle.blockmeta import ChunkMeta, ContainerMeta, decode_blockmeta
-from merkle.trees.ozone import DEFAULT_ALGORITHM, DEFAULT_BYTES_PER_CHECKSUM
+from merkle.replica.crcmerkle.layout import (
+    META_SUFFIX,
+    TREE_SUFFIX,
+    ContainerPaths,
+    container_paths,
+)
 from merkle.replica.errors import BlockMetaError, ReplicaError, WriterError
 from merkle.replica.fileio import fsync_dir
 from merkle.replica.files import LocalReplicaFiles
-from merkle.replica.crcmerkle.layout import (META_SUFFIX, TREE_SUFFIX, ContainerPaths,
-                                             container_paths)
 from merkle.replica.lock import ReplicaLock
 from merkle.trees.model import ContainerTree
+from merkle.trees.ozone import DEFAULT_ALGORITHM, DEFAULT_BYTES_PER_CHECKSUM
 from merkle.trees.treefile import TreeFileError, tree_from_bytes, tree_to_bytes
 
 __all__ = ["ContainerWriter", "DEFAULT_CHUNK_SIZE", "tree_from_meta"]
@@ -123,7 +127,7 @@ class ContainerWriter:
 
     @classmethod
     def create(cls, path: PathLike, container_id: Optional[int] = None, **kwargs: object
-               ) -> "ContainerWriter":
+               ) -> ContainerWriter:
         """Open a replica for writing, creating its directories and metadata if needed."""
         return cls(path, container_id, create=True, **kwargs)  # type: ignore[arg-type]
 
@@ -230,7 +234,7 @@ class ContainerWriter:
         if self._closed:
             raise WriterError("writer is closed", str(self.paths.root))
 
-    def __enter__(self) -> "ContainerWriter":
+    def __enter__(self) -> ContainerWriter:
         return self
 
     def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from google.protobuf.message import DecodeError
 
@@ -128,7 +128,7 @@ def _java_long_sum(values: Iterable[int]) -> int:
     return total - (1 << 64) if total >= 1 << 63 else total
 
 
-def _java_string(value: object) -> str:
+def _java_string(value: Union[str, bytes]) -> str:
     """A proto2 `string` field as Ozone's Java reads it. The Python runtime hands out the raw
     bytes when they are not UTF-8 (proto2 does not validate); Java decodes them with U+FFFD
     for each bad sequence."""
@@ -145,7 +145,7 @@ class _Row:
     problem: Optional[Tuple[str, str]] = None
 
 
-def _convert(msg: "pb.BlockData", file_per_chunk: bool) -> _Row:
+def _convert(msg: pb.BlockData, file_per_chunk: bool) -> _Row:
     """The row's chunks, or the first problem found (rows Ozone's codec rejects are handled
     by the caller; these are the checks after it). One pass over the chunks: protobuf
     attribute access is what a row costs."""

@@ -202,7 +202,7 @@ def convert_cluster(staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any
             for e in f.get("expected", []):
                 if e.get("replica") == new and e["error"] == METADATA_CORRUPT:
                     e["block_id"] = bid
-    for new_rep, errs in manifest["expected_errors"].items():
+    for errs in manifest["expected_errors"].values():
         for e in errs:
             if e["error"] == "METADATA_MISSING":
                 e.update(error=CONTAINER_FILE_MISSING)
@@ -287,8 +287,10 @@ def _inject_ozone(rng: random.Random, manifest: Dict[str, Any], replicas: Dict[s
                 unusable.add(rep_path)
                 record(kind, cid, [rep_path], [expect(rep_path, CONTAINER_FILE_CORRUPT)])
             elif kind == "open-container":
-                from merkle.replica.ozone.containerfile import (parse_container_file,
-                                                                render_container_file)
+                from merkle.replica.ozone.containerfile import (
+                    parse_container_file,
+                    render_container_file,
+                )
                 fields = dict(parse_container_file(rep.container_file.read_bytes()).fields)
                 fields["state"] = "OPEN"
                 rep.container_file.write_bytes(render_container_file(fields))

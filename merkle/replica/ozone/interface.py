@@ -1,4 +1,6 @@
-"""The Layout interface (merkle.replica.layout) for a real Ozone datanode's volumes: hdds/VERSION, <clusterID>/current/containerDir<N>/<containerID>/, block metadata in the volume's RocksDB (merkle.replica.ozone.layout).
+"""The Layout interface (merkle.replica.layout) for a real Ozone datanode's volumes: hdds/VERSION,
+<clusterID>/current/containerDir<N>/<containerID>/, block metadata in the volume's RocksDB
+(merkle.replica.ozone.layout).
 
 Reading delegates to the layout's modules: `find_volumes`/`replicas_under` list, the scanner
 (merkle.replica.ozone.scan: `scan_volume_items`, one RocksDB open per run of a volume's
@@ -14,12 +16,27 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from merkle.replica.errors import ReplicaError
-from merkle.replica.layout import (REPAIR_OFFLINE, UNKNOWN_DATANODE, ReplicaRef, Volume,
-                                   WalkErrorFn, datanode_identity)
-from merkle.replica.ozone.generate import (OZONE_FAULT_TYPES, check_available, convert_cluster,
-                                           mount_paths)
-from merkle.replica.ozone.layout import (OzoneReplica, OzoneVolume, find_volumes, is_ozone_path,
-                                         replicas_under)
+from merkle.replica.layout import (
+    REPAIR_OFFLINE,
+    UNKNOWN_DATANODE,
+    ReplicaRef,
+    Volume,
+    WalkErrorFn,
+    datanode_identity,
+)
+from merkle.replica.ozone.generate import (
+    OZONE_FAULT_TYPES,
+    check_available,
+    convert_cluster,
+    mount_paths,
+)
+from merkle.replica.ozone.layout import (
+    OzoneReplica,
+    OzoneVolume,
+    find_volumes,
+    is_ozone_path,
+    replicas_under,
+)
 from merkle.replica.uri import is_uri
 
 __all__ = ["LAYOUT", "OzoneLayout"]

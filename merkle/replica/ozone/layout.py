@@ -33,9 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple, Union
 
-from merkle.replica.safeopen import (FileTooLargeError, check_component, max_metadata_bytes,
-                                     open_dir, open_dir_chain)
-from merkle.replica.safeopen import open_regular as safe_open_regular
+from merkle.replica.safeopen import (
+    FileTooLargeError,
+    check_component,
+    max_metadata_bytes,
+    open_dir,
+    open_dir_chain,
+    open_regular as safe_open_regular,
+)
 
 __all__ = ["HDDS", "OzoneReplica", "OzoneVolume", "VOLUME_LAYOUT_VERSION", "container_dir_index",
            "find_volumes", "is_ozone_path", "is_plain_component", "open_regular", "read_regular",
@@ -95,6 +100,7 @@ def open_regular(path: PathLike, root: Optional[PathLike] = None) -> int:
     replica, its `metadata/` or `chunks/`, or the file raises NotRegularFileError (an
     OSError; scanners report it as NOT_A_REGULAR_FILE)."""
     p = Path(os.fspath(path))
+    parts: Tuple[str, ...]
     if root is None:
         base, parts, follow = p.parent, (p.name,), True
     else:
@@ -186,7 +192,7 @@ class OzoneVolume:
             return None
         return self.id_dir / self.storage_id / "container.db"
 
-    def replicas(self) -> List["OzoneReplica"]:
+    def replicas(self) -> List[OzoneReplica]:
         """Every container directory of the volume, by ID (a non-numeric name is skipped,
         as Ozone skips it)."""
         if self.id_dir is None:

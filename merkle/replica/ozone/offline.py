@@ -32,17 +32,27 @@ import struct
 from pathlib import Path
 from typing import Dict, Iterable, Optional, Tuple, Union
 
-from merkle.replica.crcmerkle.blockmeta import BlockMeta, ContainerMeta
+from merkle.replica.blocks import ContainerMeta
+from merkle.replica.crcmerkle.blockmeta import BlockMeta
 from merkle.replica.crcmerkle.layout import ContainerPaths
 from merkle.replica.errors import BlockMetaError, ReplicaError
 from merkle.replica.files import LocalReplicaFiles
 from merkle.replica.ozone import datanode_pb2 as pb
 from merkle.replica.ozone.blockdata import chunk_name, encode_block
-from merkle.replica.ozone.containerfile import (SCANNED_STATES, ContainerFile,
-                                                ContainerFileError, parse_container_file)
+from merkle.replica.ozone.containerfile import (
+    SCANNED_STATES,
+    ContainerFile,
+    ContainerFileError,
+    parse_container_file,
+)
 from merkle.replica.ozone.layout import OzoneReplica, find_volumes
-from merkle.replica.ozone.rocks import (LockedVolumeDB, VolumeDB, VolumeDBError,
-                                        lock_is_free, container_prefix)
+from merkle.replica.ozone.rocks import (
+    LockedVolumeDB,
+    VolumeDB,
+    VolumeDBError,
+    container_prefix,
+    lock_is_free,
+)
 from merkle.replica.ozone.scan import OzoneReplicaFiles
 from merkle.trees.model import ContainerTree
 from merkle.trees.treefile import tree_to_bytes
@@ -62,7 +72,7 @@ def replica_at(path: PathLike) -> OzoneReplica:
         found = find_volumes(p)
     except (OSError, ValueError) as exc:
         raise ReplicaError(f"not an Ozone volume: {exc}", where) from None
-    for volume, inner in found:
+    for volume, _inner in found:
         if volume.problem is not None:
             raise ReplicaError(volume.problem, where)
         for r in volume.replicas():

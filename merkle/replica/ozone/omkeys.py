@@ -326,7 +326,7 @@ def write_generated_om_db(out: Path, manifest: Dict[str, Any], cfg: Any) -> Dict
     return manifest
 
 
-def key_bytes(out_dir: "os.PathLike[str] | str", key: Dict[str, Any]) -> bytes:
+def key_bytes(out_dir: os.PathLike[str] | str, key: Dict[str, Any]) -> bytes:
     """The true bytes of the generated key `key` (an entry of the manifest's `keys`), read
     from the cluster under `out_dir`: each block from the first of its `pristine_replicas`
     whose block file has the block's length; the whole checked against the key's CRC-32C.

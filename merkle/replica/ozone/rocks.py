@@ -335,7 +335,7 @@ class VolumeDB:
         if self._snap is not None:
             shutil.rmtree(self._snap, ignore_errors=True)
 
-    def __enter__(self) -> "VolumeDB":
+    def __enter__(self) -> VolumeDB:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -443,7 +443,7 @@ class LockedVolumeDB(VolumeDB):
 
     def __init__(self, db_dir: PathLike) -> None:  # noqa: D107 (no snapshot: in place)
         self.path = os.fspath(db_dir)
-        self._snap = None
+        self._snap = None  # type: ignore[assignment]  # no snapshot: the DB is read in place
         self._db = None
         rd = load_rocksdict()
         refuse_non_directory(self.path)

@@ -47,20 +47,35 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set,
 
 from merkle.replica.blocks import ContainerMeta
 from merkle.replica.errors import BlockMetaError, ReplicaError, VolumeError
-from merkle.replica.files import BlockFile, LocalBlockFile
 from merkle.replica.fileio import pread_into
+from merkle.replica.files import BlockFile, LocalBlockFile
 from merkle.replica.levels import severity_of
 from merkle.replica.ozone.blockdata import ChunkName, DecodedBlocks, read_blocks
-from merkle.replica.ozone.containerfile import (SCANNED_STATES, ContainerFile,
-                                                ContainerFileError, parse_container_file)
+from merkle.replica.ozone.containerfile import (
+    SCANNED_STATES,
+    ContainerFile,
+    ContainerFileError,
+    parse_container_file,
+)
 from merkle.replica.ozone.layout import BLOCK_SUFFIX, OzoneReplica, OzoneVolume, find_volumes
 from merkle.replica.ozone.paths import CONTAINER_PATH_MISMATCH, accepted_mounts, path_mismatch
 from merkle.replica.ozone.rocks import VolumeDB, VolumeDBError
 from merkle.replica.politeio import drop_cached
-from merkle.replica.results import (METADATA_UNREADABLE, UNREADABLE_DATA_FILE, ScanError,
-                                    ScanResult, tree_result)
-from merkle.replica.safeopen import (NOT_A_REGULAR_FILE, NotRegularFileError, check_component,
-                                      max_metadata_bytes, max_row_bytes, open_dir)
+from merkle.replica.results import (
+    METADATA_UNREADABLE,
+    UNREADABLE_DATA_FILE,
+    ScanError,
+    ScanResult,
+    tree_result,
+)
+from merkle.replica.safeopen import (
+    NOT_A_REGULAR_FILE,
+    NotRegularFileError,
+    check_component,
+    max_metadata_bytes,
+    max_row_bytes,
+    open_dir,
+)
 from merkle.replica.verify import read_stored_tree, scan_files
 
 __all__ = ["CONTAINER_FILE_CORRUPT", "CONTAINER_FILE_MISSING", "CONTAINER_NOT_SCANNED",
@@ -284,7 +299,7 @@ def scan_replica(replica: OzoneReplica, db: VolumeDB, mounts: Optional[Set[str]]
 
 
 def _scan_loaded(replica: OzoneReplica, db: VolumeDB, cfile: ContainerFile,
-                 unusable: Callable[[str, str], Any], **kwargs: Any) -> Any:
+                 unusable: Callable[..., Any], **kwargs: Any) -> Any:
     """The rest of scan_replica, once the `.container` is loaded and describes the replica:
     state and schema checks, then the data."""
     if cfile.schema_version != "3":
@@ -349,7 +364,7 @@ def volume_error(exc: Optional[Exception], volume_root: Optional[str]) -> Option
     return exc
 
 
-def open_replica_files(replica: OzoneReplica) -> "OzoneReplicaFiles":
+def open_replica_files(replica: OzoneReplica) -> OzoneReplicaFiles:
     """The files of one replica read on their own (not in a volume's scan): its `.container`
     parsed (ContainerFileError when unusable) and the volume's DB opened for these files
     alone, closed by their close()."""
@@ -405,7 +420,8 @@ def scan_volume_items(items: Iterable[Any], *, trees_only: bool = False,
             replica = OzoneReplica(volume, int(item.container), Path(item.path))
             try:
                 if trees_only:
-                    stored, _raw, err = read_stored_tree(_TreeOnly(replica))
+                    # _TreeOnly has what read_stored_tree reads: container_id, read_tree
+                    stored, _raw, err = read_stored_tree(_TreeOnly(replica))  # type: ignore[arg-type]
                     yield item, _tree_result(replica, stored, err), None
                 else:
                     assert db is not None

@@ -28,8 +28,15 @@ from typing import Dict, Mapping, Optional, Union
 from merkle.replica.blocks import ContainerMeta
 from merkle.replica.ozone.blockdata import chunk_name, encode_block
 from merkle.replica.ozone.containerfile import render_container_file
-from merkle.replica.ozone.layout import (BLOCK_SUFFIX, HDDS, VERSION, VOLUME_LAYOUT_VERSION,
-                                         OzoneReplica, OzoneVolume, container_dir_index)
+from merkle.replica.ozone.layout import (
+    BLOCK_SUFFIX,
+    HDDS,
+    VERSION,
+    VOLUME_LAYOUT_VERSION,
+    OzoneReplica,
+    OzoneVolume,
+    container_dir_index,
+)
 from merkle.replica.ozone.rocks import block_key, container_prefix, write_volume_db
 
 __all__ = ["VolumeWriter", "MAX_SIZE"]

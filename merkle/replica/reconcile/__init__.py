@@ -64,25 +64,62 @@ from __future__ import annotations
 
 # the names of the module this package replaced, re-exported (tests import private ones)
 from merkle.replica.reconcile.copying import (  # noqa: F401
-    COPY_BUFFER_SIZE, _Copier, _overlaps, _Verifier, _verify,
+    COPY_BUFFER_SIZE,
+    _Copier,
+    _overlaps,
+    _Verifier,
+    _verify,
 )
 from merkle.replica.reconcile.job import (  # noqa: F401
-    _one_peer, _reconcile, _refuse_other_layouts, reconcile, reconcile_round, refuse_ozone,
+    _one_peer,
+    _reconcile,
+    _refuse_other_layouts,
+    reconcile,
+    reconcile_round,
+    refuse_ozone,
     replica_groups,
 )
 from merkle.replica.reconcile.peers import (  # noqa: F401
-    _handed_to_another_user, _identity, _load_peer, _Peer, _peer_tree, datanode_of,
+    _handed_to_another_user,
+    _identity,
+    _load_peer,
+    _Peer,
+    _peer_tree,
+    datanode_of,
 )
 from merkle.replica.reconcile.planning import (  # noqa: F401
-    _empty_missing_blocks, _majority, _rebuilt_tree, _rows_of_block, _runs, _selected,
+    _empty_missing_blocks,
+    _majority,
+    _rebuilt_tree,
+    _rows_of_block,
+    _runs,
+    _selected,
 )
 from merkle.replica.reconcile.reports import (  # noqa: F401
-    SPARK_REPORT_FORMAT, LoadedReport, ReportJob, _check_argv, _check_parts, _inline_commands,
-    _MAX_COMMANDS, _ozone_commands, _report_commands, _report_int, check_report_job,
-    jobs_from_report, load_report, load_report_jobs, report_commands, report_jobs,
+    _MAX_COMMANDS,
+    SPARK_REPORT_FORMAT,
+    LoadedReport,
+    ReportJob,
+    _check_argv,
+    _check_parts,
+    _inline_commands,
+    _ozone_commands,
+    _report_commands,
+    _report_int,
+    check_report_job,
+    jobs_from_report,
+    load_report,
+    load_report_jobs,
+    report_commands,
+    report_jobs,
 )
 from merkle.replica.reconcile.results import (  # noqa: F401
-    ChunkCopy, PathLike, PeerOutcome, Problem, ReconcileResult, StepHook,
+    ChunkCopy,
+    PathLike,
+    PeerOutcome,
+    Problem,
+    ReconcileResult,
+    StepHook,
 )
 from merkle.replica.reconcile.verifying import (  # noqa: F401
     _remaining,

@@ -10,14 +10,12 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from merkle import _native
-from merkle.replica.blocks import (CRC32, CRC32C, NONE, SHA256, ChunkMeta,
-                                   ContainerMeta)
+from merkle.replica.blocks import CRC32, CRC32C, NONE, SHA256, ChunkMeta, ContainerMeta
 from merkle.replica.fileio import pread_into
 from merkle.replica.files import LocalReplicaFiles
 from merkle.replica.reconcile.peers import _Peer
 from merkle.replica.reconcile.results import ChunkCopy, Problem, StepHook
 from merkle.trees.merge import chunk_follows
-
 
 #: The largest peer chunk read into memory whole; larger ones are verified piecewise through
 #: a buffer of this size (memory is bounded by this, never by a length a peer declares).

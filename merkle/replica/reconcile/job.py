@@ -15,17 +15,26 @@ from merkle.replica.files import LocalReplicaFiles
 from merkle.replica.layout import REPAIR_IN_PLACE, REPAIR_OFFLINE, Layout
 from merkle.replica.layouts import layout_of
 from merkle.replica.reconcile.copying import _Copier
-from merkle.replica.reconcile.peers import (_handed_to_another_user, _identity, _load_peer,
-                                            _Peer)
-from merkle.replica.reconcile.planning import (_empty_missing_blocks, _majority, _rebuilt_tree,
-                                               _runs, _selected)
-from merkle.replica.reconcile.results import (ChunkCopy, PathLike, PeerOutcome, Problem,
-                                              ReconcileResult, StepHook)
+from merkle.replica.reconcile.peers import _handed_to_another_user, _identity, _load_peer, _Peer
+from merkle.replica.reconcile.planning import (
+    _empty_missing_blocks,
+    _majority,
+    _rebuilt_tree,
+    _runs,
+    _selected,
+)
+from merkle.replica.reconcile.results import (
+    ChunkCopy,
+    PathLike,
+    PeerOutcome,
+    Problem,
+    ReconcileResult,
+    StepHook,
+)
 from merkle.replica.reconcile.verifying import _remaining
 from merkle.replica.scan import ScanResult, _scan
 from merkle.trees.diff import diff
 from merkle.trees.model import ContainerTree
-
 
 # ---- reconcile ---------------------------------------------------------------------------
 
@@ -138,16 +147,16 @@ def _reconcile(paths: ContainerPaths, files: LocalReplicaFiles,
         loaded.append((name, peer, ""))
     vote = _majority([p for _, p, _ in loaded if p is not None])
     try:
-        for name, peer, why in loaded:
-            if peer is None:
+        for name, loaded_peer, why in loaded:
+            if loaded_peer is None:
                 outcomes.append(PeerOutcome(name, "skipped", why))
                 continue
-            ours = _one_peer(paths, files, peer, ours, scan, meta, vote, sizes, outcomes,
+            ours = _one_peer(paths, files, loaded_peer, ours, scan, meta, vote, sizes, outcomes,
                              unrecoverable, failed, dry_run, on_step, store)
     finally:
-        for _, peer, _ in loaded:
-            if peer is not None:
-                peer.files.close()
+        for _, loaded_peer, _ in loaded:
+            if loaded_peer is not None:
+                loaded_peer.files.close()
     remaining = _remaining(ours, scan.meta, unrecoverable, failed)
     return ReconcileResult(os.fspath(paths.root), paths.container_id, dry_run, before,
                            ours.data_checksum, scan, outcomes, remaining)

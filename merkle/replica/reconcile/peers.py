@@ -15,7 +15,6 @@ from merkle.replica.reconcile.results import PathLike
 from merkle.replica.scan import NOT_A_REGULAR_FILE, TREE_UNREADABLE, _scan, read_tree_state
 from merkle.trees.model import ContainerTree
 
-
 # ---- peers -------------------------------------------------------------------------------
 
 @dataclass

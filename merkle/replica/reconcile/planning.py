@@ -13,7 +13,6 @@ from merkle.replica.reconcile.results import ChunkCopy
 from merkle.trees.diff import DiffReport
 from merkle.trees.model import ContainerTree
 
-
 # ---- planning ----------------------------------------------------------------------------
 
 def _rows_of_block(tree: ContainerTree, row: int) -> range:

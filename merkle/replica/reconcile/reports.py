@@ -12,7 +12,6 @@ from merkle.replica.errors import ReplicaError
 from merkle.replica.reconcile.peers import datanode_of
 from merkle.replica.reconcile.results import PathLike
 
-
 #: the "format" of the JSON that `crcmerkle spark report --json` writes
 SPARK_REPORT_FORMAT = "crcmerkle-spark-report"
 

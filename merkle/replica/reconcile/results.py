@@ -10,7 +10,6 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 from merkle.replica.scan import ScanResult
 from merkle.trees.ozone import format_checksum
 
-
 PathLike = Union[str, "os.PathLike[str]"]
 #: Called after every write step with (step, detail): "chunk", "block", "metadata", "tree".
 #: For instrumentation and crash-injection tests (raise from it to simulate a crash).
@@ -101,7 +100,9 @@ class ReconcileResult:
         return any(p.copied or p.tombstones for p in self.peers)
 
     def to_dict(self) -> Dict[str, Any]:
-        fmt = (lambda v: None if v is None else format_checksum(v))
+        def fmt(v: Optional[int]) -> Optional[str]:
+            return None if v is None else format_checksum(v)
+
         return {"path": self.path, "container_id": self.container_id, "dry_run": self.dry_run,
                 "before": fmt(self.before), "after": fmt(self.after),
                 "scan_errors": [e.to_dict() for e in self.scan.errors],
