@@ -279,8 +279,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     c.add_argument("--allow", default="", metavar="VERDICT[,VERDICT...]",
                    help="verdicts that do not count as findings for the exit status (e.g. "
                         "EXTRA when the target holds more than the keys checked)")
+    _inventory_opt(c)  # the emitted volumes it does not give their hosts vouch for nothing
     _common(c)
-    c.set_defaults(func=_guarded(_copycheck))
+    c.set_defaults(func=_guarded(_not_scanned(_copycheck)))
     m = sub.add_parser("demo", help="generate a faulty cluster, find the faults, repair",
                        description="Generate a small cluster with injected faults, run scan, "
                        "diff and report on Spark and check that exactly the injected faults were "
@@ -1113,7 +1114,7 @@ def _copycheck(args: argparse.Namespace) -> int:
     except OmDBError as exc:
         raise CLIError(f"--om-db: {one_line(exc)}", EXIT_ERROR) from None
     spark = _session(args)
-    t = _read_tables(spark, args.scan)
+    t = _load_chunks(spark, args.scan)
     missing = [n for n in ("chunks", "blocks", "containers") if t.get(n) is None]
     if missing:
         raise CLIError(f"{args.scan}: not a scan output directory (no {', '.join(missing)} "
