@@ -119,9 +119,10 @@ def test_a_planted_datanode_on_a_host_is_no_good_copy(spark: Any, attacked: Dict
 
 def test_with_an_inventory_only_the_planted_volume_is_out(spark: Any, attacked: Dict[str, Any],
                                                           tmp_path: Path, capsys: Any) -> None:
-    """With the inventory: the planted volume (claiming dn1 itself, or a new datanode) is
-    NOT_IN_INVENTORY and vouches for nothing; dn1's real volumes stay verified."""
-    for claim in (attacked["uuids"]["dn1"], FRESH):
+    """With the inventory: the planted volume (claiming dn1 itself: without an inventory it
+    could not be told from dn1's real ones) is NOT_IN_INVENTORY and vouches for nothing;
+    dn1's real volumes stay verified. (A new datanode's: tests/test_vouch.py.)"""
+    for claim in (attacked["uuids"]["dn1"],):
         planted = _plant(attacked, tmp_path / "planted" / "vol9", claim)
         out = tmp_path / f"tables-{claim[:4]}"
         _emit_all(attacked, out, [str(planted)])
