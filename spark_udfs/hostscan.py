@@ -152,7 +152,7 @@ def _scan_volume(item: Dict[str, Any], options: Dict[str, Any]) -> Iterator[pa.T
             read += 0 if r is None else int(r.bytes_read)
             for t in _result_rows(rep, r, exc, options["trees_only"], item["host"],
                                   metadata_only=options["metadata_only"]):
-                yield _of_volume(t, volume)
+                yield _of_volume(t, item["host"], volume)
     except (OSError, ReplicaError) as exc:  # the volume failed under the scan (a dead disk)
         yield _volume_row(item, VOLUME_FAILED, f"{volume} on {item['host']}: "
                           f"{redact(getattr(exc, 'strerror', None) or str(exc))}",
@@ -165,10 +165,13 @@ def _scan_volume(item: Dict[str, Any], options: Dict[str, Any]) -> Iterator[pa.T
                       ran_on=ran_on)
 
 
-def _of_volume(t: pa.Table, volume: str) -> pa.Table:
-    """A task's output rows with their volume (the driver takes a volume's rows out by it)."""
-    i = t.schema.get_field_index("volume")
-    return t.set_column(i, "volume", pa.array([volume] * t.num_rows, pa.string()))
+def _of_volume(t: pa.Table, host: str, volume: str) -> pa.Table:
+    """A task's output rows with their host and volume, every kind (a chunk row has no host
+    of its own): the driver takes a volume's rows out by them."""
+    for name, value in (("host", host), ("volume", volume)):
+        i = t.schema.get_field_index(name)
+        t = t.set_column(i, name, pa.array([value] * t.num_rows, pa.string()))
+    return t
 
 
 def _task_fn(options: Dict[str, Any]) -> Any:
