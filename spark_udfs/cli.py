@@ -331,7 +331,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="with --datanodes: an ozone-site.xml whose hdds.datanode.dir gives "
                         "the hosts' volumes")
     _common(c)
-    c.set_defaults(func=_guarded(_copycheck))
+    c.set_defaults(func=_guarded(_not_scanned(_copycheck)))
     m = sub.add_parser("demo", help="generate a faulty cluster, find the faults, repair",
                        description="Generate a small cluster with injected faults, run scan, "
                        "diff and report on Spark and check that exactly the injected faults were "
@@ -570,12 +570,12 @@ def _not_scanned(handler: Callable[[argparse.Namespace], int]
         finally:
             _LOAD_STATE.pop("inventory", None)
         missing = _LOAD_STATE.pop("missing", [])
-        hosts: Dict[str, str] = {}
+        hosts: Dict[Tuple[str, str], None] = {}  # a line per host, or per volume it lacks
         for row in missing:
-            hosts.setdefault(row[1], row[5])
+            hosts.setdefault((row[1], row[5]))
         from merkle.cli import PROG, one_line
 
-        for host, detail in hosts.items():
+        for host, detail in hosts:
             print(f"{PROG}: NOT_SCANNED: host {one_line(host)}: {one_line(detail)}",
                   file=sys.stderr, flush=True)
         return max(rc, EXIT_FINDINGS) if hosts and rc != EXIT_ERROR else rc
@@ -636,7 +636,10 @@ def _read_tables(spark: Any, path: str) -> Dict[str, Any]:
     missing = [c for c in CHUNK_COLUMNS if c != "replica" and c not in out["chunks"].columns]
     if missing:
         raise CLIError(f"{path}: not a chunk table (missing column(s) {', '.join(missing)})")
-    return out
+    from spark_udfs.vouch import vet_emitted
+
+    # emitted tables were checked by no driver: the data-local scan's checks, here
+    return vet_emitted(spark, out, _LOAD_STATE.get("inventory"))
 
 
 def _read_optional(spark: Any, location: str, schema: str) -> Any:
@@ -1251,7 +1254,7 @@ def _copycheck_into(args: argparse.Namespace, out: str, names: Any, allowed: Tup
     if problem is not None:
         raise CLIError(problem, EXIT_ERROR)
     spark = _session(args)
-    t = _read_tables(spark, args.scan)
+    t = _load_chunks(spark, args.scan)
     missing = [n for n in ("chunks", "blocks", "containers") if t.get(n) is None]
     if missing:
         raise CLIError(f"{args.scan}: not a scan output directory (no {', '.join(missing)} "

@@ -18,7 +18,13 @@ every table exists), named by the host and the volume: hosts never touch each ot
 and a re-run of one host replaces that host's files (written under a hidden temporary name and
 renamed where the filesystem can; on an object store the final name is written in one upload,
 which appears only when complete) and then removes that host's older files that the run did
-not write again (a volume gone, a datanode identity changed).
+not write again (a volume gone, a datanode identity changed). In a local directory every file
+is reached from the directory's descriptor (_LocalOut): no symbolic link inside it is ever
+written, renamed or deleted through, and no file of another user is removed.
+
+The readers (`crcmerkle spark diff|report|plan|copycheck`) apply the data-local scan's checks
+to these tables (spark_udfs.vouch): a volume the inventory does not give its host, a datanode
+on two hosts, a host naming two datanodes leave the comparison there.
 
 Memory: rows go to one ParquetWriter per (table, datanode) of the volume being scanned, a row
 group at a time (ROW_GROUP_BYTES): a volume's chunk rows are never held whole.
@@ -29,10 +35,12 @@ tables are read (`spark report --datanodes FILE`).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
 import socket
+import stat
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
@@ -46,6 +54,7 @@ from merkle.replica.errors import ReplicaError, VolumeError
 from merkle.replica.layout import UNKNOWN_DATANODE, Layout, ReplicaRef, Volume
 from merkle.replica.layouts import layout_of
 from merkle.replica.results import RateLimiter
+from merkle.replica.safeopen import check_component, open_dir, open_regular
 from merkle.replica.uri import Location, redact
 from spark_udfs.scan import SCANNED, TABLE_SCHEMAS, VOLUME_FAILED, _one_per_datanode, _result_rows
 
@@ -93,12 +102,20 @@ _SPARK_ESCAPED = frozenset([chr(c) for c in range(1, 0x20)]
                            + list("\"#%'*/:=?\\\x7f{[]^"))
 
 
+#: the partition directory value Spark (and Hive) read back as null (ExternalCatalogUtils.
+#: DEFAULT_PARTITION_NAME): a datanode of that name is written escaped
+SPARK_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+
 def escape_partition_value(value: str) -> str:
     """`value` as Spark writes it in a partition directory name (`datanode=<this>`), so that
-    Spark's partition discovery reads `value` back exactly. An empty value has no such form
+    Spark's partition discovery reads `value` back exactly (the one value Spark reads back as
+    null, SPARK_NULL_PARTITION, with its first character escaped). An empty value has no such form
     (Spark writes null there): refused."""
     if not value:
         raise ValueError("an empty datanode identity cannot name a partition")
+    if value == SPARK_NULL_PARTITION:  # Spark reads that directory name as null: its first
+        return "%5F" + value[1:]       # character escaped, Spark unescapes it back to itself
     return "".join(f"%{ord(c):02X}" if c in _SPARK_ESCAPED else c for c in value)
 
 
@@ -128,16 +145,18 @@ def default_host() -> str:
 # ---- writing -----------------------------------------------------------------------------
 
 class _Out:
-    """The output location opened once: its filesystem, and how files are committed."""
+    """The output location opened once: its filesystem, and how files are committed (an
+    object store or HDFS, through pyarrow.fs: no symbolic links there). A file is named by
+    (table, partition directory, name)."""
 
     def __init__(self, uri: str) -> None:
         self.uri = uri
         self.loc = Location.parse(uri)
         self.fs = self.loc.filesystem
         self.base = self.loc.path.rstrip("/")
-        # a rename is atomic on a local filesystem and HDFS; on an object store it is a copy:
-        # there the final name is written in one upload (visible only once complete)
-        self.renames = self.fs.type_name in ("local", "hdfs")
+        # a rename is atomic on HDFS; on an object store it is a copy: there the final name
+        # is written in one upload (visible only once complete)
+        self.renames = self.fs.type_name == "hdfs"
         self.made: Set[str] = set()
 
     def path(self, *parts: str) -> str:
@@ -146,18 +165,113 @@ class _Out:
     def show(self, path: str) -> str:
         return self.loc.show(path)
 
-    def make_dir(self, path: str) -> None:
-        if path not in self.made:
-            self.fs.create_dir(path, recursive=True)
-            self.made.add(path)
+    def create(self, table: str, part: str, name: str) -> Any:
+        """A new file's output stream (its directories made as needed)."""
+        d = self.path(table, part)
+        if d not in self.made:
+            self.fs.create_dir(d, recursive=True)
+            self.made.add(d)
+        return self.fs.open_output_stream(f"{d}/{name}")
 
-    def commit(self, tmp: str, final: str) -> None:
+    def commit(self, table: str, part: str, tmp: str, final: str) -> None:
         if tmp == final:
             return
+        src, dst = self.path(table, part, tmp), self.path(table, part, final)
         if self.fs.type_name == "hdfs":  # HDFS refuses to rename onto an existing file
-            if self.fs.get_file_info(final).type != pafs.FileType.NotFound:
-                self.fs.delete_file(final)
-        self.fs.move(tmp, final)
+            if self.fs.get_file_info(dst).type != pafs.FileType.NotFound:
+                self.fs.delete_file(dst)
+        self.fs.move(src, dst)
+
+    def delete(self, table: str, part: str, name: str) -> None:
+        self.fs.delete_file(self.path(table, part, name))
+
+    def listing(self, table: str) -> Iterable[Tuple[str, str]]:
+        """(partition directory, file name) of every file of `table`, one level down."""
+        sel = pafs.FileSelector(self.path(table), recursive=True, allow_not_found=True)
+        for info in self.fs.get_file_info(sel):
+            if info.type != pafs.FileType.File:
+                continue
+            rel = info.path[len(self.path(table)) + 1:].split("/")
+            if len(rel) == 2:
+                yield rel[0], rel[1]
+
+    def close(self) -> None:
+        pass
+
+
+class _LocalOut(_Out):
+    """A local output directory, every file reached from the directory's descriptor as a
+    replica's files are (merkle.replica.safeopen): each table and partition directory opened
+    with O_NOFOLLOW (made where missing), files created O_EXCL|O_NOFOLLOW, renamed and
+    removed relative to their directory's descriptor. A symbolic link inside the directory
+    is never written, renamed or deleted through (an OSError naming it); the directory
+    itself is the operator's to name, link or not. Only regular files owned by this user
+    (or by their directory's owner, to whom a created file is given) are ever removed."""
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(uri)
+        self.renames = True  # atomic on a local filesystem
+        os.makedirs(self.base or "/", exist_ok=True)
+        self._root = open_dir(self.base or "/", follow=True)
+        self._dirs: Dict[Tuple[str, ...], int] = {}
+
+    def _dir(self, *names: str, create: bool = True) -> int:
+        """The descriptor of base/names... (opened once, never through a link)."""
+        fd = self._dirs.get(names)
+        if fd is None:
+            parent = self._dir(*names[:-1], create=create) if len(names) > 1 else self._root
+            check_component(names[-1], self.path(*names))
+            fd = open_dir(names[-1], parent, create=create, display=self.path(*names))
+            self._dirs[names] = fd
+        return fd
+
+    def create(self, table: str, part: str, name: str) -> Any:
+        d = self._dir(table, part)
+        shown = self.path(table, part, name)
+        fd = open_regular(d, name, os.O_WRONLY, create=True, exclusive=True, display=shown)
+        return os.fdopen(fd, "wb")
+
+    def commit(self, table: str, part: str, tmp: str, final: str) -> None:
+        d = self._dir(table, part)
+        os.rename(tmp, final, src_dir_fd=d, dst_dir_fd=d)  # replaces a link, never follows
+
+    def delete(self, table: str, part: str, name: str) -> None:
+        os.unlink(name, dir_fd=self._dir(table, part))
+
+    def listing(self, table: str) -> Iterable[Tuple[str, str]]:
+        """Only this user's regular files in real directories: a link, or what another user
+        put there, is never listed (so never removed)."""
+        try:
+            tfd = self._dir(table, create=False)
+        except FileNotFoundError:
+            return
+        with os.scandir(tfd) as parts:
+            dirs = [e.name for e in parts if e.is_dir(follow_symlinks=False)]
+        for part in sorted(dirs):
+            try:
+                pfd = self._dir(table, part, create=False)
+            except OSError:  # replaced by a link since: not ours to walk
+                continue
+            # a file this run creates belongs to this user or, given away, to the
+            # directory's owner (safeopen): anyone else's was not written here
+            owners = {os.geteuid(), os.fstat(pfd).st_uid}
+            with os.scandir(pfd) as files:
+                for e in files:
+                    st = e.stat(follow_symlinks=False)
+                    if stat.S_ISREG(st.st_mode) and st.st_uid in owners:
+                        yield part, e.name
+
+    def close(self) -> None:
+        for fd in self._dirs.values():
+            os.close(fd)
+        self._dirs.clear()
+        os.close(self._root)
+
+
+def _output(uri: str) -> _Out:
+    """The output at `uri`: a local directory (descriptor-relative) or a pyarrow filesystem."""
+    out = _Out(uri)
+    return _LocalOut(uri) if out.fs.type_name == "local" else out
 
 
 class _TableFile:
@@ -168,12 +282,12 @@ class _TableFile:
         self.out = out
         self.table = table
         self.schema = _FILE_ARROW[table]
-        d = out.path(table, f"{PARTITION}={escape_partition_value(datanode)}")
-        out.make_dir(d)
-        self.final = f"{d}/{name}"
+        self.part = f"{PARTITION}={escape_partition_value(datanode)}"
+        self.name = name
+        self.final = out.path(table, self.part, name)
         # hidden (a leading dot): Spark's and pyarrow's readers skip it while it is written
-        self.tmp = f"{d}/.{name}.{os.getpid()}.tmp" if out.renames else self.final
-        self._stream = out.fs.open_output_stream(self.tmp)
+        self.tmp = f".{name}.{os.getpid()}.tmp" if out.renames else name
+        self._stream = out.create(table, self.part, self.tmp)
         self._writer = pq.ParquetWriter(self._stream, self.schema)
         self._pending: List[pa.Table] = []
         self._bytes = 0
@@ -197,7 +311,7 @@ class _TableFile:
         self._flush()
         self._writer.close()
         self._stream.close()
-        self.out.commit(self.tmp, self.final)
+        self.out.commit(self.table, self.part, self.tmp, self.name)
         return self.final
 
     def abandon(self) -> None:
@@ -206,9 +320,9 @@ class _TableFile:
             self._writer.close()
             self._stream.close()
         finally:
-            if self.tmp != self.final:
+            if self.tmp != self.name:
                 try:
-                    self.out.fs.delete_file(self.tmp)
+                    self.out.delete(self.table, self.part, self.tmp)
                 except OSError:
                     pass
 
@@ -306,7 +420,20 @@ def emit_scan(paths: List[str], uri: str, host: str, *, trees_only: bool = False
     walk entry that cannot be used is one line in `failures` and the rest goes on; an error
     writing the output raises OSError (nothing of the failed volume is left behind)."""
     res = EmitResult()
-    out = _Out(uri)
+    out = _output(uri)
+    try:
+        return _emit_to(out, res, paths, host, trees_only=trees_only,
+                        metadata_only=metadata_only, bytes_per_second=bytes_per_second,
+                        drop_cache=drop_cache, strict=strict, on_volume=on_volume,
+                        options=options)
+    finally:
+        out.close()
+
+
+def _emit_to(out: _Out, res: EmitResult, paths: List[str], host: str, *, trees_only: bool,
+             metadata_only: bool, bytes_per_second: Optional[float], drop_cache: bool,
+             strict: bool, on_volume: Optional[Callable[[Dict[str, Any]], None]],
+             options: Dict[str, Any]) -> EmitResult:
     volumes: List[Tuple[Layout, Volume]] = []
     seen: Set[Tuple[str, str, Optional[str]]] = set()
 
@@ -336,6 +463,8 @@ def emit_scan(paths: List[str], uri: str, host: str, *, trees_only: bool = False
                 refs = layout.replicas(v, walk_error)
             except (ReplicaError, OSError, ValueError) as exc:
                 walk_error(v, exc)
+                # its replicas unknown: VOLUME_FAILED, never a volume that holds none
+                v = dataclasses.replace(v, problem=f"its replicas could not be listed: {exc}")
         listed.append((layout, v, refs))
     kept, duplicates = _one_per_datanode([r for _, _, refs in listed for r in refs])
     keep = {id(r) for r in kept}
@@ -411,23 +540,21 @@ def _emit_volume(layout: Layout, v: Volume, refs: List[ReplicaRef], keep: Set[in
 def _remove_stale(out: _Out, host: str, written: List[str], tables: List[str]) -> List[str]:
     """Remove this host's files that this run did not write (an earlier run's: a volume no
     longer given, a datanode identity that changed) and its leftover temporary files; other
-    hosts' files are never touched (their names carry their own host)."""
+    hosts' files are never touched (their names carry their own host), nor, locally, a link
+    or another user's file (_LocalOut.listing)."""
     mine = FILE_PREFIX + host_key(host) + "_"
     keep = set(written)
     removed = []
     for t in tables:
-        sel = pafs.FileSelector(out.path(t), recursive=True, allow_not_found=True)
-        for info in out.fs.get_file_info(sel):
-            if info.type != pafs.FileType.File:
-                continue
-            name = info.base_name
+        for part, name in list(out.listing(t)):
+            path = out.path(t, part, name)
             stale = (name.startswith(mine) and name.endswith(".parquet")
-                     and info.path not in keep)
+                     and path not in keep)
             leftover = name.startswith("." + mine) and name.endswith(".tmp") \
                 and name.rsplit(".", 2)[-2] != str(os.getpid())
             if stale or leftover:
-                out.fs.delete_file(info.path)
-                removed.append(info.path)
+                out.delete(t, part, name)
+                removed.append(path)
     return removed
 
 

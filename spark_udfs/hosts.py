@@ -21,6 +21,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, 
 
 from merkle.replica.inventory import Inventory, _check_host, _name_key
 from merkle.replica.layout import UNKNOWN_DATANODE, datanode_identity
+from spark_udfs.vouch import NOT_IN_INVENTORY, same_volume
 
 __all__ = ["HostIndex", "command_host", "host_index", "unscanned_hosts"]
 
@@ -28,6 +29,10 @@ __all__ = ["HostIndex", "command_host", "host_index", "unscanned_hosts"]
 #: module does not import the scan job)
 SCANNED = "SCANNED"
 NOT_SCANNED = "NOT_SCANNED"
+#: the statuses of a datanode's own volumes that were not read (its others may have been);
+#: the rest (WRONG_DATANODE, DUPLICATE_DATANODE, NOT_IN_INVENTORY) are volumes that are not
+#: the datanode's to serve
+UNREAD_STATUSES = ("VOLUME_FAILED", NOT_SCANNED, "WRONG_HOST", "NO_EXECUTOR")
 
 
 def command_host(host: Optional[str]) -> Optional[str]:
@@ -36,10 +41,10 @@ def command_host(host: Optional[str]) -> Optional[str]:
 
 
 def _volume_rows(volumes: Any) -> List[Dict[str, Any]]:
-    """The volumes table's datanode/host/ran_on values: a Spark DataFrame (collected: one row
-    per volume, small), a pyarrow Table, or rows (dicts or Row objects; a missing key is
-    None)."""
-    keys = ("datanode", "host", "ran_on")
+    """The volumes table's datanode/host/ran_on/volume values: a Spark DataFrame (collected:
+    one row per volume, small), a pyarrow Table, or rows (dicts or Row objects; a missing key
+    is None)."""
+    keys = ("datanode", "host", "ran_on", "volume")
     if hasattr(volumes, "select") and hasattr(volumes, "collect"):  # a Spark DataFrame
         volumes = volumes.select(*[k for k in keys if k in volumes.columns]).distinct().collect()
     elif hasattr(volumes, "to_pylist"):  # a pyarrow Table
@@ -55,11 +60,15 @@ def unscanned_hosts(volumes: Any, inventory: Optional[Inventory]) -> List[Tuple]
     """VOLUME_SCHEMA rows (status NOT_SCANNED) for every inventory host of which `volumes`
     (the volumes table: a DataFrame, an Arrow table or rows) holds no row at all: matched by
     its datanode UUID, else by its host name or address (in `host` or `ran_on`). One row per
-    volume the inventory gives it (one with no volume when it gives none)."""
+    volume the inventory gives it (one with no volume when it gives none). And for a host
+    that has rows naming it (`host`), one row per volume of it that no row names: a volume
+    nobody emitted is reported by name, never silently absent."""
     if inventory is None:
         return []
     datanodes: Set[str] = set()
     hosts: Set[int] = set()
+    #: id(host) -> the volumes its rows name (rows naming the host in `host`)
+    seen: Dict[int, Set[str]] = {}
     for r in _volume_rows(volumes):
         if r["datanode"]:
             datanodes.add(datanode_identity(r["datanode"]))
@@ -67,9 +76,21 @@ def unscanned_hosts(volumes: Any, inventory: Optional[Inventory]) -> List[Tuple]
             h = inventory.host_named(name) if name else None
             if h is not None:
                 hosts.add(id(h))
+        h = inventory.host_named(r["host"]) if r["host"] else None
+        if h is not None and r["volume"]:
+            seen.setdefault(id(h), set()).add(same_volume(r["volume"]))
     out: List[Tuple] = []
     for h in inventory.hosts:
         uuid = datanode_identity(h.uuid) if h.uuid else None
+        if id(h) in seen:
+            for vol in h.volumes:
+                if same_volume(vol) not in seen[id(h)]:
+                    out.append((uuid or UNKNOWN_DATANODE, h.host, vol, None, NOT_SCANNED,
+                                f"volume {vol} of {h.host} is in the inventory, but the scan "
+                                f"tables hold no row of it: nothing of it was scanned or "
+                                f"emitted (its replicas are UNVERIFIED)", None, None, None,
+                                None))
+            continue
         if (uuid is not None and uuid in datanodes) or id(h) in hosts:
             continue
         detail = (f"in the inventory, but the scan tables hold no volume of datanode "
@@ -98,6 +119,10 @@ class HostIndex:
     hosts_unverified: List[Dict[str, Any]] = field(default_factory=list)
     #: datanodes none of whose volumes was SCANNED (their replicas are no verified copies)
     datanodes_unverified: Set[str] = field(default_factory=set)
+    #: datanode -> its own volumes that were not read (UNREAD_STATUSES: failed, never
+    #: scanned or emitted, no executor, the task elsewhere) as "VOLUME (STATUS)", sorted: the
+    #: containers there are unknown, so the datanode may not leave before they are scanned
+    unread_volumes: Dict[str, List[str]] = field(default_factory=dict)
     inventory: Optional[Inventory] = None
 
     @property
@@ -159,8 +184,10 @@ def host_index(spark: Any, *, replicas: Any = None, volumes: Any = None,
     pairs: Set[Tuple[str, str]] = set()
     for df in (replicas, volumes):
         if df is not None and "host" in df.columns and "datanode" in df.columns:
-            for r in df.filter(F.col("host").isNotNull() & F.col("datanode").isNotNull()) \
-                    .select("datanode", "host").distinct().collect():
+            named = F.col("host").isNotNull() & F.col("datanode").isNotNull()
+            if "status" in df.columns:  # a volume the inventory does not give that host
+                named = named & (F.col("status") != F.lit(NOT_IN_INVENTORY))  # names no one
+            for r in df.filter(named).select("datanode", "host").distinct().collect():
                 pairs.add((r["datanode"], r["host"]))
     idx = HostIndex(inventory=inventory)
     seen: Dict[str, Set[str]] = {}
@@ -240,3 +267,9 @@ def _volume_facts(idx: HostIndex, volumes: Any, first: int) -> None:
         F.max((F.col("status") == F.lit(SCANNED)).cast("int")).alias("ok"))
     idx.datanodes_unverified = {r["datanode"] for r in per_dn.filter(F.col("ok") == 0)
                                 .collect()}
+    unread = volumes.filter(F.col("datanode").isNotNull()
+                            & F.col("status").isin(*UNREAD_STATUSES)).groupBy("datanode").agg(
+        F.sort_array(F.collect_set(F.concat(F.coalesce(F.col("volume"), F.lit("(no volume)")),
+                                            F.lit(" ("), F.col("status"), F.lit(")"))))
+        .alias("v"))
+    idx.unread_volumes = {r["datanode"]: list(r["v"]) for r in unread.collect()}

@@ -18,11 +18,12 @@ sees none of it. So the unit of work is one (host, volume) of the inventory
   WRONG_DATANODE). Only then does it list the volume's replicas and scan them through their
   layout, at the per-volume byte rate, in the idle I/O class, dropping what it read from the
   page cache (merkle.replica.politeio): polite on a live datanode;
-- the driver then checks what only the whole cluster shows (one small row per volume): a
+- the driver then checks what only the whole cluster shows (one small row per volume,
+  spark_udfs.vouch, the checks the readers of `crcmerkle scan --emit` tables apply too): a
   datanode identity claimed on two hosts (DUPLICATE_DATANODE), a host whose volumes name
-  different datanodes or a volume of another cluster (WRONG_DATANODE), a container twice on
-  one datanode (DUPLICATE_REPLICA): their rows are taken out of the tables that compare
-  replicas, so that no replica is counted as another datanode's.
+  different datanodes, or a volume of another cluster (WRONG_DATANODE: that volume alone),
+  and a container twice on one datanode (DUPLICATE_REPLICA): their rows are taken out of
+  the tables that compare replicas, so that no replica is counted as another datanode's.
 
 Driver time and memory grow with the number of volumes, never with the number of replicas.
 The tables are those of spark_udfs.scan (plus `host` columns and the volumes table), so
@@ -35,7 +36,7 @@ import json
 import os
 import socket
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import pyarrow as pa
@@ -65,6 +66,7 @@ from spark_udfs.scan import (
     _select_blocks,
 )
 from spark_udfs.tables import CHUNK_TABLE_COLUMNS
+from spark_udfs.vouch import check_volumes
 
 __all__ = ["DEFAULT_EXECUTOR_WAIT", "JOB_GROUP", "LOCALITY_CONF", "executor_of",
            "scan_datanodes"]
@@ -162,8 +164,9 @@ def _scan_volume(item: Dict[str, Any], options: Dict[str, Any]) -> Iterator[pa.T
         for rep, r, err in layout.scan(refs, trees_only=options["trees_only"],
                                        metadata_only=options["metadata_only"], **kwargs):
             read += 0 if r is None else int(r.bytes_read)
-            yield from _result_rows(rep, r, err, options["trees_only"], item["host"],
-                                    metadata_only=options["metadata_only"])
+            for t in _result_rows(rep, r, err, options["trees_only"], item["host"],
+                                  metadata_only=options["metadata_only"]):
+                yield _of_volume(t, item["host"], volume)
     except (OSError, ReplicaError) as exc:  # the volume failed under the scan (a dead disk)
         yield _volume_row(item, VOLUME_FAILED, f"{volume} on {item['host']}: "
                           f"{redact(getattr(exc, 'strerror', None) or str(exc))}",
@@ -174,6 +177,15 @@ def _scan_volume(item: Dict[str, Any], options: Dict[str, Any]) -> Iterator[pa.T
     yield _volume_row(item, SCANNED, None, datanode=v.datanode, cluster_id=v.cluster_id,
                       replicas=len(refs), bytes_read=read, seconds=time.monotonic() - t0,
                       ran_on=ran_on)
+
+
+def _of_volume(t: pa.Table, host: str, volume: str) -> pa.Table:
+    """A task's output rows with their host and volume, every kind (a chunk row has no host
+    of its own): the driver takes a volume's rows out by them."""
+    for name, value in (("host", host), ("volume", volume)):
+        i = t.schema.get_field_index(name)
+        t = t.set_column(i, name, pa.array([value] * t.num_rows, pa.string()))
+    return t
 
 
 def _task_fn(options: Dict[str, Any]) -> Any:
@@ -224,46 +236,15 @@ def _items(inventory: Inventory, registered: Sequence[str], local: bool
     return items, missing
 
 
-def _cluster_checks(volumes: List[Any]) -> Tuple[Dict[Tuple[str, str], Tuple[str, str]],
-                                                 Set[str]]:
-    """What only the whole cluster shows, from the SCANNED volume rows: {(host, volume):
-    (new status, detail)} and the datanode identities whose rows leave the comparison."""
-    scanned = [r for r in volumes if r["status"] == SCANNED]
-    changed: Dict[Tuple[str, str], Tuple[str, str]] = {}
-    excluded: Set[str] = set()
-    hosts_of: Dict[str, Set[str]] = defaultdict(set)
-    for r in scanned:
-        hosts_of[r["datanode"]].add(r["host"])
-    for dn, hosts in hosts_of.items():
-        if len(hosts) > 1:
-            excluded.add(dn)
-            for r in scanned:
-                if r["datanode"] == dn:
-                    changed[(r["host"], r["volume"])] = (DUPLICATE_DATANODE, (
-                        f"datanode {dn} is claimed by volumes on {len(hosts)} hosts "
-                        f"({', '.join(sorted(hosts))}): counted as none of theirs"))
-    by_host: Dict[str, Set[str]] = defaultdict(set)
-    for r in scanned:
-        by_host[r["host"]].add(r["datanode"])
-    for host, dns in by_host.items():
-        if len(dns) > 1:
-            excluded |= dns
-            why = (f"the volumes of {host} name {len(dns)} datanodes "
-                   f"({', '.join(sorted(dns))}): Ozone would refuse the ones that are not its "
-                   f"own; none is counted")
-            for r in scanned:
-                if r["host"] == host:
-                    changed.setdefault((host, r["volume"]), (WRONG_DATANODE, why))
-    clusters = Counter(r["cluster_id"] for r in scanned if r["cluster_id"])
-    if len(clusters) > 1:
-        (main, _), = clusters.most_common(1)
-        for r in scanned:
-            if r["cluster_id"] and r["cluster_id"] != main:
-                excluded.add(r["datanode"])
-                why = (f"{r['volume']} on {r['host']} belongs to cluster {r['cluster_id']}, "
-                       f"the others to {main}: not counted")
-                changed.setdefault((r["host"], r["volume"]), (WRONG_DATANODE, why))
-    return changed, excluded
+def _cluster_checks(volumes: List[Any], inventory: Optional[Inventory] = None
+                   ) -> Tuple[Dict[Tuple[str, str], Tuple[str, str]], Set[Tuple[str, str]]]:
+    """What only the whole cluster shows, from the volume rows (spark_udfs.vouch, as the
+    readers of emitted tables check them): {(host, volume): (new status, detail)}, and the
+    (host, volume) pairs whose rows leave the comparison (those volumes alone: a host's
+    other volumes stay counted)."""
+    rows = [r if isinstance(r, dict) else r.asDict() for r in volumes]
+    verdicts = check_volumes(rows, inventory)
+    return {k: (v.status, v.detail) for k, v in verdicts.items()}, set(verdicts)
 
 
 def scan_datanodes(spark: Any, inventory: Inventory, *, trees_only: bool = False,
@@ -310,13 +291,15 @@ def scan_datanodes(spark: Any, inventory: Inventory, *, trees_only: bool = False
     volumes = out.filter(kind == "VOLUME").select(
         "datanode", "host", "volume", "cluster_id", "status", "detail",
         F.col("blocks").alias("replicas"), "bytes_read", "seconds", "ran_on").collect()
-    changed, excluded = _cluster_checks(volumes)
+    changed, excluded = _cluster_checks(volumes, inventory)
     rows = [(r["datanode"], r["host"], r["volume"], r["cluster_id"],
              *changed.get((r["host"], r["volume"]), (r["status"], r["detail"])),
              r["replicas"], r["bytes_read"], r["seconds"], r["ran_on"]) for r in volumes]
     volume_df = spark.createDataFrame(rows + missing, VOLUME_SCHEMA)
 
-    keep = ~F.col("datanode").isin(sorted(excluded)) if excluded else F.lit(True)
+    # every row of a task carries its (host, volume): a volume taken out takes its rows along
+    where = F.concat_ws("\0", F.col("host"), F.col("volume"))
+    keep = ~where.isin(sorted("\0".join(k) for k in excluded)) if excluded else F.lit(True)
     summary = out.filter((kind == "REPLICA") & keep).select(*_names(
         "datanode string, replica string, container long, data_checksum long, ok boolean, "
         "errors long, blocks long, chunks long, bytes_read long, tombstones long, "

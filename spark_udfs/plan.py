@@ -364,6 +364,7 @@ def build_plan(diff: DiffResult, *, decommission: Sequence[str] = (),
         raise ValueError(f"datanode(s) {', '.join(unknown)} hold no replica in the scan "
                          f"(name a datanode by its UUID or its host name; known: "
                          f"{', '.join(idx.who(d) for d in sorted(dn_volumes)[:20])})")
+    _check_read_whole(idx, leaving)
     # a datanode none of whose volumes was verified is no target of a copy
     in_service = sorted(d for d in dn_volumes if d not in leaving
                         and d not in idx.datanodes_unverified)
@@ -443,6 +444,19 @@ def build_plan(diff: DiffResult, *, decommission: Sequence[str] = (),
         **({owner.name: _owner_steps(owner, leaving, ids["OZONE_WOULD_ALLOW"], idx)}
            if owner is not None else {}),
     }
+
+
+def _check_read_whole(idx: HostIndex, leaving: Dict[str, str]) -> None:
+    """ValueError when a leaving datanode has a volume of its own that was not read (failed,
+    never scanned or emitted, ...): the containers there are unknown, and it may hold the
+    only good copy of some; it may leave once that volume is scanned."""
+    bad = [d for d in sorted(leaving) if idx.unread_volumes.get(d)]
+    if bad:
+        what = "; ".join(f"{idx.who(d)}: {', '.join(idx.unread_volumes[d][:5])}"
+                         + (" ..." if len(idx.unread_volumes[d]) > 5 else "") for d in bad)
+        raise ValueError(f"datanode(s) with volumes that were not read ({one_line(what)}): "
+                         f"what they hold is unknown; scan them before planning their "
+                         f"decommission or maintenance")
 
 
 def _resolve(idx: HostIndex, names: Sequence[str], known: Sequence[str]) -> List[str]:

@@ -58,7 +58,8 @@ from spark_udfs.tables import (
 )
 
 __all__ = ["BLOCK_SCHEMA", "DUPLICATE_DATANODE", "DUPLICATE_REPLICA", "ERROR_SCHEMA",
-           "NOT_SCANNED", "NO_EXECUTOR", "REPLICAS_PER_TASK", "REPLICA_SCHEMA", "ROWS_PER_FILE",
+           "NOT_IN_INVENTORY", "NOT_SCANNED", "NO_EXECUTOR", "REPLICAS_PER_TASK",
+           "REPLICA_SCHEMA", "ROWS_PER_FILE",
            "SCANNED", "SCAN_FAILED", "ScanTables", "TABLE_SCHEMAS", "VOLUME_FAILED",
            "VOLUME_SCHEMA", "VOLUME_STATUSES", "WRONG_DATANODE", "WRONG_HOST", "scan_replicas"]
 
@@ -109,11 +110,14 @@ DUPLICATE_DATANODE = "DUPLICATE_DATANODE"
 NO_EXECUTOR = "NO_EXECUTOR"
 #: the volume could not be read at all (missing, a VERSION Ozone would refuse, I/O error)
 VOLUME_FAILED = "VOLUME_FAILED"
-#: a host of the inventory for which the scan tables hold no volume (the --emit route: the
-#: host emitted nothing)
+#: a volume of the inventory for which the scan tables hold no row (the --emit route: the
+#: host, or that volume of it, emitted nothing)
 NOT_SCANNED = "NOT_SCANNED"
+#: an emitted volume the --datanodes inventory does not give its host (or a host it does not
+#: list): scanned, but none of its replicas is counted (spark_udfs.vouch)
+NOT_IN_INVENTORY = "NOT_IN_INVENTORY"
 VOLUME_STATUSES = (SCANNED, WRONG_HOST, WRONG_DATANODE, DUPLICATE_DATANODE, NO_EXECUTOR,
-                   VOLUME_FAILED, NOT_SCANNED)
+                   VOLUME_FAILED, NOT_SCANNED, NOT_IN_INVENTORY)
 
 #: a replica the scanner could not finish (an I/O error on its metadata, a vanished
 #: directory): reported as an error row, the other replicas of the task go on

@@ -190,6 +190,12 @@ LEVELS: Dict[str, Level] = {
                "scan --emit`: the host emitted nothing): its replicas are UNVERIFIED",
         "(a crcmerkle cluster scan's own finding)",
         data_scanned=False),
+    "NOT_IN_INVENTORY": Level(
+        ERROR, "an emitted volume the inventory does not give its host (or of a host it does "
+               "not list): none of its replicas counts as a good copy or vouches for a key",
+        "(a crcmerkle cluster scan's own finding: SCM knows only the datanodes registered "
+        "with it)",
+        data_scanned=False),
 }
 
 

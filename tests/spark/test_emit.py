@@ -167,7 +167,9 @@ def test_host_that_emitted_nothing_is_not_scanned(spark: Any, cluster: Any, tmp_
     for dn in ("dn0", "dn1"):  # dn2 emits nothing
         assert _emit(root, str(out), dn) == 1
     inv = tmp_path / "inventory.json"
-    inv.write_text(json.dumps([{"host": dn, "uuid": uuids[dn], "volumes": ["/data/disk1"]}
+    # the volumes each host has (an emitted volume the inventory does not give its host is
+    # NOT_IN_INVENTORY, one it gives but nobody emitted NOT_SCANNED)
+    inv.write_text(json.dumps([{"host": dn, "uuid": uuids[dn], "volumes": _volumes(root, dn)}
                                for dn in ("dn0", "dn1", "dn2")]
                               + [{"host": "dn3.example", "volumes": ["/data/disk1"]}]))
     capsys.readouterr()
@@ -187,12 +189,12 @@ def test_host_that_emitted_nothing_is_not_scanned(spark: Any, cluster: Any, tmp_
 
     rows = unscanned_hosts(vols, load_inventory(str(inv)))
     assert [(r[0], r[1], r[2], r[4]) for r in rows] == [
-        (uuids["dn2"], "dn2", "/data/disk1", NOT_SCANNED),
+        *((uuids["dn2"], "dn2", v, NOT_SCANNED) for v in _volumes(root, "dn2")),
         ("unknown", "dn3.example", "/data/disk1", NOT_SCANNED)]
     # by host name: a host whose UUID the inventory does not know is matched by its name
     renamed = [{"datanode": "someone-else", "host": "dn2", "ran_on": "dn2"}]
     assert [r[1] for r in unscanned_hosts(renamed, load_inventory(str(inv)))] == \
-        ["dn0", "dn1", "dn3.example"]
+        ["dn0", "dn0", "dn1", "dn1", "dn3.example"]  # one row per volume
 
 
 def _files(out: Path) -> Dict[str, float]:

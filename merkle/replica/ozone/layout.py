@@ -20,7 +20,8 @@ VERSION is data, never a path: `clusterID` and `storageID` must each be one plai
 component, and the directories they name (and `current/`) must be real directories under the
 volume's `hdds/`, not links. A volume whose VERSION breaks that, or whose `layOutVersion` is
 not the one Ozone accepts (HDDSVolumeLayoutVersion: only 1; a datanode fails such a volume
-at start-up), is a volume problem: none of its replicas is listed.
+at start-up), or whose `current/` cannot be listed (missing, a link, unreadable), is a volume
+problem: none of its replicas is listed, and the scans report the volume failed.
 """
 
 from __future__ import annotations
@@ -335,7 +336,36 @@ def _volume(root: Path) -> OzoneVolume:
                                                f"never followed)")
     if not _under(id_dir, hdds) or (_real_dir(storage) and not _under(storage, id_dir)):
         return OzoneVolume(root, props, None, f"{id_dir} does not lie under {hdds}")
+    problem = _current_problem(hdds, id_dir)
+    if problem is not None:
+        return OzoneVolume(root, props, None, problem)
     return OzoneVolume(root, props, id_dir)
+
+
+def _current_problem(hdds: Path, id_dir: Path) -> Optional[str]:
+    """Why `<id_dir>/current` cannot be listed (missing, a link, unreadable), else None. A
+    volume whose replicas cannot be listed is failed, never one that holds none: its holder
+    would otherwise look verified with nothing on it (and free to stop)."""
+    current = id_dir / "current"
+    try:
+        base = open_dir(os.fspath(hdds))
+        try:
+            fd = open_dir_chain(base, (id_dir.name, "current"), start=hdds)
+        finally:
+            os.close(base)
+        try:
+            with os.scandir(fd) as entries:
+                next(entries, None)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        if isinstance(exc, FileNotFoundError):
+            why = f"{current} is missing"
+        elif not why.startswith(os.fspath(current)):  # a link says where it was met
+            why = f"{current}: {why}"
+        return f"{why}: the volume's replicas cannot be listed; nothing of it is verified"
+    return None
 
 
 def _marks_volume(version: Path) -> bool:
