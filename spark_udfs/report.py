@@ -69,6 +69,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
+import shlex
 from typing import Any, Dict, List, Optional, Tuple
 
 from merkle.replica.layouts import owner_repairing
@@ -530,7 +531,7 @@ def format_text(report: Dict[str, Any]) -> str:
         lines += ["", "Ozone reconciliation (the datanodes repair their own replicas):"]
         for o in report["ozone_reconcile"]:
             held = [x for x in o.get("datanodes") or []]
-            lines.append("  " + " ".join(o["argv"]) + (
+            lines.append("  " + shlex.join(o["argv"]) + (
                 "   # " + _whos([x["datanode"] for x in held], [x["host"] for x in held],
                                 knows) if held and knows else ""))
     plan = report["repair_plan"]

@@ -174,3 +174,27 @@ def test_a_report_whose_replicas_lie_in_a_world_writable_directory_is_refused(
     os.chmod(root / "dnB", 0o755)  # the same report, the directory fixed: it runs
     assert child("reconcile", "--report", f).returncode == 0
     assert block(reps[0], 2).read_bytes() == payload(2)
+
+
+# --- issue 36 item 5: every printed command is shell-quoted -------------------------------------
+
+#: An argument a planted report or a layout could carry: unquoted, pasting the line runs `id`.
+PLANTED_ARG = "h1.example; id"
+
+
+def test_report_text_quotes_the_ozone_reconcile_commands() -> None:
+    from spark_udfs.report import STATES, format_text
+
+    report = {"generated": "now", "summary": {s: 0 for s in STATES},
+              "containers": {s: [] for s in STATES}, "first": 10, "mismatched": [],
+              "unrecoverable": [], "pending_deletions": [],
+              "ozone_reconcile": [{"containerID": 1, "argv": ["ozone", "admin", PLANTED_ARG]}],
+              "repair_plan": {"total": 0, "rounds": 0, "datanode_limit": 20, "commands": []}}
+    assert "  ozone admin 'h1.example; id'\n" in format_text(report)
+
+
+def test_reconcile_prints_the_ozone_commands_quoted(capsys: pytest.CaptureFixture) -> None:
+    from merkle.cli.reconcile import _print_ozone
+
+    _print_ozone([["ozone", "admin", "container", "reconcile", PLANTED_ARG]], 1)
+    assert "  ozone admin container reconcile 'h1.example; id'\n" in capsys.readouterr().out
