@@ -194,6 +194,14 @@ def _status(r: Any, strict: bool) -> str:
     return f"{len(r.errors) - warnings} ERRORS, {warnings} WARNING{'S' if warnings != 1 else ''}"
 
 
+#: What a pass that reads no data compared (by args.trees_only): its summary, text and JSON.
+NO_DATA_READ = {
+    False: "compared from recorded checksums (--metadata-only, the census: the block "
+           "metadata's checksums and the stored .tree), not verified against the data",
+    True: "compared from recorded checksums (--trees-only: the stored .tree files), not "
+          "verified against the data",
+}
+
 #: How many UNVERIFIED container IDs the summary lists (it counts them all).
 FIRST_UNVERIFIED = 100
 
@@ -353,6 +361,10 @@ def _run(args: argparse.Namespace, idle: bool) -> int:
     unverified = _unverified(results, args)
     summary["unverified_containers"] = len(unverified)
     summary["unverified"] = unverified[:FIRST_UNVERIFIED]
+    # a census or a trees-only pass reads no data: every output says so
+    summary["data_read"] = not cheap
+    if cheap:
+        summary["compared"] = NO_DATA_READ[args.trees_only]
     if args.json:
         json.dump(redact_json({"replicas": [r.to_dict(args.strict) for r in results],
                                "failed": failed, "summary": summary}), sys.stdout, indent=1)
@@ -362,6 +374,8 @@ def _run(args: argparse.Namespace, idle: bool) -> int:
         print(f"scanned {len(results)} replicas, {nbytes} bytes in {seconds:.2f} s{rate}: "
               f"{bad} with errors" + (f", {warned} with warnings only" if warned else "")
               + (f", {len(failed)} not scanned" if failed else ""))
+        if cheap:
+            print(f"no data read: {NO_DATA_READ[args.trees_only]}")
         if unverified:
             print(_unverified_line(unverified, args))
     if failed:
