@@ -67,7 +67,7 @@ def run_emit(args: argparse.Namespace, idle: bool) -> int:
     cheap = args.trees_only or args.metadata_only
     summary["data_read"] = not cheap  # a census or trees-only pass says so (issue 36)
     if cheap:
-        from merkle.cli.scan import NO_DATA_READ
+        from merkle.replica.census import NO_DATA_READ
 
         summary["compared"] = NO_DATA_READ[args.trees_only]
     if args.json:

@@ -194,14 +194,6 @@ def _status(r: Any, strict: bool) -> str:
     return f"{len(r.errors) - warnings} ERRORS, {warnings} WARNING{'S' if warnings != 1 else ''}"
 
 
-#: What a pass that reads no data compared (by args.trees_only): its summary, text and JSON.
-NO_DATA_READ = {
-    False: "compared from recorded checksums (--metadata-only, the census: the block "
-           "metadata's checksums and the stored .tree), not verified against the data",
-    True: "compared from recorded checksums (--trees-only: the stored .tree files), not "
-          "verified against the data",
-}
-
 #: How many UNVERIFIED container IDs the summary lists (it counts them all).
 FIRST_UNVERIFIED = 100
 
@@ -274,6 +266,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, idle: bool) -> int:
     from merkle.cli import one_line
+    from merkle.replica.census import NO_DATA_READ
     from merkle.replica.scan import DEFAULT_BUFFER_SIZE, ScanResult, scan_paths
 
     cheap = args.trees_only or args.metadata_only  # no data read, nothing written
