@@ -532,6 +532,19 @@ def _check_paths(paths: List[str]) -> None:
             raise CLIError(f"{p}: No such file or directory", EXIT_ERROR)
 
 
+def _check_output(output: str, inputs: List[str]) -> None:
+    """Exit 2 before anything is written when -o is an input, lies inside one or holds one:
+    the tables are written with Spark's mode overwrite (it deletes first), so the job would
+    destroy what it reads (a scan's tables, a replica's chunks/ directory)."""
+    from merkle.replica.uri import overlaps
+
+    for p in inputs:
+        if overlaps(output, p):
+            raise CLIError(f"-o {display(output)}: the output overlaps the input {display(p)} "
+                           f"(the same directory, or one inside the other): give -o a "
+                           f"directory apart from what is read", EXIT_ERROR)
+
+
 def _inventory_opt(p: argparse.ArgumentParser) -> None:
     """--datanodes FILE (and --ozone-conf) on the verbs that read scan tables: an inventory
     host with no volume in the tables is reported NOT_SCANNED (the --emit route: the host
@@ -708,6 +721,9 @@ def _scan_and_write(args: argparse.Namespace) -> Tuple[Any, Any]:
                        "or --metadata-only")
     if inventory is None:
         _check_paths(args.paths)
+        _check_output(args.output, args.paths)
+    else:  # the volumes of every host (a local -o inside one is on that host's disk too)
+        _check_output(args.output, sorted({v for h in inventory.hosts for v in h.volumes}))
     spark = _session(args, locality=inventory is not None)
     with _progress(args, spark, "scan"):
         try:
@@ -763,7 +779,10 @@ def _scan(args: argparse.Namespace) -> int:
     warns = int(counts["warnings"] or 0)
     errs, failed = int(counts["all"]) - warns, int(counts["failed"] or 0)
     read = read_summary(int(row["n"]), int(row["read"] or 0))
-    print(f"scanned {read['replicas']} replica(s), {read['read']} read: {errs} error(s)"
+    # a census or trees-only pass reads recorded checksums alone: it never says "read"
+    done = ("with recorded checksums read (no data read)" if args.trees_only
+            or args.metadata_only else "read")
+    print(f"scanned {read['replicas']} replica(s), {read['read']} {done}: {errs} error(s)"
           + (f", {warns} warning(s)" if warns else "")
           + (f", {failed} replica(s) could not be read" if failed else "")
           + f"; tables in {_dir_display(args.output)}/{{{','.join(tables.TABLES)}}}")
@@ -832,6 +851,7 @@ def _write_plan(res: Any, output: str, limit: int) -> Dict[str, Any]:
 
 def _diff(args: argparse.Namespace) -> int:
     _check_paths([args.input])  # before the JVM starts: a missing path costs nothing
+    _check_output(args.output, [args.input])
     inventory = _LOAD_STATE.get("inventory")  # --datanodes (_not_scanned loaded it)
     spark = _session(args)
     t = _load_chunks(spark, args.input)

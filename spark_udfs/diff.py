@@ -118,11 +118,16 @@ def _keys_from_scan(containers: Any, blocks: Any) -> Tuple[Any, Any]:
     # scans older than the `verified` column: a replica with a value counts as read
     verified = ("coalesce(verified, data_checksum IS NOT NULL)" if "verified" in
                 containers.columns else "data_checksum IS NOT NULL")
+    # a census or a trees-only pass verifies a replica from its recorded checksums and reads
+    # none of its data (bytes_read 0 for a replica that lists chunks): the report says so
+    data_read = (f"{verified} AND (bytes_read > 0 OR chunks = 0)"
+                 if {"bytes_read", "chunks"} <= set(containers.columns) else verified)
     replica_keys = containers.selectExpr(
         "container", "datanode", "replica", "coalesce(data_checksum, -1L) AS k1", "0L AS k2",
         "0L AS n",
         "tombstones > 0 OR unhealthy_chunks > 0 OR data_checksum IS NULL AS suspect",
-        "unhealthy_chunks", "data_checksum", f"{verified} AS verified")
+        "unhealthy_chunks", "data_checksum", f"{verified} AS verified",
+        f"coalesce({data_read}, false) AS data_read")
     block_keys = blocks.selectExpr(
         "container", "datanode", "block", "block_value AS k1", "CAST(deleted AS long) AS k2",
         "0L AS n", "CAST(NOT checksum_matches AS long) AS unhealthy")
@@ -151,7 +156,8 @@ def _keys_from_chunks(chunks: Any) -> Tuple[Any, Any]:
         F.sum("n").alias("n"), F.expr("bit_xor(k1)").alias("k1"), F.sum("k2").alias("k2"),
         F.sum("unhealthy").alias("unhealthy_chunks")
     ).withColumn("suspect", F.col("unhealthy_chunks") > 0).withColumn(
-        "data_checksum", F.lit(None).cast("long")).withColumn("verified", F.lit(True))
+        "data_checksum", F.lit(None).cast("long")).withColumn("verified", F.lit(True)) \
+        .withColumn("data_read", F.lit(True))
     block_keys = per_block.filter(F.col("block").isNotNull()).select(
         "container", "datanode", "block", "k1", "k2", "n", "unhealthy")
     return replica_keys, block_keys
@@ -264,7 +270,8 @@ def diff_chunks(chunks: Any, blocks: Any = None, containers: Any = None) -> Diff
         F.size(F.array_distinct(F.collect_list(F.struct("k1", "k2", "n")))).alias("n_keys"),
         F.max(F.col("suspect").cast("int")).alias("suspect"),
         F.sum("unhealthy_chunks").alias("unhealthy_chunks"),
-        F.sum(F.col("verified").cast("int")).alias("read_replicas"))
+        F.sum(F.col("verified").cast("int")).alias("read_replicas"),
+        F.sum(F.col("data_read").cast("int")).alias("data_replicas"))
     diverged = per_container.filter((F.col("n_keys") > 1) | (F.col("suspect") > 0)).select(
         "container", "n_replicas")
 
@@ -307,7 +314,7 @@ def diff_chunks(chunks: Any, blocks: Any = None, containers: Any = None) -> Diff
         F.when(F.col("read_replicas") == 0, F.lit(UNVERIFIED))
         .when(n_groups == 1, F.lit("MATCH")).otherwise(F.lit("MISMATCH")).alias("state"),
         F.coalesce(F.col("groups_exact"), F.col("key_groups")).alias("groups"),
-        "read_replicas",
+        "read_replicas", "data_replicas",
         F.coalesce(F.col("filtered"), F.lit(0)).cast("long").alias("unhealthy_chunks_filtered"))
     return DiffResult(replicas=replica_keys, containers=table.cache(), pulls=pulls,
                       unrecoverable=unrecoverable, diverged_blocks=diverged_blocks,

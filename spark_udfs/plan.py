@@ -53,6 +53,7 @@ from __future__ import annotations
 import datetime as _dt
 import heapq
 import json
+import shlex
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from merkle.messages import one_line
@@ -760,11 +761,11 @@ def format_text(plan: Dict[str, Any]) -> str:
                       f"let go ({s['ozone_would_allow']}) it copies nothing.",
                       "Reconcile them first, while the leaving nodes still run, then scan "
                       "and plan again:"]
-            lines += ["  " + " ".join(e["argv"]) for e in oz["reconcile_first"][:20]]
+            lines += ["  " + shlex.join(e["argv"]) for e in oz["reconcile_first"][:20]]
             if len(oz["reconcile_first"]) > 20:
                 lines.append("  ... (the JSON lists the first ones)")
         lines.append("Start the decommission / maintenance (Ozone then makes the copies):")
-        lines += ["  " + " ".join(e["argv"]) for e in oz["datanodes"] if e.get("argv")]
+        lines += ["  " + shlex.join(e["argv"]) for e in oz["datanodes"] if e.get("argv")]
         unnamed = [e["datanode"] for e in oz["datanodes"] if not e.get("argv")]
         if unnamed:
             lines.append(f"  no command for {', '.join(unnamed)}: its host is unknown (Ozone's "

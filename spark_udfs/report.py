@@ -69,6 +69,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
+import shlex
 from typing import Any, Dict, List, Optional, Tuple
 
 from merkle.messages import one_line
@@ -189,9 +190,11 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
     idx = host_index(c.sparkSession, replicas=replicas, volumes=volumes, inventory=inventory,
                      first=first)
     judged = judged_containers(diff, errors, strict)
+    if "data_replicas" not in judged.columns:  # a diff of tables without the column
+        judged = judged.withColumn("data_replicas", F.col("read_replicas"))
     flags = judged.select("container", "n_replicas", "unhealthy_chunks", "state",
-                          "read_replicas", "with_errors", "with_warnings", "meta_bad",
-                          "mismatched").join(
+                          "read_replicas", "data_replicas", "with_errors", "with_warnings",
+                          "meta_bad", "mismatched").join(
         diff.unrecoverable.select("container").distinct()
         .withColumn("unrecoverable", F.lit(True)), "container", "left").join(
         diff.pending_deletions.select("container").distinct()
@@ -216,6 +219,7 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
     }
     # one job for every state: counts and the first IDs (sorted) per state
     aggs = [F.sum("n_replicas").alias("__replicas"), F.sum("read_replicas").alias("__read"),
+            F.sum("data_replicas").alias("__data"),
             F.sum(F.when(short, 1).otherwise(0)).alias("__short")]
     for s in STATES:
         aggs.append(F.sum(F.when(cond[s], 1).otherwise(0)).alias(f"n_{s}"))
@@ -225,7 +229,9 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
     summary: Dict[str, int] = {s: int(row[f"n_{s}"] or 0) for s in STATES}
     lists: Dict[str, List[int]] = {s: [int(i) for i in (row[f"ids_{s}"] or [])][:first]
                                    for s in STATES}
-    read = read_summary(int(row["__replicas"] or 0), int(row["__read"] or 0))
+    read = read_summary(int(row["__replicas"] or 0), int(row["__read"] or 0),
+                        int(row["__data"] or 0))
+    recorded = _recorded_only(read, summary, lists)
     mismatched: List[Dict[str, Any]] = []
     values: Dict[Any, Optional[int]] = {}
     paths: Dict[Any, Optional[str]] = {}
@@ -289,6 +295,9 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
         "strict": strict,
         "summary": summary,
         "read": read,
+        # a census or trees-only pass: no data read, values compared from recorded checksums
+        "data_read": bool(read.get("data_read", read["read"])),
+        **({"compared_from_recorded_checksums": recorded} if recorded is not None else {}),
         "first": first,
         "containers": lists,
         "mismatched": mismatched,
@@ -415,10 +424,32 @@ def _plain(d: Dict[str, Any]) -> Dict[str, Any]:
             else v for k, v in d.items()}
 
 
-def read_summary(replicas: int, read: int) -> Dict[str, Any]:
-    """How much of the cluster a run actually read (the report's "read" entry)."""
-    return {"replicas": replicas, "read": read,
-            "fraction": round(read / replicas, 6) if replicas else 0.0}
+def read_summary(replicas: int, read: int, data: Optional[int] = None) -> Dict[str, Any]:
+    """How much of the cluster a run actually read (the report's "read" entry): `read`
+    replicas verified by the pass, `data` (when known) of them by reading their data (a
+    census or a trees-only pass reads recorded checksums alone: 0)."""
+    out: Dict[str, Any] = {"replicas": replicas, "read": read,
+                           "fraction": round(read / replicas, 6) if replicas else 0.0}
+    if data is not None:
+        out["data_read"] = data
+    return out
+
+
+#: What a report over a pass that read no data says instead of MATCH.
+RECORDED_NOTE = ("compared from recorded checksums: no data was read (a census, "
+                 "--metadata-only, or --trees-only), so no replica's data was verified")
+
+
+def _recorded_only(read: Dict[str, Any], summary: Dict[str, int],
+                   lists: Dict[str, List[int]]) -> Optional[Dict[str, Any]]:
+    """For a pass that verified replicas without reading any data: the containers whose
+    recorded values agree, taken out of MATCH (which says the data was compared), as the
+    report's "compared_from_recorded_checksums"; None after a scan that read data."""
+    if not read["read"] or read.get("data_read", read["read"]):
+        return None
+    out = {"containers": summary["MATCH"], "first": lists["MATCH"], "note": RECORDED_NOTE}
+    summary["MATCH"], lists["MATCH"] = 0, []
+    return out
 
 
 class NothingVerifiedError(RuntimeError):
@@ -483,13 +514,24 @@ def format_text(report: Dict[str, Any]) -> str:
     """The human form, in the shape of Ozone's container report."""
     knows = bool(report.get("knows_hosts"))
     lines = [f"Container Summary Report generated at {report['generated']}",
-             "=" * 58, "", "Container Health Summary", "=" * 24]
+             "=" * 58]
+    if report.get("compared_from_recorded_checksums") is not None:
+        lines.append(f"NO DATA READ: {RECORDED_NOTE}")
+    lines += ["", "Container Health Summary", "=" * 24]
     for s in STATES:
         lines.append(f"{s}: {report['summary'][s]}")
     if report.get("strict"):
         lines.append("(strict: findings of level warning count as UNHEALTHY)")
     rd = report.get("read")
-    if rd is not None:
+    rec = report.get("compared_from_recorded_checksums")
+    if rec is not None:
+        lines.append(f"Compared from recorded checksums (no data read): "
+                     f"{rec['containers']} container(s) whose replicas' recorded values "
+                     f"agree; NOT verified against their data")
+        if rd is not None:
+            lines.append(f"Replicas read: none (no data read); recorded checksums of "
+                         f"{rd['read']} of {rd['replicas']} compared")
+    elif rd is not None:
         lines.append(f"Replicas read: {rd['read']} of {rd['replicas']} "
                      f"({rd['fraction']:.1%})")
     v = report.get("verification") or {}
@@ -533,7 +575,7 @@ def format_text(report: Dict[str, Any]) -> str:
                       "repair their own replicas):"]
         for o in report["ozone_reconcile"]:
             held = [x for x in o.get("datanodes") or []]
-            lines.append("  " + " ".join(o["argv"]) + (
+            lines.append("  " + shlex.join(o["argv"]) + (
                 "   # " + _whos([x["datanode"] for x in held], [x["host"] for x in held],
                                 knows) if held and knows else ""))
     plan = report["repair_plan"]

@@ -248,7 +248,7 @@ def _verified(r: Any) -> bool:
     chunk, some bytes of its block files: a replica whose metadata or files the executor
     could not reach (a path only the driver sees, a store it cannot reach) was not verified,
     whatever its stored tree says."""
-    return r.meta is not None and (r.bytes_read > 0 or r.chunks == 0)
+    return bool(r.verified)  # merkle.replica.results.ScanResult.verified
 
 
 def _work(batches: Iterator[pa.RecordBatch]) -> Iterator[ReplicaRef]:

@@ -451,8 +451,15 @@ def test_the_command(tmp_path: Path, layout: str, capsys: Any) -> None:
         assert st == 0 and got["summary"]["bytes_read"] == 0 and got["failed"] == []
         assert {r["path"]: r["data_checksum"] for r in got["replicas"]} == value
         assert set(got["replicas"][0]) == set(data["replicas"][0])
+        # (issue 36) every output says that no data was read, and what was compared
+        assert got["summary"]["data_read"] is False and data["summary"]["data_read"] is True
+        assert got["summary"]["compared"].startswith("compared from recorded checksums")
+        assert not any(r["verified"] for r in got["replicas"])
+        assert all(r["verified"] for r in data["replicas"])
         st, out, _ = run(capsys, "scan", root, flag)
         assert st == 0 and "scanned 6 replicas, 0 bytes" in out
+        assert "no data read: compared from recorded checksums" in out
+        assert "no data read" not in run(capsys, "scan", root, "--no-write")[1]
     # a missing .tree: warnings (exit 0; 1 with --strict), and nothing is written
     rep = sorted(value)[0]
     tree_file(rep).unlink()

@@ -173,3 +173,58 @@ def test_a_report_whose_replicas_lie_in_a_world_writable_directory_is_refused(
     os.chmod(root / "dnB", 0o755)  # the same report, the directory fixed: it runs
     assert child("reconcile", "--report", f).returncode == 0
     assert block(reps[0], 2).read_bytes() == payload(2)
+
+
+# --- issue 36 item 5: every printed command is shell-quoted -------------------------------------
+
+#: An argument a planted report or a layout could carry: unquoted, pasting the line runs `id`.
+PLANTED_ARG = "h1.example; id"
+
+
+def test_report_text_quotes_the_ozone_reconcile_commands() -> None:
+    from spark_udfs.report import STATES, format_text
+
+    report = {"generated": "now", "summary": {s: 0 for s in STATES},
+              "containers": {s: [] for s in STATES}, "first": 10, "mismatched": [],
+              "unrecoverable": [], "pending_deletions": [],
+              "ozone_reconcile": [{"containerID": 1, "argv": ["ozone", "admin", PLANTED_ARG]}],
+              "repair_plan": {"total": 0, "rounds": 0, "datanode_limit": 20, "commands": []}}
+    assert "  ozone admin 'h1.example; id'\n" in format_text(report)
+
+
+def test_reconcile_prints_the_ozone_commands_quoted(capsys: pytest.CaptureFixture) -> None:
+    from merkle.cli.reconcile import _print_ozone
+
+    _print_ozone([["ozone", "admin", "container", "reconcile", PLANTED_ARG]], 1)
+    assert "  ozone admin container reconcile 'h1.example; id'\n" in capsys.readouterr().out
+
+
+# --- issue 36 item 12: an output onto its input is refused before anything is written ----------
+
+@pytest.mark.parametrize("verb", ["diff", "scan", "run"])
+@pytest.mark.parametrize("where", ["same", "inside", "containing", "link", "file-uri"])
+def test_spark_output_over_its_input_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                verb: str, where: str) -> None:
+    pytest.importorskip("pyspark")
+    from merkle.cli import main
+
+    s = tmp_path / "in" / "S"
+    (s / "chunks").mkdir(parents=True)
+    (s / "chunks" / "part-0.parquet").write_bytes(b"PAR1 tables of a scan")
+    os.symlink(s, tmp_path / "alias")
+    out = {"same": str(s) + "/", "inside": str(s / "chunks" / "x"), "containing": str(s.parent),
+           "link": str(tmp_path / "alias"), "file-uri": f"file://{s}"}[where]
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    assert main(["spark", verb, str(s), "-o", out]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the output overlaps the input" in err, err
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+    assert (s / "chunks" / "part-0.parquet").read_bytes() == b"PAR1 tables of a scan"
+
+
+def test_overlaps() -> None:
+    from merkle.replica.uri import overlaps
+
+    assert overlaps("s3://b/x?endpoint_override=h:1", "s3://KEY:SECRET@b/x/y/")
+    assert not overlaps("s3://b/x", "s3://b/xy") and not overlaps("s3://b/x", "gs://b/x")
+    assert not overlaps("/data/S", "/data/S2") and overlaps("/data/S/", "/data/S/../S")

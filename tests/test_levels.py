@@ -182,17 +182,26 @@ def _replica_dir(volume: Path, cid: int) -> Path:
 def test_ozone_warnings_exit_0_and_1_with_strict(ozone_volumes: Path, capsys: Any) -> None:
     # container 2 is OPEN; container 3 has a block file no block_data row names
     (_replica_dir(ozone_volumes, 3) / "chunks" / "77.block").write_bytes(b"uncommitted")
+    # (issue 36) the OPEN container's only replica was not read: the replica is ok (a
+    # warning), the container UNVERIFIED, a finding (exit 1); the scan of the others exits 0
     st, out, _ = run(capsys, "scan", ozone_volumes, "--json")
-    assert st == 0, out
+    assert st == 1, out
     levels = sorted((e["error"], e["severity"]) for e in _findings(out))
     assert levels == [("CONTAINER_NOT_SCANNED", "warning"), ("UNREFERENCED_DATA_FILE", "warning")]
-    assert all(r["ok"] for r in json.loads(out)["replicas"])
+    data = json.loads(out)
+    assert all(r["ok"] for r in data["replicas"])
+    assert {r["container_id"]: r["verified"] for r in data["replicas"]} == {1: True, 2: False,
+                                                                            3: True}
+    assert (data["summary"]["unverified_containers"], data["summary"]["unverified"]) == (1, [2])
     st, out, _ = run(capsys, "scan", ozone_volumes)
-    assert st == 0 and out.count("OK (1 WARNING)") == 2
-    assert run(capsys, "scan", ozone_volumes, "--strict")[0] == 1
+    assert st == 1 and out.count("OK (1 WARNING)") == 2
+    assert "UNVERIFIED: 1 container(s), none of whose replicas' data was read (first: #2)" in out
+    others = [_replica_dir(ozone_volumes, c) for c in (1, 3)]
+    assert run(capsys, "scan", *others)[0] == 0
+    assert run(capsys, "scan", *others, "--strict")[0] == 1
     # a missing .tree is a warning on Ozone volumes too (the datanode rebuilds it)
     next((_replica_dir(ozone_volumes, 1) / "metadata").glob("*.tree")).unlink()
-    st, out, _ = run(capsys, "scan", ozone_volumes, "--json")
+    st, out, _ = run(capsys, "scan", *others, "--json")
     assert st == 0 and ("TREE_MISSING", "warning") in {
         (e["error"], e["severity"]) for e in _findings(out)}
 

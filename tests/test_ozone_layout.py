@@ -325,6 +325,9 @@ def test_ozone_rules(tmp_path: Path) -> None:
     assert keys(results[2]) == [("CONTAINER_NOT_SCANNED", 0, 0)]
     assert "OPEN" in results[2].errors[0].detail and results[2].bytes_read == 0
     assert results[1].bytes_read == 8000
+    # (issue 36) an OPEN replica was not read: never `verified`, whatever its stored tree
+    assert results[2].meta is None and not results[2].verified
+    assert all(results[c].verified for c in (1, 3, 4, 5))
 
 
 def test_hash_keys_skipped_and_unreferenced_files(tmp_path: Path) -> None:
@@ -382,6 +385,11 @@ def test_container_file_problems(tmp_path: Path) -> None:
     # a link is neither followed nor called corrupt: NOT_A_REGULAR_FILE (hostile issue)
     assert keys(results[3]) == [("NOT_A_REGULAR_FILE", 0, 0)]
     assert "symbolic link" in results[3].errors[0].detail
+    # (issue 36) without a usable .container nothing was read: never verified with 0 bytes
+    # read, in the scan or the census
+    assert not any(r.verified or r.meta is not None for r in results.values())
+    census = scan_paths([tmp_path / "vol"], metadata_only=True)
+    assert len(census) == 3 and not any(r.verified or r.meta is not None for r in census)
 
 
 def test_unopenable_db_is_reported_per_volume_and_the_walk_goes_on(tmp_path: Path) -> None:

@@ -64,6 +64,12 @@ def run_emit(args: argparse.Namespace, idle: bool) -> int:
                "files": len(res.written), "removed": len(res.removed),
                "idle_io": idle, "drop_cache": not args.keep_cache,
                "bytes_per_second": args.rate}
+    cheap = args.trees_only or args.metadata_only
+    summary["data_read"] = not cheap  # a census or trees-only pass says so (issue 36)
+    if cheap:
+        from merkle.replica.census import NO_DATA_READ
+
+        summary["compared"] = NO_DATA_READ[args.trees_only]
     if args.json:
         json.dump(redact_json({"volumes": res.volumes, "written": res.written,
                                "removed": res.removed, "failed": res.failures,
@@ -79,6 +85,8 @@ def run_emit(args: argparse.Namespace, idle: bool) -> int:
               + f"; {res.with_errors} with errors"
               + (f", {res.duplicates} duplicate replica(s)" if res.duplicates else "")
               + (f", {res.scan_failed} not scanned" if res.scan_failed else ""))
+        if cheap:
+            print(f"no data read: {summary['compared']}")
     if res.failures or failed_volumes or res.scan_failed:
         return EXIT_ERROR
     if not res.volumes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -164,7 +165,7 @@ def _print_ozone(commands: List[List[str]], mismatched: int) -> None:
           f"reconciles them itself (the datanodes' container reconciliation, HDDS-10239); "
           f"ask it to with:")
     for argv in commands:
-        print("  " + " ".join(argv))
+        print("  " + shlex.join(argv))
     if mismatched > len(commands):
         print(f"  ... (the report lists the first {len(commands)}; 'crcmerkle spark report "
               f"--first {mismatched}' lists them all)")

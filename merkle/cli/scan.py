@@ -50,11 +50,13 @@ warnings (reported; the replica stays ok and they do not change the exit status 
 
 output (text): one line per replica, '<status>  <container value>  <path>' with status OK,
   'OK (N WARNINGS)' or 'N ERRORS[, M WARNINGS]', each finding indented below it (a warning
-  starts with 'warning:'); a summary line at the end.
+  starts with 'warning:'); a summary line at the end, and an 'UNVERIFIED:' line naming the
+  containers none of whose replicas was read (their stored values were checked by nobody).
 output (json): {"replicas": [{path, container_id, ok, data_checksum, errors: [{error,
-  block_id, offset, detail, severity}], warnings, blocks, chunks, bytes_read, seconds, ...}],
-  "failed": [...], "summary": {...}}; "errors" lists every finding, "severity" is "error"
-  or "warning", "ok" is false when a finding counts (errors; also warnings with --strict)
+  block_id, offset, detail, severity}], warnings, blocks, chunks, bytes_read, seconds,
+  verified, ...}], "failed": [...], "summary": {..., unverified_containers, unverified}};
+  "verified" says the replica's data was read; "errors" lists every finding, "severity" is
+  "error" or "warning", "ok" is false when a finding counts (errors; also warnings with --strict)
 
 polite on a live datanode: by default the scan reads in the kernel's idle I/O class
   (--no-idle-io: not) and drops each range it read from the page cache once checksummed
@@ -69,7 +71,8 @@ listed under "failed" and the others are still scanned; Ozone volumes and crcmer
 replicas may be given together; --json output is valid JSON in every outcome.
 
 """ + exit_status_help(
-    "some replica has errors, or with --strict warnings (2 wins when some replica or PATH "
+    "some replica has errors, or with --strict warnings, or some container is UNVERIFIED "
+    "(none of its replicas was read: every one OPEN, without a usable .container, ...) (2 wins when some replica or PATH "
     "could not be scanned at all: missing, locked, unreadable, an Ozone volume whose DB "
     "cannot be opened; or no replica was found under a PATH)")
 
@@ -195,6 +198,38 @@ def _status(r: Any, strict: bool) -> str:
     return f"{len(r.errors) - warnings} ERRORS, {warnings} WARNING{'S' if warnings != 1 else ''}"
 
 
+#: How many UNVERIFIED container IDs the summary lists (it counts them all).
+FIRST_UNVERIFIED = 100
+
+
+def _was_read(r: Any, args: argparse.Namespace) -> bool:
+    """Whether this pass read what it compares of replica `r`: its data (ScanResult.verified),
+    in the census its block metadata, with --trees-only its stored tree."""
+    if args.trees_only:
+        return not r.errors
+    if args.metadata_only:
+        return r.meta is not None
+    return bool(r.verified)
+
+
+def _unverified(results: List[Any], args: argparse.Namespace) -> List[int]:
+    """The containers (sorted IDs) none of whose scanned replicas was read (_was_read): every
+    replica OPEN, without a usable `.container` or block metadata, its files unreadable...
+    Such a container is UNVERIFIED, a finding: its stored values were checked by nobody."""
+    read: Dict[int, bool] = {}
+    for r in results:
+        read[r.container_id] = read.get(r.container_id, False) or _was_read(r, args)
+    return sorted(c for c, ok in read.items() if not ok)
+
+
+def _unverified_line(ids: List[int], args: argparse.Namespace) -> str:
+    what = ("stored .tree" if args.trees_only else
+            "block metadata" if args.metadata_only else "data")
+    shown = ", ".join(f"#{c}" for c in ids[:FIRST_UNVERIFIED])
+    return (f"UNVERIFIED: {len(ids)} container(s), none of whose replicas' {what} was read "
+            f"(first: {shown}{' ...' if len(ids) > FIRST_UNVERIFIED else ''})")
+
+
 def _idle_io(args: argparse.Namespace) -> Tuple[bool, Any]:
     """Put this thread's I/O in the idle class unless --no-idle-io: (whether it was set, the
     priority to restore after the scan or None). Explicit --idle-io says on stderr why it
@@ -235,6 +270,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, idle: bool) -> int:
     from merkle.cli import one_line
+    from merkle.replica.census import NO_DATA_READ
     from merkle.replica.scan import DEFAULT_BUFFER_SIZE, ScanResult, scan_paths
 
     cheap = args.trees_only or args.metadata_only  # no data read, nothing written
@@ -319,6 +355,13 @@ def _run(args: argparse.Namespace, idle: bool) -> int:
                "warnings": sum(len(r.warnings) for r in results), "strict": args.strict,
                "bytes_per_second": args.rate, "idle_io": idle,
                "drop_cache": not args.keep_cache, "also": list(args.also or ())}
+    unverified = _unverified(results, args)
+    summary["unverified_containers"] = len(unverified)
+    summary["unverified"] = unverified[:FIRST_UNVERIFIED]
+    # a census or a trees-only pass reads no data: every output says so
+    summary["data_read"] = not cheap
+    if cheap:
+        summary["compared"] = NO_DATA_READ[args.trees_only]
     if args.json:
         json.dump(redact_json({"replicas": [r.to_dict(args.strict) for r in results],
                                "failed": failed, "summary": summary}), sys.stdout, indent=1)
@@ -328,9 +371,13 @@ def _run(args: argparse.Namespace, idle: bool) -> int:
         print(f"scanned {len(results)} replicas, {nbytes} bytes in {seconds:.2f} s{rate}: "
               f"{bad} with errors" + (f", {warned} with warnings only" if warned else "")
               + (f", {len(failed)} not scanned" if failed else ""))
+        if cheap:
+            print(f"no data read: {NO_DATA_READ[args.trees_only]}")
+        if unverified:
+            print(_unverified_line(unverified, args))
     if failed:
         return EXIT_ERROR
     if not results:
         raise CLIError(f"no container replica found under {', '.join(args.paths)} (a replica "
                        "is <volume>/<containerID> with metadata/ and chunks/)", EXIT_ERROR)
-    return EXIT_FINDINGS if bad else 0
+    return EXIT_FINDINGS if bad or unverified else 0

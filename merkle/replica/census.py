@@ -38,7 +38,15 @@ from merkle.replica.results import TREE_FROM_METADATA, TREE_STALE, ScanError
 from merkle.trees.merge import merge
 from merkle.trees.model import ContainerTree
 
-__all__ = ["census_tree", "stale_reason"]
+__all__ = ["NO_DATA_READ", "census_tree", "stale_reason"]
+
+#: What a pass that reads no data compared (by trees_only): its summary, text and JSON.
+NO_DATA_READ = {
+    False: "compared from recorded checksums (--metadata-only, the census: the block "
+           "metadata's checksums and the stored .tree), not verified against the data",
+    True: "compared from recorded checksums (--trees-only: the stored .tree files), not "
+          "verified against the data",
+}
 
 FROM_METADATA = ("built from the checksums recorded in the block metadata, no data read: the "
                  "replica's tree if every chunk matches")

@@ -70,7 +70,9 @@ HEALTH_STATES = frozenset({"HEALTHY", "STALE", "DEAD", "HEALTHY_READONLY"})
 
 _XINCLUDE_NS = "{http://www.w3.org/2001/XInclude}"
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,62})")
+#: One label of a host name: ASCII letters, digits and '-' only (a host name is printed in
+#: commands an operator pastes into a root shell), not starting with '-'.
+_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,62}", re.ASCII)
 _STATE = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
 #: Hadoop's StorageLocation: `[TYPE]location` (Java's \w is ASCII).
 _STORAGE_PREFIX = re.compile(r"\[(\w*)\](.+)", re.ASCII | re.DOTALL)
@@ -159,7 +161,12 @@ def _name_key(name: str) -> str:
 
 
 def _ip(value: str) -> Optional[str]:
-    """The canonical form of an IP address, None if `value` is not one."""
+    """The canonical form of a plain IP address literal, None if `value` is not one.
+
+    Python's parser takes an IPv6 scope ID (`fe80::1%eth0`), whose text after '%' is
+    anything at all: refused here, as no datanode is reached through a scope ID."""
+    if "%" in value:
+        return None
     try:
         return str(ipaddress.ip_address(value))
     except ValueError:
@@ -169,9 +176,9 @@ def _ip(value: str) -> Optional[str]:
 def _check_host(value: Any) -> Optional[str]:
     """Why `value` is not a plausible host name or IP address, None if it is one.
 
-    Stricter than "no '/', NUL or whitespace": ASCII letters, digits, '-' and '_' in dot-separated
+    Stricter than "no '/', NUL or whitespace": ASCII letters, digits and '-' in dot-separated
     labels of 1-63 characters, no label starting with '-' (a host name ends up in command lines),
-    at most 253 characters; or an IPv4/IPv6 address."""
+    at most 253 characters; or a plain IPv4/IPv6 address (no scope ID)."""
     if not isinstance(value, str):
         return f"host name {_show(value)} is not a string"
     if not value:

@@ -121,6 +121,15 @@ class ScanResult:
         """The warning-level findings (reported; they do not make the replica bad)."""
         return [e for e in self.errors if e.is_warning]
 
+    @property
+    def verified(self) -> bool:
+        """Whether the scan read this replica: its block metadata was loaded and, when that
+        lists any chunk, some bytes of its block files were read. A replica whose metadata
+        could not be used (missing or corrupt; on Ozone volumes a `.container` missing,
+        corrupt or of a state Ozone never data-scans) was not, whatever its stored tree says;
+        nor was one of a census or a trees-only pass that lists chunks (no data read)."""
+        return self.meta is not None and (self.bytes_read > 0 or self.chunks == 0)
+
     def ok_at(self, strict: bool = False) -> bool:
         """`ok`, or with `strict` (--strict) no finding at all, warnings included."""
         return not any(counts_as_failure(e.severity, strict) for e in self.errors)
@@ -144,6 +153,7 @@ class ScanResult:
             "warnings": len(self.warnings),
             "blocks": self.blocks, "chunks": self.chunks, "bytes_read": self.bytes_read,
             "seconds": round(self.seconds, 6), "tree_written": self.tree_written,
+            "verified": self.verified,
             "unhealthy_chunks": int((~self.tree.chunk_matches).sum()),
             **({"also": self._also_dict()} if self.also else {}),
         }

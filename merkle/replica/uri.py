@@ -29,7 +29,7 @@ from urllib.parse import unquote, urlsplit
 if TYPE_CHECKING:  # pyarrow is imported where a location is opened, so that the Spark
     import pyarrow.fs as pafs  # commands' guard can say in one line that it is missing
 
-__all__ = ["Location", "child", "display", "is_uri", "redact"]
+__all__ = ["Location", "child", "display", "is_uri", "overlaps", "redact"]
 
 #: query parameters that hold secrets (pyarrow's S3/GCS/HDFS URI options and the usual names)
 _SECRET_WORDS = ("secret", "token", "password", "passwd", "access_key", "credential",
@@ -115,6 +115,28 @@ def display(location: str) -> str:
         return location
     base, query = _clean(location)
     return base + ("?" + query if query else "")
+
+
+def _where(location: str) -> Tuple[str, str]:
+    """(the store, the absolute normalised path in it) of a location, for comparing two: a
+    local path or file:// URI resolved through its links (one missing part is fine), a URI
+    by its scheme and host (no user information, no query) and its path."""
+    if is_uri(location) and not location.lower().startswith("file://"):
+        base = _clean(location)[0]
+        scheme, _, rest = base.partition("://")
+        host, slash, path = rest.partition("/")
+        return f"{scheme.lower()}://{host.lower()}", os.path.normpath("/" + path)
+    path = urlsplit(location).path if is_uri(location) else location
+    return "", os.path.realpath(path)
+
+
+def overlaps(a: str, b: str) -> bool:
+    """Whether locations `a` and `b` are the same directory or one lies inside the other
+    (a job writing one while it reads the other would overwrite what it reads)."""
+    (sa, pa), (sb, pb) = _where(a), _where(b)
+    if sa != sb:
+        return False
+    return pa == pb or pa.startswith(pb.rstrip("/") + "/") or pb.startswith(pa.rstrip("/") + "/")
 
 
 @dataclass(frozen=True)

@@ -358,12 +358,18 @@ def test_rows_stream_in_row_groups(cluster: Any, tmp_path: Path, monkeypatch: An
         assert pq.read_table(small).equals(pq.read_table(big))
 
 
-def test_census_rows_are_verified_without_reading_data(cluster: Any, tmp_path: Path) -> None:
+def test_census_rows_are_verified_without_reading_data(cluster: Any, tmp_path: Path,
+                                                        capsys: Any) -> None:
     """--metadata-only emits the census rows of the Spark scan (_result_rows with
     metadata_only): no byte of data read, each replica whose metadata was read verified."""
     root, _ = cluster
     out = tmp_path / "census"
     assert _emit(root, str(out), "dn0", "--metadata-only") in (0, 1)
+    # (issue 36) the command's output says that no data was read, text and JSON alike
+    assert "no data read: compared from recorded checksums" in capsys.readouterr().out
+    assert _emit(root, str(out), "dn0", "--metadata-only", "--json") in (0, 1)
+    summary = json.loads(capsys.readouterr().out)["summary"]
+    assert summary["data_read"] is False and "recorded checksums" in summary["compared"]
     rows = pq.read_table(next((out / "containers").glob("*/*.parquet"))).to_pylist()
     rows += pq.read_table(sorted((out / "containers").glob("*/*.parquet"))[-1]).to_pylist()
     assert rows and all(r["bytes_read"] == 0 for r in rows)

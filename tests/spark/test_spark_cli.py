@@ -87,7 +87,7 @@ def test_a_run_that_read_nothing_fails(spark, tmp_path, capsys):
     assert rc == 2
     rep = json.loads(out)
     assert rep["summary"]["MATCH"] == 0 and rep["summary"]["UNVERIFIED"] == 2
-    assert rep["read"] == {"replicas": 6, "read": 0, "fraction": 0.0}
+    assert rep["read"] == {"replicas": 6, "read": 0, "fraction": 0.0, "data_read": 0}
     assert err.startswith("crcmerkle: error: none of the 6 replica(s) could be read") and \
         err.count("\n") == 1
     assert main(["spark", "diff", str(tmp_path / "o"), "-o", str(tmp_path / "d")]) == 2

@@ -128,3 +128,41 @@ def test_report_missing_counts_replicas_ozone_would_not_load(spark: Any, tmp_pat
     assert kinds == ["CONTAINER_FILE_CORRUPT"] * 2 + ["CONTAINER_FILE_MISSING"], kinds
     r = build_report(diff_scan(t), replicas=t.containers, errors=t.errors)
     assert r["containers"]["MISSING"] == [1] and r["summary"]["MISSING"] == 1
+
+
+def test_unread_containers_are_unverified_and_a_census_reads_no_data(spark: Any,
+                                                                     tmp_path: Path) -> None:
+    """Issue 36 items 6 and 7: a container every replica of which is OPEN was not read:
+    UNVERIFIED (a finding), never MATCH; a census or a trees-only pass says that it read no
+    data and that its values were compared from recorded checksums, never MATCH nor "Replicas
+    read: N of N"."""
+    from merkle.replica.ozone.containerfile import parse_container_file, render_container_file
+    from spark_udfs.report import format_text, report_has_findings
+
+    generate_cluster(tmp_path / "o", GeneratorConfig(containers=2, seed=3, layout="ozone",
+                                                     faults=parse_faults("none", "ozone")))
+    files = sorted((tmp_path / "o").glob("dn*/vol*/hdds/CID-*/current/containerDir*/1/"
+                                         "metadata/1.container"))
+    assert len(files) == 3
+    for f in files:  # a valid .container (its checksum recomputed) of an OPEN container
+        fields = dict(parse_container_file(f.read_bytes()).fields)
+        fields["state"] = "OPEN"
+        f.write_bytes(render_container_file(fields))
+    t = scan_replicas(spark, [str(tmp_path / "o")])
+    assert sorted((r["container"], r["verified"]) for r in t.containers.collect()) == \
+        [(1, False)] * 3 + [(2, True)] * 3
+    r = build_report(diff_scan(t), replicas=t.containers, errors=t.errors)
+    assert r["containers"]["UNVERIFIED"] == [1] and r["containers"]["MATCH"] == [2]
+    assert report_has_findings(r) and r["data_read"] is True
+    assert "compared_from_recorded_checksums" not in r
+    for cheap in ({"metadata_only": True}, {"trees_only": True}):
+        t = scan_replicas(spark, [str(tmp_path / "o")], **cheap)
+        r = build_report(diff_scan(t), replicas=t.containers, errors=t.errors)
+        assert r["summary"]["MATCH"] == 0 and r["containers"]["MATCH"] == [], cheap
+        assert r["data_read"] is False and r["read"]["data_read"] == 0
+        rec = r["compared_from_recorded_checksums"]
+        assert rec["first"] == ([2] if "metadata_only" in cheap else [1, 2])
+        text = format_text(r)
+        assert "NO DATA READ: compared from recorded checksums" in text
+        assert "MATCH: 0\n" in text and "Replicas read: none (no data read)" in text
+        assert "Replicas read: 3" not in text and "Replicas read: 6" not in text

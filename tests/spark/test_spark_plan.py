@@ -303,6 +303,13 @@ def test_a_plan_on_ozone_volumes_leaves_the_copies_to_ozone(spark, tmp_path, cap
     f.write_text(to_json(plan))
     assert main(["replicate", "--report", str(f)]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+    # issue 36 item 5: a command is printed shell-quoted, whatever its words (a layout's argv)
+    plan["ozone"]["datanodes"] = [{"datanode": "leaving", "host": "h1", "argv": [
+        "ozone", "admin", "datanode", "decommission", "h1; id"]}]
+    plan["ozone"]["reconcile_first"] = [{"containerID": 1, "argv": ["ozone", "$(id)"]}]
+    text = format_text(plan)
+    assert "  ozone admin datanode decommission 'h1; id'\n" in text
+    assert "  ozone '$(id)'\n" in text
 
 
 # ---- the demo's decommission step -----------------------------------------------------------

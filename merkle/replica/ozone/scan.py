@@ -272,6 +272,10 @@ def scan_replica(replica: OzoneReplica, db: VolumeDB, mounts: Optional[Set[str]]
         plain = {k: v for k, v in kwargs.items() if k != "metadata_only"}
         r = scan_files(_Unusable(), **plain)  # type: ignore[arg-type]
         r.errors.insert(0, ScanError(kind, detail=detail, severity=severity_of(kind, case)))
+        # no block metadata was loaded: the empty list above stands for "not read", not for
+        # an empty container, so the replica is never `verified` (0 chunks, 0 bytes read);
+        # its tree is the stored `.tree`, which no scan checked
+        r.meta = None
         return r
 
     try:
