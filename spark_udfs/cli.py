@@ -1180,7 +1180,7 @@ def _copycheck(args: argparse.Namespace) -> int:
 
         open_target(args.target).preflight()
     except (ValueError, TargetError) as exc:
-        raise CLIError(f"--target: {one_line(exc)}", EXIT_ERROR) from None
+        raise CLIError(f"--target: {one_line(str(exc))}", EXIT_ERROR) from None
     _check_scan_output(args.scan)
     inventory = _read_inventory(args)
     created = not os.path.lexists(out)
@@ -1230,7 +1230,7 @@ def _has_rows(table: str, limit: int = 100_000) -> bool:
                 from merkle.cli import one_line
 
                 raise CLIError(f"{os.path.join(where, f)}: not a Parquet file of a scan "
-                               f"({one_line(exc)[:200]})", EXIT_ERROR) from None
+                               f"({one_line(str(exc))[:200]})", EXIT_ERROR) from None
     return False
 
 
@@ -1269,7 +1269,7 @@ def _copycheck_into(args: argparse.Namespace, out: str, names: Any, allowed: Tup
     try:
         key_map = write_key_map(args.om_db, out, names)
     except OmDBError as exc:
-        raise CLIError(f"--om-db: {one_line(exc)}", EXIT_ERROR) from None
+        raise CLIError(f"--om-db: {one_line(str(exc))}", EXIT_ERROR) from None
     problem = key_map.stats.problem()
     if problem is not None:
         raise CLIError(problem, EXIT_ERROR)

@@ -34,10 +34,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from merkle.copies.keycrcs import COMPOSE_SCHEMA, KEY_CRC_SCHEMA, compose_keys
-from merkle.copies.keymap import (KEY_BLOCK_SCHEMA, KEY_SCHEMA, MapStats, NameMap,
-                                  key_tables)
-from merkle.copies.verdicts import (FINDINGS, SHARED_NAME, SOURCE_COLUMNS, SOURCES,
-                                    TARGET_COLUMNS, VERDICT_SCHEMA, VERDICTS, decide)
+from merkle.copies.keymap import KEY_BLOCK_SCHEMA, KEY_SCHEMA, MapStats, NameMap, key_tables
+from merkle.copies.verdicts import (
+    FINDINGS,
+    SHARED_NAME,
+    SOURCE_COLUMNS,
+    SOURCES,
+    TARGET_COLUMNS,
+    VERDICT_SCHEMA,
+    VERDICTS,
+    decide,
+)
 from spark_udfs.passes import whole_groups
 
 __all__ = ["CopyCheck", "KeyMap", "copycheck", "write_key_map"]
@@ -166,8 +173,7 @@ def _block_choice(key_blocks: Any, blocks: Any, containers: Any, inventory: Any 
     copies, or a planted row) vouches for neither, and a replica with two rows of one block
     vouches for none of it; with an `inventory` only a replica on a volume the inventory
     gives its host vouches (_placed_replicas)."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
+    from pyspark.sql import Window, functions as F
 
     reps = containers.select("datanode", "replica", "container", "host",
                              F.coalesce(F.col("verified"), F.lit(False)).alias("verified"),

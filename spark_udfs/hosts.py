@@ -95,8 +95,8 @@ def unscanned_hosts(volumes: Any, inventory: Optional[Inventory]) -> List[Tuple]
             continue
         detail = (f"in the inventory, but the scan tables hold no volume of datanode "
                   f"{uuid or '(no UUID)'} or host {h.host}: nothing was scanned or emitted there")
-        for vol in (h.volumes or (None,)):
-            out.append((uuid or UNKNOWN_DATANODE, h.host, vol, None, NOT_SCANNED, detail,
+        for named in (h.volumes or (None,)):
+            out.append((uuid or UNKNOWN_DATANODE, h.host, named, None, NOT_SCANNED, detail,
                         None, None, None, None))
     return out
 

@@ -49,7 +49,6 @@ from merkle.replica.uri import redact
 from spark_udfs.locality import DEFAULT_EXECUTOR_WAIT, STRICT_LOCALITY_CONF
 from spark_udfs.scan import (
     _OUT_SCHEMA,
-    DUPLICATE_DATANODE,
     DUPLICATE_REPLICA,
     ERROR_SCHEMA,
     NO_EXECUTOR,

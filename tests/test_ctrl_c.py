@@ -14,9 +14,9 @@ import time
 from typing import List
 
 import pytest
+from interrupts import LAUNCH, ROOT, assert_one_line_130, child_env as _env, interrupt as _interrupt
 
 import crcmerkle_cli
-from interrupts import LAUNCH, ROOT, assert_one_line_130, child_env as _env, interrupt as _interrupt
 
 #: pip's console script but for the atexit hook (a slow shutdown, as Spark's)
 SLOW_EXIT = ("import atexit, time; atexit.register(time.sleep, 30); "

@@ -18,6 +18,7 @@ from typing import Dict
 import pytest
 
 import merkle.cli as cli
+
 from checkout import ROOT, checkout_text
 
 

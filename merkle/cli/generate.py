@@ -7,8 +7,16 @@ import json
 import sys
 from typing import Any, Tuple
 
-from merkle.cli import (INT64_MAX, MAX_BUFFER_BYTES, PROG, CLIError, exit_status_help,
-                        int_in_range, positive_int, size_up_to)
+from merkle.cli import (
+    INT64_MAX,
+    MAX_BUFFER_BYTES,
+    PROG,
+    CLIError,
+    exit_status_help,
+    int_in_range,
+    positive_int,
+    size_up_to,
+)
 
 DESCRIPTION = """\
 Write a synthetic cluster OUT/dn<d>/vol<v>/... of container replicas (random data,

@@ -10,10 +10,19 @@ import threading
 import time
 from typing import Any, Dict, List, Tuple
 
-from merkle.cli import (EXIT_ERROR, EXIT_FINDINGS, MAX_BUFFER_BYTES, PROG, CLIError, byte_rate,
-                        exit_status_help, int_in_range, print_error, redact_json,
-                        size_up_to)
-from merkle.trees.ozone import format_checksum
+from merkle.cli import (
+    EXIT_ERROR,
+    EXIT_FINDINGS,
+    MAX_BUFFER_BYTES,
+    PROG,
+    CLIError,
+    byte_rate,
+    exit_status_help,
+    int_in_range,
+    print_error,
+    redact_json,
+    size_up_to,
+)
 from merkle.replica.also import ALSO_ALGORITHMS, WIDTHS, s3_base64
 from merkle.replica.errors import ReplicaError
 from merkle.trees.ozone import format_checksum
@@ -72,9 +81,10 @@ replicas may be given together; --json output is valid JSON in every outcome.
 
 """ + exit_status_help(
     "some replica has errors, or with --strict warnings, or some container is UNVERIFIED "
-    "(none of its replicas was read: every one OPEN, without a usable .container, ...) (2 wins when some replica or PATH "
-    "could not be scanned at all: missing, locked, unreadable, an Ozone volume whose DB "
-    "cannot be opened; or no replica was found under a PATH)")
+    "(none of its replicas was read: every one OPEN, without a usable .container, ...) "
+    "(2 wins when some replica or PATH could not be scanned at all: missing, locked, "
+    "unreadable, an Ozone volume whose DB cannot be opened; or no replica was found under a "
+    "PATH)")
 
 
 

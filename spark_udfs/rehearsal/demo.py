@@ -29,10 +29,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
-from spark_udfs.rehearsal.simhosts import (MAX_DATANODES, VOLUMES, SimCluster,
-                                           SimHostsUnavailable, check_can_simulate,
-                                           check_mount_points, check_not_running, host_of,
-                                           mount_paths, start_cluster, stop_cluster)
+from spark_udfs.rehearsal.simhosts import (
+    MAX_DATANODES,
+    VOLUMES,
+    SimCluster,
+    SimHostsUnavailable,
+    check_can_simulate,
+    check_mount_points,
+    check_not_running,
+    host_of,
+    mount_paths,
+    start_cluster,
+    stop_cluster,
+)
 
 __all__ = ["MIN_HOSTS", "MAX_HOSTS", "HostsDemoResult", "check_requirements", "run_hosts_demo",
            "simulated_cluster"]
@@ -177,8 +186,7 @@ def run_hosts_demo(work: Path, sim: SimCluster, spark: Any,
     datanodes.json, scan/, report.json (+ .commands/) and plan.json into `work`."""
     from merkle.replica.fileio import write_atomic
     from merkle.replica.inventory import load_inventory
-    from spark_udfs import plan as plans
-    from spark_udfs import report as reports
+    from spark_udfs import plan as plans, report as reports
     from spark_udfs.diff import diff_scan
     from spark_udfs.hostscan import scan_datanodes
 

@@ -34,15 +34,41 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 from spark_udfs.rehearsal import simhosts as _impl  # noqa: E402
-from spark_udfs.rehearsal.mount_exec import PARENT_ENV as _PARENT_ENV  # noqa: E402,F401
-from spark_udfs.rehearsal.mount_exec import die_with_parent as _die_with_parent  # noqa: F401,E402
-from spark_udfs.rehearsal.mount_exec import mount_exec as _mount_exec_impl  # noqa: E402
+from spark_udfs.rehearsal.mount_exec import (  # noqa: E402,F401
+    PARENT_ENV as _PARENT_ENV,
+    die_with_parent as _die_with_parent,
+    mount_exec as _mount_exec_impl,
+)
 from spark_udfs.rehearsal.simhosts import (  # noqa: E402,F401
-    _START_TIMEOUT_S, ABSENT_HOST, DATANODES, DEFAULT_GENERATE, EXECUTOR_MEMORY, LOCK_FILE,
-    MOUNT_TEMPLATE, VOLUMES, WORKER_MEMORY, Datanode, SimCluster, SimHostsUnavailable, Worker,
-    _alive, _children_map, _kill_tree, _read_datanodes, _remove_created, _rss_kib, _take_lock,
-    _tree, check_can_simulate, checkout_root, cpu_seconds, driver_mounts, driver_rss_mib,
-    host_of, stop_cluster)
+    _START_TIMEOUT_S,
+    ABSENT_HOST,
+    DATANODES,
+    DEFAULT_GENERATE,
+    EXECUTOR_MEMORY,
+    LOCK_FILE,
+    MOUNT_TEMPLATE,
+    VOLUMES,
+    WORKER_MEMORY,
+    Datanode,
+    SimCluster,
+    SimHostsUnavailable,
+    Worker,
+    _alive,
+    _children_map,
+    _kill_tree,
+    _read_datanodes,
+    _remove_created,
+    _rss_kib,
+    _take_lock,
+    _tree,
+    check_can_simulate,
+    checkout_root,
+    cpu_seconds,
+    driver_mounts,
+    driver_rss_mib,
+    host_of,
+    stop_cluster,
+)
 
 #: where the simulated hosts mount their volumes; a test may point it elsewhere for
 #: _prepare_mount_points

@@ -10,7 +10,6 @@ copied to a local directory (the target whose CRC32 compares with Ozone's)."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any, Dict, List, Tuple

@@ -207,8 +207,8 @@ def test_data_local_other_cluster_disk_is_that_volume_only(spark: Any, attacked:
                                                            tmp_path: Path) -> None:
     """A disk with the host's UUID and another cluster's ID: that volume is WRONG_DATANODE,
     the host's real volumes and their replicas stay verified."""
-    from spark_udfs.hostscan import scan_datanodes
     from merkle.replica.inventory import load_inventory
+    from spark_udfs.hostscan import scan_datanodes
 
     root, uuids = attacked["root"], attacked["uuids"]
     copy = tmp_path / "c"
@@ -235,9 +235,10 @@ def test_data_local_other_cluster_disk_is_that_volume_only(spark: Any, attacked:
 
 def test_a_datanode_named_like_spark_null_reads_back_as_itself(spark: Any,
                                                                tmp_path: Path) -> None:
-    from replica_helpers import make_cluster
     from spark_udfs.emit import SPARK_NULL_PARTITION
     from spark_udfs.scan import TABLE_SCHEMAS
+
+    from replica_helpers import make_cluster
 
     root = tmp_path / "c"
     make_cluster(root, containers=2, layout="crcmerkle")

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, Tuple
 
 import pytest
-
 from interrupts import LAUNCH, ROOT, assert_one_line_130, child_env, interrupt  # noqa: E402
+
 from merkle.replica.generate import generate_cluster, parse_faults
 
 #: from the first instant to the session's start on a loaded machine

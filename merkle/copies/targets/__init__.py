@@ -36,7 +36,7 @@ def open_target(uri: str) -> Target:
     if not isinstance(uri, str) or not uri:
         raise ValueError("target: empty URI")
     scheme = uri.partition("://")[0].lower() if "://" in uri else ""
-    kind: type
+    kind: type[Target]
     if scheme in ("s3", "s3a"):
         from merkle.copies.targets.s3 import S3Target as kind
     elif scheme in ("gs", "gcs"):
