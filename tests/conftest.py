@@ -30,26 +30,14 @@ def each_backend(request: pytest.FixtureRequest) -> Iterator[str]:
         yield name
 
 
-def _is_spark(item: pytest.Item, module: str = "") -> bool:
-    nodeid = item.nodeid.replace("\\", "/")
-    return f"tests/spark/{module}" in nodeid or nodeid.startswith(f"spark/{module}")
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
                                   items: list[pytest.Item]) -> None:
     """The simulated-hosts modules last: their driver is this process, and a process holds
     one SparkContext, so their session stops the local[2] one every other Spark test shares
     (tests/spark/conftest.py); after them, no test needs it. Each module's items keep their
-    order (module fixtures).
-
-    Under pytest-xdist (`--dist loadgroup`, .ci/fast) each Spark module is one xdist group:
-    its module fixtures (a generated cluster and its Spark scan, most of a module's time)
-    then run once, on one worker, instead of once on each worker that gets one of its tests."""
-    for item in items:
-        if _is_spark(item) and item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(f"spark-{item.path.stem}"))
-    last = [i for i in items if _is_spark(i, "test_simhosts_")]
+    order (module fixtures)."""
+    last = [i for i in items if "tests/spark/test_simhosts_" in i.nodeid.replace("\\", "/")
+            or i.nodeid.startswith("spark/test_simhosts_")]
     if last:
         keep = [i for i in items if i not in last]
         items[:] = keep + last
