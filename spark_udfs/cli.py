@@ -1115,10 +1115,26 @@ def _plan(args: argparse.Namespace) -> int:
     if not (args.decommission or args.maintenance):
         raise CLIError("plan needs --decommission DN[,DN...] and/or --maintenance DN[,DN...]")
     _check_paths([args.input])  # before the JVM starts
+    _check_leaving_known(args, _LOAD_STATE.get("inventory"))
     spark = _session(args)
     t = _load_chunks(spark, args.input)
     t["inventory"] = _LOAD_STATE.get("inventory")  # --datanodes (_not_scanned loaded it)
     return _emit_plan(args, _diff_tables(t), t)
+
+
+def _check_leaving_known(args: argparse.Namespace, inventory: Any) -> None:
+    """With an inventory, every --decommission/--maintenance name is one of its hosts (a
+    name, an address or a datanode UUID): a mistyped host is one line before the JVM starts,
+    never a plan for a datanode nobody has."""
+    if inventory is None:
+        return
+    uuids = {u.lower() for u in inventory.by_uuid()}
+    for option, names in (("--decommission", args.decommission or ()),
+                          ("--maintenance", args.maintenance or ())):
+        for name in names:
+            if inventory.host_named(name) is None and name.lower() not in uuids:
+                raise CLIError(f"{option} {name}: not a host, address or datanode UUID of the "
+                               f"inventory (--datanodes {args.datanodes})", EXIT_ERROR)
 
 
 def _emit_plan(args: argparse.Namespace, diff: Any, t: Dict[str, Any]) -> int:

@@ -61,7 +61,14 @@ from merkle.replica.commandlist import lines_digest
 from merkle.replica.layouts import owner_repairing
 from spark_udfs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
 from spark_udfs.hosts import HostIndex, command_host, host_index
-from spark_udfs.report import _who, read_summary, scanned_roots, verification, volume_lines
+from spark_udfs.report import (
+    RECORDED_NOTE,
+    _who,
+    read_summary,
+    scanned_roots,
+    verification,
+    volume_lines,
+)
 
 __all__ = ["CATEGORIES", "DECOMMISSIONING", "IN_SERVICE", "MAINTENANCE", "OZONE_BY",
            "PLAN_FORMAT", "REASONS", "REPLICATE_BY", "build_plan", "copy_commands",
@@ -481,8 +488,9 @@ def plan_read(diff: DiffResult) -> Dict[str, Any]:
     from pyspark.sql import functions as F
 
     row = diff.containers.agg(F.sum("n_replicas").alias("n"),
-                              F.sum("read_replicas").alias("k")).collect()[0]
-    return read_summary(int(row["n"] or 0), int(row["k"] or 0))
+                              F.sum("read_replicas").alias("k"),
+                              F.sum("data_replicas").alias("d")).collect()[0]
+    return read_summary(int(row["n"] or 0), int(row["k"] or 0), int(row["d"] or 0))
 
 
 def _owner_steps(owner: Any, leaving: Dict[str, str], reconcile_first: List[int],
@@ -690,7 +698,11 @@ def format_text(plan: Dict[str, Any]) -> str:
              f"replicas {p['min_replicas']}, maintenance min {p['maintenance_min']}; only "
              f"good replicas count (clean, in the largest group of equal values)"]
     rd = plan.get("read")
-    if rd:
+    if rd and rd["read"] and rd.get("data_read", rd["read"]) == 0:
+        # a census or --trees-only pass: its "good" copies agree in their recorded checksums
+        lines.append(f"NO DATA READ: {rd['read']} of {rd['replicas']} replica(s) of the scan "
+                     f"{RECORDED_NOTE}")
+    elif rd:
         lines.append(f"read {rd['read']} of {rd['replicas']} replica(s) of the scan")
     v = plan.get("verification") or {}
     if v.get("volumes_unverified"):

@@ -310,6 +310,13 @@ def test_a_plan_on_ozone_volumes_leaves_the_copies_to_ozone(spark, tmp_path, cap
     text = format_text(plan)
     assert "  ozone admin datanode decommission 'h1; id'\n" in text
     assert "  ozone '$(id)'\n" in text
+    # issue 36 item 7: a plan over a census says that no data was read, never "read 4 of 4"
+    assert plan["read"]["data_read"] == 7  # plan_read counts the replicas whose data was read
+    plan["read"]["data_read"] = 0  # as after a census (--metadata-only) or --trees-only
+    text = format_text(plan)
+    assert "NO DATA READ: 7 of 7 replica(s)" in text and "read 7 of 7" not in text
+    plan["read"]["data_read"] = 7
+    assert "read 7 of 7 replica(s) of the scan" in format_text(plan)
 
 
 # ---- the demo's decommission step -----------------------------------------------------------
