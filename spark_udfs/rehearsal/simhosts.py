@@ -443,14 +443,15 @@ def _prepare_mount_points(paths: Sequence[str], root: Optional[Path] = None) -> 
 
 
 def _read_datanodes(cluster_dir: Path, datanodes: int = DATANODES) -> List[Datanode]:
-    from merkle.replica.ozone.layout import read_version
+    from merkle.replica.layouts import layout_named
 
+    ozone = layout_named("ozone")  # the volumes' identity as the scan reads it (hdds/VERSION)
     out = []
     for d in range(datanodes):
         sources = [cluster_dir / f"dn{d}" / f"vol{v}" for v in range(VOLUMES)]
-        props = [read_version(s / "hdds" / "VERSION") for s in sources]
-        uuids = {p.get("datanodeUuid", "") for p in props}
-        clusters = {p.get("clusterID", "") for p in props}
+        found = [v for s in sources for v in ozone.volumes(str(s))]
+        uuids = {v.datanode or "" for v in found} or {""}
+        clusters = {v.cluster_id or "" for v in found} or {""}
         if len(uuids) != 1 or "" in uuids or len(clusters) != 1:
             raise RuntimeError(f"dn{d}: its volumes disagree on datanodeUuid/clusterID: "
                                f"{sorted(uuids)} {sorted(clusters)}")
