@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 
 import pytest
 
 import merkle
+
+# A run started in the background by a shell without job control (`cmd &`) inherits SIGINT
+# ignored, and so would every child a test starts (an ignored signal stays ignored across
+# exec): the Ctrl-C tests would meet a process no Ctrl-C can reach. They model a user at a
+# terminal, so this process takes Python's usual handler back (its children then start with
+# the default action); the test of a child started with SIGINT ignored sets that itself.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -351,8 +351,10 @@ def test_cli_flags_reach_the_scanner(tmp_path: Path, monkeypatch: pytest.MonkeyP
     st, _, err = _cli(capsys, "scan", "--rate", "1000000", "--no-write", root)
     assert st == 0, err
     assert calls.scans[-1]["bytes_per_second"] == 1000000  # --rate: the same option
-    st, _, err = _cli(capsys, "scan", "--bytes-per-second", "0", root)
-    assert st == 2 and "bytes-per-second" in err
+    # 0 is unlimited, as in `spark scan` (issue 36 item 14): no limiter at all
+    st, _, err = _cli(capsys, "scan", "--bytes-per-second", "0", "--no-write", root)
+    assert st == 0, err
+    assert calls.scans[-1]["bytes_per_second"] is None
 
 
 def test_cli_explicit_idle_io_says_why_it_could_not(tmp_path: Path,

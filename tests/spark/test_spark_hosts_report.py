@@ -83,7 +83,11 @@ def hosted(spark: Any, tmp_path_factory: Any) -> Iterator[Dict[str, Any]]:
              volume_status={down: [("NO_EXECUTOR", None), ("WRONG_HOST", "h0.example")]})
     inv = base / "inventory.json"
     inv.write_text(json.dumps(
-        [{"host": HOSTS[d], "uuid": uuids[d], "volumes": ["/data/disk1"]} for d in HOSTS]
+        # each host's volumes as its rows name them: a volume the inventory does not give its
+        # host vouches for nothing (NOT_IN_INVENTORY, issue 36 item 1)
+        [{"host": HOSTS[d], "uuid": uuids[d],
+          "volumes": sorted(str(v) for v in (root / d).iterdir() if v.name.startswith("vol"))}
+         for d in HOSTS]
         + [{"host": "h9.example", "uuid": "99999999-0000-4000-8000-000000000009",
             "volumes": ["/data/disk1", "/data/disk2"]}]))
     yield {"root": root, "base": base, "uuids": uuids, "inventory": inv,
