@@ -119,7 +119,10 @@ def _build_flags() -> tuple[list[str], list[str]]:
 
 
 class PerFileFlagsBuildExt(build_ext):
-    """Adds each kernel file's ISA flags to that file's compile command only."""
+    """Adds each kernel file's ISA flags to that file's compile command only, and compiles an
+    extension's source files side by side on the machine's cores (the Cython module, the
+    largest, beside the kernels: CI builds the extension about ten times). The two extensions
+    are still built one after the other: they share the C core's object files."""
 
     def build_extensions(self) -> None:
         original = self.compiler._compile
@@ -136,7 +139,32 @@ class PerFileFlagsBuildExt(build_ext):
             return original(obj, src, ext, cc_args, extra, pp_opts)
 
         self.compiler._compile = _compile
+        self.compiler.compile = _parallel_compile(self.compiler)  # type: ignore[method-assign]
         super().build_extensions()
+
+
+def _parallel_compile(compiler):  # type: ignore[no-untyped-def]
+    """CCompiler.compile with its loop over the objects run by a pool of threads (each `_compile`
+    is a gcc process; distutils' own loop waits for each in turn)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def compile(sources, output_dir=None, macros=None, include_dirs=None, debug=False,  # type: ignore[no-untyped-def]
+                extra_preargs=None, extra_postargs=None, depends=None):
+        macros, objects, extra_postargs, pp_opts, build = compiler._setup_compile(
+            output_dir, macros, include_dirs, sources, depends, extra_postargs)
+        cc_args = compiler._get_cc_args(pp_opts, debug, extra_preargs)
+
+        def one(obj):  # type: ignore[no-untyped-def]
+            src, ext = build[obj]
+            compiler._compile(obj, src, ext, cc_args, extra_postargs, pp_opts)
+
+        # the largest file (the Cython module) first, so that it does not start last
+        todo = sorted(build, key=lambda o: -os.path.getsize(build[o][0]))
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            list(pool.map(one, todo))
+        return objects
+
+    return compile
 
 
 compile_args, link_args = _build_flags()
@@ -175,6 +203,7 @@ setup(
         extensions,
         compiler_directives={"language_level": "3", "embedsignature": True},
         quiet=True,
+        nthreads=min(2, os.cpu_count() or 1),
     ),
     cmdclass={"build_ext": PerFileFlagsBuildExt},
 )
