@@ -23,7 +23,7 @@ import sys
 try:
     import posix as _os  # builtin: os.write, os._exit and the environment without `import os`
 except ImportError:  # pragma: no cover  (Windows)
-    import nt as _os  # type: ignore[import-not-found, no-redef]
+    import nt as _os  # type: ignore[import-not-found, no-redef, unused-ignore]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs tens of milliseconds to import: a Ctrl-C window
