@@ -150,6 +150,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "hex), in the text output one line per "
                         "block, with --emit in the chunks and blocks tables' column of that "
                         "name")
+    p.add_argument("--ledger-metadata", metavar="PATH",
+                   help="scan BookKeeper bookies: each PATH is a bookie's ledger directory "
+                        "(or a directory above them), checked against the ledger metadata at "
+                        "this PATH: a directory of 'bookkeeper shell ledgermetadata -ledgerid "
+                        "N -dumptofile F' files, or a copy of the ZooKeeper znode tree "
+                        "(ledgers/00/0000/L0000/_data); read-only")
     p.add_argument("--buffer-size", type=size_up_to(MAX_BUFFER_BYTES), default=None,
                    help=argparse.SUPPRESS)
     from merkle.cli.emit import add_options
@@ -263,6 +269,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.host is not None and not args.emit:
         raise CLIError("--host is only for --emit", EXIT_ERROR)
+    if getattr(args, "ledger_metadata", None) is not None:
+        from merkle.cli.bookkeeper import run_bookkeeper
+
+        return run_bookkeeper(args)
     if args.also and (args.trees_only or args.metadata_only):
         raise CLIError("--also computes its CRCs from the data read: not with --trees-only "
                        "or --metadata-only", EXIT_ERROR)

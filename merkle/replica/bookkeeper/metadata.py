@@ -33,7 +33,7 @@ from merkle.replica.safeopen import open_dir, read_regular
 
 __all__ = ["CLOSED", "CRC32", "CRC32C", "DIGEST_TYPES", "DUMMY", "HMAC", "IN_RECOVERY",
            "LedgerMetadata", "MAX_METADATA_BYTES", "MetadataError", "OPEN",
-           "load_ledger_metadata", "parse_ledger_metadata"]
+           "load_instance_id", "load_ledger_metadata", "parse_ledger_metadata"]
 
 #: a znode is at most 1 MiB by ZooKeeper's default jute.maxbuffer; a dump file beyond this is
 #: not ledger metadata
@@ -383,3 +383,26 @@ def _walk(top: str, parts: List[str], out: Dict[int, LedgerMetadata], depth: int
             elif depth == 0 and _DUMP_NAME.fullmatch(e.name):
                 lid = _dump_id(e.name, e.path)
                 out[lid] = _read_one(open_dir(here), e.name, e.path, lid)
+
+
+def load_instance_id(path: str) -> Optional[str]:
+    """The cluster's INSTANCEID from a copy of the znode tree under `path`
+    (`<root>/INSTANCEID/_data`, a few levels down), else None (dump files do not hold it)."""
+    if not os.path.isdir(path):
+        return None
+    for depth_glob in ("INSTANCEID", "*/INSTANCEID", "*/*/INSTANCEID"):
+        import glob
+
+        for node in sorted(glob.glob(os.path.join(glob.escape(path), depth_glob))):
+            try:
+                dfd = open_dir(node)
+            except OSError:
+                continue
+            try:
+                data = read_regular(dfd, "_data", 4096, display=node)
+            except OSError:
+                continue
+            finally:
+                os.close(dfd)
+            return data.decode("utf-8", "replace").strip() or None
+    return None
