@@ -264,6 +264,21 @@ def _idle_io(args: argparse.Namespace) -> Tuple[bool, Any]:
     return why is None, previous
 
 
+def _refuse_bookies_without_metadata(paths: List[str]) -> None:
+    """One line (exit 2) for a bookie given without --ledger-metadata: its copies are checked
+    against the ledger metadata (digest type, password, ensembles), never without it."""
+    from merkle.replica.layouts import layout_of
+
+    for path in paths:
+        try:
+            name = layout_of(path).name
+        except (OSError, ValueError):
+            continue
+        if name == "bookkeeper":
+            raise CLIError(f"{path}: a BookKeeper bookie is scanned against its ledger "
+                           f"metadata: add --ledger-metadata PATH", EXIT_ERROR)
+
+
 def run(args: argparse.Namespace) -> int:
     from merkle.replica import politeio
 
@@ -273,6 +288,7 @@ def run(args: argparse.Namespace) -> int:
         from merkle.cli.bookkeeper import run_bookkeeper
 
         return run_bookkeeper(args)
+    _refuse_bookies_without_metadata(args.paths)
     if args.also and (args.trees_only or args.metadata_only):
         raise CLIError("--also computes its CRCs from the data read: not with --trees-only "
                        "or --metadata-only", EXIT_ERROR)

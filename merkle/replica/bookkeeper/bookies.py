@@ -63,9 +63,11 @@ def is_ledger_dir(path: str) -> bool:
                or _IDX_DIR.fullmatch(n) for n in names)
 
 
-def find_ledger_dirs(path: str) -> List[str]:
+def find_ledger_dirs(path: str, *, max_entries: Optional[int] = None) -> List[str]:
     """The ledger directories at or below `path` (see the module docstring), in path order;
-    FileNotFoundError when `path` does not exist."""
+    FileNotFoundError when `path` does not exist. `max_entries`: look at no more than this
+    many subdirectories of each directory (a cheap test: a bookie's root holds a few; a
+    directory of thousands of container replicas is no bookie's)."""
     os.stat(path)
     path = os.path.normpath(path)
     if os.path.basename(path) == "current" and is_ledger_dir(os.path.dirname(path)):
@@ -73,23 +75,28 @@ def find_ledger_dirs(path: str) -> List[str]:
     if is_ledger_dir(path):
         return [path]
     found: List[str] = []
-    _search(path, 0, found)
+    _search(path, 0, found, max_entries)
     return sorted(found)
 
 
-def _search(path: str, depth: int, found: List[str]) -> None:
+def _search(path: str, depth: int, found: List[str], max_entries: Optional[int]) -> None:
     if depth >= _SEARCH_DEPTH:
         return
+    subdirs: List[str] = []
     try:
         with os.scandir(path) as it:
-            subdirs = sorted(e.path for e in it if e.is_dir(follow_symlinks=False))
+            for e in it:
+                if e.is_dir(follow_symlinks=False):
+                    subdirs.append(e.path)
+                    if max_entries is not None and len(subdirs) > max_entries:
+                        return
     except OSError:
         return
-    for sub in subdirs:
+    for sub in sorted(subdirs):
         if is_ledger_dir(sub):
             found.append(sub)
         elif os.path.basename(sub) != "current":
-            _search(sub, depth + 1, found)
+            _search(sub, depth + 1, found, max_entries)
 
 
 def read_cookie(ledger_dir: LedgerDir) -> None:
