@@ -21,6 +21,8 @@ from typing import Dict, Sequence
 
 import numpy as np
 
+from merkle import _native
+
 __all__ = ["DIGEST_LENGTHS", "HEADER_LENGTH", "mac_key", "verify_entries"]
 
 HEADER_LENGTH = 32
@@ -54,8 +56,6 @@ def verify_entries(buf: object, offsets: Sequence[int], sizes: Sequence[int],
     - `payload_crc32c` (uint32): the payload's CRC-32C (compared across bookies);
     - `payload_length` (int64).
     ValueError for an unknown digest type or an entry outside `buf`."""
-    import merkle
-
     if digest_type not in DIGEST_LENGTHS:
         raise ValueError(f"unknown digest type {digest_type!r}")
     n = DIGEST_LENGTHS[digest_type]
@@ -89,7 +89,7 @@ def verify_entries(buf: object, offsets: Sequence[int], sizes: Sequence[int],
     pstart = good + HEADER_LENGTH + n
     view = memoryview(data)
     payloads = [view[s:s + ln] for s, ln in zip(pstart.tolist(), plen.tolist())]
-    pcrc = merkle.checksum_each(payloads, algorithm="crc32c")
+    pcrc = _native.checksum_each(payloads, algorithm="crc32c")
     out["payload_crc32c"][frame_ok] = pcrc
     if digest_type == "DUMMY":
         out["digest_ok"][frame_ok] = True
@@ -105,12 +105,12 @@ def verify_entries(buf: object, offsets: Sequence[int], sizes: Sequence[int],
         out["digest_ok"][frame_ok] = np.array(oks, dtype=bool)
         return out
     alg = "crc32c" if digest_type == "CRC32C" else "crc32"
-    hcrc = merkle.checksum_windows(headers.reshape(-1), HEADER_LENGTH, algorithm=alg)
-    body = pcrc if alg == "crc32c" else merkle.checksum_each(payloads, algorithm="crc32")
+    hcrc = _native.checksum_windows(headers.reshape(-1), HEADER_LENGTH, algorithm=alg)
+    body = pcrc if alg == "crc32c" else _native.checksum_each(payloads, algorithm="crc32")
     computed = np.empty(len(good), np.uint32)
     for length in np.unique(plen).tolist():  # combine_many takes one length per call
         sel = plen == length
-        computed[sel] = merkle.combine_many(hcrc[sel], body[sel], int(length), algorithm=alg)
+        computed[sel] = _native.combine_many(hcrc[sel], body[sel], int(length), algorithm=alg)
     dstart = good + HEADER_LENGTH
     stored = data[dstart[:, None] + np.arange(n)].copy().view(f">u{n}").reshape(-1)
     stored = stored.astype(np.uint64)
