@@ -66,8 +66,8 @@ def is_ledger_dir(path: str) -> bool:
 def find_ledger_dirs(path: str, *, max_entries: Optional[int] = None) -> List[str]:
     """The ledger directories at or below `path` (see the module docstring), in path order;
     FileNotFoundError when `path` does not exist. `max_entries`: look at no more than this
-    many subdirectories of each directory (a cheap test: a bookie's root holds a few; a
-    directory of thousands of container replicas is no bookie's)."""
+    many entries of each directory searched (a cheap test: a bookie's root holds a few; a
+    directory of thousands of container replicas or block files is no bookie's)."""
     os.stat(path)
     path = os.path.normpath(path)
     if os.path.basename(path) == "current" and is_ledger_dir(os.path.dirname(path)):
@@ -85,11 +85,11 @@ def _search(path: str, depth: int, found: List[str], max_entries: Optional[int])
     subdirs: List[str] = []
     try:
         with os.scandir(path) as it:
-            for e in it:
+            for seen, e in enumerate(it):
+                if max_entries is not None and seen >= max_entries:
+                    return  # too many entries for a bookie's directories: not one
                 if e.is_dir(follow_symlinks=False):
                     subdirs.append(e.path)
-                    if max_entries is not None and len(subdirs) > max_entries:
-                        return
     except OSError:
         return
     for sub in sorted(subdirs):
