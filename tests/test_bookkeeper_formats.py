@@ -290,3 +290,46 @@ def test_json_findings_name_bookie_ledger_entry_file_offset(tmp_path: Path,
     assert set(missing) == {"error", "severity", "bookie", "ledger", "entry", "file",
                             "offset", "detail"}
     assert data["bookies"] == {B1: [str(bookie)]}
+
+
+# ---- entry logs: the scanner's rule, compaction leftovers -----------------------------------
+
+def test_scan_records_steps_over_padding_a_byte_at_a_time(tmp_path: Path) -> None:
+    import os
+
+    from bookkeeper_fixture import log_header
+    from merkle.replica.bookkeeper.entrylog import read_header, scan_records
+
+    one = entry_bytes(5, 0, b"a" * 10)
+    two = entry_bytes(5, 1, b"b" * 10)
+    three = entry_bytes(6, 0, b"c")
+    ledgers_map = struct.pack(">qqi", -1, -2, 1) + struct.pack(">qq", 5, 100)
+    data = (log_header(0, 0) + struct.pack(">i", len(one)) + one + bytes(7)
+            + struct.pack(">i", len(two)) + two + b"\xf0" * 13  # DirectIO's 0xF0 padding
+            + struct.pack(">i", len(ledgers_map)) + ledgers_map
+            + struct.pack(">i", len(three)) + three
+            + struct.pack(">i", 1000) + b"short")  # a short read ends the scan silently
+    (tmp_path / "0.log").write_bytes(data)
+    fd = os.open(tmp_path / "0.log", os.O_RDONLY)
+    try:
+        recs = [(r.ledger_id, r.entry_id, r.size) for r in scan_records(fd, len(data))]
+        assert recs == [(5, 0, len(one)), (5, 1, len(two)), (6, 0, len(three))]
+        assert read_header(fd, len(data)).ledgers_map_offset == 0
+        assert read_header(fd, 0).empty  # a pre-allocated log closed before its header
+    finally:
+        os.close(fd)
+
+
+def test_compaction_leftovers_are_named_not_read(tmp_path: Path) -> None:
+    bookie = write_bookie(tmp_path / "b1", B1, _ledger(5, 2))
+    current = bookie / "current"
+    (current / "1.log.compacting").write_bytes((current / "0.log").read_bytes())
+    (current / "1.log.0.compacted").write_bytes(b"")
+    (current / "2.log").write_bytes(b"")  # pre-allocated, never written
+    meta = {5: parse_ledger_metadata(metadata_v3([(0, [B1])], write=1, ack=1, last=1,
+                                                 password=b"pw"))}
+    report = scan_bookies([str(bookie)], meta)
+    assert sorted(Path(f.file).name for f in report.findings) == ["1.log.0.compacted",
+                                                                  "1.log.compacting"]
+    assert {f.kind for f in report.findings} == {"UNINDEXED_ENTRY"}
+    assert len(report.copies) == 2 and all(c.good for c in report.copies)

@@ -177,3 +177,25 @@ def test_no_bookie_under_a_path_is_exit_2(tmp_path: Path, capsys: Any) -> None:
     out, err = capsys.readouterr()
     assert status == 2 and "no bookie ledger directory found" in err
     assert stat.S_ISDIR(os.stat(tmp_path / "empty").st_mode)
+
+
+def test_a_ledger_in_the_wrong_ledger_directory(tmp_path: Path, metadata: Any) -> None:
+    """DbLedgerStorage keeps ledger L in ledger dir L mod numDirs: a cookie listing bookie-2's
+    two dirs the other way round puts every ledger in the wrong one."""
+    dst = tmp_path / "bookie-2"
+    shutil.copytree(GOLDEN / "bookie-2", dst)
+    cookie = (dst / "ledgers-a/current/VERSION").read_bytes()
+    swapped = cookie.replace(b"bookie-2/ledgers-a\\tbookie-2/ledgers-b",
+                             b"bookie-2/ledgers-b\\tbookie-2/ledgers-a")
+    assert swapped != cookie
+    for d in ("ledgers-a", "ledgers-b"):
+        os.chmod(dst / d / "current", 0o755)
+        os.chmod(dst / d / "current/VERSION", 0o644)
+        (dst / d / "current/VERSION").write_bytes(swapped)
+    report = scan_bookies([str(dst)], metadata)
+    wrong = sorted((f.ledger, Path(f.file).parent.name) for f in report.findings
+                   if f.kind == "LEDGER_IN_WRONG_DIR")
+    assert wrong == [(0, "ledgers-a"), (1, "ledgers-b"), (2, "ledgers-a"), (4, "ledgers-a")]
+    # as given (the golden order), nothing is in the wrong place
+    report = scan_bookies([str(GOLDEN / "bookie-2")], metadata)
+    assert not [f for f in report.findings if f.kind == "LEDGER_IN_WRONG_DIR"]
