@@ -199,3 +199,23 @@ def test_a_ledger_in_the_wrong_ledger_directory(tmp_path: Path, metadata: Any) -
     # as given (the golden order), nothing is in the wrong place
     report = scan_bookies([str(GOLDEN / "bookie-2")], metadata)
     assert not [f for f in report.findings if f.kind == "LEDGER_IN_WRONG_DIR"]
+
+
+def test_a_log_shrinking_while_it_is_read(bookie: Path, metadata: Any,
+                                          monkeypatch: Any) -> None:
+    """The bookie truncates a log after its size was taken: the entries past the new end
+    are findings, the scan ends (no endless retry, no crash)."""
+    real = bkscan.pread_exact
+
+    def shrunk(fd: int, size: int, offset: int) -> bytes:
+        if not os.readlink(f"/proc/self/fd/{fd}").endswith("/0.log"):
+            return real(fd, size, offset)
+        return real(fd, max(0, min(size, 3000 - offset)), offset)
+
+    monkeypatch.setattr(bkscan, "pread_exact", shrunk)
+    report = scan_bookies([str(bookie)], metadata)
+    cut = [f for f in report.findings if f.kind == "ENTRY_FRAME_INVALID"]
+    assert cut and all(f.offset is not None and f.offset >= 2900 and f.file.endswith("/0.log")
+                       for f in cut)
+    assert all("shrank" in f.detail for f in cut)
+    _one_line(report)

@@ -208,6 +208,7 @@ def _verify_log(fd: int, file_size: int, shown: str, bookie: str,
         window = pread_exact(fd, min(READ_WINDOW, file_size - base), base)
         report.bytes_read += len(window)
         batch: List[Tuple[int, int, int, int]] = []  # (pos, size, ledger, entry)
+        start = i
         while i < len(todo):
             pos, lid, eid = todo[i]
             at = pos - 4 - base
@@ -226,14 +227,22 @@ def _verify_log(fd: int, file_size: int, shown: str, bookie: str,
                 if not batch and size > READ_WINDOW - 4:  # one entry larger than a window
                     big = pread_exact(fd, size + 4, base)
                     report.bytes_read += len(big)
-                    _check_batch(big, base, [(pos, size, lid, eid)], shown, bookie, metadata,
-                                 report)
-                    i += 1
+                    if len(big) == size + 4:  # else the log shrank: reported below
+                        _check_batch(big, base, [(pos, size, lid, eid)], shown, bookie,
+                                     metadata, report)
+                        i += 1
                 break
             batch.append((pos, size, lid, eid))
             i += 1
         if batch:
             _check_batch(window, base, batch, shown, bookie, metadata, report)
+        if i == start:  # nothing could be read at this entry: the log shrank under the scan
+            pos, lid, eid = todo[i]
+            report.add(ENTRY_FRAME_INVALID, f"the log ends before the entry (it shrank while "
+                       f"being read: now {os.fstat(fd).st_size} bytes)", bookie=bookie,
+                       ledger=lid, entry=eid, file=shown, offset=pos)
+            report.copies.append(Copy(bookie, lid, eid, shown, pos))
+            i += 1
 
 
 def _check_batch(window: bytes, base: int, batch: List[Tuple[int, int, int, int]], shown: str,
