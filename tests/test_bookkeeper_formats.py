@@ -12,7 +12,6 @@ from typing import Any, List
 
 import numpy as np
 import pytest
-
 from bookkeeper_fixture import (
     entry_bytes,
     metadata_v1,
@@ -21,6 +20,7 @@ from bookkeeper_fixture import (
     positions,
     write_bookie,
 )
+
 from merkle.cli import main
 from merkle.replica.bookkeeper.cookie import CookieError, parse_cookie
 from merkle.replica.bookkeeper.digest import verify_entries
@@ -298,6 +298,7 @@ def test_scan_records_steps_over_padding_a_byte_at_a_time(tmp_path: Path) -> Non
     import os
 
     from bookkeeper_fixture import log_header
+
     from merkle.replica.bookkeeper.entrylog import read_header, scan_records
 
     one = entry_bytes(5, 0, b"a" * 10)

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, Dict
 
 import pytest
-
 from bookkeeper_fixture import metadata_v3
+
 from merkle.cli import main
 from merkle.replica.bookkeeper import scan as bkscan
 from merkle.replica.bookkeeper.metadata import LedgerMetadata, load_ledger_metadata

@@ -13,7 +13,7 @@ import argparse
 import json
 import sys
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 from merkle.cli import EXIT_ERROR, EXIT_FINDINGS, CLIError, print_error, redact_json
 from merkle.messages import one_line

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import Dict, Sequence
+from typing import Dict, Sequence, Union
 
 import numpy as np
 
@@ -40,7 +40,8 @@ def _be64(data: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return data[idx].copy().view(">i8").reshape(-1).astype(np.int64)
 
 
-def verify_entries(buf: object, offsets: Sequence[int], sizes: Sequence[int],
+def verify_entries(buf: object, offsets: Union[Sequence[int], np.ndarray],
+                   sizes: Union[Sequence[int], np.ndarray],
                    digest_type: str, password: bytes = b"") -> Dict[str, np.ndarray]:
     """Check the entries at `offsets` (of each entry's first byte, after its size int) with
     `sizes` bytes each, all inside `buf`, with the ledger's `digest_type` ("CRC32C", "CRC32",

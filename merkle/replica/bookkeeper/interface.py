@@ -37,7 +37,7 @@ _RECOGNISE_ENTRIES = 64
 
 class BookKeeperLayout(ReadOnlyLayout):
     name = "bookkeeper"
-    title = "BookKeeper"  # type: ignore[assignment]
+    title = "BookKeeper"
 
     def recognises(self, root: str) -> bool:
         if is_uri(root):

@@ -154,13 +154,13 @@ def _from_binary(body: bytes) -> LedgerMetadata:
             9: "ack", 10: "ctime", 12: "ctoken"}
     for number, wire, value in wire_fields(body[pos:pos + length]):
         if number in ints and wire == 0:
-            f[ints[number]] = signed64(int(value))  # type: ignore[arg-type]
-        elif number == 6 and wire == 2:
-            segments.append(_segment(value))  # type: ignore[arg-type]
+            f[ints[number]] = signed64(int(value))
+        elif number == 6 and isinstance(value, bytes):
+            segments.append(_segment(value))
         elif number == 8 and wire == 2:
             f["password"] = value
-        elif number == 11 and wire == 2:
-            key, val = _custom(value)  # type: ignore[arg-type]
+        elif number == 11 and isinstance(value, bytes):
+            key, val = _custom(value)
             custom[key] = val
     return _build(f, segments, custom)
 
@@ -170,9 +170,9 @@ def _segment(raw: bytes) -> Tuple[int, Tuple[str, ...]]:
     first = None
     for number, wire, value in wire_fields(raw):
         if number == 1 and wire == 2:
-            members.append(bytes(value).decode("utf-8", "replace"))  # type: ignore[arg-type]
+            members.append(bytes(value).decode("utf-8", "replace"))
         elif number == 2 and wire == 0:
-            first = signed64(int(value))  # type: ignore[arg-type]
+            first = signed64(int(value))
     if first is None:
         raise MetadataError("an ensemble segment without firstEntryId")
     return first, tuple(members)
@@ -182,9 +182,9 @@ def _custom(raw: bytes) -> Tuple[str, bytes]:
     key, val = "", b""
     for number, wire, value in wire_fields(raw):
         if number == 1 and wire == 2:
-            key = bytes(value).decode("utf-8", "replace")  # type: ignore[arg-type]
+            key = bytes(value).decode("utf-8", "replace")
         elif number == 2 and wire == 2:
-            val = bytes(value)  # type: ignore[arg-type]
+            val = bytes(value)
     return key, val
 
 

@@ -145,21 +145,30 @@ class _DirIndex:
     ledgers: Set[int]
     storage: str  # "DbLedgerStorage" or "InterleavedLedgerStorage"
 
+    @property
+    def keys(self) -> Set[Tuple[int, int]]:
+        """(ledger, entry) of every index entry (made once: every log of the dir asks)."""
+        if self._keys is None:
+            self._keys = {(lid, eid) for lid, eid, _ in self.entries}
+        return self._keys
+
+    _keys: Optional[Set[Tuple[int, int]]] = None
+
 
 def _read_index(d: LedgerDir, current_fd: int, report: ScanReport, bookie: str
                 ) -> Optional[_DirIndex]:
     names = set(os.listdir(current_fd))
     if "locations" in names or "ledgers" in names:
         try:
-            ledgers, entries, problems = db_indexes(d.current)
+            ledger_data, db_entries, problems = db_indexes(d.current)
         except IndexError_ as exc:
             report.add(INDEX_UNREADABLE, str(exc), bookie=bookie, file=d.current)
             return None
         for p in problems:
             report.add(INDEX_UNREADABLE, p, bookie=bookie, file=d.current)
-        return _DirIndex(sorted(entries), set(ledgers) | {e[0] for e in entries},
+        return _DirIndex(sorted(db_entries), set(ledger_data) | {e[0] for e in db_entries},
                          "DbLedgerStorage")
-    entries = []
+    entries: List[Tuple[int, int, int]] = []
     ledgers: Set[int] = set()
     for a, b, name in idx_files(current_fd):
         shown = os.path.join(d.current, a, b, name)
@@ -308,11 +317,15 @@ def _scan_dir(d: LedgerDir, bookie: str, metadata: Dict[int, LedgerMetadata],
                            "interrupted; BookKeeper finishes or removes it at start-up): its "
                            "entries are not read", bookie=bookie,
                            file=os.path.join(d.current, name))
-        logs = {log_id_of(n): n for n in names if log_id_of(n) is not None}
-        for log_id in sorted(set(by_log) | set(logs)):  # type: ignore[type-var]
+        logs: Dict[int, str] = {}
+        for n in names:
+            listed = log_id_of(n)
+            if listed is not None:
+                logs[listed] = n
+        for log_id in sorted(set(by_log) | set(logs)):
             name = logs.get(log_id, f"{log_id:x}.log")
-            _one_log(current_fd, d, name, bookie, sorted(by_log.get(log_id, [])),  # type: ignore[arg-type]
-                     index, metadata, report)
+            _one_log(current_fd, d, name, bookie, sorted(by_log.get(log_id, [])), index,
+                     metadata, report)
         return index
     finally:
         os.close(current_fd)
@@ -362,7 +375,7 @@ def _unindexed(fd: int, size: int, shown: str, bookie: str, todo: List[Tuple[int
     """Records in the log that no index entry names at any location: one finding per
     ledger and log (a compaction's copy of an indexed entry elsewhere is expected)."""
     indexed_here = {pos for pos, _, _ in todo}
-    indexed = {(lid, eid) for lid, eid, _ in index.entries}
+    indexed = index.keys
     extra: Dict[int, List[Tuple[int, int]]] = defaultdict(list)
     for rec in scan_records(fd, size):
         if rec.pos in indexed_here or (rec.ledger_id, rec.entry_id) in indexed:
