@@ -18,6 +18,7 @@ from merkle.cli import main
 from merkle.replica.bookkeeper.metadata import (
     load_instance_id,
     load_ledger_metadata,
+    load_registered_cookies,
     parse_ledger_metadata,
 )
 from merkle.replica.bookkeeper.scan import scan_bookies
@@ -38,7 +39,8 @@ DIGESTS = {"MAC": "HMAC"}  # the client API's name for the stored HMAC
 
 
 def _scan() -> Any:
-    return scan_bookies(BOOKIES, load_ledger_metadata(ZK), instance_id=load_instance_id(ZK))
+    return scan_bookies(BOOKIES, load_ledger_metadata(ZK), instance_id=load_instance_id(ZK),
+                        registered_cookies=load_registered_cookies(ZK))
 
 
 def test_exactly_the_injected_fault_is_found(capsys: Any) -> None:
@@ -131,9 +133,14 @@ def test_the_metadata_parses_to_what_the_cluster_stored(ledger: Dict[str, Any]) 
     assert load_ledger_metadata(ZK)[ledger["ledgerId"]] == meta
 
 
-def test_the_instance_id_is_the_cookies() -> None:
+def test_the_instance_id_and_registered_cookies_are_the_bookies() -> None:
     assert load_instance_id(ZK) == (GOLDEN / "zookeeper/ledgers/INSTANCEID/_data"
                                     ).read_text().strip()
+    cookies = load_registered_cookies(ZK)
+    assert cookies is not None and sorted(cookies) == [f"127.0.0.1:3181{i}" for i in range(1, 5)]
+    assert cookies["127.0.0.1:31812"] == (GOLDEN / "bookie-2/ledgers-b/current/VERSION"
+                                          ).read_bytes()
+    assert _scan().findings[0].kind == "CORRUPT_ENTRY"  # no COOKIE_MISMATCH among them
 
 
 def _files(root: Path) -> List[str]:

@@ -219,3 +219,16 @@ def test_a_log_shrinking_while_it_is_read(bookie: Path, metadata: Any,
                        for f in cut)
     assert all("shrank" in f.detail for f in cut)
     _one_line(report)
+
+
+def test_a_cookie_the_metadata_store_does_not_register(bookie: Path, metadata: Any) -> None:
+    """The registered cookie (`cookies/<bookieId>`) is what Cookie.verify compares with."""
+    mine = (bookie / "current/VERSION").read_bytes()
+    report = scan_bookies([str(bookie)], metadata, registered_cookies={B4: mine})
+    assert not [f for f in report.findings if f.kind == "COOKIE_MISMATCH"]
+    other = mine.replace(b"bookie-4/journal", b"/elsewhere/journal")
+    for registered, why in (({B4: other}, "differs"), ({}, "registers no cookie"),
+                            ({B4: b"junk"}, "does not parse")):
+        report = scan_bookies([str(bookie)], metadata, registered_cookies=registered)
+        mism = [f for f in report.findings if f.kind == "COOKIE_MISMATCH"]
+        assert len(mism) == 1 and why in mism[0].detail and mism[0].bookie == B4

@@ -47,6 +47,7 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
         MetadataError,
         load_instance_id,
         load_ledger_metadata,
+        load_registered_cookies,
     )
     from merkle.replica.bookkeeper.scan import scan_bookies
     from merkle.replica.levels import counts_as_failure
@@ -65,7 +66,8 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
         raise CLIError(f"--ledger-metadata: {one_line(why)}", EXIT_ERROR) from None
     t0 = time.perf_counter()
     report = scan_bookies(args.paths, metadata,
-                          instance_id=load_instance_id(args.ledger_metadata))
+                          instance_id=load_instance_id(args.ledger_metadata),
+                          registered_cookies=load_registered_cookies(args.ledger_metadata))
     seconds = time.perf_counter() - t0
     errors = [f for f in report.findings if counts_as_failure(f.severity, args.strict)]
     warnings = [f for f in report.findings if f.severity == "warning"]

@@ -33,7 +33,8 @@ from merkle.replica.safeopen import open_dir, read_regular
 
 __all__ = ["CLOSED", "CRC32", "CRC32C", "DIGEST_TYPES", "DUMMY", "HMAC", "IN_RECOVERY",
            "LedgerMetadata", "MAX_METADATA_BYTES", "MetadataError", "OPEN",
-           "load_instance_id", "load_ledger_metadata", "parse_ledger_metadata"]
+           "load_instance_id", "load_ledger_metadata", "load_registered_cookies",
+           "parse_ledger_metadata"]
 
 #: a znode is at most 1 MiB by ZooKeeper's default jute.maxbuffer; a dump file beyond this is
 #: not ledger metadata
@@ -405,4 +406,45 @@ def load_instance_id(path: str) -> Optional[str]:
             finally:
                 os.close(dfd)
             return data.decode("utf-8", "replace").strip() or None
+    return None
+
+
+#: the most registered cookies read from a znode tree copy
+MAX_COOKIES = 100_000
+
+
+def load_registered_cookies(path: str) -> Optional[Dict[str, bytes]]:
+    """The cookies the metadata store registers (`<root>/cookies/<bookieId>/_data`, bytes by
+    bookie ID) in a copy of the znode tree under `path`, else None (no `cookies` node: dump
+    files do not hold them). Directory names are bookie IDs (data): each is opened relative
+    to the `cookies` directory, never followed through a link."""
+    import glob
+
+    from merkle.replica.bookkeeper.cookie import MAX_COOKIE_BYTES
+
+    if not os.path.isdir(path):
+        return None
+    for pattern in ("cookies", "*/cookies", "*/*/cookies"):
+        for node in sorted(glob.glob(os.path.join(glob.escape(path), pattern))):
+            try:
+                cfd = open_dir(node)
+            except OSError:
+                continue
+            out: Dict[str, bytes] = {}
+            try:
+                for name in sorted(os.listdir(cfd))[:MAX_COOKIES]:
+                    try:
+                        bfd = open_dir(name, cfd)
+                    except OSError:
+                        continue
+                    try:
+                        out[name] = read_regular(bfd, "_data", MAX_COOKIE_BYTES,
+                                                 display=os.path.join(node, name, "_data"))
+                    except OSError:
+                        continue
+                    finally:
+                        os.close(bfd)
+            finally:
+                os.close(cfd)
+            return out
     return None

@@ -393,10 +393,11 @@ def _unindexed(fd: int, size: int, shown: str, bookie: str, todo: List[Tuple[int
 # ---- bookies and their cookies ------------------------------------------------------------
 
 def _check_cookies(dirs: List[LedgerDir], instance_id: Optional[str],
+                   registered: Optional[Dict[str, bytes]],
                    report: ScanReport) -> Dict[str, List[LedgerDir]]:
     """The readable ledger directories grouped by bookie ID, cookie disagreements reported:
     between one bookie's directories, between bookies' instanceIds, with the metadata's
-    INSTANCEID, and a directory its own cookie does not list."""
+    INSTANCEID and registered cookies, and a directory its own cookie does not list."""
     by_bookie: Dict[str, List[LedgerDir]] = defaultdict(list)
     for d in dirs:
         read_cookie(d)
@@ -412,6 +413,8 @@ def _check_cookies(dirs: List[LedgerDir], instance_id: Optional[str],
                 report.add(COOKIE_MISMATCH, f"the cookie differs from {ds[0].path}'s "
                            f"(BookKeeper refuses to start: Cookie.verify)", bookie=bookie,
                            file=os.path.join(d.current, "VERSION"))
+        if registered is not None:
+            _against_registered(bookie, ds[0], registered.get(bookie), report)
         for d in ds:
             assert d.cookie is not None
             if dir_index_in_cookie(d.path, d.cookie) is None:
@@ -432,6 +435,28 @@ def _check_cookies(dirs: List[LedgerDir], instance_id: Optional[str],
                        f"{expected[:64]} (a bookie of another cluster)", bookie=bookie,
                        file=os.path.join(by_bookie[bookie][0].current, "VERSION"))
     return by_bookie
+
+
+def _against_registered(bookie: str, d: LedgerDir, raw: Optional[bytes],
+                        report: ScanReport) -> None:
+    """The bookie's cookie against the one the metadata store registers for its ID
+    (`cookies/<bookieId>`; Cookie.verify compares them at every start)."""
+    from merkle.replica.bookkeeper.cookie import CookieError, parse_cookie
+
+    where = dict(bookie=bookie, file=os.path.join(d.current, "VERSION"))
+    if raw is None:
+        report.add(COOKIE_MISMATCH, "the metadata store registers no cookie for this bookie "
+                   "ID (a bookie of another cluster, or its registration was removed)", **where)
+        return
+    try:
+        theirs = parse_cookie(raw)
+    except CookieError as exc:
+        report.add(COOKIE_MISMATCH, f"the registered cookie does not parse: {exc}", **where)
+        return
+    if theirs != d.cookie:
+        report.add(COOKIE_MISMATCH, "the cookie differs from the one the metadata store "
+                   "registers for this bookie ID (BookKeeper refuses to start: "
+                   "Cookie.verify)", **where)
 
 
 # ---- placement ----------------------------------------------------------------------------
@@ -594,10 +619,12 @@ def _wrong_dir(by_bookie: Dict[str, List[LedgerDir]], indexes: Dict[str, _DirInd
 
 
 def scan_bookies(paths: Iterable[str], metadata: Dict[int, LedgerMetadata], *,
-                 instance_id: Optional[str] = None) -> ScanReport:
+                 instance_id: Optional[str] = None,
+                 registered_cookies: Optional[Dict[str, bytes]] = None) -> ScanReport:
     """Scan the bookies' ledger directories at or under `paths` against `metadata` (ledger
-    ID -> LedgerMetadata); `instance_id`: the cluster's INSTANCEID when the metadata source
-    has it. A path that holds no ledger directory goes to `failed`."""
+    ID -> LedgerMetadata); `instance_id`: the cluster's INSTANCEID, `registered_cookies`:
+    the cookies the metadata store registers (raw bytes by bookie ID), when the metadata
+    source has them. A path that holds no ledger directory goes to `failed`."""
     report = ScanReport()
     dirs: List[LedgerDir] = []
     for p in paths:
@@ -610,7 +637,7 @@ def scan_bookies(paths: Iterable[str], metadata: Dict[int, LedgerMetadata], *,
             report.failed.append({"path": p, "error": f"{p}: no bookie ledger directory found "
                                   f"(a directory with current/VERSION and entry logs)"})
         dirs.extend(LedgerDir(f) for f in found if f not in {d.path for d in dirs})
-    by_bookie = _check_cookies(dirs, instance_id, report)
+    by_bookie = _check_cookies(dirs, instance_id, registered_cookies, report)
     indexes: Dict[str, _DirIndex] = {}
     for bookie, ds in sorted(by_bookie.items()):
         report.bookies[bookie] = [d.path for d in ds]
