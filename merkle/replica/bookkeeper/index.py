@@ -54,11 +54,15 @@ class LedgerData:
 
 def parse_ledger_data(raw: bytes) -> LedgerData:
     """A `ledgers` DB value (DbLedgerStorageDataFormats.proto LedgerData)."""
-    f: Dict[int, object] = {}
+    flags: Dict[int, bool] = {}
+    blobs: Dict[int, bytes] = {}
     for number, _wire, value in wire_fields(raw):
-        f[number] = value
-    return LedgerData(bool(f.get(1, 0)), bool(f.get(2, 0)), bytes(f.get(3, b"")),  # type: ignore[call-overload]
-                      bytes(f.get(4, b"")), bool(f.get(5, 0)))  # type: ignore[call-overload]
+        if isinstance(value, bytes):
+            blobs[number] = value
+        else:
+            flags[number] = bool(value)
+    return LedgerData(flags.get(1, False), flags.get(2, False), blobs.get(3, b""),
+                      blobs.get(4, b""), flags.get(5, False))
 
 
 def _open_snapshot_db(db_dir: str) -> Tuple[object, str]:

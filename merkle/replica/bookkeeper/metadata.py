@@ -262,20 +262,28 @@ def _build(f: Dict[str, object], segments: List[Tuple[int, Tuple[str, ...]]],
     """The client's view (LedgerMetadataSerDe.decodeFormat): ackQuorum defaults to the write
     quorum; lastEntryId and length count only when CLOSED; the digest type only with a
     password."""
-    quorum = int(f.get("quorum", 0))  # type: ignore[call-overload]
-    state = _STATES.get(int(f.get("state", 1)), OPEN)  # type: ignore[call-overload]
+
+    def num(key: str, default: int) -> int:
+        value = f.get(key, default)
+        return value if isinstance(value, int) else default
+
+    def optional(key: str) -> Optional[int]:
+        value = f.get(key)
+        return value if isinstance(value, int) else None
+
+    quorum = num("quorum", 0)
+    state = _STATES.get(num("state", 1), OPEN)
     closed = state == CLOSED
     password = f.get("password")
-    digest = DIGEST_TYPES.get(int(f.get("digest", 0))) if password is not None else None  # type: ignore[call-overload]
+    digest = DIGEST_TYPES.get(num("digest", 0)) if isinstance(password, bytes) else None
     return LedgerMetadata(
-        ledger_id=None, ensemble_size=int(f.get("ensemble", 0)),  # type: ignore[call-overload]
-        write_quorum=quorum,
-        ack_quorum=int(f.get("ack", quorum)),  # type: ignore[call-overload]
-        state=state, last_entry_id=int(f.get("last", -1)) if closed else -1,  # type: ignore[call-overload]
-        length=int(f.get("length", 0)) if closed else 0,  # type: ignore[call-overload]
+        ledger_id=None, ensemble_size=num("ensemble", 0), write_quorum=quorum,
+        ack_quorum=num("ack", quorum), state=state,
+        last_entry_id=num("last", -1) if closed else -1,
+        length=num("length", 0) if closed else 0,
         segments=sorted(segments, key=lambda s: s[0]), digest_type=digest,
         password=bytes(password) if isinstance(password, bytes) else b"",
-        ctime=f.get("ctime"), ctoken=f.get("ctoken"), custom=custom)  # type: ignore[arg-type]
+        ctime=optional("ctime"), ctoken=optional("ctoken"), custom=custom)
 
 
 def _check(meta: LedgerMetadata) -> None:
