@@ -60,10 +60,11 @@ def idx_bytes(locations: Dict[int, int], master_key: bytes = b"k" * 20) -> bytes
 
 def write_bookie(root: Path, bookie_id: str, entries: List[Tuple[int, int, bytes]],
                  index: Optional[List[Tuple[int, int]]] = None, instance_id: str = "cluster-1",
-                 log_id: int = 0) -> Path:
+                 log_id: int = 0, passwords: Optional[Dict[int, bytes]] = None) -> Path:
     """A ledger directory `root` with one entry log holding `entries` ((ledger, entry,
     stored bytes) in order) and `.idx` files naming `index` ((ledger, entry), default: every
-    entry) at their locations. Returns `root`."""
+    entry) at their locations, each with the master key of the ledger's password in
+    `passwords` (default b"pw"). Returns `root`."""
     current = root / "current"
     current.mkdir(parents=True)
     (current / "VERSION").write_bytes(cookie(bookie_id, [str(root)], instance_id))
@@ -80,7 +81,9 @@ def write_bookie(root: Path, bookie_id: str, entries: List[Tuple[int, int, bytes
     for ledger, locs in per_ledger.items():
         d = current / f"{(ledger >> 8) & 0xff:x}" / f"{ledger & 0xff:x}"
         d.mkdir(parents=True, exist_ok=True)
-        (d / f"{ledger:x}.idx").write_bytes(idx_bytes(locs))
+        password = (passwords or {}).get(ledger, b"pw")
+        key = hashlib.sha1(b"ledger" + password).digest()
+        (d / f"{ledger:x}.idx").write_bytes(idx_bytes(locs, key))
     return root
 
 

@@ -187,7 +187,7 @@ def _meta_dir(tmp_path: Path, ledgers: Any) -> Path:
 
 def test_idx_bookie_clean_then_each_fault(tmp_path: Path, capsys: Any) -> None:
     entries = _ledger(5, 4) + _ledger(300, 3, "CRC32", b"")
-    bookie = write_bookie(tmp_path / "b1", B1, entries)
+    bookie = write_bookie(tmp_path / "b1", B1, entries, passwords={300: b""})
     meta = _meta_dir(tmp_path, {
         5: metadata_v3([(0, [B1])], write=1, ack=1, last=3, digest="CRC32C", password=b"pw"),
         300: metadata_v2([(0, [B1])], write=1, ack=1, last=2, digest="CRC32", password=b"")})

@@ -232,3 +232,17 @@ def test_a_cookie_the_metadata_store_does_not_register(bookie: Path, metadata: A
         report = scan_bookies([str(bookie)], metadata, registered_cookies=registered)
         mism = [f for f in report.findings if f.kind == "COOKIE_MISMATCH"]
         assert len(mism) == 1 and why in mism[0].detail and mism[0].bookie == B4
+
+
+def test_a_metadata_password_that_is_not_the_ledgers(bookie: Path, metadata: Any) -> None:
+    """Ledger D (HMAC, id 3) checked with another password: the bookie's master key says the
+    password is wrong, so the digests failing on both copies are not blamed on a client."""
+    wrong = dict(metadata)
+    wrong[3] = LedgerMetadata(**{**vars(metadata[3]), "password": b"not-golden-d"})
+    report = scan_bookies([str(bookie)], wrong)
+    keys = [f for f in report.findings if f.kind == "MASTER_KEY_MISMATCH"]
+    assert [(f.bookie, f.ledger) for f in keys] == [(B4, 3)]
+    assert keys[0].severity == "error"
+    # the right password: no such finding (the golden master keys are SHA-1("ledger" + pw))
+    report = scan_bookies([str(bookie)], metadata)
+    assert not [f for f in report.findings if f.kind == "MASTER_KEY_MISMATCH"]

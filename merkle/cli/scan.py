@@ -59,7 +59,7 @@ errors: CORRUPT_CHUNK, MISSING_CHUNK, INCONSISTENT_CHUNK_LENGTH, MISSING_DATA_FI
   a kind not listed here is an error; BookKeeper bookies: CORRUPT_ENTRY,
   DIGEST_MISMATCH_ALL_COPIES, COPIES_DIFFER, MISSING_ENTRY, ENTRY_FRAME_INVALID,
   ENTRY_LOG_MISSING, INDEX_UNREADABLE, LEDGER_IN_WRONG_DIR, COOKIE_INVALID, COOKIE_MISMATCH,
-  BOOKIE_HOLDS_NOTHING
+  BOOKIE_HOLDS_NOTHING, MASTER_KEY_MISMATCH
 warnings (reported; the replica stays ok and they do not change the exit status unless
   --strict): TREE_MISSING, TREE_CORRUPT (the .tree is derived: rebuilt from the verified
   data), TREE_UNSUPPORTED; Ozone volumes also: CONTAINER_NOT_SCANNED of a state Ozone never

@@ -263,6 +263,12 @@ LEVELS: Dict[str, Level] = {
         WARNING, "stored entries of a ledger the metadata no longer has: deleted, garbage not yet "
                  "collected (frames checked, digests cannot be)",
         "garbage collection deletes them later"),
+    "MASTER_KEY_MISMATCH": Level(
+        ERROR, "the master key a bookie keeps for a ledger is not SHA-1(\"ledger\" + the "
+               "metadata's password): the metadata is not this data's (every HMAC digest would "
+               "fail alike), or the data is another ledger's",
+        "the bookie refuses adds and reads with another master key "
+        "(BookieException.UnauthorizedAccessException)"),
 }
 
 

@@ -11,6 +11,7 @@ levels are merkle.replica.levels'.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
 from collections import defaultdict
@@ -44,6 +45,7 @@ __all__ = ["BOOKIE_HOLDS_NOTHING", "COOKIE_INVALID", "COOKIE_MISMATCH", "COPIES_
            "CORRUPT_ENTRY", "Copy", "DIGEST_MISMATCH_ALL_COPIES", "ENTRY_FRAME_INVALID",
            "ENTRY_LOG_MISSING", "ENTRY_OF_OPEN_LEDGER", "ENTRY_PAST_LAST_ENTRY", "Finding",
            "INDEX_UNREADABLE", "LEDGER_IN_WRONG_DIR", "LEDGER_NOT_IN_METADATA",
+           "MASTER_KEY_MISMATCH",
            "MISSING_ENTRY", "ScanReport", "UNINDEXED_ENTRY", "scan_bookies"]
 
 CORRUPT_ENTRY = "CORRUPT_ENTRY"
@@ -61,6 +63,7 @@ COOKIE_MISMATCH = "COOKIE_MISMATCH"
 COOKIE_INVALID = "COOKIE_INVALID"
 INDEX_UNREADABLE = "INDEX_UNREADABLE"
 BOOKIE_HOLDS_NOTHING = "BOOKIE_HOLDS_NOTHING"
+MASTER_KEY_MISMATCH = "MASTER_KEY_MISMATCH"
 NOT_A_REGULAR_FILE = "NOT_A_REGULAR_FILE"
 
 #: one read of an entry log takes at most this many bytes (plus one entry larger than it)
@@ -144,6 +147,8 @@ class _DirIndex:
     entries: List[Tuple[int, int, int]]  # (ledger, entry, location)
     ledgers: Set[int]
     storage: str  # "DbLedgerStorage" or "InterleavedLedgerStorage"
+    #: the master key the bookie keeps per ledger (LedgerData.masterKey, the .idx header)
+    master_keys: Dict[int, bytes] = field(default_factory=dict)
 
     @property
     def keys(self) -> Set[Tuple[int, int]]:
@@ -167,9 +172,11 @@ def _read_index(d: LedgerDir, current_fd: int, report: ScanReport, bookie: str
         for p in problems:
             report.add(INDEX_UNREADABLE, p, bookie=bookie, file=d.current)
         return _DirIndex(sorted(db_entries), set(ledger_data) | {e[0] for e in db_entries},
-                         "DbLedgerStorage")
+                         "DbLedgerStorage",
+                         {lid: v.master_key for lid, v in ledger_data.items() if v.master_key})
     entries: List[Tuple[int, int, int]] = []
     ledgers: Set[int] = set()
+    keys: Dict[int, bytes] = {}
     for a, b, name in idx_files(current_fd):
         shown = os.path.join(d.current, a, b, name)
         try:
@@ -188,7 +195,9 @@ def _read_index(d: LedgerDir, current_fd: int, report: ScanReport, bookie: str
                 continue
         ledgers.add(idx.ledger_id)
         entries.extend((idx.ledger_id, e, loc) for e, loc in idx.locations)
-    return _DirIndex(sorted(entries), ledgers, "InterleavedLedgerStorage")
+        if idx.master_key:
+            keys[idx.ledger_id] = idx.master_key
+    return _DirIndex(sorted(entries), ledgers, "InterleavedLedgerStorage", keys)
 
 
 def _digest_of(meta: Optional[LedgerMetadata]) -> Tuple[str, bytes, bool]:
@@ -291,6 +300,24 @@ def _check_batch(window: bytes, base: int, batch: List[Tuple[int, int, int, int]
                                 f"stored HMAC-SHA1 {copy.stored_digest} does not match")
 
 
+def _check_master_keys(d: LedgerDir, bookie: str, index: _DirIndex,
+                       metadata: Dict[int, LedgerMetadata], report: ScanReport) -> None:
+    """The master key a bookie keeps for a ledger is SHA-1("ledger" + password)
+    (DigestManager.generateMasterKey): another one means the metadata's password is not the
+    one the ledger was written with (every HMAC digest would fail identically, which is then
+    no client bug), or the data is of another ledger that had this ID."""
+    for lid, key in sorted(index.master_keys.items()):
+        meta = metadata.get(lid)
+        if meta is None or meta.digest_type is None:
+            continue  # no password known (v1 metadata) or no metadata: nothing to compare
+        want = hashlib.sha1(b"ledger" + meta.password).digest()
+        if key != want:
+            report.add(MASTER_KEY_MISMATCH, f"the bookie's master key {key.hex()[:40]} is not "
+                       f"SHA-1(\"ledger\" + the metadata's password) {want.hex()}: the "
+                       f"password is not the ledger's, or the data is another ledger's",
+                       bookie=bookie, ledger=lid, file=d.current)
+
+
 def _scan_dir(d: LedgerDir, bookie: str, metadata: Dict[int, LedgerMetadata],
               report: ScanReport) -> Optional[_DirIndex]:
     try:
@@ -306,6 +333,7 @@ def _scan_dir(d: LedgerDir, bookie: str, metadata: Dict[int, LedgerMetadata],
         index = _read_index(d, current_fd, report, bookie)
         if index is None:
             return None
+        _check_master_keys(d, bookie, index, metadata, report)
         by_log: Dict[int, List[Tuple[int, int, int]]] = defaultdict(list)
         for lid, eid, loc in index.entries:
             log_id, pos = split_location(loc)
