@@ -246,3 +246,26 @@ def test_a_metadata_password_that_is_not_the_ledgers(bookie: Path, metadata: Any
     # the right password: no such finding (the golden master keys are SHA-1("ledger" + pw))
     report = scan_bookies([str(bookie)], metadata)
     assert not [f for f in report.findings if f.kind == "MASTER_KEY_MISMATCH"]
+
+
+def test_index_directories_apart_from_the_ledger_directory(bookie: Path, metadata: Any
+                                                          ) -> None:
+    """indexDirs: DbLedgerStorage keeps ledger dir i's RocksDBs in index dir i."""
+    index = bookie.parent / "index"
+    (index / "current").mkdir(parents=True)
+    for db in ("ledgers", "locations"):
+        shutil.move(str(bookie / "current" / db), str(index / "current" / db))
+    cookie = (bookie / "current/VERSION").read_bytes().replace(
+        b'instanceId:', b'indexDirs: "1\\tbookie-4/index"\ninstanceId:')
+    for d in (bookie, index):
+        (d / "current/VERSION").write_bytes(cookie)
+    both = scan_bookies([str(bookie.parent)], metadata)
+    alone = scan_bookies([str(GOLDEN / "bookie-4")], metadata)
+    assert [(f.kind, f.ledger, f.entry) for f in both.findings] == [
+        (f.kind, f.ledger, f.entry) for f in alone.findings]
+    assert len(both.copies) == len(alone.copies) > 30
+    assert both.bookies == {B4: [str(bookie)]}
+    # the ledger directory without its index directory: one finding, not read
+    report = scan_bookies([str(bookie)], metadata)
+    assert [f.kind for f in report.findings] == ["INDEX_UNREADABLE"]
+    assert "indexDirs" in report.findings[0].detail and report.copies == []

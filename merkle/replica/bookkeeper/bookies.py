@@ -34,10 +34,17 @@ class LedgerDir:
     path: str
     cookie: Optional[Cookie] = None
     problem: Optional[str] = None
+    #: where DbLedgerStorage keeps this directory's RocksDBs when the bookie has indexDirs
+    #: (ledger dir i pairs with index dir i), else None: in the ledger directory itself
+    index_path: Optional[str] = None
 
     @property
     def current(self) -> str:
         return os.path.join(self.path, "current")
+
+    @property
+    def index_current(self) -> str:
+        return os.path.join(self.index_path or self.path, "current")
 
 
 def _isdir(path: str) -> bool:
@@ -123,12 +130,12 @@ def read_cookie(ledger_dir: LedgerDir) -> None:
         os.close(fd)
 
 
-def dir_index_in_cookie(path: str, cookie: Cookie) -> Optional[int]:
-    """The position of `path` among the cookie's ledgerDirs (compared component by component
-    from the end: cookies may hold relative paths), else None. The cookie's strings are only
-    compared, never opened."""
+def dir_index_in_cookie(path: str, cookie: Cookie, *, index: bool = False) -> Optional[int]:
+    """The position of `path` among the cookie's ledgerDirs (`index`: its indexDirs),
+    compared component by component from the end (cookies may hold relative paths), else
+    None. The cookie's strings are only compared, never opened."""
     mine = [p for p in os.path.abspath(path).split("/") if p]
-    for i, listed in enumerate(cookie.ledger_dirs):
+    for i, listed in enumerate(cookie.index_dirs if index else cookie.ledger_dirs):
         theirs = [p for p in os.path.normpath(listed).split("/") if p not in ("", ".")]
         if theirs and ".." not in theirs and mine[-len(theirs):] == theirs:
             return i

@@ -162,15 +162,15 @@ class _DirIndex:
 
 def _read_index(d: LedgerDir, current_fd: int, report: ScanReport, bookie: str
                 ) -> Optional[_DirIndex]:
-    names = set(os.listdir(current_fd))
+    names = set(os.listdir(current_fd if d.index_path is None else d.index_current))
     if "locations" in names or "ledgers" in names:
         try:
-            ledger_data, db_entries, problems = db_indexes(d.current)
+            ledger_data, db_entries, problems = db_indexes(d.index_current)
         except IndexError_ as exc:
-            report.add(INDEX_UNREADABLE, str(exc), bookie=bookie, file=d.current)
+            report.add(INDEX_UNREADABLE, str(exc), bookie=bookie, file=d.index_current)
             return None
         for p in problems:
-            report.add(INDEX_UNREADABLE, p, bookie=bookie, file=d.current)
+            report.add(INDEX_UNREADABLE, p, bookie=bookie, file=d.index_current)
         return _DirIndex(sorted(db_entries), set(ledger_data) | {e[0] for e in db_entries},
                          "DbLedgerStorage",
                          {lid: v.master_key for lid, v in ledger_data.items() if v.master_key})
@@ -445,7 +445,8 @@ def _check_cookies(dirs: List[LedgerDir], instance_id: Optional[str],
             _against_registered(bookie, ds[0], registered.get(bookie), report)
         for d in ds:
             assert d.cookie is not None
-            if dir_index_in_cookie(d.path, d.cookie) is None:
+            if dir_index_in_cookie(d.path, d.cookie) is None and dir_index_in_cookie(
+                    d.path, d.cookie, index=True) is None:
                 report.add(COOKIE_MISMATCH, "the cookie does not list this directory among "
                            "its ledgerDirs (a directory moved or from another bookie)",
                            bookie=bookie, file=os.path.join(d.current, "VERSION"))
@@ -485,6 +486,40 @@ def _against_registered(bookie: str, d: LedgerDir, raw: Optional[bytes],
         report.add(COOKIE_MISMATCH, "the cookie differs from the one the metadata store "
                    "registers for this bookie ID (BookKeeper refuses to start: "
                    "Cookie.verify)", **where)
+
+
+def _pair_index_dirs(by_bookie: Dict[str, List[LedgerDir]], report: ScanReport) -> None:
+    """With `indexDirs` in a bookie's cookie, DbLedgerStorage keeps ledger dir i's RocksDBs
+    in index dir i: each ledger directory gets its partner (`index_path`), and the index
+    directories are no ledger directories of their own. A ledger directory whose index
+    directory was not given is one finding and is not read (its entries have no index)."""
+    for bookie, ds in by_bookie.items():
+        cookie = ds[0].cookie
+        if cookie is None or not cookie.index_dirs:
+            continue
+        index_at = {}
+        for d in ds:
+            pos = dir_index_in_cookie(d.path, cookie, index=True)
+            if pos is not None:
+                index_at[pos] = d
+        kept = []
+        for d in ds:
+            pos = dir_index_in_cookie(d.path, cookie)
+            if pos is None:
+                if d not in index_at.values():
+                    kept.append(d)  # listed nowhere: COOKIE_MISMATCH said so; read as is
+                continue
+            if pos < len(cookie.index_dirs) and cookie.index_dirs[pos] != cookie.ledger_dirs[pos]:
+                partner = index_at.get(pos)
+                if partner is None:
+                    report.add(INDEX_UNREADABLE, f"its index directory "
+                               f"{cookie.index_dirs[pos][:200]!r} (the cookie's indexDirs) "
+                               f"was not given: the directory is not read", bookie=bookie,
+                               file=d.current)
+                    continue
+                d.index_path = partner.path
+            kept.append(d)
+        by_bookie[bookie] = kept
 
 
 # ---- placement ----------------------------------------------------------------------------
@@ -666,6 +701,7 @@ def scan_bookies(paths: Iterable[str], metadata: Dict[int, LedgerMetadata], *,
                                   f"(a directory with current/VERSION and entry logs)"})
         dirs.extend(LedgerDir(f) for f in found if f not in {d.path for d in dirs})
     by_bookie = _check_cookies(dirs, instance_id, registered_cookies, report)
+    _pair_index_dirs(by_bookie, report)
     indexes: Dict[str, _DirIndex] = {}
     for bookie, ds in sorted(by_bookie.items()):
         report.bookies[bookie] = [d.path for d in ds]
