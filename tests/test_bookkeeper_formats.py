@@ -334,3 +334,16 @@ def test_compaction_leftovers_are_named_not_read(tmp_path: Path) -> None:
                                                                   "1.log.compacting"]
     assert {f.kind for f in report.findings} == {"UNINDEXED_ENTRY"}
     assert len(report.copies) == 2 and all(c.good for c in report.copies)
+
+
+def test_oversized_znode_bytes_are_refused_before_parsing() -> None:
+    """What bk-zk hands over from ZooKeeper: bytes, bounded before any parse."""
+    with pytest.raises(MetadataError, match="more than the 4194304"):
+        parse_ledger_metadata(b"BookieMetadataFormatVersion\t3\n" + bytes(100 << 20))
+    # a message of 200 000 segments (within the size bound): refused by the field bound
+    seg = b"\x32\x02\x10\x00"  # field 6, 2 bytes: firstEntryId 0
+    body = seg * 200_000
+    from bookkeeper_fixture import _varint
+
+    with pytest.raises(MetadataError, match="more than 100000 fields"):
+        parse_ledger_metadata(b"BookieMetadataFormatVersion\t3\n" + _varint(len(body)) + body)
