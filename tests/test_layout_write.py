@@ -362,7 +362,8 @@ def test_mount_paths_only_where_a_layout_records_them(tmp_path, fakegen):
     fakegen()
     with pytest.raises(GeneratorError, match="recorded by the ozone layout only"):
         GeneratorConfig(layout="fakegen", mount_path="/data/disk{volume}").validate()
-    with pytest.raises(GeneratorError, match="layout must be one of crcmerkle, fakegen, ozone"):
+    with pytest.raises(GeneratorError,
+                       match="layout must be one of bookkeeper, crcmerkle, fakegen, ozone"):
         GeneratorConfig(layout="nonesuch").validate()
 
 

@@ -39,7 +39,14 @@ files verified, only CLOSED, QUASI_CLOSED and UNHEALTHY containers' data checked
 The cheap passes read no block data and never write: --trees-only reads each replica's stored
 .tree alone; --metadata-only (the census) reads and checks each replica's block metadata as
 the scan does and takes its stored .tree where that still describes the metadata, else builds
-the tree from the checksums the metadata records (the scan's tree if every chunk matches)."""
+the tree from the checksums the metadata records (the scan's tree if every chunk matches).
+
+BookKeeper bookies (PATH: a bookie's ledger directories, or a directory above them) are scanned
+with --ledger-metadata, read-only: every entry copy the index names (DbLedgerStorage's RocksDBs
+or .idx files) is framed, checked against its digest (CRC32C, CRC32, HMAC: the ledger's type and
+password from the metadata) and placed against the write set of its ensemble segment; one line
+per finding, naming bookie, ledger, entry, file and offset; then one line per ledger (good
+copies per entry, entries below ackQuorum or without a good copy)."""
 
 EPILOG = """\
 errors: CORRUPT_CHUNK, MISSING_CHUNK, INCONSISTENT_CHUNK_LENGTH, MISSING_DATA_FILE,
@@ -49,11 +56,16 @@ errors: CORRUPT_CHUNK, MISSING_CHUNK, INCONSISTENT_CHUNK_LENGTH, MISSING_DATA_FI
   the replica); Ozone volumes also: CONTAINER_FILE_MISSING, CONTAINER_FILE_CORRUPT,
   CONTAINER_NOT_SCANNED of a schema V1/V2 replica, CONTAINER_PATH_MISMATCH (its
   metadataPath/chunksPath are not the replica's own directories on this volume's mount);
-  a kind not listed here is an error
+  a kind not listed here is an error; BookKeeper bookies: CORRUPT_ENTRY,
+  DIGEST_MISMATCH_ALL_COPIES, COPIES_DIFFER, MISSING_ENTRY, ENTRY_FRAME_INVALID,
+  ENTRY_LOG_MISSING, INDEX_UNREADABLE, LEDGER_IN_WRONG_DIR, COOKIE_INVALID, COOKIE_MISMATCH,
+  BOOKIE_HOLDS_NOTHING, MASTER_KEY_MISMATCH
 warnings (reported; the replica stays ok and they do not change the exit status unless
   --strict): TREE_MISSING, TREE_CORRUPT (the .tree is derived: rebuilt from the verified
   data), TREE_UNSUPPORTED; Ozone volumes also: CONTAINER_NOT_SCANNED of a state Ozone never
   data-scans (OPEN, CLOSING, ...), UNREFERENCED_DATA_FILE (invisible to Ozone's scanner);
+  BookKeeper bookies: UNINDEXED_ENTRY, ENTRY_PAST_LAST_ENTRY, ENTRY_OF_OPEN_LEDGER,
+  LEDGER_NOT_IN_METADATA;
   --metadata-only also: TREE_STALE (the stored .tree does not describe the block metadata:
   not trusted), TREE_FROM_METADATA (the tree was built from the recorded checksums)
 
@@ -66,6 +78,11 @@ output (json): {"replicas": [{path, container_id, ok, data_checksum, errors: [{e
   verified, ...}], "failed": [...], "summary": {..., unverified_containers, unverified}};
   "verified" says the replica's data was read; "errors" lists every finding, "severity" is
   "error" or "warning", "ok" is false when a finding counts (errors; also warnings with --strict)
+output with --ledger-metadata (BookKeeper): text as above per finding ('error: KIND bookie B
+  ledger L entry E FILE @OFFSET: why'), then one line per ledger; json {"bookies": {bookie ID:
+  [ledger dirs]}, "findings": [{error, severity, bookie, ledger, entry, file, offset, detail}],
+  "ledgers": [{ledger, state, good_copies, below_ack_quorum, without_good_copy, ...}],
+  "failed", "summary"}
 
 polite on a live datanode: by default the scan reads in the kernel's idle I/O class
   (--no-idle-io: not) and drops each range it read from the page cache once checksummed
@@ -150,6 +167,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "hex), in the text output one line per "
                         "block, with --emit in the chunks and blocks tables' column of that "
                         "name")
+    p.add_argument("--ledger-metadata", metavar="PATH",
+                   help="scan BookKeeper bookies: each PATH is a bookie's ledger directory "
+                        "(or a directory above them), checked against the ledger metadata at "
+                        "this PATH: a directory of 'bookkeeper shell ledgermetadata -ledgerid "
+                        "N -dumptofile F' files, or a copy of the ZooKeeper znode tree "
+                        "(ledgers/00/0000/L0000/_data); read-only")
     p.add_argument("--buffer-size", type=size_up_to(MAX_BUFFER_BYTES), default=None,
                    help=argparse.SUPPRESS)
     from merkle.cli.emit import add_options
@@ -258,11 +281,31 @@ def _idle_io(args: argparse.Namespace) -> Tuple[bool, Any]:
     return why is None, previous
 
 
+def _refuse_bookies_without_metadata(paths: List[str]) -> None:
+    """One line (exit 2) for a bookie given without --ledger-metadata: its copies are checked
+    against the ledger metadata (digest type, password, ensembles), never without it."""
+    from merkle.replica.layouts import layout_of
+
+    for path in paths:
+        try:
+            name = layout_of(path).name
+        except (OSError, ValueError):
+            continue
+        if name == "bookkeeper":
+            raise CLIError(f"{path}: a BookKeeper bookie is scanned against its ledger "
+                           f"metadata: add --ledger-metadata PATH", EXIT_ERROR)
+
+
 def run(args: argparse.Namespace) -> int:
     from merkle.replica import politeio
 
     if args.host is not None and not args.emit:
         raise CLIError("--host is only for --emit", EXIT_ERROR)
+    if getattr(args, "ledger_metadata", None) is not None:
+        from merkle.cli.bookkeeper import run_bookkeeper
+
+        return run_bookkeeper(args)
+    _refuse_bookies_without_metadata(args.paths)
     if args.also and (args.trees_only or args.metadata_only):
         raise CLIError("--also computes its CRCs from the data read: not with --trees-only "
                        "or --metadata-only", EXIT_ERROR)

@@ -80,9 +80,12 @@ def owner_repairing(paths: Iterable[Optional[str]]) -> Optional[Layout]:
 
 
 # ---- the shipped layouts: Ozone's first (a path on an Ozone volume is Ozone's even where
-# crcmerkle's rules would also match it), crcmerkle's the default
+# crcmerkle's rules would also match it), then BookKeeper's bookies (read-only), crcmerkle's
+# the default
+from merkle.replica.bookkeeper.interface import LAYOUT as _BOOKKEEPER  # noqa: E402
 from merkle.replica.crcmerkle.interface import LAYOUT as _CRCMERKLE  # noqa: E402
 from merkle.replica.ozone.interface import LAYOUT as _OZONE  # noqa: E402
 
 register(_OZONE)
+register(_BOOKKEEPER)
 register(_CRCMERKLE, default=True)

@@ -196,6 +196,79 @@ LEVELS: Dict[str, Level] = {
         "(a crcmerkle cluster scan's own finding: SCM knows only the datanodes registered "
         "with it)",
         data_scanned=False),
+    # -- BookKeeper bookies (merkle.replica.bookkeeper): the column says what BookKeeper does
+    "CORRUPT_ENTRY": Level(
+        ERROR, "a BookKeeper entry copy whose stored digest does not match the one recomputed over"
+               " its header and payload: bit rot on that bookie",
+        "nothing server-side notices (no bookie check reads digests); a client reading it meets "
+        "BKDigestMatchException, reads another copy and never repairs this one"),
+    "DIGEST_MISMATCH_ALL_COPIES": Level(
+        ERROR, "the digest fails identically on every copy of an entry: the client computed it "
+               "wrongly when writing (a client digest bug), not a disk; no copy is readable",
+        "every read of the entry fails with BKDigestMatchException"),
+    "COPIES_DIFFER": Level(
+        ERROR, "copies of one entry hold different bytes although each digest holds: the writer or"
+               " a recovery sent different bytes, not a disk",
+        "invisible: readers get whichever copy they ask first"),
+    "MISSING_ENTRY": Level(
+        ERROR, "a bookie of an entry's write set (RoundRobin over its ensemble segment) holds no "
+               "copy of it: under-replicated",
+        "the Auditor finds it only if it checks that entry (by default the first and last of each "
+        "fragment)"),
+    "ENTRY_FRAME_INVALID": Level(
+        ERROR, "an index entry whose record is not the entry it names: a size field past the log's"
+               " end or too small, other ledger/entry IDs at the location, an offset outside the "
+               "log: the copy is gone",
+        "a read fails its size/ID check (DefaultEntryLogger.validateEntry); DbLedgerStorage runs "
+        "no check of its own"),
+    "ENTRY_LOG_MISSING": Level(
+        ERROR, "an entry log the index points into is gone (or not a regular file): every copy it "
+               "held is lost",
+        "reads of those entries fail (NoEntryException); nothing checks ahead"),
+    "INDEX_UNREADABLE": Level(
+        ERROR, "a bookie's entry index (DbLedgerStorage's RocksDBs or an `.idx` file) cannot be "
+               "opened or decoded: the directory's entries cannot be located",
+        "the bookie fails to start, or the ledger's reads fail"),
+    "LEDGER_IN_WRONG_DIR": Level(
+        ERROR, "DbLedgerStorage keeps ledger L only in ledger dir L mod numDirs; its data in "
+               "another directory is invisible to the bookie",
+        "never reads it there: the entries count as missing"),
+    "COOKIE_INVALID": Level(
+        ERROR, "a ledger directory's `current/VERSION` is no readable cookie: the directory is not"
+               " read",
+        "the bookie refuses to start (InvalidCookieException)"),
+    "COOKIE_MISMATCH": Level(
+        ERROR, "a cookie disagrees with its bookie's other directories, does not list the "
+               "directory, or names another cluster's instanceId",
+        "the bookie refuses to start (Cookie.verify)"),
+    "BOOKIE_HOLDS_NOTHING": Level(
+        ERROR, "a bookie holds none of the entry copies its ensemble segments give it: "
+               "re-formatted or replaced (BP-31's incarnation case)",
+        "the Auditor sees a live bookie and checks only sampled entries"),
+    "UNINDEXED_ENTRY": Level(
+        WARNING, "entries in an entry log that no index names (a compaction's or deleted ledger's "
+                 "leftover, or a `.compacting`/`.compacted` file): the indexed copies are what "
+                 "counts",
+        "never read; garbage collection or compaction removes them"),
+    "ENTRY_PAST_LAST_ENTRY": Level(
+        WARNING, "entries stored past a CLOSED ledger's lastEntryId: never part of the ledger (an "
+                 "add that lost the close race, recovery leftovers)",
+        "never read; removed with the ledger"),
+    "ENTRY_OF_OPEN_LEDGER": Level(
+        WARNING, "entries of a ledger the metadata says is OPEN or IN_RECOVERY (lastEntryId -1): "
+                 "still being written, or its writer died before closing; recovery decides which "
+                 "become part of it",
+        "readers read up to the LAC; recovery closes the ledger"),
+    "LEDGER_NOT_IN_METADATA": Level(
+        WARNING, "stored entries of a ledger the metadata no longer has: deleted, garbage not yet "
+                 "collected (frames checked, digests cannot be)",
+        "garbage collection deletes them later"),
+    "MASTER_KEY_MISMATCH": Level(
+        ERROR, "the master key a bookie keeps for a ledger is not SHA-1(\"ledger\" + the "
+               "metadata's password): the metadata is not this data's (every HMAC digest would "
+               "fail alike), or the data is another ledger's",
+        "the bookie refuses adds and reads with another master key "
+        "(BookieException.UnauthorizedAccessException)"),
 }
 
 

@@ -1,0 +1,104 @@
+"""`crcmerkle scan BOOKIE_DIR... --ledger-metadata PATH`: verify BookKeeper bookies.
+
+Reached from `crcmerkle scan` when --ledger-metadata is given (merkle.cli.scan.run): each
+BOOKIE_DIR is a bookie's ledger directory or a directory above ledger directories; the ledger
+metadata is read from PATH (dump files or a copy of the znode tree). Every finding is one line
+(text) or one object (JSON) naming bookie, ledger, entry, file and offset; exit 0 clean, 1
+findings, 2 when a path or the metadata could not be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any, Dict
+
+from merkle.cli import EXIT_ERROR, EXIT_FINDINGS, CLIError, print_error, redact_json
+from merkle.messages import one_line
+
+__all__ = ["run_bookkeeper"]
+
+#: scan options that read what only Ozone's and crcmerkle's replicas have
+_NOT_FOR_BOOKIES = (("emit", "--emit"), ("trees_only", "--trees-only"),
+                    ("metadata_only", "--metadata-only"), ("also", "--also"))
+
+
+def _ledger_line(info: Dict[str, Any]) -> str:
+    counts = ", ".join(f"{n} on {c} entr{'y' if c == 1 else 'ies'}"
+                       for n, c in sorted(info["good_copies"].items(), key=lambda kv: -int(kv[0])))
+    below = info["below_ack_quorum"]
+    none = info["without_good_copy"]
+    head = (f"ledger {info['ledger']} ({info['state']}, {info['digest_type'] or 'digest unknown'}"
+            f", E{info['ensemble_size']}/W{info['write_quorum']}/A{info['ack_quorum']}): "
+            f"entries 0..{info['checked_up_to']}, good copies: {counts or 'none'}")
+    if below:
+        head += (f"; below ackQuorum {info['ack_quorum']}: "
+                 f"{', '.join(map(str, below[:20]))}{' ...' if len(below) > 20 else ''}")
+    if none:
+        more = " ..." if len(none) > 20 else ""
+        head += f"; NO good copy: {', '.join(map(str, none[:20]))}{more}"
+    return head
+
+
+def run_bookkeeper(args: argparse.Namespace) -> int:
+    from merkle.replica.bookkeeper.metadata import (
+        MetadataError,
+        load_instance_id,
+        load_ledger_metadata,
+        load_registered_cookies,
+    )
+    from merkle.replica.bookkeeper.scan import scan_bookies
+    from merkle.replica.levels import counts_as_failure
+
+    for dest, flag in _NOT_FOR_BOOKIES:
+        if getattr(args, dest, None):
+            raise CLIError(f"{flag} is not for BookKeeper bookies (--ledger-metadata)",
+                           EXIT_ERROR)
+    try:
+        metadata = load_ledger_metadata(args.ledger_metadata)
+    except FileNotFoundError as exc:
+        raise CLIError(f"--ledger-metadata {args.ledger_metadata}: "
+                       f"{exc.strerror or exc}", EXIT_ERROR) from None
+    except (MetadataError, OSError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise CLIError(f"--ledger-metadata: {one_line(why)}", EXIT_ERROR) from None
+    t0 = time.perf_counter()
+    report = scan_bookies(args.paths, metadata,
+                          instance_id=load_instance_id(args.ledger_metadata),
+                          registered_cookies=load_registered_cookies(args.ledger_metadata))
+    seconds = time.perf_counter() - t0
+    errors = [f for f in report.findings if counts_as_failure(f.severity, args.strict)]
+    warnings = [f for f in report.findings if f.severity == "warning"]
+    summary = {"bookies": len(report.bookies),
+               "ledger_dirs": sum(len(v) for v in report.bookies.values()),
+               "ledgers": len(report.ledgers), "copies": len(report.copies),
+               "good_copies": sum(c.good for c in report.copies),
+               "errors": len(report.findings) - len(warnings), "warnings": len(warnings),
+               "failed": len(report.failed), "bytes_read": report.bytes_read,
+               "seconds": round(seconds, 6), "strict": args.strict}
+    if args.json:
+        json.dump(redact_json({"bookies": report.bookies,
+                               "findings": [f.to_dict() for f in report.findings],
+                               "ledgers": report.ledgers, "failed": report.failed,
+                               "summary": summary}), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        for f in report.findings:
+            prefix = "warning: " if f.severity == "warning" else "error: "
+            print(one_line(prefix + f.line()))
+        for info in report.ledgers:
+            print(_ledger_line(info))
+        for failure in report.failed:
+            print_error(one_line(failure["error"]))
+        print(f"scanned {summary['bookies']} bookies ({summary['ledger_dirs']} ledger "
+              f"directories), {summary['copies']} entry copies ({summary['good_copies']} good), "
+              f"{report.bytes_read} bytes in {seconds:.2f} s: {summary['errors']} errors, "
+              f"{summary['warnings']} warnings"
+              + (f", {len(report.failed)} paths not scanned" if report.failed else ""))
+    if report.failed:
+        return EXIT_ERROR
+    if not report.bookies:
+        raise CLIError(f"no bookie found under {', '.join(args.paths)}", EXIT_ERROR)
+    return EXIT_FINDINGS if errors else 0

@@ -1,0 +1,714 @@
+"""Scan bookies: every stored entry copy verified, and placed against the ledger metadata.
+
+`scan_bookies(paths, metadata)` reads each ledger directory found under `paths` (cookie, index,
+entry logs), verifies every entry its index names (frame, IDs, digest by the ledger's digest
+type, payload CRC-32C), lists entries no index names, then checks every ledger of the metadata
+against the copies found: which bookie of each entry's write set holds a good copy. Everything
+is read-only; a bookie is live: a log gone between listing and reading is a finding.
+Findings carry the bookie (its cookie's bookieHost), ledger, entry, file and offset; their
+levels are merkle.replica.levels'.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+
+import numpy as np
+
+from merkle.replica.bookkeeper.bookies import (
+    LedgerDir,
+    dir_index_in_cookie,
+    find_ledger_dirs,
+    read_cookie,
+)
+from merkle.replica.bookkeeper.digest import DIGEST_LENGTHS, verify_entries
+from merkle.replica.bookkeeper.entrylog import (
+    COMPACTION_LEFTOVER,
+    HEADER_SIZE,
+    log_id_of,
+    pread_exact,
+    read_header,
+    scan_records,
+    split_location,
+)
+from merkle.replica.bookkeeper.index import IndexError_, db_indexes, idx_files, read_idx
+from merkle.replica.bookkeeper.metadata import CLOSED, LedgerMetadata
+from merkle.replica.levels import severity_of
+from merkle.replica.safeopen import NotRegularFileError, open_dir, open_regular
+
+__all__ = ["BOOKIE_HOLDS_NOTHING", "COOKIE_INVALID", "COOKIE_MISMATCH", "COPIES_DIFFER",
+           "CORRUPT_ENTRY", "Copy", "DIGEST_MISMATCH_ALL_COPIES", "ENTRY_FRAME_INVALID",
+           "ENTRY_LOG_MISSING", "ENTRY_OF_OPEN_LEDGER", "ENTRY_PAST_LAST_ENTRY", "Finding",
+           "INDEX_UNREADABLE", "LEDGER_IN_WRONG_DIR", "LEDGER_NOT_IN_METADATA",
+           "MASTER_KEY_MISMATCH",
+           "MISSING_ENTRY", "ScanReport", "UNINDEXED_ENTRY", "scan_bookies"]
+
+CORRUPT_ENTRY = "CORRUPT_ENTRY"
+DIGEST_MISMATCH_ALL_COPIES = "DIGEST_MISMATCH_ALL_COPIES"
+COPIES_DIFFER = "COPIES_DIFFER"
+MISSING_ENTRY = "MISSING_ENTRY"
+ENTRY_FRAME_INVALID = "ENTRY_FRAME_INVALID"
+ENTRY_LOG_MISSING = "ENTRY_LOG_MISSING"
+UNINDEXED_ENTRY = "UNINDEXED_ENTRY"
+ENTRY_PAST_LAST_ENTRY = "ENTRY_PAST_LAST_ENTRY"
+ENTRY_OF_OPEN_LEDGER = "ENTRY_OF_OPEN_LEDGER"
+LEDGER_NOT_IN_METADATA = "LEDGER_NOT_IN_METADATA"
+LEDGER_IN_WRONG_DIR = "LEDGER_IN_WRONG_DIR"
+COOKIE_MISMATCH = "COOKIE_MISMATCH"
+COOKIE_INVALID = "COOKIE_INVALID"
+INDEX_UNREADABLE = "INDEX_UNREADABLE"
+BOOKIE_HOLDS_NOTHING = "BOOKIE_HOLDS_NOTHING"
+MASTER_KEY_MISMATCH = "MASTER_KEY_MISMATCH"
+NOT_A_REGULAR_FILE = "NOT_A_REGULAR_FILE"
+
+#: one read of an entry log takes at most this many bytes (plus one entry larger than it)
+READ_WINDOW = 16 << 20
+#: the largest entry read at all (BookKeeper's nettyMaxFrameSizeBytes default is 5 MiB); a
+#: larger size field is a finding, never an allocation
+MAX_ENTRY_BYTES = 64 << 20
+_MIN_SANE_ENTRY = 16
+_SHOWN = 20  # entries listed in one finding's detail
+
+
+@dataclass
+class Finding:
+    kind: str
+    detail: str
+    bookie: Optional[str] = None
+    ledger: Optional[int] = None
+    entry: Optional[int] = None
+    file: Optional[str] = None
+    offset: Optional[int] = None
+
+    @property
+    def severity(self) -> str:
+        return severity_of(self.kind)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"error": self.kind, "severity": self.severity, "bookie": self.bookie,
+                "ledger": self.ledger, "entry": self.entry, "file": self.file,
+                "offset": self.offset, "detail": self.detail}
+
+    def line(self) -> str:
+        where = [f"bookie {self.bookie}" if self.bookie else "",
+                 f"ledger {self.ledger}" if self.ledger is not None else "",
+                 f"entry {self.entry}" if self.entry is not None else "",
+                 (f"{self.file}" + (f" @{self.offset}" if self.offset is not None else ""))
+                 if self.file else ""]
+        return f"{self.kind} {' '.join(w for w in where if w)}: {self.detail}"
+
+
+@dataclass
+class Copy:
+    """One stored copy of an entry, as its index names it, and what verifying it found."""
+
+    bookie: str
+    ledger: int
+    entry: int
+    file: str
+    offset: int
+    size: int = 0
+    frame_ok: bool = False
+    digest_ok: bool = False
+    verified: bool = False  # its digest was checked (the ledger's digest type known)
+    stored_digest: str = ""
+    payload_crc32c: int = 0
+    last_add_confirmed: int = -1
+    #: what the digest check found when it failed (stored and computed digests)
+    problem: str = ""
+
+    @property
+    def good(self) -> bool:
+        return self.frame_ok and self.digest_ok
+
+
+@dataclass
+class ScanReport:
+    findings: List[Finding] = field(default_factory=list)
+    copies: List[Copy] = field(default_factory=list)
+    failed: List[Dict[str, str]] = field(default_factory=list)
+    ledgers: List[Dict[str, Any]] = field(default_factory=list)
+    bookies: Dict[str, List[str]] = field(default_factory=dict)
+    bytes_read: int = 0
+
+    def add(self, kind: str, detail: str, **where: Any) -> None:
+        self.findings.append(Finding(kind, detail, **where))
+
+
+# ---- one ledger directory -----------------------------------------------------------------
+
+@dataclass
+class _DirIndex:
+    entries: List[Tuple[int, int, int]]  # (ledger, entry, location)
+    ledgers: Set[int]
+    storage: str  # "DbLedgerStorage" or "InterleavedLedgerStorage"
+    #: the master key the bookie keeps per ledger (LedgerData.masterKey, the .idx header)
+    master_keys: Dict[int, bytes] = field(default_factory=dict)
+
+    @property
+    def keys(self) -> Set[Tuple[int, int]]:
+        """(ledger, entry) of every index entry (made once: every log of the dir asks)."""
+        if self._keys is None:
+            self._keys = {(lid, eid) for lid, eid, _ in self.entries}
+        return self._keys
+
+    _keys: Optional[Set[Tuple[int, int]]] = None
+
+
+def _read_index(d: LedgerDir, current_fd: int, report: ScanReport, bookie: str
+                ) -> Optional[_DirIndex]:
+    names = set(os.listdir(current_fd if d.index_path is None else d.index_current))
+    if "locations" in names or "ledgers" in names:
+        try:
+            ledger_data, db_entries, problems = db_indexes(d.index_current)
+        except IndexError_ as exc:
+            report.add(INDEX_UNREADABLE, str(exc), bookie=bookie, file=d.index_current)
+            return None
+        for p in problems:
+            report.add(INDEX_UNREADABLE, p, bookie=bookie, file=d.index_current)
+        return _DirIndex(sorted(db_entries), set(ledger_data) | {e[0] for e in db_entries},
+                         "DbLedgerStorage",
+                         {lid: v.master_key for lid, v in ledger_data.items() if v.master_key})
+    entries: List[Tuple[int, int, int]] = []
+    ledgers: Set[int] = set()
+    keys: Dict[int, bytes] = {}
+    for a, b, name in idx_files(current_fd):
+        shown = os.path.join(d.current, a, b, name)
+        try:
+            idx = read_idx(current_fd, a, b, name)
+        except NotRegularFileError as exc:
+            report.add(NOT_A_REGULAR_FILE, f"{exc.strerror}: never read", bookie=bookie,
+                       file=shown)
+            continue
+        except OSError as exc:
+            report.add(INDEX_UNREADABLE, f"{exc.strerror or exc}", bookie=bookie, file=shown)
+            continue
+        if idx.problem:
+            report.add(INDEX_UNREADABLE, idx.problem, bookie=bookie, ledger=idx.ledger_id,
+                       file=shown)
+            if not idx.locations:
+                continue
+        ledgers.add(idx.ledger_id)
+        entries.extend((idx.ledger_id, e, loc) for e, loc in idx.locations)
+        if idx.master_key:
+            keys[idx.ledger_id] = idx.master_key
+    return _DirIndex(sorted(entries), ledgers, "InterleavedLedgerStorage", keys)
+
+
+def _digest_of(meta: Optional[LedgerMetadata]) -> Tuple[str, bytes, bool]:
+    """(digest type to verify with, password, whether the digest is checked): a ledger
+    without metadata or digest type gets its frame checked only."""
+    if meta is None or meta.digest_type is None:
+        return "DUMMY", b"", False
+    return meta.digest_type, meta.password, True
+
+
+def _verify_log(fd: int, file_size: int, shown: str, bookie: str,
+                todo: List[Tuple[int, int, int]], metadata: Dict[int, LedgerMetadata],
+                report: ScanReport) -> None:
+    """Verify the index entries `todo` ((pos, ledger, entry) sorted by pos) of one log."""
+    i = 0
+    while i < len(todo):
+        pos, lid, eid = todo[i]
+        where = dict(bookie=bookie, ledger=lid, entry=eid, file=shown, offset=pos)
+        if pos < HEADER_SIZE + 4 or pos + _MIN_SANE_ENTRY > file_size:
+            report.add(ENTRY_FRAME_INVALID, f"the index location {pos} lies outside the "
+                       f"log's entries (log of {file_size} bytes): the entry is gone", **where)
+            report.copies.append(Copy(bookie, lid, eid, shown, pos))
+            i += 1
+            continue
+        base = pos - 4
+        window = pread_exact(fd, min(READ_WINDOW, file_size - base), base)
+        report.bytes_read += len(window)
+        batch: List[Tuple[int, int, int, int]] = []  # (pos, size, ledger, entry)
+        start = i
+        while i < len(todo):
+            pos, lid, eid = todo[i]
+            at = pos - 4 - base
+            if pos < HEADER_SIZE + 4 or at + 4 > len(window):
+                break
+            (size,) = struct.unpack_from(">i", window, at)
+            if size <= 0 or pos + size > file_size or size > MAX_ENTRY_BYTES:
+                report.add(ENTRY_FRAME_INVALID, f"size field {size & 0xFFFFFFFF} at offset "
+                           f"{pos - 4}: past the end of the {file_size}-byte log or not a "
+                           f"size (never read)", bookie=bookie, ledger=lid, entry=eid,
+                           file=shown, offset=pos)
+                report.copies.append(Copy(bookie, lid, eid, shown, pos, size))
+                i += 1
+                continue
+            if at + 4 + size > len(window):
+                if not batch and size > READ_WINDOW - 4:  # one entry larger than a window
+                    big = pread_exact(fd, size + 4, base)
+                    report.bytes_read += len(big)
+                    if len(big) == size + 4:  # else the log shrank: reported below
+                        _check_batch(big, base, [(pos, size, lid, eid)], shown, bookie,
+                                     metadata, report)
+                        i += 1
+                break
+            batch.append((pos, size, lid, eid))
+            i += 1
+        if batch:
+            _check_batch(window, base, batch, shown, bookie, metadata, report)
+        if i == start:  # nothing could be read at this entry: the log shrank under the scan
+            pos, lid, eid = todo[i]
+            report.add(ENTRY_FRAME_INVALID, f"the log ends before the entry (it shrank while "
+                       f"being read: now {os.fstat(fd).st_size} bytes)", bookie=bookie,
+                       ledger=lid, entry=eid, file=shown, offset=pos)
+            report.copies.append(Copy(bookie, lid, eid, shown, pos))
+            i += 1
+
+
+def _check_batch(window: bytes, base: int, batch: List[Tuple[int, int, int, int]], shown: str,
+                 bookie: str, metadata: Dict[int, LedgerMetadata], report: ScanReport) -> None:
+    groups: Dict[int, List[Tuple[int, int, int, int]]] = defaultdict(list)
+    for item in batch:
+        groups[item[2]].append(item)
+    for lid, items in groups.items():
+        digest_type, password, checked = _digest_of(metadata.get(lid))
+        offs = np.array([p - base for p, _, _, _ in items], np.int64)
+        sizes = np.array([s for _, s, _, _ in items], np.int64)
+        r = verify_entries(window, offs, sizes, digest_type, password)
+        n = DIGEST_LENGTHS[digest_type]
+        for k, (pos, size, _lid, eid) in enumerate(items):
+            where = dict(bookie=bookie, ledger=lid, entry=eid, file=shown, offset=pos)
+            copy = Copy(bookie, lid, eid, shown, pos, size, verified=checked,
+                        payload_crc32c=int(r["payload_crc32c"][k]),
+                        last_add_confirmed=int(r["last_add_confirmed"][k]))
+            report.copies.append(copy)
+            if not r["frame_ok"][k]:
+                report.add(ENTRY_FRAME_INVALID, f"an entry of {size} bytes, shorter than its "
+                           f"32-byte header and {n}-byte {digest_type} digest", **where)
+                continue
+            got = (int(r["ledger_id"][k]), int(r["entry_id"][k]))
+            if got != (lid, eid):
+                report.add(ENTRY_FRAME_INVALID, f"the index names ledger {lid} entry {eid}, "
+                           f"the log holds ledger {got[0]} entry {got[1]} there", **where)
+                continue
+            copy.frame_ok = True
+            copy.digest_ok = bool(r["digest_ok"][k])
+            start = pos - base + 32
+            copy.stored_digest = window[start:start + n].hex()
+            if not copy.digest_ok:
+                computed = int(r["computed_digest"][k])
+                copy.problem = (f"stored {digest_type} digest {copy.stored_digest}, computed "
+                                f"{computed:0{2 * n}x}" if digest_type != "HMAC" else
+                                f"stored HMAC-SHA1 {copy.stored_digest} does not match")
+
+
+def _check_master_keys(d: LedgerDir, bookie: str, index: _DirIndex,
+                       metadata: Dict[int, LedgerMetadata], report: ScanReport) -> None:
+    """The master key a bookie keeps for a ledger is SHA-1("ledger" + password)
+    (DigestManager.generateMasterKey): another one means the metadata's password is not the
+    one the ledger was written with (every HMAC digest would fail identically, which is then
+    no client bug), or the data is of another ledger that had this ID."""
+    for lid, key in sorted(index.master_keys.items()):
+        meta = metadata.get(lid)
+        if meta is None or meta.digest_type is None:
+            continue  # no password known (v1 metadata) or no metadata: nothing to compare
+        want = hashlib.sha1(b"ledger" + meta.password).digest()
+        if key != want:
+            report.add(MASTER_KEY_MISMATCH, f"the bookie's master key {key.hex()[:40]} is not "
+                       f"SHA-1(\"ledger\" + the metadata's password) {want.hex()}: the "
+                       f"password is not the ledger's, or the data is another ledger's",
+                       bookie=bookie, ledger=lid, file=d.current)
+
+
+def _scan_dir(d: LedgerDir, bookie: str, metadata: Dict[int, LedgerMetadata],
+              report: ScanReport) -> Optional[_DirIndex]:
+    try:
+        top = open_dir(d.path, follow=True)
+        try:
+            current_fd = open_dir("current", top)
+        finally:
+            os.close(top)
+    except OSError as exc:
+        report.failed.append({"path": d.path, "error": f"{d.path}: {exc.strerror or exc}"})
+        return None
+    try:
+        index = _read_index(d, current_fd, report, bookie)
+        if index is None:
+            return None
+        _check_master_keys(d, bookie, index, metadata, report)
+        by_log: Dict[int, List[Tuple[int, int, int]]] = defaultdict(list)
+        for lid, eid, loc in index.entries:
+            log_id, pos = split_location(loc)
+            by_log[log_id].append((pos, lid, eid))
+        names = sorted(os.listdir(current_fd))
+        for name in names:
+            if COMPACTION_LEFTOVER.fullmatch(name):
+                report.add(UNINDEXED_ENTRY, "a compaction's leftover file (a compaction was "
+                           "interrupted; BookKeeper finishes or removes it at start-up): its "
+                           "entries are not read", bookie=bookie,
+                           file=os.path.join(d.current, name))
+        logs: Dict[int, str] = {}
+        for n in names:
+            listed = log_id_of(n)
+            if listed is not None:
+                logs[listed] = n
+        for log_id in sorted(set(by_log) | set(logs)):
+            name = logs.get(log_id, f"{log_id:x}.log")
+            _one_log(current_fd, d, name, bookie, sorted(by_log.get(log_id, [])), index,
+                     metadata, report)
+        return index
+    finally:
+        os.close(current_fd)
+
+
+def _one_log(current_fd: int, d: LedgerDir, name: str, bookie: str,
+             todo: List[Tuple[int, int, int]], index: _DirIndex,
+             metadata: Dict[int, LedgerMetadata], report: ScanReport) -> None:
+    shown = os.path.join(d.current, name)
+    try:
+        fd = open_regular(current_fd, name)
+    except FileNotFoundError:
+        if todo:
+            _log_gone(todo, shown, bookie, "the entry log is gone (deleted by garbage "
+                      "collection or compaction since the index was read, or lost)", report)
+        return
+    except NotRegularFileError as exc:
+        report.add(NOT_A_REGULAR_FILE, f"{exc.strerror}: never read", bookie=bookie,
+                   file=shown)
+        _log_gone(todo, shown, bookie, "the entry log is not a regular file", report)
+        return
+    try:
+        size = os.fstat(fd).st_size
+        header = read_header(fd, size)
+        if header.problem and todo:
+            report.add(ENTRY_FRAME_INVALID, f"entry log header: {header.problem}",
+                       bookie=bookie, file=shown)
+        if todo:
+            _verify_log(fd, size, shown, bookie, todo, metadata, report)
+        _unindexed(fd, size, shown, bookie, todo, index, report)
+    finally:
+        os.close(fd)
+
+
+def _log_gone(todo: List[Tuple[int, int, int]], shown: str, bookie: str, why: str,
+              report: ScanReport) -> None:
+    ledgers = sorted({lid for _, lid, _ in todo})
+    report.add(ENTRY_LOG_MISSING, f"{why}: {len(todo)} index entries point into it "
+               f"(ledgers {', '.join(map(str, ledgers[:_SHOWN]))})", bookie=bookie,
+               ledger=ledgers[0] if len(ledgers) == 1 else None, file=shown)
+    for pos, lid, eid in todo:
+        report.copies.append(Copy(bookie, lid, eid, shown, pos))
+
+
+def _unindexed(fd: int, size: int, shown: str, bookie: str, todo: List[Tuple[int, int, int]],
+               index: _DirIndex, report: ScanReport) -> None:
+    """Records in the log that no index entry names at any location: one finding per
+    ledger and log (a compaction's copy of an indexed entry elsewhere is expected)."""
+    indexed_here = {pos for pos, _, _ in todo}
+    indexed = index.keys
+    extra: Dict[int, List[Tuple[int, int]]] = defaultdict(list)
+    for rec in scan_records(fd, size):
+        if rec.pos in indexed_here or (rec.ledger_id, rec.entry_id) in indexed:
+            continue
+        extra[rec.ledger_id].append((rec.entry_id, rec.pos))
+    for lid, items in sorted(extra.items()):
+        ids = ", ".join(str(e) for e, _ in items[:_SHOWN])
+        report.add(UNINDEXED_ENTRY, f"{len(items)} entr{'y' if len(items) == 1 else 'ies'} "
+                   f"({ids}{' ...' if len(items) > _SHOWN else ''}) in the log that no index "
+                   f"names: a compaction's or deleted ledger's leftover, or an add whose "
+                   f"index was lost; BookKeeper never reads them", bookie=bookie, ledger=lid,
+                   entry=items[0][0], file=shown, offset=items[0][1])
+
+
+# ---- bookies and their cookies ------------------------------------------------------------
+
+def _check_cookies(dirs: List[LedgerDir], instance_id: Optional[str],
+                   registered: Optional[Dict[str, bytes]],
+                   report: ScanReport) -> Dict[str, List[LedgerDir]]:
+    """The readable ledger directories grouped by bookie ID, cookie disagreements reported:
+    between one bookie's directories, between bookies' instanceIds, with the metadata's
+    INSTANCEID and registered cookies, and a directory its own cookie does not list."""
+    by_bookie: Dict[str, List[LedgerDir]] = defaultdict(list)
+    for d in dirs:
+        read_cookie(d)
+        if d.cookie is None:
+            report.add(COOKIE_INVALID, f"{d.problem}: the directory is not read",
+                       file=d.current)
+            continue
+        by_bookie[d.cookie.bookie_id].append(d)
+    for bookie, ds in by_bookie.items():
+        first = ds[0].cookie
+        for d in ds[1:]:
+            if d.cookie != first:
+                report.add(COOKIE_MISMATCH, f"the cookie differs from {ds[0].path}'s "
+                           f"(BookKeeper refuses to start: Cookie.verify)", bookie=bookie,
+                           file=os.path.join(d.current, "VERSION"))
+        if registered is not None:
+            _against_registered(bookie, ds[0], registered.get(bookie), report)
+        for d in ds:
+            assert d.cookie is not None
+            if dir_index_in_cookie(d.path, d.cookie) is None and dir_index_in_cookie(
+                    d.path, d.cookie, index=True) is None:
+                report.add(COOKIE_MISMATCH, "the cookie does not list this directory among "
+                           "its ledgerDirs (a directory moved or from another bookie)",
+                           bookie=bookie, file=os.path.join(d.current, "VERSION"))
+    ids = {b: ds[0].cookie.instance_id for b, ds in by_bookie.items()  # type: ignore[union-attr]
+           if ds[0].cookie.instance_id}  # type: ignore[union-attr]
+    expected = instance_id
+    if expected is None and ids:
+        counts: Dict[str, int] = defaultdict(int)
+        for v in ids.values():
+            counts[v] += 1
+        expected = max(sorted(counts), key=lambda v: counts[v])
+    for bookie, value in sorted(ids.items()):
+        if expected is not None and value != expected:
+            report.add(COOKIE_MISMATCH, f"instanceId {value[:64]} is not the cluster's "
+                       f"{expected[:64]} (a bookie of another cluster)", bookie=bookie,
+                       file=os.path.join(by_bookie[bookie][0].current, "VERSION"))
+    return by_bookie
+
+
+def _against_registered(bookie: str, d: LedgerDir, raw: Optional[bytes],
+                        report: ScanReport) -> None:
+    """The bookie's cookie against the one the metadata store registers for its ID
+    (`cookies/<bookieId>`; Cookie.verify compares them at every start)."""
+    from merkle.replica.bookkeeper.cookie import CookieError, parse_cookie
+
+    where = dict(bookie=bookie, file=os.path.join(d.current, "VERSION"))
+    if raw is None:
+        report.add(COOKIE_MISMATCH, "the metadata store registers no cookie for this bookie "
+                   "ID (a bookie of another cluster, or its registration was removed)", **where)
+        return
+    try:
+        theirs = parse_cookie(raw)
+    except CookieError as exc:
+        report.add(COOKIE_MISMATCH, f"the registered cookie does not parse: {exc}", **where)
+        return
+    if theirs != d.cookie:
+        report.add(COOKIE_MISMATCH, "the cookie differs from the one the metadata store "
+                   "registers for this bookie ID (BookKeeper refuses to start: "
+                   "Cookie.verify)", **where)
+
+
+def _pair_index_dirs(by_bookie: Dict[str, List[LedgerDir]], report: ScanReport) -> None:
+    """With `indexDirs` in a bookie's cookie, DbLedgerStorage keeps ledger dir i's RocksDBs
+    in index dir i: each ledger directory gets its partner (`index_path`), and the index
+    directories are no ledger directories of their own. A ledger directory whose index
+    directory was not given is one finding and is not read (its entries have no index)."""
+    for bookie, ds in by_bookie.items():
+        cookie = ds[0].cookie
+        if cookie is None or not cookie.index_dirs:
+            continue
+        index_at = {}
+        for d in ds:
+            pos = dir_index_in_cookie(d.path, cookie, index=True)
+            if pos is not None:
+                index_at[pos] = d
+        kept = []
+        for d in ds:
+            pos = dir_index_in_cookie(d.path, cookie)
+            if pos is None:
+                if d not in index_at.values():
+                    kept.append(d)  # listed nowhere: COOKIE_MISMATCH said so; read as is
+                continue
+            if pos < len(cookie.index_dirs) and cookie.index_dirs[pos] != cookie.ledger_dirs[pos]:
+                partner = index_at.get(pos)
+                if partner is None:
+                    report.add(INDEX_UNREADABLE, f"its index directory "
+                               f"{cookie.index_dirs[pos][:200]!r} (the cookie's indexDirs) "
+                               f"was not given: the directory is not read", bookie=bookie,
+                               file=d.current)
+                    continue
+                d.index_path = partner.path
+            kept.append(d)
+        by_bookie[bookie] = kept
+
+
+# ---- placement ----------------------------------------------------------------------------
+
+def _scanned_dirs(bookie: str, ds: List[LedgerDir], indexes: Dict[str, _DirIndex]
+                  ) -> Tuple[int, Set[int], bool]:
+    """(numDirs by the cookie, the positions of the scanned dirs, whether the storage maps a
+    ledger to one dir) of a bookie."""
+    cookie = ds[0].cookie
+    assert cookie is not None
+    positions = {dir_index_in_cookie(d.path, cookie) for d in ds if d.path in indexes}
+    db = any(indexes[d.path].storage == "DbLedgerStorage" for d in ds if d.path in indexes)
+    return len(cookie.ledger_dirs), {p for p in positions if p is not None}, db
+
+
+def _place(metadata: Dict[int, LedgerMetadata], by_bookie: Dict[str, List[LedgerDir]],
+           indexes: Dict[str, _DirIndex], report: ScanReport) -> None:
+    copies: Dict[Tuple[int, int], List[Copy]] = defaultdict(list)
+    for c in report.copies:
+        copies[(c.ledger, c.entry)].append(c)
+    scanned = {b: _scanned_dirs(b, ds, indexes) for b, ds in by_bookie.items()
+               if any(d.path in indexes for d in ds)}
+
+    def covers(bookie: str, lid: int) -> bool:
+        """Whether the scan read the directory where `bookie` keeps ledger `lid`."""
+        if bookie not in scanned:
+            return False
+        num, positions, db = scanned[bookie]
+        return lid % max(num, 1) in positions if db else len(positions) == num
+
+    expected_on: Dict[str, int] = defaultdict(int)
+    held_on: Dict[str, int] = defaultdict(int)
+    missing: Dict[str, List[Finding]] = defaultdict(list)
+    for lid in sorted(metadata):
+        meta = metadata[lid]
+        seen = sorted(e for (l2, e) in copies if l2 == lid)
+        last = meta.last_entry_id if meta.state == CLOSED else max(
+            [c.last_add_confirmed for e in seen for c in copies[(lid, e)] if c.frame_ok],
+            default=-1)
+        _past_last(lid, meta, seen, copies, report)
+        good_counts = []
+        below, none = [], []
+        for eid in range(0, last + 1):
+            here = copies.get((lid, eid), [])
+            _compare_copies(lid, eid, here, report)
+            good = {c.bookie for c in here if c.good}
+            for bookie in meta.write_set(eid):
+                if not covers(bookie, lid):
+                    continue
+                expected_on[bookie] += 1
+                if any(c.bookie == bookie for c in here):
+                    held_on[bookie] += 1
+                else:
+                    missing[bookie].append(Finding(
+                        MISSING_ENTRY, f"the write set {', '.join(meta.write_set(eid))} puts "
+                        f"a copy here and the bookie holds none (under-replicated)",
+                        bookie=bookie, ledger=lid, entry=eid))
+            good_counts.append(len(good))
+            if len(good) < meta.ack_quorum:
+                below.append(eid)
+            if not good:
+                none.append(eid)
+        for eid in seen:
+            if eid > last:
+                _compare_copies(lid, eid, copies[(lid, eid)], report)
+        report.ledgers.append({
+            "ledger": lid, "state": meta.state, "digest_type": meta.digest_type,
+            "last_entry_id": meta.last_entry_id, "checked_up_to": last,
+            "ensemble_size": meta.ensemble_size, "write_quorum": meta.write_quorum,
+            "ack_quorum": meta.ack_quorum,
+            "good_copies": {str(k): good_counts.count(k) for k in sorted(set(good_counts))},
+            "below_ack_quorum": below, "without_good_copy": none})
+    for bookie, found in sorted(missing.items()):
+        if expected_on[bookie] and not held_on[bookie]:
+            report.add(BOOKIE_HOLDS_NOTHING, f"holds none of the {expected_on[bookie]} entry "
+                       f"copies its ensemble segments give it: a re-formatted or replaced "
+                       f"bookie (BP-31's incarnation case; the cookie alone cannot tell)",
+                       bookie=bookie)
+        else:
+            report.findings.extend(found)
+    # ledgers the metadata no longer has: garbage not yet collected
+    gone: Dict[Tuple[str, int], int] = defaultdict(int)
+    for c in report.copies:
+        if c.ledger not in metadata:
+            gone[(c.bookie, c.ledger)] += 1
+    for (bookie, lid), n in sorted(gone.items()):
+        report.add(LEDGER_NOT_IN_METADATA, f"{n} stored entr{'y' if n == 1 else 'ies'} of a "
+                   f"ledger the metadata does not have (deleted: garbage BookKeeper has not "
+                   f"collected yet; only their frames were checked)", bookie=bookie,
+                   ledger=lid)
+
+
+def _past_last(lid: int, meta: LedgerMetadata, seen: List[int],
+               copies: Dict[Tuple[int, int], List[Copy]], report: ScanReport) -> None:
+    past = [e for e in seen if e > meta.last_entry_id]
+    if not past:
+        return
+    holders = sorted({c.bookie for e in past for c in copies[(lid, e)]})
+    span = f"{past[0]}..{past[-1]}" if len(past) > 1 else str(past[0])
+    if meta.state == CLOSED:
+        report.add(ENTRY_PAST_LAST_ENTRY, f"entries {span} stored past the CLOSED ledger's "
+                   f"lastEntryId {meta.last_entry_id} on {', '.join(holders)}: never read "
+                   f"(an add that lost the close race, or leftovers of recovery)",
+                   ledger=lid, entry=past[0])
+    else:
+        report.add(ENTRY_OF_OPEN_LEDGER, f"entries {span} stored while the metadata says "
+                   f"{meta.state} (lastEntryId {meta.last_entry_id}): the ledger is still "
+                   f"being written or its writer died before closing it; recovery decides "
+                   f"which become part of it; checked for placement up to the last entry "
+                   f"confirmed in their headers", ledger=lid, entry=past[0])
+
+
+def _compare_copies(lid: int, eid: int, here: List[Copy], report: ScanReport) -> None:
+    """Per entry: bit rot on some copies, a digest failing identically everywhere (a client
+    digest bug), copies that differ although each digest holds."""
+    framed = [c for c in here if c.frame_ok and c.verified]
+    bad = [c for c in framed if not c.digest_ok]
+    if len(bad) >= 2 and len(bad) == len(framed) and len(
+            {(c.payload_crc32c, c.stored_digest) for c in bad}) == 1:
+        report.add(DIGEST_MISMATCH_ALL_COPIES, f"the digest fails identically on all "
+                   f"{len(bad)} copies ({', '.join(c.bookie for c in bad)}): the client "
+                   f"computed it wrongly when writing (a client digest bug, such as "
+                   f"BookKeeper PR #4140/#4196), not a disk", ledger=lid, entry=eid,
+                   bookie=bad[0].bookie, file=bad[0].file, offset=bad[0].offset)
+    else:
+        for c in bad:
+            others = [o.bookie for o in framed if o.digest_ok]
+            report.add(CORRUPT_ENTRY, f"{c.problem} (bit rot: "
+                       f"{'good copies on ' + ', '.join(others) if others else 'no good copy'}"
+                       f"; BookKeeper's clients skip this copy and never repair it)",
+                       bookie=c.bookie, ledger=lid, entry=eid, file=c.file, offset=c.offset)
+    good = [c for c in framed if c.digest_ok]
+    if len({(c.payload_crc32c, c.stored_digest) for c in good}) > 1:
+        report.add(COPIES_DIFFER, "copies hold different bytes although each digest holds: "
+                   + "; ".join(f"{c.bookie} payload crc32c {c.payload_crc32c:08x}"
+                               for c in good[:_SHOWN])
+                   + " (the client wrote different bytes: a writer or recovery bug, not a "
+                     "disk)", ledger=lid, entry=eid)
+
+
+def _wrong_dir(by_bookie: Dict[str, List[LedgerDir]], indexes: Dict[str, _DirIndex],
+               report: ScanReport) -> None:
+    """DbLedgerStorage keeps ledger L only in ledger dir L mod numDirs: a ledger's data in
+    another dir is invisible to its bookie."""
+    for bookie, ds in by_bookie.items():
+        for d in ds:
+            index = indexes.get(d.path)
+            if index is None or index.storage != "DbLedgerStorage" or d.cookie is None:
+                continue
+            pos = dir_index_in_cookie(d.path, d.cookie)
+            num = len(d.cookie.ledger_dirs)
+            if pos is None:
+                continue
+            for lid in sorted(index.ledgers):
+                if lid % num != pos:
+                    report.add(LEDGER_IN_WRONG_DIR, f"DbLedgerStorage keeps ledger {lid} in "
+                               f"ledger dir {lid % num} of {num}, this is dir {pos}: the "
+                               f"bookie never reads it here", bookie=bookie, ledger=lid,
+                               file=d.current)
+
+
+def scan_bookies(paths: Iterable[str], metadata: Dict[int, LedgerMetadata], *,
+                 instance_id: Optional[str] = None,
+                 registered_cookies: Optional[Dict[str, bytes]] = None) -> ScanReport:
+    """Scan the bookies' ledger directories at or under `paths` against `metadata` (ledger
+    ID -> LedgerMetadata); `instance_id`: the cluster's INSTANCEID, `registered_cookies`:
+    the cookies the metadata store registers (raw bytes by bookie ID), when the metadata
+    source has them. A path that holds no ledger directory goes to `failed`."""
+    report = ScanReport()
+    dirs: List[LedgerDir] = []
+    for p in paths:
+        try:
+            found = find_ledger_dirs(p)
+        except OSError as exc:
+            report.failed.append({"path": p, "error": f"{p}: {exc.strerror or exc}"})
+            continue
+        if not found:
+            report.failed.append({"path": p, "error": f"{p}: no bookie ledger directory found "
+                                  f"(a directory with current/VERSION and entry logs)"})
+        dirs.extend(LedgerDir(f) for f in found if f not in {d.path for d in dirs})
+    by_bookie = _check_cookies(dirs, instance_id, registered_cookies, report)
+    _pair_index_dirs(by_bookie, report)
+    indexes: Dict[str, _DirIndex] = {}
+    for bookie, ds in sorted(by_bookie.items()):
+        report.bookies[bookie] = [d.path for d in ds]
+        for d in ds:
+            index = _scan_dir(d, bookie, metadata, report)
+            if index is not None:
+                indexes[d.path] = index
+    _wrong_dir(by_bookie, indexes, report)
+    _place(metadata, by_bookie, indexes, report)
+    return report
