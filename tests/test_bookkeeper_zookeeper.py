@@ -258,3 +258,14 @@ def test_ledger_znode_paths_are_bookkeepers() -> None:
     for lid in (0, 9999, 10000, 2**31 - 2, 2**31 - 1, 2**40 + 7, 2**63 - 1):
         assert ledger_znode_path("/l", lid) not in seen
         seen[ledger_znode_path("/l", lid)] = lid
+
+
+def test_a_reply_longer_than_its_stat_said_is_refused_before_it_is_read(
+        zk: ZooKeeperServer, reads: List[str]) -> None:
+    """A server that lies in a stat (dataLength small, the reply large): modelled on the real
+    server by trusting every stat (max_znode_bytes beyond the 2 MB ledger) and bounding the
+    replies below it. The reply is refused from its length word, a one-line error."""
+    with pytest.raises(ZooKeeperError, match=r"/hostile/cookies/10.0.0.9:3181: .*a reply of "
+                       r"2097\d{3} bytes, more than the 1048576 read") as exc:
+        hostile(zk, max_znode_bytes=4 * 1024 * 1024, max_reply_bytes=1024 * 1024)
+    assert "\n" not in str(exc.value)

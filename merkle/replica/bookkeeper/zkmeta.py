@@ -392,13 +392,38 @@ def _ledger(meta: ZkMetadata, root: str, path: str, digits: List[str],
         found[path] = ledger_id
 
 
+def _guard_replies(client: Any, max_reply_bytes: int, refused: List[str]) -> None:
+    """Refuse any reply longer than `max_reply_bytes` before it is read, as ZooKeeper's Java
+    client does with jute.maxbuffer ("Packet len is out of range"): the stat checks above trust
+    the server's own stat, and a server that lies in it would otherwise make kazoo collect
+    whatever length its reply header claims. kazoo drops the connection; the request in flight
+    ends with ConnectionLoss (one line). This wraps kazoo's private reader
+    (ConnectionHandler._read, kazoo 2.x); the test of the bound fails if kazoo renames it."""
+    from kazoo.exceptions import ConnectionDropped
+
+    conn: Any = getattr(client, "_connection", None)
+    read = getattr(conn, "_read", None)
+    if read is None:
+        return
+
+    def bounded(length: int, timeout: float) -> Any:
+        if length > max_reply_bytes:
+            refused.append(f"a reply of {length} bytes, more than the {max_reply_bytes} read")
+            raise ConnectionDropped(refused[-1])
+        return read(length, timeout)
+
+    conn._read = bounded
+
+
 def read_zookeeper_metadata(spec: str, *, timeout: float = DEFAULT_TIMEOUT,
                             max_znode_bytes: int = MAX_ZNODE_BYTES,
                             max_children: int = MAX_CHILDREN,
-                            max_total_bytes: int = MAX_TOTAL_BYTES) -> ZkMetadata:
+                            max_total_bytes: int = MAX_TOTAL_BYTES,
+                            max_reply_bytes: Optional[int] = None) -> ZkMetadata:
     """Read LAYOUT, INSTANCEID, the cookies and every ledger's metadata bytes from a live
     ZooKeeper, read-only. ZooKeeperError (one line) when the work cannot be done; what is odd
-    but readable is a line in `problems`."""
+    but readable is a line in `problems`. `max_reply_bytes` bounds any one reply on the wire
+    (default: a znode's bound, or a full listing's, plus room for the reply's header)."""
     parsed = parse_zookeeper_spec(spec)
     if not timeout > 0:
         raise ZooKeeperError(f"--zookeeper timeout must be positive, not {timeout!r}")
@@ -411,6 +436,10 @@ def read_zookeeper_metadata(spec: str, *, timeout: float = DEFAULT_TIMEOUT,
     client = KazooClient(hosts=parsed.connect_string(), timeout=timeout, read_only=True,
                          connection_retry=KazooRetry(max_tries=2, delay=0.1, max_delay=1.0),
                          command_retry=None, logger=_log)
+    if max_reply_bytes is None:   # a name is at most a few hundred bytes in practice
+        max_reply_bytes = max(max_znode_bytes, 256 * max_children) + (64 << 10)
+    refused: List[str] = []
+    _guard_replies(client, max_reply_bytes, refused)
     try:
         client.start(timeout=timeout)
     except Exception as exc:
@@ -418,6 +447,10 @@ def read_zookeeper_metadata(spec: str, *, timeout: float = DEFAULT_TIMEOUT,
                              f"({type(exc).__name__})") from None
     try:
         return _read(client, parsed, timeout, max_znode_bytes, max_children, max_total_bytes)
+    except ZooKeeperError as exc:
+        if refused:   # the connection was dropped on purpose: say why, not just "lost"
+            raise ZooKeeperError(f"{exc}: {refused[0]}") from None
+        raise
     finally:
         client.stop()
         client.close()
