@@ -138,8 +138,10 @@ def test_a_reformatted_bookie_is_told_by_its_cookie_stat(zk: ZooKeeperServer) ->
     first = read_zookeeper_metadata(f"{zk.hosts}/reformat", timeout=30.0).cookies
     path = f"/reformat/cookies/{BOOKIES[2]}"
     data, _ = c.get(path)
+    before = znode_snapshot(c)
     c.delete(path)
     c.create(path, data)
+    assert znode_snapshot(c) != before   # the no-write check above would see such a rewrite
     second = read_zookeeper_metadata(f"{zk.hosts}/reformat", timeout=30.0).cookies
     assert second[BOOKIES[2]].data == first[BOOKIES[2]].data
     assert second[BOOKIES[2]].czxid > first[BOOKIES[2]].czxid
@@ -269,3 +271,16 @@ def test_a_reply_longer_than_its_stat_said_is_refused_before_it_is_read(
                        r"2097\d{3} bytes, more than the 1048576 read") as exc:
         hostile(zk, max_znode_bytes=4 * 1024 * 1024, max_reply_bytes=1024 * 1024)
     assert "\n" not in str(exc.value)
+
+
+def test_zookeeper_absent_skips_but_fails_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CI installs the zookeeper package: there a missing one fails instead of skipping."""
+    import zookeeper_server
+
+    monkeypatch.setattr(zookeeper_server, "ZOOKEEPER_JAR", "/nonexistent/zookeeper.jar")
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="Debian package zookeeper"):
+        zookeeper_server.require_zookeeper()
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="must not be skipped"):
+        zookeeper_server.require_zookeeper()
