@@ -7,7 +7,8 @@
 
 Nothing of the machine's ZooKeeper configuration is used (/etc/zookeeper is not read): the data
 directory, the log and zoo.cfg live in the temporary directory, removed by stop(). The admin
-server is off; of the four-letter words only `ruok` is on (the readiness probe).
+server is off; of the four-letter words only `conf` is on (the readiness probe: it names the
+data directory, so the server answering is this one).
 `jute_maxbuffer` raises the server's request limit so a test can plant a znode larger than a
 client's own bound (ZooKeeper's default, 1 MiB, would refuse it before any reader saw it).
 """
@@ -67,13 +68,21 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _ruok(port: int) -> bool:
+def _serves(port: int, data_dir: str) -> bool:
+    """Whether the ZooKeeper on `port` is up and is ours: `conf` names its dataDir (another
+    process that took the port between our probe and the JVM's bind is not mistaken for it)."""
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=1.0) as s:
-            s.sendall(b"ruok")
-            return s.recv(16) == b"imok"
+            s.sendall(b"conf")
+            reply = b""
+            while len(reply) < 65536:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                reply += chunk
     except OSError:
         return False
+    return f"dataDir={data_dir}".encode() in reply
 
 
 class ZooKeeperServer:
@@ -104,7 +113,7 @@ class ZooKeeperServer:
         with open(cfg, "w") as f:
             f.write(f"tickTime=2000\ndataDir={data}\nclientPort={self.port}\n"
                     f"clientPortAddress=127.0.0.1\nadmin.enableServer=false\n"
-                    f"4lw.commands.whitelist=ruok\nmaxClientCnxns=0\n"
+                    f"4lw.commands.whitelist=conf\nmaxClientCnxns=0\n"
                     f"autopurge.purgeInterval=0\n")
         props = ["-Dzookeeper.admin.enableServer=false", "-Xmx256m",
                  f"-Dzookeeper.log.dir={self.dir}", "-Dzookeeper.root.logger=WARN,CONSOLE"]
@@ -119,7 +128,7 @@ class ZooKeeperServer:
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 return False   # it exited: most likely the port was taken
-            if _ruok(self.port):
+            if _serves(self.port, data):
                 return True
             time.sleep(0.1)
         self._kill()
