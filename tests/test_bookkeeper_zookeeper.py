@@ -53,6 +53,8 @@ def plant_hostile(c: Any) -> None:
     c.create("/hostile/999/9999/9999/9999/L9999", b"", makepath=True)  # beyond 2^63 - 1
     c.create("/hostile/000/0000/0021/4748/L3647", b"maxint", makepath=True)  # 2^31 - 1: right
     c.create("/hostile/cookies/10.0.0.9:3181", b"z" * BIG)             # a cookie too large
+    c.create("/hostile/cookies/x\u2028y", b"z" * BIG)                 # ... named with a break
+    c.create("/hostile/00/0000/L\u20280000", b"")                     # a ledger name too
     c.create("/hostile/idgen/ID-0000000042", b"", makepath=True)       # BookKeeper's own
     c.create("/hostile/underreplication/ledgers", b"", makepath=True)
     c.create("/flat/LAYOUT", FLAT, makepath=True)
@@ -162,7 +164,8 @@ def test_hostile_tree_gives_bounded_problems(zk: ZooKeeperServer, reads: List[st
     assert meta.ledgers[2**31 - 1] == b"maxint"
     assert meta.ledgers[3] == golden("/ledgers/00/0000/L0003")
     text = "\n".join(meta.problems)
-    assert all("\n" not in p for p in meta.problems)
+    assert all(len(p.splitlines()) == 1 for p in meta.problems)
+    assert "'x\\u2028y'" in text and "'L\\u20280000'" in text
     # the 2 MB ledger znode: listed (so its data is not garbage), never read
     assert "L0005" in text and meta.unread.keys() == {5}
     assert "/hostile/00/0000/L0005" not in reads

@@ -198,6 +198,12 @@ def _root(spec: str, root: Optional[str]) -> str:
     return root
 
 
+def _show(text: str) -> str:
+    """A line to print: names come from the server, and one holding a line break (ZooKeeper
+    refuses control characters in names, not U+2028) must not become two lines."""
+    return text if text.isprintable() else repr(text)
+
+
 def ledger_znode_path(root: str, ledger_id: int) -> str:
     """Where BookKeeper's hierarchical ledger manager keeps ledger `ledger_id`
     (StringUtils.getHybridHierarchicalLedgerPath)."""
@@ -228,7 +234,7 @@ class _Reader:
         except self.NoNodeError:
             raise
         except Exception as exc:   # kazoo's timeouts, connection loss, auth: one line each
-            raise ZooKeeperError(f"{path}: {type(exc).__name__}: {exc}".rstrip(": "),
+            raise ZooKeeperError(_show(f"{path}: {type(exc).__name__}: {exc}".rstrip(": ")),
                                  None) from None
 
     def stat(self, path: str) -> Optional[Any]:
@@ -337,7 +343,7 @@ def _cookies(reader: _Reader, meta: ZkMetadata, root: str) -> None:
     for path, data, st, why in reader.many(list(by_path)):
         bookie = by_path[path]
         if data is None:
-            meta.problem(f"{path}: cookie of bookie {bookie!r}: {why}")
+            meta.problem(f"{base}/{bookie!r}: cookie of bookie {bookie!r}: {why}")
             continue
         meta.cookies[bookie] = CookieZnode(bookie, data, st.czxid, st.ctime, st.mzxid,
                                            st.mtime, st.version)
