@@ -130,7 +130,7 @@ class ZkMetadata:
     #: False when a level could not be listed: a ledger missing here may still exist
     complete: bool = True
     spec: Optional[ZkSpec] = None
-    _dropped: int = 0
+    _dropped: int = field(default=0, repr=False, compare=False)
 
     def problem(self, line: str) -> None:
         if len(self.problems) < MAX_PROBLEMS:
@@ -335,9 +335,7 @@ def _instance_id(reader: _Reader, meta: ZkMetadata, root: str) -> Optional[str]:
 def _cookies(reader: _Reader, meta: ZkMetadata, root: str) -> None:
     base = root + "/cookies"
     names = reader.children(base)
-    if names is None:
-        if reader.stat(base) is not None:
-            meta.complete = False
+    if names is None:   # none (a cluster never formatted), or too many: a problem line
         return
     by_path = {f"{base}/{n}": n for n in names}
     for path, data, st, why in reader.many(list(by_path)):
