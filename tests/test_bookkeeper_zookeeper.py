@@ -74,16 +74,21 @@ def zk() -> Iterator[ZooKeeperServer]:
 
 @pytest.fixture
 def reads(zk: ZooKeeperServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[List[str]]:
-    """The paths whose data the reader asked for; the test fails if it asks for any write (and
-    the znode tree, every stat included, is the same after the test as before it)."""
+    """The paths whose data or children the reader asked for; the test fails if it asks for
+    any write (and the znode tree, every stat included, is the same after the test as before
+    it)."""
     from kazoo.client import KazooClient
 
     asked: List[str] = []
-    get_async = KazooClient.get_async
+    get_async, children_async = KazooClient.get_async, KazooClient.get_children_async
 
     def spy(self: Any, path: str, *a: Any, **k: Any) -> Any:
         asked.append(path)
         return get_async(self, path, *a, **k)
+
+    def spy_children(self: Any, path: str, *a: Any, **k: Any) -> Any:
+        asked.append("children of " + path)
+        return children_async(self, path, *a, **k)
 
     def refuse(name: str) -> Any:
         def write(*_a: Any, **_k: Any) -> Any:
@@ -93,6 +98,7 @@ def reads(zk: ZooKeeperServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[List
     checker = zk.client()
     before = znode_snapshot(checker)
     monkeypatch.setattr(KazooClient, "get_async", spy)
+    monkeypatch.setattr(KazooClient, "get_children_async", spy_children)
     for name in ("create", "create_async", "set", "set_async", "delete", "delete_async",
                  "ensure_path", "ensure_path_async", "set_acls", "set_acls_async",
                  "transaction", "sync", "sync_async", "reconfig", "add_auth"):
@@ -173,6 +179,8 @@ def test_hostile_tree_gives_bounded_problems(zk: ZooKeeperServer, reads: List[st
     assert "10.0.0.9:3181" not in meta.cookies and "10.0.0.9:3181" in text
     # 60 children with max_children 50: not listed, and the listing says it is incomplete
     assert "/hostile/00/0001: 60 children" in text and not meta.complete
+    assert "children of /hostile/00/0001" not in reads   # refused from its stat
+    assert "children of /hostile/00/0000" in reads
     assert not any(lid >= 10000 and lid < 2**31 - 1 for lid in meta.ledgers)
     # names that are not ledger znode names, and IDs that do not round-trip
     for bad in ("'Lxyz'", "'L00006'", "'evil'", "ledger 9999999999 belongs at",
