@@ -1,0 +1,1 @@
+"""Apache BookKeeper bookies as a replica layout (issue 38)."""
