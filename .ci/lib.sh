@@ -109,6 +109,24 @@ fi
 java -version 2>&1 | head -1
 }
 
+ci_zookeeper() {
+step "ZooKeeper for the BookKeeper metadata tests (Debian's zookeeper package)"
+# tests/zookeeper_server.py runs the package's jars standalone on 127.0.0.1 in a private
+# directory; the package starts no service. Under CI=true its tests fail when it is missing.
+if [ ! -f /usr/share/java/zookeeper.jar ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq >/dev/null
+        apt-get install -y -qq zookeeper >/dev/null
+    else
+        echo "need Debian's zookeeper package for the BookKeeper metadata tests" \
+             "(apt-get install zookeeper); they skip without it" >&2
+        return 0
+    fi
+fi
+echo "zookeeper: $(dpkg-query -W -f='${Version}' zookeeper 2>/dev/null || echo present)"
+}
+
 ci_install() {
 step "virtualenv in $VENV"
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"

@@ -31,7 +31,7 @@ __all__ = ["GOLDEN_ZK", "ZOOKEEPER_JAR", "ZooKeeperServer", "load_znode_tree",
 
 ZOOKEEPER_JAR = "/usr/share/java/zookeeper.jar"   # its manifest's Class-Path names its deps
 # the znodes of the golden BookKeeper cluster (../shared/bookkeeper-golden/zookeeper, copied with
-# their lines of its MANIFEST.sha256: tests/data/bookkeeper-golden/zookeeper.sha256)
+# their lines in tests/data/bookkeeper-golden/MANIFEST.sha256)
 GOLDEN_ZK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
                          "bookkeeper-golden", "zookeeper")
 _MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
