@@ -81,29 +81,29 @@ def _bk_also(also):
 def bookkeeper_entries(data, offsets, sizes, digest, *, also=()):
     """Verify a batch of BookKeeper stored entries in one native call (GIL released).
 
-    Entry i is ``data[offsets[i]:offsets[i] + sizes[i]]``: the bytes after an entry log
-    record's 4-byte size word, ``ledgerId(8) entryId(8) lastAddConfirmed(8) length(8)
-    digest(n) payload``, all big-endian. `data` is any C-contiguous buffer (bytes, memoryview,
+    Entry i is `data[offsets[i]:offsets[i] + sizes[i]]`: the bytes after an entry log
+    record's 4-byte size word, `ledgerId(8) entryId(8) lastAddConfirmed(8) length(8)
+    digest(n) payload`, all big-endian. `data` is any C-contiguous buffer (bytes, memoryview,
     mmap, numpy array); `offsets` and `sizes` are integer columns of one length. `digest` is
     the ledger's digest type: "crc32c" (n = 4), "crc32" (n = 8: four zero bytes and zlib's
     CRC-32), "hmac-sha1" (n = 20) or "dummy" (n = 0). The digest covers header ‖ payload.
 
     Returns a dict of numpy columns, one value per entry:
 
-    - ``status`` (uint8): 0 the digest matches (always for "dummy"); 1 too short for the
+    - `status` (uint8): 0 the digest matches (always for "dummy"); 1 too short for the
       32-byte header and the digest; 2 offset/size negative or outside the buffer (nothing of
       it is read, every other column 0); 3 digest mismatch; 4 ("hmac-sha1" only) framing
       fine but the digest is NOT checked here: it is keyed by the ledger's password, so the
-      caller computes HMAC-SHA1 over ``data[off:off+32] + data[off+52:off+size]`` and compares
-      it with ``data[off+32:off+52]``.
-    - ``ledger_id``, ``entry_id``, ``last_add_confirmed``, ``length`` (int64): the header,
-      for every entry of at least 32 bytes inside the buffer (else 0). ``length`` is the
+      caller computes HMAC-SHA1 over `data[off:off+32] + data[off+52:off+size]` and compares
+      it with `data[off+32:off+52]`.
+    - `ledger_id`, `entry_id`, `last_add_confirmed`, `length` (int64): the header,
+      for every entry of at least 32 bytes inside the buffer (else 0). `length` is the
       ledger's length including this entry, as the writer recorded it (not checked).
-    - ``stored_digest``, ``computed_digest`` (uint64): the digest as stored (the whole 8-byte
+    - `stored_digest`, `computed_digest` (uint64): the digest as stored (the whole 8-byte
       field for "crc32") and as computed, for the CRC digests (0 for "dummy", "hmac-sha1"
       and entries of status 1 or 2).
-    - ``payload_crc32c`` (uint32): the CRC-32C of the payload (after header and digest).
-    - ``payload_<name>`` for each name in `also` ("crc32", "crc64nvme" (uint64) or "crc32c"):
+    - `payload_crc32c` (uint32): the CRC-32C of the payload (after header and digest).
+    - `payload_<name>` for each name in `also` ("crc32", "crc64nvme" (uint64) or "crc32c"):
       another CRC of the payload, from the same pass.
 
     The payload is read once: the CRC digest is combined from the header's CRC and the

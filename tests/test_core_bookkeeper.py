@@ -245,6 +245,7 @@ def test_hostile_offsets_and_sizes_are_status_2(each_backend: str) -> None:
         (-1, 10), (0, -1), (-4, 8), (n + 1, 0), (n, 1), (start, len(entry) + 1),
         (1, n), (I64_MAX, 1), (1, I64_MAX), (I64_MAX, I64_MAX), (-(1 << 63), 5),
         (start, -(1 << 63)), (n - 1, I64_MAX - n + 3),  # off + size wraps past 2**63
+        (start, -start), (n, -1), (10, -5),  # off + size in bounds, size negative
     ]
     offsets = [o for o, _ in hostile] + [start, n, n - 10]
     sizes = [s for _, s in hostile] + [len(entry), 0, 10]
