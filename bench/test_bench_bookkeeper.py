@@ -78,10 +78,12 @@ def _python_loop(data: bytes, offsets: np.ndarray, sizes: np.ndarray,
     extend, value = google_crc32c.extend, google_crc32c.value
 
     def run() -> int:
+        # google_crc32c's C functions take bytes only (no memoryview): slices copy, as reading
+        # each entry from a file would
         ok = 0
         for off, size in spans:
-            c = extend(value(view[off:off + 32]), view[off + 36:off + size])
-            ok += c == int.from_bytes(view[off + 32:off + 36], "big")
+            c = extend(value(data[off:off + 32]), data[off + 36:off + size])
+            ok += c == int.from_bytes(data[off + 32:off + 36], "big")
         return ok
     return run
 

@@ -94,15 +94,17 @@ def bookkeeper_entries(data, offsets, sizes, digest, *, also=()):
       32-byte header and the digest; 2 offset/size negative or outside the buffer (nothing of
       it is read, every other column 0); 3 digest mismatch; 4 ("hmac-sha1" only) framing
       fine but the digest is NOT checked here: it is keyed by the ledger's password, so the
-      caller computes HMAC-SHA1 over `data[off:off+32] + data[off+52:off+size]` and compares
-      it with `data[off+32:off+52]`.
+      caller computes HMAC-SHA1 (key SHA-1(b"mac" + password), as BookKeeper's
+      MacDigestManager) over `data[off:off+32] + data[off+52:off+size]` and compares it with
+      `data[off+32:off+52]`.
     - `ledger_id`, `entry_id`, `last_add_confirmed`, `length` (int64): the header,
       for every entry of at least 32 bytes inside the buffer (else 0). `length` is the
       ledger's length including this entry, as the writer recorded it (not checked).
     - `stored_digest`, `computed_digest` (uint64): the digest as stored (the whole 8-byte
       field for "crc32") and as computed, for the CRC digests (0 for "dummy", "hmac-sha1"
       and entries of status 1 or 2).
-    - `payload_crc32c` (uint32): the CRC-32C of the payload (after header and digest).
+    - `payload_crc32c` (uint32): the CRC-32C of the payload (after header and digest); 0
+      for entries of status 1 or 2, as every payload column.
     - `payload_<name>` for each name in `also` ("crc32", "crc64nvme" (uint64) or "crc32c"):
       another CRC of the payload, from the same pass.
 
