@@ -39,10 +39,13 @@ BK_MISMATCH = 3
 BK_UNVERIFIED = 4
 
 
-def _bk_column(obj, str name):
+cdef object _bk_column(object obj, str name):
     """An int64 column of entry offsets or sizes. Values are not range-checked here: the C loop
     gives each entry whose range is not inside the buffer status 2 (uint64 values above 2**63
     wrap to negative ones, which it refuses the same way)."""
+    if (cnp.PyArray_Check(obj) and cnp.PyArray_TYPE(obj) == cnp.NPY_INT64
+            and cnp.PyArray_NDIM(obj) == 1 and cnp.PyArray_IS_C_CONTIGUOUS(obj)):
+        return obj  # the usual case, without numpy's conversion machinery (~1 us a call)
     arr = np.asarray(obj)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional")
@@ -53,7 +56,7 @@ def _bk_column(obj, str name):
     return np.ascontiguousarray(arr.astype(np.int64, copy=False))
 
 
-def _bk_digest(digest):
+cdef crcm_bk_digest _bk_digest(object digest) except *:
     if not isinstance(digest, str):
         raise TypeError(f"digest must be a str, not {type(digest).__name__}")
     try:
@@ -63,7 +66,9 @@ def _bk_digest(digest):
                          f"{', '.join(map(repr, _BK_DIGESTS))}") from None
 
 
-def _bk_also(also):
+cdef list _bk_also(object also):
+    if isinstance(also, tuple) and not also:
+        return []
     if isinstance(also, str):
         also = (also,)
     names = []
@@ -76,6 +81,11 @@ def _bk_also(also):
         if low not in names:
             names.append(low)
     return names
+
+
+cdef inline object _bk_empty(size_t n, int typenum):
+    cdef cnp.npy_intp dims = <cnp.npy_intp>n
+    return cnp.PyArray_EMPTY(1, &dims, typenum, 0)
 
 
 def bookkeeper_entries(data, offsets, sizes, digest, *, also=()):
@@ -120,20 +130,21 @@ def bookkeeper_entries(data, offsets, sizes, digest, *, also=()):
         raise ValueError(
             f"offsets and sizes differ in length ({off.shape[0]} != {siz.shape[0]})")
     cdef size_t n = <size_t>off.shape[0]
+    cdef bint want32 = "crc32" in names, want64 = "crc64nvme" in names
     result = {
-        "status": np.empty(n, dtype=np.uint8),
-        "ledger_id": np.empty(n, dtype=np.int64),
-        "entry_id": np.empty(n, dtype=np.int64),
-        "last_add_confirmed": np.empty(n, dtype=np.int64),
-        "length": np.empty(n, dtype=np.int64),
-        "stored_digest": np.empty(n, dtype=np.uint64),
-        "computed_digest": np.empty(n, dtype=np.uint64),
-        "payload_crc32c": np.empty(n, dtype=np.uint32),
+        "status": _bk_empty(n, cnp.NPY_UINT8),
+        "ledger_id": _bk_empty(n, cnp.NPY_INT64),
+        "entry_id": _bk_empty(n, cnp.NPY_INT64),
+        "last_add_confirmed": _bk_empty(n, cnp.NPY_INT64),
+        "length": _bk_empty(n, cnp.NPY_INT64),
+        "stored_digest": _bk_empty(n, cnp.NPY_UINT64),
+        "computed_digest": _bk_empty(n, cnp.NPY_UINT64),
+        "payload_crc32c": _bk_empty(n, cnp.NPY_UINT32),
     }
-    if "crc32" in names:
-        result["payload_crc32"] = np.empty(n, dtype=np.uint32)
-    if "crc64nvme" in names:
-        result["payload_crc64nvme"] = np.empty(n, dtype=np.uint64)
+    if want32:
+        result["payload_crc32"] = _bk_empty(n, cnp.NPY_UINT32)
+    if want64:
+        result["payload_crc64nvme"] = _bk_empty(n, cnp.NPY_UINT64)
     if n == 0:
         return result
     cdef crcm_bk_out o
@@ -146,9 +157,9 @@ def bookkeeper_entries(data, offsets, sizes, digest, *, also=()):
     o.computed_digest = <uint64_t *>cnp.PyArray_DATA(result["computed_digest"])
     o.payload_crc32c = <uint32_t *>cnp.PyArray_DATA(result["payload_crc32c"])
     o.payload_crc32 = (<uint32_t *>cnp.PyArray_DATA(result["payload_crc32"])
-                       if "crc32" in names else NULL)
+                       if want32 else NULL)
     o.payload_crc64nvme = (<uint64_t *>cnp.PyArray_DATA(result["payload_crc64nvme"])
-                           if "crc64nvme" in names else NULL)
+                           if want64 else NULL)
     cdef const int64_t *po = <const int64_t *>cnp.PyArray_DATA(off)
     cdef const int64_t *ps = <const int64_t *>cnp.PyArray_DATA(siz)
     cdef Py_buffer view
