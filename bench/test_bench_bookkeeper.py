@@ -1,7 +1,8 @@
 """BookKeeper stored entries verified per second: merkle.bookkeeper_entries (one call for a batch)
 vs a Python DigestManager-equivalent loop (google_crc32c / zlib per entry: the floor) and vs
 checksum_windows over the same bytes (one CRC-32C per entry record: the speed of the kernel
-alone).
+alone); hot (a buffer inside the L3, as from the page cache) and cold (a buffer of
+BENCH_COLD_BYTES, past the L3), the cold cases also against a plain read of the buffer.
 
 Each case is a buffer of back-to-back entry records (4-byte size word, then the entry) with a
 right digest, verified in full; the table's ns/elem is ns per entry (entries/s = 1e9 / ns). The
@@ -22,11 +23,13 @@ import pytest
 import merkle
 from merkle.cli import benchmarking as bm
 
-from conftest import SHORT
+from conftest import SHORT, cold_bytes
 
 KiB, MiB = bm.KiB, bm.MiB
 
 PAYLOADS = [100, KiB, 64 * KiB, MiB]
+COLD_PAYLOADS = [KiB, 64 * KiB]
+READ = "plain read (limit)"
 #: bytes of entries per buffer: past L2, inside a typical L3 (the way entries stream from a
 #: page-cached entry log)
 BUFFER_BYTES = (4 if SHORT else 16) * MiB
@@ -145,5 +148,34 @@ def test_crc32_entries(bench: Any, impl: str, crc32_log: Any) -> None:
     run, right = _run(impl, data, offsets, sizes, record, "crc32")
     got = bench.measure(run, case=f"bookkeeper crc32 entries, {bm.format_size(CRC32_PAYLOAD)} "
                         "payload, ns per entry", impl=impl, per=offsets.size, unit="ns/elem")
+    _entries_per_second(bench)
+    assert right(got), impl
+
+
+@pytest.fixture(scope="module", params=COLD_PAYLOADS,
+                ids=[bm.format_size(p).replace(" ", "") for p in COLD_PAYLOADS])
+def cold_log(request: pytest.FixtureRequest) -> Tuple[int, bytes, np.ndarray, np.ndarray, int]:
+    """A buffer past the last-level cache: one 4 MiB block of records repeated (speed does not
+    depend on the bytes; every copy still carries right digests)."""
+    block, offsets, sizes, record = _entry_log(request.param, "crc32c")
+    repeats = max(1, cold_bytes() // len(block))
+    n = offsets.size * repeats
+    all_offsets = np.arange(n, dtype=np.int64) * record + 4
+    return (request.param, block * repeats, all_offsets, np.full(n, record - 4, np.int64),
+            record)
+
+
+@pytest.mark.parametrize("impl", [bm.OURS, WINDOWS, READ])
+def test_crc32c_entries_cold(bench: Any, impl: str, cold_log: Any) -> None:
+    payload, data, offsets, sizes, record = cold_log
+    if impl == READ:
+        from merkle._native import read_probe
+
+        run, right = (lambda: read_probe(data)), (lambda r: isinstance(r, int))
+    else:
+        run, right = _run(impl, data, offsets, sizes, record, "crc32c")
+    got = bench.measure(run, case=f"bookkeeper crc32c entries, {bm.format_size(payload)} "
+                        f"payload, cold {len(data) / MiB:.0f} MiB, ns per entry", impl=impl,
+                        per=offsets.size, unit="ns/elem", cold=True)
     _entries_per_second(bench)
     assert right(got), impl
