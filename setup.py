@@ -169,6 +169,9 @@ def _parallel_compile(compiler):  # type: ignore[no-untyped-def]
 
 compile_args, link_args = _build_flags()
 
+# C files only merkle._native uses (the numpy API); merkle._crc leaves them out
+_NATIVE_ONLY = ("/ozone_tree.c", "/bookkeeper.c")
+
 # Module state (per-interpreter globals) is what isolated sub-interpreters need, and they exist
 # from CPython 3.12 on; it costs a lookup per Python constant used in a call (about 10 ns each
 # on a Zen 4), so older Pythons get the plain build. Heap types (type specs) cost nothing.
@@ -181,7 +184,7 @@ extensions = [
     # It links its own copy of the C core (no Ozone code); _native adopts its backend slot.
     Extension(
         "merkle._crc",
-        sources=["merkle/_crc.pyx", *[s for s in _c_sources() if not s.endswith("/ozone_tree.c")]],
+        sources=["merkle/_crc.pyx", *[s for s in _c_sources() if not s.endswith(_NATIVE_ONLY)]],
         depends=["merkle/_crcfast.h", "merkle/_common.pxi"],
         include_dirs=[CSRC],
         define_macros=[*KERNEL_MACROS, *_MODULE_STATE, ("CYTHON_USE_TYPE_SPECS", "1")],

@@ -141,6 +141,8 @@ static inline const crcm_backend *backend(void) {
 
 const char *crcm_backend_name(void) { return backend()->name; }
 
+const crcm_backend *crcm_backend_active(void) { return backend(); }
+
 size_t crcm_compiled_backends(const char **names, size_t max) {
     for (size_t i = 0; i < N_BACKENDS && i < max; i++) names[i] = backends[i].name;
     return N_BACKENDS;

@@ -45,6 +45,10 @@ typedef struct {
     void (*crc32c_crc64nvme_hot)(uint32_t *reg32, uint64_t *reg64, const uint8_t *p, size_t n);
 } crcm_backend;
 
+/* The backend in use (crc_dispatch.c): for other C files of the core that call its kernels
+ * directly (bookkeeper.c). */
+const crcm_backend *crcm_backend_active(void);
+
 /* portable (crc_portable.c): slicing-by-16 tables, always compiled. table[k][b] is the register
  * after feeding byte b followed by k zero bytes. */
 extern const uint32_t crcm_table_crc32c[16][256];

@@ -50,6 +50,7 @@ from merkle._crc import (
 
 #: the numpy-based public names -> (module, attribute; None for the module itself)
 _LAZY: dict[str, tuple[str, str | None]] = {
+    "bookkeeper_entries": ("merkle._native", "bookkeeper_entries"),
     "checksum_each": ("merkle._native", "checksum_each"),
     "checksum_windows": ("merkle._native", "checksum_windows"),
     "combine_many": ("merkle._native", "combine_many"),
@@ -88,7 +89,12 @@ _LAZY: dict[str, tuple[str, str | None]] = {
 
 if _TYPE_CHECKING:  # what _import_numpy_layers binds at run time, spelled out for type checkers
     from merkle import _native as _native, copies as copies, replica as replica, trees as trees
-    from merkle._native import checksum_each, checksum_windows, combine_many
+    from merkle._native import (
+        bookkeeper_entries,
+        checksum_each,
+        checksum_windows,
+        combine_many,
+    )
     from merkle.copies.fold import full_object_crc
     from merkle.replica.crcmerkle.writer import ContainerWriter
     from merkle.replica.errors import BlockMetaError, ReplicaError, ReplicaLockedError
@@ -166,6 +172,7 @@ __all__ = [
     "BackendUnavailableError",
     "available_backends",
     "backend",
+    "bookkeeper_entries",
     "checksum_each",
     "checksum_windows",
     "combine_many",

@@ -66,6 +66,24 @@ def checksum_each(
     out: _Sums | None = None,
 ) -> _Sums: ...
 
+# BookKeeper digest types: "crc32c", "crc32", "hmac-sha1" or "dummy" (any case)
+_BookKeeperDigest = str
+
+def bookkeeper_entries(
+    data: _Buffer,
+    offsets: npt.ArrayLike,
+    sizes: npt.ArrayLike,
+    digest: _BookKeeperDigest,
+    *,
+    also: Iterable[_Algorithm] | _Algorithm = (),
+) -> dict[str, npt.NDArray[Any]]: ...
+
+BK_OK: int
+BK_SHORT: int
+BK_OUT_OF_BOUNDS: int
+BK_MISMATCH: int
+BK_UNVERIFIED: int
+
 # Ozone tree kernels (merkle/_ozone.pxi): private, called by merkle.trees only
 _Column = npt.NDArray[Any]
 

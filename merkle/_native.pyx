@@ -487,3 +487,4 @@ def checksum_each(values, *, algorithm="crc32c", out=None):
 
 
 include "_ozone.pxi"
+include "_bookkeeper.pxi"
