@@ -49,7 +49,7 @@ SPARK_API_TESTS=(tests/spark/test_spark_session.py tests/spark/test_spark_launch
                  tests/spark/test_simhosts_smoke.py)
 # The ASan + UBSan step: the tests whose subject is native code (csrc/, merkle/*.pyx): the
 # kernels and backends, buffers and bulk entry points, combine/fold, the tree columns and
-# their proto2 codec and diff (csrc/ozone_tree.c), the Cython API's integer and buffer rules,
+# their proto2 codec and diff (csrc/ozone_tree.c), BookKeeper entries (csrc/bookkeeper.c), the Cython API's integer and buffer rules,
 # threads on released-GIL kernels, module state across sub-interpreters, the short fuzz
 # campaign over every target, and the buffer-release check. The rest of the suite reaches
 # the same entry points with ordinary, valid inputs.
@@ -60,7 +60,8 @@ NATIVE_TESTS=(tests/test_core_api_ints.py tests/test_core_backend.py tests/test_
               tests/test_tree.py tests/test_treefile.py tests/test_diff.py tests/test_merge.py
               tests/test_compose.py tests/test_compose_golden.py tests/test_ozone_golden.py
               tests/test_ozone_values.py tests/test_parser_limits.py
-              tests/test_copycheck_core.py tests/test_fuzz_short.py)
+              tests/test_copycheck_core.py tests/test_core_bookkeeper.py
+              tests/test_fuzz_short.py)
 # The wheel step's smoke set, run on every CPython's installed wheel: the wheel is what gets
 # imported, its kernels against the reference, CRC-64/NVME, sub-interpreters, the API, trees
 # and the command line's exit codes.
