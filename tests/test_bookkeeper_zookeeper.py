@@ -12,6 +12,8 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from merkle.cli import main  # noqa: E402
+from merkle.replica.bookkeeper.metadata import parse_ledger_metadata  # noqa: E402
 from merkle.replica.bookkeeper.zkmeta import (  # noqa: E402
     ZkMetadata,
     ZooKeeperError,
@@ -60,6 +62,8 @@ def plant_hostile(c: Any) -> None:
     c.create("/flat/LAYOUT", FLAT, makepath=True)
     c.create("/flat/L0000000001", golden("/ledgers/00/0000/L0001"))
     c.create("/nolayout/00/0000/L0000", golden("/ledgers/00/0000/L0000"), makepath=True)
+    load_znode_tree(c, GOLDEN_ZK + "/ledgers", under="/badmeta")     # ledger 1's metadata
+    c.set("/badmeta/00/0000/L0001", b"BookieMetadataFormatVersion\t3\n\xff\xff")  # broken
 
 
 @pytest.fixture(scope="module")
@@ -316,12 +320,59 @@ GOLDEN_LEDGERS = {
 
 def test_live_metadata_parses_as_ledgers_json_says(zk: ZooKeeperServer,
                                                      reads: List[str]) -> None:
-    """The bytes read from ZooKeeper through the ledger-metadata parser (the bk-read branch's
-    module: skipped until it is merged) give what the golden ledgers.json says."""
-    metadata = pytest.importorskip("merkle.replica.bookkeeper.metadata")
+    """The bytes read from ZooKeeper through the ledger-metadata parser give what the golden
+    ledgers.json says."""
     meta = read_zookeeper_metadata(zk.hosts, timeout=30.0)
     for lid, want in GOLDEN_LEDGERS.items():
-        m = metadata.parse_ledger_metadata(meta.ledgers[lid])
+        m = parse_ledger_metadata(meta.ledgers[lid])
         got = (m.state, m.ensemble_size, m.write_quorum, m.ack_quorum, m.last_entry_id,
                m.length, m.digest_type, m.password, [(f, tuple(b)) for f, b in m.segments])
         assert got == want, lid
+
+
+# --- crcmerkle scan --zookeeper ---------------------------------------------------------------
+
+GOLDEN_BOOKIES = os.path.join(os.path.dirname(GOLDEN_ZK))
+
+
+def _scan(capsys: pytest.CaptureFixture[str], *args: str) -> "tuple[int, str, str]":
+    status = main(["scan", GOLDEN_BOOKIES, *args])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_scan_against_a_live_zookeeper_finds_what_the_dump_finds(
+        zk: ZooKeeperServer, reads: List[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """`crcmerkle scan BOOKIES --zookeeper HOST:PORT` reads the metadata from the live
+    ZooKeeper (read-only: the `reads` fixture fails on any write) and finds exactly what the
+    same scan against the znode tree's files finds: the one flipped bit, exit 1."""
+    live = _scan(capsys, "--zookeeper", zk.hosts)
+    files = _scan(capsys, "--ledger-metadata", GOLDEN_ZK)
+    assert live[0] == files[0] == 1
+    findings = [line for line in live[1].splitlines() if line.startswith(("error:", "warning:"))]
+    assert len(findings) == 2 and "CORRUPT_ENTRY" in findings[0], live[1]
+    # the same findings and ledger lines; only the timing in the summary differs
+    assert live[1].splitlines()[:-1] == files[1].splitlines()[:-1]
+    assert any("children of /ledgers" in r for r in reads)
+
+
+def test_an_unparsable_ledger_znode_leaves_its_entries_unverified_not_garbage(
+        zk: ZooKeeperServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """Ledger 1's metadata in ZooKeeper does not parse: one problem line, its stored copies
+    are LEDGER_METADATA_UNREAD (error: not verified), never LEDGER_NOT_IN_METADATA (the
+    warning that calls them garbage), exit 1."""
+    status, out, err = _scan(capsys, "--zookeeper", zk.hosts + "/badmeta")
+    assert status == 1
+    assert "ledger 1:" in err and "Traceback" not in err
+    unread = [line for line in out.splitlines() if "LEDGER_METADATA_UNREAD" in line]
+    assert unread and all("ledger 1:" in line for line in unread), out
+    assert "LEDGER_NOT_IN_METADATA" not in out
+    # ledger 1's 36 copies (E3/W3, 12 entries) were not verified: not counted good
+    assert "151 entry copies (114 good)" in out.splitlines()[-1]
+
+
+def test_zookeeper_and_ledger_metadata_together_is_one_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = _scan(capsys, "--zookeeper", "127.0.0.1:2181", "--ledger-metadata",
+                           GOLDEN_ZK)
+    assert status == 2 and "give one source" in err and len(err.strip().splitlines()) == 1

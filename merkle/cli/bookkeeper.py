@@ -1,8 +1,10 @@
-"""`crcmerkle scan BOOKIE_DIR... --ledger-metadata PATH`: verify BookKeeper bookies.
+"""`crcmerkle scan BOOKIE_DIR... --ledger-metadata PATH | --zookeeper HOST:PORT[/root]`:
+verify BookKeeper bookies.
 
-Reached from `crcmerkle scan` when --ledger-metadata is given (merkle.cli.scan.run): each
-BOOKIE_DIR is a bookie's ledger directory or a directory above ledger directories; the ledger
-metadata is read from PATH (dump files or a copy of the znode tree). Every finding is one line
+Reached from `crcmerkle scan` when --ledger-metadata or --zookeeper is given
+(merkle.cli.scan.run): each BOOKIE_DIR is a bookie's ledger directory or a directory above
+ledger directories; the ledger metadata is read from PATH (dump files or a copy of the znode
+tree) or from a live ZooKeeper, read-only. Every finding is one line
 (text) or one object (JSON) naming bookie, ledger, entry, file and offset; exit 0 clean, 1
 findings, 2 when a path or the metadata could not be read.
 """
@@ -13,7 +15,8 @@ import argparse
 import json
 import sys
 import time
-from typing import Any, Dict
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
 
 from merkle.cli import EXIT_ERROR, EXIT_FINDINGS, CLIError, print_error, redact_json
 from merkle.messages import one_line
@@ -42,6 +45,40 @@ def _ledger_line(info: Dict[str, Any]) -> str:
     return head
 
 
+@dataclass
+class _MetadataSource:
+    """The ledger metadata and what the store says of the cluster, from files or ZooKeeper."""
+
+    ledgers: Dict[int, Any]
+    instance_id: Optional[str]
+    cookies: Optional[Dict[str, bytes]]
+    unread: Dict[int, str] = field(default_factory=dict)
+    complete: bool = True
+    problems: List[str] = field(default_factory=list)
+
+
+def _from_zookeeper(spec: str) -> _MetadataSource:
+    """Every ledger's metadata from a live ZooKeeper (read-only). A ledger znode that does
+    not parse is one problem line and counts as unread: its stored entries are reported as
+    not verified, never as garbage."""
+    from merkle.replica.bookkeeper.metadata import MetadataError, parse_ledger_metadata
+    from merkle.replica.bookkeeper.zkmeta import ZooKeeperError, read_zookeeper_metadata
+
+    try:
+        zk = read_zookeeper_metadata(spec)
+    except ZooKeeperError as exc:
+        raise CLIError(one_line(str(exc)), EXIT_ERROR) from None
+    source = _MetadataSource({}, zk.instance_id, {b: c.data for b, c in zk.cookies.items()},
+                             dict(zk.unread), zk.complete, list(zk.problems))
+    for lid, data in sorted(zk.ledgers.items()):
+        try:
+            source.ledgers[lid] = parse_ledger_metadata(data, lid)
+        except MetadataError as exc:
+            source.unread[lid] = one_line(str(exc))
+            source.problems.append(f"ledger {lid}: {one_line(str(exc))}")
+    return source
+
+
 def run_bookkeeper(args: argparse.Namespace) -> int:
     from merkle.replica.bookkeeper.metadata import (
         MetadataError,
@@ -54,20 +91,32 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
 
     for dest, flag in _NOT_FOR_BOOKIES:
         if getattr(args, dest, None):
-            raise CLIError(f"{flag} is not for BookKeeper bookies (--ledger-metadata)",
+            raise CLIError(f"{flag} is not for BookKeeper bookies (--ledger-metadata, "
+                           f"--zookeeper)",
                            EXIT_ERROR)
-    try:
-        metadata = load_ledger_metadata(args.ledger_metadata)
-    except FileNotFoundError as exc:
-        raise CLIError(f"--ledger-metadata {args.ledger_metadata}: "
-                       f"{exc.strerror or exc}", EXIT_ERROR) from None
-    except (MetadataError, OSError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise CLIError(f"--ledger-metadata: {one_line(why)}", EXIT_ERROR) from None
+    if args.zookeeper is not None and args.ledger_metadata is not None:
+        raise CLIError("--ledger-metadata and --zookeeper: give one source of the ledger "
+                       "metadata", EXIT_ERROR)
+    if args.zookeeper is not None:
+        source = _from_zookeeper(args.zookeeper)
+    else:
+        try:
+            source = _MetadataSource(
+                load_ledger_metadata(args.ledger_metadata),
+                load_instance_id(args.ledger_metadata),
+                load_registered_cookies(args.ledger_metadata))
+        except FileNotFoundError as exc:
+            raise CLIError(f"--ledger-metadata {args.ledger_metadata}: "
+                           f"{exc.strerror or exc}", EXIT_ERROR) from None
+        except (MetadataError, OSError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise CLIError(f"--ledger-metadata: {one_line(why)}", EXIT_ERROR) from None
+    for problem in source.problems:
+        print_error(one_line(f"--zookeeper: {problem}"))
     t0 = time.perf_counter()
-    report = scan_bookies(args.paths, metadata,
-                          instance_id=load_instance_id(args.ledger_metadata),
-                          registered_cookies=load_registered_cookies(args.ledger_metadata))
+    report = scan_bookies(args.paths, source.ledgers, instance_id=source.instance_id,
+                          registered_cookies=source.cookies, unread=source.unread,
+                          metadata_complete=source.complete)
     seconds = time.perf_counter() - t0
     errors = [f for f in report.findings if counts_as_failure(f.severity, args.strict)]
     warnings = [f for f in report.findings if f.severity == "warning"]
@@ -82,6 +131,7 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
         json.dump(redact_json({"bookies": report.bookies,
                                "findings": [f.to_dict() for f in report.findings],
                                "ledgers": report.ledgers, "failed": report.failed,
+                               "metadata_problems": source.problems,
                                "summary": summary}), sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
@@ -101,4 +151,5 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     if not report.bookies:
         raise CLIError(f"no bookie found under {', '.join(args.paths)}", EXIT_ERROR)
-    return EXIT_FINDINGS if errors else 0
+    # a metadata store that lied or could not be read whole is a finding too
+    return EXIT_FINDINGS if errors or source.problems else 0

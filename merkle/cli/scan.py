@@ -173,6 +173,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "this PATH: a directory of 'bookkeeper shell ledgermetadata -ledgerid "
                         "N -dumptofile F' files, or a copy of the ZooKeeper znode tree "
                         "(ledgers/00/0000/L0000/_data); read-only")
+    p.add_argument("--zookeeper", metavar="HOST:PORT[/root]",
+                   help="scan BookKeeper bookies against the ledger metadata in this live "
+                        "ZooKeeper (read-only; also zk+hierarchical://HOST:PORT/ledgers; root "
+                        "default /ledgers), instead of --ledger-metadata")
     p.add_argument("--buffer-size", type=size_up_to(MAX_BUFFER_BYTES), default=None,
                    help=argparse.SUPPRESS)
     from merkle.cli.emit import add_options
@@ -293,7 +297,8 @@ def _refuse_bookies_without_metadata(paths: List[str]) -> None:
             continue
         if name == "bookkeeper":
             raise CLIError(f"{path}: a BookKeeper bookie is scanned against its ledger "
-                           f"metadata: add --ledger-metadata PATH", EXIT_ERROR)
+                           f"metadata: add --ledger-metadata PATH or --zookeeper HOST:PORT",
+                           EXIT_ERROR)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -301,7 +306,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.host is not None and not args.emit:
         raise CLIError("--host is only for --emit", EXIT_ERROR)
-    if getattr(args, "ledger_metadata", None) is not None:
+    if (getattr(args, "ledger_metadata", None) is not None
+            or getattr(args, "zookeeper", None) is not None):
         from merkle.cli.bookkeeper import run_bookkeeper
 
         return run_bookkeeper(args)

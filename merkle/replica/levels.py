@@ -263,6 +263,11 @@ LEVELS: Dict[str, Level] = {
         WARNING, "stored entries of a ledger the metadata no longer has: deleted, garbage not yet "
                  "collected (frames checked, digests cannot be)",
         "garbage collection deletes them later"),
+    "LEDGER_METADATA_UNREAD": Level(
+        ERROR, "stored entries of a ledger whose metadata the store lists but could not be read "
+               "(too large, unparsable, unreadable), or the store could not be listed whole: "
+               "their digests and placement were not checked",
+        "none: a client opening the ledger fails on the same metadata"),
     "MASTER_KEY_MISMATCH": Level(
         ERROR, "the master key a bookie keeps for a ledger is not SHA-1(\"ledger\" + the "
                "metadata's password): the metadata is not this data's (every HMAC digest would "

@@ -44,8 +44,8 @@ from merkle.replica.safeopen import NotRegularFileError, open_dir, open_regular
 __all__ = ["BOOKIE_HOLDS_NOTHING", "COOKIE_INVALID", "COOKIE_MISMATCH", "COPIES_DIFFER",
            "CORRUPT_ENTRY", "Copy", "DIGEST_MISMATCH_ALL_COPIES", "ENTRY_FRAME_INVALID",
            "ENTRY_LOG_MISSING", "ENTRY_OF_OPEN_LEDGER", "ENTRY_PAST_LAST_ENTRY", "Finding",
-           "INDEX_UNREADABLE", "LEDGER_IN_WRONG_DIR", "LEDGER_NOT_IN_METADATA",
-           "MASTER_KEY_MISMATCH",
+           "INDEX_UNREADABLE", "LEDGER_IN_WRONG_DIR", "LEDGER_METADATA_UNREAD",
+           "LEDGER_NOT_IN_METADATA", "MASTER_KEY_MISMATCH",
            "MISSING_ENTRY", "ScanReport", "UNINDEXED_ENTRY", "scan_bookies"]
 
 CORRUPT_ENTRY = "CORRUPT_ENTRY"
@@ -58,6 +58,7 @@ UNINDEXED_ENTRY = "UNINDEXED_ENTRY"
 ENTRY_PAST_LAST_ENTRY = "ENTRY_PAST_LAST_ENTRY"
 ENTRY_OF_OPEN_LEDGER = "ENTRY_OF_OPEN_LEDGER"
 LEDGER_NOT_IN_METADATA = "LEDGER_NOT_IN_METADATA"
+LEDGER_METADATA_UNREAD = "LEDGER_METADATA_UNREAD"
 LEDGER_IN_WRONG_DIR = "LEDGER_IN_WRONG_DIR"
 COOKIE_MISMATCH = "COOKIE_MISMATCH"
 COOKIE_INVALID = "COOKIE_INVALID"
@@ -124,7 +125,9 @@ class Copy:
 
     @property
     def good(self) -> bool:
-        return self.frame_ok and self.digest_ok
+        """Framed and its digest checked and matching: a copy of a ledger whose metadata is
+        missing (digest type unknown) is never counted good."""
+        return self.frame_ok and self.digest_ok and self.verified
 
 
 @dataclass
@@ -536,7 +539,8 @@ def _scanned_dirs(bookie: str, ds: List[LedgerDir], indexes: Dict[str, _DirIndex
 
 
 def _place(metadata: Dict[int, LedgerMetadata], by_bookie: Dict[str, List[LedgerDir]],
-           indexes: Dict[str, _DirIndex], report: ScanReport) -> None:
+           indexes: Dict[str, _DirIndex], report: ScanReport,
+           unread: Optional[Dict[int, str]] = None, metadata_complete: bool = True) -> None:
     copies: Dict[Tuple[int, int], List[Copy]] = defaultdict(list)
     for c in report.copies:
         copies[(c.ledger, c.entry)].append(c)
@@ -606,10 +610,18 @@ def _place(metadata: Dict[int, LedgerMetadata], by_bookie: Dict[str, List[Ledger
         if c.ledger not in metadata:
             gone[(c.bookie, c.ledger)] += 1
     for (bookie, lid), n in sorted(gone.items()):
-        report.add(LEDGER_NOT_IN_METADATA, f"{n} stored entr{'y' if n == 1 else 'ies'} of a "
-                   f"ledger the metadata does not have (deleted: garbage BookKeeper has not "
-                   f"collected yet; only their frames were checked)", bookie=bookie,
-                   ledger=lid)
+        entries = f"{n} stored entr{'y' if n == 1 else 'ies'}"
+        why = unread.get(lid) if unread else None
+        if why is None and not metadata_complete:
+            why = "the metadata store could not be listed whole"
+        if why is not None:  # its metadata may exist: never call it garbage
+            report.add(LEDGER_METADATA_UNREAD, f"{entries} of a ledger whose metadata was not "
+                       f"read ({why}): not verified, only their frames were checked",
+                       bookie=bookie, ledger=lid)
+            continue
+        report.add(LEDGER_NOT_IN_METADATA, f"{entries} of a ledger the metadata does not have "
+                   f"(deleted: garbage BookKeeper has not collected yet; only their frames "
+                   f"were checked)", bookie=bookie, ledger=lid)
 
 
 def _past_last(lid: int, meta: LedgerMetadata, seen: List[int],
@@ -683,11 +695,16 @@ def _wrong_dir(by_bookie: Dict[str, List[LedgerDir]], indexes: Dict[str, _DirInd
 
 def scan_bookies(paths: Iterable[str], metadata: Dict[int, LedgerMetadata], *,
                  instance_id: Optional[str] = None,
-                 registered_cookies: Optional[Dict[str, bytes]] = None) -> ScanReport:
+                 registered_cookies: Optional[Dict[str, bytes]] = None,
+                 unread: Optional[Dict[int, str]] = None,
+                 metadata_complete: bool = True) -> ScanReport:
     """Scan the bookies' ledger directories at or under `paths` against `metadata` (ledger
     ID -> LedgerMetadata); `instance_id`: the cluster's INSTANCEID, `registered_cookies`:
     the cookies the metadata store registers (raw bytes by bookie ID), when the metadata
-    source has them. A path that holds no ledger directory goes to `failed`."""
+    source has them; `unread`: ledgers the store lists but whose metadata could not be read
+    (ID -> why), and `metadata_complete` False when the store could not be listed whole: the
+    stored entries of a ledger missing from `metadata` are then not called garbage. A path
+    that holds no ledger directory goes to `failed`."""
     report = ScanReport()
     dirs: List[LedgerDir] = []
     for p in paths:
@@ -710,5 +727,5 @@ def scan_bookies(paths: Iterable[str], metadata: Dict[int, LedgerMetadata], *,
             if index is not None:
                 indexes[d.path] = index
     _wrong_dir(by_bookie, indexes, report)
-    _place(metadata, by_bookie, indexes, report)
+    _place(metadata, by_bookie, indexes, report, unread, metadata_complete)
     return report
