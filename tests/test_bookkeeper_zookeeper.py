@@ -335,7 +335,7 @@ def test_live_metadata_parses_as_ledgers_json_says(zk: ZooKeeperServer,
 GOLDEN_BOOKIES = os.path.join(os.path.dirname(GOLDEN_ZK))
 
 
-def _scan(capsys: pytest.CaptureFixture[str], *args: str) -> "tuple[int, str, str]":
+def _scan(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     status = main(["scan", GOLDEN_BOOKIES, *args])
     out, err = capsys.readouterr()
     return status, out, err
