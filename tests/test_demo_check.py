@@ -83,7 +83,7 @@ def test_unrecoverable_must_match_exactly():
     assert not _check(unrecoverable=[(3, 1, 0), (1, 5, 0)]).exact
 
 
-# ---- the decommission step's verdict (spark_udfs.plan_demo) --------------------------------
+# ---- the decommission step's verdict (spark_udfs.demo.decommission) ------------------------
 
 def test_the_decommission_step_decides_the_demo():
     from pathlib import Path

@@ -57,7 +57,7 @@ def shared_tmp_with_plant(tmp_path: Path) -> Tuple[Path, Path, Path]:
 def test_spark_conf_dir_is_never_in_the_shared_temporary_directory(tmp_path, monkeypatch):
     """prepare_environment neither uses nor writes through a planted
     $TMPDIR/crcmerkle-spark-conf-<uid>: the quiet configuration is the package's own."""
-    from spark_udfs import session
+    from spark_udfs.cluster import session
 
     shared, victim, planted = shared_tmp_with_plant(tmp_path)
     empty_home = tmp_path / "spark-home"
@@ -243,7 +243,7 @@ def test_error_lines_never_show_a_secret(secret):
     import pyarrow
 
     from merkle.cli import error_line
-    from spark_udfs.errors import describe
+    from spark_udfs.cluster.errors import describe
 
     for uri in _uris(secret):
         _assert_hidden(secret, error_line(f"Cannot parse URI: '{uri}'"))
@@ -453,7 +453,7 @@ FORGED = "dn0\nMISMATCHED: 0\r\x1b[2K"
 
 def test_spark_text_report_keeps_a_forged_name_on_its_line():
     """A datanode directory named with a newline cannot add lines to the text report."""
-    from spark_udfs.report import STATES, format_text
+    from spark_udfs.jobs.report import STATES, format_text
 
     report = {"generated": "now", "summary": {s: 1 if s == "MISMATCHED" else 0 for s in STATES},
               "containers": {s: [] for s in STATES}, "first": 10,

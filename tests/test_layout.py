@@ -497,7 +497,7 @@ def test_jobs_and_spark_reach_the_layouts_only_through_the_registry() -> None:
     bad = sorted((m, t) for m, t in _into_layouts(graph)
                  if not any(_matches(m, allowed) for allowed in REACHES_INTO_A_LAYOUT))
     assert bad == []
-    for module in ("merkle.replica.scan", "spark_udfs.scan", "merkle.cli.scan"):
+    for module in ("merkle.replica.scan", "spark_udfs.jobs.scan", "merkle.cli.scan"):
         assert "merkle.replica.layouts" in graph[module], module
         assert not {t for t in graph[module] if t.startswith(_LAYOUT_PACKAGES)}, module
 
@@ -520,6 +520,6 @@ def test_the_graph_checks_can_fail() -> None:
     assert _upward(circle) == {("merkle.replica.verify", "merkle.replica.scan")}
     assert _into_layouts(circle) == {("merkle.replica.scan", "merkle.replica.ozone.scan")}
     assert _layer("merkle.replica.layouts") > _layer("merkle.replica.ozone.interface")
-    assert _layer("merkle.cli.scan") > _layer("spark_udfs.scan") > _layer("merkle")
+    assert _layer("merkle.cli.scan") > _layer("spark_udfs.jobs.scan") > _layer("merkle")
     assert _layer("merkle.replica.reconcile_plan") == _layer("merkle.replica.scan")
     assert _layer("merkle.replica.scanner") == _layer("merkle.replica.scan")

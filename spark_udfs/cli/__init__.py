@@ -10,11 +10,12 @@
                            or --maintenance: the plan instead of the report)
   plan SCAN --decommission DN,... --maintenance DN,...
                            can these datanodes stop? checksum-aware replica counts, what
-                           holds each back, the copies that make it safe (spark_udfs.plan)
+                           holds each back, the copies that make it safe (spark_udfs.jobs.plan)
   copycheck --om-db CHECKPOINT --scan SCAN --target URI [--map SRC=DST] -o OUT
                            Ozone keys against their copies (S3, GCS, HDFS listings, a
                            directory) from stored checksums: MATCH, MISMATCH, MISSING,
-                           EXTRA, SIZE_DIFFERS, NOT_COMPARABLE, UNVERIFIED (spark_udfs.copycheck)
+                           EXTRA, SIZE_DIFFERS, NOT_COMPARABLE, UNVERIFIED
+                           (spark_udfs.jobs.copycheck)
   demo                     generate a faulty cluster, scan/diff/report it, check the
                            findings against the ground truth; then, for the crcmerkle
                            layout, repair and re-scan (Ozone's: its reconcile commands)
@@ -104,11 +105,11 @@ DEMO_MARKER = ".crcmerkle-demo"
 #: What a demo writes into its directory (anything else there is not ours: refuse it).
 DEMO_ENTRIES = {DEMO_MARKER, "cluster", "scan", "rescan", "report.json",
                 "report-after-repair.json",
-                # the reports' full command lists (spark_udfs.report)
+                # the reports' full command lists (spark_udfs.jobs.report)
                 "report.json.commands", "report-after-repair.json.commands",
-                # the decommission step (spark_udfs.plan_demo)
+                # the decommission step (spark_udfs.demo.decommission)
                 "plan-cluster", "plan-scan", "plan-scan-after", "plan.json",
-                # the copy-check step (spark_udfs.copy_demo)
+                # the copy-check step (spark_udfs.demo.copies)
                 "copies", "copycheck", "copycheck.json",
                 # --hosts: the inventory of the simulated hosts (spark_udfs.rehearsal.demo)
                 "datanodes.json"}
@@ -192,7 +193,7 @@ def _scan_opts(p: argparse.ArgumentParser) -> None:
     scan's inventory, and the politeness on a live datanode."""
     # light modules only: the parser is built before the command checks for pyarrow
     from merkle.replica.politeio import DEFAULT_BYTES_PER_SECOND
-    from spark_udfs.locality import DEFAULT_EXECUTOR_WAIT
+    from spark_udfs.cluster.locality import DEFAULT_EXECUTOR_WAIT
 
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--trees-only", action="store_true",
@@ -376,7 +377,7 @@ def _usage() -> int:
 
 def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """Run a command with Spark's, py4j's and pyarrow's failures turned into one line
-    (spark_udfs.errors.describe), unless --debug asks for everything."""
+    (spark_udfs.cluster.errors.describe), unless --debug asks for everything."""
 
     @functools.wraps(handler)
     def run_guarded(args: argparse.Namespace) -> int:
@@ -399,7 +400,7 @@ def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse
                 raise KeyboardInterrupt from None
             if debug_enabled():
                 raise
-            from spark_udfs.errors import describe
+            from spark_udfs.cluster.errors import describe
 
             line = describe(exc)
             if line is None:
@@ -455,14 +456,14 @@ _INTERRUPTS = _InterruptLatch()
 
 
 def _session(args: argparse.Namespace, locality: bool = False) -> Any:
-    """The job's session; `locality`: a data-local scan's (spark_udfs.hostscan.LOCALITY_CONF
+    """The job's session; `locality`: a data-local scan's (spark_udfs.jobs.hostscan.LOCALITY_CONF
     unless --conf says otherwise)."""
-    from spark_udfs.errors import MasterError, check_master
-    from spark_udfs.session import JavaNotFoundError, get_session
+    from spark_udfs.cluster.errors import MasterError, check_master
+    from spark_udfs.cluster.session import JavaNotFoundError, get_session
 
     conf: Dict[str, str] = {}
     if locality:
-        from spark_udfs.hostscan import LOCALITY_CONF
+        from spark_udfs.jobs.hostscan import LOCALITY_CONF
 
         conf.update(LOCALITY_CONF)
     for kv in args.conf:
@@ -520,7 +521,7 @@ def _stop_child_processes() -> None:
 @contextlib.contextmanager
 def _progress(args: argparse.Namespace, spark: Any, label: str) -> Iterator[None]:
     """The one-line stage display on stderr while Spark works (terminal only, not --json)."""
-    from spark_udfs.progress import SparkProgress
+    from spark_udfs.cluster.progress import SparkProgress
 
     with SparkProgress.for_session(spark, label, enabled=not getattr(args, "json", False)):
         yield
@@ -562,7 +563,7 @@ def _not_scanned(handler: Callable[[argparse.Namespace], int]
                  ) -> Callable[[argparse.Namespace], int]:
     """`handler`, then, with --datanodes, each inventory host that has no row in the
     volumes table reported NOT_SCANNED on stderr in one line (exit 1 at least). The rows
-    (spark_udfs.hosts.unscanned_hosts, VOLUME_SCHEMA) are added to the loaded volumes table
+    (spark_udfs.cluster.hosts.unscanned_hosts, VOLUME_SCHEMA) are added to the loaded volumes table
     (_load_chunks) for the report to show."""
     @functools.wraps(handler)
     def run(args: argparse.Namespace) -> int:
@@ -606,8 +607,8 @@ def _load_chunks(spark: Any, path: str) -> Dict[str, Any]:
     out = _read_tables(spark, path)
     inventory = _LOAD_STATE.get("inventory")
     if inventory is not None:
-        from spark_udfs.hosts import unscanned_hosts
-        from spark_udfs.scan import VOLUME_SCHEMA
+        from spark_udfs.cluster.hosts import unscanned_hosts
+        from spark_udfs.jobs.scan import VOLUME_SCHEMA
 
         volumes = out.get("volumes")
         rows = unscanned_hosts(volumes if volumes is not None else [], inventory)
@@ -621,7 +622,7 @@ def _load_chunks(spark: Any, path: str) -> Dict[str, Any]:
 def _read_tables(spark: Any, path: str) -> Dict[str, Any]:
     """{chunks, blocks?, containers?, errors?} DataFrames of a scan directory or a chunk table."""
     _check_paths([path])
-    from spark_udfs.scan import TABLE_SCHEMAS
+    from spark_udfs.jobs.scan import TABLE_SCHEMAS
     from spark_udfs.tables import CHUNK_COLUMNS
 
     out: Dict[str, Any] = {}
@@ -649,7 +650,7 @@ def _read_tables(spark: Any, path: str) -> Dict[str, Any]:
     missing = [c for c in CHUNK_COLUMNS if c != "replica" and c not in out["chunks"].columns]
     if missing:
         raise CLIError(f"{path}: not a chunk table (missing column(s) {', '.join(missing)})")
-    from spark_udfs.vouch import vet_emitted
+    from spark_udfs.cluster.vouch import vet_emitted
 
     # emitted tables were checked by no driver: the data-local scan's checks, here
     return vet_emitted(spark, out, _LOAD_STATE.get("inventory"))
@@ -670,7 +671,7 @@ def _read_optional(spark: Any, location: str, schema: str) -> Any:
 
 def _diff_tables(t: Dict[str, Any]) -> Any:
     """The diff of loaded tables: a scan's three levels, or a bare chunk table."""
-    from spark_udfs.diff import diff_chunks
+    from spark_udfs.jobs.diff import diff_chunks
 
     try:
         return diff_chunks(t["chunks"], t.get("blocks"), t.get("containers"))
@@ -706,7 +707,7 @@ def _read_inventory(args: argparse.Namespace) -> Any:
 def _scan_and_write(args: argparse.Namespace) -> Tuple[Any, Any]:
     """(session, ScanTables) after scanning args.paths, or every volume of the --datanodes
     inventory on its own host, into args.output (scan and run)."""
-    from spark_udfs.scan import scan_replicas
+    from spark_udfs.jobs.scan import scan_replicas
 
     inventory = _inventory(args)
     if inventory is not None and args.paths:
@@ -741,9 +742,9 @@ def _scan_and_write(args: argparse.Namespace) -> Tuple[Any, Any]:
 
 
 def _scan_hosts(args: argparse.Namespace, spark: Any, inventory: Any) -> Any:
-    """The data-local scan of every (host, volume) of `inventory` (spark_udfs.hostscan)."""
+    """The data-local scan of every (host, volume) of `inventory` (spark_udfs.jobs.hostscan)."""
     from merkle.replica.politeio import DEFAULT_BYTES_PER_SECOND
-    from spark_udfs.hostscan import scan_datanodes
+    from spark_udfs.jobs.hostscan import scan_datanodes
 
     rate = DEFAULT_BYTES_PER_SECOND if args.bytes_per_second is None else args.bytes_per_second
     return scan_datanodes(spark, inventory, trees_only=args.trees_only,
@@ -755,7 +756,7 @@ def _scan_hosts(args: argparse.Namespace, spark: Any, inventory: Any) -> Any:
 
 def _check_read(read: Dict[str, Any], min_fraction: float) -> None:
     """Exit 2 with why when the run read nothing, or less than --min-read-fraction."""
-    from spark_udfs.report import NothingVerifiedError, check_read
+    from spark_udfs.jobs.report import NothingVerifiedError, check_read
 
     try:
         check_read(read, min_fraction)
@@ -766,7 +767,7 @@ def _check_read(read: Dict[str, Any], min_fraction: float) -> None:
 def _scan(args: argparse.Namespace) -> int:
     from pyspark.sql import functions as F
 
-    from spark_udfs.report import read_summary
+    from spark_udfs.jobs.report import read_summary
 
     spark, tables = _scan_and_write(args)
     with _progress(args, spark, "scan"):
@@ -827,11 +828,11 @@ REPAIR_PLAN_FORMAT = "crcmerkle-spark-repair-plan"
 
 
 def _write_plan(res: Any, output: str, limit: int) -> Dict[str, Any]:
-    """The plan written by the executors as OUT/plan (Parquet, spark_udfs.diff.plan_commands);
+    """The plan written by the executors as OUT/plan (Parquet, spark_udfs.jobs.diff.plan_commands);
     only its counts and first commands come to the driver, for OUT/plan.json."""
     from pyspark.sql import functions as F
 
-    from spark_udfs.diff import plan_commands
+    from spark_udfs.jobs.diff import plan_commands
 
     cmds = plan_commands(res.pulls, limit)
     out = output.rstrip("/")
@@ -858,7 +859,7 @@ def _diff(args: argparse.Namespace) -> int:
     out = args.output.rstrip("/")
     from pyspark.sql import functions as F
 
-    from spark_udfs.report import read_summary
+    from spark_udfs.jobs.report import read_summary
 
     with _progress(args, spark, "diff"):
         res = _diff_tables(t)
@@ -893,7 +894,7 @@ def _volumes_out(spark: Any, t: Dict[str, Any], inventory: Any, out: str) -> Any
     """The diff's OUT/volumes: the scan's volumes table with the inventory's hosts named and
     its hosts without a volume added as NOT_SCANNED; and their HostIndex (None without a
     volumes table or an inventory)."""
-    from spark_udfs.hosts import host_index, volumes_with_inventory
+    from spark_udfs.cluster.hosts import host_index, volumes_with_inventory
 
     vols = t.get("volumes")
     if vols is None and inventory is None:
@@ -905,7 +906,7 @@ def _volumes_out(spark: Any, t: Dict[str, Any], inventory: Any, out: str) -> Any
 
 
 def _emit_report(args: argparse.Namespace, spark: Any, diff: Any, t: Dict[str, Any]) -> int:
-    from spark_udfs.report import build_report, format_text, report_has_findings, to_json
+    from spark_udfs.jobs.report import build_report, format_text, report_has_findings, to_json
 
     to, ref = _commands_location(args)
     with _progress(args, spark, "report"):
@@ -1138,7 +1139,7 @@ def _check_leaving_known(args: argparse.Namespace, inventory: Any) -> None:
 
 
 def _emit_plan(args: argparse.Namespace, diff: Any, t: Dict[str, Any]) -> int:
-    from spark_udfs.plan import build_plan, format_text, plan_read, to_json
+    from spark_udfs.jobs.plan import build_plan, format_text, plan_read, to_json
 
     # a scan that read nothing (or too little) cannot say which copies are good: exit 2
     read = plan_read(diff)
@@ -1279,7 +1280,7 @@ def _copycheck_into(args: argparse.Namespace, out: str, names: Any, allowed: Tup
     from merkle.copies.report import format_text, to_json
     from merkle.copies.targets import TargetError
     from merkle.replica.uri import display as show_uri
-    from spark_udfs.copycheck import write_key_map
+    from spark_udfs.jobs.copycheck import write_key_map
 
     os.makedirs(out, exist_ok=True)
     try:
@@ -1295,7 +1296,7 @@ def _copycheck_into(args: argparse.Namespace, out: str, names: Any, allowed: Tup
     if missing:
         raise CLIError(f"{args.scan}: not a scan output directory (no {', '.join(missing)} "
                        "table)", EXIT_ERROR)
-    from spark_udfs.copycheck import copycheck
+    from spark_udfs.jobs.copycheck import copycheck
 
     # what it is doing, on a terminal only (as the stage display): never mixed into an error
     say = (lambda m: print(f"crcmerkle: {m}", file=sys.stderr)) \

@@ -16,7 +16,7 @@ import pytest
 import merkle
 from merkle.cli import main
 from merkle.replica.generate import generate_cluster, parse_faults
-from spark_udfs.errors import MasterError, check_master, describe
+from spark_udfs.cluster.errors import MasterError, check_master, describe
 
 ROOT = str(Path(merkle.__file__).resolve().parent.parent)
 

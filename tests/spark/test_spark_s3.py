@@ -19,9 +19,9 @@ pytest.importorskip("moto")
 from merkle.cli import main  # noqa: E402
 from merkle.replica.generate import generate_cluster, parse_faults  # noqa: E402
 from spark_udfs import fs  # noqa: E402
-from spark_udfs.diff import diff_scan  # noqa: E402
-from spark_udfs.report import build_report  # noqa: E402
-from spark_udfs.scan import scan_replicas  # noqa: E402
+from spark_udfs.jobs.diff import diff_scan  # noqa: E402
+from spark_udfs.jobs.report import build_report  # noqa: E402
+from spark_udfs.jobs.scan import scan_replicas  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from loopback_s3 import ACCESS_KEY, SECRET_KEY, LoopbackS3  # noqa: E402
