@@ -99,6 +99,6 @@ def test_the_decommission_step_decides_the_demo():
 
 
 def test_a_demo_directory_holds_the_decommission_steps_files():
-    from spark_udfs.cli import DEMO_ENTRIES
+    from spark_udfs.cli.demodir import DEMO_ENTRIES
 
     assert {"plan-cluster", "plan-scan", "plan-scan-after", "plan.json"} <= DEMO_ENTRIES

@@ -95,7 +95,7 @@ def _victim(tmp_path: Path) -> Path:
 def test_demo_marker_is_never_written_through_a_link(tmp_path):
     """An earlier demo's directory whose marker and entries were swapped for links: the
     links are removed, never followed; the marker is a new regular file."""
-    from spark_udfs.cli import DEMO_MARKER, prepare_demo_dir
+    from spark_udfs.cli.demodir import DEMO_MARKER, prepare_demo_dir
 
     victim = _victim(tmp_path)
     private = tmp_path / "private"
@@ -115,7 +115,7 @@ def test_demo_marker_is_never_written_through_a_link(tmp_path):
 
 
 def test_failed_demo_cleanup_never_follows_links(tmp_path):
-    from spark_udfs.cli import DEMO_MARKER, _clean_failed_demo, prepare_demo_dir
+    from spark_udfs.cli.demodir import DEMO_MARKER, _clean_failed_demo, prepare_demo_dir
 
     private = tmp_path / "private"
     (private / "scan").mkdir(parents=True)
@@ -140,7 +140,7 @@ def test_demo_refuses_a_directory_another_user_prepared(tmp_path):
     """The attack as filed: root runs the demo in a directory another user prepared, with
     the marker linked to a root-only file."""
     from merkle.cli import CLIError
-    from spark_udfs.cli import DEMO_MARKER, check_demo_dir, prepare_demo_dir
+    from spark_udfs.cli.demodir import DEMO_MARKER, check_demo_dir, prepare_demo_dir
 
     victim = _victim(tmp_path)
     work = tmp_path / "demo"
@@ -505,7 +505,7 @@ def test_spark_demo_help_says_what_each_layout_repairs(capsys):
 
 
 def test_output_directories_are_printed_without_a_doubled_slash():
-    from spark_udfs.cli import _dir_display
+    from spark_udfs.cli.common import _dir_display
 
     assert _dir_display("scan/") + "/chunks" == "scan/chunks"
     assert _dir_display("scan//") == "scan"

@@ -322,7 +322,7 @@ def test_a_plan_on_ozone_volumes_leaves_the_copies_to_ozone(spark, tmp_path, cap
 # ---- the demo's decommission step -----------------------------------------------------------
 
 def test_the_demo_step_blocks_the_node_and_its_copies_make_it_safe(spark, tmp_path):
-    from spark_udfs.cli import DEMO_ENTRIES
+    from spark_udfs.cli.demodir import DEMO_ENTRIES
     from spark_udfs.demo.decommission import run_plan_demo
 
     said: List[str] = []

@@ -127,7 +127,7 @@ def test_diff_writes_plan_json_to_a_uri(spark, store, tmp_path, capsys):
     assert plan["commands"] > 0 and all("round" in c for c in plan["first"])
     assert SECRET_KEY not in json.dumps(plan)
     # the same writer onto the S3 store itself
-    from spark_udfs.cli import _write_file
+    from spark_udfs.cli.common import _write_file
 
     _write_file(s3.uri("out/plan.json"), b"[]\n")
     with s3.filesystem().open_input_stream(f"{s3.bucket}/out/plan.json") as f:
