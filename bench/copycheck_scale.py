@@ -39,7 +39,7 @@ BLOCKS_PER_CONTAINER = 1000
 def build(root: Path, n: int) -> None:
     from merkle.copies.omdb import write_om_db
     from merkle.replica.ozone.omkeys import _OmBuilder
-    from spark_udfs.scan import TABLE_SCHEMAS
+    from spark_udfs.jobs.scan import TABLE_SCHEMAS
     from spark_udfs.tables import CHUNK_TABLE_SCHEMA
 
     t0 = time.perf_counter()
@@ -130,9 +130,9 @@ def main() -> int:
         print(f"OM DB read alone: {nkeys:,} keys in {om_read:.1f} s "
               f"({nkeys / om_read / 1e3:.0f} k keys/s on the driver)")
 
-        from spark_udfs.copycheck import copycheck
-        from spark_udfs.scan import TABLE_SCHEMAS
-        from spark_udfs.session import get_session
+        from spark_udfs.cluster.session import get_session
+        from spark_udfs.jobs.copycheck import copycheck
+        from spark_udfs.jobs.scan import TABLE_SCHEMAS
 
         spark = get_session(app_name="crcmerkle-copycheck-scale")
         tables = {name: spark.read.schema(TABLE_SCHEMAS[name]).parquet(str(root / "scan" / name))

@@ -58,8 +58,8 @@ def main() -> int:
         ratio = statistics.median(a / b for a, b in zip(rates["ozone"], rates["crcmerkle"]))
         print(f"ozone / crcmerkle, median of per-round ratios: {ratio:.2f}")
         if args.spark:
-            from spark_udfs.scan import scan_replicas
-            from spark_udfs.session import get_session
+            from spark_udfs.cluster.session import get_session
+            from spark_udfs.jobs.scan import scan_replicas
             spark = get_session(None, app_name="scan-layouts")
             srates = {k: [] for k in roots}
             for i in range(args.rounds + 1):

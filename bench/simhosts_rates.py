@@ -62,8 +62,8 @@ def driver_rss_mib() -> float:
 
 
 def one_scan(spark: Any, sim: Any, inv: Any, **kw: Any) -> Dict[str, Any]:
-    from spark_udfs.hostscan import JOB_GROUP, scan_datanodes
-    from spark_udfs.locality import placed_on_host, task_localities
+    from spark_udfs.cluster.locality import placed_on_host, task_localities
+    from spark_udfs.jobs.hostscan import JOB_GROUP, scan_datanodes
 
     sc = spark.sparkContext
     drop_caches()
@@ -121,8 +121,8 @@ def main() -> int:
     try:
         from merkle.replica.inventory import parse_inventory
         from merkle.replica.politeio import DEFAULT_BYTES_PER_SECOND
-        from spark_udfs.locality import wait_for_executors
-        from spark_udfs.session import get_session
+        from spark_udfs.cluster.locality import wait_for_executors
+        from spark_udfs.cluster.session import get_session
 
         spark = get_session(sim.master_url, app_name="crcmerkle-simhosts-bench",
                             conf={**sim.executor_conf(), "spark.ui.enabled": "true"})

@@ -194,9 +194,9 @@ def _task_seconds(spark: Any, counted: Dict[tuple, tuple]) -> tuple:
 def driver_main(a: argparse.Namespace) -> None:
     from pyspark.sql import functions as F
 
-    from spark_udfs.diff import diff_scan
-    from spark_udfs.scan import scan_replicas
-    from spark_udfs.session import get_session
+    from spark_udfs.cluster.session import get_session
+    from spark_udfs.jobs.diff import diff_scan
+    from spark_udfs.jobs.scan import scan_replicas
 
     conf = {"spark.ui.enabled": "true", "spark.ui.port": str(a.ui_port)}
     spark = get_session("local[2]" if a.driver == "local" else None,
@@ -380,7 +380,7 @@ def main() -> int:
     conf = run_dir / "conf"
     conf.mkdir()
     sys.path.insert(0, str(ROOT))
-    from spark_udfs.session import LOG4J2
+    from spark_udfs.cluster.session import LOG4J2
 
     (conf / "log4j2.properties").write_text(LOG4J2)
     authkey = secrets.token_hex(16)

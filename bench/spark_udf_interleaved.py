@@ -36,7 +36,7 @@ def main() -> int:
     ap.add_argument("--bytes", type=bm.parse_size, default=2 * b.GiB)
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
-    from spark_udfs.session import get_session
+    from spark_udfs.cluster.session import get_session
 
     with tempfile.TemporaryDirectory(prefix="crcmerkle-udf-") as tmp:
         path = b.write_udf_parquet(Path(tmp) / "rows.parquet", args.bytes)

@@ -77,7 +77,7 @@ def _noop() -> Any:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    from spark_udfs.session import get_session
+    from spark_udfs.cluster.session import get_session
 
     s = get_session("local[2]", app_name="crcmerkle-bench")
     warm_up(s)
@@ -234,7 +234,7 @@ def _data_bytes(root: str) -> int:
 def test_scan_job(bench, spark, scan_cluster, impl):
     from pyspark.sql import functions as F
 
-    from spark_udfs.scan import scan_replicas
+    from spark_udfs.jobs.scan import scan_replicas
 
     nbytes = _data_bytes(scan_cluster)
 
@@ -350,7 +350,7 @@ DIFF_IMPLS = [OURS, "ours, bare chunk table (digests)", "naive full outer join"]
 def test_diff_two_replicas(bench, spark, diff_tables, impl):
     from pyspark.sql import functions as F
 
-    from spark_udfs.diff import diff_chunks, diff_scan
+    from spark_udfs.jobs.diff import diff_chunks, diff_scan
 
     d = diff_tables["dir"]
 
@@ -432,9 +432,9 @@ def plan_scan(tmp_path_factory) -> Dict[str, Any]:
 
 @pytest.mark.parametrize("impl", [OURS, "spark report (same tables)"])
 def test_plan_decommission(bench, spark, plan_scan, impl):
-    from spark_udfs.diff import diff_scan
-    from spark_udfs.plan import build_plan
-    from spark_udfs.report import build_report
+    from spark_udfs.jobs.diff import diff_scan
+    from spark_udfs.jobs.plan import build_plan
+    from spark_udfs.jobs.report import build_report
 
     d = plan_scan["dir"]
 
@@ -507,7 +507,7 @@ def test_repair_plan_at_scale(bench, spark, pulls_parquet, impl):
     """`crcmerkle spark diff` writes the plan from the executors (plan_commands) instead of
     collecting every pull to the driver (repair_plan, which `report` used before it planned
     on the executors too: test_report_plan_at_scale)."""
-    from spark_udfs.diff import plan_commands, repair_plan
+    from spark_udfs.jobs.diff import plan_commands, repair_plan
 
     pulls = spark.read.parquet(str(pulls_parquet["path"]))
     runs = iter(range(1_000_000))
@@ -530,11 +530,11 @@ def test_repair_plan_at_scale(bench, spark, pulls_parquet, impl):
 @pytest.mark.parametrize("impl", [OURS, "driver: collect pulls + repair_plan (report before)"])
 def test_report_plan_at_scale(bench, spark, pulls_parquet, impl):
     """The report's repair plan on the same pulls: built and written by the executors (JSON
-    lines, spark_udfs.report: counts and the first 100 commands collected) against the
+    lines, spark_udfs.jobs.report: counts and the first 100 commands collected) against the
     report as it was, collecting every pull, planning on the driver and listing every
     reconcile command in the JSON."""
-    from spark_udfs.diff import DiffResult, repair_plan
-    from spark_udfs.report import _plan_on_executors
+    from spark_udfs.jobs.diff import DiffResult, repair_plan
+    from spark_udfs.jobs.report import _plan_on_executors
 
     pulls = spark.read.parquet(str(pulls_parquet["path"]))
     diff = DiffResult(replicas=None, containers=None, pulls=pulls, unrecoverable=None,

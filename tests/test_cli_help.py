@@ -127,7 +127,7 @@ def test_demo_directory_is_ignored_by_git() -> None:
 
 
 def test_ozone_report_says_which_repair_list_to_act_on() -> None:
-    from spark_udfs.report import STATES, format_text
+    from spark_udfs.jobs.report import STATES, format_text
 
     report = {
         "generated": "2026-01-01T00:00:00+00:00", "replication": 3, "first": 20,

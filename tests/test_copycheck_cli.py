@@ -39,11 +39,11 @@ def fake_scan(where: Path, rows: int = 1) -> Path:
 
 @pytest.fixture(autouse=True)
 def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
-    import spark_udfs.cli
+    from spark_udfs.cli import common
 
     def refuse(*_: Any, **__: Any) -> Any:
         raise AssertionError("Spark was started")
-    monkeypatch.setattr(spark_udfs.cli, "_session", refuse)
+    monkeypatch.setattr(common, "_session", refuse)  # every verb starts Spark through it
 
 
 def run(capsys: Any, cluster: Path, out: Path, *args: str, om_db: str = "",

@@ -83,7 +83,7 @@ def test_unrecoverable_must_match_exactly():
     assert not _check(unrecoverable=[(3, 1, 0), (1, 5, 0)]).exact
 
 
-# ---- the decommission step's verdict (spark_udfs.plan_demo) --------------------------------
+# ---- the decommission step's verdict (spark_udfs.demo.decommission) ------------------------
 
 def test_the_decommission_step_decides_the_demo():
     from pathlib import Path
@@ -99,6 +99,6 @@ def test_the_decommission_step_decides_the_demo():
 
 
 def test_a_demo_directory_holds_the_decommission_steps_files():
-    from spark_udfs.cli import DEMO_ENTRIES
+    from spark_udfs.cli.demodir import DEMO_ENTRIES
 
     assert {"plan-cluster", "plan-scan", "plan-scan-after", "plan.json"} <= DEMO_ENTRIES

@@ -57,7 +57,7 @@ def shared_tmp_with_plant(tmp_path: Path) -> Tuple[Path, Path, Path]:
 def test_spark_conf_dir_is_never_in_the_shared_temporary_directory(tmp_path, monkeypatch):
     """prepare_environment neither uses nor writes through a planted
     $TMPDIR/crcmerkle-spark-conf-<uid>: the quiet configuration is the package's own."""
-    from spark_udfs import session
+    from spark_udfs.cluster import session
 
     shared, victim, planted = shared_tmp_with_plant(tmp_path)
     empty_home = tmp_path / "spark-home"
@@ -95,7 +95,7 @@ def _victim(tmp_path: Path) -> Path:
 def test_demo_marker_is_never_written_through_a_link(tmp_path):
     """An earlier demo's directory whose marker and entries were swapped for links: the
     links are removed, never followed; the marker is a new regular file."""
-    from spark_udfs.cli import DEMO_MARKER, prepare_demo_dir
+    from spark_udfs.cli.demodir import DEMO_MARKER, prepare_demo_dir
 
     victim = _victim(tmp_path)
     private = tmp_path / "private"
@@ -115,7 +115,7 @@ def test_demo_marker_is_never_written_through_a_link(tmp_path):
 
 
 def test_failed_demo_cleanup_never_follows_links(tmp_path):
-    from spark_udfs.cli import DEMO_MARKER, _clean_failed_demo, prepare_demo_dir
+    from spark_udfs.cli.demodir import DEMO_MARKER, _clean_failed_demo, prepare_demo_dir
 
     private = tmp_path / "private"
     (private / "scan").mkdir(parents=True)
@@ -140,7 +140,7 @@ def test_demo_refuses_a_directory_another_user_prepared(tmp_path):
     """The attack as filed: root runs the demo in a directory another user prepared, with
     the marker linked to a root-only file."""
     from merkle.cli import CLIError
-    from spark_udfs.cli import DEMO_MARKER, check_demo_dir, prepare_demo_dir
+    from spark_udfs.cli.demodir import DEMO_MARKER, check_demo_dir, prepare_demo_dir
 
     victim = _victim(tmp_path)
     work = tmp_path / "demo"
@@ -243,7 +243,7 @@ def test_error_lines_never_show_a_secret(secret):
     import pyarrow
 
     from merkle.cli import error_line
-    from spark_udfs.errors import describe
+    from spark_udfs.cluster.errors import describe
 
     for uri in _uris(secret):
         _assert_hidden(secret, error_line(f"Cannot parse URI: '{uri}'"))
@@ -453,7 +453,7 @@ FORGED = "dn0\nMISMATCHED: 0\r\x1b[2K"
 
 def test_spark_text_report_keeps_a_forged_name_on_its_line():
     """A datanode directory named with a newline cannot add lines to the text report."""
-    from spark_udfs.report import STATES, format_text
+    from spark_udfs.jobs.report import STATES, format_text
 
     report = {"generated": "now", "summary": {s: 1 if s == "MISMATCHED" else 0 for s in STATES},
               "containers": {s: [] for s in STATES}, "first": 10,
@@ -505,7 +505,7 @@ def test_spark_demo_help_says_what_each_layout_repairs(capsys):
 
 
 def test_output_directories_are_printed_without_a_doubled_slash():
-    from spark_udfs.cli import _dir_display
+    from spark_udfs.cli.common import _dir_display
 
     assert _dir_display("scan/") + "/chunks" == "scan/chunks"
     assert _dir_display("scan//") == "scan"

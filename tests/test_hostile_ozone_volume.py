@@ -87,7 +87,7 @@ def test_version_names_that_walk_out_are_a_volume_problem(tmp_path: Path, key: s
 def test_a_datanode_never_lists_another_datanodes_replicas(tmp_path: Path) -> None:
     """What the decommission check counts: the replicas discovery gives each datanode."""
     pytest.importorskip("pyspark")
-    from spark_udfs.scan import _discover
+    from spark_udfs.jobs.scan import _discover
     _volume(tmp_path / "dn0" / "vol0")
     empty = _volume(tmp_path / "dn1" / "vol0", {})
     _set_version(empty.root, clusterID="../../../dn0/vol0/hdds/CID-test")

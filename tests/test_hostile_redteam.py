@@ -182,7 +182,7 @@ PLANTED_ARG = "h1.example; id"
 
 
 def test_report_text_quotes_the_ozone_reconcile_commands() -> None:
-    from spark_udfs.report import STATES, format_text
+    from spark_udfs.jobs.report import STATES, format_text
 
     report = {"generated": "now", "summary": {s: 0 for s in STATES},
               "containers": {s: [] for s in STATES}, "first": 10, "mismatched": [],

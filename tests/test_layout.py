@@ -503,7 +503,7 @@ def test_jobs_and_spark_reach_the_layouts_only_through_the_registry() -> None:
     bad = sorted((m, t) for m, t in _into_layouts(graph)
                  if not any(_matches(m, allowed) for allowed in REACHES_INTO_A_LAYOUT))
     assert bad == []
-    for module in ("merkle.replica.scan", "spark_udfs.scan", "merkle.cli.scan"):
+    for module in ("merkle.replica.scan", "spark_udfs.jobs.scan", "merkle.cli.scan"):
         assert "merkle.replica.layouts" in graph[module], module
         assert not {t for t in graph[module] if t.startswith(_LAYOUT_PACKAGES)}, module
 
@@ -526,6 +526,49 @@ def test_the_graph_checks_can_fail() -> None:
     assert _upward(circle) == {("merkle.replica.verify", "merkle.replica.scan")}
     assert _into_layouts(circle) == {("merkle.replica.scan", "merkle.replica.ozone.scan")}
     assert _layer("merkle.replica.layouts") > _layer("merkle.replica.ozone.interface")
-    assert _layer("merkle.cli.scan") > _layer("spark_udfs.scan") > _layer("merkle")
+    assert _layer("merkle.cli.scan") > _layer("spark_udfs.jobs.scan") > _layer("merkle")
     assert _layer("merkle.replica.reconcile_plan") == _layer("merkle.replica.scan")
     assert _layer("merkle.replica.scanner") == _layer("merkle.replica.scan")
+
+
+#: spark_udfs's own top-level modules: the facade, `python -m spark_udfs`, the import-path
+#: guard the worker daemon runs first, the column functions and their kernels (the package's
+#: namesake) and the URI and filesystem helpers every part uses. A new job, cluster-side
+#: module, table or verb goes into its subpackage (each package docstring says what it holds).
+SPARK_TOP = {"__init__", "__main__", "_syspath", "fs", "kernels", "udfs", "uri"}
+SPARK_SUBPACKAGES = {"cli", "cluster", "demo", "jobs", "rehearsal", "tables"}
+
+
+def test_spark_udfs_keeps_its_parts_in_subpackages() -> None:
+    top = ROOT / "spark_udfs"
+    assert {p.stem for p in top.glob("*.py")} == SPARK_TOP
+    assert {p.name for p in top.iterdir() if (p / "__init__.py").is_file()} == SPARK_SUBPACKAGES
+
+
+def test_each_spark_verb_has_its_module() -> None:
+    """`crcmerkle spark VERB` is added by spark_udfs.cli.VERB (`run` by report's module: it
+    ends in the report), and nothing below the command line imports spark_udfs.cli."""
+    import argparse
+    import importlib
+
+    from spark_udfs import cli
+
+    for name in cli.VERB_MODULES:
+        sub = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(name).add_parser(sub)
+        verb = name.rpartition(".")[2]
+        assert set(sub.choices) == {verb} | ({"run"} if verb == "report" else set()), name
+    assert _below_the_cli(_module_graph()) == []
+
+
+def _below_the_cli(graph: Dict[str, Set[str]]) -> List[Tuple[str, str]]:
+    """Imports of spark_udfs.cli (or its modules) by a module that is not a command line."""
+    above = ("spark_udfs.cli", "spark_udfs.__main__", "merkle.cli")
+    return sorted((m, t) for m, ts in graph.items() if not any(_matches(m, p) for p in above)
+                  for t in ts if _matches(t, "spark_udfs.cli"))
+
+
+def test_the_spark_layout_checks_can_fail() -> None:
+    assert _below_the_cli({"spark_udfs.jobs.scan": {"spark_udfs.cli.common"},
+                           "spark_udfs.cli.scan": {"spark_udfs.cli.common"}}) == [
+        ("spark_udfs.jobs.scan", "spark_udfs.cli.common")]

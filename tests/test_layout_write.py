@@ -428,7 +428,7 @@ def test_reports_and_plans_ask_the_layouts_who_repairs() -> None:
     from its layout: a layout registered here is asked, and its commands are used."""
     from merkle.replica.layout import REPAIR_OFFLINE
     from merkle.replica.layouts import owner_repairing, register, unregister
-    from spark_udfs.plan import _owner_steps, copy_commands
+    from spark_udfs.jobs.plan import _owner_steps, copy_commands
 
     class Owned:
         name = "owned"
@@ -457,7 +457,7 @@ def test_reports_and_plans_ask_the_layouts_who_repairs() -> None:
                   "sources": [("a", "/owned-disk/a/7", True)], "holders": {"a"}}]
         cmd, = copy_commands(needs, ["b"], {"b": ["/owned-disk/b"]})
         assert cmd["by"] == "owned" and "argv" not in cmd and cmd["target_replica"] is None
-        from spark_udfs.hosts import HostIndex
+        from spark_udfs.cluster.hosts import HostIndex
 
         # the command names the host, never the datanode's identity; none without a host
         idx = HostIndex(hosts={"a": "ha.example", "b": None})

@@ -66,7 +66,7 @@ def test_every_kind_the_code_emits_has_a_level() -> None:
     # the modules as imported (the checkout's, or the installed wheel's)
     sources = [Path(importlib.import_module(m).__file__) for m in (
         "merkle.replica.scan", "merkle.replica.results", "merkle.replica.ozone.scan",
-        "merkle.replica.safeopen", "spark_udfs.scan", "merkle.replica.bookkeeper.scan")]
+        "merkle.replica.safeopen", "spark_udfs.jobs.scan", "merkle.replica.bookkeeper.scan")]
     kinds = set()
     for p in sources:
         kinds |= set(re.findall(r'^([A-Z][A-Z_]+) = "\1"$', p.read_text(), re.M))

@@ -416,7 +416,7 @@ def test_volume_items_open_each_volume_db_once(tmp_path: Path, monkeypatch: Any)
     for v in ("vol1", "vol2"):
         make_volume(tmp_path / v, {c: {1: [(0, bytes([c]) * 3000)]} for c in (1, 2, 3)})
     items = []
-    for v in ("vol1", "vol2"):  # in volume order, as spark_udfs.scan sorts and slices them
+    for v in ("vol1", "vol2"):  # in volume order, as spark_udfs.jobs.scan sorts and slices them
         (vol, _), = find_volumes(tmp_path / v)
         items += [SimpleNamespace(path=os.fspath(r.root), container=r.container_id,
                                   fs_root=os.fspath(vol.root)) for r in vol.replicas()]

@@ -17,11 +17,11 @@ UUID = "6a0e7f6c-3b1c-4a49-9a4e-0c4b3c1f2a10"
 
 @pytest.fixture(autouse=True)
 def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
-    import spark_udfs.cli
+    from spark_udfs.cli import common
 
     def refuse(*_: Any, **__: Any) -> Any:
         raise AssertionError("Spark was started")
-    monkeypatch.setattr(spark_udfs.cli, "_session", refuse)
+    monkeypatch.setattr(common, "_session", refuse)  # every verb starts Spark through it
 
 
 @pytest.fixture

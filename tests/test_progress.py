@@ -7,7 +7,7 @@ import io
 import time
 from collections import namedtuple
 
-from spark_udfs.progress import SparkProgress, StageView, format_line, read_stages
+from spark_udfs.cluster.progress import SparkProgress, StageView, format_line, read_stages
 
 
 class TTY(io.StringIO):
@@ -136,7 +136,7 @@ class FakeContext:
 
 
 def test_for_session_counts_what_the_accumulators_gained_while_it_ran():
-    from spark_udfs.progress import bytes_accumulator
+    from spark_udfs.cluster.progress import bytes_accumulator
 
     sc = FakeContext()
     older = bytes_accumulator(sc)
@@ -151,7 +151,7 @@ def test_for_session_counts_what_the_accumulators_gained_while_it_ran():
 
 def test_the_scan_function_adds_each_replicas_bytes_to_the_accumulator():
     pa = __import__("pytest").importorskip("pyarrow")
-    from spark_udfs.scan import _OUT_ARROW, _counting, _rows
+    from spark_udfs.jobs.scan import _OUT_ARROW, _counting, _rows
 
     def fn(batches):
         for _ in batches:

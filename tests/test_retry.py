@@ -70,7 +70,12 @@ def test_failed_run_cleans_up_then_rerun_works(tmp_path, monkeypatch, exc):
 
 # ---- the demo's directory (no Spark needed) -------------------------------------------------
 def test_demo_dir_rules(tmp_path):
-    from spark_udfs.cli import DEMO_MARKER, _clean_failed_demo, check_demo_dir, prepare_demo_dir
+    from spark_udfs.cli.demodir import (
+        DEMO_MARKER,
+        _clean_failed_demo,
+        check_demo_dir,
+        prepare_demo_dir,
+    )
 
     work = tmp_path / "demo"
     assert prepare_demo_dir(str(work)) is True and (work / DEMO_MARKER).is_file()
@@ -103,12 +108,12 @@ def test_demo_dir_rules(tmp_path):
 
 
 def test_demo_refuses_foreign_dir_before_spark(tmp_path, capsys, monkeypatch):
-    import spark_udfs.cli as cli
+    from spark_udfs.cli import common
 
     def no_spark(args):
         raise AssertionError("Spark started for a refused directory")
 
-    monkeypatch.setattr(cli, "_session", no_spark)
+    monkeypatch.setattr(common, "_session", no_spark)  # every verb starts Spark through it
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "x").write_text("")
     assert main(["spark", "demo", "--dir", str(tmp_path / "d")]) == 2

@@ -1,6 +1,6 @@
 """Nothing vouches unless it was checked (issue 36), without Spark: the cluster checks shared
-by the data-local scan and the readers of emitted tables (spark_udfs.vouch), an inventory
-volume nobody emitted (spark_udfs.hosts.unscanned_hosts), an Ozone volume whose `current/`
+by the data-local scan and the readers of emitted tables (spark_udfs.cluster.vouch), an inventory
+volume nobody emitted (spark_udfs.cluster.hosts.unscanned_hosts), an Ozone volume whose `current/`
 cannot be listed, and `--emit DIR` never writing or deleting through a link in DIR."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def _inv(hosts: List[Dict[str, Any]]) -> Any:
 
 
 def test_inventory_checks() -> None:
-    from spark_udfs.vouch import NOT_IN_INVENTORY, WRONG_DATANODE, check_volumes
+    from spark_udfs.cluster.vouch import NOT_IN_INVENTORY, WRONG_DATANODE, check_volumes
 
     inv = _inv([{"host": "h1", "uuid": A, "volumes": ["/d1", "/d2"]},
                 {"host": "h2", "uuid": B, "volumes": ["/d1"]}])
@@ -51,7 +51,7 @@ def test_inventory_checks() -> None:
 
 
 def test_without_inventory_a_datanode_on_two_hosts_is_refused() -> None:
-    from spark_udfs.vouch import DUPLICATE_DATANODE, WRONG_DATANODE, check_volumes
+    from spark_udfs.cluster.vouch import DUPLICATE_DATANODE, WRONG_DATANODE, check_volumes
 
     rows = [_row(A, "h1", "/d1"), _row(A, "h2", "/d1"),       # A on two hosts
             _row(B, "h3", "/d1"), _row("z", "h3", "/d9"),     # h3 names two datanodes
@@ -67,7 +67,7 @@ def test_without_inventory_a_datanode_on_two_hosts_is_refused() -> None:
 def test_the_data_local_scan_takes_out_only_the_other_clusters_volume() -> None:
     """Item 10: a disk with the host's UUID and another cluster's ID takes out that volume,
     not the datanode (the host's real volumes stay counted)."""
-    from spark_udfs.hostscan import _cluster_checks
+    from spark_udfs.jobs.hostscan import _cluster_checks
 
     rows = [_row("a", "h1", "/d1"), _row("a", "h1", "/d2"), _row("a", "h1", "/d3", "CID-2"),
             _row("b", "h2", "/d1")]
@@ -77,7 +77,7 @@ def test_the_data_local_scan_takes_out_only_the_other_clusters_volume() -> None:
 
 
 def test_an_inventory_volume_nobody_emitted_is_named() -> None:
-    from spark_udfs.hosts import unscanned_hosts
+    from spark_udfs.cluster.hosts import unscanned_hosts
 
     inv = _inv([{"host": "h1", "uuid": A, "volumes": ["/d1", "/d2"]},
                 {"host": "h2", "uuid": B, "volumes": ["/d1"]}])
@@ -88,7 +88,7 @@ def test_an_inventory_volume_nobody_emitted_is_named() -> None:
 
 
 def test_the_null_partition_name_is_escaped() -> None:
-    from spark_udfs.emit import SPARK_NULL_PARTITION, escape_partition_value
+    from spark_udfs.tables.emit import SPARK_NULL_PARTITION, escape_partition_value
 
     assert escape_partition_value(SPARK_NULL_PARTITION) == "%5F_HIVE_DEFAULT_PARTITION__"
     assert escape_partition_value("_x") == "_x"
@@ -122,7 +122,7 @@ def test_a_volume_whose_current_cannot_be_listed_is_failed(ozone_dn: Path, tmp_p
     found = {v.root: v for v in layout_of(str(dn)).volumes(str(dn))}
     assert found[str(vol)].problem is not None and "current" in found[str(vol)].problem
     assert all(v.problem is None for r, v in found.items() if r != str(vol))
-    from spark_udfs.emit import emit_scan
+    from spark_udfs.tables.emit import emit_scan
 
     res = emit_scan([str(dn)], str(tmp_path / "out"), "h0")
     assert {r["volume"]: r["status"] for r in res.volumes}[str(vol)] == "VOLUME_FAILED"

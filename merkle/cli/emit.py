@@ -1,5 +1,6 @@
 """`crcmerkle scan VOLUME... --emit URI`: this host's scan tables, written where `crcmerkle
-spark diff/report/plan` read them (spark_udfs.emit does the work; this is its command line)."""
+spark diff/report/plan` read them (spark_udfs.tables.emit does the work; this is its command
+line)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def run_emit(args: argparse.Namespace, idle: bool) -> int:
     or replica could not be scanned at all (or the output could not be written)."""
     try:
         from merkle.replica.uri import display
-        from spark_udfs.emit import default_host, emit_scan
+        from spark_udfs.tables.emit import default_host, emit_scan
     except ImportError as exc:  # pyarrow missing: one line
         raise CLIError(f"--emit needs pyarrow ({exc})", EXIT_ERROR) from None
     host = args.host if args.host is not None else default_host()

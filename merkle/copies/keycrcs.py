@@ -3,7 +3,7 @@
 windows of a key, no object per chunk.
 
 Input (COMPOSE_SCHEMA), sorted by key, block sequence and chunk offset: one row per chunk of
-the replica chosen for each block (a verified one: spark_udfs.copycheck), or one row with a
+the replica chosen for each block (a verified one: spark_udfs.jobs.copycheck), or one row with a
 null `offset` for a block no chunk row stands for (`block_status` then says why: missing,
 no verified replica, replicas disagree; null for a live block without chunks). The chunk's
 windows come from its recorded checksums (`checksum_type`, `bytes_per_checksum`,

@@ -248,7 +248,7 @@ class Layout(Protocol):
         service (decommission, or maintenance), its owner making the copies a plan says it
         needs. `host` is the datanode's host name (Ozone's `ozone admin datanode
         decommission|maintenance` take host names), never its UUID or a path: the caller
-        gives a checked host name (spark_udfs.hosts.command_host) or asks for no command."""
+        gives a checked host name (spark_udfs.cluster.hosts.command_host) or asks for no command."""
 
     #: REPAIR_OFFLINE layouts: what a plan says of the copies the owner makes itself
     owner_copies_note: str

@@ -156,7 +156,7 @@ LEVELS: Dict[str, Level] = {
     "SCAN_FAILED": Level(
         ERROR, "the replica could not be read at all (`spark scan` exits 2)",
         "(a crcmerkle Spark job's own finding)"),
-    # -- a cluster scan's volumes (spark_udfs.scan.VOLUME_SCHEMA: what became of each) -
+    # -- a cluster scan's volumes (spark_udfs.jobs.scan.VOLUME_SCHEMA: what became of each) -
     "WRONG_HOST": Level(
         ERROR, "a data-local task ran on another host than its volume's (Spark placed it "
                "elsewhere): it read nothing; the volume's replicas are UNVERIFIED",

@@ -10,7 +10,7 @@ parameters removed, the other query parameters (endpoint, scheme, region) kept s
 location still says which store it is on.
 
 `redact(text)` is the one redactor of every message that may hold a URI (the error line of
-both command lines, spark_udfs.errors, the Spark scan's error rows): each URI in the text is
+both command lines, spark_udfs.cluster.errors, the Spark scan's error rows): each URI in the text is
 replaced by its `display` form. Neither can fail, whatever the text: a secret pasted into a
 URI unencoded (AWS secrets hold `/` and `+`; any may hold `@`, `%` or `:`) makes the URI
 invalid, and then more is removed rather than less. For an object store (s3, gs, ...) a `:`

@@ -6,7 +6,7 @@ namespace where its datanode's two volumes, and only those, are at /srv/ozone/di
 /srv/ozone/disk1 (spark_udfs.rehearsal.simhosts); the driver (this process) sees none of
 them. Then what an operator runs on a real cluster: the inventory of hosts (written as the
 plain host list; on a real cluster `ozone admin datanode list --json` with `--ozone-conf`),
-the data-local scan (spark_udfs.hostscan: every host reads its own disks), the report that
+the data-local scan (spark_udfs.jobs.hostscan: every host reads its own disks), the report that
 names each replica's host, and a decommission plan for one host. The findings are compared
 with the generator's ground truth as the one-machine demo does (spark_udfs.demo
 .check_findings), a replica named by (datanode, path on its host) mapped back to the
@@ -136,7 +136,7 @@ def _dn_path(sim: SimCluster, datanode: Optional[str], replica: Optional[str]) -
 
 
 def _read_scan(spark: Any, out: Path) -> Dict[str, Any]:
-    from spark_udfs.scan import TABLE_SCHEMAS
+    from spark_udfs.jobs.scan import TABLE_SCHEMAS
 
     return {name: spark.read.schema(schema).parquet(str(out / name))
             for name, schema in TABLE_SCHEMAS.items()}
@@ -146,7 +146,7 @@ def _findings(sim: SimCluster, diff: Any, errors: Any) -> Any:
     """check_findings on the host scan's tables, replicas mapped back to their generated
     directories."""
     from spark_udfs.demo import check_findings
-    from spark_udfs.report import judged_containers, planned_pulls
+    from spark_udfs.jobs.report import judged_containers, planned_pulls
 
     rows = errors.select("datanode", "replica", "error", "block", "offset").collect()
     judged = judged_containers(diff, errors)
@@ -186,9 +186,9 @@ def run_hosts_demo(work: Path, sim: SimCluster, spark: Any,
     datanodes.json, scan/, report.json (+ .commands/) and plan.json into `work`."""
     from merkle.replica.fileio import write_atomic
     from merkle.replica.inventory import load_inventory
-    from spark_udfs import plan as plans, report as reports
-    from spark_udfs.diff import diff_scan
-    from spark_udfs.hostscan import scan_datanodes
+    from spark_udfs.jobs import plan as plans, report as reports
+    from spark_udfs.jobs.diff import diff_scan
+    from spark_udfs.jobs.hostscan import scan_datanodes
 
     hosts = sorted(sim.workers)
     say(f"[2/{STEPS}] Spark {spark.version}: master {sim.master_url}, {len(hosts)} workers, "

@@ -240,7 +240,7 @@ class SimCluster:
         """Spark settings a driver on this cluster needs: executors with this interpreter,
         this checkout (and python_path) on their path, 1 core and 512m each, strict
         locality."""
-        from spark_udfs.locality import STRICT_LOCALITY_CONF
+        from spark_udfs.cluster.locality import STRICT_LOCALITY_CONF
 
         return {"spark.pyspark.python": sys.executable,
                 "spark.executorEnv.PYTHONPATH": os.pathsep.join([str(checkout_root()),
@@ -380,7 +380,7 @@ def check_can_simulate() -> None:
         raise SimHostsUnavailable("simulated hosts need root (unshare --mount, mount --bind)")
     if shutil.which("unshare") is None or shutil.which("mount") is None:
         raise SimHostsUnavailable("simulated hosts need util-linux's unshare and mount")
-    from spark_udfs.session import JavaNotFoundError, find_java
+    from spark_udfs.cluster.session import JavaNotFoundError, find_java
 
     try:
         find_java()
@@ -526,7 +526,7 @@ def start_cluster(generate: Optional[Dict[str, Any]] = None, *, datanodes: int =
         sim.lock_wait_seconds = lock_wait
         conf = root / "conf"
         conf.mkdir()
-        from spark_udfs.session import LOG4J2
+        from spark_udfs.cluster.session import LOG4J2
 
         (conf / "log4j2.properties").write_text(LOG4J2)
         sim._conf_dir = conf

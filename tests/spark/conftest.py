@@ -1,8 +1,9 @@
 """One session-scoped local[2] SparkSession for every Spark test (as chispa does).
 
 Skips the Spark tests when pyspark or a Java runtime is missing. Settings from
-docs/performance/spark.md, applied by spark_udfs.session: SPARK_LOCAL_IP=127.0.0.1, a quiet log4j2
-via SPARK_CONF_DIR, PYSPARK_PYTHON=sys.executable, this checkout on the workers' PYTHONPATH.
+docs/performance/spark.md, applied by spark_udfs.cluster.session: SPARK_LOCAL_IP=127.0.0.1, a
+quiet log4j2 via SPARK_CONF_DIR, PYSPARK_PYTHON=sys.executable, this checkout on the workers'
+PYTHONPATH.
 Few shuffle partitions: test data is tiny and each partition costs a task.
 """
 
@@ -20,7 +21,7 @@ if shutil.which("java") is None:  # pragma: no cover
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    from spark_udfs.session import get_session
+    from spark_udfs.cluster.session import get_session
 
     # 2g: every module caches its scans' stages in this one session; with PySpark 3.5's
     # default 1g the protected storage left the plan tests' execution no memory

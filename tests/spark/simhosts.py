@@ -115,8 +115,8 @@ if pytest is not None:
         master (the local[2] `spark` fixture) is stopped first."""
         from pyspark import SparkContext
 
-        from spark_udfs.locality import wait_for_executors
-        from spark_udfs.session import get_session
+        from spark_udfs.cluster.locality import wait_for_executors
+        from spark_udfs.cluster.session import get_session
 
         active = SparkContext._active_spark_context
         if active is not None and active.master != sim_cluster.master_url:

@@ -1,5 +1,5 @@
 """`crcmerkle scan VOLUME... --emit URI` on each host, then `crcmerkle spark report URI`: the
-findings of the Spark scan of the same cluster (spark_udfs.emit).
+findings of the Spark scan of the same cluster (spark_udfs.tables.emit).
 
 A generated Ozone cluster (three datanodes, two volumes each, faults) is emitted once per
 datanode, as each host would (`--host dnN`), to one directory; the report of that directory
@@ -26,8 +26,8 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from merkle.cli import main  # noqa: E402
 from merkle.replica.generate import GeneratorConfig, generate_cluster, parse_faults  # noqa: E402
-from spark_udfs.emit import TABLE_ARROW, escape_partition_value  # noqa: E402
-from spark_udfs.scan import NOT_SCANNED, TABLE_SCHEMAS  # noqa: E402
+from spark_udfs.jobs.scan import NOT_SCANNED, TABLE_SCHEMAS  # noqa: E402
+from spark_udfs.tables.emit import TABLE_ARROW, escape_partition_value  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -84,7 +84,7 @@ def _same(report: Dict[str, Any]) -> Dict[str, Any]:
                       if k not in ("generated", "reconcile_commands")})
 
 
-#: the report's host fields (spark_udfs.hosts): the emitted tables name each host, a scan of
+#: the report's host fields (spark_udfs.cluster.hosts): the emitted tables name each host, a scan of
 #: one tree none
 _HOST_KEYS = ("host", "hosts", "group_hosts", "deleted_on_hosts", "target_host",
               "source_host", "peer_hosts", "knows_hosts")
@@ -185,7 +185,7 @@ def test_host_that_emitted_nothing_is_not_scanned(spark: Any, cluster: Any, tmp_
     # the rows the report can union in: matched by UUID, else by host name
     vols = spark.read.schema(TABLE_SCHEMAS["volumes"]).parquet(str(out / "volumes"))
     from merkle.replica.inventory import load_inventory
-    from spark_udfs.hosts import unscanned_hosts
+    from spark_udfs.cluster.hosts import unscanned_hosts
 
     rows = unscanned_hosts(vols, load_inventory(str(inv)))
     assert [(r[0], r[1], r[2], r[4]) for r in rows] == [
@@ -313,7 +313,7 @@ def test_duplicate_replica_on_one_host(tmp_path: Path, capsys: Any) -> None:
     DUPLICATE_REPLICA error row (with the host), listed and never scanned; the exit is 1."""
     import pyarrow.dataset as ds
 
-    from spark_udfs.scan import DUPLICATE_REPLICA
+    from spark_udfs.jobs.scan import DUPLICATE_REPLICA
 
     from replica_helpers import make_cluster
 
@@ -343,7 +343,7 @@ def test_rows_stream_in_row_groups(cluster: Any, tmp_path: Path, monkeypatch: An
     """A volume's rows are written a row group at a time (never held whole): with a tiny
     buffer every replica's rows are a row group of their own, and the file reads back the
     same rows as one written with the default buffer."""
-    import spark_udfs.emit as emit
+    import spark_udfs.tables.emit as emit
 
     root, _ = cluster
     vol = _volumes(root, "dn0")[0]

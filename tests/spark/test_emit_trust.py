@@ -1,6 +1,6 @@
 """Nothing vouches unless it was checked (issue 36): tables written by `crcmerkle scan --emit`
 get the data-local scan's checks when `crcmerkle spark report|plan|copycheck` read them
-(spark_udfs.vouch), and the data-local scan takes out only the volumes that fail them.
+(spark_udfs.cluster.vouch), and the data-local scan takes out only the volumes that fail them.
 
 The attack: container C's replicas on dn1 and dn2 are corrupt, so dn0 holds its only good
 copy. A volume planted on dn1's host (a copy of dn0's volume whose VERSION names a new
@@ -96,7 +96,7 @@ def _plan(scan: Path, dn: str, capsys: Any, *extra: str) -> Tuple[int, Dict[str,
 
 
 def _volume_rows(spark: Any, scan: Path) -> Dict[Tuple[str, str], Dict[str, Any]]:
-    from spark_udfs.scan import TABLE_SCHEMAS
+    from spark_udfs.jobs.scan import TABLE_SCHEMAS
 
     df = spark.read.schema(TABLE_SCHEMAS["volumes"]).parquet(str(scan / "volumes"))
     return {(r["host"], r["volume"]): r.asDict() for r in df.collect()}
@@ -208,7 +208,7 @@ def test_data_local_other_cluster_disk_is_that_volume_only(spark: Any, attacked:
     """A disk with the host's UUID and another cluster's ID: that volume is WRONG_DATANODE,
     the host's real volumes and their replicas stay verified."""
     from merkle.replica.inventory import load_inventory
-    from spark_udfs.hostscan import scan_datanodes
+    from spark_udfs.jobs.hostscan import scan_datanodes
 
     root, uuids = attacked["root"], attacked["uuids"]
     copy = tmp_path / "c"
@@ -235,8 +235,8 @@ def test_data_local_other_cluster_disk_is_that_volume_only(spark: Any, attacked:
 
 def test_a_datanode_named_like_spark_null_reads_back_as_itself(spark: Any,
                                                                tmp_path: Path) -> None:
-    from spark_udfs.emit import SPARK_NULL_PARTITION
-    from spark_udfs.scan import TABLE_SCHEMAS
+    from spark_udfs.jobs.scan import TABLE_SCHEMAS
+    from spark_udfs.tables.emit import SPARK_NULL_PARTITION
 
     from replica_helpers import make_cluster
 

@@ -45,7 +45,7 @@ def _findings(report: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _errors(spark: Any, out: Path) -> List[Tuple[Any, ...]]:
-    from spark_udfs.scan import ERROR_SCHEMA
+    from spark_udfs.jobs.scan import ERROR_SCHEMA
 
     df = spark.read.schema(ERROR_SCHEMA).parquet(os.fspath(out / "errors"))
     return sorted((r["datanode"], r["container"], r["error"], r["block"] or 0)
@@ -53,7 +53,7 @@ def _errors(spark: Any, out: Path) -> List[Tuple[Any, ...]]:
 
 
 def _volumes(spark: Any, out: Path) -> List[Dict[str, Any]]:
-    from spark_udfs.scan import VOLUME_SCHEMA
+    from spark_udfs.jobs.scan import VOLUME_SCHEMA
 
     df = spark.read.schema(VOLUME_SCHEMA).parquet(os.fspath(out / "volumes"))
     return sorted((r.asDict() for r in df.collect()), key=lambda r: (r["host"], r["volume"]))
@@ -70,8 +70,8 @@ def _run(args: List[str], capsys: Any) -> Tuple[int, str, str]:
 def test_the_cluster_scan_finds_what_the_one_tree_scan_finds(sim_cluster, sim_spark,
                                                               tmp_path, capsys):
     from merkle.replica.generate import generate_cluster, parse_faults
-    from spark_udfs.hostscan import JOB_GROUP
-    from spark_udfs.locality import placed_on_host, task_localities
+    from spark_udfs.cluster.locality import placed_on_host, task_localities
+    from spark_udfs.jobs.hostscan import JOB_GROUP
 
     sim, sc = sim_cluster, sim_spark.sparkContext
     inv = sim.write_inventory(tmp_path / "datanodes.json", absent=())
@@ -220,7 +220,7 @@ def test_a_worker_killed_during_the_scan(sim_cluster, sim_spark, tmp_path, capsy
 
 def _victim_busy(sc: Any, host: str) -> bool:
     """Is a task of `host`'s scan job running on its host's executor?"""
-    from spark_udfs.hostscan import JOB_GROUP
+    from spark_udfs.jobs.hostscan import JOB_GROUP
 
     tracker = sc.statusTracker()
     for job in tracker.getJobIdsForGroup(JOB_GROUP.format(host)):

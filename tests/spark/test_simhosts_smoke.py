@@ -1,5 +1,5 @@
 """The simulated hosts work as real ones would (tests/spark/simhosts.py): one task per
-(host, volume) placed by spark_udfs.locality.located_rdd runs on its host and reads the
+(host, volume) placed by spark_udfs.cluster.locality.located_rdd runs on its host and reads the
 VERSION of the datanode it was meant for; the driver sees no volume; a host without an
 executor does not hold its task (it runs elsewhere at once and knows it); a worker killed
 during a task loses it to another host, which knows it; a worker started on a fresh
@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 
-from spark_udfs.locality import (
+from spark_udfs.cluster.locality import (
     executor_hosts,
     located_rdd,
     placed_on_host,
@@ -49,7 +49,7 @@ def _probe(item: str) -> Tuple[str, str, str]:
     import json as _json
     import time as _time
 
-    from spark_udfs.locality import this_executor_host
+    from spark_udfs.cluster.locality import this_executor_host
 
     want = _json.loads(item)
     here = this_executor_host() or ""
@@ -67,7 +67,7 @@ def _probe(item: str) -> Tuple[str, str, str]:
 
 def _run_per_host(sc: Any, by_host: Dict[str, List[str]], group: str
                   ) -> List[Tuple[str, str, str]]:
-    """One job per host (one task set each, the module docstring of spark_udfs.locality
+    """One job per host (one task set each, the module docstring of spark_udfs.cluster.locality
     says why), from driver threads, all in job group `group`; fails after _JOB_TIMEOUT_S
     (cancelling the group) instead of hanging."""
     results: List[Tuple[str, str, str]] = []

@@ -66,7 +66,7 @@ def _dn_dirs(root: Path) -> Dict[str, str]:
 
 
 def _got(spark: Any, out: Path, root: Path) -> Tuple[Dict[Any, Any], Dict[Any, Any], List]:
-    from spark_udfs.scan import TABLE_SCHEMAS
+    from spark_udfs.jobs.scan import TABLE_SCHEMAS
 
     dn = _dn_dirs(root)
     chunks = spark.read.schema(TABLE_SCHEMAS["chunks"]).parquet(str(out / "chunks")).collect()
@@ -96,7 +96,7 @@ def test_spark_scan_writes_the_column(spark: Any, cluster: Path, scanned: Path) 
 
 
 def _recorded(spark: Any, out: Path) -> List[Any]:
-    from spark_udfs.scan import TABLE_SCHEMAS
+    from spark_udfs.jobs.scan import TABLE_SCHEMAS
 
     return [r for r in spark.read.schema(TABLE_SCHEMAS["chunks"]).parquet(
         str(out / "chunks")).collect() if r["offset"] is not None]
@@ -154,8 +154,8 @@ def test_old_tables_without_the_columns_still_diff_and_report(spark: Any, cluste
 
 def test_host_scan_passes_also_to_its_tasks(spark: Any, cluster: Path,
                                              tmp_path: Path) -> None:
-    from spark_udfs.hostscan import scan_datanodes
-    from spark_udfs.scan import TABLE_SCHEMAS
+    from spark_udfs.jobs.hostscan import scan_datanodes
+    from spark_udfs.jobs.scan import TABLE_SCHEMAS
 
     manifest = json.loads((cluster / "manifest.json").read_text())
     path = tmp_path / "datanodes.json"

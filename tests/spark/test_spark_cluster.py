@@ -45,7 +45,7 @@ def cluster(tmp_path_factory):
     base = tmp_path_factory.mktemp("standalone")
     conf = base / "conf"
     conf.mkdir()
-    from spark_udfs.session import LOG4J2
+    from spark_udfs.cluster.session import LOG4J2
 
     (conf / "log4j2.properties").write_text(LOG4J2)
     spark_class = str(spark_home() / "bin" / "spark-class")

@@ -15,9 +15,9 @@ from replica_helpers import make_cluster
 
 def test_a_second_replica_on_one_datanode_is_reported_and_the_scan_goes_on(
         spark: Any, tmp_path: Path) -> None:
-    from spark_udfs.diff import diff_scan
-    from spark_udfs.report import build_report
-    from spark_udfs.scan import DUPLICATE_REPLICA, scan_replicas
+    from spark_udfs.jobs.diff import diff_scan
+    from spark_udfs.jobs.report import build_report
+    from spark_udfs.jobs.scan import DUPLICATE_REPLICA, scan_replicas
 
     root = tmp_path / "c"
     make_cluster(root, containers=4, layout="crcmerkle")

@@ -16,7 +16,7 @@ import pytest
 import merkle
 from merkle.cli import main
 from merkle.replica.generate import generate_cluster, parse_faults
-from spark_udfs.errors import MasterError, check_master, describe
+from spark_udfs.cluster.errors import MasterError, check_master, describe
 
 ROOT = str(Path(merkle.__file__).resolve().parent.parent)
 
@@ -86,12 +86,12 @@ def test_diff_on_a_directory_that_is_not_a_scan(spark, tmp_path, capsys):
 
 
 def test_missing_input_path_is_refused_before_spark_starts(tmp_path, capsys, monkeypatch):
-    from spark_udfs import cli
+    from spark_udfs.cli import common
 
     def no_spark(args):
         raise AssertionError("the JVM was started before the path was checked")
 
-    monkeypatch.setattr(cli, "_session", no_spark)
+    monkeypatch.setattr(common, "_session", no_spark)  # every verb starts Spark through it
     for argv in (["scan", tmp_path / "missing", "-o", tmp_path / "o"],
                  ["diff", tmp_path / "missing", "-o", tmp_path / "o"],
                  ["report", tmp_path / "missing"],
@@ -258,7 +258,7 @@ def test_ctrl_c_during_start_up(clusters, tmp_path, delay):
 def test_a_ctrl_c_is_known_whichever_handler_ran():
     """SparkContext swaps in its own SIGINT handler, and what reaches the command can be py4j's
     broken call or nothing at all; the latch reads CPython's wakeup fd, so it knows anyway."""
-    from spark_udfs.cli import _InterruptLatch
+    from spark_udfs.cli.common import _InterruptLatch
 
     latch = _InterruptLatch()
     previous_wakeup_fd = signal.set_wakeup_fd(-1)  # another command's latch, if armed

@@ -17,7 +17,7 @@ import pytest
 
 import merkle
 from merkle.replica.generate import generate_cluster, parse_faults
-from spark_udfs.progress import read_stages
+from spark_udfs.cluster.progress import read_stages
 
 ROOT = str(Path(merkle.__file__).resolve().parent.parent)
 

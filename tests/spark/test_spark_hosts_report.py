@@ -18,7 +18,7 @@ import pytest
 from merkle.cli import main
 from merkle.replica.generate import generate_cluster, parse_faults
 from merkle.replica.inventory import parse_inventory
-from spark_udfs.hosts import command_host, unscanned_hosts
+from spark_udfs.cluster.hosts import command_host, unscanned_hosts
 
 HOSTS = {"dn0": "h0.example", "dn1": "h1.example", "dn2": "h2.example"}
 
@@ -43,7 +43,7 @@ def _rewrite(spark: Any, src: Path, dst: Path, uuid_host: Dict[str, str],
     of `volume_status` (uuid -> [(status, ran_on)], one per volume, in path order)."""
     from pyspark.sql import functions as F
 
-    from spark_udfs.scan import TABLE_SCHEMAS
+    from spark_udfs.jobs.scan import TABLE_SCHEMAS
 
     m = spark.createDataFrame(sorted(uuid_host.items()), "datanode string, h string")
     for name, schema in TABLE_SCHEMAS.items():

@@ -1,4 +1,4 @@
-"""The data-local scan (spark_udfs.hostscan) on local[2]: the driver is the only executor, so
+"""The data-local scan (spark_udfs.jobs.hostscan) on local[2]: the driver is the only executor, so
 the inventory's host is this machine ("localhost"); what needs real hosts (placement,
 WRONG_HOST, a lost worker) is proved on simulated hosts (test_spark_simhosts.py).
 
@@ -50,8 +50,8 @@ def _rows(df: Any) -> List[Dict[str, Any]]:
 
 def test_a_datanode_is_scanned_by_its_uuid_and_shown_with_its_host(spark: Any, ozone: Any,
                                                                     tmp_path: Path) -> None:
-    from spark_udfs.hostscan import scan_datanodes
-    from spark_udfs.scan import NO_EXECUTOR, SCANNED, scan_replicas
+    from spark_udfs.jobs.hostscan import scan_datanodes
+    from spark_udfs.jobs.scan import NO_EXECUTOR, SCANNED, scan_replicas
 
     root, manifest = ozone
     uuid0, uuid1 = manifest["datanode_uuids"]["dn0"], manifest["datanode_uuids"]["dn1"]
@@ -92,8 +92,8 @@ def test_a_datanode_is_scanned_by_its_uuid_and_shown_with_its_host(spark: Any, o
 
 def test_a_volume_of_another_datanode_is_not_read(spark: Any, ozone: Any,
                                                   tmp_path: Path) -> None:
-    from spark_udfs.hostscan import scan_datanodes
-    from spark_udfs.scan import WRONG_DATANODE
+    from spark_udfs.jobs.hostscan import scan_datanodes
+    from spark_udfs.jobs.scan import WRONG_DATANODE
 
     root, manifest = ozone
     uuid1 = manifest["datanode_uuids"]["dn1"]
@@ -110,8 +110,8 @@ def test_a_volume_of_another_datanode_is_not_read(spark: Any, ozone: Any,
 
 def test_a_container_twice_on_one_datanode_is_compared_once(spark: Any, ozone: Any,
                                                             tmp_path: Path) -> None:
-    from spark_udfs.hostscan import scan_datanodes
-    from spark_udfs.scan import DUPLICATE_REPLICA
+    from spark_udfs.jobs.hostscan import scan_datanodes
+    from spark_udfs.jobs.scan import DUPLICATE_REPLICA
 
     root, manifest = ozone
     copy = tmp_path / "c"
@@ -137,8 +137,8 @@ def test_a_container_twice_on_one_datanode_is_compared_once(spark: Any, ozone: A
 
 
 def test_the_cluster_checks_take_out_what_only_the_cluster_shows() -> None:
-    from spark_udfs.hostscan import _cluster_checks
-    from spark_udfs.scan import DUPLICATE_DATANODE, SCANNED, WRONG_DATANODE
+    from spark_udfs.jobs.hostscan import _cluster_checks
+    from spark_udfs.jobs.scan import DUPLICATE_DATANODE, SCANNED, WRONG_DATANODE
 
     def row(dn: str, host: str, vol: str, cluster: str = "CID-1") -> Dict[str, Any]:
         return {"datanode": dn, "host": host, "volume": vol, "cluster_id": cluster,
@@ -189,9 +189,9 @@ def test_the_cli_scans_an_inventory_and_refuses_mixed_input(spark: Any, ozone: A
 
 
 def _task_rows(item: Dict[str, Any], monkeypatch: Any, ran_on: Any = None) -> List[Dict]:
-    """A task's volume rows, run in this process (no Spark): spark_udfs.hostscan's task."""
-    import spark_udfs.locality as locality
-    from spark_udfs.hostscan import _scan_volume
+    """A task's volume rows, run in this process (no Spark): spark_udfs.jobs.hostscan's task."""
+    import spark_udfs.cluster.locality as locality
+    from spark_udfs.jobs.hostscan import _scan_volume
 
     monkeypatch.setattr(locality, "this_executor_host", lambda: ran_on)
     options = {"trees_only": False, "metadata_only": False, "bytes_per_second": None,
@@ -205,7 +205,7 @@ def _task_rows(item: Dict[str, Any], monkeypatch: Any, ran_on: Any = None) -> Li
 
 def test_a_task_reads_nothing_off_its_host_and_reports_a_volume_it_cannot_list(
         ozone: Any, monkeypatch: Any, tmp_path: Path) -> None:
-    from spark_udfs.scan import VOLUME_FAILED, WRONG_HOST
+    from spark_udfs.jobs.scan import VOLUME_FAILED, WRONG_HOST
 
     root, manifest = ozone
     vol = _volumes(root, "dn0")[0]

@@ -21,9 +21,9 @@ from merkle.replica.crcmerkle.layout import find_containers
 from merkle.replica.generate import generate_cluster, parse_faults
 from merkle.replica.scan import scan_container
 from spark_udfs import tables as T
-from spark_udfs.diff import diff_chunks, diff_scan, repair_plan
-from spark_udfs.report import build_report, format_text
-from spark_udfs.scan import scan_replicas
+from spark_udfs.jobs.diff import diff_chunks, diff_scan, repair_plan
+from spark_udfs.jobs.report import build_report, format_text
+from spark_udfs.jobs.scan import scan_replicas
 
 
 @pytest.fixture(scope="module")
@@ -271,7 +271,7 @@ def test_plan_commands_on_the_executors(spark):
     """plan_commands: every pull item in exactly one command, a target in at most `limit`
     commands per round, the items of a (container, target) with the same candidates from
     one source, sources spread over the candidates."""
-    from spark_udfs.diff import PULL_SCHEMA, plan_commands
+    from spark_udfs.jobs.diff import PULL_SCHEMA, plan_commands
 
     rows = [(c, "dn0", f"/c/dn0/{c}", kind, b, None if kind == "MISSING_BLOCK" else 0, 10,
              ["dn1", "dn2"], [f"/c/dn1/{c}", f"/c/dn2/{c}"], None, None)

@@ -14,7 +14,7 @@ from test_hostile_launcher import shared_tmp_with_plant  # noqa: E402  (tests/ o
 ROOT = Path(__file__).resolve().parents[2]
 
 _START = """
-from spark_udfs.session import get_session
+from spark_udfs.cluster.session import get_session
 spark = get_session("local[1]")
 print(spark.range(3).count())
 spark.stop()

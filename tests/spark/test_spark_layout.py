@@ -14,9 +14,9 @@ from test_layout import flat_cluster, flat_layout  # noqa: F401  (the fixture)
 
 def test_a_third_layout_through_the_spark_scan_and_diff(spark: Any, tmp_path: Path,
                                                         flat_layout: Any) -> None:  # noqa: F811
-    from spark_udfs.diff import diff_scan
-    from spark_udfs.report import build_report
-    from spark_udfs.scan import scan_replicas
+    from spark_udfs.jobs.diff import diff_scan
+    from spark_udfs.jobs.report import build_report
+    from spark_udfs.jobs.scan import scan_replicas
 
     root, damaged, block = flat_cluster(tmp_path / "flat")
     t = scan_replicas(spark, [os.fspath(root)])

@@ -57,8 +57,8 @@ def test_a_container_with_only_warnings_is_not_unhealthy_nor_mismatched(
 
     # a scan written before findings had levels (no severity column) is judged as then:
     # every finding counts, and the OPEN replica's empty tree is a mismatch
-    from spark_udfs.diff import diff_scan
-    from spark_udfs.report import build_report
+    from spark_udfs.jobs.diff import diff_scan
+    from spark_udfs.jobs.report import build_report
     tables = {n: spark.read.parquet(str(tmp_path / "s" / n))
               for n in ("chunks", "blocks", "containers", "errors")}
     old = build_report(diff_scan(tables), replicas=tables["containers"],
@@ -67,8 +67,8 @@ def test_a_container_with_only_warnings_is_not_unhealthy_nor_mismatched(
     assert old["summary"]["UNHEALTHY"] == len(warned)
 
     # a scan output edited to call an error a warning: the table decides, not the column
-    from spark_udfs.report import _replica_findings
-    from spark_udfs.scan import ERROR_SCHEMA
+    from spark_udfs.jobs.report import _replica_findings
+    from spark_udfs.jobs.scan import ERROR_SCHEMA
     forged = spark.createDataFrame(
         [("dn0", "/r", 9, "CORRUPT_CHUNK", 1, 0, "", "warning", None),
          ("dn1", "/r", 9, "TREE_MISSING", None, None, "", "warning", None),

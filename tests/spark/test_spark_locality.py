@@ -1,4 +1,4 @@
-"""spark_udfs.locality on local[2] (fast): located_rdd's partitions and preferred locations,
+"""spark_udfs.cluster.locality on local[2] (fast): located_rdd's partitions and preferred locations,
 executor_hosts without the driver, this_executor_host under a local driver, the
 ancestor walk on a made-up process tree, task_localities. The same functions on a real
 multi-host cluster: test_simhosts_smoke.py."""
@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from spark_udfs import locality
-from spark_udfs.locality import (
+from spark_udfs.cluster import locality
+from spark_udfs.cluster.locality import (
     TaskPlacement,
     executor_hosts,
     located_rdd,
@@ -114,7 +114,8 @@ def test_this_executor_host_none_without_an_executor_ancestor():
     env = {k: v for k, v in os.environ.items()
            if k not in ("SPARK_LOCAL_IP", "SPARK_LOCAL_HOSTNAME")}
     r = subprocess.run([sys.executable, "-c",
-                        "from spark_udfs.locality import this_executor_host as f; print(f())"],
+                        "from spark_udfs.cluster.locality import this_executor_host as f; "
+                        "print(f())"],
                        env=env, capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "None"
 

@@ -14,9 +14,9 @@ pytest.importorskip("rocksdict")
 pytest.importorskip("yaml")
 
 from merkle.replica.generate import GeneratorConfig, generate_cluster, parse_faults  # noqa: E402
-from spark_udfs.diff import diff_scan  # noqa: E402
-from spark_udfs.report import build_report  # noqa: E402
-from spark_udfs.scan import scan_replicas  # noqa: E402
+from spark_udfs.jobs.diff import diff_scan  # noqa: E402
+from spark_udfs.jobs.report import build_report  # noqa: E402
+from spark_udfs.jobs.scan import scan_replicas  # noqa: E402
 
 FAULTS = "bitflip=1,truncate=1,missing-file=1,tombstone=1,extra-block=1,tree-missing=1," \
          "meta-corrupt=1"
@@ -137,7 +137,7 @@ def test_unread_containers_are_unverified_and_a_census_reads_no_data(spark: Any,
     data and that its values were compared from recorded checksums, never MATCH nor "Replicas
     read: N of N"."""
     from merkle.replica.ozone.containerfile import parse_container_file, render_container_file
-    from spark_udfs.report import format_text, report_has_findings
+    from spark_udfs.jobs.report import format_text, report_has_findings
 
     generate_cluster(tmp_path / "o", GeneratorConfig(containers=2, seed=3, layout="ozone",
                                                      faults=parse_faults("none", "ozone")))

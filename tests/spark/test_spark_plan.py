@@ -13,8 +13,8 @@ import pytest
 
 from merkle.cli import main
 from merkle.trees.model import ContainerTree
-from spark_udfs.diff import diff_chunks
-from spark_udfs.plan import (
+from spark_udfs.jobs.diff import diff_chunks
+from spark_udfs.jobs.plan import (
     DECOMMISSIONING,
     MAINTENANCE,
     build_plan,
@@ -276,7 +276,7 @@ def test_copy_commands_on_ozone_volumes_have_no_argv():
 
 
 def test_a_plan_on_ozone_volumes_leaves_the_copies_to_ozone(spark, tmp_path, capsys):
-    from spark_udfs.plan import format_text, to_json
+    from spark_udfs.jobs.plan import format_text, to_json
 
     tables = [tree_to_rows(dn, _tree(1, kind), _ozone_path(dn, 1))
               for dn, kind in (("leaving", "ok"), ("a", "corrupt"), ("b", "corrupt"),
@@ -322,8 +322,8 @@ def test_a_plan_on_ozone_volumes_leaves_the_copies_to_ozone(spark, tmp_path, cap
 # ---- the demo's decommission step -----------------------------------------------------------
 
 def test_the_demo_step_blocks_the_node_and_its_copies_make_it_safe(spark, tmp_path):
-    from spark_udfs.cli import DEMO_ENTRIES
-    from spark_udfs.plan_demo import run_plan_demo
+    from spark_udfs.cli.demodir import DEMO_ENTRIES
+    from spark_udfs.demo.decommission import run_plan_demo
 
     said: List[str] = []
     assert run_plan_demo(tmp_path, spark, said.append, demo_layout="ozone") is True
@@ -337,7 +337,7 @@ def test_the_demo_step_blocks_the_node_and_its_copies_make_it_safe(spark, tmp_pa
 
 
 def test_the_ozone_demo_runs_the_decommission_step(spark, tmp_path, monkeypatch):
-    import spark_udfs.plan_demo as plan_demo
+    import spark_udfs.demo.decommission as plan_demo
     from spark_udfs.demo import run_demo
 
     calls: List[Dict[str, Any]] = []

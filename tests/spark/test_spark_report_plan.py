@@ -32,7 +32,7 @@ def _lines(directory: Path) -> List[Dict[str, Any]]:
 
 def _synthetic_diff(spark: Any, n: int) -> Any:
     """A DiffResult with `n` containers mismatched on dn0 (one pull each, two candidates)."""
-    from spark_udfs.diff import PULL_SCHEMA, DiffResult
+    from spark_udfs.jobs.diff import PULL_SCHEMA, DiffResult
 
     pulls = spark.createDataFrame(
         [(c, "dn0", f"/c/dn0/v/{c}", "MISSING_CHUNK", 1, 0, 10, ["dn1", "dn2"],
@@ -52,8 +52,8 @@ def _synthetic_diff(spark: Any, n: int) -> Any:
 def test_build_report_does_not_collect_the_pulls(spark, tmp_path, monkeypatch):
     """No collect brings more than `first` rows to the driver, DiffResult.plan (the driver
     plan) is not called, and the executors' file holds every command."""
-    from spark_udfs.diff import DiffResult
-    from spark_udfs.report import build_report, format_text
+    from spark_udfs.jobs.diff import DiffResult
+    from spark_udfs.jobs.report import build_report, format_text
 
     n, first = 300, 5
     diff = _synthetic_diff(spark, n)

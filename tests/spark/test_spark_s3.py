@@ -19,9 +19,9 @@ pytest.importorskip("moto")
 from merkle.cli import main  # noqa: E402
 from merkle.replica.generate import generate_cluster, parse_faults  # noqa: E402
 from spark_udfs import fs  # noqa: E402
-from spark_udfs.diff import diff_scan  # noqa: E402
-from spark_udfs.report import build_report  # noqa: E402
-from spark_udfs.scan import scan_replicas  # noqa: E402
+from spark_udfs.jobs.diff import diff_scan  # noqa: E402
+from spark_udfs.jobs.report import build_report  # noqa: E402
+from spark_udfs.jobs.scan import scan_replicas  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from loopback_s3 import ACCESS_KEY, SECRET_KEY, LoopbackS3  # noqa: E402
@@ -127,7 +127,7 @@ def test_diff_writes_plan_json_to_a_uri(spark, store, tmp_path, capsys):
     assert plan["commands"] > 0 and all("round" in c for c in plan["first"])
     assert SECRET_KEY not in json.dumps(plan)
     # the same writer onto the S3 store itself
-    from spark_udfs.cli import _write_file
+    from spark_udfs.cli.common import _write_file
 
     _write_file(s3.uri("out/plan.json"), b"[]\n")
     with s3.filesystem().open_input_stream(f"{s3.bucket}/out/plan.json") as f:

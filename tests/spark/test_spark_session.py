@@ -7,7 +7,7 @@ import os
 import pytest
 
 from merkle.cli import main
-from spark_udfs.session import JavaNotFoundError, find_java
+from spark_udfs.cluster.session import JavaNotFoundError, find_java
 
 
 def test_find_java_uses_java_home_then_path(tmp_path, monkeypatch):
@@ -48,7 +48,7 @@ def test_cli_says_java_is_missing_in_one_line(tmp_path, monkeypatch, capsys):
     ({"MASTER": "spark://h:7077"}, True),
 ])
 def test_a_launchers_master_is_not_overridden(monkeypatch, env, given):
-    from spark_udfs import session
+    from spark_udfs.cluster import session
 
     for k in ("PYSPARK_GATEWAY_PORT", "PYSPARK_SUBMIT_ARGS", "MASTER"):
         monkeypatch.delenv(k, raising=False)
@@ -59,7 +59,7 @@ def test_a_launchers_master_is_not_overridden(monkeypatch, env, given):
 
 _SHOW = """
 import json, sys
-from spark_udfs.session import get_session
+from spark_udfs.cluster.session import get_session
 spark = get_session("local[1]", conf=json.loads(sys.argv[1]))
 keys = ["spark.ui.enabled", "spark.sql.execution.arrow.maxRecordsPerBatch",
         "spark.sql.session.timeZone", "spark.sql.shuffle.partitions",
@@ -107,12 +107,12 @@ def test_launcher_settings_win_over_the_defaults(tmp_path):
                    "spark.sql.session.timeZone": "Europe/Paris",
                    "spark.sql.shuffle.partitions": "5",
                    "spark.sql.execution.arrow.pythonUDF.columnarInput.enabled": "false",
-                   "spark.python.daemon.module": "spark_udfs.worker_daemon",
+                   "spark.python.daemon.module": "spark_udfs.cluster.worker_daemon",
                    "spark.ui.showConsoleProgress": "true"}  # the user's spark-defaults
 
 
 def test_defaults_apply_where_nobody_set_a_value(tmp_path):
-    from spark_udfs.session import DEFAULT_CONF, SHUFFLE_TASKS_PER_CORE
+    from spark_udfs.cluster.session import DEFAULT_CONF, SHUFFLE_TASKS_PER_CORE
 
     got = _session_conf(tmp_path, {}, {})
     assert got["spark.ui.enabled"] == "false"  # an embedded driver's UI is off
@@ -121,7 +121,7 @@ def test_defaults_apply_where_nobody_set_a_value(tmp_path):
     assert got["spark.sql.session.timeZone"] == "UTC"
     # scales with the cluster: local[1] has one core
     assert got["spark.sql.shuffle.partitions"] == str(SHUFFLE_TASKS_PER_CORE * 1)
-    assert got["spark.python.daemon.module"] == "spark_udfs.worker_daemon"
+    assert got["spark.python.daemon.module"] == "spark_udfs.cluster.worker_daemon"
     # pyspark's launcher sets it true as a shell's default; nobody chose it: off
     assert got["spark.ui.showConsoleProgress"] == "false"
 
@@ -137,7 +137,7 @@ def test_defaults_apply_where_nobody_set_a_value(tmp_path):
     ({"PYSPARK_GATEWAY_PORT": "4242"}, {"spark.ui.showConsoleProgress": "true"}, True),
 ])
 def test_console_progress_is_the_users_choice_only(monkeypatch, tmp_path, env, launcher, chosen):
-    from spark_udfs import session
+    from spark_udfs.cluster import session
 
     for k in ("PYSPARK_GATEWAY_PORT", "PYSPARK_SUBMIT_ARGS", "SPARK_HOME"):
         monkeypatch.delenv(k, raising=False)
@@ -150,7 +150,7 @@ def test_console_progress_is_the_users_choice_only(monkeypatch, tmp_path, env, l
 
 
 def test_jvm_stderr_filter_drops_only_the_incubator_line():
-    from spark_udfs.session import JVM_NOISE, _StderrFilter
+    from spark_udfs.cluster.session import JVM_NOISE, _StderrFilter
 
     f = _StderrFilter(-1)
     assert f.feed(JVM_NOISE[:10]) == b""  # might still become the noise: held
@@ -191,8 +191,8 @@ def test_the_scan_jobs_byte_accumulator_equals_the_summary(spark, tmp_path):
     from pyspark.sql import functions as F
 
     from merkle.replica.generate import generate_cluster, parse_faults
-    from spark_udfs.progress import scanned_bytes
-    from spark_udfs.scan import scan_replicas
+    from spark_udfs.cluster.progress import scanned_bytes
+    from spark_udfs.jobs.scan import scan_replicas
 
     generate_cluster(tmp_path / "c", faults=parse_faults("bitflip=1"), containers=3, seed=2)
     tables = scan_replicas(spark, [str(tmp_path / "c")])

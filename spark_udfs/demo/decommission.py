@@ -32,9 +32,9 @@ def _flip_first_byte(replica: Path) -> None:
 
 
 def _plan(spark: Any, cluster: Path, out: Path, node: str) -> Dict[str, Any]:
-    from spark_udfs.diff import diff_scan
-    from spark_udfs.plan import build_plan
-    from spark_udfs.scan import scan_replicas
+    from spark_udfs.jobs.diff import diff_scan
+    from spark_udfs.jobs.plan import build_plan
+    from spark_udfs.jobs.scan import scan_replicas
 
     spark.catalog.clearCache()
     scan_replicas(spark, [str(cluster)]).write(str(out))
@@ -53,7 +53,7 @@ def run_plan_demo(work: Path, spark: Any, say: Callable[[str], Any] = print,
     from merkle.replica.generate import generate_cluster
     from merkle.replica.reconcile import replica_groups
     from merkle.replica.replicate import commands_from_plan, replicate
-    from spark_udfs.plan import format_text, to_json
+    from spark_udfs.jobs.plan import format_text, to_json
 
     cluster = work / "plan-cluster"
     generate_cluster(cluster, datanodes=DATANODES, volumes=1, containers=10, seed=19,

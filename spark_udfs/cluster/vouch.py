@@ -1,7 +1,7 @@
 """Which scanned volumes may vouch for their replicas: the checks that only the whole cluster
 (and its inventory) shows, one implementation for the data-local scan's driver
-(spark_udfs.hostscan) and for the readers of tables written by `crcmerkle scan --emit`
-(spark_udfs.emit), which no driver checked when they were written.
+(spark_udfs.jobs.hostscan) and for the readers of tables written by `crcmerkle scan --emit`
+(spark_udfs.tables.emit), which no driver checked when they were written.
 
 A volume read on its host is still no good copy when (in this order, the first that holds
 says why):
@@ -34,7 +34,7 @@ from merkle.replica.layout import datanode_identity
 __all__ = ["DUPLICATE_DATANODE", "NOT_IN_INVENTORY", "SCANNED", "Verdict", "WRONG_DATANODE",
            "check_volumes", "same_volume"]
 
-#: the volumes table's statuses these checks use (spark_udfs.scan.VOLUME_STATUSES; repeated
+#: the volumes table's statuses these checks use (spark_udfs.jobs.scan.VOLUME_STATUSES; repeated
 #: so that this module imports no Spark job)
 SCANNED = "SCANNED"
 WRONG_DATANODE = "WRONG_DATANODE"
@@ -160,7 +160,7 @@ _FILE = "_metadata.file_name"
 
 
 def _emitted(name: Any) -> Any:
-    from spark_udfs.emit import FILE_PREFIX
+    from spark_udfs.tables.emit import FILE_PREFIX
 
     return name.startswith(FILE_PREFIX) & name.endswith(".parquet")
 
@@ -171,7 +171,7 @@ def vet_emitted(spark: Any, tables: Dict[str, Any], inventory: Optional[Inventor
     applied to the volumes `crcmerkle scan --emit` wrote (their files' names say so; the
     Spark scans' own tables were checked by their driver): each volume that may not vouch
     gets its status in the volumes table, and its rows, in files named as its volumes-table
-    file (spark_udfs.emit.file_name: one name per host and volume in every table), leave the
+    file (spark_udfs.tables.emit.file_name: one name per host and volume in every table), leave the
     other tables. Unchanged when there is no volumes table or nothing to take out."""
     from pyspark.sql import functions as F
 
@@ -197,7 +197,7 @@ def _rewritten(spark: Any, volumes: Any, verdicts: Dict[Key, Verdict]) -> Any:
     """The volumes table with each judged SCANNED row's status, detail and datanode."""
     from pyspark.sql import functions as F
 
-    from spark_udfs.scan import VOLUME_SCHEMA
+    from spark_udfs.jobs.scan import VOLUME_SCHEMA
 
     changes = spark.createDataFrame(
         [(h, v, x.status, x.detail, x.datanode) for (h, v), x in sorted(verdicts.items())],

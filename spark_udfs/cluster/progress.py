@@ -7,11 +7,11 @@ bytes the scan job's executors have read from block files, and redraws one line 
 
     scan  stage 3: 14/32 tasks (2 running)  1.2 GiB scanned  0:07
 
-The scan reads replicas in Python (spark_udfs.scan), which Spark's input metrics never
+The scan reads replicas in Python (spark_udfs.jobs.scan), which Spark's input metrics never
 count: its bytes come from the job itself, a PySpark accumulator (`bytes_accumulator`) that
 the scan function adds each replica's bytes_read to on the executors. Accumulator updates
 reach the driver when a task finishes, not while it runs: the figure grows task by task (a
-task holds up to spark_udfs.scan.REPLICAS_PER_TASK replicas), and a task that Spark retries
+task holds up to spark_udfs.jobs.scan.REPLICAS_PER_TASK replicas), and a task that Spark retries
 or recomputes adds its bytes again (the tables' bytes_read is the exact figure).
 
 Only on a terminal: with stderr redirected, or --json, nothing is drawn (the caller passes

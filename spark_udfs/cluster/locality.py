@@ -69,7 +69,7 @@ __all__ = ["DEFAULT_EXECUTOR_WAIT", "STRICT_LOCALITY_CONF", "TaskPlacement", "ex
            "wait_for_executors"]
 
 #: seconds a data-local job waits for every inventory host's executor before it starts
-#: without the missing ones (spark_udfs.hostscan reports them NO_EXECUTOR)
+#: without the missing ones (spark_udfs.jobs.hostscan reports them NO_EXECUTOR)
 DEFAULT_EXECUTOR_WAIT = 120.0
 
 #: Spark settings for data-local tasks (see the module docstring): the wait is far longer than

@@ -7,7 +7,7 @@ sees none of it. So the unit of work is one (host, volume) of the inventory
 (merkle.replica.inventory), and:
 
 - the driver never lists replicas. It compares the inventory with the executors that
-  registered (spark_udfs.locality): a host without one gets NO_EXECUTOR for each of its
+  registered (spark_udfs.cluster.locality): a host without one gets NO_EXECUTOR for each of its
   volumes and no task at all, so nothing waits for it. Every other (host, volume) is one
   task whose preferred location is the host, as its executor registered (located_rdd);
 - a host whose executors all leave while its job runs (a killed worker) has its job
@@ -19,14 +19,14 @@ sees none of it. So the unit of work is one (host, volume) of the inventory
   layout, at the per-volume byte rate, in the idle I/O class, dropping what it read from the
   page cache (merkle.replica.politeio): polite on a live datanode;
 - the driver then checks what only the whole cluster shows (one small row per volume,
-  spark_udfs.vouch, the checks the readers of `crcmerkle scan --emit` tables apply too): a
+  spark_udfs.cluster.vouch, the checks the readers of `crcmerkle scan --emit` tables apply too): a
   datanode identity claimed on two hosts (DUPLICATE_DATANODE), a host whose volumes name
   different datanodes, or a volume of another cluster (WRONG_DATANODE: that volume alone),
   and a container twice on one datanode (DUPLICATE_REPLICA): their rows are taken out of
   the tables that compare replicas, so that no replica is counted as another datanode's.
 
 Driver time and memory grow with the number of volumes, never with the number of replicas.
-The tables are those of spark_udfs.scan (plus `host` columns and the volumes table), so
+The tables are those of spark_udfs.jobs.scan (plus `host` columns and the volumes table), so
 diff, report and plan read them alike.
 """
 
@@ -46,8 +46,9 @@ from merkle.replica.errors import ReplicaError
 from merkle.replica.inventory import Host, Inventory
 from merkle.replica.levels import severity_of
 from merkle.replica.uri import redact
-from spark_udfs.locality import DEFAULT_EXECUTOR_WAIT, STRICT_LOCALITY_CONF
-from spark_udfs.scan import (
+from spark_udfs.cluster.locality import DEFAULT_EXECUTOR_WAIT, STRICT_LOCALITY_CONF
+from spark_udfs.cluster.vouch import check_volumes
+from spark_udfs.jobs.scan import (
     _OUT_SCHEMA,
     DUPLICATE_REPLICA,
     ERROR_SCHEMA,
@@ -65,13 +66,12 @@ from spark_udfs.scan import (
     _select_blocks,
 )
 from spark_udfs.tables import CHUNK_TABLE_COLUMNS
-from spark_udfs.vouch import check_volumes
 
 __all__ = ["DEFAULT_EXECUTOR_WAIT", "JOB_GROUP", "LOCALITY_CONF", "executor_of",
            "scan_datanodes"]
 
 
-#: what a data-local session needs (spark_udfs.locality.STRICT_LOCALITY_CONF: the scheduler
+#: what a data-local session needs (spark_udfs.cluster.locality.STRICT_LOCALITY_CONF: the scheduler
 #: waits for a task's host however long that host's executor is busy; it cannot forbid
 #: running elsewhere once the host has no live executor, and such a task reads nothing:
 #: WRONG_HOST), and no executor added or removed under the job
@@ -111,7 +111,7 @@ def _scan_volume(item: Dict[str, Any], options: Dict[str, Any]) -> Iterator[pa.T
     """The rows of one (host, volume) task (see the module docstring)."""
     from merkle.replica.layouts import layout_of
     from merkle.replica.results import RateLimiter
-    from spark_udfs.locality import this_executor_host
+    from spark_udfs.cluster.locality import this_executor_host
 
     t0 = time.monotonic()
     ran_on = this_executor_host()
@@ -237,7 +237,7 @@ def _items(inventory: Inventory, registered: Sequence[str], local: bool
 
 def _cluster_checks(volumes: List[Any], inventory: Optional[Inventory] = None
                    ) -> Tuple[Dict[Tuple[str, str], Tuple[str, str]], Set[Tuple[str, str]]]:
-    """What only the whole cluster shows, from the volume rows (spark_udfs.vouch, as the
+    """What only the whole cluster shows, from the volume rows (spark_udfs.cluster.vouch, as the
     readers of emitted tables check them): {(host, volume): (new status, detail)}, and the
     (host, volume) pairs whose rows leave the comparison (those volumes alone: a host's
     other volumes stay counted)."""
@@ -253,11 +253,11 @@ def scan_datanodes(spark: Any, inventory: Inventory, *, trees_only: bool = False
                    also: Sequence[str] = ()) -> ScanTables:
     """Scan every volume of `inventory` on its own host (see the module docstring); the
     stage runs here (the driver's checks need its volume rows). `bytes_per_second`: per
-    volume (None: unlimited). `also`: as spark_udfs.scan.scan_replicas's."""
+    volume (None: unlimited). `also`: as spark_udfs.jobs.scan.scan_replicas's."""
     from pyspark.sql import functions as F
 
-    from spark_udfs.locality import wait_for_executors
-    from spark_udfs.progress import bytes_accumulator
+    from spark_udfs.cluster.locality import wait_for_executors
+    from spark_udfs.cluster.progress import bytes_accumulator
 
     also = check_algorithms(also)
     if also and (trees_only or metadata_only):
@@ -323,7 +323,7 @@ def _wanted(inventory: Inventory) -> List[str]:
     return sorted({h.names()[0] for h in inventory.hosts})
 
 
-#: the job group of host H's scan job (spark_udfs.locality.task_localities reads it back)
+#: the job group of host H's scan job (spark_udfs.cluster.locality.task_localities reads it back)
 JOB_GROUP = "crcmerkle-scan-host:{}"
 
 
@@ -347,7 +347,7 @@ def _run_per_host(spark: Any, per_host: Dict[str, List[Tuple[str, List[str]]]], 
     import pyspark
     from pyspark import inheritable_thread_target
 
-    from spark_udfs.locality import executor_hosts, located_rdd
+    from spark_udfs.cluster.locality import executor_hosts, located_rdd
 
     sc = spark.sparkContext
     running: Set[str] = set(per_host)

@@ -37,14 +37,14 @@ every finding counts.
 The report also says how many replicas were read ("read": replicas, read, fraction);
 `check_read` turns a run that read nothing, or less than a stated fraction, into an error.
 Every datanode the report names carries its identity (`datanode`) and its host name (`host`:
-the scan tables' host column, else the inventory's, else null; spark_udfs.hosts). The
+the scan tables' host column, else the inventory's, else null; spark_udfs.cluster.hosts). The
 `volumes` section lists the volumes that were not verified (status other than SCANNED, each a
 finding: exit 1), `hosts_unverified` the hosts none of whose volumes was, and `verification`
 counts them.
 Counts are computed in Spark (only the first `first` IDs per state are collected), so the
 report costs the same for 200,000 containers as for 20.
 
-The repair plan is computed and written by the executors (spark_udfs.diff.plan_commands and
+The repair plan is computed and written by the executors (spark_udfs.jobs.diff.plan_commands and
 reconcile_commands): a widespread fault makes hundreds of thousands of pulls, which must not
 pass through the driver (its result size limit, its memory). Only counts and the first
 `first` commands come back. The JSON's "reconcile" list holds those first commands, each the
@@ -76,8 +76,8 @@ from merkle.messages import one_line
 from merkle.replica.layouts import owner_repairing
 from merkle.replica.levels import ERROR, NOT_SCANNED_KINDS, WARNING, warning_kinds
 from merkle.trees.ozone import format_checksum
-from spark_udfs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
-from spark_udfs.hosts import HostIndex, host_index, unscanned_hosts
+from spark_udfs.cluster.hosts import HostIndex, host_index, unscanned_hosts
+from spark_udfs.jobs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
 
 __all__ = ["COMMANDS_FORMAT", "FINDING_STATES", "STATES", "NothingVerifiedError",
            "build_report", "check_read", "format_text", "judged_containers",
@@ -334,7 +334,7 @@ def _plan_on_executors(diff: DiffResult, limit: int, first: int, commands_to: Op
     row per part are collected."""
     from pyspark.sql import functions as F
 
-    from spark_udfs.diff import plan_commands, reconcile_commands
+    from spark_udfs.jobs.diff import plan_commands, reconcile_commands
 
     cmds = plan_commands(diff.pulls, limit).persist()  # read by the counts, the list, the file
     try:

@@ -10,10 +10,11 @@ Why each setting:
     faster than 4,000+; the jobs ship metadata rows, which this also suits;
   - spark.sql.execution.arrow.pythonUDF.columnarInput.enabled=false: on (the 4.2+ default) it
     made pandas/arrow UDFs over Parquet 1.1-1.6x slower and ignored maxRecordsPerBatch;
-  - spark.python.daemon.module=spark_udfs.worker_daemon: Spark starts its Python workers with
-    `python -m` in the driver's directory, which puts that directory first on their import
-    path; from the root of a crcmerkle clone they would import its unbuilt merkle/ instead of
-    the installed package. This daemon drops such a directory first (spark_udfs._syspath).
+  - spark.python.daemon.module=spark_udfs.cluster.worker_daemon: Spark starts its Python
+    workers with `python -m` in the driver's directory, which puts that directory first on
+    their import path; from the root of a crcmerkle clone they would import its unbuilt merkle/
+    instead of the installed package. This daemon drops such a directory first
+    (spark_udfs._syspath).
 Precedence: a value the caller passes (`conf`, i.e. `crcmerkle spark --conf`) wins; then
 what the launcher set (`spark-submit --conf`, PYSPARK_SUBMIT_ARGS, spark-defaults.conf);
 DEFAULT_CONF fills in only what neither set. `spark.sql.shuffle.partitions`, when nobody
@@ -23,10 +24,11 @@ The UI is switched off by default only for an embedded (local) master.
 On a cluster (`spark-submit`, master given by the launcher) only the Spark settings apply.
 
 Spark's console progress bars (`[Stage 0:> (0 + 2) / 2]` on stderr) are off unless the USER
-set `spark.ui.showConsoleProgress`: the tool draws its own progress line (spark_udfs.progress),
-only on a terminal, and the bars would fight with it and land in redirected stderr and --json
-runs. pyspark's launcher (spark-submit `pyspark-shell`, which starts the JVM when crcmerkle
-does) sets the key to true as a shell's default, so a value in the JVM's conf is not proof of
+set `spark.ui.showConsoleProgress`: the tool draws its own progress line
+(spark_udfs.cluster.progress), only on a terminal, and the bars would fight with it and land in
+redirected stderr and --json runs. pyspark's launcher (spark-submit `pyspark-shell`, which
+starts the JVM when crcmerkle does) sets the key to true as a shell's default, so a value in
+the JVM's conf is not proof of
 a choice: the user's choice is what `conf` (`crcmerkle spark --conf`), PYSPARK_SUBMIT_ARGS or a
 spark-defaults.conf says; under a real `spark-submit app.py` (no shell default) the launcher's
 value is the user's.
@@ -56,7 +58,7 @@ __all__ = ["CONF_DIR", "DEFAULT_CONF", "JVM_NOISE", "LOCAL_CONF", "LOG4J2",
 #: directory first on the JVM's classpath, so whoever can write into it runs code as the
 #: user of every later `crcmerkle spark ...` (root on a datanode). It holds only
 #: log4j2.properties.
-CONF_DIR = Path(__file__).resolve().parent / "conf"
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"  # spark_udfs/conf
 
 #: Spark's logging at level error (CONF_DIR/log4j2.properties, the one copy of this text)
 LOG4J2 = (CONF_DIR / "log4j2.properties").read_text(encoding="utf-8")
@@ -67,7 +69,7 @@ DEFAULT_CONF: Dict[str, str] = {
     "spark.sql.execution.arrow.pythonUDF.columnarInput.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
-    "spark.python.daemon.module": "spark_udfs.worker_daemon",
+    "spark.python.daemon.module": "spark_udfs.cluster.worker_daemon",
 }
 
 
@@ -110,7 +112,7 @@ def prepare_environment(quiet: bool = True) -> None:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     # Local Python workers must import this checkout's merkle/spark_udfs even when they are
     # not installed (tests run from the source tree): put the package root on PYTHONPATH.
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])  # above spark_udfs/cluster/
     paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
     if root not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([root] + [p for p in paths if p])

@@ -21,7 +21,7 @@ the rules, errors and trees are the local scanner's by construction.
 
 `trees_only=True` skips the data and reads the stored `.tree` files instead; `metadata_only=True`
 is the census (merkle.replica.census): trees from the stored `.tree` or the recorded checksums,
-no data read. spark_udfs.hostscan scans a cluster where its disks are (one task per host and
+no data read. spark_udfs.jobs.hostscan scans a cluster where its disks are (one task per host and
 volume, on that host).
 """
 
@@ -114,7 +114,7 @@ VOLUME_FAILED = "VOLUME_FAILED"
 #: host, or that volume of it, emitted nothing)
 NOT_SCANNED = "NOT_SCANNED"
 #: an emitted volume the --datanodes inventory does not give its host (or a host it does not
-#: list): scanned, but none of its replicas is counted (spark_udfs.vouch)
+#: list): scanned, but none of its replicas is counted (spark_udfs.cluster.vouch)
 NOT_IN_INVENTORY = "NOT_IN_INVENTORY"
 VOLUME_STATUSES = (SCANNED, WRONG_HOST, WRONG_DATANODE, DUPLICATE_DATANODE, NO_EXECUTOR,
                    VOLUME_FAILED, NOT_SCANNED, NOT_IN_INVENTORY)
@@ -311,7 +311,7 @@ def _result_rows(rep: ReplicaRef, r: Any, exc: Optional[Exception],
 def _counting(fn: Any, acc: Any) -> Any:
     """`fn` (a mapInArrow function) that also adds each replica's bytes_read (its REPLICA
     row) to the accumulator `acc`, which the driver's progress line reads
-    (spark_udfs.progress.bytes_accumulator); the sum equals the summary table's bytes_read
+    (spark_udfs.cluster.progress.bytes_accumulator); the sum equals the summary table's bytes_read
     unless Spark retries or recomputes a task."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.compute as pc
@@ -360,7 +360,7 @@ class ScanTables:
     its blocks (BLOCK_SCHEMA: Ozone block value, chunk count, health), the container
     (REPLICA_SCHEMA: container value, counts, bytes read, ok, tombstones, unhealthy chunks)
     and the scan errors. The three levels of values are what the diff job compares
-    (spark_udfs.diff.diff_scan), top-down."""
+    (spark_udfs.jobs.diff.diff_scan), top-down."""
 
     chunks: Any
     blocks: Any
@@ -370,7 +370,7 @@ class ScanTables:
     #: output files from its row counts
     stage: Any = None
     #: the accumulator the executors add each replica's bytes_read to, as its tasks finish
-    #: (the progress line's "scanned"; spark_udfs.progress.bytes_accumulator)
+    #: (the progress line's "scanned"; spark_udfs.cluster.progress.bytes_accumulator)
     bytes_scanned: Any = None
     #: one row per volume (VOLUME_SCHEMA): what became of each
     volumes: Any = None
@@ -485,7 +485,7 @@ def scan_replicas(spark: Any, roots: Sequence[str], trees_only: bool = False,
     # parallelize slices the list as it is: no shuffle stage before the scan
     work = spark.createDataFrame(spark.sparkContext.parallelize(rows, max(1, n)), _WORK_SCHEMA)
     fn = _scan_fn(layouts, trees_only, metadata_only, bytes_per_second, also)
-    from spark_udfs.progress import bytes_accumulator
+    from spark_udfs.cluster.progress import bytes_accumulator
 
     acc = bytes_accumulator(spark.sparkContext)
     out = work.mapInArrow(_counting(fn, acc), _OUT_SCHEMA).cache()

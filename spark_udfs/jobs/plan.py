@@ -35,7 +35,8 @@ bytes planned so far; commands are placed in rounds (a datanode takes part in at
 per round, as the repair plan), containers with the fewest good copies first.
 
 Leaving datanodes are named by their identity (UUID) or their host name (case-insensitive:
-the scan tables' host column or the inventory, spark_udfs.hosts); the plan names each by both.
+the scan tables' host column or the inventory, spark_udfs.cluster.hosts); the plan names each
+by both.
 On Ozone volumes the plan's `ozone admin datanode decommission|maintenance HOST` commands
 name the host (Ozone's commands take host names), never a UUID or a path: a datanode whose
 host is unknown gets no command, and the plan says `--datanodes FILE` would name it. A
@@ -59,9 +60,9 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 from merkle.messages import one_line
 from merkle.replica.commandlist import lines_digest
 from merkle.replica.layouts import owner_repairing
-from spark_udfs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
-from spark_udfs.hosts import HostIndex, command_host, host_index
-from spark_udfs.report import (
+from spark_udfs.cluster.hosts import HostIndex, command_host, host_index
+from spark_udfs.jobs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
+from spark_udfs.jobs.report import (
     RECORDED_NOTE,
     _who,
     read_summary,
@@ -337,7 +338,7 @@ def build_plan(diff: DiffResult, *, decommission: Sequence[str] = (),
     """The plan as a JSON-ready dict (see the module docstring). `errors`, `blocks`: a
     scan's tables (give them when there are; `chunks` is used for byte counts otherwise);
     `read`: plan_read(diff) when the caller has it already; `replicas` (the containers
-    table), `volumes` and `inventory`: who the datanodes are (spark_udfs.hosts).
+    table), `volumes` and `inventory`: who the datanodes are (spark_udfs.cluster.hosts).
     ValueError for a datanode the scan does not know, or listed twice."""
     from pyspark.sql import functions as F
 
@@ -468,7 +469,7 @@ def _check_read_whole(idx: HostIndex, leaving: Dict[str, str]) -> None:
 
 
 def _resolve(idx: HostIndex, names: Sequence[str], known: Sequence[str]) -> List[str]:
-    """The datanodes `names` mean (each a UUID or a host name, spark_udfs.hosts), in order,
+    """The datanodes `names` mean (each a UUID or a host name, spark_udfs.cluster.hosts), in order,
     each once; a name nothing knows is kept as given (build_plan then says so)."""
     out: List[str] = []
     for name in names:
@@ -484,7 +485,7 @@ def _resolve(idx: HostIndex, names: Sequence[str], known: Sequence[str]) -> List
 
 def plan_read(diff: DiffResult) -> Dict[str, Any]:
     """How many of the scan's replicas were read (as the report's "read"): a plan over a
-    scan that read nothing is no plan (the CLI exits 2, spark_udfs.report.check_read)."""
+    scan that read nothing is no plan (the CLI exits 2, spark_udfs.jobs.report.check_read)."""
     from pyspark.sql import functions as F
 
     row = diff.containers.agg(F.sum("n_replicas").alias("n"),

@@ -1,4 +1,6 @@
 """The chunk-level table the jobs exchange, and its conversion to and from ContainerTree.
+(The package of the tables the jobs exchange, without Spark: this module, and
+spark_udfs.tables.emit, the scan's tables written by one host.)
 
 One row per chunk of each replica (schema CHUNK_SCHEMA):
   datanode          who holds the replica (string; any stable name, e.g. "dn0")
@@ -44,12 +46,12 @@ data: `checksum_matches` says whether the bytes read matched them (a full scan; 
 no data and its chunk rows say nothing about the bytes).
 
 Tables written before the --also or the recorded columns read them as null (the readers pass
-the schema: spark.read.schema(spark_udfs.scan.TABLE_SCHEMAS[...])).
+the schema: spark.read.schema(spark_udfs.jobs.scan.TABLE_SCHEMAS[...])).
 
 Which replicas VERIFIED (what a job trusting the recorded checksums must filter on): the
-containers table (spark_udfs.scan.REPLICA_SCHEMA, one row per replica, built by
-spark_udfs.scan._replica_rows) has `verified` (spark_udfs.scan._verified: the scan read the
-replica's block metadata and, if that lists any chunk, some bytes of its block files; for a
+containers table (spark_udfs.jobs.scan.REPLICA_SCHEMA, one row per replica, built by
+spark_udfs.jobs.scan._replica_rows) has `verified` (spark_udfs.jobs.scan._verified: the scan
+read the replica's block metadata and, if that lists any chunk, some bytes of its block files; for a
 census: its metadata was read and it has a tree; for trees-only: its stored `.tree` was
 read) and `ok` (no error-level finding, merkle.replica.levels; the findings themselves are
 the errors table's rows, with their `severity`), with `bytes_read` (0 for a census or a
@@ -57,7 +59,7 @@ trees-only scan: nothing of the data was checked) and `unhealthy_chunks`. Per ch
 `checksum_matches` is true when every window read and the length matched the recorded
 checksums. A replica whose data was checked and found good is: verified, ok, bytes_read > 0
 (or no chunk at all); a chunk of it with checksum_matches true was read and equals its
-recorded checksums. The diff job (spark_udfs.diff) then compares the replicas of a container
+recorded checksums. The diff job (spark_udfs.jobs.diff) then compares the replicas of a container
 (their trees) with each other; that per-container verdict is its output, not a scan column.
 The container value is not a column: it follows from the rows (tree_from_rows), and the
 diff job never needs it, comparing commutative digests instead.
@@ -259,7 +261,7 @@ def tree_to_rows(datanode: str, tree: ContainerTree, replica: Optional[str] = No
     }, schema=ARROW_CHUNK_SCHEMA)
 
 
-#: the blocks table (spark_udfs.scan.BLOCK_SCHEMA): one row per block of each replica, with
+#: the blocks table (spark_udfs.jobs.scan.BLOCK_SCHEMA): one row per block of each replica, with
 #: its chunks as arrays in offset order, as Ozone's BlockMerkleTree holds them
 ARROW_BLOCK_SCHEMA = pa.schema([
     ("datanode", pa.string()), ("replica", pa.string()), ("container", pa.int64()),

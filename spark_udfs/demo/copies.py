@@ -73,7 +73,7 @@ def run_copy_step(work: Path, spark: Any, cluster: Path, manifest: Dict[str, Any
     """Copy, check, compare with what was injected; True when the check found exactly it."""
     from merkle.copies.report import to_json
     from merkle.copies.verdicts import FINDINGS
-    from spark_udfs.copycheck import copycheck
+    from spark_udfs.jobs.copycheck import copycheck
 
     copies = work / "copies"
     expected = copy_keys(cluster, manifest, copies)

@@ -53,7 +53,7 @@ import numpy as np
 import pyarrow as pa
 
 import merkle
-from spark_udfs.passes import whole_groups
+from spark_udfs.jobs.passes import whole_groups
 from spark_udfs.tables import CHUNK_COLUMNS, RowColumns, column_values
 
 __all__ = ["DEFAULT_DATANODE_LIMIT", "DiffResult", "PULL_KINDS", "PULL_SCHEMA", "diff_chunks",
@@ -68,7 +68,7 @@ CORRUPT_CHUNK = "CORRUPT_CHUNK"
 DIVERGED_DELETED_BLOCK = "DIVERGED_DELETED_BLOCK"
 UNRECOVERABLE_CHUNK = "UNRECOVERABLE_CHUNK"
 PENDING_DELETION = "PENDING_DELETION"
-#: container state: none of its replicas could be read (see spark_udfs.scan._verified)
+#: container state: none of its replicas could be read (see spark_udfs.jobs.scan._verified)
 UNVERIFIED = "UNVERIFIED"
 PULL_KINDS = (MISSING_BLOCK, MISSING_CHUNK, CORRUPT_CHUNK, DIVERGED_DELETED_BLOCK)
 
@@ -226,7 +226,7 @@ def _level3(chunks: Any, blocks: Any, replica_keys: Any, diverged_blocks: Any) -
     # and Arrow keeps nullable 64-bit IDs exact where pandas would make them float64.
     # Parallelism follows the data: repartitioning by column alone (no count) lets adaptive
     # execution coalesce the session's shuffle partitions (which scale with the cluster,
-    # spark_udfs.session) to what the diverged rows need.
+    # spark_udfs.cluster.session) to what the diverged rows need.
     return pick(rows, cols).unionByName(pick(markers, marker_cols)).repartition("container") \
         .sortWithinPartitions("container").mapInArrow(_compare_batches, PULL_SCHEMA)
 
@@ -241,7 +241,7 @@ def _largest_first() -> Any:
 
 
 def diff_scan(scan: Any) -> DiffResult:
-    """Diff the tables of a scan (spark_udfs.scan.ScanTables, or a dict of its DataFrames
+    """Diff the tables of a scan (spark_udfs.jobs.scan.ScanTables, or a dict of its DataFrames
     read back from Parquet: chunks, blocks, containers)."""
     get = scan.get if isinstance(scan, dict) else (lambda k: getattr(scan, k))
     return diff_chunks(get("chunks"), blocks=get("blocks"), containers=get("containers"))
@@ -331,7 +331,7 @@ _PULL_ARROW = pa.schema([
 
 def _compare_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Level 3 over one partition: rows arrive sorted by container and a container's rows
-    may span batches; every complete container of a pass (spark_udfs.passes) is compared
+    may span batches; every complete container of a pass (spark_udfs.jobs.passes) is compared
     once (_compare_table)."""
     for t in whole_groups(batches, "container"):
         out = _compare_table(t)
@@ -579,7 +579,7 @@ def plan_commands(pulls: Any, limit: int = DEFAULT_DATANODE_LIMIT) -> Any:
                            .cast("int"))
 
 
-#: the fields of a reconcile command, in the report's order (spark_udfs.report)
+#: the fields of a reconcile command, in the report's order (spark_udfs.jobs.report)
 RECONCILE_FIELDS = ("round", "container_id", "datanode", "replica", "peers", "peer_datanodes",
                     "argv")
 

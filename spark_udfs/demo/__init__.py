@@ -1,4 +1,6 @@
-"""The end-to-end demo behind `crcmerkle spark demo` (README.md's command 1).
+"""The end-to-end demo behind `crcmerkle spark demo` (README.md's command 1); its steps are
+this package's modules (decommission, copies), its directory's checks the command line's
+(spark_udfs.cli.demodir).
 
 It generates a small cluster with injected faults (merkle.replica.generate, ground truth in its
 manifest), runs the scan, diff and report jobs on Spark, and checks that what the jobs found is
@@ -9,9 +11,9 @@ touched. Then (unless told not to) it feeds the report's repair commands to the 
 scans again: every container must match except those holding an unrecoverable chunk (the
 crcmerkle layout; on Ozone volumes repair is the datanodes' own, the report lists it). On the
 Ozone layout the generator also writes an OM DB of keys made of the blocks, and the copy-check
-step (spark_udfs.copy_demo) copies them with injected differences and checks that
+step (spark_udfs.demo.copies) copies them with injected differences and checks that
 `crcmerkle spark copycheck` finds exactly those. Last (both layouts, unless told not to
-repair) the decommission step, spark_udfs.plan_demo: a node Ozone's replica count would let
+repair) the decommission step, spark_udfs.demo.decommission: a node Ozone's replica count would let
 go although it holds the only good copy of a container, and the plan whose copies make it
 safe.
 
@@ -146,8 +148,8 @@ def check_findings(manifest: Dict[str, Any], errors: Iterable[ErrorKey],
 
     errors: (replica path relative to the cluster root, error, block, offset) scan errors;
     pulls: (target replica relative path, kind, block, offset) pulls the report plans
-    (spark_udfs.report.planned_pulls);
-    mismatched: container IDs the report counts MISMATCHED (spark_udfs.report
+    (spark_udfs.jobs.report.planned_pulls);
+    mismatched: container IDs the report counts MISMATCHED (spark_udfs.jobs.report
     .judged_containers); unrecoverable: (container, block, offset) chunks the diff reported
     unrecoverable; pending: (replica relative path, block) blocks the diff reported live on
     that replica but deleted on others.
@@ -226,8 +228,8 @@ class DemoResult:
     findings: Findings
     report: Dict[str, Any]
     after_repair: Optional[Dict[str, Any]] = None  # the report of the re-scan
-    plan_ok: Optional[bool] = None  # the decommission step (spark_udfs.plan_demo)
-    copies_ok: Optional[bool] = None  # the copy-check step (spark_udfs.copy_demo)
+    plan_ok: Optional[bool] = None  # the decommission step (spark_udfs.demo.decommission)
+    copies_ok: Optional[bool] = None  # the copy-check step (spark_udfs.demo.copies)
 
     @property
     def ok(self) -> bool:
@@ -249,9 +251,9 @@ def _analyse(spark: Any, cluster: Path, out: Path, first: int, report_file: Path
              ) -> Tuple[Any, Dict[str, Any]]:
     """scan -> Parquet -> diff -> report, as `crcmerkle spark run --report FILE` does: the
     executors write the full command list next to `report_file` (FILE.commands/)."""
-    from spark_udfs.diff import diff_scan
-    from spark_udfs.report import build_report
-    from spark_udfs.scan import scan_replicas
+    from spark_udfs.jobs.diff import diff_scan
+    from spark_udfs.jobs.report import build_report
+    from spark_udfs.jobs.scan import scan_replicas
 
     scan_replicas(spark, [str(cluster)]).write(str(out))
     tables = {name: spark.read.parquet(str(out / name))
@@ -278,8 +280,8 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
     from merkle.replica.fileio import write_atomic
     from merkle.replica.generate import generate_cluster, parse_faults
     from merkle.replica.reconcile import load_report_jobs, reconcile
-    from spark_udfs.report import format_text, judged_containers, planned_pulls, to_json
-    from spark_udfs.session import get_session
+    from spark_udfs.cluster.session import get_session
+    from spark_udfs.jobs.report import format_text, judged_containers, planned_pulls, to_json
 
     work = Path(workdir)
     cluster = work / "cluster"
@@ -347,16 +349,16 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
 def _copy_step(work: Path, spark: Any, cluster: Path, manifest: Dict[str, Any],
                say: Any) -> bool:
     """Step 6 (Ozone layout): the keys' copies checked from stored checksums
-    (spark_udfs.copy_demo)."""
-    from spark_udfs.copy_demo import run_copy_step
+    (spark_udfs.demo.copies)."""
+    from spark_udfs.demo.copies import run_copy_step
 
     return run_copy_step(work, spark, cluster, manifest, work / "scan", say, "[6/8]")
 
 
 def _plan_step(work: Path, spark: Any, say: Any, layout: str) -> bool:
-    """Steps 6-7: the decommission plan (spark_udfs.plan_demo) on its own small cluster, in
+    """Steps 6-7: the decommission plan (spark_udfs.demo.decommission) on its own small cluster, in
     the crcmerkle layout, where `crcmerkle replicate` carries the copies out."""
-    from spark_udfs.plan_demo import run_plan_demo
+    from spark_udfs.demo.decommission import run_plan_demo
 
     return run_plan_demo(work, spark, say, demo_layout=layout)
 

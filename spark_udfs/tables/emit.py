@@ -4,12 +4,12 @@ Spark (pyarrow only: no pyspark is imported here).
 For operators who cannot run Spark workers on their datanodes: each host scans its own volumes
 (through their layout, as a Spark task would: merkle.replica.layouts.layout_of, one rate limiter
 per volume, the page cache dropped) and writes the rows the Spark scan would write for them,
-built by the Spark scan's own row builders (spark_udfs.scan._result_rows, _one_per_datanode),
+built by the Spark scan's own row builders (spark_udfs.jobs.scan._result_rows, _one_per_datanode),
 as Parquet under the same table layout:
 
     <URI>/<table>/datanode=<id>/emit-<host>_<volume>.parquet
 
-for every table of spark_udfs.scan.TABLE_SCHEMAS (chunks, blocks, containers, errors,
+for every table of spark_udfs.jobs.scan.TABLE_SCHEMAS (chunks, blocks, containers, errors,
 volumes), with the column types Spark's reader is given (TABLE_SCHEMAS; the partition column
 `datanode` is not in the files, its directory value escaped as Spark escapes partition
 values), so that `crcmerkle spark diff/report/plan URI` reads many hosts' emitted tables as one
@@ -23,13 +23,13 @@ is reached from the directory's descriptor (_LocalOut): no symbolic link inside 
 written, renamed or deleted through, and no file of another user is removed.
 
 The readers (`crcmerkle spark diff|report|plan|copycheck`) apply the data-local scan's checks
-to these tables (spark_udfs.vouch): a volume the inventory does not give its host, a datanode
-on two hosts, a host naming two datanodes leave the comparison there.
+to these tables (spark_udfs.cluster.vouch): a volume the inventory does not give its host, a
+datanode on two hosts, a host naming two datanodes leave the comparison there.
 
 Memory: rows go to one ParquetWriter per (table, datanode) of the volume being scanned, a row
 group at a time (ROW_GROUP_BYTES): a volume's chunk rows are never held whole.
 
-An inventory host that emitted nothing is found by spark_udfs.hosts.unscanned_hosts when the
+An inventory host that emitted nothing is found by spark_udfs.cluster.hosts.unscanned_hosts when the
 tables are read (`spark report --datanodes FILE`).
 """
 
@@ -56,7 +56,13 @@ from merkle.replica.layouts import layout_of
 from merkle.replica.results import RateLimiter
 from merkle.replica.safeopen import check_component, open_dir, open_regular
 from merkle.replica.uri import Location, redact
-from spark_udfs.scan import SCANNED, TABLE_SCHEMAS, VOLUME_FAILED, _one_per_datanode, _result_rows
+from spark_udfs.jobs.scan import (
+    SCANNED,
+    TABLE_SCHEMAS,
+    VOLUME_FAILED,
+    _one_per_datanode,
+    _result_rows,
+)
 
 __all__ = ["EmitResult", "FILE_PREFIX", "PARTITION", "ROW_GROUP_BYTES", "TABLE_ARROW",
            "default_host", "emit_scan", "escape_partition_value", "file_name", "host_key"]
@@ -90,7 +96,7 @@ TABLE_ARROW: Dict[str, pa.Schema] = {n: _arrow_schema(s) for n, s in TABLE_SCHEM
 _FILE_ARROW: Dict[str, pa.Schema] = {
     n: pa.schema([f for f in s if f.name != PARTITION]) for n, s in TABLE_ARROW.items()}
 
-#: the output rows of spark_udfs.scan (_OUT_ARROW, by `kind`) as each table's columns
+#: the output rows of spark_udfs.jobs.scan (_OUT_ARROW, by `kind`) as each table's columns
 #: (the renames of scan_replicas: a BLOCK row's data_checksum is block_value, length bytes)
 _TABLE_OF_KIND = {"CHUNK": "chunks", "BLOCK": "blocks", "REPLICA": "containers",
                   "ERROR": "errors"}
@@ -376,7 +382,7 @@ class _VolumeFiles:
 
 
 def _tables_of(results: List[pa.Table]) -> Iterable[Tuple[str, pa.Table]]:
-    """(table name, rows in that table's columns) of spark_udfs.scan output rows (each
+    """(table name, rows in that table's columns) of spark_udfs.jobs.scan output rows (each
     pa.Table of _result_rows holds one kind)."""
     for t in results:
         if t.num_rows == 0:

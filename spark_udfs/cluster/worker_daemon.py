@@ -1,8 +1,9 @@
 """Spark's Python worker daemon, started with the installed crcmerkle on the import path.
 
-The jobs set `spark.python.daemon.module` to this module (see spark_udfs.session). It drops an
-unbuilt source checkout from the front of sys.path (spark_udfs._syspath), then runs PySpark's
-own daemon unchanged; the workers it forks import the installed merkle and spark_udfs.
+The jobs set `spark.python.daemon.module` to this module (see spark_udfs.cluster.session). It
+drops an unbuilt source checkout from the front of sys.path (spark_udfs._syspath), then runs
+PySpark's own daemon unchanged; the workers it forks import the installed merkle and
+spark_udfs.
 """
 
 import runpy

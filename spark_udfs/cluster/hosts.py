@@ -21,11 +21,11 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, 
 
 from merkle.replica.inventory import Inventory, _check_host, _name_key
 from merkle.replica.layout import UNKNOWN_DATANODE, datanode_identity
-from spark_udfs.vouch import NOT_IN_INVENTORY, same_volume
+from spark_udfs.cluster.vouch import NOT_IN_INVENTORY, same_volume
 
 __all__ = ["HostIndex", "command_host", "host_index", "unscanned_hosts"]
 
-#: the volumes table's statuses (spark_udfs.scan.VOLUME_STATUSES; repeated here so that this
+#: the volumes table's statuses (spark_udfs.jobs.scan.VOLUME_STATUSES; repeated here so that this
 #: module does not import the scan job)
 SCANNED = "SCANNED"
 NOT_SCANNED = "NOT_SCANNED"
@@ -219,7 +219,7 @@ def host_index(spark: Any, *, replicas: Any = None, volumes: Any = None,
 
 
 def _volume_schema() -> str:
-    from spark_udfs.scan import VOLUME_SCHEMA
+    from spark_udfs.jobs.scan import VOLUME_SCHEMA
 
     return VOLUME_SCHEMA
 

@@ -45,7 +45,7 @@ from merkle.copies.verdicts import (
     VERDICTS,
     decide,
 )
-from spark_udfs.passes import whole_groups
+from spark_udfs.jobs.passes import whole_groups
 
 __all__ = ["CopyCheck", "KeyMap", "copycheck", "write_key_map"]
 
@@ -88,7 +88,7 @@ class CopyCheck:
 
 def _compose_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """compose_keys over one partition whose rows are clustered and sorted by key, a pass of
-    whole keys at a time (spark_udfs.passes)."""
+    whole keys at a time (spark_udfs.jobs.passes)."""
     for t in whole_groups(batches, "key_id"):
         yield from compose_keys(t.select(COMPOSE_SCHEMA.names).cast(COMPOSE_SCHEMA)).to_batches()
 
