@@ -21,10 +21,20 @@ step() { printf '\n==> %s\n' "$*"; }
 #   test_fuzz_short.py       time-boxed fuzzing: executions per second are the measure
 FAST_SERIAL=(tests/spark/test_simhosts_smoke.py tests/test_concurrency.py
              tests/test_parser_limits.py tests/test_fuzz_short.py)
-# Out of the fast tier, in CI's `campaigns` step: the long process-level campaigns.
+# Out of the fast tier, in CI's `campaigns` step: the long process-level campaigns (their
+# durations in the fast tier's report put it past its 10 minutes).
 #   test_simhosts_jobs.py    the jobs on simulated hosts (~6 minutes of a standalone cluster;
 #                            the harness itself stays in the fast tier: test_simhosts_smoke.py)
-CAMPAIGNS=(tests/spark/test_simhosts_jobs.py)
+#   test_demo_hosts.py       `spark demo --hosts 3` end to end on simulated hosts (the longest
+#                            single test of the suite: a cluster, a generated cluster, 4 jobs)
+#   test_leaks.py            memory growth over thousands of calls, with its positive control
+#   test_spark_ctrl_c.py     Ctrl-C at each stage of a Spark job's life, a JVM each
+#   test_crash_kill.py       writers SIGKILLed at every step, then re-run
+#   test_soak.py             the soak loop
+#   test_resource_limits.py  runs under rlimits (file descriptors, memory), a process each
+CAMPAIGNS=(tests/spark/test_simhosts_jobs.py tests/spark/test_demo_hosts.py tests/test_leaks.py
+           tests/spark/test_spark_ctrl_c.py tests/test_crash_kill.py tests/test_soak.py
+           tests/test_resource_limits.py)
 # The PySpark 3.5 step: the tests that exercise Spark's API surface, chosen by what they touch
 # (the rest of tests/spark checks crcmerkle's own logic through these same calls):
 #   session start, conf, launcher     test_spark_session, test_spark_launcher,
