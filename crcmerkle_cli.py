@@ -29,8 +29,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs tens of milliseconds to import: a Ctrl-C window
     from typing import Any, List, Optional
 
-__all__ = ["main", "quiet_interrupts_while_exiting", "quiet_interrupts_while_importing",
-           "run_quietly"]
+__all__ = [
+    "main",
+    "quiet_interrupts_while_exiting",
+    "quiet_interrupts_while_importing",
+    "run_quietly",
+]
 
 #: what every verb prints when interrupted (merkle.cli.main prints the same)
 INTERRUPTED_LINE = b"crcmerkle: error: interrupted\n"

@@ -108,8 +108,12 @@ def _build_flags() -> tuple[list[str], list[str]]:
     else:
         compile_args += ["-O3"]
     if _flag("CRCMERKLE_SANITIZE"):
-        san = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
-               "-fno-omit-frame-pointer", "-g"]
+        san = [
+            "-fsanitize=address,undefined",
+            "-fno-sanitize-recover=undefined",
+            "-fno-omit-frame-pointer",
+            "-g",
+        ]
         compile_args += san
         link_args += san
     if _flag("CRCMERKLE_COVERAGE"):
@@ -130,8 +134,11 @@ class PerFileFlagsBuildExt(build_ext):
         def _compile(obj, src, ext, cc_args, extra_postargs, pp_opts):  # type: ignore[no-untyped-def]
             suffix = Path(src).stem.rsplit("_", 1)[-1]
             extra = list(extra_postargs or [])
-            if (Path(src).parent.name == CSRC and suffix in KERNEL_FLAGS
-                    and not Path(src).stem.startswith("cpu_")):
+            if (
+                Path(src).parent.name == CSRC
+                and suffix in KERNEL_FLAGS
+                and not Path(src).stem.startswith("cpu_")
+            ):
                 extra += KERNEL_FLAGS[suffix]
             if src.endswith(".c") and Path(src).parent.name != CSRC:
                 # Cython output: C11 warnings about Cython's own code are noise.
@@ -148,10 +155,19 @@ def _parallel_compile(compiler):  # type: ignore[no-untyped-def]
     is a gcc process; distutils' own loop waits for each in turn)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    def compile(sources, output_dir=None, macros=None, include_dirs=None, debug=False,  # type: ignore[no-untyped-def]
-                extra_preargs=None, extra_postargs=None, depends=None):
+    def compile(
+        sources,
+        output_dir=None,
+        macros=None,
+        include_dirs=None,
+        debug=False,  # type: ignore[no-untyped-def]
+        extra_preargs=None,
+        extra_postargs=None,
+        depends=None,
+    ):
         macros, objects, extra_postargs, pp_opts, build = compiler._setup_compile(
-            output_dir, macros, include_dirs, sources, depends, extra_postargs)
+            output_dir, macros, include_dirs, sources, depends, extra_postargs
+        )
         cc_args = compiler._get_cc_args(pp_opts, debug, extra_preargs)
 
         def one(obj):  # type: ignore[no-untyped-def]
@@ -198,7 +214,7 @@ extensions = [
         define_macros=[*KERNEL_MACROS, ("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         extra_compile_args=compile_args,
         extra_link_args=link_args,
-    )
+    ),
 ]
 
 setup(

@@ -33,8 +33,7 @@ import numpy as np
 from merkle.replica.generate import GeneratorConfig, generate_cluster
 from merkle.replica.scan import scan_paths
 
-PASSES = {"data": {}, "trees-only": {"trees_only": True},
-          "metadata-only": {"metadata_only": True}}
+PASSES = {"data": {}, "trees-only": {"trees_only": True}, "metadata-only": {"metadata_only": True}}
 
 
 def timed(fn: Any) -> Tuple[Any, float, float]:
@@ -68,9 +67,10 @@ def large_replica_seconds(chunks: int, rounds: int) -> Dict[str, float]:
     rng = np.random.default_rng(1)
     meta = ContainerMeta(7)
     for i in range(chunks):
-        sums = rng.integers(0, 2 ** 32, 256, dtype=np.uint32).astype(">u4").tobytes()
-        meta.put_chunks(1 + i // 64, [ChunkMeta((i % 64) * 4 * 2 ** 20, 4 * 2 ** 20, CRC32,
-                                                16384, sums)])
+        sums = rng.integers(0, 2**32, 256, dtype=np.uint32).astype(">u4").tobytes()
+        meta.put_chunks(
+            1 + i // 64, [ChunkMeta((i % 64) * 4 * 2**20, 4 * 2**20, CRC32, 16384, sums)]
+        )
     rows = [(block_key(7, b)[9:], encode_block(7, meta.blocks[b])) for b in sorted(meta.blocks)]
 
     class Files:
@@ -99,10 +99,10 @@ def large_replica_seconds(chunks: int, rounds: int) -> Dict[str, float]:
     out: Dict[str, List[float]] = {"decode": [], "stored tree kept": [], "tree built": []}
     for _ in range(rounds):
         out["decode"].append(timed(Files(None).load_meta)[2])
-        out["stored tree kept"].append(timed(lambda: scan_files(Files(stored),
-                                                                metadata_only=True))[2])
-        out["tree built"].append(timed(lambda: scan_files(Files(None),
-                                                          metadata_only=True))[2])
+        out["stored tree kept"].append(
+            timed(lambda: scan_files(Files(stored), metadata_only=True))[2]
+        )
+        out["tree built"].append(timed(lambda: scan_files(Files(None), metadata_only=True))[2])
     return {k: statistics.median(v) for k, v in out.items()}
 
 
@@ -116,8 +116,11 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="census-rate-", dir=args.dir))
     try:
         root = tmp / "ozone"
-        _, gen_s, _ = timed(lambda: generate_cluster(root, GeneratorConfig(
-            containers=args.containers, seed=1, layout="ozone")))
+        _, gen_s, _ = timed(
+            lambda: generate_cluster(
+                root, GeneratorConfig(containers=args.containers, seed=1, layout="ozone")
+            )
+        )
         cpu: Dict[str, List[float]] = {k: [] for k in PASSES}
         wall: Dict[str, List[float]] = {k: [] for k in PASSES}
         replicas = nbytes = 0
@@ -133,21 +136,28 @@ def main() -> int:
                 wall[name].append(w)
                 cpu[name].append(c)
         nvol, vol_cpu = volume_open_seconds(root)
-        print(f"Ozone cluster: {replicas} replicas on {nvol} volumes, {nbytes / 1e6:.0f} MB "
-              f"of block data (generated in {gen_s:.0f} s); {args.rounds} rounds, median; "
-              f"one thread, hot page cache; CPU = this process's user+sys")
-        print(f"{'pass':<15}{'wall s':>8}{'CPU s':>8}{'replicas/CPU-s':>16}"
-              f"{'per replica, volume opens excluded':>38}")
+        print(
+            f"Ozone cluster: {replicas} replicas on {nvol} volumes, {nbytes / 1e6:.0f} MB "
+            f"of block data (generated in {gen_s:.0f} s); {args.rounds} rounds, median; "
+            f"one thread, hot page cache; CPU = this process's user+sys"
+        )
+        print(
+            f"{'pass':<15}{'wall s':>8}{'CPU s':>8}{'replicas/CPU-s':>16}"
+            f"{'per replica, volume opens excluded':>38}"
+        )
         for name in PASSES:
             c, w = statistics.median(cpu[name]), statistics.median(wall[name])
             per = (c - (0 if name == "trees-only" else vol_cpu)) / replicas
-            print(f"{name:<15}{w:>8.2f}{c:>8.2f}{replicas / c:>16.0f}"
-                  f"{per * 1e3:>31.2f} ms CPU")
-        print(f"one volume's DB snapshot+open+close: {vol_cpu / nvol * 1e3:.1f} ms CPU "
-              f"(data and metadata-only pay it per volume)")
+            print(f"{name:<15}{w:>8.2f}{c:>8.2f}{replicas / c:>16.0f}{per * 1e3:>31.2f} ms CPU")
+        print(
+            f"one volume's DB snapshot+open+close: {vol_cpu / nvol * 1e3:.1f} ms CPU "
+            f"(data and metadata-only pay it per volume)"
+        )
         big = large_replica_seconds(args.chunks, args.rounds)
-        print(f"one replica of {args.chunks} chunks x 4 MiB (256 windows each), in memory: "
-              + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in big.items()))
+        print(
+            f"one replica of {args.chunks} chunks x 4 MiB (256 windows each), in memory: "
+            + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in big.items())
+        )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

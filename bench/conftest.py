@@ -84,8 +84,9 @@ class Bench:
         self.benchmark = benchmark
         self.config = config
 
-    def _iterations(self, func: Callable[..., Any], args: tuple, seconds: float,
-                    rounds: int) -> int:
+    def _iterations(
+        self, func: Callable[..., Any], args: tuple, seconds: float, rounds: int
+    ) -> int:
         per_round = seconds / rounds
         t0 = time.perf_counter_ns()
         func(*args)  # also a warm-up
@@ -98,9 +99,19 @@ class Bench:
             one = max(time.perf_counter_ns() - t0, 1) / 1e9 / batch
         return max(1, int(per_round / one))
 
-    def measure(self, func: Callable[..., Any], *, case: str, impl: str, args: tuple = (),
-                nbytes: int = 0, per: int = 1, unit: str = "GB/s", cold: bool = False,
-                warmup: int = 0) -> Any:
+    def measure(
+        self,
+        func: Callable[..., Any],
+        *,
+        case: str,
+        impl: str,
+        args: tuple = (),
+        nbytes: int = 0,
+        per: int = 1,
+        unit: str = "GB/s",
+        cold: bool = False,
+        warmup: int = 0,
+    ) -> Any:
         """Benchmark func(*args); return its result for the correctness assert.
 
         Pass the implementation itself with args=(data,) rather than a lambda, so that no
@@ -116,8 +127,9 @@ class Bench:
             rounds = HOT_ROUNDS
             iterations = self._iterations(func, args, HOT_SECONDS, rounds)
             warmup = 1
-        result = self.benchmark.pedantic(func, args=args, rounds=rounds, iterations=iterations,
-                                         warmup_rounds=warmup)
+        result = self.benchmark.pedantic(
+            func, args=args, rounds=rounds, iterations=iterations, warmup_rounds=warmup
+        )
         meta = getattr(self.benchmark, "stats", None)
         stats = getattr(meta, "stats", None)
         if stats is None:  # benchmarks disabled: the function ran once
@@ -127,8 +139,9 @@ class Bench:
         info.update(case=case, implementation=impl, backend=merkle.backend())
         if unit == "GB/s":
             value = bm.gbps(nbytes, best_s * 1e9)
-            info.update(gbps=round(value, 4), bytes_per_call=nbytes,
-                        ns_per_call=round(best_s * 1e9, 2))
+            info.update(
+                gbps=round(value, 4), bytes_per_call=nbytes, ns_per_call=round(best_s * 1e9, 2)
+            )
         elif unit == "ns/elem":
             value = best_s * 1e9 / per
             info.update(ns_per_element=round(value, 3), elements=per)
@@ -136,7 +149,8 @@ class Bench:
             value = best_s * 1e9
             info.update(ns_per_call=round(value, 2), bytes_per_call=nbytes)
         self.config.stash[_RESULTS_KEY].setdefault(case, {})[impl] = Measured(
-            case, impl, value, unit)
+            case, impl, value, unit
+        )
         return result
 
 
@@ -182,8 +196,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if not results:
         return
     tr.section("crcmerkle vs peers (ratio = how many times faster crcmerkle is)")
-    tr.write_line(f"backend {merkle.backend()}; mode {'short' if SHORT else 'full'}; "
-                  f"cold buffer {bm.format_size(cold_bytes())}; best round of each benchmark")
+    tr.write_line(
+        f"backend {merkle.backend()}; mode {'short' if SHORT else 'full'}; "
+        f"cold buffer {bm.format_size(cold_bytes())}; best round of each benchmark"
+    )
     for line in ratio_lines(results):
         tr.write_line(line)
     note = bm.peer_note()

@@ -35,8 +35,9 @@ def bench_s3(objects: int, concurrencies: list) -> None:
         body = os.urandom(1024)
         t = time.perf_counter()
         for i in range(objects):
-            client.put_object(Bucket=s3.bucket, Key=f"bench/o{i:07d}", Body=body,
-                              ChecksumAlgorithm="CRC32C")
+            client.put_object(
+                Bucket=s3.bucket, Key=f"bench/o{i:07d}", Body=body, ChecksumAlgorithm="CRC32C"
+            )
         print(f"uploaded {objects} objects in {time.perf_counter() - t:.1f} s")
         for conc in concurrencies:
             target = open_target(s3.uri("bench") + f"&concurrency={conc}")
@@ -48,9 +49,11 @@ def bench_s3(objects: int, concurrencies: list) -> None:
             rows = sum(target.describe(b).num_rows for b in batches)
             t_desc = time.perf_counter() - t
             served = s3.requests - before
-            print(f"concurrency {conc:3d}: list {rows} in {t_list:.2f} s "
-                  f"({target.list_requests} pages); describe {rows / t_desc:,.0f} objects/s, "
-                  f"{(served - target.list_requests) / rows:.2f} requests/object")
+            print(
+                f"concurrency {conc:3d}: list {rows} in {t_list:.2f} s "
+                f"({target.list_requests} pages); describe {rows / t_desc:,.0f} objects/s, "
+                f"{(served - target.list_requests) / rows:.2f} requests/object"
+            )
 
 
 def bench_local(gib: float) -> None:
@@ -71,8 +74,10 @@ def bench_local(gib: float) -> None:
             dt = time.perf_counter() - t
             best = dt if best is None else min(best, dt)
         assert row["bytes_read"] == size and row["error"] is None
-        print(f"local: {size / best / 1e9:.2f} GB/s reading and checksumming "
-              f"(crc32c, crc32, crc64nvme) a {gib:g} GiB file, hot cache, best of 3")
+        print(
+            f"local: {size / best / 1e9:.2f} GB/s reading and checksumming "
+            f"(crc32c, crc32, crc64nvme) a {gib:g} GiB file, hot cache, best of 3"
+        )
 
 
 def main() -> None:

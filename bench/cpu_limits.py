@@ -75,8 +75,12 @@ def cpu_class(info: Optional[Dict[str, str]] = None) -> Optional[str]:
     if vendor == "AuthenticAMD" and family == 26:
         return "AMD Zen 5"
     if vendor == "GenuineIntel" and family == 6:
-        return {143: "Intel Sapphire Rapids", 207: "Intel Emerald Rapids",
-                173: "Intel Granite Rapids", 106: "Intel Ice Lake-SP"}.get(model)
+        return {
+            143: "Intel Sapphire Rapids",
+            207: "Intel Emerald Rapids",
+            173: "Intel Granite Rapids",
+            106: "Intel Ice Lake-SP",
+        }.get(model)
     return None
 
 
@@ -124,11 +128,14 @@ class Limits:
             if bpc is None:
                 continue
             gb = self.gbps(width)
-            parts.append(f"{width} {bpc:.1f} B/cycle ({self.clmul_cycles[width]:.2f} cycles "
-                         f"per VPCLMULQDQ)" + (f" = {gb:.1f} GB/s" if gb else ""))
+            parts.append(
+                f"{width} {bpc:.1f} B/cycle ({self.clmul_cycles[width]:.2f} cycles "
+                f"per VPCLMULQDQ)" + (f" = {gb:.1f} GB/s" if gb else "")
+            )
         clock = f"{self.ghz:.2f} GHz" if self.ghz else "clock unknown"
-        text = (f"CRC-64/NVME fold limit per core ({self.source}; {clock}): "
-                + (", ".join(parts) if parts else "unknown"))
+        text = f"CRC-64/NVME fold limit per core ({self.source}; {clock}): " + (
+            ", ".join(parts) if parts else "unknown"
+        )
         if self.crc32_cycles:
             text += f"; crc32 {8 / self.crc32_cycles:.1f} B/cycle"
         return text
@@ -153,10 +160,12 @@ def probe(timeout: float = 60.0) -> Optional[Limits]:
     with tempfile.TemporaryDirectory(prefix="crcmerkle-probe.") as tmp:
         exe = os.path.join(tmp, "uarch_probe")
         try:
-            subprocess.run([cc, "-O2", src, "-o", exe], check=True, capture_output=True,
-                           timeout=timeout)
-            out = subprocess.run([exe, "--limits"], check=True, capture_output=True, text=True,
-                                 timeout=timeout).stdout
+            subprocess.run(
+                [cc, "-O2", src, "-o", exe], check=True, capture_output=True, timeout=timeout
+            )
+            out = subprocess.run(
+                [exe, "--limits"], check=True, capture_output=True, text=True, timeout=timeout
+            ).stdout
         except (OSError, subprocess.SubprocessError):
             return None
     values: Dict[str, float] = {}
@@ -192,9 +201,13 @@ def limits() -> Limits:
         cycles = {w: c for w, c in known.items() if w in WIDTH_BYTES}
         if "avx512f" not in flags:  # a VM may hide AVX-512 from a CPU that has it
             cycles.pop("zmm", None)
-        return Limits(_cpuinfo_ghz(info), cycles,
-                      "table for this CPU class, clock from /proc/cpuinfo (nominal; no C "
-                      "compiler to measure it)", known.get("crc32"))
+        return Limits(
+            _cpuinfo_ghz(info),
+            cycles,
+            "table for this CPU class, clock from /proc/cpuinfo (nominal; no C "
+            "compiler to measure it)",
+            known.get("crc32"),
+        )
     return Limits(_cpuinfo_ghz(info), {}, "unknown CPU class and nothing to measure with")
 
 
@@ -202,7 +215,7 @@ def crc_fast_published_gbps(size: int) -> Optional[float]:
     """crc-fast's published CRC-64/NVME GB/s (1e9) at this size for this CPU class, if any."""
     table = CRC_FAST_GIBS.get(cpu_class() or "", {})
     gib = table.get(size)
-    return gib * 1024 ** 3 / 1e9 if gib else None
+    return gib * 1024**3 / 1e9 if gib else None
 
 
 def main() -> int:

@@ -100,8 +100,7 @@ def per_round(case: Case, num: str, den: str) -> Optional[float]:
     return statistics.median(ratios) if ratios else None
 
 
-def _interleave(case: Case, impls: Sequence[Impl], arg: Any, rounds: int,
-                seconds: float) -> Case:
+def _interleave(case: Case, impls: Sequence[Impl], arg: Any, rounds: int, seconds: float) -> Case:
     """Each round times every impl once (best of 5 batches), shuffled; GB/s or ns per call."""
     reps = {}
     for impl in impls:
@@ -135,8 +134,11 @@ def crc64_impls() -> List[Impl]:
     if has_crc64():
         impls.append(Impl(OURS, merkle.crc64nvme))
         impls += [Impl(f"{OURS} {b}", merkle.crc64nvme, backend=b) for b in forced_backends()]
-    impls += [Impl(i.name, i.func, bytes_only=i.bytes_only)
-              for i in bm.implementations("crc64nvme") if not i.ours]
+    impls += [
+        Impl(i.name, i.func, bytes_only=i.bytes_only)
+        for i in bm.implementations("crc64nvme")
+        if not i.ours
+    ]
     return impls
 
 
@@ -146,24 +148,30 @@ def _limit_notes(case: Case, limits: cpu_limits.Limits) -> List[str]:
     for name, values in case.samples.items():
         if not name.startswith(OURS):
             continue
-        backend = merkle.backend() if name == OURS else name[len(OURS) + 1:]
+        backend = merkle.backend() if name == OURS else name[len(OURS) + 1 :]
         width = cpu_limits.BACKEND_WIDTH.get(backend)
         limit = limits.gbps(width) if width else None
         if limit:
             parts.append(f"{name} ({width}) {100 * statistics.median(values) / limit:.0f}%")
     if not parts:
         return []
-    return ["of the fold limit (" + ", ".join(
-        f"{w} {limits.gbps(w):.1f} GB/s" for w in ("zmm", "ymm", "xmm") if limits.gbps(w))
-        + "): " + ", ".join(parts)]
+    return [
+        "of the fold limit ("
+        + ", ".join(
+            f"{w} {limits.gbps(w):.1f} GB/s" for w in ("zmm", "ymm", "xmm") if limits.gbps(w)
+        )
+        + "): "
+        + ", ".join(parts)
+    ]
 
 
 def hot_case(size: int, rounds: int, seconds: float, limits: cpu_limits.Limits) -> Case:
     impls = crc64_impls()
     payload = make_buffer(size, seed=size)
     _check(impls, payload, f"crc64nvme of {size} bytes")
-    case = _interleave(Case(f"crc64nvme {_fmt_size(size)} hot", "GB/s"), impls, payload,
-                       rounds, seconds)
+    case = _interleave(
+        Case(f"crc64nvme {_fmt_size(size)} hot", "GB/s"), impls, payload, rounds, seconds
+    )
     if OURS not in case.samples:  # run_cases said so once
         return case
     if size in AWS_TARGET_SIZES and "awscrt" in case.samples:
@@ -173,9 +181,11 @@ def hot_case(size: int, rounds: int, seconds: float, limits: cpu_limits.Limits) 
         limit = limits.gbps(width) if width else None
         need = AWS_TARGET * statistics.median(case.samples["awscrt"])
         if limit and need > limit:
-            note += (f" (2x awscrt = {need:.1f} GB/s is beyond this CPU's {width} fold limit "
-                     f"{limit:.1f} GB/s: awscrt is at {100 * need / AWS_TARGET / limit:.0f}% of "
-                     "it, so no kernel can reach the target here)")
+            note += (
+                f" (2x awscrt = {need:.1f} GB/s is beyond this CPU's {width} fold limit "
+                f"{limit:.1f} GB/s: awscrt is at {100 * need / AWS_TARGET / limit:.0f}% of "
+                "it, so no kernel can reach the target here)"
+            )
         case.notes.append(note)
     case.notes += _limit_notes(case, limits)
     published = cpu_limits.crc_fast_published_gbps(size)
@@ -185,7 +195,8 @@ def hot_case(size: int, rounds: int, seconds: float, limits: cpu_limits.Limits) 
             f"crc-fast's published figure for {cpu_limits.cpu_class()} at {_fmt_size(size)} "
             f"(native Rust, bare metal): {published:.1f} GB/s; crcmerkle {ours / published:.2f}x "
             f"of it through a Python call, {_met(ours >= published)} (bench/kernel_rounds.py "
-            "compares the kernel alone)")
+            "compares the kernel alone)"
+        )
     return case
 
 
@@ -199,8 +210,13 @@ def _time_once(func: Callable[[], Any]) -> float:
         gc.enable()
 
 
-def _cold_rounds(case: Case, runs: Dict[str, Callable[[], Any]],
-                 backends: Dict[str, Optional[str]], total: int, rounds: int) -> Case:
+def _cold_rounds(
+    case: Case,
+    runs: Dict[str, Callable[[], Any]],
+    backends: Dict[str, Optional[str]],
+    total: int,
+    rounds: int,
+) -> Case:
     for _ in range(rounds):
         order = list(runs)
         random.shuffle(order)
@@ -211,8 +227,9 @@ def _cold_rounds(case: Case, runs: Dict[str, Callable[[], Any]],
     return case
 
 
-def cold_cases(rounds: int, total: int, window: int, data: Optional[bytes] = None
-               ) -> Iterator[Case]:
+def cold_cases(
+    rounds: int, total: int, window: int, data: Optional[bytes] = None
+) -> Iterator[Case]:
     """One call over the whole cold buffer, then the same buffer in windows."""
     data = make_buffer(total, seed=7) if data is None else data
     impls = crc64_impls()
@@ -225,21 +242,24 @@ def cold_cases(rounds: int, total: int, window: int, data: Optional[bytes] = Non
     if len(set(values.values())) > 1:
         raise AssertionError(f"implementations disagree on the cold buffer: {values}")
     whole["plain read (limit)"] = lambda: read_probe(data)
-    yield _cold_rounds(Case(f"crc64nvme {_fmt_size(total)} cold, one call", "GB/s"), whole,
-                       backends, total, rounds)
+    yield _cold_rounds(
+        Case(f"crc64nvme {_fmt_size(total)} cold, one call", "GB/s"), whole, backends, total, rounds
+    )
 
     mv = memoryview(data)
 
     def loop(impl: Impl) -> Callable[[], Any]:
         f = impl.func
         if impl.bytes_only:
-            return lambda: [f(data[i:i + window]) for i in range(0, total, window)]
-        return lambda: [f(mv[i:i + window]) for i in range(0, total, window)]
+            return lambda: [f(data[i : i + window]) for i in range(0, total, window)]
+        return lambda: [f(mv[i : i + window]) for i in range(0, total, window)]
 
     runs: Dict[str, Callable[[], Any]] = {}
     if has_crc64():
+
         def native() -> Any:
             return merkle.checksum_windows(data, window, algorithm="crc64nvme")
+
         runs[OURS] = native
         for b in forced_backends():
             if b != "portable":  # the cold case is about memory; portable is not
@@ -258,20 +278,33 @@ def cold_cases(rounds: int, total: int, window: int, data: Optional[bytes] = Non
             raise AssertionError(f"{name} disagrees with {reference.name} on the windows case")
     runs["plain read (limit)"] = lambda: read_probe(data)
     yield _cold_rounds(
-        Case(f"checksum_windows crc64nvme {_fmt_size(window)} windows, {_fmt_size(total)} cold",
-             "GB/s"), runs, {n: _backend_of(n) for n in runs}, total, rounds)
+        Case(
+            f"checksum_windows crc64nvme {_fmt_size(window)} windows, {_fmt_size(total)} cold",
+            "GB/s",
+        ),
+        runs,
+        {n: _backend_of(n) for n in runs},
+        total,
+        rounds,
+    )
 
 
 def _backend_of(name: str) -> Optional[str]:
     """'crcmerkle avx2-vpclmulqdq' -> 'avx2-vpclmulqdq'; None for the others."""
     if name.startswith(OURS + " "):
-        rest = name[len(OURS) + 1:]
+        rest = name[len(OURS) + 1 :]
         return rest if rest in BACKENDS else None
     return None
 
 
-def pair_case(data: Any, window: int, title: str, rounds: int, seconds: Optional[float],
-              limits: Optional[cpu_limits.Limits] = None) -> Case:
+def pair_case(
+    data: Any,
+    window: int,
+    title: str,
+    rounds: int,
+    seconds: Optional[float],
+    limits: Optional[cpu_limits.Limits] = None,
+) -> Case:
     """The pair in one pass against the two calls in turn and each alone. seconds=None: cold
     (one pass per round); else hot (best of 5 batches per round)."""
     a, b = PAIR
@@ -280,8 +313,10 @@ def pair_case(data: Any, window: int, title: str, rounds: int, seconds: Optional
         return merkle.checksum_windows(buf, window, algorithm=PAIR)
 
     def one_after_other(buf: Any) -> Any:
-        return (merkle.checksum_windows(buf, window, algorithm=a),
-                merkle.checksum_windows(buf, window, algorithm=b))
+        return (
+            merkle.checksum_windows(buf, window, algorithm=a),
+            merkle.checksum_windows(buf, window, algorithm=b),
+        )
 
     def alone_a(buf: Any) -> Any:
         return merkle.checksum_windows(buf, window, algorithm=a)
@@ -292,41 +327,66 @@ def pair_case(data: Any, window: int, title: str, rounds: int, seconds: Optional
     got, want = pair(data), one_after_other(data)
     if len(got) != 2 or not all(np.array_equal(x, y) for x, y in zip(got, want)):
         raise AssertionError(f"the pair {PAIR} disagrees with the two calls")
-    impls = [Impl("pair (one pass)", pair), Impl(f"{a} then {b}", one_after_other),
-             Impl(f"{a} alone", alone_a), Impl(f"{b} alone", alone_b)]
+    impls = [
+        Impl("pair (one pass)", pair),
+        Impl(f"{a} then {b}", one_after_other),
+        Impl(f"{a} alone", alone_a),
+        Impl(f"{b} alone", alone_b),
+    ]
     case = Case(title, "GB/s")
     if seconds is None:
-        _cold_rounds(case, {i.name: (lambda f=i.func: f(data)) for i in impls}, {}, len(data),
-                     rounds)
+        _cold_rounds(
+            case, {i.name: (lambda f=i.func: f(data)) for i in impls}, {}, len(data), rounds
+        )
     else:
         _interleave(case, impls, data, rounds, seconds)
     s = case.samples
     slower = [min(x, y) for x, y in zip(s[f"{a} alone"], s[f"{b} alone"])]  # GB/s: min = slower
     r_slow = statistics.median(y / x for x, y in zip(s["pair (one pass)"], slower))
     r_seq = statistics.median(y / x for x, y in zip(s["pair (one pass)"], s[f"{a} then {b}"]))
-    note = (f"pair time / slower alone = {r_slow:.2f} (target <= {PAIR_TARGET:g}: "
-            f"{_met(r_slow <= PAIR_TARGET)}); pair time / one after the other = {r_seq:.2f}")
+    note = (
+        f"pair time / slower alone = {r_slow:.2f} (target <= {PAIR_TARGET:g}: "
+        f"{_met(r_slow <= PAIR_TARGET)}); pair time / one after the other = {r_seq:.2f}"
+    )
     width = cpu_limits.BACKEND_WIDTH.get(merkle.backend())
     bound = limits.pair_bound(width) if limits and width and seconds is not None else None
     if bound:
-        note += (f"; at this CPU's limits ({width} folds, crc32) one pass takes at least "
-                 f"{bound:.2f}x CRC-64/NVME alone")
+        note += (
+            f"; at this CPU's limits ({width} folds, crc32) one pass takes at least "
+            f"{bound:.2f}x CRC-64/NVME alone"
+        )
     case.notes.append(note)
     return case
 
 
-def pair_cases(rounds: int, seconds: float, cold_data: Optional[bytes], cold_total: int,
-               window: int, limits: Optional[cpu_limits.Limits] = None) -> Iterator[Any]:
+def pair_cases(
+    rounds: int,
+    seconds: float,
+    cold_data: Optional[bytes],
+    cold_total: int,
+    window: int,
+    limits: Optional[cpu_limits.Limits] = None,
+) -> Iterator[Any]:
     if not has_crc64():
         yield Text("pair: skipped, this build of crcmerkle has no crc64nvme")
         return
     for size in PAIR_HOT:
-        yield pair_case(make_buffer(size, seed=size), window,
-                        f"pair {'+'.join(PAIR)} {_fmt_size(size)} hot in {_fmt_size(window)} "
-                        "windows", rounds, seconds, limits)
+        yield pair_case(
+            make_buffer(size, seed=size),
+            window,
+            f"pair {'+'.join(PAIR)} {_fmt_size(size)} hot in {_fmt_size(window)} windows",
+            rounds,
+            seconds,
+            limits,
+        )
     data = make_buffer(cold_total, seed=7) if cold_data is None else cold_data
-    yield pair_case(data, window, f"pair {'+'.join(PAIR)} {_fmt_size(len(data))} cold in "
-                    f"{_fmt_size(window)} windows", max(3, rounds // 2), None)
+    yield pair_case(
+        data,
+        window,
+        f"pair {'+'.join(PAIR)} {_fmt_size(len(data))} cold in {_fmt_size(window)} windows",
+        max(3, rounds // 2),
+        None,
+    )
 
 
 def call64_case(rounds: int, seconds: float) -> Any:
@@ -337,12 +397,19 @@ def call64_case(rounds: int, seconds: float) -> Any:
     impls = [i for i in crc64_impls() if i.backend is None]
     _check(impls, payload, "crc64nvme of 64 bytes")
     impls.insert(1, Impl(f"{OURS} crc32c", merkle.crc32c))
-    case = _interleave(Case("call cost, 64 B: crc64nvme (crcmerkle) vs crc32c", "ns"), impls,
-                       payload, rounds, seconds)
+    case = _interleave(
+        Case("call cost, 64 B: crc64nvme (crcmerkle) vs crc32c", "ns"),
+        impls,
+        payload,
+        rounds,
+        seconds,
+    )
     r = per_round(case, OURS, f"{OURS} crc32c")  # ns per call: crc64nvme time / crc32c time
     each = [x / y for x, y in zip(case.samples[OURS], case.samples[f"{OURS} crc32c"])]
-    case.notes.append(f"crc64nvme time / crc32c time = {r:.2f} (rounds {min(each):.2f}-"
-                      f"{max(each):.2f}; target <= 1: {_met(r <= 1.0)})")
+    case.notes.append(
+        f"crc64nvme time / crc32c time = {r:.2f} (rounds {min(each):.2f}-"
+        f"{max(each):.2f}; target <= 1: {_met(r <= 1.0)})"
+    )
     return case
 
 
@@ -354,9 +421,14 @@ def limits_text(limits: cpu_limits.Limits) -> Text:
 CASES = ("limits", "crc64nvme", "cold", "pair", "call64")
 
 
-def run_cases(cases: Sequence[str], rounds: int, seconds: float, cold_bytes: int,
-              window: int = WINDOW, limits: Optional[cpu_limits.Limits] = None
-              ) -> Iterator[Any]:
+def run_cases(
+    cases: Sequence[str],
+    rounds: int,
+    seconds: float,
+    cold_bytes: int,
+    window: int = WINDOW,
+    limits: Optional[cpu_limits.Limits] = None,
+) -> Iterator[Any]:
     """Each case in turn (its implementations interleaved), as it finishes: objects with
     .line() (possibly several lines)."""
     limits = cpu_limits.limits() if limits is None else limits
@@ -393,8 +465,12 @@ def peer_versions() -> str:
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=11)
-    parser.add_argument("--seconds", type=float, default=0.02,
-                        help="time per implementation per round in the hot cases")
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=0.02,
+        help="time per implementation per round in the hot cases",
+    )
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--cold-mib", type=int, default=256)
     parser.add_argument("--window", type=int, default=WINDOW)

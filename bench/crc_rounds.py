@@ -53,8 +53,11 @@ class Impl:
 
 def peers(algorithm: str) -> List[Impl]:
     """The installed peers for one algorithm, from the registry `crcmerkle bench` uses."""
-    return [Impl(i.name, i.func, bytes_only=i.bytes_only)
-            for i in bm.implementations(algorithm) if not i.ours]
+    return [
+        Impl(i.name, i.func, bytes_only=i.bytes_only)
+        for i in bm.implementations(algorithm)
+        if not i.ours
+    ]
 
 
 # Our own vector backends timed beside the active one when the CPU has them: the 128-bit
@@ -65,8 +68,7 @@ YARDSTICKS = ("avx2-vpclmulqdq", "pclmulqdq")
 
 def yardsticks() -> List[str]:
     """Our other vector backends this CPU runs, best first, the active one left out."""
-    return [b for b in YARDSTICKS
-            if b in merkle.available_backends() and b != merkle.backend()]
+    return [b for b in YARDSTICKS if b in merkle.available_backends() and b != merkle.backend()]
 
 
 def make_buffer(size: int, seed: int) -> bytes:
@@ -142,20 +144,28 @@ class Case:
             med = statistics.median(values)
             text = f"{name} {med:.2f}" if self.unit == "GB/s" else f"{name} {med:.1f}"
             if ours is not None and name != OURS:
-                ratios = [(o / v if self.unit == "GB/s" else v / o)
-                          for o, v in zip(ours, values) if o > 0 and v > 0]
+                ratios = [
+                    (o / v if self.unit == "GB/s" else v / o)
+                    for o, v in zip(ours, values)
+                    if o > 0 and v > 0
+                ]
                 text += f" ({statistics.median(ratios):.2f}x)"
             parts.append(text)
-        return "\n".join([f"{self.title} [{self.unit}]: " + " | ".join(parts)]
-                         + [f"    {note}" for note in self.notes])
+        return "\n".join(
+            [f"{self.title} [{self.unit}]: " + " | ".join(parts)]
+            + [f"    {note}" for note in self.notes]
+        )
 
     def ratio(self, name: str) -> Optional[float]:
         """Median over rounds of how many times faster crcmerkle is than `name`."""
         ours, theirs = self.samples.get(OURS), self.samples.get(name)
         if not ours or not theirs:
             return None
-        ratios = [(o / v if self.unit == "GB/s" else v / o)
-                  for o, v in zip(ours, theirs) if o > 0 and v > 0]
+        ratios = [
+            (o / v if self.unit == "GB/s" else v / o)
+            for o, v in zip(ours, theirs)
+            if o > 0 and v > 0
+        ]
         return statistics.median(ratios) if ratios else None
 
 
@@ -167,8 +177,9 @@ def _target_note(case: Case, algorithm: str) -> None:
     peer = NO_SLOWER_THAN.get(algorithm)
     r = case.ratio(peer) if peer else None
     if r is not None:
-        case.notes.append(f"target: no slower than {peer}: {r:.2f}x, "
-                          f"{'met' if r >= 1.0 else 'NOT met'}")
+        case.notes.append(
+            f"target: no slower than {peer}: {r:.2f}x, {'met' if r >= 1.0 else 'NOT met'}"
+        )
 
 
 def hot_case(algorithm: str, size: int, rounds: int, seconds: float) -> Case:
@@ -185,8 +196,9 @@ def hot_case(algorithm: str, size: int, rounds: int, seconds: float) -> Case:
             got = impl.func(payload)
             expected = got if expected is None else expected
             if got != expected:
-                raise AssertionError(f"{impl.name} gives {got:#x} for {algorithm} {size}, "
-                                 f"others {expected:#x}")
+                raise AssertionError(
+                    f"{impl.name} gives {got:#x} for {algorithm} {size}, others {expected:#x}"
+                )
             reps[impl.name] = _reps_for(impl.func, payload, seconds)
     for _ in range(rounds):
         order = list(impls)
@@ -232,8 +244,8 @@ def windows_case(rounds: int, total: int, window: int) -> Case:
     def loop(impl: Impl) -> Callable[[], Any]:
         f = impl.func
         if impl.bytes_only:
-            return lambda: [f(data[i:i + window]) for i in range(0, total, window)]
-        return lambda: [f(mv[i:i + window]) for i in range(0, total, window)]
+            return lambda: [f(data[i : i + window]) for i in range(0, total, window)]
+        return lambda: [f(mv[i : i + window]) for i in range(0, total, window)]
 
     runs: Dict[str, Callable[[], Any]] = {OURS: native}
     backends: Dict[str, Optional[str]] = {}
@@ -251,8 +263,7 @@ def windows_case(rounds: int, total: int, window: int) -> Case:
             got = np.asarray(run(), dtype=np.uint32)
         if not np.array_equal(got, want):
             raise AssertionError(f"{name} disagrees on the windows case")
-    case = Case(f"checksum_windows {_fmt_size(window)} windows, {_fmt_size(total)} cold",
-                "GB/s")
+    case = Case(f"checksum_windows {_fmt_size(window)} windows, {_fmt_size(total)} cold", "GB/s")
     for _ in range(rounds):
         order = list(runs)
         random.shuffle(order)
@@ -267,8 +278,9 @@ def windows_case(rounds: int, total: int, window: int) -> Case:
     case.samples = {name: case.samples[name] for name in runs}
     r = case.ratio("fastcrc loop")
     if r is not None:
-        case.notes.append(f"target: no slower than fastcrc's loop: {r:.2f}x, "
-                          f"{'met' if r >= 1.0 else 'NOT met'}")
+        case.notes.append(
+            f"target: no slower than fastcrc's loop: {r:.2f}x, {'met' if r >= 1.0 else 'NOT met'}"
+        )
     return case
 
 
@@ -294,8 +306,9 @@ HOT_CRC32C = (512, 4 * KiB, 16 * KiB, 256 * KiB, 4 * MiB)
 HOT_CRC32 = (4 * KiB, 16 * KiB, 256 * KiB)
 
 
-def run_cases(cases: Sequence[str], rounds: int, seconds: float, cold_bytes: int,
-              window: int) -> Iterator[Case]:
+def run_cases(
+    cases: Sequence[str], rounds: int, seconds: float, cold_bytes: int, window: int
+) -> Iterator[Case]:
     """Each case measured in turn (its implementations interleaved), as it finishes."""
     if "crc32c" in cases:
         for size in HOT_CRC32C:
@@ -314,23 +327,30 @@ def header(rounds: int) -> str:
         load = f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; "
     except OSError:
         load = ""
-    return (f"{cpu_name()}; backend {merkle.backend()}; {load}"
-            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {rounds} interleaved rounds, "
-            "medians (ratio = median of the per-round ratios, how many times faster crcmerkle is)")
+    return (
+        f"{cpu_name()}; backend {merkle.backend()}; {load}"
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {rounds} interleaved rounds, "
+        "medians (ratio = median of the per-round ratios, how many times faster crcmerkle is)"
+    )
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=11)
-    parser.add_argument("--seconds", type=float, default=0.02,
-                        help="time per implementation per round in the hot cases")
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=0.02,
+        help="time per implementation per round in the hot cases",
+    )
     parser.add_argument("--cases", default="crc32c,crc32,overhead,windows")
     parser.add_argument("--cold-mib", type=int, default=256)
     parser.add_argument("--window", type=int, default=16 * KiB)
     args = parser.parse_args(argv)
     print(f"# {header(args.rounds)}", flush=True)
-    for case in run_cases(args.cases.split(","), args.rounds, args.seconds,
-                          args.cold_mib * MiB, args.window):
+    for case in run_cases(
+        args.cases.split(","), args.rounds, args.seconds, args.cold_mib * MiB, args.window
+    ):
         print(case.line(), flush=True)
     return 0
 

@@ -52,8 +52,11 @@ def build(tmp: str) -> str:
     def compile_one(job: Tuple[str, List[str]]) -> str:
         src, flags = job
         obj = os.path.join(tmp, os.path.basename(src) + ".o")
-        subprocess.run([cc, *BASE, *macros, *flags, "-I", CSRC, "-c", src, "-o", obj],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [cc, *BASE, *macros, *flags, "-I", CSRC, "-c", src, "-o", obj],
+            check=True,
+            capture_output=True,
+        )
         return obj
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
@@ -65,8 +68,9 @@ def build(tmp: str) -> str:
 
 def run(rounds: int) -> Dict[Tuple[str, str, int], float]:
     with tempfile.TemporaryDirectory(prefix="crcmerkle-kernels.") as tmp:
-        out = subprocess.run([build(tmp), str(rounds)], check=True, capture_output=True,
-                             text=True).stdout
+        out = subprocess.run(
+            [build(tmp), str(rounds)], check=True, capture_output=True, text=True
+        ).stdout
     figures = {}
     for line in out.splitlines():
         crc, backend, size, gbps = line.split()
@@ -86,8 +90,11 @@ def table(figures: Dict[Tuple[str, str, int], float], limits: cpu_limits.Limits)
     for crc in ("crc64nvme", "crc32c"):
         backends = list(dict.fromkeys(b for c, b, _ in figures if c == crc))
         sizes = sorted({s for c, _, s in figures if c == crc})
-        lines.append(f"{crc}, GB/s per backend (C, no Python call"
-                     + ("; % of that backend's fold limit" if crc == "crc64nvme" else "") + ")")
+        lines.append(
+            f"{crc}, GB/s per backend (C, no Python call"
+            + ("; % of that backend's fold limit" if crc == "crc64nvme" else "")
+            + ")"
+        )
         for size in sizes:
             cells = []
             for b in backends:
@@ -99,8 +106,10 @@ def table(figures: Dict[Tuple[str, str, int], float], limits: cpu_limits.Limits)
             published = cpu_limits.crc_fast_published_gbps(size) if crc == "crc64nvme" else None
             if published:
                 best = max(figures[(crc, b, size)] for b in backends)
-                text += (f" | crc-fast published {published:.1f} "
-                         f"(best backend {best / published:.2f}x of it)")
+                text += (
+                    f" | crc-fast published {published:.1f} "
+                    f"(best backend {best / published:.2f}x of it)"
+                )
             lines.append(text)
     return lines
 

@@ -36,10 +36,22 @@ def main() -> int:
         roots = {}
         for layout in ("crcmerkle", "ozone"):
             roots[layout] = Path(tmp) / layout
-            generate_cluster(roots[layout], GeneratorConfig(
-                datanodes=1, volumes=2, replicas=1, containers=containers, min_blocks=4,
-                max_blocks=4, block_size=block, chunk_size=4 * MiB,
-                bytes_per_checksum=16 * 1024, seed=1, layout=layout))
+            generate_cluster(
+                roots[layout],
+                GeneratorConfig(
+                    datanodes=1,
+                    volumes=2,
+                    replicas=1,
+                    containers=containers,
+                    min_blocks=4,
+                    max_blocks=4,
+                    block_size=block,
+                    chunk_size=4 * MiB,
+                    bytes_per_checksum=16 * 1024,
+                    seed=1,
+                    layout=layout,
+                ),
+            )
         rates = {k: [] for k in roots}
         nbytes = {}
         for _ in range(args.rounds):
@@ -50,8 +62,10 @@ def main() -> int:
                 assert all(r.ok for r in results), layout
                 nbytes[layout] = sum(r.bytes_read for r in results)
                 rates[layout].append(nbytes[layout] / dt / 1e9)
-        print(f"local scan, {nbytes['ozone'] / 1e9:.2f} GB in {containers} containers x 4 "
-              f"blocks of 16 MiB (4 MiB chunks, 16 KiB CRC32 windows), {args.rounds} rounds")
+        print(
+            f"local scan, {nbytes['ozone'] / 1e9:.2f} GB in {containers} containers x 4 "
+            f"blocks of 16 MiB (4 MiB chunks, 16 KiB CRC32 windows), {args.rounds} rounds"
+        )
         print(f"{'layout':<11}{'best GB/s':>10}{'median':>8}")
         for layout, r in rates.items():
             print(f"{layout:<11}{max(r):>10.2f}{statistics.median(r):>8.2f}")
@@ -60,6 +74,7 @@ def main() -> int:
         if args.spark:
             from spark_udfs.cluster.session import get_session
             from spark_udfs.jobs.scan import scan_replicas
+
             spark = get_session(None, app_name="scan-layouts")
             srates = {k: [] for k in roots}
             for i in range(args.rounds + 1):

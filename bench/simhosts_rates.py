@@ -81,10 +81,17 @@ def one_scan(spark: Any, sim: Any, inv: Any, **kw: Any) -> Dict[str, Any]:
         ok, n = placed_on_host(tasks, {i: host for i in range(len(sim.mount_paths))})
         placed, total = placed + ok, total + n
     tables.stage.unpersist()
-    return {"wall_s": wall, "executor_cpu_s": e1 - e0, "driver_cpu_s": d1 - d0,
-            "bytes": sum(v["bytes_read"] or 0 for v in vols), "replicas": reps,
-            "statuses": sorted({v["status"] for v in vols}), "placed": placed,
-            "tasks": total, "driver_rss_mib": driver_rss_mib()}
+    return {
+        "wall_s": wall,
+        "executor_cpu_s": e1 - e0,
+        "driver_cpu_s": d1 - d0,
+        "bytes": sum(v["bytes_read"] or 0 for v in vols),
+        "replicas": reps,
+        "statuses": sorted({v["status"] for v in vols}),
+        "placed": placed,
+        "tasks": total,
+        "driver_rss_mib": driver_rss_mib(),
+    }
 
 
 def local_scan(sim: Any) -> Dict[str, Any]:
@@ -110,13 +117,23 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--block-mib", type=int, default=16)
     args = ap.parse_args()
-    gen = {"containers": args.containers, "seed": 3, "faults": "none",
-           "block_size": args.block_mib * MiB, "chunk_size": 4 * MiB,
-           "bytes_per_checksum": 16 * 1024, "min_blocks": 2, "max_blocks": 4}
+    gen = {
+        "containers": args.containers,
+        "seed": 3,
+        "faults": "none",
+        "block_size": args.block_mib * MiB,
+        "chunk_size": 4 * MiB,
+        "bytes_per_checksum": 16 * 1024,
+        "min_blocks": 2,
+        "max_blocks": 4,
+    }
     t0 = time.monotonic()
     sim = start_cluster(gen)
-    print(f"cluster generated, master + {len(sim.workers)} workers up in "
-          f"{time.monotonic() - t0:.1f} s", flush=True)
+    print(
+        f"cluster generated, master + {len(sim.workers)} workers up in "
+        f"{time.monotonic() - t0:.1f} s",
+        flush=True,
+    )
     out: Dict[str, Any] = {}
     try:
         from merkle.replica.inventory import parse_inventory
@@ -124,8 +141,11 @@ def main() -> int:
         from spark_udfs.cluster.locality import wait_for_executors
         from spark_udfs.cluster.session import get_session
 
-        spark = get_session(sim.master_url, app_name="crcmerkle-simhosts-bench",
-                            conf={**sim.executor_conf(), "spark.ui.enabled": "true"})
+        spark = get_session(
+            sim.master_url,
+            app_name="crcmerkle-simhosts-bench",
+            conf={**sim.executor_conf(), "spark.ui.enabled": "true"},
+        )
         wait_for_executors(spark.sparkContext, list(sim.workers), 120)
         inv = parse_inventory(json.dumps(sim.inventory(absent=())))
         one_scan(spark, sim, inv)  # warm-up: JVM JIT, Python workers
@@ -135,28 +155,40 @@ def main() -> int:
             deep.append(one_scan(spark, sim, inv))
             local.append(local_scan(sim))
             d, lo = deep[-1], local[-1]
-            print(f"round {i}: cluster {d['bytes'] / 1e9:.2f} GB in {d['wall_s']:.1f} s, "
-                  f"{d['bytes'] / 1e9 / d['executor_cpu_s']:.2f} GB per executor CPU-s, "
-                  f"{d['placed']}/{d['tasks']} tasks on their host, driver CPU "
-                  f"{d['driver_cpu_s']:.1f} s; local scanner "
-                  f"{lo['bytes'] / 1e9 / lo['cpu_s']:.2f} GB per CPU-s", flush=True)
+            print(
+                f"round {i}: cluster {d['bytes'] / 1e9:.2f} GB in {d['wall_s']:.1f} s, "
+                f"{d['bytes'] / 1e9 / d['executor_cpu_s']:.2f} GB per executor CPU-s, "
+                f"{d['placed']}/{d['tasks']} tasks on their host, driver CPU "
+                f"{d['driver_cpu_s']:.1f} s; local scanner "
+                f"{lo['bytes'] / 1e9 / lo['cpu_s']:.2f} GB per CPU-s",
+                flush=True,
+            )
         rate = statistics.median(d["bytes"] / 1e9 / d["executor_cpu_s"] for d in deep)
         lrate = statistics.median(lo["bytes"] / 1e9 / lo["cpu_s"] for lo in local)
-        out["deep"] = {"GB_per_executor_cpu_s": rate, "local_GB_per_cpu_s": lrate,
-                       "ratio": rate / lrate, "rounds": deep, "local": local}
+        out["deep"] = {
+            "GB_per_executor_cpu_s": rate,
+            "local_GB_per_cpu_s": lrate,
+            "ratio": rate / lrate,
+            "rounds": deep,
+            "local": local,
+        }
         polite = one_scan(spark, sim, inv, bytes_per_second=DEFAULT_BYTES_PER_SECOND)
         out["default_rate"] = polite
         per_vol = polite["bytes"] / max(1, polite["tasks"]) / polite["wall_s"] / MiB
-        print(f"default rate ({DEFAULT_BYTES_PER_SECOND // MiB} MiB/s per volume): "
-              f"{polite['bytes'] / 1e9:.2f} GB in {polite['wall_s']:.1f} s "
-              f"(~{per_vol:.1f} MiB/s per volume), executor CPU {polite['executor_cpu_s']:.1f} s",
-              flush=True)
+        print(
+            f"default rate ({DEFAULT_BYTES_PER_SECOND // MiB} MiB/s per volume): "
+            f"{polite['bytes'] / 1e9:.2f} GB in {polite['wall_s']:.1f} s "
+            f"(~{per_vol:.1f} MiB/s per volume), executor CPU {polite['executor_cpu_s']:.1f} s",
+            flush=True,
+        )
         for mode in ("metadata_only", "trees_only"):
             r = one_scan(spark, sim, inv, **{mode: True})
             out[mode] = r
-            print(f"{mode}: {r['replicas']} replicas in {r['wall_s']:.1f} s, "
-                  f"{r['replicas'] / r['executor_cpu_s']:.0f} replicas per executor CPU-s",
-                  flush=True)
+            print(
+                f"{mode}: {r['replicas']} replicas in {r['wall_s']:.1f} s, "
+                f"{r['replicas'] / r['executor_cpu_s']:.0f} replicas per executor CPU-s",
+                flush=True,
+            )
         spark.stop()
     finally:
         stop_cluster(sim)

@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 ROOT = Path(__file__).resolve().parents[1]
-KiB, MiB, GiB = 1024, 1024 ** 2, 1024 ** 3
+KiB, MiB, GiB = 1024, 1024**2, 1024**3
 CLK = os.sysconf("SC_CLK_TCK")
 AUTH_ENV = "CRCMERKLE_BENCH_AUTHKEY"
 
@@ -64,12 +64,13 @@ from spark_standalone import clean_env, free_port, spark_home  # noqa: E402
 
 # ---- helpers ------------------------------------------------------------------------------
 
+
 def parse_size(s: str) -> int:
     units = {"k": KiB, "kib": KiB, "m": MiB, "mib": MiB, "g": GiB, "gib": GiB}
     t = s.strip().lower()
     for u in sorted(units, key=len, reverse=True):
         if t.endswith(u):
-            return int(float(t[:-len(u)]) * units[u])
+            return int(float(t[: -len(u)]) * units[u])
     return int(t)
 
 
@@ -84,7 +85,7 @@ def _proc_table() -> Dict[int, tuple]:
                 s = f.read()
         except OSError:
             continue
-        rest = s[s.rindex(")") + 2:].split()
+        rest = s[s.rindex(")") + 2 :].split()
         # fields after the name: state ppid ... utime(14) stime(15) cutime(16) cstime(17)
         ppid = int(rest[1])
         cpu = sum(int(x) for x in rest[11:15]) / CLK
@@ -131,6 +132,7 @@ def cpu_model() -> str:
 
 # ---- data (the bench's, bench/test_bench_spark.py) -----------------------------------------
 
+
 def make_scan_data(root: Path, nbytes: int) -> Dict[str, Any]:
     from merkle.replica.generate import generate_cluster
 
@@ -139,11 +141,25 @@ def make_scan_data(root: Path, nbytes: int) -> Dict[str, Any]:
         return json.loads(meta.read_text())
     block = 16 * MiB
     containers = max(2, nbytes // (2 * block))
-    generate_cluster(root / "cluster", datanodes=2, volumes=1, replicas=1,
-                     containers=int(containers), min_blocks=2, max_blocks=2, block_size=block,
-                     chunk_size=4 * MiB, bytes_per_checksum=16 * KiB, algorithm="crc32", seed=2)
-    m = {"path": str(root / "cluster"), "containers": int(containers),
-         "bytes": sum(p.stat().st_size for p in (root / "cluster").rglob("*.block"))}
+    generate_cluster(
+        root / "cluster",
+        datanodes=2,
+        volumes=1,
+        replicas=1,
+        containers=int(containers),
+        min_blocks=2,
+        max_blocks=2,
+        block_size=block,
+        chunk_size=4 * MiB,
+        bytes_per_checksum=16 * KiB,
+        algorithm="crc32",
+        seed=2,
+    )
+    m = {
+        "path": str(root / "cluster"),
+        "containers": int(containers),
+        "bytes": sum(p.stat().st_size for p in (root / "cluster").rglob("*.block")),
+    }
     meta.write_text(json.dumps(m))
     return m
 
@@ -158,13 +174,18 @@ def make_diff_data(out: Path, n: int) -> Dict[str, Any]:
 
     out.mkdir(parents=True, exist_ok=True)
     changed = write_diff_tables(out, n, "uniform")
-    m = {"path": str(out), "rows": 2 * n, "containers": max(1, n // PER_CONTAINER),
-         "changed": changed}
+    m = {
+        "path": str(out),
+        "rows": 2 * n,
+        "containers": max(1, n // PER_CONTAINER),
+        "changed": changed,
+    }
     meta.write_text(json.dumps(m))
     return m
 
 
 # ---- the drivers (child processes) ----------------------------------------------------------
+
 
 def _task_seconds(spark: Any, counted: Dict[tuple, tuple]) -> tuple:
     """(task seconds, GC seconds) of the application's finished stages so far (REST API:
@@ -178,11 +199,17 @@ def _task_seconds(spark: Any, counted: Dict[tuple, tuple]) -> tuple:
     for _ in range(40):
         with urllib.request.urlopen(url, timeout=30) as r:
             stages = json.load(r)
-        active = any(st["status"] in ("ACTIVE", "PENDING") and st.get("numActiveTasks", 0)
-                     for st in stages)
-        cur = {(st["stageId"], st["attemptId"]): (st.get("executorRunTime", 0) / 1000,
-                                                  st.get("jvmGcTime", 0) / 1000)
-               for st in stages if st["status"] in ("COMPLETE", "FAILED")}
+        active = any(
+            st["status"] in ("ACTIVE", "PENDING") and st.get("numActiveTasks", 0) for st in stages
+        )
+        cur = {
+            (st["stageId"], st["attemptId"]): (
+                st.get("executorRunTime", 0) / 1000,
+                st.get("jvmGcTime", 0) / 1000,
+            )
+            for st in stages
+            if st["status"] in ("COMPLETE", "FAILED")
+        }
         if not active and cur == last:
             break
         last = cur
@@ -199,12 +226,21 @@ def driver_main(a: argparse.Namespace) -> None:
     from spark_udfs.jobs.scan import scan_replicas
 
     conf = {"spark.ui.enabled": "true", "spark.ui.port": str(a.ui_port)}
-    spark = get_session("local[2]" if a.driver == "local" else None,
-                        app_name=f"crcmerkle-cluster-rates-{a.driver}", conf=conf)
+    spark = get_session(
+        "local[2]" if a.driver == "local" else None,
+        app_name=f"crcmerkle-cluster-rates-{a.driver}",
+        conf=conf,
+    )
     sc = spark.sparkContext
     conn = Client(("127.0.0.1", a.port), authkey=bytes.fromhex(os.environ[AUTH_ENV]))
-    conn.send({"master": sc.master, "pid": os.getpid(), "parallelism": sc.defaultParallelism,
-               "ui": sc.uiWebUrl})
+    conn.send(
+        {
+            "master": sc.master,
+            "pid": os.getpid(),
+            "parallelism": sc.defaultParallelism,
+            "ui": sc.uiWebUrl,
+        }
+    )
     scan, diff = a.scan_meta and json.loads(a.scan_meta), a.diff_meta and json.loads(a.diff_meta)
 
     def run_scan() -> int:
@@ -219,8 +255,12 @@ def driver_main(a: argparse.Namespace) -> None:
     def run_diff() -> int:
         d = diff["path"]
         try:
-            res = diff_scan({n: spark.read.parquet(f"{d}/{n}.parquet")
-                             for n in ("chunks", "blocks", "containers")})
+            res = diff_scan(
+                {
+                    n: spark.read.parquet(f"{d}/{n}.parquet")
+                    for n in ("chunks", "blocks", "containers")
+                }
+            )
             return res.pulls.count()
         finally:
             spark.catalog.clearCache()
@@ -240,13 +280,21 @@ def driver_main(a: argparse.Namespace) -> None:
         conn.recv()
         task1 = _task_seconds(spark, counted)
         want = scan["bytes"] if msg == "scan" else diff["changed"]
-        conn.send({"wall": wall, "task": task1[0] - task0[0], "gc": task1[1] - task0[1],
-                   "ok": got == want, "got": got})
+        conn.send(
+            {
+                "wall": wall,
+                "task": task1[0] - task0[0],
+                "gc": task1[1] - task0[1],
+                "ok": got == want,
+                "got": got,
+            }
+        )
     conn.close()
     spark.stop()
 
 
 # ---- the orchestrator -----------------------------------------------------------------------
+
 
 class Procs:
     """Child processes, each the leader of its own process group; stop() kills the groups."""
@@ -257,8 +305,9 @@ class Procs:
 
     def start(self, name: str, argv: List[str], env: Dict[str, str], cwd: Path) -> subprocess.Popen:
         log = open(self.logdir / f"{name}.log", "wb")
-        p = subprocess.Popen(argv, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
-                             start_new_session=True)
+        p = subprocess.Popen(
+            argv, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         self.procs.append((name, p, log))
         return p
 
@@ -291,15 +340,32 @@ def build_archive(work: Path) -> Path:
     import re
 
     text = (ROOT / "docs" / "operations" / "cluster.md").read_text()
-    sec = text[re.search(r"^#+ Running on a cluster$", text, re.M).start():]
+    sec = text[re.search(r"^#+ Running on a cluster$", text, re.M).start() :]
     block = re.search(r"```bash\n(.*?)```", sec, re.S).group(1)
-    lines = [ln for ln in block.splitlines()
-             if ln.startswith(("python -m venv env ", "env/bin/venv-pack "))]
+    lines = [
+        ln
+        for ln in block.splitlines()
+        if ln.startswith(("python -m venv env ", "env/bin/venv-pack "))
+    ]
     assert len(lines) == 2, lines
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-                    "--no-build-isolation", "-w", str(work / "dist"), str(ROOT)], check=True)
-    subprocess.run(["bash", "-ec", "rm -rf env env.tar.gz\n" + "\n".join(lines)], cwd=work,
-                   check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(work / "dist"),
+            str(ROOT),
+        ],
+        check=True,
+    )
+    subprocess.run(
+        ["bash", "-ec", "rm -rf env env.tar.gz\n" + "\n".join(lines)], cwd=work, check=True
+    )
     return work / "env.tar.gz"
 
 
@@ -324,18 +390,28 @@ def median(xs: List[float]) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true",
-                    help="256 MiB scan, 2 x 600 k diff rows, 2 rounds (unless given)")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="256 MiB scan, 2 x 600 k diff rows, 2 rounds (unless given)",
+    )
     ap.add_argument("--rounds", type=int, default=None, help="timed rounds (default 3)")
     ap.add_argument("--scan-bytes", default=None, help="scan data (default 2GiB: 1.29 GB)")
-    ap.add_argument("--diff-rows", type=int, default=None,
-                    help="chunk rows per replica (default 30,000,000)")
+    ap.add_argument(
+        "--diff-rows", type=int, default=None, help="chunk rows per replica (default 30,000,000)"
+    )
     ap.add_argument("--workers", type=int, default=2, help="1-core workers (default 2)")
-    ap.add_argument("--executor-memory", default="1g",
-                    help="per executor (default 1g, as local[2]'s driver heap)")
+    ap.add_argument(
+        "--executor-memory",
+        default="1g",
+        help="per executor (default 1g, as local[2]'s driver heap)",
+    )
     ap.add_argument("--workdir", default="/tmp/crcmerkle-cluster-rates")
-    ap.add_argument("--archive", default=None,
-                    help="packed env (default WORKDIR/env.tar.gz, built when missing)")
+    ap.add_argument(
+        "--archive",
+        default=None,
+        help="packed env (default WORKDIR/env.tar.gz, built when missing)",
+    )
     ap.add_argument("--jobs", default="scan,diff")
     # driver mode (internal)
     ap.add_argument("--driver", choices=["local", "cluster"], help=argparse.SUPPRESS)
@@ -360,18 +436,33 @@ def main() -> int:
     def say(*x: Any) -> None:
         print(*x, flush=True)
 
-    say(f"machine: {cpu_model()}, {os.cpu_count()} CPUs; load average at start "
-        f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    say(
+        f"machine: {cpu_model()}, {os.cpu_count()} CPUs; load average at start "
+        f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}"
+    )
     t0 = time.perf_counter()
-    scan = make_scan_data(work / "data" / f"scan-{scan_bytes}", scan_bytes) \
-        if "scan" in jobs else None
-    diff = make_diff_data(work / "data" / f"diff-uniform-{diff_rows}", diff_rows) \
-        if "diff" in jobs else None
-    say(f"data ready in {time.perf_counter() - t0:.0f} s: "
-        + (f"scan {scan['bytes'] / 1e9:.2f} GB ({scan['containers']} containers x 2 "
-           f"datanodes); " if scan else "")
-        + (f"diff 2 x {diff_rows:,} chunk rows ({diff['containers']:,} containers), "
-           f"{diff['changed']:,} diverged" if diff else ""))
+    scan = (
+        make_scan_data(work / "data" / f"scan-{scan_bytes}", scan_bytes) if "scan" in jobs else None
+    )
+    diff = (
+        make_diff_data(work / "data" / f"diff-uniform-{diff_rows}", diff_rows)
+        if "diff" in jobs
+        else None
+    )
+    say(
+        f"data ready in {time.perf_counter() - t0:.0f} s: "
+        + (
+            f"scan {scan['bytes'] / 1e9:.2f} GB ({scan['containers']} containers x 2 datanodes); "
+            if scan
+            else ""
+        )
+        + (
+            f"diff 2 x {diff_rows:,} chunk rows ({diff['containers']:,} containers), "
+            f"{diff['changed']:,} diverged"
+            if diff
+            else ""
+        )
+    )
     archive = Path(a.archive) if a.archive else work / "env.tar.gz"
     if not archive.exists():
         say("building the packed env (the docs' recipe) ...")
@@ -397,47 +488,119 @@ def main() -> int:
         spark_class = str(spark_home() / "bin" / "spark-class")
         daemon_env = clean_env({"SPARK_CONF_DIR": str(conf), "SPARK_LOG_DIR": str(run_dir)})
         mport, mui = free_port(), free_port()
-        procs.start("master", [spark_class, "org.apache.spark.deploy.master.Master",
-                               "--host", "127.0.0.1", "--port", str(mport),
-                               "--webui-port", str(mui)], daemon_env, run_dir)
+        procs.start(
+            "master",
+            [
+                spark_class,
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(mport),
+                "--webui-port",
+                str(mui),
+            ],
+            daemon_env,
+            run_dir,
+        )
         master = f"spark://127.0.0.1:{mport}"
         workers = []
         mem_mb = int(parse_size(a.executor_memory) // MiB) + 512
         for w in range(a.workers):
-            workers.append(procs.start(
-                f"worker{w}", [spark_class, "org.apache.spark.deploy.worker.Worker", master,
-                               "--host", "127.0.0.1", "--cores", "1", "--memory",
-                               f"{mem_mb}m", "--webui-port", str(free_port()),
-                               "--work-dir", str(run_dir / f"work{w}")], daemon_env, run_dir))
+            workers.append(
+                procs.start(
+                    f"worker{w}",
+                    [
+                        spark_class,
+                        "org.apache.spark.deploy.worker.Worker",
+                        master,
+                        "--host",
+                        "127.0.0.1",
+                        "--cores",
+                        "1",
+                        "--memory",
+                        f"{mem_mb}m",
+                        "--webui-port",
+                        str(free_port()),
+                        "--work-dir",
+                        str(run_dir / f"work{w}"),
+                    ],
+                    daemon_env,
+                    run_dir,
+                )
+            )
         wait_workers(mui, a.workers, procs)
-        say(f"standalone master {master}, {a.workers} workers x 1 core, executors "
-            f"{a.executor_memory}")
+        say(
+            f"standalone master {master}, {a.workers} workers x 1 core, executors "
+            f"{a.executor_memory}"
+        )
 
-        common = [str(Path(__file__).resolve()), "--port", str(listener.address[1]),
-                  "--scan-meta", json.dumps(scan) if scan else "",
-                  "--diff-meta", json.dumps(diff) if diff else ""]
+        common = [
+            str(Path(__file__).resolve()),
+            "--port",
+            str(listener.address[1]),
+            "--scan-meta",
+            json.dumps(scan) if scan else "",
+            "--diff-meta",
+            json.dumps(diff) if diff else "",
+        ]
         # local[2]: this interpreter, get_session as the bench
-        lenv = dict(os.environ, **{AUTH_ENV: authkey, "SPARK_CONF_DIR": str(conf),
-                                   "PYTHONPATH": str(ROOT), "SPARK_LOCAL_IP": "127.0.0.1"})
+        lenv = dict(
+            os.environ,
+            **{
+                AUTH_ENV: authkey,
+                "SPARK_CONF_DIR": str(conf),
+                "PYTHONPATH": str(ROOT),
+                "SPARK_LOCAL_IP": "127.0.0.1",
+            },
+        )
         lenv.pop("PYSPARK_SUBMIT_ARGS", None)
         lenv.pop("MASTER", None)
-        procs.start("driver-local", [sys.executable, *common, "--driver", "local",
-                                     "--ui-port", str(free_port())], lenv, run_dir)
+        procs.start(
+            "driver-local",
+            [sys.executable, *common, "--driver", "local", "--ui-port", str(free_port())],
+            lenv,
+            run_dir,
+        )
         drivers["local[2]"] = {"conn": listener.accept(), "pid": procs.procs[-1][1].pid}
         # the cluster: spark-submit the documented way; the driver imports this checkout
-        cenv = clean_env({AUTH_ENV: authkey, "SPARK_CONF_DIR": str(conf),
-                          "PYSPARK_PYTHON": "./env/bin/python",
-                          "PYSPARK_DRIVER_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)})
-        procs.start("driver-cluster", [
-            str(spark_home() / "bin" / "spark-submit"), "--master", master,
-            "--conf", f"spark.executor.memory={a.executor_memory}",
-            "--conf", "spark.executor.cores=1", "--archives", f"{archive}#env",
-            *common, "--driver", "cluster", "--ui-port", str(free_port())], cenv, run_dir)
+        cenv = clean_env(
+            {
+                AUTH_ENV: authkey,
+                "SPARK_CONF_DIR": str(conf),
+                "PYSPARK_PYTHON": "./env/bin/python",
+                "PYSPARK_DRIVER_PYTHON": sys.executable,
+                "PYTHONPATH": str(ROOT),
+            }
+        )
+        procs.start(
+            "driver-cluster",
+            [
+                str(spark_home() / "bin" / "spark-submit"),
+                "--master",
+                master,
+                "--conf",
+                f"spark.executor.memory={a.executor_memory}",
+                "--conf",
+                "spark.executor.cores=1",
+                "--archives",
+                f"{archive}#env",
+                *common,
+                "--driver",
+                "cluster",
+                "--ui-port",
+                str(free_port()),
+            ],
+            cenv,
+            run_dir,
+        )
         drivers["standalone"] = {"conn": listener.accept(), "pid": procs.procs[-1][1].pid}
         for name, d in drivers.items():
             d["info"] = d["conn"].recv()
-            say(f"driver {name}: master {d['info']['master']}, default parallelism "
-                f"{d['info']['parallelism']}")
+            say(
+                f"driver {name}: master {d['info']['master']}, default parallelism "
+                f"{d['info']['parallelism']}"
+            )
         if not drivers["standalone"]["info"]["master"].startswith("spark://"):
             raise RuntimeError("the cluster driver is not on the standalone master")
 
@@ -445,8 +608,12 @@ def main() -> int:
             d = drivers[mode]
             d["conn"].send(job)
             assert d["conn"].recv() == "start"
-            tab0, m0, la0, s0 = _proc_table(), machine_cpu(), os.getloadavg()[0], \
-                time.perf_counter()
+            tab0, m0, la0, s0 = (
+                _proc_table(),
+                machine_cpu(),
+                os.getloadavg()[0],
+                time.perf_counter(),
+            )
             d["conn"].send("go")
             assert d["conn"].recv() == "end"
             tab1, m1, s1 = _proc_table(), machine_cpu(), time.perf_counter()
@@ -457,13 +624,19 @@ def main() -> int:
             drv = tree_cpu([d["pid"]], tab1) - tree_cpu([d["pid"]], tab0)
             if mode == "standalone":
                 wp = [p.pid for p in workers]
-                exe = (tree_cpu(wp, tab1, skip_roots=True) - tree_cpu(wp, tab0, skip_roots=True))
+                exe = tree_cpu(wp, tab1, skip_roots=True) - tree_cpu(wp, tab0, skip_roots=True)
             else:  # local[2]: the driver runs the tasks
                 exe = drv
             ours = drv + (exe if mode == "standalone" else 0)
             busy = m1[0] - m0[0]
-            r.update(driver_cpu=drv, executor_cpu=exe, others_cpu=max(0.0, busy - ours),
-                     steal=m1[1] - m0[1], load=la0, span=s1 - s0)
+            r.update(
+                driver_cpu=drv,
+                executor_cpu=exe,
+                others_cpu=max(0.0, busy - ours),
+                steal=m1[1] - m0[1],
+                load=la0,
+                span=s1 - s0,
+            )
             r["others_cores"] = r["others_cpu"] / r["span"]
             return r
 
@@ -474,12 +647,17 @@ def main() -> int:
                     procs.check()
                     r = run(mode, job)
                     tag = "warm-up" if rnd < 0 else f"round {rnd + 1}"
-                    size = (f"{scan['bytes'] / r['wall'] / 1e9:.2f} GB/s" if job == "scan"
-                            else f"{diff['rows'] / r['wall'] / 1e6:.2f} M rows/s")
-                    say(f"{tag:8} {job:4} {mode:10} {r['wall']:7.2f} s  {size:16} tasks "
+                    size = (
+                        f"{scan['bytes'] / r['wall'] / 1e9:.2f} GB/s"
+                        if job == "scan"
+                        else f"{diff['rows'] / r['wall'] / 1e6:.2f} M rows/s"
+                    )
+                    say(
+                        f"{tag:8} {job:4} {mode:10} {r['wall']:7.2f} s  {size:16} tasks "
                         f"{r['task']:6.1f} s  CPU executors {r['executor_cpu']:6.1f} s  "
                         f"driver {r['driver_cpu']:5.1f} s  others {r['others_cores']:4.2f} cores  "
-                        f"steal {r['steal']:4.1f} s  load {r['load']:.2f}")
+                        f"steal {r['steal']:4.1f} s  load {r['load']:.2f}"
+                    )
                     if rnd >= 0:
                         results.setdefault(job, {}).setdefault(mode, []).append(r)
     finally:
@@ -494,38 +672,69 @@ def main() -> int:
 
     # ---- summary ----
     summary: Dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%d"), "machine": cpu_model(), "cpus": os.cpu_count(),
-        "rounds": rounds, "workers": a.workers, "scan": scan, "diff": diff, "jobs": {}}
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": cpu_model(),
+        "cpus": os.cpu_count(),
+        "rounds": rounds,
+        "workers": a.workers,
+        "scan": scan,
+        "diff": diff,
+        "jobs": {},
+    }
     say("")
-    say(f"medians of {rounds} rounds ({'; '.join(jobs)}), load average now "
-        f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}")
-    say("| job | mode | wall s | rate (wall) | task s | per task-s | executor CPU s | per CPU-s "
-        "| driver CPU s | others' cores | load |")
+    say(
+        f"medians of {rounds} rounds ({'; '.join(jobs)}), load average now "
+        f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}"
+    )
+    say(
+        "| job | mode | wall s | rate (wall) | task s | per task-s | executor CPU s | per CPU-s "
+        "| driver CPU s | others' cores | load |"
+    )
     say("|---|---|---|---|---|---|---|---|---|---|---|")
     for job, modes in results.items():
         for mode, rs in modes.items():
-            m = {k: median([r[k] for r in rs]) for k in
-                 ("wall", "task", "gc", "driver_cpu", "executor_cpu", "others_cpu",
-                  "others_cores", "steal", "load")}
+            m = {
+                k: median([r[k] for r in rs])
+                for k in (
+                    "wall",
+                    "task",
+                    "gc",
+                    "driver_cpu",
+                    "executor_cpu",
+                    "others_cpu",
+                    "others_cores",
+                    "steal",
+                    "load",
+                )
+            }
             if job == "scan":
                 n = scan["bytes"]
                 rate = lambda s, n=n: f"{n / s / 1e9:.2f} GB/s"  # noqa: E731
             else:
                 n = diff["rows"]
                 rate = lambda s, n=n: f"{s * 1e6 / n:.3f} core-us/row" if s else "-"  # noqa: E731
-            wall_rate = (f"{n / m['wall'] / 1e9:.2f} GB/s" if job == "scan"
-                         else f"{n / m['wall'] / 1e6:.2f} M rows/s")
-            m.update(per_task=n / m["task"] if m["task"] else None,
-                     per_cpu=n / m["executor_cpu"] if m["executor_cpu"] else None,
-                     units=n)
+            wall_rate = (
+                f"{n / m['wall'] / 1e9:.2f} GB/s"
+                if job == "scan"
+                else f"{n / m['wall'] / 1e6:.2f} M rows/s"
+            )
+            m.update(
+                per_task=n / m["task"] if m["task"] else None,
+                per_cpu=n / m["executor_cpu"] if m["executor_cpu"] else None,
+                units=n,
+            )
             summary["jobs"].setdefault(job, {})[mode] = {"median": m, "runs": rs}
-            say(f"| {job} | {mode} | {m['wall']:.2f} | {wall_rate} | {m['task']:.1f} | "
+            say(
+                f"| {job} | {mode} | {m['wall']:.2f} | {wall_rate} | {m['task']:.1f} | "
                 f"{rate(m['task'])} | {m['executor_cpu']:.1f} | {rate(m['executor_cpu'])} | "
-                f"{m['driver_cpu']:.1f} | {m['others_cores']:.2f} | {m['load']:.2f} |")
-    say("per task-s / per CPU-s: scan GB per executor task-second / CPU-second (a core's "
+                f"{m['driver_cpu']:.1f} | {m['others_cores']:.2f} | {m['load']:.2f} |"
+            )
+    say(
+        "per task-s / per CPU-s: scan GB per executor task-second / CPU-second (a core's "
         "rate); diff: core-microseconds per chunk row. local[2]: the driver runs the tasks, "
         "so its CPU is the whole job's. others' cores: the machine's busy time minus ours "
-        "during the job, per second of it (other work on the VM; 2 = every vCPU).")
+        "during the job, per second of it (other work on the VM; 2 = every vCPU)."
+    )
     (run_dir / "results.json").write_text(json.dumps(summary, indent=1))
     say(f"results: {run_dir / 'results.json'}; logs in {run_dir}")
     return 0

@@ -27,8 +27,11 @@ import test_bench_spark as b  # noqa: E402  (bench/ on the path above)
 from merkle.cli import benchmarking as bm  # noqa: E402
 
 PAIRS = [  # (ours, reference): ratio = reference time / our time ("x faster")
-    (b.OURS, b.FLOOR), ("ours mapInArrow 1024-row batches", b.FLOOR_1024),
-    (b.OURS, "pandas_udf + google-crc32c"), (b.OURS, "spark crc32() builtin")]
+    (b.OURS, b.FLOOR),
+    ("ours mapInArrow 1024-row batches", b.FLOOR_1024),
+    (b.OURS, "pandas_udf + google-crc32c"),
+    (b.OURS, "spark crc32() builtin"),
+]
 
 
 def main() -> int:
@@ -55,17 +58,23 @@ def main() -> int:
                     times[n].append(time.perf_counter() - t0)
         finally:
             spark.stop()
-    print(f"16 KiB rows from Parquet, {bm.format_size(args.bytes)}, local[2], "
-          f"{args.rounds} interleaved rounds")
+    print(
+        f"16 KiB rows from Parquet, {bm.format_size(args.bytes)}, local[2], "
+        f"{args.rounds} interleaved rounds"
+    )
     for n in names:
-        print(f"  {n:40s} best {args.bytes / min(times[n]) / 1e9:5.2f} GB/s   "
-              f"median {args.bytes / statistics.median(times[n]) / 1e9:5.2f} GB/s")
+        print(
+            f"  {n:40s} best {args.bytes / min(times[n]) / 1e9:5.2f} GB/s   "
+            f"median {args.bytes / statistics.median(times[n]) / 1e9:5.2f} GB/s"
+        )
     for ours, ref in PAIRS:
         if ours in times and ref in times:
             per_round = [r / o for o, r in zip(times[ours], times[ref])]
-            print(f"  {ours} vs {ref}: {min(times[ref]) / min(times[ours]):.2f}x best-to-best, "
-                  f"median of rounds {statistics.median(per_round):.2f}x "
-                  f"(ours takes {1 / statistics.median(per_round) - 1:+.1%})")
+            print(
+                f"  {ours} vs {ref}: {min(times[ref]) / min(times[ours]):.2f}x best-to-best, "
+                f"median of rounds {statistics.median(per_round):.2f}x "
+                f"(ours takes {1 / statistics.median(per_round) - 1:+.1%})"
+            )
     return 0
 
 

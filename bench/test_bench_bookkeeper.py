@@ -64,19 +64,22 @@ def _entry_log(payload: int, digest: str) -> Tuple[bytes, np.ndarray, np.ndarray
     return b"".join(parts), offsets, np.full(n, record - 4, np.int64), record
 
 
-def _python_loop(data: bytes, offsets: np.ndarray, sizes: np.ndarray,
-                 digest: str) -> Callable[[], int]:
+def _python_loop(
+    data: bytes, offsets: np.ndarray, sizes: np.ndarray, digest: str
+) -> Callable[[], int]:
     """What a Python verifier does per entry, as DigestManager.verifyDigest: the digest of
     header || payload against the stored one, one entry at a time."""
     view = memoryview(data)
     spans = list(zip(offsets.tolist(), sizes.tolist()))
     if digest == "crc32":
+
         def run_zlib() -> int:
             ok = 0
             for off, size in spans:
-                c = zlib.crc32(view[off + 40:off + size], zlib.crc32(view[off:off + 32]))
-                ok += c == int.from_bytes(view[off + 32:off + 40], "big")
+                c = zlib.crc32(view[off + 40 : off + size], zlib.crc32(view[off : off + 32]))
+                ok += c == int.from_bytes(view[off + 32 : off + 40], "big")
             return ok
+
         return run_zlib
     extend, value = google_crc32c.extend, google_crc32c.value
 
@@ -85,9 +88,10 @@ def _python_loop(data: bytes, offsets: np.ndarray, sizes: np.ndarray,
         # each entry from a file would
         ok = 0
         for off, size in spans:
-            c = extend(value(data[off:off + 32]), data[off + 36:off + size])
-            ok += c == int.from_bytes(data[off + 32:off + 36], "big")
+            c = extend(value(data[off : off + 32]), data[off + 36 : off + size])
+            ok += c == int.from_bytes(data[off + 32 : off + 36], "big")
         return ok
+
     return run
 
 
@@ -100,16 +104,21 @@ def _impls(digest: str) -> Dict[str, Any]:
     return impls
 
 
-def _run(name: str, data: bytes, offsets: np.ndarray, sizes: np.ndarray, record: int,
-         digest: str) -> Tuple[Callable[[], Any], Callable[[Any], bool]]:
+def _run(
+    name: str, data: bytes, offsets: np.ndarray, sizes: np.ndarray, record: int, digest: str
+) -> Tuple[Callable[[], Any], Callable[[Any], bool]]:
     n = offsets.size
     if name == bm.OURS:
+
         def ours() -> Any:
             return merkle.bookkeeper_entries(data, offsets, sizes, digest)
+
         return ours, lambda r: bool((r["status"] == 0).all())
     if name == WINDOWS:
+
         def windows() -> Any:
             return merkle.checksum_windows(data, record)
+
         return windows, lambda r: r.shape[0] == n
     return _python_loop(data, offsets, sizes, digest), lambda r: r == n
 
@@ -121,8 +130,9 @@ def _entries_per_second(bench: Any) -> None:
         info["entries_per_second"] = round(1e9 / info["ns_per_element"])
 
 
-@pytest.fixture(scope="module", params=PAYLOADS, ids=[bm.format_size(p).replace(" ", "")
-                                                       for p in PAYLOADS])
+@pytest.fixture(
+    scope="module", params=PAYLOADS, ids=[bm.format_size(p).replace(" ", "") for p in PAYLOADS]
+)
 def crc32c_log(request: pytest.FixtureRequest) -> Tuple[int, bytes, np.ndarray, np.ndarray, int]:
     return (request.param, *_entry_log(request.param, "crc32c"))
 
@@ -131,8 +141,13 @@ def crc32c_log(request: pytest.FixtureRequest) -> Tuple[int, bytes, np.ndarray, 
 def test_crc32c_entries(bench: Any, impl: str, crc32c_log: Any) -> None:
     payload, data, offsets, sizes, record = crc32c_log
     run, right = _run(impl, data, offsets, sizes, record, "crc32c")
-    got = bench.measure(run, case=f"bookkeeper crc32c entries, {bm.format_size(payload)} "
-                        f"payload, ns per entry", impl=impl, per=offsets.size, unit="ns/elem")
+    got = bench.measure(
+        run,
+        case=f"bookkeeper crc32c entries, {bm.format_size(payload)} payload, ns per entry",
+        impl=impl,
+        per=offsets.size,
+        unit="ns/elem",
+    )
     _entries_per_second(bench)
     assert right(got), impl
 
@@ -146,14 +161,22 @@ def crc32_log() -> Tuple[bytes, np.ndarray, np.ndarray, int]:
 def test_crc32_entries(bench: Any, impl: str, crc32_log: Any) -> None:
     data, offsets, sizes, record = crc32_log
     run, right = _run(impl, data, offsets, sizes, record, "crc32")
-    got = bench.measure(run, case=f"bookkeeper crc32 entries, {bm.format_size(CRC32_PAYLOAD)} "
-                        "payload, ns per entry", impl=impl, per=offsets.size, unit="ns/elem")
+    got = bench.measure(
+        run,
+        case=f"bookkeeper crc32 entries, {bm.format_size(CRC32_PAYLOAD)} payload, ns per entry",
+        impl=impl,
+        per=offsets.size,
+        unit="ns/elem",
+    )
     _entries_per_second(bench)
     assert right(got), impl
 
 
-@pytest.fixture(scope="module", params=COLD_PAYLOADS,
-                ids=[bm.format_size(p).replace(" ", "") for p in COLD_PAYLOADS])
+@pytest.fixture(
+    scope="module",
+    params=COLD_PAYLOADS,
+    ids=[bm.format_size(p).replace(" ", "") for p in COLD_PAYLOADS],
+)
 def cold_log(request: pytest.FixtureRequest) -> Tuple[int, bytes, np.ndarray, np.ndarray, int]:
     """A buffer past the last-level cache: one 4 MiB block of records repeated (speed does not
     depend on the bytes; every copy still carries right digests)."""
@@ -161,8 +184,7 @@ def cold_log(request: pytest.FixtureRequest) -> Tuple[int, bytes, np.ndarray, np
     repeats = max(1, cold_bytes() // len(block))
     n = offsets.size * repeats
     all_offsets = np.arange(n, dtype=np.int64) * record + 4
-    return (request.param, block * repeats, all_offsets, np.full(n, record - 4, np.int64),
-            record)
+    return (request.param, block * repeats, all_offsets, np.full(n, record - 4, np.int64), record)
 
 
 @pytest.mark.parametrize("impl", [bm.OURS, WINDOWS, READ])
@@ -174,8 +196,14 @@ def test_crc32c_entries_cold(bench: Any, impl: str, cold_log: Any) -> None:
         run, right = (lambda: read_probe(data)), (lambda r: isinstance(r, int))
     else:
         run, right = _run(impl, data, offsets, sizes, record, "crc32c")
-    got = bench.measure(run, case=f"bookkeeper crc32c entries, {bm.format_size(payload)} "
-                        f"payload, cold {len(data) / MiB:.0f} MiB, ns per entry", impl=impl,
-                        per=offsets.size, unit="ns/elem", cold=True)
+    got = bench.measure(
+        run,
+        case=f"bookkeeper crc32c entries, {bm.format_size(payload)} "
+        f"payload, cold {len(data) / MiB:.0f} MiB, ns per entry",
+        impl=impl,
+        per=offsets.size,
+        unit="ns/elem",
+        cold=True,
+    )
     _entries_per_second(bench)
     assert right(got), impl

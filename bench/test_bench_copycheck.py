@@ -37,17 +37,29 @@ def _compose_input(data: bytes, keys: int) -> pa.Table:
     per_chunk = CHUNK // BPC
     n = len(data) // CHUNK
     w = windows.tobytes()
-    chunks = [w[i * per_chunk * 4:(i + 1) * per_chunk * 4] for i in range(n)]
+    chunks = [w[i * per_chunk * 4 : (i + 1) * per_chunk * 4] for i in range(n)]
     rows = n * keys
-    return pa.table({
-        "key_id": [k for k in range(keys) for _ in range(n)], "seq": [0] * rows,
-        "container": [1] * rows, "block": [k for k in range(keys) for _ in range(n)],
-        "block_length": [len(data)] * rows, "block_status": [None] * rows,
-        "offset": [i * CHUNK for _ in range(keys) for i in range(n)], "length": [CHUNK] * rows,
-        "checksum_type": ["CRC32C"] * rows, "bytes_per_checksum": [BPC] * rows,
-        "checksums": chunks * keys, "crc64nvme": [None] * rows, "crc32c": [None] * rows,
-        "crc32": [None] * rows, "composite_algorithm": [None] * rows,
-        "part_sizes": [None] * rows}, schema=COMPOSE_SCHEMA)
+    return pa.table(
+        {
+            "key_id": [k for k in range(keys) for _ in range(n)],
+            "seq": [0] * rows,
+            "container": [1] * rows,
+            "block": [k for k in range(keys) for _ in range(n)],
+            "block_length": [len(data)] * rows,
+            "block_status": [None] * rows,
+            "offset": [i * CHUNK for _ in range(keys) for i in range(n)],
+            "length": [CHUNK] * rows,
+            "checksum_type": ["CRC32C"] * rows,
+            "bytes_per_checksum": [BPC] * rows,
+            "checksums": chunks * keys,
+            "crc64nvme": [None] * rows,
+            "crc32c": [None] * rows,
+            "crc32": [None] * rows,
+            "composite_algorithm": [None] * rows,
+            "part_sizes": [None] * rows,
+        },
+        schema=COMPOSE_SCHEMA,
+    )
 
 
 def test_prove_from_windows_vs_read_again(request: pytest.FixtureRequest) -> None:
@@ -73,9 +85,12 @@ def test_prove_from_windows_vs_read_again(request: pytest.FixtureRequest) -> Non
         compose.append((t1 - t0) / KEYS_PER_CALL)
         read.append(t2 - t1)
     ratio = statistics.median(r / c for r, c in zip(read, compose))
-    record_interleaved(request.config, header(rounds),
-                       f"copy check, a 256 MiB key's CRC-32C: from its 16,384 stored window "
-                       f"checksums {statistics.median(compose) * 1e6:.0f} us ({KEYS_PER_CALL} "
-                       f"keys per call), reading its bytes "
-                       f"again (hot, in memory) {statistics.median(read) * 1e6:.0f} us: "
-                       f"{ratio:.0f}x")
+    record_interleaved(
+        request.config,
+        header(rounds),
+        f"copy check, a 256 MiB key's CRC-32C: from its 16,384 stored window "
+        f"checksums {statistics.median(compose) * 1e6:.0f} us ({KEYS_PER_CALL} "
+        f"keys per call), reading its bytes "
+        f"again (hot, in memory) {statistics.median(read) * 1e6:.0f} us: "
+        f"{ratio:.0f}x",
+    )

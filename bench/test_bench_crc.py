@@ -58,6 +58,7 @@ def _size_ids(sizes):
 
 # --- references (never the implementation under test) --------------------------------------
 
+
 def _table(poly: int) -> List[int]:
     table = []
     for n in range(256):
@@ -105,13 +106,19 @@ def reference(impl: bm.Impl, data: bytes) -> int:
 
 # --- hot one-shots ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("size", CRC32C_SIZES, ids=_size_ids(CRC32C_SIZES))
 @pytest.mark.parametrize("impl", CRC32C_IMPLS, ids=_ids(CRC32C_IMPLS))
 def test_crc32c_one_shot(bench, impl, size):
     data = bm.make_buffer(size, seed=size)
     with _backend_for(impl):
-        got = bench.measure(impl.func, args=(data,), case=f"crc32c {bm.format_size(size)}",
-                            impl=impl.name, nbytes=size)
+        got = bench.measure(
+            impl.func,
+            args=(data,),
+            case=f"crc32c {bm.format_size(size)}",
+            impl=impl.name,
+            nbytes=size,
+        )
     assert got == reference(impl, data)
 
 
@@ -120,8 +127,13 @@ def test_crc32c_one_shot(bench, impl, size):
 def test_crc32_one_shot(bench, impl, size):
     data = bm.make_buffer(size, seed=size)
     with _backend_for(impl):
-        got = bench.measure(impl.func, args=(data,), case=f"crc32 {bm.format_size(size)}",
-                            impl=impl.name, nbytes=size)
+        got = bench.measure(
+            impl.func,
+            args=(data,),
+            case=f"crc32 {bm.format_size(size)}",
+            impl=impl.name,
+            nbytes=size,
+        )
     assert got == reference(impl, data)
 
 
@@ -129,8 +141,13 @@ def test_crc32_one_shot(bench, impl, size):
 @pytest.mark.parametrize("impl", CRC64_IMPLS, ids=_ids(CRC64_IMPLS))
 def test_crc64nvme_one_shot(bench, impl, size):
     data = bm.make_buffer(size, seed=size)
-    got = bench.measure(impl.func, args=(data,), case=f"crc64nvme {bm.format_size(size)}",
-                        impl=impl.name, nbytes=size)
+    got = bench.measure(
+        impl.func,
+        args=(data,),
+        case=f"crc64nvme {bm.format_size(size)}",
+        impl=impl.name,
+        nbytes=size,
+    )
     assert got == reference(impl, data)
 
 
@@ -141,21 +158,25 @@ def test_crc64nvme_reference():
 
 # zlib.crc32 is in for scale: a METH_FASTCALL builtin, the floor of a Python call's cost.
 OVERHEAD_IMPLS = [i for i in CRC32C_IMPLS if i.name not in PINNED] + [
-    i for i in CRC32_IMPLS if i.name == "zlib"]
+    i for i in CRC32_IMPLS if i.name == "zlib"
+]
 WINDOW_IMPLS = [i for i in CRC32C_IMPLS if i.name not in PINNED]
 
 
-@pytest.mark.parametrize("impl", OVERHEAD_IMPLS,
-                         ids=[f"{i.name}-{i.algorithm}" for i in OVERHEAD_IMPLS])
+@pytest.mark.parametrize(
+    "impl", OVERHEAD_IMPLS, ids=[f"{i.name}-{i.algorithm}" for i in OVERHEAD_IMPLS]
+)
 def test_call_overhead_64B(bench, impl):
     data = bm.make_buffer(64, seed=64)
     name = impl.name if impl.algorithm == "crc32c" else f"{impl.name} (crc32)"
-    got = bench.measure(impl.func, args=(data,), case="call overhead 64 B", impl=name,
-                        nbytes=64, unit="ns/call")
+    got = bench.measure(
+        impl.func, args=(data,), case="call overhead 64 B", impl=name, nbytes=64, unit="ns/call"
+    )
     assert got == reference(impl, data)
 
 
 # --- cold: a buffer much larger than the LLC, in 16 KiB windows --------------------------------
+
 
 @pytest.fixture(scope="module")
 def cold_buffer():
@@ -176,9 +197,13 @@ def test_windows_cold(bench, impl, cold_buffer, cold_expected):
         run = bm.windows_native(cold_buffer, WINDOW)
     else:
         run = bm.windows_loop(impl, cold_buffer, WINDOW)
-    got = bench.measure(run, case=f"windows {bm.format_size(WINDOW)}, cold "
-                                  f"{bm.format_size(len(cold_buffer))}",
-                        impl=impl.name, nbytes=len(cold_buffer), cold=True)
+    got = bench.measure(
+        run,
+        case=f"windows {bm.format_size(WINDOW)}, cold {bm.format_size(len(cold_buffer))}",
+        impl=impl.name,
+        nbytes=len(cold_buffer),
+        cold=True,
+    )
     assert np.array_equal(np.asarray(got, dtype=np.uint32), cold_expected)
 
 
@@ -186,20 +211,25 @@ def test_windows_cold_read_limit(bench, cold_buffer):
     """The same buffer read with no checksum at all: the memory-bandwidth limit of the case."""
     from merkle._native import read_probe
 
-    got = bench.measure(read_probe, args=(cold_buffer,),
-                        case=f"windows {bm.format_size(WINDOW)}, cold "
-                             f"{bm.format_size(len(cold_buffer))}",
-                        impl="plain read (limit)", nbytes=len(cold_buffer), cold=True)
+    got = bench.measure(
+        read_probe,
+        args=(cold_buffer,),
+        case=f"windows {bm.format_size(WINDOW)}, cold {bm.format_size(len(cold_buffer))}",
+        impl="plain read (limit)",
+        nbytes=len(cold_buffer),
+        cold=True,
+    )
     assert got == int(np.bitwise_xor.reduce(np.frombuffer(cold_buffer, dtype=np.uint64)))
 
 
 # --- combine with a fixed length ---------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def combine_columns():
     rng = np.random.default_rng(3)
-    a = rng.integers(0, 2 ** 32, COMBINE_COUNT, dtype=np.uint32)
-    b = rng.integers(0, 2 ** 32, COMBINE_COUNT, dtype=np.uint32)
+    a = rng.integers(0, 2**32, COMBINE_COUNT, dtype=np.uint32)
+    b = rng.integers(0, 2**32, COMBINE_COUNT, dtype=np.uint32)
     return a, b
 
 
@@ -207,6 +237,7 @@ def combine_columns():
 def test_combine_many(bench, impl, combine_columns):
     a, b = combine_columns
     if impl == "crcmerkle":
+
         def run():
             return merkle.combine_many(a, b, COMBINE_LEN)
     else:
@@ -215,9 +246,17 @@ def test_combine_many(bench, impl, combine_columns):
 
         def run():
             return [combine(x, y, COMBINE_LEN) for x, y in zip(al, bl)]
-    got = np.asarray(bench.measure(run, case=f"combine_many len {bm.format_size(COMBINE_LEN)}",
-                                   impl=impl, per=COMBINE_COUNT, unit="ns/elem"),
-                     dtype=np.uint32)
+
+    got = np.asarray(
+        bench.measure(
+            run,
+            case=f"combine_many len {bm.format_size(COMBINE_LEN)}",
+            impl=impl,
+            per=COMBINE_COUNT,
+            unit="ns/elem",
+        ),
+        dtype=np.uint32,
+    )
     # spot-check against the definition: crc(A||B) from real data
     for i in range(0, COMBINE_COUNT, COMBINE_COUNT // 8):
         assert got[i] == merkle.crc32c_combine(int(a[i]), int(b[i]), COMBINE_LEN)
@@ -228,6 +267,7 @@ def test_combine_many(bench, impl, combine_columns):
 
 # --- CRC-32C and CRC-64/NVME in one pass (checksum_windows with a pair of algorithms) --------
 
+
 def _pair_runs(data: bytes):
     def pair():
         return merkle.checksum_windows(data, WINDOW, algorithm=PAIR)
@@ -237,7 +277,7 @@ def _pair_runs(data: bytes):
 
     runs = {"crcmerkle": pair, "one call per algorithm": one_after_other}
     for a in PAIR:
-        runs[f"{a} alone"] = (lambda a=a: merkle.checksum_windows(data, WINDOW, algorithm=a))
+        runs[f"{a} alone"] = lambda a=a: merkle.checksum_windows(data, WINDOW, algorithm=a)
     return runs
 
 
@@ -250,8 +290,12 @@ def _pair_expected(data: bytes):
     for algorithm, impls in (("crc32c", CRC32C_IMPLS), ("crc64nvme", CRC64_IMPLS)):
         peers = [i for i in impls if not i.ours and i.name not in PINNED]
         f = peers[0].func if peers else (_py_crc32c if algorithm == "crc32c" else _py_crc64nvme)
-        out.append(np.array([f(data[i:i + WINDOW]) for i in range(0, len(data), WINDOW)],
-                            dtype=np.uint32 if algorithm == "crc32c" else np.uint64))
+        out.append(
+            np.array(
+                [f(data[i : i + WINDOW]) for i in range(0, len(data), WINDOW)],
+                dtype=np.uint32 if algorithm == "crc32c" else np.uint64,
+            )
+        )
     return out
 
 
@@ -269,8 +313,12 @@ def test_pair_hot_1MiB(bench, run):
     if not bm.has_ours("crc64nvme"):
         pytest.skip("this build of crcmerkle has no crc64nvme")
     data = bm.make_buffer(MiB, seed=11)
-    got = bench.measure(_pair_runs(data)[run], case="pair crc32c+crc64nvme, 1 MiB hot in "
-                        f"{bm.format_size(WINDOW)} windows", impl=run, nbytes=len(data))
+    got = bench.measure(
+        _pair_runs(data)[run],
+        case=f"pair crc32c+crc64nvme, 1 MiB hot in {bm.format_size(WINDOW)} windows",
+        impl=run,
+        nbytes=len(data),
+    )
     _check_pair(run, got, _pair_expected(data))
 
 
@@ -278,13 +326,17 @@ def test_pair_hot_1MiB(bench, run):
 def test_pair_cold(bench, run, cold_buffer):
     if not bm.has_ours("crc64nvme"):
         pytest.skip("this build of crcmerkle has no crc64nvme")
-    got = bench.measure(_pair_runs(cold_buffer)[run],
-                        case=f"pair crc32c+crc64nvme, cold {bm.format_size(len(cold_buffer))} "
-                             f"in {bm.format_size(WINDOW)} windows",
-                        impl=run, nbytes=len(cold_buffer), cold=True)
+    got = bench.measure(
+        _pair_runs(cold_buffer)[run],
+        case=f"pair crc32c+crc64nvme, cold {bm.format_size(len(cold_buffer))} "
+        f"in {bm.format_size(WINDOW)} windows",
+        impl=run,
+        nbytes=len(cold_buffer),
+        cold=True,
+    )
     # checked against peers on the first 64 windows (a Python loop of a peer over the whole
     # buffer would double the step; test_windows_cold_crc64nvme checks every window)
-    expected = _pair_expected(cold_buffer[:64 * WINDOW])
+    expected = _pair_expected(cold_buffer[: 64 * WINDOW])
     if run in ("crcmerkle", "one call per algorithm"):
         got = [np.asarray(g)[:64] for g in got]
     else:
@@ -305,7 +357,11 @@ def test_windows_cold_crc64nvme(bench, impl, cold_buffer, cold_expected64):
         run = bm.windows_native(cold_buffer, WINDOW, algorithm="crc64nvme")
     else:
         run = bm.windows_loop(impl, cold_buffer, WINDOW)
-    got = bench.measure(run, case=f"crc64nvme windows {bm.format_size(WINDOW)}, cold "
-                                  f"{bm.format_size(len(cold_buffer))}",
-                        impl=impl.name, nbytes=len(cold_buffer), cold=True)
+    got = bench.measure(
+        run,
+        case=f"crc64nvme windows {bm.format_size(WINDOW)}, cold {bm.format_size(len(cold_buffer))}",
+        impl=impl.name,
+        nbytes=len(cold_buffer),
+        cold=True,
+    )
     assert np.array_equal(np.asarray(got, dtype=np.uint64), cold_expected64)

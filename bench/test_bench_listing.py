@@ -36,19 +36,30 @@ def _layout(n: int) -> Iterator[Tuple[str, int]]:
 
 
 def _files(rel: str, cid: int) -> Tuple[str, ...]:
-    return (f"{rel}/metadata/{cid}.blocks", f"{rel}/metadata/{cid}.tree",
-            f"{rel}/chunks/1.block", f"{rel}/chunks/2.block")
+    return (
+        f"{rel}/metadata/{cid}.blocks",
+        f"{rel}/metadata/{cid}.tree",
+        f"{rel}/chunks/1.block",
+        f"{rel}/chunks/2.block",
+    )
 
 
 def _report(benchmark, where: str, n: int, seconds: float, requests: int = -1) -> None:
     rate = n / seconds
-    benchmark.extra_info.update({"replicas": n, "replicas_per_second": round(rate),
-                                 "ms_per_replica": round(1e3 * seconds / n, 3)})
+    benchmark.extra_info.update(
+        {
+            "replicas": n,
+            "replicas_per_second": round(rate),
+            "ms_per_replica": round(1e3 * seconds / n, 3),
+        }
+    )
     if requests >= 0:
         benchmark.extra_info["requests"] = requests
-    print(f"\nlisting {where}: {n} replicas in {seconds:.2f} s = {rate:,.0f} replicas/s "
-          f"({1e3 * seconds / n:.3f} ms per replica)"
-          + (f", {requests} requests" if requests >= 0 else ""))
+    print(
+        f"\nlisting {where}: {n} replicas in {seconds:.2f} s = {rate:,.0f} replicas/s "
+        f"({1e3 * seconds / n:.3f} ms per replica)"
+        + (f", {requests} requests" if requests >= 0 else "")
+    )
 
 
 @pytest.mark.parametrize("n", SIZES)
@@ -62,8 +73,12 @@ def test_listing_local(benchmark, tmp_path, n):
     t0 = time.perf_counter()
     reps = benchmark.pedantic(fs.discover, args=(str(root),), rounds=3, iterations=1)
     assert len(reps) == n
-    _report(benchmark, "local", n, benchmark.stats.stats.min
-            if benchmark.stats else (time.perf_counter() - t0) / 3)
+    _report(
+        benchmark,
+        "local",
+        n,
+        benchmark.stats.stats.min if benchmark.stats else (time.perf_counter() - t0) / 3,
+    )
 
 
 @pytest.mark.parametrize("n", SIZES)

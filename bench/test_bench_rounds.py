@@ -52,7 +52,6 @@ def test_crc64_interleaved_rounds(case: str, request: pytest.FixtureRequest) -> 
     rounds, seconds = (1, 0.001) if disabled else (ROUNDS, SECONDS)
     cold = min(cold_bytes(), 16 * crc_rounds.MiB) if disabled else cold_bytes()
     cases = ["limits", case] if case == "crc64nvme" else [case]
-    for measured in crc64_rounds.run_cases(cases, rounds, seconds, cold,
-                                           limits=_limits(disabled)):
+    for measured in crc64_rounds.run_cases(cases, rounds, seconds, cold, limits=_limits(disabled)):
         if not disabled:
             record_interleaved(request.config, crc_rounds.header(rounds), measured.line())

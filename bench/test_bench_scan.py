@@ -51,8 +51,9 @@ def replica(tmp_path_factory) -> Path:
     base = os.environ.get("BENCH_SCAN_DIR")
     root = (Path(base) if base else tmp_path_factory.mktemp("scan")) / "vol" / "1"
     data = np.random.default_rng(4).bytes(block)
-    with ContainerWriter.create(root, algorithm="crc32", bytes_per_checksum=BPC,
-                                chunk_size=CHUNK) as w:
+    with ContainerWriter.create(
+        root, algorithm="crc32", bytes_per_checksum=BPC, chunk_size=CHUNK
+    ) as w:
         for b in range(-(-size // block)):
             n = min(block, size - b * block)
             w.write_block(b + 1, memoryview(data)[:n])
@@ -104,8 +105,13 @@ def _label() -> str:
 def test_scan_hot_plain_read(bench, replica):
     files = _files(replica)
     plain_read(files)  # warm the page cache
-    n = bench.measure(plain_read, args=(files,), case=f"replica scan {_label()}, hot cache",
-                      impl="plain read", nbytes=_scan_bytes())
+    n = bench.measure(
+        plain_read,
+        args=(files,),
+        case=f"replica scan {_label()}, hot cache",
+        impl="plain read",
+        nbytes=_scan_bytes(),
+    )
     assert n == _scan_bytes()
 
 
@@ -116,13 +122,15 @@ def test_scan_hot(bench, replica, impl, kw):
     def run() -> int:
         return _scan(replica, **kw)
 
-    n = bench.measure(run, case=f"replica scan {_label()}, hot cache", impl=impl,
-                      nbytes=_scan_bytes())
+    n = bench.measure(
+        run, case=f"replica scan {_label()}, hot cache", impl=impl, nbytes=_scan_bytes()
+    )
     assert n == _scan_bytes()
 
 
-needs_fadvise = pytest.mark.skipif(not hasattr(os, "posix_fadvise"),
-                                   reason="posix_fadvise unavailable: no cold case here")
+needs_fadvise = pytest.mark.skipif(
+    not hasattr(os, "posix_fadvise"), reason="posix_fadvise unavailable: no cold case here"
+)
 
 
 @needs_fadvise
@@ -133,8 +141,13 @@ def test_scan_cold_plain_read(bench, replica):
         drop_cache(files)
         return plain_read(files)
 
-    n = bench.measure(run, case=f"replica scan {_label()}, cold (fadvise DONTNEED)",
-                      impl="plain read", nbytes=_scan_bytes(), cold=True)
+    n = bench.measure(
+        run,
+        case=f"replica scan {_label()}, cold (fadvise DONTNEED)",
+        impl="plain read",
+        nbytes=_scan_bytes(),
+        cold=True,
+    )
     assert n == _scan_bytes()
 
 
@@ -147,6 +160,11 @@ def test_scan_cold(bench, replica, impl, kw):
         drop_cache(files)
         return _scan(replica, **kw)
 
-    n = bench.measure(run, case=f"replica scan {_label()}, cold (fadvise DONTNEED)", impl=impl,
-                      nbytes=_scan_bytes(), cold=True)
+    n = bench.measure(
+        run,
+        case=f"replica scan {_label()}, cold (fadvise DONTNEED)",
+        impl=impl,
+        nbytes=_scan_bytes(),
+        cold=True,
+    )
     assert n == _scan_bytes()

@@ -45,7 +45,7 @@ pytest.importorskip("pyspark")
 from conftest import SHORT  # noqa: E402  (bench/conftest.py)
 
 OURS = bm.OURS
-KiB, MiB, GiB = 1024, 1024 ** 2, 1024 ** 3
+KiB, MiB, GiB = 1024, 1024**2, 1024**3
 ROW = 16 * KiB
 #: untimed runs of each job before its timed rounds
 WARMUP = 1
@@ -69,9 +69,11 @@ DIFF_ROWS = int(os.environ.get("BENCH_SPARK_DIFF_ROWS") or (600_000 if SHORT els
 def _noop() -> Any:
     """mapInArrow doing nothing but count: the JVM -> Python transport alone. Built by a
     function so that cloudpickle ships it by value (workers cannot import this file)."""
+
     def count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:
             yield pa.RecordBatch.from_arrays([pa.array([b.num_rows], pa.int64())], ["c"])
+
     return count
 
 
@@ -102,6 +104,7 @@ def _sum(df: Any, col: str) -> int:
 
 # ---- UDFs -------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def udf_parquet(tmp_path_factory) -> str:
     return write_udf_parquet(tmp_path_factory.mktemp("spark_udf") / "rows.parquet", UDF_BYTES)
@@ -117,8 +120,9 @@ def write_udf_parquet(path: Path, nbytes: int) -> str:
         k = min(per, n - start)
         flat = rng.integers(0, 256, k * ROW, dtype=np.uint8)
         offs = np.arange(k + 1, dtype=np.int32) * ROW
-        col = pa.BinaryArray.from_buffers(pa.binary(), k, [None, pa.py_buffer(offs),
-                                                           pa.py_buffer(flat)])
+        col = pa.BinaryArray.from_buffers(
+            pa.binary(), k, [None, pa.py_buffer(offs), pa.py_buffer(flat)]
+        )
         t = pa.table({"data": col})
         if writer is None:
             writer = pq.ParquetWriter(str(path), t.schema, compression="none")
@@ -144,6 +148,7 @@ def udf_cases(spark: Any, path: str) -> Dict[str, Any]:
                 return job()
             finally:
                 spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "1024")
+
         return run
 
     def ours_map_in_arrow() -> int:
@@ -169,8 +174,7 @@ def udf_cases(spark: Any, path: str) -> Dict[str, Any]:
             return s.map(google_crc32c.value)
 
         g_crc = F.pandas_udf(google_per_row, "long")
-        cases["pandas_udf + google-crc32c"] = lambda: _sum(df.select(g_crc("data").alias("c")),
-                                                           "c")
+        cases["pandas_udf + google-crc32c"] = lambda: _sum(df.select(g_crc("data").alias("c")), "c")
     except ImportError:
         pass
     py_udf = F.udf(lambda b: merkle.crc32c(b), "long")
@@ -180,10 +184,19 @@ def udf_cases(spark: Any, path: str) -> Dict[str, Any]:
     return cases
 
 
-UDF_IMPLS = [OURS, "ours mapInArrow 1024-row batches", "ours mapInArrow 4096-row batches",
-             "ours arrow_udf", "ours pandas_udf", "ours pandas_udf iterator",
-             "spark crc32() builtin", "pandas_udf + google-crc32c", "python udf",
-             FLOOR, FLOOR_1024]
+UDF_IMPLS = [
+    OURS,
+    "ours mapInArrow 1024-row batches",
+    "ours mapInArrow 4096-row batches",
+    "ours arrow_udf",
+    "ours pandas_udf",
+    "ours pandas_udf iterator",
+    "spark crc32() builtin",
+    "pandas_udf + google-crc32c",
+    "python udf",
+    FLOOR,
+    FLOOR_1024,
+]
 
 
 @pytest.mark.parametrize("impl", UDF_IMPLS)
@@ -191,9 +204,14 @@ def test_udf_16k_rows_from_parquet(bench, spark, udf_parquet, impl):
     cases = udf_cases(spark, udf_parquet)
     if impl not in cases:
         pytest.skip(f"{impl} not available here")
-    got = bench.measure(cases[impl], case=f"spark udf: 16 KiB rows from Parquet "
-                                          f"({bm.format_size(UDF_BYTES)})",
-                        impl=impl, nbytes=UDF_BYTES, cold=True, warmup=WARMUP)
+    got = bench.measure(
+        cases[impl],
+        case=f"spark udf: 16 KiB rows from Parquet ({bm.format_size(UDF_BYTES)})",
+        impl=impl,
+        nbytes=UDF_BYTES,
+        cold=True,
+        warmup=WARMUP,
+    )
     n = UDF_BYTES // ROW
     if impl in (FLOOR, FLOOR_1024):
         assert got == -n
@@ -213,6 +231,7 @@ def _reference_crc32c_sum(path: str) -> int:
 
 # ---- scan -------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def scan_cluster(tmp_path_factory) -> str:
     from merkle.replica.generate import generate_cluster
@@ -220,9 +239,20 @@ def scan_cluster(tmp_path_factory) -> str:
     root = tmp_path_factory.mktemp("spark_scan") / "cluster"
     block = 16 * MiB
     containers = max(2, SCAN_BYTES // (2 * block))
-    generate_cluster(root, datanodes=2, volumes=1, replicas=1, containers=int(containers),
-                     min_blocks=2, max_blocks=2, block_size=block, chunk_size=4 * MiB,
-                     bytes_per_checksum=16 * KiB, algorithm="crc32", seed=2)
+    generate_cluster(
+        root,
+        datanodes=2,
+        volumes=1,
+        replicas=1,
+        containers=int(containers),
+        min_blocks=2,
+        max_blocks=2,
+        block_size=block,
+        chunk_size=4 * MiB,
+        bytes_per_checksum=16 * KiB,
+        algorithm="crc32",
+        seed=2,
+    )
     return str(root)
 
 
@@ -249,19 +279,36 @@ def test_scan_job(bench, spark, scan_cluster, impl):
 
     def binary_file(crc: bool) -> Any:
         def job() -> int:
-            df = (spark.read.format("binaryFile").option("pathGlobFilter", "*.block")
-                  .option("recursiveFileLookup", "true").load(scan_cluster))
+            df = (
+                spark.read.format("binaryFile")
+                .option("pathGlobFilter", "*.block")
+                .option("recursiveFileLookup", "true")
+                .load(scan_cluster)
+            )
             if crc:
-                row = df.select(F.length("content").alias("n"), F.crc32("content").alias("c")
-                                ).agg(F.sum("n"), F.sum("c")).collect()[0]
+                row = (
+                    df.select(F.length("content").alias("n"), F.crc32("content").alias("c"))
+                    .agg(F.sum("n"), F.sum("c"))
+                    .collect()[0]
+                )
                 return int(row[0])
             return _sum(df.select(F.length("content").alias("n")), "n")
+
         return job
 
-    job = {OURS: ours, "spark binaryFile + crc32()": binary_file(True),
-           "spark binaryFile read": binary_file(False)}[impl]
-    got = bench.measure(job, case=f"spark scan: block files ({bm.format_size(nbytes)})",
-                        impl=impl, nbytes=nbytes, cold=True, warmup=WARMUP)
+    job = {
+        OURS: ours,
+        "spark binaryFile + crc32()": binary_file(True),
+        "spark binaryFile read": binary_file(False),
+    }[impl]
+    got = bench.measure(
+        job,
+        case=f"spark scan: block files ({bm.format_size(nbytes)})",
+        impl=impl,
+        nbytes=nbytes,
+        cold=True,
+        warmup=WARMUP,
+    )
     assert got == nbytes
 
 
@@ -278,25 +325,51 @@ def _scan_tables(chunks: pa.Table, out: Path) -> None:
 
     dn = chunks.column("datanode").to_numpy(zero_copy_only=False)
     cid = chunks.column("container").to_numpy()
-    cols = {c: chunks.column(c).to_numpy(zero_copy_only=False)
-            for c in ("block", "offset", "length", "leaf", "checksum_matches")}
+    cols = {
+        c: chunks.column(c).to_numpy(zero_copy_only=False)
+        for c in ("block", "offset", "length", "leaf", "checksum_matches")
+    }
     cuts = np.flatnonzero((cid[1:] != cid[:-1]) | (dn[1:] != dn[:-1])) + 1
     bounds = np.concatenate(([0], cuts, [cid.size])).tolist()
     blocks, summary = [], []
     for s, e in zip(bounds[:-1], bounds[1:]):
         tree = merkle.ContainerTree.from_columns(
-            int(cid[s]), cols["block"][s:e], cols["offset"][s:e], cols["length"][s:e],
-            leaf=cols["leaf"][s:e], checksum_matches=cols["checksum_matches"][s:e])
+            int(cid[s]),
+            cols["block"][s:e],
+            cols["offset"][s:e],
+            cols["length"][s:e],
+            leaf=cols["leaf"][s:e],
+            checksum_matches=cols["checksum_matches"][s:e],
+        )
         blocks.append(block_rows(str(dn[s]), tree))
-        summary.append({"datanode": str(dn[s]), "replica": None, "container": int(cid[s]),
-                        "data_checksum": tree.data_checksum, "tombstones": 0,
-                        "unhealthy_chunks": int((~tree.chunk_matches).sum())})
+        summary.append(
+            {
+                "datanode": str(dn[s]),
+                "replica": None,
+                "container": int(cid[s]),
+                "data_checksum": tree.data_checksum,
+                "tombstones": 0,
+                "unhealthy_chunks": int((~tree.chunk_matches).sum()),
+            }
+        )
     # row groups of ~20 MB, as Spark's writer makes splits of a few per core possible
     pq.write_table(pa.concat_tables(blocks), str(out / "blocks.parquet"), row_group_size=65536)
-    pq.write_table(pa.Table.from_pylist(summary, schema=pa.schema([
-        ("datanode", pa.string()), ("replica", pa.string()), ("container", pa.int64()),
-        ("data_checksum", pa.int64()), ("tombstones", pa.int64()),
-        ("unhealthy_chunks", pa.int64())])), str(out / "containers.parquet"))
+    pq.write_table(
+        pa.Table.from_pylist(
+            summary,
+            schema=pa.schema(
+                [
+                    ("datanode", pa.string()),
+                    ("replica", pa.string()),
+                    ("container", pa.int64()),
+                    ("data_checksum", pa.int64()),
+                    ("tombstones", pa.int64()),
+                    ("unhealthy_chunks", pa.int64()),
+                ]
+            ),
+        ),
+        str(out / "containers.parquet"),
+    )
 
 
 def write_diff_tables(out: Path, n: int, scenario: str) -> int:
@@ -309,27 +382,40 @@ def write_diff_tables(out: Path, n: int, scenario: str) -> int:
     container = i // PER_CONTAINER
     block = (i % PER_CONTAINER) // PER_BLOCK
     offset = (i % PER_BLOCK) * CHUNK_LEN
-    leaf = rng.integers(0, 2 ** 32, n, dtype=np.int64)
+    leaf = rng.integers(0, 2**32, n, dtype=np.int64)
     k = max(1, n // 1000)
     if scenario == "clustered":
         pick = rng.choice(containers, max(1, containers // 100), replace=False)
-        rows = np.concatenate([np.arange(c * PER_CONTAINER, (c + 1) * PER_CONTAINER)
-                               for c in pick])
+        rows = np.concatenate([np.arange(c * PER_CONTAINER, (c + 1) * PER_CONTAINER) for c in pick])
         changed = rng.choice(rows, min(k, rows.size), replace=False)
     else:
         changed = rng.choice(n, k, replace=False)
     leaf2 = leaf.copy()
     leaf2[changed] ^= 1
-    base = {"container": container, "block": block, "offset": offset,
-            "length": np.full(n, CHUNK_LEN, dtype=np.int64), "deleted": np.zeros(n, dtype=bool)}
+    base = {
+        "container": container,
+        "block": block,
+        "offset": offset,
+        "length": np.full(n, CHUNK_LEN, dtype=np.int64),
+        "deleted": np.zeros(n, dtype=bool),
+    }
     # dn1's changed chunks are unhealthy (as a scan marks corruption): dn1 pulls them
     bad = np.ones(n, dtype=bool)
     bad[changed] = False
-    tables = [pa.table({"datanode": pa.DictionaryArray.from_arrays(
-                            np.zeros(n, dtype=np.int32), [dn]).cast(pa.string()),
-                        **base, "checksum_matches": ok, "leaf": lf,
-                        "replica": pa.nulls(n, pa.string())})
-              for dn, lf, ok in (("dn0", leaf, np.ones(n, dtype=bool)), ("dn1", leaf2, bad))]
+    tables = [
+        pa.table(
+            {
+                "datanode": pa.DictionaryArray.from_arrays(np.zeros(n, dtype=np.int32), [dn]).cast(
+                    pa.string()
+                ),
+                **base,
+                "checksum_matches": ok,
+                "leaf": lf,
+                "replica": pa.nulls(n, pa.string()),
+            }
+        )
+        for dn, lf, ok in (("dn0", leaf, np.ones(n, dtype=bool)), ("dn1", leaf2, bad))
+    ]
     chunks = pa.concat_tables(tables)
     pq.write_table(chunks, str(out / "chunks.parquet"), row_group_size=1 << 20)
     _scan_tables(chunks, out)
@@ -360,27 +446,42 @@ def test_diff_two_replicas(bench, spark, diff_tables, impl):
     def ours(bare: bool) -> Any:
         def job() -> int:
             try:
-                res = diff_chunks(read("chunks")) if bare else diff_scan(
-                    {n: read(n) for n in ("chunks", "blocks", "containers")})
+                res = (
+                    diff_chunks(read("chunks"))
+                    if bare
+                    else diff_scan({n: read(n) for n in ("chunks", "blocks", "containers")})
+                )
                 return res.pulls.count()
             finally:
                 spark.catalog.clearCache()
+
         return job
 
     def naive() -> int:
         df = read("chunks")
         a = df.filter(F.col("datanode") == "dn0").select(
-            "container", "block", "offset", F.col("leaf").alias("a"))
+            "container", "block", "offset", F.col("leaf").alias("a")
+        )
         b = df.filter(F.col("datanode") == "dn1").select(
-            "container", "block", "offset", F.col("leaf").alias("b"))
+            "container", "block", "offset", F.col("leaf").alias("b")
+        )
         j = a.join(b, ["container", "block", "offset"], "full_outer")
         return j.filter(~F.col("a").eqNullSafe(F.col("b"))).count()
 
-    job = {OURS: ours(False), "ours, bare chunk table (digests)": ours(True),
-           "naive full outer join": naive}[impl]
-    got = bench.measure(job, case=f"spark diff: 2 x {DIFF_ROWS:,} chunk rows, 0.1% diverged, "
-                                  f"{diff_tables['scenario']}", impl=impl,
-                        per=2 * DIFF_ROWS, unit="ns/elem", cold=True, warmup=WARMUP)
+    job = {
+        OURS: ours(False),
+        "ours, bare chunk table (digests)": ours(True),
+        "naive full outer join": naive,
+    }[impl]
+    got = bench.measure(
+        job,
+        case=f"spark diff: 2 x {DIFF_ROWS:,} chunk rows, 0.1% diverged, {diff_tables['scenario']}",
+        impl=impl,
+        per=2 * DIFF_ROWS,
+        unit="ns/elem",
+        cold=True,
+        warmup=WARMUP,
+    )
     assert got == diff_tables["changed"]
 
 
@@ -402,7 +503,7 @@ def plan_scan(tmp_path_factory) -> Dict[str, Any]:
     container = i // per
     block = (i % per) // PER_BLOCK
     offset = (i % PER_BLOCK) * CHUNK_LEN
-    leaf = rng.integers(0, 2 ** 32, i.size, dtype=np.int64)
+    leaf = rng.integers(0, 2**32, i.size, dtype=np.int64)
     corrupt = set(rng.choice(n_c, max(1, n_c // 100), replace=False).tolist())
     tables = []
     for k, step in enumerate((0, 1, 3)):
@@ -414,15 +515,30 @@ def plan_scan(tmp_path_factory) -> Dict[str, Any]:
             ok[hit] = False
             lf[hit] ^= 1
         names = np.array([f"dn{d}" for d in range(PLAN_DATANODES)])[dn]
-        tables.append(pa.table({
-            "datanode": pa.array(names), "container": container, "block": block,
-            "offset": offset, "length": np.full(i.size, CHUNK_LEN, dtype=np.int64),
-            "leaf": lf, "checksum_matches": ok, "deleted": np.zeros(i.size, dtype=bool),
-            "replica": pa.array(np.char.add(np.char.add(names, "/vol0/"),
-                                            container.astype(str)))}))
+        tables.append(
+            pa.table(
+                {
+                    "datanode": pa.array(names),
+                    "container": container,
+                    "block": block,
+                    "offset": offset,
+                    "length": np.full(i.size, CHUNK_LEN, dtype=np.int64),
+                    "leaf": lf,
+                    "checksum_matches": ok,
+                    "deleted": np.zeros(i.size, dtype=bool),
+                    "replica": pa.array(
+                        np.char.add(np.char.add(names, "/vol0/"), container.astype(str))
+                    ),
+                }
+            )
+        )
     chunks = pa.concat_tables(tables)
-    order = np.lexsort((chunks.column("container").to_numpy(),
-                        chunks.column("datanode").to_numpy(zero_copy_only=False)))
+    order = np.lexsort(
+        (
+            chunks.column("container").to_numpy(),
+            chunks.column("datanode").to_numpy(zero_copy_only=False),
+        )
+    )
     chunks = chunks.take(pa.array(order))
     out = tmp_path_factory.mktemp("spark_plan")
     pq.write_table(chunks, str(out / "chunks.parquet"), row_group_size=1 << 20)
@@ -439,14 +555,17 @@ def test_plan_decommission(bench, spark, plan_scan, impl):
     d = plan_scan["dir"]
 
     def tables() -> Dict[str, Any]:
-        return {n: spark.read.parquet(str(d / f"{n}.parquet"))
-                for n in ("chunks", "blocks", "containers")}
+        return {
+            n: spark.read.parquet(str(d / f"{n}.parquet"))
+            for n in ("chunks", "blocks", "containers")
+        }
 
     def plan() -> int:
         try:
             t = tables()
-            p = build_plan(diff_scan(t), decommission=["dn0"], blocks=t["blocks"],
-                           chunks=t["chunks"])
+            p = build_plan(
+                diff_scan(t), decommission=["dn0"], blocks=t["blocks"], chunks=t["chunks"]
+            )
             return p["summary"]["copies"]
         finally:
             spark.catalog.clearCache()
@@ -459,13 +578,17 @@ def test_plan_decommission(bench, spark, plan_scan, impl):
         finally:
             spark.catalog.clearCache()
 
-    got = bench.measure(plan if impl == OURS else report,
-                        case=f"spark plan: decommission 1 of 8 datanodes, {PLAN_CONTAINERS:,} "
-                             f"containers x 3", impl=impl, per=PLAN_CONTAINERS,
-                        unit="ns/elem", cold=True, warmup=WARMUP)
+    got = bench.measure(
+        plan if impl == OURS else report,
+        case=f"spark plan: decommission 1 of 8 datanodes, {PLAN_CONTAINERS:,} containers x 3",
+        impl=impl,
+        per=PLAN_CONTAINERS,
+        unit="ns/elem",
+        cold=True,
+        warmup=WARMUP,
+    )
     if impl == OURS:  # one copy per container on dn0, two where an in-service copy is bad
-        on_dn0 = sum(1 for c in range(PLAN_CONTAINERS) if 0 in {c % 8, (c + 1) % 8,
-                                                                  (c + 3) % 8})
+        on_dn0 = sum(1 for c in range(PLAN_CONTAINERS) if 0 in {c % 8, (c + 1) % 8, (c + 3) % 8})
         assert got >= on_dn0
     else:
         assert got == plan_scan["corrupt"]
@@ -488,15 +611,25 @@ def pulls_parquet(tmp_path_factory) -> Dict[str, Any]:
     container = pair // 3
     cand = [(target + 1 + pair % 5) % 12, (target + 7) % 12]
     names = np.array([f"dn{d}" for d in range(12)])
-    sources = pa.array([[a, b] for a, b in zip(names[cand[0]].tolist(), names[cand[1]].tolist())],
-                       pa.list_(pa.string()))
-    table = pa.table({
-        "container": container, "datanode": pa.array(names[target]),
-        "replica": pa.array(np.char.add(names[target], np.char.add("/vol0/",
-                                                                  container.astype(str)))),
-        "kind": pa.array(np.full(n, "CORRUPT_CHUNK")), "block": (i % 40) // 4,
-        "offset": (i % 4) * CHUNK_LEN, "length": np.full(n, CHUNK_LEN, dtype=np.int64),
-        "sources": sources, "source_replicas": pa.array([[]] * n, pa.list_(pa.string()))})
+    sources = pa.array(
+        [[a, b] for a, b in zip(names[cand[0]].tolist(), names[cand[1]].tolist())],
+        pa.list_(pa.string()),
+    )
+    table = pa.table(
+        {
+            "container": container,
+            "datanode": pa.array(names[target]),
+            "replica": pa.array(
+                np.char.add(names[target], np.char.add("/vol0/", container.astype(str)))
+            ),
+            "kind": pa.array(np.full(n, "CORRUPT_CHUNK")),
+            "block": (i % 40) // 4,
+            "offset": (i % 4) * CHUNK_LEN,
+            "length": np.full(n, CHUNK_LEN, dtype=np.int64),
+            "sources": sources,
+            "source_replicas": pa.array([[]] * n, pa.list_(pa.string())),
+        }
+    )
     out = tmp_path_factory.mktemp("spark_pulls")
     pq.write_table(table, str(out / "pulls.parquet"), row_group_size=1 << 20)
     return {"path": out / "pulls.parquet", "pairs": int(pair[-1]) + 1, "out": out}
@@ -520,9 +653,15 @@ def test_repair_plan_at_scale(bench, spark, pulls_parquet, impl):
     def driver() -> int:
         return len(repair_plan([r.asDict() for r in pulls.collect()]))
 
-    got = bench.measure(executors if impl == OURS else driver,
-                        case=f"spark repair plan: {PLAN_PULLS:,} pulls", impl=impl,
-                        per=PLAN_PULLS, unit="ns/elem", cold=True, warmup=WARMUP)
+    got = bench.measure(
+        executors if impl == OURS else driver,
+        case=f"spark repair plan: {PLAN_PULLS:,} pulls",
+        impl=impl,
+        per=PLAN_PULLS,
+        unit="ns/elem",
+        cold=True,
+        warmup=WARMUP,
+    )
     # one command per (container, target): its pulls share their candidates, so one source
     assert got == pulls_parquet["pairs"]
 
@@ -537,8 +676,14 @@ def test_report_plan_at_scale(bench, spark, pulls_parquet, impl):
     from spark_udfs.jobs.report import _plan_on_executors
 
     pulls = spark.read.parquet(str(pulls_parquet["path"]))
-    diff = DiffResult(replicas=None, containers=None, pulls=pulls, unrecoverable=None,
-                      diverged_blocks=None, pending_deletions=None)
+    diff = DiffResult(
+        replicas=None,
+        containers=None,
+        pulls=pulls,
+        unrecoverable=None,
+        diverged_blocks=None,
+        pending_deletions=None,
+    )
     runs = iter(range(1_000_000))
 
     def executors() -> int:
@@ -553,10 +698,17 @@ def test_report_plan_at_scale(bench, spark, pulls_parquet, impl):
         entries: Dict[Any, Any] = {}
         for p in plan:  # the report's reconcile entries, one per (round, container, target)
             entries.setdefault((p["round"], p["container"], p["target"]), []).append(
-                p["source_replica"])
+                p["source_replica"]
+            )
         return len(entries)
 
-    got = bench.measure(executors if impl == OURS else driver,
-                        case=f"spark report plan: {PLAN_PULLS:,} pulls", impl=impl,
-                        per=PLAN_PULLS, unit="ns/elem", cold=True, warmup=WARMUP)
+    got = bench.measure(
+        executors if impl == OURS else driver,
+        case=f"spark report plan: {PLAN_PULLS:,} pulls",
+        impl=impl,
+        per=PLAN_PULLS,
+        unit="ns/elem",
+        cold=True,
+        warmup=WARMUP,
+    )
     assert got == pulls_parquet["pairs"]  # one reconcile command per (container, target)

@@ -44,35 +44,55 @@ def _rates(bench, **rates):
 @pytest.fixture(scope="module")
 def container_5gb():
     rng = np.random.default_rng(1)
-    windows = rng.integers(0, 2 ** 32, WINDOWS_5GB, dtype=np.uint32)
+    windows = rng.integers(0, 2**32, WINDOWS_5GB, dtype=np.uint32)
     i = np.arange(CHUNKS_5GB, dtype=np.int64)
-    return dict(block_id=i // CHUNKS_PER_BLOCK, offset=(i % CHUNKS_PER_BLOCK) * (4 << 20),
-                length=np.full(CHUNKS_5GB, 4 << 20, dtype=np.int64), windows=windows,
-                counts=np.full(CHUNKS_5GB, WINDOWS_5GB // CHUNKS_5GB, dtype=np.int64))
+    return dict(
+        block_id=i // CHUNKS_PER_BLOCK,
+        offset=(i % CHUNKS_PER_BLOCK) * (4 << 20),
+        length=np.full(CHUNKS_5GB, 4 << 20, dtype=np.int64),
+        windows=windows,
+        counts=np.full(CHUNKS_5GB, WINDOWS_5GB // CHUNKS_5GB, dtype=np.int64),
+    )
 
 
 def test_leaves_5gb_container(bench, container_5gb):
     c = container_5gb
     starts = np.zeros(CHUNKS_5GB + 1, dtype=np.int64)
     np.cumsum(c["counts"], out=starts[1:])
-    got = bench.measure(_native._ozt_leaves_u32, args=(c["windows"], starts),
-                        case="tree leaves: 5 GB container (327,680 windows)", impl=OURS,
-                        per=WINDOWS_5GB, unit="ns/elem")
+    got = bench.measure(
+        _native._ozt_leaves_u32,
+        args=(c["windows"], starts),
+        case="tree leaves: 5 GB container (327,680 windows)",
+        impl=OURS,
+        per=WINDOWS_5GB,
+        unit="ns/elem",
+    )
     _rates(bench, windows_per_s=WINDOWS_5GB)
     w = c["windows"]
     for k in (0, 777, CHUNKS_5GB - 1):
-        assert got[k] == ozone.leaf_checksum(w[starts[k]:starts[k + 1]])
+        assert got[k] == ozone.leaf_checksum(w[starts[k] : starts[k + 1]])
 
 
 def test_build_5gb_container(bench, container_5gb):
     c = container_5gb
 
     def run():
-        return ContainerTree.from_columns(1, c["block_id"], c["offset"], c["length"],
-                                          window_checksums=c["windows"],
-                                          window_counts=c["counts"])
-    tree = bench.measure(run, case="tree build: 5 GB container from windows", impl=OURS,
-                         per=WINDOWS_5GB, unit="ns/elem")
+        return ContainerTree.from_columns(
+            1,
+            c["block_id"],
+            c["offset"],
+            c["length"],
+            window_checksums=c["windows"],
+            window_counts=c["counts"],
+        )
+
+    tree = bench.measure(
+        run,
+        case="tree build: 5 GB container from windows",
+        impl=OURS,
+        per=WINDOWS_5GB,
+        unit="ns/elem",
+    )
     _rates(bench, windows_per_s=WINDOWS_5GB, chunks_per_s=CHUNKS_5GB)
     assert tree.n_blocks == CHUNKS_5GB // CHUNKS_PER_BLOCK and tree.n_chunks == CHUNKS_5GB
     assert tree.data_checksum == ozone.container_checksum(tree.block_value)
@@ -82,23 +102,35 @@ def test_build_5gb_container(bench, container_5gb):
 def small_columns():
     rng = np.random.default_rng(2)
     i = np.arange(N_SMALL, dtype=np.int64)
-    return dict(block_id=i // PER_BLOCK_SMALL, offset=(i % PER_BLOCK_SMALL) * 4096,
-                length=np.full(N_SMALL, 4096, dtype=np.int64),
-                leaf=rng.integers(0, 2 ** 32, N_SMALL, dtype=np.int64),
-                windows=rng.integers(0, 2 ** 32, N_SMALL, dtype=np.uint32),
-                counts=np.ones(N_SMALL, dtype=np.int64))
+    return dict(
+        block_id=i // PER_BLOCK_SMALL,
+        offset=(i % PER_BLOCK_SMALL) * 4096,
+        length=np.full(N_SMALL, 4096, dtype=np.int64),
+        leaf=rng.integers(0, 2**32, N_SMALL, dtype=np.int64),
+        windows=rng.integers(0, 2**32, N_SMALL, dtype=np.uint32),
+        counts=np.ones(N_SMALL, dtype=np.int64),
+    )
 
 
 @pytest.mark.parametrize("source", ["leaves", "windows"])
 def test_build_1m_small_chunks(bench, small_columns, source):
     c = small_columns
-    kw = (dict(leaf=c["leaf"]) if source == "leaves"
-          else dict(window_checksums=c["windows"], window_counts=c["counts"]))
+    kw = (
+        dict(leaf=c["leaf"])
+        if source == "leaves"
+        else dict(window_checksums=c["windows"], window_counts=c["counts"])
+    )
 
     def run():
         return ContainerTree.from_columns(1, c["block_id"], c["offset"], c["length"], **kw)
-    tree = bench.measure(run, case=f"tree build: 1,000,000 chunks from {source}", impl=OURS,
-                         per=N_SMALL, unit="ns/elem")
+
+    tree = bench.measure(
+        run,
+        case=f"tree build: 1,000,000 chunks from {source}",
+        impl=OURS,
+        per=N_SMALL,
+        unit="ns/elem",
+    )
     _rates(bench, chunks_per_s=N_SMALL)
     assert tree.n_chunks == N_SMALL and tree.n_blocks == N_SMALL // PER_BLOCK_SMALL
     b = tree.block(17)
@@ -113,11 +145,17 @@ def test_block_and_container_values_1m(bench, small_columns):
 
     def run():
         return _native._ozt_container_value(_native._ozt_block_values(ids, starts, c["leaf"]))
-    got = bench.measure(run, case="tree blocks+container: 1,000,000 leaves", impl=OURS,
-                        per=N_SMALL, unit="ns/elem")
+
+    got = bench.measure(
+        run, case="tree blocks+container: 1,000,000 leaves", impl=OURS, per=N_SMALL, unit="ns/elem"
+    )
     _rates(bench, chunks_per_s=N_SMALL)
-    assert got == ContainerTree.from_columns(1, c["block_id"], c["offset"], c["length"],
-                                             leaf=c["leaf"]).data_checksum
+    assert (
+        got
+        == ContainerTree.from_columns(
+            1, c["block_id"], c["offset"], c["length"], leaf=c["leaf"]
+        ).data_checksum
+    )
 
 
 @pytest.fixture(scope="module")
@@ -130,16 +168,21 @@ def tree_pair(small_columns):
     leaf[bad] ^= 0x5A5A
     matches = np.ones(N_SMALL, dtype=bool)
     matches[bad] = False
-    ours = ContainerTree.from_columns(1, c["block_id"], c["offset"], c["length"], leaf=leaf,
-                                      checksum_matches=matches)
+    ours = ContainerTree.from_columns(
+        1, c["block_id"], c["offset"], c["length"], leaf=leaf, checksum_matches=matches
+    )
     return ours, peer, bad
 
 
 def test_diff_1m_chunks_0_1_percent(bench, tree_pair):
     ours, peer, bad = tree_pair
-    report = bench.measure(diff, args=(ours, peer),
-                           case="tree diff: 1,000,000 chunks, 0.1% differ", impl=OURS,
-                           unit="ns/call")
+    report = bench.measure(
+        diff,
+        args=(ours, peer),
+        case="tree diff: 1,000,000 chunks, 0.1% differ",
+        impl=OURS,
+        unit="ns/call",
+    )
     _rates(bench, chunks_per_s=N_SMALL)
     assert report.corrupt_chunk_rows.size == bad.size and report.needs_repair
 
@@ -147,9 +190,13 @@ def test_diff_1m_chunks_0_1_percent(bench, tree_pair):
 def test_diff_equal_roots(bench, tree_pair):
     _, peer, _ = tree_pair
     twin = ContainerTree.from_bytes(peer.to_bytes())
-    report = bench.measure(diff, args=(twin, peer),
-                           case="tree diff: 1,000,000 chunks, equal roots", impl=OURS,
-                           unit="ns/call")
+    report = bench.measure(
+        diff,
+        args=(twin, peer),
+        case="tree diff: 1,000,000 chunks, equal roots",
+        impl=OURS,
+        unit="ns/call",
+    )
     assert report.roots_equal and not report.needs_repair
 
 
@@ -178,8 +225,9 @@ def test_tree_write_1m(bench, tree_bytes, impl):
             pytest.skip("protobuf is not installed")
         msg = msg_cls.FromString(raw)
         func, args = msg.SerializeToString, ()
-    got = bench.measure(func, args=args, case="tree .tree write: 1,000,000 chunks", impl=impl,
-                        nbytes=len(raw))
+    got = bench.measure(
+        func, args=args, case="tree .tree write: 1,000,000 chunks", impl=impl, nbytes=len(raw)
+    )
     _rates(bench, mb_per_s=len(raw) / 1e6, chunks_per_s=N_SMALL)
     assert got == raw
 
@@ -194,8 +242,9 @@ def test_tree_read_1m(bench, tree_bytes, impl):
         if msg_cls is None:
             pytest.skip("protobuf is not installed")
         func = msg_cls.FromString
-    got = bench.measure(func, args=(raw,), case="tree .tree read: 1,000,000 chunks", impl=impl,
-                        nbytes=len(raw))
+    got = bench.measure(
+        func, args=(raw,), case="tree .tree read: 1,000,000 chunks", impl=impl, nbytes=len(raw)
+    )
     _rates(bench, mb_per_s=len(raw) / 1e6, chunks_per_s=N_SMALL)
     if impl == OURS:
         assert got == tree

@@ -42,23 +42,28 @@ Target = Callable[[bytes], None]
 def load_target(name: str, instrument: bool) -> Tuple[Target, List[bytes]]:
     """The target function and its built-in seeds; under atheris, import merkle and the
     targets with coverage instrumentation (only works before anything imported merkle)."""
+
     def _import() -> Tuple[Target, List[bytes]]:
         if name == "kernels":
             from fuzz import fuzz_kernels as k
+
             bad = os.environ.get("FUZZ_SELFTEST")
             if bad:
                 k.SELFTEST_BAD_LENGTH = int(bad)
             return k.target, k.seeds()
         if name == "diff":
             from fuzz import fuzz_diff as d
+
             return d.target_diff, d.seeds_diff()
         from fuzz import fuzz_parsers as p
+
         if name == "tree":
             return p.target_tree, p.seeds_tree()
         return p.target_blockmeta, p.seeds_blockmeta()
 
     if instrument:
         import atheris
+
         with atheris.instrument_imports(include=["merkle", "fuzz"]):
             return _import()
     return _import()
@@ -71,10 +76,20 @@ def seed_files(name: str) -> List[bytes]:
 
 # ---- the built-in engine ----------------------------------------------------------------
 
-INTERESTING = (b"\x00", b"\x01", b"\x7f", b"\x80", b"\xff",
-               b"\x80\x80\x80\x80\x80\x80\x80\x80\x80\x01",
-               b"\xff\xff\xff\xff", b"\x00\x00\x00\x00", b"\x7f\xff\xff\xff", b"\x80\x00\x00\x00",
-               b"\xff\xff\xff\xff\xff\xff\xff\xff", b"\x00\x00\x00\x00\x00\x00\x00\x01")
+INTERESTING = (
+    b"\x00",
+    b"\x01",
+    b"\x7f",
+    b"\x80",
+    b"\xff",
+    b"\x80\x80\x80\x80\x80\x80\x80\x80\x80\x01",
+    b"\xff\xff\xff\xff",
+    b"\x00\x00\x00\x00",
+    b"\x7f\xff\xff\xff",
+    b"\x80\x00\x00\x00",
+    b"\xff\xff\xff\xff\xff\xff\xff\xff",
+    b"\x00\x00\x00\x00\x00\x00\x00\x01",
+)
 
 
 def mutate(rng: random.Random, data: bytes, corpus: Sequence[bytes]) -> bytes:
@@ -89,7 +104,7 @@ def mutate(rng: random.Random, data: bytes, corpus: Sequence[bytes]) -> bytes:
             buf[rng.randrange(len(buf))] = rng.randrange(256)
         elif op == 2:  # interesting value (varint edges, int32/64 edges) overwritten
             v = rng.choice(INTERESTING)
-            buf[pos:pos + len(v)] = v
+            buf[pos : pos + len(v)] = v
         elif op == 3:  # insert random bytes
             buf[pos:pos] = rng.randbytes(rng.randint(1, 16))
         elif op == 4 and buf:  # delete a range
@@ -104,7 +119,7 @@ def mutate(rng: random.Random, data: bytes, corpus: Sequence[bytes]) -> bytes:
             cut = rng.randrange(len(other) + 1)
             buf = buf[:pos] + bytearray(other[cut:])
         elif op == 7 and buf:  # truncate
-            del buf[rng.randrange(len(buf)):]
+            del buf[rng.randrange(len(buf)) :]
         elif op == 8 and buf:  # add a small delta to a byte (lengths, counts)
             i = rng.randrange(len(buf))
             buf[i] = (buf[i] + rng.choice((-2, -1, 1, 2))) & 0xFF
@@ -119,8 +134,15 @@ def _save(name: str, prefix: str, data: bytes) -> Path:
     return path
 
 
-def run_builtin(name: str, target: Target, seeds: List[bytes], runs: Optional[int],
-                seconds: Optional[float], seed: int, timeout: float) -> dict:
+def run_builtin(
+    name: str,
+    target: Target,
+    seeds: List[bytes],
+    runs: Optional[int],
+    seconds: Optional[float],
+    seed: int,
+    timeout: float,
+) -> dict:
     rng = random.Random(seed)
     corpus = list(seeds) or [b""]
     queue = list(corpus)  # the seeds run unmutated first
@@ -152,26 +174,48 @@ def run_builtin(name: str, target: Target, seeds: List[bytes], runs: Optional[in
         if rng.random() < 0.02 and len(corpus) < 2000:
             corpus.append(data)  # no coverage signal: keep a random sample to go deeper
     elapsed = time.monotonic() - t0
-    return {"target": name, "engine": "builtin", "execs": execs, "seconds": round(elapsed, 3),
-            "execs_per_second": round(execs / elapsed, 1) if elapsed else 0.0,
-            "slowest_seconds": round(slowest, 4), "failures": 0 if failure is None else 1,
-            "failure": failure, "seed": seed}
+    return {
+        "target": name,
+        "engine": "builtin",
+        "execs": execs,
+        "seconds": round(elapsed, 3),
+        "execs_per_second": round(execs / elapsed, 1) if elapsed else 0.0,
+        "slowest_seconds": round(slowest, 4),
+        "failures": 0 if failure is None else 1,
+        "failure": failure,
+        "seed": seed,
+    }
 
 
 # ---- atheris ------------------------------------------------------------------------------
 
-def run_atheris(name: str, target: Target, seeds: List[bytes], runs: Optional[int],
-                seconds: Optional[float], timeout: float, extra: List[str]) -> None:
+
+def run_atheris(
+    name: str,
+    target: Target,
+    seeds: List[bytes],
+    runs: Optional[int],
+    seconds: Optional[float],
+    timeout: float,
+    extra: List[str],
+) -> None:
     import atheris
+
     corpus = ROOT / "build" / "fuzz-corpus" / name
     corpus.mkdir(parents=True, exist_ok=True)
     for s in seeds:  # the targets' own seeds join the corpus (content-named, idempotent)
         (corpus / f"seed-{hashlib.sha1(s).hexdigest()}").write_bytes(s)
     crashes = ROOT / "build" / "fuzz-crashes" / name
     crashes.mkdir(parents=True, exist_ok=True)
-    argv = [sys.argv[0], str(corpus), f"-artifact_prefix={crashes}/",
-            f"-timeout={int(max(1, timeout))}", f"-max_len={MAX_LEN}", "-rss_limit_mb=3072",
-            "-print_final_stats=1"]
+    argv = [
+        sys.argv[0],
+        str(corpus),
+        f"-artifact_prefix={crashes}/",
+        f"-timeout={int(max(1, timeout))}",
+        f"-max_len={MAX_LEN}",
+        "-rss_limit_mb=3072",
+        "-print_final_stats=1",
+    ]
     if (SEEDS / name).is_dir():
         argv.insert(2, str(SEEDS / name))
     if runs is not None:
@@ -187,9 +231,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     extra: List[str] = []
     if "--" in args_in:
         cut = args_in.index("--")
-        args_in, extra = args_in[:cut], args_in[cut + 1:]
-    ap = argparse.ArgumentParser(prog="python -m fuzz", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+        args_in, extra = args_in[:cut], args_in[cut + 1 :]
+    ap = argparse.ArgumentParser(
+        prog="python -m fuzz",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("target", choices=TARGETS)
     ap.add_argument("--engine", choices=("auto", "atheris", "builtin"), default="auto")
     ap.add_argument("--runs", type=int, default=None, help="stop after N executions")
@@ -205,6 +252,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if engine == "auto":
         try:
             import atheris  # noqa: F401
+
             engine = "atheris"
         except ImportError:
             engine = "builtin"
@@ -225,10 +273,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if engine == "atheris":
         run_atheris(args.target, target, seeds, args.runs, args.time, args.timeout, extra)
         return 0  # not reached: atheris exits
-    stats = run_builtin(args.target, target, seeds, args.runs, args.time, args.seed,
-                        args.timeout)
-    print(f"fuzz: {args.target} builtin: {stats['execs']} execs in {stats['seconds']} s "
-          f"({stats['execs_per_second']}/s), {stats['failures']} failures", flush=True)
+    stats = run_builtin(args.target, target, seeds, args.runs, args.time, args.seed, args.timeout)
+    print(
+        f"fuzz: {args.target} builtin: {stats['execs']} execs in {stats['seconds']} s "
+        f"({stats['execs_per_second']}/s), {stats['failures']} failures",
+        flush=True,
+    )
     if stats["failure"]:
         print(stats["failure"]["traceback"], file=sys.stderr)
         print(f"fuzz: failing input saved to {stats['failure']['input']}", file=sys.stderr)

@@ -19,12 +19,15 @@ from fuzz.provider import Provider
 
 
 def _rows(p: Provider) -> List[Tuple[int, int, int, bool]]:
-    return [(p.int(-1, 6), p.int(0, 3) * 4096, p.int(1, 3) if p.bool() else p.u32(),
-             p.int(0, 3) != 0) for _ in range(p.int(0, 14))]
+    return [
+        (p.int(-1, 6), p.int(0, 3) * 4096, p.int(1, 3) if p.bool() else p.u32(), p.int(0, 3) != 0)
+        for _ in range(p.int(0, 14))
+    ]
 
 
-def _edited(p: Provider, rows: List[Tuple[int, int, int, bool]]
-            ) -> List[Tuple[int, int, int, bool]]:
+def _edited(
+    p: Provider, rows: List[Tuple[int, int, int, bool]]
+) -> List[Tuple[int, int, int, bool]]:
     """The peer as a replica of ours that diverged: rows kept, dropped, changed in value or
     health, plus a few new ones (what corruption, loss and repair produce)."""
     out = []
@@ -39,22 +42,34 @@ def _edited(p: Provider, rows: List[Tuple[int, int, int, bool]]
         elif action == 3:
             v, ok = p.int(1, 3), p.bool()
         out.append((b, o, v, ok))
-    return out + _rows(p)[:p.int(0, 3)]
+    return out + _rows(p)[: p.int(0, 3)]
 
 
 def _tree(p: Provider, rows: List[Tuple[int, int, int, bool]]) -> ContainerTree:
     tombs = {p.int(-1, 6): p.int(0, 3) for _ in range(p.int(0, 2))}
     empty = [b for b in [p.int(-1, 6) for _ in range(p.int(0, 1))] if b not in tombs]
     return ContainerTree.from_columns(
-        1, [r[0] for r in rows], [r[1] for r in rows], [4096] * len(rows),
-        leaf=[r[2] for r in rows], checksum_matches=[r[3] for r in rows],
-        deleted_blocks=tombs or None, empty_blocks=empty or None,
-        data_checksum=p.int(0, 7) != 0)
+        1,
+        [r[0] for r in rows],
+        [r[1] for r in rows],
+        [4096] * len(rows),
+        leaf=[r[2] for r in rows],
+        checksum_matches=[r[3] for r in rows],
+        deleted_blocks=tombs or None,
+        empty_blocks=empty or None,
+        data_checksum=p.int(0, 7) != 0,
+    )
 
 
 def reference_diff(ours: ContainerTree, peer: ContainerTree) -> Dict[str, object]:
-    out: Dict[str, object] = {"missing_blocks": set(), "deleted": set(), "missing_chunks": set(),
-                              "corrupt": set(), "unrecoverable": set(), "filtered": 0}
+    out: Dict[str, object] = {
+        "missing_blocks": set(),
+        "deleted": set(),
+        "missing_chunks": set(),
+        "corrupt": set(),
+        "unrecoverable": set(),
+        "filtered": 0,
+    }
     if (ours.data_checksum or 0) == (peer.data_checksum or 0):  # unset reads as 0
         return out
     mine = {b.block_id: b for b in ours.blocks()}
@@ -108,14 +123,19 @@ def target_diff(data: bytes) -> None:
     else:
         peer = _tree(p, _edited(p, rows) if kind >= 2 else _rows(p))
     r = diff(ours, peer)
-    got = {"missing_blocks": {int(b) for b in r.missing_blocks},
-           "deleted": {int(b) for b in r.diverged_deleted_blocks},
-           "missing_chunks": _pairs(r.missing_chunks), "corrupt": _pairs(r.corrupt_chunks),
-           "unrecoverable": _pairs(r.unrecoverable_chunks),
-           "filtered": r.unhealthy_chunks_filtered}
+    got = {
+        "missing_blocks": {int(b) for b in r.missing_blocks},
+        "deleted": {int(b) for b in r.diverged_deleted_blocks},
+        "missing_chunks": _pairs(r.missing_chunks),
+        "corrupt": _pairs(r.corrupt_chunks),
+        "unrecoverable": _pairs(r.unrecoverable_chunks),
+        "filtered": r.unhealthy_chunks_filtered,
+    }
     want = reference_diff(ours, peer)
-    assert got == want, f"diff != reference:\n ours={ours.to_dict()}\n peer={peer.to_dict()}\n" \
-                        f" got={got}\n want={want}"
+    assert got == want, (
+        f"diff != reference:\n ours={ours.to_dict()}\n peer={peer.to_dict()}\n"
+        f" got={got}\n want={want}"
+    )
     # row arrays must point at what the properties report (the reconciler uses the rows)
     for row, ours_row in zip(r.corrupt_chunk_rows, r.corrupt_chunk_rows_ours):
         assert peer.chunk_offset[row] == ours.chunk_offset[ours_row]
@@ -123,5 +143,6 @@ def target_diff(data: bytes) -> None:
 
 def seeds_diff() -> List[bytes]:
     import random
+
     rng = random.Random(6)
     return [rng.randbytes(rng.randrange(40, 400)) for _ in range(16)]

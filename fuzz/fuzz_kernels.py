@@ -35,8 +35,11 @@ except ImportError:  # pragma: no cover
 
 ALGORITHMS = ("crc32c", "crc32", "crc64nvme")
 FUNCS = {"crc32c": merkle.crc32c, "crc32": merkle.crc32, "crc64nvme": merkle.crc64nvme}
-COMBINE = {"crc32c": merkle.crc32c_combine, "crc32": merkle.crc32_combine,
-           "crc64nvme": merkle.crc64nvme_combine}
+COMBINE = {
+    "crc32c": merkle.crc32c_combine,
+    "crc32": merkle.crc32_combine,
+    "crc64nvme": merkle.crc64nvme_combine,
+}
 HASHES = {"crc32c": merkle.CRC32C, "crc32": merkle.CRC32, "crc64nvme": merkle.CRC64NVME}
 #: result width in bytes: the dtype of the arrays and the size of digest()
 WIDTH = {"crc32c": 4, "crc32": 4, "crc64nvme": 8}
@@ -70,9 +73,9 @@ def _shaped(p: Provider, raw: bytes) -> Any:
     if kind == 0:
         return raw
     backing = bytearray(align + n + p.int(0, 16))
-    backing[align:align + n] = raw
+    backing[align : align + n] = raw
     if kind == 1:
-        return memoryview(backing)[align:align + n]
+        return memoryview(backing)[align : align + n]
     if kind == 2:
         return np.frombuffer(backing, dtype=np.uint8, count=n, offset=align)
     if kind == 3 and n % 4 == 0:  # a multi-byte item format, still C-contiguous
@@ -151,8 +154,11 @@ def op_crc(p: Provider) -> None:
     fn = FUNCS[alg]
     by_keyword = p.bool()  # value= by keyword takes its own argument parsing
     expect = reference.crc(alg, raw, init) if n <= REFERENCE_LIMIT else None
-    _agree(_each_backend(lambda: fn(buf, value=init) if by_keyword else fn(buf, init)),
-           f"{alg} n={n} init={init:#x} kw={by_keyword} type={type(buf).__name__}", expect)
+    _agree(
+        _each_backend(lambda: fn(buf, value=init) if by_keyword else fn(buf, init)),
+        f"{alg} n={n} init={init:#x} kw={by_keyword} type={type(buf).__name__}",
+        expect,
+    )
     if n >= 3:  # [::2] of 2 bytes is 1 byte, which is contiguous
         try:
             fn(memoryview(bytearray(raw))[::2])
@@ -170,8 +176,11 @@ def op_chain(p: Provider) -> None:
     fn = FUNCS[alg]
     with merkle.using_backend("portable"):
         whole = fn(raw)
-    _agree(_each_backend(lambda: fn(raw[cut:], fn(raw[:cut]))),
-           f"{alg} chain n={len(raw)} cut={cut}", whole)
+    _agree(
+        _each_backend(lambda: fn(raw[cut:], fn(raw[:cut]))),
+        f"{alg} chain n={len(raw)} cut={cut}",
+        whole,
+    )
 
 
 def op_windows(p: Provider) -> None:
@@ -196,9 +205,9 @@ def op_windows(p: Provider) -> None:
     expect = None  # many windows: every backend against the portable one only
     if count <= 512:  # few windows: portable also against one crc() call per window
         with merkle.using_backend("portable"):
-            expect = [fn(raw[i:i + w]) for i in range(0, n, w)]
+            expect = [fn(raw[i : i + w]) for i in range(0, n, w)]
         if n <= REFERENCE_LIMIT:
-            ref = [reference.crc(alg, raw[i:i + w]) for i in range(0, n, w)]
+            ref = [reference.crc(alg, raw[i : i + w]) for i in range(0, n, w)]
             if ref != expect:
                 raise AssertionError(f"portable windows != reference: {alg} n={n} w={w}")
     _agree(_each_backend(run), f"{alg} windows n={n} w={w} out={use_out}", expect)
@@ -217,8 +226,11 @@ def op_windows_pair(p: Provider) -> None:
     count = -(-n // w)
 
     def run() -> Any:
-        out = (np.empty(count, dtype=DTYPE[alg_a]),
-               np.empty(count, dtype=DTYPE[alg_b])) if use_out else None
+        out = (
+            (np.empty(count, dtype=DTYPE[alg_a]), np.empty(count, dtype=DTYPE[alg_b]))
+            if use_out
+            else None
+        )
         got = merkle.checksum_windows(buf, w, algorithm=(alg_a, alg_b), out=out)
         if not (isinstance(got, tuple) and len(got) == 2):
             raise AssertionError(f"checksum_windows(pair) returned {type(got).__name__}")
@@ -233,10 +245,9 @@ def op_windows_pair(p: Provider) -> None:
         expect = tuple(merkle.checksum_windows(raw, w, algorithm=a) for a in (alg_a, alg_b))
     if n <= REFERENCE_LIMIT and count <= 64:
         for a, got in zip((alg_a, alg_b), expect):
-            if got.tolist() != [reference.crc(a, raw[i:i + w]) for i in range(0, n, w)]:
+            if got.tolist() != [reference.crc(a, raw[i : i + w]) for i in range(0, n, w)]:
                 raise AssertionError(f"portable windows != reference: {a} n={n} w={w}")
-    _agree(_each_backend(run), f"{alg_a}+{alg_b} windows n={n} w={w} out={use_out}",
-           _norm(expect))
+    _agree(_each_backend(run), f"{alg_a}+{alg_b} windows n={n} w={w} out={use_out}", _norm(expect))
     if p.int(0, 7) == 0:  # the argument errors of the pair, on this buffer
         _pair_errors(buf, w, count, alg_a, alg_b)
 
@@ -266,8 +277,11 @@ def op_each(p: Provider) -> None:
     k = p.int(0, 12)
     values: List[Optional[bytes]] = []
     for _ in range(k):
-        values.append(None if p.int(0, 5) == 0 else _data(p, p.choice((0, 1, 3, 8, 17, 64,
-                                                                      p.length(1 << 14)))))
+        values.append(
+            None
+            if p.int(0, 5) == 0
+            else _data(p, p.choice((0, 1, 3, 8, 17, 64, p.length(1 << 14))))
+        )
     fn = FUNCS[alg]
     with merkle.using_backend("portable"):
         expect = [0 if v is None else fn(v) for v in values]
@@ -296,8 +310,11 @@ def op_each(p: Provider) -> None:
             raise AssertionError(f"checksum_each({alg}) returned {got.dtype}")
         return got
 
-    _agree(_each_backend(run), f"{alg} each k={k} kind={kind} out={use_out} "
-           f"n={sum(len(v or b'') for v in values)}", expect)
+    _agree(
+        _each_backend(run),
+        f"{alg} each k={k} kind={kind} out={use_out} n={sum(len(v or b'') for v in values)}",
+        expect,
+    )
 
 
 def op_combine(p: Provider) -> None:
@@ -306,14 +323,18 @@ def op_combine(p: Provider) -> None:
     if p.bool():  # real parts: combine must give the CRC of the concatenation
         a, b = _data(p, p.length(1 << 16)), _data(p, p.length(1 << 16))
         ca, cb = fn(a), fn(b)
-        _agree(_each_backend(lambda: comb(ca, cb, len(b))),
-               f"{alg} combine |a|={len(a)} n={len(b)}", fn(a + b))
+        _agree(
+            _each_backend(lambda: comb(ca, cb, len(b))),
+            f"{alg} combine |a|={len(a)} n={len(b)}",
+            fn(a + b),
+        )
         return
     # arbitrary values and huge lengths (up to 2**64 - 1): the GF(2) reference
     mask = reference.MASK[alg]
     c1, c2 = p.u64() & mask, p.u64() & mask
-    len2 = p.choice((0, 1, p.int(0, 1 << 20), p.int(0, (1 << 64) - 1), (1 << 64) - 1,
-                     1 << p.int(0, 63)))
+    len2 = p.choice(
+        (0, 1, p.int(0, 1 << 20), p.int(0, (1 << 64) - 1), (1 << 64) - 1, 1 << p.int(0, 63))
+    )
     expect = reference.combine(alg, c1, c2, len2)
     _agree(_each_backend(lambda: comb(c1, c2, len2)), f"{alg} combine len2={len2}", expect)
     k = p.choice((p.int(0, 40), 255, 256, 257, p.int(0, 3000)))  # >= 256: the table path
@@ -321,15 +342,21 @@ def op_combine(p: Provider) -> None:
     a1 = rng.integers(0, mask + 1, k, dtype=DTYPE[alg])
     a2 = rng.integers(0, mask + 1, k, dtype=DTYPE[alg])
     scalar = [comb(int(x), int(y), len2) for x, y in zip(a1, a2)]
-    _agree(_each_backend(lambda: merkle.combine_many(a1, a2, len2, algorithm=alg)),
-           f"{alg} combine_many k={k} len2={len2}", scalar)
+    _agree(
+        _each_backend(lambda: merkle.combine_many(a1, a2, len2, algorithm=alg)),
+        f"{alg} combine_many k={k} len2={len2}",
+        scalar,
+    )
     # fold_fixed: the CRC of k pieces of one stride (four runs side by side from 256 on)
     stride = p.choice((0, 1, p.int(0, 1 << 20), 16384, (1 << 63) // max(k, 1)))
     folded = 0
     for x in a1:
         folded = comb(folded, int(x), stride)
-    _agree(_each_backend(lambda: merkle._native.fold_fixed(a1, stride, algorithm=alg)),
-           f"{alg} fold_fixed k={k} stride={stride}", folded)
+    _agree(
+        _each_backend(lambda: merkle._native.fold_fixed(a1, stride, algorithm=alg)),
+        f"{alg} fold_fixed k={k} stride={stride}",
+        folded,
+    )
 
 
 def op_hash(p: Provider) -> None:
@@ -356,7 +383,7 @@ def op_hash(p: Provider) -> None:
     fn = FUNCS[alg]
     with merkle.using_backend("portable"):
         whole = fn(raw)
-    snap_expect = fn(raw[:cuts[mid - 1]]) if mid > 0 else 0  # copied before piece `mid`
+    snap_expect = fn(raw[: cuts[mid - 1]]) if mid > 0 else 0  # copied before piece `mid`
     width = WIDTH[alg]
     expect = (whole, f"{whole:0{2 * width}x}", whole.to_bytes(width, "big"), snap_expect, 0)
     _agree(_each_backend(run), f"{alg} hash n={len(raw)} cuts={cuts} mid={mid}", expect)
@@ -371,6 +398,7 @@ def op_tree_values(p: Provider) -> None:
     CRC32C(BE64 id, BE64 leaves...), container = CRC32C(BE64 block values...)) from the
     native bulk paths, against the formulas of ../shared/OZONE.md spelled out bytewise."""
     from merkle.trees.model import ContainerTree
+
     rows = []
     for _ in range(p.int(0, 12)):
         windows = [p.u32() for _ in range(p.choice((0, 1, 2, p.int(0, 40), p.int(0, 1500))))]
@@ -382,10 +410,10 @@ def op_tree_values(p: Provider) -> None:
     raw = b"".join(_be(w, 4) for r in rows for w in r[2])
 
     def build() -> Any:
-        a = ContainerTree.from_columns(3, bids, offs, window_checksums=flat,
-                                       window_counts=counts)
-        b = ContainerTree.from_columns(3, bids, offs, window_bytes=raw,
-                                       window_byte_counts=[4 * c for c in counts])
+        a = ContainerTree.from_columns(3, bids, offs, window_checksums=flat, window_counts=counts)
+        b = ContainerTree.from_columns(
+            3, bids, offs, window_bytes=raw, window_byte_counts=[4 * c for c in counts]
+        )
         if a != b:
             raise AssertionError("leaves from uint32 windows != leaves from stored bytes")
         return (a.chunk_value.tolist(), a.block_value.tolist(), a.data_checksum)
@@ -397,15 +425,31 @@ def op_tree_values(p: Provider) -> None:
     blocks: Dict[int, List[int]] = {}
     for b, o in keys:
         blocks.setdefault(b, []).append(last[(b, o)])
-    bvals = [reference.crc("crc32c", _be(b, 8) + b"".join(_be(v, 8) for v in leaves))
-             for b, leaves in sorted(blocks.items())]
+    bvals = [
+        reference.crc("crc32c", _be(b, 8) + b"".join(_be(v, 8) for v in leaves))
+        for b, leaves in sorted(blocks.items())
+    ]
     root = reference.crc("crc32c", b"".join(_be(v, 8) for v in bvals))
-    _agree(_each_backend(build), f"tree values rows={len(rows)}",
-           ([last[k] for k in keys], bvals, root))
+    _agree(
+        _each_backend(build),
+        f"tree values rows={len(rows)}",
+        ([last[k] for k in keys], bvals, root),
+    )
 
 
-OPS = (op_crc, op_crc, op_chain, op_windows, op_windows, op_each, op_combine, op_hash,
-       op_tree_values, op_windows_pair, op_windows_pair)
+OPS = (
+    op_crc,
+    op_crc,
+    op_chain,
+    op_windows,
+    op_windows,
+    op_each,
+    op_combine,
+    op_hash,
+    op_tree_values,
+    op_windows_pair,
+    op_windows_pair,
+)
 
 
 def target(data: bytes) -> None:

@@ -31,8 +31,16 @@ from merkle.trees.treefile import TreeFileError, tree_from_bytes, tree_to_bytes
 #: columns, a chunk likewise 3 int64 + 2 bytes: ~13x. Anything above 16x means an allocation
 #: is driven by a declared count, not by what the input holds.
 TREE_BYTES_PER_INPUT_BYTE = 16
-TREE_COLUMNS = ("block_id", "block_value", "block_deleted", "block_chunk_start",
-                "chunk_offset", "chunk_length", "chunk_value", "chunk_matches")
+TREE_COLUMNS = (
+    "block_id",
+    "block_value",
+    "block_deleted",
+    "block_chunk_start",
+    "chunk_offset",
+    "chunk_length",
+    "chunk_value",
+    "chunk_matches",
+)
 
 
 def _tree_nbytes(tree) -> int:  # type: ignore[no-untyped-def]
@@ -46,8 +54,9 @@ def target_tree(data: bytes) -> None:
         assert exc.reason, "TreeFileError without a reason"
         return
     size = _tree_nbytes(tree)
-    assert size <= TREE_BYTES_PER_INPUT_BYTE * len(data) + 64, \
+    assert size <= TREE_BYTES_PER_INPUT_BYTE * len(data) + 64, (
         f"{size} bytes of columns from a {len(data)}-byte input"
+    )
     encoded = tree_to_bytes(tree)
     again = tree_from_bytes(encoded)
     assert again == tree, "encode -> decode changed the tree"
@@ -87,8 +96,9 @@ def target_blockmeta(data: bytes) -> None:
     try:
         meta = ContainerMeta.from_bytes(body)
     except BlockMetaError as exc:
-        assert ("not a valid block-metadata file" in str(exc)
-                or (exc.unsupported and "unsupported version" in str(exc))), str(exc)
+        assert "not a valid block-metadata file" in str(exc) or (
+            exc.unsupported and "unsupported version" in str(exc)
+        ), str(exc)
         return
     # Every chunk holds its checksum bytes; the objects are bounded by the input size.
     assert sum(len(c.checksums) for b in meta.blocks.values() for c in b.chunks) <= len(body)
@@ -99,6 +109,7 @@ def target_blockmeta(data: bytes) -> None:
     assert again == meta, "encode -> decode changed the metadata"
     assert again.to_bytes() == encoded, "re-encoding is not a fixed point"
     from merkle.replica.crcmerkle.writer import tree_from_meta
+
     tree = tree_from_meta(meta)  # what the writer stores from it: must be a valid tree
     assert tree.n_chunks == meta.n_chunks
     assert bool(np.all(tree.chunk_matches))
@@ -108,19 +119,27 @@ def seeds_tree() -> List[bytes]:
     """Golden files are added by the runner (fuzz/seeds/tree); these cover the shapes the
     goldens lack: many blocks, unknown fields, negative values, unsorted blocks."""
     from merkle.trees.model import ContainerTree
+
     out = []
     rng = np.random.default_rng(6)
     n = 40
     bids = np.repeat(np.arange(1, 9, dtype=np.int64), 5)
     offs = np.tile(np.arange(5, dtype=np.int64) * 4096, 8)
-    t = ContainerTree.from_columns(7, bids, offs, np.full(n, 4096),
-                                   leaf=rng.integers(0, 1 << 32, n),
-                                   checksum_matches=rng.random(n) > 0.2,
-                                   deleted_blocks={100: 5, -3: 1 << 31})
+    t = ContainerTree.from_columns(
+        7,
+        bids,
+        offs,
+        np.full(n, 4096),
+        leaf=rng.integers(0, 1 << 32, n),
+        checksum_matches=rng.random(n) > 0.2,
+        deleted_blocks={100: 5, -3: 1 << 31},
+    )
     out.append(tree_to_bytes(t))
     out.append(b"\x08\x07\x12\x00")  # containerID 7, empty tree
-    out.append(b"\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\x06\x12\x04\x08\x05\x10\x01"
-               b"\x18\x2a\x39" + bytes(8))  # negative id, a block, an unknown fixed64 field
+    out.append(
+        b"\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\x06\x12\x04\x08\x05\x10\x01"
+        b"\x18\x2a\x39" + bytes(8)
+    )  # negative id, a block, an unknown fixed64 field
     out.append(b"\x08\x01\x12\x0c\x12\x04\x08\x09\x10\x01\x12\x04\x08\x02\x10\x01")  # unsorted
     return out
 
@@ -131,16 +150,24 @@ def seeds_blockmeta() -> List[bytes]:
     import hashlib
 
     from merkle.replica.crcmerkle.blockmeta import MD5, NONE, SHA256, ChunkMeta
+
     meta = ContainerMeta(9)
     data = bytes(range(256)) * 40
-    meta.put_chunks(1, [ChunkMeta.from_data(0, data[:5000], algorithm="crc32",
-                                            bytes_per_checksum=1024),
-                        ChunkMeta.from_data(5000, data[:100], algorithm="crc32c",
-                                            bytes_per_checksum=64)])
+    meta.put_chunks(
+        1,
+        [
+            ChunkMeta.from_data(0, data[:5000], algorithm="crc32", bytes_per_checksum=1024),
+            ChunkMeta.from_data(5000, data[:100], algorithm="crc32c", bytes_per_checksum=64),
+        ],
+    )
     meta.put_chunks(2, [])
     meta.put_chunks(-5, [ChunkMeta(0, 300, NONE, 0, b"")])
-    meta.put_chunks(3, [ChunkMeta(0, 2048, SHA256, 1024,
-                                  hashlib.sha256(data[:1024]).digest() * 2),
-                        ChunkMeta(2048, 10, MD5, 1024, hashlib.md5(data[:10]).digest())])
+    meta.put_chunks(
+        3,
+        [
+            ChunkMeta(0, 2048, SHA256, 1024, hashlib.sha256(data[:1024]).digest() * 2),
+            ChunkMeta(2048, 10, MD5, 1024, hashlib.md5(data[:10]).digest()),
+        ],
+    )
     raw = [meta.to_bytes(), ContainerMeta(1).to_bytes()]
     return [flag + r for r in raw for flag in (b"\x01", b"\x00")]

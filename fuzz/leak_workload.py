@@ -47,6 +47,7 @@ def _expect(exc: type, fn: Callable[[], Any]) -> None:
 
 def _tree_pair() -> List[Any]:
     from merkle.trees.model import ContainerTree
+
     n = 64
     bids = np.repeat(np.arange(1, 9), 8)
     offs = np.tile(np.arange(8) * 4096, 8)
@@ -88,10 +89,15 @@ def one_iteration(state: dict) -> None:
         col = state["arrow"]
         merkle.checksum_each(col)
         merkle.checksum_each(col.slice(3), algorithm="crc32")
-        merkle.checksum_each(col.slice(5), algorithm="crc64nvme",
-                             out=np.empty(len(col) - 5, np.uint64))
-        _expect(ValueError, lambda: merkle.checksum_each(col, algorithm="crc64nvme",
-                                                         out=np.empty(len(col), np.uint32)))
+        merkle.checksum_each(
+            col.slice(5), algorithm="crc64nvme", out=np.empty(len(col) - 5, np.uint64)
+        )
+        _expect(
+            ValueError,
+            lambda: merkle.checksum_each(
+                col, algorithm="crc64nvme", out=np.empty(len(col), np.uint32)
+            ),
+        )
     a, b, raw = state["trees"]
     merkle.combine_many(state["c1"], state["c2"], 4096)
     merkle.combine_many(state["d1"], state["d2"], 4096, algorithm="crc64nvme")
@@ -99,8 +105,10 @@ def one_iteration(state: dict) -> None:
     merkle._native.fold_fixed(state["d1"], 4096, algorithm="crc64nvme")
     _expect(ValueError, lambda: merkle._native.fold_fixed(state["c1"], 1 << 62))
     merkle.full_object_crc(state["c1"], [4096] * len(state["c1"]), "crc32c")
-    _expect(ValueError, lambda: merkle.combine_many(state["d1"], state["d2"][1:], 1,
-                                                    algorithm="crc64nvme"))
+    _expect(
+        ValueError,
+        lambda: merkle.combine_many(state["d1"], state["d2"][1:], 1, algorithm="crc64nvme"),
+    )
     tree_from_bytes(raw)
     tree_to_bytes(a)
     diff(a, b)
@@ -115,8 +123,12 @@ def _crc64_calls(buf: bytearray, mv: memoryview) -> None:
     merkle.crc64nvme(np.frombuffer(buf, dtype=np.uint8), value=1 << 63)
     w = merkle.checksum_windows(buf, 512, algorithm="crc64nvme")
     merkle.checksum_windows(mv, 512, algorithm="crc64nvme", out=np.empty_like(w))
-    _expect(ValueError, lambda: merkle.checksum_windows(buf, 512, algorithm="crc64nvme",
-                                                        out=np.empty(len(w), np.uint32)))
+    _expect(
+        ValueError,
+        lambda: merkle.checksum_windows(
+            buf, 512, algorithm="crc64nvme", out=np.empty(len(w), np.uint32)
+        ),
+    )
     _expect(ValueError, lambda: merkle.checksum_windows(buf, 0, algorithm="crc64nvme"))
     _expect(ValueError, lambda: merkle.crc64nvme(mv[::2]))
     _expect(TypeError, lambda: merkle.crc64nvme("text"))
@@ -124,26 +136,34 @@ def _crc64_calls(buf: bytearray, mv: memoryview) -> None:
     _expect(TypeError, lambda: merkle.checksum_each([buf, "text"], algorithm="crc64nvme"))
     merkle.checksum_each([buf, mv[:10], None, b"abc"], algorithm="crc64nvme")
     merkle.checksum_each([buf, mv[:10]], algorithm="crc64nvme", out=np.empty(2, np.uint64))
-    _expect(ValueError, lambda: merkle.checksum_each([buf, mv[:10]], algorithm="crc64nvme",
-                                                     out=np.empty(2, np.uint32)))
+    _expect(
+        ValueError,
+        lambda: merkle.checksum_each(
+            [buf, mv[:10]], algorithm="crc64nvme", out=np.empty(2, np.uint32)
+        ),
+    )
     # the one-pass pair: every ordered pair of distinct algorithms, with and without out=
     n = len(w)
     for a, b in PAIRS:
         merkle.checksum_windows(buf, 512, algorithm=(a, b))
-        merkle.checksum_windows(mv, 512, algorithm=(a, b),
-                                out=(np.empty(n, DTYPE[a]), np.empty(n, DTYPE[b])))
+        merkle.checksum_windows(
+            mv, 512, algorithm=(a, b), out=(np.empty(n, DTYPE[a]), np.empty(n, DTYPE[b]))
+        )
     pair = ("crc32c", "crc64nvme")
     u32, u64 = np.empty(n, np.uint32), np.empty(n, np.uint64)
     _expect(TypeError, lambda: merkle.checksum_windows(buf, 512, algorithm=pair, out=(u32,)))
-    _expect(TypeError, lambda: merkle.checksum_windows(buf, 512, algorithm=pair,
-                                                       out=(u32, u64, u64)))
+    _expect(
+        TypeError, lambda: merkle.checksum_windows(buf, 512, algorithm=pair, out=(u32, u64, u64))
+    )
     _expect(TypeError, lambda: merkle.checksum_windows(buf, 512, algorithm=pair, out=u32))
-    _expect(ValueError, lambda: merkle.checksum_windows(buf, 512, algorithm=pair,
-                                                        out=(u32, u32)))  # uint32 for crc64
-    _expect(ValueError, lambda: merkle.checksum_windows(buf, 512, algorithm=pair,
-                                                        out=(u64, u64)))
-    _expect(ValueError, lambda: merkle.checksum_windows(buf, 512, algorithm=("crc32", "crc32c"),
-                                                        out=(u32, u32)))  # one array twice
+    _expect(
+        ValueError, lambda: merkle.checksum_windows(buf, 512, algorithm=pair, out=(u32, u32))
+    )  # uint32 for crc64
+    _expect(ValueError, lambda: merkle.checksum_windows(buf, 512, algorithm=pair, out=(u64, u64)))
+    _expect(
+        ValueError,
+        lambda: merkle.checksum_windows(buf, 512, algorithm=("crc32", "crc32c"), out=(u32, u32)),
+    )  # one array twice
     _expect(ValueError, lambda: merkle.checksum_windows(buf, 512, algorithm=("crc32", "crc32")))
     _expect(ValueError, lambda: merkle.checksum_windows(buf, 512, algorithm=("crc32",)))
     _expect(ValueError, lambda: merkle.checksum_windows(buf, 512, algorithm=(*pair, "crc32")))
@@ -161,10 +181,14 @@ def _crc64_calls(buf: bytearray, mv: memoryview) -> None:
 
 
 def make_state() -> dict:
-    state = {"buf": bytearray(), "trees": _tree_pair(),
-             "c1": np.arange(300, dtype=np.uint32), "c2": np.arange(300, dtype=np.uint32),
-             "d1": np.arange(300, dtype=np.uint64) << np.uint64(33),
-             "d2": np.arange(300, dtype=np.uint64)}
+    state = {
+        "buf": bytearray(),
+        "trees": _tree_pair(),
+        "c1": np.arange(300, dtype=np.uint32),
+        "c2": np.arange(300, dtype=np.uint32),
+        "d1": np.arange(300, dtype=np.uint64) << np.uint64(33),
+        "d2": np.arange(300, dtype=np.uint64),
+    }
     if pa is not None:
         state["arrow"] = pa.array([b"x" * i for i in range(40)], type=pa.binary())
     return state
@@ -182,6 +206,7 @@ def run(iterations: int, leak_per_iteration: int = 0, c_leak: bool = False) -> L
     libc_malloc = None
     if c_leak:
         import ctypes
+
         libc_malloc = ctypes.CDLL(None).malloc
         libc_malloc.restype = ctypes.c_size_t  # an int: LSan finds no pointer to the block
     state = make_state()

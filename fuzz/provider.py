@@ -21,7 +21,7 @@ class Provider:
         return max(0, len(self.data) - self.pos)
 
     def take(self, n: int) -> bytes:
-        chunk = self.data[self.pos:self.pos + n]
+        chunk = self.data[self.pos : self.pos + n]
         self.pos += len(chunk)
         return chunk
 

@@ -24,7 +24,8 @@ except ModuleNotFoundError as _missing:  # pragma: no cover - exercised in a sub
     raise ImportError(
         f"crcmerkle's native extension is not built in {_here}: this looks like a source "
         "checkout shadowing the installed package (run from another directory, or build it in "
-        "place with `pip install -e .`)") from None
+        "place with `pip install -e .`)"
+    ) from None
 
 # The scalar core imports no numpy, so `import merkle` works in an isolated sub-interpreter
 # (PEP 684), where numpy cannot be imported. Everything that needs numpy (the bulk functions of
@@ -140,8 +141,9 @@ def _in_subinterpreter() -> bool:
             continue
         current, main = interpreters.get_current(), interpreters.get_main()
         # 3.13 returns (id, whence) tuples, 3.12 bare ids
-        return (current[0] if isinstance(current, tuple) else current) != \
-            (main[0] if isinstance(main, tuple) else main)
+        return (current[0] if isinstance(current, tuple) else current) != (
+            main[0] if isinstance(main, tuple) else main
+        )
     return False
 
 
@@ -229,8 +231,11 @@ def _apply_backend_env() -> None:
             # imported: say it in one line and exit 2 (the rule of merkle.cli) right here.
             import sys
 
-            print(f"crcmerkle: error: {message} (unset {BACKEND_ENV} to pick the best one)",
-                  file=sys.stderr, flush=True)
+            print(
+                f"crcmerkle: error: {message} (unset {BACKEND_ENV} to pick the best one)",
+                file=sys.stderr,
+                flush=True,
+            )
             raise SystemExit(2) from None
         raise ImportError(message) from None
 

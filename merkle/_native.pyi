@@ -33,12 +33,19 @@ _Algorithm = str
 _Sums = Union[npt.NDArray[np.uint32], npt.NDArray[np.uint64]]  # uint64 for crc64nvme
 
 def combine_many(
-    crc1: npt.ArrayLike, crc2: npt.ArrayLike, len2: SupportsIndex, *,
-    algorithm: _Algorithm = "crc32c"
+    crc1: npt.ArrayLike,
+    crc2: npt.ArrayLike,
+    len2: SupportsIndex,
+    *,
+    algorithm: _Algorithm = "crc32c",
 ) -> _Sums: ...
 def fold_segments_be(
-    be: npt.ArrayLike, bounds: npt.ArrayLike, last_len: npt.ArrayLike, stride: SupportsIndex,
-    *, algorithm: _Algorithm = "crc32c"
+    be: npt.ArrayLike,
+    bounds: npt.ArrayLike,
+    last_len: npt.ArrayLike,
+    stride: SupportsIndex,
+    *,
+    algorithm: _Algorithm = "crc32c",
 ) -> _Sums: ...
 def fold_fixed(
     crcs: npt.ArrayLike, stride: SupportsIndex, *, algorithm: _Algorithm = "crc32c"
@@ -99,12 +106,22 @@ def _ozt_sort_rows(keys: npt.ArrayLike, offsets: npt.ArrayLike | None = None) ->
 def _ozt_is_sorted(values: npt.ArrayLike) -> bool: ...
 def _ozt_group(chunk_block: npt.ArrayLike) -> tuple[_Column, _Column]: ...
 def _ozt_encode(
-    has_container_id: bool, container_id: int, has_tree: bool, has_data_checksum: bool,
-    data_checksum: int, block_id: npt.ArrayLike, block_value: npt.ArrayLike,
-    block_deleted: npt.ArrayLike, block_present: npt.ArrayLike | None,
-    chunk_start: npt.ArrayLike, chunk_offset: npt.ArrayLike, chunk_length: npt.ArrayLike,
-    chunk_value: npt.ArrayLike, chunk_matches: npt.ArrayLike,
-    chunk_present: npt.ArrayLike | None, tail: bytes = b"",
+    has_container_id: bool,
+    container_id: int,
+    has_tree: bool,
+    has_data_checksum: bool,
+    data_checksum: int,
+    block_id: npt.ArrayLike,
+    block_value: npt.ArrayLike,
+    block_deleted: npt.ArrayLike,
+    block_present: npt.ArrayLike | None,
+    chunk_start: npt.ArrayLike,
+    chunk_offset: npt.ArrayLike,
+    chunk_length: npt.ArrayLike,
+    chunk_value: npt.ArrayLike,
+    chunk_matches: npt.ArrayLike,
+    chunk_present: npt.ArrayLike | None,
+    tail: bytes = b"",
 ) -> bytes: ...
 def _ozt_decode(data: _Buffer) -> dict[str, Any]: ...
 def _ozt_diff(ours: tuple[Any, ...], peer: tuple[Any, ...]) -> dict[str, Any]: ...

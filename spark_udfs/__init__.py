@@ -36,22 +36,46 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["block_value_udf", "build_report", "checksum_udf", "container_value_udf",
-           "crc32_udf", "crc32c_udf", "diff_chunks", "diff_scan", "format_text", "get_session",
-           "emit_scan", "leaf_udf", "map_in_arrow_checksum", "register", "repair_plan",
-           "scan_datanodes", "scan_replicas", "window_checksums_udf"]
+__all__ = [
+    "block_value_udf",
+    "build_report",
+    "checksum_udf",
+    "container_value_udf",
+    "crc32_udf",
+    "crc32c_udf",
+    "diff_chunks",
+    "diff_scan",
+    "format_text",
+    "get_session",
+    "emit_scan",
+    "leaf_udf",
+    "map_in_arrow_checksum",
+    "register",
+    "repair_plan",
+    "scan_datanodes",
+    "scan_replicas",
+    "window_checksums_udf",
+]
 
 #: where each public name is defined (full module names: they move with the modules)
 _WHERE = {
-    "block_value_udf": "spark_udfs.udfs", "checksum_udf": "spark_udfs.udfs",
-    "container_value_udf": "spark_udfs.udfs", "crc32_udf": "spark_udfs.udfs",
-    "crc32c_udf": "spark_udfs.udfs", "leaf_udf": "spark_udfs.udfs",
-    "map_in_arrow_checksum": "spark_udfs.udfs", "register": "spark_udfs.udfs",
+    "block_value_udf": "spark_udfs.udfs",
+    "checksum_udf": "spark_udfs.udfs",
+    "container_value_udf": "spark_udfs.udfs",
+    "crc32_udf": "spark_udfs.udfs",
+    "crc32c_udf": "spark_udfs.udfs",
+    "leaf_udf": "spark_udfs.udfs",
+    "map_in_arrow_checksum": "spark_udfs.udfs",
+    "register": "spark_udfs.udfs",
     "window_checksums_udf": "spark_udfs.udfs",
-    "diff_chunks": "spark_udfs.jobs.diff", "diff_scan": "spark_udfs.jobs.diff",
-    "repair_plan": "spark_udfs.jobs.diff", "build_report": "spark_udfs.jobs.report",
-    "format_text": "spark_udfs.jobs.report", "get_session": "spark_udfs.cluster.session",
-    "scan_replicas": "spark_udfs.jobs.scan", "scan_datanodes": "spark_udfs.jobs.hostscan",
+    "diff_chunks": "spark_udfs.jobs.diff",
+    "diff_scan": "spark_udfs.jobs.diff",
+    "repair_plan": "spark_udfs.jobs.diff",
+    "build_report": "spark_udfs.jobs.report",
+    "format_text": "spark_udfs.jobs.report",
+    "get_session": "spark_udfs.cluster.session",
+    "scan_replicas": "spark_udfs.jobs.scan",
+    "scan_datanodes": "spark_udfs.jobs.hostscan",
     "emit_scan": "spark_udfs.tables.emit",
 }
 

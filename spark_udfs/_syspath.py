@@ -25,9 +25,11 @@ def is_unbuilt_checkout(directory: str) -> bool:
     package = os.path.join(directory, "merkle")
     if not os.path.isfile(os.path.join(package, "__init__.py")):
         return False
-    return not all(glob.glob(os.path.join(package, f"{ext}*.so"))
-                   or glob.glob(os.path.join(package, f"{ext}*.pyd"))
-                   for ext in ("_crc", "_native"))
+    return not all(
+        glob.glob(os.path.join(package, f"{ext}*.so"))
+        or glob.glob(os.path.join(package, f"{ext}*.pyd"))
+        for ext in ("_crc", "_native")
+    )
 
 
 def prefer_installed_packages() -> bool:

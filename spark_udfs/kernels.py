@@ -25,8 +25,17 @@ import pyarrow as pa
 import merkle
 from merkle import ozone
 
-__all__ = ["ALGORITHMS", "block_value", "check_algorithm", "check_bytes_per_checksum",
-           "container_value", "crc_each", "leaf_each", "to_arrow_binary", "windows_each"]
+__all__ = [
+    "ALGORITHMS",
+    "block_value",
+    "check_algorithm",
+    "check_bytes_per_checksum",
+    "container_value",
+    "crc_each",
+    "leaf_each",
+    "to_arrow_binary",
+    "windows_each",
+]
 
 ALGORITHMS = ("crc32c", "crc32")
 
@@ -93,13 +102,19 @@ def crc_each(values: ArrayLike, algorithm: str = "crc32c") -> pa.Array:
     if not isinstance(values, (pa.Array, pa.ChunkedArray)):
         # pandas / list input: checksum the Python buffers in place (no copy into Arrow);
         # checksum_each gives 0 for None, the mask restores the null.
-        obj = values.to_numpy(dtype=object) if hasattr(values, "to_numpy") else \
-            np.asarray(values, dtype=object)
+        obj = (
+            values.to_numpy(dtype=object)
+            if hasattr(values, "to_numpy")
+            else np.asarray(values, dtype=object)
+        )
         if obj.size and isinstance(obj[0], str):
             raise TypeError("Strings must be encoded before hashing (cast the column to binary)")
         crcs = merkle.checksum_each(obj, algorithm=alg)
-        nulls = (values.isna().to_numpy() if hasattr(values, "isna")
-                 else np.array([v is None for v in obj], dtype=bool))
+        nulls = (
+            values.isna().to_numpy()
+            if hasattr(values, "isna")
+            else np.array([v is None for v in obj], dtype=bool)
+        )
         return _int64_with_nulls(crcs, nulls if nulls.any() else None)
     arr = to_arrow_binary(values)
     crcs = merkle.checksum_each(arr, algorithm=alg)
@@ -110,13 +125,17 @@ def _offsets(arr: pa.Array) -> np.ndarray:
     """The value offsets of a (possibly sliced) Binary/LargeBinary array, as int64."""
     dtype = np.int64 if pa.types.is_large_binary(arr.type) else np.int32
     buf = arr.buffers()[1]
-    offs = np.frombuffer(buf, dtype=dtype, count=arr.offset + len(arr) + 1) if buf is not None \
+    offs = (
+        np.frombuffer(buf, dtype=dtype, count=arr.offset + len(arr) + 1)
+        if buf is not None
         else np.zeros(arr.offset + len(arr) + 1, dtype=dtype)
-    return offs[arr.offset:].astype(np.int64)
+    )
+    return offs[arr.offset :].astype(np.int64)
 
 
-def _window_bounds(arr: pa.Array, bpc: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray,
-                                                     Optional[np.ndarray]]:
+def _window_bounds(
+    arr: pa.Array, bpc: int
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray, Optional[np.ndarray]]:
     """(window starts, window ends, windows per value, nulls) in data-buffer coordinates."""
     offs = _offsets(arr)
     starts, ends = offs[:-1], offs[1:]
@@ -135,8 +154,9 @@ def _window_bounds(arr: pa.Array, bpc: int) -> Tuple[np.ndarray, np.ndarray, np.
     return wstart, wend, nw, nulls
 
 
-def _windows_flat(arr: pa.Array, bpc: int, alg: str) -> Tuple[np.ndarray, np.ndarray,
-                                                              Optional[np.ndarray]]:
+def _windows_flat(
+    arr: pa.Array, bpc: int, alg: str
+) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
     """uint32 window checksums of every value, concatenated; windows per value; nulls."""
     wstart, wend, nw, nulls = _window_bounds(arr, bpc)
     if wstart.size == 0:
@@ -145,14 +165,19 @@ def _windows_flat(arr: pa.Array, bpc: int, alg: str) -> Tuple[np.ndarray, np.nda
     # a null value), sharing the original data buffer: one native call for all windows.
     points = np.unique(np.concatenate((wstart, wend)))
     data = arr.buffers()[2]
-    segs = pa.LargeBinaryArray.from_buffers(pa.large_binary(), points.size - 1,
-                                            [None, pa.py_buffer(points), data])
+    segs = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), points.size - 1, [None, pa.py_buffer(points), data]
+    )
     seg_crc = merkle.checksum_each(segs, algorithm=alg)
     return seg_crc[np.searchsorted(points, wstart)], nw, nulls
 
 
-def windows_each(values: ArrayLike, bytes_per_checksum: int = ozone.DEFAULT_BYTES_PER_CHECKSUM,
-                 algorithm: str = "crc32c", packed: bool = False) -> pa.Array:
+def windows_each(
+    values: ArrayLike,
+    bytes_per_checksum: int = ozone.DEFAULT_BYTES_PER_CHECKSUM,
+    algorithm: str = "crc32c",
+    packed: bool = False,
+) -> pa.Array:
     """Window checksums of every value: list<int64> (packed=False) or binary holding them as
     4-byte big-endian words, Ozone's stored form (packed=True). The last window may be short;
     an empty value gives an empty list / empty binary; a null value gives null."""
@@ -165,13 +190,20 @@ def windows_each(values: ArrayLike, bytes_per_checksum: int = ozone.DEFAULT_BYTE
     validity = None if nulls is None else pa.array(~nulls).buffers()[1]
     if packed:
         data = pa.py_buffer(flat.astype(">u4").tobytes())
-        return pa.BinaryArray.from_buffers(pa.binary(), len(nw),
-                                           [validity, pa.py_buffer(list_offsets * 4), data],
-                                           null_count=-1 if nulls is not None else 0)
+        return pa.BinaryArray.from_buffers(
+            pa.binary(),
+            len(nw),
+            [validity, pa.py_buffer(list_offsets * 4), data],
+            null_count=-1 if nulls is not None else 0,
+        )
     vals = pa.array(flat.astype(np.int64), type=pa.int64())
-    return pa.ListArray.from_buffers(pa.list_(pa.int64()), len(nw),
-                                     [validity, pa.py_buffer(list_offsets)], children=[vals],
-                                     null_count=-1 if nulls is not None else 0)
+    return pa.ListArray.from_buffers(
+        pa.list_(pa.int64()),
+        len(nw),
+        [validity, pa.py_buffer(list_offsets)],
+        children=[vals],
+        null_count=-1 if nulls is not None else 0,
+    )
 
 
 def _list_flat(arr: pa.Array) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
@@ -209,8 +241,9 @@ def leaf_each(windows: ArrayLike) -> pa.Array:
         raise TypeError(f"expected list<bigint> or binary window checksums, got {t}")
     flat, rel, nulls = _list_flat(arr)
     data = pa.py_buffer(flat.astype(">u4").tobytes())
-    packed = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(arr),
-                                              [None, pa.py_buffer(rel * 4), data])
+    packed = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), len(arr), [None, pa.py_buffer(rel * 4), data]
+    )
     return _int64_with_nulls(merkle.checksum_each(packed, algorithm="crc32c"), nulls)
 
 

@@ -28,9 +28,19 @@ import pyarrow as pa
 from merkle import ozone
 from spark_udfs import kernels
 
-__all__ = ["FORMS", "HAS_ARROW_UDF", "block_value_udf", "checksum_udf", "container_value_udf",
-           "crc32_udf", "crc32c_udf", "leaf_udf", "map_in_arrow_checksum", "register",
-           "window_checksums_udf"]
+__all__ = [
+    "FORMS",
+    "HAS_ARROW_UDF",
+    "block_value_udf",
+    "checksum_udf",
+    "container_value_udf",
+    "crc32_udf",
+    "crc32c_udf",
+    "leaf_udf",
+    "map_in_arrow_checksum",
+    "register",
+    "window_checksums_udf",
+]
 
 FORMS = ("series", "iterator", "arrow", "arrow_iterator")
 
@@ -65,31 +75,40 @@ def _make(kernel: Callable[[Any], pa.Array], return_type: str, form: str, name: 
     from pyspark.sql.functions import pandas_udf
 
     if form == "series":
+
         def series_fn(s: pd.Series) -> pd.Series:
             return _to_pandas(kernel(s))
+
         series_fn.__name__ = name
         return pandas_udf(series_fn, return_type)
     if form == "iterator":
+
         def iter_fn(batches: Iterator[pd.Series]) -> Iterator[pd.Series]:
             for s in batches:
                 yield _to_pandas(kernel(s))
+
         iter_fn.__name__ = name
         return pandas_udf(iter_fn, return_type)
     if form in ("arrow", "arrow_iterator"):
         if not HAS_ARROW_UDF:
-            raise RuntimeError(f"form={form!r} needs pyspark >= 4.1 (arrow_udf); this pyspark "
-                               f"has only the pandas forms ('series', 'iterator')")
+            raise RuntimeError(
+                f"form={form!r} needs pyspark >= 4.1 (arrow_udf); this pyspark "
+                f"has only the pandas forms ('series', 'iterator')"
+            )
         from pyspark.sql.functions import arrow_udf
 
         if form == "arrow":
+
             def arrow_fn(a: pa.Array) -> pa.Array:
                 return kernel(a)
+
             arrow_fn.__name__ = name
             return arrow_udf(arrow_fn, return_type)
 
         def arrow_iter_fn(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
             for a in batches:
                 yield kernel(a)
+
         arrow_iter_fn.__name__ = name
         return arrow_udf(arrow_iter_fn, return_type)
     raise ValueError(f"form must be one of {', '.join(FORMS)}, not {form!r}")
@@ -111,17 +130,24 @@ def crc32_udf(form: str = "series") -> Any:
     return checksum_udf("crc32", form)
 
 
-def window_checksums_udf(bytes_per_checksum: int = ozone.DEFAULT_BYTES_PER_CHECKSUM,
-                         algorithm: str = "crc32c", packed: bool = False,
-                         form: str = "series") -> Any:
+def window_checksums_udf(
+    bytes_per_checksum: int = ozone.DEFAULT_BYTES_PER_CHECKSUM,
+    algorithm: str = "crc32c",
+    packed: bool = False,
+    form: str = "series",
+) -> Any:
     """One checksum per `bytes_per_checksum` window of each binary value (the last may be
     short): array<bigint>, or binary of 4-byte big-endian words (packed=True, Ozone's
     stored ChecksumData form). Bad sizes/algorithms fail here, not inside a task."""
     alg = kernels.check_algorithm(algorithm)
     bpc = kernels.check_bytes_per_checksum(bytes_per_checksum)
     rtype = "binary" if packed else "array<bigint>"
-    return _make(lambda v: kernels.windows_each(v, bpc, alg, packed), rtype, form,
-                 f"windows_{alg}_{bpc}{'_packed' if packed else ''}")
+    return _make(
+        lambda v: kernels.windows_each(v, bpc, alg, packed),
+        rtype,
+        form,
+        f"windows_{alg}_{bpc}{'_packed' if packed else ''}",
+    )
 
 
 def leaf_udf(form: str = "series") -> Any:
@@ -140,6 +166,7 @@ def block_value_udf() -> Any:
 
     def block_value(block_id: pd.Series, offset: pd.Series, leaf: pd.Series) -> int:
         return kernels.block_value(block_id, offset, leaf)
+
     return pandas_udf(block_value, "long")
 
 
@@ -150,12 +177,19 @@ def container_value_udf() -> Any:
 
     def container_value(block_id: pd.Series, block_value: pd.Series) -> int:
         return kernels.container_value(block_id, block_value)
+
     return pandas_udf(container_value, "long")
 
 
-def map_in_arrow_checksum(df: Any, column: str, output: str = "crc",
-                          algorithm: str = "crc32c", keep_input: bool = False,
-                          bytes_per_checksum: Optional[int] = None, packed: bool = False) -> Any:
+def map_in_arrow_checksum(
+    df: Any,
+    column: str,
+    output: str = "crc",
+    algorithm: str = "crc32c",
+    keep_input: bool = False,
+    bytes_per_checksum: Optional[int] = None,
+    packed: bool = False,
+) -> Any:
     """The mapInArrow path: append `output` = CRC (or window checksums if bytes_per_checksum
     is given) of binary `column` to every row; drop `column` unless keep_input (so the bytes
     are not shipped back to the JVM). One native call per RecordBatch."""
@@ -183,6 +217,7 @@ def map_in_arrow_checksum(df: Any, column: str, output: str = "crc",
                 res = kernels.windows_each(col, bytes_per_checksum, alg, packed)
             cols = [b.column(b.schema.get_field_index(n)) for n in names]
             yield pa.RecordBatch.from_arrays(cols + [res], names=names + [output])
+
     return df.mapInArrow(fn, schema)
 
 
@@ -205,11 +240,9 @@ def register(spark: Any, prefix: str = "crcmerkle_", form: str = "series") -> Li
     }
     for alg in kernels.ALGORITHMS:
         funcs[f"windows_{alg}"] = window_checksums_udf(algorithm=alg, form=form)
-        funcs[f"windows_{alg}_packed"] = window_checksums_udf(algorithm=alg, packed=True,
-                                                              form=form)
+        funcs[f"windows_{alg}_packed"] = window_checksums_udf(algorithm=alg, packed=True, form=form)
     names = []
     for short, f in funcs.items():
         spark.udf.register(prefix + short, f)
         names.append(prefix + short)
     return names
-

@@ -19,9 +19,16 @@ _DIGEST_ENUM = {"CRC32": 1, "HMAC": 2, "CRC32C": 3, "DUMMY": 4}
 _STATE_ENUM = {"OPEN": 1, "IN_RECOVERY": 2, "CLOSED": 3}
 
 
-def entry_bytes(ledger: int, entry: int, payload: bytes, digest_type: str = "CRC32C",
-                password: bytes = b"", lac: int = -1, length: int = 0,
-                bad_digest: bool = False) -> bytes:
+def entry_bytes(
+    ledger: int,
+    entry: int,
+    payload: bytes,
+    digest_type: str = "CRC32C",
+    password: bytes = b"",
+    lac: int = -1,
+    length: int = 0,
+    bad_digest: bool = False,
+) -> bytes:
     """One stored entry: header(32) ‖ digest ‖ payload (DigestManager's layout)."""
     header = struct.pack(">qqqq", ledger, entry, lac, length or len(payload))
     if digest_type == "CRC32C":
@@ -40,8 +47,10 @@ def entry_bytes(ledger: int, entry: int, payload: bytes, digest_type: str = "CRC
 
 def cookie(bookie_id: str, ledger_dirs: Sequence[str], instance_id: str = "cluster-1") -> bytes:
     dirs = "\\t".join([str(len(ledger_dirs)), *ledger_dirs])
-    return (f'5\nbookieHost: "{bookie_id}"\njournalDir: "/journal"\nledgerDirs: "{dirs}"\n'
-            f'instanceId: "{instance_id}"\n').encode()
+    return (
+        f'5\nbookieHost: "{bookie_id}"\njournalDir: "/journal"\nledgerDirs: "{dirs}"\n'
+        f'instanceId: "{instance_id}"\n'
+    ).encode()
 
 
 def log_header(map_offset: int = 0, count: int = 0) -> bytes:
@@ -49,18 +58,25 @@ def log_header(map_offset: int = 0, count: int = 0) -> bytes:
 
 
 def idx_bytes(locations: Dict[int, int], master_key: bytes = b"k" * 20) -> bytes:
-    head = (b"BKLE" + struct.pack(">ii", 1, len(master_key)) + master_key
-            + struct.pack(">ii", 0, 0)).ljust(1024, b"\0")
+    head = (
+        b"BKLE" + struct.pack(">ii", 1, len(master_key)) + master_key + struct.pack(">ii", 0, 0)
+    ).ljust(1024, b"\0")
     top = max(locations, default=-1) + 1
     body = bytearray(8 * top)
     for e, loc in locations.items():
-        body[8 * e:8 * e + 8] = struct.pack(">Q", loc)
+        body[8 * e : 8 * e + 8] = struct.pack(">Q", loc)
     return head + bytes(body)
 
 
-def write_bookie(root: Path, bookie_id: str, entries: List[Tuple[int, int, bytes]],
-                 index: Optional[List[Tuple[int, int]]] = None, instance_id: str = "cluster-1",
-                 log_id: int = 0, passwords: Optional[Dict[int, bytes]] = None) -> Path:
+def write_bookie(
+    root: Path,
+    bookie_id: str,
+    entries: List[Tuple[int, int, bytes]],
+    index: Optional[List[Tuple[int, int]]] = None,
+    instance_id: str = "cluster-1",
+    log_id: int = 0,
+    passwords: Optional[Dict[int, bytes]] = None,
+) -> Path:
     """A ledger directory `root` with one entry log holding `entries` ((ledger, entry,
     stored bytes) in order) and `.idx` files naming `index` ((ledger, entry), default: every
     entry) at their locations, each with the master key of the ledger's password in
@@ -76,10 +92,10 @@ def write_bookie(root: Path, bookie_id: str, entries: List[Tuple[int, int, bytes
         log += data
     (current / f"{log_id:x}.log").write_bytes(bytes(log))
     per_ledger: Dict[int, Dict[int, int]] = {}
-    for ledger, entry in (index if index is not None else list(where)):
+    for ledger, entry in index if index is not None else list(where):
         per_ledger.setdefault(ledger, {})[entry] = (log_id << 32) | where[(ledger, entry)]
     for ledger, locs in per_ledger.items():
-        d = current / f"{(ledger >> 8) & 0xff:x}" / f"{ledger & 0xff:x}"
+        d = current / f"{(ledger >> 8) & 0xFF:x}" / f"{ledger & 0xFF:x}"
         d.mkdir(parents=True, exist_ok=True)
         password = (passwords or {}).get(ledger, b"pw")
         key = hashlib.sha1(b"ledger" + password).digest()
@@ -100,6 +116,7 @@ def positions(root: Path, log_id: int = 0) -> List[int]:
 
 # ---- ledger metadata -------------------------------------------------------------------------
 
+
 def _varint(n: int) -> bytes:
     n &= (1 << 64) - 1
     out = bytearray()
@@ -118,11 +135,24 @@ def _field(number: int, value: object) -> bytes:
     return _varint(number << 3 | 2) + _varint(len(data)) + data
 
 
-def metadata_v3(segments: Sequence[Tuple[int, Sequence[str]]], *, write: int, ack: int,
-                state: str = "CLOSED", last: int = -1, length: int = 0,
-                digest: str = "CRC32C", password: bytes = b"") -> bytes:
-    body = (_field(1, write) + _field(2, len(segments[0][1])) + _field(3, length)
-            + _field(4, last) + _field(5, _STATE_ENUM[state]))
+def metadata_v3(
+    segments: Sequence[Tuple[int, Sequence[str]]],
+    *,
+    write: int,
+    ack: int,
+    state: str = "CLOSED",
+    last: int = -1,
+    length: int = 0,
+    digest: str = "CRC32C",
+    password: bytes = b"",
+) -> bytes:
+    body = (
+        _field(1, write)
+        + _field(2, len(segments[0][1]))
+        + _field(3, length)
+        + _field(4, last)
+        + _field(5, _STATE_ENUM[state])
+    )
     for first, bookies in segments:
         seg = b"".join(_field(1, b) for b in bookies) + _field(2, first)
         body += _field(6, seg)
@@ -130,11 +160,24 @@ def metadata_v3(segments: Sequence[Tuple[int, Sequence[str]]], *, write: int, ac
     return b"BookieMetadataFormatVersion\t3\n" + _varint(len(body)) + body
 
 
-def metadata_v2(segments: Sequence[Tuple[int, Sequence[str]]], *, write: int, ack: int,
-                state: str = "CLOSED", last: int = -1, length: int = 0,
-                digest: str = "CRC32C", password: bytes = b"") -> bytes:
-    lines = [f"quorumSize: {write}", f"ensembleSize: {len(segments[0][1])}",
-             f"length: {length}", f"lastEntryId: {last}", f"state: {state}"]
+def metadata_v2(
+    segments: Sequence[Tuple[int, Sequence[str]]],
+    *,
+    write: int,
+    ack: int,
+    state: str = "CLOSED",
+    last: int = -1,
+    length: int = 0,
+    digest: str = "CRC32C",
+    password: bytes = b"",
+) -> bytes:
+    lines = [
+        f"quorumSize: {write}",
+        f"ensembleSize: {len(segments[0][1])}",
+        f"length: {length}",
+        f"lastEntryId: {last}",
+        f"state: {state}",
+    ]
     for first, bookies in segments:
         members = " ".join(f'ensembleMember: "{b}"' for b in bookies)
         lines.append(f"segment {{\n  {members}\n  firstEntryId: {first}\n}}")
@@ -143,8 +186,13 @@ def metadata_v2(segments: Sequence[Tuple[int, Sequence[str]]], *, write: int, ac
     return b"BookieMetadataFormatVersion\t2\n" + "\n".join(lines).encode() + b"\n"
 
 
-def metadata_v1(segments: Sequence[Tuple[int, Sequence[str]]], *, write: int,
-                last: Optional[int] = None, length: int = 0) -> bytes:
+def metadata_v1(
+    segments: Sequence[Tuple[int, Sequence[str]]],
+    *,
+    write: int,
+    last: Optional[int] = None,
+    length: int = 0,
+) -> bytes:
     lines = [str(write), str(len(segments[0][1])), str(length)]
     lines += ["\t".join([str(first), *bookies]) for first, bookies in segments]
     if last is not None:

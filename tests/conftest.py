@@ -22,8 +22,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     """Say up front which kernel backends this run exercises and which this CPU cannot run."""
     compiled, available = merkle.compiled_backends(), merkle.available_backends()
     skipped = [name for name in compiled if name not in available]
-    return [f"crcmerkle backends run: {', '.join(available)}; "
-            f"compiled but not runnable on this CPU: {', '.join(skipped) or 'none'}"]
+    return [
+        f"crcmerkle backends run: {', '.join(available)}; "
+        f"compiled but not runnable on this CPU: {', '.join(skipped) or 'none'}"
+    ]
 
 
 @pytest.fixture(params=merkle.compiled_backends())
@@ -39,14 +41,19 @@ def each_backend(request: pytest.FixtureRequest) -> Iterator[str]:
         yield name
 
 
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
-                                  items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
     """The simulated-hosts modules last: their driver is this process, and a process holds
     one SparkContext, so their session stops the local[2] one every other Spark test shares
     (tests/spark/conftest.py); after them, no test needs it. Each module's items keep their
     order (module fixtures)."""
-    last = [i for i in items if "tests/spark/test_simhosts_" in i.nodeid.replace("\\", "/")
-            or i.nodeid.startswith("spark/test_simhosts_")]
+    last = [
+        i
+        for i in items
+        if "tests/spark/test_simhosts_" in i.nodeid.replace("\\", "/")
+        or i.nodeid.startswith("spark/test_simhosts_")
+    ]
     if last:
         keep = [i for i in items if i not in last]
         items[:] = keep + last

@@ -57,18 +57,25 @@ KINDS: Tuple[Tuple[str, str, str], ...] = (
 )
 FAULTS = ("none", "corrupted", "missing", "extra", "truncated")
 EXTRA_PATH = "vol1/obs1/not-a-key/extra-object.bin"
-_CRC = {"CRC32": (merkle.crc32, 4), "CRC32C": (merkle.crc32c, 4),
-        "CRC64NVME": (merkle.crc64nvme, 8)}
+_CRC = {
+    "CRC32": (merkle.crc32, 4),
+    "CRC32C": (merkle.crc32c, 4),
+    "CRC64NVME": (merkle.crc64nvme, 8),
+}
 
 
 def s3_client(s3: LoopbackS3) -> Any:
     """A boto3 S3 client of the loopback server."""
     import boto3
+
     env = s3.env()
-    return boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"],
-                        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-                        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-                        region_name=env["AWS_DEFAULT_REGION"])
+    return boto3.client(
+        "s3",
+        endpoint_url=env["AWS_ENDPOINT_URL"],
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        region_name=env["AWS_DEFAULT_REGION"],
+    )
 
 
 def crc(data: bytes, algorithm: str) -> int:
@@ -92,6 +99,7 @@ def _small_parts() -> Iterator[None]:
     """moto's minimum part size lowered to one byte for the duration (process-wide: the
     loopback server runs in this process)."""
     import moto.s3.models as models
+
     old = models.S3_UPLOAD_PART_MIN_SIZE
     models.S3_UPLOAD_PART_MIN_SIZE = 1
     try:
@@ -100,36 +108,61 @@ def _small_parts() -> Iterator[None]:
         models.S3_UPLOAD_PART_MIN_SIZE = old
 
 
-def _true_bytes(cluster_dir: os.PathLike[str] | str, manifest: Dict[str, Any],
-                key: Dict[str, Any]) -> bytes:
+def _true_bytes(
+    cluster_dir: os.PathLike[str] | str, manifest: Dict[str, Any], key: Dict[str, Any]
+) -> bytes:
     if key["pristine_copy"]:
         return key_bytes(cluster_dir, key)
     return b"".join(block_data(manifest["seed"], c, lid, n) for c, lid, n in key["blocks"])
 
 
-def _upload(client: Any, bucket: str, name: str, data: bytes, kind: str, checksum_type: str,
-            algorithm: str, parts: int, part_size: Optional[int] = None) -> List[bytes]:
+def _upload(
+    client: Any,
+    bucket: str,
+    name: str,
+    data: bytes,
+    kind: str,
+    checksum_type: str,
+    algorithm: str,
+    parts: int,
+    part_size: Optional[int] = None,
+) -> List[bytes]:
     """Upload `data` as `name`; the parts it was uploaded as (`part_size` bytes each but the
     last, as S3 clients upload, or else `parts` near-equal parts)."""
     if kind == "put":
         client.put_object(Bucket=bucket, Key=name, Body=data, ChecksumAlgorithm=algorithm)
         return [data]
     size = part_size or max(1, -(-len(data) // parts))
-    chunks = [data[o:o + size] for o in range(0, len(data), size)] or [b""]
-    up = client.create_multipart_upload(Bucket=bucket, Key=name, ChecksumAlgorithm=algorithm,
-                                        ChecksumType=checksum_type)
+    chunks = [data[o : o + size] for o in range(0, len(data), size)] or [b""]
+    up = client.create_multipart_upload(
+        Bucket=bucket, Key=name, ChecksumAlgorithm=algorithm, ChecksumType=checksum_type
+    )
     done = []
     for number, chunk in enumerate(chunks, 1):
-        r = client.upload_part(Bucket=bucket, Key=name, UploadId=up["UploadId"],
-                               PartNumber=number, Body=chunk, ChecksumAlgorithm=algorithm)
-        done.append({"PartNumber": number, "ETag": r["ETag"],
-                     f"Checksum{algorithm}": r[f"Checksum{algorithm}"]})
+        r = client.upload_part(
+            Bucket=bucket,
+            Key=name,
+            UploadId=up["UploadId"],
+            PartNumber=number,
+            Body=chunk,
+            ChecksumAlgorithm=algorithm,
+        )
+        done.append(
+            {
+                "PartNumber": number,
+                "ETag": r["ETag"],
+                f"Checksum{algorithm}": r[f"Checksum{algorithm}"],
+            }
+        )
     extra: Dict[str, str] = {}
     if checksum_type == "FULL_OBJECT":  # as a client must: the whole object's value
-        extra = {f"Checksum{algorithm}": s3_checksum(chunks, algorithm, "FULL_OBJECT"),
-                 "ChecksumType": "FULL_OBJECT"}
-    client.complete_multipart_upload(Bucket=bucket, Key=name, UploadId=up["UploadId"],
-                                     MultipartUpload={"Parts": done}, **extra)
+        extra = {
+            f"Checksum{algorithm}": s3_checksum(chunks, algorithm, "FULL_OBJECT"),
+            "ChecksumType": "FULL_OBJECT",
+        }
+    client.complete_multipart_upload(
+        Bucket=bucket, Key=name, UploadId=up["UploadId"], MultipartUpload={"Parts": done}, **extra
+    )
     return chunks
 
 
@@ -138,8 +171,7 @@ def _fault_keys(keys: List[Dict[str, Any]], corrupt_algorithm: str) -> Dict[str,
     `corrupt_algorithm`, then missing and truncated on the next pristine keys."""
     pristine = [(i, k) for i, k in enumerate(keys) if k["pristine_copy"] and k["size"] >= 2]
     out: Dict[str, str] = {}
-    corrupt = next((k for i, k in pristine if KINDS[i % len(KINDS)][2] == corrupt_algorithm),
-                   None)
+    corrupt = next((k for i, k in pristine if KINDS[i % len(KINDS)][2] == corrupt_algorithm), None)
     if corrupt is None:
         raise ValueError(f"no pristine key is uploaded with {corrupt_algorithm}")
     out[corrupt["name"]] = "corrupted"
@@ -151,10 +183,16 @@ def _fault_keys(keys: List[Dict[str, Any]], corrupt_algorithm: str) -> Dict[str,
     return out
 
 
-def upload_copies(s3: LoopbackS3, cluster_dir: os.PathLike[str] | str,
-                  manifest: Dict[str, Any], prefix: str, *, parts: int = 3,
-                  part_size: Optional[int] = None,
-                  corrupt_algorithm: str = "CRC32") -> Dict[str, Dict[str, Any]]:
+def upload_copies(
+    s3: LoopbackS3,
+    cluster_dir: os.PathLike[str] | str,
+    manifest: Dict[str, Any],
+    prefix: str,
+    *,
+    parts: int = 3,
+    part_size: Optional[int] = None,
+    corrupt_algorithm: str = "CRC32",
+) -> Dict[str, Dict[str, Any]]:
     """Upload a copy of every key of `manifest["keys"]` (see the module docstring) and return
     the ground truth, per target object name (in s3.bucket):
 
@@ -191,30 +229,60 @@ def upload_copies(s3: LoopbackS3, cluster_dir: os.PathLike[str] | str,
                 flipped[len(data) // 2] ^= 0x5A
                 data = bytes(flipped)
             elif fault == "truncated":
-                data = data[:len(data) // 2]
+                data = data[: len(data) // 2]
             entry: Dict[str, Any] = dict(
-                key=key["name"], kind=kind, checksum_type=checksum_type, algorithm=algorithm,
-                fault=fault, key_size=key["size"], key_crc32=key["crc32"],
-                key_crc32c=key["crc32c"], key_crc64nvme=key["crc64nvme"],
-                source="replicas" if key["pristine_copy"] else "regenerated")
+                key=key["name"],
+                kind=kind,
+                checksum_type=checksum_type,
+                algorithm=algorithm,
+                fault=fault,
+                key_size=key["size"],
+                key_crc32=key["crc32"],
+                key_crc32c=key["crc32c"],
+                key_crc64nvme=key["crc64nvme"],
+                source="replicas" if key["pristine_copy"] else "regenerated",
+            )
             target = name_of(key["name"])
             if fault == "missing":
                 entry.update(parts=0, part_sizes=[], size=None, crc=None, checksum=None)
             else:
-                chunks = _upload(client, s3.bucket, target, data, kind, checksum_type,
-                                 algorithm, parts, part_size)
-                entry.update(parts=len(chunks), part_sizes=[len(c) for c in chunks],
-                             size=len(data), crc=crc(data, algorithm),
-                             checksum=s3_checksum(chunks, algorithm, checksum_type))
+                chunks = _upload(
+                    client,
+                    s3.bucket,
+                    target,
+                    data,
+                    kind,
+                    checksum_type,
+                    algorithm,
+                    parts,
+                    part_size,
+                )
+                entry.update(
+                    parts=len(chunks),
+                    part_sizes=[len(c) for c in chunks],
+                    size=len(data),
+                    crc=crc(data, algorithm),
+                    checksum=s3_checksum(chunks, algorithm, checksum_type),
+                )
             truth[target] = entry
         extra = block_data(int(manifest["seed"]) ^ 0x5EED, 0, 0, 12345)
         target = f"{base}/{EXTRA_PATH}" if base else EXTRA_PATH
         chunks = _upload(client, s3.bucket, target, extra, "put", "FULL_OBJECT", "CRC32C", 1)
-        truth[target] = dict(key=None, kind="put", checksum_type="FULL_OBJECT",
-                             algorithm="CRC32C", fault="extra", parts=1,
-                             part_sizes=[len(extra)], size=len(extra),
-                             crc=crc(extra, "CRC32C"),
-                             checksum=s3_checksum(chunks, "CRC32C", "FULL_OBJECT"),
-                             key_size=None, key_crc32=None, key_crc32c=None,
-                             key_crc64nvme=None, source=None)
+        truth[target] = dict(
+            key=None,
+            kind="put",
+            checksum_type="FULL_OBJECT",
+            algorithm="CRC32C",
+            fault="extra",
+            parts=1,
+            part_sizes=[len(extra)],
+            size=len(extra),
+            crc=crc(extra, "CRC32C"),
+            checksum=s3_checksum(chunks, "CRC32C", "FULL_OBJECT"),
+            key_size=None,
+            key_crc32=None,
+            key_crc32c=None,
+            key_crc64nvme=None,
+            source=None,
+        )
     return truth

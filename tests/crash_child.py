@@ -52,7 +52,7 @@ def pwrite(fd, data, offset):  # type: ignore[no-untyped-def]
     if len(data) < 1024:  # the lock file's PID
         return real_pwrite(fd, data, offset)
     if len(events) == kill_at:
-        real_pwrite(fd, bytes(memoryview(data)[:len(data) // 2]), offset)
+        real_pwrite(fd, bytes(memoryview(data)[: len(data) // 2]), offset)
         die()
     events.append("pwrite")
     return real_pwrite(fd, data, offset)

@@ -21,8 +21,15 @@ LAUNCH = "import sys; from crcmerkle_cli import main; sys.exit(main())"
 def child_env() -> Dict[str, str]:
     """The environment of a child run with `python -S`: this checkout, then the site
     directories (no .pth file run: the site module's start-up is the interpreter's)."""
-    dirs = [str(ROOT)] + [d for d in (*site.getsitepackages(), sysconfig.get_paths()["purelib"],
-                                      sysconfig.get_paths()["platlib"]) if os.path.isdir(d)]
+    dirs = [str(ROOT)] + [
+        d
+        for d in (
+            *site.getsitepackages(),
+            sysconfig.get_paths()["purelib"],
+            sysconfig.get_paths()["platlib"],
+        )
+        if os.path.isdir(d)
+    ]
     env = {k: v for k, v in os.environ.items() if k not in ("CRCMERKLE_DEBUG", "PYTHONPATH")}
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(dirs))
     return env
@@ -30,9 +37,14 @@ def child_env() -> Dict[str, str]:
 
 def interrupt(code: str, args: List[str], delay: float) -> Tuple[int, str]:
     """(exit status, stderr) of the child `code` with `args`, sent SIGINT after `delay` s."""
-    p = subprocess.Popen([sys.executable, "-S", "-c", code, *args], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
-                         env=child_env())
+    p = subprocess.Popen(
+        [sys.executable, "-S", "-c", code, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env=child_env(),
+    )
     try:
         time.sleep(delay)
         p.send_signal(signal.SIGINT)
@@ -56,8 +68,7 @@ def _before_any_code_of_ours(returncode: int, err: str) -> bool:
     if not err:
         return True
     frames = [line.strip() for line in err.splitlines() if line.strip().startswith("File ")]
-    return bool(frames) and all(f.startswith(('File "<string>"', 'File "<frozen '))
-                                for f in frames)
+    return bool(frames) and all(f.startswith(('File "<string>"', 'File "<frozen ')) for f in frames)
 
 
 def assert_one_line_130(returncode: int, err: str, delay: float) -> None:
@@ -68,5 +79,7 @@ def assert_one_line_130(returncode: int, err: str, delay: float) -> None:
     lines = [line for line in err.splitlines() if line.strip()]
     assert "Traceback" not in err and "Exception ignored" not in err, (delay, err)
     assert returncode == 130, (delay, returncode, err)
-    assert len(lines) <= 1 and (not lines or lines[0] == "crcmerkle: error: interrupted"), \
-        (delay, err)
+    assert len(lines) <= 1 and (not lines or lines[0] == "crcmerkle: error: interrupted"), (
+        delay,
+        err,
+    )

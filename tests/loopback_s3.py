@@ -48,8 +48,9 @@ class LoopbackS3:
                 self.requests += 1
             return app(environ, start_response)
 
-        self._server = make_server("127.0.0.1", 0, counting, threaded=True,
-                                   request_handler=MotoRequestHandler)
+        self._server = make_server(
+            "127.0.0.1", 0, counting, threaded=True, request_handler=MotoRequestHandler
+        )
         self.port = int(self._server.server_address[1])
         self.endpoint = f"127.0.0.1:{self.port}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -58,28 +59,39 @@ class LoopbackS3:
         self.filesystem().create_dir(bucket)
 
     def filesystem(self) -> pafs.S3FileSystem:
-        return pafs.S3FileSystem(access_key=ACCESS_KEY, secret_key=SECRET_KEY, region=REGION,
-                                 endpoint_override=self.endpoint, scheme="http",
-                                 allow_bucket_creation=True)
+        return pafs.S3FileSystem(
+            access_key=ACCESS_KEY,
+            secret_key=SECRET_KEY,
+            region=REGION,
+            endpoint_override=self.endpoint,
+            scheme="http",
+            allow_bucket_creation=True,
+        )
 
     def uri(self, key: str = "", credentials: bool = True, trailing_slash: bool = False) -> str:
         """s3:// URI of `key` in the bucket: credentials in the user information, the
         endpoint in the query (pyarrow.fs.FileSystem.from_uri understands both)."""
         auth = f"{ACCESS_KEY}:{SECRET_KEY}@" if credentials else ""
         path = f"{self.bucket}/{key}".rstrip("/") + ("/" if trailing_slash else "")
-        return (f"s3://{auth}{path}?endpoint_override={self.endpoint}&scheme=http"
-                f"&region={REGION}")
+        return f"s3://{auth}{path}?endpoint_override={self.endpoint}&scheme=http&region={REGION}"
 
     def env(self) -> Dict[str, str]:
         """The same store for clients that read the environment (AWS SDKs, Hadoop s3a)."""
-        return {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-                "AWS_DEFAULT_REGION": REGION, "AWS_ENDPOINT_URL": f"http://{self.endpoint}"}
+        return {
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_ENDPOINT_URL": f"http://{self.endpoint}",
+        }
 
     def upload(self, local_dir: str, key: str) -> None:
         """Copy a local directory tree to bucket/key through pyarrow.fs (HTTP PUTs)."""
-        pafs.copy_files(str(local_dir), f"{self.bucket}/{key}",
-                        source_filesystem=pafs.LocalFileSystem(),
-                        destination_filesystem=self.filesystem())
+        pafs.copy_files(
+            str(local_dir),
+            f"{self.bucket}/{key}",
+            source_filesystem=pafs.LocalFileSystem(),
+            destination_filesystem=self.filesystem(),
+        )
 
     def put_direct(self, key: str, data: bytes = b"") -> None:
         """Store an object without HTTP (moto's backend, in this process): for building the

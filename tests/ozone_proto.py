@@ -13,8 +13,9 @@ _F = descriptor_pb2.FieldDescriptorProto
 
 
 def _file() -> descriptor_pb2.FileDescriptorProto:
-    fd = descriptor_pb2.FileDescriptorProto(name="DatanodeClientProtocol_test.proto",
-                                            package="hadoop.hdds.datanode", syntax="proto2")
+    fd = descriptor_pb2.FileDescriptorProto(
+        name="DatanodeClientProtocol_test.proto", package="hadoop.hdds.datanode", syntax="proto2"
+    )
 
     def msg(name, fields):
         m = fd.message_type.add(name=name)
@@ -25,16 +26,35 @@ def _file() -> descriptor_pb2.FileDescriptorProto:
 
     opt, rep = _F.LABEL_OPTIONAL, _F.LABEL_REPEATED
     i64, b, m = _F.TYPE_INT64, _F.TYPE_BOOL, _F.TYPE_MESSAGE
-    msg("ChunkMerkleTree", [("offset", 1, i64, opt, None), ("length", 2, i64, opt, None),
-                            ("dataChecksum", 3, i64, opt, None),
-                            ("checksumMatches", 4, b, opt, None)])
-    msg("BlockMerkleTree", [("blockID", 1, i64, opt, None), ("dataChecksum", 2, i64, opt, None),
-                            ("chunkMerkleTree", 3, m, rep, "ChunkMerkleTree"),
-                            ("deleted", 4, b, opt, None)])
-    msg("ContainerMerkleTree", [("dataChecksum", 1, i64, opt, None),
-                                ("blockMerkleTree", 2, m, rep, "BlockMerkleTree")])
-    msg("ContainerChecksumInfo", [("containerID", 1, i64, opt, None),
-                                  ("containerMerkleTree", 2, m, opt, "ContainerMerkleTree")])
+    msg(
+        "ChunkMerkleTree",
+        [
+            ("offset", 1, i64, opt, None),
+            ("length", 2, i64, opt, None),
+            ("dataChecksum", 3, i64, opt, None),
+            ("checksumMatches", 4, b, opt, None),
+        ],
+    )
+    msg(
+        "BlockMerkleTree",
+        [
+            ("blockID", 1, i64, opt, None),
+            ("dataChecksum", 2, i64, opt, None),
+            ("chunkMerkleTree", 3, m, rep, "ChunkMerkleTree"),
+            ("deleted", 4, b, opt, None),
+        ],
+    )
+    msg(
+        "ContainerMerkleTree",
+        [("dataChecksum", 1, i64, opt, None), ("blockMerkleTree", 2, m, rep, "BlockMerkleTree")],
+    )
+    msg(
+        "ContainerChecksumInfo",
+        [
+            ("containerID", 1, i64, opt, None),
+            ("containerMerkleTree", 2, m, opt, "ContainerMerkleTree"),
+        ],
+    )
     return fd
 
 
@@ -44,7 +64,8 @@ _pool.Add(_file())
 
 def cls(name: str):
     return message_factory.GetMessageClass(
-        _pool.FindMessageTypeByName(f"hadoop.hdds.datanode.{name}"))
+        _pool.FindMessageTypeByName(f"hadoop.hdds.datanode.{name}")
+    )
 
 
 ContainerChecksumInfo = cls("ContainerChecksumInfo")

@@ -22,5 +22,12 @@ try:
 except ReplicaLockedError as exc:
     print(json.dumps({"status": "locked", "error": str(exc)}))
     sys.exit(3)
-print(json.dumps({"status": "done", "copied": sum(p.bytes_copied for p in r.peers),
-                  "remaining": len(r.remaining)}))
+print(
+    json.dumps(
+        {
+            "status": "done",
+            "copied": sum(p.bytes_copied for p in r.peers),
+            "remaining": len(r.remaining),
+        }
+    )
+)

@@ -44,8 +44,11 @@ def _ozone(root: Path) -> Dict[Key, Recorded]:
                 for c in msg.chunks:
                     cd = c.checksumData
                     out[(rep, msg.blockID.localID, c.offset)] = (
-                        pb.ChecksumType.Name(cd.type), cd.bytesPerChecksum,
-                        b"".join(cd.checksums), c.len)
+                        pb.ChecksumType.Name(cd.type),
+                        cd.bytesPerChecksum,
+                        b"".join(cd.checksums),
+                        c.len,
+                    )
     return out
 
 
@@ -54,7 +57,8 @@ def _blocks_file(path: Path) -> Iterator[Tuple[int, int, Recorded]]:
     merkle/replica/crcmerkle/blockmeta.py's docstring lays it out)."""
     data = path.read_bytes()
     magic, _version, header_size, _cid, n_blocks, _n_chunks, _body = struct.unpack_from(
-        ">4sHHqIIQ", data, 0)
+        ">4sHHqIIQ", data, 0
+    )
     assert magic == b"CMBD"
     pos = header_size
     for _ in range(n_blocks):
@@ -64,7 +68,7 @@ def _blocks_file(path: Path) -> Iterator[Tuple[int, int, Recorded]]:
             offset, length, ctype, _res, bpc, count = struct.unpack_from(">QQB3sII", data, pos)
             pos += 28
             size = count * _SIZES[ctype]
-            yield block, offset, (OZONE_TYPES[ctype], bpc, data[pos:pos + size], length)
+            yield block, offset, (OZONE_TYPES[ctype], bpc, data[pos : pos + size], length)
             pos += size
 
 
@@ -83,8 +87,9 @@ def recorded_on_disk(root: Path) -> Dict[Key, Recorded]:
     return {**_ozone(root), **_crcmerkle(root)}
 
 
-def window_crcs(replica: str, block: int, offset: int, length: int, bpc: int,
-                ctype: str) -> Optional[bytes]:
+def window_crcs(
+    replica: str, block: int, offset: int, length: int, bpc: int, ctype: str
+) -> Optional[bytes]:
     """The CRC32/CRC32C of each `bpc`-byte window of the chunk's bytes in the block file
     `<replica>/chunks/<block>.block`, packed big-endian as Ozone stores them (None for the
     other types)."""
@@ -95,4 +100,4 @@ def window_crcs(replica: str, block: int, offset: int, length: int, bpc: int,
         f.seek(offset)
         data = f.read(length)
     assert len(data) == length
-    return b"".join(fn(data[s:s + bpc]).to_bytes(4, "big") for s in range(0, length, bpc))
+    return b"".join(fn(data[s : s + bpc]).to_bytes(4, "big") for s in range(0, length, bpc))

@@ -14,20 +14,24 @@ from merkle.replica.scan import scan_container, scan_paths
 KiB = 1024
 
 #: Small sizes keep the suite fast: 4 KiB windows, 16 KiB chunks, blocks up to 48 KiB.
-SMALL = dict(block_size=48 * KiB, chunk_size=16 * KiB, bytes_per_checksum=4 * KiB,
-             min_blocks=2, max_blocks=4)
+SMALL = dict(
+    block_size=48 * KiB, chunk_size=16 * KiB, bytes_per_checksum=4 * KiB, min_blocks=2, max_blocks=4
+)
 
 
-def make_cluster(root: Path, faults: str = "none", *, seed: int = 0, containers: int = 1,
-                 **kw: Any) -> Dict[str, Any]:
-    cfg = GeneratorConfig(**{**SMALL, "containers": containers, "seed": seed,
-                             "faults": parse_faults(faults), **kw})
+def make_cluster(
+    root: Path, faults: str = "none", *, seed: int = 0, containers: int = 1, **kw: Any
+) -> Dict[str, Any]:
+    cfg = GeneratorConfig(
+        **{**SMALL, "containers": containers, "seed": seed, "faults": parse_faults(faults), **kw}
+    )
     return generate_cluster(root, cfg)
 
 
 def expected_keys(manifest: Dict[str, Any], rep: str) -> List[Tuple[str, int, int]]:
-    return sorted((e["error"], e["block_id"] or 0, e["offset"] or 0)
-                  for e in manifest["expected_errors"][rep])
+    return sorted(
+        (e["error"], e["block_id"] or 0, e["offset"] or 0) for e in manifest["expected_errors"][rep]
+    )
 
 
 def found_keys(result: Any) -> List[Tuple[str, int, int]]:
@@ -40,14 +44,16 @@ def scan_all(root: Path, **kw: Any) -> Dict[str, Any]:
 
 
 def file_sizes(root: Path) -> Dict[str, int]:
-    return {os.path.relpath(p, root): p.stat().st_size
-            for p in root.rglob("*.block")}
+    return {os.path.relpath(p, root): p.stat().st_size for p in root.rglob("*.block")}
 
 
 def snapshot(root: Path) -> Dict[str, str]:
     """Content hash of every file (lock files excluded: they hold the last holder's PID)."""
-    return {os.path.relpath(p, root): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and p.name != ".crcmerkle.lock"}
+    return {
+        os.path.relpath(p, root): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != ".crcmerkle.lock"
+    }
 
 
 def full_round(root: Path, **kw: Any) -> Dict[int, List[Any]]:
@@ -79,8 +85,9 @@ def check_data(root: Path, manifest: Dict[str, Any]) -> int:
     for f in manifest["faults"]:
         if f["type"] == "extra-block":
             lengths[(f["container_id"], f["block_id"])] = f["length"]
-    bad_chunks = {(u["container_id"], u["block_id"]): u["offset"]
-                  for u in manifest["unrepairable_chunks"]}
+    bad_chunks = {
+        (u["container_id"], u["block_id"]): u["offset"] for u in manifest["unrepairable_chunks"]
+    }
     chunk = manifest["config"]["chunk_size"]
     compared = 0
     for cid, reps in replica_groups(root).items():
@@ -92,11 +99,11 @@ def check_data(root: Path, manifest: Dict[str, Any]) -> int:
                 want = block_data(seed, cid, b.block_id, lengths[(cid, b.block_id)])
                 got = (Path(rep) / "chunks" / f"{b.block_id}.block").read_bytes()
                 assert len(got) >= len(want), (rep, b.block_id)
-                got = got[:len(want)]
+                got = got[: len(want)]
                 if (cid, b.block_id) in bad_chunks:
                     off = bad_chunks[(cid, b.block_id)]
-                    got = got[:off] + got[off + chunk:]
-                    want = want[:off] + want[off + chunk:]
+                    got = got[:off] + got[off + chunk :]
+                    want = want[:off] + want[off + chunk :]
                 assert got == want, (rep, b.block_id)
                 compared += 1
     return compared

@@ -53,8 +53,13 @@ def sparse_replica(root: str, gib: int) -> int:
     size = gib << 30
     window = merkle.crc32(bytes(bpc)).to_bytes(4, "big")
     meta = ContainerMeta(1)
-    meta.put_chunks(1, [ChunkMeta(off, chunk, CRC32, bpc, window * (chunk // bpc))
-                        for off in range(0, size, chunk)])
+    meta.put_chunks(
+        1,
+        [
+            ChunkMeta(off, chunk, CRC32, bpc, window * (chunk // bpc))
+            for off in range(0, size, chunk)
+        ],
+    )
     for d in ("chunks", "metadata"):
         os.makedirs(os.path.join(root, d), exist_ok=True)
     with open(os.path.join(root, "chunks", "1.block"), "wb") as f:
@@ -81,9 +86,14 @@ def trees(n: int, fraction: float) -> tuple:
     rng = np.random.default_rng(7)
     leaf = rng.integers(0, 1 << 32, n, dtype=np.int64)
     lens = np.full(n, 4 * MiB, dtype=np.int64)
-    ours = ContainerTree.from_columns(1, bids, offs, lens, leaf=leaf,
-                                      checksum_matches=np.zeros(n, bool) if fraction >= 1
-                                      else None)
+    ours = ContainerTree.from_columns(
+        1,
+        bids,
+        offs,
+        lens,
+        leaf=leaf,
+        checksum_matches=np.zeros(n, bool) if fraction >= 1 else None,
+    )
     other = leaf.copy()
     k = max(1, int(n * fraction))
     idx = rng.choice(n, k, replace=False)
@@ -94,17 +104,26 @@ def trees(n: int, fraction: float) -> tuple:
 
 def do_diff(n: int, fraction: float) -> dict:
     ours, peer, k = trees(n, fraction)
-    tree_bytes = sum(getattr(peer, c).nbytes for c in (
-        "block_id", "block_value", "block_deleted", "block_chunk_start", "chunk_offset",
-        "chunk_length", "chunk_value", "chunk_matches"))
+    tree_bytes = sum(
+        getattr(peer, c).nbytes
+        for c in (
+            "block_id",
+            "block_value",
+            "block_deleted",
+            "block_chunk_start",
+            "chunk_offset",
+            "chunk_length",
+            "chunk_value",
+            "chunk_matches",
+        )
+    )
     base = reset_peak()
     t0 = time.perf_counter()
     r = diff(ours, peer)
     took = time.perf_counter() - t0
     got = r.corrupt_chunk_rows.size + r.unrecoverable_chunk_rows.size
     assert got == k, (got, k)
-    return {"peak_growth": hwm() - base, "seconds": took, "differing": k,
-            "tree_bytes": tree_bytes}
+    return {"peak_growth": hwm() - base, "seconds": took, "differing": k, "tree_bytes": tree_bytes}
 
 
 if __name__ == "__main__":

@@ -25,11 +25,15 @@ def test_check_values():
 
 
 def test_wrong_crc_is_left_out(monkeypatch, fresh_registry):
-    monkeypatch.setattr(bm, "_PEERS", (
-        bm._PeerSpec("zlib-as-crc32c", "crc32c", "zlib", "crc32"),  # CRC-32, not CRC-32C
-        bm._PeerSpec("zlib", "crc32", "zlib", "crc32"),
-        bm._PeerSpec("nosuchpeer", "crc64nvme", "crcmerkle_no_such_module", "f"),
-    ))
+    monkeypatch.setattr(
+        bm,
+        "_PEERS",
+        (
+            bm._PeerSpec("zlib-as-crc32c", "crc32c", "zlib", "crc32"),  # CRC-32, not CRC-32C
+            bm._PeerSpec("zlib", "crc32", "zlib", "crc32"),
+            bm._PeerSpec("nosuchpeer", "crc64nvme", "crcmerkle_no_such_module", "f"),
+        ),
+    )
     assert [i.name for i in bm.implementations("crc32c")] == ["crcmerkle"]
     assert [i.name for i in bm.implementations("crc32")] == ["crcmerkle", "zlib"]
     assert [i.name for i in bm.implementations("crc64nvme")] == ["crcmerkle"]
@@ -45,9 +49,9 @@ def test_hasher_peer_as_one_shot(monkeypatch, fresh_registry):
     """A hashlib-style peer (crc64fast has only that) is timed as new + update + digest."""
     import hashlib
 
-    monkeypatch.setattr(bm, "_PEERS", (
-        bm._PeerSpec("md5-as-crc64", "crc64nvme", "hashlib", "md5", hasher=True),
-    ))
+    monkeypatch.setattr(
+        bm, "_PEERS", (bm._PeerSpec("md5-as-crc64", "crc64nvme", "hashlib", "md5", hasher=True),)
+    )
     assert bm.implementations("crc64nvme")[1:] == []  # md5 is not CRC-64/NVME
     assert "computes another CRC" in bm.missing_peers()["md5-as-crc64 (crc64nvme)"]
     one_shot = bm._one_shot(hashlib.md5)

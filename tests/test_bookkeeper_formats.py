@@ -38,10 +38,13 @@ def _payload(e: int, n: int = 100) -> bytes:
     return bytes((i * 31 + e * 7) & 0xFF for i in range(n))
 
 
-def _ledger(lid: int, count: int, digest: str = "CRC32C", password: bytes = b"pw",
-            **kw: Any) -> List[Any]:
-    return [(lid, e, entry_bytes(lid, e, _payload(e), digest, password, lac=e - 1, **kw))
-            for e in range(count)]
+def _ledger(
+    lid: int, count: int, digest: str = "CRC32C", password: bytes = b"pw", **kw: Any
+) -> List[Any]:
+    return [
+        (lid, e, entry_bytes(lid, e, _payload(e), digest, password, lac=e - 1, **kw))
+        for e in range(count)
+    ]
 
 
 def _kinds(report: Any) -> List[Any]:
@@ -50,10 +53,13 @@ def _kinds(report: Any) -> List[Any]:
 
 # ---- verify_entries ---------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("digest", ["CRC32C", "CRC32", "HMAC", "DUMMY"])
 def test_verify_entries_each_digest_type(digest: str) -> None:
-    entries = [entry_bytes(9, e, _payload(e, n), digest, b"secret")
-               for e, n in enumerate([0, 1, 100, 100, 4096])]
+    entries = [
+        entry_bytes(9, e, _payload(e, n), digest, b"secret")
+        for e, n in enumerate([0, 1, 100, 100, 4096])
+    ]
     entries[3] = entry_bytes(9, 3, _payload(3), digest, b"secret", bad_digest=True)
     buf = b"".join(struct.pack(">i", len(x)) + x for x in entries)
     offs, pos = [], 0
@@ -67,8 +73,9 @@ def test_verify_entries_each_digest_type(digest: str) -> None:
     assert ok == ([True] * 5 if digest == "DUMMY" else [True, True, True, False, True])
     import merkle
 
-    assert r["payload_crc32c"].tolist() == [merkle.crc32c(_payload(e, n)) for e, n in
-                                            enumerate([0, 1, 100, 100, 4096])]
+    assert r["payload_crc32c"].tolist() == [
+        merkle.crc32c(_payload(e, n)) for e, n in enumerate([0, 1, 100, 100, 4096])
+    ]
     assert r["payload_length"].tolist() == [0, 1, 100, 100, 4096]
     if digest == "CRC32":  # 8 bytes: four zeros, then zlib's CRC-32
         import zlib
@@ -76,8 +83,9 @@ def test_verify_entries_each_digest_type(digest: str) -> None:
         assert int(r["stored_digest"][2]) == zlib.crc32(entries[2][:32] + _payload(2))
     # the wrong password fails every HMAC
     if digest == "HMAC":
-        assert not verify_entries(buf, offs, [len(x) for x in entries], digest,
-                                  b"other")["digest_ok"].any()
+        assert not verify_entries(buf, offs, [len(x) for x in entries], digest, b"other")[
+            "digest_ok"
+        ].any()
 
 
 def test_verify_entries_short_frames_and_bounds() -> None:
@@ -95,16 +103,28 @@ def test_verify_entries_short_frames_and_bounds() -> None:
 
 # ---- cookies -------------------------------------------------------------------------------
 
+
 def test_cookie_v3_lines_and_v5_text() -> None:
     v3 = parse_cookie(b"3\nhost:3181\n/j1,/j2\n2\t/a\t/b\n")
-    assert (v3.bookie_id, v3.journal_dirs, v3.ledger_dirs) == ("host:3181", ("/j1", "/j2"),
-                                                              ("/a", "/b"))
-    v5 = parse_cookie(b'5\nbookieHost: "h:1"\njournalDir: "/j"\nledgerDirs: "1\\t/l"\n'
-                      b'instanceId: "u"\nindexDirs: "1\\t/i"\n')
+    assert (v3.bookie_id, v3.journal_dirs, v3.ledger_dirs) == (
+        "host:3181",
+        ("/j1", "/j2"),
+        ("/a", "/b"),
+    )
+    v5 = parse_cookie(
+        b'5\nbookieHost: "h:1"\njournalDir: "/j"\nledgerDirs: "1\\t/l"\n'
+        b'instanceId: "u"\nindexDirs: "1\\t/i"\n'
+    )
     assert (v5.ledger_dirs, v5.index_dirs, v5.instance_id) == (("/l",), ("/i",), "u")
-    for bad in (b"", b"x\n", b"2\na\nb\nc\n", b'5\njournalDir: "/j"\n',
-                b'5\nbookieHost: "h"\njournalDir: "/j"\nledgerDirs: "3\\t/l"\n', b"5\n{{{",
-                b"5\n" + b"x" * (1 << 17)):
+    for bad in (
+        b"",
+        b"x\n",
+        b"2\na\nb\nc\n",
+        b'5\njournalDir: "/j"\n',
+        b'5\nbookieHost: "h"\njournalDir: "/j"\nledgerDirs: "3\\t/l"\n',
+        b"5\n{{{",
+        b"5\n" + b"x" * (1 << 17),
+    ):
         with pytest.raises(CookieError):
             parse_cookie(bad)
 
@@ -116,23 +136,27 @@ SEGS = [(0, [B1, B2]), (5, [B2, B1])]
 
 @pytest.mark.parametrize("make", [metadata_v2, metadata_v3])
 def test_metadata_v2_text_and_v3_binary(make: Any) -> None:
-    meta = parse_ledger_metadata(make(SEGS, write=2, ack=1, last=9, length=1000,
-                                      digest="HMAC", password=b"p\tw\"\x00"))
+    meta = parse_ledger_metadata(
+        make(SEGS, write=2, ack=1, last=9, length=1000, digest="HMAC", password=b'p\tw"\x00')
+    )
     assert (meta.state, meta.last_entry_id, meta.length) == ("CLOSED", 9, 1000)
     assert (meta.ensemble_size, meta.write_quorum, meta.ack_quorum) == (2, 2, 1)
-    assert meta.digest_type == "HMAC" and meta.password == b"p\tw\"\x00"
+    assert meta.digest_type == "HMAC" and meta.password == b'p\tw"\x00'
     assert meta.write_set(4) == (B1, B2) and meta.write_set(5) == (B1, B2)
     assert meta.write_set(6) == (B2, B1)
     # lastEntryId and length count only when CLOSED (LedgerMetadataSerDe.decodeFormat)
-    open_meta = parse_ledger_metadata(make(SEGS, write=2, ack=2, state="OPEN", last=9,
-                                           length=5))
+    open_meta = parse_ledger_metadata(make(SEGS, write=2, ack=2, state="OPEN", last=9, length=5))
     assert (open_meta.state, open_meta.last_entry_id, open_meta.length) == ("OPEN", -1, 0)
 
 
 def test_metadata_v1_lines() -> None:
     meta = parse_ledger_metadata(metadata_v1(SEGS, write=2, last=7, length=70))
-    assert (meta.format_version, meta.state, meta.last_entry_id, meta.length) == (1, "CLOSED",
-                                                                                  7, 70)
+    assert (meta.format_version, meta.state, meta.last_entry_id, meta.length) == (
+        1,
+        "CLOSED",
+        7,
+        70,
+    )
     assert meta.digest_type is None and meta.segments[1] == (5, (B2, B1))
     assert parse_ledger_metadata(metadata_v1(SEGS, write=2)).state == "OPEN"
     assert parse_ledger_metadata(metadata_v1(SEGS, write=2, last=-100)).state == "IN_RECOVERY"
@@ -164,18 +188,20 @@ def test_znode_tree_hierarchical_and_long_paths(tmp_path: Path) -> None:
 
 def test_metadata_that_no_client_could_use_is_one_line() -> None:
     for data, why in [
-            (metadata_v3([(0, [B1]), (0, [B2])], write=1, ack=1), "segment loop"),
-            (metadata_v3([(3, [B1])], write=1, ack=1), "starts at entry 3"),
-            (metadata_v3([(0, [B1])], write=2, ack=1), "writeQuorum"),
-            (b"BookieMetadataFormatVersion\t3\n\xff\xff\x03", "claims"),
-            (b"BookieMetadataFormatVersion\t9\n", "version 9"),
-            (b"BookieMetadataFormatVersion\t2\nsegment { ", "not closed")]:
+        (metadata_v3([(0, [B1]), (0, [B2])], write=1, ack=1), "segment loop"),
+        (metadata_v3([(3, [B1])], write=1, ack=1), "starts at entry 3"),
+        (metadata_v3([(0, [B1])], write=2, ack=1), "writeQuorum"),
+        (b"BookieMetadataFormatVersion\t3\n\xff\xff\x03", "claims"),
+        (b"BookieMetadataFormatVersion\t9\n", "version 9"),
+        (b"BookieMetadataFormatVersion\t2\nsegment { ", "not closed"),
+    ]:
         with pytest.raises(MetadataError, match=why) as info:
             parse_ledger_metadata(data)
         assert "\n" not in str(info.value)
 
 
 # ---- Interleaved/Sorted storage: .idx files --------------------------------------------------
+
 
 def _meta_dir(tmp_path: Path, ledgers: Any) -> Path:
     d = tmp_path / "meta"
@@ -188,9 +214,13 @@ def _meta_dir(tmp_path: Path, ledgers: Any) -> Path:
 def test_idx_bookie_clean_then_each_fault(tmp_path: Path, capsys: Any) -> None:
     entries = _ledger(5, 4) + _ledger(300, 3, "CRC32", b"")
     bookie = write_bookie(tmp_path / "b1", B1, entries, passwords={300: b""})
-    meta = _meta_dir(tmp_path, {
-        5: metadata_v3([(0, [B1])], write=1, ack=1, last=3, digest="CRC32C", password=b"pw"),
-        300: metadata_v2([(0, [B1])], write=1, ack=1, last=2, digest="CRC32", password=b"")})
+    meta = _meta_dir(
+        tmp_path,
+        {
+            5: metadata_v3([(0, [B1])], write=1, ack=1, last=3, digest="CRC32C", password=b"pw"),
+            300: metadata_v2([(0, [B1])], write=1, ack=1, last=2, digest="CRC32", password=b""),
+        },
+    )
     assert (bookie / "current/1/2c/12c.idx").is_file()  # ledger 300 = 0x12c
     report = scan_bookies([str(bookie)], load_ledger_metadata(str(meta)))
     assert report.findings == [] and len(report.copies) == 7
@@ -217,18 +247,22 @@ def test_idx_bookie_clean_then_each_fault(tmp_path: Path, capsys: Any) -> None:
 def test_idx_unindexed_missing_and_past_the_end(tmp_path: Path) -> None:
     entries = _ledger(5, 4)
     bookie = write_bookie(tmp_path / "b1", B1, entries, index=[(5, 0), (5, 2), (5, 3)])
-    meta = {5: parse_ledger_metadata(metadata_v3([(0, [B1])], write=1, ack=1, last=4,
-                                                 password=b"pw"))}
+    meta = {
+        5: parse_ledger_metadata(metadata_v3([(0, [B1])], write=1, ack=1, last=4, password=b"pw"))
+    }
     report = scan_bookies([str(bookie)], meta)
     # entry 1 in the log, no index names it; entry 4 nowhere although the ledger ends at 4
-    assert _kinds(report) == [("MISSING_ENTRY", B1, 5, 1), ("MISSING_ENTRY", B1, 5, 4),
-                              ("UNINDEXED_ENTRY", B1, 5, 1)]
+    assert _kinds(report) == [
+        ("MISSING_ENTRY", B1, 5, 1),
+        ("MISSING_ENTRY", B1, 5, 4),
+        ("UNINDEXED_ENTRY", B1, 5, 1),
+    ]
     unindexed = next(f for f in report.findings if f.kind == "UNINDEXED_ENTRY")
     assert unindexed.severity == "warning" and unindexed.offset == positions(bookie)[1]
     # an index location past the end of its log: the copy is gone
     idx = bookie / "current/0/5/5.idx"
     raw = bytearray(idx.read_bytes())
-    raw[1024 + 8 * 3:1024 + 8 * 4] = struct.pack(">Q", 1 << 20)
+    raw[1024 + 8 * 3 : 1024 + 8 * 4] = struct.pack(">Q", 1 << 20)
     idx.write_bytes(bytes(raw))
     report = scan_bookies([str(bookie)], meta)
     frame = [f for f in report.findings if f.kind == "ENTRY_FRAME_INVALID"]
@@ -238,26 +272,34 @@ def test_idx_unindexed_missing_and_past_the_end(tmp_path: Path) -> None:
 def test_past_last_entry_deleted_ledger_and_open_ledger(tmp_path: Path) -> None:
     bookie = write_bookie(tmp_path / "b1", B1, _ledger(5, 4) + _ledger(6, 2) + _ledger(7, 3))
     meta = {
-        5: parse_ledger_metadata(metadata_v3([(0, [B1])], write=1, ack=1, last=1,
-                                             password=b"pw")),
-        7: parse_ledger_metadata(metadata_v3([(0, [B1])], write=1, ack=1, state="IN_RECOVERY",
-                                             password=b"pw"))}
+        5: parse_ledger_metadata(metadata_v3([(0, [B1])], write=1, ack=1, last=1, password=b"pw")),
+        7: parse_ledger_metadata(
+            metadata_v3([(0, [B1])], write=1, ack=1, state="IN_RECOVERY", password=b"pw")
+        ),
+    }
     report = scan_bookies([str(bookie)], meta)
     by_kind = {f.kind: f for f in report.findings}
-    assert sorted(by_kind) == ["ENTRY_OF_OPEN_LEDGER", "ENTRY_PAST_LAST_ENTRY",
-                               "LEDGER_NOT_IN_METADATA"]
+    assert sorted(by_kind) == [
+        "ENTRY_OF_OPEN_LEDGER",
+        "ENTRY_PAST_LAST_ENTRY",
+        "LEDGER_NOT_IN_METADATA",
+    ]
     assert all(f.severity == "warning" for f in report.findings)
     assert (by_kind["ENTRY_PAST_LAST_ENTRY"].ledger, by_kind["ENTRY_PAST_LAST_ENTRY"].entry) == (
-        5, 2)
+        5,
+        2,
+    )
     assert "IN_RECOVERY" in by_kind["ENTRY_OF_OPEN_LEDGER"].detail
     assert by_kind["LEDGER_NOT_IN_METADATA"].ledger == 6
     assert "garbage" in by_kind["LEDGER_NOT_IN_METADATA"].detail
 
 
-def test_two_bookies_copies_differ_client_digest_bug_and_an_empty_bookie(tmp_path: Path
-                                                                         ) -> None:
-    meta = {5: parse_ledger_metadata(metadata_v3([(0, [B1, B2])], write=2, ack=2, last=2,
-                                                 password=b"pw"))}
+def test_two_bookies_copies_differ_client_digest_bug_and_an_empty_bookie(tmp_path: Path) -> None:
+    meta = {
+        5: parse_ledger_metadata(
+            metadata_v3([(0, [B1, B2])], write=2, ack=2, last=2, password=b"pw")
+        )
+    }
     one = _ledger(5, 3)
     other = list(one)
     # entry 1: other bytes, a valid digest of their own; entry 2: the same wrong digest on both
@@ -277,22 +319,35 @@ def test_two_bookies_copies_differ_client_digest_bug_and_an_empty_bookie(tmp_pat
     assert not [f for f in report.findings if f.kind == "MISSING_ENTRY"]
 
 
-def test_json_findings_name_bookie_ledger_entry_file_offset(tmp_path: Path,
-                                                            capsys: Any) -> None:
+def test_json_findings_name_bookie_ledger_entry_file_offset(tmp_path: Path, capsys: Any) -> None:
     bookie = write_bookie(tmp_path / "b1", B1, _ledger(5, 2), index=[(5, 0)])
-    meta = _meta_dir(tmp_path, {5: metadata_v3([(0, [B1])], write=1, ack=1, last=1,
-                                               password=b"pw")})
+    meta = _meta_dir(
+        tmp_path, {5: metadata_v3([(0, [B1])], write=1, ack=1, last=1, password=b"pw")}
+    )
     assert main(["scan", str(tmp_path), "--ledger-metadata", str(meta), "--json"]) == 1
     data = json.loads(capsys.readouterr().out)
     missing = next(f for f in data["findings"] if f["error"] == "MISSING_ENTRY")
     assert {k: missing[k] for k in ("bookie", "ledger", "entry", "severity")} == {
-        "bookie": B1, "ledger": 5, "entry": 1, "severity": "error"}
-    assert set(missing) == {"error", "severity", "bookie", "ledger", "entry", "file",
-                            "offset", "detail"}
+        "bookie": B1,
+        "ledger": 5,
+        "entry": 1,
+        "severity": "error",
+    }
+    assert set(missing) == {
+        "error",
+        "severity",
+        "bookie",
+        "ledger",
+        "entry",
+        "file",
+        "offset",
+        "detail",
+    }
     assert data["bookies"] == {B1: [str(bookie)]}
 
 
 # ---- entry logs: the scanner's rule, compaction leftovers -----------------------------------
+
 
 def test_scan_records_steps_over_padding_a_byte_at_a_time(tmp_path: Path) -> None:
     import os
@@ -305,11 +360,21 @@ def test_scan_records_steps_over_padding_a_byte_at_a_time(tmp_path: Path) -> Non
     two = entry_bytes(5, 1, b"b" * 10)
     three = entry_bytes(6, 0, b"c")
     ledgers_map = struct.pack(">qqi", -1, -2, 1) + struct.pack(">qq", 5, 100)
-    data = (log_header(0, 0) + struct.pack(">i", len(one)) + one + bytes(7)
-            + struct.pack(">i", len(two)) + two + b"\xf0" * 13  # DirectIO's 0xF0 padding
-            + struct.pack(">i", len(ledgers_map)) + ledgers_map
-            + struct.pack(">i", len(three)) + three
-            + struct.pack(">i", 1000) + b"short")  # a short read ends the scan silently
+    data = (
+        log_header(0, 0)
+        + struct.pack(">i", len(one))
+        + one
+        + bytes(7)
+        + struct.pack(">i", len(two))
+        + two
+        + b"\xf0" * 13  # DirectIO's 0xF0 padding
+        + struct.pack(">i", len(ledgers_map))
+        + ledgers_map
+        + struct.pack(">i", len(three))
+        + three
+        + struct.pack(">i", 1000)
+        + b"short"
+    )  # a short read ends the scan silently
     (tmp_path / "0.log").write_bytes(data)
     fd = os.open(tmp_path / "0.log", os.O_RDONLY)
     try:
@@ -327,11 +392,14 @@ def test_compaction_leftovers_are_named_not_read(tmp_path: Path) -> None:
     (current / "1.log.compacting").write_bytes((current / "0.log").read_bytes())
     (current / "1.log.0.compacted").write_bytes(b"")
     (current / "2.log").write_bytes(b"")  # pre-allocated, never written
-    meta = {5: parse_ledger_metadata(metadata_v3([(0, [B1])], write=1, ack=1, last=1,
-                                                 password=b"pw"))}
+    meta = {
+        5: parse_ledger_metadata(metadata_v3([(0, [B1])], write=1, ack=1, last=1, password=b"pw"))
+    }
     report = scan_bookies([str(bookie)], meta)
-    assert sorted(Path(f.file).name for f in report.findings) == ["1.log.0.compacted",
-                                                                  "1.log.compacting"]
+    assert sorted(Path(f.file).name for f in report.findings) == [
+        "1.log.0.compacted",
+        "1.log.compacting",
+    ]
     assert {f.kind for f in report.findings} == {"UNINDEXED_ENTRY"}
     assert len(report.copies) == 2 and all(c.good for c in report.copies)
 

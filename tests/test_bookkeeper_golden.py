@@ -36,8 +36,12 @@ DIGESTS = {"MAC": "HMAC"}  # the client API's name for the stored HMAC
 
 
 def _scan() -> Any:
-    return scan_bookies(BOOKIES, load_ledger_metadata(ZK), instance_id=load_instance_id(ZK),
-                        registered_cookies=load_registered_cookies(ZK))
+    return scan_bookies(
+        BOOKIES,
+        load_ledger_metadata(ZK),
+        instance_id=load_instance_id(ZK),
+        registered_cookies=load_registered_cookies(ZK),
+    )
 
 
 def test_exactly_the_injected_fault_is_found(capsys: Any) -> None:
@@ -49,7 +53,11 @@ def test_exactly_the_injected_fault_is_found(capsys: Any) -> None:
     (bad,) = errors
     assert bad["error"] == "CORRUPT_ENTRY"
     assert (bad["bookie"], bad["ledger"], bad["entry"], bad["offset"]) == (
-        FAULT["bookieId"], FAULT["ledgerId"], FAULT["entryId"], FAULT["entryOffset_location"])
+        FAULT["bookieId"],
+        FAULT["ledgerId"],
+        FAULT["entryId"],
+        FAULT["entryOffset_location"],
+    )
     assert bad["file"] == str(GOLDEN / FAULT["file"])
     assert FAULT["digestHex_stored_unchanged"] in bad["detail"] and "ee203ec2" in bad["detail"]
     # the OPEN ledger E (id 4): its entries are reported, as a warning saying why
@@ -66,8 +74,9 @@ def test_the_text_output_names_the_fault_and_exits_1(capsys: Any) -> None:
     out = capsys.readouterr().out
     assert status == 1
     line = next(x for x in out.splitlines() if x.startswith("error:"))
-    assert ("CORRUPT_ENTRY bookie 127.0.0.1:31814 ledger 0 entry 7 "
-            f"{GOLDEN / FAULT['file']} @2311") in line
+    assert (
+        f"CORRUPT_ENTRY bookie 127.0.0.1:31814 ledger 0 entry 7 {GOLDEN / FAULT['file']} @2311"
+    ) in line
     assert sum(x.startswith("error:") for x in out.splitlines()) == 1
     assert "warning: ENTRY_OF_OPEN_LEDGER ledger 4" in out
     assert "scanned 4 bookies (5 ledger directories), 151 entry copies (150 good)" in out
@@ -79,8 +88,11 @@ def _expected_copies() -> Dict[Tuple[str, int, int], Tuple[str, int, int, str]]:
         for e in ledger["entries"]:
             for c in e["copies"]:
                 out[(c["bookieId"], ledger["ledgerId"], e["entryId"])] = (
-                    str(GOLDEN / c["file"]), c["entryOffset"], c["entrySize"],
-                    e["expectedDigestHex"])
+                    str(GOLDEN / c["file"]),
+                    c["entryOffset"],
+                    c["entrySize"],
+                    e["expectedDigestHex"],
+                )
     return out
 
 
@@ -100,9 +112,11 @@ def test_every_other_copy_verifies_against_its_expected_digest() -> None:
     # the payload CRC-32C agrees across the copies of each entry (but the flipped one)
     for ledger in LEDGERS:
         for e in ledger["entries"]:
-            crcs = {got[(c["bookieId"], ledger["ledgerId"], e["entryId"])].payload_crc32c
-                    for c in e["copies"]
-                    if (c["bookieId"], ledger["ledgerId"], e["entryId"]) != fault}
+            crcs = {
+                got[(c["bookieId"], ledger["ledgerId"], e["entryId"])].payload_crc32c
+                for c in e["copies"]
+                if (c["bookieId"], ledger["ledgerId"], e["entryId"]) != fault
+            }
             assert len(crcs) == 1
 
 
@@ -120,9 +134,15 @@ def test_the_metadata_parses_to_what_the_cluster_stored(ledger: Dict[str, Any]) 
     meta = parse_ledger_metadata(node.read_bytes(), ledger["ledgerId"])
     assert meta.format_version == ledger["metadataFormatVersion"] == 3
     assert (meta.ensemble_size, meta.write_quorum, meta.ack_quorum) == (
-        ledger["ensembleSize"], ledger["writeQuorumSize"], ledger["ackQuorumSize"])
+        ledger["ensembleSize"],
+        ledger["writeQuorumSize"],
+        ledger["ackQuorumSize"],
+    )
     assert (meta.state, meta.last_entry_id, meta.length) == (
-        ledger["state"], ledger["lastEntryId"], ledger["length"])
+        ledger["state"],
+        ledger["lastEntryId"],
+        ledger["length"],
+    )
     assert meta.digest_type == DIGESTS.get(ledger["digestType"], ledger["digestType"])
     assert meta.password == bytes.fromhex(ledger["passwordHex"])
     assert {str(first): list(b) for first, b in meta.segments} == ledger["ensembles"]
@@ -131,18 +151,21 @@ def test_the_metadata_parses_to_what_the_cluster_stored(ledger: Dict[str, Any]) 
 
 
 def test_the_instance_id_and_registered_cookies_are_the_bookies() -> None:
-    assert load_instance_id(ZK) == (GOLDEN / "zookeeper/ledgers/INSTANCEID/_data"
-                                    ).read_text().strip()
+    assert (
+        load_instance_id(ZK) == (GOLDEN / "zookeeper/ledgers/INSTANCEID/_data").read_text().strip()
+    )
     cookies = load_registered_cookies(ZK)
     assert cookies is not None and sorted(cookies) == [f"127.0.0.1:3181{i}" for i in range(1, 5)]
-    assert cookies["127.0.0.1:31812"] == (GOLDEN / "bookie-2/ledgers-b/current/VERSION"
-                                          ).read_bytes()
+    assert (
+        cookies["127.0.0.1:31812"] == (GOLDEN / "bookie-2/ledgers-b/current/VERSION").read_bytes()
+    )
     assert _scan().findings[0].kind == "CORRUPT_ENTRY"  # no COOKIE_MISMATCH among them
 
 
 def _files(root: Path) -> List[str]:
-    return sorted(os.path.relpath(os.path.join(d, f), root)
-                  for d, _, fs in os.walk(root) for f in fs)
+    return sorted(
+        os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs
+    )
 
 
 def test_zz_the_golden_bookies_are_unchanged() -> None:
@@ -152,12 +175,23 @@ def test_zz_the_golden_bookies_are_unchanged() -> None:
     _scan()
     # README.md is left out: as shipped, its text already differs from its manifest line (it
     # was edited after the manifest was made); every data file is checked
-    lines = [line for line in (GOLDEN / "MANIFEST.sha256").read_text().splitlines()
-             if line and not line.endswith("  ./README.md")]
+    lines = [
+        line
+        for line in (GOLDEN / "MANIFEST.sha256").read_text().splitlines()
+        if line and not line.endswith("  ./README.md")
+    ]
     assert len(lines) == 124
-    done = subprocess.run(["sha256sum", "--quiet", "-c", "-"], cwd=GOLDEN, input="\n".join(
-        lines) + "\n", capture_output=True, text=True)
+    done = subprocess.run(
+        ["sha256sum", "--quiet", "-c", "-"],
+        cwd=GOLDEN,
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
-    listed = sorted(line.split("  ", 1)[1][2:] for line in
-                    (GOLDEN / "MANIFEST.sha256").read_text().splitlines() if line)
+    listed = sorted(
+        line.split("  ", 1)[1][2:]
+        for line in (GOLDEN / "MANIFEST.sha256").read_text().splitlines()
+        if line
+    )
     assert _files(GOLDEN) == sorted(listed + ["MANIFEST.sha256"])

@@ -54,9 +54,11 @@ def _one_line(report: Any) -> None:
 def test_a_cookie_naming_paths_is_data(bookie: Path, metadata: Any) -> None:
     (bookie / "current/VERSION").write_bytes(
         b'5\nbookieHost: "../../../etc/passwd"\njournalDir: "/etc"\n'
-        b'ledgerDirs: "2\\t/etc\\t../../../../root"\ninstanceId: "/proc/self/mem"\n')
-    report = scan_bookies([str(bookie)], metadata, instance_id="4f45314a-d797-4da2-92b5-"
-                                                                "79bd9e51cc66")
+        b'ledgerDirs: "2\\t/etc\\t../../../../root"\ninstanceId: "/proc/self/mem"\n'
+    )
+    report = scan_bookies(
+        [str(bookie)], metadata, instance_id="4f45314a-d797-4da2-92b5-79bd9e51cc66"
+    )
     mism = [f for f in report.findings if f.kind == "COOKIE_MISMATCH"]
     assert {f.bookie for f in mism} == {"../../../etc/passwd"} and len(mism) == 2
     assert any("instanceId /proc/self/mem" in f.detail for f in mism)
@@ -76,7 +78,7 @@ def test_a_huge_cookie_is_one_finding(bookie: Path, metadata: Any) -> None:
 def test_a_size_field_of_2_31_is_a_finding(bookie: Path, metadata: Any, size: int) -> None:
     log = bookie / "current/0.log"
     data = bytearray(log.read_bytes())
-    data[2311 - 4:2311] = struct.pack(">I", size)  # ledger 0 entry 7 (the golden fault's)
+    data[2311 - 4 : 2311] = struct.pack(">I", size)  # ledger 0 entry 7 (the golden fault's)
     log.write_bytes(bytes(data))
     report = scan_bookies([str(bookie)], metadata)
     bad = [f for f in report.findings if f.kind == "ENTRY_FRAME_INVALID"]
@@ -102,8 +104,9 @@ def test_an_index_pointing_at_a_link_or_fifo(bookie: Path, metadata: Any, kind: 
     _one_line(report)
 
 
-def test_a_log_vanishing_between_listing_and_reading(bookie: Path, metadata: Any,
-                                                     monkeypatch: Any) -> None:
+def test_a_log_vanishing_between_listing_and_reading(
+    bookie: Path, metadata: Any, monkeypatch: Any
+) -> None:
     real = bkscan.open_regular
 
     def racing(dir_fd: int, name: str, *a: Any, **kw: Any) -> int:
@@ -136,13 +139,13 @@ def test_a_rocksdb_directory_that_is_a_link(bookie: Path, metadata: Any) -> None
 def test_a_missing_index_entry_is_under_replication(bookie: Path, metadata: Any) -> None:
     import rocksdict
 
-    db = rocksdict.Rdict(str(bookie / "current/locations"),
-                         options=rocksdict.Options(raw_mode=True))
+    db = rocksdict.Rdict(
+        str(bookie / "current/locations"), options=rocksdict.Options(raw_mode=True)
+    )
     db.delete(struct.pack(">qq", 0, 4))
     db.close()
     report = scan_bookies([str(bookie)], metadata)
-    kinds = sorted((f.kind, f.ledger, f.entry) for f in report.findings
-                   if f.severity == "error")
+    kinds = sorted((f.kind, f.ledger, f.entry) for f in report.findings if f.severity == "error")
     assert kinds == [("CORRUPT_ENTRY", 0, 7), ("MISSING_ENTRY", 0, 4)]
     # the record is still in the log: unindexed
     assert ("UNINDEXED_ENTRY", 0, 4) in [(f.kind, f.ledger, f.entry) for f in report.findings]
@@ -172,8 +175,7 @@ def test_a_segment_loop_is_one_line(tmp_path: Path, capsys: Any) -> None:
 
 def test_no_bookie_under_a_path_is_exit_2(tmp_path: Path, capsys: Any) -> None:
     (tmp_path / "empty").mkdir()
-    status = main(["scan", str(tmp_path / "empty"), "--ledger-metadata",
-                   str(GOLDEN / "zookeeper")])
+    status = main(["scan", str(tmp_path / "empty"), "--ledger-metadata", str(GOLDEN / "zookeeper")])
     out, err = capsys.readouterr()
     assert status == 2 and "no bookie ledger directory found" in err
     assert stat.S_ISDIR(os.stat(tmp_path / "empty").st_mode)
@@ -185,24 +187,27 @@ def test_a_ledger_in_the_wrong_ledger_directory(tmp_path: Path, metadata: Any) -
     dst = tmp_path / "bookie-2"
     shutil.copytree(GOLDEN / "bookie-2", dst)
     cookie = (dst / "ledgers-a/current/VERSION").read_bytes()
-    swapped = cookie.replace(b"bookie-2/ledgers-a\\tbookie-2/ledgers-b",
-                             b"bookie-2/ledgers-b\\tbookie-2/ledgers-a")
+    swapped = cookie.replace(
+        b"bookie-2/ledgers-a\\tbookie-2/ledgers-b", b"bookie-2/ledgers-b\\tbookie-2/ledgers-a"
+    )
     assert swapped != cookie
     for d in ("ledgers-a", "ledgers-b"):
         os.chmod(dst / d / "current", 0o755)
         os.chmod(dst / d / "current/VERSION", 0o644)
         (dst / d / "current/VERSION").write_bytes(swapped)
     report = scan_bookies([str(dst)], metadata)
-    wrong = sorted((f.ledger, Path(f.file).parent.name) for f in report.findings
-                   if f.kind == "LEDGER_IN_WRONG_DIR")
+    wrong = sorted(
+        (f.ledger, Path(f.file).parent.name)
+        for f in report.findings
+        if f.kind == "LEDGER_IN_WRONG_DIR"
+    )
     assert wrong == [(0, "ledgers-a"), (1, "ledgers-b"), (2, "ledgers-a"), (4, "ledgers-a")]
     # as given (the golden order), nothing is in the wrong place
     report = scan_bookies([str(GOLDEN / "bookie-2")], metadata)
     assert not [f for f in report.findings if f.kind == "LEDGER_IN_WRONG_DIR"]
 
 
-def test_a_log_shrinking_while_it_is_read(bookie: Path, metadata: Any,
-                                          monkeypatch: Any) -> None:
+def test_a_log_shrinking_while_it_is_read(bookie: Path, metadata: Any, monkeypatch: Any) -> None:
     """The bookie truncates a log after its size was taken: the entries past the new end
     are findings, the scan ends (no endless retry, no crash)."""
     real = bkscan.pread_exact
@@ -215,8 +220,9 @@ def test_a_log_shrinking_while_it_is_read(bookie: Path, metadata: Any,
     monkeypatch.setattr(bkscan, "pread_exact", shrunk)
     report = scan_bookies([str(bookie)], metadata)
     cut = [f for f in report.findings if f.kind == "ENTRY_FRAME_INVALID"]
-    assert cut and all(f.offset is not None and f.offset >= 2900 and f.file.endswith("/0.log")
-                       for f in cut)
+    assert cut and all(
+        f.offset is not None and f.offset >= 2900 and f.file.endswith("/0.log") for f in cut
+    )
     assert all("shrank" in f.detail for f in cut)
     _one_line(report)
 
@@ -227,8 +233,11 @@ def test_a_cookie_the_metadata_store_does_not_register(bookie: Path, metadata: A
     report = scan_bookies([str(bookie)], metadata, registered_cookies={B4: mine})
     assert not [f for f in report.findings if f.kind == "COOKIE_MISMATCH"]
     other = mine.replace(b"bookie-4/journal", b"/elsewhere/journal")
-    for registered, why in (({B4: other}, "differs"), ({}, "registers no cookie"),
-                            ({B4: b"junk"}, "does not parse")):
+    for registered, why in (
+        ({B4: other}, "differs"),
+        ({}, "registers no cookie"),
+        ({B4: b"junk"}, "does not parse"),
+    ):
         report = scan_bookies([str(bookie)], metadata, registered_cookies=registered)
         mism = [f for f in report.findings if f.kind == "COOKIE_MISMATCH"]
         assert len(mism) == 1 and why in mism[0].detail and mism[0].bookie == B4
@@ -248,21 +257,24 @@ def test_a_metadata_password_that_is_not_the_ledgers(bookie: Path, metadata: Any
     assert not [f for f in report.findings if f.kind == "MASTER_KEY_MISMATCH"]
 
 
-def test_index_directories_apart_from_the_ledger_directory(bookie: Path, metadata: Any
-                                                          ) -> None:
+def test_index_directories_apart_from_the_ledger_directory(bookie: Path, metadata: Any) -> None:
     """indexDirs: DbLedgerStorage keeps ledger dir i's RocksDBs in index dir i."""
     index = bookie.parent / "index"
     (index / "current").mkdir(parents=True)
     for db in ("ledgers", "locations"):
         shutil.move(str(bookie / "current" / db), str(index / "current" / db))
-    cookie = (bookie / "current/VERSION").read_bytes().replace(
-        b'instanceId:', b'indexDirs: "1\\tbookie-4/index"\ninstanceId:')
+    cookie = (
+        (bookie / "current/VERSION")
+        .read_bytes()
+        .replace(b"instanceId:", b'indexDirs: "1\\tbookie-4/index"\ninstanceId:')
+    )
     for d in (bookie, index):
         (d / "current/VERSION").write_bytes(cookie)
     both = scan_bookies([str(bookie.parent)], metadata)
     alone = scan_bookies([str(GOLDEN / "bookie-4")], metadata)
     assert [(f.kind, f.ledger, f.entry) for f in both.findings] == [
-        (f.kind, f.ledger, f.entry) for f in alone.findings]
+        (f.kind, f.ledger, f.entry) for f in alone.findings
+    ]
     assert len(both.copies) == len(alone.copies) > 30
     assert both.bookies == {B4: [str(bookie)]}
     # the ledger directory without its index directory: one finding, not read

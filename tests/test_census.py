@@ -40,8 +40,13 @@ from replica_helpers import SMALL, make_cluster  # noqa: E402
 LAYOUTS = ("ozone", "crcmerkle")
 GOLDEN = Path(__file__).resolve().parent / "data" / "ozone-golden" / "cases"
 #: the findings only a data read can make
-DATA_KINDS = {"CORRUPT_CHUNK", "MISSING_CHUNK", "INCONSISTENT_CHUNK_LENGTH",
-              "MISSING_DATA_FILE", "UNREADABLE_DATA_FILE"}
+DATA_KINDS = {
+    "CORRUPT_CHUNK",
+    "MISSING_CHUNK",
+    "INCONSISTENT_CHUNK_LENGTH",
+    "MISSING_DATA_FILE",
+    "UNREADABLE_DATA_FILE",
+}
 CENSUS_KINDS = {TREE_STALE, TREE_FROM_METADATA}
 
 
@@ -91,6 +96,7 @@ def healthy(request: Any, tmp_path: Path) -> Path:
 
 # ---- a healthy cluster ----------------------------------------------------------------------
 
+
 def test_census_trees_are_the_data_scans_trees(healthy: Path, opened: List[str]) -> None:
     data = scan(healthy)
     assert block_files(opened)  # the recorder sees the data scan open its block files
@@ -108,8 +114,9 @@ def test_census_trees_are_the_data_scans_trees(healthy: Path, opened: List[str])
     assert trees(healthy) == before  # read-only
 
 
-def test_without_trees_the_census_builds_the_data_scans_trees(healthy: Path,
-                                                              opened: List[str]) -> None:
+def test_without_trees_the_census_builds_the_data_scans_trees(
+    healthy: Path, opened: List[str]
+) -> None:
     data = scan(healthy)
     for p in list(trees(healthy)):
         p.unlink()
@@ -129,6 +136,7 @@ def test_without_trees_the_census_builds_the_data_scans_trees(healthy: Path,
 
 # ---- one replica at a time --------------------------------------------------------------------
 
+
 @pytest.fixture(params=LAYOUTS)
 def cluster(request: Any, tmp_path: Path) -> Any:
     """(root, the data scan's results, one replica's path) of a clean cluster."""
@@ -145,8 +153,7 @@ def test_a_corrupt_block_is_for_the_deep_scan(cluster: Any, opened: List[str]) -
     raw[len(raw) // 2] ^= 0x10
     block.write_bytes(bytes(raw))
     data = scan(root)[rep]
-    assert CORRUPT_CHUNK in kinds(data) and data.tree.data_checksum != \
-        clean[rep].tree.data_checksum
+    assert CORRUPT_CHUNK in kinds(data) and data.tree.data_checksum != clean[rep].tree.data_checksum
     opened.clear()
     census = scan(root, metadata_only=True)[rep]
     assert block_files(opened) == []
@@ -177,10 +184,14 @@ def _without_last_block(tree: ContainerTree) -> ContainerTree:
     live = np.flatnonzero(~tree.block_deleted)
     last = int(tree.block_id[live[-1]])
     keep = tree.chunk_block_id != last
-    return ContainerTree.from_columns(tree.container_id, tree.chunk_block_id[keep],
-                                      tree.chunk_offset[keep], tree.chunk_length[keep],
-                                      leaf=tree.chunk_value[keep],
-                                      checksum_matches=tree.chunk_matches[keep])
+    return ContainerTree.from_columns(
+        tree.container_id,
+        tree.chunk_block_id[keep],
+        tree.chunk_offset[keep],
+        tree.chunk_length[keep],
+        leaf=tree.chunk_value[keep],
+        checksum_matches=tree.chunk_matches[keep],
+    )
 
 
 def test_an_older_tree_is_rebuilt_not_trusted(cluster: Any, opened: List[str]) -> None:
@@ -195,8 +206,7 @@ def test_an_older_tree_is_rebuilt_not_trusted(cluster: Any, opened: List[str]) -
     assert kinds(census) == [TREE_FROM_METADATA, TREE_STALE] and census.ok
     stale_note = next(e for e in census.errors if e.kind == TREE_STALE)
     assert "recorded in the block metadata is not in it" in stale_note.detail
-    assert census.tree.data_checksum == data.tree.data_checksum == \
-        clean[rep].tree.data_checksum
+    assert census.tree.data_checksum == data.tree.data_checksum == clean[rep].tree.data_checksum
     assert tree_file(rep).read_bytes() == tree_to_bytes(stale)  # not rewritten
     # trees-only takes the file as it is
     only = scan(root, trees_only=True)[rep]
@@ -209,17 +219,21 @@ def test_a_tree_never_built_is_rebuilt_with_its_tombstones(cluster: Any) -> None
     value (hasDataChecksum false: Ozone counts it as no tree). Rebuilt, tombstones kept, as
     the data scan merges them."""
     root, clean, rep = cluster
-    tombstones = ContainerTree.from_columns(clean[rep].container_id, [], [], [],
-                                            leaf=np.zeros(0, dtype=np.int64),
-                                            deleted_blocks={1 << 40: 12345},
-                                            data_checksum=False)
+    tombstones = ContainerTree.from_columns(
+        clean[rep].container_id,
+        [],
+        [],
+        [],
+        leaf=np.zeros(0, dtype=np.int64),
+        deleted_blocks={1 << 40: 12345},
+        data_checksum=False,
+    )
     assert tombstones.data_checksum is None
     tree_file(rep).write_bytes(tree_to_bytes(tombstones))
     data = scan(root)[rep]
     census = scan(root, metadata_only=True)[rep]
     assert kinds(census) == [TREE_FROM_METADATA, TREE_STALE]
-    assert "no container value" in next(e for e in census.errors
-                                        if e.kind == TREE_STALE).detail
+    assert "no container value" in next(e for e in census.errors if e.kind == TREE_STALE).detail
     assert tree_to_bytes(census.tree) == tree_to_bytes(data.tree)
     assert (1 << 40) in census.tree.block_id.tolist()
 
@@ -237,15 +251,26 @@ def test_a_corrupt_tree_is_reported_and_rebuilt(cluster: Any) -> None:
 
 # ---- metadata problems: exactly the data scan's ---------------------------------------------
 
+
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_metadata_findings_are_the_data_scans(tmp_path: Path, layout: str,
-                                              opened: List[str]) -> None:
+def test_metadata_findings_are_the_data_scans(
+    tmp_path: Path, layout: str, opened: List[str]
+) -> None:
     """Every generated fault (both layouts' own): the census reports every finding of the
     data scan that needs no data read, and nothing a data read would find; where the data
     scan found no data problem, the trees are equal."""
     root = tmp_path / layout
-    generate_cluster(root, GeneratorConfig(**{**SMALL, "containers": 10, "layout": layout,
-                                              "faults": parse_faults("default", layout)}))
+    generate_cluster(
+        root,
+        GeneratorConfig(
+            **{
+                **SMALL,
+                "containers": 10,
+                "layout": layout,
+                "faults": parse_faults("default", layout),
+            }
+        ),
+    )
     data = scan(root)
     opened.clear()
     census = scan(root, metadata_only=True)
@@ -265,6 +290,7 @@ def test_metadata_findings_are_the_data_scans(tmp_path: Path, layout: str,
 
 
 # ---- Ozone's own bytes ------------------------------------------------------------------------
+
 
 class MemoryFiles:
     """A replica held in memory (merkle.replica.files.ReplicaFiles): its block metadata and
@@ -298,8 +324,14 @@ def golden_meta(container_id: int, ops: List[Any]) -> ContainerMeta:
         if op[0] == "chunk":
             _, block, offset, length, windows, healthy = op
             assert healthy
-            meta.put_chunks(block, [ChunkMeta(offset, length, CRC32, 16384,
-                                              b"".join(bytes.fromhex(w) for w in windows))])
+            meta.put_chunks(
+                block,
+                [
+                    ChunkMeta(
+                        offset, length, CRC32, 16384, b"".join(bytes.fromhex(w) for w in windows)
+                    )
+                ],
+            )
     return meta
 
 
@@ -332,8 +364,7 @@ def test_a_block_without_chunks_is_left_out_as_the_data_scan_does() -> None:
     ozone = (GOLDEN / name / "ours.tree").read_bytes()
     r = scan_files(MemoryFiles(meta, ozone), metadata_only=True)
     assert kinds(r) == [TREE_FROM_METADATA, TREE_STALE]
-    assert "its block 5 is not one a data scan reads" in r.errors[0].detail + \
-        r.errors[1].detail
+    assert "its block 5 is not one a data scan reads" in r.errors[0].detail + r.errors[1].detail
     theirs = tree_from_bytes(ozone)
     assert theirs.block_id.tolist() == [1, 2, 5] and r.tree.block_id.tolist() == [1, 2]
     assert r.tree.block_value.tolist() == theirs.block_value[:2].tolist()
@@ -372,34 +403,74 @@ def test_ozones_tree_of_its_own_metadata_is_trusted() -> None:
 
 # ---- the rule, case by case -------------------------------------------------------------------
 
+
 def _tree(blocks: Dict[int, List[Any]], **kw: Any) -> ContainerTree:
     rows = [(b, o, n, v, m) for b, chunks in blocks.items() for o, n, v, m in chunks]
     b, o, n, v, m = (list(x) for x in zip(*rows)) if rows else ([],) * 5
-    return ContainerTree.from_columns(5, b, o, n, leaf=np.array(v, dtype=np.int64),
-                                      checksum_matches=np.array(m, dtype=bool), **kw)
+    return ContainerTree.from_columns(
+        5, b, o, n, leaf=np.array(v, dtype=np.int64), checksum_matches=np.array(m, dtype=bool), **kw
+    )
 
 
 RECORDED = _tree({1: [(0, 10, 111, True), (10, 5, 222, True)], 2: [(0, 7, 333, True)]})
 
 
-@pytest.mark.parametrize("stored, why", [
-    (RECORDED, None),
-    (_tree({1: [(0, 10, 111, True), (10, 5, 999, False)], 2: [(0, 7, 333, True)]}), None),
-    (_tree({1: [(0, 10, 111, True), (10, 3, 999, False)], 2: [(0, 7, 333, True)]}), None),
-    (_tree({1: [(0, 10, 111, True), (10, 5, 222, True)]}), "block 2 recorded"),
-    (_tree({1: [(0, 10, 111, True)], 2: [(0, 7, 333, True)]}), "offset 10 recorded"),
-    (_tree({1: [(0, 10, 111, True), (10, 5, 222, True), (15, 1, 1, True)],
-            2: [(0, 7, 333, True)]}), "offset 15 is not one a data scan reads"),
-    (_tree({1: [(0, 10, 111, True), (10, 5, 222, True)], 2: [(0, 7, 333, True)],
-            3: [(0, 1, 1, True)]}), "block 3 is not one a data scan reads"),
-    (_tree({1: [(0, 10, 111, True), (10, 5, 223, True)], 2: [(0, 7, 333, True)]}),
-     "differs from the recorded one"),
-    (_tree({1: [(0, 10, 111, True), (10, 6, 222, True)], 2: [(0, 7, 333, True)]}),
-     "differs from the recorded one"),
-    (_tree({1: [(0, 10, 111, True), (10, 5, 222, True)], 2: [(0, 7, 333, True)]},
-           data_checksum=False), "no container value"),
-], ids=["same", "unhealthy-observed", "short-observed", "block-added", "chunk-added",
-        "chunk-gone", "block-gone", "healthy-value", "healthy-length", "never-built"])
+@pytest.mark.parametrize(
+    "stored, why",
+    [
+        (RECORDED, None),
+        (_tree({1: [(0, 10, 111, True), (10, 5, 999, False)], 2: [(0, 7, 333, True)]}), None),
+        (_tree({1: [(0, 10, 111, True), (10, 3, 999, False)], 2: [(0, 7, 333, True)]}), None),
+        (_tree({1: [(0, 10, 111, True), (10, 5, 222, True)]}), "block 2 recorded"),
+        (_tree({1: [(0, 10, 111, True)], 2: [(0, 7, 333, True)]}), "offset 10 recorded"),
+        (
+            _tree(
+                {
+                    1: [(0, 10, 111, True), (10, 5, 222, True), (15, 1, 1, True)],
+                    2: [(0, 7, 333, True)],
+                }
+            ),
+            "offset 15 is not one a data scan reads",
+        ),
+        (
+            _tree(
+                {
+                    1: [(0, 10, 111, True), (10, 5, 222, True)],
+                    2: [(0, 7, 333, True)],
+                    3: [(0, 1, 1, True)],
+                }
+            ),
+            "block 3 is not one a data scan reads",
+        ),
+        (
+            _tree({1: [(0, 10, 111, True), (10, 5, 223, True)], 2: [(0, 7, 333, True)]}),
+            "differs from the recorded one",
+        ),
+        (
+            _tree({1: [(0, 10, 111, True), (10, 6, 222, True)], 2: [(0, 7, 333, True)]}),
+            "differs from the recorded one",
+        ),
+        (
+            _tree(
+                {1: [(0, 10, 111, True), (10, 5, 222, True)], 2: [(0, 7, 333, True)]},
+                data_checksum=False,
+            ),
+            "no container value",
+        ),
+    ],
+    ids=[
+        "same",
+        "unhealthy-observed",
+        "short-observed",
+        "block-added",
+        "chunk-added",
+        "chunk-gone",
+        "block-gone",
+        "healthy-value",
+        "healthy-length",
+        "never-built",
+    ],
+)
 def test_the_staleness_rule(stored: ContainerTree, why: Optional[str]) -> None:
     got = stale_reason(stored, merge(stored, RECORDED))
     assert (got is None) if why is None else (got is not None and why in got), got
@@ -414,14 +485,22 @@ def test_a_tombstone_over_a_recorded_block_is_not_staleness() -> None:
 
 def test_values_that_do_not_add_up_are_not_trusted() -> None:
     t = RECORDED
-    bad = ContainerTree(5, data_checksum=t.data_checksum, block_id=t.block_id,
-                        block_value=t.block_value + 1, block_chunk_start=t.block_chunk_start,
-                        chunk_offset=t.chunk_offset, chunk_length=t.chunk_length,
-                        chunk_value=t.chunk_value, chunk_matches=t.chunk_matches)
+    bad = ContainerTree(
+        5,
+        data_checksum=t.data_checksum,
+        block_id=t.block_id,
+        block_value=t.block_value + 1,
+        block_chunk_start=t.block_chunk_start,
+        chunk_offset=t.chunk_offset,
+        chunk_length=t.chunk_length,
+        chunk_value=t.chunk_value,
+        chunk_matches=t.chunk_matches,
+    )
     assert "do not add up" in (stale_reason(bad, merge(bad, RECORDED)) or "")
 
 
 # ---- the interface and the command ------------------------------------------------------------
+
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_the_two_cheap_passes_are_exclusive(tmp_path: Path, layout: str) -> None:
@@ -479,8 +558,9 @@ def test_the_command(tmp_path: Path, layout: str, capsys: Any) -> None:
     assert st == 2 and "not allowed with" in err
 
 
-def test_the_test_layout_takes_the_census_too(tmp_path: Path, monkeypatch: Any,
-                                              opened: List[str]) -> None:
+def test_the_test_layout_takes_the_census_too(
+    tmp_path: Path, monkeypatch: Any, opened: List[str]
+) -> None:
     """tests/layouts/flat.py, a layout no shipped file knows: the census through the
     interface alone (its scan hands metadata_only to scan_files)."""
     from test_layout import TESTS_PARENT, flat_cluster
@@ -496,8 +576,7 @@ def test_the_test_layout_takes_the_census_too(tmp_path: Path, monkeypatch: Any,
     opened.clear()
     census = {ref.path: (r, exc) for ref, r, exc in LAYOUT.scan(refs, metadata_only=True)}
     assert not [n for n in opened if n.endswith(".data")]
-    assert all(exc is None and r.errors == [] and r.bytes_read == 0
-               for r, exc in census.values())
+    assert all(exc is None and r.errors == [] and r.bytes_read == 0 for r, exc in census.values())
     for path, r in data.items():
         if path != str(damaged):
             assert census[path][0].tree.data_checksum == r.tree.data_checksum

@@ -22,8 +22,14 @@ BUF = 4096  # small read buffer (hidden --buffer-size) so multi-read files stay 
 def run_cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "merkle", *args], input=stdin,
-                          capture_output=True, cwd=ROOT, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "merkle", *args],
+        input=stdin,
+        capture_output=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
 
 
 def data_of(size: int, seed: int = 0) -> bytes:
@@ -50,6 +56,7 @@ def one_error_line(err: str) -> str:
 
 
 # --- checksum ---------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("algorithm", ["crc32c", "crc32"])
 def test_checksum_text_matches_library(files, capsys, algorithm):
@@ -92,7 +99,7 @@ def test_checksum_windows_crc32(files, capsys):
     path = str(files["big"])
     assert main(["checksum", "-a", "crc32", "-b", "1KiB", "--buffer-size", "3000", path]) == 0
     data = files["big"].read_bytes()
-    expected = [f"{zlib.crc32(data[i:i + 1024]):08x}" for i in range(0, len(data), 1024)]
+    expected = [f"{zlib.crc32(data[i : i + 1024]):08x}" for i in range(0, len(data), 1024)]
     assert capsys.readouterr().out.split()[1:] == expected
 
 
@@ -111,8 +118,7 @@ def test_checksum_json(files, capsys):
 
 def test_checksum_windows_json(files, capsys):
     path = str(files["big"])
-    assert main(["checksum", "--format", "json", "-b", "512", "--buffer-size", str(BUF),
-                 path]) == 0
+    assert main(["checksum", "--format", "json", "-b", "512", "--buffer-size", str(BUF), path]) == 0
     (doc,) = json.loads(capsys.readouterr().out)
     data = files["big"].read_bytes()
     assert doc["bytes_per_checksum"] == 512
@@ -162,8 +168,9 @@ def test_directory_is_an_error(tmp_path, capsys):
     assert "directory" in line.lower()
 
 
-@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0,
-                    reason="root reads files whatever their mode")
+@pytest.mark.skipif(
+    hasattr(os, "geteuid") and os.geteuid() == 0, reason="root reads files whatever their mode"
+)
 def test_permission_denied(tmp_path, capsys):
     path = tmp_path / "secret"
     path.write_bytes(b"x")
@@ -187,10 +194,18 @@ def test_bad_bytes_per_checksum_subprocess(files):
     one_error_line(proc.stderr.decode())
 
 
-@pytest.mark.parametrize("argv", [[], ["nosuchcommand"], ["checksum", "--bogus"],
-                                  ["checksum", "--algorithm", "md5", "x"],
-                                  ["checksum", "--format", "xml", "x"],
-                                  ["bench", "--seconds", "0"], ["bench", "--sizes", "huge"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["nosuchcommand"],
+        ["checksum", "--bogus"],
+        ["checksum", "--algorithm", "md5", "x"],
+        ["checksum", "--format", "xml", "x"],
+        ["bench", "--seconds", "0"],
+        ["bench", "--sizes", "huge"],
+    ],
+)
 def test_usage_errors(capsys, argv):
     assert main(argv) == 2
     out, err = capsys.readouterr()
@@ -227,8 +242,20 @@ def test_subcommand_registry():
 
 # --- bench -------------------------------------------------------------------------------------
 
-QUICK = ["bench", "--seconds", "0.002", "--runs", "1", "--sizes", "64", "4KiB",
-         "--windows-bytes", "256KiB", "--window", "16KiB"]
+QUICK = [
+    "bench",
+    "--seconds",
+    "0.002",
+    "--runs",
+    "1",
+    "--sizes",
+    "64",
+    "4KiB",
+    "--windows-bytes",
+    "256KiB",
+    "--window",
+    "16KiB",
+]
 
 
 def test_bench_table(capsys):
@@ -267,8 +294,11 @@ def test_bench_plot_without_matplotlib(tmp_path, capsys, monkeypatch):
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "matplotlib" else real(name, *a),
+    )
     assert main(QUICK + ["--plot", str(tmp_path / "x.png")]) == 2
     assert "matplotlib" in one_error_line(capsys.readouterr().err)
 

@@ -16,8 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 HIDDEN = {("crcmerkle checksum", "--buffer-size"), ("crcmerkle scan", "--buffer-size")}
 
 
-def _parsers(parser: argparse.ArgumentParser,
-             path: str = "crcmerkle") -> Iterator[Tuple[str, argparse.ArgumentParser]]:
+def _parsers(
+    parser: argparse.ArgumentParser, path: str = "crcmerkle"
+) -> Iterator[Tuple[str, argparse.ArgumentParser]]:
     """Every parser and subparser, each with the command that reaches it."""
     yield path, parser
     for action in parser._actions:
@@ -47,8 +48,9 @@ def test_every_option_of_every_parser_has_help() -> None:
 
 
 def test_every_command_has_a_description() -> None:
-    bare = [path for path, parser in _parsers(build_parser())
-            if not (parser.description or "").strip()]
+    bare = [
+        path for path, parser in _parsers(build_parser()) if not (parser.description or "").strip()
+    ]
     assert bare == []
 
 
@@ -74,8 +76,11 @@ def test_exit_status_epilogue_covers_copycheck_and_plan(capsys: pytest.CaptureFi
     out = " ".join(capsys.readouterr().out.split())
     assert "spark plan: a listed datanode may not stop yet" in out
     assert "spark copycheck: a key's copy is not proved" in out
-    for argv in (["spark", "--help"], ["spark", "copycheck", "--help"],
-                 ["spark", "plan", "--help"]):
+    for argv in (
+        ["spark", "--help"],
+        ["spark", "copycheck", "--help"],
+        ["spark", "plan", "--help"],
+    ):
         assert main(argv) == 0
         out = " ".join(capsys.readouterr().out.split())
         assert "exit status" in out
@@ -99,17 +104,39 @@ def test_bytes_per_second_zero_is_unlimited_in_scan_and_spark_scan() -> None:
 
 def test_scan_with_rate_zero_runs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     out = tmp_path / "c"
-    assert main(["generate", str(out), "--layout", "crcmerkle", "--datanode-count", "1",
-                 "--replicas", "1", "--containers", "1", "--faults", "none", "--blocks", "1",
-                 "--block-size", "4KiB", "--chunk-size", "4KiB",
-                 "--bytes-per-checksum", "1KiB"]) == 0
+    assert (
+        main(
+            [
+                "generate",
+                str(out),
+                "--layout",
+                "crcmerkle",
+                "--datanode-count",
+                "1",
+                "--replicas",
+                "1",
+                "--containers",
+                "1",
+                "--faults",
+                "none",
+                "--blocks",
+                "1",
+                "--block-size",
+                "4KiB",
+                "--chunk-size",
+                "4KiB",
+                "--bytes-per-checksum",
+                "1KiB",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["scan", "--bytes-per-second", "0", "--no-write", str(out)]) == 0
     assert "error" not in capsys.readouterr().err
 
 
-def test_generate_datanode_count_and_the_deprecated_spelling(
-        capsys: pytest.CaptureFixture) -> None:
+def test_generate_datanode_count_and_the_deprecated_spelling(capsys: pytest.CaptureFixture) -> None:
     parser = build_parser()
     assert parser.parse_args(["generate", "o"]).datanode_count == 3
     assert parser.parse_args(["generate", "o", "--datanode-count", "5"]).datanode_count == 5
@@ -130,14 +157,36 @@ def test_ozone_report_says_which_repair_list_to_act_on() -> None:
     from spark_udfs.jobs.report import STATES, format_text
 
     report = {
-        "generated": "2026-01-01T00:00:00+00:00", "replication": 3, "first": 20,
-        "summary": {s: 0 for s in STATES}, "containers": {s: [] for s in STATES},
-        "mismatched": [], "unrecoverable": [], "pending_deletions": [],
-        "ozone_reconcile": [{"containerID": 7, "argv": ["ozone", "admin", "container",
-                                                         "reconcile", "7"], "datanodes": []}],
-        "repair_plan": {"total": 1, "rounds": 1, "datanode_limit": 20, "commands": [
-            {"round": 1, "container": 7, "target": "dn-a", "source": "dn-b", "bytes": 10,
-             "items": [{"kind": "CORRUPT_CHUNK"}]}]},
+        "generated": "2026-01-01T00:00:00+00:00",
+        "replication": 3,
+        "first": 20,
+        "summary": {s: 0 for s in STATES},
+        "containers": {s: [] for s in STATES},
+        "mismatched": [],
+        "unrecoverable": [],
+        "pending_deletions": [],
+        "ozone_reconcile": [
+            {
+                "containerID": 7,
+                "argv": ["ozone", "admin", "container", "reconcile", "7"],
+                "datanodes": [],
+            }
+        ],
+        "repair_plan": {
+            "total": 1,
+            "rounds": 1,
+            "datanode_limit": 20,
+            "commands": [
+                {
+                    "round": 1,
+                    "container": 7,
+                    "target": "dn-a",
+                    "source": "dn-b",
+                    "bytes": 10,
+                    "items": [{"kind": "CORRUPT_CHUNK"}],
+                }
+            ],
+        },
     }
     text = format_text(report)
     assert "ACT ON THIS LIST" in text.split("ozone admin container reconcile 7")[0]

@@ -86,8 +86,9 @@ def test_diff_json_counts_unhealthy_chunks_filtered(capsys, tmp_path):
     o.add_chunk(1, 0, 100, leaf=3, checksum_matches=False)
     write_tree(peer, tmp_path / "peer.tree")
     write_tree(o.build(), tmp_path / "ours.tree")
-    rc, out, _ = run(capsys, "tree", "diff", tmp_path / "ours.tree", tmp_path / "peer.tree",
-                     "--json")
+    rc, out, _ = run(
+        capsys, "tree", "diff", tmp_path / "ours.tree", tmp_path / "peer.tree", "--json"
+    )
     d = json.loads(out)
     # both unhealthy at 0, only-in-peer unhealthy at 100: nothing to pull, two filtered
     assert rc == 0 and not d["needs_repair"] and d["unhealthy_chunks_filtered"] == 2
@@ -101,8 +102,15 @@ def test_merge_keeps_unknown_top_level_fields(capsys, tmp_path):
     extra = bytes([0x1A, 2, 0xAA, 0xBB])  # an old file's removed field 3
     (tmp_path / "stored.tree").write_bytes(raw[:2] + extra + raw[2:])
     shutil.copy(DATA / "check_crc32c.tree", tmp_path / "scanned.tree")
-    rc, _, _ = run(capsys, "tree", "merge", tmp_path / "stored.tree", tmp_path / "scanned.tree",
-                   "-o", tmp_path / "out.tree")
+    rc, _, _ = run(
+        capsys,
+        "tree",
+        "merge",
+        tmp_path / "stored.tree",
+        tmp_path / "scanned.tree",
+        "-o",
+        tmp_path / "out.tree",
+    )
     assert rc == 0
     assert (tmp_path / "out.tree").read_bytes() == (DATA / "check_crc32c.tree").read_bytes() + extra
 
@@ -134,8 +142,13 @@ def _check_windows():
     from test_ozone_values import CHUNKS
 
     import merkle
-    return [" ".join(format(int(x), "08x") for x in
-                     merkle.checksum_windows(d, 16384, algorithm="crc32")) for _, _, d in CHUNKS]
+
+    return [
+        " ".join(
+            format(int(x), "08x") for x in merkle.checksum_windows(d, 16384, algorithm="crc32")
+        )
+        for _, _, d in CHUNKS
+    ]
 
 
 def test_build_from_csv_reproduces_the_check_value(capsys, tmp_path):
@@ -152,33 +165,67 @@ def test_build_from_csv_reproduces_the_check_value(capsys, tmp_path):
 def test_build_from_parquet_with_leaves_and_tombstones(capsys, tmp_path):
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
-    table = pa.table({"block_id": [1, 1, 2], "offset": [0, 100, 0], "length": [100, 100, 5],
-                      "leaf": [1, 2, 3], "deleted": [False, False, True]})
+    table = pa.table(
+        {
+            "block_id": [1, 1, 2],
+            "offset": [0, 100, 0],
+            "length": [100, 100, 5],
+            "leaf": [1, 2, 3],
+            "deleted": [False, False, True],
+        }
+    )
     pq.write_table(table, tmp_path / "t.parquet")
-    rc, _, _ = run(capsys, "tree", "build", tmp_path / "t.parquet", "-o", tmp_path / "x.tree",
-                   "--container-id", 3)
+    rc, _, _ = run(
+        capsys,
+        "tree",
+        "build",
+        tmp_path / "t.parquet",
+        "-o",
+        tmp_path / "x.tree",
+        "--container-id",
+        3,
+    )
     tree = read_tree(tmp_path / "x.tree")
     assert rc == 0 and tree.block(2).deleted and tree.block(1).chunks[1].value == 2
-    table = pa.table({"block_id": [1], "offset": [0], "length": [8],
-                      "checksums": pa.array([[0x1CA55F45, 0x7D6DD059]], pa.list_(pa.uint32()))})
+    table = pa.table(
+        {
+            "block_id": [1],
+            "offset": [0],
+            "length": [8],
+            "checksums": pa.array([[0x1CA55F45, 0x7D6DD059]], pa.list_(pa.uint32())),
+        }
+    )
     pq.write_table(table, tmp_path / "w.parquet")
-    rc, _, _ = run(capsys, "tree", "build", tmp_path / "w.parquet", "-o", tmp_path / "w.tree",
-                   "--container-id", 3)
+    rc, _, _ = run(
+        capsys,
+        "tree",
+        "build",
+        tmp_path / "w.parquet",
+        "-o",
+        tmp_path / "w.tree",
+        "--container-id",
+        3,
+    )
     from merkle.trees.ozone import leaf_checksum
+
     assert rc == 0
     assert read_tree(tmp_path / "w.tree").chunk_value[0] == leaf_checksum([0x1CA55F45, 0x7D6DD059])
 
 
-@pytest.mark.parametrize("csv_text,msg", [
-    ("block_id,offset\n1,0\n", "missing column 'length'"),
-    ("block_id,offset,length\n1,0,1\n", "exactly one of"),
-    ("block_id,offset,length,leaf\nx,0,1,5\n", "block_id"),
-    ("block_id,offset,length,checksums\n1,0,1,zz\n", "not a hex checksum"),
-])
+@pytest.mark.parametrize(
+    "csv_text,msg",
+    [
+        ("block_id,offset\n1,0\n", "missing column 'length'"),
+        ("block_id,offset,length\n1,0,1\n", "exactly one of"),
+        ("block_id,offset,length,leaf\nx,0,1,5\n", "block_id"),
+        ("block_id,offset,length,checksums\n1,0,1,zz\n", "not a hex checksum"),
+    ],
+)
 def test_build_bad_tables(capsys, tmp_path, csv_text, msg):
     (tmp_path / "t.csv").write_text(csv_text)
-    rc, _, err = run(capsys, "tree", "build", tmp_path / "t.csv", "-o", tmp_path / "o.tree",
-                     "--container-id", 1)
+    rc, _, err = run(
+        capsys, "tree", "build", tmp_path / "t.csv", "-o", tmp_path / "o.tree", "--container-id", 1
+    )
     assert rc == 2 and msg in err and not (tmp_path / "o.tree").exists()
 
 
@@ -189,18 +236,39 @@ def test_merge(capsys, tmp_path):
     shutil.copy(DATA / "check_crc32.tree", tmp_path / "scanned.tree")
     scanned_raw = (tmp_path / "scanned.tree").read_bytes()
     # container IDs differ: an error
-    rc, _, err = run(capsys, "tree", "merge", tmp_path / "stored.tree", tmp_path / "scanned.tree",
-                     "-o", tmp_path / "out.tree")
+    rc, _, err = run(
+        capsys,
+        "tree",
+        "merge",
+        tmp_path / "stored.tree",
+        tmp_path / "scanned.tree",
+        "-o",
+        tmp_path / "out.tree",
+    )
     assert rc == 2 and "different containers: 7 and 1" in err and err.count("\n") == 1
     # a corrupt stored tree is no tree, as in Ozone
     (tmp_path / "stored.tree").write_bytes(b"\x08")
-    rc, _, _ = run(capsys, "tree", "merge", tmp_path / "stored.tree", tmp_path / "scanned.tree",
-                   "-o", tmp_path / "out.tree")
+    rc, _, _ = run(
+        capsys,
+        "tree",
+        "merge",
+        tmp_path / "stored.tree",
+        tmp_path / "scanned.tree",
+        "-o",
+        tmp_path / "out.tree",
+    )
     assert rc == 0 and (tmp_path / "out.tree").read_bytes() == scanned_raw
     stored = TreeBuilder(1)
     stored.mark_deleted(5, value=0x99)
     write_tree(stored.build(data_checksum=False), tmp_path / "stored.tree")
-    rc, _, _ = run(capsys, "tree", "merge", tmp_path / "stored.tree", tmp_path / "scanned.tree",
-                   "-o", tmp_path / "out.tree")
+    rc, _, _ = run(
+        capsys,
+        "tree",
+        "merge",
+        tmp_path / "stored.tree",
+        tmp_path / "scanned.tree",
+        "-o",
+        tmp_path / "out.tree",
+    )
     merged = read_tree(tmp_path / "out.tree")
     assert rc == 0 and merged.block(5).deleted and merged.n_blocks == 3

@@ -29,8 +29,9 @@ def test_full_object_crc_equals_reference(algorithm: str, sizes: list[int], seed
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-@pytest.mark.parametrize("count,size,last", [(1, 8, 3), (255, 64, 64), (256, 64, 1), (1000, 16, 5),
-                                             (4097, 3, 0)])
+@pytest.mark.parametrize(
+    "count,size,last", [(1, 8, 3), (255, 64, 64), (256, 64, 1), (1000, 16, 5), (4097, 3, 0)]
+)
 def test_full_object_crc_multipart_layout(algorithm: str, count: int, size: int, last: int) -> None:
     """S3's layout: equal parts and a shorter last one (numpy columns, the fast path)."""
     data = random.Random(count).randbytes(count * size + last)
@@ -49,21 +50,24 @@ def test_full_object_crc_empty_and_zero_sizes() -> None:
     assert merkle.full_object_crc([0, c, 0], [0, 3, 0], "crc32") == c
 
 
-@pytest.mark.parametrize("crcs,sizes,algorithm,message", [
-    ([1, 2], [1], "crc32c", "2 part CRCs but 1 part sizes"),
-    ([1], [-1], "crc32c", "sizes must be in 0..2\\*\\*63-1"),
-    ([1], [2**63], "crc32c", "sizes must be in 0..2\\*\\*63-1"),
-    ([1, 2], [2**62, 2**62], "crc32c", "more than 2\\*\\*63-1 bytes"),
-    ([2**32], [1], "crc32", "values must be in 0..2\\*\\*32-1"),
-    ([2**64], [1], "crc64nvme", "values must be in 0..2\\*\\*64-1"),
-    ([-1], [1], "crc32c", "values must be in"),
-    ([1.5], [1], "crc32c", "must be integers"),
-    (["a"], [1], "crc32c", "must be integers"),
-    ([1], ["1"], "crc32c", "sizes must be integers"),
-    ([[1]], [[1]], "crc32c", "one-dimensional"),
-    ([1], [1], "md5", "unknown algorithm"),
-    ([5, 0, 7], [3, 0, 0], "crc32c", "part 2 has 0 bytes but CRC 0x7"),
-])
+@pytest.mark.parametrize(
+    "crcs,sizes,algorithm,message",
+    [
+        ([1, 2], [1], "crc32c", "2 part CRCs but 1 part sizes"),
+        ([1], [-1], "crc32c", "sizes must be in 0..2\\*\\*63-1"),
+        ([1], [2**63], "crc32c", "sizes must be in 0..2\\*\\*63-1"),
+        ([1, 2], [2**62, 2**62], "crc32c", "more than 2\\*\\*63-1 bytes"),
+        ([2**32], [1], "crc32", "values must be in 0..2\\*\\*32-1"),
+        ([2**64], [1], "crc64nvme", "values must be in 0..2\\*\\*64-1"),
+        ([-1], [1], "crc32c", "values must be in"),
+        ([1.5], [1], "crc32c", "must be integers"),
+        (["a"], [1], "crc32c", "must be integers"),
+        ([1], ["1"], "crc32c", "sizes must be integers"),
+        ([[1]], [[1]], "crc32c", "one-dimensional"),
+        ([1], [1], "md5", "unknown algorithm"),
+        ([5, 0, 7], [3, 0, 0], "crc32c", "part 2 has 0 bytes but CRC 0x7"),
+    ],
+)
 def test_full_object_crc_refuses(crcs: list, sizes: list, algorithm: str, message: str) -> None:
     with pytest.raises(ValueError, match=message) as info:
         merkle.full_object_crc(crcs, sizes, algorithm)
@@ -72,8 +76,9 @@ def test_full_object_crc_refuses(crcs: list, sizes: list, algorithm: str, messag
 
 # ---- keys ------------------------------------------------------------------------------------
 
+
 def _windows(algorithm: str, data: bytes, bpc: int) -> list[int]:
-    return [ONE_SHOT[algorithm](data[i:i + bpc]) for i in range(0, len(data), bpc)]
+    return [ONE_SHOT[algorithm](data[i : i + bpc]) for i in range(0, len(data), bpc)]
 
 
 @st.composite
@@ -88,8 +93,9 @@ def _keys(draw: st.DrawFn) -> tuple[str, bytes, list[BlockChecksums], bool]:
         for n in lengths:
             data = random.Random(draw(st.integers(0, 2**32))).randbytes(n)
             pieces.append(data)
-            chunks.append(ChunkChecksums(n, algorithm.upper(), bpc, _windows(algorithm, data, bpc),
-                                         offset))
+            chunks.append(
+                ChunkChecksums(n, algorithm.upper(), bpc, _windows(algorithm, data, bpc), offset)
+            )
             offset += n
             # Ozone's precondition: every chunk's length <= its window count * the first's length
             ozone_consistent &= n <= -(-n // bpc) * lengths[0]
@@ -124,28 +130,33 @@ def _block(*chunks: ChunkChecksums, length: int | None = None) -> BlockChecksums
 GOOD = ChunkChecksums(20, "CRC32C", 16, [merkle.crc32c(bytes(16)), merkle.crc32c(bytes(4))])
 
 
-@pytest.mark.parametrize("blocks,message", [
-    ([_block(ChunkChecksums(-1, "CRC32C", 16, []))], "length -1 is out of range"),
-    ([_block(GOOD, length=-5)], "block 0: length -5 is out of range"),
-    ([_block(ChunkChecksums(20, "CRC32C", 16, [1]))], "1 window checksums for 20 bytes"),
-    ([_block(ChunkChecksums(20, "CRC32C", 16, [1, 2, 3]))], "3 window checksums for 20 bytes"),
-    ([_block(ChunkChecksums(2**62, "CRC32C", 16384, [1, 2]))],
-     "2 window checksums for 4611686018427387904"),
-    ([_block(ChunkChecksums(2**63, "CRC32C", 2**63, [1]))], "out of range"),
-    ([_block(ChunkChecksums(5, "CRC32C", 0, [1]))], "bytes_per_checksum is 0 for 5 bytes"),
-    ([_block(ChunkChecksums(5, "CRC32C", 16, [2**32]))], "values must be in 0..2\\*\\*32-1"),
-    ([_block(ChunkChecksums(5, "CRC32C", 16, ["x"]))], "must be integers"),
-    ([_block(ChunkChecksums(5, "CRC32C", 16, [1], offset=3))], "offset 3, expected 0"),
-    ([_block(GOOD, ChunkChecksums(5, "CRC32C", 16, [1], offset=0))], "offset 0, expected 20"),
-    ([_block(ChunkChecksums(5, "ADLER", 16, [1]))], "unknown checksum type"),
-    ([_block(ChunkChecksums(5, "NONE", 16, [1]))], "NONE with 1 checksums"),
-    ([_block(ChunkChecksums(5, "SHA256", 16, [2**256]))], "SHA256 checksum must be"),
-    ([_block(ChunkChecksums(5.0, "CRC32C", 16, [1]))], "must be an integer"),  # type: ignore[arg-type]
-    ([_block(GOOD, length=2**62), _block(GOOD, length=2**62)], "more than 2\\*\\*63-1"),
-    ([GOOD], "not a BlockChecksums"),
-    ([BlockChecksums(20, [GOOD], ec_stripes=[[GOOD]])], "both chunks and EC stripes"),
-    ("abc", "sequence of BlockChecksums"),
-])
+@pytest.mark.parametrize(
+    "blocks,message",
+    [
+        ([_block(ChunkChecksums(-1, "CRC32C", 16, []))], "length -1 is out of range"),
+        ([_block(GOOD, length=-5)], "block 0: length -5 is out of range"),
+        ([_block(ChunkChecksums(20, "CRC32C", 16, [1]))], "1 window checksums for 20 bytes"),
+        ([_block(ChunkChecksums(20, "CRC32C", 16, [1, 2, 3]))], "3 window checksums for 20 bytes"),
+        (
+            [_block(ChunkChecksums(2**62, "CRC32C", 16384, [1, 2]))],
+            "2 window checksums for 4611686018427387904",
+        ),
+        ([_block(ChunkChecksums(2**63, "CRC32C", 2**63, [1]))], "out of range"),
+        ([_block(ChunkChecksums(5, "CRC32C", 0, [1]))], "bytes_per_checksum is 0 for 5 bytes"),
+        ([_block(ChunkChecksums(5, "CRC32C", 16, [2**32]))], "values must be in 0..2\\*\\*32-1"),
+        ([_block(ChunkChecksums(5, "CRC32C", 16, ["x"]))], "must be integers"),
+        ([_block(ChunkChecksums(5, "CRC32C", 16, [1], offset=3))], "offset 3, expected 0"),
+        ([_block(GOOD, ChunkChecksums(5, "CRC32C", 16, [1], offset=0))], "offset 0, expected 20"),
+        ([_block(ChunkChecksums(5, "ADLER", 16, [1]))], "unknown checksum type"),
+        ([_block(ChunkChecksums(5, "NONE", 16, [1]))], "NONE with 1 checksums"),
+        ([_block(ChunkChecksums(5, "SHA256", 16, [2**256]))], "SHA256 checksum must be"),
+        ([_block(ChunkChecksums(5.0, "CRC32C", 16, [1]))], "must be an integer"),  # type: ignore[arg-type]
+        ([_block(GOOD, length=2**62), _block(GOOD, length=2**62)], "more than 2\\*\\*63-1"),
+        ([GOOD], "not a BlockChecksums"),
+        ([BlockChecksums(20, [GOOD], ec_stripes=[[GOOD]])], "both chunks and EC stripes"),
+        ("abc", "sequence of BlockChecksums"),
+    ],
+)
 def test_key_crc_refuses(blocks: list, message: str) -> None:
     with pytest.raises(ValueError, match=message) as info:
         key_crc(blocks)
@@ -203,10 +214,13 @@ def _ec_keys(draw: st.DrawFn) -> tuple[str, bytes, list[BlockChecksums]]:
         for s in range(0, length, data_cells * cell):
             cells = []
             for j in range(data_cells):
-                part = data[s + j * cell:min(s + (j + 1) * cell, length)]
+                part = data[s + j * cell : min(s + (j + 1) * cell, length)]
                 if part:
-                    cells.append(ChunkChecksums(len(part), algorithm.upper(), bpc,
-                                                _windows(algorithm, part, bpc)))
+                    cells.append(
+                        ChunkChecksums(
+                            len(part), algorithm.upper(), bpc, _windows(algorithm, part, bpc)
+                        )
+                    )
             stripes.append(cells)
         groups.append(BlockChecksums(length, ec_stripes=stripes))
     return algorithm, b"".join(pieces), groups
@@ -219,8 +233,11 @@ def test_ec_key_crc_is_crc_of_bytes(key: tuple[str, bytes, list[BlockChecksums]]
     got = key_crc(groups)
     assert got.crc == reference_crc(algorithm, data) and got.length == len(data)
     assert not got.ozone_differs and got.reasons == ()
-    assert ozone_composite_crc(groups) == (f"COMPOSITE-{algorithm.upper()}",
-                                           got.crc.to_bytes(4, "big"), None)
+    assert ozone_composite_crc(groups) == (
+        f"COMPOSITE-{algorithm.upper()}",
+        got.crc.to_bytes(4, "big"),
+        None,
+    )
 
 
 def test_checksum_type_by_protobuf_number_and_sha_entries() -> None:
@@ -285,9 +302,17 @@ def _java_walk(blocks: list[BlockChecksums]) -> tuple[str | None, bytes | None, 
 
 
 @settings(max_examples=200, deadline=None)
-@given(seed=st.integers(0, 2**32), typ=st.sampled_from(["CRC32", "CRC32C"]),
-       layout=st.lists(st.lists(st.tuples(st.integers(0, 300), st.sampled_from([1, 5, 16, 64])),
-                                min_size=1, max_size=4), min_size=1, max_size=3))
+@given(
+    seed=st.integers(0, 2**32),
+    typ=st.sampled_from(["CRC32", "CRC32C"]),
+    layout=st.lists(
+        st.lists(
+            st.tuples(st.integers(0, 300), st.sampled_from([1, 5, 16, 64])), min_size=1, max_size=4
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+)
 def test_ozone_walk_matches_java_semantics(seed: int, typ: str, layout: list) -> None:
     """Inconsistent replicated layouts (bpc mixed inside a block, short first chunks, empty
     chunks): the vectorised walk gives what the Java does, value or exception."""

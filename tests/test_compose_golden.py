@@ -26,8 +26,13 @@ def _load(path: Path) -> dict[str, Any]:
 
 
 def _chunk(c: dict[str, Any], typ: str, bpc: int, offset: int | None = None) -> ChunkChecksums:
-    return ChunkChecksums.from_ozone(c["len"], c.get("type", typ), c.get("bytes_per_checksum", bpc),
-                                     [bytes.fromhex(h) for h in c["checksums_hex"]], offset)
+    return ChunkChecksums.from_ozone(
+        c["len"],
+        c.get("type", typ),
+        c.get("bytes_per_checksum", bpc),
+        [bytes.fromhex(h) for h in c["checksums_hex"]],
+        offset,
+    )
 
 
 def blocks_of(case: dict[str, Any]) -> list[BlockChecksums]:
@@ -36,13 +41,22 @@ def blocks_of(case: dict[str, Any]) -> list[BlockChecksums]:
     if case["layout"] == "ec":
         groups = []
         for g in out["block_groups"]:
-            stripes = [[_chunk(c, spec["type"], spec["bpc"])
-                        for c in sorted(s["cells"], key=lambda c: c["replica_index"])
-                        if not c.get("placeholder_parity")] for s in g["stripes"]]
+            stripes = [
+                [
+                    _chunk(c, spec["type"], spec["bpc"])
+                    for c in sorted(s["cells"], key=lambda c: c["replica_index"])
+                    if not c.get("placeholder_parity")
+                ]
+                for s in g["stripes"]
+            ]
             groups.append(BlockChecksums(g["length"], ec_stripes=stripes))
         return groups
-    return [BlockChecksums(b["length"], [_chunk(c, spec["type"], 0, c["offset_in_block"])
-                                         for c in b["chunks"]]) for b in out["blocks"]]
+    return [
+        BlockChecksums(
+            b["length"], [_chunk(c, spec["type"], 0, c["offset_in_block"]) for c in b["chunks"]]
+        )
+        for b in out["blocks"]
+    ]
 
 
 def test_every_golden_file_is_here() -> None:
@@ -76,15 +90,27 @@ def test_golden_key(path: Path) -> None:
 
     # key_crc skips Ozone's step-by-step walk on consistent keys: the walk itself must give
     # Ozone's answer on every file too
-    assert ozone_composite_crc(blocks_of(case)) == (got.ozone_algorithm, got.ozone_value,
-                                                    got.ozone_error)
+    assert ozone_composite_crc(blocks_of(case)) == (
+        got.ozone_algorithm,
+        got.ozone_value,
+        got.ozone_error,
+    )
 
     # the CRC of the bytes
     if case["input_spec"].get("blocks") == []:
         assert got.crc == 0 and got.length == 0 and got.ozone_differs
-    elif plain is not None and len({c.get("type", case["input_spec"]["type"])
-                                    for b in out.get("blocks", [])
-                                    for c in b["chunks"]} or {0}) == 1:
+    elif (
+        plain is not None
+        and len(
+            {
+                c.get("type", case["input_spec"]["type"])
+                for b in out.get("blocks", [])
+                for c in b["chunks"]
+            }
+            or {0}
+        )
+        == 1
+    ):
         assert got.crc == int(plain, 16)
         assert got.algorithm == case["input_spec"]["type"].lower()
         assert got.length == case["data"]["length"]
@@ -94,16 +120,19 @@ def test_golden_key(path: Path) -> None:
 
     # c39's inconsistency is the range request only (test_range_request_quirk_c39): whole, the
     # key is consistent
-    consistent = (case["python_checks"].get("ozone_composite_equals_plain_crc") is True
-                  or "request_length" in case["input_spec"])
+    consistent = (
+        case["python_checks"].get("ozone_composite_equals_plain_crc") is True
+        or "request_length" in case["input_spec"]
+    )
     assert got.ozone_differs is not consistent
     assert (got.reasons == ()) is consistent
     if "quirk" in case["input_spec"] and "request_length" not in case["input_spec"]:
         assert got.ozone_differs and got.reasons
 
 
-@pytest.mark.parametrize("path", [f for f in FILES if f.stat().st_size < 3_000_000],
-                         ids=lambda f: f.stem)
+@pytest.mark.parametrize(
+    "path", [f for f in FILES if f.stat().st_size < 3_000_000], ids=lambda f: f.stem
+)
 def test_golden_crc_is_the_bytes_crc(path: Path) -> None:
     """Regenerate the key's bytes from its seed and check the composed CRC against them."""
     case = _load(path)
@@ -136,11 +165,12 @@ def test_ec_cells_are_replica1_stripe_checksum(path: Path) -> None:
     for g in case["ozone_output"]["block_groups"]:
         for s in g["stripes"]:
             cells = sorted(s["cells"], key=lambda c: c["replica_index"])
-            data = "".join(h for c in cells if not c.get("placeholder_parity")
-                           for h in c["checksums_hex"])
+            data = "".join(
+                h for c in cells if not c.get("placeholder_parity") for h in c["checksums_hex"]
+            )
             first = cells[0]["len"]
             parity_hex = -(-first // bpc) * 4 * parity * 2
-            assert s["stripe_checksum_hex"][:len(s["stripe_checksum_hex"]) - parity_hex] == data
+            assert s["stripe_checksum_hex"][: len(s["stripe_checksum_hex"]) - parity_hex] == data
 
 
 def _compose_rows(case: dict[str, Any], key_id: int) -> list[dict[str, Any]]:
@@ -150,15 +180,26 @@ def _compose_rows(case: dict[str, Any], key_id: int) -> list[dict[str, Any]]:
     rows = []
     for seq, b in enumerate(case["ozone_output"]["blocks"]):
         for c in b["chunks"]:
-            rows.append({
-                "key_id": key_id, "seq": seq, "container": 1, "block": seq,
-                "block_length": b["length"], "block_status": None,
-                "offset": c["offset_in_block"], "length": c["len"],
-                "checksum_type": c.get("type", spec["type"]),
-                "bytes_per_checksum": c["bytes_per_checksum"],
-                "checksums": b"".join(bytes.fromhex(h) for h in c["checksums_hex"]),
-                "crc64nvme": None, "crc32c": None, "crc32": None,
-                "composite_algorithm": None, "part_sizes": None})
+            rows.append(
+                {
+                    "key_id": key_id,
+                    "seq": seq,
+                    "container": 1,
+                    "block": seq,
+                    "block_length": b["length"],
+                    "block_status": None,
+                    "offset": c["offset_in_block"],
+                    "length": c["len"],
+                    "checksum_type": c.get("type", spec["type"]),
+                    "bytes_per_checksum": c["bytes_per_checksum"],
+                    "checksums": b"".join(bytes.fromhex(h) for h in c["checksums_hex"]),
+                    "crc64nvme": None,
+                    "crc32c": None,
+                    "crc32": None,
+                    "composite_algorithm": None,
+                    "part_sizes": None,
+                }
+            )
     return rows
 
 
@@ -173,8 +214,10 @@ def test_compose_keys_equals_key_crc_and_ozone_on_golden_data() -> None:
     cases = [_load(p) for p in FILES]
     replicated = [c for c in cases if c["layout"] != "ec"]
     rows = [r for i, c in enumerate(replicated) for r in _compose_rows(c, i)]
-    out = {r["key_id"]: r for r in compose_keys(
-        pa.Table.from_pylist(rows, schema=COMPOSE_SCHEMA)).to_pylist()}
+    out = {
+        r["key_id"]: r
+        for r in compose_keys(pa.Table.from_pylist(rows, schema=COMPOSE_SCHEMA)).to_pylist()
+    }
     compared = consistent = 0
     for i, case in enumerate(replicated):
         want = key_crc(blocks_of(case))

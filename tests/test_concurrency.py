@@ -50,16 +50,22 @@ def shared():
 def test_threads_on_shared_buffers_match_single_threaded(shared):
     big, pieces = shared
     view = memoryview(big)
-    want = (merkle.crc32c(big), merkle.crc32(view[7:]),
-            merkle.checksum_windows(big, 16384).tolist(),
-            merkle.checksum_each(pieces, algorithm="crc32").tolist())
+    want = (
+        merkle.crc32c(big),
+        merkle.crc32(view[7:]),
+        merkle.checksum_windows(big, 16384).tolist(),
+        merkle.checksum_each(pieces, algorithm="crc32").tolist(),
+    )
 
     def work(i):
         out = set()
         for _ in range(6):
-            got = (merkle.crc32c(big), merkle.crc32(view[7:]),
-                   merkle.checksum_windows(big, 16384).tolist(),
-                   merkle.checksum_each(pieces, algorithm="crc32").tolist())
+            got = (
+                merkle.crc32c(big),
+                merkle.crc32(view[7:]),
+                merkle.checksum_windows(big, 16384).tolist(),
+                merkle.checksum_each(pieces, algorithm="crc32").tolist(),
+            )
             out.add(json.dumps(got))
         return out
 
@@ -98,10 +104,15 @@ def test_copies_taken_concurrently_are_independent(shared):
 
 def _race(target, peers, slow):
     start = time.time() + 1.5  # both children import merkle, then start together
-    procs = [subprocess.Popen([sys.executable, str(RACE_CHILD), str(start), str(slow),
-                               str(target), *map(str, peers)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(RACE_CHILD), str(start), str(slow), str(target), *map(str, peers)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     outs = []
     for p in procs:
         out, err = p.communicate(timeout=120)
@@ -123,8 +134,14 @@ def _truth_ok(root, manifest, rep):
 
 def test_two_reconcilers_racing_on_one_replica(tmp_path):
     root = tmp_path / "c"
-    m = make_cluster(root, "missing-file,bitflip,missing-chunks,truncate", containers=1,
-                     seed=8, min_blocks=4, max_blocks=5)
+    m = make_cluster(
+        root,
+        "missing-file,bitflip,missing-chunks,truncate",
+        containers=1,
+        seed=8,
+        min_blocks=4,
+        max_blocks=5,
+    )
     reps = [root / r for r in m["containers"]["1"]["replicas"]]
     hits = [root / r for f in m["faults"] for r in f["replicas"]]
     target = max(reps, key=hits.count)

@@ -26,10 +26,17 @@ PREFIX = "copies"
 @pytest.fixture(scope="module")
 def uploaded(tmp_path_factory: pytest.TempPathFactory) -> Any:
     out = tmp_path_factory.mktemp("copies") / "c"
-    manifest = generate_cluster(out, layout="ozone", om_db=True, containers=8, seed=0,
-                                block_size=48 * 1024, chunk_size=16 * 1024,
-                                bytes_per_checksum=4 * 1024,
-                                faults=parse_faults("default", "ozone"))
+    manifest = generate_cluster(
+        out,
+        layout="ozone",
+        om_db=True,
+        containers=8,
+        seed=0,
+        block_size=48 * 1024,
+        chunk_size=16 * 1024,
+        bytes_per_checksum=4 * 1024,
+        faults=parse_faults("default", "ozone"),
+    )
     with LoopbackS3() as s3:
         truth = upload_copies(s3, out, manifest, PREFIX)
         yield out, manifest, truth, s3, s3_client(s3)
@@ -42,21 +49,31 @@ def test_every_key_has_one_target_and_one_extra(uploaded: Any) -> None:
     assert set(by_key) == set(keys)
     for key, name in by_key.items():
         assert name == PREFIX + key
-    assert sorted(t["fault"] for t in truth.values() if t["fault"] != "none") == \
-        ["corrupted", "extra", "missing", "truncated"]
+    assert sorted(t["fault"] for t in truth.values() if t["fault"] != "none") == [
+        "corrupted",
+        "extra",
+        "missing",
+        "truncated",
+    ]
     extra = [n for n, t in truth.items() if t["fault"] == "extra"]
     assert len(extra) == 1 and truth[extra[0]]["key"] is None
     assert extra[0].startswith(PREFIX + "/") and PREFIX + "/" + extra[0] not in keys
     # every kind used; a composite upload of several parts
-    assert {(t["kind"], t["checksum_type"], t["algorithm"]) for t in truth.values()
-            if t["key"] is not None} == set(KINDS)
+    assert {
+        (t["kind"], t["checksum_type"], t["algorithm"])
+        for t in truth.values()
+        if t["key"] is not None
+    } == set(KINDS)
     assert any(t["checksum_type"] == "COMPOSITE" and t["parts"] >= 2 for t in truth.values())
     assert [t["source"] for t in truth.values()].count("regenerated") == 1  # the bitflip-all key
-    assert any(t["kind"] == "multipart" and t["checksum_type"] == "FULL_OBJECT"
-               and t["parts"] >= 2 for t in truth.values())
+    assert any(
+        t["kind"] == "multipart" and t["checksum_type"] == "FULL_OBJECT" and t["parts"] >= 2
+        for t in truth.values()
+    )
     listed = set()
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=s3.bucket,
-                                                                   Prefix=PREFIX + "/"):
+    for page in client.get_paginator("list_objects_v2").paginate(
+        Bucket=s3.bucket, Prefix=PREFIX + "/"
+    ):
         listed |= {o["Key"] for o in page.get("Contents", [])}
     assert listed == {n for n, t in truth.items() if t["fault"] != "missing"}
 
@@ -69,8 +86,9 @@ def test_uploaded_bytes_are_the_truth(uploaded: Any) -> None:
             continue
         body = client.get_object(Bucket=s3.bucket, Key=name)["Body"].read()
         assert len(body) == t["size"] == sum(t["part_sizes"])
-        alg = {"CRC32": merkle.crc32, "CRC32C": merkle.crc32c,
-               "CRC64NVME": merkle.crc64nvme}[t["algorithm"]]
+        alg = {"CRC32": merkle.crc32, "CRC32C": merkle.crc32c, "CRC64NVME": merkle.crc64nvme}[
+            t["algorithm"]
+        ]
         assert alg(body) == t["crc"]
         if t["key"] is None:
             continue
@@ -114,8 +132,9 @@ def test_moto_checksums_equal_the_truth(uploaded: Any) -> None:
             assert bare != _b64(t["crc"], width) or t["parts"] == 1
         head = client.head_object(Bucket=s3.bucket, Key=name, ChecksumMode="ENABLED")
         assert head[field] == bare and head["ContentLength"] == t["size"]
-        attrs = client.get_object_attributes(Bucket=s3.bucket, Key=name,
-                                             ObjectAttributes=["Checksum", "ObjectSize"])
+        attrs = client.get_object_attributes(
+            Bucket=s3.bucket, Key=name, ObjectAttributes=["Checksum", "ObjectSize"]
+        )
         assert attrs["Checksum"][field] == bare and attrs["ObjectSize"] == t["size"]
         if t["kind"] == "multipart":
             assert attrs["Checksum"]["ChecksumType"] == t["checksum_type"]
@@ -130,7 +149,6 @@ def test_composite_is_the_crc_of_the_part_crcs() -> None:
     """s3_checksum against values worked out by hand from S3's definition."""
     a, b = b"123456789", b"abc"
     parts = merkle.crc32c(a).to_bytes(4, "big") + merkle.crc32c(b).to_bytes(4, "big")
-    assert s3_checksum([a, b], "CRC32C", "COMPOSITE") == \
-        _b64(merkle.crc32c(parts), 4) + "-2"
+    assert s3_checksum([a, b], "CRC32C", "COMPOSITE") == _b64(merkle.crc32c(parts), 4) + "-2"
     assert s3_checksum([a], "CRC64NVME", "FULL_OBJECT") == _b64(0xAE8B14860A799888, 8)
     assert s3_checksum([a, b], "CRC32", "FULL_OBJECT") == _b64(merkle.crc32(a + b), 4)

@@ -28,9 +28,11 @@ def b64(value: int, n: int) -> str:
 
 
 def crcs(data: bytes) -> Dict[str, bytes]:
-    return {"crc32": merkle.crc32(data).to_bytes(4, "big"),
-            "crc32c": merkle.crc32c(data).to_bytes(4, "big"),
-            "crc64nvme": merkle.crc64nvme(data).to_bytes(8, "big")}
+    return {
+        "crc32": merkle.crc32(data).to_bytes(4, "big"),
+        "crc32c": merkle.crc32c(data).to_bytes(4, "big"),
+        "crc64nvme": merkle.crc64nvme(data).to_bytes(8, "big"),
+    }
 
 
 def rows_of(target: Target) -> Dict[str, Dict[str, Any]]:
@@ -48,24 +50,64 @@ def rows_of(target: Target) -> Dict[str, Dict[str, Any]]:
 
 def test_schema_contract() -> None:
     assert TARGET_SCHEMA.names == [
-        "name", "size", "crc32", "crc32c", "crc64nvme", "composite_algorithm",
-        "composite_crc", "parts", "part_sizes", "other", "requests", "bytes_read", "error"]
+        "name",
+        "size",
+        "crc32",
+        "crc32c",
+        "crc64nvme",
+        "composite_algorithm",
+        "composite_crc",
+        "parts",
+        "part_sizes",
+        "other",
+        "requests",
+        "bytes_read",
+        "error",
+    ]
     assert [str(f.type) for f in TARGET_SCHEMA] == [
-        "string", "int64", "binary", "binary", "binary", "string", "binary", "int32",
-        "list<item: int64>", "string", "int32", "int64", "string"]
+        "string",
+        "int64",
+        "binary",
+        "binary",
+        "binary",
+        "string",
+        "binary",
+        "int32",
+        "list<item: int64>",
+        "string",
+        "int32",
+        "int64",
+        "string",
+    ]
 
 
-@pytest.mark.parametrize("uri", ["ftp://h/x", "gs://bucket/p", "hdfs://nn/p", "", "s3://",
-                                 "s3://bucket/p?scheme=gopher", "s3://K@bucket/p"])
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "ftp://h/x",
+        "gs://bucket/p",
+        "hdfs://nn/p",
+        "",
+        "s3://",
+        "s3://bucket/p?scheme=gopher",
+        "s3://K@bucket/p",
+    ],
+)
 def test_bad_uris_are_one_line_value_errors(uri: str) -> None:
     with pytest.raises(ValueError) as info:
         open_target(uri)
     assert "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("uri", ["s3://bucket/p?endpoint_overide=127.0.0.1:9000",
-                                 "gs://bucket/p?listing=/x&listng=/y",
-                                 "hdfs://nn/p?listing=/x&combine=1", "file:///tmp/x?read=all"])
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "s3://bucket/p?endpoint_overide=127.0.0.1:9000",
+        "gs://bucket/p?listing=/x&listng=/y",
+        "hdfs://nn/p?listing=/x&combine=1",
+        "file:///tmp/x?read=all",
+    ],
+)
 def test_unknown_uri_parameters_are_refused(uri: str) -> None:
     """A mistyped parameter is never ignored (an `endpoint_overide` would send the requests
     to AWS instead of the store meant): one line naming it."""
@@ -77,10 +119,13 @@ def test_unknown_uri_parameters_are_refused(uri: str) -> None:
 def test_preflight_finds_a_target_that_is_not_there(tmp_path: Path, monkeypatch) -> None:
     """What a job would fail on after Spark started, found before: a directory or listing
     file that does not exist, an S3 target without boto3 (the `s3` extra)."""
-    for uri in (str(tmp_path / "absent"), f"file://{tmp_path}/absent",
-                f"gs://b/p?listing={tmp_path}/absent.json",
-                f"hdfs://nn/p?listing={tmp_path}/absent.txt",
-                f"gs://b/p?listing={tmp_path}"):  # a directory, not a listing file
+    for uri in (
+        str(tmp_path / "absent"),
+        f"file://{tmp_path}/absent",
+        f"gs://b/p?listing={tmp_path}/absent.json",
+        f"hdfs://nn/p?listing={tmp_path}/absent.txt",
+        f"gs://b/p?listing={tmp_path}",
+    ):  # a directory, not a listing file
         with pytest.raises(TargetError) as info:
             open_target(uri).preflight()
         assert "\n" not in str(info.value)
@@ -107,25 +152,40 @@ def client_of(target: Target) -> Any:
     return target.client()  # type: ignore[attr-defined]
 
 
-def multipart(client: Any, bucket: str, key: str, parts: List[bytes], algorithm: str,
-              full: bool) -> None:
+def multipart(
+    client: Any, bucket: str, key: str, parts: List[bytes], algorithm: str, full: bool
+) -> None:
     kw = {"ChecksumType": "FULL_OBJECT"} if full else {}
-    up = client.create_multipart_upload(Bucket=bucket, Key=key, ChecksumAlgorithm=algorithm,
-                                        **kw)
+    up = client.create_multipart_upload(Bucket=bucket, Key=key, ChecksumAlgorithm=algorithm, **kw)
     done = []
     for i, body in enumerate(parts, 1):
-        r = client.upload_part(Bucket=bucket, Key=key, UploadId=up["UploadId"], PartNumber=i,
-                               Body=body, ChecksumAlgorithm=algorithm)
-        done.append({"PartNumber": i, "ETag": r["ETag"]} if full else
-                    {"PartNumber": i, "ETag": r["ETag"],
-                     f"Checksum{algorithm}": r[f"Checksum{algorithm}"]})
+        r = client.upload_part(
+            Bucket=bucket,
+            Key=key,
+            UploadId=up["UploadId"],
+            PartNumber=i,
+            Body=body,
+            ChecksumAlgorithm=algorithm,
+        )
+        done.append(
+            {"PartNumber": i, "ETag": r["ETag"]}
+            if full
+            else {
+                "PartNumber": i,
+                "ETag": r["ETag"],
+                f"Checksum{algorithm}": r[f"Checksum{algorithm}"],
+            }
+        )
     extra: Dict[str, Any] = {}
     if full:
         whole = crcs(b"".join(parts))[algorithm.lower()]
-        extra = {"ChecksumType": "FULL_OBJECT",
-                 f"Checksum{algorithm}": base64.b64encode(whole).decode()}
-    client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=up["UploadId"],
-                                     MultipartUpload={"Parts": done}, **extra)
+        extra = {
+            "ChecksumType": "FULL_OBJECT",
+            f"Checksum{algorithm}": base64.b64encode(whole).decode(),
+        }
+    client.complete_multipart_upload(
+        Bucket=bucket, Key=key, UploadId=up["UploadId"], MultipartUpload={"Parts": done}, **extra
+    )
 
 
 @pytest.fixture(scope="module")
@@ -136,8 +196,7 @@ def uploaded(s3):
     data: Dict[str, bytes] = {}
     small = os.urandom(100_003)
     for alg in ("CRC32", "CRC32C", "CRC64NVME", "SHA256"):
-        c.put_object(Bucket=s3.bucket, Key=f"kinds/single-{alg}", Body=small,
-                     ChecksumAlgorithm=alg)
+        c.put_object(Bucket=s3.bucket, Key=f"kinds/single-{alg}", Body=small, ChecksumAlgorithm=alg)
         data[f"single-{alg}"] = small
     c.put_object(Bucket=s3.bucket, Key="kinds/plain", Body=small)
     data["plain"] = small
@@ -202,8 +261,14 @@ def test_s3_composite_without_parts_stays_composite(s3, uploaded) -> None:
         assert row["requests"] == 1 + len(parts)
 
 
-def _inject(target: Target, parts: List[bytes], alg: str, tamper: bool = False,
-            via: str = "attributes", page: int = 1000) -> None:
+def _inject(
+    target: Target,
+    parts: List[bytes],
+    alg: str,
+    tamper: bool = False,
+    via: str = "attributes",
+    page: int = 1000,
+) -> None:
     """Make the store answer as AWS does (moto does not): the parts' sizes and checksums in
     GetObjectAttributes' ObjectParts (paged), or in HeadObject(PartNumber=i)."""
     fn = merkle.crc32 if alg == "crc32" else merkle.crc32c
@@ -224,9 +289,14 @@ def _inject(target: Target, parts: List[bytes], alg: str, tamper: bool = False,
         start = context.get("marker", 0)
         chunk = [part(i) for i in range(start, min(start + page, len(parts)))]
         end = start + len(chunk)
-        parsed["ObjectParts"] = {"TotalPartsCount": len(parts), "PartNumberMarker": start,
-                                 "NextPartNumberMarker": end, "MaxParts": page,
-                                 "IsTruncated": end < len(parts), "Parts": chunk}
+        parsed["ObjectParts"] = {
+            "TotalPartsCount": len(parts),
+            "PartNumberMarker": start,
+            "NextPartNumberMarker": end,
+            "MaxParts": page,
+            "IsTruncated": end < len(parts),
+            "Parts": chunk,
+        }
 
     calls = [0]
 
@@ -290,8 +360,7 @@ def test_s3_gone_object(s3) -> None:
     target = open_target(s3.uri("gone"))
     c = client_of(target)
     for n in ("a", "b"):
-        c.put_object(Bucket=s3.bucket, Key=f"gone/{n}", Body=n.encode(),
-                     ChecksumAlgorithm="CRC32C")
+        c.put_object(Bucket=s3.bucket, Key=f"gone/{n}", Body=n.encode(), ChecksumAlgorithm="CRC32C")
     batches = list(target.list())
     c.delete_object(Bucket=s3.bucket, Key="gone/a")
     rows = {r["name"]: r for b in batches for r in target.describe(b).to_pylist()}
@@ -306,21 +375,25 @@ def test_s3_without_get_object_attributes_falls_back_to_head(s3, uploaded) -> No
 
     def refuse(**_: Any) -> Any:
         from botocore.awsrequest import AWSResponse
+
         raw = AWSResponse("http://x", 501, {}, None)
-        return raw, {"Error": {"Code": "NotImplemented", "Message": "no"},
-                     "ResponseMetadata": {"HTTPStatusCode": 501}}
+        return raw, {
+            "Error": {"Code": "NotImplemented", "Message": "no"},
+            "ResponseMetadata": {"HTTPStatusCode": 501},
+        }
 
     c.meta.events.register("before-call.s3.GetObjectAttributes", refuse)
-    batch = pa.RecordBatch.from_pylist([{"name": "single-CRC32"}, {"name": "single-CRC32C"},
-                                        {"name": "dir/full-CRC64NVME"}], schema=TARGET_SCHEMA)
+    batch = pa.RecordBatch.from_pylist(
+        [{"name": "single-CRC32"}, {"name": "single-CRC32C"}, {"name": "dir/full-CRC64NVME"}],
+        schema=TARGET_SCHEMA,
+    )
     target.concurrency = 1  # the first refusal switches the rest to HeadObject
     before = s3.requests
     rows = {r["name"]: r for r in target.describe(batch).to_pylist()}
     assert not target.attributes_supported  # type: ignore[attr-defined]
     assert rows["single-CRC32"]["crc32"] == crcs(data["single-CRC32"])["crc32"]
     assert rows["single-CRC32C"]["crc32c"] == crcs(data["single-CRC32C"])["crc32c"]
-    assert rows["dir/full-CRC64NVME"]["crc64nvme"] == \
-        crcs(data["dir/full-CRC64NVME"])["crc64nvme"]
+    assert rows["dir/full-CRC64NVME"]["crc64nvme"] == crcs(data["dir/full-CRC64NVME"])["crc64nvme"]
     assert sum(r["requests"] for r in rows.values()) == s3.requests - before == 3
 
 
@@ -337,16 +410,27 @@ def test_s3_paged_listing_and_pickling(s3) -> None:
 
 # -- GCS --------------------------------------------------------------------------------------
 
+
 def gcs_object(name: str, data: bytes, bucket: str = "bkt", **extra: Any) -> Dict[str, Any]:
     import hashlib
-    obj = {"kind": "storage#object", "id": f"{bucket}/{name}/1700000000000000",
-           "selfLink": f"https://www.googleapis.com/storage/v1/b/{bucket}/o/{name}",
-           "name": name, "bucket": bucket, "generation": "1700000000000000",
-           "metageneration": "1", "contentType": "application/octet-stream",
-           "storageClass": "STANDARD", "size": str(len(data)),
-           "md5Hash": base64.b64encode(hashlib.md5(data).digest()).decode(),
-           "crc32c": b64(merkle.crc32c(data), 4), "etag": "CICAgICAgICAAQ=",
-           "timeCreated": "2026-11-01T00:00:00.000Z", "updated": "2026-11-01T00:00:00.000Z"}
+
+    obj = {
+        "kind": "storage#object",
+        "id": f"{bucket}/{name}/1700000000000000",
+        "selfLink": f"https://www.googleapis.com/storage/v1/b/{bucket}/o/{name}",
+        "name": name,
+        "bucket": bucket,
+        "generation": "1700000000000000",
+        "metageneration": "1",
+        "contentType": "application/octet-stream",
+        "storageClass": "STANDARD",
+        "size": str(len(data)),
+        "md5Hash": base64.b64encode(hashlib.md5(data).digest()).decode(),
+        "crc32c": b64(merkle.crc32c(data), 4),
+        "etag": "CICAgICAgICAAQ=",
+        "timeCreated": "2026-11-01T00:00:00.000Z",
+        "updated": "2026-11-01T00:00:00.000Z",
+    }
     obj.update(extra)
     return obj
 
@@ -360,11 +444,17 @@ def write(tmp_path: Path, name: str, text: str) -> str:
 def test_gcs_json_api_pages(tmp_path: Path) -> None:
     blobs = {f"data/part-{i}": os.urandom(i * 100) for i in range(5)}
     items = [gcs_object(n, d) for n, d in blobs.items()]
-    page1 = {"kind": "storage#objects", "nextPageToken": "CgRkYXRh", "items": items[:3],
-             "prefixes": []}
+    page1 = {
+        "kind": "storage#objects",
+        "nextPageToken": "CgRkYXRh",
+        "items": items[:3],
+        "prefixes": [],
+    }
     page2 = {"kind": "storage#objects", "items": items[3:] + [gcs_object("elsewhere/x", b"")]}
-    for text in (json.dumps(page1) + "\n" + json.dumps(page2),
-                 json.dumps([page1, page2], indent=2)):
+    for text in (
+        json.dumps(page1) + "\n" + json.dumps(page2),
+        json.dumps([page1, page2], indent=2),
+    ):
         path = write(tmp_path, "pages.json", text)
         target = open_target(f"gs://bkt/data?listing={path}")
         rows = rows_of(target)
@@ -379,15 +469,31 @@ def test_gcs_json_api_pages(tmp_path: Path) -> None:
 
 def test_gcs_gcloud_ls_json_and_objects_list(tmp_path: Path) -> None:
     data = b"hello gcs"
-    ls = [{"url": "gs://bkt/a/", "type": "prefix"},
-          {"url": "gs://bkt/a/x#1700000000000000", "type": "cloud_object",
-           "metadata": gcs_object("a/x", data)},
-          {"url": "gs://bkt/a/y", "type": "cloud_object",
-           "metadata": {k: v for k, v in gcs_object("a/y", data).items() if k != "name"}}]
-    described = [{"bucket": "bkt", "name": "a/z", "size": len(data), "crc32c_hash":
-                  b64(merkle.crc32c(data), 4), "md5_hash": "XrY7u+Ae7tCTyyK7j1rNww==",
-                  "storage_url": "gs://bkt/a/z#1", "content_type": "text/plain",
-                  "component_count": 2}]
+    ls = [
+        {"url": "gs://bkt/a/", "type": "prefix"},
+        {
+            "url": "gs://bkt/a/x#1700000000000000",
+            "type": "cloud_object",
+            "metadata": gcs_object("a/x", data),
+        },
+        {
+            "url": "gs://bkt/a/y",
+            "type": "cloud_object",
+            "metadata": {k: v for k, v in gcs_object("a/y", data).items() if k != "name"},
+        },
+    ]
+    described = [
+        {
+            "bucket": "bkt",
+            "name": "a/z",
+            "size": len(data),
+            "crc32c_hash": b64(merkle.crc32c(data), 4),
+            "md5_hash": "XrY7u+Ae7tCTyyK7j1rNww==",
+            "storage_url": "gs://bkt/a/z#1",
+            "content_type": "text/plain",
+            "component_count": 2,
+        }
+    ]
     path = write(tmp_path, "ls.json", json.dumps(ls, indent=2) + json.dumps(described))
     rows = rows_of(open_target(f"gs://bkt/?listing={path}"))
     assert set(rows) == {"a/x", "a/y", "a/z"}
@@ -408,7 +514,10 @@ def test_gcs_hostile_listing(tmp_path: Path) -> None:
         gcs_object("p/x", b"", bucket="other"),
         gcs_object("p/old", b"", timeDeleted="2026-01-01T00:00:00Z"),
         {"kind": "storage#object", "size": "3"},  # no name
-        "a string", 42, None, [1, 2],
+        "a string",
+        42,
+        None,
+        [1, 2],
     ]
     path = write(tmp_path, "bad.json", json.dumps({"kind": "storage#objects", "items": items}))
     target = open_target(f"gs://bkt/p?listing={path}")
@@ -435,9 +544,14 @@ def test_gcs_syntax_error_and_not_a_file(tmp_path: Path) -> None:
         list(open_target(f"gs://bkt?listing={fifo}").list())
 
 
-@pytest.mark.parametrize("deep", ["[" * 200_000 + "]" * 200_000,
-                                  '{"a":' * 200_000 + "1" + "}" * 200_000,
-                                  '{"kind": "storage#objects", "items": ' + "[" * 200_000])
+@pytest.mark.parametrize(
+    "deep",
+    [
+        "[" * 200_000 + "]" * 200_000,
+        '{"a":' * 200_000 + "1" + "}" * 200_000,
+        '{"kind": "storage#objects", "items": ' + "[" * 200_000,
+    ],
+)
 def test_gcs_listing_nested_too_deep_is_one_line(tmp_path: Path, deep: str) -> None:
     """A listing nested 200,000 deep (planted: no listing nests more than a few levels) is
     the target's one-line error, never a RecursionError."""
@@ -449,9 +563,16 @@ def test_gcs_listing_nested_too_deep_is_one_line(tmp_path: Path, deep: str) -> N
 
 def test_gcs_stream_reads_values_across_small_chunks(tmp_path: Path, monkeypatch) -> None:
     from merkle.copies.targets import _jsonstream
+
     monkeypatch.setattr(_jsonstream, "_CHUNK", 7)
-    items = [{"url": f"gs://bkt/k{i}", "type": "cloud_object",
-              "metadata": gcs_object(f"k{i}", b"\xff" * i)} for i in range(50)]
+    items = [
+        {
+            "url": f"gs://bkt/k{i}",
+            "type": "cloud_object",
+            "metadata": gcs_object(f"k{i}", b"\xff" * i),
+        }
+        for i in range(50)
+    ]
     path = write(tmp_path, "ls.json", json.dumps(items))
     rows = rows_of(open_target(f"gs://bkt?listing={path}"))
     assert len(rows) == 50 and rows["k49"]["size"] == 49
@@ -461,6 +582,7 @@ def test_gcs_stream_reads_values_across_small_chunks(tmp_path: Path, monkeypatch
 
 
 # -- HDFS -------------------------------------------------------------------------------------
+
 
 def test_hdfs_checksum_output(tmp_path: Path) -> None:
     a, b = os.urandom(1000), os.urandom(3)
@@ -495,8 +617,11 @@ def test_hdfs_checksum_output(tmp_path: Path) -> None:
     assert "5 bytes, not 4" in rows["long"]["error"]
     assert rows["../x"]["error"] is None  # a name, never resolved
     assert target.skipped == 5 and set(target.skips.reasons) == {
-        "outside the root", "a relative path (run hdfs dfs -checksum with absolute paths)",
-        "another file system", "a line that is not `PATH<tab>ALGORITHM<tab>HEX`"}
+        "outside the root",
+        "a relative path (run hdfs dfs -checksum with absolute paths)",
+        "another file system",
+        "a line that is not `PATH<tab>ALGORITHM<tab>HEX`",
+    }
     # hdfs:/// (no namenode) takes any namenode's paths
     rows = rows_of(open_target(f"hdfs:///warehouse/t?listing={path}"))
     assert "f" in rows
@@ -504,8 +629,10 @@ def test_hdfs_checksum_output(tmp_path: Path) -> None:
 
 # -- a local directory ------------------------------------------------------------------------
 
+
 def test_local_directory(tmp_path: Path, monkeypatch) -> None:
     from merkle.copies.targets import local
+
     monkeypatch.setattr(local, "BUFFER", 4096)  # many reads per file: the chaining counts
     root = tmp_path / "copy"
     (root / "d" / "e").mkdir(parents=True)
@@ -543,8 +670,9 @@ def test_local_describe_refuses_what_changed_after_listing(tmp_path: Path) -> No
     (root / "g").unlink()
     (root / "d" / "f").unlink()
     (root / "d" / "f").symlink_to("/etc/passwd")
-    hostile = pa.RecordBatch.from_pylist([{"name": "../copy/g"}, {"name": "d/../g"}],
-                                         schema=TARGET_SCHEMA)
+    hostile = pa.RecordBatch.from_pylist(
+        [{"name": "../copy/g"}, {"name": "d/../g"}], schema=TARGET_SCHEMA
+    )
     rows = {r["name"]: r for b in (batch, hostile) for r in target.describe(b).to_pylist()}
     assert rows["g"]["error"] == "gone"
     assert "symbolic link" in rows["d/f"]["error"] and rows["d/f"]["crc32c"] is None
@@ -554,12 +682,18 @@ def test_local_describe_refuses_what_changed_after_listing(tmp_path: Path) -> No
 
 def test_s3_parts_pages_that_never_advance_are_an_error(s3, uploaded) -> None:
     target = open_target(s3.uri("kinds/dir"))
-    stuck = {"TotalPartsCount": 3, "PartNumberMarker": 0, "NextPartNumberMarker": 0,
-             "MaxParts": 1, "IsTruncated": True,
-             "Parts": [{"PartNumber": 1, "Size": PART, "ChecksumCRC32C": "AAAAAA=="}]}
+    stuck = {
+        "TotalPartsCount": 3,
+        "PartNumberMarker": 0,
+        "NextPartNumberMarker": 0,
+        "MaxParts": 1,
+        "IsTruncated": True,
+        "Parts": [{"PartNumber": 1, "Size": PART, "ChecksumCRC32C": "AAAAAA=="}],
+    }
     client_of(target).meta.events.register(
         "after-call.s3.GetObjectAttributes",
-        lambda parsed, **_: parsed.__setitem__("ObjectParts", dict(stuck)))
+        lambda parsed, **_: parsed.__setitem__("ObjectParts", dict(stuck)),
+    )
     batch = pa.RecordBatch.from_pylist([{"name": "composite-CRC32C"}], schema=TARGET_SCHEMA)
     row = target.describe(batch).to_pylist()[0]
     assert "do not advance" in row["error"] and row["requests"] == 1
@@ -571,8 +705,9 @@ def test_s3_credentials_from_the_environment_and_odd_names(s3, monkeypatch) -> N
     target = open_target(s3.uri("odd", credentials=False))
     names = ["ü nicode/with space", "a%2Fb", "x/../y", "tab\tin name", "+plus"]
     for n in names:
-        client_of(target).put_object(Bucket=s3.bucket, Key=f"odd/{n}", Body=n.encode(),
-                                     ChecksumAlgorithm="CRC32C")
+        client_of(target).put_object(
+            Bucket=s3.bucket, Key=f"odd/{n}", Body=n.encode(), ChecksumAlgorithm="CRC32C"
+        )
     rows = rows_of(target)
     assert set(rows) == set(names)
     for n in names:

@@ -23,8 +23,14 @@ from merkle.replica.generate import generate_cluster, parse_faults  # noqa: E402
 def cluster(tmp_path_factory: Any) -> Path:
     """A small generated cluster with its OM DB (no scan: Spark never starts here)."""
     where = tmp_path_factory.mktemp("copycheck-cli") / "cluster"
-    generate_cluster(where, layout="ozone", om_db=True, containers=2, seed=3,
-                     faults=parse_faults("none", "ozone"))
+    generate_cluster(
+        where,
+        layout="ozone",
+        om_db=True,
+        containers=2,
+        seed=3,
+        faults=parse_faults("none", "ozone"),
+    )
     return where
 
 
@@ -32,8 +38,10 @@ def fake_scan(where: Path, rows: int = 1) -> Path:
     """A directory shaped as a scan's output: its three tables, `rows` replica rows."""
     for name in ("chunks", "blocks", "containers"):
         (where / name / "datanode=dn1").mkdir(parents=True)
-        pq.write_table(pa.table({"container": pa.array(range(rows), pa.int64())}),
-                       where / name / "datanode=dn1" / "part-0.parquet")
+        pq.write_table(
+            pa.table({"container": pa.array(range(rows), pa.int64())}),
+            where / name / "datanode=dn1" / "part-0.parquet",
+        )
     return where
 
 
@@ -43,24 +51,44 @@ def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def refuse(*_: Any, **__: Any) -> Any:
         raise AssertionError("Spark was started")
+
     monkeypatch.setattr(common, "_session", refuse)  # every verb starts Spark through it
 
 
-def run(capsys: Any, cluster: Path, out: Path, *args: str, om_db: str = "",
-        scan: str = "", target: str = "") -> List[str]:
+def run(
+    capsys: Any,
+    cluster: Path,
+    out: Path,
+    *args: str,
+    om_db: str = "",
+    scan: str = "",
+    target: str = "",
+) -> List[str]:
     capsys.readouterr()
-    rc = main(["spark", "copycheck", "--om-db", om_db or str(cluster / "om.db"),
-               "--scan", scan, "--target", target or str(cluster), "-o", str(out), *args])
+    rc = main(
+        [
+            "spark",
+            "copycheck",
+            "--om-db",
+            om_db or str(cluster / "om.db"),
+            "--scan",
+            scan,
+            "--target",
+            target or str(cluster),
+            "-o",
+            str(out),
+            *args,
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2, err
     assert len(err) == 1 and "Traceback" not in err[0], err
     return err
 
 
-def test_what_a_user_gets_wrong_is_one_line_before_spark(cluster: Path, capsys: Any,
-                                                         tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch
-                                                         ) -> None:
+def test_what_a_user_gets_wrong_is_one_line_before_spark(
+    cluster: Path, capsys: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     scan = str(fake_scan(tmp_path / "scan"))
     empty = fake_scan(tmp_path / "empty-scan", rows=0)
     (tmp_path / "empty-dir").mkdir()
@@ -88,14 +116,23 @@ def test_what_a_user_gets_wrong_is_one_line_before_spark(cluster: Path, capsys: 
 
 
 def test_a_map_rule_that_names_no_key_is_an_error_and_leaves_nothing(
-        cluster: Path, capsys: Any, tmp_path: Path) -> None:
+    cluster: Path, capsys: Any, tmp_path: Path
+) -> None:
     """A mistyped --map prefix compares zero keys: exit 2 naming the rule (it once read
     "every key is proved identical to its copy", exit 0). An -o that existed empty is left
     empty; one the check made is removed."""
     scan = str(fake_scan(tmp_path / "scan"))
     out = tmp_path / "out"
-    err = run(capsys, cluster, out, "--map", "/vol1/obs1/=vol1/obs1/", "--map",
-              "/vol1/osb1/=copy/", scan=scan)
+    err = run(
+        capsys,
+        cluster,
+        out,
+        "--map",
+        "/vol1/obs1/=vol1/obs1/",
+        "--map",
+        "/vol1/osb1/=copy/",
+        scan=scan,
+    )
     assert "--map /vol1/osb1/=copy/" in err[0] and "no key" in err[0]
     assert not out.exists()
     out.mkdir()

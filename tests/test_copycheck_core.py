@@ -22,18 +22,38 @@ W = {"crc32": 4, "crc32c": 4, "crc64nvme": 8}
 def windows(data: bytes, bpc: int, alg: str) -> bytes:
     out = b""
     for i in range(0, len(data), bpc):
-        out += FN[alg](data[i:i + bpc]).to_bytes(W[alg], "big")
+        out += FN[alg](data[i : i + bpc]).to_bytes(W[alg], "big")
     return out
 
 
-def chunk_row(key_id: int, seq: int, block: int, blen: int, offset: int, data: bytes,
-              bpc: int, recorded: str, also: tuple = ("crc64nvme",),
-              status: Optional[str] = None) -> Dict[str, Any]:
-    row = {"key_id": key_id, "seq": seq, "container": 1 + block // 10, "block": block,
-           "block_length": blen, "block_status": status, "offset": offset,
-           "length": len(data), "checksum_type": recorded, "bytes_per_checksum": bpc,
-           "checksums": windows(data, bpc, recorded.lower()), "crc64nvme": None,
-           "crc32c": None, "crc32": None}
+def chunk_row(
+    key_id: int,
+    seq: int,
+    block: int,
+    blen: int,
+    offset: int,
+    data: bytes,
+    bpc: int,
+    recorded: str,
+    also: tuple = ("crc64nvme",),
+    status: Optional[str] = None,
+) -> Dict[str, Any]:
+    row = {
+        "key_id": key_id,
+        "seq": seq,
+        "container": 1 + block // 10,
+        "block": block,
+        "block_length": blen,
+        "block_status": status,
+        "offset": offset,
+        "length": len(data),
+        "checksum_type": recorded,
+        "bytes_per_checksum": bpc,
+        "checksums": windows(data, bpc, recorded.lower()),
+        "crc64nvme": None,
+        "crc32c": None,
+        "crc32": None,
+    }
     for a in also:
         row[a] = windows(data, bpc, a)
     return row
@@ -52,11 +72,19 @@ def make_keys(rng: random.Random, nkeys: int, recorded: str = "CRC32C"):
             data = rng.randbytes(blen)
             block += 1
             if blen == 0:
-                rows.append({**chunk_row(k, seq, block, 0, 0, b"", bpc, recorded), "offset": None,
-                             "length": None, "checksums": None, "crc64nvme": None})
+                rows.append(
+                    {
+                        **chunk_row(k, seq, block, 0, 0, b"", bpc, recorded),
+                        "offset": None,
+                        "length": None,
+                        "checksums": None,
+                        "crc64nvme": None,
+                    }
+                )
             for off in range(0, blen, chunk):
-                rows.append(chunk_row(k, seq, block, blen, off, data[off:off + chunk], bpc,
-                                      recorded))
+                rows.append(
+                    chunk_row(k, seq, block, blen, off, data[off : off + chunk], bpc, recorded)
+                )
             key_bytes += data
         if not any(r["key_id"] == k for r in rows):  # a key of no blocks: not composed here
             truth.append(None)  # type: ignore[arg-type]
@@ -94,11 +122,16 @@ def test_compose_keys_refuses_gaps_short_blocks_and_bad_windows() -> None:
         # key 1: OM says 3000, the chunks hold 1000
         chunk_row(1, 0, 2, 3000, 0, d[:1000], 500, "CRC32C"),
         # key 2: a block the scan could not vouch for
-        {**chunk_row(2, 0, 3, 1000, 0, d[:1000], 500, "CRC32C"), "offset": None,
-         "block_status": "its verified replicas disagree"},
+        {
+            **chunk_row(2, 0, 3, 1000, 0, d[:1000], 500, "CRC32C"),
+            "offset": None,
+            "block_status": "its verified replicas disagree",
+        },
         # key 3: one window missing from the recorded list: no CRC32C, crc64nvme still right
-        {**chunk_row(3, 0, 4, 1000, 0, d[:1000], 500, "CRC32C"),
-         "checksums": windows(d[:1000], 500, "crc32c")[:4]},
+        {
+            **chunk_row(3, 0, 4, 1000, 0, d[:1000], 500, "CRC32C"),
+            "checksums": windows(d[:1000], 500, "crc32c")[:4],
+        },
         # key 4: a first chunk shorter than the next: the CRC of the bytes, Ozone differs
         chunk_row(4, 0, 5, 1300, 0, d[:300], 500, "CRC32C"),
         chunk_row(4, 0, 5, 1300, 300, d[300:1300], 500, "CRC32C"),
@@ -117,18 +150,45 @@ def test_compose_keys_refuses_gaps_short_blocks_and_bad_windows() -> None:
 
 def joined(**kw: Any) -> pa.Table:
     row = {c: None for c in SOURCE_COLUMNS + TARGET_COLUMNS}
-    row.update({"key_id": 0, "name": "v/b/k", "ozone_name": "/v/b/k", "size": 10, "blocks": 1,
-                "composed": True, "t_name": "v/b/k", "t_size": 10, "t_requests": 1,
-                "t_bytes_read": 0})
+    row.update(
+        {
+            "key_id": 0,
+            "name": "v/b/k",
+            "ozone_name": "/v/b/k",
+            "size": 10,
+            "blocks": 1,
+            "composed": True,
+            "t_name": "v/b/k",
+            "t_size": 10,
+            "t_requests": 1,
+            "t_bytes_read": 0,
+        }
+    )
     row.update(kw)
-    types = {"key_id": pa.int64(), "size": pa.int64(), "blocks": pa.int32(),
-             "composed": pa.bool_(), "t_size": pa.int64(), "t_parts": pa.int32(),
-             "t_requests": pa.int32(), "t_bytes_read": pa.int64()}
-    binary = {"crc32", "crc32c", "crc64nvme", "t_crc32", "t_crc32c", "t_crc64nvme",
-              "t_composite_crc", "composite"}
+    types = {
+        "key_id": pa.int64(),
+        "size": pa.int64(),
+        "blocks": pa.int32(),
+        "composed": pa.bool_(),
+        "t_size": pa.int64(),
+        "t_parts": pa.int32(),
+        "t_requests": pa.int32(),
+        "t_bytes_read": pa.int64(),
+    }
+    binary = {
+        "crc32",
+        "crc32c",
+        "crc64nvme",
+        "t_crc32",
+        "t_crc32c",
+        "t_crc64nvme",
+        "t_composite_crc",
+        "composite",
+    }
     types["t_part_sizes"] = pa.list_(pa.int64())
-    schema = pa.schema([(c, types.get(c, pa.binary() if c in binary else pa.string()))
-                        for c in row])
+    schema = pa.schema(
+        [(c, types.get(c, pa.binary() if c in binary else pa.string())) for c in row]
+    )
     return pa.Table.from_pylist([row], schema=schema)
 
 
@@ -150,11 +210,23 @@ def test_verdict_rules() -> None:
     assert r["verdict"] == "NOT_COMPARABLE" and "--also crc32c" in r["detail"]
     r = verdict(crc32c=C, t_composite_algorithm="CRC32C", t_composite_crc=C, t_parts=3)
     assert r["verdict"] == "NOT_COMPARABLE" and "composite" in r["detail"]
-    r = verdict(crc32c=C, composite=D, t_composite_algorithm="crc32c", t_composite_crc=D,
-                t_parts=3, t_part_sizes=[4, 4, 2])
+    r = verdict(
+        crc32c=C,
+        composite=D,
+        t_composite_algorithm="crc32c",
+        t_composite_crc=D,
+        t_parts=3,
+        t_part_sizes=[4, 4, 2],
+    )
     assert r["verdict"] == "MATCH" and "composite of 3 parts" in r["algorithm"]
-    r = verdict(crc32c=C, composite=C, t_composite_algorithm="crc32c", t_composite_crc=D,
-                t_parts=3, t_part_sizes=[4, 4, 2])
+    r = verdict(
+        crc32c=C,
+        composite=C,
+        t_composite_algorithm="crc32c",
+        t_composite_crc=D,
+        t_parts=3,
+        t_part_sizes=[4, 4, 2],
+    )
     assert r["verdict"] == "MISMATCH"
     r = verdict(crc32c=C, t_crc32c=C, unverified="block 1/2: its verified replicas disagree")
     assert r["verdict"] == "UNVERIFIED" and "disagree" in r["detail"]
@@ -162,11 +234,16 @@ def test_verdict_rules() -> None:
     assert r["verdict"] == "UNVERIFIED"
     assert verdict(crc32c=C, t_crc32c=C, t_error="gone")["verdict"] == "UNVERIFIED"
     # a key of no blocks is the CRC of nothing: 0
-    assert verdict(blocks=0, size=0, composed=False, t_size=0,
-                   t_crc32c=bytes(4))["verdict"] == "MATCH"
+    assert (
+        verdict(blocks=0, size=0, composed=False, t_size=0, t_crc32c=bytes(4))["verdict"] == "MATCH"
+    )
     # every common algorithm must agree
-    assert verdict(crc32c=C, t_crc32c=C, crc64nvme=bytes(8),
-                   t_crc64nvme=(1).to_bytes(8, "big"))["verdict"] == "MISMATCH"
+    assert (
+        verdict(crc32c=C, t_crc32c=C, crc64nvme=bytes(8), t_crc64nvme=(1).to_bytes(8, "big"))[
+            "verdict"
+        ]
+        == "MISMATCH"
+    )
 
 
 def test_name_map() -> None:
@@ -203,9 +280,16 @@ def _om_key(path: str, size: int, lengths: List[int], reason: Optional[str] = No
 
     vol, bucket, rest = path.lstrip("/").split("/", 2)
     blocks = tuple(OmBlock(1, i + 1, 0, n) for i, n in enumerate(lengths))
-    return SimpleNamespace(name=path, path=rest, size=size, blocks=blocks, reason=reason,
-                           encrypted=False, replication=OmReplication("RATIS", "THREE"),
-                           file_checksum=None)
+    return SimpleNamespace(
+        name=path,
+        path=rest,
+        size=size,
+        blocks=blocks,
+        reason=reason,
+        encrypted=False,
+        replication=OmReplication("RATIS", "THREE"),
+        file_checksum=None,
+    )
 
 
 def test_a_size_out_of_range_is_that_keys_reason_not_the_maps_error() -> None:
@@ -213,10 +297,12 @@ def test_a_size_out_of_range_is_that_keys_reason_not_the_maps_error() -> None:
     UNVERIFIED key (its reason says why), the others are mapped as ever."""
     from merkle.copies.keymap import key_tables
 
-    keys = [_om_key("/v/b/huge", 2**64 - 1, [2**64 - 1]),
-            _om_key("/v/b/long-block", 10, [2**63]),
-            _om_key("/v/b/sum", 2**63 - 1, [2**62, 2**62]),
-            _om_key("/v/b/fine", 5, [5])]
+    keys = [
+        _om_key("/v/b/huge", 2**64 - 1, [2**64 - 1]),
+        _om_key("/v/b/long-block", 10, [2**63]),
+        _om_key("/v/b/sum", 2**63 - 1, [2**62, 2**62]),
+        _om_key("/v/b/fine", 5, [5]),
+    ]
     batches = list(key_tables(keys, NameMap()))
     k = pa.Table.from_batches([b for b, _ in batches]).to_pylist()
     blocks = pa.Table.from_batches([b for _, b in batches]).to_pylist()
@@ -256,26 +342,55 @@ def test_map_rules_that_name_no_key_and_an_empty_scope_are_problems() -> None:
     assert "no key to compare" in stats.problem()
 
 
-def _report(counts: Dict[str, int], findings: int, first: Dict[str, Any],
-            allowed: tuple = (), **extra: Any) -> Dict[str, Any]:
+def _report(
+    counts: Dict[str, int], findings: int, first: Dict[str, Any], allowed: tuple = (), **extra: Any
+) -> Dict[str, Any]:
     from merkle.copies.verdicts import VERDICTS
 
-    return {"keys": sum(n for v, n in counts.items() if v != "EXTRA"), "objects": 3,
-            "target": "s3://b/p", "counts": {v: counts.get(v, 0) for v in VERDICTS},
-            "findings": findings, "allowed": list(allowed), "reads_data": False,
-            "cost": {"bytes_read": 0, "list_requests": 1, "object_requests": 3,
-                     "max_requests_per_object": 1, "requests_per_object": 1.0},
-            "first": first, **extra}
+    return {
+        "keys": sum(n for v, n in counts.items() if v != "EXTRA"),
+        "objects": 3,
+        "target": "s3://b/p",
+        "counts": {v: counts.get(v, 0) for v in VERDICTS},
+        "findings": findings,
+        "allowed": list(allowed),
+        "reads_data": False,
+        "cost": {
+            "bytes_read": 0,
+            "list_requests": 1,
+            "object_requests": 3,
+            "max_requests_per_object": 1,
+            "requests_per_object": 1.0,
+        },
+        "first": first,
+        **extra,
+    }
 
 
 def test_report_lines_name_the_algorithm_of_each_value() -> None:
     from merkle.copies.report import format_text
 
-    rows = {"MATCH": [{"name": "v/b/k", "verdict": "MATCH", "algorithm": "crc32,crc64nvme",
-                       "source_value": "0x0000007b", "target_value": "0x0000007b"}],
-            "MISMATCH": [{"name": "v/b/m", "verdict": "MISMATCH", "algorithm": "crc32c",
-                          "source_value": "0x0000007b", "target_value": "0x0000007c",
-                          "detail": "crc32c differs"}]}
+    rows = {
+        "MATCH": [
+            {
+                "name": "v/b/k",
+                "verdict": "MATCH",
+                "algorithm": "crc32,crc64nvme",
+                "source_value": "0x0000007b",
+                "target_value": "0x0000007b",
+            }
+        ],
+        "MISMATCH": [
+            {
+                "name": "v/b/m",
+                "verdict": "MISMATCH",
+                "algorithm": "crc32c",
+                "source_value": "0x0000007b",
+                "target_value": "0x0000007c",
+                "detail": "crc32c differs",
+            }
+        ],
+    }
     text = format_text(_report({"MATCH": 1, "MISMATCH": 1}, 1, rows))
     assert "crc32 0x0000007b vs 0x0000007b (crc64nvme equal too)" in text
     assert "crc32c 0x0000007b vs 0x0000007c" in text

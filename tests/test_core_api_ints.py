@@ -35,12 +35,13 @@ class Indexable:
 
 def test_any_index_type_and_zlib_parity() -> None:
     assert merkle.crc32(b"abc", Indexable(7)) == zlib.crc32(b"abc", Indexable(7))
-    assert merkle.crc32c_combine(Indexable(1), Indexable(2), Indexable(3)) == \
-        merkle.crc32c_combine(1, 2, 3)
+    assert merkle.crc32c_combine(Indexable(1), Indexable(2), Indexable(3)) == merkle.crc32c_combine(
+        1, 2, 3
+    )
 
 
 def test_combine_on_checksum_windows_output() -> None:
-    data = bytes(range(256)) * 10 + b"abcdefghij"   # 2570 bytes: windows of 2560 + 10
+    data = bytes(range(256)) * 10 + b"abcdefghij"  # 2570 bytes: windows of 2560 + 10
     w = merkle.checksum_windows(data, 2560)
     assert isinstance(w[0], np.uint32)
     assert merkle.crc32c_combine(w[0], w[1], 10) == merkle.crc32c(data)
@@ -52,12 +53,15 @@ def test_combine_on_checksum_windows_output() -> None:
 
 @pytest.mark.parametrize("bad", [1.0, "5", b"5", Fraction(1, 1), np.float32(1), None])
 def test_non_integers_still_refused(bad) -> None:
-    for call in (lambda: merkle.crc32c(b"abc", bad), lambda: merkle.crc32(b"abc", bad),
-                 lambda: merkle.crc32c_combine(bad, 0, 1),
-                 lambda: merkle.crc32c_combine(0, bad, 1),
-                 lambda: merkle.crc32_combine(0, 0, bad),
-                 lambda: merkle.combine_many([1], [2], bad),
-                 lambda: merkle.CRC32C(value=bad)):
+    for call in (
+        lambda: merkle.crc32c(b"abc", bad),
+        lambda: merkle.crc32(b"abc", bad),
+        lambda: merkle.crc32c_combine(bad, 0, 1),
+        lambda: merkle.crc32c_combine(0, bad, 1),
+        lambda: merkle.crc32_combine(0, 0, bad),
+        lambda: merkle.combine_many([1], [2], bad),
+        lambda: merkle.CRC32C(value=bad),
+    ):
         with pytest.raises(TypeError):
             call()
 
@@ -70,8 +74,12 @@ def test_negative_or_huge_length_still_refused() -> None:
 
 
 def test_combine_many_empty() -> None:
-    for a, b in (([], []), ((), ()), (np.empty(0, np.uint32), np.empty(0, np.uint32)),
-                 (np.empty(0), np.empty(0))):
+    for a, b in (
+        ([], []),
+        ((), ()),
+        (np.empty(0, np.uint32), np.empty(0, np.uint32)),
+        (np.empty(0), np.empty(0)),
+    ):
         out = merkle.combine_many(a, b, 16384)
         assert out.dtype == np.uint32 and out.shape == (0,)
     with pytest.raises(TypeError):  # a non-empty float column is still refused
@@ -124,8 +132,11 @@ def test_consume_is_lazy_and_checks_chunksize() -> None:
 
 @pytest.mark.parametrize("spelling", ["positional", "chunksize", "chunk_size"])
 def test_consume_spellings(spelling: str) -> None:
-    args, kwargs = {"positional": ((3,), {}), "chunksize": ((), {"chunksize": 3}),
-                    "chunk_size": ((), {"chunk_size": 3})}[spelling]
+    args, kwargs = {
+        "positional": ((3,), {}),
+        "chunksize": ((), {"chunksize": 3}),
+        "chunk_size": ((), {"chunk_size": 3}),
+    }[spelling]
     h = merkle.CRC32()
     assert list(h.consume(io.BytesIO(b"abcdefg"), *args, **kwargs)) == [b"abc", b"def", b"g"]
     assert h.intdigest() == zlib.crc32(b"abcdefg")
@@ -174,8 +185,9 @@ def test_consume_matches_google_crc32c(chunksize, size: int) -> None:
             assert b"".join(ours_chunks) == data
 
 
-@pytest.mark.parametrize("fn,name", [(merkle.crc32c, "crc32c"), (merkle.crc32, "crc32"),
-                                     (merkle.crc64nvme, "crc64nvme")])
+@pytest.mark.parametrize(
+    "fn,name", [(merkle.crc32c, "crc32c"), (merkle.crc32, "crc32"), (merkle.crc64nvme, "crc64nvme")]
+)
 def test_value_by_keyword(fn, name: str) -> None:
     """value= by keyword on the functions too, as the crc32c package allows; positional still
     works, and data= as crc32c 2.x accepts it."""
@@ -248,6 +260,7 @@ def test_gil_release_mode_matches_crc32c_package() -> None:
     crc32c = pytest.importorskip("crc32c")
     for data in (b"", b"abc", bytes(range(256)) * 1024):
         for mode in (-1, 0, 1):
-            assert merkle.crc32c(data, 7, gil_release_mode=mode) == \
-                crc32c.crc32c(data, 7, gil_release_mode=mode)
+            assert merkle.crc32c(data, 7, gil_release_mode=mode) == crc32c.crc32c(
+                data, 7, gil_release_mode=mode
+            )
             assert merkle.crc32c(data, 7, mode) == crc32c.crc32c(data, 7, mode)

@@ -23,8 +23,13 @@ def test_default_is_the_best_available() -> None:
     if os.environ.get(merkle.BACKEND_ENV):
         pytest.skip("CRCMERKLE_BACKEND pins the backend for this run")
     code = "import merkle; print(merkle.backend(), merkle.available_backends()[0])"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={k: v for k, v in os.environ.items() if k != merkle.BACKEND_ENV})
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={k: v for k, v in os.environ.items() if k != merkle.BACKEND_ENV},
+    )
     active, best = out.stdout.split()
     assert active == best
 
@@ -67,18 +72,27 @@ def test_environment_backend_reaches_the_numpy_layer() -> None:
     """CRCMERKLE_BACKEND is applied through merkle._crc at `import merkle`: the numpy layer
     (merkle._native) must run that backend too."""
     name = merkle.available_backends()[-1]
-    code = ("import merkle; merkle.checksum_windows(b'abc', 2); "
-            "print(merkle._native._core_backend())")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            env=dict(os.environ, CRCMERKLE_BACKEND=name))
+    code = (
+        "import merkle; merkle.checksum_windows(b'abc', 2); print(merkle._native._core_backend())"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, CRCMERKLE_BACKEND=name),
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == name
 
 
 def _import_with(value: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, CRCMERKLE_BACKEND=value)
-    return subprocess.run([sys.executable, "-c", "import merkle; print(merkle.backend())"],
-                          capture_output=True, text=True, env=env)
+    return subprocess.run(
+        [sys.executable, "-c", "import merkle; print(merkle.backend())"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
 
 
 @pytest.mark.parametrize("name", merkle.available_backends())

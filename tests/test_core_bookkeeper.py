@@ -71,9 +71,12 @@ def _place(entries: List[bytes], alignment: int) -> Tuple[np.ndarray, np.ndarray
     raw = np.frombuffer(b"".join(parts) + bytes(128), dtype=np.uint8)
     aligned = np.empty(raw.size + 64, dtype=np.uint8)
     skip = (-aligned.ctypes.data) % 64
-    aligned[skip:skip + raw.size] = raw  # buffer offset 0 is 64-byte aligned
-    return (aligned[skip:skip + raw.size], np.array(offsets, np.int64),
-            np.array([len(e) for e in entries], np.int64))
+    aligned[skip : skip + raw.size] = raw  # buffer offset 0 is 64-byte aligned
+    return (
+        aligned[skip : skip + raw.size],
+        np.array(offsets, np.int64),
+        np.array([len(e) for e in entries], np.int64),
+    )
 
 
 def _check(result: Dict[str, np.ndarray], expected: Dict[str, List[int]], where: str) -> None:
@@ -105,27 +108,37 @@ def test_every_length(each_backend: str, digest: str) -> None:
     header = _header(7, 3, 2, 9000)
     source = rng.randbytes(MAX_LEN)
     entries = [_entry(digest, header, source[:n]) for n in range(MAX_LEN + 1)]
-    digests = ([int.from_bytes(e[32:32 + DIGEST_SIZE[digest]], "big") for e in entries]
-               if digest in ("crc32c", "crc32") else [0] * (MAX_LEN + 1))
+    digests = (
+        [int.from_bytes(e[32 : 32 + DIGEST_SIZE[digest]], "big") for e in entries]
+        if digest in ("crc32c", "crc32")
+        else [0] * (MAX_LEN + 1)
+    )
     expected = {
         "status": [UNVERIFIED if digest == "hmac-sha1" else OK] * (MAX_LEN + 1),
-        "ledger_id": [7] * (MAX_LEN + 1), "entry_id": [3] * (MAX_LEN + 1),
-        "last_add_confirmed": [2] * (MAX_LEN + 1), "length": [9000] * (MAX_LEN + 1),
-        "stored_digest": digests, "computed_digest": digests,
+        "ledger_id": [7] * (MAX_LEN + 1),
+        "entry_id": [3] * (MAX_LEN + 1),
+        "last_add_confirmed": [2] * (MAX_LEN + 1),
+        "length": [9000] * (MAX_LEN + 1),
+        "stored_digest": digests,
+        "computed_digest": digests,
         "payload_crc32c": crc_prefixes("crc32c", source),
         "payload_crc32": crc_prefixes("crc32", source),
         "payload_crc64nvme": crc_prefixes("crc64nvme", source),
     }
     for alignment in SWEEP_ALIGNMENTS:
         data, offsets, sizes = _place(entries, alignment)
-        result = merkle.bookkeeper_entries(data, offsets, sizes, digest,
-                                           also=("crc32", "crc64nvme"))
+        result = merkle.bookkeeper_entries(
+            data, offsets, sizes, digest, also=("crc32", "crc64nvme")
+        )
         _check(result, expected, f"at alignment {alignment}")
         # without extra columns the payload takes the CRC-32C-only path
         plain = merkle.bookkeeper_entries(data, offsets, sizes, digest)
         assert "payload_crc32" not in plain and "payload_crc64nvme" not in plain
-        _check(plain, {k: expected[k] for k in ("status", "computed_digest", "payload_crc32c")},
-               f"without also, at alignment {alignment}")
+        _check(
+            plain,
+            {k: expected[k] for k in ("status", "computed_digest", "payload_crc32c")},
+            f"without also, at alignment {alignment}",
+        )
 
 
 @pytest.mark.parametrize("digest", DIGESTS)
@@ -142,12 +155,13 @@ def test_every_alignment(each_backend: str, digest: str) -> None:
             data, offsets, sizes = _place([entry], alignment)
             r = merkle.bookkeeper_entries(data, offsets, sizes, digest, also=["crc32"])
             where = f"{digest} length {n} alignment {alignment}"
-            assert [int(r[k][0]) for k in ("ledger_id", "entry_id", "last_add_confirmed",
-                                           "length")] == hdr, where
+            assert [
+                int(r[k][0]) for k in ("ledger_id", "entry_id", "last_add_confirmed", "length")
+            ] == hdr, where
             assert int(r["payload_crc32c"][0]) == crc("crc32c", payload), where
             assert int(r["payload_crc32"][0]) == zlib.crc32(payload), where
             if digest in ("crc32c", "crc32"):
-                stored = int.from_bytes(entry[32:32 + DIGEST_SIZE[digest]], "big")
+                stored = int.from_bytes(entry[32 : 32 + DIGEST_SIZE[digest]], "big")
                 assert int(r["stored_digest"][0]) == stored, where
                 assert int(r["computed_digest"][0]) == stored, where
             assert int(r["status"][0]) == (UNVERIFIED if digest == "hmac-sha1" else OK), where
@@ -181,8 +195,11 @@ def test_payload_past_the_power_tables(each_backend: str, digest: str) -> None:
     _assert_native_backend(each_backend)
     payload = random.Random(23).randbytes(HUGE)
     header = _header(6, 1, 0, HUGE)
-    value = (zlib.crc32(header + payload) if digest == "crc32"
-             else merkle.crc32c(payload, merkle.crc32c(header)))
+    value = (
+        zlib.crc32(header + payload)
+        if digest == "crc32"
+        else merkle.crc32c(payload, merkle.crc32c(header))
+    )
     entry = header + _digest_field(digest, value) + payload
     r = merkle.bookkeeper_entries(entry, [0, 0], [len(entry), len(entry) - 1], digest)
     assert r["status"].tolist() == [OK, MISMATCH]
@@ -248,7 +265,7 @@ def _guarded(size: int) -> Tuple[Any, np.ndarray]:
     end = base + len(region) - page
     if libc.mprotect(ctypes.c_void_p(end), page, 0) != 0:  # PROT_NONE
         pytest.skip("mprotect failed")
-    view = np.frombuffer(region, np.uint8)[end - base - size:end - base]
+    view = np.frombuffer(region, np.uint8)[end - base - size : end - base]
     return region, view
 
 
@@ -262,17 +279,29 @@ def test_hostile_offsets_and_sizes_are_status_2(each_backend: str) -> None:
     data[start:] = np.frombuffer(entry, np.uint8)
     n = data.size
     hostile = [
-        (-1, 10), (0, -1), (-4, 8), (n + 1, 0), (n, 1), (start, len(entry) + 1),
-        (1, n), (I64_MAX, 1), (1, I64_MAX), (I64_MAX, I64_MAX), (-(1 << 63), 5),
-        (start, -(1 << 63)), (n - 1, I64_MAX - n + 3),  # off + size wraps past 2**63
-        (start, -start), (n, -1), (10, -5),  # off + size in bounds, size negative
+        (-1, 10),
+        (0, -1),
+        (-4, 8),
+        (n + 1, 0),
+        (n, 1),
+        (start, len(entry) + 1),
+        (1, n),
+        (I64_MAX, 1),
+        (1, I64_MAX),
+        (I64_MAX, I64_MAX),
+        (-(1 << 63), 5),
+        (start, -(1 << 63)),
+        (n - 1, I64_MAX - n + 3),  # off + size wraps past 2**63
+        (start, -start),
+        (n, -1),
+        (10, -5),  # off + size in bounds, size negative
     ]
     offsets = [o for o, _ in hostile] + [start, n, n - 10]
     sizes = [s for _, s in hostile] + [len(entry), 0, 10]
     r = merkle.bookkeeper_entries(data, offsets, sizes, "crc32c", also=("crc32", "crc64nvme"))
     assert r["status"].tolist() == [BOUNDS] * len(hostile) + [OK, SHORT, SHORT]
     for column, values in r.items():
-        assert values[:len(hostile)].tolist() == [0] * len(hostile) or column == "status"
+        assert values[: len(hostile)].tolist() == [0] * len(hostile) or column == "status"
     # uint64 columns: values above 2**63 - 1 are out of any buffer too
     big = np.array([(1 << 64) - 1, 1 << 63, start], np.uint64)
     r = merkle.bookkeeper_entries(data, big, np.array([8, 8, len(entry)], np.uint64), "crc32c")
@@ -286,10 +315,16 @@ def test_empty_buffer_and_empty_batch() -> None:
     assert r["status"].tolist() == [SHORT, BOUNDS, BOUNDS]
     empty = merkle.bookkeeper_entries(b"abc", [], [], "dummy", also="crc64nvme")
     assert {k: (v.dtype.name, v.size) for k, v in empty.items()} == {
-        "status": ("uint8", 0), "ledger_id": ("int64", 0), "entry_id": ("int64", 0),
-        "last_add_confirmed": ("int64", 0), "length": ("int64", 0),
-        "stored_digest": ("uint64", 0), "computed_digest": ("uint64", 0),
-        "payload_crc32c": ("uint32", 0), "payload_crc64nvme": ("uint64", 0)}
+        "status": ("uint8", 0),
+        "ledger_id": ("int64", 0),
+        "entry_id": ("int64", 0),
+        "last_add_confirmed": ("int64", 0),
+        "length": ("int64", 0),
+        "stored_digest": ("uint64", 0),
+        "computed_digest": ("uint64", 0),
+        "payload_crc32c": ("uint32", 0),
+        "payload_crc64nvme": ("uint64", 0),
+    }
 
 
 def test_any_contiguous_buffer() -> None:
@@ -297,30 +332,39 @@ def test_any_contiguous_buffer() -> None:
     entry = _entry("crc32c", _header(3, 1, 0, 40), bytes(range(40)) + bytes(4))
     with mmap.mmap(-1, len(entry)) as m:
         m[:] = entry
-        for data in (entry, bytearray(entry), memoryview(entry), m,
-                     np.frombuffer(entry, np.uint32)):
+        for data in (
+            entry,
+            bytearray(entry),
+            memoryview(entry),
+            m,
+            np.frombuffer(entry, np.uint32),
+        ):
             r = merkle.bookkeeper_entries(data, [0], [len(entry)], "crc32c")
             assert int(r["status"][0]) == OK, type(data).__name__
         del data, r
 
 
-@pytest.mark.parametrize(("kwargs", "error", "message"), [
-    ({"digest": "md5"}, ValueError, "unknown digest 'md5'"),
-    ({"digest": 4}, TypeError, "digest must be a str"),
-    ({"also": ("crc16",)}, ValueError, "also 'crc16'"),
-    ({"also": (1,)}, TypeError, "also must name algorithms"),
-    ({"offsets": [0, 1]}, ValueError, "differ in length"),
-    ({"offsets": [0.5]}, TypeError, "offsets must hold integers"),
-    ({"sizes": [[1]]}, ValueError, "sizes must be one-dimensional"),
-    ({"data": "text"}, TypeError, "Strings must be encoded"),
-    ({"data": np.zeros((4, 4), np.uint8)[:, 1]}, ValueError, "C-contiguous"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"digest": "md5"}, ValueError, "unknown digest 'md5'"),
+        ({"digest": 4}, TypeError, "digest must be a str"),
+        ({"also": ("crc16",)}, ValueError, "also 'crc16'"),
+        ({"also": (1,)}, TypeError, "also must name algorithms"),
+        ({"offsets": [0, 1]}, ValueError, "differ in length"),
+        ({"offsets": [0.5]}, TypeError, "offsets must hold integers"),
+        ({"sizes": [[1]]}, ValueError, "sizes must be one-dimensional"),
+        ({"data": "text"}, TypeError, "Strings must be encoded"),
+        ({"data": np.zeros((4, 4), np.uint8)[:, 1]}, ValueError, "C-contiguous"),
+    ],
+)
 def test_bad_arguments(kwargs: Dict[str, Any], error: type, message: str) -> None:
     args: Dict[str, Any] = {"data": bytes(64), "offsets": [0], "sizes": [40], "digest": "crc32c"}
     args.update(kwargs)
     with pytest.raises(error, match=message):
-        merkle.bookkeeper_entries(args.pop("data"), args.pop("offsets"), args.pop("sizes"),
-                                  args.pop("digest"), **args)
+        merkle.bookkeeper_entries(
+            args.pop("data"), args.pop("offsets"), args.pop("sizes"), args.pop("digest"), **args
+        )
 
 
 def test_digest_names_are_case_insensitive() -> None:
@@ -331,8 +375,13 @@ def test_digest_names_are_case_insensitive() -> None:
 
 # --- BookKeeper's own golden bookie directories ------------------------------------------------
 
-GOLDEN_DIGEST = {"CRC32C": "crc32c", "CRC32": "crc32", "MAC": "hmac-sha1", "HMAC": "hmac-sha1",
-                 "DUMMY": "dummy"}
+GOLDEN_DIGEST = {
+    "CRC32C": "crc32c",
+    "CRC32": "crc32",
+    "MAC": "hmac-sha1",
+    "HMAC": "hmac-sha1",
+    "DUMMY": "dummy",
+}
 
 
 def _golden_copies() -> List[Dict[str, Any]]:
@@ -363,21 +412,21 @@ def test_golden_entries(each_backend: str) -> None:
         for i, c in enumerate(copies):
             e, off, size = c["entry"], c["entryOffset"], c["entrySize"]
             where = f"{name}@{off}"
-            assert struct.unpack(">i", data[off - 4:off])[0] == size, where
+            assert struct.unpack(">i", data[off - 4 : off])[0] == size, where
             assert int(r["ledger_id"][i]) == c["ledger"]["ledgerId"], where
             assert int(r["entry_id"][i]) == e["entryId"], where
             assert int(r["last_add_confirmed"][i]) == e["hdrLastAddConfirmed"], where
             assert int(r["length"][i]) == e["hdrLength"], where
             n = len(e["expectedDigestHex"]) // 2
-            payload = data[off + 32 + n:off + size]
+            payload = data[off + 32 + n : off + size]
             assert len(payload) == e["payloadLength"], where
             assert int(r["payload_crc32c"][i]) == crc("crc32c", payload), where
             flipped = c["file"] == fault["file"] and off == fault["entryOffset_location"]
             status = int(r["status"][i])
             if digest == "hmac-sha1":
                 key = hashlib.sha1(b"mac" + c["ledger"]["passwordUtf8"].encode()).digest()
-                mac = hmac.new(key, data[off:off + 32] + data[off + 52:off + size], "sha1")
-                assert mac.hexdigest() == e["expectedDigestHex"] == data[off + 32:off + 52].hex()
+                mac = hmac.new(key, data[off : off + 32] + data[off + 52 : off + size], "sha1")
+                assert mac.hexdigest() == e["expectedDigestHex"] == data[off + 32 : off + 52].hex()
                 assert status == UNVERIFIED, where
             else:
                 assert f"{int(r['stored_digest'][i]):0{2 * n}x}" == e["expectedDigestHex"], where
@@ -392,8 +441,10 @@ def test_threads_share_one_buffer() -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     rng = random.Random(17)
-    entries = [_entry("crc32c", _header(2, e, e - 1, 0), rng.randbytes(rng.randrange(3000)))
-               for e in range(300)]
+    entries = [
+        _entry("crc32c", _header(2, e, e - 1, 0), rng.randbytes(rng.randrange(3000)))
+        for e in range(300)
+    ]
     data, offsets, sizes = _place(entries, 3)
     want = merkle.bookkeeper_entries(data, offsets, sizes, "crc32c", also=("crc64nvme",))
     assert want["status"].tolist() == [OK] * len(entries)

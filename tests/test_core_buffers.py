@@ -43,8 +43,10 @@ def test_buffer_kinds(kind: str) -> None:
             buf = memoryview(buf).cast("B")[:100] if kind != "bytes" else DATA[:100]
         assert merkle.crc32c(buf) == merkle.crc32c(data)
         assert merkle.crc32(buf) == merkle.crc32(data)
-        assert merkle.checksum_windows(buf, 4096).tolist() == \
-            merkle.checksum_windows(data, 4096).tolist()
+        assert (
+            merkle.checksum_windows(buf, 4096).tolist()
+            == merkle.checksum_windows(data, 4096).tolist()
+        )
         h = merkle.CRC32C()
         h.update(buf)
         assert h.intdigest() == merkle.crc32c(data)

@@ -60,12 +60,15 @@ def test_windows_errors(kwargs: dict, error: type, match: str) -> None:
 
 def test_windows_algorithm_names_are_case_insensitive() -> None:
     data = b"abc" * 100
-    assert merkle.checksum_windows(data, 7, algorithm="CRC32").tolist() == \
-        per_window(merkle.crc32, data, 7)
-    assert merkle.checksum_windows(data, 7, algorithm="Crc32C").tolist() == \
-        per_window(merkle.crc32c, data, 7)
-    assert merkle.checksum_windows(data, 7, algorithm="CRC64NVME").tolist() == \
-        per_window(merkle.crc64nvme, data, 7)
+    assert merkle.checksum_windows(data, 7, algorithm="CRC32").tolist() == per_window(
+        merkle.crc32, data, 7
+    )
+    assert merkle.checksum_windows(data, 7, algorithm="Crc32C").tolist() == per_window(
+        merkle.crc32c, data, 7
+    )
+    assert merkle.checksum_windows(data, 7, algorithm="CRC64NVME").tolist() == per_window(
+        merkle.crc64nvme, data, 7
+    )
 
 
 VALUES = [b"", b"a", b"123456789", bytes(range(256)) * 70, b"\x00" * 17000, b"z" * 5]
@@ -73,22 +76,25 @@ VALUES = [b"", b"a", b"123456789", bytes(range(256)) * 70, b"\x00" * 17000, b"z"
 
 @pytest.mark.parametrize("algorithm", sorted(ONE_SHOT))
 @pytest.mark.parametrize("arrow_type", [pa.binary(), pa.large_binary()])
-def test_each_arrow_matches_one_shots(each_backend: str, algorithm: str,
-                                      arrow_type: pa.DataType) -> None:
+def test_each_arrow_matches_one_shots(
+    each_backend: str, algorithm: str, arrow_type: pa.DataType
+) -> None:
     fn = ONE_SHOT[algorithm]
     arr = pa.array(VALUES, type=arrow_type)
     got = merkle.checksum_each(arr, algorithm=algorithm)
     assert got.dtype == DTYPE[algorithm]
     assert got.tolist() == [fn(v) for v in VALUES]
     # A slice starts at a non-zero offset into the same buffers.
-    assert merkle.checksum_each(arr[2:5], algorithm=algorithm).tolist() == \
-        [fn(v) for v in VALUES[2:5]]
+    assert merkle.checksum_each(arr[2:5], algorithm=algorithm).tolist() == [
+        fn(v) for v in VALUES[2:5]
+    ]
 
 
 def test_each_arrow_strings_fixed_size_and_chunked() -> None:
     words = ["", "héllo", "wörld" * 100]
-    assert merkle.checksum_each(pa.array(words)).tolist() == \
-        [merkle.crc32c(w.encode()) for w in words]
+    assert merkle.checksum_each(pa.array(words)).tolist() == [
+        merkle.crc32c(w.encode()) for w in words
+    ]
     assert merkle.checksum_each(pa.array(words, pa.large_string())).tolist() == [
         merkle.crc32c(w.encode()) for w in words
     ]
@@ -96,15 +102,21 @@ def test_each_arrow_strings_fixed_size_and_chunked() -> None:
     arr = pa.array(fixed, pa.binary(8))
     assert merkle.checksum_each(arr).tolist() == [merkle.crc32c(v) for v in fixed]
     assert merkle.checksum_each(arr[3:7]).tolist() == [merkle.crc32c(v) for v in fixed[3:7]]
-    chunked = pa.chunked_array([pa.array(VALUES[:2], pa.binary()),
-                                pa.array(VALUES[2:], pa.binary())])
+    chunked = pa.chunked_array(
+        [pa.array(VALUES[:2], pa.binary()), pa.array(VALUES[2:], pa.binary())]
+    )
     assert merkle.checksum_each(chunked).tolist() == [merkle.crc32c(v) for v in VALUES]
 
 
 def test_each_arrow_nulls_are_zero() -> None:
     arr = pa.array([b"abc", None, b"", None, b"xyz"], pa.binary())
-    assert merkle.checksum_each(arr).tolist() == [merkle.crc32c(b"abc"), 0, 0, 0,
-                                                  merkle.crc32c(b"xyz")]
+    assert merkle.checksum_each(arr).tolist() == [
+        merkle.crc32c(b"abc"),
+        0,
+        0,
+        0,
+        merkle.crc32c(b"xyz"),
+    ]
     fixed = pa.array([b"ab", None], pa.binary(2))
     assert merkle.checksum_each(fixed).tolist() == [merkle.crc32c(b"ab"), 0]
     assert merkle.checksum_each(pa.array([], pa.binary())).shape == (0,)
@@ -140,8 +152,14 @@ def test_each_arrow_rejects_other_types() -> None:
 @pytest.mark.parametrize("algorithm", sorted(ONE_SHOT))
 def test_each_sequence_of_buffers(each_backend: str, algorithm: str) -> None:
     fn = ONE_SHOT[algorithm]
-    items = [b"abc", bytearray(b"defg"), memoryview(b"hij"), np.arange(10, dtype=np.uint8), None,
-             b"x" * 40000]
+    items = [
+        b"abc",
+        bytearray(b"defg"),
+        memoryview(b"hij"),
+        np.arange(10, dtype=np.uint8),
+        None,
+        b"x" * 40000,
+    ]
     expected = [fn(bytes(i)) if i is not None else 0 for i in items]
     assert merkle.checksum_each(items, algorithm=algorithm).tolist() == expected
     assert merkle.checksum_each(tuple(items), algorithm=algorithm).tolist() == expected

@@ -12,9 +12,11 @@ import merkle
 
 from reference import MASK, combine as reference_combine
 
-FUNCS = {"crc32c": (merkle.crc32c, merkle.crc32c_combine),
-         "crc32": (merkle.crc32, merkle.crc32_combine),
-         "crc64nvme": (merkle.crc64nvme, merkle.crc64nvme_combine)}
+FUNCS = {
+    "crc32c": (merkle.crc32c, merkle.crc32c_combine),
+    "crc32": (merkle.crc32, merkle.crc32_combine),
+    "crc64nvme": (merkle.crc64nvme, merkle.crc64nvme_combine),
+}
 DTYPE = {"crc32c": np.uint32, "crc32": np.uint32, "crc64nvme": np.uint64}
 crc_values = st.integers(0, 2**64 - 1)  # masked to the algorithm's width
 
@@ -30,8 +32,9 @@ def test_combine_equals_concatenation(algorithm: str, a: bytes, b: bytes) -> Non
 @pytest.mark.parametrize("algorithm", sorted(FUNCS))
 @settings(max_examples=200, deadline=None)
 @given(c1=crc_values, c2=crc_values, len2=st.integers(0, 2**63))
-def test_combine_matches_reference_for_any_length(algorithm: str, c1: int, c2: int,
-                                                  len2: int) -> None:
+def test_combine_matches_reference_for_any_length(
+    algorithm: str, c1: int, c2: int, len2: int
+) -> None:
     _, combine = FUNCS[algorithm]
     c1, c2 = c1 & MASK[algorithm], c2 & MASK[algorithm]
     assert combine(c1, c2, len2) == reference_combine(algorithm, c1, c2, len2)
@@ -39,10 +42,12 @@ def test_combine_matches_reference_for_any_length(algorithm: str, c1: int, c2: i
 
 @pytest.mark.parametrize("algorithm", sorted(FUNCS))
 @settings(max_examples=100, deadline=None)
-@given(c1=crc_values, c2=crc_values, c3=crc_values, l2=st.integers(0, 2**62),
-       l3=st.integers(0, 2**62))
-def test_combine_is_associative(algorithm: str, c1: int, c2: int, c3: int, l2: int,
-                                l3: int) -> None:
+@given(
+    c1=crc_values, c2=crc_values, c3=crc_values, l2=st.integers(0, 2**62), l3=st.integers(0, 2**62)
+)
+def test_combine_is_associative(
+    algorithm: str, c1: int, c2: int, c3: int, l2: int, l3: int
+) -> None:
     _, combine = FUNCS[algorithm]
     c1, c2, c3 = (c & MASK[algorithm] for c in (c1, c2, c3))
     left = combine(combine(c1, c2, l2), c3, l3)
@@ -56,14 +61,15 @@ def test_combine_identities(each_backend: str) -> None:
         assert combine(crc(a), crc(b), len(b)) == crc(a + b)
         assert combine(crc(a), 0, 0) == crc(a)  # appending nothing
         assert combine(0, crc(b), len(b)) == crc(b)  # crc of empty A is 0
-        assert combine(crc(a), crc(b), len(b)) == reference_combine(algorithm, crc(a), crc(b),
-                                                                    len(b))
+        assert combine(crc(a), crc(b), len(b)) == reference_combine(
+            algorithm, crc(a), crc(b), len(b)
+        )
 
 
 def test_combine_argument_errors() -> None:
     # OverflowError as zlib raises for a length that does not fit; still a ValueError too
     for combine in (merkle.crc32c_combine, merkle.crc32_combine, merkle.crc64nvme_combine):
-        for bad in (-1, -2**70, 2**64, 2**100):
+        for bad in (-1, -(2**70), 2**64, 2**100):
             with pytest.raises(OverflowError, match="len2"):
                 combine(1, 2, bad)
             with pytest.raises(ValueError, match="len2"):
@@ -131,7 +137,7 @@ def _zlib_peers():
     return peers
 
 
-@pytest.mark.parametrize("bad", [2**64, 2**100, -2**70])
+@pytest.mark.parametrize("bad", [2**64, 2**100, -(2**70)])
 def test_out_of_range_length_raises_what_zlib_raises(bad: int) -> None:
     """Side by side with zlib's crc32_combine (CPython 3.14+) and isal's: lengths no 64-bit
     integer holds raise OverflowError in each (zlib-ng's binding is left out: it raises
@@ -146,8 +152,9 @@ def test_out_of_range_length_raises_what_zlib_raises(bad: int) -> None:
             merkle.crc32_combine(1, 2, bad)
     for name, peer in peers:  # and in range, the same values
         for n in (0, 1, 5, 2**31, 2**32 + 3, 2**63 - 1):
-            assert merkle.crc32_combine(0x12345678, 0x9ABCDEF0, n) == \
-                peer(0x12345678, 0x9ABCDEF0, n), (name, n)
+            assert merkle.crc32_combine(0x12345678, 0x9ABCDEF0, n) == peer(
+                0x12345678, 0x9ABCDEF0, n
+            ), (name, n)
 
 
 @pytest.mark.parametrize("algorithm", sorted(FUNCS))

@@ -65,8 +65,9 @@ def _awscrt_table() -> tuple[bytes, list[tuple[int, list[int]]]]:
     for alignment in range(64):
         value = rng.getrandbits(64)
         data = buf[alignment : alignment + MAX_LEN]
-        rows.append((value, [awscrt_checksums.crc64nvme(data[:n], value)
-                             for n in range(MAX_LEN + 1)]))
+        rows.append(
+            (value, [awscrt_checksums.crc64nvme(data[:n], value) for n in range(MAX_LEN + 1)])
+        )
     return buf, rows
 
 
@@ -114,8 +115,9 @@ def test_combine_random_splits(each_backend: str) -> None:
     for _ in range(20):
         c1, c2 = rng.getrandbits(64), rng.getrandbits(64)
         len2 = rng.getrandbits(rng.choice((3, 20, 64)))
-        assert merkle.crc64nvme_combine(c1, c2, len2) == \
-            reference_combine("crc64nvme", c1, c2, len2)
+        assert merkle.crc64nvme_combine(c1, c2, len2) == reference_combine(
+            "crc64nvme", c1, c2, len2
+        )
     assert merkle.crc64nvme_combine(whole, 0, 0) == whole  # appending nothing
     assert merkle.crc64nvme_combine(0, whole, len(data)) == whole  # crc of empty A is 0
 
@@ -144,8 +146,9 @@ def test_combine_fixed64_both_branches(each_backend: str, n: int) -> None:
     for len2 in (0, 1, 16384, 2**40 + 3):
         got = merkle.combine_many(c1, c2, len2, algorithm="crc64nvme")
         assert got.dtype == np.uint64 and got.shape == (n,)
-        assert got.tolist() == [merkle.crc64nvme_combine(int(a), int(b), len2)
-                                for a, b in zip(c1, c2)]
+        assert got.tolist() == [
+            merkle.crc64nvme_combine(int(a), int(b), len2) for a, b in zip(c1, c2)
+        ]
         for i in (0, n - 1):  # the scalar path itself against the big-int reference
             assert int(got[i]) == reference_combine("crc64nvme", int(c1[i]), int(c2[i]), len2)
 
@@ -153,10 +156,12 @@ def test_combine_fixed64_both_branches(each_backend: str, n: int) -> None:
 def test_combine_many64_columns() -> None:
     a, b = merkle.crc64nvme(b"abc"), merkle.crc64nvme(b"defg")
     for cols in ([a], np.array([a], np.uint64), [np.uint64(a)]):
-        assert merkle.combine_many(cols, [b], 4, algorithm="crc64nvme").tolist() == \
-            [merkle.crc64nvme(b"abcdefg")]
-    assert merkle.combine_many(np.array([1], np.int32), [1], 0, algorithm="crc64nvme").tolist() == \
-        [0]
+        assert merkle.combine_many(cols, [b], 4, algorithm="crc64nvme").tolist() == [
+            merkle.crc64nvme(b"abcdefg")
+        ]
+    assert merkle.combine_many(np.array([1], np.int32), [1], 0, algorithm="crc64nvme").tolist() == [
+        0
+    ]
     assert merkle.combine_many([], [], 4, algorithm="crc64nvme").dtype == np.uint64
     with pytest.raises(ValueError, match="differ in length"):
         merkle.combine_many([1, 2], [1], 4, algorithm="crc64nvme")
@@ -209,8 +214,11 @@ def test_pair_matches_each_alone(each_backend: str, a: str, b: str) -> None:
 # Rest lengths after whole blocks: 16 KiB windows are one 16 KiB block (zmm, hot) or two 8 KiB
 # blocks (the other fused kernels), then every rest 0..263 (the rest's 256-byte steps and tails);
 # 24 KiB and 32 KiB: three and two blocks.
-PAIR_REST_LENGTHS = [*range(16384, 16384 + 264), *range(24576 - 3, 24576 + 5),
-                     *range(32768 - 3, 32768 + 5)]
+PAIR_REST_LENGTHS = [
+    *range(16384, 16384 + 264),
+    *range(24576 - 3, 24576 + 5),
+    *range(32768 - 3, 32768 + 5),
+]
 # crcm_windows_pair takes the hot fused kernels for buffers of at most this many bytes
 PAIR_HOT_MAX = 4 << 20
 
@@ -225,8 +233,10 @@ def test_pair_rest_lengths_and_alignments(each_backend: str) -> None:
         for n in PAIR_REST_LENGTHS:
             data = memoryview(raw)[alignment : alignment + n]
             got_c, got_n = merkle.checksum_windows(data, n, algorithm=("crc32c", "crc64nvme"))
-            assert (int(got_c[0]), int(got_n[0])) == \
-                (merkle.crc32c(data), merkle.crc64nvme(data)), (alignment, n)
+            assert (int(got_c[0]), int(got_n[0])) == (
+                merkle.crc32c(data),
+                merkle.crc64nvme(data),
+            ), (alignment, n)
 
 
 def test_pair_streaming_kernels_rest_lengths(each_backend: str) -> None:
@@ -246,10 +256,13 @@ def test_pair_streaming_kernels_rest_lengths(each_backend: str) -> None:
     for length in (PAIR_HOT_MAX, PAIR_HOT_MAX + 1):
         data = memoryview(raw)[:length]
         got_c, got_n = merkle.checksum_windows(data, 16384 + 5, algorithm=pair)
-        assert got_c.tolist() == merkle.checksum_windows(data, 16384 + 5,
-                                                         algorithm="crc32c").tolist(), length
-        assert got_n.tolist() == merkle.checksum_windows(data, 16384 + 5,
-                                                         algorithm="crc64nvme").tolist(), length
+        assert (
+            got_c.tolist() == merkle.checksum_windows(data, 16384 + 5, algorithm="crc32c").tolist()
+        ), length
+        assert (
+            got_n.tolist()
+            == merkle.checksum_windows(data, 16384 + 5, algorithm="crc64nvme").tolist()
+        ), length
 
 
 def test_pair_out_tuple_and_errors() -> None:
@@ -282,10 +295,14 @@ def test_each64_fixed_size_and_chunked_arrow() -> None:
     arr = pa.array(fixed, pa.binary(8))
     got = merkle.checksum_each(arr[3:7], algorithm="crc64nvme")
     assert got.dtype == np.uint64 and got.tolist() == [merkle.crc64nvme(v) for v in fixed[3:7]]
-    chunked = pa.chunked_array([pa.array([b"a", None], pa.binary()),
-                                pa.array([b"123456789"], pa.binary())])
-    assert merkle.checksum_each(chunked, algorithm="crc64nvme").tolist() == \
-        [merkle.crc64nvme(b"a"), 0, CHECK]
+    chunked = pa.chunked_array(
+        [pa.array([b"a", None], pa.binary()), pa.array([b"123456789"], pa.binary())]
+    )
+    assert merkle.checksum_each(chunked, algorithm="crc64nvme").tolist() == [
+        merkle.crc64nvme(b"a"),
+        0,
+        CHECK,
+    ]
     large = pa.array([b"123456789", b""], pa.large_binary())
     assert merkle.checksum_each(large, algorithm="crc64nvme").tolist() == [CHECK, 0]
     offsets = pa.py_buffer(np.array([0, 5, 2], dtype=np.int32).tobytes())
@@ -332,7 +349,8 @@ def test_digest_is_botocores_header_value() -> None:
     for n in (0, 1, 5000):
         data = random.Random(n).randbytes(n)
         assert base64.b64encode(merkle.CRC64NVME(data).digest()).decode() == _s3(
-            awscrt_checksums.crc64nvme(data))
+            awscrt_checksums.crc64nvme(data)
+        )
 
 
 def test_hash_threads_share_one_object() -> None:
@@ -368,7 +386,7 @@ def test_awscrt_suite_vectors(each_backend: str, data: bytes, expected: int) -> 
     assert merkle.crc64nvme(data) == expected
     crc = 0
     for i in range(len(data)):  # awscrt's "iterated" form: one byte at a time, chained
-        crc = merkle.crc64nvme(data[i:i + 1], crc)
+        crc = merkle.crc64nvme(data[i : i + 1], crc)
     assert crc == expected
 
 
@@ -385,9 +403,15 @@ def test_awscrt_suite_large_and_huge_buffers() -> None:
         assert merkle.crc32c(huge) == 0x572A7C8A
 
 
-@pytest.mark.parametrize("parts", [(b"Hello, ", b"World!"), (b"Hello, World!", b""),
-                                   (b"The quick ", b"brown fox ", b"jumps over the lazy dog"),
-                                   (bytes(1024), bytes(range(256)) * 4)])
+@pytest.mark.parametrize(
+    "parts",
+    [
+        (b"Hello, ", b"World!"),
+        (b"Hello, World!", b""),
+        (b"The quick ", b"brown fox ", b"jumps over the lazy dog"),
+        (bytes(1024), bytes(range(256)) * 4),
+    ],
+)
 def test_awscrt_suite_combine(parts) -> None:
     crc = merkle.crc64nvme(parts[0])
     for p in parts[1:]:

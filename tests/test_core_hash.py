@@ -13,8 +13,11 @@ import pytest
 
 import merkle
 
-CLASSES = {"crc32c": (merkle.CRC32C, merkle.crc32c), "crc32": (merkle.CRC32, merkle.crc32),
-           "crc64nvme": (merkle.CRC64NVME, merkle.crc64nvme)}
+CLASSES = {
+    "crc32c": (merkle.CRC32C, merkle.crc32c),
+    "crc32": (merkle.CRC32, merkle.crc32),
+    "crc64nvme": (merkle.CRC64NVME, merkle.crc64nvme),
+}
 
 
 @pytest.mark.parametrize("name", sorted(CLASSES))
@@ -47,8 +50,9 @@ def test_known_digests() -> None:
 def test_file_digest() -> None:
     data = random.Random(2).randbytes(1_000_003)
     assert hashlib.file_digest(io.BytesIO(data), merkle.CRC32C).intdigest() == merkle.crc32c(data)
-    assert hashlib.file_digest(io.BytesIO(data), merkle.CRC32).hexdigest() == \
-        f"{zlib.crc32(data):08x}"
+    assert (
+        hashlib.file_digest(io.BytesIO(data), merkle.CRC32).hexdigest() == f"{zlib.crc32(data):08x}"
+    )
 
 
 @pytest.mark.parametrize("chunk_size", [100, 200_000])  # below and above the GIL threshold
@@ -101,8 +105,9 @@ def test_threads_sharing_a_buffer() -> None:
     assert len(results) == 40 and all(r == expected for r in results)
 
 
-@pytest.mark.parametrize("cls", [merkle.CRC32C, merkle.CRC32, merkle.CRC64NVME,
-                                 type(merkle.CRC32C()).__mro__[1]])
+@pytest.mark.parametrize(
+    "cls", [merkle.CRC32C, merkle.CRC32, merkle.CRC64NVME, type(merkle.CRC32C()).__mro__[1]]
+)
 def test_hash_classes_are_immutable_as_hashlibs(cls) -> None:
     """Setting or deleting a class attribute raises TypeError, as on hashlib's types (the heap
     types the module state needs were mutable: a peer's test suite caught it)."""

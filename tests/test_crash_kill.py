@@ -30,13 +30,20 @@ CHILD = Path(__file__).resolve().parent / "crash_child.py"
 
 
 def _run_child(root: Path, kill_at: int) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(CHILD), str(root), str(kill_at)],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, str(CHILD), str(root), str(kill_at)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _metadata_files(root: Path) -> dict:
-    return {p: p.read_bytes() for p in sorted(root.rglob("metadata/*"))
-            if p.suffix in (".tree", ".blocks")}
+    return {
+        p: p.read_bytes()
+        for p in sorted(root.rglob("metadata/*"))
+        if p.suffix in (".tree", ".blocks")
+    }
 
 
 def _parses(path: Path, data: bytes) -> bool:
@@ -53,9 +60,15 @@ def _parses(path: Path, data: bytes) -> bool:
 @pytest.fixture(scope="module")
 def template(tmp_path_factory):
     root = tmp_path_factory.mktemp("crashkill") / "template"
-    m = make_cluster(root, "bitflip,truncate,missing-file,missing-chunks,tombstone,"
-                     "extra-block,meta-corrupt,tree-missing,tree-corrupt", containers=2,
-                     seed=31, min_blocks=4, max_blocks=6)
+    m = make_cluster(
+        root,
+        "bitflip,truncate,missing-file,missing-chunks,tombstone,"
+        "extra-block,meta-corrupt,tree-missing,tree-corrupt",
+        containers=2,
+        seed=31,
+        min_blocks=4,
+        max_blocks=6,
+    )
     return root, m
 
 
@@ -75,9 +88,17 @@ def test_probe_sees_every_kind_of_write(template, tmp_path):
     r = _run_child(work, -1)
     assert r.returncode == 0, r.stderr
     kinds = set(json.loads(r.stdout))
-    assert {"pwrite", "before-rename.tree", "after-rename.tree", "before-rename.blocks",
-            "after-rename.blocks", "step-chunk", "step-block", "step-metadata",
-            "step-tree"} <= kinds
+    assert {
+        "pwrite",
+        "before-rename.tree",
+        "after-rename.tree",
+        "before-rename.blocks",
+        "after-rename.blocks",
+        "step-chunk",
+        "step-block",
+        "step-metadata",
+        "step-tree",
+    } <= kinds
 
 
 def test_sigkill_at_each_kind_of_write_step_then_rerun_converges(template, tmp_path):

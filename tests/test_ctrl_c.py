@@ -19,11 +19,12 @@ from interrupts import LAUNCH, ROOT, assert_one_line_130, child_env as _env, int
 import crcmerkle_cli
 
 #: pip's console script but for the atexit hook (a slow shutdown, as Spark's)
-SLOW_EXIT = ("import atexit, time; atexit.register(time.sleep, 30); "
-             "import sys; from crcmerkle_cli import main; sys.exit(main())")
+SLOW_EXIT = (
+    "import atexit, time; atexit.register(time.sleep, 30); "
+    "import sys; from crcmerkle_cli import main; sys.exit(main())"
+)
 #: from the first instant to well after the imports (a loaded machine takes seconds)
-DELAYS = [0.0, 0.01, 0.02, 0.03, 0.05, 0.08, 0.12, 0.17, 0.25, 0.35, 0.5, 0.7, 1.0, 1.5, 2.0,
-          3.0]
+DELAYS = [0.0, 0.01, 0.02, 0.03, 0.05, 0.08, 0.12, 0.17, 0.25, 0.35, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0]
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
@@ -39,9 +40,14 @@ def test_ctrl_c_at_any_moment_of_a_command(delay: float) -> None:
 def test_ctrl_c_during_the_shutdown(delay: float) -> None:
     """After the command (its output line seen: -u), while an atexit hook runs (pyspark's,
     py4j's threads): it was "Exception ignored in atexit callback ... KeyboardInterrupt"."""
-    p = subprocess.Popen([sys.executable, "-S", "-u", "-c", SLOW_EXIT, "checksum", "-"],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, cwd=ROOT, env=_env())
+    p = subprocess.Popen(
+        [sys.executable, "-S", "-u", "-c", SLOW_EXIT, "checksum", "-"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env=_env(),
+    )
     try:
         assert p.stdout.readline().startswith(b"00000000  0  -")  # the command is done
         time.sleep(delay)
@@ -57,19 +63,36 @@ def test_ctrl_c_during_the_shutdown(delay: float) -> None:
 def test_slow_exit_launcher_ends_by_itself_when_not_interrupted() -> None:
     """The shutdown test's child does reach its atexit hook (checksum of an empty stdin
     prints its line): interrupted there, only the exit-time handler can answer."""
-    p = subprocess.run([sys.executable, "-S", "-c",
-                        SLOW_EXIT.replace("time.sleep, 30", "time.sleep, 0"), "checksum", "-"],
-                       input=b"", capture_output=True, cwd=ROOT, env=_env(), timeout=120)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-S",
+            "-c",
+            SLOW_EXIT.replace("time.sleep, 30", "time.sleep, 0"),
+            "checksum",
+            "-",
+        ],
+        input=b"",
+        capture_output=True,
+        cwd=ROOT,
+        env=_env(),
+        timeout=120,
+    )
     assert p.returncode == 0 and p.stdout.startswith(b"00000000  0  -"), p
 
 
 def test_started_with_ctrl_c_ignored_stays_so() -> None:
     """`nohup`, a script's background job: SIGINT ignored from the start is left ignored (the
     import-time and exit-time handlers replaced that ignore with an end)."""
-    p = subprocess.Popen([sys.executable, "-S", "-c", LAUNCH, "checksum", "-"],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         cwd=ROOT, env=_env(),
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    p = subprocess.Popen(
+        [sys.executable, "-S", "-c", LAUNCH, "checksum", "-"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env=_env(),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
     try:
         for _ in range(5):
             time.sleep(0.2)

@@ -21,8 +21,9 @@ def counts(r):
 
 def test_equal_roots_is_constant_time(monkeypatch):
     a = tree(BASE)
-    monkeypatch.setattr(diff_mod._native, "_ozt_diff",
-                        lambda *x: pytest.fail("a full diff ran for equal roots"))
+    monkeypatch.setattr(
+        diff_mod._native, "_ozt_diff", lambda *x: pytest.fail("a full diff ran for equal roots")
+    )
     r = diff(a, tree(BASE))
     assert r.roots_equal and not r.needs_repair
 
@@ -30,8 +31,9 @@ def test_equal_roots_is_constant_time(monkeypatch):
 def test_unset_container_value_counts_as_0(monkeypatch):
     """Ozone compares getDataChecksum(), which reads 0 when unset: two tombstone-only trees, or
     one against an empty generated tree (value 0), are equal, whatever their blocks."""
-    monkeypatch.setattr(diff_mod._native, "_ozt_diff",
-                        lambda *x: pytest.fail("a full diff ran for equal roots"))
+    monkeypatch.setattr(
+        diff_mod._native, "_ozt_diff", lambda *x: pytest.fail("a full diff ran for equal roots")
+    )
     only_tombs = tree({4: ("T", 1)}, generated=False)
     more_tombs = tree({4: ("T", 1), 6: ("T", 9)}, generated=False)
     assert diff(only_tombs, more_tombs).roots_equal
@@ -100,8 +102,10 @@ def test_both_healthy_values_differ_is_unrecoverable_not_repaired():
 @pytest.mark.parametrize("ours_ok,peer_ok,filtered", [(OK, BAD, 0), (BAD, BAD, 1)])
 def test_peer_unhealthy_same_offset_is_no_repair(ours_ok, peer_ok, filtered):
     """Ours unhealthy too: Ozone's reportChunkIfHealthy drops the peer's copy and counts it."""
-    r = diff(tree({1: {0: (11, OK), 100: (99, ours_ok)}, 2: BASE[2]}),
-             tree({1: {0: (11, OK), 100: (12, peer_ok)}, 2: BASE[2]}))
+    r = diff(
+        tree({1: {0: (11, OK), 100: (99, ours_ok)}, 2: BASE[2]}),
+        tree({1: {0: (11, OK), 100: (12, peer_ok)}, 2: BASE[2]}),
+    )
     assert not r.needs_repair and r.unrecoverable_chunks == {}
     assert r.unhealthy_chunks_filtered == filtered
 
@@ -112,6 +116,7 @@ def test_same_value_different_health_is_nothing():
 
 
 # --- tombstones ---------------------------------------------------------------------------
+
 
 def test_ours_live_peer_deleted_adopts_tombstone():
     r = diff(tree(BASE), tree({1: ("T", 7), 2: BASE[2]}))
@@ -144,10 +149,13 @@ def test_tombstone_only_in_ours_is_ignored():
 
 # --- Ozone's scenario grid ----------------------------------------------------------------
 
+
 def healthy_tree(n_blocks=6, n_chunks=5):
     rng = np.random.default_rng(n_blocks * 100 + n_chunks)
-    return {b: {c * 100: (int(rng.integers(1, 2 ** 32)), OK) for c in range(n_chunks)}
-            for b in range(1, n_blocks + 1)}
+    return {
+        b: {c * 100: (int(rng.integers(1, 2**32)), OK) for c in range(n_chunks)}
+        for b in range(1, n_blocks + 1)
+    }
 
 
 def damaged(spec, missing_blocks, missing_chunks, corrupt_chunks):
@@ -174,8 +182,20 @@ def damaged(spec, missing_blocks, missing_chunks, corrupt_chunks):
     return spec, gone, expected_missing, expected_corrupt
 
 
-GRID = [(0, 0, 1), (0, 1, 0), (1, 0, 0), (1, 2, 3), (3, 3, 0), (2, 0, 3), (0, 3, 3),
-        (3, 0, 3), (3, 3, 3), (0, 0, 0), (1, 1, 1), (2, 2, 2)]
+GRID = [
+    (0, 0, 1),
+    (0, 1, 0),
+    (1, 0, 0),
+    (1, 2, 3),
+    (3, 3, 0),
+    (2, 0, 3),
+    (0, 3, 3),
+    (3, 0, 3),
+    (3, 3, 3),
+    (0, 0, 0),
+    (1, 1, 1),
+    (2, 2, 2),
+]
 
 
 @pytest.mark.parametrize("mb,mc,cc", GRID, ids=[f"{a}-{b}-{c}" for a, b, c in GRID])
@@ -185,16 +205,19 @@ def test_scenario_grid(mb, mc, cc):
     ours, peer = tree(spec), tree(truth)
     r = diff(ours, peer)
     assert sorted(r.missing_blocks.tolist()) == gone
-    assert {b: sorted(o.tolist()) for b, o in r.missing_chunks.items()} == \
-        {b: sorted(o) for b, o in exp_missing.items()}
-    assert {b: sorted(o.tolist()) for b, o in r.corrupt_chunks.items()} == \
-        {b: sorted(o) for b, o in exp_corrupt.items()}
+    assert {b: sorted(o.tolist()) for b, o in r.missing_chunks.items()} == {
+        b: sorted(o) for b, o in exp_missing.items()
+    }
+    assert {b: sorted(o.tolist()) for b, o in r.corrupt_chunks.items()} == {
+        b: sorted(o) for b, o in exp_corrupt.items()
+    }
     assert r.needs_repair == bool(mb or mc or cc)
     assert r.unrecoverable_chunks == {} and r.unhealthy_chunks_filtered == 0
     # the other way round the healthy replica needs nothing from the damaged one
     assert not diff(peer, ours).needs_repair
     # and the repaired tree equals the healthy one
     from merkle.trees.merge import apply_repair
+
     assert apply_repair(r).data_checksum == peer.data_checksum
 
 
@@ -215,6 +238,7 @@ def test_native_diff_rejects_inconsistent_columns():
 
 
 # --- many replicas ------------------------------------------------------------------------
+
 
 def test_compare_replicas():
     truth = healthy_tree(4, 3)

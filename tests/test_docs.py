@@ -37,11 +37,14 @@ def _tool():
 
 # ---- the CLI reference page ------------------------------------------------------------------
 
+
 def test_the_cli_page_is_every_real_help() -> None:
     page = checkout_text("docs/reference/cli.md")
     if not (3, 10) <= sys.version_info[:2] <= (3, 12):
-        pytest.skip("argparse lays help out differently before 3.10 and from 3.13; the page "
-                    "is generated with the layout of 3.10-3.12")
+        pytest.skip(
+            "argparse lays help out differently before 3.10 and from 3.13; the page "
+            "is generated with the layout of 3.10-3.12"
+        )
     expected = _tool().render()
     assert page == expected, "docs/reference/cli.md is stale: run python tools/gen_cli_docs.py"
 
@@ -55,6 +58,7 @@ def test_the_cli_page_has_every_command() -> None:
 
 
 # ---- the exit-status table -------------------------------------------------------------------
+
 
 def _help_meanings() -> Dict[int, str]:
     """status -> its words in EXIT_STATUS_HELP (continuation lines joined)."""
@@ -74,7 +78,7 @@ def _help_meanings() -> Dict[int, str]:
 
 def test_the_exit_status_table_is_the_code_table() -> None:
     text = checkout_text("docs/findings.md")
-    section = text[text.index("## Exit status"):]
+    section = text[text.index("## Exit status") :]
     cells = re.findall(r"^\| (\d+) \| ((?:[^|\\]|\\.)+) \|", section, re.M)  # \| is a pipe
     rows = {int(s): m.strip().replace("\\|", "|") for s, m in cells}
     codes = {v for k, v in vars(cli).items() if k.startswith("EXIT_") and isinstance(v, int)}
@@ -89,6 +93,7 @@ def test_the_exit_status_table_is_the_code_table() -> None:
 
 # ---- README.md -------------------------------------------------------------------------------
 
+
 def test_the_readme_fits_on_a_few_screens() -> None:
     readme = checkout_text("README.md")
     assert len(readme.splitlines()) <= 250
@@ -97,8 +102,10 @@ def test_the_readme_fits_on_a_few_screens() -> None:
 def test_the_readme_keeps_command_1_where_ci_reads_it() -> None:
     readme = checkout_text("README.md")
     lines = [ln for ln in readme.splitlines() if ln.startswith("python3 -m venv .venv && ")]
-    assert lines[0] == ('python3 -m venv .venv && .venv/bin/pip install ".[spark]" && '
-                        '.venv/bin/crcmerkle spark demo')
+    assert lines[0] == (
+        'python3 -m venv .venv && .venv/bin/pip install ".[spark]" && '
+        ".venv/bin/crcmerkle spark demo"
+    )
     assert "\nbash .ci/fast\n" in readme and "bash .ci/run" in readme
 
 
@@ -116,14 +123,18 @@ def test_the_cluster_recipe_is_where_ci_reads_it() -> None:
     """.ci/run's cluster step and bench/spark_cluster_rates.py run the two lines of the
     ```bash block under the page's "Running on a cluster" heading."""
     text = checkout_text("docs/operations/cluster.md")
-    section = text[re.search(r"^#+ Running on a cluster$", text, re.M).start():]
+    section = text[re.search(r"^#+ Running on a cluster$", text, re.M).start() :]
     block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
-    lines = [ln for ln in block.splitlines()
-             if ln.startswith(("python -m venv env ", "env/bin/venv-pack "))]
+    lines = [
+        ln
+        for ln in block.splitlines()
+        if ln.startswith(("python -m venv env ", "env/bin/venv-pack "))
+    ]
     assert len(lines) == 2, lines
 
 
 # ---- the site's structure (the CI docs step builds it with --strict; this is the quick check) --
+
 
 def _nav_pages(node) -> list:
     if isinstance(node, str):
@@ -139,8 +150,11 @@ def test_every_page_is_in_the_nav_and_every_nav_entry_is_a_page() -> None:
     nav = _nav_pages(config["nav"])
     assert len(nav) == len(set(nav)), "a page twice in mkdocs.yml's nav"
     docs = ROOT / "docs"
-    pages = {p.relative_to(docs).as_posix() for p in docs.rglob("*.md")
-             if "_incoming" not in p.relative_to(docs).parts}
+    pages = {
+        p.relative_to(docs).as_posix()
+        for p in docs.rglob("*.md")
+        if "_incoming" not in p.relative_to(docs).parts
+    }
     assert set(nav) == pages
 
 

@@ -15,8 +15,16 @@ import pytest
 import merkle
 from merkle.cli import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, build_parser, main
 
-SMALL = ["--block-size", "48KiB", "--chunk-size", "16KiB", "--bytes-per-checksum", "4KiB",
-         "--blocks", "2-3"]
+SMALL = [
+    "--block-size",
+    "48KiB",
+    "--chunk-size",
+    "16KiB",
+    "--bytes-per-checksum",
+    "4KiB",
+    "--blocks",
+    "2-3",
+]
 
 
 def run(capsys, *argv):
@@ -35,8 +43,23 @@ def one_line(err: str) -> str:
 def cluster(tmp_path, capsys):
     """One container, three replicas, a chunk corrupted on one of them."""
     root = tmp_path / "c"
-    assert run(capsys, "generate", root, "--faults", "bitflip", "--containers", "1",
-               "--seed", "2", "--layout", "crcmerkle", *SMALL)[0] == EXIT_OK
+    assert (
+        run(
+            capsys,
+            "generate",
+            root,
+            "--faults",
+            "bitflip",
+            "--containers",
+            "1",
+            "--seed",
+            "2",
+            "--layout",
+            "crcmerkle",
+            *SMALL,
+        )[0]
+        == EXIT_OK
+    )
     m = json.loads((root / "manifest.json").read_text())
     target = root / m["faults"][0]["replicas"][0]
     peers = [root / r for r in m["containers"]["1"]["replicas"] if root / r != target]
@@ -88,8 +111,18 @@ def test_reconcile_dry_run_with_repairs_pending_is_1(cluster, capsys):
 
 def test_reconcile_left_undone_is_1(tmp_path, capsys):
     root = tmp_path / "c"
-    run(capsys, "generate", root, "--faults", "bitflip-all", "--containers", "1",
-        "--layout", "crcmerkle", *SMALL)
+    run(
+        capsys,
+        "generate",
+        root,
+        "--faults",
+        "bitflip-all",
+        "--containers",
+        "1",
+        "--layout",
+        "crcmerkle",
+        *SMALL,
+    )
     st, out, _ = run(capsys, "reconcile", "--all", root)
     assert st == EXIT_FINDINGS and "unrepaired" in out
 
@@ -135,8 +168,11 @@ def test_tree(cluster, tmp_path, capsys):
     assert run(capsys, "tree", "diff", peer, peer)[0] == EXIT_OK
     assert run(capsys, "tree", "diff", ours, peer)[0] == EXIT_FINDINGS
     (tmp_path / "bad.tree").write_bytes(b"\xff" * 40)
-    for argv in (["show", tmp_path / "bad.tree"], ["diff", tmp_path / "bad.tree", peer],
-                 ["show", tmp_path / "missing.tree"]):
+    for argv in (
+        ["show", tmp_path / "bad.tree"],
+        ["diff", tmp_path / "bad.tree", peer],
+        ["show", tmp_path / "missing.tree"],
+    ):
         st, _, err = run(capsys, "tree", *argv)
         assert st == EXIT_ERROR
         one_line(err)
@@ -150,8 +186,9 @@ def test_tree_merge_and_build(cluster, tmp_path, capsys):
     out = tmp_path / "merged.tree"
     assert run(capsys, "tree", "merge", peer, peer, "-o", out)[0] == EXIT_OK and out.is_file()
     (tmp_path / "bad.tree").write_bytes(b"\xff" * 40)
-    st, _, err = run(capsys, "tree", "merge", peer, tmp_path / "bad.tree", "-o",
-                     tmp_path / "never.tree")
+    st, _, err = run(
+        capsys, "tree", "merge", peer, tmp_path / "bad.tree", "-o", tmp_path / "never.tree"
+    )
     assert st == EXIT_ERROR and not (tmp_path / "never.tree").exists()
     one_line(err)
     csv = tmp_path / "chunks.csv"
@@ -160,8 +197,9 @@ def test_tree_merge_and_build(cluster, tmp_path, capsys):
     assert run(capsys, "tree", "build", csv, "--container-id", "7", "-o", built)[0] == EXIT_OK
     assert built.is_file()
     csv.write_text("block_id,offset,length,leaf\n1,-5,4096,0000002a\n")  # offset out of range
-    st, _, err = run(capsys, "tree", "build", csv, "--container-id", "7", "-o",
-                     tmp_path / "never2.tree")
+    st, _, err = run(
+        capsys, "tree", "build", csv, "--container-id", "7", "-o", tmp_path / "never2.tree"
+    )
     assert st == EXIT_ERROR and not (tmp_path / "never2.tree").exists()
     one_line(err)
 
@@ -177,13 +215,27 @@ def test_generate(tmp_path, capsys):
 
 
 def test_soak_clean_is_0(tmp_path, capsys):
-    assert run(capsys, "soak", "--rounds", "1", "--containers", "1", "--quiet",
-               "--workdir", tmp_path)[0] == EXIT_OK
+    assert (
+        run(capsys, "soak", "--rounds", "1", "--containers", "1", "--quiet", "--workdir", tmp_path)[
+            0
+        ]
+        == EXIT_OK
+    )
 
 
-@pytest.mark.parametrize("argv", [[], ["nosuchverb"], ["scan"], ["bench", "--runs", "0"],
-                                  ["checksum", "-b", "0"], ["tree"], ["spark"],
-                                  ["scan", "--workers", "x", "p"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["nosuchverb"],
+        ["scan"],
+        ["bench", "--runs", "0"],
+        ["checksum", "-b", "0"],
+        ["tree"],
+        ["spark"],
+        ["scan", "--workers", "x", "p"],
+    ],
+)
 def test_usage_errors_are_2(argv, capsys):
     st, _, err = run(capsys, *argv)
     assert st == EXIT_ERROR
@@ -194,8 +246,9 @@ def _subcommands():
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
     for name, p in sub.choices.items():
-        nested = [a for a in p._actions if getattr(a, "choices", None) and
-                  isinstance(a.choices, dict)]
+        nested = [
+            a for a in p._actions if getattr(a, "choices", None) and isinstance(a.choices, dict)
+        ]
         if nested:
             for action_name in nested[0].choices:
                 yield [name, action_name]
@@ -245,16 +298,15 @@ def test_unsupported_backend_env_is_one_line(how, tmp_path):
     env = {**__import__("os").environ, "CRCMERKLE_BACKEND": "no-such-kernel"}
     env.pop("CRCMERKLE_DEBUG", None)
     env["PYTHONPATH"] = str(__import__("pathlib").Path(merkle.__file__).parent.parent)
-    r = subprocess.run([*cmd, "checksum", "-"], input=b"", capture_output=True, env=env,
-                       timeout=60)
+    r = subprocess.run([*cmd, "checksum", "-"], input=b"", capture_output=True, env=env, timeout=60)
     assert r.returncode == EXIT_ERROR
     err = r.stderr.decode()
     assert "CRCMERKLE_BACKEND='no-such-kernel'" in one_line(err)
     # a program importing the library still gets the ImportError it can catch
-    r = subprocess.run([sys.executable, "-c", "import merkle"], capture_output=True, env=env,
-                       timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-c", "import merkle"], capture_output=True, env=env, timeout=60
+    )
     assert r.returncode == 1 and b"ImportError: CRCMERKLE_BACKEND=" in r.stderr
     env["CRCMERKLE_DEBUG"] = "1"  # and the command line shows the traceback when asked
-    r = subprocess.run([*cmd, "checksum", "-"], input=b"", capture_output=True, env=env,
-                       timeout=60)
+    r = subprocess.run([*cmd, "checksum", "-"], input=b"", capture_output=True, env=env, timeout=60)
     assert r.returncode == 1 and b"Traceback" in r.stderr

@@ -29,8 +29,9 @@ def test_fold_matches_reference(algorithm: str, n: int) -> None:
     rng = random.Random(n * 31 + len(algorithm))
     values = [rng.getrandbits(64) & MASK[algorithm] for _ in range(n)]
     for stride in (1, 7, 16384, 1 << 40):
-        got = _native.fold_fixed(np.array(values, dtype=DTYPE[algorithm]), stride,
-                                 algorithm=algorithm)
+        got = _native.fold_fixed(
+            np.array(values, dtype=DTYPE[algorithm]), stride, algorithm=algorithm
+        )
         assert got == _reference_fold(algorithm, values, stride), (n, stride)
 
 
@@ -38,7 +39,7 @@ def test_fold_matches_reference(algorithm: str, n: int) -> None:
 @pytest.mark.parametrize("n,stride", [(1, 5), (3, 1), (260, 3), (513, 2)])
 def test_fold_is_crc_of_concatenation(algorithm: str, n: int, stride: int) -> None:
     data = random.Random(n).randbytes(n * stride)
-    pieces = [reference_crc(algorithm, data[i * stride:(i + 1) * stride]) for i in range(n)]
+    pieces = [reference_crc(algorithm, data[i * stride : (i + 1) * stride]) for i in range(n)]
     got = _native.fold_fixed(np.array(pieces, dtype=DTYPE[algorithm]), stride, algorithm=algorithm)
     assert got == reference_crc(algorithm, data)
 
@@ -49,8 +50,9 @@ def test_fold_every_backend(each_backend: str, algorithm: str) -> None:
     rng = random.Random(each_backend)
     for n in (5, 300, 1031):
         values = [rng.getrandbits(64) & MASK[algorithm] for _ in range(n)]
-        got = _native.fold_fixed(np.array(values, dtype=DTYPE[algorithm]), 16384,
-                                 algorithm=algorithm)
+        got = _native.fold_fixed(
+            np.array(values, dtype=DTYPE[algorithm]), 16384, algorithm=algorithm
+        )
         assert got == _reference_fold(algorithm, values, 16384), (each_backend, n)
 
 
@@ -73,6 +75,7 @@ def test_fold_refuses_bad_input(algorithm: str) -> None:
 
 # --- fold_segments_be: many segments of big-endian window CRCs in one call -----------------
 
+
 def _segments(algorithm: str, stride: int, sizes: list[int], seed: int):
     """Random data per segment, its windows' CRCs packed big-endian, bounds and last lengths."""
     rng = random.Random(seed)
@@ -81,8 +84,10 @@ def _segments(algorithm: str, stride: int, sizes: list[int], seed: int):
     for n in sizes:
         tail = rng.randint(1, stride) if n else 0
         data = rng.randbytes(stride * (n - 1) + tail) if n else b""
-        be += b"".join(reference_crc(algorithm, data[i * stride:(i + 1) * stride])
-                       .to_bytes(width, "big") for i in range(n))
+        be += b"".join(
+            reference_crc(algorithm, data[i * stride : (i + 1) * stride]).to_bytes(width, "big")
+            for i in range(n)
+        )
         bounds.append(bounds[-1] + n)
         last.append(tail)
         datas.append(data)
@@ -120,5 +125,6 @@ def test_fold_segments_refuses_bad_input(algorithm: str) -> None:
     ]:
         with pytest.raises(ValueError, match=words):
             _native.fold_segments_be(*args, algorithm=algorithm)
-    assert _native.fold_segments_be(be[:0], np.array([0]), np.array([], np.int64), 8,
-                                    algorithm=algorithm).shape == (0,)
+    assert _native.fold_segments_be(
+        be[:0], np.array([0]), np.array([], np.int64), 8, algorithm=algorithm
+    ).shape == (0,)

@@ -22,15 +22,30 @@ MIN_EXECS = {"kernels": 300, "tree": 2000, "blockmeta": 2000, "diff": 1000}
 
 
 def run_fuzz(*args: str, env: dict | None = None, timeout: float = 120):
-    return subprocess.run([sys.executable, "-m", "fuzz", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "fuzz", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 @pytest.mark.parametrize("target", sorted(BUDGET))
 def test_short_campaign(target, tmp_path):
     report = tmp_path / "report.json"
-    r = run_fuzz(target, "--engine", "builtin", "--time", str(BUDGET[target]), "--seed", "1",
-                 "--report", str(report))
+    r = run_fuzz(
+        target,
+        "--engine",
+        "builtin",
+        "--time",
+        str(BUDGET[target]),
+        "--seed",
+        "1",
+        "--report",
+        str(report),
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     stats = json.loads(report.read_text())
     assert stats["failures"] == 0
@@ -40,8 +55,16 @@ def test_short_campaign(target, tmp_path):
 def test_harness_reports_a_wrong_backend(tmp_path):
     """FUZZ_SELFTEST=37 makes one backend 'wrong' for 37-byte inputs: the campaign must stop
     with a mismatch and save an input that replays as a failure (and passes without it)."""
-    r = run_fuzz("kernels", "--engine", "builtin", "--runs", "50000", "--seed", "2",
-                 env={"FUZZ_SELFTEST": "37"})
+    r = run_fuzz(
+        "kernels",
+        "--engine",
+        "builtin",
+        "--runs",
+        "50000",
+        "--seed",
+        "2",
+        env={"FUZZ_SELFTEST": "37"},
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     assert "backend mismatch" in r.stderr and "n=37" in r.stderr
     saved = r.stderr.rsplit("saved to ", 1)[1].strip()
@@ -58,6 +81,7 @@ def test_parser_seeds_are_valid_inputs():
 
     from fuzz import fuzz_parsers as fp
     from fuzz.__main__ import seed_files
+
     trees = seed_files("tree") + fp.seeds_tree()
     metas = seed_files("blockmeta") + fp.seeds_blockmeta()
     assert len(trees) >= 6 and len(metas) >= 4

@@ -24,8 +24,15 @@ SMALL = dict(block_size=48 * 1024, chunk_size=16 * 1024, bytes_per_checksum=4 * 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Tuple[Path, Dict[str, Any]]:
     out = tmp_path_factory.mktemp("omgen") / "c"
-    manifest = generate_cluster(out, layout="ozone", om_db=True, containers=8, seed=0,
-                                faults=parse_faults("default", "ozone"), **SMALL)
+    manifest = generate_cluster(
+        out,
+        layout="ozone",
+        om_db=True,
+        containers=8,
+        seed=0,
+        faults=parse_faults("default", "ozone"),
+        **SMALL,
+    )
     return out, manifest
 
 
@@ -47,20 +54,26 @@ def test_om_db_holds_exactly_the_manifest_keys(cluster: Tuple[Path, Dict[str, An
     assert set(keys) == {e["name"] for e in m["keys"]} and len(keys) == len(m["keys"])
     for e in m["keys"]:
         k = keys[e["name"]]
-        assert k.reason is None and (k.volume, k.bucket, k.path) == (e["volume"], e["bucket"],
-                                                                      e["path"])
+        assert k.reason is None and (k.volume, k.bucket, k.path) == (
+            e["volume"],
+            e["bucket"],
+            e["path"],
+        )
         assert e["name"] == f"/{e['volume']}/{e['bucket']}/{e['path']}"
         assert k.size == e["size"] == sum(n for _, _, n in e["blocks"])
-        assert [(b.container_id, b.local_id, b.offset, b.length) for b in k.blocks] == \
-            [(c, lid, 0, n) for c, lid, n in e["blocks"]]
+        assert [(b.container_id, b.local_id, b.offset, b.length) for b in k.blocks] == [
+            (c, lid, 0, n) for c, lid, n in e["blocks"]
+        ]
         assert str(k.replication) == e["replication"] == "RATIS/THREE"
-        assert k.table == ("fileTable" if e["bucket_layout"] == "FILE_SYSTEM_OPTIMIZED"
-                           else "keyTable")
+        assert k.table == (
+            "fileTable" if e["bucket_layout"] == "FILE_SYSTEM_OPTIMIZED" else "keyTable"
+        )
         assert not k.encrypted and not k.multipart and k.versions == 1
         # a block's length is its generated length (the bytes the pristine block file holds)
         for c, lid, n in e["blocks"]:
-            if (c, lid) in {(int(x), int(y)) for x, ys in m["containers"].items() for y in ys[
-                    "blocks"]}:
+            if (c, lid) in {
+                (int(x), int(y)) for x, ys in m["containers"].items() for y in ys["blocks"]
+            }:
                 assert m["containers"][str(c)]["blocks"][str(lid)] == n
     assert {b[2] for b in buckets} == {"OBJECT_STORE", "FILE_SYSTEM_OPTIMIZED"}
     assert len({b[0] for b in buckets}) >= 2
@@ -72,10 +85,14 @@ def test_every_live_block_is_in_exactly_one_key(cluster: Tuple[Path, Dict[str, A
     assert len(seen) == len(set(seen))
     assert set(seen) == _live(m)
     # tombstoned blocks and the blocks the Ozone-only faults invented belong to no key
-    assert m["tombstones"] and not {(int(c), b) for c, bs in m["tombstones"].items()
-                                    for b in bs} & set(seen)
-    invented = {(f["container_id"], f["block_id"]) for f in m["faults"]
-                if f["type"] in ("db-entry-without-file", "file-without-db-entry")}
+    assert m["tombstones"] and not {
+        (int(c), b) for c, bs in m["tombstones"].items() for b in bs
+    } & set(seen)
+    invented = {
+        (f["container_id"], f["block_id"])
+        for f in m["faults"]
+        if f["type"] in ("db-entry-without-file", "file-without-db-entry")
+    }
     assert len(invented) == 2 and not invented & set(seen)
 
 
@@ -99,8 +116,11 @@ def test_key_bytes_and_crcs_are_the_true_bytes(cluster: Tuple[Path, Dict[str, An
             assert key_bytes(out, e) == true
             read += 1
         else:
-            with pytest.raises(KeyBytesError, match=r"^[^\n]*no replica holds its generated "
-                                                    r"bytes[^\n]*$"):
+            with pytest.raises(
+                KeyBytesError,
+                match=r"^[^\n]*no replica holds its generated "
+                r"bytes[^\n]*$",
+            ):
                 key_bytes(out, e)
     assert read >= len(m["keys"]) - 1
     assert sum(not e["pristine_copy"] for e in m["keys"]) == 1  # the bitflip-all block's key
@@ -111,8 +131,14 @@ def test_faulted_blocks_follow_the_fault_list(cluster: Tuple[Path, Dict[str, Any
     where = {(c, lid): e for e in m["keys"] for c, lid, _ in e["blocks"]}
     for f in m["faults"]:
         block = (f["container_id"], f.get("block_id"))
-        if f["type"] in ("bitflip", "bitflip2", "bitflip-all", "truncate", "missing-chunks",
-                         "missing-file"):
+        if f["type"] in (
+            "bitflip",
+            "bitflip2",
+            "bitflip-all",
+            "truncate",
+            "missing-chunks",
+            "missing-file",
+        ):
             e = where[block]
             assert list(block) in e["faulted_blocks"]
             assert f["id"] in {x["id"] for x in e["faults"]}
@@ -127,8 +153,9 @@ def test_faulted_blocks_follow_the_fault_list(cluster: Tuple[Path, Dict[str, Any
     assert all(not e["faulted_blocks"] for e in clean)
 
 
-def test_key_bytes_refuses_what_is_not_there(cluster: Tuple[Path, Dict[str, Any]],
-                                             tmp_path: Path) -> None:
+def test_key_bytes_refuses_what_is_not_there(
+    cluster: Tuple[Path, Dict[str, Any]], tmp_path: Path
+) -> None:
     out, m = cluster
     e = next(x for x in m["keys"] if x["pristine_copy"])
     hostile = dict(e, pristine_replicas=[["../../../etc"] for _ in e["blocks"]])
@@ -145,6 +172,7 @@ def test_same_seed_same_om_db(tmp_path: Path) -> None:
     def rows(out: Path) -> Dict[str, bytes]:
         with open_om_db(out / "om.db") as db:
             return {k.db_key: k.record for k in db.keys()}
+
     kw: Dict[str, Any] = dict(layout="ozone", om_db=True, containers=3, seed=5, **SMALL)
     a = generate_cluster(tmp_path / "a", **kw)
     b = generate_cluster(tmp_path / "b", **kw)
@@ -160,9 +188,22 @@ def test_om_db_is_ozone_layout_only(tmp_path: Path, capsys: pytest.CaptureFixtur
     err = capsys.readouterr().err
     assert status == 2 and err.count("\n") == 1 and "--om-db" in err
     assert not (tmp_path / "y").exists()
-    status = main(["generate", str(tmp_path / "z"), "--om-db", "--faults", "none",
-                   "--containers", "2", "--block-size", "32KiB", "--chunk-size", "16KiB",
-                   "--json"])
+    status = main(
+        [
+            "generate",
+            str(tmp_path / "z"),
+            "--om-db",
+            "--faults",
+            "none",
+            "--containers",
+            "2",
+            "--block-size",
+            "32KiB",
+            "--chunk-size",
+            "16KiB",
+            "--json",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     assert status == 0 and out["keys"] and (tmp_path / "z" / "om.db").is_dir()
 
@@ -171,16 +212,30 @@ def test_records_carry_the_fields_ozone_writes(cluster: Tuple[Path, Dict[str, An
     """Each generated record sets exactly the fields Ozone's own codec set in the golden
     record of its kind (tests/data/ozone-golden/om-keys), with the same ACL bytes."""
     from merkle.copies import om_pb2
-    golden = json.loads((Path(__file__).parent / "data" / "ozone-golden" / "om-keys" /
-                         "entries.json").read_text(encoding="utf-8"))["entries"]
+
+    golden = json.loads(
+        (Path(__file__).parent / "data" / "ozone-golden" / "om-keys" / "entries.json").read_text(
+            encoding="utf-8"
+        )
+    )["entries"]
 
     def fields(msg: Any) -> Set[str]:
         return {f.name for f, _ in msg.ListFields()}
-    like = {"keyTable": "/vol1/obs1/dir1/dir2/key-3blocks.bin", "volumeTable": "/vol1",
-            "bucketTable": "/vol1/obs1", "directoryTable": None, "fileTable": None}
-    kinds = {"keyTable": om_pb2.KeyInfo, "fileTable": om_pb2.KeyInfo,
-             "volumeTable": om_pb2.VolumeInfo, "bucketTable": om_pb2.BucketInfo,
-             "directoryTable": om_pb2.DirectoryInfo}
+
+    like = {
+        "keyTable": "/vol1/obs1/dir1/dir2/key-3blocks.bin",
+        "volumeTable": "/vol1",
+        "bucketTable": "/vol1/obs1",
+        "directoryTable": None,
+        "fileTable": None,
+    }
+    kinds = {
+        "keyTable": om_pb2.KeyInfo,
+        "fileTable": om_pb2.KeyInfo,
+        "volumeTable": om_pb2.VolumeInfo,
+        "bucketTable": om_pb2.BucketInfo,
+        "directoryTable": om_pb2.DirectoryInfo,
+    }
     out, _ = cluster
     with open_om_db(out / "om.db") as db:
         for table, key in like.items():
@@ -195,13 +250,16 @@ def test_records_carry_the_fields_ozone_writes(cluster: Tuple[Path, Dict[str, An
                 assert list(getattr(got, acls)) == list(getattr(want, acls))
                 if table in ("keyTable", "fileTable"):
                     assert fields(got.keyLocationList[0]) == fields(want.keyLocationList[0])
-                    assert all(fields(a) == fields(want.keyLocationList[0].keyLocations[0])
-                               for a in got.keyLocationList[0].keyLocations)
+                    assert all(
+                        fields(a) == fields(want.keyLocationList[0].keyLocations[0])
+                        for a in got.keyLocationList[0].keyLocations
+                    )
                     assert got.isFile == (table == "fileTable")
 
 
-def test_om_db_has_every_column_family_of_ozones(cluster: Tuple[Path, Dict[str, Any]],
-                                                 tmp_path: Path) -> None:
+def test_om_db_has_every_column_family_of_ozones(
+    cluster: Tuple[Path, Dict[str, Any]], tmp_path: Path
+) -> None:
     """Exactly the column families of the golden om.db (Ozone's OMDBDefinition): Ozone's own
     read-only tooling (DBStoreBuilder with OMDBDefinition) refuses a DB missing any, as it did
     the generated one ("Column family not found: deletedTable")."""
@@ -210,6 +268,7 @@ def test_om_db_has_every_column_family_of_ozones(cluster: Tuple[Path, Dict[str, 
     import rocksdict
 
     from merkle.copies.omdb import OM_COLUMN_FAMILIES
+
     golden = Path(__file__).parent / "data" / "ozone-golden" / "om-keys" / "om.db.tar"
     with tarfile.open(golden) as tar:
         tar.extractall(tmp_path / "golden", filter="data")

@@ -54,20 +54,33 @@ def _nobody_can_run_this_python() -> bool:
     .ci/run uses; the main suite's run covers these attacks)."""
     if not (IS_ROOT and HAVE_SETPRIV):
         return False
-    probe = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
-                            sys.executable, "-c", "import merkle"],
-                           env=dict(os.environ, PYTHONPATH=str(REPO)), cwd="/",
-                           capture_output=True, timeout=60)
+    probe = subprocess.run(
+        [
+            "setpriv",
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            sys.executable,
+            "-c",
+            "import merkle",
+        ],
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        cwd="/",
+        capture_output=True,
+        timeout=60,
+    )
     return probe.returncode == 0
 
 
-needs_nobody = pytest.mark.skipif(not _nobody_can_run_this_python(),
-                                  reason="needs root, setpriv, and a Python and package that "
-                                  "nobody may run")
+needs_nobody = pytest.mark.skipif(
+    not _nobody_can_run_this_python(),
+    reason="needs root, setpriv, and a Python and package that nobody may run",
+)
 needs_root = pytest.mark.skipif(not IS_ROOT, reason="needs root (chown)")
 
 
 # ---- helpers -----------------------------------------------------------------------------
+
 
 def payload(block: int, n: int = 24 * KiB, salt: int = 0) -> bytes:
     return np.random.default_rng(block * 1000 + salt).integers(0, 256, n, np.uint8).tobytes()
@@ -84,8 +97,10 @@ def make_replica(path: Path, blocks: Dict[int, bytes], **kw) -> Path:
 
 def trio(root: Path, n: int = 3) -> List[Path]:
     """n healthy replicas of container 7: blocks 1 and 2, three 8 KiB chunks each."""
-    return [make_replica(root / f"dn{i}" / "vol" / str(CID), {1: payload(1), 2: payload(2)})
-            for i in range(n)]
+    return [
+        make_replica(root / f"dn{i}" / "vol" / str(CID), {1: payload(1), 2: payload(2)})
+        for i in range(n)
+    ]
 
 
 def block(rep: Path, b: int) -> Path:
@@ -114,12 +129,20 @@ def run(capsys, *argv):
     return status, out, err
 
 
-def child(*argv: str, timeout: float = 120, user: bool = False, memory: Optional[int] = None,
-          code: Optional[str] = None) -> subprocess.CompletedProcess:
+def child(
+    *argv: str,
+    timeout: float = 120,
+    user: bool = False,
+    memory: Optional[int] = None,
+    code: Optional[str] = None,
+) -> subprocess.CompletedProcess:
     """`crcmerkle ARGV` (or `python -c CODE`) in a child: as nobody with `user`, with an
     address-space limit of `memory` bytes; a hang fails the test at `timeout`."""
-    cmd = [sys.executable] + (["-c", code] if code is not None else ["-m", "merkle"]) + [
-        str(a) for a in argv]
+    cmd = (
+        [sys.executable]
+        + (["-c", code] if code is not None else ["-m", "merkle"])
+        + [str(a) for a in argv]
+    )
     if user:
         cmd = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"] + cmd
     env = dict(os.environ, PYTHONPATH=str(REPO))
@@ -131,11 +154,19 @@ def child(*argv: str, timeout: float = 120, user: bool = False, memory: Optional
     def limit() -> None:
         if memory is not None:
             import resource
+
             resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
 
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
-                              preexec_fn=limit if memory is not None else None, cwd="/")
+        return subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            preexec_fn=limit if memory is not None else None,
+            cwd="/",
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"hung for {timeout} s: {' '.join(cmd)}")
 
@@ -151,6 +182,7 @@ def shared(tmp_path):
 
 def give_to_nobody(path: Path) -> None:
     import pwd
+
     pw = pwd.getpwnam("nobody")
     for dirpath, dirnames, filenames in os.walk(path):
         for name in [dirpath] + [os.path.join(dirpath, n) for n in dirnames + filenames]:
@@ -163,9 +195,10 @@ def scan_errors(result) -> List[str]:
 
 # ---- 1. the lock file --------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("how", ["symlink", "hardlink", "fifo"])
 def test_1_lock_file_is_never_followed_truncated_or_waited_on(tmp_path, how):
-    rep, = trio(tmp_path, 1)
+    (rep,) = trio(tmp_path, 1)
     victim = tmp_path / "shadow"
     victim.write_text("root:$6$secret:19000:0:99999:7:::\n" * 20)
     before = victim.read_bytes()
@@ -184,7 +217,7 @@ def test_1_lock_file_is_never_followed_truncated_or_waited_on(tmp_path, how):
 
 
 def test_1_lock_file_pid_is_rewritten_without_truncation(tmp_path):
-    rep, = trio(tmp_path, 1)
+    (rep,) = trio(tmp_path, 1)
     scan_container(rep)
     text = (rep / ".crcmerkle.lock").read_text()
     assert text.strip() == str(os.getpid()) and len(text) == 24
@@ -192,8 +225,9 @@ def test_1_lock_file_pid_is_rewritten_without_truncation(tmp_path):
 
 # ---- 2. links inside the replica ---------------------------------------------------------
 
+
 def test_2_scan_does_not_read_through_a_linked_block(tmp_path):
-    rep, = trio(tmp_path, 1)
+    (rep,) = trio(tmp_path, 1)
     block(rep, 1).unlink()
     block(rep, 1).symlink_to("/etc/passwd")
     r = scan_container(rep, write_tree=False)
@@ -239,19 +273,20 @@ def test_2_peer_block_linked_elsewhere_is_not_read(tmp_path):
     block(reps[1], 1).unlink()
     block(reps[1], 1).symlink_to(block(reps[2], 1))  # the right bytes, but through a link
     r = reconcile(reps[0], [reps[1]])
-    assert r.remaining and any("not a regular file" in f.reason
-                               for f in r.peers[0].failures)
+    assert r.remaining and any("not a regular file" in f.reason for f in r.peers[0].failures)
     assert reconcile(reps[0], [reps[2]]).remaining == []
 
 
 # ---- 3. FIFOs ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("which", ["block", "tree", "blocks"])
 def test_3_fifo_never_hangs_scan_or_reconcile(tmp_path, which):
     reps = trio(tmp_path)
     target = reps[0]
-    path = {"block": block(target, 2), "tree": tree_file(target),
-            "blocks": meta_file(target)}[which]
+    path = {"block": block(target, 2), "tree": tree_file(target), "blocks": meta_file(target)}[
+        which
+    ]
     path.unlink()
     os.mkfifo(path)
     r = child("scan", target, "--json", timeout=60)
@@ -287,15 +322,17 @@ def test_3_spark_executor_scan_never_hangs_on_a_fifo(tmp_path):
 
 # ---- 4-7. a lying peer -------------------------------------------------------------------
 
+
 def test_4_a_none_record_never_replaces_our_crc_record(tmp_path):
     reps = trio(tmp_path)
     target, good = reps[0], reps[1]
     liar = tmp_path / "liar" / "vol" / str(CID)
-    with ContainerWriter.create(liar, CID, algorithm="crc32", bytes_per_checksum=4 * KiB,
-                                chunk_size=8 * KiB) as w:
+    with ContainerWriter.create(
+        liar, CID, algorithm="crc32", bytes_per_checksum=4 * KiB, chunk_size=8 * KiB
+    ) as w:
         w.write_chunk(1, 0, b"\xee" * 8 * KiB, algorithm="none")  # unverifiable garbage
-        w.write_chunk(1, 8 * KiB, payload(1)[8 * KiB:16 * KiB])
-        w.write_chunk(1, 16 * KiB, payload(1)[16 * KiB:])
+        w.write_chunk(1, 8 * KiB, payload(1)[8 * KiB : 16 * KiB])
+        w.write_chunk(1, 16 * KiB, payload(1)[16 * KiB :])
         w.write_block(2, payload(2))
     flip(block(target, 1), 10)
     meta_before = meta_file(target).read_bytes()
@@ -327,17 +364,18 @@ def test_5_a_self_consistent_liar_cannot_replace_our_corrupt_chunk(tmp_path):
 def test_6_a_longer_peer_chunk_never_overwrites_our_next_chunk(tmp_path):
     reps = trio(tmp_path)
     target, good = reps[0], reps[1]
-    longer = payload(1)[:8 * KiB] + b"N" * 8 * KiB + payload(1)[16 * KiB:]
+    longer = payload(1)[: 8 * KiB] + b"N" * 8 * KiB + payload(1)[16 * KiB :]
     liar = tmp_path / "liar" / "vol" / str(CID)
-    with ContainerWriter.create(liar, CID, algorithm="crc32", bytes_per_checksum=4 * KiB,
-                                chunk_size=16 * KiB) as w:
+    with ContainerWriter.create(
+        liar, CID, algorithm="crc32", bytes_per_checksum=4 * KiB, chunk_size=16 * KiB
+    ) as w:
         w.write_block(1, longer)  # chunks @0 (16 KiB, starts like ours) and @16K
         for off in range(0, 24 * KiB, 8 * KiB):  # block 2 chunked as ours
-            w.write_chunk(2, off, payload(2)[off:off + 8 * KiB])
+            w.write_chunk(2, off, payload(2)[off : off + 8 * KiB])
     flip(block(target, 1), 5)
     r = reconcile(target, [liar])
     data = block(target, 1).read_bytes()
-    assert data[8 * KiB:16 * KiB] == payload(1)[8 * KiB:16 * KiB]  # next chunk untouched
+    assert data[8 * KiB : 16 * KiB] == payload(1)[8 * KiB : 16 * KiB]  # next chunk untouched
     assert r.remaining
     assert reconcile(target, [liar, good]).remaining == []
     assert block(target, 1).read_bytes() == payload(1)
@@ -348,8 +386,10 @@ def test_7_the_majority_version_wins_and_a_tie_is_left_alone(tmp_path):
     target = make_replica(root / "t" / "vol" / str(CID), {1: payload(1)})  # no block 2
     lie = payload(2, salt=9)
     liar = make_replica(root / "liar" / "vol" / str(CID), {1: payload(1), 2: lie})
-    goods = [make_replica(root / f"g{i}" / "vol" / str(CID), {1: payload(1), 2: payload(2)})
-             for i in range(2)]
+    goods = [
+        make_replica(root / f"g{i}" / "vol" / str(CID), {1: payload(1), 2: payload(2)})
+        for i in range(2)
+    ]
     tie = shutil.copytree(target, root / "t2" / "vol" / str(CID))
     r = reconcile(tie, [liar, goods[0]])  # 1 against 1: no majority
     assert not block(tie, 2).exists() or block(tie, 2).stat().st_size == 0
@@ -364,9 +404,11 @@ def test_7_our_own_record_decides_before_any_vote(tmp_path):
     """Two liars agreeing cannot outvote the client's checksums we hold."""
     reps = trio(tmp_path, 2)
     target, good = reps
-    lie = payload(1, salt=5)[:8 * KiB] + payload(1)[8 * KiB:]  # chunk @0 differs
-    liars = [make_replica(tmp_path / f"l{i}" / "vol" / str(CID), {1: lie, 2: payload(2)})
-             for i in range(2)]
+    lie = payload(1, salt=5)[: 8 * KiB] + payload(1)[8 * KiB :]  # chunk @0 differs
+    liars = [
+        make_replica(tmp_path / f"l{i}" / "vol" / str(CID), {1: lie, 2: payload(2)})
+        for i in range(2)
+    ]
     flip(block(target, 1), 3)
     r = reconcile(target, [*liars, good])
     assert r.remaining == [] and block(target, 1).read_bytes() == payload(1)
@@ -374,10 +416,13 @@ def test_7_our_own_record_decides_before_any_vote(tmp_path):
 
 # ---- 8-10. nothing lost that we do not understand ----------------------------------------
 
+
 @needs_nobody
 def test_8_an_unreadable_tree_is_reported_not_rewritten(shared):
-    reps = [make_replica(shared / f"dn{i}" / "vol" / str(CID), {1: payload(1), 2: payload(2)})
-            for i in range(2)]
+    reps = [
+        make_replica(shared / f"dn{i}" / "vol" / str(CID), {1: payload(1), 2: payload(2)})
+        for i in range(2)
+    ]
     with ContainerWriter(reps[0]) as w:  # block 2 deleted: a tombstone only the tree holds
         w.delete_block(2)
     with ContainerWriter(reps[1]) as w:
@@ -432,8 +477,14 @@ def test_9_rewrites_keep_owner_and_mode(tmp_path, verb):
         assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (65534, 65534, 0o640), f
 
 
-def _rewrite_header(raw: bytes, *, version: Optional[int] = None, extra: bytes = b"",
-                    block_flags: Optional[int] = None, reserved: Optional[bytes] = None) -> bytes:
+def _rewrite_header(
+    raw: bytes,
+    *,
+    version: Optional[int] = None,
+    extra: bytes = b"",
+    block_flags: Optional[int] = None,
+    reserved: Optional[bytes] = None,
+) -> bytes:
     head, body = bytearray(raw[:32]), bytearray(raw[32:-4])
     if version is not None:
         struct.pack_into(">H", head, 4, version)
@@ -441,13 +492,13 @@ def _rewrite_header(raw: bytes, *, version: Optional[int] = None, extra: bytes =
     if block_flags is not None:
         struct.pack_into(">I", body, 12, block_flags)
     if reserved is not None:
-        body[16 + 17:16 + 20] = reserved
+        body[16 + 17 : 16 + 20] = reserved
     out = bytes(head) + extra + bytes(body)
     return out + struct.pack(">I", merkle.crc32c(out))
 
 
 def test_10_unknown_tree_fields_survive_a_rewrite(tmp_path):
-    rep, = trio(tmp_path, 1)
+    (rep,) = trio(tmp_path, 1)
     unknown = b"\xa0\x06\x2a" + b"\xaa\x06\x03xyz"  # fields 100 (varint) and 101 (bytes)
     tree_file(rep).write_bytes(tree_file(rep).read_bytes() + unknown)
     flip(block(rep, 1), 7)
@@ -461,8 +512,9 @@ def test_10_unknown_tree_fields_survive_a_rewrite(tmp_path):
 def test_10_blocks_extensions_survive_a_rewrite(tmp_path):
     reps = trio(tmp_path, 2)
     target = reps[0]
-    raw = _rewrite_header(meta_file(target).read_bytes(), extra=b"EXTENSION", block_flags=5,
-                          reserved=b"\x01\x02\x03")
+    raw = _rewrite_header(
+        meta_file(target).read_bytes(), extra=b"EXTENSION", block_flags=5, reserved=b"\x01\x02\x03"
+    )
     meta_file(target).write_bytes(raw)
     block(target, 2).unlink()
     r = reconcile(target, [reps[1]])
@@ -471,7 +523,7 @@ def test_10_blocks_extensions_survive_a_rewrite(tmp_path):
     assert new != raw or True
     assert struct.unpack_from(">H", new, 6)[0] == 41 and new[32:41] == b"EXTENSION"
     assert struct.unpack_from(">I", new, 41 + 12)[0] == 5
-    assert new[41 + 16 + 17:41 + 16 + 20] == b"\x01\x02\x03"
+    assert new[41 + 16 + 17 : 41 + 16 + 20] == b"\x01\x02\x03"
 
 
 def test_10_a_newer_blocks_file_is_never_rewritten(tmp_path, capsys):
@@ -504,15 +556,16 @@ def _huge_window_replica(root: Path, bpc: int) -> Path:
     data = payload(9, 100)
     block(rep, 1).write_bytes(data)
     meta = ContainerMeta(CID)
-    meta.put_chunks(1, [ChunkMeta(0, len(data), CRC32, bpc,
-                                  int(merkle.crc32(data)).to_bytes(4, "big"))])
+    meta.put_chunks(
+        1, [ChunkMeta(0, len(data), CRC32, bpc, int(merkle.crc32(data)).to_bytes(4, "big"))]
+    )
     write_blockmeta(meta, meta_file(rep))
     write_tree(tree_from_meta(meta), tree_file(rep))
     return rep
 
 
 def test_11_scan_memory_does_not_follow_bytes_per_checksum(tmp_path):
-    rep = _huge_window_replica(tmp_path, 2 ** 32 - 1)
+    rep = _huge_window_replica(tmp_path, 2**32 - 1)
     r = child("scan", rep, "--json", memory=LIMIT)
     assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads(r.stdout)["replicas"][0]["ok"]
@@ -520,8 +573,13 @@ def test_11_scan_memory_does_not_follow_bytes_per_checksum(tmp_path):
 
 def test_11_large_windows_are_checksummed_piecewise(tmp_path):
     """Windows larger than the read buffer: the same verdicts as with a large buffer."""
-    rep = make_replica(tmp_path / "dn" / "vol" / str(CID), {1: payload(1, 3 * MiB + 5)},
-                       bytes_per_checksum=1 * MiB, chunk_size=4 * MiB, algorithm="crc32c")
+    rep = make_replica(
+        tmp_path / "dn" / "vol" / str(CID),
+        {1: payload(1, 3 * MiB + 5)},
+        bytes_per_checksum=1 * MiB,
+        chunk_size=4 * MiB,
+        algorithm="crc32c",
+    )
     small = scan_container(rep, write_tree=False, buffer_size=64 * KiB)
     assert small.ok and small.bytes_read == 3 * MiB + 5
     flip(block(rep, 1), 2 * MiB + 3)
@@ -538,8 +596,10 @@ def test_11_checksum_window_larger_than_the_file(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.split()[1] == f"{merkle.crc32c(b'0123456789'):08x}"
     r = child("checksum", "-b", "7", "--buffer-size", "4", f)
-    assert r.stdout.split()[1:] == [f"{merkle.crc32c(b'0123456'):08x}",
-                                   f"{merkle.crc32c(b'789'):08x}"]
+    assert r.stdout.split()[1:] == [
+        f"{merkle.crc32c(b'0123456'):08x}",
+        f"{merkle.crc32c(b'789'):08x}",
+    ]
 
 
 @pytest.mark.parametrize("which", ["tree", "blocks"])
@@ -570,8 +630,7 @@ def test_13_a_peer_declared_chunk_length_is_not_allocated(tmp_path, declared):
     block(peer, 3).write_bytes(b"z" * 123)
     meta = read_blockmeta(meta_file(peer))
     bpc = 1 << 30
-    meta.put_chunks(3, [ChunkMeta(0, declared, CRC32, bpc,
-                                  b"\0\0\0\1" * -(-declared // bpc))])
+    meta.put_chunks(3, [ChunkMeta(0, declared, CRC32, bpc, b"\0\0\0\1" * -(-declared // bpc))])
     write_blockmeta(meta, meta_file(peer))
     write_tree(tree_from_meta(meta), tree_file(peer))
     r = child("reconcile", target, peer, "--json", memory=LIMIT)
@@ -612,8 +671,12 @@ def test_14_checksum_each_reads_each_arrow_offset_once():
 
 
 def test_15_scan_mmap_survives_a_block_shrinking_mid_scan(tmp_path):
-    rep = make_replica(tmp_path / "dn" / "vol" / str(CID), {1: payload(1, 12 * MiB)},
-                       chunk_size=4 * MiB, bytes_per_checksum=16 * KiB)
+    rep = make_replica(
+        tmp_path / "dn" / "vol" / str(CID),
+        {1: payload(1, 12 * MiB)},
+        chunk_size=4 * MiB,
+        bytes_per_checksum=16 * KiB,
+    )
     code = textwrap.dedent(f"""
         import os
         from merkle.replica.scan import scan_container
@@ -634,6 +697,7 @@ def test_15_scan_mmap_survives_a_block_shrinking_mid_scan(tmp_path):
 
 
 # ---- 16-17. one bad entry does not stop the rest -----------------------------------------
+
 
 @needs_nobody
 def test_16_an_unreadable_replica_directory_does_not_stop_the_scan(shared):
@@ -658,7 +722,7 @@ def test_16_an_unreadable_replica_directory_does_not_stop_the_scan(shared):
 
 def test_17_a_container_id_above_int64_is_reported_not_fatal(tmp_path, capsys):
     reps = trio(tmp_path, 2)
-    big = tmp_path / "dn0" / "vol" / str(2 ** 64)
+    big = tmp_path / "dn0" / "vol" / str(2**64)
     shutil.copytree(reps[0], big)
     st, out, _ = run(capsys, "scan", tmp_path, "--json")
     doc = json.loads(out)
@@ -674,10 +738,10 @@ def test_17_a_container_id_above_int64_is_reported_not_fatal(tmp_path, capsys):
 
 # ---- 18-19. trees and messages -----------------------------------------------------------
 
+
 # A negative offset is accepted: Ozone's writer stores any long there (its golden file
 # golden_g10_offsets_edge holds one >= 2**63); tree offsets never become file positions.
-@pytest.mark.parametrize("row, what", [("1,0,10,100000000", "leaf"),
-                                       ("1,0,-7,1", "length")])
+@pytest.mark.parametrize("row, what", [("1,0,10,100000000", "leaf"), ("1,0,-7,1", "length")])
 def test_18_tree_build_refuses_out_of_range_values(tmp_path, capsys, row, what):
     table = tmp_path / "t.csv"
     table.write_text("block_id,offset,length,leaf\n" + row + "\n")
@@ -690,6 +754,7 @@ def test_18_tree_build_refuses_out_of_range_values(tmp_path, capsys, row, what):
 @pytest.mark.parametrize("field", ["length"])  # offsets: any long, as Ozone (golden_g10)
 def test_18_the_tree_reader_refuses_negative_offsets_and_lengths(tmp_path, capsys, field):
     import ozone_proto
+
     msg = ozone_proto.ContainerChecksumInfo()
     msg.containerID = CID
     b = msg.containerMerkleTree.blockMerkleTree.add(blockID=1, dataChecksum=5)
@@ -715,9 +780,15 @@ def test_19_container_tree_leaves_the_callers_arrays_writable():
     leaf = np.array([1, 2], dtype=np.int64)
     bid = np.array([1, 1], dtype=np.int64)
     t = ContainerTree.from_columns(CID, bid, off, ln, leaf=leaf)
-    t2 = ContainerTree(CID, block_id=np.array([1]), block_value=np.array([3]),
-                       block_chunk_start=np.array([0, 2]), chunk_offset=off,
-                       chunk_length=ln, chunk_value=leaf)
+    t2 = ContainerTree(
+        CID,
+        block_id=np.array([1]),
+        block_value=np.array([3]),
+        block_chunk_start=np.array([0, 2]),
+        chunk_offset=off,
+        chunk_length=ln,
+        chunk_value=leaf,
+    )
     for a in (off, ln, leaf, bid):
         assert a.flags.writeable
     off[0] = 99  # the trees are values: the caller's later writes do not reach them
@@ -726,6 +797,7 @@ def test_19_container_tree_leaves_the_callers_arrays_writable():
 
 
 # ---- attacks of the same classes found beyond the issue ----------------------------------
+
 
 def test_E1_a_hard_linked_block_file_is_never_written(tmp_path):
     reps = trio(tmp_path, 2)
@@ -758,7 +830,7 @@ def test_E2_a_linked_tree_or_blocks_file_is_neither_read_nor_replaced(tmp_path):
 
 
 def test_E3_the_writer_never_creates_or_writes_through_a_link(tmp_path):
-    rep, = trio(tmp_path, 1)
+    (rep,) = trio(tmp_path, 1)
     victim = tmp_path / "created-by-attack"
     block(rep, 5).symlink_to(victim)
     with ContainerWriter(rep) as w:
@@ -799,6 +871,7 @@ def test_E4_a_metadata_file_where_the_directory_belongs_is_one_error(tmp_path, c
 # no setuid/setgid/sticky bit on anything created or rewritten, metadata read within the cap,
 # created files and directories owned as the directory they are made in, and no copy written
 # through a linked datanode or volume directory.
+
 
 def _pair(root: Path) -> tuple:
     """A source replica root/dnA/vol1/7 and a free target root/dnB/vol1/7 (its volume made)."""
@@ -869,8 +942,12 @@ def test_S5_what_root_creates_belongs_to_the_directory_owner(shared):
     import pwd
 
     target = make_replica(shared / "dn0" / "vol" / str(CID), {1: payload(1), 2: payload(2)})
-    peers = [make_replica(shared / f"dn{i}" / "vol" / str(CID),
-                          {1: payload(1), 2: payload(2), 4: payload(4)}) for i in (1, 2)]
+    peers = [
+        make_replica(
+            shared / f"dn{i}" / "vol" / str(CID), {1: payload(1), 2: payload(2), 4: payload(4)}
+        )
+        for i in (1, 2)
+    ]
     (shared / "dn3" / "vol").mkdir(parents=True)
     copy = shared / "dn3" / "vol" / str(CID)
     for rep in [target] + peers:
@@ -911,19 +988,20 @@ def test_S6_replicate_never_writes_through_a_linked_datanode_or_volume(tmp_path,
 
 # ---- S2/S8 (audit): one voice per replica and per datanode; --json in every outcome -------
 
+
 def _liars_and_good(root: Path) -> List[Path]:
     """target (no block 2) on dn0, the lie of block 2 twice on dn1 (two volumes), the truth
     once on dn2."""
     lie = payload(2, salt=9)
     target = make_replica(root / "dn0" / "vol1" / str(CID), {1: payload(1)})
-    liars = [make_replica(root / "dn1" / v / str(CID), {1: payload(1), 2: lie})
-             for v in ("vol1", "vol2")]
+    liars = [
+        make_replica(root / "dn1" / v / str(CID), {1: payload(1), 2: lie}) for v in ("vol1", "vol2")
+    ]
     good = make_replica(root / "dn2" / "vol1" / str(CID), {1: payload(1), 2: payload(2)})
     return [target, *liars, good]
 
 
-def test_S2_one_datanode_with_two_copies_of_a_lie_does_not_outvote_the_truth(tmp_path,
-                                                                              capsys):
+def test_S2_one_datanode_with_two_copies_of_a_lie_does_not_outvote_the_truth(tmp_path, capsys):
     target, _, _, _ = _liars_and_good(tmp_path)
     status, out, _ = run(capsys, "reconcile", "--all", tmp_path, "--json")
     json.loads(out)
@@ -940,8 +1018,7 @@ def test_S2_a_repeated_or_linked_peer_votes_once(tmp_path, capsys):
     for second in (liar, link):
         status, out, _ = run(capsys, "reconcile", target, liar, second, good, "--json")
         doc = json.loads(out)
-        assert not block(target, 2).exists() or block(target, 2).read_bytes() != payload(
-            2, salt=9)
+        assert not block(target, 2).exists() or block(target, 2).read_bytes() != payload(2, salt=9)
         skipped = [p["reason"] for p in doc["results"][0]["peers"] if p["status"] == "skipped"]
         assert skipped and "same replica" in skipped[0]
     status, out, _ = run(capsys, "reconcile", target, target, good, "--json")
@@ -950,16 +1027,24 @@ def test_S2_a_repeated_or_linked_peer_votes_once(tmp_path, capsys):
 
 def _report(tmp_path: Path, **entry) -> Path:
     reps = trio(tmp_path, 2)
-    e = {"round": 0, "container_id": CID, "datanode": "dn0", "replica": str(reps[0]),
-         "peers": [str(reps[1])]}
+    e = {
+        "round": 0,
+        "container_id": CID,
+        "datanode": "dn0",
+        "replica": str(reps[0]),
+        "peers": [str(reps[1])],
+    }
     e.update(entry)
     path = tmp_path / "R.json"
-    path.write_text(json.dumps({"format": "crcmerkle-spark-report", "reconcile": [e]})
-                    .replace('"ROUND"', '1e400'))
+    path.write_text(
+        json.dumps({"format": "crcmerkle-spark-report", "reconcile": [e]}).replace(
+            '"ROUND"', "1e400"
+        )
+    )
     return path
 
 
-@pytest.mark.parametrize("bad", ["ROUND", [1], True, -1, 1.5, 2 ** 70])
+@pytest.mark.parametrize("bad", ["ROUND", [1], True, -1, 1.5, 2**70])
 def test_S8_bad_numbers_in_a_report_are_one_line_errors(tmp_path, bad):
     path = _report(tmp_path, round=bad)
     r = child("reconcile", "--report", path)
@@ -971,10 +1056,12 @@ def test_S8_bad_numbers_in_a_report_are_one_line_errors(tmp_path, bad):
 
 
 def test_S8_json_is_printed_when_the_work_cannot_start(tmp_path):
-    cases = [("reconcile", "--all", tmp_path / "nonexist"),
-             ("reconcile", "--report", tmp_path / "missing.json"),
-             ("reconcile", tmp_path / "only-one"),
-             ("reconcile", "--all", tmp_path)]  # exists, no replica
+    cases = [
+        ("reconcile", "--all", tmp_path / "nonexist"),
+        ("reconcile", "--report", tmp_path / "missing.json"),
+        ("reconcile", tmp_path / "only-one"),
+        ("reconcile", "--all", tmp_path),
+    ]  # exists, no replica
     for argv in cases:
         r = child(*argv, "--json")
         doc = json.loads(r.stdout)
@@ -986,6 +1073,7 @@ def test_S8_json_is_printed_when_the_work_cannot_start(tmp_path):
 
 
 # ---- S7 (audit): a symbolic link where a replica directory is expected ---------------------
+
 
 def test_S7_a_linked_replica_directory_is_reported_never_followed(tmp_path, capsys):
     def make(path: Path, cid: int) -> Path:
@@ -1014,7 +1102,7 @@ def test_S7_a_linked_replica_directory_is_reported_never_followed(tmp_path, caps
     (tmp_path / "cm" / "dn1" / "vol1" / "1").symlink_to(reps[0])
     code = textwrap.dedent(f"""
         from spark_udfs.fs import discover
-        for root in ({str(tmp_path / 'cm')!r}, "file://" + {str(tmp_path / 'cm')!r}):
+        for root in ({str(tmp_path / "cm")!r}, "file://" + {str(tmp_path / "cm")!r}):
             print(sorted((r.datanode, r.container) for r in discover(root)))
     """)
     r = child(code=code, timeout=120)
@@ -1023,14 +1111,19 @@ def test_S7_a_linked_replica_directory_is_reported_never_followed(tmp_path, caps
 
 
 def test_S9_reconcile_text_output_escapes_a_newline_in_a_path(tmp_path, capsys):
-    reps = [make_replica(tmp_path / f"d\nn{i}" / "vol" / str(CID), {1: payload(1)})
-            for i in range(2)]
+    reps = [
+        make_replica(tmp_path / f"d\nn{i}" / "vol" / str(CID), {1: payload(1)}) for i in range(2)
+    ]
     status, out, _ = run(capsys, "reconcile", *reps)
-    assert status == 0 and "d\\nn0" in out and all(line.startswith((str(tmp_path), " "))
-                                                    for line in out.splitlines())
+    assert (
+        status == 0
+        and "d\\nn0" in out
+        and all(line.startswith((str(tmp_path), " ")) for line in out.splitlines())
+    )
 
 
 # ---- the replica directory itself is never reached through a link -------------------------
+
 
 def test_a_linked_replica_directory_is_refused_by_the_lock_and_the_reader(tmp_path):
     """Below the CLI's check: the lock and the replica reader open the replica directory
@@ -1039,6 +1132,7 @@ def test_a_linked_replica_directory_is_refused_by_the_lock_and_the_reader(tmp_pa
     from merkle.replica.errors import ReplicaError
     from merkle.replica.lock import ReplicaLock
     from merkle.replica.safeopen import NotRegularFileError, ReplicaDir
+
     foreign = tmp_path / "foreign"
     (foreign / "metadata").mkdir(parents=True)
     (tmp_path / "vol").mkdir()

@@ -22,15 +22,26 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _env(**extra: str) -> Dict[str, str]:
     """This checkout first on the import path, no Spark configuration inherited."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYSPARK_SUBMIT_ARGS", "SPARK_CONF_DIR", "PYSPARK_GATEWAY_PORT",
-                        "PYSPARK_GATEWAY_SECRET", "MASTER", "CRCMERKLE_DEBUG")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "PYSPARK_SUBMIT_ARGS",
+            "SPARK_CONF_DIR",
+            "PYSPARK_GATEWAY_PORT",
+            "PYSPARK_GATEWAY_SECRET",
+            "MASTER",
+            "CRCMERKLE_DEBUG",
+        )
+    }
     env["PYTHONPATH"] = str(ROOT)
     env.update(extra)
     return env
 
 
 # --- issue 23 item 1: SPARK_CONF_DIR in a shared temporary directory -----------------------
+
 
 def plant_spark_conf_dir(tmpdir: Path, victim: Path) -> Path:
     """What a local attacker prepares before root's first `crcmerkle spark ...`: the fixed
@@ -84,6 +95,7 @@ def test_packaged_spark_conf_is_shipped_in_the_wheel_and_sdist():
 
 
 # --- issue 23 item 4: the demo's directory ---------------------------------------------------
+
 
 def _victim(tmp_path: Path) -> Path:
     victim = tmp_path / "root-only"
@@ -168,27 +180,37 @@ def test_demo_refuses_a_directory_another_user_prepared(tmp_path):
 # --- issue 23 item 7: secrets in URIs ---------------------------------------------------------
 
 #: AWS-like secrets pasted unencoded: each holds characters that break a URI's syntax
-SECRETS = ["wJalrXUt/nFEMI+K7MDENG@bPxRfi%CYEXAMPLE:KEY", "Zq/9+Xv", "Qr@@Tz", "Km%2Fqq",
-           "Pw:1234/Yy", "/Lead+Slash", "Tail+Slash/", "Xx:80", "Ab%Zz@Cd/Ef+Gh:Ij"]
+SECRETS = [
+    "wJalrXUt/nFEMI+K7MDENG@bPxRfi%CYEXAMPLE:KEY",
+    "Zq/9+Xv",
+    "Qr@@Tz",
+    "Km%2Fqq",
+    "Pw:1234/Yy",
+    "/Lead+Slash",
+    "Tail+Slash/",
+    "Xx:80",
+    "Ab%Zz@Cd/Ef+Gh:Ij",
+]
 
 
 def _pieces(secret: str) -> list:
     """The secret and each run of 2+ letters/digits in it: none may be shown."""
     import re
 
-    return [secret] + [p for p in re.findall(r"[A-Za-z0-9]{2,}", secret)
-                       if p not in ("80",)]
+    return [secret] + [p for p in re.findall(r"[A-Za-z0-9]{2,}", secret) if p not in ("80",)]
 
 
 def _uris(secret: str) -> list:
-    return [f"s3://AKIAEXAMPLEKEYID:{secret}@bucket/dir/vol",
-            f"gs://user:{secret}@bucket/dir",
-            f"s3a://AKIAEXAMPLEKEYID:{secret}@bucket",
-            f"s3://bucket/dir?access_key=AKIAEXAMPLEKEYID&secret_key={secret}"
-            f"&endpoint_override=127.0.0.1:9000&scheme=http",
-            f"s3://bucket/dir?session_token={secret}&region=eu",
-            f"https://host/obj?X-Amz-Credential=AKIAEXAMPLEKEYID/{secret}"
-            f"&X-Amz-Signature={secret}&X-Amz-Security-Token={secret}"]
+    return [
+        f"s3://AKIAEXAMPLEKEYID:{secret}@bucket/dir/vol",
+        f"gs://user:{secret}@bucket/dir",
+        f"s3a://AKIAEXAMPLEKEYID:{secret}@bucket",
+        f"s3://bucket/dir?access_key=AKIAEXAMPLEKEYID&secret_key={secret}"
+        f"&endpoint_override=127.0.0.1:9000&scheme=http",
+        f"s3://bucket/dir?session_token={secret}&region=eu",
+        f"https://host/obj?X-Amz-Credential=AKIAEXAMPLEKEYID/{secret}"
+        f"&X-Amz-Signature={secret}&X-Amz-Security-Token={secret}",
+    ]
 
 
 def _assert_hidden(secret: str, text: str) -> None:
@@ -205,8 +227,11 @@ def test_display_and_redact_never_show_a_secret_nor_fail(secret):
         shown = display(uri)  # raised ValueError("Port could not be cast ...: 'wJal...'")
         _assert_hidden(secret, shown)
         assert shown.startswith(uri.split("://", 1)[0] + "://")
-        for message in (f"Cannot parse URI: '{uri}' due to syntax error",
-                        f"{uri}: No such file or directory", f'"{uri}" and {uri}, again'):
+        for message in (
+            f"Cannot parse URI: '{uri}' due to syntax error",
+            f"{uri}: No such file or directory",
+            f'"{uri}" and {uri}, again',
+        ):
             _assert_hidden(secret, redact(message))
     assert display("s3://AKIAEXAMPLEKEYID:Zq/9+Xv@bucket/dir/vol") == "s3://bucket/dir/vol"
 
@@ -215,8 +240,10 @@ def test_display_keeps_what_is_no_secret():
     from spark_udfs.uri import display, redact
 
     assert display("hdfs://nn:8020/user@x/f") == "hdfs://nn:8020/user@x/f"
-    assert display("s3://bucket/a/?endpoint_override=h:9000&scheme=http") == \
-        "s3://bucket/a?endpoint_override=h:9000&scheme=http"
+    assert (
+        display("s3://bucket/a/?endpoint_override=h:9000&scheme=http")
+        == "s3://bucket/a?endpoint_override=h:9000&scheme=http"
+    )
     assert display("/local/dir@x") == "/local/dir@x"
     assert redact("no uri here: a:b@c") == "no uri here: a:b@c"
 
@@ -226,8 +253,9 @@ def test_redact_cannot_fail_on_any_text():
 
     from spark_udfs.uri import redact
 
-    pieces = st.sampled_from(list("s3:/@%?&=#[]+ x'\"\\\n\udcff")
-                             + ["://", "s3://", "secret_key=", "[::1]:99999"])
+    pieces = st.sampled_from(
+        list("s3:/@%?&=#[]+ x'\"\\\n\udcff") + ["://", "s3://", "secret_key=", "[::1]:99999"]
+    )
 
     @settings(max_examples=300, deadline=None)
     @given(st.lists(pieces).map("".join))
@@ -247,8 +275,11 @@ def test_error_lines_never_show_a_secret(secret):
 
     for uri in _uris(secret):
         _assert_hidden(secret, error_line(f"Cannot parse URI: '{uri}'"))
-        line = describe(pyarrow.lib.ArrowInvalid(
-            f"Cannot parse URI: '{uri}' due to syntax error at character '/'"))
+        line = describe(
+            pyarrow.lib.ArrowInvalid(
+                f"Cannot parse URI: '{uri}' due to syntax error at character '/'"
+            )
+        )
         _assert_hidden(secret, line)
 
 
@@ -270,8 +301,7 @@ def test_cli_error_for_a_bad_uri_hides_the_secret(tmp_path, capsys):
 _HUGE = "1" + "0" * 40
 _NUMERIC_CASES = [
     (["spark", "plan", "IN", "--decommission", "dn0", "--first", "3000000000"], "--first"),
-    (["spark", "plan", "IN", "--decommission", "dn0", "--min-replicas", _HUGE],
-     "--min-replicas"),
+    (["spark", "plan", "IN", "--decommission", "dn0", "--min-replicas", _HUGE], "--min-replicas"),
     (["spark", "report", "IN", "--limit", "2147483648"], "--limit"),
     (["spark", "report", "IN", "--replication", "-1"], "--replication"),
     (["spark", "run", "IN", "-o", "OUT", "--min-healthy", _HUGE], "--min-healthy"),
@@ -294,8 +324,9 @@ _NUMERIC_CASES = [
 ]
 
 
-@pytest.mark.parametrize("argv, option", _NUMERIC_CASES,
-                         ids=[f"{a[0]}-{a[1]}-{o}" for a, o in _NUMERIC_CASES])
+@pytest.mark.parametrize(
+    "argv, option", _NUMERIC_CASES, ids=[f"{a[0]}-{a[1]}-{o}" for a, o in _NUMERIC_CASES]
+)
 def test_every_numeric_option_is_checked_at_parse_time(tmp_path, capsys, argv, option):
     """Out of range for what it feeds (a Java int, a signed 64-bit ID, a buffer): one line
     naming the option, exit 2, before any work (no raw Spark cast error, no OverflowError)."""
@@ -315,20 +346,29 @@ def test_tree_build_takes_the_largest_container_id(tmp_path, capsys):
     table = tmp_path / "t.csv"
     table.write_text("block_id,offset,length,checksums\n1,0,4,00000000\n")
     out = tmp_path / "t.tree"
-    assert main(["tree", "build", "--container-id", str(2**63 - 1), "-o", str(out),
-                 str(table)]) == 0
+    assert (
+        main(["tree", "build", "--container-id", str(2**63 - 1), "-o", str(out), str(table)]) == 0
+    )
     assert out.exists()
 
 
 # --- issue 23 item 14: a closed pipe, an early Ctrl-C -------------------------------------
+
 
 def _run_into_closed_pipe(args: list, cwd: Path) -> subprocess.CompletedProcess:
     """Run `python ARGS` with stdout a pipe whose reader is already gone (`| head -c0`)."""
     r, w = os.pipe()
     os.close(r)
     try:
-        return subprocess.run([sys.executable, *args], stdout=w, stderr=subprocess.PIPE,
-                              env=_env(), cwd=cwd, timeout=120, text=True)
+        return subprocess.run(
+            [sys.executable, *args],
+            stdout=w,
+            stderr=subprocess.PIPE,
+            env=_env(),
+            cwd=cwd,
+            timeout=120,
+            text=True,
+        )
     finally:
         os.close(w)
 
@@ -340,13 +380,21 @@ def test_a_closed_pipe_stops_both_command_lines_quietly(tmp_path):
     from merkle.replica.generate import generate_cluster
 
     cluster = tmp_path / "cluster"
-    generate_cluster(cluster, datanodes=1, volumes=1, containers=3, replicas=1,
-                     faults={}, seed=1)
-    runs = {"scan text": ["-m", "merkle", "scan", "--no-write", "--no-progress",
-                          str(cluster), str(cluster)],
-            "scan json": ["-m", "merkle", "scan", "--json", "--no-write", str(cluster)],
-            "help": ["-m", "merkle", "--help"],
-            "spark help": ["-m", "spark_udfs", "run", "--help"]}
+    generate_cluster(cluster, datanodes=1, volumes=1, containers=3, replicas=1, faults={}, seed=1)
+    runs = {
+        "scan text": [
+            "-m",
+            "merkle",
+            "scan",
+            "--no-write",
+            "--no-progress",
+            str(cluster),
+            str(cluster),
+        ],
+        "scan json": ["-m", "merkle", "scan", "--json", "--no-write", str(cluster)],
+        "help": ["-m", "merkle", "--help"],
+        "spark help": ["-m", "spark_udfs", "run", "--help"],
+    }
     for what, args in runs.items():
         r = _run_into_closed_pipe(args, tmp_path)
         assert (r.returncode, r.stderr) == (EXIT_BROKEN_PIPE, ""), (what, r.returncode, r.stderr)
@@ -382,13 +430,20 @@ runpy.run_module("spark_udfs", run_name="__main__")
 
 @pytest.mark.parametrize("mode", ["console-script", "spark_udfs"])
 def test_ctrl_c_while_importing_is_one_line_and_130(mode):
-    r = subprocess.run([sys.executable, "-c", _INTERRUPT_WHILE_IMPORTING, mode], env=_env(),
-                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", _INTERRUPT_WHILE_IMPORTING, mode],
+        env=_env(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "Traceback" not in r.stderr, r.stderr
     assert (r.returncode, r.stderr) == (130, "crcmerkle: error: interrupted\n")
 
 
 # --- issue 23 item 14: tree merge keeps what it does not understand ------------------------
+
 
 def _varint_bytes(n: int) -> bytes:
     out = b""
@@ -414,7 +469,7 @@ def _with_nested_unknown_field(raw: bytes, field: int = 2) -> bytes:
             continue
         assert key & 7 == 2
         length, body_at = _varint(raw, pos)
-        body, pos = raw[body_at:body_at + length], body_at + length
+        body, pos = raw[body_at : body_at + length], body_at + length
         if key >> 3 == field:
             body += bytes([15 << 3, 5])
             out += _varint_bytes(key) + _varint_bytes(len(body)) + body
@@ -455,12 +510,23 @@ def test_spark_text_report_keeps_a_forged_name_on_its_line():
     """A datanode directory named with a newline cannot add lines to the text report."""
     from spark_udfs.jobs.report import STATES, format_text
 
-    report = {"generated": "now", "summary": {s: 1 if s == "MISMATCHED" else 0 for s in STATES},
-              "containers": {s: [] for s in STATES}, "first": 10,
-              "mismatched": [{"containerID": 1, "replicas": [
-                  {"datanode": FORGED, "dataChecksum": "0x1", "replica": f"/{FORGED}/v/1"}]}],
-              "unrecoverable": [], "pending_deletions": [],
-              "repair_plan": {"total": 0, "rounds": 0, "datanode_limit": 20, "commands": []}}
+    report = {
+        "generated": "now",
+        "summary": {s: 1 if s == "MISMATCHED" else 0 for s in STATES},
+        "containers": {s: [] for s in STATES},
+        "first": 10,
+        "mismatched": [
+            {
+                "containerID": 1,
+                "replicas": [
+                    {"datanode": FORGED, "dataChecksum": "0x1", "replica": f"/{FORGED}/v/1"}
+                ],
+            }
+        ],
+        "unrecoverable": [],
+        "pending_deletions": [],
+        "repair_plan": {"total": 0, "rounds": 0, "datanode_limit": 20, "commands": []},
+    }
     text = format_text(report)
     assert "\r" not in text and "\x1b" not in text
     assert [ln for ln in text.splitlines() if ln.startswith("MISMATCHED")] == ["MISMATCHED: 1"]
@@ -479,6 +545,7 @@ def test_checksum_names_are_printed_on_one_line(tmp_path, capsys, monkeypatch):
 
 # --- issue 23 item 17: what a new user reads ----------------------------------------------------
 
+
 def test_spark_help_lists_every_action_and_documents_run(capsys):
     from merkle.cli import main
 
@@ -487,10 +554,12 @@ def test_spark_help_lists_every_action_and_documents_run(capsys):
     assert "scan|diff|report|run|plan|copycheck|demo" in top
     assert main(["spark", "run", "--help"]) == 0
     run_help = capsys.readouterr().out.split("positional arguments:")[1]
-    for option, words in (("PATH ", "replica, volume, datanode"),
-                          ("--output OUTPUT", "output directory"),
-                          ("--trees-only", "stored .tree")):
-        section = run_help[run_help.index(option):][:300]
+    for option, words in (
+        ("PATH ", "replica, volume, datanode"),
+        ("--output OUTPUT", "output directory"),
+        ("--trees-only", "stored .tree"),
+    ):
+        section = run_help[run_help.index(option) :][:300]
         assert words in section, (option, section)
 
 
@@ -521,8 +590,9 @@ def test_ozone_scan_progress_bar_has_a_total(tmp_path, monkeypatch):
     from merkle.replica.generate import generate_cluster
 
     cluster = tmp_path / "cluster"
-    generate_cluster(cluster, datanodes=2, volumes=1, containers=3, replicas=2, faults={},
-                     seed=1, layout="ozone")
+    generate_cluster(
+        cluster, datanodes=2, volumes=1, containers=3, replicas=2, faults={}, seed=1, layout="ozone"
+    )
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     bar = scan_cli._bar([str(cluster)], True)
     try:
@@ -545,8 +615,13 @@ def test_golden_skip_message_points_inside_the_repository(monkeypatch):
 
 
 def test_docs_install_from_the_clone_and_name_pyspark_python():
-    pages = ["README.md", "docs/getting-started.md", "docs/formats/ozone.md",
-             "docs/operations/cluster.md", "docs/spark-udfs.md"]
+    pages = [
+        "README.md",
+        "docs/getting-started.md",
+        "docs/formats/ozone.md",
+        "docs/operations/cluster.md",
+        "docs/spark-udfs.md",
+    ]
     for page in pages:
         assert 'pip install "crcmerkle[' not in checkout_text(page), page  # no index has it
     assert 'pip install ".[ozone]"' in checkout_text("docs/formats/ozone.md")

@@ -34,14 +34,16 @@ from merkle.replica.ozone.layout import find_volumes, read_version  # noqa: E402
 from merkle.replica.ozone.rocks import VolumeDB  # noqa: E402
 from merkle.replica.scan import scan_paths  # noqa: E402
 
-CONTAINERS = {2: {3: [(0, b"a" * 5000), (5000, b"b" * 3000)]},
-              3: {1: [(0, b"c" * 4000)]},
-              4: {7: [(0, b"d" * 2000)]}}
+CONTAINERS = {
+    2: {3: [(0, b"a" * 5000), (5000, b"b" * 3000)]},
+    3: {1: [(0, b"c" * 4000)]},
+    4: {7: [(0, b"d" * 2000)]},
+}
 
 
 def _volume(root: Path, containers: Dict[int, Any] = CONTAINERS) -> Any:
     make_volume(root, containers, bpc=1024)
-    (vol, _), = find_volumes(root)
+    ((vol, _),) = find_volumes(root)
     return vol
 
 
@@ -60,19 +62,24 @@ def _scan_json(*paths: Any) -> Any:
 
 # ---- issue 23 item 5: VERSION's clusterID/storageID are one plain component ------------------
 
-@pytest.mark.parametrize("key, value", [
-    ("clusterID", "../../../dn0/vol0/hdds/CID-test"),
-    ("storageID", "../../../../dn0/vol0/hdds/CID-test/DS-test"),
-    ("clusterID", "/abs/CID-test"),
-    ("storageID", ".."),
-    ("clusterID", "CID-test\x1b[2K\tforged"),
-])
-def test_version_names_that_walk_out_are_a_volume_problem(tmp_path: Path, key: str,
-                                                          value: str) -> None:
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("clusterID", "../../../dn0/vol0/hdds/CID-test"),
+        ("storageID", "../../../../dn0/vol0/hdds/CID-test/DS-test"),
+        ("clusterID", "/abs/CID-test"),
+        ("storageID", ".."),
+        ("clusterID", "CID-test\x1b[2K\tforged"),
+    ],
+)
+def test_version_names_that_walk_out_are_a_volume_problem(
+    tmp_path: Path, key: str, value: str
+) -> None:
     _volume(tmp_path / "dn0" / "vol0")
     empty = _volume(tmp_path / "dn1" / "vol0", {})
     _set_version(empty.root, **{key: value})
-    (vol, _), = find_volumes(empty.root)
+    ((vol, _),) = find_volumes(empty.root)
     assert vol.problem is not None and vol.replicas() == []
     code, out = _scan_json(empty.root)
     assert code == 2 and out["replicas"] == []
@@ -80,14 +87,17 @@ def test_version_names_that_walk_out_are_a_volume_problem(tmp_path: Path, key: s
     # the whole cluster: dn1 claims none of dn0's replicas, dn0's are scanned once each
     code, out = _scan_json(tmp_path)
     assert code == 2 and len(out["failed"]) == 1
-    assert sorted(os.path.relpath(r["path"], tmp_path).split(os.sep)[0]
-                  for r in out["replicas"]) == ["dn0"] * 3
+    assert (
+        sorted(os.path.relpath(r["path"], tmp_path).split(os.sep)[0] for r in out["replicas"])
+        == ["dn0"] * 3
+    )
 
 
 def test_a_datanode_never_lists_another_datanodes_replicas(tmp_path: Path) -> None:
     """What the decommission check counts: the replicas discovery gives each datanode."""
     pytest.importorskip("pyspark")
     from spark_udfs.jobs.scan import _discover
+
     _volume(tmp_path / "dn0" / "vol0")
     empty = _volume(tmp_path / "dn1" / "vol0", {})
     _set_version(empty.root, clusterID="../../../dn0/vol0/hdds/CID-test")
@@ -102,15 +112,16 @@ def test_a_linked_cluster_directory_is_never_followed(tmp_path: Path) -> None:
     cluster = empty.root / "hdds" / "CID-test"
     shutil.rmtree(cluster)
     cluster.symlink_to(tmp_path / "dn0" / "vol0" / "hdds" / "CID-test")
-    (vol, _), = find_volumes(empty.root)
+    ((vol, _),) = find_volumes(empty.root)
     assert vol.replicas() == []
     code, out = _scan_json(empty.root)
     assert code == 2 and out["replicas"] == []
 
 
 @pytest.mark.parametrize("which", ["current", "storage"])
-def test_a_linked_current_or_storage_directory_is_never_followed(tmp_path: Path,
-                                                                which: str) -> None:
+def test_a_linked_current_or_storage_directory_is_never_followed(
+    tmp_path: Path, which: str
+) -> None:
     theirs = _volume(tmp_path / "dn0" / "vol0")
     empty = _volume(tmp_path / "dn1" / "vol0", {})
     assert empty.id_dir is not None and theirs.id_dir is not None
@@ -144,8 +155,10 @@ def test_an_unreadable_version_stops_only_its_volume(tmp_path: Path, what: str) 
     code, out = _scan_json(tmp_path)
     assert code == 2 and len(out["failed"]) == 1, out
     assert "dn1" in out["failed"][0]["error"]
-    assert sorted(os.path.relpath(r["path"], tmp_path).split(os.sep)[0]
-                  for r in out["replicas"]) == ["dn0"] * 3
+    assert (
+        sorted(os.path.relpath(r["path"], tmp_path).split(os.sep)[0] for r in out["replicas"])
+        == ["dn0"] * 3
+    )
 
 
 def test_a_replica_reached_twice_is_scanned_once_and_reported(tmp_path: Path) -> None:
@@ -160,19 +173,25 @@ def test_a_replica_reached_twice_is_scanned_once_and_reported(tmp_path: Path) ->
 
 # ---- issue 23 item 9: .container alias bombs ------------------------------------------------
 
+
 def _bomb(field: str) -> str:
     lines = ["!<KeyValueContainerData>", "a0: &a0 [x, x, x, x, x, x, x, x, x]"]
     for i in range(1, 8):
         lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
-    fields = {"containerID": "2", "layOutVersion": "2", "maxSize": "5368709120",
-              "state": "CLOSED", "schemaVersion": "'3'", "checksum": "0" * 64}
+    fields = {
+        "containerID": "2",
+        "layOutVersion": "2",
+        "maxSize": "5368709120",
+        "state": "CLOSED",
+        "schemaVersion": "'3'",
+        "checksum": "0" * 64,
+    }
     fields[field] = "[" + ", ".join(["*a7"] * 9) + "]"
     return "\n".join(lines + [f"{k}: {v}" for k, v in sorted(fields.items())]) + "\n"
 
 
 @pytest.mark.parametrize("field", ["state", "schemaVersion"])
-def test_a_container_file_alias_bomb_stops_only_its_replica(tmp_path: Path,
-                                                           field: str) -> None:
+def test_a_container_file_alias_bomb_stops_only_its_replica(tmp_path: Path, field: str) -> None:
     vol = _volume(tmp_path / "vol")
     bombed = vol.replicas()[0]
     bombed.container_file.write_text(_bomb(field))
@@ -181,24 +200,31 @@ def test_a_container_file_alias_bomb_stops_only_its_replica(tmp_path: Path,
     out = json.loads(r.stdout)
     assert r.returncode == 1, r.stderr
     by_id = {rep["container_id"]: rep for rep in out["replicas"]}
-    assert [e["error"] for e in by_id[bombed.container_id]["errors"]] == [
-        "CONTAINER_FILE_CORRUPT"]
+    assert [e["error"] for e in by_id[bombed.container_id]["errors"]] == ["CONTAINER_FILE_CORRUPT"]
     assert "aliases" in by_id[bombed.container_id]["errors"][0]["detail"]
     assert len(r.stdout) < 20000
     assert all(rep["ok"] for cid, rep in by_id.items() if cid != bombed.container_id)
 
 
 def test_container_file_anchor_and_non_scalar_fields_are_refused() -> None:
-    base = render_container_file({"containerID": 1, "layOutVersion": 2, "maxSize": 5,
-                                  "state": "CLOSED", "schemaVersion": "3"}).decode()
+    base = render_container_file(
+        {
+            "containerID": 1,
+            "layOutVersion": 2,
+            "maxSize": 5,
+            "state": "CLOSED",
+            "schemaVersion": "3",
+        }
+    ).decode()
     with pytest.raises(ContainerFileError, match="anchors"):
         parse_container_file(base.replace("state: CLOSED", "state: &s CLOSED").encode())
     nested = "[" * 50 + "1" + "]" * 50
     with pytest.raises(ContainerFileError, match="state is a list"):
         parse_container_file(base.replace("state: CLOSED", f"state: {nested}").encode())
     with pytest.raises(ContainerFileError, match="schemaVersion is a dict") as info:
-        parse_container_file(base.replace("schemaVersion: '3'",
-                                          "schemaVersion: {a: [1, 2]}").encode())
+        parse_container_file(
+            base.replace("schemaVersion: '3'", "schemaVersion: {a: [1, 2]}").encode()
+        )
     assert "[1, 2]" not in str(info.value)
     long_state = "X" * 100000
     with pytest.raises(ContainerFileError) as info:
@@ -206,8 +232,7 @@ def test_container_file_anchor_and_non_scalar_fields_are_refused() -> None:
     assert len(str(info.value)) < 200
 
 
-def test_deep_nesting_with_the_pure_python_loader_is_one_replica_error(
-        monkeypatch: Any) -> None:
+def test_deep_nesting_with_the_pure_python_loader_is_one_replica_error(monkeypatch: Any) -> None:
     """libyaml caps nesting; PyYAML's own loader (no libyaml) recursed until RecursionError,
     which no caller catches: the whole scan died."""
     import yaml
@@ -216,17 +241,27 @@ def test_deep_nesting_with_the_pure_python_loader_is_one_replica_error(
 
     class PureLoader(yaml.SafeLoader):
         pass
-    PureLoader.add_constructor("KeyValueContainerData",
-                               lambda loader, node: loader.construct_mapping(node))
+
+    PureLoader.add_constructor(
+        "KeyValueContainerData", lambda loader, node: loader.construct_mapping(node)
+    )
     monkeypatch.setattr(containerfile, "_Loader", PureLoader)
-    base = render_container_file({"containerID": 1, "layOutVersion": 2, "maxSize": 5,
-                                  "state": "CLOSED", "schemaVersion": "3"}).decode()
+    base = render_container_file(
+        {
+            "containerID": 1,
+            "layOutVersion": 2,
+            "maxSize": 5,
+            "state": "CLOSED",
+            "schemaVersion": "3",
+        }
+    ).decode()
     deep = "[" * 5000 + "]" * 5000
     with pytest.raises(ContainerFileError, match="nested too deeply"):
         parse_container_file(base.replace("state: CLOSED", f"state: {deep}").encode())
 
 
 # ---- issue 23 item 11: the DB snapshot copies only what RocksDB reads, bounded --------------
+
 
 def _snapshot_names(monkeypatch: Any) -> List[List[str]]:
     seen: List[List[str]] = []
@@ -235,6 +270,7 @@ def _snapshot_names(monkeypatch: Any) -> List[List[str]]:
     def recording(self: Any, rd: Any) -> Any:
         seen.append(sorted(os.listdir(self._snap)))
         return real_open(self, rd)
+
     monkeypatch.setattr(VolumeDB, "_open", recording)
     return seen
 
@@ -252,13 +288,15 @@ def test_snapshot_takes_only_the_files_rocksdb_reads(tmp_path: Path, monkeypatch
     taken = seen[0]
     assert "junk" not in taken and "MANIFEST-999999" not in taken
     assert "CURRENT" in taken and current in taken
-    assert all(n in ("CURRENT", current, "IDENTITY") or n.endswith((".sst", ".log"))
-               for n in taken), taken
+    assert all(
+        n in ("CURRENT", current, "IDENTITY") or n.endswith((".sst", ".log")) for n in taken
+    ), taken
 
 
 @pytest.mark.parametrize("which", ["wal", "manifest"])
 def test_an_oversized_db_file_makes_the_volume_unreadable_with_one_reason(
-        tmp_path: Path, which: str) -> None:
+    tmp_path: Path, which: str
+) -> None:
     vol = _volume(tmp_path / "vol")
     db = vol.db_dir
     name = "999999.log" if which == "wal" else (db / "CURRENT").read_text().strip()
@@ -267,16 +305,24 @@ def test_an_oversized_db_file_makes_the_volume_unreadable_with_one_reason(
     env = dict(os.environ, CRCMERKLE_MAX_DB_FILE_BYTES=str(1 << 20))
     import subprocess
     import sys
-    r = subprocess.run([sys.executable, "-m", "merkle", "scan", tmp_path / "vol", "--json"],
-                       capture_output=True, text=True, timeout=120, env=env, cwd=os.getcwd())
+
+    r = subprocess.run(
+        [sys.executable, "-m", "merkle", "scan", tmp_path / "vol", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=os.getcwd(),
+    )
     out = json.loads(r.stdout)
     assert r.returncode == 2 and out["replicas"] == []
-    (failure,), = [out["failed"]]
+    ((failure,),) = [out["failed"]]
     assert f"{name} holds {8 << 20} bytes" in failure["error"]
     assert "CRCMERKLE_MAX_DB_FILE_BYTES" in failure["error"]
 
 
 # ---- issue 23 item 15: VERSION as Ozone writes it, and checked ------------------------------
+
 
 def test_version_is_what_ozone_writes(tmp_path: Path) -> None:
     vol = _volume(tmp_path / "vol")
@@ -285,12 +331,21 @@ def test_version_is_what_ozone_writes(tmp_path: Path) -> None:
     assert props["layOutVersion"] == "1" and int(props["ctime"]) > 0
 
 
-@pytest.mark.parametrize("change", [{"layOutVersion": "0"}, {"layOutVersion": "2"},
-                                    {"layOutVersion": ""}, {"layOutVersion": "one"},
-                                    {"datanodeUuid": ""}, {"ctime": "-1"},
-                                    {"ctime": "99999999999999"}])
-def test_a_volume_ozone_would_refuse_is_a_volume_problem(tmp_path: Path,
-                                                        change: Dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"layOutVersion": "0"},
+        {"layOutVersion": "2"},
+        {"layOutVersion": ""},
+        {"layOutVersion": "one"},
+        {"datanodeUuid": ""},
+        {"ctime": "-1"},
+        {"ctime": "99999999999999"},
+    ],
+)
+def test_a_volume_ozone_would_refuse_is_a_volume_problem(
+    tmp_path: Path, change: Dict[str, str]
+) -> None:
     vol = _volume(tmp_path / "vol")
     _set_version(vol.root, **change)
     code, out = _scan_json(tmp_path / "vol")
@@ -301,6 +356,7 @@ def test_a_volume_ozone_would_refuse_is_a_volume_problem(tmp_path: Path,
 
 
 # ---- issue 23 item 16: one bad PATH is one entry; the JSON envelope always -----------------
+
 
 def test_scan_reports_missing_and_empty_paths_and_scans_the_volume(tmp_path: Path) -> None:
     _volume(tmp_path / "vol")
@@ -324,6 +380,7 @@ def test_scan_mixes_ozone_volumes_and_crcmerkle_replicas(tmp_path: Path) -> None
 
 # ---- issue 28 point 3: the paths Ozone trusts ----------------------------------------------
 
+
 def _rewrite_paths(replica: Any, metadata: str, chunks: str) -> None:
     fields = dict(parse_container_file(replica.container_file.read_bytes()).fields)
     fields.update(metadataPath=metadata, chunksPath=chunks)
@@ -331,14 +388,14 @@ def _rewrite_paths(replica: Any, metadata: str, chunks: str) -> None:
 
 
 def _mismatch(results: List[Any], cid: int) -> List[str]:
-    (r,), = [[r for r in results if r.container_id == cid]]
+    ((r,),) = [[r for r in results if r.container_id == cid]]
     return [e.detail for e in r.errors if e.kind == "CONTAINER_PATH_MISMATCH"]
 
 
-@pytest.mark.parametrize("where", ["other-volume", "outside", "other-replica", "dotdot",
-                                   "split-mounts", "not-a-string"])
-def test_container_paths_not_the_replicas_own_are_a_mismatch(tmp_path: Path,
-                                                            where: str) -> None:
+@pytest.mark.parametrize(
+    "where", ["other-volume", "outside", "other-replica", "dotdot", "split-mounts", "not-a-string"]
+)
+def test_container_paths_not_the_replicas_own_are_a_mismatch(tmp_path: Path, where: str) -> None:
     vol = _volume(tmp_path / "dn0" / "vol0")
     other = _volume(tmp_path / "dn1" / "vol0")
     rep = vol.replicas()[0]
@@ -367,25 +424,36 @@ def test_container_paths_not_the_replicas_own_are_a_mismatch(tmp_path: Path,
     assert [r.container_id for r in results if not r.ok] == [rep.container_id]
     # never followed: the other replica's data was not read in place of this one
     (r,) = [r for r in results if r.container_id == rep.container_id]
-    assert r.bytes_read == sum(len(d) for b in CONTAINERS[rep.container_id].values()
-                               for _, d in b)
+    assert r.bytes_read == sum(len(d) for b in CONTAINERS[rep.container_id].values() for _, d in b)
 
 
 def test_a_moved_or_copied_volume_still_scans_clean(tmp_path: Path) -> None:
-    manifest = generate_cluster(tmp_path / "c", GeneratorConfig(
-        containers=6, seed=5, layout="ozone", faults=parse_faults("none", "ozone")))
+    manifest = generate_cluster(
+        tmp_path / "c",
+        GeneratorConfig(containers=6, seed=5, layout="ozone", faults=parse_faults("none", "ozone")),
+    )
     (tmp_path / "c").rename(tmp_path / "moved")
     shutil.copytree(tmp_path / "moved" / "dn0", tmp_path / "copy-of-dn0", symlinks=True)
     results = scan_paths([tmp_path / "moved", tmp_path / "copy-of-dn0"])
     assert results and all(r.ok for r in results), [
-        (r.path, [str(e) for e in r.errors]) for r in results if not r.ok]
+        (r.path, [str(e) for e in r.errors]) for r in results if not r.ok
+    ]
     assert manifest["layout"] == "ozone"
 
 
 def test_generate_mount_path_is_recorded_and_scans_clean(tmp_path: Path) -> None:
     out = tmp_path / "c"
-    r = _child("generate", out, "--containers", "6", "--seed", "2", "--mount-path",
-               "/data/disk{volume}", "--json")
+    r = _child(
+        "generate",
+        out,
+        "--containers",
+        "6",
+        "--seed",
+        "2",
+        "--mount-path",
+        "/data/disk{volume}",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     manifest = json.loads(r.stdout)
     assert manifest["mount_paths"]["dn1/vol1"] == "/data/disk1"
@@ -398,15 +466,19 @@ def test_generate_mount_path_is_recorded_and_scans_clean(tmp_path: Path) -> None
     assert _found(results, out) == _expected(manifest)
 
 
-@pytest.mark.parametrize("template, reason", [
-    ("data/disk{volume}", "not an absolute path"),
-    ("/data/{disk}", "only {datanode} and {volume}"),
-    ("/data/disk", "at the same path"),
-    ("/data/../etc{volume}", "not an absolute path"),
-    ("/data/{volume.real}", "only {datanode} and {volume}"),
-])
-def test_generate_refuses_a_bad_mount_path_in_one_line(tmp_path: Path, template: str,
-                                                       reason: str) -> None:
+@pytest.mark.parametrize(
+    "template, reason",
+    [
+        ("data/disk{volume}", "not an absolute path"),
+        ("/data/{disk}", "only {datanode} and {volume}"),
+        ("/data/disk", "at the same path"),
+        ("/data/../etc{volume}", "not an absolute path"),
+        ("/data/{volume.real}", "only {datanode} and {volume}"),
+    ],
+)
+def test_generate_refuses_a_bad_mount_path_in_one_line(
+    tmp_path: Path, template: str, reason: str
+) -> None:
     r = _child("generate", tmp_path / "c", "--containers", "2", "--mount-path", template)
     assert r.returncode == 2 and reason in r.stderr and r.stderr.count("\n") == 1, r.stderr
     assert not (tmp_path / "c" / "dn0").exists()
@@ -414,23 +486,34 @@ def test_generate_refuses_a_bad_mount_path_in_one_line(tmp_path: Path, template:
 
 # ---- issue 28 point 4: counters as a datanode keeps them ------------------------------------
 
+
 def test_generated_containers_carry_the_counters_a_datanode_keeps(tmp_path: Path) -> None:
-    manifest = generate_cluster(tmp_path / "c", GeneratorConfig(
-        containers=8, seed=4, layout="ozone",
-        faults=parse_faults("db-entry-without-file=2", "ozone")))
+    manifest = generate_cluster(
+        tmp_path / "c",
+        GeneratorConfig(
+            containers=8,
+            seed=4,
+            layout="ozone",
+            faults=parse_faults("db-entry-without-file=2", "ozone"),
+        ),
+    )
     counters, pending = {}, {}
     for vol_dir in sorted((tmp_path / "c").glob("dn*/vol*")):
-        (vol, _), = find_volumes(vol_dir)
+        ((vol, _),) = find_volumes(vol_dir)
         with VolumeDB(vol.db_dir) as db:
             for rep in vol.replicas():
                 meta = db.metadata(rep.container_id)
                 rows = list(db.block_values(rep.container_id))
                 decoded = decode_blocks(rep.container_id, iter(rows), "test").meta
                 where = os.path.relpath(rep.root, tmp_path / "c")
-                counters[where] = ((meta["#BLOCKCOUNT"], meta["#BYTESUSED"]),
-                                   (len(rows), decoded.data_bytes))
-                pending[where] = (meta.get("#PENDINGDELETEBLOCKCOUNT"),
-                                  meta.get("#PENDINGDELETEBLOCKBYTES"))
+                counters[where] = (
+                    (meta["#BLOCKCOUNT"], meta["#BYTESUSED"]),
+                    (len(rows), decoded.data_bytes),
+                )
+                pending[where] = (
+                    meta.get("#PENDINGDELETEBLOCKCOUNT"),
+                    meta.get("#PENDINGDELETEBLOCKBYTES"),
+                )
     assert len(counters) == sum(len(c["replicas"]) for c in manifest["containers"].values())
     assert {w: c for w, c in counters.items() if c[0] != c[1]} == {}
     assert set(pending.values()) == {(0, 0)}  # both keys, as a current datanode keeps them
@@ -441,7 +524,8 @@ def test_generated_containers_carry_the_counters_a_datanode_keeps(tmp_path: Path
 
 
 def test_a_copy_whose_container_file_names_a_sibling_volume_is_a_path_mismatch(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """A volume holding one replica whose `.container` still names the volume beside it
     (/dn0/vol0 for a replica on /dn0/vol1): Ozone would read and write vol0's files. Its one
     vote must not make vol0 this volume's mount; a copy whose original mount is not a
@@ -452,10 +536,10 @@ def test_a_copy_whose_container_file_names_a_sibling_volume_is_a_path_mismatch(
     rel = Path("hdds/CID-test/current/containerDir0/1/metadata/1.container")
     (tmp_path / "dn0" / "vol1" / rel).write_bytes((tmp_path / "dn0" / "vol0" / rel).read_bytes())
     by_path = {r.path: r for r in scan_paths([tmp_path / "dn0" / "vol1"])}
-    result, = by_path.values()
+    (result,) = by_path.values()
     assert [e.kind for e in result.errors] == ["CONTAINER_PATH_MISMATCH"], result.errors
     assert "vol0" in str(result.errors[0])
     # the same volume inspected where no sibling holds the recorded mount: a copy, clean
     (tmp_path / "dn0" / "vol0").rename(tmp_path / "elsewhere")
-    result, = scan_paths([tmp_path / "dn0" / "vol1"])
+    (result,) = scan_paths([tmp_path / "dn0" / "vol1"])
     assert result.ok and result.errors == [], result.errors

@@ -27,8 +27,10 @@ def _give(rep: Path, uid: int) -> None:
 
 @pytest.mark.skipif(not IS_ROOT, reason="giving a replica to another user needs root")
 def test_reconcile_never_hands_a_root_only_peer_to_another_user(tmp_path: Path) -> None:
-    reps = [make_replica(tmp_path / f"dn{i}" / "vol" / str(CID),
-                         {1: payload(1), 2: payload(2)}) for i in range(3)]
+    reps = [
+        make_replica(tmp_path / f"dn{i}" / "vol" / str(CID), {1: payload(1), 2: payload(2)})
+        for i in range(3)
+    ]
     block(reps[0], 2).unlink()
     for r in reps[1:]:
         _private(r)
@@ -51,11 +53,32 @@ def test_reconcile_never_hands_a_root_only_peer_to_another_user(tmp_path: Path) 
 
 # ---- generate: OUT prepared by someone else ----------------------------------------------------
 
+
 def _generate(out: Path) -> subprocess.CompletedProcess[str]:
-    return child("generate", out, "--layout", "crcmerkle", "--datanode-count", "1", "--volumes",
-                 "1", "--containers", "1", "--replicas", "1", "--faults", "none", "--blocks",
-                 "1", "--block-size", "4KiB", "--chunk-size", "4KiB",
-                 "--bytes-per-checksum", "1KiB")
+    return child(
+        "generate",
+        out,
+        "--layout",
+        "crcmerkle",
+        "--datanode-count",
+        "1",
+        "--volumes",
+        "1",
+        "--containers",
+        "1",
+        "--replicas",
+        "1",
+        "--faults",
+        "none",
+        "--blocks",
+        "1",
+        "--block-size",
+        "4KiB",
+        "--chunk-size",
+        "4KiB",
+        "--bytes-per-checksum",
+        "1KiB",
+    )
 
 
 @pytest.mark.parametrize("planted", [".crcmerkle-generate", "manifest.json"])
@@ -83,15 +106,19 @@ def test_generate_never_writes_through_a_planted_link(tmp_path: Path, planted: s
 SECRET_URI = "s3://AKIAEXAMPLE:se/cr+etKEY@bucket/dn2/vol/7"
 
 
-@pytest.mark.parametrize("verb", [["reconcile"], ["reconcile", "--json"], ["scan", "--json"],
-                                  ["scan"], ["replicate", "--json"]])
+@pytest.mark.parametrize(
+    "verb",
+    [["reconcile"], ["reconcile", "--json"], ["scan", "--json"], ["scan"], ["replicate", "--json"]],
+)
 def test_a_secret_in_a_uri_is_printed_nowhere(tmp_path: Path, verb: list) -> None:
     """A URI with an unencoded secret given where a local path is expected: the error line
     was redacted (issue 23 item 7), but the text lines and the JSON printed it in full."""
-    reps = [make_replica(tmp_path / f"dn{i}" / "vol" / str(CID), {1: payload(1)})
-            for i in range(2)]
-    args = {"reconcile": [reps[0], reps[1], SECRET_URI], "scan": [reps[0], SECRET_URI],
-            "replicate": [SECRET_URI, tmp_path / "dn3" / "vol" / str(CID)]}[verb[0]]
+    reps = [make_replica(tmp_path / f"dn{i}" / "vol" / str(CID), {1: payload(1)}) for i in range(2)]
+    args = {
+        "reconcile": [reps[0], reps[1], SECRET_URI],
+        "scan": [reps[0], SECRET_URI],
+        "replicate": [SECRET_URI, tmp_path / "dn3" / "vol" / str(CID)],
+    }[verb[0]]
     r = child(*verb, *args)
     assert r.returncode in (0, 2), (r.returncode, r.stdout, r.stderr)
     assert "Traceback" not in r.stderr
@@ -101,15 +128,21 @@ def test_a_secret_in_a_uri_is_printed_nowhere(tmp_path: Path, verb: list) -> Non
 
 # ---- tree build: a table that is not what it should be ----------------------------------------
 
-@pytest.mark.parametrize("body, words", [
-    (b"block_id,offset,length,checksums\n1,0,10\n", "row 1"),           # a truncated row
-    (b"block_id,offset,length,checksums\n1,0,10,,junk\n", "row 1"),     # a field too many
-    (b"block_id,offset,length,checksums\n1,0,10,\xff\xfe\n", "UTF-8"),
-    (b"block_id,offset,length,checksums\n1,0,10," + b"a" * 200_000 + b"\n", "field"),
-], ids=["truncated-row", "extra-field", "not-utf8", "huge-field"])  # short ids: the id is in
+
+@pytest.mark.parametrize(
+    "body, words",
+    [
+        (b"block_id,offset,length,checksums\n1,0,10\n", "row 1"),  # a truncated row
+        (b"block_id,offset,length,checksums\n1,0,10,,junk\n", "row 1"),  # a field too many
+        (b"block_id,offset,length,checksums\n1,0,10,\xff\xfe\n", "UTF-8"),
+        (b"block_id,offset,length,checksums\n1,0,10," + b"a" * 200_000 + b"\n", "field"),
+    ],
+    ids=["truncated-row", "extra-field", "not-utf8", "huge-field"],
+)  # short ids: the id is in
 # PYTEST_CURRENT_TEST, and a 200 KB environment string makes the child's exec fail (E2BIG)
-def test_tree_build_refuses_a_malformed_csv_in_one_line(tmp_path: Path, body: bytes,
-                                                        words: str) -> None:
+def test_tree_build_refuses_a_malformed_csv_in_one_line(
+    tmp_path: Path, body: bytes, words: str
+) -> None:
     """A truncated row was built as a chunk without checksums (exit 0, a silent wrong tree);
     a field too many was dropped; bad bytes or a huge field were 'unexpected' errors."""
     table = tmp_path / "t.csv"
@@ -132,9 +165,12 @@ def test_tree_build_refuses_a_bad_parquet_in_one_line(tmp_path: Path) -> None:
 
 # ---- reconcile --report: roots that let anyone plant replicas ----------------------------------
 
+
 def _planted_cluster(root: Path) -> list:
-    reps = [make_replica(root / n / "vol" / str(CID), {1: payload(1), 2: payload(2)})
-            for n in ("dnA", "dnB", "dnC")]
+    reps = [
+        make_replica(root / n / "vol" / str(CID), {1: payload(1), 2: payload(2)})
+        for n in ("dnA", "dnB", "dnC")
+    ]
     block(reps[0], 2).unlink()
     return reps
 
@@ -154,12 +190,14 @@ def test_a_report_whose_scanned_root_is_slash_is_refused(tmp_path: Path) -> None
         assert not block(reps[0], 2).exists()
     finally:
         import shutil
+
         for d in planted:
             shutil.rmtree(d, ignore_errors=True)
 
 
 def test_a_report_whose_replicas_lie_in_a_world_writable_directory_is_refused(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """A scanned root (or datanode or volume directory) any user may write: anyone can plant
     replicas there, and datanodes to outvote the real ones."""
     from test_hostile_reports import _command, _one_line_refusal, _report
@@ -184,11 +222,17 @@ PLANTED_ARG = "h1.example; id"
 def test_report_text_quotes_the_ozone_reconcile_commands() -> None:
     from spark_udfs.jobs.report import STATES, format_text
 
-    report = {"generated": "now", "summary": {s: 0 for s in STATES},
-              "containers": {s: [] for s in STATES}, "first": 10, "mismatched": [],
-              "unrecoverable": [], "pending_deletions": [],
-              "ozone_reconcile": [{"containerID": 1, "argv": ["ozone", "admin", PLANTED_ARG]}],
-              "repair_plan": {"total": 0, "rounds": 0, "datanode_limit": 20, "commands": []}}
+    report = {
+        "generated": "now",
+        "summary": {s: 0 for s in STATES},
+        "containers": {s: [] for s in STATES},
+        "first": 10,
+        "mismatched": [],
+        "unrecoverable": [],
+        "pending_deletions": [],
+        "ozone_reconcile": [{"containerID": 1, "argv": ["ozone", "admin", PLANTED_ARG]}],
+        "repair_plan": {"total": 0, "rounds": 0, "datanode_limit": 20, "commands": []},
+    }
     assert "  ozone admin 'h1.example; id'\n" in format_text(report)
 
 
@@ -201,10 +245,12 @@ def test_reconcile_prints_the_ozone_commands_quoted(capsys: pytest.CaptureFixtur
 
 # --- issue 36 item 12: an output onto its input is refused before anything is written ----------
 
+
 @pytest.mark.parametrize("verb", ["diff", "scan", "run"])
 @pytest.mark.parametrize("where", ["same", "inside", "containing", "link", "file-uri"])
-def test_spark_output_over_its_input_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture,
-                                                verb: str, where: str) -> None:
+def test_spark_output_over_its_input_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture, verb: str, where: str
+) -> None:
     pytest.importorskip("pyspark")
     from merkle.cli import main
 
@@ -212,8 +258,13 @@ def test_spark_output_over_its_input_is_refused(tmp_path: Path, capsys: pytest.C
     (s / "chunks").mkdir(parents=True)
     (s / "chunks" / "part-0.parquet").write_bytes(b"PAR1 tables of a scan")
     os.symlink(s, tmp_path / "alias")
-    out = {"same": str(s) + "/", "inside": str(s / "chunks" / "x"), "containing": str(s.parent),
-           "link": str(tmp_path / "alias"), "file-uri": f"file://{s}"}[where]
+    out = {
+        "same": str(s) + "/",
+        "inside": str(s / "chunks" / "x"),
+        "containing": str(s.parent),
+        "link": str(tmp_path / "alias"),
+        "file-uri": f"file://{s}",
+    }[where]
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     assert main(["spark", verb, str(s), "-o", out]) == 2
     err = capsys.readouterr().err

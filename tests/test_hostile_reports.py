@@ -35,22 +35,35 @@ from replica_helpers import snapshot
 
 def _cluster(root: Path, salt: int = 0) -> List[Path]:
     """Three replicas of container 7 under `root` (dn0 damaged: block 2 is missing)."""
-    reps = [make_replica(root / f"dn{i}" / "vol" / str(CID),
-                         {1: payload(1, salt=salt), 2: payload(2, salt=salt)})
-            for i in range(3)]
+    reps = [
+        make_replica(
+            root / f"dn{i}" / "vol" / str(CID), {1: payload(1, salt=salt), 2: payload(2, salt=salt)}
+        )
+        for i in range(3)
+    ]
     block(reps[0], 2).unlink()
     return reps
 
 
 def _command(target: Path, peers: List[Path], cid: int = CID, rnd: int = 0) -> Dict[str, Any]:
-    return {"round": rnd, "container_id": cid, "datanode": target.parent.parent.name,
-            "replica": str(target), "peers": [str(p) for p in peers],
-            "peer_datanodes": [p.parent.parent.name for p in peers],
-            "argv": ["crcmerkle", "reconcile", str(target), *map(str, peers)]}
+    return {
+        "round": rnd,
+        "container_id": cid,
+        "datanode": target.parent.parent.name,
+        "replica": str(target),
+        "peers": [str(p) for p in peers],
+        "peer_datanodes": [p.parent.parent.name for p in peers],
+        "argv": ["crcmerkle", "reconcile", str(target), *map(str, peers)],
+    }
 
 
-def _report(where: Path, cmds: List[Dict[str, Any]], roots: List[Path], listed: int = 1,
-            name: str = "r.json") -> Path:
+def _report(
+    where: Path,
+    cmds: List[Dict[str, Any]],
+    roots: List[Path],
+    listed: int = 1,
+    name: str = "r.json",
+) -> Path:
     """A report whose full list is written next to it, one part per command, with the parts'
     digests (as the executors' writer and part_digests make them)."""
     where.mkdir(parents=True, exist_ok=True)
@@ -60,11 +73,20 @@ def _report(where: Path, cmds: List[Dict[str, Any]], roots: List[Path], listed: 
         (d / f"part-{i:05d}.json").write_text(json.dumps(c) + "\n")
     (d / "_SUCCESS").write_text("")
     parts = [p.to_dict() for p in read_command_list(str(d))[1]]
-    rep = {"format": "crcmerkle-spark-report", "version": 1, "reconcile": cmds[:listed],
-           "reconcile_commands": {"total": len(cmds), "listed": listed,
-                                  "path": f"{name}.commands", "format": "json-lines",
-                                  "parts": parts, "sha256": parts_digest(parts)},
-           "scanned_roots": [str(r) for r in roots]}
+    rep = {
+        "format": "crcmerkle-spark-report",
+        "version": 1,
+        "reconcile": cmds[:listed],
+        "reconcile_commands": {
+            "total": len(cmds),
+            "listed": listed,
+            "path": f"{name}.commands",
+            "format": "json-lines",
+            "parts": parts,
+            "sha256": parts_digest(parts),
+        },
+        "scanned_roots": [str(r) for r in roots],
+    }
     f = where / name
     f.write_text(json.dumps(rep))
     return f
@@ -77,7 +99,7 @@ def _reseal(f: Path) -> None:
     parts = [p.to_dict() for p in read_command_list(str(d))[1]]
     rep["reconcile_commands"].update(parts=parts, sha256=parts_digest(parts))
     full, _ = read_command_list(str(d))
-    rep["reconcile"] = full[:rep["reconcile_commands"]["listed"]]
+    rep["reconcile"] = full[: rep["reconcile_commands"]["listed"]]
     f.write_text(json.dumps(rep))
 
 
@@ -100,6 +122,7 @@ def _all_files(*roots: Path) -> Dict[str, Dict[str, str]]:
 
 # ---- item 3: reconcile --report ---------------------------------------------------------------
 
+
 def test_item3_an_honest_report_runs(two_clusters, tmp_path):
     r1 = two_clusters["r1"]
     f = _report(tmp_path / "rep", [_command(r1[0], r1[1:])], [two_clusters["c1"]])
@@ -113,10 +136,11 @@ def test_item3_a_swapped_part_is_refused_before_anything_is_written(two_clusters
     this report's part: the counts agree, the digest does not."""
     c1, r1, c2, r2 = (two_clusters[k] for k in ("c1", "r1", "c2", "r2"))
     f = _report(tmp_path / "a", [_command(r1[1], [r1[2]]), _command(r1[0], r1[1:])], [c1])
-    other = _report(tmp_path / "b", [_command(r2[1], [r2[2]]), _command(r2[0], [r1[1]])],
-                    [c1, c2])
-    shutil.copy(other.parent / "r.json.commands" / "part-00001.json",
-                f.parent / "r.json.commands" / "part-00001.json")
+    other = _report(tmp_path / "b", [_command(r2[1], [r2[2]]), _command(r2[0], [r1[1]])], [c1, c2])
+    shutil.copy(
+        other.parent / "r.json.commands" / "part-00001.json",
+        f.parent / "r.json.commands" / "part-00001.json",
+    )
     before = _all_files(c1, c2)
     r = child("reconcile", "--report", f)
     _one_line_refusal(r, "part-00001.json", "digest")
@@ -153,8 +177,7 @@ def test_item3_inline_commands_must_be_the_first_of_the_list(two_clusters, tmp_p
     assert _all_files(c1) == before
 
 
-def test_item3_a_container_id_must_match_the_directory_and_its_metadata(two_clusters,
-                                                                         tmp_path):
+def test_item3_a_container_id_must_match_the_directory_and_its_metadata(two_clusters, tmp_path):
     c1, r1 = two_clusters["c1"], two_clusters["r1"]
     f = _report(tmp_path / "a", [_command(r1[0], r1[1:], cid=8)], [c1])
     before = _all_files(c1)
@@ -166,8 +189,13 @@ def test_item3_a_container_id_must_match_the_directory_and_its_metadata(two_clus
     shutil.copytree(r1[1], fake)
     real8 = []
     for i in (0, 1):  # container 8's own replicas: their records name 8
-        with ContainerWriter.create(c1 / f"dn{i}" / "vol" / "8", 8, algorithm="crc32",
-                                    bytes_per_checksum=4 * KiB, chunk_size=8 * KiB) as w:
+        with ContainerWriter.create(
+            c1 / f"dn{i}" / "vol" / "8",
+            8,
+            algorithm="crc32",
+            bytes_per_checksum=4 * KiB,
+            chunk_size=8 * KiB,
+        ) as w:
             w.write_block(1, payload(1))
         real8.append(c1 / f"dn{i}" / "vol" / "8")
     (fake / "metadata" / f"{CID}.blocks").rename(fake / "metadata" / "8.blocks")
@@ -175,8 +203,7 @@ def test_item3_a_container_id_must_match_the_directory_and_its_metadata(two_clus
     _one_line_refusal(child("reconcile", "--report", g), "not container 8")
 
 
-def test_item3_replicas_must_lie_under_the_scanned_roots_of_one_cluster(two_clusters,
-                                                                          tmp_path):
+def test_item3_replicas_must_lie_under_the_scanned_roots_of_one_cluster(two_clusters, tmp_path):
     c1, r1, c2, r2 = (two_clusters[k] for k in ("c1", "r1", "c2", "r2"))
     before = _all_files(c1, c2)
     # a replica of cluster 1 repaired from cluster 2's data: both roots listed
@@ -208,23 +235,33 @@ def test_item3_a_replica_reached_through_a_link_is_refused(two_clusters, tmp_pat
 
 # ---- item 3: replicate --report -----------------------------------------------------------------
 
+
 def _plan(where: Path, cmds: List[Dict[str, Any]], roots: List[Path]) -> Path:
-    plan = {"format": "crcmerkle-spark-plan", "version": 1,
-            "scanned_roots": [str(r) for r in roots],
-            "copy_plan": {"commands": cmds, "sha256": lines_digest(cmds)}}
+    plan = {
+        "format": "crcmerkle-spark-plan",
+        "version": 1,
+        "scanned_roots": [str(r) for r in roots],
+        "copy_plan": {"commands": cmds, "sha256": lines_digest(cmds)},
+    }
     where.mkdir(parents=True, exist_ok=True)
     f = where / "plan.json"
     f.write_text(json.dumps(plan))
     return f
 
 
-def _copy(src: Path, tgt: Path, cid: int = CID, argv: Optional[List[str]] = None
-          ) -> Dict[str, Any]:
-    return {"round": 0, "container": cid, "source": src.parent.parent.name,
-            "source_replica": str(src), "source_leaving": False,
-            "target": tgt.parent.parent.name, "target_replica": str(tgt), "bytes": 1,
-            "by": "crcmerkle replicate",
-            "argv": argv or ["crcmerkle", "replicate", str(src), str(tgt)]}
+def _copy(src: Path, tgt: Path, cid: int = CID, argv: Optional[List[str]] = None) -> Dict[str, Any]:
+    return {
+        "round": 0,
+        "container": cid,
+        "source": src.parent.parent.name,
+        "source_replica": str(src),
+        "source_leaving": False,
+        "target": tgt.parent.parent.name,
+        "target_replica": str(tgt),
+        "bytes": 1,
+        "by": "crcmerkle replicate",
+        "argv": argv or ["crcmerkle", "replicate", str(src), str(tgt)],
+    }
 
 
 @pytest.fixture
@@ -233,8 +270,12 @@ def source(tmp_path: Path) -> Dict[str, Path]:
     src = make_replica(c / "dn0" / "vol" / str(CID), {1: payload(1)})
     (c / "dn1" / "vol").mkdir(parents=True)
     (c / "dn2" / "vol").mkdir(parents=True)
-    return {"c": c, "src": src, "t1": c / "dn1" / "vol" / str(CID),
-            "t2": c / "dn2" / "vol" / str(CID)}
+    return {
+        "c": c,
+        "src": src,
+        "t1": c / "dn1" / "vol" / str(CID),
+        "t2": c / "dn2" / "vol" / str(CID),
+    }
 
 
 def test_item3_a_plan_copies_what_its_argv_says_or_nothing(source, tmp_path):
@@ -243,8 +284,9 @@ def test_item3_a_plan_copies_what_its_argv_says_or_nothing(source, tmp_path):
     assert child("replicate", "--report", honest).returncode == 0 and t1.is_dir()
     shutil.rmtree(t1)
     # the operator approves src -> t1; the fields say t2
-    f = _plan(tmp_path / "a", [_copy(src, t2, argv=["crcmerkle", "replicate", str(src),
-                                                    str(t1)])], [c])
+    f = _plan(
+        tmp_path / "a", [_copy(src, t2, argv=["crcmerkle", "replicate", str(src), str(t1)])], [c]
+    )
     _one_line_refusal(child("replicate", "--report", f), '"argv"', "nothing was copied")
     assert not t1.exists() and not t2.exists()
 
@@ -255,16 +297,22 @@ def test_item3_a_plan_is_checked_before_anything_is_copied(source, tmp_path):
     elsewhere.mkdir(parents=True)
     outside = elsewhere / str(CID)
     cases = {
-        "digest": (lambda f: _edit(f, lambda p: p["copy_plan"]["commands"][0].update(
-            bytes=2))),
-        "not a replica under the roots": (lambda f: _edit(f, lambda p: p.update(
-            scanned_roots=[str(tmp_path / "elsewhere")]))),
-        "bad \"round\"": (lambda f: _edit(f, lambda p: p["copy_plan"]["commands"][0].update(
-            round=True), reseal=True)),
+        "digest": (lambda f: _edit(f, lambda p: p["copy_plan"]["commands"][0].update(bytes=2))),
+        "not a replica under the roots": (
+            lambda f: _edit(f, lambda p: p.update(scanned_roots=[str(tmp_path / "elsewhere")]))
+        ),
+        'bad "round"': (
+            lambda f: _edit(
+                f, lambda p: p["copy_plan"]["commands"][0].update(round=True), reseal=True
+            )
+        ),
     }
     for words, spoil in cases.items():
-        f = _plan(tmp_path / words.replace(" ", "_").replace('"', ""),
-                  [_copy(src, t1), _copy(src, t2)], [c])
+        f = _plan(
+            tmp_path / words.replace(" ", "_").replace('"', ""),
+            [_copy(src, t1), _copy(src, t2)],
+            [c],
+        )
         spoil(f)
         _one_line_refusal(child("replicate", "--report", f), words)
         assert not t1.exists() and not t2.exists(), words
@@ -305,6 +353,7 @@ def test_item3_a_copy_is_never_handed_to_another_user(source, tmp_path):
 
 # ---- item 13: the list is read as regular files, bounded ---------------------------------------
 
+
 def test_item13_a_fifo_never_hangs_the_reader(two_clusters, tmp_path):
     c1, r1 = two_clusters["c1"], two_clusters["r1"]
     f = _report(tmp_path / "a", [_command(r1[0], r1[1:])], [c1], listed=0)
@@ -324,14 +373,14 @@ def test_item13_dev_zero_and_sparse_parts_are_refused(two_clusters, tmp_path):
     rep = json.loads(f.read_text())
     rep["reconcile_commands"]["path"] = "/dev/zero"
     f.write_text(json.dumps(rep))
-    _one_line_refusal(child("reconcile", "--report", f, timeout=60, memory=1 << 30),
-                      "not a regular file")
+    _one_line_refusal(
+        child("reconcile", "--report", f, timeout=60, memory=1 << 30), "not a regular file"
+    )
     g = _report(tmp_path / "b", [_command(r1[0], r1[1:])], [c1], listed=0)
     part = g.parent / "r.json.commands" / "part-00000.json"
     with open(part, "r+b") as fh:
         fh.truncate(3 << 30)  # sparse: 3 GiB of holes, one endless line
-    _one_line_refusal(child("reconcile", "--report", g, timeout=60, memory=1 << 30),
-                      "limit")
+    _one_line_refusal(child("reconcile", "--report", g, timeout=60, memory=1 << 30), "limit")
     part.write_text(json.dumps(_command(r1[0], r1[1:])) + " " * (2 << 20) + "\n")
     _one_line_refusal(child("reconcile", "--report", g, timeout=60), "longer than")
     part.unlink()
@@ -341,6 +390,7 @@ def test_item13_dev_zero_and_sparse_parts_are_refused(two_clusters, tmp_path):
 
 # ---- item 14: a full volume, a saturated counter -----------------------------------------------
 
+
 @pytest.fixture
 def small_volume(tmp_path: Path):
     """A 256 KiB tmpfs mounted as a datanode volume (root only), unmounted afterwards."""
@@ -348,8 +398,11 @@ def small_volume(tmp_path: Path):
         pytest.skip("mounting a tmpfs needs root")
     vol = tmp_path / "c" / "dn1" / "vol"
     vol.mkdir(parents=True)
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0755", "tmpfs",
-                        str(vol)], capture_output=True, text=True)
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k,mode=0755", "tmpfs", str(vol)],
+        capture_output=True,
+        text=True,
+    )
     if r.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
     try:
@@ -360,8 +413,9 @@ def small_volume(tmp_path: Path):
 
 def test_item14_a_full_volume_leaves_no_staging_copy(small_volume, tmp_path):
     src = tmp_path / "c" / "dn0" / "vol" / str(CID)
-    with ContainerWriter.create(src, CID, algorithm="crc32", bytes_per_checksum=4 * KiB,
-                                chunk_size=64 * KiB) as w:
+    with ContainerWriter.create(
+        src, CID, algorithm="crc32", bytes_per_checksum=4 * KiB, chunk_size=64 * KiB
+    ) as w:
         w.write_block(1, payload(1, 1024 * KiB))
     r = child("replicate", src, small_volume / str(CID))
     _one_line_refusal(r, "No space left on device")
@@ -382,15 +436,16 @@ def test_item14_a_saturated_bytesused_does_not_fail_an_offline_repair(tmp_path):
     db_dir = _db_of(target)
     with VolumeDB(db_dir) as db:
         rows = dict(db.block_values(1))
-    bid, raw = next((k, v) for k, v in rows.items()
-                    if len(pb.BlockData.FromString(v).chunks) >= 2)
+    bid, raw = next((k, v) for k, v in rows.items() if len(pb.BlockData.FromString(v).chunks) >= 2)
     msg = pb.BlockData.FromString(raw)
     msg.size -= msg.chunks[-1].len
     del msg.chunks[-1]  # our row lacks its last chunk: the repair extends it
     db = LockedVolumeDB(db_dir)
     try:
-        db.write_batch({container_prefix(1) + bid: msg.SerializeToString()},
-                       {container_prefix(1) + b"#BYTESUSED": struct.pack(">q", (1 << 63) - 1)})
+        db.write_batch(
+            {container_prefix(1) + bid: msg.SerializeToString()},
+            {container_prefix(1) + b"#BYTESUSED": struct.pack(">q", (1 << 63) - 1)},
+        )
     finally:
         db.close()
     (target / "metadata" / "1.tree").unlink()
@@ -406,13 +461,25 @@ def test_item14_a_saturated_bytesused_does_not_fail_an_offline_repair(tmp_path):
 
 # ---- item 17: a report of replicas on Ozone volumes ----------------------------------------------
 
+
 def test_item17_an_ozone_report_prints_the_ozone_commands(tmp_path):
-    rep = {"format": "crcmerkle-spark-report", "version": 1, "reconcile": [],
-           "reconcile_commands": {"total": 0, "listed": 0, "path": None, "format": None,
-                                  "parts": None, "sha256": lines_digest([])},
-           "ozone_reconcile": [{"containerID": c, "argv": ["ozone", "admin", "container",
-                                                            "reconcile", str(c)]}
-                               for c in (5, 12)]}
+    rep = {
+        "format": "crcmerkle-spark-report",
+        "version": 1,
+        "reconcile": [],
+        "reconcile_commands": {
+            "total": 0,
+            "listed": 0,
+            "path": None,
+            "format": None,
+            "parts": None,
+            "sha256": lines_digest([]),
+        },
+        "ozone_reconcile": [
+            {"containerID": c, "argv": ["ozone", "admin", "container", "reconcile", str(c)]}
+            for c in (5, 12)
+        ],
+    }
     f = tmp_path / "r.json"
     f.write_text(json.dumps(rep))
     r = child("reconcile", "--report", f)
@@ -437,8 +504,10 @@ def test_item3_peer_datanodes_are_taken_from_the_disk_not_the_report(tmp_path):
     third: each datanode votes once, as the disk says where a replica is."""
     c = tmp_path / "c"
     target = make_replica(c / "dn0" / "vol" / str(CID), {1: payload(1)})
-    liars = [make_replica(c / "dn1" / v / str(CID), {1: payload(1), 2: payload(2, salt=9)})
-             for v in ("vol", "vol2")]
+    liars = [
+        make_replica(c / "dn1" / v / str(CID), {1: payload(1), 2: payload(2, salt=9)})
+        for v in ("vol", "vol2")
+    ]
     honest = make_replica(c / "dn2" / "vol" / str(CID), {1: payload(1), 2: payload(2)})
     cmd = _command(target, [*liars, honest])
     cmd["peer_datanodes"] = ["dnA", "dnB", "dn2"]

@@ -22,25 +22,72 @@ TESTS_PARENT = Path(__file__).resolve().parent.parent
 
 # What the docs show and earlier releases exported: a later move may add names, never drop one.
 MERKLE_PUBLIC = {
-    "BackendUnavailableError", "BlockMetaError", "CRC32", "CRC32C", "ContainerIDMismatchError",
+    "BackendUnavailableError",
+    "BlockMetaError",
+    "CRC32",
+    "CRC32C",
+    "ContainerIDMismatchError",
     "ContainerTree",
-    "ContainerWriter", "DiffReport", "GIL_RELEASE_THRESHOLD", "ReconcileResult", "ReplicaError",
-    "ReplicaLockedError", "ReplicaReport", "ScanError", "ScanResult", "TreeBuilder",
-    "TreeFileError", "available_backends", "backend", "checksum_each", "checksum_windows",
-    "combine_many", "compare_replicas", "compiled_backends", "crc32", "crc32_combine", "crc32c",
-    "crc32c_combine", "diff", "full_object_crc", "generate_cluster", "merge", "ozone", "read_tree",
+    "ContainerWriter",
+    "DiffReport",
+    "GIL_RELEASE_THRESHOLD",
+    "ReconcileResult",
+    "ReplicaError",
+    "ReplicaLockedError",
+    "ReplicaReport",
+    "ScanError",
+    "ScanResult",
+    "TreeBuilder",
+    "TreeFileError",
+    "available_backends",
+    "backend",
+    "checksum_each",
+    "checksum_windows",
+    "combine_many",
+    "compare_replicas",
+    "compiled_backends",
+    "crc32",
+    "crc32_combine",
+    "crc32c",
+    "crc32c_combine",
+    "diff",
+    "full_object_crc",
+    "generate_cluster",
+    "merge",
+    "ozone",
+    "read_tree",
     "reconcile",
-    "reconcile_round", "scan_container", "set_backend", "using_backend", "write_tree",
+    "reconcile_round",
+    "scan_container",
+    "set_backend",
+    "using_backend",
+    "write_tree",
 }
 SPARK_PUBLIC = {
-    "block_value_udf", "build_report", "checksum_udf", "container_value_udf", "crc32_udf",
-    "crc32c_udf", "diff_chunks", "diff_scan", "format_text", "get_session", "leaf_udf",
-    "map_in_arrow_checksum", "register", "repair_plan", "scan_replicas", "window_checksums_udf",
+    "block_value_udf",
+    "build_report",
+    "checksum_udf",
+    "container_value_udf",
+    "crc32_udf",
+    "crc32c_udf",
+    "diff_chunks",
+    "diff_scan",
+    "format_text",
+    "get_session",
+    "leaf_udf",
+    "map_in_arrow_checksum",
+    "register",
+    "repair_plan",
+    "scan_replicas",
+    "window_checksums_udf",
 }
 
 
-@pytest.mark.parametrize("package, names", [(merkle, MERKLE_PUBLIC), (spark_udfs, SPARK_PUBLIC)],
-                         ids=["merkle", "spark_udfs"])
+@pytest.mark.parametrize(
+    "package, names",
+    [(merkle, MERKLE_PUBLIC), (spark_udfs, SPARK_PUBLIC)],
+    ids=["merkle", "spark_udfs"],
+)
 def test_public_names_are_kept_and_resolve(package, names):
     missing = names - set(package.__all__)
     assert not missing, f"{package.__name__}.__all__ lost {sorted(missing)}"
@@ -73,7 +120,7 @@ def _imports(path: Path) -> Iterator[str]:
             base = node.module or ""
             if node.level:
                 anchor = package.split(".")
-                anchor = anchor[:len(anchor) - (node.level - 1)]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
                 base = ".".join(anchor + ([base] if base else []))
             # `from merkle import cli` names the module merkle.cli
             yield from (f"{base}.{alias.name}" for alias in node.names)
@@ -109,9 +156,12 @@ def _violates(target: str, forbidden: str) -> bool:
     if target in ALLOWED_FROM_ROOT or target.startswith(("merkle._native", "merkle._crc")):
         return False
     if forbidden == "merkle":  # the bare root package (or a name imported from it)
-        return target == "merkle" or (target.startswith("merkle.") and _layer_of(target) ==
-                                      "other" and target.count(".") == 1 and
-                                      not target.startswith("merkle._"))
+        return target == "merkle" or (
+            target.startswith("merkle.")
+            and _layer_of(target) == "other"
+            and target.count(".") == 1
+            and not target.startswith("merkle._")
+        )
     return target == forbidden or target.startswith(forbidden + ".")
 
 
@@ -122,8 +172,11 @@ def test_layers_only_import_downwards():
     bad = []
     for module, targets in graph.items():
         for forbidden in FORBIDDEN.get(_layer_of(module), ()):
-            bad += [f"{module} imports {t}" for t in sorted(targets) if _violates(t, forbidden)
-                    and _layer_of(t) != _layer_of(module)]
+            bad += [
+                f"{module} imports {t}"
+                for t in sorted(targets)
+                if _violates(t, forbidden) and _layer_of(t) != _layer_of(module)
+            ]
     assert not bad, "\n".join(bad)
 
 
@@ -141,11 +194,15 @@ def test_the_layering_check_can_fail():
 def test_model_does_not_import_the_file_format():
     graph = _graph()
     assert not any(t.startswith("merkle.trees.treefile") for t in graph["merkle.trees.model"])
-    assert "merkle.trees.model" in {t.rpartition(".")[0] for t in graph["merkle.trees.treefile"]} \
+    assert (
+        "merkle.trees.model"
+        in {t.rpartition(".")[0] for t in graph["merkle.trees.treefile"]}
         | graph["merkle.trees.treefile"]
+    )
 
 
 # ---- issue 24: the replica-layout interface ------------------------------------------------
+
 
 def _cluster(root: Path, layout: str, containers: int = 2) -> Path:
     from merkle.replica.generate import GeneratorConfig, generate_cluster
@@ -201,8 +258,9 @@ def test_ozone_layout_reads_through_the_interface(tmp_path: Path) -> None:
         assert v.datanode_uuid == props["datanodeUuid"] and v.cluster_id == props["clusterID"]
         # a datanode is its identity, never the directory above its volume
         assert v.datanode == props["datanodeUuid"] and v.problem is None
-        assert [r.path for r in layout.replicas(v)] == [str(r.root)
-                                                          for r in replicas_under(ov, inner)]
+        assert [r.path for r in layout.replicas(v)] == [
+            str(r.root) for r in replicas_under(ov, inner)
+        ]
     refs = [r for v in volumes for r in layout.replicas(v)]
     assert refs and layout.data_bytes(refs[0]) is None
     files = layout.open_files(refs[0])
@@ -213,8 +271,10 @@ def test_ozone_layout_reads_through_the_interface(tmp_path: Path) -> None:
     scanned = list(layout.scan(refs))
     assert all(exc is None and res.ok for _, res, exc in scanned), scanned
     trees = list(layout.scan(refs, trees_only=True))
-    assert all(res.tree.data_checksum == full.tree.data_checksum
-               for (_, res, _), (_, full, _) in zip(trees, scanned))
+    assert all(
+        res.tree.data_checksum == full.tree.data_checksum
+        for (_, res, _), (_, full, _) in zip(trees, scanned)
+    )
     # the same replica directory reached twice in one job is scanned once
     seen: dict = {}
     again = list(layout.scan(refs[:1] * 2, seen=seen))
@@ -223,6 +283,7 @@ def test_ozone_layout_reads_through_the_interface(tmp_path: Path) -> None:
 
 
 # ---- a third layout, known to no file outside tests/layouts/flat.py -------------------------
+
 
 def flat_cluster(root: Path, containers: int = 2) -> Tuple[Path, Path, int]:
     """A clean generated cluster rewritten in the flat test layout (tests/layouts/flat.py),
@@ -242,13 +303,13 @@ def flat_cluster(root: Path, containers: int = 2) -> Tuple[Path, Path, int]:
         shutil.copy(loc.paths.blockmeta, dest / "blocks")
         shutil.copy(loc.paths.tree, dest / "tree")
         for block in loc.paths.chunks_dir.glob("*.block"):
-            shutil.copy(block, dest / (block.name[:-len(".block")] + ".data"))
+            shutil.copy(block, dest / (block.name[: -len(".block")] + ".data"))
     damaged = sorted((root / "dn0").glob("*.replica"))[0]
     data = sorted(damaged.glob("*.data"))[0]
     raw = bytearray(data.read_bytes())
     raw[len(raw) // 2] ^= 0xFF
     data.write_bytes(bytes(raw))
-    return root, damaged, int(data.name[:-len(".data")])
+    return root, damaged, int(data.name[: -len(".data")])
 
 
 @pytest.fixture
@@ -279,7 +340,7 @@ def test_a_third_layout_is_scanned_by_scan_paths(tmp_path: Path, flat_layout: An
     assert all(r.ok and not r.errors and r.bytes_read for r in results.values())
     assert not any(r.tree_written for r in results.values())  # read-only: REPAIR_NONE
     # one replica, named directly
-    r, = scan_paths([damaged])
+    (r,) = scan_paths([damaged])
     assert r.path == str(damaged) and not r.ok
 
 
@@ -305,22 +366,31 @@ def test_a_third_layout_is_scanned_by_the_cli(tmp_path: Path) -> None:
     import sys
 
     root, damaged, block = flat_cluster(tmp_path / "flat")
-    entry = ("import sys; from merkle.replica.layouts import register; "
-             "from tests.layouts.flat import LAYOUT; register(LAYOUT, first=True); "
-             "from merkle.cli import main; sys.exit(main(sys.argv[1:]))")
-    run = subprocess.run([sys.executable, "-c", entry, "scan", "--json", str(root)],
-                         cwd=TESTS_PARENT, capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "PYTHONPATH": str(TESTS_PARENT)})
+    entry = (
+        "import sys; from merkle.replica.layouts import register; "
+        "from tests.layouts.flat import LAYOUT; register(LAYOUT, first=True); "
+        "from merkle.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", entry, "scan", "--json", str(root)],
+        cwd=TESTS_PARENT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(TESTS_PARENT)},
+    )
     assert run.returncode == 1, run.stderr
     out = json.loads(run.stdout)
     assert out["summary"]["replicas"] == 6 and out["failed"] == []
     bad = [r for r in out["replicas"] if not r["ok"]]
     assert [(r["path"], [(e["error"], e["block_id"]) for e in r["errors"]]) for r in bad] == [
-        (str(damaged), [("CORRUPT_CHUNK", block)])]
+        (str(damaged), [("CORRUPT_CHUNK", block)])
+    ]
 
 
 def test_a_third_layout_meets_every_writing_job_with_a_one_line_refusal(
-        tmp_path: Path, flat_layout: Any, capsys: Any) -> None:
+    tmp_path: Path, flat_layout: Any, capsys: Any
+) -> None:
     """A read-only layout (its write side inherited from ReadOnlyLayout): reconcile (one
     replica, --all, --offline), replicate (from it, into it) and generate each refuse in one
     line with exit 2; nothing is written."""
@@ -329,11 +399,14 @@ def test_a_third_layout_meets_every_writing_job_with_a_one_line_refusal(
     root, damaged, _ = flat_cluster(tmp_path / "flat")
     peer = root / "dn1" / damaged.name
     before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
-    runs = [["reconcile", str(damaged), str(peer)], ["reconcile", "--all", str(root)],
-            ["reconcile", "--offline", str(damaged), str(peer)],
-            ["replicate", str(peer), str(tmp_path / "vol" / damaged.name)],
-            ["replicate", str(peer), str(root / "dn9" / damaged.name)],
-            ["generate", "--layout", "flat", str(tmp_path / "gen")]]
+    runs = [
+        ["reconcile", str(damaged), str(peer)],
+        ["reconcile", "--all", str(root)],
+        ["reconcile", "--offline", str(damaged), str(peer)],
+        ["replicate", str(peer), str(tmp_path / "vol" / damaged.name)],
+        ["replicate", str(peer), str(root / "dn9" / damaged.name)],
+        ["generate", "--layout", "flat", str(tmp_path / "gen")],
+    ]
     for argv in runs:
         capsys.readouterr()
         try:
@@ -358,29 +431,49 @@ LAYERS: List[Tuple[str, ...]] = [
     ("merkle._native", "merkle._crc"),
     ("merkle.trees",),
     # the replica core: what every layout and job shares, knowing no layout
-    ("merkle.replica", "merkle.replica.errors", "merkle.replica.safeopen",
-     "merkle.replica.fileio", "merkle.replica.levels", "merkle.replica.protokeep",
-     "merkle.replica.layout", "merkle.replica.blocks", "merkle.replica.results",
-     "merkle.replica.uri", "merkle.messages"),
+    (
+        "merkle.replica",
+        "merkle.replica.errors",
+        "merkle.replica.safeopen",
+        "merkle.replica.fileio",
+        "merkle.replica.levels",
+        "merkle.replica.protokeep",
+        "merkle.replica.layout",
+        "merkle.replica.blocks",
+        "merkle.replica.results",
+        "merkle.replica.uri",
+        "merkle.messages",
+    ),
     # the layout packages, with the readers and the verifier they share (files.py and
     # verify.py read crcmerkle's local files; lock.py is its replica lock)
-    ("merkle.replica.crcmerkle", "merkle.replica.ozone", "merkle.replica.bookkeeper",
-     "merkle.replica.files",
-     "merkle.replica.verify", "merkle.replica.lock",
-     # Ozone's OM DB format: read by the copy check, written by the ozone layout's generator
-     # (`generate --om-db`, merkle.replica.ozone.omkeys)
-     "merkle.copies.om_pb2", "merkle.copies.omdb"),
+    (
+        "merkle.replica.crcmerkle",
+        "merkle.replica.ozone",
+        "merkle.replica.bookkeeper",
+        "merkle.replica.files",
+        "merkle.replica.verify",
+        "merkle.replica.lock",
+        # Ozone's OM DB format: read by the copy check, written by the ozone layout's generator
+        # (`generate --om-db`, merkle.replica.ozone.omkeys)
+        "merkle.copies.om_pb2",
+        "merkle.copies.omdb",
+    ),
     ("merkle.replica.layouts",),  # the registry
-    ("merkle.replica.scan*", "merkle.replica.reconcile*", "merkle.replica.replicate*",
-     "merkle.replica.generate*", "merkle.replica.soak*", "merkle.replica.commandlist*"),
+    (
+        "merkle.replica.scan*",
+        "merkle.replica.reconcile*",
+        "merkle.replica.replicate*",
+        "merkle.replica.generate*",
+        "merkle.replica.soak*",
+        "merkle.replica.commandlist*",
+    ),
     ("merkle",),  # the package facade
     ("spark_udfs",),
     ("merkle.cli", "merkle.__main__", "spark_udfs.cli", "spark_udfs.__main__"),
 ]
 _JOBS = 5
 _SPARK = 7
-_LAYOUT_PACKAGES = ("merkle.replica.crcmerkle", "merkle.replica.ozone",
-                    "merkle.replica.bookkeeper")
+_LAYOUT_PACKAGES = ("merkle.replica.crcmerkle", "merkle.replica.ozone", "merkle.replica.bookkeeper")
 
 #: a job or spark_udfs module (or, with `*`, modules whose names start so) reaching into a
 #: layout package, and why it may
@@ -478,8 +571,13 @@ def _upward(graph: Dict[str, Set[str]]) -> Set[Tuple[str, str]]:
 
 def _into_layouts(graph: Dict[str, Set[str]]) -> Set[Tuple[str, str]]:
     """Imports of a layout package's modules by a job or by spark_udfs."""
-    return {(m, t) for m, ts in graph.items() if _layer(m) in (_JOBS, _SPARK)
-            for t in ts if t.startswith(_LAYOUT_PACKAGES)}
+    return {
+        (m, t)
+        for m, ts in graph.items()
+        if _layer(m) in (_JOBS, _SPARK)
+        for t in ts
+        if t.startswith(_LAYOUT_PACKAGES)
+    }
 
 
 def test_every_module_has_a_layer() -> None:
@@ -500,8 +598,11 @@ def test_lower_layers_never_import_higher_ones() -> None:
 
 def test_jobs_and_spark_reach_the_layouts_only_through_the_registry() -> None:
     graph = _module_graph()
-    bad = sorted((m, t) for m, t in _into_layouts(graph)
-                 if not any(_matches(m, allowed) for allowed in REACHES_INTO_A_LAYOUT))
+    bad = sorted(
+        (m, t)
+        for m, t in _into_layouts(graph)
+        if not any(_matches(m, allowed) for allowed in REACHES_INTO_A_LAYOUT)
+    )
     assert bad == []
     for module in ("merkle.replica.scan", "spark_udfs.jobs.scan", "merkle.cli.scan"):
         assert "merkle.replica.layouts" in graph[module], module
@@ -510,18 +611,25 @@ def test_jobs_and_spark_reach_the_layouts_only_through_the_registry() -> None:
 
 def test_a_layout_package_does_not_import_the_other() -> None:
     graph = _module_graph()
-    crossing = sorted((m, t) for m, ts in graph.items() for t in ts
-                      for a, b in itertools.permutations(_LAYOUT_PACKAGES, 2)
-                      if m.startswith(a + ".") and t.startswith(b + "."))
+    crossing = sorted(
+        (m, t)
+        for m, ts in graph.items()
+        for t in ts
+        for a, b in itertools.permutations(_LAYOUT_PACKAGES, 2)
+        if m.startswith(a + ".") and t.startswith(b + ".")
+    )
     assert [(m, t) for m, t in crossing if m not in LAYOUT_TO_LAYOUT] == []
 
 
 def test_the_graph_checks_can_fail() -> None:
     """Each check sees a violation when there is one (a test that cannot fail proves
     nothing)."""
-    circle = {"merkle.replica.scan": {"merkle.replica.ozone.scan"},
-              "merkle.replica.ozone.scan": {"merkle.replica.verify"},
-              "merkle.replica.verify": {"merkle.replica.scan"}, "merkle.trees.model": set()}
+    circle = {
+        "merkle.replica.scan": {"merkle.replica.ozone.scan"},
+        "merkle.replica.ozone.scan": {"merkle.replica.verify"},
+        "merkle.replica.verify": {"merkle.replica.scan"},
+        "merkle.trees.model": set(),
+    }
     assert _cycles(circle) == [sorted(circle)[:3]]
     assert _upward(circle) == {("merkle.replica.verify", "merkle.replica.scan")}
     assert _into_layouts(circle) == {("merkle.replica.scan", "merkle.replica.ozone.scan")}
@@ -564,11 +672,19 @@ def test_each_spark_verb_has_its_module() -> None:
 def _below_the_cli(graph: Dict[str, Set[str]]) -> List[Tuple[str, str]]:
     """Imports of spark_udfs.cli (or its modules) by a module that is not a command line."""
     above = ("spark_udfs.cli", "spark_udfs.__main__", "merkle.cli")
-    return sorted((m, t) for m, ts in graph.items() if not any(_matches(m, p) for p in above)
-                  for t in ts if _matches(t, "spark_udfs.cli"))
+    return sorted(
+        (m, t)
+        for m, ts in graph.items()
+        if not any(_matches(m, p) for p in above)
+        for t in ts
+        if _matches(t, "spark_udfs.cli")
+    )
 
 
 def test_the_spark_layout_checks_can_fail() -> None:
-    assert _below_the_cli({"spark_udfs.jobs.scan": {"spark_udfs.cli.common"},
-                           "spark_udfs.cli.scan": {"spark_udfs.cli.common"}}) == [
-        ("spark_udfs.jobs.scan", "spark_udfs.cli.common")]
+    assert _below_the_cli(
+        {
+            "spark_udfs.jobs.scan": {"spark_udfs.cli.common"},
+            "spark_udfs.cli.scan": {"spark_udfs.cli.common"},
+        }
+    ) == [("spark_udfs.jobs.scan", "spark_udfs.cli.common")]

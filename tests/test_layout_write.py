@@ -99,11 +99,15 @@ def fake_layout(tmp_path: Path) -> Iterator[Any]:
 
 def _stored_values(groups: Dict[int, List[Path]]) -> Dict[int, set]:
     from merkle.replica.scan import scan_container
-    return {cid: {scan_container(r, write_tree=False).tree.data_checksum for r in reps}
-            for cid, reps in groups.items()}
+
+    return {
+        cid: {scan_container(r, write_tree=False).tree.data_checksum for r in reps}
+        for cid, reps in groups.items()
+    }
 
 
 # ---- reconcile ------------------------------------------------------------------------------
+
 
 def test_reconcile_refuses_with_the_layouts_reason_unless_offline(tmp_path, fake_layout):
     fake = fake_layout("fakevols")
@@ -124,7 +128,7 @@ def test_an_offline_repair_goes_through_the_layout_and_converges(tmp_path, fake_
     assert groups and all(len(reps) == 3 for reps in groups.values())
     for reps in groups.values():
         for i, r in enumerate(reps):
-            result = reconcile(r, reps[:i] + reps[i + 1:], offline=True)
+            result = reconcile(r, reps[:i] + reps[i + 1 :], offline=True)
             assert not result.remaining
     assert len(fake.asked_for("open_repair")) == sum(len(r) for r in groups.values())
     assert len(fake.asked_for("load_peer")) == 2 * len(fake.asked_for("open_repair"))
@@ -168,6 +172,7 @@ def test_cli_reconcile_all_offline_walks_through_the_layout(tmp_path, fake_layou
 
 def test_report_commands_are_checked_against_the_disk_by_the_layout(tmp_path, fake_layout):
     from merkle.replica import commandlist as cl
+
     fake = fake_layout("fakevols")
     make_cluster(tmp_path / "fakevols", "none", seed=1)
     rep = sorted((tmp_path / "fakevols").glob("dn*/vol*/*"))[0]
@@ -181,6 +186,7 @@ def test_an_ozone_shaped_path_is_no_ozone_replica_unless_on_a_volume(tmp_path):
     """A crcmerkle replica under directories named like an Ozone volume's is checked as
     what it is: its metadata must record the container the command names."""
     from merkle.replica import commandlist as cl
+
     make_cluster(tmp_path / "c", "none", seed=1)
     rep = sorted((tmp_path / "c").glob("dn*/vol*/*"))[0]
     fake_home = tmp_path / "x" / "hdds" / "CID-1" / "current" / "containerDir0"
@@ -189,11 +195,13 @@ def test_an_ozone_shaped_path_is_no_ozone_replica_unless_on_a_volume(tmp_path):
     shutil.copytree(rep, planted)  # records container rep.name, named 99
     with pytest.raises(ReplicaError, match="does not say it is container 99"):
         cl.check_replica_metadata(os.fspath(planted), 99)
-    assert cl.cluster_of(os.fspath(tmp_path / "x" / "hdds" / "CID-1")) == \
-        "/" + "/".join(p for p in os.fspath(tmp_path / "x" / "hdds" / "CID-1").split("/") if p)
+    assert cl.cluster_of(os.fspath(tmp_path / "x" / "hdds" / "CID-1")) == "/" + "/".join(
+        p for p in os.fspath(tmp_path / "x" / "hdds" / "CID-1").split("/") if p
+    )
 
 
 # ---- replicate ------------------------------------------------------------------------------
+
 
 def test_replicate_asks_every_layout_before_writing(tmp_path, fake_layout):
     fake = fake_layout("fakevols")
@@ -214,8 +222,9 @@ def test_replicate_into_an_ozone_volume_is_refused_before_the_target_exists(tmp_
     pytest.importorskip("rocksdict")
     make_cluster(tmp_path / "plain", "none", seed=1)
     source = sorted((tmp_path / "plain").glob("dn*/vol*/*"))[0]
-    generate_cluster(tmp_path / "oz", GeneratorConfig(**{**SMALL, "containers": 1,
-                                                         "layout": "ozone"}))
+    generate_cluster(
+        tmp_path / "oz", GeneratorConfig(**{**SMALL, "containers": 1, "layout": "ozone"})
+    )
     container_dir = next((tmp_path / "oz").glob("dn*/vol*/hdds/*/current/containerDir0"))
     target = container_dir / source.name
     shutil.rmtree(target, ignore_errors=True)
@@ -249,8 +258,10 @@ def test_open_in_keeps_its_refusals_through_safeopen(tmp_path):
 
 # ---- safeopen: one walk down a chain of directories -----------------------------------------
 
+
 def test_open_dir_chain_refuses_a_link_mid_path(tmp_path):
     from merkle.replica.safeopen import open_dir_chain
+
     (tmp_path / "a" / "b" / "c").mkdir(parents=True)
     (tmp_path / "elsewhere" / "c").mkdir(parents=True)
     (tmp_path / "a" / "linked").symlink_to(tmp_path / "elsewhere")
@@ -276,11 +287,22 @@ def test_open_dir_chain_refuses_a_link_mid_path(tmp_path):
 def test_the_ozone_volume_walk_follows_no_linked_cluster_directory(tmp_path):
     pytest.importorskip("rocksdict")
     from merkle.replica.ozone.layout import find_volumes
+
     out = tmp_path / "cluster"
-    generate_cluster(out, GeneratorConfig(**{**SMALL, "containers": 1, "replicas": 1,
-                                             "datanodes": 1, "volumes": 1,
-                                             "layout": "ozone"}))
-    (volume, _), = find_volumes(out / "dn0" / "vol0")
+    generate_cluster(
+        out,
+        GeneratorConfig(
+            **{
+                **SMALL,
+                "containers": 1,
+                "replicas": 1,
+                "datanodes": 1,
+                "volumes": 1,
+                "layout": "ozone",
+            }
+        ),
+    )
+    ((volume, _),) = find_volumes(out / "dn0" / "vol0")
     assert volume.replicas()
     current = volume.id_dir / "current"
     moved = tmp_path / "moved-current"
@@ -290,6 +312,7 @@ def test_the_ozone_volume_walk_follows_no_linked_cluster_directory(tmp_path):
 
 
 # ---- generate -------------------------------------------------------------------------------
+
 
 class _FakeGenerated(CrcmerkleLayout):
     """A layout generated through a staging directory, with one fault of its own."""
@@ -311,8 +334,9 @@ class _FakeGenerated(CrcmerkleLayout):
         if self.refuse:
             raise GeneratorError(self.refuse)
 
-    def finish_generation(self, staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any,
-                          faults: Dict[str, int]) -> Dict[str, Any]:
+    def finish_generation(
+        self, staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any, faults: Dict[str, int]
+    ) -> Dict[str, Any]:
         self.finished.append((staging, out, dict(faults)))
         for entry in os.listdir(staging):
             os.rename(staging / entry, out / entry)
@@ -343,9 +367,10 @@ def test_generate_asks_the_named_layout(tmp_path, fakegen):
     with pytest.raises(GeneratorError, match=r"'fake-fault' \(an fakegen-layout fault\)"):
         parse_faults("fake-fault", "crcmerkle")
     out = tmp_path / "out"
-    manifest = generate_cluster(out, GeneratorConfig(**{**SMALL, "layout": "fakegen",
-                                                        "faults": faults}))
-    (staging, where, own), = layout.finished
+    manifest = generate_cluster(
+        out, GeneratorConfig(**{**SMALL, "layout": "fakegen", "faults": faults})
+    )
+    ((staging, where, own),) = layout.finished
     assert where == out and staging != out and own == {"fake-fault": 2}
     assert manifest["layout"] == "fakegen" and not staging.exists()
     assert sorted((out).glob("dn*/vol*/*"))
@@ -362,8 +387,9 @@ def test_mount_paths_only_where_a_layout_records_them(tmp_path, fakegen):
     fakegen()
     with pytest.raises(GeneratorError, match="recorded by the ozone layout only"):
         GeneratorConfig(layout="fakegen", mount_path="/data/disk{volume}").validate()
-    with pytest.raises(GeneratorError,
-                       match="layout must be one of bookkeeper, crcmerkle, fakegen, ozone"):
+    with pytest.raises(
+        GeneratorError, match="layout must be one of bookkeeper, crcmerkle, fakegen, ozone"
+    ):
         GeneratorConfig(layout="nonesuch").validate()
 
 
@@ -371,24 +397,55 @@ def test_mount_paths_only_where_a_layout_records_them(tmp_path, fakegen):
 
 #: what merkle.replica.reconcile exported before the split (public) and what tests import
 EXPORTED = {
-    "ChunkCopy", "LoadedReport", "PeerOutcome", "Problem", "ReconcileResult", "ReportJob",
-    "check_report_job", "datanode_of", "jobs_from_report", "load_report", "load_report_jobs",
-    "reconcile", "reconcile_round", "report_commands", "report_jobs", "replica_groups",
-    "refuse_ozone", "SPARK_REPORT_FORMAT", "COPY_BUFFER_SIZE", "StepHook", "PathLike",
-    "_Copier", "_Peer", "_verify", "_Verifier", "_majority", "_rebuilt_tree", "_remaining",
-    "_selected", "_runs", "_load_peer", "_peer_tree", "_report_commands", "_check_parts",
+    "ChunkCopy",
+    "LoadedReport",
+    "PeerOutcome",
+    "Problem",
+    "ReconcileResult",
+    "ReportJob",
+    "check_report_job",
+    "datanode_of",
+    "jobs_from_report",
+    "load_report",
+    "load_report_jobs",
+    "reconcile",
+    "reconcile_round",
+    "report_commands",
+    "report_jobs",
+    "replica_groups",
+    "refuse_ozone",
+    "SPARK_REPORT_FORMAT",
+    "COPY_BUFFER_SIZE",
+    "StepHook",
+    "PathLike",
+    "_Copier",
+    "_Peer",
+    "_verify",
+    "_Verifier",
+    "_majority",
+    "_rebuilt_tree",
+    "_remaining",
+    "_selected",
+    "_runs",
+    "_load_peer",
+    "_peer_tree",
+    "_report_commands",
+    "_check_parts",
 }
 
 
 def test_the_reconciler_is_split_by_job_and_exports_what_it_did():
     assert EXPORTED <= set(dir(rr))
     assert set(rr.__all__) <= set(dir(rr))
-    homes = {"planning": ["_selected", "_runs", "_majority", "_rebuilt_tree"],
-             "copying": ["_Copier", "_Verifier", "_verify", "COPY_BUFFER_SIZE"],
-             "verifying": ["_remaining"], "job": ["reconcile", "reconcile_round"],
-             "reports": ["load_report", "report_commands", "check_report_job"],
-             "peers": ["_Peer", "_load_peer", "datanode_of"],
-             "results": ["ReconcileResult", "ChunkCopy", "Problem", "PeerOutcome"]}
+    homes = {
+        "planning": ["_selected", "_runs", "_majority", "_rebuilt_tree"],
+        "copying": ["_Copier", "_Verifier", "_verify", "COPY_BUFFER_SIZE"],
+        "verifying": ["_remaining"],
+        "job": ["reconcile", "reconcile_round"],
+        "reports": ["load_report", "report_commands", "check_report_job"],
+        "peers": ["_Peer", "_load_peer", "datanode_of"],
+        "results": ["ReconcileResult", "ChunkCopy", "Problem", "PeerOutcome"],
+    }
     for module, names in homes.items():
         mod = importlib.import_module(f"merkle.replica.reconcile.{module}")
         for name in names:
@@ -400,6 +457,7 @@ def test_the_reconciler_is_split_by_job_and_exports_what_it_did():
 def _imports(path: Path) -> List[str]:
     """Every module `path` imports, at module level or inside a function."""
     import ast
+
     out: List[str] = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
@@ -411,11 +469,16 @@ def _imports(path: Path) -> List[str]:
 
 def test_no_job_module_imports_the_ozone_layout_or_branches_on_it():
     root = Path(rr.__file__).resolve().parents[2]
-    jobs = [*sorted((root / "replica" / "reconcile").glob("*.py")),
-            root / "replica" / "generate.py", root / "replica" / "replicate.py",
-            root / "replica" / "soak.py", root / "cli" / "reconcile.py",
-            root / "cli" / "generate.py", root / "cli" / "replicate.py",
-            root / "cli" / "soak.py"]
+    jobs = [
+        *sorted((root / "replica" / "reconcile").glob("*.py")),
+        root / "replica" / "generate.py",
+        root / "replica" / "replicate.py",
+        root / "replica" / "soak.py",
+        root / "cli" / "reconcile.py",
+        root / "cli" / "generate.py",
+        root / "cli" / "replicate.py",
+        root / "cli" / "soak.py",
+    ]
     for path in jobs:
         assert not [m for m in _imports(path) if m.startswith("merkle.replica.ozone")], path
         text = path.read_text(encoding="utf-8")
@@ -453,22 +516,34 @@ def test_reports_and_plans_ask_the_layouts_who_repairs() -> None:
         assert owner_repairing([None, "/x/a/vol0/7"]) is None  # crcmerkle's: no owner
         assert owner_repairing(["/x/a/vol0/7", "/owned-disk/a/7"]) is layout
         assert owner_repairing(["/d/hdds/CID-1/current/containerDir0/7"]).name == "ozone"
-        needs = [{"container": 7, "good_copies": 1, "need": 1, "planned": 0, "bytes": 10,
-                  "sources": [("a", "/owned-disk/a/7", True)], "holders": {"a"}}]
-        cmd, = copy_commands(needs, ["b"], {"b": ["/owned-disk/b"]})
+        needs = [
+            {
+                "container": 7,
+                "good_copies": 1,
+                "need": 1,
+                "planned": 0,
+                "bytes": 10,
+                "sources": [("a", "/owned-disk/a/7", True)],
+                "holders": {"a"},
+            }
+        ]
+        (cmd,) = copy_commands(needs, ["b"], {"b": ["/owned-disk/b"]})
         assert cmd["by"] == "owned" and "argv" not in cmd and cmd["target_replica"] is None
         from spark_udfs.cluster.hosts import HostIndex
 
         # the command names the host, never the datanode's identity; none without a host
         idx = HostIndex(hosts={"a": "ha.example", "b": None})
-        steps = _owner_steps(layout, {"a": "DECOMMISSIONING", "b": "ENTERING_MAINTENANCE"},
-                             [7], idx)
-        assert steps == {"note": "the owner copies",
-                         "reconcile_first": [{"containerID": 7,
-                                              "argv": ["owner", "repair", "7"]}],
-                         "datanodes": [{"datanode": "a", "host": "ha.example",
-                                        "argv": ["owner", "retire", "ha.example"]},
-                                       {"datanode": "b", "host": None}]}
+        steps = _owner_steps(
+            layout, {"a": "DECOMMISSIONING", "b": "ENTERING_MAINTENANCE"}, [7], idx
+        )
+        assert steps == {
+            "note": "the owner copies",
+            "reconcile_first": [{"containerID": 7, "argv": ["owner", "repair", "7"]}],
+            "datanodes": [
+                {"datanode": "a", "host": "ha.example", "argv": ["owner", "retire", "ha.example"]},
+                {"datanode": "b", "host": None},
+            ],
+        }
     finally:
         unregister(layout.name)
     assert owner_repairing(["/owned-disk/a/7"]) is None

@@ -28,13 +28,19 @@ ITERATIONS = 20_000
 GROWTH_LIMIT = 512 * 1024
 #: Under ASan (.ci/run's sanitizer pass) the allocator's quarantine makes RSS meaningless;
 #: fuzz/leakcheck.sh checks leaks there with LeakSanitizer instead.
-rss_meaningful = pytest.mark.skipif("libasan" in os.environ.get("LD_PRELOAD", ""),
-                                    reason="RSS is not a leak measure under ASan")
+rss_meaningful = pytest.mark.skipif(
+    "libasan" in os.environ.get("LD_PRELOAD", ""), reason="RSS is not a leak measure under ASan"
+)
 
 
 def _rss_growth(*extra: str) -> int:
-    r = subprocess.run([sys.executable, str(WORKLOAD), str(ITERATIONS), *extra, "--rss"],
-                       capture_output=True, text=True, timeout=300, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, str(WORKLOAD), str(ITERATIONS), *extra, "--rss"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert r.returncode == 0, r.stderr
     return int(r.stdout.split()[-1])
 
@@ -43,8 +49,9 @@ CALLS = {
     "crc32c": lambda b: merkle.crc32c(b),
     "crc32 init": lambda b: merkle.crc32(b, 5),
     "windows": lambda b: merkle.checksum_windows(b, 100),
-    "windows out": lambda b: merkle.checksum_windows(b, 100, out=np.empty(-(-len(b) // 100),
-                                                                          np.uint32)),
+    "windows out": lambda b: merkle.checksum_windows(
+        b, 100, out=np.empty(-(-len(b) // 100), np.uint32)
+    ),
     "windows bad out": lambda b: merkle.checksum_windows(b, 100, out=np.empty(1, np.uint32)),
     "windows bad size": lambda b: merkle.checksum_windows(b, -1),
     "each": lambda b: merkle.checksum_each([b, b]),

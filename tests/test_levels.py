@@ -41,14 +41,23 @@ def _findings(out: str) -> List[Dict[str, Any]]:
 
 # ---- the table --------------------------------------------------------------------------
 
+
 def test_the_table_levels() -> None:
     warnings = {k for k, v in LEVELS.items() if v.severity == WARNING}
-    assert warnings == {"TREE_MISSING", "TREE_CORRUPT", "TREE_UNSUPPORTED",
-                        "UNREFERENCED_DATA_FILE", "CONTAINER_NOT_SCANNED",
-                        "TREE_STALE", "TREE_FROM_METADATA",  # the last two: the census
-                        # BookKeeper bookies: leftovers and ledgers not (or no longer) closed
-                        "UNINDEXED_ENTRY", "ENTRY_PAST_LAST_ENTRY", "ENTRY_OF_OPEN_LEDGER",
-                        "LEDGER_NOT_IN_METADATA"}
+    assert warnings == {
+        "TREE_MISSING",
+        "TREE_CORRUPT",
+        "TREE_UNSUPPORTED",
+        "UNREFERENCED_DATA_FILE",
+        "CONTAINER_NOT_SCANNED",
+        "TREE_STALE",
+        "TREE_FROM_METADATA",  # the last two: the census
+        # BookKeeper bookies: leftovers and ledgers not (or no longer) closed
+        "UNINDEXED_ENTRY",
+        "ENTRY_PAST_LAST_ENTRY",
+        "ENTRY_OF_OPEN_LEDGER",
+        "LEDGER_NOT_IN_METADATA",
+    }
     assert severity_of("CONTAINER_NOT_SCANNED", "schema") == ERROR
     assert severity_of("CONTAINER_NOT_SCANNED", "a case nobody listed") == WARNING
     # a kind added later (CONTAINER_PATH_MISMATCH, ...) is an error until the table says not
@@ -64,9 +73,17 @@ def test_every_kind_the_code_emits_has_a_level() -> None:
     import importlib
 
     # the modules as imported (the checkout's, or the installed wheel's)
-    sources = [Path(importlib.import_module(m).__file__) for m in (
-        "merkle.replica.scan", "merkle.replica.results", "merkle.replica.ozone.scan",
-        "merkle.replica.safeopen", "spark_udfs.jobs.scan", "merkle.replica.bookkeeper.scan")]
+    sources = [
+        Path(importlib.import_module(m).__file__)
+        for m in (
+            "merkle.replica.scan",
+            "merkle.replica.results",
+            "merkle.replica.ozone.scan",
+            "merkle.replica.safeopen",
+            "spark_udfs.jobs.scan",
+            "merkle.replica.bookkeeper.scan",
+        )
+    ]
     kinds = set()
     for p in sources:
         kinds |= set(re.findall(r'^([A-Z][A-Z_]+) = "\1"$', p.read_text(), re.M))
@@ -101,8 +118,10 @@ def test_every_help_with_exit_statuses_mentions_strict(capsys: Any) -> None:
 
 # ---- crcmerkle layout ---------------------------------------------------------------------
 
-def test_a_replica_with_only_warnings_exits_0_and_1_with_strict(tmp_path: Path,
-                                                                capsys: Any) -> None:
+
+def test_a_replica_with_only_warnings_exits_0_and_1_with_strict(
+    tmp_path: Path, capsys: Any
+) -> None:
     rep = _one_replica(tmp_path)
     tree = next((rep / "metadata").glob("*.tree"))
     tree.unlink()  # derived: a missing .tree is a warning (--no-write keeps it missing)
@@ -112,9 +131,15 @@ def test_a_replica_with_only_warnings_exits_0_and_1_with_strict(tmp_path: Path,
     st, out, _ = run(capsys, "scan", rep, "--no-write", "--json")
     data = json.loads(out)
     assert st == 0 and data["replicas"][0]["ok"] and data["replicas"][0]["warnings"] == 1
-    assert _findings(out) == [{"error": "TREE_MISSING", "block_id": None, "offset": None,
-                               "detail": f"{tree.name} does not exist",
-                               "severity": "warning"}]
+    assert _findings(out) == [
+        {
+            "error": "TREE_MISSING",
+            "block_id": None,
+            "offset": None,
+            "detail": f"{tree.name} does not exist",
+            "severity": "warning",
+        }
+    ]
     assert data["summary"]["with_errors"] == 0 and data["summary"]["with_warnings_only"] == 1
     st, out, _ = run(capsys, "scan", rep, "--no-write", "--strict", "--json")
     assert st == 1 and not json.loads(out)["replicas"][0]["ok"]
@@ -152,7 +177,8 @@ def test_the_library_result(tmp_path: Path) -> None:
 
 
 def test_reconcile_of_a_warning_only_replica_rebuilds_the_tree_and_pulls_nothing(
-        tmp_path: Path, capsys: Any) -> None:
+    tmp_path: Path, capsys: Any
+) -> None:
     make_cluster(tmp_path / "c")
     target, *peers = sorted((tmp_path / "c").glob("dn*/*/*"))
     tree = next((target / "metadata").glob("*.tree"))
@@ -165,6 +191,7 @@ def test_reconcile_of_a_warning_only_replica_rebuilds_the_tree_and_pulls_nothing
 
 # ---- Ozone volumes -------------------------------------------------------------------------
 
+
 @pytest.fixture()
 def ozone_volumes(tmp_path: Path) -> Path:
     pytest.importorskip("rocksdict")
@@ -173,8 +200,7 @@ def ozone_volumes(tmp_path: Path) -> Path:
 
     good = [(0, b"a" * 5000), (5000, b"b" * 3000)]
     root = tmp_path / "vol"
-    make_volume(root, {1: {1: good}, 2: {1: good}, 3: {1: good}},
-                states={2: "OPEN"}, bpc=1024)
+    make_volume(root, {1: {1: good}, 2: {1: good}, 3: {1: good}}, states={2: "OPEN"}, bpc=1024)
     return root
 
 
@@ -193,8 +219,11 @@ def test_ozone_warnings_exit_0_and_1_with_strict(ozone_volumes: Path, capsys: An
     assert levels == [("CONTAINER_NOT_SCANNED", "warning"), ("UNREFERENCED_DATA_FILE", "warning")]
     data = json.loads(out)
     assert all(r["ok"] for r in data["replicas"])
-    assert {r["container_id"]: r["verified"] for r in data["replicas"]} == {1: True, 2: False,
-                                                                            3: True}
+    assert {r["container_id"]: r["verified"] for r in data["replicas"]} == {
+        1: True,
+        2: False,
+        3: True,
+    }
     assert (data["summary"]["unverified_containers"], data["summary"]["unverified"]) == (1, [2])
     st, out, _ = run(capsys, "scan", ozone_volumes)
     assert st == 1 and out.count("OK (1 WARNING)") == 2
@@ -206,7 +235,8 @@ def test_ozone_warnings_exit_0_and_1_with_strict(ozone_volumes: Path, capsys: An
     next((_replica_dir(ozone_volumes, 1) / "metadata").glob("*.tree")).unlink()
     st, out, _ = run(capsys, "scan", *others, "--json")
     assert st == 0 and ("TREE_MISSING", "warning") in {
-        (e["error"], e["severity"]) for e in _findings(out)}
+        (e["error"], e["severity"]) for e in _findings(out)
+    }
 
 
 def test_ozone_schema_v2_not_scanned_is_an_error(ozone_volumes: Path, capsys: Any) -> None:
@@ -219,14 +249,20 @@ def test_ozone_schema_v2_not_scanned_is_an_error(ozone_volumes: Path, capsys: An
     fields["schemaVersion"] = "2"
     cfile.write_bytes(render_container_file(fields))
     st, out, _ = run(capsys, "scan", ozone_volumes, "--json")
-    levels = {(r["container_id"], e["error"], e["severity"])
-              for r in json.loads(out)["replicas"] for e in r["errors"]}
-    assert levels == {(1, "CONTAINER_NOT_SCANNED", "error"),
-                      (2, "CONTAINER_NOT_SCANNED", "warning")}
+    levels = {
+        (r["container_id"], e["error"], e["severity"])
+        for r in json.loads(out)["replicas"]
+        for e in r["errors"]
+    }
+    assert levels == {
+        (1, "CONTAINER_NOT_SCANNED", "error"),
+        (2, "CONTAINER_NOT_SCANNED", "warning"),
+    }
     assert st == 1
 
 
 # ---- the demo's ground truth ----------------------------------------------------------------
+
 
 def _manifest_with(fault_type: str, error: str) -> Dict[str, Any]:
     import copy
@@ -234,9 +270,15 @@ def _manifest_with(fault_type: str, error: str) -> Dict[str, Any]:
     from test_demo_check import MANIFEST
 
     m = copy.deepcopy(MANIFEST)
-    m["faults"].append({"id": 9, "type": fault_type, "container_id": 4, "replicas": ["dn0/v/4"],
-                        "expected": [{"replica": "dn0/v/4", "error": error, "block_id": None,
-                                      "offset": None}]})
+    m["faults"].append(
+        {
+            "id": 9,
+            "type": fault_type,
+            "container_id": 4,
+            "replicas": ["dn0/v/4"],
+            "expected": [{"replica": "dn0/v/4", "error": error, "block_id": None, "offset": None}],
+        }
+    )
     return m
 
 
@@ -245,14 +287,23 @@ def _check(manifest: Dict[str, Any], errors: List[Any], mismatched: List[int]) -
 
     from spark_udfs.demo import check_findings
 
-    return check_findings(manifest, errors=ERRORS + errors, pulls=PULLS,
-                          mismatched=mismatched, unrecoverable=[(3, 1, 0)], pending=PENDING)
+    return check_findings(
+        manifest,
+        errors=ERRORS + errors,
+        pulls=PULLS,
+        mismatched=mismatched,
+        unrecoverable=[(3, 1, 0)],
+        pending=PENDING,
+    )
 
 
 def test_the_demo_table_shows_each_faults_level() -> None:
     pytest.importorskip("pyarrow")
-    f = _check(_manifest_with("open-container", "CONTAINER_NOT_SCANNED"),
-               [("dn0/v/4", "CONTAINER_NOT_SCANNED", None, None)], [1])
+    f = _check(
+        _manifest_with("open-container", "CONTAINER_NOT_SCANNED"),
+        [("dn0/v/4", "CONTAINER_NOT_SCANNED", None, None)],
+        [1],
+    )
     assert f.exact, f.table()
     table = f.table()
     assert re.search(r"^fault\s+level\s+injected\s+found\s+missed$", table, re.M)

@@ -16,8 +16,12 @@ from treespec import BAD, OK, tree
 
 
 def as_spec(t: ContainerTree):
-    return {b.block_id: ("T", b.value) if b.deleted else
-            {c.offset: (c.value, c.checksum_matches) for c in b.chunks} for b in t.blocks()}
+    return {
+        b.block_id: ("T", b.value)
+        if b.deleted
+        else {c.offset: (c.value, c.checksum_matches) for c in b.chunks}
+        for b in t.blocks()
+    }
 
 
 def test_tombstone_in_stored_beats_live_scanned():
@@ -61,6 +65,7 @@ def test_merge_keeps_scanned_generation_state():
 
 # --- repair --------------------------------------------------------------------------------
 
+
 def test_repair_stops_a_block_at_the_first_gap():
     peer = tree({1: {0: (1, OK), 100: (2, BAD), 200: (3, OK)}})
     ours = tree({1: {0: (1, OK)}})
@@ -92,9 +97,13 @@ def test_repair_keeps_empty_blocks():
 # --- properties ---------------------------------------------------------------------------
 
 entry = st.one_of(
-    st.tuples(st.just("T"), st.integers(0, 2 ** 32 - 1)),
-    st.dictionaries(st.sampled_from([0, 100, 200]),
-                    st.tuples(st.integers(0, 2 ** 32 - 1), st.booleans()), max_size=3))
+    st.tuples(st.just("T"), st.integers(0, 2**32 - 1)),
+    st.dictionaries(
+        st.sampled_from([0, 100, 200]),
+        st.tuples(st.integers(0, 2**32 - 1), st.booleans()),
+        max_size=3,
+    ),
+)
 spec_st = st.dictionaries(st.integers(-3, 6), entry, max_size=6)
 
 
@@ -117,9 +126,11 @@ def test_merge_associative(a, b, c):
 def test_merge_commutative_on_tombstoned_ids(a, b):
     ta, tb = tree(a), tree(b)
     ab, ba = merge(ta, tb), merge(tb, ta)
-    assert set(ab.block_id[ab.block_deleted].tolist()) == \
-        set(ba.block_id[ba.block_deleted].tolist()) == \
-        set(ta.block_id[ta.block_deleted].tolist()) | set(tb.block_id[tb.block_deleted].tolist())
+    assert (
+        set(ab.block_id[ab.block_deleted].tolist())
+        == set(ba.block_id[ba.block_deleted].tolist())
+        == set(ta.block_id[ta.block_deleted].tolist()) | set(tb.block_id[tb.block_deleted].tolist())
+    )
 
 
 @settings(max_examples=150, deadline=None)
@@ -131,6 +142,7 @@ def test_diff_then_repair_leaves_nothing_to_pull(a, b):
     # what is left is what cannot be pulled: the first left in a block does not follow a
     # chunk we hold (Ozone's contiguity rule: it would leave a hole)
     from merkle.trees.merge import chunk_follows
+
     for left in (again.missing_chunks, again.corrupt_chunks):
         for blk, offs in left.items():
             held = {c.offset: c.length for c in fixed.block(blk).chunks}
@@ -139,7 +151,8 @@ def test_diff_then_repair_leaves_nothing_to_pull(a, b):
     # a missing block stays missing only if its first chunk cannot be written
     assert again.missing_blocks.size == 0 or all(
         not peer.block(int(b)).chunks[0].checksum_matches or peer.block(int(b)).chunks[0].offset > 0
-        for b in again.missing_blocks)
+        for b in again.missing_blocks
+    )
 
 
 @st.composite
@@ -148,10 +161,13 @@ def replica_sets(draw):
     (missing chunk tails), chunks corrupted (unhealthy, new value), blocks tombstoned. Every
     chunk stays healthy in at least one replica; `full` says whether one replica is intact."""
     n_blocks = draw(st.integers(1, 5))
-    truth = {b: {o * 100: (draw(st.integers(1, 2 ** 32 - 1)), OK)
-                 for o in range(draw(st.integers(0, 4)))} for b in range(n_blocks)}
-    tvalues = {b: ozone.block_checksum(b, [v for _, (v, _) in sorted(c.items())])
-               for b, c in truth.items()}
+    truth = {
+        b: {o * 100: (draw(st.integers(1, 2**32 - 1)), OK) for o in range(draw(st.integers(0, 4)))}
+        for b in range(n_blocks)
+    }
+    tvalues = {
+        b: ozone.block_checksum(b, [v for _, (v, _) in sorted(c.items())]) for b, c in truth.items()
+    }
     deleted = draw(st.sets(st.sampled_from(range(n_blocks))))
     n = draw(st.integers(2, 4))
     full = draw(st.booleans())
@@ -188,8 +204,9 @@ def replica_sets(draw):
             elif any(isinstance(s.get(b), dict) and s[b].get(o) == v for s in reps):
                 continue
             if True:
-                reps[-1][b] = dict(truth[b]) if not isinstance(reps[-1].get(b), tuple) \
-                    else reps[-1][b]
+                reps[-1][b] = (
+                    dict(truth[b]) if not isinstance(reps[-1].get(b), tuple) else reps[-1][b]
+                )
                 if isinstance(reps[-1][b], tuple):
                     reps[-2][b] = dict(truth[b])
     return truth, deleted, full, reps
@@ -218,7 +235,8 @@ def check_against_truth(t, truth, deleted):
     for b in truth:
         if b in deleted:
             assert t.block(b).value == ozone.block_checksum(
-                b, [v for _, (v, _) in sorted(truth[b].items())])
+                b, [v for _, (v, _) in sorted(truth[b].items())]
+            )
             if not isinstance(final[b], tuple):
                 assert final[b] == truth[b]
         else:
@@ -239,13 +257,24 @@ def test_one_round_converges_with_an_intact_replica(case):
         check_against_truth(t, truth, deleted)
 
 
-@pytest.mark.parametrize("local,offset,ok", [
-    ({}, 0, True), ({}, 100, False), ({0: 100}, 100, True), ({0: 100}, 150, False),
-    ({0: 200}, 100, False),  # inside the file, but not where a chunk ends
-    ({0: 100, 100: 50}, 150, True), ({0: 100, 100: 50}, 100, True),  # overwrite in place
-    ({0: 100, 300: 100}, 200, False), ({-5: 5}, 0, True), ({-10: 3}, -7, True)])
+@pytest.mark.parametrize(
+    "local,offset,ok",
+    [
+        ({}, 0, True),
+        ({}, 100, False),
+        ({0: 100}, 100, True),
+        ({0: 100}, 150, False),
+        ({0: 200}, 100, False),  # inside the file, but not where a chunk ends
+        ({0: 100, 100: 50}, 150, True),
+        ({0: 100, 100: 50}, 100, True),  # overwrite in place
+        ({0: 100, 300: 100}, 200, False),
+        ({-5: 5}, 0, True),
+        ({-10: 3}, -7, True),
+    ],
+)
 def test_chunk_follows_is_ozones_previous_chunk_rule(local, offset, ok):
     from merkle.trees.merge import chunk_follows
+
     assert chunk_follows(local, offset) is ok
 
 

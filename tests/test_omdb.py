@@ -24,10 +24,12 @@ from merkle.copies.omdb import (
 GOLDEN = Path(__file__).parent / "data" / "ozone-golden" / "om-keys"
 ENTRIES = json.loads((GOLDEN / "entries.json").read_text(encoding="utf-8"))
 READBACK = json.loads((GOLDEN / "readback.json").read_text(encoding="utf-8"))
-MESSAGES = {"hadoop.ozone.KeyInfo": om_pb2.KeyInfo,
-            "hadoop.ozone.DirectoryInfo": om_pb2.DirectoryInfo,
-            "hadoop.ozone.VolumeInfo": om_pb2.VolumeInfo,
-            "hadoop.ozone.BucketInfo": om_pb2.BucketInfo}
+MESSAGES = {
+    "hadoop.ozone.KeyInfo": om_pb2.KeyInfo,
+    "hadoop.ozone.DirectoryInfo": om_pb2.DirectoryInfo,
+    "hadoop.ozone.VolumeInfo": om_pb2.VolumeInfo,
+    "hadoop.ozone.BucketInfo": om_pb2.BucketInfo,
+}
 VOL = ENTRIES["volume_object_id"]
 FSO = ENTRIES["fso_bucket_object_id"]
 
@@ -60,9 +62,14 @@ def _latest_blocks(text_format: str) -> List[tuple]:
     groups = re.findall(r"^keyLocationList \{\n(.*?)^\}", text_format, re.M | re.S)
     if not groups:
         return []
-    return [(int(c), int(lo), int(o), int(n)) for c, lo, o, n in re.findall(
-        r"containerID: (\d+)\n\s*localID: (\d+)\n.*?offset: (\d+)\n\s*length: (\d+)",
-        groups[-1], re.S)]
+    return [
+        (int(c), int(lo), int(o), int(n))
+        for c, lo, o, n in re.findall(
+            r"containerID: (\d+)\n\s*localID: (\d+)\n.*?offset: (\d+)\n\s*length: (\d+)",
+            groups[-1],
+            re.S,
+        )
+    ]
 
 
 def test_every_key_of_readback_is_read_field_by_field(golden_keys: Dict[str, OmKey]) -> None:
@@ -71,8 +78,9 @@ def test_every_key_of_readback_is_read_field_by_field(golden_keys: Dict[str, OmK
     for row in rows:
         k = golden_keys[row["key"]]
         assert k.table == row["table"] and k.reason is None, row["key"]
-        assert (k.volume, k.bucket) == (("vol1", "obs1") if k.table == "keyTable"
-                                        else ("vol1", "fso1"))
+        assert (k.volume, k.bucket) == (
+            ("vol1", "obs1") if k.table == "keyTable" else ("vol1", "fso1")
+        )
         assert k.path.rsplit("/", 1)[-1] == row["fileName"]
         if k.table == "keyTable":
             assert k.path == row["keyName"]
@@ -90,28 +98,41 @@ def test_every_key_of_readback_is_read_field_by_field(golden_keys: Dict[str, OmK
 
 def test_fso_paths_are_rebuilt_through_directory_table(golden_keys: Dict[str, OmKey]) -> None:
     paths = {k.name for k in golden_keys.values() if k.table == "fileTable"}
-    assert paths == {"/vol1/fso1/top.txt", "/vol1/fso1/dirA/f1.bin",
-                     "/vol1/fso1/dirA/dirB/f2-ec.bin", "/vol1/fso1/dirA/dirB/f3-2versions",
-                     "/vol1/fso1/dirA/f4-meta", "/vol1/fso1/ファイル ü.txt"}
+    assert paths == {
+        "/vol1/fso1/top.txt",
+        "/vol1/fso1/dirA/f1.bin",
+        "/vol1/fso1/dirA/dirB/f2-ec.bin",
+        "/vol1/fso1/dirA/dirB/f3-2versions",
+        "/vol1/fso1/dirA/f4-meta",
+        "/vol1/fso1/ファイル ü.txt",
+    }
     assert "/vol1/obs1/日本/ключ 🙂.dat" in {k.name for k in golden_keys.values()}
 
 
-def test_blocks_replication_and_checksum_match_the_text_forms(golden_keys: Dict[str, OmKey]
-                                                              ) -> None:
+def test_blocks_replication_and_checksum_match_the_text_forms(
+    golden_keys: Dict[str, OmKey],
+) -> None:
     checked = 0
     for e in ENTRIES["entries"]:
         if e["table"] not in ("keyTable", "fileTable"):
             continue
         k = golden_keys[e["key"]]
-        assert [(b.container_id, b.local_id, b.offset, b.length) for b in k.blocks] == \
-            _latest_blocks(e["value_text_format"]), e["key"]
+        assert [
+            (b.container_id, b.local_id, b.offset, b.length) for b in k.blocks
+        ] == _latest_blocks(e["value_text_format"]), e["key"]
         assert k.record == bytes.fromhex(e["value_hex"])
         text = e["value_text_format"]
         if k.replication.type == "EC":
-            assert "ecReplicationConfig {\n  data: 3\n  parity: 2\n  codec: \"rs\"\n" \
-                   "  ecChunkSize: 1048576\n}" in text
-            assert (k.replication.ec_data, k.replication.ec_parity,
-                    k.replication.ec_chunk_size, k.replication.ec_codec) == (3, 2, 1048576, "rs")
+            assert (
+                'ecReplicationConfig {\n  data: 3\n  parity: 2\n  codec: "rs"\n'
+                "  ecChunkSize: 1048576\n}" in text
+            )
+            assert (
+                k.replication.ec_data,
+                k.replication.ec_parity,
+                k.replication.ec_chunk_size,
+                k.replication.ec_codec,
+            ) == (3, 2, 1048576, "rs")
         else:
             assert f"type: {k.replication.type}\nfactor: {k.replication.factor}\n" in text
         if k.file_checksum is not None:
@@ -135,8 +156,10 @@ def test_buckets_and_directories_match_readback(tmp_path: Path) -> None:
         tar.extractall(tmp_path)
     with open_om_db(tmp_path) as db:
         buckets = db.buckets()
-    want = {(VOL, r["objectID"]): ("vol1", r["bucket"], r["layout"])
-            for r in _golden_rows("bucketTable")}
+    want = {
+        (VOL, r["objectID"]): ("vol1", r["bucket"], r["layout"])
+        for r in _golden_rows("bucketTable")
+    }
     assert buckets == want
     for r in _golden_rows("directoryTable"):
         e = next(x for x in ENTRIES["entries"] if x["key"] == r["key"])
@@ -162,7 +185,7 @@ def test_values_decode_and_reencode_byte_identical(entry: dict) -> None:
 
 def test_unknown_fields_are_kept() -> None:
     e = next(x for x in ENTRIES["entries"] if x["table"] == "keyTable")
-    raw = bytes.fromhex(e["value_hex"]) + bytes([0x9a, 0x06, 3]) + b"new"  # field 99, bytes
+    raw = bytes.fromhex(e["value_hex"]) + bytes([0x9A, 0x06, 3]) + b"new"  # field 99, bytes
     assert om_pb2.KeyInfo.FromString(raw).SerializeToString() == raw
 
 
@@ -173,8 +196,9 @@ def test_key_encodings(ex: dict) -> None:
     elif ex["method"] == "getBucketKey":
         got = bucket_key(ex["volume"], ex["bucket"])
     else:
-        got = ozone_path_key(ex["volumeId"], ex["bucketId"], ex["parentObjectId"],
-                             ex["pathComponentName"])
+        got = ozone_path_key(
+            ex["volumeId"], ex["bucketId"], ex["parentObjectId"], ex["pathComponentName"]
+        )
     assert got == ex["result"]
 
 
@@ -188,11 +212,13 @@ def test_om_proto_is_what_the_classes_declare() -> None:
 
 # ---- hostile DBs -------------------------------------------------------------------------
 
+
 def _golden_tables() -> Dict[str, Dict[bytes, bytes]]:
     tables: Dict[str, Dict[bytes, bytes]] = {}
     for e in ENTRIES["entries"]:
-        tables.setdefault(e["table"], {})[bytes.fromhex(e["key_hex"])] = \
-            bytes.fromhex(e["value_hex"])
+        tables.setdefault(e["table"], {})[bytes.fromhex(e["key_hex"])] = bytes.fromhex(
+            e["value_hex"]
+        )
     return tables
 
 
@@ -216,26 +242,31 @@ def _dir(name: str, parent: int, object_id: int) -> bytes:
 def test_hostile_rows_give_one_line_each_and_the_walk_goes_on(tmp_path: Path) -> None:
     t = _golden_tables()
     x, y, orphan_parent = 1001, 1002, 5555
-    t["directoryTable"].update({
-        ozone_path_key(VOL, FSO, y, "x").encode(): _dir("x", y, x),  # x under y under x
-        ozone_path_key(VOL, FSO, x, "y").encode(): _dir("y", x, y),
-        ozone_path_key(VOL, FSO, FSO, "..").encode(): _dir("..", FSO, 1003),
-        # two directories claiming one objectID, a directory whose record names another parent
-        ozone_path_key(VOL, FSO, FSO, "twin1").encode(): _dir("twin1", FSO, 1004),
-        ozone_path_key(VOL, FSO, FSO, "twin2").encode(): _dir("twin2", FSO, 1004),
-        ozone_path_key(VOL, FSO, FSO, "liar").encode(): _dir("liar", 777, 1005),
-    })
-    t["fileTable"].update({
-        ozone_path_key(VOL, FSO, x, "in-cycle").encode(): _file("in-cycle", x, 2001),
-        ozone_path_key(VOL, FSO, orphan_parent, "orphan").encode():
-            _file("orphan", orphan_parent, 2002),
-        ozone_path_key(VOL, FSO, 1003, "escape").encode(): _file("escape", 1003, 2003),
-        ozone_path_key(VOL, FSO, FSO, "garbage").encode(): b"\xff\xff\xff\xff",
-        b"/not/a/path-key": _file("n", FSO, 2004),
-        f"/ {VOL}/{FSO}/{FSO}/spaced".encode(): _file("spaced", FSO, 2005),
-        ozone_path_key(VOL, FSO, 1004, "under-twin").encode(): _file("under-twin", 1004, 2006),
-        ozone_path_key(VOL, FSO, 1005, "under-liar").encode(): _file("under-liar", 1005, 2007),
-    })
+    t["directoryTable"].update(
+        {
+            ozone_path_key(VOL, FSO, y, "x").encode(): _dir("x", y, x),  # x under y under x
+            ozone_path_key(VOL, FSO, x, "y").encode(): _dir("y", x, y),
+            ozone_path_key(VOL, FSO, FSO, "..").encode(): _dir("..", FSO, 1003),
+            # two directories claiming one objectID, a directory whose record names another parent
+            ozone_path_key(VOL, FSO, FSO, "twin1").encode(): _dir("twin1", FSO, 1004),
+            ozone_path_key(VOL, FSO, FSO, "twin2").encode(): _dir("twin2", FSO, 1004),
+            ozone_path_key(VOL, FSO, FSO, "liar").encode(): _dir("liar", 777, 1005),
+        }
+    )
+    t["fileTable"].update(
+        {
+            ozone_path_key(VOL, FSO, x, "in-cycle").encode(): _file("in-cycle", x, 2001),
+            ozone_path_key(VOL, FSO, orphan_parent, "orphan").encode(): _file(
+                "orphan", orphan_parent, 2002
+            ),
+            ozone_path_key(VOL, FSO, 1003, "escape").encode(): _file("escape", 1003, 2003),
+            ozone_path_key(VOL, FSO, FSO, "garbage").encode(): b"\xff\xff\xff\xff",
+            b"/not/a/path-key": _file("n", FSO, 2004),
+            f"/ {VOL}/{FSO}/{FSO}/spaced".encode(): _file("spaced", FSO, 2005),
+            ozone_path_key(VOL, FSO, 1004, "under-twin").encode(): _file("under-twin", 1004, 2006),
+            ozone_path_key(VOL, FSO, 1005, "under-liar").encode(): _file("under-liar", 1005, 2007),
+        }
+    )
     huge = om_pb2.KeyInfo.FromString(t["keyTable"][b"/vol1/obs1/key-simple.txt"])
     huge.keyName, huge.dataSize = b"huge", (1 << 64) - 1
     t["keyTable"][b"/vol1/obs1/huge"] = huge.SerializeToString()
@@ -250,10 +281,14 @@ def test_hostile_rows_give_one_line_each_and_the_walk_goes_on(tmp_path: Path) ->
         problems = db.problems
     assert db.problem_count == len(problems) == 7
     assert all("\n" not in p and p.endswith("; skipped") for p in problems)
-    assert sorted(p.split(" ", 1)[0] for p in problems) == ["directoryTable"] * 2 + [
-        "fileTable"] * 3 + ["keyTable"] * 2
-    assert sum("twin2" in p and "is also that of '/" in p and "twin1' (both" in p
-               for p in problems) == 1
+    assert (
+        sorted(p.split(" ", 1)[0] for p in problems)
+        == ["directoryTable"] * 2 + ["fileTable"] * 3 + ["keyTable"] * 2
+    )
+    assert (
+        sum("twin2" in p and "is also that of '/" in p and "twin1' (both" in p for p in problems)
+        == 1
+    )
     assert sum("parentID is not the DB key's" in p and "liar" in p for p in problems) == 1
     assert sum("/ -9223372036854775552/" in p for p in problems) == 1  # int() would take it
     assert any("bad-value" in p for p in problems) and any("garbage" in p for p in problems)
@@ -265,6 +300,7 @@ def test_hostile_rows_give_one_line_each_and_the_walk_goes_on(tmp_path: Path) ->
         k = next(k for k in keys.values() if k.db_key.endswith("/" + name))
         assert k.path is None and "\n" not in k.reason
         return k.reason
+
     assert "cycle" in reason("in-cycle")
     assert f"parent directory {orphan_parent} is not in directoryTable" == reason("orphan")
     assert "not a path component" in reason("escape")
@@ -280,13 +316,15 @@ def test_hostile_rows_give_one_line_each_and_the_walk_goes_on(tmp_path: Path) ->
 
 def test_deep_chain_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from merkle.copies import omdb
+
     monkeypatch.setattr(omdb, "MAX_DEPTH", 8)
     t = _golden_tables()
     parent = FSO
     for i in range(12):
         oid = 3000 + i
-        t["directoryTable"][ozone_path_key(VOL, FSO, parent, f"d{i}").encode()] = \
-            _dir(f"d{i}", parent, oid)
+        t["directoryTable"][ozone_path_key(VOL, FSO, parent, f"d{i}").encode()] = _dir(
+            f"d{i}", parent, oid
+        )
         parent = oid
     t["fileTable"][ozone_path_key(VOL, FSO, parent, "deep").encode()] = _file("deep", parent, 9)
     t["fileTable"][ozone_path_key(VOL, FSO, 3004, "shallow").encode()] = _file("shallow", 3004, 8)
@@ -311,6 +349,7 @@ def test_open_errors_are_one_line(tmp_path: Path) -> None:
         open_om_db(tmp_path / "link")
     # a RocksDB that is not an OM DB
     import rocksdict
+
     db = rocksdict.Rdict(str(tmp_path / "other"))
     db[b"k"] = b"v"
     db.close()

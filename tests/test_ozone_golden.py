@@ -29,13 +29,15 @@ GOLDEN = HERE / "data" / "ozone-golden"
 SHARED = HERE.parent.parent / "shared" / "ozone-golden"
 
 if not (GOLDEN / "manifest.json").is_file():  # pragma: no cover - a partial checkout
-    pytest.skip(f"golden data missing: {GOLDEN} (it ships with the repository)",
-                allow_module_level=True)
+    pytest.skip(
+        f"golden data missing: {GOLDEN} (it ships with the repository)", allow_module_level=True
+    )
 
 MANIFEST = json.loads((GOLDEN / "manifest.json").read_text())
 CASES: Dict[str, Dict[str, Any]] = {
     c["name"]: json.loads((GOLDEN / "cases" / c["name"] / "case.json").read_text())
-    for c in MANIFEST["cases"]}
+    for c in MANIFEST["cases"]
+}
 FILES = [(name, f) for name, case in sorted(CASES.items()) for f in sorted(case["files"])]
 DIFFS = sorted(n for n, c in CASES.items() if c["diff"])
 MERGES = sorted(n for n, c in CASES.items() if c["merge"])
@@ -48,10 +50,19 @@ def raw(name: str, fname: str) -> bytes:
 
 def values(tree: ContainerTree) -> Dict[str, Any]:
     """A tree in the golden data's notation."""
-    return {"containerID": tree.container_id, "dataChecksum": tree.data_checksum,
-            "blocks": [[b.block_id, b.value, b.deleted,
-                        [[c.offset, c.length, c.value, c.checksum_matches] for c in b.chunks]]
-                       for b in tree.blocks()]}
+    return {
+        "containerID": tree.container_id,
+        "dataChecksum": tree.data_checksum,
+        "blocks": [
+            [
+                b.block_id,
+                b.value,
+                b.deleted,
+                [[c.offset, c.length, c.value, c.checksum_matches] for c in b.chunks],
+            ]
+            for b in tree.blocks()
+        ],
+    }
 
 
 def test_the_set_is_whole():
@@ -67,15 +78,18 @@ def test_the_set_is_whole():
 def test_copy_matches_the_shared_original():
     """The repository's copy is the shared set, byte for byte (when it is there to compare)."""
     if not (SHARED / "manifest.json").is_file():
-        pytest.skip("no original golden set to compare with on this machine; the "
-                    "repository's tests/data/ozone-golden is checked against its own "
-                    "manifest.json hashes (test_the_set_is_whole)")
+        pytest.skip(
+            "no original golden set to compare with on this machine; the "
+            "repository's tests/data/ozone-golden is checked against its own "
+            "manifest.json hashes (test_the_set_is_whole)"
+        )
     for path in sorted(SHARED.rglob("*")):
         if path.is_file():
             assert (GOLDEN / path.relative_to(SHARED)).read_bytes() == path.read_bytes(), path
 
 
 # ---- read values, rewrite bytes --------------------------------------------------------
+
 
 @pytest.mark.parametrize("name,fname", FILES, ids=FILE_IDS)
 def test_read_values(name, fname):
@@ -93,6 +107,7 @@ def test_rewrite_bytes(name, fname):
 
 
 # ---- build from scratch ------------------------------------------------------------------
+
 
 def _windows(hexes: List[str]) -> List[bytes]:
     return [bytes.fromhex(h) for h in hexes]
@@ -147,16 +162,23 @@ def build_with_columns(name: str, fname: str) -> ContainerTree:
         leaves = [_leaf(h) for _, _, h in sorted(chunks, key=lambda c: c[0])]
         tombs[bid] = ozone.block_checksum(bid, leaves)
     return ContainerTree.from_columns(
-        spec["ozone"]["containerID"], np.array(bids, dtype=np.int64),
-        np.array(offs, dtype=np.int64), np.array(lens, dtype=np.int64),
-        window_bytes=b"".join(parts), window_byte_counts=counts, checksum_matches=oks,
-        deleted_blocks=tombs or None, empty_blocks=empty or None,
-        data_checksum=build["root"])
+        spec["ozone"]["containerID"],
+        np.array(bids, dtype=np.int64),
+        np.array(offs, dtype=np.int64),
+        np.array(lens, dtype=np.int64),
+        window_bytes=b"".join(parts),
+        window_byte_counts=counts,
+        checksum_matches=oks,
+        deleted_blocks=tombs or None,
+        empty_blocks=empty or None,
+        data_checksum=build["root"],
+    )
 
 
 @pytest.mark.parametrize("name,fname", FILES, ids=FILE_IDS)
-@pytest.mark.parametrize("builder", [build_with_builder, build_with_columns],
-                         ids=["TreeBuilder", "from_columns"])
+@pytest.mark.parametrize(
+    "builder", [build_with_builder, build_with_columns], ids=["TreeBuilder", "from_columns"]
+)
 def test_build_from_scratch_writes_ozones_bytes(builder, name, fname):
     tree = builder(name, fname)
     assert values(tree) == CASES[name]["files"][fname]["ozone"]
@@ -164,6 +186,7 @@ def test_build_from_scratch_writes_ozones_bytes(builder, name, fname):
 
 
 # ---- diff --------------------------------------------------------------------------------
+
 
 def _chunk_map(d: Dict[int, np.ndarray]) -> Dict[int, List[int]]:
     return {int(b): [int(o) for o in offs] for b, offs in d.items()}
@@ -186,8 +209,7 @@ def test_diff_answers(name):
     assert r.missing_blocks.tolist() == want["missingBlocks"]
     assert _chunk_map(r.missing_chunks) == {b: offs for b, offs in want["missingChunks"]}
     assert _chunk_map(r.corrupt_chunks) == {b: offs for b, offs in want["corruptChunks"]}
-    got_deleted = [[int(peer.block_id[i]), int(peer.block_value[i])]
-                   for i in r.deleted_block_rows]
+    got_deleted = [[int(peer.block_id[i]), int(peer.block_value[i])] for i in r.deleted_block_rows]
     assert got_deleted == want["divergedDeletedBlocks"]
     assert r.unhealthy_chunks_filtered == want["numUnhealthyChunksFiltered"]
     d = r.to_dict()
@@ -196,6 +218,7 @@ def test_diff_answers(name):
 
 
 # ---- merge -------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", MERGES)
 def test_merge_values_and_bytes(name):

@@ -43,8 +43,9 @@ from merkle.trees.treefile import tree_to_bytes  # noqa: E402
 
 # Files written by Ozone's own Java (a container file and one golden case), kept in the
 # repository in the layout of the full golden set; OZONE_GOLDEN points at another copy.
-GOLDEN = Path(os.environ.get("OZONE_GOLDEN", Path(__file__).resolve().parent / "data" /
-                             "ozone-golden"))
+GOLDEN = Path(
+    os.environ.get("OZONE_GOLDEN", Path(__file__).resolve().parent / "data" / "ozone-golden")
+)
 DATA = Path(__file__).resolve().parent / "data" / "ozone"
 
 # ---- the worked example of Ozone's facts (container 7, block 109611004723200001) --------
@@ -55,7 +56,8 @@ EXAMPLE_VALUE = bytes.fromhex(
     "3130393631313030343732333230303030315f6368756e6b5f31100018a09c012a12"
     "0802108080011a04e59322151a0480b71f7222310a1a313039363131303034373233"
     "3230303030315f6368756e6b5f3210a09c0118f4032a0c0802108080011a042abd5f"
-    "be2894a001".replace(" ", ""))
+    "be2894a001".replace(" ", "")
+)
 EXAMPLE_CONTAINER = """\
 !<KeyValueContainerData>
 checksum: 2dd478d285aff65bfd3fa81590b6dd058c8fff58002bf09ef5e85e64c223fe12
@@ -83,19 +85,25 @@ def example_chunks() -> List[Tuple[int, bytes]]:
 
 # ---- helpers ---------------------------------------------------------------------------------
 
-def make_volume(root: Path, containers: Dict[int, Dict[int, List[Tuple[int, bytes]]]], *,
-                algorithm: str = "crc32", bpc: int = 16384, layout_version: int = 2,
-                states: Optional[Dict[int, str]] = None,
-                trees: Optional[Dict[int, bytes]] = None,
-                datanode_uuid: Optional[str] = None) -> VolumeWriter:
+
+def make_volume(
+    root: Path,
+    containers: Dict[int, Dict[int, List[Tuple[int, bytes]]]],
+    *,
+    algorithm: str = "crc32",
+    bpc: int = 16384,
+    layout_version: int = 2,
+    states: Optional[Dict[int, str]] = None,
+    trees: Optional[Dict[int, bytes]] = None,
+    datanode_uuid: Optional[str] = None,
+) -> VolumeWriter:
     """A volume whose containers hold {block: [(offset, data), ...]} (CLOSED unless given).
     Its datanode: `datanode_uuid`, else a UUID named after the directory above the volume
     (the volumes of dn0/ share one datanode, dn1/'s are another's)."""
     states, trees = states or {}, trees or {}
     if datanode_uuid is None:
         datanode_uuid = str(uuid.uuid5(uuid.NAMESPACE_URL, "crcmerkle-test:" + root.parent.name))
-    w = VolumeWriter(root, cluster_id="CID-test", storage_id="DS-test",
-                     datanode_uuid=datanode_uuid)
+    w = VolumeWriter(root, cluster_id="CID-test", storage_id="DS-test", datanode_uuid=datanode_uuid)
     stage = root.parent / (root.name + ".stage")
     stage.mkdir(exist_ok=True)
     for cid, blocks in containers.items():
@@ -108,14 +116,22 @@ def make_volume(root: Path, containers: Dict[int, Dict[int, List[Tuple[int, byte
                     f.seek(off)
                     f.write(data)
             files[bid] = path
-            meta.blocks[bid] = BlockMeta(bid, tuple(
-                ChunkMeta.from_data(off, data, algorithm=algorithm, bytes_per_checksum=bpc)
-                for off, data in chunks))
+            meta.blocks[bid] = BlockMeta(
+                bid,
+                tuple(
+                    ChunkMeta.from_data(off, data, algorithm=algorithm, bytes_per_checksum=bpc)
+                    for off, data in chunks
+                ),
+            )
         tree = tree_from_meta(meta)  # what the datanode stored when the container closed
-        w.add_container(meta, block_files=files, state=states.get(cid, "CLOSED"),
-                        layout_version=layout_version,
-                        tree=trees.get(cid, tree_to_bytes(tree)),
-                        data_checksum=tree.data_checksum)
+        w.add_container(
+            meta,
+            block_files=files,
+            state=states.get(cid, "CLOSED"),
+            layout_version=layout_version,
+            tree=trees.get(cid, tree_to_bytes(tree)),
+            data_checksum=tree.data_checksum,
+        )
     w.close()
     return w
 
@@ -138,6 +154,7 @@ def keys(result: Any) -> List[Tuple[str, int, int]]:
 
 # ---- .container ------------------------------------------------------------------------------
 
+
 def test_container_file_of_ozone_verifies_and_renders_byte_for_byte() -> None:
     data = (GOLDEN / "container-files" / "1.container").read_bytes()
     c = parse_container_file(data)
@@ -154,24 +171,36 @@ def test_container_file_example_checksum() -> None:
     assert render_container_file(c.fields) == EXAMPLE_CONTAINER.encode()
 
 
-@pytest.mark.parametrize("edit", [("state: CLOSED", "state: OPEN"),
-                                  ("maxSize: 5368709120", "maxSize: 5368709121"),
-                                  ("checksum: 2dd4", "checksum: 3dd4")])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        ("state: CLOSED", "state: OPEN"),
+        ("maxSize: 5368709120", "maxSize: 5368709121"),
+        ("checksum: 2dd4", "checksum: 3dd4"),
+    ],
+)
 def test_container_file_any_change_breaks_the_checksum(edit: Tuple[str, str]) -> None:
     c = parse_container_file(EXAMPLE_CONTAINER.replace(*edit).encode())
     assert not c.checksum_ok
 
 
-@pytest.mark.parametrize("text, reason", [
-    ("containerID: 7\n", "first line"),
-    ("!<KeyValueContainerData>\ncontainerID: [\n", "YAML"),
-    ("!<KeyValueContainerData>\ncontainerID: 7\nlayOutVersion: 2\nmaxSize: 1\n", "state"),
-    ("!<KeyValueContainerData>\ncontainerID: x\nlayOutVersion: 2\nmaxSize: 1\nstate: OPEN\n",
-     "integers"),
-    ("!<KeyValueContainerData>\ncontainerID: 7\nlayOutVersion: 2\nmaxSize: 1\nstate: NEW\n",
-     "unknown state"),
-    ("!<KeyValueContainerData>\n!!python/object:os.system {}\n", "YAML"),
-])
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("containerID: 7\n", "first line"),
+        ("!<KeyValueContainerData>\ncontainerID: [\n", "YAML"),
+        ("!<KeyValueContainerData>\ncontainerID: 7\nlayOutVersion: 2\nmaxSize: 1\n", "state"),
+        (
+            "!<KeyValueContainerData>\ncontainerID: x\nlayOutVersion: 2\nmaxSize: 1\nstate: OPEN\n",
+            "integers",
+        ),
+        (
+            "!<KeyValueContainerData>\ncontainerID: 7\nlayOutVersion: 2\nmaxSize: 1\nstate: NEW\n",
+            "unknown state",
+        ),
+        ("!<KeyValueContainerData>\n!!python/object:os.system {}\n", "YAML"),
+    ],
+)
 def test_container_file_errors_are_one_line(text: str, reason: str) -> None:
     with pytest.raises(ContainerFileError, match=reason) as exc:
         parse_container_file(text.encode())
@@ -180,13 +209,16 @@ def test_container_file_errors_are_one_line(text: str, reason: str) -> None:
 
 # ---- block_data keys and values -------------------------------------------------------------
 
+
 def test_block_key_and_value_match_ozones_bytes() -> None:
     assert block_key(7, EXAMPLE_BLOCK) == EXAMPLE_KEY
     assert container_prefix(7) == EXAMPLE_KEY[:9] and len(container_prefix(7)) == 9
     decoded = decode_blocks(7, [(EXAMPLE_KEY[9:], EXAMPLE_VALUE)], "test")
     block = decoded.meta.blocks[EXAMPLE_BLOCK]
-    assert [(c.offset, c.length, c.checksum_type, c.bytes_per_checksum) for c in block.chunks] \
-        == [(0, 20000, 2, 16384), (20000, 500, 2, 16384)]
+    assert [(c.offset, c.length, c.checksum_type, c.bytes_per_checksum) for c in block.chunks] == [
+        (0, 20000, 2, 16384),
+        (20000, 500, 2, 16384),
+    ]
     assert block.chunks[0].checksums == bytes.fromhex("e593221580b71f72")
     # the chunk checksums Ozone's client computed equal ours over the example's data
     for c, (off, data) in zip(block.chunks, example_chunks()):
@@ -210,13 +242,16 @@ def test_block_data_unknown_fields_survive() -> None:
     assert msg.SerializeToString() == extra
 
 
-@pytest.mark.parametrize("key, value, reason", [
-    (b"109611004723200001", EXAMPLE_VALUE[:-1], "not a BlockData"),
-    (b"109611004723200002", EXAMPLE_VALUE, "does not name"),
-])
-def test_bad_block_data_entries_are_metadata_errors(key: bytes, value: bytes,
-                                                   reason: str) -> None:
+@pytest.mark.parametrize(
+    "key, value, reason",
+    [
+        (b"109611004723200001", EXAMPLE_VALUE[:-1], "not a BlockData"),
+        (b"109611004723200002", EXAMPLE_VALUE, "does not name"),
+    ],
+)
+def test_bad_block_data_entries_are_metadata_errors(key: bytes, value: bytes, reason: str) -> None:
     from merkle.replica.errors import BlockMetaError
+
     with pytest.raises(BlockMetaError, match=reason):
         decode_blocks(7, [(key, value)], "db")
     with pytest.raises(BlockMetaError, match="container 7"):
@@ -224,8 +259,14 @@ def test_bad_block_data_entries_are_metadata_errors(key: bytes, value: bytes,
 
 
 def test_db_prefix_iteration_skips_hash_keys_and_other_containers(tmp_path: Path) -> None:
-    rows = {block_key(7, 3): b"a", block_key(7, 12): b"b", container_prefix(7) + b"#x": b"c",
-            block_key(6, 1): b"d", block_key(8, 1): b"e", block_key(7 + 256, 1): b"f"}
+    rows = {
+        block_key(7, 3): b"a",
+        block_key(7, 12): b"b",
+        container_prefix(7) + b"#x": b"c",
+        block_key(6, 1): b"d",
+        block_key(8, 1): b"e",
+        block_key(7 + 256, 1): b"f",
+    }
     meta = {container_prefix(7) + b"#BCSID": struct.pack(">q", 42)}
     write_volume_db(tmp_path / "db", rows, meta)
     with VolumeDB(tmp_path / "db") as db:
@@ -237,6 +278,7 @@ def test_db_prefix_iteration_skips_hash_keys_and_other_containers(tmp_path: Path
 
 def test_unopenable_db_is_one_line(tmp_path: Path) -> None:
     from merkle.replica.ozone.rocks import VolumeDBError
+
     (tmp_path / "db").mkdir()
     (tmp_path / "db" / "CURRENT").write_text("MANIFEST-000099\n")
     with pytest.raises(VolumeDBError, match="cannot open") as exc:
@@ -248,9 +290,16 @@ def test_unopenable_db_is_one_line(tmp_path: Path) -> None:
 
 # ---- volumes ---------------------------------------------------------------------------------
 
+
 def test_container_dir_index() -> None:
-    assert [container_dir_index(i) for i in (0, 511, 512, 1023, 1024, 512 * 256)] \
-        == [0, 0, 1, 1, 2, 0]
+    assert [container_dir_index(i) for i in (0, 511, 512, 1023, 1024, 512 * 256)] == [
+        0,
+        0,
+        1,
+        1,
+        2,
+        0,
+    ]
 
 
 def test_discovery_of_volumes_datanodes_clusters(tmp_path: Path) -> None:
@@ -259,17 +308,18 @@ def test_discovery_of_volumes_datanodes_clusters(tmp_path: Path) -> None:
             make_volume(tmp_path / dn / vol, {1: {1: [(0, b"x" * 100)]}, 600: {}})
     assert len(find_volumes(tmp_path)) == 4
     assert len(find_volumes(tmp_path / "dn1")) == 2
-    (vol, inner), = find_volumes(tmp_path / "dn1" / "disk1")
+    ((vol, inner),) = find_volumes(tmp_path / "dn1" / "disk1")
     assert inner is None and [r.container_id for r in vol.replicas()] == [1, 600]
     assert vol.replicas()[1].root.parent.name == "containerDir1"
     rep = vol.replicas()[0].root
-    (vol2, inner2), = find_volumes(rep / "chunks")
+    ((vol2, inner2),) = find_volumes(rep / "chunks")
     assert vol2.root == vol.root and inner2 == rep / "chunks"
     results = scan_paths([rep])
     assert [r.container_id for r in results] == [1] and results[0].ok
 
 
 # ---- scanning --------------------------------------------------------------------------------
+
 
 def test_golden_tree_in_a_volume_is_read_as_is_and_matches_the_scan(tmp_path: Path) -> None:
     """Ozone's check vectors (golden_g02): the data, the DB values, the scanner's tree and the
@@ -280,9 +330,10 @@ def test_golden_tree_in_a_volume_is_read_as_is_and_matches_the_scan(tmp_path: Pa
 
     def data(seed: int, n: int) -> bytes:
         return bytes((i * 31 + seed) % 251 for i in range(n))
+
     blocks = {1: [(0, data(1, 40000)), (40000, data(2, 40000))], 2: [(0, data(3, 12345))]}
     make_volume(tmp_path / "vol", {2: blocks}, trees={2: raw})
-    r, = scan_paths([tmp_path / "vol"])
+    (r,) = scan_paths([tmp_path / "vol"])
     assert r.ok, r.errors
     assert r.tree.data_checksum == info["dataChecksum"] == 0x1833A6A1
     assert r.scanned.data_checksum == info["dataChecksum"]
@@ -291,20 +342,33 @@ def test_golden_tree_in_a_volume_is_read_as_is_and_matches_the_scan(tmp_path: Pa
     files._db.close()
     assert problem is None and stored_raw == raw
     # (byte equality of a re-encoded tree is the tree encoder's business, tested elsewhere)
-    ozone_blocks = [[b.block_id, b.value, b.deleted,
-                     [[c.offset, c.length, c.value, c.checksum_matches] for c in b.chunks]]
-                    for b in stored.blocks()]
+    ozone_blocks = [
+        [
+            b.block_id,
+            b.value,
+            b.deleted,
+            [[c.offset, c.length, c.value, c.checksum_matches] for c in b.chunks],
+        ]
+        for b in stored.blocks()
+    ]
     assert ozone_blocks == info["blocks"]
     for t in (r.tree, r.scanned):
-        assert [[b.block_id, b.value, b.deleted,
-                 [[c.offset, c.length, c.value, c.checksum_matches] for c in b.chunks]]
-                for b in t.blocks()] == info["blocks"]
+        assert [
+            [
+                b.block_id,
+                b.value,
+                b.deleted,
+                [[c.offset, c.length, c.value, c.checksum_matches] for c in b.chunks],
+            ]
+            for b in t.blocks()
+        ] == info["blocks"]
 
 
 def _files(vol_root: Path, cid: int) -> Any:
     from merkle.replica.ozone.containerfile import parse_container_file as parse
     from merkle.replica.ozone.scan import OzoneReplicaFiles
-    (vol, _), = find_volumes(vol_root)
+
+    ((vol, _),) = find_volumes(vol_root)
     rep = next(r for r in vol.replicas() if r.container_id == cid)
     db = VolumeDB(vol.db_dir)
     return OzoneReplicaFiles(rep, db, parse(rep.container_file.read_bytes()))
@@ -312,10 +376,13 @@ def _files(vol_root: Path, cid: int) -> Any:
 
 def test_ozone_rules(tmp_path: Path) -> None:
     good = [(0, b"a" * 5000), (5000, b"b" * 3000)]
-    make_volume(tmp_path / "vol", {1: {1: good}, 2: {1: good}, 3: {1: good}, 4: {1: good},
-                                   5: {1: good, 2: [(0, b"")]}},
-                states={2: "OPEN", 3: "QUASI_CLOSED", 4: "UNHEALTHY"}, bpc=1024)
-    (vol, _), = find_volumes(tmp_path / "vol")
+    make_volume(
+        tmp_path / "vol",
+        {1: {1: good}, 2: {1: good}, 3: {1: good}, 4: {1: good}, 5: {1: good, 2: [(0, b"")]}},
+        states={2: "OPEN", 3: "QUASI_CLOSED", 4: "UNHEALTHY"},
+        bpc=1024,
+    )
+    ((vol, _),) = find_volumes(tmp_path / "vol")
     reps = {r.container_id: r for r in vol.replicas()}
     # block 2 of container 5 has one empty chunk and no file: no error (EC padding)
     reps[5].block_file(2).unlink()
@@ -332,45 +399,52 @@ def test_ozone_rules(tmp_path: Path) -> None:
 
 def test_hash_keys_skipped_and_unreferenced_files(tmp_path: Path) -> None:
     w = make_volume(tmp_path / "vol", {1: {1: [(0, b"a" * 5000)]}})
-    (vol, _), = find_volumes(tmp_path / "vol")
+    ((vol, _),) = find_volumes(tmp_path / "vol")
     rep = vol.replicas()[0]
     # rebuild the DB with a '#' key in block_data (as V1-era markers look) and an orphan file
     rows = dict(w.block_rows)
     rows[container_prefix(1) + b"#deleting#1"] = b"not a BlockData"
     import shutil
+
     shutil.rmtree(vol.db_dir)
     write_volume_db(vol.db_dir, rows, w.meta_rows)
     (rep.chunks_dir / "77.block").write_bytes(b"uncommitted")
-    r, = scan_paths([tmp_path / "vol"])
+    (r,) = scan_paths([tmp_path / "vol"])
     assert keys(r) == [("UNREFERENCED_DATA_FILE", 77, 0)]
 
 
 def test_file_per_chunk(tmp_path: Path) -> None:
     chunks = [(0, os.urandom(5000)), (5000, os.urandom(3000))]
     make_volume(tmp_path / "vol", {1: {1: chunks, 2: chunks}}, layout_version=1, bpc=1024)
-    (vol, _), = find_volumes(tmp_path / "vol")
+    ((vol, _),) = find_volumes(tmp_path / "vol")
     rep = vol.replicas()[0]
-    assert sorted(os.listdir(rep.chunks_dir)) == ["1_chunk_1", "1_chunk_2", "2_chunk_1",
-                                                  "2_chunk_2"]
-    r, = scan_paths([tmp_path / "vol"])
+    assert sorted(os.listdir(rep.chunks_dir)) == [
+        "1_chunk_1",
+        "1_chunk_2",
+        "2_chunk_1",
+        "2_chunk_2",
+    ]
+    (r,) = scan_paths([tmp_path / "vol"])
     assert r.ok and r.bytes_read == 16000
     with open(rep.chunks_dir / "1_chunk_2", "r+b") as f:
         f.seek(10)
         f.write(b"\x00" if chunks[1][1][10] else b"\x01")
     os.unlink(rep.chunks_dir / "2_chunk_1")
-    r, = scan_paths([tmp_path / "vol"])
+    (r,) = scan_paths([tmp_path / "vol"])
     assert keys(r) == [("CORRUPT_CHUNK", 1, 5000), ("MISSING_CHUNK", 2, 0)]
     for n in os.listdir(rep.chunks_dir):
         if n.startswith("2_"):
             os.unlink(rep.chunks_dir / n)
-    r, = scan_paths([tmp_path / "vol"])
+    (r,) = scan_paths([tmp_path / "vol"])
     assert ("MISSING_DATA_FILE", 2, 0) in keys(r)
 
 
 def test_container_file_problems(tmp_path: Path) -> None:
-    make_volume(tmp_path / "vol", {1: {1: [(0, b"a" * 100)]}, 2: {1: [(0, b"a" * 100)]},
-                                   3: {1: [(0, b"a" * 100)]}})
-    (vol, _), = find_volumes(tmp_path / "vol")
+    make_volume(
+        tmp_path / "vol",
+        {1: {1: [(0, b"a" * 100)]}, 2: {1: [(0, b"a" * 100)]}, 3: {1: [(0, b"a" * 100)]}},
+    )
+    ((vol, _),) = find_volumes(tmp_path / "vol")
     reps = {r.container_id: r for r in vol.replicas()}
     reps[1].container_file.unlink()
     text = reps[2].container_file.read_bytes()
@@ -395,7 +469,7 @@ def test_container_file_problems(tmp_path: Path) -> None:
 def test_unopenable_db_is_reported_per_volume_and_the_walk_goes_on(tmp_path: Path) -> None:
     for v in ("vol1", "vol2"):
         make_volume(tmp_path / v, {1: {1: [(0, b"a" * 100)]}})
-    (vol1, _), = find_volumes(tmp_path / "vol1")
+    ((vol1, _),) = find_volumes(tmp_path / "vol1")
     for name in os.listdir(vol1.db_dir):
         if name.startswith("MANIFEST"):
             (vol1.db_dir / name).write_bytes(b"garbage")
@@ -413,13 +487,18 @@ def test_volume_items_open_each_volume_db_once(tmp_path: Path, monkeypatch: Any)
     from types import SimpleNamespace
 
     from merkle.replica.ozone import scan as ozone_scan
+
     for v in ("vol1", "vol2"):
         make_volume(tmp_path / v, {c: {1: [(0, bytes([c]) * 3000)]} for c in (1, 2, 3)})
     items = []
     for v in ("vol1", "vol2"):  # in volume order, as spark_udfs.jobs.scan sorts and slices them
-        (vol, _), = find_volumes(tmp_path / v)
-        items += [SimpleNamespace(path=os.fspath(r.root), container=r.container_id,
-                                  fs_root=os.fspath(vol.root)) for r in vol.replicas()]
+        ((vol, _),) = find_volumes(tmp_path / v)
+        items += [
+            SimpleNamespace(
+                path=os.fspath(r.root), container=r.container_id, fs_root=os.fspath(vol.root)
+            )
+            for r in vol.replicas()
+        ]
     opened: List[Path] = []
     real = ozone_scan.VolumeDB
 
@@ -436,9 +515,14 @@ def test_volume_items_open_each_volume_db_once(tmp_path: Path, monkeypatch: Any)
 
 # ---- generated clusters ----------------------------------------------------------------------
 
+
 def _generate(root: Path, layout: str, faults: str, seed: int = 3) -> Dict[str, Any]:
-    return generate_cluster(root, GeneratorConfig(containers=12, seed=seed, layout=layout,
-                                                  faults=parse_faults(faults, layout)))
+    return generate_cluster(
+        root,
+        GeneratorConfig(
+            containers=12, seed=seed, layout=layout, faults=parse_faults(faults, layout)
+        ),
+    )
 
 
 def _found(results: List[Any], root: Path) -> Dict[str, List[Tuple[str, int, int]]]:
@@ -446,40 +530,60 @@ def _found(results: List[Any], root: Path) -> Dict[str, List[Tuple[str, int, int
 
 
 def _expected(manifest: Dict[str, Any]) -> Dict[str, List[Tuple[str, int, int]]]:
-    return {rep: sorted((e["error"], e["block_id"] or 0, e["offset"] or 0) for e in es)
-            for rep, es in manifest["expected_errors"].items()}
+    return {
+        rep: sorted((e["error"], e["block_id"] or 0, e["offset"] or 0) for e in es)
+        for rep, es in manifest["expected_errors"].items()
+    }
 
 
 def test_generated_volumes_are_scanned_read_only_and_exactly(tmp_path: Path) -> None:
     root = tmp_path / "c"
     manifest = _generate(root, "ozone", "default")
     kinds = {f["type"] for f in manifest["faults"]}
-    assert {"container-checksum", "open-container", "db-entry-without-file",
-            "file-without-db-entry", "meta-corrupt", "meta-missing"} <= kinds
+    assert {
+        "container-checksum",
+        "open-container",
+        "db-entry-without-file",
+        "file-without-db-entry",
+        "meta-corrupt",
+        "meta-missing",
+    } <= kinds
     before = file_states(root)
-    out = subprocess.run([sys.executable, "-m", "merkle", "scan", "--json", os.fspath(root)],
-                         capture_output=True, text=True, env=dict(os.environ))
+    out = subprocess.run(
+        [sys.executable, "-m", "merkle", "scan", "--json", os.fspath(root)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+    )
     assert out.returncode == 1, out.stderr
     results = json.loads(out.stdout)
     assert not results["failed"]
-    found = {os.path.relpath(r["path"], root): sorted(
-        (e["error"], e["block_id"] or 0, e["offset"] or 0) for e in r["errors"])
-        for r in results["replicas"]}
+    found = {
+        os.path.relpath(r["path"], root): sorted(
+            (e["error"], e["block_id"] or 0, e["offset"] or 0) for e in r["errors"]
+        )
+        for r in results["replicas"]
+    }
     assert found == _expected(manifest)
     assert file_states(root) == before  # nothing in any volume changed: bytes and mtimes
 
 
 def test_same_content_same_findings_in_both_layouts(tmp_path: Path) -> None:
-    faults = "bitflip=2,bitflip2=1,bitflip-all=1,truncate=2,missing-chunks=1,missing-file=1," \
-             "tombstone=1,extra-block=1,tree-corrupt=1,tree-missing=1,meta-corrupt=1"
+    faults = (
+        "bitflip=2,bitflip2=1,bitflip-all=1,truncate=2,missing-chunks=1,missing-file=1,"
+        "tombstone=1,extra-block=1,tree-corrupt=1,tree-missing=1,meta-corrupt=1"
+    )
     m_c = _generate(tmp_path / "c", "crcmerkle", faults)
     m_o = _generate(tmp_path / "o", "ozone", faults)
-    crc = {os.path.relpath(r.path, tmp_path / "c"): r
-           for r in scan_paths([tmp_path / "c"], write_tree=False)}
+    crc = {
+        os.path.relpath(r.path, tmp_path / "c"): r
+        for r in scan_paths([tmp_path / "c"], write_tree=False)
+    }
     ozo = {os.path.relpath(r.path, tmp_path / "o"): r for r in scan_paths([tmp_path / "o"])}
 
     def by_replica(results: Dict[str, Any]) -> Dict[Tuple[str, int], Any]:
         return {(p.split("/")[0], r.container_id): r for p, r in results.items()}
+
     a, b = by_replica(crc), by_replica(ozo)
     assert a.keys() == b.keys() and len(a) == 36
     for k in a:
@@ -509,8 +613,9 @@ def test_generator_volume_db_values_follow_ozone(tmp_path: Path) -> None:
                 counters = db.metadata(cid)
                 assert counters["#BLOCKCOUNT"] == len(d.meta.blocks)
                 assert counters["#BYTESUSED"] == d.meta.data_bytes
-                assert counters["#BYTESUSED"] == sum(manifest["containers"][str(cid)]
-                                                     ["blocks"].values())
+                assert counters["#BYTESUSED"] == sum(
+                    manifest["containers"][str(cid)]["blocks"].values()
+                )
                 assert counters["#DATACHECKSUM"] == tree_from_meta(d.meta).data_checksum
                 assert counters["#PENDINGDELETEBLOCKCOUNT"] == 0
                 c = parse_container_file(rep.container_file.read_bytes())
@@ -524,16 +629,21 @@ def test_cli_generate_defaults_to_ozone_and_reconcile_refuses(tmp_path: Path) ->
     root = tmp_path / "c"
 
     def cli(*argv: Any) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "merkle", *map(str, argv)],
-                              capture_output=True, text=True)
+        return subprocess.run(
+            [sys.executable, "-m", "merkle", *map(str, argv)], capture_output=True, text=True
+        )
+
     out = cli("generate", root, "--containers", "12", "--seed", "5")
     assert out.returncode == 0, out.stderr
     manifest = json.loads((root / "manifest.json").read_text())
     assert manifest["layout"] == "ozone" and all("/hdds/" in r for r in manifest["expected_errors"])
     before = file_states(root)
     rep = root / next(iter(manifest["expected_errors"]))
-    for argv in (["reconcile", "--all", root], ["reconcile", "--all", "--dry-run", root],
-                 ["reconcile", rep, rep.parent]):
+    for argv in (
+        ["reconcile", "--all", root],
+        ["reconcile", "--all", "--dry-run", root],
+        ["reconcile", rep, rep.parent],
+    ):
         out = cli(*argv)
         assert out.returncode == 2 and out.stdout == ""
         assert out.stderr.count("\n") == 1 and "ozone admin container reconcile" in out.stderr
@@ -561,7 +671,7 @@ def test_snapshot_links_tables_and_is_removed(tmp_path: Path, monkeypatch: Any) 
     assert ssts
     before = file_states(tmp_path / "db")
     with VolumeDB(tmp_path / "db") as db:
-        snap, = snaps.iterdir()
+        (snap,) = snaps.iterdir()
         assert all(os.path.samefile(p, snap / p.name) for p in ssts)  # linked, not copied
         assert not any(n.startswith("OPTIONS") for n in os.listdir(snap))
         assert list(db.block_values(1)) == [(b"1", b"v")]
@@ -570,6 +680,7 @@ def test_snapshot_links_tables_and_is_removed(tmp_path: Path, monkeypatch: Any) 
 
 
 # ---- hostile volumes (issue 15): no hang on a FIFO, bounded reads, links never followed ----
+
 
 def _child(*argv: Any, timeout: float = 60, memory: Any = None) -> subprocess.CompletedProcess:
     """`crcmerkle ARGV` in a child; a hang fails the test at `timeout`."""
@@ -581,27 +692,38 @@ def _child(*argv: Any, timeout: float = 60, memory: Any = None) -> subprocess.Co
 
     def limit() -> None:
         import resource
+
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
 
     try:
-        return subprocess.run([sys.executable, "-m", "merkle", *map(str, argv)],
-                              capture_output=True, text=True, timeout=timeout, env=env,
-                              preexec_fn=limit if memory else None, cwd="/")
+        return subprocess.run(
+            [sys.executable, "-m", "merkle", *map(str, argv)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            preexec_fn=limit if memory else None,
+            cwd="/",
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"hung for {timeout} s: crcmerkle {' '.join(map(str, argv))}")
 
 
 def _hostile_volume(root: Path) -> Any:
     make_volume(root, {2: {3: [(0, b"a" * 5000), (5000, b"b" * 3000)]}}, bpc=1024)
-    (vol, _), = find_volumes(root)
+    ((vol, _),) = find_volumes(root)
     return vol, vol.replicas()[0]
 
 
 @pytest.mark.parametrize("which", ["block", "container", "tree", "CURRENT"])
 def test_hostile_a_fifo_never_hangs_the_ozone_scan(tmp_path: Path, which: str) -> None:
     vol, rep = _hostile_volume(tmp_path / "vol")
-    path = {"block": rep.block_file(3), "container": rep.container_file, "tree": rep.tree,
-            "CURRENT": vol.db_dir / "CURRENT"}[which]
+    path = {
+        "block": rep.block_file(3),
+        "container": rep.container_file,
+        "tree": rep.tree,
+        "CURRENT": vol.db_dir / "CURRENT",
+    }[which]
     path.unlink()
     os.mkfifo(path)
     r = _child("scan", tmp_path / "vol", "--json")
@@ -615,11 +737,13 @@ def test_hostile_a_fifo_never_hangs_the_ozone_scan(tmp_path: Path, which: str) -
         assert "NOT_A_REGULAR_FILE" in [e["error"] for e in errors]
         assert any("a FIFO" in e["detail"] for e in errors)
     import stat as st
+
     assert st.S_ISFIFO(os.lstat(path).st_mode)
 
 
 def test_hostile_a_fifo_block_of_an_ozone_peer_never_hangs_offline_reconcile(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     _, target = _hostile_volume(tmp_path / "dn1" / "vol")
     _, peer = _hostile_volume(tmp_path / "dn2" / "vol")
     with open(target.block_file(3), "r+b") as f:

@@ -30,8 +30,10 @@ from merkle.replica.scan import scan_paths  # noqa: E402
 
 #: every fault a peer can repair (no fabricated rows, no unusable replicas, no tombstones:
 #: a tombstoned block's row stays where it is, by design, so rows would differ)
-REPAIRABLE = ("bitflip=2,bitflip2=1,truncate=1,missing-chunks=1,missing-file=1,extra-block=1,"
-              "tree-corrupt=1,tree-missing=1")
+REPAIRABLE = (
+    "bitflip=2,bitflip2=1,truncate=1,missing-chunks=1,missing-file=1,extra-block=1,"
+    "tree-corrupt=1,tree-missing=1"
+)
 
 
 class Crash(Exception):
@@ -39,9 +41,12 @@ class Crash(Exception):
 
 
 def _generate(root: Path, faults: str, *, containers: int = 4, seed: int = 7) -> Dict[str, Any]:
-    return generate_cluster(root, GeneratorConfig(containers=containers, seed=seed,
-                                                  layout="ozone",
-                                                  faults=parse_faults(faults, "ozone")))
+    return generate_cluster(
+        root,
+        GeneratorConfig(
+            containers=containers, seed=seed, layout="ozone", faults=parse_faults(faults, "ozone")
+        ),
+    )
 
 
 def _groups(root: Path) -> Dict[int, List[Path]]:
@@ -67,14 +72,14 @@ def _db_state(root: Path) -> Dict[int, List[Tuple[Dict[bytes, bytes], Dict[str, 
         with VolumeDB(vol.db_dir) as db:
             for r in vol.replicas():
                 out.setdefault(r.container_id, []).append(
-                    (dict(db.block_values(r.container_id)), db.metadata(r.container_id)))
+                    (dict(db.block_values(r.container_id)), db.metadata(r.container_id))
+                )
     return out
 
 
 def _assert_converged(root: Path) -> None:
     results = scan_paths([root])
-    assert results and all(r.ok for r in results), [(r.path, r.errors) for r in results
-                                                    if not r.ok]
+    assert results and all(r.ok for r in results), [(r.path, r.errors) for r in results if not r.ok]
     values: Dict[int, set] = {}
     for r in results:
         values.setdefault(r.container_id, set()).add(r.tree.data_checksum)
@@ -91,14 +96,18 @@ def _assert_converged(root: Path) -> None:
 
 
 def _cli(*argv: Any) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "merkle", *map(str, argv)],
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "merkle", *map(str, argv)], capture_output=True, text=True
+    )
 
 
 def file_states(root: Path) -> Dict[str, Tuple[bytes, int]]:
     """Every file under root: bytes and mtime."""
-    return {os.path.relpath(p, root): (p.read_bytes(), p.stat().st_mtime_ns)
-            for p in root.rglob("*") if p.is_file()}
+    return {
+        os.path.relpath(p, root): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in root.rglob("*")
+        if p.is_file()
+    }
 
 
 def _sizes(root: Path) -> Dict[str, int]:
@@ -107,13 +116,13 @@ def _sizes(root: Path) -> Dict[str, int]:
 
 # ---- convergence -----------------------------------------------------------------------------
 
+
 def test_offline_reconcile_converges_and_rows_equal_a_clean_replicas(tmp_path: Path) -> None:
     root = tmp_path / "c"
     manifest = _generate(root, REPAIRABLE)
     before = _db_state(root)
     damaged = {os.path.relpath(p, root) for p in manifest["expected_errors"]}
-    assert damaged and scan_paths([root]) and not all(r.ok for r in
-                                                            scan_paths([root]))
+    assert damaged and scan_paths([root]) and not all(r.ok for r in scan_paths([root]))
     sizes = _sizes(root)
     out = _cli("reconcile", "--all", "--offline", "--json", root)
     assert out.returncode == 0, out.stderr + out.stdout
@@ -172,7 +181,7 @@ time.sleep(60)
 
 
 def _db_of(replica: Path) -> Path:
-    (vol, _), = find_volumes(replica)
+    ((vol, _),) = find_volumes(replica)
     assert vol.db_dir is not None
     return vol.db_dir
 
@@ -193,8 +202,9 @@ def test_refused_while_the_volumes_lock_is_held(tmp_path: Path, holder: str) -> 
     reps = _groups(root)[1]
     db = _db_of(reps[0])
     arg = db / "LOCK" if holder is HOLD_LOCKF else db
-    child = subprocess.Popen([sys.executable, "-c", holder, str(arg)], stdout=subprocess.PIPE,
-                             text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", holder, str(arg)], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "held"
         files = _tree_states(root)
@@ -226,14 +236,19 @@ def test_the_lock_is_held_for_the_whole_repair(tmp_path: Path) -> None:
     m = _generate(root, "missing-file=1", containers=1)
     target = root / m["faults"][0]["replicas"][0]
     peers = [p for p in _groups(root)[1] if p != target]
-    probe = "import fcntl,os,sys\nfd=os.open(sys.argv[1],os.O_RDWR)\ntry:\n" \
-            "    fcntl.lockf(fd,fcntl.LOCK_EX|fcntl.LOCK_NB); print('free')\n" \
-            "except OSError: print('held')\n"
+    probe = (
+        "import fcntl,os,sys\nfd=os.open(sys.argv[1],os.O_RDWR)\ntry:\n"
+        "    fcntl.lockf(fd,fcntl.LOCK_EX|fcntl.LOCK_NB); print('free')\n"
+        "except OSError: print('held')\n"
+    )
     seen: List[str] = []
 
     def step(kind: str, detail: Any) -> None:
-        out = subprocess.run([sys.executable, "-c", probe, str(_db_of(target) / "LOCK")],
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            [sys.executable, "-c", probe, str(_db_of(target) / "LOCK")],
+            capture_output=True,
+            text=True,
+        )
         seen.append(f"{kind}:{out.stdout.strip()}")
 
     r = reconcile(target, peers, offline=True, on_step=step)
@@ -259,9 +274,11 @@ def test_crash_after_any_write_step_then_rerun_converges(tmp_path: Path) -> None
     # every block_data batch and the tree write after it, and the first of every other step
     # (the copier's own steps are the crcmerkle layout's, crash-tested step by step there;
     # an offline open costs ~0.2 s, so every step of every round would take minutes)
-    chosen = sorted({k for k, s in enumerate(steps) if s == "metadata"}
-                    | {k + 1 for k, s in enumerate(steps[:-1]) if s == "metadata"}
-                    | {steps.index(s) for s in set(steps)})
+    chosen = sorted(
+        {k for k, s in enumerate(steps) if s == "metadata"}
+        | {k + 1 for k, s in enumerate(steps[:-1]) if s == "metadata"}
+        | {steps.index(s) for s in set(steps)}
+    )
     assert len(chosen) >= 8
     for k in chosen:
         work = tmp_path / f"crash{k}"
@@ -299,17 +316,21 @@ _round(Path(sys.argv[1]), on_step=step)
 """
 
 
-@pytest.mark.parametrize("kind,nth", [("chunk", 2), ("block", 1), ("metadata", 1),
-                                      ("metadata", 2), ("tree", 1)])
-def test_sigkill_at_a_write_step_then_rerun_converges(tmp_path: Path, kind: str,
-                                                      nth: int) -> None:
+@pytest.mark.parametrize(
+    "kind,nth", [("chunk", 2), ("block", 1), ("metadata", 1), ("metadata", 2), ("tree", 1)]
+)
+def test_sigkill_at_a_write_step_then_rerun_converges(tmp_path: Path, kind: str, nth: int) -> None:
     """A real crash: the process dies with the DB open (its WAL synced, the LOCK dropped by
     the kernel), then a re-run repairs what is left."""
     root = tmp_path / "c"
     _generate(root, CRASH_FAULTS, containers=1, seed=11)
     code = KILL_CHILD.format(tests=os.fspath(Path(__file__).resolve().parent))
-    out = subprocess.run([sys.executable, "-c", code, str(root), kind, str(nth)],
-                         capture_output=True, text=True, env=dict(os.environ))
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(root), kind, str(nth)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+    )
     assert out.returncode == -9, out.stderr
     _round(root)
     _assert_converged(root)
@@ -333,8 +354,11 @@ def test_unknown_fields_of_rewritten_rows_are_kept(tmp_path: Path) -> None:
     db_dir = _db_of(target)
     with VolumeDB(db_dir) as db:
         rows = dict(db.block_values(1))
-    bid, raw = next((k, v) for k, v in rows.items() if pb.BlockData.FromString(v).chunks
-                    and len(pb.BlockData.FromString(v).chunks) >= 2)
+    bid, raw = next(
+        (k, v)
+        for k, v in rows.items()
+        if pb.BlockData.FromString(v).chunks and len(pb.BlockData.FromString(v).chunks) >= 2
+    )
     msg = pb.BlockData.FromString(raw)
     dropped = msg.chunks[-1].len
     del msg.chunks[-1]
@@ -360,20 +384,27 @@ def test_unknown_fields_of_rewritten_rows_are_kept(tmp_path: Path) -> None:
     with VolumeDB(_db_of(peers[0])) as db:
         clean = pb.BlockData.FromString(dict(db.block_values(1))[bid])
     fixed.chunks[0].Clear()
-    fixed.chunks[0].CopyFrom(pb.ChunkInfo.FromString(
-        pb.BlockData.FromString(new).chunks[0].SerializeToString()[:-len(CHUNK_UNKNOWN)]))
+    fixed.chunks[0].CopyFrom(
+        pb.ChunkInfo.FromString(
+            pb.BlockData.FromString(new).chunks[0].SerializeToString()[: -len(CHUNK_UNKNOWN)]
+        )
+    )
     assert fixed.SerializeToString().replace(TOP_UNKNOWN, b"") == clean.SerializeToString()
     assert all(x.ok for x in scan_paths([root]))
 
 
 # ---- refusals --------------------------------------------------------------------------------
 
+
 def test_what_is_not_repaired_offline_is_refused_with_one_line(tmp_path: Path) -> None:
     root = tmp_path / "c"
     m = _generate(root, "meta-corrupt=1,open-container=1,container-checksum=1", containers=4)
     by_kind = {f["type"]: root / f["replicas"][0] for f in m["faults"]}
-    for kind, why in (("meta-corrupt", "do not decode"), ("open-container", "state OPEN"),
-                      ("container-checksum", "checksum mismatch")):
+    for kind, why in (
+        ("meta-corrupt", "do not decode"),
+        ("open-container", "state OPEN"),
+        ("container-checksum", "checksum mismatch"),
+    ):
         target = by_kind[kind]
         cid = int(target.name)
         peers = [p for p in _groups(root)[cid] if p != target]
@@ -390,6 +421,7 @@ def test_what_is_not_repaired_offline_is_refused_with_one_line(tmp_path: Path) -
 
 
 # ---- links and I/O errors --------------------------------------------------------------------
+
 
 def test_a_link_in_place_of_a_block_file_is_never_written_through(tmp_path: Path) -> None:
     root = tmp_path / "c"
@@ -409,6 +441,7 @@ def test_a_link_in_place_of_a_block_file_is_never_written_through(tmp_path: Path
 
 def test_an_io_error_writing_block_data_is_an_io_error(tmp_path: Path, monkeypatch: Any) -> None:
     import errno
+
     root = tmp_path / "c"
     m = _generate(root, "extra-block=1", containers=1)  # the others gain a row
     source = root / m["faults"][0]["replicas"][0]

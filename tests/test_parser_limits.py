@@ -65,8 +65,10 @@ def test_densest_tree_input_allocates_a_bounded_multiple(shape):
 
 def test_tree_length_prefixes_beyond_the_input_fail_without_allocating():
     # a containerMerkleTree claiming 2**62 bytes, and one block claiming 2**40
-    for data in (b"\x08\x07\x12" + _varint(1 << 62) + b"\x12\x00",
-                 _tree_bytes(b"\x12" + _varint(1 << 40) + b"\x08\x01")):
+    for data in (
+        b"\x08\x07\x12" + _varint(1 << 62) + b"\x12\x00",
+        _tree_bytes(b"\x12" + _varint(1 << 40) + b"\x08\x01"),
+    ):
         t0 = time.perf_counter()
         tracemalloc.start()
         try:
@@ -86,15 +88,15 @@ def _framed(n_blocks: int, n_chunks: int, body: bytes) -> bytes:
     return head + body + struct.pack(">I", _native.crc32c(head + body))
 
 
-@pytest.mark.parametrize("case", ["huge-counts", "huge-windows", "huge-window-count-none",
-                                  "huge-chunk-count"])
+@pytest.mark.parametrize(
+    "case", ["huge-counts", "huge-windows", "huge-window-count-none", "huge-chunk-count"]
+)
 def test_blockmeta_declared_counts_are_capped_by_the_bytes(case):
     """Valid CRC, lying counts: an error, fast, with a few KiB allocated at most."""
     if case == "huge-counts":  # header: 4 billion blocks and chunks, empty body
         data = _framed(0xFFFFFFFF, 0xFFFFFFFF, b"")
     elif case == "huge-windows":  # one SHA256 chunk declaring 4 billion 32-byte checksums
-        body = struct.pack(">qII", 1, 1, 0) + struct.pack(">QQB3xII", 0, 1 << 50, 4, 1,
-                                                          0xFFFFFFFF)
+        body = struct.pack(">qII", 1, 1, 0) + struct.pack(">QQB3xII", 0, 1 << 50, 4, 1, 0xFFFFFFFF)
         data = _framed(1, 1, body)
     elif case == "huge-window-count-none":  # type NONE claiming checksums
         body = struct.pack(">qII", 1, 1, 0) + struct.pack(">QQB3xII", 0, 10, 1, 0, 0xFFFFFFFF)

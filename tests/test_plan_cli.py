@@ -21,20 +21,21 @@ def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def refuse(*_: Any, **__: Any) -> Any:
         raise AssertionError("Spark was started")
+
     monkeypatch.setattr(common, "_session", refuse)  # every verb starts Spark through it
 
 
 @pytest.fixture
 def inventory(tmp_path: Path) -> Path:
     path = tmp_path / "datanodes.json"
-    path.write_text(json.dumps([{"host": "dn1.example", "uuid": UUID,
-                                 "volumes": ["/data/disk1"]}]))
+    path.write_text(json.dumps([{"host": "dn1.example", "uuid": UUID, "volumes": ["/data/disk1"]}]))
     return path
 
 
 @pytest.mark.parametrize("option", ["--decommission", "--maintenance"])
 def test_a_leaving_name_not_in_the_inventory_is_one_line_before_spark(
-        tmp_path: Path, inventory: Path, capsys: Any, option: str) -> None:
+    tmp_path: Path, inventory: Path, capsys: Any, option: str
+) -> None:
     scan = tmp_path / "scan"
     scan.mkdir()
     rc = main(["spark", "plan", str(scan), option, "dn1.exampel", "--datanodes", str(inventory)])
@@ -44,8 +45,9 @@ def test_a_leaving_name_not_in_the_inventory_is_one_line_before_spark(
 
 
 @pytest.mark.parametrize("name", ["dn1.example", "DN1.EXAMPLE", UUID, UUID.upper()])
-def test_a_name_the_inventory_holds_goes_on_to_spark(tmp_path: Path, inventory: Path,
-                                                     capsys: Any, name: str) -> None:
+def test_a_name_the_inventory_holds_goes_on_to_spark(
+    tmp_path: Path, inventory: Path, capsys: Any, name: str
+) -> None:
     scan = tmp_path / "scan"
     scan.mkdir()
     main(["spark", "plan", str(scan), "--decommission", name, "--datanodes", str(inventory)])

@@ -30,6 +30,7 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 
 # ---- the idle I/O class ----------------------------------------------------------------------
 
+
 def _in_thread(fn: Any) -> Any:
     """fn() run in a fresh thread (its I/O class is its own: the test process keeps its)."""
     out: Dict[str, Any] = {}
@@ -87,6 +88,7 @@ def test_a_refusal_is_one_line_and_never_raises(monkeypatch: pytest.MonkeyPatch)
 
     def broken(*a: Any) -> Any:
         raise OSError("no libc")
+
     monkeypatch.setattr(politeio.sys, "platform", "linux")
     monkeypatch.setattr(politeio.platform, "machine", lambda: "aarch64")
     monkeypatch.setattr(politeio, "_syscall", broken)
@@ -94,9 +96,11 @@ def test_a_refusal_is_one_line_and_never_raises(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_scheduler_note_names_disks_whose_scheduler_ignores_classes(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(politeio, "schedulers_of",
-                        lambda p: {"sda": "bfq", "nvme0n1": "none", "vdb": "mq-deadline"})
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(
+        politeio, "schedulers_of", lambda p: {"sda": "bfq", "nvme0n1": "none", "vdb": "mq-deadline"}
+    )
     note = politeio.scheduler_note(["/data/disk1"])
     assert note is not None and "nvme0n1 (none)" in note and "sda" not in note
     monkeypatch.setattr(politeio, "schedulers_of", lambda p: {"sda": "bfq"})
@@ -114,10 +118,12 @@ def test_schedulers_of_reads_the_disk_of_a_path(tmp_path: Path) -> None:
 
 # ---- the page cache dropped on exactly what was read ----------------------------------------
 
+
 def _replica(root: Path, *, chunk: int = 3000, bpc: int = 1000) -> Path:
     """A replica whose chunks are not page-aligned (3000-byte chunks, 1000-byte windows)."""
-    with ContainerWriter.create(root, algorithm="crc32", chunk_size=chunk,
-                                bytes_per_checksum=bpc) as w:
+    with ContainerWriter.create(
+        root, algorithm="crc32", chunk_size=chunk, bytes_per_checksum=bpc
+    ) as w:
         w.write_block(1, os.urandom(20000))
         w.write_block(2, os.urandom(7000))
         w.write_block(3, os.urandom(1))
@@ -175,20 +181,22 @@ def _check_each_read_dropped(log: _Log) -> int:
             lo, hi = min(lo, offset), max(hi, offset + got)
             extent[path] = (lo, hi)
             start = lo - lo % PAGE
-            assert events[i] == ("drop", fd, start, hi - start, os.POSIX_FADV_DONTNEED,
-                                 path), (events[i - 1], events[i])
+            assert events[i] == ("drop", fd, start, hi - start, os.POSIX_FADV_DONTNEED, path), (
+                events[i - 1],
+                events[i],
+            )
             i += 1
     return total
 
 
 @pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="no posix_fadvise here")
 @pytest.mark.parametrize("workers", [1, 3])
-def test_fadvise_on_exactly_the_ranges_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                            workers: int) -> None:
+def test_fadvise_on_exactly_the_ranges_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
     root = _replica(tmp_path / "v" / "7")
     log = _Log(monkeypatch)
-    r = scan_container(root, write_tree=False, workers=workers, buffer_size=2500,
-                       drop_cache=True)
+    r = scan_container(root, write_tree=False, workers=workers, buffer_size=2500, drop_cache=True)
     assert r.ok and r.bytes_read == 27001
     assert _check_each_read_dropped(log) == r.bytes_read
     assert any(e[3] % PAGE for e in log.events if e[1] == "read")  # unaligned reads met
@@ -199,8 +207,9 @@ def test_fadvise_on_exactly_the_ranges_read(tmp_path: Path, monkeypatch: pytest.
 
 
 @pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="no posix_fadvise here")
-def test_the_read_only_layout_scan_passes_drop_cache_on(tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_read_only_layout_scan_passes_drop_cache_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """What a Spark executor calls: Layout.scan without write_tree (read through
     open_files), the verifier's options passed on."""
     _replica(tmp_path / "v" / "7")
@@ -208,14 +217,15 @@ def test_the_read_only_layout_scan_passes_drop_cache_on(tmp_path: Path,
     layout = layout_of(volume_dir)
     refs = [r for v in layout.volumes(volume_dir) for r in layout.replicas(v)]
     log = _Log(monkeypatch)
-    (_ref, r, exc), = layout.scan(refs, drop_cache=True, buffer_size=2500)
+    ((_ref, r, exc),) = layout.scan(refs, drop_cache=True, buffer_size=2500)
     assert exc is None and r.ok
     assert _check_each_read_dropped(log) == r.bytes_read == 27001
 
 
 @pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="no posix_fadvise here")
-def test_ozone_file_per_chunk_drops_each_chunk_file(tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ozone_file_per_chunk_drops_each_chunk_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("rocksdict")
     pytest.importorskip("yaml")
     from test_ozone_layout import make_volume
@@ -223,7 +233,7 @@ def test_ozone_file_per_chunk_drops_each_chunk_file(tmp_path: Path,
     chunks = [(0, os.urandom(5000)), (5000, os.urandom(3000))]
     make_volume(tmp_path / "vol", {1: {1: chunks}}, layout_version=1, bpc=1024)
     log = _Log(monkeypatch)
-    r, = scan_paths([tmp_path / "vol"], drop_cache=True)
+    (r,) = scan_paths([tmp_path / "vol"], drop_cache=True)
     assert r.ok and r.bytes_read == 8000
     drops = [(os.path.basename(e[6]), e[3], e[4]) for e in log.events if e[1] == "drop"]
     # the block's extent read so far, each time: the second read's covers both chunk files
@@ -238,8 +248,7 @@ def test_a_scan_dropping_the_cache_finds_the_same(tmp_path: Path, layout: str) -
     make_cluster(tmp_path / "c", "default", containers=4, seed=5, min_blocks=3, layout=layout)
     a = scan_all(tmp_path / "c", write_tree=False)
     b = scan_all(tmp_path / "c", write_tree=False, drop_cache=True)
-    c = scan_all(tmp_path / "c", write_tree=False, drop_cache=True, workers=3,
-                 buffer_size=5000)
+    c = scan_all(tmp_path / "c", write_tree=False, drop_cache=True, workers=3, buffer_size=5000)
     assert set(a) == set(b) == set(c) and a
     assert any(found_keys(r) for r in a.values())  # the faults are there to be found
     for rep in a:
@@ -250,9 +259,13 @@ def test_a_scan_dropping_the_cache_finds_the_same(tmp_path: Path, layout: str) -
 
 def _resident(paths: List[Path]) -> int:
     """Bytes of `paths` in the page cache, by fincore (util-linux)."""
-    out = subprocess.run(["fincore", "--bytes", "--raw", "--noheadings", "--output", "RES"]
-                         + [os.fspath(p) for p in paths], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run(
+        ["fincore", "--bytes", "--raw", "--noheadings", "--output", "RES"]
+        + [os.fspath(p) for p in paths],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return sum(int(x) for x in out.stdout.split())
 
 
@@ -260,8 +273,9 @@ def test_the_page_cache_is_really_dropped(tmp_path: Path) -> None:
     if shutil.which("fincore") is None:
         pytest.skip("fincore (util-linux) is not installed: page residency cannot be read")
     root = tmp_path / "v" / "9"
-    with ContainerWriter.create(root, algorithm="crc32c", chunk_size=1 << 20,
-                                bytes_per_checksum=16384) as w:
+    with ContainerWriter.create(
+        root, algorithm="crc32c", chunk_size=1 << 20, bytes_per_checksum=16384
+    ) as w:
         for b in range(1, 5):
             w.write_block(b, os.urandom((3 << 20) + 777))
     blocks = sorted((root / "chunks").glob("*.block"))
@@ -298,6 +312,7 @@ def test_the_page_cache_is_really_dropped(tmp_path: Path) -> None:
 
 # ---- crcmerkle scan's flags ------------------------------------------------------------------
 
+
 class _Calls:
     def __init__(self, monkeypatch: pytest.MonkeyPatch, refuse: Optional[str] = None) -> None:
         self.scans: List[Dict[str, Any]] = []
@@ -311,8 +326,9 @@ class _Calls:
 
         monkeypatch.setattr(scan_module, "scan_paths", scan_paths)
         monkeypatch.setattr(politeio, "io_priority", lambda: (2, 4))
-        monkeypatch.setattr(politeio, "set_idle_io_priority",
-                            lambda: self.idle.append("set") or refuse)
+        monkeypatch.setattr(
+            politeio, "set_idle_io_priority", lambda: self.idle.append("set") or refuse
+        )
         monkeypatch.setattr(politeio, "set_io_priority", lambda p: self.restored.append(p))
 
 
@@ -322,28 +338,34 @@ def _cli(capsys: pytest.CaptureFixture, *argv: Any) -> Tuple[int, str, str]:
     return status, out, err
 
 
-def test_cli_defaults_idle_io_and_drop_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                             capsys: pytest.CaptureFixture) -> None:
+def test_cli_defaults_idle_io_and_drop_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     root = _replica(tmp_path / "v" / "7")
     calls = _Calls(monkeypatch)
     st, out, err = _cli(capsys, "scan", "--json", root)
     assert st == 0, err
-    kw, = calls.scans
+    (kw,) = calls.scans
     assert kw["drop_cache"] is True and kw["bytes_per_second"] is None
     assert calls.idle == ["set"] and calls.restored == [(2, 4)]
     summary = json.loads(out)["summary"]
-    assert (summary["idle_io"], summary["drop_cache"], summary["bytes_per_second"]) == \
-        (True, True, None)
+    assert (summary["idle_io"], summary["drop_cache"], summary["bytes_per_second"]) == (
+        True,
+        True,
+        None,
+    )
 
 
-def test_cli_flags_reach_the_scanner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                     capsys: pytest.CaptureFixture) -> None:
+def test_cli_flags_reach_the_scanner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     root = _replica(tmp_path / "v" / "7")
     calls = _Calls(monkeypatch)
-    st, out, err = _cli(capsys, "scan", "--json", "--bytes-per-second", "5MiB",
-                        "--no-idle-io", "--keep-cache", root)
+    st, out, err = _cli(
+        capsys, "scan", "--json", "--bytes-per-second", "5MiB", "--no-idle-io", "--keep-cache", root
+    )
     assert st == 0, err
-    kw, = calls.scans
+    (kw,) = calls.scans
     assert kw["drop_cache"] is False and kw["bytes_per_second"] == 5 * 1024 * 1024
     assert calls.idle == [] and calls.restored == []
     summary = json.loads(out)["summary"]
@@ -357,21 +379,23 @@ def test_cli_flags_reach_the_scanner(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert calls.scans[-1]["bytes_per_second"] is None
 
 
-def test_cli_explicit_idle_io_says_why_it_could_not(tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch,
-                                                    capsys: pytest.CaptureFixture) -> None:
+def test_cli_explicit_idle_io_says_why_it_could_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     root = _replica(tmp_path / "v" / "7")
     calls = _Calls(monkeypatch, refuse="ioprio_set refused the idle I/O class: EPERM")
     st, _, err = _cli(capsys, "scan", "--idle-io", root)
-    assert st == 0 and err.strip() == ("crcmerkle: note: ioprio_set refused the idle I/O "
-                                       "class: EPERM")
+    assert st == 0 and err.strip() == (
+        "crcmerkle: note: ioprio_set refused the idle I/O class: EPERM"
+    )
     assert calls.restored == []  # nothing was set: nothing to put back
     st, _, err = _cli(capsys, "scan", root)  # the default says nothing
     assert st == 0 and err == ""
 
 
-def test_cli_scan_leaves_the_callers_io_class_as_it_was(tmp_path: Path,
-                                                        capsys: pytest.CaptureFixture) -> None:
+def test_cli_scan_leaves_the_callers_io_class_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     if politeio.io_priority() is None:
         pytest.skip("ioprio_get is not available here (not Linux, or an unknown CPU)")
     root = _replica(tmp_path / "v" / "7")
@@ -384,6 +408,7 @@ def test_cli_scan_leaves_the_callers_io_class_as_it_was(tmp_path: Path,
         def spy(paths: Any, **kw: Any) -> Any:
             seen.append(politeio.io_priority())
             return real(paths, **kw)
+
         scan_module.scan_paths = spy
         try:
             status = main(["scan", "--no-write", os.fspath(root)])

@@ -16,19 +16,26 @@ class TTY(io.StringIO):
 
 
 def test_format_line():
-    st = [StageView(3, "scan", 14, 32, running=2, input_bytes=118 * 1024 * 1024),
-          StageView(1, "list", 1, 1)]
+    st = [
+        StageView(3, "scan", 14, 32, running=2, input_bytes=118 * 1024 * 1024),
+        StageView(1, "list", 1, 1),
+    ]
     line = format_line("scan", st, 7.9)
-    assert line == ("scan  stage 1: 1/1 tasks | stage 3: 14/32 tasks (2 running)  "
-                    "118.0 MiB read  0:07")
-    assert format_line("diff", [StageView(5, "x", 0, 4, failed=1)], 3725) == \
-        "diff  stage 5: 0/4 tasks (1 failed)  1:02:05"
+    assert line == (
+        "scan  stage 1: 1/1 tasks | stage 3: 14/32 tasks (2 running)  118.0 MiB read  0:07"
+    )
+    assert (
+        format_line("diff", [StageView(5, "x", 0, 4, failed=1)], 3725)
+        == "diff  stage 5: 0/4 tasks (1 failed)  1:02:05"
+    )
     assert format_line("demo", [], 0) == "demo  starting  0:00"
     assert len(format_line("scan", st, 1, width=30)) == 30
 
 
-SparkStageInfo = namedtuple("SparkStageInfo", "stageId currentAttemptId name numTasks "
-                            "numActiveTasks numCompletedTasks numFailedTasks")
+SparkStageInfo = namedtuple(
+    "SparkStageInfo",
+    "stageId currentAttemptId name numTasks numActiveTasks numCompletedTasks numFailedTasks",
+)
 
 
 class FakeTracker:
@@ -87,8 +94,13 @@ def test_nothing_on_a_stream_that_is_not_a_terminal():
     # redirected stderr (whatever the caller asks), or a terminal with --json (enabled=False)
     for stream, on in ((io.StringIO(), True), (io.StringIO(), False), (TTY(), False)):
         polls = []
-        with SparkProgress("scan", lambda polls=polls: polls.append(1) or [StageView(0, "s", 0, 1)],
-                           stream=stream, enabled=on, interval=0.01) as p:
+        with SparkProgress(
+            "scan",
+            lambda polls=polls: polls.append(1) or [StageView(0, "s", 0, 1)],
+            stream=stream,
+            enabled=on,
+            interval=0.01,
+        ) as p:
             time.sleep(0.1)
         assert not p.enabled and stream.getvalue() == "" and polls == []
 
@@ -106,10 +118,13 @@ def test_a_failing_source_is_skipped():
 
 def test_the_line_shows_the_bytes_scanned():
     st = [StageView(3, "scan", 14, 32, running=2)]
-    assert format_line("scan", st, 7.9, scanned=1288490189) == \
-        "scan  stage 3: 14/32 tasks (2 running)  1.2 GiB scanned  0:07"
-    assert format_line("scan", st, 7.9, scanned=0) == \
-        "scan  stage 3: 14/32 tasks (2 running)  0:07"  # nothing read yet: not shown
+    assert (
+        format_line("scan", st, 7.9, scanned=1288490189)
+        == "scan  stage 3: 14/32 tasks (2 running)  1.2 GiB scanned  0:07"
+    )
+    assert (
+        format_line("scan", st, 7.9, scanned=0) == "scan  stage 3: 14/32 tasks (2 running)  0:07"
+    )  # nothing read yet: not shown
     stream = TTY()
     read = [0]
     p = SparkProgress("scan", lambda: st, stream=stream, scanned=lambda: read[0])

@@ -16,8 +16,18 @@ def run(capsys, *argv):
     return status, out, err
 
 
-SMALL = ["--block-size", "48KiB", "--chunk-size", "16KiB", "--bytes-per-checksum", "4KiB",
-         "--blocks", "3-5", "--layout", "crcmerkle"]  # the layout crcmerkle reconcile repairs
+SMALL = [
+    "--block-size",
+    "48KiB",
+    "--chunk-size",
+    "16KiB",
+    "--bytes-per-checksum",
+    "4KiB",
+    "--blocks",
+    "3-5",
+    "--layout",
+    "crcmerkle",
+]  # the layout crcmerkle reconcile repairs
 
 
 def test_generate_scan_reconcile(tmp_path, capsys):
@@ -32,8 +42,10 @@ def test_generate_scan_reconcile(tmp_path, capsys):
     for r in doc["replicas"]:
         rel = os.path.relpath(r["path"], root)
         got = sorted((e["error"], e["block_id"] or 0, e["offset"] or 0) for e in r["errors"])
-        want = sorted((e["error"], e["block_id"] or 0, e["offset"] or 0)
-                      for e in manifest["expected_errors"][rel])
+        want = sorted(
+            (e["error"], e["block_id"] or 0, e["offset"] or 0)
+            for e in manifest["expected_errors"][rel]
+        )
         assert got == want
 
     st, out, _ = run(capsys, "scan", root)  # text, stores trees
@@ -54,15 +66,13 @@ def test_generate_scan_reconcile(tmp_path, capsys):
 def test_scan_clean_exit_zero_and_workers_rate(tmp_path, capsys):
     root = tmp_path / "c"
     run(capsys, "generate", root, "--faults", "none", "--containers", "2", *SMALL)
-    st, out, _ = run(capsys, "scan", root / "dn0", root / "dn1", "--workers", "2",
-                     "--rate", "1GiB")
+    st, out, _ = run(capsys, "scan", root / "dn0", root / "dn1", "--workers", "2", "--rate", "1GiB")
     assert st == 0 and "ERRORS" not in out
 
 
 def test_reconcile_pair_and_errors(tmp_path, capsys):
     root = tmp_path / "c"
-    run(capsys, "generate", root, "--faults", "bitflip", "--containers", "1", "--seed", "2",
-        *SMALL)
+    run(capsys, "generate", root, "--faults", "bitflip", "--containers", "1", "--seed", "2", *SMALL)
     m = json.loads((root / "manifest.json").read_text())
     target = root / m["faults"][0]["replicas"][0]
     peers = [root / r for r in m["containers"]["1"]["replicas"] if root / r != target]

@@ -37,12 +37,18 @@ def pattern(n: int, seed: int) -> bytes:
 
 def golden_meta() -> ContainerMeta:
     m = ContainerMeta(42)
-    m.put_chunks(1, [ChunkMeta.from_data(0, pattern(40000, 1), algorithm="crc32",
-                                         bytes_per_checksum=16384),
-                     ChunkMeta.from_data(40000, pattern(40000, 2), algorithm="crc32",
-                                         bytes_per_checksum=16384)])
-    m.put_chunks(2, [ChunkMeta.from_data(0, pattern(12345, 3), algorithm="crc32c",
-                                         bytes_per_checksum=4096)])
+    m.put_chunks(
+        1,
+        [
+            ChunkMeta.from_data(0, pattern(40000, 1), algorithm="crc32", bytes_per_checksum=16384),
+            ChunkMeta.from_data(
+                40000, pattern(40000, 2), algorithm="crc32", bytes_per_checksum=16384
+            ),
+        ],
+    )
+    m.put_chunks(
+        2, [ChunkMeta.from_data(0, pattern(12345, 3), algorithm="crc32c", bytes_per_checksum=4096)]
+    )
     m.put_chunks(3, [ChunkMeta(0, 100, NONE, 16384, b"")])
     m.put_chunks(-7, [])
     return m
@@ -65,11 +71,17 @@ def test_roundtrip_and_fields(tmp_path):
     back = read_blockmeta(p, 42)
     assert back == m
     c = back.blocks[1].chunks[1]
-    assert (c.offset, c.length, c.checksum_type, c.bytes_per_checksum, c.n_windows) == \
-        (40000, 40000, CRC32, 16384, 3)
+    assert (c.offset, c.length, c.checksum_type, c.bytes_per_checksum, c.n_windows) == (
+        40000,
+        40000,
+        CRC32,
+        16384,
+        3,
+    )
     assert back.blocks[2].chunks[0].checksum_type == CRC32C
-    assert np.array_equal(c.window_values(),
-                          merkle.checksum_windows(pattern(40000, 2), 16384, algorithm="crc32"))
+    assert np.array_equal(
+        c.window_values(), merkle.checksum_windows(pattern(40000, 2), 16384, algorithm="crc32")
+    )
     assert [b.block_id for b in back.sorted_blocks()] == [-7, 1, 2, 3]
     assert not list(tmp_path.glob("*.tmp"))
 
@@ -127,15 +139,19 @@ def test_overlapping_chunk_replaces_what_it_covers():
 @pytest.mark.parametrize("algorithm,value", [("crc32", "1833a6a1"), ("crc32c", "6b62b968")])
 def test_writer_matches_ozone_check_values(tmp_path, algorithm, value):
     """OZONE.md's check values: the writer's tree is Ozone's, byte for byte in value."""
-    with ContainerWriter.create(tmp_path / "v" / "7", algorithm=algorithm, chunk_size=40000,
-                                bytes_per_checksum=16384) as w:
+    with ContainerWriter.create(
+        tmp_path / "v" / "7", algorithm=algorithm, chunk_size=40000, bytes_per_checksum=16384
+    ) as w:
         w.write_block(1, pattern(40000, 1) + pattern(40000, 2))
         w.write_block(2, pattern(12345, 3))
     tree = read_tree(tmp_path / "v" / "7" / "metadata" / "7.tree")
     assert format_checksum(tree.data_checksum) == value
     if algorithm == "crc32":
-        assert [format_checksum(v) for v in tree.chunk_value] == ["1ca55f45", "7d6dd059",
-                                                                  "42b3aa6a"]
+        assert [format_checksum(v) for v in tree.chunk_value] == [
+            "1ca55f45",
+            "7d6dd059",
+            "42b3aa6a",
+        ]
     meta = read_blockmeta(tmp_path / "v" / "7" / "metadata" / "7.blocks", 7)
     assert (tmp_path / "v/7/chunks/1.block").read_bytes() == pattern(40000, 1) + pattern(40000, 2)
     assert [c.offset for c in meta.blocks[1].chunks] == [0, 40000]
@@ -177,8 +193,11 @@ def test_discovery(tmp_path):
     for dn, vol, cid in [(0, 0, 1), (0, 1, 2), (1, 0, 1)]:
         ContainerWriter.create(tmp_path / f"dn{dn}" / f"vol{vol}" / str(cid)).close()
     (tmp_path / "dn0" / "vol0" / "notes").mkdir()
-    assert [str(loc.root.relative_to(tmp_path)) for loc in find_containers(tmp_path)] == \
-        ["dn0/vol0/1", "dn0/vol1/2", "dn1/vol0/1"]
+    assert [str(loc.root.relative_to(tmp_path)) for loc in find_containers(tmp_path)] == [
+        "dn0/vol0/1",
+        "dn0/vol1/2",
+        "dn1/vol0/1",
+    ]
     assert len(find_containers(tmp_path / "dn0")) == 2
     locs = find_containers(tmp_path / "dn0" / "vol1" / "2")
     assert locs[0].container_id == 2 and locs[0].volume == tmp_path / "dn0" / "vol1"

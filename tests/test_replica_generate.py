@@ -35,8 +35,9 @@ def test_data_does_not_depend_on_the_faults(tmp_path):
     cid, c = next(iter(m["containers"].items()))
     rep = c["replicas"][0]
     for b, n in c["blocks"].items():
-        assert (tmp_path / "p" / rep / "chunks" / f"{b}.block").read_bytes() == \
-            block_data(3, int(cid), int(b), n)
+        assert (tmp_path / "p" / rep / "chunks" / f"{b}.block").read_bytes() == block_data(
+            3, int(cid), int(b), n
+        )
 
 
 def test_manifest_shape(tmp_path):
@@ -45,8 +46,9 @@ def test_manifest_shape(tmp_path):
     assert on_disk == json.loads(json.dumps(m))
     assert m["format"] == "crcmerkle-cluster-manifest" and m["version"] == 1
     kinds = [f["type"] for f in m["faults"]]
-    assert sorted(kinds) == sorted(k for k, n in parse_faults(DEFAULT_FAULTS).items()
-                                   for _ in range(n))
+    assert sorted(kinds) == sorted(
+        k for k, n in parse_faults(DEFAULT_FAULTS).items() for _ in range(n)
+    )
     for f in m["faults"]:
         for e in f["expected"]:
             key = {k: e[k] for k in ("error", "block_id", "offset")}

@@ -71,8 +71,9 @@ def test_each_fault_alone_converges(tmp_path, fault):
 @pytest.mark.parametrize("seed", range(4))
 def test_mixed_faults_converge_and_rerun_is_a_noop(tmp_path, seed):
     root = tmp_path / "c"
-    m = make_cluster(root, "default", containers=4, seed=seed, algorithm="mixed",
-                     min_blocks=3, max_blocks=6)
+    m = make_cluster(
+        root, "default", containers=4, seed=seed, algorithm="mixed", min_blocks=3, max_blocks=6
+    )
     sizes = file_sizes(root)
     results = full_round(root)
     assert_converged(root, m)
@@ -81,8 +82,10 @@ def test_mixed_faults_converge_and_rerun_is_a_noop(tmp_path, seed):
     # the unrepairable chunk is reported with its reason, on every replica of its container
     for cid, block in unrepairable(m):
         for r in results[cid]:
-            assert any(p.block_id == block and "no readable peer has a healthy copy"
-                       in p.reason for p in r.remaining), r.remaining
+            assert any(
+                p.block_id == block and "no readable peer has a healthy copy" in p.reason
+                for p in r.remaining
+            ), r.remaining
     before = snapshot(root)
     again = full_round(root)
     assert snapshot(root) == before
@@ -97,8 +100,12 @@ def test_same_chunk_on_two_replicas_is_repaired_from_the_third(tmp_path):
     f = m["faults"][0]
     healthy = [r for r in m["containers"]["1"]["replicas"] if r not in f["replicas"]]
     results = full_round(root)
-    copied = [(Path(r.path).relative_to(root).as_posix(), p.peer, c.offset)
-              for r in results[1] for p in r.peers for c in p.copied]
+    copied = [
+        (Path(r.path).relative_to(root).as_posix(), p.peer, c.offset)
+        for r in results[1]
+        for p in r.peers
+        for c in p.copied
+    ]
     assert {c[0] for c in copied} == set(f["replicas"])
     assert all(c[2] == f["chunk_offset"] for c in copied)
     assert any(Path(c[1]).relative_to(root).as_posix() == healthy[0] for c in copied)
@@ -113,8 +120,7 @@ def test_same_chunk_on_all_replicas_is_reported_not_invented(tmp_path):
     f = m["faults"][0]
     for r in results[1]:
         assert not r.changed
-        assert [(p.block_id, p.offset) for p in r.remaining] == [(f["block_id"],
-                                                                   f["chunk_offset"])]
+        assert [(p.block_id, p.offset) for p in r.remaining] == [(f["block_id"], f["chunk_offset"])]
     # only trees were rewritten by the scans; no block data changed
     data = {k: v for k, v in snapshot(root).items() if k.endswith(".block")}
     assert data == {k: v for k, v in before.items() if k.endswith(".block")}
@@ -248,20 +254,26 @@ def test_peer_with_stale_tree_and_bad_data_is_not_trusted(tmp_path):
     m = make_cluster(root, "bitflip2", containers=1, seed=9)
     f = m["faults"][0]
     a, b = (root / r for r in f["replicas"])  # both corrupt, trees stale (never scanned)
-    healthy = next(root / r for r in m["containers"]["1"]["replicas"]
-                   if r not in f["replicas"])
+    healthy = next(root / r for r in m["containers"]["1"]["replicas"] if r not in f["replicas"])
     r = reconcile(a, [b, healthy])
-    assert any("does not match our recorded window checksums" in x.reason
-               for x in r.peers[0].failures)
+    assert any(
+        "does not match our recorded window checksums" in x.reason for x in r.peers[0].failures
+    )
     assert r.peers[1].status == "repaired" and not r.remaining
     assert scan_container(a, write_tree=False).ok
 
 
 def _crash_cluster(tmp_path):
     template = tmp_path / "template"
-    m = make_cluster(template, "bitflip,truncate,missing-file,missing-chunks,tombstone,"
-                     "extra-block,meta-corrupt,tree-missing", containers=2, seed=21,
-                     min_blocks=4, max_blocks=6)
+    m = make_cluster(
+        template,
+        "bitflip,truncate,missing-file,missing-chunks,tombstone,"
+        "extra-block,meta-corrupt,tree-missing",
+        containers=2,
+        seed=21,
+        min_blocks=4,
+        max_blocks=6,
+    )
     return template, m
 
 
@@ -305,8 +317,9 @@ def test_crash_between_data_and_metadata_leaves_a_repairable_replica(tmp_path):
     with pytest.raises(Crash):
         reconcile(target, peers, on_step=crash)
     # data written, metadata not yet: the block is still reported missing...
-    assert [e.kind for e in scan_container(target, write_tree=False).errors] == \
-        ["MISSING_DATA_FILE"] or scan_container(target, write_tree=False).ok
+    assert [e.kind for e in scan_container(target, write_tree=False).errors] == [
+        "MISSING_DATA_FILE"
+    ] or scan_container(target, write_tree=False).ok
     # ...and a re-run (the lock died with the "process") repairs it
     r = reconcile(target, peers)
     assert not r.remaining and scan_container(target, write_tree=False).ok
@@ -315,6 +328,7 @@ def test_crash_between_data_and_metadata_leaves_a_repairable_replica(tmp_path):
 def test_torn_chunk_write_then_rerun_converges(tmp_path, monkeypatch):
     """The process dies inside a pwrite, half a chunk on disk (a torn write)."""
     import merkle.replica.reconcile.copying as rr  # where the copier writes (pwrite)
+
     root = tmp_path / "c"
     m = make_cluster(root, "bitflip,missing-chunks", containers=1, seed=12)
     real = os.pwrite
@@ -322,7 +336,7 @@ def test_torn_chunk_write_then_rerun_converges(tmp_path, monkeypatch):
     def torn(fd, data, offset):
         if len(data) < 1024:  # the lock file's PID
             return real(fd, data, offset)
-        real(fd, bytes(data[:len(data) // 2]), offset)
+        real(fd, bytes(data[: len(data) // 2]), offset)
         raise Crash()
 
     monkeypatch.setattr(rr.os, "pwrite", torn)
@@ -344,6 +358,7 @@ def test_two_healthy_copies_that_differ_are_reported(tmp_path):
     """A write-path divergence: each replica's chunk matches its own checksums, the values
     differ. Nothing is copied; the reason names the peer."""
     from merkle.replica.crcmerkle.writer import ContainerWriter
+
     reps = []
     for i, payload in enumerate([b"a" * 9000, b"b" * 9000]):
         root = tmp_path / f"dn{i}" / "vol0" / "4"
@@ -355,8 +370,9 @@ def test_two_healthy_copies_that_differ_are_reported(tmp_path):
     for r, other in zip(results, reversed(reps)):
         assert not r.changed
         assert {(p.block_id, p.offset) for p in r.remaining} == {(2, 0), (2, 4096), (2, 8192)}
-        assert all("healthy copies differ" in p.reason and str(other) in p.reason
-                   for p in r.remaining)
+        assert all(
+            "healthy copies differ" in p.reason and str(other) in p.reason for p in r.remaining
+        )
 
 
 @pytest.mark.parametrize("local_len,planned", [(100, [100, 200]), (150, []), (50, [])])
@@ -365,17 +381,28 @@ def test_plan_follows_ozones_contiguity_rule(local_len, planned):
     offset (a chunk starting inside the file, or past its end, stops the block)."""
     from merkle.replica.crcmerkle.blockmeta import ChunkMeta, ContainerMeta
     from merkle.replica.reconcile import ChunkCopy, _Copier
+
     data = bytes(range(200))
     local, peer = ContainerMeta(1), ContainerMeta(1)
     local.put_chunks(1, [ChunkMeta.from_data(0, data[:local_len], bytes_per_checksum=64)])
-    peer.put_chunks(1, [ChunkMeta.from_data(o, data[:100], bytes_per_checksum=64)
-                        for o in (0, 100, 200)])
+    peer.put_chunks(
+        1, [ChunkMeta.from_data(o, data[:100], bytes_per_checksum=64) for o in (0, 100, 200)]
+    )
     from merkle.replica.reconcile import _Peer
-    copies = [ChunkCopy(1, o, 100, "missing_chunk", peer.blocks[1].chunk_at(o).leaf)
-              for o in (100, 200)]
+
+    copies = [
+        ChunkCopy(1, o, 100, "missing_chunk", peer.blocks[1].chunk_at(o).leaf) for o in (100, 200)
+    ]
     winners = {c.offset: (c.length, c.peer_value) for c in copies}
-    copier = _Copier(None, _Peer("peer", None, peer, None), local,
-                     lambda b, o: winners.get(o), {1: 10 ** 6}, None, True)
+    copier = _Copier(
+        None,
+        _Peer("peer", None, peer, None),
+        local,
+        lambda b, o: winners.get(o),
+        {1: 10**6},
+        None,
+        True,
+    )
     items, stops = copier.plan_block(1, copies)
     assert [c.offset for c, _ in items] == planned
     assert (not stops) == bool(planned)
@@ -387,6 +414,7 @@ def test_none_chunks_are_not_reported_as_missing(tmp_path):
     """Chunks of checksum type NONE are never in the scanner's tree (Ozone skips them): a
     replica holding one is in sync with its copy, with nothing left to repair."""
     from merkle.replica.crcmerkle.writer import ContainerWriter
+
     reps = []
     for dn in ("dn1", "dn2"):
         root = tmp_path / dn / "vol" / "4"

@@ -47,8 +47,15 @@ def test_each_fault_alone_is_found(tmp_path, fault):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_mixed_faults_manifest_equals_findings(tmp_path, seed):
-    m = make_cluster(tmp_path / "c", "default", containers=4, seed=seed,
-                     algorithm="mixed", min_blocks=3, max_blocks=6)
+    m = make_cluster(
+        tmp_path / "c",
+        "default",
+        containers=4,
+        seed=seed,
+        algorithm="mixed",
+        min_blocks=3,
+        max_blocks=6,
+    )
     _check_manifest(tmp_path / "c", m)
 
 
@@ -67,15 +74,17 @@ def test_workers_and_small_buffers_give_the_same_result(tmp_path):
     b = scan_all(tmp_path / "c", write_tree=False, workers=3, buffer_size=5000)
     c = scan_all(tmp_path / "c", write_tree=False, use_mmap=True, workers=2)
     for rep in a:
-        assert found_keys(a[rep]) == found_keys(b[rep]) == found_keys(c[rep]) == \
-            expected_keys(m, rep)
+        assert (
+            found_keys(a[rep]) == found_keys(b[rep]) == found_keys(c[rep]) == expected_keys(m, rep)
+        )
         assert a[rep].tree == b[rep].tree == c[rep].tree
 
 
 def _replica(tmp_path, algorithm="crc32"):
     root = tmp_path / "v" / "5"
-    with ContainerWriter.create(root, algorithm=algorithm, chunk_size=16384,
-                                bytes_per_checksum=4096) as w:
+    with ContainerWriter.create(
+        root, algorithm=algorithm, chunk_size=16384, bytes_per_checksum=4096
+    ) as w:
         w.write_block(1, os.urandom(40000))  # chunks @0 16K, @16384 16K, @32768 7232
         w.write_block(2, os.urandom(4096))
     return root
@@ -85,6 +94,7 @@ def _replica(tmp_path, algorithm="crc32"):
 @pytest.mark.parametrize("algorithm", ["crc32", "crc32c"])
 def test_truncation_semantics(tmp_path, algorithm, use_mmap):
     import functools
+
     scan_container = functools.partial(_scan_container, use_mmap=use_mmap)
     root = _replica(tmp_path, algorithm)
     block = root / "chunks" / "1.block"
@@ -92,8 +102,10 @@ def test_truncation_semantics(tmp_path, algorithm, use_mmap):
     r = scan_container(root)
     assert found_keys(r) == [(INCONSISTENT_CHUNK_LENGTH, 1, 16384), (MISSING_CHUNK, 1, 32768)]
     chunks = r.tree.block(1).chunks
-    assert [(c.offset, c.length, c.checksum_matches) for c in chunks] == \
-        [(0, 16384, True), (16384, 8192, False)]  # missing chunk: no leaf
+    assert [(c.offset, c.length, c.checksum_matches) for c in chunks] == [
+        (0, 16384, True),
+        (16384, 8192, False),
+    ]  # missing chunk: no leaf
     os.truncate(block, 16384 + 1000)  # mid-window: the partial window mismatches
     r = scan_container(root)
     assert found_keys(r) == [(CORRUPT_CHUNK, 1, 16384), (MISSING_CHUNK, 1, 32768)]
@@ -138,6 +150,7 @@ def test_stored_tombstone_survives_a_scan(tmp_path):
 def test_rate_limiter_paces_without_timing(monkeypatch):
     """The limiter asks for the sleeps a 1 MB/s budget implies (clock and sleep faked)."""
     import merkle.replica.scan as rs
+
     now = [100.0]
     slept = []
     monkeypatch.setattr(rs.time, "monotonic", lambda: now[0])
@@ -170,6 +183,7 @@ def test_scan_result_json_ready(tmp_path):
 
 
 # ---- Ozone's scanner tree (KeyValueContainerCheck) vs the metadata tree -------------------
+
 
 def _mixed_replica(tmp_path):
     """Block 1: CRC32 chunk + NONE chunk; block 2: NONE chunks only; block 3: no chunks;

@@ -37,8 +37,9 @@ def _replicas(root: Path, cid: int):
 
 def _free_target(root: Path, cid: int) -> Path:
     holders = {p.parent.parent.name for p in _replicas(root, cid)}
-    dn = next((d for d in sorted(os.listdir(root)) if d.startswith("dn") and d not in holders),
-              "dn-new")
+    dn = next(
+        (d for d in sorted(os.listdir(root)) if d.startswith("dn") and d not in holders), "dn-new"
+    )
     (root / dn / "vol0").mkdir(parents=True, exist_ok=True)  # volumes exist; never made
     return root / dn / "vol0" / str(cid)
 
@@ -54,8 +55,9 @@ def test_the_copy_is_a_healthy_replica_with_the_source_value(cluster):
     src_scan = scan_container(src, write_tree=False)
     assert s.tree.data_checksum == src_scan.tree.data_checksum == r.data_checksum
     assert (tgt / "metadata" / "1.tree").read_bytes() == (src / "metadata" / "1.tree").read_bytes()
-    assert (tgt / "metadata" / "1.blocks").read_bytes() == \
-        (src / "metadata" / "1.blocks").read_bytes()
+    assert (tgt / "metadata" / "1.blocks").read_bytes() == (
+        src / "metadata" / "1.blocks"
+    ).read_bytes()
     snap = snapshot(src)
     snap.pop(".crcmerkle.lock", None)
     before.pop(".crcmerkle.lock", None)
@@ -97,8 +99,11 @@ def test_a_corrupt_source_creates_nothing(tmp_path):
     with pytest.raises(SourceNotGoodError, match="recorded window checksums"):
         replicate(src, tgt)
     assert not tgt.exists()
-    assert not [n for n in os.listdir(tgt.parent) if n.startswith(STAGING_PREFIX)] \
-        if tgt.parent.exists() else True
+    assert (
+        not [n for n in os.listdir(tgt.parent) if n.startswith(STAGING_PREFIX)]
+        if tgt.parent.exists()
+        else True
+    )
 
 
 def test_a_crash_leaves_only_staging_and_a_rerun_completes(cluster):
@@ -153,12 +158,27 @@ def test_cli_single_and_plan_report(cluster, tmp_path, capsys):
     from merkle.replica.commandlist import lines_digest
 
     # as `crcmerkle spark plan` writes it: argv, the list's digest, the scanned roots
-    cmds = [{"round": 1, "container": 2, "source_replica": str(src2), "target_replica": str(t2),
-             "argv": ["crcmerkle", "replicate", str(src2), str(t2)]},
-            {"round": 0, "container": 1, "source_replica": str(src1), "target_replica": str(t1),
-             "argv": ["crcmerkle", "replicate", str(src1), str(t1)]}]
-    plan = {"format": "crcmerkle-spark-plan", "scanned_roots": [str(cluster)],
-            "copy_plan": {"commands": cmds, "sha256": lines_digest(cmds)}}
+    cmds = [
+        {
+            "round": 1,
+            "container": 2,
+            "source_replica": str(src2),
+            "target_replica": str(t2),
+            "argv": ["crcmerkle", "replicate", str(src2), str(t2)],
+        },
+        {
+            "round": 0,
+            "container": 1,
+            "source_replica": str(src1),
+            "target_replica": str(t1),
+            "argv": ["crcmerkle", "replicate", str(src1), str(t1)],
+        },
+    ]
+    plan = {
+        "format": "crcmerkle-spark-plan",
+        "scanned_roots": [str(cluster)],
+        "copy_plan": {"commands": cmds, "sha256": lines_digest(cmds)},
+    }
     assert commands_from_plan(plan) == [[str(src1), str(t1)], [str(src2), str(t2)]]
     f = tmp_path / "plan.json"
     f.write_text(json.dumps(plan))
@@ -195,9 +215,12 @@ def test_ozone_replicas_are_refused_and_left_untouched(tmp_path, capsys):
     pytest.importorskip("rocksdict")
     from merkle.replica.generate import GeneratorConfig, generate_cluster, parse_faults
     from merkle.replica.ozone.layout import find_volumes
+
     root = tmp_path / "oz"
-    generate_cluster(root, GeneratorConfig(containers=2, seed=3, layout="ozone",
-                                           faults=parse_faults("none", "ozone")))
+    generate_cluster(
+        root,
+        GeneratorConfig(containers=2, seed=3, layout="ozone", faults=parse_faults("none", "ozone")),
+    )
     volumes = [v for v, _ in find_volumes(root)]
     src = next(r for v in volumes for r in v.replicas()).root
     before = snapshot(root)

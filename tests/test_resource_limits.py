@@ -27,16 +27,21 @@ CHILD = Path(__file__).resolve().parent / "resource_child.py"
 MiB = 1 << 20
 
 pytestmark = [
-    pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(),
-                       reason="needs Linux /proc/self/clear_refs (VmHWM reset)"),
-    pytest.mark.skipif("libasan" in os.environ.get("LD_PRELOAD", ""),
-                       reason="ASan's shadow memory and quarantine dominate the RSS"),
+    pytest.mark.skipif(
+        not Path("/proc/self/clear_refs").exists(),
+        reason="needs Linux /proc/self/clear_refs (VmHWM reset)",
+    ),
+    pytest.mark.skipif(
+        "libasan" in os.environ.get("LD_PRELOAD", ""),
+        reason="ASan's shadow memory and quarantine dominate the RSS",
+    ),
 ]
 
 
 def _child(*args: str) -> dict:
-    r = subprocess.run([sys.executable, str(CHILD), *args], capture_output=True, text=True,
-                       timeout=600)
+    r = subprocess.run(
+        [sys.executable, str(CHILD), *args], capture_output=True, text=True, timeout=600
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(r.stdout)
 

@@ -12,8 +12,14 @@ from merkle.cli import CLIError, main
 from merkle.replica import generate as gen
 from merkle.replica.generate import MARKER_NAME, GeneratorError, generate_cluster
 
-SMALL = dict(containers=2, block_size=48 * 1024, chunk_size=16 * 1024,
-             bytes_per_checksum=4096, min_blocks=2, max_blocks=3)
+SMALL = dict(
+    containers=2,
+    block_size=48 * 1024,
+    chunk_size=16 * 1024,
+    bytes_per_checksum=4096,
+    min_blocks=2,
+    max_blocks=3,
+)
 
 
 def test_rerun_replaces_an_earlier_run(tmp_path, capsys):
@@ -28,8 +34,21 @@ def test_rerun_replaces_an_earlier_run(tmp_path, capsys):
     # only, and the next run goes through
     assert main(["generate", str(root), "--containers", "2", "--layout", "crcmerkle"]) == 2
     assert sorted(p.name for p in root.iterdir()) == [MARKER_NAME]
-    assert main(["generate", str(root), "--containers", "2", "--faults", "none",
-                 "--layout", "crcmerkle"]) == 0
+    assert (
+        main(
+            [
+                "generate",
+                str(root),
+                "--containers",
+                "2",
+                "--faults",
+                "none",
+                "--layout",
+                "crcmerkle",
+            ]
+        )
+        == 0
+    )
 
 
 def test_foreign_content_is_refused_and_kept(tmp_path):

@@ -28,8 +28,22 @@ def test_cli_prints_the_table_and_exits_zero(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert "injected" in out and "RESULT: PASS" in out and "bitflip-all" in out
     assert err.count("round ") == 2
-    assert main(["soak", "--seed", "5", "--rounds", "1", "--json", "--quiet",
-                 "--workdir", str(tmp_path)]) == 0
+    assert (
+        main(
+            [
+                "soak",
+                "--seed",
+                "5",
+                "--rounds",
+                "1",
+                "--json",
+                "--quiet",
+                "--workdir",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     assert data["ok"] and data["checks"]["bytes_lost"] == 0
 
@@ -57,8 +71,9 @@ def test_a_reconciler_that_copies_nothing_fails_the_soak(tmp_path, monkeypatch):
 
 def test_cli_exit_status_on_failure(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(rr, "_verify", lambda view, c: False)
-    assert main(["soak", "--seed", "11", "--rounds", "1", "--quiet",
-                 "--workdir", str(tmp_path)]) == 1
+    assert (
+        main(["soak", "--seed", "11", "--rounds", "1", "--quiet", "--workdir", str(tmp_path)]) == 1
+    )
     assert "RESULT: FAIL" in capsys.readouterr().out
 
 

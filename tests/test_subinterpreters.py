@@ -16,14 +16,15 @@ import pytest
 
 import merkle
 
-pytestmark = pytest.mark.skipif(sys.version_info < (3, 12),
-                                reason="sub-interpreters with their own GIL need CPython 3.12+")
+pytestmark = pytest.mark.skipif(
+    sys.version_info < (3, 12), reason="sub-interpreters with their own GIL need CPython 3.12+"
+)
 
 ROOT = Path(merkle.__file__).resolve().parent.parent
 
 # Runs `code` in a new isolated interpreter (own GIL, single-phase-init modules refused) and
 # raises in the caller if it fails: _interpreters on 3.13+, _xxsubinterpreters on 3.12.
-HELPER = textwrap.dedent('''
+HELPER = textwrap.dedent("""
     import sys
     try:
         import _interpreters as _I
@@ -46,10 +47,10 @@ HELPER = textwrap.dedent('''
                 _X.run_string(interp, code)  # raises in the caller on failure
             finally:
                 _X.destroy(interp)
-''')
+""")
 
 # What the sub-interpreter checks: values computed here in the main interpreter.
-CHECKS = textwrap.dedent('''
+CHECKS = textwrap.dedent("""
     import sys
     import merkle
     assert "numpy" not in sys.modules, "import merkle loaded numpy"
@@ -82,23 +83,33 @@ CHECKS = textwrap.dedent('''
         pass
     else:
         raise AssertionError("no OverflowError")
-''')
+""")
 
 
 def _run(script: str) -> str:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+    )
     env.pop("CRCMERKLE_BACKEND", None)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env=env, timeout=300, cwd=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=str(ROOT),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 
 
 def _expected() -> str:
     data = bytes(range(256)) * 400
-    return (f"EXPECTED_C = {merkle.crc32c(data)}\nEXPECTED_Z = {merkle.crc32(data)}\n"
-            f"EXPECTED_64 = {merkle.crc64nvme(data)}\n")
+    return (
+        f"EXPECTED_C = {merkle.crc32c(data)}\nEXPECTED_Z = {merkle.crc32(data)}\n"
+        f"EXPECTED_64 = {merkle.crc64nvme(data)}\n"
+    )
 
 
 def _main(*lines: str) -> str:
@@ -121,7 +132,7 @@ def test_import_and_checksum_in_an_isolated_subinterpreter() -> None:
 
 # Run in the isolated interpreter: what it prints goes straight to fd 1 (its own sys.stdout
 # is not flushed when it is destroyed).
-REFUSED = textwrap.dedent('''
+REFUSED = textwrap.dedent("""
     import os
     try:
         import merkle._native
@@ -135,7 +146,7 @@ REFUSED = textwrap.dedent('''
     except ImportError:
         os.write(1, b"bulk: ImportError\\n")
     assert merkle.crc32c(b"abc") == 0x364B3FB7
-''')
+""")
 
 
 def test_isolation_is_enforced() -> None:
@@ -146,14 +157,14 @@ def test_isolation_is_enforced() -> None:
     assert out.splitlines() == ["refused: ImportError", "bulk: ImportError"]
 
 
-LOOP = textwrap.dedent('''
+LOOP = textwrap.dedent("""
     for i in range(30):
         assert merkle.crc32c(data) == EXPECTED_C
         h = merkle.CRC32C(); h.update(data); h.update(data[:i])
         assert h.intdigest() == merkle.crc32c(data[:i], value=EXPECTED_C)
-''')
+""")
 
-CONCURRENT = textwrap.dedent('''
+CONCURRENT = textwrap.dedent("""
     import threading
     import merkle
 
@@ -176,7 +187,7 @@ CONCURRENT = textwrap.dedent('''
         t.join()
     assert not errors, errors[0]
     print("ok")
-''')
+""")
 
 
 def test_concurrent_subinterpreters_with_their_own_gil() -> None:

@@ -43,8 +43,15 @@ def _from_message(msg) -> ContainerTree:
     return ContainerTree(
         msg.containerID,
         data_checksum=tree_msg.dataChecksum if tree_msg.HasField("dataChecksum") else None,
-        block_id=ids, block_value=values, block_deleted=deleted, block_chunk_start=starts,
-        chunk_offset=offs, chunk_length=lens, chunk_value=vals, chunk_matches=matches)
+        block_id=ids,
+        block_value=values,
+        block_deleted=deleted,
+        block_chunk_start=starts,
+        chunk_offset=offs,
+        chunk_length=lens,
+        chunk_value=vals,
+        chunk_matches=matches,
+    )
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN))
@@ -63,6 +70,7 @@ def test_golden_files(name):
 
 def test_golden_files_are_what_the_generator_makes():
     import importlib.util
+
     spec = importlib.util.spec_from_file_location("make_golden", DATA / "make_golden.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -78,12 +86,16 @@ def test_tombstone_only_tree_has_no_container_value():
 
 # --- cross-check against the protobuf runtime -------------------------------------------
 
-i64 = st.integers(-2 ** 63, 2 ** 63 - 1)
-u32 = st.integers(0, 2 ** 32 - 1)
+i64 = st.integers(-(2**63), 2**63 - 1)
+u32 = st.integers(0, 2**32 - 1)
 # lengths are >= 0 (a negative one is refused); offsets are any long, as Ozone writes them
-chunk_st = st.tuples(st.integers(0, 2 ** 40), st.integers(0, 2 ** 33), u32, st.booleans())
-block_st = st.tuples(i64, st.booleans(), st.one_of(u32, i64),
-                     st.dictionaries(st.integers(-10, 2 ** 62), chunk_st, max_size=4))
+chunk_st = st.tuples(st.integers(0, 2**40), st.integers(0, 2**33), u32, st.booleans())
+block_st = st.tuples(
+    i64,
+    st.booleans(),
+    st.one_of(u32, i64),
+    st.dictionaries(st.integers(-10, 2**62), chunk_st, max_size=4),
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -135,9 +147,11 @@ def test_decoder_reads_any_presence_the_runtime_writes(data):
             for k in range(data.draw(st.integers(0, 3))):
                 c = bm.chunkMerkleTree.add()
                 c.offset = k * 7
-                for fname, strat in (("length", st.integers(0, 2 ** 63 - 1)),
-                                     ("dataChecksum", u32),
-                                     ("checksumMatches", st.booleans())):
+                for fname, strat in (
+                    ("length", st.integers(0, 2**63 - 1)),
+                    ("dataChecksum", u32),
+                    ("checksumMatches", st.booleans()),
+                ):
                     if data.draw(st.booleans()):
                         setattr(c, fname, data.draw(strat))
     raw = msg.SerializeToString()
@@ -154,13 +168,22 @@ def test_decoder_reads_any_presence_the_runtime_writes(data):
         assert (blk.block_id, blk.value, blk.deleted) == (bm.blockID, bm.dataChecksum, bm.deleted)
         for c, cm in zip(blk.chunks, bm.chunkMerkleTree):
             assert (c.offset, c.length, c.value, c.checksum_matches) == (
-                cm.offset, cm.length, cm.dataChecksum, cm.checksumMatches)
+                cm.offset,
+                cm.length,
+                cm.dataChecksum,
+                cm.checksumMatches,
+            )
 
 
 # field 3 (retired) as a length-delimited field, field 15 fixed64, field 16 fixed32, field 20
 # varint: what an older Ozone's file or a newer one may carry at the top level
-EXTRA = (bytes([0x1A, 2, 0xAA, 0xBB, 0x79]) + bytes(8) + bytes([0x85, 0x01]) + bytes(4)
-         + bytes([0xA0, 0x01, 0x96, 0x01]))
+EXTRA = (
+    bytes([0x1A, 2, 0xAA, 0xBB, 0x79])
+    + bytes(8)
+    + bytes([0x85, 0x01])
+    + bytes(4)
+    + bytes([0xA0, 0x01, 0x96, 0x01])
+)
 
 
 def test_unknown_top_level_fields_survive_rewrites_after_field_2():
@@ -177,6 +200,7 @@ def test_unknown_top_level_fields_survive_rewrites_after_field_2():
     assert msg.SerializeToString() == raw + EXTRA  # the protobuf runtime agrees
     # merging a scan into the stored tree keeps them (Ozone rewrites from the stored message)
     from merkle.trees.merge import merge
+
     assert merge(tree, ContainerTree.from_bytes(raw)).to_bytes() == raw + EXTRA
     # unknown fields inside the tree message are skipped (Ozone rebuilds that message)
     inner = ContainerTree.from_bytes(b"\x08\x01\x12\x04\x08\x00\x28\x07")
@@ -224,20 +248,23 @@ def test_every_truncation_is_an_error_or_a_valid_prefix(cut):
             ContainerTree.from_bytes(raw)
 
 
-@pytest.mark.parametrize("raw,what", [
-    (b"", "empty"),
-    (b"\x08", "truncated varint"),
-    (b"\x12\x05\x08", "runs past"),
-    (b"\x08" + b"\xff" * 11, "longer than 10 bytes"),
-    (b"\x00\x01", "field number 0"),
-    (b"\x0b\x0c", "group"),
-    (b"\x0f", "invalid wire type"),
-    (b"\x0a\x01x", "containerID is not a varint"),
-    (b"\x12\x03\x12\x05\x00", "runs past"),
-    (b"\x12\x03\x12\x01\x00", "field number 0"),
-    (b"\x89PNG\r\n\x1a\n", "not a valid"),
-    (b"\x28\x01", "foreign"),
-])
+@pytest.mark.parametrize(
+    "raw,what",
+    [
+        (b"", "empty"),
+        (b"\x08", "truncated varint"),
+        (b"\x12\x05\x08", "runs past"),
+        (b"\x08" + b"\xff" * 11, "longer than 10 bytes"),
+        (b"\x00\x01", "field number 0"),
+        (b"\x0b\x0c", "group"),
+        (b"\x0f", "invalid wire type"),
+        (b"\x0a\x01x", "containerID is not a varint"),
+        (b"\x12\x03\x12\x05\x00", "runs past"),
+        (b"\x12\x03\x12\x01\x00", "field number 0"),
+        (b"\x89PNG\r\n\x1a\n", "not a valid"),
+        (b"\x28\x01", "foreign"),
+    ],
+)
 def test_bad_bytes(raw, what):
     with pytest.raises(TreeFileError, match=what):
         ContainerTree.from_bytes(raw)
@@ -285,9 +312,14 @@ def test_large_round_trip_matches_runtime():
     rng = np.random.default_rng(5)
     n = 20000
     tree = ContainerTree.from_columns(
-        99, rng.integers(-50, 200, n), rng.integers(0, 2 ** 35, n), rng.integers(0, 2 ** 22, n),
-        leaf=rng.integers(0, 2 ** 32, n), checksum_matches=rng.random(n) > 0.01,
-        deleted_blocks=[-50, 7, 199, 1000])
+        99,
+        rng.integers(-50, 200, n),
+        rng.integers(0, 2**35, n),
+        rng.integers(0, 2**22, n),
+        leaf=rng.integers(0, 2**32, n),
+        checksum_matches=rng.random(n) > 0.01,
+        deleted_blocks=[-50, 7, 199, 1000],
+    )
     raw = tree.to_bytes()
     msg = ozone_proto.ContainerChecksumInfo.FromString(raw)
     assert msg.SerializeToString() == raw
@@ -295,17 +327,18 @@ def test_large_round_trip_matches_runtime():
 
 
 @settings(max_examples=1500, deadline=None)
-@given(st.sampled_from(sorted(GOLDEN)), st.lists(st.tuples(st.integers(0, 200),
-                                                           st.integers(0, 255)),
-                                                  min_size=1, max_size=4),
-       st.integers(0, 200))
+@given(
+    st.sampled_from(sorted(GOLDEN)),
+    st.lists(st.tuples(st.integers(0, 200), st.integers(0, 255)), min_size=1, max_size=4),
+    st.integers(0, 200),
+)
 def test_mutated_files_never_crash_and_agree_with_runtime(name, edits, cut):
     """Fuzz: flip bytes and truncate golden files. We either raise TreeFileError or read what
     the protobuf runtime reads; we never accept what the runtime rejects."""
     raw = bytearray((DATA / name).read_bytes())
     for pos, val in edits:
         raw[pos % len(raw)] = val
-    raw = bytes(raw[:max(1, len(raw) - cut % 8)])
+    raw = bytes(raw[: max(1, len(raw) - cut % 8)])
     try:
         msg = ozone_proto.ContainerChecksumInfo.FromString(raw)
     except Exception:
@@ -320,7 +353,11 @@ def test_mutated_files_never_crash_and_agree_with_runtime(name, edits, cut):
         assert tree.data_checksum == msg.containerMerkleTree.dataChecksum
     blocks = msg.containerMerkleTree.blockMerkleTree
     if tree.n_blocks == len(blocks) and all(
-            blocks[i].blockID < blocks[i + 1].blockID for i in range(len(blocks) - 1)):
+        blocks[i].blockID < blocks[i + 1].blockID for i in range(len(blocks) - 1)
+    ):
         for blk, bm in zip(tree.blocks(), blocks):
-            assert (blk.block_id, blk.value, blk.deleted) == \
-                (bm.blockID, bm.dataChecksum, bm.deleted)
+            assert (blk.block_id, blk.value, blk.deleted) == (
+                bm.blockID,
+                bm.dataChecksum,
+                bm.deleted,
+            )

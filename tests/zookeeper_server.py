@@ -26,28 +26,40 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
-__all__ = ["GOLDEN_ZK", "ZOOKEEPER_JAR", "ZooKeeperServer", "load_znode_tree",
-           "require_zookeeper", "znode_snapshot"]
+__all__ = [
+    "GOLDEN_ZK",
+    "ZOOKEEPER_JAR",
+    "ZooKeeperServer",
+    "load_znode_tree",
+    "require_zookeeper",
+    "znode_snapshot",
+]
 
-ZOOKEEPER_JAR = "/usr/share/java/zookeeper.jar"   # its manifest's Class-Path names its deps
+ZOOKEEPER_JAR = "/usr/share/java/zookeeper.jar"  # its manifest's Class-Path names its deps
 # the znodes of the golden BookKeeper cluster (../shared/bookkeeper-golden/zookeeper, copied with
 # their lines in tests/data/bookkeeper-golden/MANIFEST.sha256)
-GOLDEN_ZK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
-                         "bookkeeper-golden", "zookeeper")
+GOLDEN_ZK = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "data", "bookkeeper-golden", "zookeeper"
+)
 _MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
 _QUIET = logging.getLogger("tests.zookeeper_server.kazoo")
 _QUIET.addHandler(logging.NullHandler())
 _QUIET.propagate = False
-_START_TIMEOUT = 60.0   # a JVM on a loaded 2-core machine; the probe returns as soon as it is up
+_START_TIMEOUT = 60.0  # a JVM on a loaded 2-core machine; the probe returns as soon as it is up
 
 
 def require_zookeeper() -> str:
     """The java binary to run ZooKeeper with; a skip with the reason when the package or Java
     is missing, a failure under CI (which installs both: a skip there would hide the tests)."""
     java = shutil.which("java")
-    missing = [what for what, ok in (("Debian package zookeeper (" + ZOOKEEPER_JAR + ")",
-                                      os.path.isfile(ZOOKEEPER_JAR)),
-                                     ("java on PATH", java is not None)) if not ok]
+    missing = [
+        what
+        for what, ok in (
+            ("Debian package zookeeper (" + ZOOKEEPER_JAR + ")", os.path.isfile(ZOOKEEPER_JAR)),
+            ("java on PATH", java is not None),
+        )
+        if not ok
+    ]
     try:
         import kazoo  # noqa: F401
     except ImportError:
@@ -55,8 +67,11 @@ def require_zookeeper() -> str:
     if missing:
         reason = "a real ZooKeeper needs " + ", ".join(missing)
         if os.environ.get("CI") == "true":
-            pytest.fail(reason + " -- CI installs them (apt-get install zookeeper), so this "
-                        "must not be skipped", pytrace=False)
+            pytest.fail(
+                reason + " -- CI installs them (apt-get install zookeeper), so this "
+                "must not be skipped",
+                pytrace=False,
+            )
         pytest.skip(reason)
     assert java is not None
     return java
@@ -95,7 +110,7 @@ class ZooKeeperServer:
         self._proc: Optional[subprocess.Popen[bytes]] = None
         self._clients: List[Any] = []
         try:
-            for _attempt in range(3):   # another process may take the free port first
+            for _attempt in range(3):  # another process may take the free port first
                 self.port = _free_port()
                 if self._start():
                     break
@@ -111,23 +126,33 @@ class ZooKeeperServer:
         os.makedirs(data, exist_ok=True)
         cfg = os.path.join(self.dir, "zoo.cfg")
         with open(cfg, "w") as f:
-            f.write(f"tickTime=2000\ndataDir={data}\nclientPort={self.port}\n"
-                    f"clientPortAddress=127.0.0.1\nadmin.enableServer=false\n"
-                    f"4lw.commands.whitelist=conf\nmaxClientCnxns=0\n"
-                    f"autopurge.purgeInterval=0\n")
-        props = ["-Dzookeeper.admin.enableServer=false", "-Xmx256m",
-                 f"-Dzookeeper.log.dir={self.dir}", "-Dzookeeper.root.logger=WARN,CONSOLE"]
+            f.write(
+                f"tickTime=2000\ndataDir={data}\nclientPort={self.port}\n"
+                f"clientPortAddress=127.0.0.1\nadmin.enableServer=false\n"
+                f"4lw.commands.whitelist=conf\nmaxClientCnxns=0\n"
+                f"autopurge.purgeInterval=0\n"
+            )
+        props = [
+            "-Dzookeeper.admin.enableServer=false",
+            "-Xmx256m",
+            f"-Dzookeeper.log.dir={self.dir}",
+            "-Dzookeeper.root.logger=WARN,CONSOLE",
+        ]
         if self.jute_maxbuffer:
             props.append(f"-Djute.maxbuffer={self.jute_maxbuffer}")
         with open(os.path.join(self.dir, "server.log"), "ab") as log:
             self._proc = subprocess.Popen(
-                [self.java, *props, "-cp", ZOOKEEPER_JAR, _MAIN, cfg], cwd=self.dir,
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True)
+                [self.java, *props, "-cp", ZOOKEEPER_JAR, _MAIN, cfg],
+                cwd=self.dir,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + _START_TIMEOUT
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
-                return False   # it exited: most likely the port was taken
+                return False  # it exited: most likely the port was taken
             if _serves(self.port, data):
                 return True
             time.sleep(0.1)
@@ -146,7 +171,7 @@ class ZooKeeperServer:
         """A started kazoo client of this server, stopped by stop()."""
         from kazoo.client import KazooClient
 
-        kwargs.setdefault("logger", _QUIET)   # kazoo's "connection dropped" at stop()
+        kwargs.setdefault("logger", _QUIET)  # kazoo's "connection dropped" at stop()
         c = KazooClient(hosts=self.hosts, timeout=30.0, **kwargs)
         c.start(timeout=30.0)
         self._clients.append(c)
@@ -206,7 +231,7 @@ def walk_znodes(client: Any, path: str = "/") -> Iterator[str]:
     """Every znode path at and below `path`, ZooKeeper's own `/zookeeper` subtree excluded."""
     yield path
     for name in sorted(client.get_children(path)):
-        child = (path.rstrip("/") + "/" + name)
+        child = path.rstrip("/") + "/" + name
         if child != "/zookeeper":
             yield from walk_znodes(client, child)
 
@@ -217,6 +242,17 @@ def znode_snapshot(client: Any) -> Dict[str, Tuple[bytes, Tuple[int, ...]]]:
     snap: Dict[str, Tuple[bytes, Tuple[int, ...]]] = {}
     for path in walk_znodes(client):
         data, st = client.get(path)
-        snap[path] = (data, (st.czxid, st.mzxid, st.pzxid, st.version, st.cversion,
-                             st.aversion, st.ephemeralOwner, st.numChildren))
+        snap[path] = (
+            data,
+            (
+                st.czxid,
+                st.mzxid,
+                st.pzxid,
+                st.version,
+                st.cversion,
+                st.aversion,
+                st.ephemeralOwner,
+                st.numChildren,
+            ),
+        )
     return snap

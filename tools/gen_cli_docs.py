@@ -70,8 +70,10 @@ def main(argv: List[str]) -> int:
     text = render()
     if "--check" in argv:
         if PAGE.read_text(encoding="utf-8") != text:
-            print(f"{PAGE.relative_to(ROOT)} is stale: run python tools/gen_cli_docs.py",
-                  file=sys.stderr)
+            print(
+                f"{PAGE.relative_to(ROOT)} is stale: run python tools/gen_cli_docs.py",
+                file=sys.stderr,
+            )
             return 1
         return 0
     PAGE.write_text(text, encoding="utf-8")

@@ -74,7 +74,7 @@ def polydiv(a: int, m: int) -> int:
 
 MU_N = polydiv(1 << 128, P_N)
 K_MU = rev(MU_N >> 1, 64)  # floor(mu/x), reflected: lo qword of A*K_MU is floor(A*mu / x^64)
-K_P = rev(P_N >> 1, 64)    # (P - 1)/x, reflected: hi qword of q*K_P, xor q, is (q*P) mod x^64
+K_P = rev(P_N >> 1, 64)  # (P - 1)/x, reflected: hi qword of q*K_P, xor q, is (q*P) mod x^64
 
 
 def barrett(a: int) -> int:

@@ -10,8 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 # name -> (reflected polynomial, width in bits)
-POLYS = {"crc32c": (0x82F63B78, 32), "crc32": (0xEDB88320, 32),
-         "crc64nvme": (0x9A6C9329AC4BC9B5, 64)}
+POLYS = {
+    "crc32c": (0x82F63B78, 32),
+    "crc32": (0xEDB88320, 32),
+    "crc64nvme": (0x9A6C9329AC4BC9B5, 64),
+}
 OUT = Path(__file__).resolve().parent.parent / "csrc" / "crc_tables.c"
 
 
@@ -50,8 +53,10 @@ def x2k(poly: int, width: int, count: int) -> list[int]:
 def fmt(values: list[int], indent: str, width: int = 32) -> str:
     per_row = 6 if width == 32 else 4
     digits, suffix = width // 4, "" if width == 32 else "ull"
-    rows = [", ".join(f"0x{v:0{digits}x}{suffix}" for v in values[i : i + per_row])
-            for i in range(0, len(values), per_row)]
+    rows = [
+        ", ".join(f"0x{v:0{digits}x}{suffix}" for v in values[i : i + per_row])
+        for i in range(0, len(values), per_row)
+    ]
     return (",\n" + indent).join(rows)
 
 

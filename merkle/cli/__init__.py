@@ -76,8 +76,11 @@ def exit_status_help(findings: str) -> str:
     """EXIT_STATUS_HELP with what 1 means for one verb (e.g. 'a replica has errors')."""
     import textwrap
 
-    return EXIT_STATUS_HELP + "\n" + textwrap.fill(f"here 1 means: {findings}", 88,
-                                                   subsequent_indent="  ")
+    return (
+        EXIT_STATUS_HELP
+        + "\n"
+        + textwrap.fill(f"here 1 means: {findings}", 88, subsequent_indent="  ")
+    )
 
 
 def debug_enabled() -> bool:
@@ -120,7 +123,8 @@ def int_in_range(low: int, high: int) -> Callable[[str], int]:
             value = None
         if value is None or not low <= value <= high:
             raise argparse.ArgumentTypeError(
-                f"must be an integer from {low} to {high}, not {text[:60]!r}")
+                f"must be an integer from {low} to {high}, not {text[:60]!r}"
+            )
         return value
 
     return parse
@@ -135,7 +139,8 @@ def positive_int(text: str) -> int:
         value = 0
     if not 0 < value <= INT32_MAX:
         raise argparse.ArgumentTypeError(
-            f"must be a positive integer up to {INT32_MAX}, not {text[:60]!r}")
+            f"must be a positive integer up to {INT32_MAX}, not {text[:60]!r}"
+        )
     return value
 
 
@@ -152,7 +157,8 @@ def size_up_to(high: int) -> Callable[[str], int]:
         if not 0 < value <= high:
             raise argparse.ArgumentTypeError(
                 f"must be a positive number of bytes up to {high} (e.g. 512, 16KiB), "
-                f"not {text[:60]!r}")
+                f"not {text[:60]!r}"
+            )
         return value
 
     return parse
@@ -210,13 +216,14 @@ def build_parser() -> ArgumentParser:
         prog=PROG,
         description="Fast CRC-32C / CRC-32 checksums and container Merkle trees.",
         epilog=f"Run '{PROG} COMMAND --help' for the options of one command.\n\n"
-               + EXIT_STATUS_HELP,
+        + EXIT_STATUS_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     add_debug_flag(parser)
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND",
-                                       parser_class=ArgumentParser)
+    subparsers = parser.add_subparsers(
+        dest="command", metavar="COMMAND", parser_class=ArgumentParser
+    )
     for name in COMMAND_MODULES:
         importlib.import_module(name).add_parser(subparsers)
     return parser
@@ -234,8 +241,12 @@ def command_names(parser: argparse.ArgumentParser) -> List[str]:
 def add_debug_flag(parser: argparse.ArgumentParser) -> None:
     """--debug on a parser (the top level and each Spark action); SUPPRESS keeps a
     subparser's default from overwriting the top level's value."""
-    parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                        help="show tracebacks and Spark's own log (also CRCMERKLE_DEBUG=1)")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="show tracebacks and Spark's own log (also CRCMERKLE_DEBUG=1)",
+    )
 
 
 def first_line(text: str, limit: int = 400) -> str:
@@ -243,7 +254,7 @@ def first_line(text: str, limit: int = 400) -> str:
     for line in str(text).splitlines():
         line = line.strip()
         if line:
-            return line if len(line) <= limit else line[:limit - 3] + "..."
+            return line if len(line) <= limit else line[: limit - 3] + "..."
     return ""
 
 
@@ -322,8 +333,9 @@ def _main(argv: Optional[Sequence[str]]) -> int:
             os.environ["CRCMERKLE_DEBUG"] = "1"  # also for the Spark workers it starts
         func = getattr(args, "func", None)
         if func is None:
-            raise CLIError(f"a command is required ({', '.join(command_names(parser))}); see "
-                           f"'{PROG} --help'")
+            raise CLIError(
+                f"a command is required ({', '.join(command_names(parser))}); see '{PROG} --help'"
+            )
         return int(func(args) or 0)
     except CLIError as exc:
         print_error(str(exc))
@@ -343,8 +355,9 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     except Exception as exc:  # never a traceback for users
         if debug_enabled():
             raise
-        print_error(f"unexpected {type(exc).__name__}: {first_line(str(exc))} (--debug for a "
-                    "traceback)")
+        print_error(
+            f"unexpected {type(exc).__name__}: {first_line(str(exc))} (--debug for a traceback)"
+        )
         return EXIT_ERROR
 
 

@@ -33,8 +33,9 @@ def _size(text: str) -> int:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     if not 0 < value <= MAX_BUFFER_BYTES:  # a buffer of this size is allocated at once
-        raise argparse.ArgumentTypeError(f"size must be from 1 to {MAX_BUFFER_BYTES} bytes, "
-                                          f"not {text[:60]!r}")
+        raise argparse.ArgumentTypeError(
+            f"size must be from 1 to {MAX_BUFFER_BYTES} bytes, not {text[:60]!r}"
+        )
     return value
 
 
@@ -54,27 +55,53 @@ def _runs(text: str) -> int:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "bench", help="throughput table of crcmerkle vs the installed peer packages",
-        description=DESCRIPTION, epilog=exit_status_help("never (0 measured, 2 could not)"),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sizes", nargs="+", type=_size, metavar="SIZE",
-                   default=list(bm.DEFAULT_SIZES),
-                   help="buffer sizes of the one-shot table (default: 64 512 4KiB 16KiB "
-                        "256KiB 4MiB)")
-    p.add_argument("--seconds", type=_seconds, default=0.2, metavar="S",
-                   help="time spent measuring each (implementation, size) (default: 0.2)")
-    p.add_argument("--runs", type=_runs, default=5,
-                   help="runs per measurement; the best is kept (default: 5)")
-    p.add_argument("--windows-bytes", type=_size, default=bm.DEFAULT_WINDOWS_BYTES,
-                   metavar="SIZE", help="buffer of the windows case (default: 256MiB)")
-    p.add_argument("--window", type=_size, default=bm.DEFAULT_WINDOW, metavar="SIZE",
-                   help="window of the windows case (default: 16KiB)")
+        "bench",
+        help="throughput table of crcmerkle vs the installed peer packages",
+        description=DESCRIPTION,
+        epilog=exit_status_help("never (0 measured, 2 could not)"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--sizes",
+        nargs="+",
+        type=_size,
+        metavar="SIZE",
+        default=list(bm.DEFAULT_SIZES),
+        help="buffer sizes of the one-shot table (default: 64 512 4KiB 16KiB 256KiB 4MiB)",
+    )
+    p.add_argument(
+        "--seconds",
+        type=_seconds,
+        default=0.2,
+        metavar="S",
+        help="time spent measuring each (implementation, size) (default: 0.2)",
+    )
+    p.add_argument(
+        "--runs", type=_runs, default=5, help="runs per measurement; the best is kept (default: 5)"
+    )
+    p.add_argument(
+        "--windows-bytes",
+        type=_size,
+        default=bm.DEFAULT_WINDOWS_BYTES,
+        metavar="SIZE",
+        help="buffer of the windows case (default: 256MiB)",
+    )
+    p.add_argument(
+        "--window",
+        type=_size,
+        default=bm.DEFAULT_WINDOW,
+        metavar="SIZE",
+        help="window of the windows case (default: 16KiB)",
+    )
     p.add_argument("--no-windows", action="store_true", help="skip the windows case")
-    p.add_argument("--plot", metavar="FILE.png",
-                   help="also save a plot of GB/s vs buffer size (needs matplotlib: the "
-                        "'plot' extra)")
-    p.add_argument("--json", action="store_true",
-                   help="print the results as JSON instead of tables")
+    p.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="also save a plot of GB/s vs buffer size (needs matplotlib: the 'plot' extra)",
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print the results as JSON instead of tables"
+    )
     p.set_defaults(func=run)
     return p
 
@@ -106,27 +133,34 @@ def run(args: argparse.Namespace) -> int:
     results += bm.bench_one_shot("crc32c", sizes, args.seconds, args.runs, progress=progress)
     results += bm.bench_one_shot("crc32", sizes, args.seconds, args.runs, progress=progress)
     if bm.implementations("crc64nvme"):  # crcmerkle's own, or only the peers on an older build
-        results += bm.bench_one_shot("crc64nvme", sizes, args.seconds, args.runs,
-                                     progress=progress)
+        results += bm.bench_one_shot("crc64nvme", sizes, args.seconds, args.runs, progress=progress)
     if not args.no_windows:
         # Each window timing repeats the whole buffer at least once per run.
-        results += bm.bench_windows(args.windows_bytes, args.window, args.seconds,
-                                    min(args.runs, 3), progress=progress)
+        results += bm.bench_windows(
+            args.windows_bytes, args.window, args.seconds, min(args.runs, 3), progress=progress
+        )
     if show:
         sys.stderr.write("\r\x1b[K")
         sys.stderr.flush()
 
     if args.plot:
         try:
-            bm.plot(results, args.plot,
-                    title=f"crcmerkle {merkle.__version__} ({merkle.backend()}) vs peers")
+            bm.plot(
+                results,
+                args.plot,
+                title=f"crcmerkle {merkle.__version__} ({merkle.backend()}) vs peers",
+            )
         except ImportError as exc:
             raise CLIError(str(exc)) from None
 
     if args.json:
-        doc = {"backend": merkle.backend(), "version": merkle.__version__,
-               "peers": _versions(), "missing_peers": bm.missing_peers(),
-               "results": [r.as_dict() for r in results]}
+        doc = {
+            "backend": merkle.backend(),
+            "version": merkle.__version__,
+            "peers": _versions(),
+            "missing_peers": bm.missing_peers(),
+            "results": [r.as_dict() for r in results],
+        }
         json.dump(doc, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
@@ -134,8 +168,9 @@ def run(args: argparse.Namespace) -> int:
     out = sys.stdout
     peers = ", ".join(f"{k} {v}" for k, v in _versions().items()) or "none"
     out.write(f"crcmerkle {merkle.__version__}, backend {merkle.backend()}; peers: {peers}\n")
-    out.write("GB/s = 1e9 bytes/s, data hot in cache, best of "
-              f"{args.runs} runs of {args.seconds:g} s\n\n")
+    out.write(
+        f"GB/s = 1e9 bytes/s, data hot in cache, best of {args.runs} runs of {args.seconds:g} s\n\n"
+    )
     by_case: Dict[str, List[Any]] = {}
     for r in results:
         by_case.setdefault(r.case, []).append(r)
@@ -143,9 +178,11 @@ def run(args: argparse.Namespace) -> int:
         "crc32c": "CRC-32C, one call per buffer (GB/s)",
         "crc32": "CRC-32 (IEEE), one call per buffer (GB/s)",
         "crc64nvme": "CRC-64/NVME, one call per buffer (GB/s; crc64fast: a new hasher per call)",
-        "windows": (f"CRC-32C of {bm.format_size(args.windows_bytes)} in "
-                    f"{bm.format_size(args.window)} windows (GB/s): crcmerkle = "
-                    "checksum_windows, peers = Python loop over slices"),
+        "windows": (
+            f"CRC-32C of {bm.format_size(args.windows_bytes)} in "
+            f"{bm.format_size(args.window)} windows (GB/s): crcmerkle = "
+            "checksum_windows, peers = Python loop over slices"
+        ),
     }
     for case in ("crc32c", "crc32", "crc64nvme", "windows"):
         if case in by_case:

@@ -68,8 +68,7 @@ _PEERS = (
     _PeerSpec("awscrt", "crc32", "awscrt.checksums", "crc32"),
     _PeerSpec("awscrt", "crc64nvme", "awscrt.checksums", "crc64nvme"),
     # crc64fast 0.1 binds the crc64fast-nvme crate: only a hasher whose update() takes bytes
-    _PeerSpec("crc64fast", "crc64nvme", "crc64fast", "crc64fast", bytes_only=True,
-              hasher=True),
+    _PeerSpec("crc64fast", "crc64nvme", "crc64fast", "crc64fast", bytes_only=True, hasher=True),
 )
 
 #: Each algorithm's check value (the CRC of b"123456789"): a peer that gives another value
@@ -80,11 +79,14 @@ CHECK_VALUES = {"crc32c": 0xE3069283, "crc32": 0xCBF43926, "crc64nvme": 0xAE8B14
 def _one_shot(new: Callable[[], Any]) -> Callable[[Any], int]:
     """A hashlib-style constructor as `func(data) -> int`: what a user of it writes (a new
     object per call; digest() is big-endian). Its timing includes this Python frame."""
+
     def func(data: Any) -> int:
         h = new()
         h.update(data)
         return int.from_bytes(h.digest(), "big")
+
     return func
+
 
 _cache: Dict[str, Any] = {}
 
@@ -115,7 +117,8 @@ def _load() -> None:
         if check != CHECK_VALUES[spec.algorithm]:
             missing[f"{spec.name} ({spec.algorithm})"] = (
                 f"computes another CRC: {spec.attr}(b'123456789') = {check:#x}, not "
-                f"{CHECK_VALUES[spec.algorithm]:#x}")
+                f"{CHECK_VALUES[spec.algorithm]:#x}"
+            )
             continue
         impls.append(Impl(spec.name, spec.algorithm, func, spec.bytes_only))
     _cache["impls"] = impls
@@ -147,8 +150,9 @@ def peer_note() -> Optional[str]:
     broken = sorted(f"{name}: {why}" for name, why in missing.items() if " (" in name)
     notes = []
     if absent:
-        notes.append(f"not installed (columns omitted): {', '.join(absent)}; "
-                     "pip install 'crcmerkle[peers]'")
+        notes.append(
+            f"not installed (columns omitted): {', '.join(absent)}; pip install 'crcmerkle[peers]'"
+        )
     if broken:
         notes.append(f"left out: {'; '.join(broken)}")
     return "; ".join(notes)
@@ -210,8 +214,9 @@ def llc_bytes() -> Optional[int]:
 # timing
 
 
-def time_calls(func: Callable[..., Any], seconds: float = 0.2, runs: int = 5,
-               args: tuple = ()) -> float:
+def time_calls(
+    func: Callable[..., Any], seconds: float = 0.2, runs: int = 5, args: tuple = ()
+) -> float:
     """Best (smallest) nanoseconds per call of func(*args), over `runs` runs of about
     seconds/runs each. Hot: func repeats the same work. GC is off while timing.
     With one argument the loop calls func(arg) directly (no wrapper frame in the timing)."""
@@ -223,9 +228,11 @@ def time_calls(func: Callable[..., Any], seconds: float = 0.2, runs: int = 5,
             for _ in range(reps):
                 inner(arg)
     else:
+
         def batch(reps: int) -> None:
             for _ in range(reps):
                 func(*args)
+
     seconds = max(float(seconds), 1e-4)
     runs = max(int(runs), 1)
     per_run_ns = seconds * 1e9 / runs
@@ -275,20 +282,24 @@ def windows_loop(impl: Impl, data: bytes, window: int) -> Callable[[], List[int]
     func = impl.func
     n = len(data)
     if impl.bytes_only:
+
         def run() -> List[int]:
-            return [func(data[i:i + window]) for i in range(0, n, window)]
+            return [func(data[i : i + window]) for i in range(0, n, window)]
     else:
         mv = memoryview(data)
 
         def run() -> List[int]:
-            return [func(mv[i:i + window]) for i in range(0, n, window)]
+            return [func(mv[i : i + window]) for i in range(0, n, window)]
+
     return run
 
 
 def windows_native(data: bytes, window: int, algorithm: str = "crc32c") -> Callable[[], Any]:
     """crcmerkle's one-call answer to the same job."""
+
     def run():
         return merkle.checksum_windows(data, window, algorithm=algorithm)
+
     return run
 
 
@@ -306,9 +317,15 @@ class Result:
         return gbps(self.total, self.ns)
 
     def as_dict(self) -> Dict[str, Any]:
-        return {"case": self.case, "implementation": self.impl, "size": self.size,
-                "bytes_per_call": self.total, "ns_per_call": round(self.ns, 3),
-                "gbps": round(self.gbps, 4), "note": self.note}
+        return {
+            "case": self.case,
+            "implementation": self.impl,
+            "size": self.size,
+            "bytes_per_call": self.total,
+            "ns_per_call": round(self.ns, 3),
+            "gbps": round(self.gbps, 4),
+            "note": self.note,
+        }
 
 
 def check_same(impls: Sequence[Impl], data: bytes) -> None:
@@ -318,9 +335,14 @@ def check_same(impls: Sequence[Impl], data: bytes) -> None:
         raise AssertionError(f"implementations disagree on {len(data)} bytes: {values}")
 
 
-def bench_one_shot(algorithm: str, sizes: Sequence[int], seconds: float = 0.2, runs: int = 5,
-                   impls: Optional[Sequence[Impl]] = None,
-                   progress: Optional[Callable[[str], None]] = None) -> List[Result]:
+def bench_one_shot(
+    algorithm: str,
+    sizes: Sequence[int],
+    seconds: float = 0.2,
+    runs: int = 5,
+    impls: Optional[Sequence[Impl]] = None,
+    progress: Optional[Callable[[str], None]] = None,
+) -> List[Result]:
     """Hot throughput of one call per buffer, for each implementation and size."""
     impls = list(impls) if impls is not None else implementations(algorithm)
     results = []
@@ -335,10 +357,15 @@ def bench_one_shot(algorithm: str, sizes: Sequence[int], seconds: float = 0.2, r
     return results
 
 
-def bench_windows(total: int = DEFAULT_WINDOWS_BYTES, window: int = DEFAULT_WINDOW,
-                  seconds: float = 0.5, runs: int = 3, algorithm: str = "crc32c",
-                  impls: Optional[Sequence[Impl]] = None,
-                  progress: Optional[Callable[[str], None]] = None) -> List[Result]:
+def bench_windows(
+    total: int = DEFAULT_WINDOWS_BYTES,
+    window: int = DEFAULT_WINDOW,
+    seconds: float = 0.5,
+    runs: int = 3,
+    algorithm: str = "crc32c",
+    impls: Optional[Sequence[Impl]] = None,
+    progress: Optional[Callable[[str], None]] = None,
+) -> List[Result]:
     """A `total`-byte buffer in `window`-byte windows: checksum_windows vs Python loops."""
     impls = list(impls) if impls is not None else implementations(algorithm)
     data = make_buffer(total, seed=1)
@@ -403,8 +430,12 @@ def format_table(results: Sequence[Result], title: str) -> str:
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     out = [title]
     for n, line in enumerate(lines):
-        out.append("  ".join(cell.rjust(w) if i else cell.ljust(w)
-                             for i, (cell, w) in enumerate(zip(line, widths))).rstrip())
+        out.append(
+            "  ".join(
+                cell.rjust(w) if i else cell.ljust(w)
+                for i, (cell, w) in enumerate(zip(line, widths))
+            ).rstrip()
+        )
         if n == 0:
             out.append("  ".join("-" * w for w in widths))
     return "\n".join(out)
@@ -419,8 +450,7 @@ def plot(results: Sequence[Result], path: str, title: str = "crcmerkle vs peers"
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise ImportError(
-            "--plot needs matplotlib: pip install 'crcmerkle[plot]'") from exc
+        raise ImportError("--plot needs matplotlib: pip install 'crcmerkle[plot]'") from exc
     series: Dict[str, List[Result]] = {}
     for r in results:
         if r.case in ("crc32c", "crc32"):
@@ -449,9 +479,29 @@ def plot(results: Sequence[Result], path: str, title: str = "crcmerkle vs peers"
 
 
 __all__ = [
-    "CHECK_VALUES", "DEFAULT_SIZES", "DEFAULT_WINDOW", "DEFAULT_WINDOWS_BYTES", "Impl", "OURS",
-    "Result", "bench_one_shot", "bench_windows", "check_same", "format_size", "format_table",
-    "gbps", "has_ours", "implementations", "llc_bytes", "make_buffer", "missing_peers",
-    "parse_size", "peer_note", "plot", "ratio_vs_best_peer", "time_calls", "windows_loop",
+    "CHECK_VALUES",
+    "DEFAULT_SIZES",
+    "DEFAULT_WINDOW",
+    "DEFAULT_WINDOWS_BYTES",
+    "Impl",
+    "OURS",
+    "Result",
+    "bench_one_shot",
+    "bench_windows",
+    "check_same",
+    "format_size",
+    "format_table",
+    "gbps",
+    "has_ours",
+    "implementations",
+    "llc_bytes",
+    "make_buffer",
+    "missing_peers",
+    "parse_size",
+    "peer_note",
+    "plot",
+    "ratio_vs_best_peer",
+    "time_calls",
+    "windows_loop",
     "windows_native",
 ]

@@ -24,21 +24,31 @@ from merkle.messages import one_line
 __all__ = ["run_bookkeeper"]
 
 #: scan options that read what only Ozone's and crcmerkle's replicas have
-_NOT_FOR_BOOKIES = (("emit", "--emit"), ("trees_only", "--trees-only"),
-                    ("metadata_only", "--metadata-only"), ("also", "--also"))
+_NOT_FOR_BOOKIES = (
+    ("emit", "--emit"),
+    ("trees_only", "--trees-only"),
+    ("metadata_only", "--metadata-only"),
+    ("also", "--also"),
+)
 
 
 def _ledger_line(info: Dict[str, Any]) -> str:
-    counts = ", ".join(f"{n} on {c} entr{'y' if c == 1 else 'ies'}"
-                       for n, c in sorted(info["good_copies"].items(), key=lambda kv: -int(kv[0])))
+    counts = ", ".join(
+        f"{n} on {c} entr{'y' if c == 1 else 'ies'}"
+        for n, c in sorted(info["good_copies"].items(), key=lambda kv: -int(kv[0]))
+    )
     below = info["below_ack_quorum"]
     none = info["without_good_copy"]
-    head = (f"ledger {info['ledger']} ({info['state']}, {info['digest_type'] or 'digest unknown'}"
-            f", E{info['ensemble_size']}/W{info['write_quorum']}/A{info['ack_quorum']}): "
-            f"entries 0..{info['checked_up_to']}, good copies: {counts or 'none'}")
+    head = (
+        f"ledger {info['ledger']} ({info['state']}, {info['digest_type'] or 'digest unknown'}"
+        f", E{info['ensemble_size']}/W{info['write_quorum']}/A{info['ack_quorum']}): "
+        f"entries 0..{info['checked_up_to']}, good copies: {counts or 'none'}"
+    )
     if below:
-        head += (f"; below ackQuorum {info['ack_quorum']}: "
-                 f"{', '.join(map(str, below[:20]))}{' ...' if len(below) > 20 else ''}")
+        head += (
+            f"; below ackQuorum {info['ack_quorum']}: "
+            f"{', '.join(map(str, below[:20]))}{' ...' if len(below) > 20 else ''}"
+        )
     if none:
         more = " ..." if len(none) > 20 else ""
         head += f"; NO good copy: {', '.join(map(str, none[:20]))}{more}"
@@ -68,8 +78,14 @@ def _from_zookeeper(spec: str) -> _MetadataSource:
         zk = read_zookeeper_metadata(spec)
     except ZooKeeperError as exc:
         raise CLIError(one_line(str(exc)), EXIT_ERROR) from None
-    source = _MetadataSource({}, zk.instance_id, {b: c.data for b, c in zk.cookies.items()},
-                             dict(zk.unread), zk.complete, list(zk.problems))
+    source = _MetadataSource(
+        {},
+        zk.instance_id,
+        {b: c.data for b, c in zk.cookies.items()},
+        dict(zk.unread),
+        zk.complete,
+        list(zk.problems),
+    )
     for lid, data in sorted(zk.ledgers.items()):
         try:
             source.ledgers[lid] = parse_ledger_metadata(data, lid)
@@ -91,12 +107,13 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
 
     for dest, flag in _NOT_FOR_BOOKIES:
         if getattr(args, dest, None):
-            raise CLIError(f"{flag} is not for BookKeeper bookies (--ledger-metadata, "
-                           f"--zookeeper)",
-                           EXIT_ERROR)
+            raise CLIError(
+                f"{flag} is not for BookKeeper bookies (--ledger-metadata, --zookeeper)", EXIT_ERROR
+            )
     if args.zookeeper is not None and args.ledger_metadata is not None:
-        raise CLIError("--ledger-metadata and --zookeeper: give one source of the ledger "
-                       "metadata", EXIT_ERROR)
+        raise CLIError(
+            "--ledger-metadata and --zookeeper: give one source of the ledger metadata", EXIT_ERROR
+        )
     if args.zookeeper is not None:
         source = _from_zookeeper(args.zookeeper)
     else:
@@ -104,35 +121,57 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
             source = _MetadataSource(
                 load_ledger_metadata(args.ledger_metadata),
                 load_instance_id(args.ledger_metadata),
-                load_registered_cookies(args.ledger_metadata))
+                load_registered_cookies(args.ledger_metadata),
+            )
         except FileNotFoundError as exc:
-            raise CLIError(f"--ledger-metadata {args.ledger_metadata}: "
-                           f"{exc.strerror or exc}", EXIT_ERROR) from None
+            raise CLIError(
+                f"--ledger-metadata {args.ledger_metadata}: {exc.strerror or exc}", EXIT_ERROR
+            ) from None
         except (MetadataError, OSError) as exc:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise CLIError(f"--ledger-metadata: {one_line(why)}", EXIT_ERROR) from None
     for problem in source.problems:
         print_error(one_line(f"--zookeeper: {problem}"))
     t0 = time.perf_counter()
-    report = scan_bookies(args.paths, source.ledgers, instance_id=source.instance_id,
-                          registered_cookies=source.cookies, unread=source.unread,
-                          metadata_complete=source.complete)
+    report = scan_bookies(
+        args.paths,
+        source.ledgers,
+        instance_id=source.instance_id,
+        registered_cookies=source.cookies,
+        unread=source.unread,
+        metadata_complete=source.complete,
+    )
     seconds = time.perf_counter() - t0
     errors = [f for f in report.findings if counts_as_failure(f.severity, args.strict)]
     warnings = [f for f in report.findings if f.severity == "warning"]
-    summary = {"bookies": len(report.bookies),
-               "ledger_dirs": sum(len(v) for v in report.bookies.values()),
-               "ledgers": len(report.ledgers), "copies": len(report.copies),
-               "good_copies": sum(c.good for c in report.copies),
-               "errors": len(report.findings) - len(warnings), "warnings": len(warnings),
-               "failed": len(report.failed), "bytes_read": report.bytes_read,
-               "seconds": round(seconds, 6), "strict": args.strict}
+    summary = {
+        "bookies": len(report.bookies),
+        "ledger_dirs": sum(len(v) for v in report.bookies.values()),
+        "ledgers": len(report.ledgers),
+        "copies": len(report.copies),
+        "good_copies": sum(c.good for c in report.copies),
+        "errors": len(report.findings) - len(warnings),
+        "warnings": len(warnings),
+        "failed": len(report.failed),
+        "bytes_read": report.bytes_read,
+        "seconds": round(seconds, 6),
+        "strict": args.strict,
+    }
     if args.json:
-        json.dump(redact_json({"bookies": report.bookies,
-                               "findings": [f.to_dict() for f in report.findings],
-                               "ledgers": report.ledgers, "failed": report.failed,
-                               "metadata_problems": source.problems,
-                               "summary": summary}), sys.stdout, indent=1)
+        json.dump(
+            redact_json(
+                {
+                    "bookies": report.bookies,
+                    "findings": [f.to_dict() for f in report.findings],
+                    "ledgers": report.ledgers,
+                    "failed": report.failed,
+                    "metadata_problems": source.problems,
+                    "summary": summary,
+                }
+            ),
+            sys.stdout,
+            indent=1,
+        )
         sys.stdout.write("\n")
     else:
         for f in report.findings:
@@ -142,11 +181,13 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
             print(_ledger_line(info))
         for failure in report.failed:
             print_error(one_line(failure["error"]))
-        print(f"scanned {summary['bookies']} bookies ({summary['ledger_dirs']} ledger "
-              f"directories), {summary['copies']} entry copies ({summary['good_copies']} good), "
-              f"{report.bytes_read} bytes in {seconds:.2f} s: {summary['errors']} errors, "
-              f"{summary['warnings']} warnings"
-              + (f", {len(report.failed)} paths not scanned" if report.failed else ""))
+        print(
+            f"scanned {summary['bookies']} bookies ({summary['ledger_dirs']} ledger "
+            f"directories), {summary['copies']} entry copies ({summary['good_copies']} good), "
+            f"{report.bytes_read} bytes in {seconds:.2f} s: {summary['errors']} errors, "
+            f"{summary['warnings']} warnings"
+            + (f", {len(report.failed)} paths not scanned" if report.failed else "")
+        )
     if report.failed:
         return EXIT_ERROR
     if not report.bookies:

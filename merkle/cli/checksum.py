@@ -65,8 +65,6 @@ exit status is 2.
 """ + exit_status_help("never (checksum has no findings: 0 or 2)")
 
 
-
-
 #: bytes of each algorithm's value (its hex is twice as many digits)
 _WIDTH = {"crc32c": 4, "crc32": 4, "crc64nvme": 8}
 
@@ -79,26 +77,48 @@ def s3_base64(value: int, algorithm: str) -> str:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "checksum", help="CRC-32C/CRC-32/CRC-64/NVME of files (whole, or per fixed-size "
-                         "window)",
-        description=DESCRIPTION, epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        "checksum",
+        help="CRC-32C/CRC-32/CRC-64/NVME of files (whole, or per fixed-size window)",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("files", nargs="*", metavar="FILE", help="files to read ('-' = stdin)")
-    p.add_argument("-a", "--algorithm", choices=tuple(_WIDTH), default="crc32c",
-                   help="crc32c (Castagnoli, default), crc32 (IEEE, as zlib.crc32) or "
-                        "crc64nvme (CRC-64/NVME, as S3's x-amz-checksum-crc64nvme; its base64 "
-                        "form is printed too)")
-    p.add_argument("-b", "--bytes-per-checksum", type=positive_size, metavar="N",
-                   help="print one checksum per N-byte window instead of one per file "
-                        "(suffixes KiB/MiB accepted)")
-    p.add_argument("--format", choices=("text", "json"), default="text",
-                   help="output format (default: text; see below)")
-    p.add_argument("--no-progress", action="store_true",
-                   help="never show a progress bar (one is shown on a terminal for large "
-                        "files)")
+    p.add_argument(
+        "-a",
+        "--algorithm",
+        choices=tuple(_WIDTH),
+        default="crc32c",
+        help="crc32c (Castagnoli, default), crc32 (IEEE, as zlib.crc32) or "
+        "crc64nvme (CRC-64/NVME, as S3's x-amz-checksum-crc64nvme; its base64 "
+        "form is printed too)",
+    )
+    p.add_argument(
+        "-b",
+        "--bytes-per-checksum",
+        type=positive_size,
+        metavar="N",
+        help="print one checksum per N-byte window instead of one per file "
+        "(suffixes KiB/MiB accepted)",
+    )
+    p.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="output format (default: text; see below)",
+    )
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="never show a progress bar (one is shown on a terminal for large files)",
+    )
     # Hidden: read size, for tests (small buffers exercise the chaining without big files).
-    p.add_argument("--buffer-size", type=size_up_to(MAX_BUFFER_BYTES), default=DEFAULT_BUFFER,
-                   help=argparse.SUPPRESS)
+    p.add_argument(
+        "--buffer-size",
+        type=size_up_to(MAX_BUFFER_BYTES),
+        default=DEFAULT_BUFFER,
+        help=argparse.SUPPRESS,
+    )
     p.set_defaults(func=run)
     return p
 
@@ -128,21 +148,32 @@ def _progress(f: BinaryIO, name: str, enabled: bool):
         from tqdm import tqdm
     except ImportError:
         return None
-    return tqdm(total=st.st_size, unit="B", unit_scale=True, unit_divisor=1024, desc=name,
-                file=sys.stderr, leave=False, dynamic_ncols=True)
+    return tqdm(
+        total=st.st_size,
+        unit="B",
+        unit_scale=True,
+        unit_divisor=1024,
+        desc=name,
+        file=sys.stderr,
+        leave=False,
+        dynamic_ncols=True,
+    )
 
 
-def checksum_stream(f: BinaryIO, algorithm: str = "crc32c",
-                    bytes_per_checksum: Optional[int] = None,
-                    buffer_size: int = DEFAULT_BUFFER, bar: Any = None):
+def checksum_stream(
+    f: BinaryIO,
+    algorithm: str = "crc32c",
+    bytes_per_checksum: Optional[int] = None,
+    buffer_size: int = DEFAULT_BUFFER,
+    bar: Any = None,
+):
     """Stream f through one reused buffer. Returns (crc, size) without bytes_per_checksum,
     else (numpy array of window checksums, size: uint32, or uint64 for crc64nvme)."""
     crc_fn = getattr(merkle, algorithm)  # merkle.crc32c, merkle.crc32, merkle.crc64nvme
     if bytes_per_checksum and bytes_per_checksum > buffer_size:
         # Windows larger than the buffer: chain the CRC across reads (memory is the buffer,
         # never the window size a user typed: `-b 2GiB` on a 10-byte file allocates 1 MiB).
-        return _large_windows(f, crc_fn, bytes_per_checksum, buffer_size, bar,
-                              _dtype(algorithm))
+        return _large_windows(f, crc_fn, bytes_per_checksum, buffer_size, bar, _dtype(algorithm))
     if bytes_per_checksum:
         buffer_size = buffer_size // bytes_per_checksum * bytes_per_checksum
     buf = bytearray(buffer_size)
@@ -178,8 +209,9 @@ def _dtype(algorithm: str) -> Any:
     return np.uint64 if _WIDTH[algorithm] == 8 else np.uint32
 
 
-def _large_windows(f: BinaryIO, crc_fn: Any, bytes_per_checksum: int, buffer_size: int,
-                   bar: Any, dtype: Any = None):
+def _large_windows(
+    f: BinaryIO, crc_fn: Any, bytes_per_checksum: int, buffer_size: int, bar: Any, dtype: Any = None
+):
     """checksum_stream's window checksums when a window is larger than the buffer."""
     import numpy as np
 
@@ -191,7 +223,7 @@ def _large_windows(f: BinaryIO, crc_fn: Any, bytes_per_checksum: int, buffer_siz
         pos = 0
         while pos < n:
             take = min(bytes_per_checksum - fill, n - pos)
-            crc = crc_fn(view[pos:pos + take], crc)
+            crc = crc_fn(view[pos : pos + take], crc)
             fill += take
             pos += take
             if fill == bytes_per_checksum:
@@ -217,8 +249,9 @@ def _checksum_file(name: str, args: argparse.Namespace):
     try:
         bar = _progress(f, name, not args.no_progress)
         try:
-            return checksum_stream(f, args.algorithm, args.bytes_per_checksum,
-                                   args.buffer_size, bar)
+            return checksum_stream(
+                f, args.algorithm, args.bytes_per_checksum, args.buffer_size, bar
+            )
         finally:
             if bar is not None:
                 bar.close()
@@ -247,19 +280,33 @@ def run(args: argparse.Namespace) -> int:
         if args.bytes_per_checksum:
             hexes = [f"{v:0{digits}x}" for v in value.tolist()]
             if args.format == "json":
-                records.append({"name": name, "algorithm": args.algorithm, "size": size,
-                                "bytes_per_checksum": args.bytes_per_checksum,
-                                "checksums": hexes})
+                records.append(
+                    {
+                        "name": name,
+                        "algorithm": args.algorithm,
+                        "size": size,
+                        "bytes_per_checksum": args.bytes_per_checksum,
+                        "checksums": hexes,
+                    }
+                )
             else:
                 out.write(f"{one_line(name)}  {' '.join(hexes)}".rstrip() + "\n")
         else:
             if args.format == "json":
-                records.append({"name": name, "algorithm": args.algorithm, "size": size,
-                                "checksum": f"{value:0{digits}x}", "value": value,
-                                "base64": s3_base64(value, args.algorithm)})
+                records.append(
+                    {
+                        "name": name,
+                        "algorithm": args.algorithm,
+                        "size": size,
+                        "checksum": f"{value:0{digits}x}",
+                        "value": value,
+                        "base64": s3_base64(value, args.algorithm),
+                    }
+                )
             elif args.algorithm == "crc64nvme":  # S3's form beside it: what a HEAD shows
-                out.write(f"{value:016x}  {s3_base64(value, args.algorithm)}  {size}  "
-                          f"{one_line(name)}\n")
+                out.write(
+                    f"{value:016x}  {s3_base64(value, args.algorithm)}  {size}  {one_line(name)}\n"
+                )
             else:
                 out.write(f"{value:08x}  {size}  {one_line(name)}\n")
         out.flush()

@@ -14,15 +14,21 @@ from merkle.cli import EXIT_ERROR, EXIT_FINDINGS, CLIError, one_line, print_erro
 
 def add_options(p: argparse.ArgumentParser) -> None:
     """--emit and --host, on `crcmerkle scan`."""
-    p.add_argument("--emit", metavar="URI",
-                   help="write this host's scan tables (the Parquet tables of 'crcmerkle "
-                        "spark scan', partitioned by datanode) under URI (a directory, "
-                        "hdfs://, s3://...) instead of listing replicas; read-only; many "
-                        "hosts may emit to one URI: 'crcmerkle spark report URI' reads "
-                        "them all")
-    p.add_argument("--host", metavar="NAME",
-                   help="with --emit: the host name written in the tables' host columns "
-                        "(default: this machine's fully qualified name)")
+    p.add_argument(
+        "--emit",
+        metavar="URI",
+        help="write this host's scan tables (the Parquet tables of 'crcmerkle "
+        "spark scan', partitioned by datanode) under URI (a directory, "
+        "hdfs://, s3://...) instead of listing replicas; read-only; many "
+        "hosts may emit to one URI: 'crcmerkle spark report URI' reads "
+        "them all",
+    )
+    p.add_argument(
+        "--host",
+        metavar="NAME",
+        help="with --emit: the host name written in the tables' host columns "
+        "(default: this machine's fully qualified name)",
+    )
 
 
 def run_emit(args: argparse.Namespace, idle: bool) -> int:
@@ -42,29 +48,49 @@ def run_emit(args: argparse.Namespace, idle: bool) -> int:
         if args.json:
             return
         status = row["status"] + (f" ({row['detail']})" if row["detail"] else "")
-        print(f"{one_line(row['volume'])}  datanode {one_line(row['datanode'])}: {status}, "
-              f"{row['replicas']} replicas, {row['bytes_read']} bytes", flush=True)
+        print(
+            f"{one_line(row['volume'])}  datanode {one_line(row['datanode'])}: {status}, "
+            f"{row['replicas']} replicas, {row['bytes_read']} bytes",
+            flush=True,
+        )
 
     try:
-        res = emit_scan(args.paths, args.emit, host, trees_only=args.trees_only,
-                        metadata_only=args.metadata_only, bytes_per_second=args.rate,
-                        drop_cache=not args.keep_cache, strict=args.strict,
-                        on_volume=on_volume, workers=args.workers,
-                        **({"also": tuple(args.also)} if args.also else {}),
-                        **({"buffer_size": args.buffer_size} if args.buffer_size else {}))
+        res = emit_scan(
+            args.paths,
+            args.emit,
+            host,
+            trees_only=args.trees_only,
+            metadata_only=args.metadata_only,
+            bytes_per_second=args.rate,
+            drop_cache=not args.keep_cache,
+            strict=args.strict,
+            on_volume=on_volume,
+            workers=args.workers,
+            **({"also": tuple(args.also)} if args.also else {}),
+            **({"buffer_size": args.buffer_size} if args.buffer_size else {}),
+        )
     except (OSError, ValueError) as exc:
         raise CLIError(f"--emit {where}: {exc}", EXIT_ERROR) from None
     for line in res.failures:
         if not args.json:
             print_error(line)
     failed_volumes = sum(1 for v in res.volumes if v["status"] != "SCANNED")
-    summary = {"host": host, "emit": where, "volumes": len(res.volumes),
-               "failed_volumes": failed_volumes, "replicas": res.replicas,
-               "with_errors": res.with_errors, "scan_failed": res.scan_failed,
-               "duplicates": res.duplicates, "bytes_read": res.bytes_read,
-               "files": len(res.written), "removed": len(res.removed),
-               "idle_io": idle, "drop_cache": not args.keep_cache,
-               "bytes_per_second": args.rate}
+    summary = {
+        "host": host,
+        "emit": where,
+        "volumes": len(res.volumes),
+        "failed_volumes": failed_volumes,
+        "replicas": res.replicas,
+        "with_errors": res.with_errors,
+        "scan_failed": res.scan_failed,
+        "duplicates": res.duplicates,
+        "bytes_read": res.bytes_read,
+        "files": len(res.written),
+        "removed": len(res.removed),
+        "idle_io": idle,
+        "drop_cache": not args.keep_cache,
+        "bytes_per_second": args.rate,
+    }
     cheap = args.trees_only or args.metadata_only
     summary["data_read"] = not cheap  # a census or trees-only pass says so (issue 36)
     if cheap:
@@ -72,20 +98,31 @@ def run_emit(args: argparse.Namespace, idle: bool) -> int:
 
         summary["compared"] = NO_DATA_READ[args.trees_only]
     if args.json:
-        json.dump(redact_json({"volumes": res.volumes, "written": res.written,
-                               "removed": res.removed, "failed": res.failures,
-                               "summary": summary}), sys.stdout, indent=1)
+        json.dump(
+            redact_json(
+                {
+                    "volumes": res.volumes,
+                    "written": res.written,
+                    "removed": res.removed,
+                    "failed": res.failures,
+                    "summary": summary,
+                }
+            ),
+            sys.stdout,
+            indent=1,
+        )
         sys.stdout.write("\n")
     else:
-        print(f"emitted {res.replicas} replicas of {len(res.volumes)} volume(s) as host "
-              f"{one_line(host)} to {one_line(where)}: {len(res.written)} file(s) in "
-              f"chunks/, blocks/, containers/, errors/, volumes/ (datanode=<id>/"
-              f"{res.written[0].rsplit('/', 1)[-1] if res.written else '-'} ...)"
-              + (f", {len(res.removed)} earlier file(s) of this host removed"
-                 if res.removed else "")
-              + f"; {res.with_errors} with errors"
-              + (f", {res.duplicates} duplicate replica(s)" if res.duplicates else "")
-              + (f", {res.scan_failed} not scanned" if res.scan_failed else ""))
+        print(
+            f"emitted {res.replicas} replicas of {len(res.volumes)} volume(s) as host "
+            f"{one_line(host)} to {one_line(where)}: {len(res.written)} file(s) in "
+            f"chunks/, blocks/, containers/, errors/, volumes/ (datanode=<id>/"
+            f"{res.written[0].rsplit('/', 1)[-1] if res.written else '-'} ...)"
+            + (f", {len(res.removed)} earlier file(s) of this host removed" if res.removed else "")
+            + f"; {res.with_errors} with errors"
+            + (f", {res.duplicates} duplicate replica(s)" if res.duplicates else "")
+            + (f", {res.scan_failed} not scanned" if res.scan_failed else "")
+        )
         if cheap:
             print(f"no data read: {summary['compared']}")
     if res.failures or failed_volumes or res.scan_failed:

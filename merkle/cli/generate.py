@@ -28,21 +28,22 @@ report for each replica. The same --seed gives the same bytes."""
 def _epilog() -> str:
     from merkle.replica.generate import DEFAULT_FAULTS, FAULT_TYPES
     from merkle.replica.layouts import layouts
+
     # the faults only one layout injects (Ozone's), each layout asked (a layout that
     # generates nothing, as a test's read-only one, has none)
     own = [(layout.name, tuple(getattr(layout, "fault_types", ()))) for layout in layouts()]
     own = [(name, kinds) for name, kinds in own if kinds]
-    return (f"fault types: {', '.join(FAULT_TYPES)}\n"
-            + "".join(f"--layout {name} only: {', '.join(kinds)}\n" for name, kinds in own)
-            + f"--faults default = {DEFAULT_FAULTS}"
-            + "".join(f" (+ one of each {name}-only fault with --layout {name})"
-                      for name, _ in own) + "\n"
-            "see merkle/replica/generate.py for what each one does and reports\n\n"
-            "OUT must be new or empty, or hold only an earlier generate run (its marker file "
-            ".crcmerkle-generate), which is replaced; a failed run removes what it wrote.\n\n"
-            + exit_status_help("never (0 written, 2 could not)"))
-
-
+    return (
+        f"fault types: {', '.join(FAULT_TYPES)}\n"
+        + "".join(f"--layout {name} only: {', '.join(kinds)}\n" for name, kinds in own)
+        + f"--faults default = {DEFAULT_FAULTS}"
+        + "".join(f" (+ one of each {name}-only fault with --layout {name})" for name, _ in own)
+        + "\n"
+        "see merkle/replica/generate.py for what each one does and reports\n\n"
+        "OUT must be new or empty, or hold only an earlier generate run (its marker file "
+        ".crcmerkle-generate), which is replaced; a failed run removes what it wrote.\n\n"
+        + exit_status_help("never (0 written, 2 could not)")
+    )
 
 
 #: most blocks per container --blocks takes (each is a file written in full)
@@ -56,8 +57,9 @@ def _range(text: str) -> Tuple[int, int]:
     except ValueError:
         a = b = 0
     if not 1 <= a <= b <= MAX_BLOCKS:
-        raise argparse.ArgumentTypeError(f"must be N or MIN-MAX with 1 <= MIN <= MAX <= "
-                                          f"{MAX_BLOCKS}, not {text[:60]!r}")
+        raise argparse.ArgumentTypeError(
+            f"must be N or MIN-MAX with 1 <= MIN <= MAX <= {MAX_BLOCKS}, not {text[:60]!r}"
+        )
     return a, b
 
 
@@ -65,62 +67,140 @@ class _DeprecatedDatanodes(argparse.Action):
     """generate's old --datanodes N: stored as --datanode-count, with a warning. Every other
     verb's --datanodes is an inventory FILE, so a count under that name misleads."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: Any = None) -> None:
-        print(f"{PROG}: warning: generate --datanodes is deprecated: use --datanode-count "
-              f"{values} (--datanodes names an inventory FILE in the other verbs)",
-              file=sys.stderr, flush=True)
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: Any = None,
+    ) -> None:
+        print(
+            f"{PROG}: warning: generate --datanodes is deprecated: use --datanode-count "
+            f"{values} (--datanodes names an inventory FILE in the other verbs)",
+            file=sys.stderr,
+            flush=True,
+        )
         setattr(namespace, self.dest, values)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "generate", help="write a synthetic cluster of replicas with injected faults",
-        description=DESCRIPTION, epilog=_epilog(),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("out", metavar="OUT", help="output directory: new, empty, or an earlier "
-                   "generate run (replaced)")
-    p.add_argument("--datanode-count", dest="datanode_count", type=positive_int, default=3,
-                   metavar="N", help="datanodes to generate (default 3)")
-    p.add_argument("--datanodes", dest="datanode_count", type=positive_int, metavar="N",
-                   action=_DeprecatedDatanodes,
-                   help="deprecated spelling of --datanode-count (it warns): elsewhere "
-                        "--datanodes names an inventory FILE")
+        "generate",
+        help="write a synthetic cluster of replicas with injected faults",
+        description=DESCRIPTION,
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "out",
+        metavar="OUT",
+        help="output directory: new, empty, or an earlier generate run (replaced)",
+    )
+    p.add_argument(
+        "--datanode-count",
+        dest="datanode_count",
+        type=positive_int,
+        default=3,
+        metavar="N",
+        help="datanodes to generate (default 3)",
+    )
+    p.add_argument(
+        "--datanodes",
+        dest="datanode_count",
+        type=positive_int,
+        metavar="N",
+        action=_DeprecatedDatanodes,
+        help="deprecated spelling of --datanode-count (it warns): elsewhere "
+        "--datanodes names an inventory FILE",
+    )
     p.add_argument("--volumes", type=positive_int, default=2, metavar="N", help="per datanode")
-    p.add_argument("--containers", type=positive_int, default=None, metavar="N",
-                   help="default: 12 with --layout ozone (room for its default fault mix, "
-                        "which adds the layout's own faults), 4 with --layout crcmerkle")
-    p.add_argument("--replicas", type=positive_int, default=3, metavar="N",
-                   help="replicas of each container, on distinct datanodes (default 3)")
-    p.add_argument("--blocks", type=_range, default=(2, 6), metavar="MIN-MAX",
-                   help="blocks per container (default 2-6)")
-    p.add_argument("--block-size", type=size_up_to(MAX_BUFFER_BYTES), default=256 * 1024,
-                   metavar="SIZE", help="largest block (default 256KiB; Ozone: 256MB)")
-    p.add_argument("--chunk-size", type=size_up_to(MAX_BUFFER_BYTES), default=64 * 1024,
-                   metavar="SIZE", help="chunk size (default 64KiB; Ozone: 4MB)")
-    p.add_argument("--bytes-per-checksum", type=size_up_to(MAX_BUFFER_BYTES), default=4 * 1024,
-                   metavar="SIZE", help="window size (default 4KiB; Ozone: 16KiB)")
-    p.add_argument("--algorithm", choices=("crc32", "crc32c", "mixed"), default="crc32",
-                   help="data checksum type (default crc32, Ozone's; mixed: per container)")
-    p.add_argument("--faults", default="default", metavar="SPEC",
-                   help="TYPE[=COUNT],... or 'none' or 'default' (see below)")
-    p.add_argument("--layout", choices=("ozone", "crcmerkle"), default="ozone",
-                   help="ozone (default): real datanode volumes (OUT/dn<d>/vol<v>/hdds/..., "
-                        "RocksDB container.db, .container files; the ozone extra), with the "
-                        "Ozone-only faults too; crcmerkle: OUT/dn<d>/vol<v>/<containerID> with "
-                        "block metadata in .blocks files (what 'crcmerkle reconcile' repairs)")
-    p.add_argument("--mount-path", metavar="TEMPLATE", default=None,
-                   help="--layout ozone: the absolute path each volume will be mounted at, "
-                        "recorded as metadataPath/chunksPath in its .container files (Ozone "
-                        "reads there); {datanode} and {volume} are replaced by the indexes, "
-                        "e.g. '/data/disk{volume}' (default: where the volume is written)")
-    p.add_argument("--om-db", action="store_true",
-                   help="--layout ozone: also write OUT/om.db, an Ozone Manager DB (RocksDB) "
-                        "whose keys are made of the generated blocks (object-store and "
-                        "file-system-optimised buckets, keys spanning containers), and each "
-                        "key's true size, blocks and CRCs in the manifest's 'keys'")
-    p.add_argument("--seed", type=int_in_range(-INT64_MAX - 1, INT64_MAX), default=0,
-                   help="random seed: the same seed gives the same bytes (default 0)")
+    p.add_argument(
+        "--containers",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="default: 12 with --layout ozone (room for its default fault mix, "
+        "which adds the layout's own faults), 4 with --layout crcmerkle",
+    )
+    p.add_argument(
+        "--replicas",
+        type=positive_int,
+        default=3,
+        metavar="N",
+        help="replicas of each container, on distinct datanodes (default 3)",
+    )
+    p.add_argument(
+        "--blocks",
+        type=_range,
+        default=(2, 6),
+        metavar="MIN-MAX",
+        help="blocks per container (default 2-6)",
+    )
+    p.add_argument(
+        "--block-size",
+        type=size_up_to(MAX_BUFFER_BYTES),
+        default=256 * 1024,
+        metavar="SIZE",
+        help="largest block (default 256KiB; Ozone: 256MB)",
+    )
+    p.add_argument(
+        "--chunk-size",
+        type=size_up_to(MAX_BUFFER_BYTES),
+        default=64 * 1024,
+        metavar="SIZE",
+        help="chunk size (default 64KiB; Ozone: 4MB)",
+    )
+    p.add_argument(
+        "--bytes-per-checksum",
+        type=size_up_to(MAX_BUFFER_BYTES),
+        default=4 * 1024,
+        metavar="SIZE",
+        help="window size (default 4KiB; Ozone: 16KiB)",
+    )
+    p.add_argument(
+        "--algorithm",
+        choices=("crc32", "crc32c", "mixed"),
+        default="crc32",
+        help="data checksum type (default crc32, Ozone's; mixed: per container)",
+    )
+    p.add_argument(
+        "--faults",
+        default="default",
+        metavar="SPEC",
+        help="TYPE[=COUNT],... or 'none' or 'default' (see below)",
+    )
+    p.add_argument(
+        "--layout",
+        choices=("ozone", "crcmerkle"),
+        default="ozone",
+        help="ozone (default): real datanode volumes (OUT/dn<d>/vol<v>/hdds/..., "
+        "RocksDB container.db, .container files; the ozone extra), with the "
+        "Ozone-only faults too; crcmerkle: OUT/dn<d>/vol<v>/<containerID> with "
+        "block metadata in .blocks files (what 'crcmerkle reconcile' repairs)",
+    )
+    p.add_argument(
+        "--mount-path",
+        metavar="TEMPLATE",
+        default=None,
+        help="--layout ozone: the absolute path each volume will be mounted at, "
+        "recorded as metadataPath/chunksPath in its .container files (Ozone "
+        "reads there); {datanode} and {volume} are replaced by the indexes, "
+        "e.g. '/data/disk{volume}' (default: where the volume is written)",
+    )
+    p.add_argument(
+        "--om-db",
+        action="store_true",
+        help="--layout ozone: also write OUT/om.db, an Ozone Manager DB (RocksDB) "
+        "whose keys are made of the generated blocks (object-store and "
+        "file-system-optimised buckets, keys spanning containers), and each "
+        "key's true size, blocks and CRCs in the manifest's 'keys'",
+    )
+    p.add_argument(
+        "--seed",
+        type=int_in_range(-INT64_MAX - 1, INT64_MAX),
+        default=0,
+        help="random seed: the same seed gives the same bytes (default 0)",
+    )
     p.add_argument("--json", action="store_true", help="print the manifest")
     p.set_defaults(func=run)
     return p
@@ -144,16 +224,27 @@ def run(args: argparse.Namespace) -> int:
         generate_cluster,
         parse_faults,
     )
+
     try:
         cfg = GeneratorConfig(
-            datanodes=args.datanode_count, volumes=args.volumes,
-            containers=(args.containers if args.containers is not None
-                        else default_containers(args.layout)),
-            replicas=args.replicas, min_blocks=args.blocks[0], max_blocks=args.blocks[1],
-            block_size=args.block_size, chunk_size=args.chunk_size,
-            bytes_per_checksum=args.bytes_per_checksum, algorithm=args.algorithm,
-            faults=parse_faults(args.faults, args.layout), seed=args.seed, layout=args.layout,
-            mount_path=args.mount_path, om_db=args.om_db)
+            datanodes=args.datanode_count,
+            volumes=args.volumes,
+            containers=(
+                args.containers if args.containers is not None else default_containers(args.layout)
+            ),
+            replicas=args.replicas,
+            min_blocks=args.blocks[0],
+            max_blocks=args.blocks[1],
+            block_size=args.block_size,
+            chunk_size=args.chunk_size,
+            bytes_per_checksum=args.bytes_per_checksum,
+            algorithm=args.algorithm,
+            faults=parse_faults(args.faults, args.layout),
+            seed=args.seed,
+            layout=args.layout,
+            mount_path=args.mount_path,
+            om_db=args.om_db,
+        )
         manifest = generate_cluster(args.out, cfg)
     except GeneratorError as exc:
         raise CLIError(str(exc)) from None
@@ -163,9 +254,14 @@ def run(args: argparse.Namespace) -> int:
     else:
         reps = sum(len(c["replicas"]) for c in manifest["containers"].values())
         errs = sum(len(v) for v in manifest["expected_errors"].values())
-        print(f"wrote {args.out}: {args.datanode_count} datanodes, {len(manifest['containers'])} "
-              f"containers, {reps} replicas; {len(manifest['faults'])} faults "
-              f"({errs} expected scan errors); manifest {args.out}/manifest.json"
-              + (f"; OM DB {args.out}/om.db with {len(manifest['keys'])} keys"
-                 if "keys" in manifest else ""))
+        print(
+            f"wrote {args.out}: {args.datanode_count} datanodes, {len(manifest['containers'])} "
+            f"containers, {reps} replicas; {len(manifest['faults'])} faults "
+            f"({errs} expected scan errors); manifest {args.out}/manifest.json"
+            + (
+                f"; OM DB {args.out}/om.db with {len(manifest['keys'])} keys"
+                if "keys" in manifest
+                else ""
+            )
+        )
     return 0

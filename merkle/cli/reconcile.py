@@ -44,27 +44,47 @@ the whole repair; repaired chunks also update the volume's block_data."""
 EPILOG = exit_status_help(
     "repairs are pending (--dry-run planned some) or were left undone (something could not "
     "be repaired, or with --all the replicas still disagree); 2: a replica could not be "
-    "processed (locked, unreadable), no peer was usable, or --all found no replica")
+    "processed (locked, unreadable), no peer was usable, or --all found no replica"
+)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "reconcile", help="repair a container replica from its peers",
-        description=DESCRIPTION, epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("paths", nargs="*", metavar="PATH",
-                   help="CONTAINER PEER [PEER...], or with --all: directories to search")
-    p.add_argument("--all", action="store_true",
-                   help="reconcile every replica found under the paths with its peers")
-    p.add_argument("--report", metavar="REPORT.json",
-                   help="run every repair command of a 'crcmerkle spark report' JSON "
-                        "(and of the full command list it names)")
-    p.add_argument("--dry-run", action="store_true",
-                   help="print the plan (what, from where, how many bytes); change nothing")
+        "reconcile",
+        help="repair a container replica from its peers",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="CONTAINER PEER [PEER...], or with --all: directories to search",
+    )
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="reconcile every replica found under the paths with its peers",
+    )
+    p.add_argument(
+        "--report",
+        metavar="REPORT.json",
+        help="run every repair command of a 'crcmerkle spark report' JSON "
+        "(and of the full command list it names)",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan (what, from where, how many bytes); change nothing",
+    )
     p.add_argument("--json", action="store_true", help="JSON output")
-    p.add_argument("--offline", action="store_true",
-                   help="repair replicas on Ozone volumes whose datanode is stopped (the "
-                        "volume's RocksDB LOCK is taken; refused while it is held)")
+    p.add_argument(
+        "--offline",
+        action="store_true",
+        help="repair replicas on Ozone volumes whose datanode is stopped (the "
+        "volume's RocksDB LOCK is taken; refused while it is held)",
+    )
     p.set_defaults(func=run)
     return p
 
@@ -89,15 +109,19 @@ def _print(r: Any) -> None:
             continue
         if r.dry_run:
             for c in p.planned:
-                out(f"  pull block {c.block_id} chunk @{c.offset} ({c.length} bytes, "
-                    f"{c.reason}) from {p.peer}")
+                out(
+                    f"  pull block {c.block_id} chunk @{c.offset} ({c.length} bytes, "
+                    f"{c.reason}) from {p.peer}"
+                )
             for t in p.tombstones:
                 out(f"  adopt tombstone of block {t} from {p.peer}")
             if p.planned:
                 out(f"  total from {p.peer}: {len(p.planned)} chunks, {p.bytes_planned} bytes")
         elif p.copied or p.tombstones:
-            out(f"  from {p.peer}: copied {len(p.copied)} chunks ({p.bytes_copied} bytes)"
-                + (f", adopted tombstones {p.tombstones}" if p.tombstones else ""))
+            out(
+                f"  from {p.peer}: copied {len(p.copied)} chunks ({p.bytes_copied} bytes)"
+                + (f", adopted tombstones {p.tombstones}" if p.tombstones else "")
+            )
         for f in p.failures:
             out(f"  {p.peer}: {f}")
     for x in r.remaining:
@@ -152,8 +176,9 @@ def _report_jobs(path: str) -> Tuple[List[Job], Any]:
         try:
             jobs.append((job.replicas, check_report_job(job, loaded.roots, path)))
         except OSError as exc:
-            raise _Refused(path, f"container {job.container_id}: {_os_message(exc)} "
-                           f"(nothing was run)") from None
+            raise _Refused(
+                path, f"container {job.container_id}: {_os_message(exc)} (nothing was run)"
+            ) from None
         except ReplicaError as exc:
             raise _Refused(path, f"{exc} (nothing was run)") from None
     return jobs, loaded
@@ -161,14 +186,18 @@ def _report_jobs(path: str) -> Tuple[List[Job], Any]:
 
 def _print_ozone(commands: List[List[str]], mismatched: int) -> None:
     """A report of replicas on Ozone datanode volumes: the datanodes repair them."""
-    print(f"{mismatched} container(s) on Ozone datanode volumes to reconcile: Ozone "
-          f"reconciles them itself (the datanodes' container reconciliation, HDDS-10239); "
-          f"ask it to with:")
+    print(
+        f"{mismatched} container(s) on Ozone datanode volumes to reconcile: Ozone "
+        f"reconciles them itself (the datanodes' container reconciliation, HDDS-10239); "
+        f"ask it to with:"
+    )
     for argv in commands:
         print("  " + shlex.join(argv))
     if mismatched > len(commands):
-        print(f"  ... (the report lists the first {len(commands)}; 'crcmerkle spark report "
-              f"--first {mismatched}' lists them all)")
+        print(
+            f"  ... (the report lists the first {len(commands)}; 'crcmerkle spark report "
+            f"--first {mismatched}' lists them all)"
+        )
     print("then follow it with 'ozone admin container reconcile --status <containerID>'")
 
 
@@ -176,6 +205,7 @@ def _refuse_ozone(path: str, offline: bool = False) -> None:
     """Exit 2 with one line for a path on an Ozone datanode volume (see refuse_ozone),
     unless --offline."""
     from merkle.replica.reconcile import refuse_ozone
+
     if offline:
         return
     try:
@@ -208,8 +238,7 @@ def run(args: argparse.Namespace) -> int:
     """The verb; with --json a JSON document is printed in every outcome: {"results",
     "failed", "unconverged"}, an error that stops the run listed under "failed" (and on
     stderr as one line, exit 2)."""
-    state: Dict[str, Any] = {"results": [], "failed": [], "unconverged": [],
-                             "printed": False}
+    state: Dict[str, Any] = {"results": [], "failed": [], "unconverged": [], "printed": False}
     try:
         return _run(args, state)
     except CLIError as exc:
@@ -220,15 +249,22 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ReplicaError) as exc:
         message = _os_message(exc) if isinstance(exc, OSError) else str(exc)
         if args.json and not state["printed"]:
-            state["failed"].append({"path": getattr(exc, "filename", None) or
-                                    getattr(exc, "path", None), "error": message})
+            state["failed"].append(
+                {
+                    "path": getattr(exc, "filename", None) or getattr(exc, "path", None),
+                    "error": message,
+                }
+            )
             _dump(state)
         raise CLIError(message, EXIT_ERROR) from None
 
 
 def _dump(state: Dict[str, Any]) -> None:
-    doc = {"results": [r.to_dict() for r in state["results"]], "failed": state["failed"],
-           "unconverged": state["unconverged"]}
+    doc = {
+        "results": [r.to_dict() for r in state["results"]],
+        "failed": state["failed"],
+        "unconverged": state["unconverged"],
+    }
     if state.get("ozone_reconcile"):
         doc["ozone_reconcile"] = [{"argv": a} for a in state["ozone_reconcile"]]
     json.dump(redact_json(doc), sys.stdout, indent=1)
@@ -259,8 +295,9 @@ def _run(args: argparse.Namespace, state: Dict[str, Any]) -> int:
                 _print_ozone(loaded.ozone, loaded.mismatched)
     elif args.all:
         if not args.paths:
-            raise CLIError("--all needs the directories to search (crcmerkle reconcile --all "
-                           "PATH...)")
+            raise CLIError(
+                "--all needs the directories to search (crcmerkle reconcile --all PATH...)"
+            )
         groups: Dict[int, List[str]] = {}
         for p in args.paths:
             _refuse_ozone(p, args.offline)
@@ -291,8 +328,9 @@ def _run(args: argparse.Namespace, state: Dict[str, Any]) -> int:
     results = state["results"]
     for job, datanodes in jobs:
         try:
-            r = reconcile(job[0], job[1:], dry_run=args.dry_run, offline=args.offline,
-                          datanodes=datanodes)
+            r = reconcile(
+                job[0], job[1:], dry_run=args.dry_run, offline=args.offline, datanodes=datanodes
+            )
         except (ReplicaError, OSError) as exc:
             message = _os_message(exc) if isinstance(exc, OSError) else str(exc)
             failed.append({"path": job[0], "error": message})
@@ -304,8 +342,13 @@ def _run(args: argparse.Namespace, state: Dict[str, Any]) -> int:
             _print(r)
         if job[1:] and all(p.status == "skipped" for p in r.peers):
             # nothing could be compared: the work was not done, whatever the replica holds
-            failed.append({"path": job[0], "error": "no usable peer: "
-                           + "; ".join(f"{p.peer}: {p.reason}" for p in r.peers)})
+            failed.append(
+                {
+                    "path": job[0],
+                    "error": "no usable peer: "
+                    + "; ".join(f"{p.peer}: {p.reason}" for p in r.peers),
+                }
+            )
             if not args.json:
                 print_error(f"{job[0]}: no usable peer (every peer was skipped)")
     unconverged = state["unconverged"]
@@ -316,11 +359,16 @@ def _run(args: argparse.Namespace, state: Dict[str, Any]) -> int:
             by_id.setdefault(cid, {})[job[0]] = _stored_value(job[0])
         for cid, values in sorted(by_id.items()):
             if len(set(values.values())) != 1:
-                unconverged.append({"container_id": cid,
-                                    "values": {k: _fmt(v) for k, v in values.items()}})
+                unconverged.append(
+                    {"container_id": cid, "values": {k: _fmt(v) for k, v in values.items()}}
+                )
                 if not args.json:
-                    print(one_line(f"container {cid}: replicas disagree: "
-                                   + ", ".join(f"{k} {_fmt(v)}" for k, v in values.items())))
+                    print(
+                        one_line(
+                            f"container {cid}: replicas disagree: "
+                            + ", ".join(f"{k} {_fmt(v)}" for k, v in values.items())
+                        )
+                    )
     if args.json:
         _dump(state)
     if failed:

@@ -38,16 +38,24 @@ EPILOG = exit_status_help(
     "a source did not verify (not a good replica; nothing was created for it); 0 also when a "
     "target already holds the source's replica, 2 when a copy could not be done (target "
     "exists with other data, lock held, unreadable or oversized source metadata, missing or "
-    "linked volume directory)")
+    "linked volume directory)"
+)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("replicate", help="create a new replica from a good one",
-                              description=DESCRIPTION, epilog=EPILOG,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "replicate",
+        help="create a new replica from a good one",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("paths", nargs="*", metavar="PATH", help="SOURCE TARGET")
-    p.add_argument("--report", metavar="PLAN.json",
-                   help="run the copy commands of a 'crcmerkle spark plan --json' plan")
+    p.add_argument(
+        "--report",
+        metavar="PLAN.json",
+        help="run the copy commands of a 'crcmerkle spark plan --json' plan",
+    )
     p.add_argument("--json", action="store_true", help="JSON output")
     p.set_defaults(func=run)
     return p
@@ -94,16 +102,24 @@ def run(args: argparse.Namespace) -> int:
             failed.append({"source": s, "target": t, "error": str(exc), "source_good": False})
             status = max(status, EXIT_FINDINGS)
         except (ReplicaError, OSError) as exc:
-            msg = str(exc) if isinstance(exc, ReplicaError) else \
-                f"{exc.filename or t}: {exc.strerror or exc}"
+            msg = (
+                str(exc)
+                if isinstance(exc, ReplicaError)
+                else f"{exc.filename or t}: {exc.strerror or exc}"
+            )
             failed.append({"source": s, "target": t, "error": msg, "source_good": None})
             status = EXIT_ERROR
         else:
             results.append(r)
             if not args.json:
-                what = (f"created: {r.blocks} block(s), {r.chunks} chunk(s), "
-                        f"{r.bytes_copied} bytes verified and copied") \
-                    if r.status == "created" else "already present"
+                what = (
+                    (
+                        f"created: {r.blocks} block(s), {r.chunks} chunk(s), "
+                        f"{r.bytes_copied} bytes verified and copied"
+                    )
+                    if r.status == "created"
+                    else "already present"
+                )
                 print(one_line(f"{r.target} <- {r.source}: {what}"))
                 for n in r.notes:
                     print(f"  {one_line(str(n))}")
@@ -111,7 +127,10 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print_error(str(failed[-1]["error"]))
     if args.json:
-        json.dump(redact_json({"results": [r.to_dict() for r in results], "failed": failed}),
-                  sys.stdout, indent=1)
+        json.dump(
+            redact_json({"results": [r.to_dict() for r in results], "failed": failed}),
+            sys.stdout,
+            indent=1,
+        )
         sys.stdout.write("\n")
     return status

@@ -101,84 +101,135 @@ replicas may be given together; --json output is valid JSON in every outcome.
     "(none of its replicas was read: every one OPEN, without a usable .container, ...) "
     "(2 wins when some replica or PATH could not be scanned at all: missing, locked, "
     "unreadable, an Ozone volume whose DB cannot be opened; or no replica was found under a "
-    "PATH)")
-
-
-
-
+    "PATH)"
+)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "scan", help="verify container replicas (containers, volumes, datanodes)",
-        description=DESCRIPTION, epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        "scan",
+        help="verify container replicas (containers, volumes, datanodes)",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("paths", nargs="+", metavar="PATH", help="replica, volume or datanode")
     p.add_argument("--json", action="store_true", help="JSON output (see below)")
-    p.add_argument("--workers", type=int_in_range(1, 1024), default=1, metavar="N",
-                   help="threads scanning the blocks of a replica in parallel (default 1)")
-    p.add_argument("--bytes-per-second", "--rate", dest="rate", type=byte_rate,
-                   metavar="BYTES_PER_S",
-                   help="read at most this many bytes per second per volume (e.g. 16MiB, the "
-                        "default of scans of live datanodes: 11 days per 16 TB disk; 5MiB is "
-                        "Ozone's scanner's); 0: unlimited, as in 'spark scan'; unlimited by "
-                        "default (--rate: the same)")
-    p.add_argument("--idle-io", dest="idle_io", action="store_true", default=None,
-                   help="read in the kernel's idle I/O class (the default; given explicitly, "
-                        "says on stderr when the kernel refuses it or a disk's scheduler "
-                        "ignores it: only bfq and mq-deadline honour it)")
-    p.add_argument("--no-idle-io", dest="idle_io", action="store_false",
-                   help="read in the process's own I/O class (a scan that must end on a "
-                        "disk that is never idle)")
-    p.add_argument("--keep-cache", action="store_true",
-                   help="leave what the scan read in the page cache (by default each range "
-                        "is dropped once checksummed: a scan of a whole disk would evict the "
-                        "cache that serves the datanode's clients)")
-    p.add_argument("--mmap", action="store_true",
-                   help="accepted for compatibility; block files are always read with "
-                        "pread (a mapped file that shrinks mid-scan would kill the scan "
-                        "with SIGBUS)")
-    p.add_argument("--no-write", action="store_true",
-                   help="do not store the scanned tree (read-only; takes no lock)")
+    p.add_argument(
+        "--workers",
+        type=int_in_range(1, 1024),
+        default=1,
+        metavar="N",
+        help="threads scanning the blocks of a replica in parallel (default 1)",
+    )
+    p.add_argument(
+        "--bytes-per-second",
+        "--rate",
+        dest="rate",
+        type=byte_rate,
+        metavar="BYTES_PER_S",
+        help="read at most this many bytes per second per volume (e.g. 16MiB, the "
+        "default of scans of live datanodes: 11 days per 16 TB disk; 5MiB is "
+        "Ozone's scanner's); 0: unlimited, as in 'spark scan'; unlimited by "
+        "default (--rate: the same)",
+    )
+    p.add_argument(
+        "--idle-io",
+        dest="idle_io",
+        action="store_true",
+        default=None,
+        help="read in the kernel's idle I/O class (the default; given explicitly, "
+        "says on stderr when the kernel refuses it or a disk's scheduler "
+        "ignores it: only bfq and mq-deadline honour it)",
+    )
+    p.add_argument(
+        "--no-idle-io",
+        dest="idle_io",
+        action="store_false",
+        help="read in the process's own I/O class (a scan that must end on a "
+        "disk that is never idle)",
+    )
+    p.add_argument(
+        "--keep-cache",
+        action="store_true",
+        help="leave what the scan read in the page cache (by default each range "
+        "is dropped once checksummed: a scan of a whole disk would evict the "
+        "cache that serves the datanode's clients)",
+    )
+    p.add_argument(
+        "--mmap",
+        action="store_true",
+        help="accepted for compatibility; block files are always read with "
+        "pread (a mapped file that shrinks mid-scan would kill the scan "
+        "with SIGBUS)",
+    )
+    p.add_argument(
+        "--no-write",
+        action="store_true",
+        help="do not store the scanned tree (read-only; takes no lock)",
+    )
     cheap = p.add_mutually_exclusive_group()
-    cheap.add_argument("--trees-only", action="store_true",
-                       help="read each replica's stored .tree alone: no block metadata, no "
-                            "data (read-only)")
-    cheap.add_argument("--metadata-only", action="store_true",
-                       help="the census: check each replica's block metadata and take its "
-                            "stored .tree, or build the tree from the recorded checksums "
-                            "where the .tree is missing, unusable or older; no data read "
-                            "(read-only)")
-    p.add_argument("--strict", action="store_true",
-                   help="count warnings as errors: a replica with only warnings is not ok "
-                        "and the exit status is 1")
-    p.add_argument("--no-progress", action="store_true",
-                   help="never show a progress bar (one is shown when stderr is a terminal)")
-    p.add_argument("--also", action="append", type=str.lower, choices=ALSO_ALGORITHMS,
-                   metavar="ALG",
-                   help="also compute this CRC (crc64nvme, crc32c or crc32; repeatable) of "
-                        "every window of each chunk (the chunk's own bytes per checksum) and "
-                        "of each block read in full, from the bytes the scan reads anyway "
-                        "(nothing is read twice): what S3 keeps for an object "
-                        "(x-amz-checksum-crc64nvme of a one-block object is the block's "
-                        "value), compared later without reading the data again; in --json "
-                        "under each replica's \"also\" (each chunk with the checksums its "
-                        "metadata recorded: checksum_type, bytes_per_checksum, checksums in "
-                        "hex), in the text output one line per "
-                        "block, with --emit in the chunks and blocks tables' column of that "
-                        "name")
-    p.add_argument("--ledger-metadata", metavar="PATH",
-                   help="scan BookKeeper bookies: each PATH is a bookie's ledger directory "
-                        "(or a directory above them), checked against the ledger metadata at "
-                        "this PATH: a directory of 'bookkeeper shell ledgermetadata -ledgerid "
-                        "N -dumptofile F' files, or a copy of the ZooKeeper znode tree "
-                        "(ledgers/00/0000/L0000/_data); read-only")
-    p.add_argument("--zookeeper", metavar="HOST:PORT[/root]",
-                   help="scan BookKeeper bookies against the ledger metadata in this live "
-                        "ZooKeeper (read-only; also zk+hierarchical://HOST:PORT/ledgers; root "
-                        "default /ledgers), instead of --ledger-metadata")
-    p.add_argument("--buffer-size", type=size_up_to(MAX_BUFFER_BYTES), default=None,
-                   help=argparse.SUPPRESS)
+    cheap.add_argument(
+        "--trees-only",
+        action="store_true",
+        help="read each replica's stored .tree alone: no block metadata, no data (read-only)",
+    )
+    cheap.add_argument(
+        "--metadata-only",
+        action="store_true",
+        help="the census: check each replica's block metadata and take its "
+        "stored .tree, or build the tree from the recorded checksums "
+        "where the .tree is missing, unusable or older; no data read "
+        "(read-only)",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="count warnings as errors: a replica with only warnings is not ok "
+        "and the exit status is 1",
+    )
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="never show a progress bar (one is shown when stderr is a terminal)",
+    )
+    p.add_argument(
+        "--also",
+        action="append",
+        type=str.lower,
+        choices=ALSO_ALGORITHMS,
+        metavar="ALG",
+        help="also compute this CRC (crc64nvme, crc32c or crc32; repeatable) of "
+        "every window of each chunk (the chunk's own bytes per checksum) and "
+        "of each block read in full, from the bytes the scan reads anyway "
+        "(nothing is read twice): what S3 keeps for an object "
+        "(x-amz-checksum-crc64nvme of a one-block object is the block's "
+        "value), compared later without reading the data again; in --json "
+        'under each replica\'s "also" (each chunk with the checksums its '
+        "metadata recorded: checksum_type, bytes_per_checksum, checksums in "
+        "hex), in the text output one line per "
+        "block, with --emit in the chunks and blocks tables' column of that "
+        "name",
+    )
+    p.add_argument(
+        "--ledger-metadata",
+        metavar="PATH",
+        help="scan BookKeeper bookies: each PATH is a bookie's ledger directory "
+        "(or a directory above them), checked against the ledger metadata at "
+        "this PATH: a directory of 'bookkeeper shell ledgermetadata -ledgerid "
+        "N -dumptofile F' files, or a copy of the ZooKeeper znode tree "
+        "(ledgers/00/0000/L0000/_data); read-only",
+    )
+    p.add_argument(
+        "--zookeeper",
+        metavar="HOST:PORT[/root]",
+        help="scan BookKeeper bookies against the ledger metadata in this live "
+        "ZooKeeper (read-only; also zk+hierarchical://HOST:PORT/ledgers; root "
+        "default /ledgers), instead of --ledger-metadata",
+    )
+    p.add_argument(
+        "--buffer-size", type=size_up_to(MAX_BUFFER_BYTES), default=None, help=argparse.SUPPRESS
+    )
     from merkle.cli.emit import add_options
 
     add_options(p)  # --emit URI, --host NAME
@@ -215,11 +266,24 @@ def _bar(paths: List[str], enabled: bool) -> Any:
     found = _replicas(paths)
     sizes = [layout.data_bytes(r) for layout, r in found]
     if any(n is None for n in sizes):
-        return tqdm(total=len(found), unit="replica", desc="scan", file=sys.stderr,
-                    leave=False, dynamic_ncols=True)
-    return tqdm(total=sum(n or 0 for n in sizes), unit="B", unit_scale=True,
-                unit_divisor=1024, desc="scan", file=sys.stderr, leave=False,
-                dynamic_ncols=True)
+        return tqdm(
+            total=len(found),
+            unit="replica",
+            desc="scan",
+            file=sys.stderr,
+            leave=False,
+            dynamic_ncols=True,
+        )
+    return tqdm(
+        total=sum(n or 0 for n in sizes),
+        unit="B",
+        unit_scale=True,
+        unit_divisor=1024,
+        desc="scan",
+        file=sys.stderr,
+        leave=False,
+        dynamic_ncols=True,
+    )
 
 
 def _status(r: Any, strict: bool) -> str:
@@ -260,11 +324,12 @@ def _unverified(results: List[Any], args: argparse.Namespace) -> List[int]:
 
 
 def _unverified_line(ids: List[int], args: argparse.Namespace) -> str:
-    what = ("stored .tree" if args.trees_only else
-            "block metadata" if args.metadata_only else "data")
+    what = "stored .tree" if args.trees_only else "block metadata" if args.metadata_only else "data"
     shown = ", ".join(f"#{c}" for c in ids[:FIRST_UNVERIFIED])
-    return (f"UNVERIFIED: {len(ids)} container(s), none of whose replicas' {what} was read "
-            f"(first: {shown}{' ...' if len(ids) > FIRST_UNVERIFIED else ''})")
+    return (
+        f"UNVERIFIED: {len(ids)} container(s), none of whose replicas' {what} was read "
+        f"(first: {shown}{' ...' if len(ids) > FIRST_UNVERIFIED else ''})"
+    )
 
 
 def _idle_io(args: argparse.Namespace) -> Tuple[bool, Any]:
@@ -296,9 +361,11 @@ def _refuse_bookies_without_metadata(paths: List[str]) -> None:
         except (OSError, ValueError):
             continue
         if name == "bookkeeper":
-            raise CLIError(f"{path}: a BookKeeper bookie is scanned against its ledger "
-                           f"metadata: add --ledger-metadata PATH or --zookeeper HOST:PORT",
-                           EXIT_ERROR)
+            raise CLIError(
+                f"{path}: a BookKeeper bookie is scanned against its ledger "
+                f"metadata: add --ledger-metadata PATH or --zookeeper HOST:PORT",
+                EXIT_ERROR,
+            )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -306,15 +373,19 @@ def run(args: argparse.Namespace) -> int:
 
     if args.host is not None and not args.emit:
         raise CLIError("--host is only for --emit", EXIT_ERROR)
-    if (getattr(args, "ledger_metadata", None) is not None
-            or getattr(args, "zookeeper", None) is not None):
+    if (
+        getattr(args, "ledger_metadata", None) is not None
+        or getattr(args, "zookeeper", None) is not None
+    ):
         from merkle.cli.bookkeeper import run_bookkeeper
 
         return run_bookkeeper(args)
     _refuse_bookies_without_metadata(args.paths)
     if args.also and (args.trees_only or args.metadata_only):
-        raise CLIError("--also computes its CRCs from the data read: not with --trees-only "
-                       "or --metadata-only", EXIT_ERROR)
+        raise CLIError(
+            "--also computes its CRCs from the data read: not with --trees-only or --metadata-only",
+            EXIT_ERROR,
+        )
     idle, previous = _idle_io(args)
     try:
         if args.emit:
@@ -383,22 +454,34 @@ def _run(args: argparse.Namespace, idle: bool) -> int:
         for path in args.paths:  # one bad PATH does not stop the others
             before = (len(results), len(failed))
             try:
-                scan_paths([path], bytes_per_second=args.rate, workers=args.workers,
-                           write_tree=not (args.no_write or cheap),
-                           trees_only=args.trees_only, metadata_only=args.metadata_only,
-                           on_result=on_result,
-                           on_error=on_error, progress=progress,
-                           ozone_scanned=seen, drop_cache=not args.keep_cache,
-                           buffer_size=args.buffer_size or DEFAULT_BUFFER_SIZE,
-                           **({"also": tuple(args.also)} if args.also else {}))
+                scan_paths(
+                    [path],
+                    bytes_per_second=args.rate,
+                    workers=args.workers,
+                    write_tree=not (args.no_write or cheap),
+                    trees_only=args.trees_only,
+                    metadata_only=args.metadata_only,
+                    on_result=on_result,
+                    on_error=on_error,
+                    progress=progress,
+                    ozone_scanned=seen,
+                    drop_cache=not args.keep_cache,
+                    buffer_size=args.buffer_size or DEFAULT_BUFFER_SIZE,
+                    **({"also": tuple(args.also)} if args.also else {}),
+                )
             except FileNotFoundError as exc:
                 path_error(path, OSError(f"{path}: {exc.strerror or exc}"))
             except (ReplicaError, OSError) as exc:
                 path_error(path, exc)
             if (len(results), len(failed)) == before:  # an empty PATH is one failed entry
-                path_error(path, OSError(f"{path}: no container replica found (a replica is "
-                                         f"<volume>/<containerID> with metadata/ and chunks/, "
-                                         f"or an Ozone volume <R>/hdds/VERSION)"))
+                path_error(
+                    path,
+                    OSError(
+                        f"{path}: no container replica found (a replica is "
+                        f"<volume>/<containerID> with metadata/ and chunks/, "
+                        f"or an Ozone volume <R>/hdds/VERSION)"
+                    ),
+                )
     finally:
         if bar is not None:
             bar.close()
@@ -406,14 +489,22 @@ def _run(args: argparse.Namespace, idle: bool) -> int:
     nbytes = sum(r.bytes_read for r in results)
     bad = sum(1 for r in results if not r.ok_at(args.strict))
     warned = sum(1 for r in results if r.ok_at(args.strict) and r.warnings)
-    summary = {"replicas": len(results), "with_errors": bad, "failed": len(failed),
-               "errors": sum(len(r.errors) for r in results), "bytes_read": nbytes,
-               "seconds": round(seconds, 6),
-               "mb_per_s": round(nbytes / seconds / 1e6, 1) if seconds > 0 else None,
-               "with_warnings_only": warned,
-               "warnings": sum(len(r.warnings) for r in results), "strict": args.strict,
-               "bytes_per_second": args.rate, "idle_io": idle,
-               "drop_cache": not args.keep_cache, "also": list(args.also or ())}
+    summary = {
+        "replicas": len(results),
+        "with_errors": bad,
+        "failed": len(failed),
+        "errors": sum(len(r.errors) for r in results),
+        "bytes_read": nbytes,
+        "seconds": round(seconds, 6),
+        "mb_per_s": round(nbytes / seconds / 1e6, 1) if seconds > 0 else None,
+        "with_warnings_only": warned,
+        "warnings": sum(len(r.warnings) for r in results),
+        "strict": args.strict,
+        "bytes_per_second": args.rate,
+        "idle_io": idle,
+        "drop_cache": not args.keep_cache,
+        "also": list(args.also or ()),
+    }
     unverified = _unverified(results, args)
     summary["unverified_containers"] = len(unverified)
     summary["unverified"] = unverified[:FIRST_UNVERIFIED]
@@ -422,14 +513,26 @@ def _run(args: argparse.Namespace, idle: bool) -> int:
     if cheap:
         summary["compared"] = NO_DATA_READ[args.trees_only]
     if args.json:
-        json.dump(redact_json({"replicas": [r.to_dict(args.strict) for r in results],
-                               "failed": failed, "summary": summary}), sys.stdout, indent=1)
+        json.dump(
+            redact_json(
+                {
+                    "replicas": [r.to_dict(args.strict) for r in results],
+                    "failed": failed,
+                    "summary": summary,
+                }
+            ),
+            sys.stdout,
+            indent=1,
+        )
         sys.stdout.write("\n")
     else:
         rate = f", {summary['mb_per_s']} MB/s" if summary["mb_per_s"] is not None else ""
-        print(f"scanned {len(results)} replicas, {nbytes} bytes in {seconds:.2f} s{rate}: "
-              f"{bad} with errors" + (f", {warned} with warnings only" if warned else "")
-              + (f", {len(failed)} not scanned" if failed else ""))
+        print(
+            f"scanned {len(results)} replicas, {nbytes} bytes in {seconds:.2f} s{rate}: "
+            f"{bad} with errors"
+            + (f", {warned} with warnings only" if warned else "")
+            + (f", {len(failed)} not scanned" if failed else "")
+        )
         if cheap:
             print(f"no data read: {NO_DATA_READ[args.trees_only]}")
         if unverified:
@@ -437,6 +540,9 @@ def _run(args: argparse.Namespace, idle: bool) -> int:
     if failed:
         return EXIT_ERROR
     if not results:
-        raise CLIError(f"no container replica found under {', '.join(args.paths)} (a replica "
-                       "is <volume>/<containerID> with metadata/ and chunks/)", EXIT_ERROR)
+        raise CLIError(
+            f"no container replica found under {', '.join(args.paths)} (a replica "
+            "is <volume>/<containerID> with metadata/ and chunks/)",
+            EXIT_ERROR,
+        )
     return EXIT_FINDINGS if bad or unverified else 0

@@ -34,18 +34,36 @@ output: one progress line per round on stderr (unless --quiet), then a table per
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "soak", help="fault-injection soak: generate, scan, reconcile, verify, repeat",
-        description=DESCRIPTION, epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--seed", type=int_in_range(-INT64_MAX - 1, INT64_MAX), default=0,
-                   help="soak seed (default 0)")
+        "soak",
+        help="fault-injection soak: generate, scan, reconcile, verify, repeat",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--seed",
+        type=int_in_range(-INT64_MAX - 1, INT64_MAX),
+        default=0,
+        help="soak seed (default 0)",
+    )
     p.add_argument("--rounds", type=positive_int, default=10, metavar="N", help="default 10")
-    p.add_argument("--containers", type=positive_int, default=8, metavar="N",
-                   help="containers per round (default 8; 3 replicas each)")
-    p.add_argument("--workdir", metavar="DIR", help="where round clusters are written "
-                   "(default: the system temp directory)")
-    p.add_argument("--keep-failed", action="store_true",
-                   help="keep the cluster of a failed round for inspection")
+    p.add_argument(
+        "--containers",
+        type=positive_int,
+        default=8,
+        metavar="N",
+        help="containers per round (default 8; 3 replicas each)",
+    )
+    p.add_argument(
+        "--workdir",
+        metavar="DIR",
+        help="where round clusters are written (default: the system temp directory)",
+    )
+    p.add_argument(
+        "--keep-failed",
+        action="store_true",
+        help="keep the cluster of a failed round for inspection",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--quiet", action="store_true", help="no per-round progress lines")
     p.set_defaults(func=run)
@@ -60,14 +78,22 @@ def run(args: argparse.Namespace) -> int:
             return
         n = sum(t.injected for t in r.faults.values())
         status = "ok" if r.ok else "FAIL: " + "; ".join(r.problems[:3])
-        print(f"round {r.round_no + 1}/{args.rounds}: {r.containers} containers, {n} faults, "
-              f"{r.bytes_copied} bytes copied, {r.seconds:.2f} s: {status}",
-              file=sys.stderr, flush=True)
+        print(
+            f"round {r.round_no + 1}/{args.rounds}: {r.containers} containers, {n} faults, "
+            f"{r.bytes_copied} bytes copied, {r.seconds:.2f} s: {status}",
+            file=sys.stderr,
+            flush=True,
+        )
 
     try:
-        report = run_soak(args.seed, args.rounds, containers=args.containers,
-                          workdir=args.workdir, keep_failed=args.keep_failed,
-                          on_round=progress)
+        report = run_soak(
+            args.seed,
+            args.rounds,
+            containers=args.containers,
+            workdir=args.workdir,
+            keep_failed=args.keep_failed,
+            on_round=progress,
+        )
     except FileNotFoundError as exc:
         raise CLIError(f"--workdir: {exc.strerror}: {exc.filename}") from None
     if args.json:

@@ -37,66 +37,92 @@ from this peer. Unhealthy peer chunks that cannot be pulled are counted
 (unhealthy_chunks_filtered, Ozone's numUnhealthyChunksFiltered): when it is not 0 this peer
 cannot make the replica whole.
 
-""" + exit_status_help("OURS must pull something from PEER (2: unreadable or corrupt tree, "
-                       "trees of different containers)")
+""" + exit_status_help(
+    "OURS must pull something from PEER (2: unreadable or corrupt tree, "
+    "trees of different containers)"
+)
 OTHER_EPILOG = exit_status_help("never (0 done, 2 could not)")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("tree", help="Ozone container checksum trees (.tree files)",
-                              description=DESCRIPTION, epilog=exit_status_help(
-                                  "diff: OURS must pull something from PEER"),
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="tree_command", metavar="ACTION",
-                           parser_class=type(p))
-    show = sub.add_parser("show", help="summarise a .tree file", epilog=OTHER_EPILOG,
-                          description="Summarise one <containerID>.tree file: its container, "
-                          "data checksum, blocks and chunks (--blocks: each of them).",
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "tree",
+        help="Ozone container checksum trees (.tree files)",
+        description=DESCRIPTION,
+        epilog=exit_status_help("diff: OURS must pull something from PEER"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="tree_command", metavar="ACTION", parser_class=type(p))
+    show = sub.add_parser(
+        "show",
+        help="summarise a .tree file",
+        epilog=OTHER_EPILOG,
+        description="Summarise one <containerID>.tree file: its container, "
+        "data checksum, blocks and chunks (--blocks: each of them).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     show.add_argument("file", help="a <containerID>.tree file")
-    show.add_argument("--json", action="store_true",
-                      help="the whole tree as JSON (checksums in Ozone's hex)")
+    show.add_argument(
+        "--json", action="store_true", help="the whole tree as JSON (checksums in Ozone's hex)"
+    )
     show.add_argument("--blocks", action="store_true", help="list every block and chunk")
     show.set_defaults(func=_show)
 
-    d = sub.add_parser("diff", help="what OURS must pull from PEER", epilog=DIFF_EPILOG,
-                       description="Compare two .tree files of one container, as Ozone's "
-                       "reconciliation does: the blocks and chunks OURS lacks or holds "
-                       "corrupt that PEER holds healthy.",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    d = sub.add_parser(
+        "diff",
+        help="what OURS must pull from PEER",
+        epilog=DIFF_EPILOG,
+        description="Compare two .tree files of one container, as Ozone's "
+        "reconciliation does: the blocks and chunks OURS lacks or holds "
+        "corrupt that PEER holds healthy.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     d.add_argument("ours", help="the .tree of the replica to repair")
     d.add_argument("peer", help="the .tree of the replica to pull from")
     d.add_argument("--json", action="store_true", help="the report as JSON")
     d.set_defaults(func=_diff)
 
-    b = sub.add_parser("build", help="build a .tree from a chunk-metadata table",
-                       description="Build a container's .tree file from a table of its chunks "
-                       "and their stored window checksums (the format is below).",
-                       epilog=BUILD_EPILOG + "\n\n" + OTHER_EPILOG,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    b = sub.add_parser(
+        "build",
+        help="build a .tree from a chunk-metadata table",
+        description="Build a container's .tree file from a table of its chunks "
+        "and their stored window checksums (the format is below).",
+        epilog=BUILD_EPILOG + "\n\n" + OTHER_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     b.add_argument("table", help="CSV or Parquet file ('-' = CSV on stdin)")
     b.add_argument("-o", "--output", required=True, help="the .tree file to write (atomically)")
-    b.add_argument("--container-id", type=int_in_range(0, INT64_MAX), required=True,
-                   help="the container's ID (0 to 2^63-1, a Java long)")
+    b.add_argument(
+        "--container-id",
+        type=int_in_range(0, INT64_MAX),
+        required=True,
+        help="the container's ID (0 to 2^63-1, a Java long)",
+    )
     b.add_argument("--format", choices=["csv", "parquet"], help="default: from the extension")
     b.set_defaults(func=_build)
 
-    m = sub.add_parser("merge", help="merge a scanned tree into the stored one",
-                       description="Merge a freshly scanned tree into the stored one as Ozone "
-                       "does after a scan, and write the result.",
-                       epilog=OTHER_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    m = sub.add_parser(
+        "merge",
+        help="merge a scanned tree into the stored one",
+        description="Merge a freshly scanned tree into the stored one as Ozone "
+        "does after a scan, and write the result.",
+        epilog=OTHER_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     m.add_argument("stored", help="stored tree (missing, empty or corrupt = no tree, as Ozone)")
     m.add_argument("scanned", help="the tree a scan just computed")
-    m.add_argument("-o", "--output", required=True,
-                   help="the merged .tree file to write (atomically)")
+    m.add_argument(
+        "-o", "--output", required=True, help="the merged .tree file to write (atomically)"
+    )
     m.set_defaults(func=_merge)
     p.set_defaults(func=lambda args: _usage(p))
     return p
 
 
 def _usage(p: argparse.ArgumentParser) -> int:
-    raise CLIError("tree needs an action: show, diff, build or merge; see "
-                   "'crcmerkle tree --help'", EXIT_ERROR)
+    raise CLIError(
+        "tree needs an action: show, diff, build or merge; see 'crcmerkle tree --help'", EXIT_ERROR
+    )
 
 
 def _read(path: str, **kw: Any):
@@ -108,6 +134,7 @@ def _read_with_raw(path: str, **kw: Any):
     it is missing, (None, raw) when corrupt_ok and it is corrupt."""
     from merkle.replica.safeopen import read_named
     from merkle.trees.treefile import TreeFileError, tree_from_bytes
+
     try:
         try:
             data = read_named(path)  # size-capped and fstat-checked before reading
@@ -129,6 +156,7 @@ def _read_with_raw(path: str, **kw: Any):
 
 def _show(args: argparse.Namespace) -> int:
     from merkle.trees.ozone import format_checksum
+
     tree = _read(args.file)
     if args.json:
         json.dump(tree.to_dict(), sys.stdout)
@@ -137,8 +165,10 @@ def _show(args: argparse.Namespace) -> int:
     s = tree.summary()
     checksum = s["data_checksum"] or "none (tree not generated)"
     print(f"container {s['container_id']}  data checksum {checksum}")
-    print(f"  {s['blocks']} blocks ({s['live_blocks']} live, {s['deleted_blocks']} deleted), "
-          f"{s['chunks']} chunks, {s['unhealthy_chunks']} unhealthy, {s['bytes']} bytes")
+    print(
+        f"  {s['blocks']} blocks ({s['live_blocks']} live, {s['deleted_blocks']} deleted), "
+        f"{s['chunks']} chunks, {s['unhealthy_chunks']} unhealthy, {s['bytes']} bytes"
+    )
     for problem in tree.inconsistencies():
         print(f"  inconsistent: {problem}")
     if args.blocks:
@@ -152,20 +182,24 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _fmt_chunks(d: Dict[int, np.ndarray]) -> List[str]:
-    return [f"    block {b}: offsets {', '.join(str(int(o)) for o in offs)}"
-            for b, offs in d.items()]
+    return [
+        f"    block {b}: offsets {', '.join(str(int(o)) for o in offs)}" for b, offs in d.items()
+    ]
 
 
 def _diff(args: argparse.Namespace) -> int:
     from merkle.trees.diff import ContainerIDMismatchError, diff
+
     ours, peer = _read(args.ours), _read(args.peer)
     try:
         report = diff(ours, peer)
     except ContainerIDMismatchError as exc:
         # Ozone refuses such a diff (CONTAINER_ID_MISMATCH): the work cannot be done.
-        raise CLIError(f"{args.ours} is container {exc.ours} but {args.peer} is container "
-                       f"{exc.peer}: only replicas of one container can be diffed",
-                       EXIT_ERROR) from None
+        raise CLIError(
+            f"{args.ours} is container {exc.ours} but {args.peer} is container "
+            f"{exc.peer}: only replicas of one container can be diffed",
+            EXIT_ERROR,
+        ) from None
     if args.json:
         json.dump(report.to_dict(), sys.stdout)
         sys.stdout.write("\n")
@@ -181,8 +215,10 @@ def _diff(args: argparse.Namespace) -> int:
     else:
         print("  nothing to repair from this peer")
     if c["missing_blocks"]:
-        print(f"  missing blocks ({c['missing_blocks']}): "
-              + ", ".join(str(b) for b in d["missing_blocks"]))
+        print(
+            f"  missing blocks ({c['missing_blocks']}): "
+            + ", ".join(str(b) for b in d["missing_blocks"])
+        )
     if c["missing_chunks"]:
         print(f"  missing chunks ({c['missing_chunks']}):")
         print("\n".join(_fmt_chunks(report.missing_chunks)))
@@ -190,13 +226,17 @@ def _diff(args: argparse.Namespace) -> int:
         print(f"  corrupt chunks ({c['corrupt_chunks']}):")
         print("\n".join(_fmt_chunks(report.corrupt_chunks)))
     if c["diverged_deleted_blocks"]:
-        print(f"  deleted blocks to adopt ({c['diverged_deleted_blocks']}): "
-              + ", ".join(str(b) for b in d["diverged_deleted_blocks"]))
+        print(
+            f"  deleted blocks to adopt ({c['diverged_deleted_blocks']}): "
+            + ", ".join(str(b) for b in d["diverged_deleted_blocks"])
+        )
     if c["unhealthy_chunks_filtered"]:
         print(f"  unhealthy peer chunks skipped: {c['unhealthy_chunks_filtered']}")
     if c["unrecoverable_chunks"]:
-        print(f"  UNRECOVERABLE: {c['unrecoverable_chunks']} chunks healthy on both "
-              "replicas but different (write-path divergence; no automatic repair):")
+        print(
+            f"  UNRECOVERABLE: {c['unrecoverable_chunks']} chunks healthy on both "
+            "replicas but different (write-path divergence; no automatic repair):"
+        )
         print("\n".join(_fmt_chunks(report.unrecoverable_chunks)))
     return 1 if report.needs_repair else 0
 
@@ -204,10 +244,13 @@ def _diff(args: argparse.Namespace) -> int:
 def _merge(args: argparse.Namespace) -> int:
     from merkle.trees.merge import merge
     from merkle.trees.treefile import write_tree
+
     stored, stored_raw = _read_with_raw(args.stored, corrupt_ok=True, missing_ok=True)
     scanned, scanned_raw = _read_with_raw(args.scanned)
-    for path, tree, raw in ((args.stored, stored, stored_raw),
-                            (args.scanned, scanned, scanned_raw)):
+    for path, tree, raw in (
+        (args.stored, stored, stored_raw),
+        (args.scanned, scanned, scanned_raw),
+    ):
         _check_nothing_lost(path, tree, raw)
     try:
         merged = merge(stored, scanned)
@@ -230,8 +273,11 @@ def _check_nothing_lost(path: str, tree: Any, raw: Any) -> None:
 
     ok, _ = rewritable(raw, lambda known: tree_to_bytes(tree_from_bytes(known)))
     if not ok:
-        raise CLIError(f"{path}: holds fields this crcmerkle does not understand: merging "
-                       "would drop them (nothing written)", EXIT_ERROR)
+        raise CLIError(
+            f"{path}: holds fields this crcmerkle does not understand: merging "
+            "would drop them (nothing written)",
+            EXIT_ERROR,
+        )
 
 
 # ---- build ---------------------------------------------------------------------------------
@@ -280,8 +326,10 @@ def _read_csv(path: str) -> Dict[str, List[Any]]:
             if not row:
                 continue  # a blank line, as csv.DictReader skips it
             if len(row) != len(names):
-                raise CLIError(f"{path}: row {i + 1}: {len(row)} fields, the header has "
-                               f"{len(names)} (a truncated or malformed row)")
+                raise CLIError(
+                    f"{path}: row {i + 1}: {len(row)} fields, the header has "
+                    f"{len(names)} (a truncated or malformed row)"
+                )
             for name, v in zip(names, row):
                 cols[name].append(v)
         return cols
@@ -300,6 +348,7 @@ def _read_parquet(path: str) -> Dict[str, List[Any]]:
     except ImportError:
         raise CLIError("reading Parquet needs pyarrow (pip install pyarrow)") from None
     import pyarrow as pa
+
     try:
         return pq.read_table(path).to_pydict()
     except pa.ArrowException as exc:
@@ -322,12 +371,16 @@ def _table_columns(cols: Dict[str, List[Any]], path: str) -> Dict[str, Any]:
         low = -(1 << 63) if name == "block_id" else 0
         for i, v in enumerate(values):
             if not low <= v < 1 << 63:
-                raise CLIError(f"{path}: row {i + 1}: {name} {v} is out of range "
-                               f"({low} to 2**63-1)")
+                raise CLIError(
+                    f"{path}: row {i + 1}: {name} {v} is out of range ({low} to 2**63-1)"
+                )
         return np.array(values, dtype=np.int64)
 
-    out: Dict[str, Any] = {"block_id": ints("block_id"), "offset": ints("offset"),
-                           "length": ints("length")}
+    out: Dict[str, Any] = {
+        "block_id": ints("block_id"),
+        "offset": ints("offset"),
+        "length": ints("length"),
+    }
     if "leaf" in cols:
         vals = []
         for i, v in enumerate(cols["leaf"]):
@@ -336,8 +389,10 @@ def _table_columns(cols: Dict[str, List[Any]], path: str) -> Dict[str, Any]:
             except (TypeError, ValueError):
                 raise CLIError(f"{path}: row {i + 1}: leaf {v!r} is not a hex value") from None
             if not 0 <= vals[-1] <= 0xFFFFFFFF:
-                raise CLIError(f"{path}: row {i + 1}: leaf {v!r} is not an unsigned 32-bit "
-                               f"value (0 to ffffffff)")
+                raise CLIError(
+                    f"{path}: row {i + 1}: leaf {v!r} is not an unsigned 32-bit "
+                    f"value (0 to ffffffff)"
+                )
         out["leaf"] = np.array(vals, dtype=np.int64)
     else:
         parts, counts = [], []
@@ -350,19 +405,24 @@ def _table_columns(cols: Dict[str, List[Any]], path: str) -> Dict[str, Any]:
             elif isinstance(v, (bytes, bytearray)):
                 b = bytes(v)
             else:  # a list from Parquet
-                b = b"".join(x.to_bytes(4, "big") if isinstance(x, int) else bytes(x)
-                             for x in v)
+                b = b"".join(x.to_bytes(4, "big") if isinstance(x, int) else bytes(x) for x in v)
             parts.append(b)
             counts.append(len(b))
         out["window_bytes"] = b"".join(parts)
         out["window_byte_counts"] = np.array(counts, dtype=np.int64)
     if "checksum_matches" in cols:
         out["checksum_matches"] = np.array(
-            [v if isinstance(v, bool) else _bool(str(v), f"{path}: row {i + 1}")
-             for i, v in enumerate(cols["checksum_matches"])], dtype=bool)
+            [
+                v if isinstance(v, bool) else _bool(str(v), f"{path}: row {i + 1}")
+                for i, v in enumerate(cols["checksum_matches"])
+            ],
+            dtype=bool,
+        )
     if "deleted" in cols:
-        flags = [v if isinstance(v, bool) else _bool(str(v), f"{path}: row {i + 1}")
-                 for i, v in enumerate(cols["deleted"])]
+        flags = [
+            v if isinstance(v, bool) else _bool(str(v), f"{path}: row {i + 1}")
+            for i, v in enumerate(cols["deleted"])
+        ]
         out["deleted_blocks"] = sorted({int(b) for b, f in zip(out["block_id"], flags) if f})
     if n == 0:
         out["block_id"] = np.zeros(0, dtype=np.int64)
@@ -372,16 +432,17 @@ def _table_columns(cols: Dict[str, List[Any]], path: str) -> Dict[str, Any]:
 def _build(args: argparse.Namespace) -> int:
     from merkle.trees.model import ContainerTree
     from merkle.trees.treefile import write_tree
-    fmt = args.format or ("parquet" if args.table.lower().endswith((".parquet", ".pq"))
-                          else "csv")
+
+    fmt = args.format or ("parquet" if args.table.lower().endswith((".parquet", ".pq")) else "csv")
     try:
         cols = _read_parquet(args.table) if fmt == "parquet" else _read_csv(args.table)
     except OSError as exc:
         raise CLIError(f"{args.table}: {exc.strerror or exc}") from None
     spec = _table_columns(cols, args.table)
     try:
-        tree = ContainerTree.from_columns(args.container_id, spec.pop("block_id"),
-                                          spec.pop("offset"), spec.pop("length"), **spec)
+        tree = ContainerTree.from_columns(
+            args.container_id, spec.pop("block_id"), spec.pop("offset"), spec.pop("length"), **spec
+        )
     except (TypeError, ValueError) as exc:
         raise CLIError(f"{args.table}: {exc}") from None
     write_tree(tree, args.output)

@@ -11,5 +11,11 @@ from merkle.copies.compose import KeyCrc, key_crc
 from merkle.copies.fold import full_object_crc
 from merkle.copies.ozonecrc import ozone_composite_crc
 
-__all__ = ["BlockChecksums", "ChunkChecksums", "KeyCrc", "full_object_crc", "key_crc",
-           "ozone_composite_crc"]
+__all__ = [
+    "BlockChecksums",
+    "ChunkChecksums",
+    "KeyCrc",
+    "full_object_crc",
+    "key_crc",
+    "ozone_composite_crc",
+]

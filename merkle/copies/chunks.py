@@ -32,8 +32,14 @@ class ChunkChecksums:
     offset: Optional[int] = None
 
     @classmethod
-    def from_ozone(cls, length: int, checksum_type: str | int, bytes_per_checksum: int,
-                   checksums: Iterable[bytes], offset: Optional[int] = None) -> ChunkChecksums:
+    def from_ozone(
+        cls,
+        length: int,
+        checksum_type: str | int,
+        bytes_per_checksum: int,
+        checksums: Iterable[bytes],
+        offset: Optional[int] = None,
+    ) -> ChunkChecksums:
         """From `ChecksumData.checksums`: each entry the checksum as big-endian bytes (4 for
         CRC32 and CRC32C, 8 for CRC64NVME, 32 for SHA256, 16 for MD5)."""
         name = checksum_type_name(checksum_type)
@@ -89,10 +95,11 @@ _ENTRY_BYTES = {"CRC32": 4, "CRC32C": 4, "CRC64NVME": 8, "SHA256": 32, "MD5": 16
 class Chunk:
     """A validated chunk: its windows as a column of the algorithm's width (None when the type
     is not a CRC), and as Python ints for the step-by-step Ozone emulation."""
+
     length: int
     type_name: str
     bpc: int
-    values: list[int] | None      # non-CRC types: the int Ozone reads from each entry
+    values: list[int] | None  # non-CRC types: the int Ozone reads from each entry
     column: Optional[np.ndarray]  # CRC types
 
     @property
@@ -134,10 +141,14 @@ def _chunk(chunk: object, where: str) -> Chunk:
         if entry == 0 and values:
             raise ValueError(f"{where}: checksum type NONE with {len(values)} checksums")
         for v in values:
-            if (isinstance(v, bool) or not isinstance(v, (int, np.integer))
-                    or not 0 <= int(v) < 1 << (8 * entry)):
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, (int, np.integer))
+                or not 0 <= int(v) < 1 << (8 * entry)
+            ):
                 raise ValueError(
-                    f"{where}: a {type_name} checksum must be an integer of {entry} bytes")
+                    f"{where}: a {type_name} checksum must be an integer of {entry} bytes"
+                )
         return Chunk(length, type_name, bpc, [int(v) >> (8 * entry - 32) for v in values], None)
     column = crc_column(chunk.checksums, alg, f"{where}: checksums")
     # the window count must be exact: more or fewer CRCs than windows is corrupt metadata
@@ -145,15 +156,17 @@ def _chunk(chunk: object, where: str) -> Chunk:
         raise ValueError(f"{where}: bytes_per_checksum is 0 for {length} bytes")
     expected = -(-length // bpc) if length else 0
     if column.shape[0] != expected:
-        raise ValueError(f"{where}: {column.shape[0]} window checksums for {length} bytes "
-                         f"at {bpc} bytes per checksum ({expected} expected)")
+        raise ValueError(
+            f"{where}: {column.shape[0]} window checksums for {length} bytes "
+            f"at {bpc} bytes per checksum ({expected} expected)"
+        )
     return Chunk(length, type_name, bpc, None, column)
 
 
 @dataclass
 class Block:
-    length: int                      # OM's
-    chunks: list[Chunk]             # replicated: in block order; EC: every data cell in order
+    length: int  # OM's
+    chunks: list[Chunk]  # replicated: in block order; EC: every data cell in order
     stripes: Optional[list[list[Chunk]]]  # EC only
 
 
@@ -173,9 +186,10 @@ def validate(blocks: Sequence[BlockChecksums]) -> list[Block]:
         if block.ec_stripes is not None:
             if block.chunks:
                 raise ValueError(f"block {b}: both chunks and EC stripes")
-            stripes = [[_chunk(cell, f"block {b} stripe {s} cell {c}")
-                        for c, cell in enumerate(stripe)]
-                       for s, stripe in enumerate(block.ec_stripes)]
+            stripes = [
+                [_chunk(cell, f"block {b} stripe {s} cell {c}") for c, cell in enumerate(stripe)]
+                for s, stripe in enumerate(block.ec_stripes)
+            ]
             out.append(Block(om_len, [c for stripe in stripes for c in stripe], stripes))
             continue
         own: list[Chunk] = []
@@ -183,8 +197,10 @@ def validate(blocks: Sequence[BlockChecksums]) -> list[Block]:
         for c, chunk in enumerate(block.chunks):
             valid = _chunk(chunk, f"block {b} chunk {c}")
             if chunk.offset is not None and int(chunk.offset) != position:
-                raise ValueError(f"block {b} chunk {c}: offset {int(chunk.offset)}, "
-                                 f"expected {position} (a gap or an overlap)")
+                raise ValueError(
+                    f"block {b} chunk {c}: offset {int(chunk.offset)}, "
+                    f"expected {position} (a gap or an overlap)"
+                )
             position += valid.length
             own.append(valid)
         out.append(Block(om_len, own, None))

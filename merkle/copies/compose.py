@@ -64,8 +64,10 @@ def key_crc(blocks: Sequence[BlockChecksums]) -> KeyCrc:
         crc = 0
         reasons.append("no data: the CRC of nothing is 0 for every algorithm")
     elif len(types) > 1:
-        reasons.append(f"mixed checksum types ({', '.join(types)}): the CRC of the bytes "
-                       "cannot be derived from them")
+        reasons.append(
+            f"mixed checksum types ({', '.join(types)}): the CRC of the bytes "
+            "cannot be derived from them"
+        )
     elif types[0] not in CRC_TYPES:
         reasons.append(f"checksum type {types[0]} is not a CRC")
     else:
@@ -75,8 +77,17 @@ def key_crc(blocks: Sequence[BlockChecksums]) -> KeyCrc:
 
     if algorithm == "crc64nvme":
         # crcmerkle's own scan values: Ozone's COMPOSITE_CRC is made of its CRC32/CRC32C ones
-        return KeyCrc(algorithm, crc, length, om_length, None, None, None, True,
-                      tuple(reasons + ["Ozone has no COMPOSITE_CRC over CRC-64/NVME"]))
+        return KeyCrc(
+            algorithm,
+            crc,
+            length,
+            om_length,
+            None,
+            None,
+            None,
+            True,
+            tuple(reasons + ["Ozone has no COMPOSITE_CRC over CRC-64/NVME"]),
+        )
     ozone_alg: Optional[str]
     ozone_value: Optional[bytes]
     ozone_error: Optional[str]
@@ -84,18 +95,33 @@ def key_crc(blocks: Sequence[BlockChecksums]) -> KeyCrc:
         # Ozone's composition on consistent input is the CRC of the bytes (every golden
         # consistent key; tests/test_compose.py checks it against the emulation): skip the
         # step-by-step walk, which costs a Python step per window
-        ozone_alg, ozone_value, ozone_error = (f"COMPOSITE-{algorithm.upper()}",
-                                               crc.to_bytes(4, "big"), None)
+        ozone_alg, ozone_value, ozone_error = (
+            f"COMPOSITE-{algorithm.upper()}",
+            crc.to_bytes(4, "big"),
+            None,
+        )
     else:
         ozone_alg, ozone_value, ozone_error = ozone_walk(valid, None)
-    differs = not (crc is not None and algorithm is not None
-                   and ozone_alg == f"COMPOSITE-{algorithm.upper()}"
-                   and ozone_value == crc.to_bytes(4, "big"))
+    differs = not (
+        crc is not None
+        and algorithm is not None
+        and ozone_alg == f"COMPOSITE-{algorithm.upper()}"
+        and ozone_value == crc.to_bytes(4, "big")
+    )
     if ozone_error is not None:
         reasons.append(f"Ozone's COMPOSITE_CRC throws {ozone_error}")
     elif differs and ozone_alg is not None and not ozone_alg.startswith("COMPOSITE-"):
         reasons.append(f"Ozone returns {ozone_alg}, not a COMPOSITE_CRC")
     elif differs and crc is not None:
         reasons.append("Ozone's COMPOSITE_CRC is not the CRC of the key's bytes")
-    return KeyCrc(algorithm, crc, length, om_length, ozone_alg, ozone_value, ozone_error,
-                  differs, tuple(reasons))
+    return KeyCrc(
+        algorithm,
+        crc,
+        length,
+        om_length,
+        ozone_alg,
+        ozone_value,
+        ozone_error,
+        differs,
+        tuple(reasons),
+    )

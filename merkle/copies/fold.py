@@ -17,7 +17,10 @@ ALGORITHMS = ("crc32", "crc32c", "crc64nvme")
 WIDTH = {"crc32": 32, "crc32c": 32, "crc64nvme": 64}
 DTYPE = {"crc32": np.uint32, "crc32c": np.uint32, "crc64nvme": np.uint64}
 COMBINE: dict[str, Callable[[int, int, int], int]] = {
-    "crc32": crc32_combine, "crc32c": crc32c_combine, "crc64nvme": crc64nvme_combine}
+    "crc32": crc32_combine,
+    "crc32c": crc32c_combine,
+    "crc64nvme": crc64nvme_combine,
+}
 #: the largest key, in bytes, that anything here accepts (Java's long)
 MAX_BYTES = (1 << 63) - 1
 
@@ -91,8 +94,9 @@ def full_object_crc(part_crcs: object, part_sizes: object, algorithm: str) -> in
     return compose_columns(alg, crcs, sizes)[0]
 
 
-def compose_columns(alg: str, crcs: np.ndarray, sizes: np.ndarray, strict: bool = True
-             ) -> tuple[int, int]:
+def compose_columns(
+    alg: str, crcs: np.ndarray, sizes: np.ndarray, strict: bool = True
+) -> tuple[int, int]:
     """(CRC, total bytes) of validated columns. `strict=False` (Ozone's walk) lets a 0-byte
     piece with a CRC other than 0 through, as Ozone's composer does (it XORs it in)."""
     n = int(crcs.shape[0])

@@ -31,22 +31,44 @@ from merkle.copies.fold import ALGORITHMS, MAX_BYTES, compose_columns
 
 __all__ = ["COMPOSE_SCHEMA", "KEY_CRC_SCHEMA", "compose_keys"]
 
-COMPOSE_SCHEMA = pa.schema([
-    ("key_id", pa.int64()), ("seq", pa.int32()), ("container", pa.int64()),
-    ("block", pa.int64()), ("block_length", pa.int64()), ("block_status", pa.string()),
-    ("offset", pa.int64()), ("length", pa.int64()), ("checksum_type", pa.string()),
-    ("bytes_per_checksum", pa.int64()), ("checksums", pa.binary()),
-    ("crc64nvme", pa.binary()), ("crc32c", pa.binary()), ("crc32", pa.binary()),
-    ("composite_algorithm", pa.string()), ("part_sizes", pa.list_(pa.int64()))])
+COMPOSE_SCHEMA = pa.schema(
+    [
+        ("key_id", pa.int64()),
+        ("seq", pa.int32()),
+        ("container", pa.int64()),
+        ("block", pa.int64()),
+        ("block_length", pa.int64()),
+        ("block_status", pa.string()),
+        ("offset", pa.int64()),
+        ("length", pa.int64()),
+        ("checksum_type", pa.string()),
+        ("bytes_per_checksum", pa.int64()),
+        ("checksums", pa.binary()),
+        ("crc64nvme", pa.binary()),
+        ("crc32c", pa.binary()),
+        ("crc32", pa.binary()),
+        ("composite_algorithm", pa.string()),
+        ("part_sizes", pa.list_(pa.int64())),
+    ]
+)
 
 #: per key: each algorithm's full-object value (big-endian, null when the metadata cannot
 #: give it), the recorded checksum type(s), the bytes its chunks cover, why it is not
 #: verified (null when its blocks were), and when `ozone fs -checksum` would not be the CRC
-KEY_CRC_SCHEMA = pa.schema([
-    ("key_id", pa.int64()), ("crc32", pa.binary()), ("crc32c", pa.binary()),
-    ("crc64nvme", pa.binary()), ("recorded_type", pa.string()), ("covered", pa.int64()),
-    ("unverified", pa.string()), ("ozone_note", pa.string()),
-    ("composite", pa.binary()), ("composite_note", pa.string())])
+KEY_CRC_SCHEMA = pa.schema(
+    [
+        ("key_id", pa.int64()),
+        ("crc32", pa.binary()),
+        ("crc32c", pa.binary()),
+        ("crc64nvme", pa.binary()),
+        ("recorded_type", pa.string()),
+        ("covered", pa.int64()),
+        ("unverified", pa.string()),
+        ("ozone_note", pa.string()),
+        ("composite", pa.binary()),
+        ("composite_note", pa.string()),
+    ]
+)
 
 #: Ozone's recorded type -> the algorithm its windows are
 _RECORDED = {"CRC32": "crc32", "CRC32C": "crc32c"}
@@ -67,8 +89,9 @@ def _binary(col: pa.ChunkedArray | pa.Array) -> pa.Array:
 
 
 def _lengths(arr: pa.Array) -> np.ndarray:
-    return np.asarray(pc.binary_length(arr).fill_null(-1).to_numpy(zero_copy_only=False),
-                      dtype=np.int64)
+    return np.asarray(
+        pc.binary_length(arr).fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64
+    )
 
 
 def _flat(arr: pa.Array, rows: np.ndarray, blen: np.ndarray) -> np.ndarray:
@@ -86,11 +109,12 @@ def _flat(arr: pa.Array, rows: np.ndarray, blen: np.ndarray) -> np.ndarray:
         return np.zeros(0, np.uint8)
     wide = pa.types.is_large_binary(taken.type)
     offsets = np.frombuffer(taken.buffers()[1], dtype=np.int64 if wide else np.int32)[
-        taken.offset:taken.offset + len(taken) + 1]
+        taken.offset : taken.offset + len(taken) + 1
+    ]
     data = taken.buffers()[2]
     if data is None:
         return np.zeros(0, np.uint8)
-    return np.frombuffer(data, dtype=np.uint8)[int(offsets[0]):int(offsets[-1])]
+    return np.frombuffer(data, dtype=np.uint8)[int(offsets[0]) : int(offsets[-1])]
 
 
 def compose_keys(table: pa.Table | pa.RecordBatch) -> pa.Table:
@@ -115,8 +139,7 @@ def compose_keys(table: pa.Table | pa.RecordBatch) -> pa.Table:
     offset = _np(t["offset"])
     length = _np(t["length"])
     bpc = _np(t["bytes_per_checksum"])
-    has_status = np.asarray(t["block_status"].is_valid().to_numpy(zero_copy_only=False),
-                            dtype=bool)
+    has_status = np.asarray(t["block_status"].is_valid().to_numpy(zero_copy_only=False), dtype=bool)
     status = _Lazy(t["block_status"])
 
     unverified: List[Optional[str]] = [None] * nkeys
@@ -129,8 +152,7 @@ def compose_keys(table: pa.Table | pa.RecordBatch) -> pa.Table:
                 unverified[k] = why(r)
 
     # blocks the chosen replica does not stand for
-    flag(np.flatnonzero(has_status),
-         lambda r: f"block {container[r]}/{block[r]}: {status[r]}")
+    flag(np.flatnonzero(has_status), lambda r: f"block {container[r]}/{block[r]}: {status[r]}")
 
     # chunk rows: every block covered from 0 without a gap, to its OM length
     chunk = ~offset_null
@@ -143,22 +165,30 @@ def compose_keys(table: pa.Table | pa.RecordBatch) -> pa.Table:
     block_base = np.repeat(before[bstarts], np.diff(np.concatenate((bstarts, [n]))))
     expected_offset = before - block_base
     bad_len = chunk & ((length < 0) | (length > MAX_BYTES))
-    flag(np.flatnonzero(bad_len), lambda r: f"block {container[r]}/{block[r]}: chunk length "
-                                            f"{length[r]} out of range")
+    flag(
+        np.flatnonzero(bad_len),
+        lambda r: f"block {container[r]}/{block[r]}: chunk length {length[r]} out of range",
+    )
     gap = chunk & ~bad_len & (offset != expected_offset)
-    flag(np.flatnonzero(gap), lambda r: f"block {container[r]}/{block[r]}: chunk at offset "
-                                        f"{offset[r]}, expected {expected_offset[r]} (a gap or "
-                                        f"an overlap)")
+    flag(
+        np.flatnonzero(gap),
+        lambda r: (
+            f"block {container[r]}/{block[r]}: chunk at offset "
+            f"{offset[r]}, expected {expected_offset[r]} (a gap or "
+            f"an overlap)"
+        ),
+    )
     block_ends = np.concatenate((bstarts[1:], [n])) - 1
     covered_block = csum[block_ends] - before[bstarts]
-    short = np.flatnonzero((covered_block != block_len[bstarts])
-                           & ~has_status[bstarts])
+    short = np.flatnonzero((covered_block != block_len[bstarts]) & ~has_status[bstarts])
     for i in short.tolist():
         r = int(bstarts[i])
         k = int(row_key[r])
         if unverified[k] is None:
-            unverified[k] = (f"block {container[r]}/{block[r]}: its chunks hold "
-                             f"{int(covered_block[i])} bytes, OM says {block_len[r]}")
+            unverified[k] = (
+                f"block {container[r]}/{block[r]}: its chunks hold "
+                f"{int(covered_block[i])} bytes, OM says {block_len[r]}"
+            )
     covered = np.add.reduceat(lens, starts) if n else np.zeros(0, np.int64)
 
     # the window counts each chunk's length and bytes_per_checksum give
@@ -192,65 +222,99 @@ def compose_keys(table: pa.Table | pa.RecordBatch) -> pa.Table:
         ok_row = ~chunk | (valid_bpc & (blen == count * _WIDTH[alg]))
         key_ok = np.logical_and.reduceat(ok_row, starts)
         out: List[Optional[bytes]] = [None] * nkeys
-        usable = np.asarray([k for k in np.flatnonzero(key_ok).tolist()
-                             if unverified[k] is None], dtype=np.int64)
+        usable = np.asarray(
+            [k for k in np.flatnonzero(key_ok).tolist() if unverified[k] is None], dtype=np.int64
+        )
         if usable.shape[0]:
             rows = np.flatnonzero(chunk & np.isin(row_key, usable))
             flat = _flat(src, rows, blen)
-            _fold_keys(alg, flat.view(_BE[alg]), row_key[rows], count[rows], lens[rows], bpc[rows],
-                       usable, covered, out)
+            _fold_keys(
+                alg,
+                flat.view(_BE[alg]),
+                row_key[rows],
+                count[rows],
+                lens[rows],
+                bpc[rows],
+                usable,
+                covered,
+                out,
+            )
         values[alg] = out
         if comp_alg is not None and usable.shape[0]:
-            _composites(alg, flat.view(_BE[alg]), row_key[rows], count[rows], lens[rows],
-                        bpc[rows], usable, comp_alg, part_sizes, composite, composite_note)
+            _composites(
+                alg,
+                flat.view(_BE[alg]),
+                row_key[rows],
+                count[rows],
+                lens[rows],
+                bpc[rows],
+                usable,
+                comp_alg,
+                part_sizes,
+                composite,
+                composite_note,
+            )
 
     # the recorded type(s) and whether Ozone's COMPOSITE_CRC would be the CRC of the bytes:
     # checked for every key at once, the reasons spelled out only for the keys that differ
     lo = np.where(chunk, codes, np.iinfo(np.int64).max)
     hi = np.where(chunk, codes, -1)
     kmin, kmax = np.minimum.reduceat(lo, starts), np.maximum.reduceat(hi, starts)
-    bfirst = np.repeat(np.where(chunk[bstarts], lens[bstarts], 0),
-                       np.diff(np.concatenate((bstarts, [n]))))
+    bfirst = np.repeat(
+        np.where(chunk[bstarts], lens[bstarts], 0), np.diff(np.concatenate((bstarts, [n])))
+    )
     bbpc = np.repeat(bpc[bstarts], np.diff(np.concatenate((bstarts, [n]))))
-    odd = chunk & ((lens == 0) | (bpc != bbpc) | (lens > count * bfirst)
-                   | ~np.isin(codes, [i for i, nm in enumerate(names) if nm in _RECORDED]))
+    odd = chunk & (
+        (lens == 0)
+        | (bpc != bbpc)
+        | (lens > count * bfirst)
+        | ~np.isin(codes, [i for i, nm in enumerate(names) if nm in _RECORDED])
+    )
     suspect = np.logical_or.reduceat(odd, starts) | (kmin != kmax)
     recorded_type: List[Optional[str]] = [
-        names[int(a)] if a == b else None for a, b in zip(kmin.tolist(), kmax.tolist())]
+        names[int(a)] if a == b else None for a, b in zip(kmin.tolist(), kmax.tolist())
+    ]
     for k in np.flatnonzero(suspect).tolist():
         a, b = int(starts[k]), int(ends[k])
-        types = sorted({c for c, ch in zip(t["checksum_type"].slice(a, b - a).to_pylist(),
-                                           chunk[a:b].tolist()) if ch and c})
+        types = sorted(
+            {
+                c
+                for c, ch in zip(
+                    t["checksum_type"].slice(a, b - a).to_pylist(), chunk[a:b].tolist()
+                )
+                if ch and c
+            }
+        )
         recorded_type[k] = ",".join(types) if types else None
         if unverified[k] is not None:
             continue
-        why = _ozone_differs(types, chunk[a:b], lens[a:b], bpc[a:b], count[a:b],
-                             new_block[a:b])
+        why = _ozone_differs(types, chunk[a:b], lens[a:b], bpc[a:b], count[a:b], new_block[a:b])
         if why:
             notes[k].append(f"ozone fs -checksum would differ: {why}")
 
-    return pa.table({
-        "key_id": pa.array(key[starts], pa.int64()),
-        "crc32": pa.array(values["crc32"], pa.binary()),
-        "crc32c": pa.array(values["crc32c"], pa.binary()),
-        "crc64nvme": pa.array(values["crc64nvme"], pa.binary()),
-        "recorded_type": pa.array(recorded_type, pa.string()),
-        "covered": pa.array(covered, pa.int64()),
-        "unverified": pa.array(unverified, pa.string()),
-        "ozone_note": pa.array(["; ".join(x) if x else None for x in notes], pa.string()),
-        "composite": pa.array(composite, pa.binary()),
-        "composite_note": pa.array(composite_note, pa.string()),
-    }, schema=KEY_CRC_SCHEMA)
+    return pa.table(
+        {
+            "key_id": pa.array(key[starts], pa.int64()),
+            "crc32": pa.array(values["crc32"], pa.binary()),
+            "crc32c": pa.array(values["crc32c"], pa.binary()),
+            "crc64nvme": pa.array(values["crc64nvme"], pa.binary()),
+            "recorded_type": pa.array(recorded_type, pa.string()),
+            "covered": pa.array(covered, pa.int64()),
+            "unverified": pa.array(unverified, pa.string()),
+            "ozone_note": pa.array(["; ".join(x) if x else None for x in notes], pa.string()),
+            "composite": pa.array(composite, pa.binary()),
+            "composite_note": pa.array(composite_note, pa.string()),
+        },
+        schema=KEY_CRC_SCHEMA,
+    )
 
 
 def _codes(col: pa.ChunkedArray, chunk: np.ndarray) -> Tuple[np.ndarray, List[str]]:
     """Each row's recorded type as a small integer (a row that is no chunk, or has no type:
     0, the code of "") and the names the codes stand for (one dictionary encoding)."""
-    enc = pc.dictionary_encode(col.combine_chunks() if isinstance(col, pa.ChunkedArray)
-                               else col)
+    enc = pc.dictionary_encode(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col)
     names = [""] + [str(x) for x in enc.dictionary.to_pylist()]
-    codes = np.asarray(enc.indices.fill_null(-1).to_numpy(zero_copy_only=False),
-                       dtype=np.int64) + 1
+    codes = np.asarray(enc.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64) + 1
     codes[~chunk] = 0
     return codes, names
 
@@ -274,9 +338,17 @@ def _window_sizes(cnt: np.ndarray, lens: np.ndarray, bpc: np.ndarray) -> np.ndar
     return sizes
 
 
-def _fold_keys(alg: str, crcs: np.ndarray, rkey: np.ndarray, cnt: np.ndarray,
-               lens: np.ndarray, bpc: np.ndarray, usable: np.ndarray, covered: np.ndarray,
-               out: List[Optional[bytes]]) -> None:
+def _fold_keys(
+    alg: str,
+    crcs: np.ndarray,
+    rkey: np.ndarray,
+    cnt: np.ndarray,
+    lens: np.ndarray,
+    bpc: np.ndarray,
+    usable: np.ndarray,
+    covered: np.ndarray,
+    out: List[Optional[bytes]],
+) -> None:
     """Each usable key's CRC from its chunks' windows (`crcs`, big-endian, chunk after
     chunk: the chunk rows of the usable keys, in key order). The keys whose windows are all
     bytes_per_checksum long but their last (one bpc, every chunk but the last a whole number
@@ -290,17 +362,24 @@ def _fold_keys(alg: str, crcs: np.ndarray, rkey: np.ndarray, cnt: np.ndarray,
     klast = np.searchsorted(rkey, usable, side="right") - 1
     full = lens == cnt * bpc
     step = bpc[kfirst]
-    one_bpc = (np.minimum.reduceat(bpc, kfirst) == np.maximum.reduceat(bpc, kfirst)) \
-        if kfirst.shape[0] else np.zeros(0, bool)
+    one_bpc = (
+        (np.minimum.reduceat(bpc, kfirst) == np.maximum.reduceat(bpc, kfirst))
+        if kfirst.shape[0]
+        else np.zeros(0, bool)
+    )
     not_full = (~full).astype(np.int64)
-    ragged = np.add.reduceat(not_full, kfirst) - not_full[klast] if kfirst.shape[0] \
+    ragged = (
+        np.add.reduceat(not_full, kfirst) - not_full[klast]
+        if kfirst.shape[0]
         else np.zeros(0, np.int64)
+    )
     w0, w1 = wstart[kfirst], wend[klast]
     tail = lens[klast] - np.maximum(cnt[klast] - 1, 0) * bpc[klast]
     uniform = one_bpc & (ragged == 0) & (w1 > w0)
     # the windows of the usable keys are contiguous, in key order: one bounds column
-    bounds = np.concatenate((w0, w1[-1:])).astype(np.uint64) if w0.shape[0] else \
-        np.zeros(1, np.uint64)
+    bounds = (
+        np.concatenate((w0, w1[-1:])).astype(np.uint64) if w0.shape[0] else np.zeros(1, np.uint64)
+    )
     raw = crcs.view(np.uint8)
     for stride in np.unique(step[uniform]).tolist():
         these = uniform & (step == stride)
@@ -316,9 +395,8 @@ def _fold_keys(alg: str, crcs: np.ndarray, rkey: np.ndarray, cnt: np.ndarray,
             if covered[k] == 0:
                 out[k] = bytes(width)
             continue
-        sizes = _window_sizes(cnt[a:b + 1], lens[a:b + 1], bpc[a:b + 1])
-        crc, total_k = compose_columns(alg, crcs[lo:hi].astype(_NATIVE[alg]), sizes,
-                                       strict=False)
+        sizes = _window_sizes(cnt[a : b + 1], lens[a : b + 1], bpc[a : b + 1])
+        crc, total_k = compose_columns(alg, crcs[lo:hi].astype(_NATIVE[alg]), sizes, strict=False)
         if total_k == covered[k]:  # cannot differ after compose_keys' checks; never guess
             out[k] = int(crc).to_bytes(width, "big")
 
@@ -327,10 +405,19 @@ def _fold_keys(alg: str, crcs: np.ndarray, rkey: np.ndarray, cnt: np.ndarray,
 MAX_PARTS = 10_000
 
 
-def _composites(alg: str, crcs: np.ndarray, rkey: np.ndarray, cnt: np.ndarray,
-                lens: np.ndarray, bpc: np.ndarray, usable: np.ndarray,
-                comp_alg: List[Optional[str]], part_sizes: List[Optional[List[int]]],
-                composite: List[Optional[bytes]], notes: List[Optional[str]]) -> None:
+def _composites(
+    alg: str,
+    crcs: np.ndarray,
+    rkey: np.ndarray,
+    cnt: np.ndarray,
+    lens: np.ndarray,
+    bpc: np.ndarray,
+    usable: np.ndarray,
+    comp_alg: List[Optional[str]],
+    part_sizes: List[Optional[List[int]]],
+    composite: List[Optional[bytes]],
+    notes: List[Optional[str]],
+) -> None:
     """S3's COMPOSITE value (the CRC of the parts' big-endian CRCs) of each usable key whose
     target is a composite of `alg` with known part sizes, from the key's windows: each part's
     CRC is the fold of the windows it covers, so every part boundary must fall between two
@@ -349,18 +436,27 @@ def _composites(alg: str, crcs: np.ndarray, rkey: np.ndarray, cnt: np.ndarray,
             continue
         w0 = int(wend[a] - cnt[a])
         w1 = int(wend[b])
-        sizes = _window_sizes(cnt[a:b + 1], lens[a:b + 1], bpc[a:b + 1])
+        sizes = _window_sizes(cnt[a : b + 1], lens[a : b + 1], bpc[a : b + 1])
         ends = np.cumsum(sizes)
         bounds = np.cumsum(np.asarray(sizes_k, dtype=np.int64))
         if bounds.shape[0] and (bounds[-1] != (ends[-1] if ends.shape[0] else 0)):
-            notes[k] = (f"the parts add up to {int(bounds[-1])} bytes, the key's chunks to "
-                        f"{int(ends[-1]) if ends.shape[0] else 0}")
+            notes[k] = (
+                f"the parts add up to {int(bounds[-1])} bytes, the key's chunks to "
+                f"{int(ends[-1]) if ends.shape[0] else 0}"
+            )
             continue
         idx = np.searchsorted(ends, bounds)  # the window each part ends in
-        if ((idx < ends.shape[0]) & (ends[np.minimum(idx, max(ends.shape[0] - 1, 0))]
-                                      != bounds)).any() if ends.shape[0] else bounds.any():
-            notes[k] = ("a part boundary falls inside a checksum window: the parts' CRCs "
-                        "cannot be made from the windows")
+        if (
+            (
+                (idx < ends.shape[0]) & (ends[np.minimum(idx, max(ends.shape[0] - 1, 0))] != bounds)
+            ).any()
+            if ends.shape[0]
+            else bounds.any()
+        ):
+            notes[k] = (
+                "a part boundary falls inside a checksum window: the parts' CRCs "
+                "cannot be made from the windows"
+            )
             continue
         native = crcs[w0:w1].astype(_NATIVE[alg])
         start = 0
@@ -372,8 +468,14 @@ def _composites(alg: str, crcs: np.ndarray, rkey: np.ndarray, cnt: np.ndarray,
         composite[k] = int(fn(bytes(packed))).to_bytes(_WIDTH[alg], "big")
 
 
-def _ozone_differs(types: List[str], chunk: np.ndarray, lens: np.ndarray, bpc: np.ndarray,
-                   count: np.ndarray, new_block: np.ndarray) -> Optional[str]:
+def _ozone_differs(
+    types: List[str],
+    chunk: np.ndarray,
+    lens: np.ndarray,
+    bpc: np.ndarray,
+    count: np.ndarray,
+    new_block: np.ndarray,
+) -> Optional[str]:
     """Why Ozone's COMPOSITE_CRC of this key would not be the CRC of its bytes (its README's
     inconsistent inputs: merkle.copies.ozonecrc.ozone_agrees), or None."""
     if len(types) > 1:

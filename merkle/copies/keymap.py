@@ -21,21 +21,39 @@ INT64_MAX = 2**63 - 1
 #: `size` OM's dataSize, `reason` why the OM record itself cannot be verified (a broken FSO
 #: chain, a size that is not its blocks', encryption, erasure coding), `ozone_checksum` the
 #: file checksum OM stored for the key, if any (as `COMPOSITE-CRC32C:0x...`)
-KEY_SCHEMA = pa.schema([
-    ("key_id", pa.int64()), ("name", pa.string()), ("ozone_name", pa.string()),
-    ("size", pa.int64()), ("replication", pa.string()), ("blocks", pa.int32()),
-    ("reason", pa.string()), ("ozone_checksum", pa.string())])
+KEY_SCHEMA = pa.schema(
+    [
+        ("key_id", pa.int64()),
+        ("name", pa.string()),
+        ("ozone_name", pa.string()),
+        ("size", pa.int64()),
+        ("replication", pa.string()),
+        ("blocks", pa.int32()),
+        ("reason", pa.string()),
+        ("ozone_checksum", pa.string()),
+    ]
+)
 #: one row per block of a key's latest version, in key order (`seq`)
-KEY_BLOCK_SCHEMA = pa.schema([
-    ("key_id", pa.int64()), ("seq", pa.int32()), ("container", pa.int64()),
-    ("block", pa.int64()), ("block_length", pa.int64())])
+KEY_BLOCK_SCHEMA = pa.schema(
+    [
+        ("key_id", pa.int64()),
+        ("seq", pa.int32()),
+        ("container", pa.int64()),
+        ("block", pa.int64()),
+        ("block_length", pa.int64()),
+    ]
+)
 
 #: why an erasure-coded key is not composed: its bytes are the data cells of each stripe in
 #: replica-index order, and the scan tables do not say which index each replica holds
-EC_REASON = ("erasure-coded: the scan output does not record which replica index each "
-             "container replica holds, so the cells cannot be put in key order")
-ENCRYPTED_REASON = ("stored encrypted (fileEncryptionInfo): the datanodes' checksums are of "
-                    "the ciphertext, not of the bytes a copy holds")
+EC_REASON = (
+    "erasure-coded: the scan output does not record which replica index each "
+    "container replica holds, so the cells cannot be put in key order"
+)
+ENCRYPTED_REASON = (
+    "stored encrypted (fileEncryptionInfo): the datanodes' checksums are of "
+    "the ciphertext, not of the bytes a copy holds"
+)
 
 
 def parse_map(rules: Sequence[str]) -> NameMap:
@@ -44,8 +62,9 @@ def parse_map(rules: Sequence[str]) -> NameMap:
     for rule in rules:
         src, sep, dst = rule.partition("=")
         if not sep or not src.strip("/"):
-            raise ValueError(f"--map wants SOURCE_PREFIX=TARGET_PREFIX (a non-empty source), "
-                             f"not {rule!r}")
+            raise ValueError(
+                f"--map wants SOURCE_PREFIX=TARGET_PREFIX (a non-empty source), not {rule!r}"
+            )
         pairs.append((src.lstrip("/"), dst.lstrip("/")))
     return NameMap(tuple(pairs))
 
@@ -67,7 +86,7 @@ class NameMap:
         if best is None:
             return None
         src, dst = self.rules[best]
-        return dst + name[len(src):]
+        return dst + name[len(src) :]
 
     def rule_of(self, ozone_name: str) -> Optional[int]:
         """The index of the rule that names this key (the longest matching source prefix;
@@ -112,11 +131,13 @@ class MapStats:
         mistyped prefix), or no key at all in scope; None when every rule named a key."""
         for (src, dst), n in zip(self.rules, self.named):
             if n == 0:
-                return (f"--map /{src}={dst}: no key of the OM DB checkpoint is under "
-                        f"/{src} (or a longer or earlier --map rule names each one): check "
-                        f"the prefix")
+                return (
+                    f"--map /{src}={dst}: no key of the OM DB checkpoint is under "
+                    f"/{src} (or a longer or earlier --map rule names each one): check "
+                    f"the prefix"
+                )
         if self.keys == 0:
-            left = (f" ({self.out_of_scope} left out by --map)" if self.out_of_scope else "")
+            left = f" ({self.out_of_scope} left out by --map)" if self.out_of_scope else ""
             return f"the OM DB checkpoint gives no key to compare{left}"
         return None
 
@@ -138,9 +159,12 @@ def _out_of_range(key: object) -> Optional[str]:
     return None
 
 
-def key_tables(keys: Iterable[object], names: NameMap, batch_rows: int = 65536,
-               stats: Optional[MapStats] = None
-               ) -> Iterator[Tuple[pa.RecordBatch, pa.RecordBatch]]:
+def key_tables(
+    keys: Iterable[object],
+    names: NameMap,
+    batch_rows: int = 65536,
+    stats: Optional[MapStats] = None,
+) -> Iterator[Tuple[pa.RecordBatch, pa.RecordBatch]]:
     """(keys, key blocks) batches of KEY_SCHEMA / KEY_BLOCK_SCHEMA from OmKey records
     (merkle.copies.omdb); keys out of the map's scope are left out (and counted in `stats`).
     A key whose size or a block length is out of range is kept with that as its reason and
@@ -195,5 +219,7 @@ def key_tables(keys: Iterable[object], names: NameMap, batch_rows: int = 65536,
 
 
 def _batches(cols: dict, bcols: dict) -> Tuple[pa.RecordBatch, pa.RecordBatch]:
-    return (pa.RecordBatch.from_pydict(cols, schema=KEY_SCHEMA),
-            pa.RecordBatch.from_pydict(bcols, schema=KEY_BLOCK_SCHEMA))
+    return (
+        pa.RecordBatch.from_pydict(cols, schema=KEY_SCHEMA),
+        pa.RecordBatch.from_pydict(bcols, schema=KEY_BLOCK_SCHEMA),
+    )

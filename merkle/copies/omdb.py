@@ -44,12 +44,32 @@ REQUIRED_TABLES = (VOLUME_TABLE, BUCKET_TABLE, KEY_TABLE, FILE_TABLE, DIRECTORY_
 #: Ozone's own tooling (DBStoreBuilder with OMDBDefinition, as `ozone debug om ...` opens an OM
 #: DB) refuses a DB that lacks any of them ("Column family not found: deletedTable").
 OM_COLUMN_FAMILIES = (
-    BUCKET_TABLE, "compactionLogTable", "dTokenTable", "deletedDirectoryTable", "deletedTable",
-    DIRECTORY_TABLE, FILE_TABLE, KEY_TABLE, "lifecycleConfigurationTable",
-    "lifecycleScanStateTable", "metaTable", "multipartInfoTable", "multipartPartsTable",
-    "openFileTable", "openKeyTable", "prefixTable", "principalToAccessIdsTable", "s3SecretTable",
-    "snapshotInfoTable", "snapshotRenamedTable", "tenantAccessIdTable", "tenantStateTable",
-    "transactionInfoTable", "userTable", VOLUME_TABLE)
+    BUCKET_TABLE,
+    "compactionLogTable",
+    "dTokenTable",
+    "deletedDirectoryTable",
+    "deletedTable",
+    DIRECTORY_TABLE,
+    FILE_TABLE,
+    KEY_TABLE,
+    "lifecycleConfigurationTable",
+    "lifecycleScanStateTable",
+    "metaTable",
+    "multipartInfoTable",
+    "multipartPartsTable",
+    "openFileTable",
+    "openKeyTable",
+    "prefixTable",
+    "principalToAccessIdsTable",
+    "s3SecretTable",
+    "snapshotInfoTable",
+    "snapshotRenamedTable",
+    "tenantAccessIdTable",
+    "tenantStateTable",
+    "transactionInfoTable",
+    "userTable",
+    VOLUME_TABLE,
+)
 
 _LONG = re.compile(r"-?[0-9]{1,19}")  # Long.toString's form (int() would also take "+1", " 1")
 MAX_DEPTH = 4096  # directory levels walked up from a file before it is called too deep
@@ -96,8 +116,10 @@ class OmReplication:
         # "EC{rs-3-2-1024k}"
         if self.type == "EC" and self.ec_data is not None:
             chunk = self.ec_chunk_size or 0
-            return (f"EC{{{(self.ec_codec or '').lower()}-{self.ec_data}-{self.ec_parity}-"
-                    f"{chunk // 1024}k}}")
+            return (
+                f"EC{{{(self.ec_codec or '').lower()}-{self.ec_data}-{self.ec_parity}-"
+                f"{chunk // 1024}k}}"
+            )
         return f"{self.type}/{self.factor}" if self.factor else self.type
 
 
@@ -118,6 +140,7 @@ class OmFileChecksum:
 class OmKey:
     """One key of the OM DB. `path` is the key name inside the bucket (for FSO the rebuilt
     `dir/dir/file`, None when the chain is broken: see `reason`)."""
+
     table: str
     db_key: str
     volume: Optional[str]
@@ -157,10 +180,14 @@ def _replication(info: Any) -> OmReplication:
     typ = REPLICATION_TYPES.get(info.type, f"UNKNOWN({info.type})")
     if info.HasField("ecReplicationConfig"):
         ec = info.ecReplicationConfig
-        return OmReplication(typ, None, ec.data, ec.parity, _text(ec.codec, "EC codec"),
-                             ec.ecChunkSize)
-    factor = (REPLICATION_FACTORS.get(info.factor, f"UNKNOWN({info.factor})")
-              if info.HasField("factor") else None)
+        return OmReplication(
+            typ, None, ec.data, ec.parity, _text(ec.codec, "EC codec"), ec.ecChunkSize
+        )
+    factor = (
+        REPLICATION_FACTORS.get(info.factor, f"UNKNOWN({info.factor})")
+        if info.HasField("factor")
+        else None
+    )
     return OmReplication(typ, factor)
 
 
@@ -171,8 +198,12 @@ def _file_checksum(info: Any) -> Optional[OmFileChecksum]:
     kind = FILE_CHECKSUM_TYPES.get(fc.checksumType, f"UNKNOWN({fc.checksumType})")
     if kind == "COMPOSITE_CRC" and fc.HasField("compositeCrc"):
         cc = fc.compositeCrc
-        return OmFileChecksum(kind, CRC_TYPES.get(cc.checksumType, f"UNKNOWN({cc.checksumType})"),
-                              cc.bytesPerCrc, cc.crc.to_bytes(4, "big"))
+        return OmFileChecksum(
+            kind,
+            CRC_TYPES.get(cc.checksumType, f"UNKNOWN({cc.checksumType})"),
+            cc.bytesPerCrc,
+            cc.crc.to_bytes(4, "big"),
+        )
     return OmFileChecksum(kind)
 
 
@@ -188,8 +219,12 @@ def _latest(info: Any) -> Tuple[Optional[int], Tuple[OmBlock, ...]]:
     blocks = []
     for loc in group.keyLocations:
         cb = loc.blockID.containerBlockID
-        if not (loc.HasField("blockID") and loc.blockID.HasField("containerBlockID")
-                and cb.HasField("containerID") and cb.HasField("localID")):
+        if not (
+            loc.HasField("blockID")
+            and loc.blockID.HasField("containerBlockID")
+            and cb.HasField("containerID")
+            and cb.HasField("localID")
+        ):
             raise ValueError("a block location has no container or local ID")
         blocks.append(OmBlock(cb.containerID, cb.localID, loc.offset, loc.length))
     return group.version, tuple(blocks)
@@ -220,8 +255,12 @@ class OmDB:
     """A read-only view of an OM DB checkpoint, through a private snapshot; close() (or a
     `with` block) closes it and removes the snapshot."""
 
-    def __init__(self, path: "os.PathLike[str] | str", *,
-                 snapshot_dir: "Optional[os.PathLike[str] | str]" = None) -> None:
+    def __init__(
+        self,
+        path: "os.PathLike[str] | str",
+        *,
+        snapshot_dir: "Optional[os.PathLike[str] | str]" = None,
+    ) -> None:
         self.path = os.fspath(path)
         self.problems: List[str] = []
         self.problem_count = 0
@@ -234,8 +273,9 @@ class OmDB:
         # checkpoint's filesystem makes every table file a hard link instead of a copy
         where = snapshot_dir if snapshot_dir is not None else os.environ.get(SNAPSHOT_ENV)
         try:
-            self._snap = tempfile.mkdtemp(prefix="crcmerkle-omdb-",
-                                          dir=None if not where else os.fspath(where))
+            self._snap = tempfile.mkdtemp(
+                prefix="crcmerkle-omdb-", dir=None if not where else os.fspath(where)
+            )
         except OSError as exc:
             raise OmDBError(f"cannot make a snapshot directory: {exc.strerror or exc}") from None
         self._db: Any = None
@@ -247,24 +287,29 @@ class OmDB:
             except NotRegularFileError as exc:
                 raise OmDBError(f"{self.path}: {exc.filename}: {exc.strerror}") from None
             except OSError as exc:
-                raise OmDBError(f"{self.path}: not a RocksDB directory: "
-                                f"{exc.strerror or exc}") from None
+                raise OmDBError(
+                    f"{self.path}: not a RocksDB directory: {exc.strerror or exc}"
+                ) from None
             opts = rd.Options(raw_mode=True)
             try:
                 names = rd.Rdict.list_cf(self._snap, opts)
                 missing = [n for n in REQUIRED_TABLES if n not in names]
                 if missing:
-                    raise OmDBError(f"{self.path}: no column family {', '.join(missing)} "
-                                    f"(not an OM DB)")
-                self._db = rd.Rdict(self._snap, options=opts,
-                                    column_families={n: rd.Options(raw_mode=True)
-                                                     for n in names if n != "default"},
-                                    access_type=rd.AccessType.read_only())
+                    raise OmDBError(
+                        f"{self.path}: no column family {', '.join(missing)} (not an OM DB)"
+                    )
+                self._db = rd.Rdict(
+                    self._snap,
+                    options=opts,
+                    column_families={n: rd.Options(raw_mode=True) for n in names if n != "default"},
+                    access_type=rd.AccessType.read_only(),
+                )
             except OmDBError:
                 raise
             except Exception as exc:  # noqa: BLE001  rocksdict raises plain Exception
-                raise OmDBError(f"{self.path}: cannot open the RocksDB: "
-                                f"{self._line(exc)}") from None
+                raise OmDBError(
+                    f"{self.path}: cannot open the RocksDB: {self._line(exc)}"
+                ) from None
         except BaseException:
             shutil.rmtree(self._snap, ignore_errors=True)
             raise
@@ -331,12 +376,14 @@ class OmDB:
                 self._report(BUCKET_TABLE, key.encode(), str(exc))
                 continue
             if volume not in volumes:
-                self._report(BUCKET_TABLE, key.encode(), f"volume {volume!r} is not in "
-                             f"{VOLUME_TABLE}")
+                self._report(
+                    BUCKET_TABLE, key.encode(), f"volume {volume!r} is not in {VOLUME_TABLE}"
+                )
                 continue
-            layout = BUCKET_LAYOUTS.get(info.bucketLayout, "LEGACY" if not
-                                        info.HasField("bucketLayout") else
-                                        f"UNKNOWN({info.bucketLayout})")
+            layout = BUCKET_LAYOUTS.get(
+                info.bucketLayout,
+                "LEGACY" if not info.HasField("bucketLayout") else f"UNKNOWN({info.bucketLayout})",
+            )
             out[(volumes[volume], _signed(info.objectID))] = (volume, bucket, layout)
         return out
 
@@ -345,22 +392,47 @@ class OmDB:
         yield from self._obs_keys()
         yield from self._fso_keys()
 
-    def _make(self, table: str, db_key: str, value: bytes, info: Any, volume: Optional[str],
-              bucket: Optional[str], path: Optional[str], reason: Optional[str]) -> OmKey:
+    def _make(
+        self,
+        table: str,
+        db_key: str,
+        value: bytes,
+        info: Any,
+        volume: Optional[str],
+        bucket: Optional[str],
+        path: Optional[str],
+        reason: Optional[str],
+    ) -> OmKey:
         version, blocks = _latest(info)
         if reason is None:
             total = sum(b.length for b in blocks)
             if total != info.dataSize:
-                reason = (f"dataSize {info.dataSize} is not the {total} bytes of the latest "
-                          f"version's blocks")
-        return OmKey(table, db_key, volume, bucket, path, info.dataSize, _replication(info),
-                     version, len(info.keyLocationList), blocks, _file_checksum(info),
-                     _pairs(info.metadata, "metadata"), _signed(info.objectID), value, reason,
-                     encrypted=info.HasField("fileEncryptionInfo") or bool(
-                         info.keyLocationList and
-                         info.keyLocationList[-1].HasField("fileEncryptionInfo")),
-                     multipart=bool(info.keyLocationList and
-                                    info.keyLocationList[-1].isMultipartKey))
+                reason = (
+                    f"dataSize {info.dataSize} is not the {total} bytes of the latest "
+                    f"version's blocks"
+                )
+        return OmKey(
+            table,
+            db_key,
+            volume,
+            bucket,
+            path,
+            info.dataSize,
+            _replication(info),
+            version,
+            len(info.keyLocationList),
+            blocks,
+            _file_checksum(info),
+            _pairs(info.metadata, "metadata"),
+            _signed(info.objectID),
+            value,
+            reason,
+            encrypted=info.HasField("fileEncryptionInfo")
+            or bool(
+                info.keyLocationList and info.keyLocationList[-1].HasField("fileEncryptionInfo")
+            ),
+            multipart=bool(info.keyLocationList and info.keyLocationList[-1].isMultipartKey),
+        )
 
     def _obs_keys(self) -> Iterator[OmKey]:
         for raw_key, value in self.rows(KEY_TABLE):
@@ -385,22 +457,32 @@ class OmDB:
         for db_key, _, info in self._decoded(DIRECTORY_TABLE, om_pb2.DirectoryInfo):
             parsed = _fso_key(db_key)
             if parsed is None:
-                self._report(DIRECTORY_TABLE, db_key.encode(), "the DB key is not /volumeID/"
-                             "bucketID/parentID/name")
+                self._report(
+                    DIRECTORY_TABLE,
+                    db_key.encode(),
+                    "the DB key is not /volumeID/bucketID/parentID/name",
+                )
                 continue
             vol_id, bucket_id, parent_id, name = parsed
             oid = _signed(info.objectID)
             # a directory whose key and record disagree, or two with one objectID, would make
             # the paths under it ambiguous: left out, so those files report a missing parent
-            if not info.HasField("objectID") or (info.HasField("parentID") and
-                                                 _signed(info.parentID) != parent_id):
-                self._report(DIRECTORY_TABLE, db_key.encode(), "the record's objectID is "
-                             "missing or its parentID is not the DB key's")
+            if not info.HasField("objectID") or (
+                info.HasField("parentID") and _signed(info.parentID) != parent_id
+            ):
+                self._report(
+                    DIRECTORY_TABLE,
+                    db_key.encode(),
+                    "the record's objectID is missing or its parentID is not the DB key's",
+                )
             elif oid in out or oid in clashes:
                 clashes.add(oid)
                 first = out.pop(oid, None)
-                also = (f"that of {ozone_path_key(*first)[:200]!r} (both left out)" if first
-                        else "that of an earlier directory")
+                also = (
+                    f"that of {ozone_path_key(*first)[:200]!r} (both left out)"
+                    if first
+                    else "that of an earlier directory"
+                )
                 self._report(DIRECTORY_TABLE, db_key.encode(), f"objectID {oid} is also {also}")
             else:
                 out[oid] = (vol_id, bucket_id, parent_id, name)
@@ -413,8 +495,9 @@ class OmDB:
         # travels with it, so the bound holds across memoised walks too
         resolved: Dict[int, Tuple[Optional[str], Optional[str], int]] = {}
 
-        def dir_path(vol_id: int, bucket_id: int, start: int) -> Tuple[Optional[str],
-                                                                      Optional[str]]:
+        def dir_path(
+            vol_id: int, bucket_id: int, start: int
+        ) -> Tuple[Optional[str], Optional[str]]:
             """The path of directory `start` inside its bucket ("" for the bucket itself)."""
             names: List[str] = []  # from `start` upwards
             seen: Set[int] = set()
@@ -451,8 +534,10 @@ class OmDB:
                     result = (None, f"parent directory {node} is not in directoryTable")
                     break
                 if not _plain_name(entry[3]):
-                    result = (None, f"directory {node} has the name {entry[3][:100]!r}, "
-                                    f"not a path component")
+                    result = (
+                        None,
+                        f"directory {node} has the name {entry[3][:100]!r}, not a path component",
+                    )
                     break
                 names.append(entry[3])
                 node = entry[2]
@@ -518,8 +603,9 @@ def ozone_path_key(volume_id: int, bucket_id: int, parent_id: int, name: str) ->
     return f"/{volume_id}/{bucket_id}/{parent_id}/{name}"
 
 
-def open_om_db(path: "os.PathLike[str] | str", *,
-               snapshot_dir: "Optional[os.PathLike[str] | str]" = None) -> OmDB:
+def open_om_db(
+    path: "os.PathLike[str] | str", *, snapshot_dir: "Optional[os.PathLike[str] | str]" = None
+) -> OmDB:
     """Open the OM DB checkpoint at `path` read-only (through a private snapshot, see OmDB);
     OmDBError (one line) when it is missing, not a RocksDB or not an OM DB."""
     return OmDB(path, snapshot_dir=snapshot_dir)
@@ -534,8 +620,11 @@ def write_om_db(db_dir: "os.PathLike[str] | str", tables: Dict[str, Dict[bytes, 
     opts = rd.Options(raw_mode=True)
     opts.create_if_missing(True)
     opts.create_missing_column_families(True)
-    db = rd.Rdict(os.fspath(db_dir), options=opts,
-                  column_families={n: rd.Options(raw_mode=True) for n in names})
+    db = rd.Rdict(
+        os.fspath(db_dir),
+        options=opts,
+        column_families={n: rd.Options(raw_mode=True) for n in names},
+    )
     try:
         for name in names:
             cf = db.get_column_family(name)

@@ -42,7 +42,6 @@ def ozone_agrees(blocks: list[Block]) -> bool:
     return True
 
 
-
 class _OzoneError(Exception):
     """What Ozone's code would throw (its message, one line)."""
 
@@ -75,7 +74,7 @@ def _ozone_replicated_block(block: Block) -> tuple[int, str]:
     first = block.chunks[0]
     alg = _ozone_type(first)
     chunk_size = first.length  # Ozone's precondition uses the first chunk's length, not bpc
-    bpc = first.bpc            # and the first chunk's bpc for every chunk
+    bpc = first.bpc  # and the first chunk's bpc for every chunk
     chunk_crcs = []
     for chunk in block.chunks:
         n = chunk.count
@@ -85,10 +84,15 @@ def _ozone_replicated_block(block: Block) -> tuple[int, str]:
         # up exactly, negative (CrcUtil throws) from window length // bpc + 1 on
         if bpc and chunk.length // bpc + 1 < n:
             first_bad = chunk.length // bpc + 1
-            raise _OzoneError("IllegalArgumentException: lengthBytes must be positive, got "
-                              f"{chunk.length - first_bad * bpc}")
-        sizes = np.minimum(bpc, chunk.length - np.arange(n, dtype=np.int64) * bpc) if bpc \
+            raise _OzoneError(
+                "IllegalArgumentException: lengthBytes must be positive, got "
+                f"{chunk.length - first_bad * bpc}"
+            )
+        sizes = (
+            np.minimum(bpc, chunk.length - np.arange(n, dtype=np.int64) * bpc)
+            if bpc
             else np.zeros(n, dtype=np.int64)
+        )
         value, position = compose_columns(alg, chunk.ozone_column, sizes, strict=False)
         if position <= 0:
             raise _OzoneError("ArrayIndexOutOfBoundsException: readInt of an empty digest")
@@ -116,8 +120,10 @@ def _ozone_ec_group(block: Block) -> tuple[int, str]:
             remaining = min(group_left, chunk_size)
             if remaining <= 0:
                 # windows left over with no group bytes to give them: Ozone's loop never ends
-                raise _OzoneError("(no answer: windows beyond the block group's length make "
-                                  "ECBlockChecksumComputer loop forever)")
+                raise _OzoneError(
+                    "(no answer: windows beyond the block group's length make "
+                    "ECBlockChecksumComputer loop forever)"
+                )
             while i < len(buffer) and remaining > 0:
                 updates.append((buffer[i], min(bpc, remaining)))
                 i += 1
@@ -137,8 +143,9 @@ def _data_output_capacity(written: int) -> int:
     return cap
 
 
-def ozone_composite_crc(blocks: Sequence[BlockChecksums], request_length: Optional[int] = None
-                        ) -> tuple[Optional[str], Optional[bytes], Optional[str]]:
+def ozone_composite_crc(
+    blocks: Sequence[BlockChecksums], request_length: Optional[int] = None
+) -> tuple[Optional[str], Optional[bytes], Optional[str]]:
     """What Ozone's client returns for `getFileChecksum` in COMPOSITE_CRC mode over these blocks
     (BaseFileChecksumHelper and the block computers), emulated step by step, quirks included:
     (algorithm name, value as `getBytes()` / `write()` gives it, None), or (None, None, what
@@ -149,8 +156,9 @@ def ozone_composite_crc(blocks: Sequence[BlockChecksums], request_length: Option
     return ozone_walk(validate(blocks), request_length)
 
 
-def ozone_walk(blocks: list[Block], request_length: Optional[int]
-           ) -> tuple[Optional[str], Optional[bytes], Optional[str]]:
+def ozone_walk(
+    blocks: list[Block], request_length: Optional[int]
+) -> tuple[Optional[str], Optional[bytes], Optional[str]]:
     length = sum(b.length for b in blocks) if request_length is None else request_length
     if not blocks or length <= 0:
         # an empty key (or range): MD5MD5CRC32GzipFileChecksum(0, 0, MD5 of 32 zero bytes),
@@ -162,8 +170,11 @@ def ozone_walk(blocks: list[Block], request_length: Optional[int]
         for block in blocks:
             if current > length:
                 break  # checksumBlocks() stops past the requested range
-            value, key_type = (_ozone_ec_group(block) if block.stripes is not None
-                               else _ozone_replicated_block(block))
+            value, key_type = (
+                _ozone_ec_group(block)
+                if block.stripes is not None
+                else _ozone_replicated_block(block)
+            )
             block_crcs.append(value)
             current += block.length
         capacity = _data_output_capacity(len(block_crcs))

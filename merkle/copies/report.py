@@ -53,8 +53,11 @@ def _result(report: Dict[str, Any]) -> str:
     proved = c.get(MATCH, 0)
     if report["findings"] == 0 and proved > 0 and proved == keys:
         return f"every key is proved identical to its copy ({proved} keys)"
-    tally = (f"{proved} of {keys} keys proved identical to their copies" if proved
-             else f"no key was proved identical to its copy ({keys} compared)")
+    tally = (
+        f"{proved} of {keys} keys proved identical to their copies"
+        if proved
+        else f"no key was proved identical to its copy ({keys} compared)"
+    )
     if report["findings"] == 0:
         return f"no findings outside --allow {','.join(report.get('allowed') or [])}; {tally}"
     return f"{report['findings']} findings; {tally}"
@@ -64,25 +67,37 @@ def format_text(report: Dict[str, Any]) -> str:
     """The report for a terminal: a line per count, then the first rows of each finding."""
     out: List[str] = []
     c = report["counts"]
-    out.append(f"copy check: {report['keys']} keys in the OM DB checkpoint against "
-               f"{report['objects']} objects in {report['target']}")
+    out.append(
+        f"copy check: {report['keys']} keys in the OM DB checkpoint against "
+        f"{report['objects']} objects in {report['target']}"
+    )
     out.append("  " + "  ".join(f"{v} {c.get(v, 0)}" for v in VERDICTS))
     cost = report["cost"]
-    reads = (f"{cost['bytes_read']} data bytes read (a local directory: only the copies "
-             "whose key has their name and size are read)"
-             if report["reads_data"] else "0 data bytes read")
-    out.append(f"  {reads}; requests: {cost['list_requests']} listing, "
-               f"{cost['object_requests']} for objects (at most {cost['max_requests_per_object']} "
-               f"per object, {cost['requests_per_object']:.2f} on average)")
+    reads = (
+        f"{cost['bytes_read']} data bytes read (a local directory: only the copies "
+        "whose key has their name and size are read)"
+        if report["reads_data"]
+        else "0 data bytes read"
+    )
+    out.append(
+        f"  {reads}; requests: {cost['list_requests']} listing, "
+        f"{cost['object_requests']} for objects (at most {cost['max_requests_per_object']} "
+        f"per object, {cost['requests_per_object']:.2f} on average)"
+    )
     if report.get("om_problem_count"):
-        out.append(f"  {report['om_problem_count']} OM DB rows could not be read as keys "
-                   f"(left out): first: {report['om_problems'][:1]}")
+        out.append(
+            f"  {report['om_problem_count']} OM DB rows could not be read as keys "
+            f"(left out): first: {report['om_problems'][:1]}"
+        )
     if report.get("out_of_scope_keys"):
-        out.append(f"  {report['out_of_scope_keys']} keys under no --map source prefix "
-                   "(not compared)")
+        out.append(
+            f"  {report['out_of_scope_keys']} keys under no --map source prefix (not compared)"
+        )
     if report.get("out_of_scope_objects"):
-        out.append(f"  {report['out_of_scope_objects']} target objects outside every --map "
-                   "target prefix (not compared)")
+        out.append(
+            f"  {report['out_of_scope_objects']} target objects outside every --map "
+            "target prefix (not compared)"
+        )
     for v in list(FINDINGS) + [MATCH]:
         rows = report["first"].get(v) or []
         if not rows or (v == MATCH and c.get(v, 0) == 0):

@@ -40,23 +40,60 @@ FINDINGS = tuple(v for v in VERDICTS if v != MATCH)
 #: reason, `ozone_note` when `ozone fs -checksum` would not give the CRC of the bytes, the
 #: target's requests / bytes read, and `sources`: which replica spoke for each block of the
 #: key, in key order (`CONTAINER/BLOCK: DATANODE REPLICA`, or `CONTAINER/BLOCK: none`)
-VERDICT_SCHEMA = pa.schema([
-    ("name", pa.string()), ("ozone_name", pa.string()), ("verdict", pa.string()),
-    ("algorithm", pa.string()), ("source_value", pa.string()), ("target_value", pa.string()),
-    ("size", pa.int64()), ("target_size", pa.int64()), ("detail", pa.string()),
-    ("ozone_note", pa.string()), ("requests", pa.int64()), ("bytes_read", pa.int64()),
-    ("sources", pa.list_(pa.string()))])
+VERDICT_SCHEMA = pa.schema(
+    [
+        ("name", pa.string()),
+        ("ozone_name", pa.string()),
+        ("verdict", pa.string()),
+        ("algorithm", pa.string()),
+        ("source_value", pa.string()),
+        ("target_value", pa.string()),
+        ("size", pa.int64()),
+        ("target_size", pa.int64()),
+        ("detail", pa.string()),
+        ("ozone_note", pa.string()),
+        ("requests", pa.int64()),
+        ("bytes_read", pa.int64()),
+        ("sources", pa.list_(pa.string())),
+    ]
+)
 
 #: the source-side columns `decide` reads (the key table joined with the composed CRCs)
-SOURCE_COLUMNS = ("key_id", "name", "ozone_name", "size", "blocks", "reason", "crc32",
-                  "crc32c", "crc64nvme", "recorded_type", "unverified", "ozone_note",
-                  "composite", "composite_note", "composed")
+SOURCE_COLUMNS = (
+    "key_id",
+    "name",
+    "ozone_name",
+    "size",
+    "blocks",
+    "reason",
+    "crc32",
+    "crc32c",
+    "crc64nvme",
+    "recorded_type",
+    "unverified",
+    "ozone_note",
+    "composite",
+    "composite_note",
+    "composed",
+)
 #: passed through to the verdict when the joined rows carry it (SOURCE_SCHEMA's `sources`)
 SOURCES = "sources"
 #: the target-side columns (merkle.copies.targets.TARGET_SCHEMA, prefixed `t_`)
-TARGET_COLUMNS = ("t_name", "t_size", "t_crc32", "t_crc32c", "t_crc64nvme",
-                  "t_composite_algorithm", "t_composite_crc", "t_parts", "t_part_sizes",
-                  "t_other", "t_requests", "t_bytes_read", "t_error")
+TARGET_COLUMNS = (
+    "t_name",
+    "t_size",
+    "t_crc32",
+    "t_crc32c",
+    "t_crc64nvme",
+    "t_composite_algorithm",
+    "t_composite_crc",
+    "t_parts",
+    "t_part_sizes",
+    "t_other",
+    "t_requests",
+    "t_bytes_read",
+    "t_error",
+)
 
 
 #: the end of the reason of a key that shares its target name with other keys (--map rules
@@ -76,8 +113,9 @@ def _target_has(row: Dict[str, Any]) -> List[str]:
     return [a for a in ALGORITHMS if row["t_" + a] is not None]
 
 
-def _decide_one(row: Dict[str, Any]) -> Tuple[str, Optional[str], Optional[str],
-                                                 Optional[str], Optional[str]]:
+def _decide_one(
+    row: Dict[str, Any],
+) -> Tuple[str, Optional[str], Optional[str], Optional[str], Optional[str]]:
     """(verdict, algorithm, source value, target value, detail) of one joined row."""
     if row["t_name"] is None:
         if row["name"] is None:
@@ -105,8 +143,12 @@ def _decide_one(row: Dict[str, Any]) -> Tuple[str, Optional[str], Optional[str],
         shown = differ[0] if differ else common[0]
         values = (_hex(row[shown]), _hex(row["t_" + shown]))
         if differ:
-            return (MISMATCH, ",".join(differ), *values,
-                    f"{shown} differs: the copy's bytes are not the key's")
+            return (
+                MISMATCH,
+                ",".join(differ),
+                *values,
+                f"{shown} differs: the copy's bytes are not the key's",
+            )
         return MATCH, ",".join(common), *values, None
     if row["composite"] is not None and row["t_composite_crc"] is not None:
         # S3's composite made from the key's windows with the parts' sizes the store gave
@@ -127,12 +169,17 @@ def _why_not(row: Dict[str, Any], src: List[str], tgt: List[str]) -> str:
     parts = [f"Ozone side has {have}"]
     theirs: List[str] = list(tgt)
     if row["t_composite_algorithm"] is not None:
-        why = (str(row["composite_note"]) if row["composite_note"] is not None
-               else "the store gave neither the parts' values nor their sizes"
-               if row["t_part_sizes"] is None
-               else f"the Ozone side has no {str(row['t_composite_algorithm']).lower()}")
-        theirs.append(f"composite {str(row['t_composite_algorithm']).lower()} of "
-                      f"{row['t_parts']} parts ({why})")
+        why = (
+            str(row["composite_note"])
+            if row["composite_note"] is not None
+            else "the store gave neither the parts' values nor their sizes"
+            if row["t_part_sizes"] is None
+            else f"the Ozone side has no {str(row['t_composite_algorithm']).lower()}"
+        )
+        theirs.append(
+            f"composite {str(row['t_composite_algorithm']).lower()} of "
+            f"{row['t_parts']} parts ({why})"
+        )
     if row["t_other"] is not None:
         theirs.append(str(row["t_other"]))
     parts.append("target has " + (", ".join(theirs) if theirs else "no checksum"))
@@ -155,10 +202,16 @@ def _plain_matches(batch: pa.RecordBatch | pa.Table) -> Tuple[np.ndarray, List[L
     check): both sides present and vouched for, equal sizes, at least one algorithm on both
     sides and every such one equal. Returns the mask and, per row, its common algorithms."""
     n = batch.num_rows
-    ok = (_valid(batch, "key_id") & _valid(batch, "t_name") & ~_valid(batch, "reason")
-          & ~_valid(batch, "t_error") & ~_valid(batch, "unverified"))
-    ok &= np.asarray(batch.column("composed").fill_null(False).to_numpy(zero_copy_only=False),
-                     dtype=bool)
+    ok = (
+        _valid(batch, "key_id")
+        & _valid(batch, "t_name")
+        & ~_valid(batch, "reason")
+        & ~_valid(batch, "t_error")
+        & ~_valid(batch, "unverified")
+    )
+    ok &= np.asarray(
+        batch.column("composed").fill_null(False).to_numpy(zero_copy_only=False), dtype=bool
+    )
     size_eq = pc.equal(batch.column("size"), batch.column("t_size"))
     ok &= np.asarray(size_eq.fill_null(True).to_numpy(zero_copy_only=False), dtype=bool)
     any_common = np.zeros(n, dtype=bool)
@@ -166,8 +219,12 @@ def _plain_matches(batch: pa.RecordBatch | pa.Table) -> Tuple[np.ndarray, List[L
     common: Dict[str, np.ndarray] = {}
     for a in ALGORITHMS:
         both = _valid(batch, a) & _valid(batch, "t_" + a)
-        eq = np.asarray(pc.equal(batch.column(a), batch.column("t_" + a)).fill_null(False)
-                        .to_numpy(zero_copy_only=False), dtype=bool)
+        eq = np.asarray(
+            pc.equal(batch.column(a), batch.column("t_" + a))
+            .fill_null(False)
+            .to_numpy(zero_copy_only=False),
+            dtype=bool,
+        )
         common[a] = both
         any_common |= both
         all_equal &= ~both | eq
@@ -186,8 +243,14 @@ def decide(batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
     n = batch.num_rows
     mask, match_algs = _plain_matches(batch)
     rest = np.flatnonzero(~mask).tolist()
-    cols = {name: batch.column(name).take(pa.array(rest, pa.int64())).to_pylist()
-            for name in SOURCE_COLUMNS + TARGET_COLUMNS} if rest else {}
+    cols = (
+        {
+            name: batch.column(name).take(pa.array(rest, pa.int64())).to_pylist()
+            for name in SOURCE_COLUMNS + TARGET_COLUMNS
+        }
+        if rest
+        else {}
+    )
     verdict: List[Optional[str]] = [MATCH] * n
     alg_col: List[Optional[str]] = [None] * n
     sval: List[Optional[str]] = [None] * n
@@ -203,21 +266,37 @@ def decide(batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
             tval[i] = _hex(tfirst[algs[0]][i])
     for j, i in enumerate(rest):
         row = {name: cols[name][j] for name in cols}
-        if row["key_id"] is not None and not row["composed"] and row["blocks"] == 0 \
-                and row["size"] == 0 and row["reason"] is None:
+        if (
+            row["key_id"] is not None
+            and not row["composed"]
+            and row["blocks"] == 0
+            and row["size"] == 0
+            and row["reason"] is None
+        ):
             # a key of no blocks holds no bytes: the CRC of nothing is 0 in every algorithm
             for a in ALGORITHMS:
                 row[a] = bytes(8 if a == "crc64nvme" else 4)
         verdict[i], alg_col[i], sval[i], tval[i], detail[i] = _decide_one(row)
     name = pc.coalesce(batch.column("name"), batch.column("t_name"))
-    return pa.RecordBatch.from_pydict({
-        "name": name, "ozone_name": batch.column("ozone_name"), "verdict": verdict,
-        "algorithm": alg_col, "source_value": sval, "target_value": tval,
-        "size": batch.column("size").cast(pa.int64()),
-        "target_size": batch.column("t_size").cast(pa.int64()), "detail": detail,
-        "ozone_note": batch.column("ozone_note"),
-        "requests": pc.coalesce(batch.column("t_requests"), 0).cast(pa.int64()),
-        "bytes_read": pc.coalesce(batch.column("t_bytes_read"), 0).cast(pa.int64()),
-        "sources": (batch.column(SOURCES) if SOURCES in batch.schema.names
-                    else pa.nulls(n, pa.list_(pa.string()))),
-    }, schema=VERDICT_SCHEMA)
+    return pa.RecordBatch.from_pydict(
+        {
+            "name": name,
+            "ozone_name": batch.column("ozone_name"),
+            "verdict": verdict,
+            "algorithm": alg_col,
+            "source_value": sval,
+            "target_value": tval,
+            "size": batch.column("size").cast(pa.int64()),
+            "target_size": batch.column("t_size").cast(pa.int64()),
+            "detail": detail,
+            "ozone_note": batch.column("ozone_note"),
+            "requests": pc.coalesce(batch.column("t_requests"), 0).cast(pa.int64()),
+            "bytes_read": pc.coalesce(batch.column("t_bytes_read"), 0).cast(pa.int64()),
+            "sources": (
+                batch.column(SOURCES)
+                if SOURCES in batch.schema.names
+                else pa.nulls(n, pa.list_(pa.string()))
+            ),
+        },
+        schema=VERDICT_SCHEMA,
+    )

@@ -20,8 +20,16 @@ import numpy as np
 
 from merkle import _native
 
-__all__ = ["ALSO_ALGORITHMS", "AlsoChecksums", "WIDTHS", "check_algorithms", "combine", "concat",
-           "s3_base64", "value_bytes"]
+__all__ = [
+    "ALSO_ALGORITHMS",
+    "AlsoChecksums",
+    "WIDTHS",
+    "check_algorithms",
+    "combine",
+    "concat",
+    "s3_base64",
+    "value_bytes",
+]
 
 #: the algorithms `--also` takes, in the order their table columns are laid out
 ALSO_ALGORITHMS: Tuple[str, ...] = ("crc64nvme", "crc32c", "crc32")
@@ -93,9 +101,12 @@ class AlsoChecksums:
     block_value: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
 
     @classmethod
-    def collect(cls, algorithm: str,
-                chunks: Sequence[Tuple[int, int, np.ndarray]],
-                blocks: Sequence[Tuple[int, int]]) -> AlsoChecksums:
+    def collect(
+        cls,
+        algorithm: str,
+        chunks: Sequence[Tuple[int, int, np.ndarray]],
+        blocks: Sequence[Tuple[int, int]],
+    ) -> AlsoChecksums:
         """From (block, offset, windows) per chunk and (block, value) per block."""
         dtype = dtype_of(algorithm)
         counts = np.array([w.shape[0] for _, _, w in chunks], dtype=np.int64)
@@ -104,10 +115,14 @@ class AlsoChecksums:
             np.array([b for b, _, _ in chunks], dtype=np.int64),
             np.array([o for _, o, _ in chunks], dtype=np.int64),
             np.concatenate((np.zeros(1, np.int64), np.cumsum(counts))),
-            (np.concatenate([w for _, _, w in chunks]).astype(dtype) if chunks
-             else np.zeros(0, dtype)),
+            (
+                np.concatenate([w for _, _, w in chunks]).astype(dtype)
+                if chunks
+                else np.zeros(0, dtype)
+            ),
             np.array([b for b, _ in blocks], dtype=np.int64),
-            np.array([v for _, v in blocks], dtype=np.uint64))
+            np.array([v for _, v in blocks], dtype=np.uint64),
+        )
 
     def chunk_windows(self, block: int, offset: int) -> Optional[np.ndarray]:
         """The windows of one chunk, or None when the scan has none for it."""
@@ -115,7 +130,7 @@ class AlsoChecksums:
         if hit.shape[0] == 0:
             return None
         i = int(hit[0])
-        return self.windows[self.window_start[i]:self.window_start[i + 1]]
+        return self.windows[self.window_start[i] : self.window_start[i + 1]]
 
     def block(self, block: int) -> Optional[int]:
         """The whole-block value, or None when the block was not read in full."""
@@ -124,7 +139,7 @@ class AlsoChecksums:
 
     def windows_bytes(self, i: int) -> bytes:
         """Chunk i's windows packed big-endian (the tables' binary column)."""
-        w = self.windows[self.window_start[i]:self.window_start[i + 1]]
+        w = self.windows[self.window_start[i] : self.window_start[i + 1]]
         return w.astype(">u8" if WIDTHS[self.algorithm] == 8 else ">u4").tobytes()
 
     def to_dict(self, recorded: Optional[Any] = None) -> Dict[str, Any]:
@@ -135,11 +150,23 @@ class AlsoChecksums:
         checksums (hex), as the chunks table's columns (null where none)."""
         digits = 2 * WIDTHS[self.algorithm]
         return {
-            "blocks": [{"block_id": int(b), "value": f"0x{int(v):0{digits}x}",
-                        "base64": s3_base64(self.algorithm, int(v))}
-                       for b, v in zip(self.block_id.tolist(), self.block_value.tolist())],
-            "chunks": [{"block_id": int(b), "offset": int(o),
-                        "windows": self.windows_bytes(i).hex(),
-                        **({} if recorded is None else recorded.fields(b, o))}
-                       for i, (b, o) in enumerate(zip(self.chunk_block.tolist(),
-                                                      self.chunk_offset.tolist()))]}
+            "blocks": [
+                {
+                    "block_id": int(b),
+                    "value": f"0x{int(v):0{digits}x}",
+                    "base64": s3_base64(self.algorithm, int(v)),
+                }
+                for b, v in zip(self.block_id.tolist(), self.block_value.tolist())
+            ],
+            "chunks": [
+                {
+                    "block_id": int(b),
+                    "offset": int(o),
+                    "windows": self.windows_bytes(i).hex(),
+                    **({} if recorded is None else recorded.fields(b, o)),
+                }
+                for i, (b, o) in enumerate(
+                    zip(self.chunk_block.tolist(), self.chunk_offset.tolist())
+                )
+            ],
+        }

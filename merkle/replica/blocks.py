@@ -17,8 +17,19 @@ import numpy as np
 
 from merkle import _native
 
-__all__ = ["ALGORITHM_TYPES", "BlockMeta", "CHECKSUM_SIZES", "CRC32", "CRC32C", "ChunkMeta",
-           "ContainerMeta", "MD5", "NONE", "SHA256", "TYPE_NAMES"]
+__all__ = [
+    "ALGORITHM_TYPES",
+    "BlockMeta",
+    "CHECKSUM_SIZES",
+    "CRC32",
+    "CRC32C",
+    "ChunkMeta",
+    "ContainerMeta",
+    "MD5",
+    "NONE",
+    "SHA256",
+    "TYPE_NAMES",
+]
 
 #: Ozone's ChecksumType values
 NONE, CRC32, CRC32C, SHA256, MD5 = 1, 2, 3, 4, 5
@@ -69,8 +80,14 @@ class ChunkMeta:
         return _native.crc32c(self.checksums)
 
     @classmethod
-    def from_data(cls, offset: int, data: object, *, algorithm: str = "crc32",
-                  bytes_per_checksum: int = 16 * 1024) -> ChunkMeta:
+    def from_data(
+        cls,
+        offset: int,
+        data: object,
+        *,
+        algorithm: str = "crc32",
+        bytes_per_checksum: int = 16 * 1024,
+    ) -> ChunkMeta:
         """The metadata a client write of `data` at `offset` records (CRC32/CRC32C/NONE)."""
         view = memoryview(data).cast("B")  # type: ignore[arg-type]
         alg = algorithm.lower()
@@ -79,15 +96,21 @@ class ChunkMeta:
         if alg not in ALGORITHM_TYPES:
             raise ValueError(f"algorithm must be crc32, crc32c or none, not {algorithm!r}")
         w = _native.checksum_windows(view, bytes_per_checksum, algorithm=alg)
-        return cls(int(offset), len(view), ALGORITHM_TYPES[alg], int(bytes_per_checksum),
-                   w.astype(">u4").tobytes())
+        return cls(
+            int(offset),
+            len(view),
+            ALGORITHM_TYPES[alg],
+            int(bytes_per_checksum),
+            w.astype(">u4").tobytes(),
+        )
 
     def validate(self) -> Optional[str]:
         """What is wrong with this record, or None."""
         if self.checksum_type not in CHECKSUM_SIZES:
             return f"unknown checksum type {self.checksum_type}"
-        if not (0 <= self.offset < _U63 and 0 <= self.length < _U63
-                and self.offset + self.length < _U63):
+        if not (
+            0 <= self.offset < _U63 and 0 <= self.length < _U63 and self.offset + self.length < _U63
+        ):
             return "offset/length out of range"
         size = CHECKSUM_SIZES[self.checksum_type]
         if size == 0:
@@ -96,8 +119,10 @@ class ChunkMeta:
             return "bytes_per_checksum must be > 0"
         want = -(-self.length // self.bytes_per_checksum)
         if len(self.checksums) != want * size:
-            return (f"{len(self.checksums) // size} window checksums for {self.length} bytes "
-                    f"at {self.bytes_per_checksum} bytes per checksum ({want} expected)")
+            return (
+                f"{len(self.checksums) // size} window checksums for {self.length} bytes "
+                f"at {self.bytes_per_checksum} bytes per checksum ({want} expected)"
+            )
         return None
 
 
@@ -125,8 +150,11 @@ class BlockMeta:
         it overlaps (its bytes were overwritten), and one at the same offset."""
         current = list(self.chunks)
         for c in chunks:
-            current = [o for o in current if not (o.offset == c.offset or (
-                o.offset < c.end and c.offset < o.end))]
+            current = [
+                o
+                for o in current
+                if not (o.offset == c.offset or (o.offset < c.end and c.offset < o.end))
+            ]
             current.append(c)
         current.sort(key=lambda c: c.offset)
         return BlockMeta(self.block_id, tuple(current), self.flags)
@@ -146,8 +174,11 @@ class ContainerMeta:
     def __eq__(self, other: Any) -> bool:
         if not isinstance(other, ContainerMeta):
             return NotImplemented
-        return ((self.container_id, self.blocks, self.header_extra)
-                == (other.container_id, other.blocks, other.header_extra))
+        return (self.container_id, self.blocks, self.header_extra) == (
+            other.container_id,
+            other.blocks,
+            other.header_extra,
+        )
 
     __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass default
 

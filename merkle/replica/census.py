@@ -43,13 +43,15 @@ __all__ = ["NO_DATA_READ", "census_tree", "stale_reason"]
 #: What a pass that reads no data compared (by trees_only): its summary, text and JSON.
 NO_DATA_READ = {
     False: "compared from recorded checksums (--metadata-only, the census: the block "
-           "metadata's checksums and the stored .tree), not verified against the data",
+    "metadata's checksums and the stored .tree), not verified against the data",
     True: "compared from recorded checksums (--trees-only: the stored .tree files), not "
-          "verified against the data",
+    "verified against the data",
 }
 
-FROM_METADATA = ("built from the checksums recorded in the block metadata, no data read: the "
-                 "replica's tree if every chunk matches")
+FROM_METADATA = (
+    "built from the checksums recorded in the block metadata, no data read: the "
+    "replica's tree if every chunk matches"
+)
 
 
 def _live_chunks(tree: ContainerTree) -> Tuple[np.ndarray, np.ndarray]:
@@ -63,8 +65,10 @@ def stale_reason(stored: ContainerTree, rebuilt: ContainerTree) -> Optional[str]
     tree of the recorded checksums)) was built from, in one line; None when it does (the
     module docstring gives the rule)."""
     if stored.data_checksum is None:
-        return ("it holds no container value (never built from the data or the block "
-                "metadata: Ozone counts it as no tree)")
+        return (
+            "it holds no container value (never built from the data or the block "
+            "metadata: Ozone counts it as no tree)"
+        )
     problems = stored.inconsistencies()
     if problems:
         return f"its values do not add up ({problems[0]})"
@@ -72,34 +76,45 @@ def stale_reason(stored: ContainerTree, rebuilt: ContainerTree) -> Optional[str]
     r_ids = rebuilt.block_id[~rebuilt.block_deleted]
     extra = np.setdiff1d(r_ids, s_ids)
     if extra.size:
-        return (f"block {int(extra[0])} recorded in the block metadata is not in it"
-                + (f" ({extra.size} blocks)" if extra.size > 1 else ""))
+        return f"block {int(extra[0])} recorded in the block metadata is not in it" + (
+            f" ({extra.size} blocks)" if extra.size > 1 else ""
+        )
     gone = np.setdiff1d(s_ids, r_ids)
     if gone.size:
         # no row (lost, or removed without a tombstone), or a row whose chunks a data scan
         # does not read (none, or type NONE only: Ozone's tree built from metadata at close
         # keeps such a block, its scanner's tree does not)
-        return (f"its block {int(gone[0])} is not one a data scan reads (no block metadata "
-                f"row, or no chunk with checksums) and holds no tombstone"
-                + (f" ({gone.size} blocks)" if gone.size > 1 else ""))
+        return (
+            f"its block {int(gone[0])} is not one a data scan reads (no block metadata "
+            f"row, or no chunk with checksums) and holds no tombstone"
+            + (f" ({gone.size} blocks)" if gone.size > 1 else "")
+        )
     s_blocks, s_rows = _live_chunks(stored)
     r_blocks, r_rows = _live_chunks(rebuilt)
     s_off, r_off = stored.chunk_offset[s_rows], rebuilt.chunk_offset[r_rows]
-    if s_rows.size != r_rows.size or bool(np.any(s_blocks != r_blocks)) or \
-            bool(np.any(s_off != r_off)):
+    if (
+        s_rows.size != r_rows.size
+        or bool(np.any(s_blocks != r_blocks))
+        or bool(np.any(s_off != r_off))
+    ):
         return _first_chunk_difference(s_blocks, s_off, r_blocks, r_off)
     healthy = stored.chunk_matches[s_rows]
-    differs = healthy & ((stored.chunk_length[s_rows] != rebuilt.chunk_length[r_rows])
-                         | (stored.chunk_value[s_rows] != rebuilt.chunk_value[r_rows]))
+    differs = healthy & (
+        (stored.chunk_length[s_rows] != rebuilt.chunk_length[r_rows])
+        | (stored.chunk_value[s_rows] != rebuilt.chunk_value[r_rows])
+    )
     if bool(np.any(differs)):
         i = int(np.flatnonzero(differs)[0])
-        return (f"its healthy chunk at block {int(s_blocks[i])} offset {int(s_off[i])} differs "
-                f"from the recorded one (length or checksums)")
+        return (
+            f"its healthy chunk at block {int(s_blocks[i])} offset {int(s_off[i])} differs "
+            f"from the recorded one (length or checksums)"
+        )
     return None
 
 
-def _first_chunk_difference(s_blocks: np.ndarray, s_off: np.ndarray, r_blocks: np.ndarray,
-                            r_off: np.ndarray) -> str:
+def _first_chunk_difference(
+    s_blocks: np.ndarray, s_off: np.ndarray, r_blocks: np.ndarray, r_off: np.ndarray
+) -> str:
     stored = set(zip(s_blocks.tolist(), s_off.tolist()))
     recorded = set(zip(r_blocks.tolist(), r_off.tolist()))
     missing = sorted(recorded - stored)
@@ -107,12 +122,15 @@ def _first_chunk_difference(s_blocks: np.ndarray, s_off: np.ndarray, r_blocks: n
         b, o = missing[0]
         return f"the chunk at block {b} offset {o} recorded in the block metadata is not in it"
     b, o = sorted(stored - recorded)[0]
-    return (f"its chunk at block {b} offset {o} is not one a data scan reads (not in the "
-            f"block metadata, or of checksum type NONE)")
+    return (
+        f"its chunk at block {b} offset {o} is not one a data scan reads (not in the "
+        f"block metadata, or of checksum type NONE)"
+    )
 
 
-def census_tree(stored: Optional[ContainerTree], recorded: ContainerTree, have_meta: bool
-                ) -> Tuple[ContainerTree, List[ScanError]]:
+def census_tree(
+    stored: Optional[ContainerTree], recorded: ContainerTree, have_meta: bool
+) -> Tuple[ContainerTree, List[ScanError]]:
     """The census's tree of one replica and the findings that say where it came from.
 
     `stored`: its `.tree` as read (None when missing or unusable: the read's own finding is

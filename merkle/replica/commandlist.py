@@ -33,12 +33,27 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from merkle.replica.errors import ReplicaError
 
-__all__ = ["CommandPart", "MAX_CONTAINER_ID", "MAX_LINE_BYTES", "MAX_LIST_BYTES",
-           "MAX_ROUND", "REPLICA_DEPTH", "command_int",
-           "canonical_line", "check_digest_field", "check_replica_metadata",
-           "check_replica_path", "check_roots_field", "cluster_of", "lines_digest",
-           "open_without_links", "parts_digest", "read_command_list", "read_json_file",
-           "root_of"]
+__all__ = [
+    "CommandPart",
+    "MAX_CONTAINER_ID",
+    "MAX_LINE_BYTES",
+    "MAX_LIST_BYTES",
+    "MAX_ROUND",
+    "REPLICA_DEPTH",
+    "command_int",
+    "canonical_line",
+    "check_digest_field",
+    "check_replica_metadata",
+    "check_replica_path",
+    "check_roots_field",
+    "cluster_of",
+    "lines_digest",
+    "open_without_links",
+    "parts_digest",
+    "read_command_list",
+    "read_json_file",
+    "root_of",
+]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -59,8 +74,9 @@ _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _PIECE = 1 << 20
 
 
-def command_int(entry: Dict[str, Any], key: str, high: int, source: str, what: str, *,
-                required: bool = True) -> Optional[int]:
+def command_int(
+    entry: Dict[str, Any], key: str, high: int, source: str, what: str, *, required: bool = True
+) -> Optional[int]:
     """The integer `entry[key]` of a `what` (e.g. "copy command"), in 0..high; ReplicaError
     naming the key otherwise (a bool, a float, 1e400, [1] are refused, never coerced). An
     absent key is None when not `required`."""
@@ -70,8 +86,7 @@ def command_int(entry: Dict[str, Any], key: str, high: int, source: str, what: s
     if type(value) is not int or not 0 <= value <= high:
         shown = repr(value)
         shown = shown if len(shown) <= 40 else shown[:37] + "..."
-        raise ReplicaError(f"bad \"{key}\" in a {what}: {shown} (an integer 0..{high})",
-                           source)
+        raise ReplicaError(f'bad "{key}" in a {what}: {shown} (an integer 0..{high})', source)
     return value
 
 
@@ -89,8 +104,9 @@ class CommandPart:
 
 def canonical_line(command: Dict[str, Any]) -> bytes:
     """A command as one canonical JSON line (sorted keys, compact, ASCII)."""
-    return (json.dumps(command, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-            + "\n").encode("ascii")
+    return (
+        json.dumps(command, sort_keys=True, separators=(",", ":"), ensure_ascii=True) + "\n"
+    ).encode("ascii")
 
 
 def lines_digest(commands: Iterable[Dict[str, Any]]) -> str:
@@ -112,15 +128,20 @@ def parts_digest(parts: Iterable[Dict[str, Any]]) -> str:
 def check_digest_field(value: Any, what: str, source: str) -> str:
     """A digest read from a report or plan: 64 lowercase hex digits, else ReplicaError."""
     if value is None:
-        raise ReplicaError(f"{what} carries no SHA-256 digest of its command list (written "
-                           f"by an older crcmerkle, or edited): write it again", source)
+        raise ReplicaError(
+            f"{what} carries no SHA-256 digest of its command list (written "
+            f"by an older crcmerkle, or edited): write it again",
+            source,
+        )
     if not isinstance(value, str) or not _HEX64.fullmatch(value):
-        raise ReplicaError(f"{what}: bad SHA-256 digest of its command list (64 hex digits)",
-                           source)
+        raise ReplicaError(
+            f"{what}: bad SHA-256 digest of its command list (64 hex digits)", source
+        )
     return value
 
 
 # ---- reading, bounded ----------------------------------------------------------------------
+
 
 def _open_nofollow(name: str, dir_fd: Optional[int], shown: str) -> Tuple[int, os.stat_result]:
     """Open without following a link, without blocking; (fd, fstat)."""
@@ -142,8 +163,7 @@ def _read_bounded(fd: int, st: os.stat_result, shown: str, limit: int) -> bytes:
     if not stat.S_ISREG(st.st_mode):
         raise ReplicaError("not a regular file (refused)", shown)
     if st.st_size > limit:
-        raise ReplicaError(f"{st.st_size} bytes: above the {limit}-byte limit (refused)",
-                           shown)
+        raise ReplicaError(f"{st.st_size} bytes: above the {limit}-byte limit (refused)", shown)
     os.set_blocking(fd, True)
     out = bytearray()
     while True:
@@ -152,8 +172,7 @@ def _read_bounded(fd: int, st: os.stat_result, shown: str, limit: int) -> bytes:
             return bytes(out)
         out += got
         if len(out) > limit:
-            raise ReplicaError(f"grew above the {limit}-byte limit while read (refused)",
-                               shown)
+            raise ReplicaError(f"grew above the {limit}-byte limit while read (refused)", shown)
 
 
 def read_json_file(path: PathLike, limit: int = MAX_LIST_BYTES) -> Any:
@@ -173,15 +192,15 @@ def _parse_lines(raw: bytes, shown: str, out: List[Dict[str, Any]]) -> None:
     """The JSON objects of JSON-lines bytes (blank lines skipped), lines bounded."""
     for n, line in enumerate(raw.split(b"\n"), 1):
         if len(line) > MAX_LINE_BYTES:
-            raise ReplicaError(f"line {n}: longer than {MAX_LINE_BYTES} bytes (refused)",
-                               shown)
+            raise ReplicaError(f"line {n}: longer than {MAX_LINE_BYTES} bytes (refused)", shown)
         if not line.strip():
             continue
         try:
             text = line.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise ReplicaError(f"the command list is not UTF-8 text ({exc.reason})",
-                               shown) from None
+            raise ReplicaError(
+                f"the command list is not UTF-8 text ({exc.reason})", shown
+            ) from None
         try:
             e = json.loads(text)
         except (ValueError, RecursionError) as exc:
@@ -191,8 +210,9 @@ def _parse_lines(raw: bytes, shown: str, out: List[Dict[str, Any]]) -> None:
         out.append(e)
 
 
-def read_command_list(path: str, limit: int = MAX_LIST_BYTES
-                      ) -> Tuple[List[Dict[str, Any]], List[CommandPart]]:
+def read_command_list(
+    path: str, limit: int = MAX_LIST_BYTES
+) -> Tuple[List[Dict[str, Any]], List[CommandPart]]:
     """(the commands, the non-empty parts read) of a JSON-lines file, or of the part files
     of a directory Spark wrote (names starting with '_' or '.', such as _SUCCESS and
     checksums, are skipped, and so are empty parts: they hold no command). Nothing is
@@ -220,8 +240,9 @@ def read_command_list(path: str, limit: int = MAX_LIST_BYTES
                 _parse_lines(raw, shown, out)
         else:
             raw = _read_bounded(fd, st, path, limit)
-            parts.append(CommandPart(os.path.basename(path), len(raw),
-                                     hashlib.sha256(raw).hexdigest()))
+            parts.append(
+                CommandPart(os.path.basename(path), len(raw), hashlib.sha256(raw).hexdigest())
+            )
             _parse_lines(raw, path, out)
     finally:
         os.close(fd)
@@ -229,6 +250,7 @@ def read_command_list(path: str, limit: int = MAX_LIST_BYTES
 
 
 # ---- checking paths against the disk -------------------------------------------------------
+
 
 def _components(path: str) -> List[str]:
     return [c for c in os.path.abspath(path).split("/") if c]
@@ -242,23 +264,31 @@ def root_of(path: str, roots: Sequence[str], source: str) -> str:
         raise ReplicaError("a command names a bad replica path", source)
     raw = path.rstrip("/").split("/")
     if any(c in (".", "..") for c in raw) or any(not c for c in raw[1:]):
-        raise ReplicaError(f"{path}: a replica path with '.', '..' or '//' in it (refused)",
-                           source)
+        raise ReplicaError(f"{path}: a replica path with '.', '..' or '//' in it (refused)", source)
     parts = _components(path)
     for r in roots:
         rp = _components(r)
-        if len(parts) == len(rp) + REPLICA_DEPTH and parts[:len(rp)] == rp:
+        if len(parts) == len(rp) + REPLICA_DEPTH and parts[: len(rp)] == rp:
             return "/" + "/".join(rp)
-    raise ReplicaError(f"{path}: not a replica under the roots the scan read "
-                       f"({', '.join(roots[:5])}{' ...' if len(roots) > 5 else ''})", source)
+    raise ReplicaError(
+        f"{path}: not a replica under the roots the scan read "
+        f"({', '.join(roots[:5])}{' ...' if len(roots) > 5 else ''})",
+        source,
+    )
 
 
 def check_roots_field(value: Any, what: str, source: str) -> List[str]:
     """The "scanned_roots" of a report or plan: a list of non-empty path strings."""
-    if not (isinstance(value, list) and value
-            and all(isinstance(r, str) and r and "\0" not in r for r in value)):
-        raise ReplicaError(f"{what} names no scanned roots (\"scanned_roots\"): its commands "
-                           f"cannot be checked against the disk; write it again", source)
+    if not (
+        isinstance(value, list)
+        and value
+        and all(isinstance(r, str) and r and "\0" not in r for r in value)
+    ):
+        raise ReplicaError(
+            f'{what} names no scanned roots ("scanned_roots"): its commands '
+            f"cannot be checked against the disk; write it again",
+            source,
+        )
     return value
 
 
@@ -267,17 +297,18 @@ def cluster_of(root: str) -> str:
     .Layout.cluster_of): an Ozone volume's <volume>/hdds/<clusterID> is its clusterID; a
     crcmerkle-layout root is its cluster directory."""
     from merkle.replica.layouts import layout_of
+
     return layout_of(root).cluster_of(root)
 
 
-def check_replica_path(path: str, container_id: int, roots: Sequence[str],
-                       source: str) -> str:
+def check_replica_path(path: str, container_id: int, roots: Sequence[str], source: str) -> str:
     """Check one replica path of a command (see the module docstring; the directory itself
     may be absent: a copy's target); returns its scanned root."""
     root = root_of(path, roots, source)
     if os.path.basename(path.rstrip("/")) != str(container_id):
-        raise ReplicaError(f"{path}: not named after the command's container "
-                           f"{container_id} (refused)", source)
+        raise ReplicaError(
+            f"{path}: not named after the command's container {container_id} (refused)", source
+        )
     _check_no_one_else_can_plant(root, path, source)
     return root
 
@@ -289,10 +320,12 @@ def _check_no_one_else_can_plant(root: str, path: str, source: str) -> None:
     volume directory) is writable by others (world-writable, as /tmp: anyone may create
     replicas there, and datanode directories to outvote the real ones)."""
     if root == "/":
-        raise ReplicaError("the report names '/' as a scanned root: any directory three "
-                           "levels below / would count as a replica of the cluster (refused)",
-                           source)
-    below = path.rstrip("/").split("/")[len(_components(root)) + 1:-1]
+        raise ReplicaError(
+            "the report names '/' as a scanned root: any directory three "
+            "levels below / would count as a replica of the cluster (refused)",
+            source,
+        )
+    below = path.rstrip("/").split("/")[len(_components(root)) + 1 : -1]
     here = root
     for name in ["", *below]:
         here = os.path.join(here, name) if name else here
@@ -303,9 +336,12 @@ def _check_no_one_else_can_plant(root: str, path: str, source: str) -> None:
         except OSError as exc:
             raise ReplicaError(f"{here}: {exc.strerror or exc}", source) from None
         if stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_IWOTH:
-            raise ReplicaError(f"{here}: writable by every user (mode "
-                               f"{stat.S_IMODE(st.st_mode):o}): anyone could have planted the "
-                               f"replicas a command names (refused)", source)
+            raise ReplicaError(
+                f"{here}: writable by every user (mode "
+                f"{stat.S_IMODE(st.st_mode):o}): anyone could have planted the "
+                f"replicas a command names (refused)",
+                source,
+            )
 
 
 def open_without_links(path: str) -> int:

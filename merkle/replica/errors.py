@@ -8,8 +8,16 @@ from __future__ import annotations
 
 from typing import Optional
 
-__all__ = ["BlockMetaError", "NotAReplicaError", "ReplicaError", "ReplicaLockedError",
-           "SourceNotGoodError", "TargetExistsError", "VolumeError", "WriterError"]
+__all__ = [
+    "BlockMetaError",
+    "NotAReplicaError",
+    "ReplicaError",
+    "ReplicaLockedError",
+    "SourceNotGoodError",
+    "TargetExistsError",
+    "VolumeError",
+    "WriterError",
+]
 
 
 class ReplicaError(Exception):
@@ -37,8 +45,14 @@ class BlockMetaError(ReplicaError):
     (METADATA_UNSUPPORTED: never rewritten).
     """
 
-    def __init__(self, message: str, path: Optional[str] = None, *, missing: bool = False,
-                 unsupported: bool = False):
+    def __init__(
+        self,
+        message: str,
+        path: Optional[str] = None,
+        *,
+        missing: bool = False,
+        unsupported: bool = False,
+    ):
         self.missing = missing
         self.unsupported = unsupported
         super().__init__(message, path)

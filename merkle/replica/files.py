@@ -44,12 +44,14 @@ def read_capped(f: Any, display: str, limit: Optional[int] = None) -> bytes:
     cap = max_metadata_bytes() if limit is None else int(limit)
     size = f.size()
     if size > cap:
-        raise FileTooLargeError(errno.EFBIG, f"file of {size} bytes exceeds the {cap}-byte "
-                                f"limit for metadata (not read)", display)
+        raise FileTooLargeError(
+            errno.EFBIG,
+            f"file of {size} bytes exceeds the {cap}-byte limit for metadata (not read)",
+            display,
+        )
     data = f.read(cap + 1)
     if len(data) > cap:
-        raise FileTooLargeError(errno.EFBIG, f"larger than {cap} bytes (grew while read)",
-                                display)
+        raise FileTooLargeError(errno.EFBIG, f"larger than {cap} bytes (grew while read)", display)
     return bytes(data)
 
 
@@ -62,8 +64,7 @@ class BlockFile(Protocol):
     def fileno(self) -> Optional[int]:
         """An OS descriptor to map the file from, or None when it has none (remote)."""
 
-    def close(self) -> None:
-        ...
+    def close(self) -> None: ...
 
     # Optional: `drop_cached(offset, length)`, dropping that range from the page cache
     # (merkle.replica.politeio.drop_cached); the verifier calls it after each read when asked
@@ -77,14 +78,11 @@ class ReplicaFiles(Protocol):
     #: where the replica is, for messages and result rows (a path or a URI)
     location: str
 
-    def read_blockmeta(self) -> bytes:
-        ...
+    def read_blockmeta(self) -> bytes: ...
 
-    def read_tree(self) -> bytes:
-        ...
+    def read_tree(self) -> bytes: ...
 
-    def open_block(self, block_id: int) -> BlockFile:
-        ...
+    def open_block(self, block_id: int) -> BlockFile: ...
 
     def block_name(self, block_id: int) -> str:
         """The block file's name, for messages."""
@@ -132,8 +130,7 @@ class LocalReplicaFiles:
 
     def _meta(self, suffix: str) -> bytes:
         name = f"{self.container_id}{suffix}"
-        return read_regular(self.dir.sub("metadata"), name,
-                            display=self.dir.show("metadata", name))
+        return read_regular(self.dir.sub("metadata"), name, display=self.dir.show("metadata", name))
 
     def read_blockmeta(self) -> bytes:
         return self._meta(META_SUFFIX)
@@ -143,8 +140,9 @@ class LocalReplicaFiles:
 
     def open_block(self, block_id: int) -> BlockFile:
         name = self.block_name(block_id)
-        return LocalBlockFile(open_regular(self.dir.sub("chunks"), name,
-                                            display=self.dir.show("chunks", name)))
+        return LocalBlockFile(
+            open_regular(self.dir.sub("chunks"), name, display=self.dir.show("chunks", name))
+        )
 
     def block_name(self, block_id: int) -> str:
         return f"{int(block_id)}{BLOCK_SUFFIX}"
@@ -155,16 +153,25 @@ class LocalReplicaFiles:
         """Replace `metadata/<id><suffix>` atomically, keeping its owner and mode (creates
         `metadata/` if needed, never through a link)."""
         name = f"{self.container_id}{suffix}"
-        replace_atomic(self.dir.sub("metadata", create=True), name, data,
-                       display=self.dir.show("metadata", name))
+        replace_atomic(
+            self.dir.sub("metadata", create=True),
+            name,
+            data,
+            display=self.dir.show("metadata", name),
+        )
 
     def open_block_rw(self, block_id: int, *, create: bool = False) -> int:
         """A block file opened read-write (created if `create`), never through a link and
         never a hard-linked file: the descriptor."""
         name = self.block_name(block_id)
-        return open_regular(self.dir.sub("chunks", create=create), name, os.O_RDWR,
-                            create=create, single_link=True,
-                            display=self.dir.show("chunks", name))
+        return open_regular(
+            self.dir.sub("chunks", create=create),
+            name,
+            os.O_RDWR,
+            create=create,
+            single_link=True,
+            display=self.dir.show("chunks", name),
+        )
 
     def block_size(self, block_id: int) -> int:
         """The size of a block file (0 when it does not exist; OSError if not regular)."""

@@ -69,19 +69,39 @@ from merkle.replica.scan import (
 # re-exported: their home is below the generator and the layouts (merkle.replica.synth)
 from merkle.replica.synth import GeneratorError, block_data  # noqa: F401
 
-__all__ = ["DEFAULT_FAULTS", "FAULT_TYPES", "GeneratorConfig", "GeneratorError",
-           "MANIFEST_NAME", "generate_cluster", "parse_faults"]
+__all__ = [
+    "DEFAULT_FAULTS",
+    "FAULT_TYPES",
+    "GeneratorConfig",
+    "GeneratorError",
+    "MANIFEST_NAME",
+    "generate_cluster",
+    "parse_faults",
+]
 
 PathLike = Union[str, "os.PathLike[str]"]
 MANIFEST_NAME = "manifest.json"
 KiB = 1024
 
-FAULT_TYPES = ("bitflip", "bitflip2", "bitflip-all", "truncate", "missing-chunks",
-               "missing-file", "tombstone", "extra-block", "tree-corrupt", "tree-missing",
-               "meta-corrupt", "meta-missing")
-DEFAULT_FAULTS = "bitflip=2,bitflip2=1,bitflip-all=1,truncate=2,missing-chunks=1," \
-                 "missing-file=1,tombstone=1,extra-block=1,tree-corrupt=1,tree-missing=1," \
-                 "meta-corrupt=1,meta-missing=1"
+FAULT_TYPES = (
+    "bitflip",
+    "bitflip2",
+    "bitflip-all",
+    "truncate",
+    "missing-chunks",
+    "missing-file",
+    "tombstone",
+    "extra-block",
+    "tree-corrupt",
+    "tree-missing",
+    "meta-corrupt",
+    "meta-missing",
+)
+DEFAULT_FAULTS = (
+    "bitflip=2,bitflip2=1,bitflip-all=1,truncate=2,missing-chunks=1,"
+    "missing-file=1,tombstone=1,extra-block=1,tree-corrupt=1,tree-missing=1,"
+    "meta-corrupt=1,meta-missing=1"
+)
 
 
 #: the shipped layouts the generator writes: `ozone` writes real datanode volumes
@@ -121,8 +141,7 @@ def parse_faults(spec: str, layout: str = "crcmerkle") -> Dict[str, int]:
         name, _, count = part.strip().partition("=")
         name = name.strip()
         if name not in known:
-            owner = [other.name for other in layouts()
-                     if name in getattr(other, "fault_types", ())]
+            owner = [other.name for other in layouts() if name in getattr(other, "fault_types", ())]
             hint = f" (an {owner[0]}-layout fault)" if owner else ""
             raise GeneratorError(f"unknown fault type {name!r}{hint} (known: {', '.join(known)})")
         try:
@@ -164,8 +183,9 @@ class GeneratorConfig:
         if min(self.datanodes, self.volumes, self.containers, self.replicas) < 1:
             raise GeneratorError("datanodes, volumes, containers and replicas must be >= 1")
         if self.replicas > self.datanodes:
-            raise GeneratorError(f"{self.replicas} replicas need at least as many datanodes "
-                                 f"(got {self.datanodes})")
+            raise GeneratorError(
+                f"{self.replicas} replicas need at least as many datanodes (got {self.datanodes})"
+            )
         if not 1 <= self.min_blocks <= self.max_blocks:
             raise GeneratorError("blocks per container: need 1 <= min <= max")
         if min(self.block_size, self.chunk_size, self.bytes_per_checksum) < 1:
@@ -175,16 +195,22 @@ class GeneratorConfig:
         layout = _layout(self.layout)
         if self.mount_path is not None:
             if not layout.records_mount_paths:
-                which = " or ".join(other.name for other in layouts()
-                                    if getattr(other, "records_mount_paths", False))
-                raise GeneratorError(f"--mount-path: a mount path is recorded by the {which} "
-                                     f"layout only")
+                which = " or ".join(
+                    other.name
+                    for other in layouts()
+                    if getattr(other, "records_mount_paths", False)
+                )
+                raise GeneratorError(
+                    f"--mount-path: a mount path is recorded by the {which} layout only"
+                )
             layout.mount_paths(self.mount_path, self.datanodes, self.volumes)
         if self.om_db and not getattr(layout, "writes_om_db", False):
-            which = " or ".join(other.name for other in layouts()
-                                if getattr(other, "writes_om_db", False))
-            raise GeneratorError(f"--om-db: an OM DB is written with --layout {which} only "
-                                 f"(not {self.layout})")
+            which = " or ".join(
+                other.name for other in layouts() if getattr(other, "writes_om_db", False)
+            )
+            raise GeneratorError(
+                f"--om-db: an OM DB is written with --layout {which} only (not {self.layout})"
+            )
         known = FAULT_TYPES + tuple(layout.fault_types)
         for k in self.faults:
             if k not in known:
@@ -243,9 +269,13 @@ class _Cluster:
                 self._write_replica(rep, cid, alg, blocks)
 
     def _write_replica(self, rep: str, cid: int, alg: str, blocks: Dict[int, int]) -> None:
-        with ContainerWriter.create(self.out / rep, cid, algorithm=alg,
-                                    bytes_per_checksum=self.cfg.bytes_per_checksum,
-                                    chunk_size=self.cfg.chunk_size) as w:
+        with ContainerWriter.create(
+            self.out / rep,
+            cid,
+            algorithm=alg,
+            bytes_per_checksum=self.cfg.bytes_per_checksum,
+            chunk_size=self.cfg.chunk_size,
+        ) as w:
             for bid, length in blocks.items():
                 w.write_block(bid, block_data(self.cfg.seed, cid, bid, length))
 
@@ -265,8 +295,9 @@ class _Cluster:
         cid = int(Path(rep).name)
         return self.out / rep / "metadata" / f"{cid}.tree"
 
-    def expect(self, rep: str, error: str, block: Optional[int] = None,
-               offset: Optional[int] = None) -> Dict[str, Any]:
+    def expect(
+        self, rep: str, error: str, block: Optional[int] = None, offset: Optional[int] = None
+    ) -> Dict[str, Any]:
         e = {"error": error, "block_id": block, "offset": offset}
         self.expected[rep].append(e)
         return dict(e, replica=rep)
@@ -275,8 +306,9 @@ class _Cluster:
         """Whether `rep`'s metadata is still intact (a fault picks its replicas among these)."""
         return rep not in self.meta_faulted
 
-    def pick_block(self, rng: random.Random, ok_replicas: Any, need: int,
-                   min_chunks: int = 1) -> Optional[Tuple[_Container, int, List[str]]]:
+    def pick_block(
+        self, rng: random.Random, ok_replicas: Any, need: int, min_chunks: int = 1
+    ) -> Optional[Tuple[_Container, int, List[str]]]:
         """A (container, unused block, candidate replicas) with >= need candidates."""
         options = []
         for c in self.containers.values():
@@ -310,15 +342,28 @@ class _Cluster:
     def inject(self) -> None:
         rng = random.Random(f"faults/{self.cfg.seed}")
         # Tree faults come last: a writer (tombstone, extra-block) rewrites the tree.
-        order = ["meta-corrupt", "meta-missing", "tombstone", "bitflip-all", "bitflip2",
-                 "bitflip", "truncate", "missing-chunks", "missing-file", "extra-block",
-                 "tree-corrupt", "tree-missing"]
+        order = [
+            "meta-corrupt",
+            "meta-missing",
+            "tombstone",
+            "bitflip-all",
+            "bitflip2",
+            "bitflip",
+            "truncate",
+            "missing-chunks",
+            "missing-file",
+            "extra-block",
+            "tree-corrupt",
+            "tree-missing",
+        ]
         for kind in order:
             for _ in range(self.cfg.faults.get(kind, 0)):
                 fault = getattr(self, "_" + kind.replace("-", "_"))(rng)
                 if fault is None:
-                    raise GeneratorError(f"cannot place another {kind!r} fault: the cluster is "
-                                         f"too small (more containers or blocks, fewer faults)")
+                    raise GeneratorError(
+                        f"cannot place another {kind!r} fault: the cluster is "
+                        f"too small (more containers or blocks, fewer faults)"
+                    )
                 fault["id"] = len(self.faults)
                 fault["type"] = kind
                 self.faults.append(fault)
@@ -331,8 +376,12 @@ class _Cluster:
     def _meta(self, rng: random.Random, corrupt: bool) -> Optional[Dict[str, Any]]:
         # one metadata fault per container, on a replica with nothing else
         busy = {int(Path(r).name) for r in self.meta_faulted}
-        pool = [r for c in self.containers.values() if c.cid not in busy and len(c.replicas) > 1
-                for r in c.replicas]
+        pool = [
+            r
+            for c in self.containers.values()
+            if c.cid not in busy and len(c.replicas) > 1
+            for r in c.replicas
+        ]
         rep = self._replica_fault(rng, pool)
         if rep is None:
             return None
@@ -357,9 +406,14 @@ class _Cluster:
         return self._meta(rng, False)
 
     def _tree(self, rng: random.Random, corrupt: bool) -> Optional[Dict[str, Any]]:
-        pool = [r for c in self.containers.values() for r in c.replicas
-                if r not in self.meta_faulted and r not in self.tree_faulted
-                and r not in self.tombstoned]
+        pool = [
+            r
+            for c in self.containers.values()
+            for r in c.replicas
+            if r not in self.meta_faulted
+            and r not in self.tree_faulted
+            and r not in self.tombstoned
+        ]
         rep = self._replica_fault(rng, pool)
         if rep is None:
             return None
@@ -388,16 +442,21 @@ class _Cluster:
         k = rng.randint(1, max(1, min(len(cands), len(c.replicas) - 1)))
         targets = sorted(rng.sample(cands, k))
         for rep in targets:
-            with ContainerWriter(self.out / rep, c.cid, algorithm=c.algorithm,
-                                 bytes_per_checksum=self.cfg.bytes_per_checksum,
-                                 chunk_size=self.cfg.chunk_size) as w:
+            with ContainerWriter(
+                self.out / rep,
+                c.cid,
+                algorithm=c.algorithm,
+                bytes_per_checksum=self.cfg.bytes_per_checksum,
+                chunk_size=self.cfg.chunk_size,
+            ) as w:
                 w.delete_block(bid)
             self.tombstoned.add(rep)
         self.tombstones.setdefault(c.cid, []).append(bid)
         return dict(container_id=c.cid, block_id=bid, replicas=targets, expected=[])
 
-    def _chunk_flip(self, rng: random.Random, need: int, all_replicas: bool
-                    ) -> Optional[Dict[str, Any]]:
+    def _chunk_flip(
+        self, rng: random.Random, need: int, all_replicas: bool
+    ) -> Optional[Dict[str, Any]]:
         for _ in range(50):
             picked = self.pick_block(rng, self._not_meta_faulted, need)
             if picked is None:
@@ -417,10 +476,15 @@ class _Cluster:
                 where.append({"replica": rep, "byte": pos, "bit": bit})
                 expected.append(self.expect(rep, CORRUPT_CHUNK, bid, off))
             if all_replicas:
-                self.unrepairable.append({"container_id": c.cid, "block_id": bid,
-                                          "offset": off})
-            return dict(container_id=c.cid, block_id=bid, chunk_offset=off, replicas=targets,
-                        flips=where, expected=expected)
+                self.unrepairable.append({"container_id": c.cid, "block_id": bid, "offset": off})
+            return dict(
+                container_id=c.cid,
+                block_id=bid,
+                chunk_offset=off,
+                replicas=targets,
+                flips=where,
+                expected=expected,
+            )
         return None
 
     def _bitflip(self, rng: random.Random) -> Optional[Dict[str, Any]]:
@@ -433,8 +497,7 @@ class _Cluster:
         return self._chunk_flip(rng, 1, True)
 
     def _cut(self, rng: random.Random, at_boundary: bool) -> Optional[Dict[str, Any]]:
-        picked = self.pick_block(rng, self._not_meta_faulted, 1,
-                                 min_chunks=2 if at_boundary else 1)
+        picked = self.pick_block(rng, self._not_meta_faulted, 1, min_chunks=2 if at_boundary else 1)
         if picked is None:
             return None
         c, bid, cands = picked
@@ -465,13 +528,12 @@ class _Cluster:
             data = block_data(self.cfg.seed, c.cid, bid, c.blocks[bid])
             got = cut - off
             wstart = off + (got - 1) // bpc * bpc
-            full = data[wstart:min(wstart + bpc, off + ln)]
+            full = data[wstart : min(wstart + bpc, off + ln)]
             part = data[wstart:cut]
             fn = _native.crc32 if c.algorithm == "crc32" else _native.crc32c
             kind = CORRUPT_CHUNK if fn(part) != fn(full) else INCONSISTENT_CHUNK_LENGTH
             expected.append(self.expect(rep, kind, bid, off))
-        return dict(container_id=c.cid, block_id=bid, replicas=[rep], cut_at=cut,
-                    expected=expected)
+        return dict(container_id=c.cid, block_id=bid, replicas=[rep], cut_at=cut, expected=expected)
 
     def _truncate(self, rng: random.Random) -> Optional[Dict[str, Any]]:
         return self._cut(rng, False)
@@ -493,33 +555,48 @@ class _Cluster:
         return dict(container_id=c.cid, block_id=bid, replicas=[rep], expected=[e])
 
     def _extra_block(self, rng: random.Random) -> Optional[Dict[str, Any]]:
-        pool = [(c, r) for c in self.containers.values() for r in c.replicas
-                if r not in self.meta_faulted and len(c.replicas) > 1]
+        pool = [
+            (c, r)
+            for c in self.containers.values()
+            for r in c.replicas
+            if r not in self.meta_faulted and len(c.replicas) > 1
+        ]
         if not pool:
             return None
         c, rep = pool[rng.randrange(len(pool))]
         bid = 1000 + max([b for b in c.blocks] + self.extra_blocks.get(c.cid, [0]))
         length = rng.randint(1, self.cfg.block_size)
-        with ContainerWriter(self.out / rep, c.cid, algorithm=c.algorithm,
-                             bytes_per_checksum=self.cfg.bytes_per_checksum,
-                             chunk_size=self.cfg.chunk_size) as w:
+        with ContainerWriter(
+            self.out / rep,
+            c.cid,
+            algorithm=c.algorithm,
+            bytes_per_checksum=self.cfg.bytes_per_checksum,
+            chunk_size=self.cfg.chunk_size,
+        ) as w:
             w.write_block(bid, block_data(self.cfg.seed, c.cid, bid, length))
         self.extra_blocks.setdefault(c.cid, []).append(bid)
         self.used_blocks.add((c.cid, bid))
-        return dict(container_id=c.cid, block_id=bid, replicas=[rep], length=length,
-                    expected=[])
+        return dict(container_id=c.cid, block_id=bid, replicas=[rep], length=length, expected=[])
 
     # -- manifest -------------------------------------------------------------------------
 
     def manifest(self) -> Dict[str, Any]:
         def key(e: Dict[str, Any]) -> Tuple[str, int, int]:
             return (e["error"], e["block_id"] or 0, e["offset"] or 0)
+
         return {
-            "format": "crcmerkle-cluster-manifest", "version": 1,
-            "seed": self.cfg.seed, "config": asdict(self.cfg),
-            "containers": {str(c.cid): {"algorithm": c.algorithm, "replicas": c.replicas,
-                                        "blocks": {str(b): n for b, n in c.blocks.items()}}
-                           for c in self.containers.values()},
+            "format": "crcmerkle-cluster-manifest",
+            "version": 1,
+            "seed": self.cfg.seed,
+            "config": asdict(self.cfg),
+            "containers": {
+                str(c.cid): {
+                    "algorithm": c.algorithm,
+                    "replicas": c.replicas,
+                    "blocks": {str(b): n for b, n in c.blocks.items()},
+                }
+                for c in self.containers.values()
+            },
             "faults": self.faults,
             "expected_errors": {r: sorted(es, key=key) for r, es in sorted(self.expected.items())},
             "unrepairable_chunks": self.unrepairable,
@@ -528,8 +605,9 @@ class _Cluster:
         }
 
 
-def generate_cluster(out: PathLike, config: Optional[GeneratorConfig] = None, **kwargs: Any
-                     ) -> Dict[str, Any]:
+def generate_cluster(
+    out: PathLike, config: Optional[GeneratorConfig] = None, **kwargs: Any
+) -> Dict[str, Any]:
     """Write a synthetic cluster under `out` (which must not exist or be empty) and return
     its manifest (also written to `<out>/manifest.json`). kwargs override config fields."""
     cfg = config or GeneratorConfig()
@@ -553,8 +631,7 @@ def generate_cluster(out: PathLike, config: Optional[GeneratorConfig] = None, **
             manifest = layout.finish_generation(staging, root, manifest, cfg, own)
         if cfg.om_db:
             manifest = layout.generate_om_db(root, manifest, cfg)
-        _write_new_file(root, MANIFEST_NAME, json.dumps(manifest, indent=1, sort_keys=True)
-                        + "\n")
+        _write_new_file(root, MANIFEST_NAME, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     except BaseException:  # also Ctrl-C: leave nothing half-written behind
         _remove_run(root, keep_marker=not created)
         raise
@@ -571,8 +648,9 @@ _OWN_ENTRY = re.compile(r"dn\d+")
 
 
 def _is_own_entry(name: str) -> bool:
-    return (name in (MARKER_NAME, MANIFEST_NAME, _STAGING, _OM_DB)
-            or bool(_OWN_ENTRY.fullmatch(name)))
+    return name in (MARKER_NAME, MANIFEST_NAME, _STAGING, _OM_DB) or bool(
+        _OWN_ENTRY.fullmatch(name)
+    )
 
 
 def _prepare_output(root: Path) -> bool:
@@ -581,17 +659,24 @@ def _prepare_output(root: Path) -> bool:
     if root.exists() and not root.is_dir():
         raise GeneratorError("output path exists and is not a directory", os.fspath(root))
     entries = os.listdir(root) if root.exists() else []
-    if entries and (MARKER_NAME not in entries or not all(map(_is_own_entry, entries))
-                    or not os.path.isfile(root / MARKER_NAME)
-                    or os.path.islink(root / MARKER_NAME)):
-        raise GeneratorError("output directory exists and is not empty (and holds more than "
-                             "an earlier 'crcmerkle generate' run)", os.fspath(root))
+    if entries and (
+        MARKER_NAME not in entries
+        or not all(map(_is_own_entry, entries))
+        or not os.path.isfile(root / MARKER_NAME)
+        or os.path.islink(root / MARKER_NAME)
+    ):
+        raise GeneratorError(
+            "output directory exists and is not empty (and holds more than "
+            "an earlier 'crcmerkle generate' run)",
+            os.fspath(root),
+        )
     created = not root.exists()
     if entries:
         _remove_run(root, keep_marker=True)
     root.mkdir(parents=True, exist_ok=True)
-    _write_new_file(root, MARKER_NAME, "written by crcmerkle generate: a later run may "
-                    "replace this directory\n")
+    _write_new_file(
+        root, MARKER_NAME, "written by crcmerkle generate: a later run may replace this directory\n"
+    )
     return created
 
 
@@ -604,8 +689,15 @@ def _write_new_file(root: Path, name: str, text: str) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-                 | getattr(os, "O_CLOEXEC", 0), 0o644)
+    fd = os.open(
+        path,
+        os.O_WRONLY
+        | os.O_CREAT
+        | os.O_EXCL
+        | getattr(os, "O_NOFOLLOW", 0)
+        | getattr(os, "O_CLOEXEC", 0),
+        0o644,
+    )
     with os.fdopen(fd, "w") as f:
         f.write(text)
 
@@ -627,4 +719,3 @@ def _remove_run(root: Path, keep_marker: bool) -> None:
             root.rmdir()
         except OSError:
             pass  # something else appeared meanwhile: leave it
-

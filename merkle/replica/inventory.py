@@ -30,10 +30,22 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 from merkle.replica.errors import ReplicaError
 from merkle.replica.safeopen import read_named
 
-__all__ = ["DATANODE_LIST", "HOST_LIST", "Host", "Inventory", "InventoryError",
-           "MAX_HOSTS", "MAX_INVENTORY_BYTES", "MAX_OZONE_SITE_BYTES", "MAX_VOLUMES_PER_HOST",
-           "MAX_VOLUMES_TOTAL", "inventory_json", "load_inventory", "parse_inventory",
-           "read_datanode_dirs"]
+__all__ = [
+    "DATANODE_LIST",
+    "HOST_LIST",
+    "Host",
+    "Inventory",
+    "InventoryError",
+    "MAX_HOSTS",
+    "MAX_INVENTORY_BYTES",
+    "MAX_OZONE_SITE_BYTES",
+    "MAX_VOLUMES_PER_HOST",
+    "MAX_VOLUMES_TOTAL",
+    "inventory_json",
+    "load_inventory",
+    "parse_inventory",
+    "read_datanode_dirs",
+]
 
 #: Inventory.source of each format.
 DATANODE_LIST = "ozone datanode list"
@@ -64,8 +76,9 @@ STORAGE_TYPES = frozenset({"RAM_DISK", "SSD", "DISK", "ARCHIVE", "PROVIDED", "NV
 
 #: Ozone's NodeOperationalState and NodeState (hdds.proto). Another value is kept as given and
 #: reported as a problem: a newer Ozone may add states.
-OP_STATES = frozenset({"IN_SERVICE", "ENTERING_MAINTENANCE", "IN_MAINTENANCE",
-                       "DECOMMISSIONING", "DECOMMISSIONED"})
+OP_STATES = frozenset(
+    {"IN_SERVICE", "ENTERING_MAINTENANCE", "IN_MAINTENANCE", "DECOMMISSIONING", "DECOMMISSIONED"}
+)
 HEALTH_STATES = frozenset({"HEALTHY", "STALE", "DEAD", "HEALTHY_READONLY"})
 
 _XINCLUDE_NS = "{http://www.w3.org/2001/XInclude}"
@@ -107,8 +120,9 @@ class Host:
 
     def volume_failed(self, volume: str) -> bool:
         """Whether Ozone reported this volume directory (or its `hdds` dir) failed."""
-        return (volume in self.failed_volumes
-                or posixpath.join(volume, "hdds") in self.failed_volumes)
+        return (
+            volume in self.failed_volumes or posixpath.join(volume, "hdds") in self.failed_volumes
+        )
 
 
 @dataclass(frozen=True)
@@ -141,10 +155,11 @@ class Inventory:
 
 # ---- helpers ------------------------------------------------------------------------------
 
+
 def _show(value: Any, limit: int = 80) -> str:
     """A value read from a file, quoted and escaped for a one-line message."""
     text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _fail(where: str, message: str) -> InventoryError:
@@ -229,16 +244,18 @@ def _volume_list(values: Iterable[Any], what: str) -> Tuple[str, ...]:
             raise ValueError(f"more than {MAX_VOLUMES_PER_HOST} volumes in {what}")
         path = _normal_volume(raw)
         if path in seen:
-            raise ValueError(f"volume {path} listed twice in {what}"
-                             + ("" if seen[path] == raw else
-                                f" ({_show(seen[path])} and {_show(raw)})"))
+            raise ValueError(
+                f"volume {path} listed twice in {what}"
+                + ("" if seen[path] == raw else f" ({_show(seen[path])} and {_show(raw)})")
+            )
         seen[path] = raw
         out.append(path)
     return tuple(out)
 
 
-def _state(value: Any, known: frozenset, key: str, entry: str,
-           problems: List[str]) -> Optional[str]:
+def _state(
+    value: Any, known: frozenset, key: str, entry: str, problems: List[str]
+) -> Optional[str]:
     """An Ozone state name: None when absent; an unknown name kept, and reported."""
     if value is None:
         return None
@@ -296,6 +313,7 @@ def _no_duplicate_keys(pairs: List[Tuple[str, Any]]) -> Dict[str, Any]:
 
 # ---- the two formats ----------------------------------------------------------------------
 
+
 def _kind(entry: Dict[str, Any]) -> Optional[str]:
     if "host" in entry and "hostName" not in entry:
         return HOST_LIST
@@ -304,8 +322,9 @@ def _kind(entry: Dict[str, Any]) -> Optional[str]:
     return None
 
 
-def _datanode_entry(e: Dict[str, Any], entry: str, default_volumes: Tuple[str, ...],
-                    problems: List[str]) -> Host:
+def _datanode_entry(
+    e: Dict[str, Any], entry: str, default_volumes: Tuple[str, ...], problems: List[str]
+) -> Host:
     why = _check_host(e.get("hostName"))
     if why:
         raise ValueError(f"hostName: {why}")
@@ -319,12 +338,15 @@ def _datanode_entry(e: Dict[str, Any], entry: str, default_volumes: Tuple[str, .
         if not isinstance(address, str) or _ip(address) is None:
             raise ValueError(f"ipAddress {_show(address)} is not an IP address")
         address = _ip(address)
-    return Host(host=e["hostName"], address=address, uuid=e["id"].lower(),
-                volumes=default_volumes,
-                op_state=_state(e.get("opState"), OP_STATES, "opState", entry, problems),
-                health=_state(e.get("healthState"), HEALTH_STATES, "healthState", entry,
-                              problems),
-                failed_volumes=_failed_volumes(e.get("failedVolumes"), entry, problems))
+    return Host(
+        host=e["hostName"],
+        address=address,
+        uuid=e["id"].lower(),
+        volumes=default_volumes,
+        op_state=_state(e.get("opState"), OP_STATES, "opState", entry, problems),
+        health=_state(e.get("healthState"), HEALTH_STATES, "healthState", entry, problems),
+        failed_volumes=_failed_volumes(e.get("failedVolumes"), entry, problems),
+    )
 
 
 def _near(key: str) -> Optional[str]:
@@ -340,8 +362,9 @@ def _unknown_keys(keys: Sequence[str]) -> str:
     return ", ".join(_show(k) + (f" ({_near(k)}?)" if _near(k) else "") for k in keys[:5])
 
 
-def _host_entry(e: Dict[str, Any], entry: str, default_volumes: Tuple[str, ...],
-                problems: List[str]) -> Host:
+def _host_entry(
+    e: Dict[str, Any], entry: str, default_volumes: Tuple[str, ...], problems: List[str]
+) -> Host:
     why = _check_host(e.get("host"))
     if why:
         raise ValueError(why)
@@ -354,17 +377,22 @@ def _host_entry(e: Dict[str, Any], entry: str, default_volumes: Tuple[str, ...],
         return _host_fields(e, entry, default_volumes, problems, unknown)
     except ValueError as exc:
         if unknown:  # the typo is most likely why the entry is unusable: name it
-            raise ValueError(f"{exc} (unknown key(s) {_unknown_keys(unknown)} ignored)") \
-                from None
+            raise ValueError(f"{exc} (unknown key(s) {_unknown_keys(unknown)} ignored)") from None
         raise
 
 
-def _host_fields(e: Dict[str, Any], entry: str, default_volumes: Tuple[str, ...],
-                 problems: List[str], unknown: List[str]) -> Host:
+def _host_fields(
+    e: Dict[str, Any],
+    entry: str,
+    default_volumes: Tuple[str, ...],
+    problems: List[str],
+    unknown: List[str],
+) -> Host:
     """_host_entry's Host once the name and the keys are checked."""
     if unknown:
-        problems.append(f"{entry}: unknown key(s) {', '.join(_show(k) for k in unknown[:5])}"
-                        " ignored")
+        problems.append(
+            f"{entry}: unknown key(s) {', '.join(_show(k) for k in unknown[:5])} ignored"
+        )
     address = e.get("address")
     if address is not None:
         if not isinstance(address, str) or _ip(address) is None:
@@ -387,10 +415,15 @@ def _host_fields(e: Dict[str, Any], entry: str, default_volumes: Tuple[str, ...]
         volumes = default_volumes
     else:
         raise ValueError(f"no volumes, and no --ozone-conf gave {HDDS_DATANODE_DIR}")
-    return Host(host=e["host"], address=address, uuid=uuid, volumes=volumes,
-                op_state=_state(e.get("op_state"), OP_STATES, "op_state", entry, problems),
-                health=_state(e.get("health"), HEALTH_STATES, "health", entry, problems),
-                failed_volumes=_failed_volumes(e.get("failed_volumes"), entry, problems))
+    return Host(
+        host=e["host"],
+        address=address,
+        uuid=uuid,
+        volumes=volumes,
+        op_state=_state(e.get("op_state"), OP_STATES, "op_state", entry, problems),
+        health=_state(e.get("health"), HEALTH_STATES, "health", entry, problems),
+        failed_volumes=_failed_volumes(e.get("failed_volumes"), entry, problems),
+    )
 
 
 def parse_inventory(text: str, default_volumes: Sequence[str] = (), where: str = "") -> Inventory:
@@ -409,8 +442,11 @@ def parse_inventory(text: str, default_volumes: Sequence[str] = (), where: str =
     except ValueError as exc:  # JSONDecodeError, a repeated key, an integer too long
         raise _fail(where, f"not JSON: {' '.join(str(exc).split())}") from None
     if not isinstance(data, list):
-        raise _fail(where, "not a JSON array of hosts (the output of `ozone admin datanode "
-                           "list --json`, or [{\"host\": ..., \"volumes\": [...]}, ...])")
+        raise _fail(
+            where,
+            "not a JSON array of hosts (the output of `ozone admin datanode "
+            'list --json`, or [{"host": ..., "volumes": [...]}, ...])',
+        )
     if not data:
         raise _fail(where, "lists no hosts")
     if len(data) > MAX_HOSTS:
@@ -430,24 +466,32 @@ def parse_inventory(text: str, default_volumes: Sequence[str] = (), where: str =
             raise _fail(where, f"{entry} is not an object but {type(e).__name__}")
         kind = _kind(e)
         if kind is None:
-            raise _fail(where, f"{entry} has " + (
-                "both 'host' and 'hostName'" if "host" in e else
-                "no host: neither 'host' (a host list) nor 'hostName' "
-                "(`ozone admin datanode list --json`)"))
+            raise _fail(
+                where,
+                f"{entry} has "
+                + (
+                    "both 'host' and 'hostName'"
+                    if "host" in e
+                    else "no host: neither 'host' (a host list) nor 'hostName' "
+                    "(`ozone admin datanode list --json`)"
+                ),
+            )
         if source is None:
             source = kind
             if kind == DATANODE_LIST and not defaults:
-                raise _fail(where, "`ozone admin datanode list` output names no volumes: "
-                                   f"give --ozone-conf (an ozone-site.xml with "
-                                   f"{HDDS_DATANODE_DIR})")
+                raise _fail(
+                    where,
+                    "`ozone admin datanode list` output names no volumes: "
+                    f"give --ozone-conf (an ozone-site.xml with "
+                    f"{HDDS_DATANODE_DIR})",
+                )
         elif kind != source:
             raise _fail(where, f"{entry} is a {kind} entry, but entry 1 is a {source} entry")
         for key in ("volumes", "failed_volumes", "failedVolumes"):
             if isinstance(e.get(key), list):
                 listed += len(e[key])
         if listed > MAX_VOLUMES_TOTAL:
-            raise _fail(where, f"{entry}: more than {MAX_VOLUMES_TOTAL} volumes in the "
-                               "inventory")
+            raise _fail(where, f"{entry}: more than {MAX_VOLUMES_TOTAL} volumes in the inventory")
         name = e.get("host" if kind == HOST_LIST else "hostName")
         if isinstance(name, str) and _check_host(name) is None:
             entry = f"{entry} ({name})"
@@ -480,8 +524,9 @@ def _check_unique(hosts: Sequence[Host], where: str) -> None:
         if h.uuid is not None:
             other = by_uuid.setdefault(h.uuid, h)
             if other is not h:
-                raise _fail(where, f"two hosts claim datanode UUID {h.uuid}: "
-                                   f"{other.host} and {h.host}")
+                raise _fail(
+                    where, f"two hosts claim datanode UUID {h.uuid}: {other.host} and {h.host}"
+                )
 
 
 def inventory_json(inv: Inventory) -> str:
@@ -526,6 +571,7 @@ def load_inventory(path: str, ozone_conf: Optional[str] = None) -> Inventory:
 
 # ---- ozone-site.xml -----------------------------------------------------------------------
 
+
 class _NoDoctype(ET.TreeBuilder):
     """Refuses a DOCTYPE as the parser meets it: the second guard behind the text check."""
 
@@ -551,8 +597,9 @@ def _conf_properties(text: str, where: str) -> Dict[str, str]:
     # The cheap guard first: in UTF-8 text no DTD can hide from this search, and with no DTD
     # there is no entity to expand or fetch. (A "<!DOCTYPE" inside a comment is refused too.)
     if "<!DOCTYPE" in text or "<!ENTITY" in text:
-        raise InventoryError("has a DOCTYPE or entity declaration (refused: an "
-                             "ozone-site.xml needs none)", where)
+        raise InventoryError(
+            "has a DOCTYPE or entity declaration (refused: an ozone-site.xml needs none)", where
+        )
     parser = ET.XMLParser(target=_NoDoctype())
     try:
         parser.feed(text)
@@ -562,14 +609,18 @@ def _conf_properties(text: str, where: str) -> Dict[str, str]:
     except ET.ParseError as exc:
         raise InventoryError(f"not XML: {exc}", where) from None
     if root.tag != "configuration":
-        raise InventoryError(f"not a Hadoop configuration file (root element "
-                             f"{_show(root.tag)})", where)
+        raise InventoryError(
+            f"not a Hadoop configuration file (root element {_show(root.tag)})", where
+        )
     values: Dict[str, str] = {}
     final: set = set()
     for elem in root.iter():
         if isinstance(elem.tag, str) and elem.tag.startswith(_XINCLUDE_NS):
-            raise InventoryError("uses XInclude, which crcmerkle does not follow: give "
-                                 f"a file that sets {HDDS_DATANODE_DIR} itself", where)
+            raise InventoryError(
+                "uses XInclude, which crcmerkle does not follow: give "
+                f"a file that sets {HDDS_DATANODE_DIR} itself",
+                where,
+            )
         if elem.tag != "property":
             continue
         name = elem.get("name")
@@ -602,21 +653,28 @@ def _storage_dir(raw: str, where: str) -> str:
     m = _STORAGE_PREFIX.fullmatch(raw)
     if m:
         if m.group(1) and m.group(1).upper() not in STORAGE_TYPES:
-            raise InventoryError(f"{HDDS_DATANODE_DIR} entry {_show(raw)}: unknown storage "
-                                 f"type {m.group(1)}", where)
+            raise InventoryError(
+                f"{HDDS_DATANODE_DIR} entry {_show(raw)}: unknown storage type {m.group(1)}", where
+            )
         location = _java_trim(m.group(2))
     colon, slash = location.find(":"), location.find("/")
     if colon != -1 and (slash == -1 or colon < slash):
-        scheme, rest = location[:colon], location[colon + 1:]
+        scheme, rest = location[:colon], location[colon + 1 :]
         if scheme.lower() != "file":
-            raise InventoryError(f"{HDDS_DATANODE_DIR} entry {_show(raw)} is not a local "
-                                 f"directory (scheme {_show(scheme)})", where)
+            raise InventoryError(
+                f"{HDDS_DATANODE_DIR} entry {_show(raw)} is not a local "
+                f"directory (scheme {_show(scheme)})",
+                where,
+            )
         if rest.startswith("//") and len(rest) > 2:
             end = rest.find("/", 2)
             authority, rest = (rest[2:], "") if end < 0 else (rest[2:end], rest[end:])
             if authority not in ("", "localhost"):
-                raise InventoryError(f"{HDDS_DATANODE_DIR} entry {_show(raw)} names "
-                                     f"another host ({_show(authority)})", where)
+                raise InventoryError(
+                    f"{HDDS_DATANODE_DIR} entry {_show(raw)} names "
+                    f"another host ({_show(authority)})",
+                    where,
+                )
         location = rest
     try:
         return _normal_volume(location)
@@ -636,11 +694,15 @@ def read_datanode_dirs(ozone_site: str) -> List[str]:
     text = _read_text(ozone_site, MAX_OZONE_SITE_BYTES, "ozone-site.xml")
     value = _conf_properties(text, ozone_site).get(HDDS_DATANODE_DIR)
     if value is None:
-        raise InventoryError(f"sets no {HDDS_DATANODE_DIR} (nor {DFS_DATANODE_DATA_DIR})",
-                             ozone_site)
+        raise InventoryError(
+            f"sets no {HDDS_DATANODE_DIR} (nor {DFS_DATANODE_DATA_DIR})", ozone_site
+        )
     if "${" in value:
-        raise InventoryError(f"{HDDS_DATANODE_DIR} uses ${{...}} substitution, which "
-                             "crcmerkle does not expand: write the directories out", ozone_site)
+        raise InventoryError(
+            f"{HDDS_DATANODE_DIR} uses ${{...}} substitution, which "
+            "crcmerkle does not expand: write the directories out",
+            ozone_site,
+        )
     entries = [e for e in _CONF_SPLIT.split(_java_trim(value)) if e]
     if not entries:
         raise InventoryError(f"{HDDS_DATANODE_DIR} is empty", ozone_site)
@@ -648,6 +710,8 @@ def read_datanode_dirs(ozone_site: str) -> List[str]:
     for raw in dict.fromkeys(entries):  # repeats merged, first place kept (LinkedHashSet)
         out.setdefault(_storage_dir(raw, ozone_site))
         if len(out) > MAX_VOLUMES_PER_HOST:
-            raise InventoryError(f"{HDDS_DATANODE_DIR} lists more than "
-                                 f"{MAX_VOLUMES_PER_HOST} directories", ozone_site)
+            raise InventoryError(
+                f"{HDDS_DATANODE_DIR} lists more than {MAX_VOLUMES_PER_HOST} directories",
+                ozone_site,
+            )
     return list(out)

@@ -37,9 +37,19 @@ from typing import (
 
 from merkle.replica.errors import ReplicaError
 
-__all__ = ["Layout", "REPAIR_IN_PLACE", "REPAIR_NONE", "REPAIR_OFFLINE", "ReadOnlyLayout",
-           "RepairTarget", "ReplicaRef", "UNKNOWN_DATANODE", "Volume", "WalkErrorFn",
-           "datanode_identity"]
+__all__ = [
+    "Layout",
+    "REPAIR_IN_PLACE",
+    "REPAIR_NONE",
+    "REPAIR_OFFLINE",
+    "ReadOnlyLayout",
+    "RepairTarget",
+    "ReplicaRef",
+    "UNKNOWN_DATANODE",
+    "Volume",
+    "WalkErrorFn",
+    "datanode_identity",
+]
 
 #: how a walk reports an entry it skipped (where, why) and goes on
 WalkErrorFn = Callable[[Any, Exception], None]
@@ -146,8 +156,7 @@ class Layout(Protocol):
         "no container replica here" when the layout finds none (and nothing went to
         `on_error`). A volume that cannot be read at all is listed with its `problem`."""
 
-    def replicas(self, volume: Volume, on_error: Optional[WalkErrorFn] = None
-                 ) -> List[ReplicaRef]:
+    def replicas(self, volume: Volume, on_error: Optional[WalkErrorFn] = None) -> List[ReplicaRef]:
         """The replicas of `volume` (under `volume.inner` when set), in path order."""
 
     def open_files(self, replica: ReplicaRef) -> Any:
@@ -158,9 +167,14 @@ class Layout(Protocol):
         """The bytes a scan of `replica` will read, when the layout can tell it cheaply (a
         progress bar's total), else None."""
 
-    def scan(self, replicas: Iterable[ReplicaRef], *, trees_only: bool = False,
-             metadata_only: bool = False, **options: Any
-             ) -> Iterator[Tuple[ReplicaRef, Any, Optional[Exception]]]:
+    def scan(
+        self,
+        replicas: Iterable[ReplicaRef],
+        *,
+        trees_only: bool = False,
+        metadata_only: bool = False,
+        **options: Any,
+    ) -> Iterator[Tuple[ReplicaRef, Any, Optional[Exception]]]:
         """Scan each replica: (replica, merkle.replica.results.ScanResult or None, the error
         that stopped it or None), in the order given; give the replicas of one volume
         together (a layout may share work across them). A replica that cannot be scanned
@@ -202,14 +216,16 @@ class Layout(Protocol):
         """merkle.replica.synth.GeneratorError unless the generator can write this layout
         here (what it needs installed: the ozone extra for Ozone's volumes)."""
 
-    def mount_paths(self, template: Optional[str], datanodes: int, volumes: int
-                    ) -> Dict[Tuple[int, int], Optional[str]]:
+    def mount_paths(
+        self, template: Optional[str], datanodes: int, volumes: int
+    ) -> Dict[Tuple[int, int], Optional[str]]:
         """Where each generated volume (datanode d, volume v) will be mounted, from
         `template` ({datanode}, {volume}); None each without one. GeneratorError for a
         template this layout cannot record (only asked when `records_mount_paths`)."""
 
-    def finish_generation(self, staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any,
-                          faults: Dict[str, int]) -> Dict[str, Any]:
+    def finish_generation(
+        self, staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any, faults: Dict[str, int]
+    ) -> Dict[str, Any]:
         """Move the generated crcmerkle-layout cluster in `staging` onto this layout's
         volumes under `out`, inject `faults` (this layout's own `fault_types`), and return
         the manifest with the new replica paths (only asked when not `generated_in_place`)."""
@@ -269,8 +285,9 @@ class Layout(Protocol):
         ContainerMeta; the raw block-metadata values to copy into new records, by block ID,
         or {}). ReplicaError/OSError when it cannot serve."""
 
-    def replica_groups(self, path: str, on_error: Optional[WalkErrorFn] = None
-                       ) -> Dict[int, List[Path]]:
+    def replica_groups(
+        self, path: str, on_error: Optional[WalkErrorFn] = None
+    ) -> Dict[int, List[Path]]:
         """This layout's replicas at or under `path`, grouped by container ID
         (`reconcile --all`); an entry the walk cannot use goes to `on_error` (else raises)."""
 
@@ -298,8 +315,9 @@ class RepairTarget(Protocol):
     #: merkle.replica.files.LocalReplicaFiles: reads and the block writes of the repair
     files: Any
 
-    def save_blocks(self, meta: Any, peer_values: Dict[int, bytes], block_ids: Sequence[int],
-                    tree: Any) -> None:
+    def save_blocks(
+        self, meta: Any, peer_values: Dict[int, bytes], block_ids: Sequence[int], tree: Any
+    ) -> None:
         """Store the block metadata `meta` (the blocks `block_ids` gained chunks; the peer's
         raw values by block ID; the tree the repair will write)."""
 
@@ -329,19 +347,24 @@ class ReadOnlyLayout:
         return self.name
 
     def _read_only(self) -> str:
-        return (f"{self.name}-layout replicas are read-only here: crcmerkle scans and "
-                f"compares them, but does not write or repair them")
+        return (
+            f"{self.name}-layout replicas are read-only here: crcmerkle scans and "
+            f"compares them, but does not write or repair them"
+        )
 
     def check_can_generate(self) -> None:
-        raise ReplicaError(f"the generator does not write the {self.name} layout "
-                           f"({self._read_only()})")
+        raise ReplicaError(
+            f"the generator does not write the {self.name} layout ({self._read_only()})"
+        )
 
-    def mount_paths(self, template: Optional[str], datanodes: int, volumes: int
-                    ) -> Dict[Tuple[int, int], Optional[str]]:
+    def mount_paths(
+        self, template: Optional[str], datanodes: int, volumes: int
+    ) -> Dict[Tuple[int, int], Optional[str]]:
         return {(d, v): None for d in range(datanodes) for v in range(volumes)}
 
-    def finish_generation(self, staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any,
-                          faults: Dict[str, int]) -> Dict[str, Any]:
+    def finish_generation(
+        self, staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any, faults: Dict[str, int]
+    ) -> Dict[str, Any]:
         self.check_can_generate()
         return manifest  # not reached: check_can_generate refuses
 
@@ -372,12 +395,14 @@ class ReadOnlyLayout:
     owner_copies_note = ""
 
     def owner_repair_argv(self, container_id: int) -> List[str]:
-        raise ReplicaError(f"no owner command repairs {self.name}-layout replicas "
-                           f"({self._read_only()})")
+        raise ReplicaError(
+            f"no owner command repairs {self.name}-layout replicas ({self._read_only()})"
+        )
 
     def owner_leave_argv(self, host: str, maintenance: bool) -> List[str]:
-        raise ReplicaError(f"no owner command copies {self.name}-layout replicas "
-                           f"({self._read_only()})")
+        raise ReplicaError(
+            f"no owner command copies {self.name}-layout replicas ({self._read_only()})"
+        )
 
     def open_repair(self, path: str, *, dry_run: bool) -> RepairTarget:
         raise ReplicaError(self._read_only(), path)
@@ -385,8 +410,9 @@ class ReadOnlyLayout:
     def load_peer(self, path: str, container_id: int) -> Tuple[Any, Any, Dict[int, bytes]]:
         raise ReplicaError(self._read_only(), path)
 
-    def replica_groups(self, path: str, on_error: Optional[WalkErrorFn] = None
-                       ) -> Dict[int, List[Path]]:
+    def replica_groups(
+        self, path: str, on_error: Optional[WalkErrorFn] = None
+    ) -> Dict[int, List[Path]]:
         groups: Dict[int, List[Path]] = {}
         for volume in self.volumes(path, on_error):  # type: ignore[attr-defined]
             for ref in self.replicas(volume, on_error):  # type: ignore[attr-defined]

@@ -12,8 +12,15 @@ from typing import Dict, Iterable, List, Optional
 
 from merkle.replica.layout import REPAIR_OFFLINE, Layout
 
-__all__ = ["LayoutError", "layout_named", "layout_of", "layouts", "owner_repairing", "register",
-           "unregister"]
+__all__ = [
+    "LayoutError",
+    "layout_named",
+    "layout_of",
+    "layouts",
+    "owner_repairing",
+    "register",
+    "unregister",
+]
 
 
 class LayoutError(ValueError):
@@ -50,8 +57,9 @@ def layout_named(name: str) -> Layout:
     try:
         return _REGISTERED[name]
     except KeyError:
-        raise LayoutError(f"no replica layout named {name!r} (known: "
-                          f"{', '.join(_REGISTERED)})") from None
+        raise LayoutError(
+            f"no replica layout named {name!r} (known: {', '.join(_REGISTERED)})"
+        ) from None
 
 
 def layout_of(root: str) -> Layout:

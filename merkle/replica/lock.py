@@ -51,8 +51,9 @@ class ReplicaLock:
         except NotADirectoryError:
             raise ReplicaError("not a directory", os.fspath(self.paths.root)) from None
         try:
-            fd = open_regular(dfd, LOCK_NAME, os.O_RDWR, create=True, single_link=True,
-                              display=name)
+            fd = open_regular(
+                dfd, LOCK_NAME, os.O_RDWR, create=True, single_link=True, display=name
+            )
         except NotRegularFileError as exc:
             raise ReplicaError(f"refusing the lock file: {exc.strerror}", name) from None
         finally:
@@ -67,8 +68,10 @@ class ReplicaLock:
             except OSError:
                 pass
             os.close(fd)
-            raise ReplicaLockedError(f"replica is locked by another writer, scanner or "
-                                     f"reconciler{holder}", str(self.paths.root)) from None
+            raise ReplicaLockedError(
+                f"replica is locked by another writer, scanner or reconciler{holder}",
+                str(self.paths.root),
+            ) from None
         except BaseException:
             os.close(fd)
             raise
@@ -95,6 +98,10 @@ class ReplicaLock:
     def __enter__(self) -> ReplicaLock:
         return self.acquire()
 
-    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
-                 tb: Optional[TracebackType]) -> None:
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
         self.release()

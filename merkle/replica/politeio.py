@@ -25,9 +25,19 @@ import platform
 import sys
 from typing import Dict, Iterable, List, Optional, Tuple
 
-__all__ = ["DEFAULT_BYTES_PER_SECOND", "IOPRIO_CLASS_BE", "IOPRIO_CLASS_IDLE",
-           "IOPRIO_CLASS_NONE", "IOPRIO_CLASS_RT", "drop_cached", "io_priority",
-           "schedulers_of", "scheduler_note", "set_idle_io_priority", "set_io_priority"]
+__all__ = [
+    "DEFAULT_BYTES_PER_SECOND",
+    "IOPRIO_CLASS_BE",
+    "IOPRIO_CLASS_IDLE",
+    "IOPRIO_CLASS_NONE",
+    "IOPRIO_CLASS_RT",
+    "drop_cached",
+    "io_priority",
+    "schedulers_of",
+    "scheduler_note",
+    "set_idle_io_priority",
+    "set_io_priority",
+]
 
 #: The default per-volume byte rate of a scan of a live datanode: 16 MiB/s.
 #:
@@ -57,8 +67,10 @@ _IOPRIO_WHO_PROCESS = 1
 #: (ioprio_set, ioprio_get) by machine: x86_64's own table, and the generic table
 #: (asm-generic/unistd.h) aarch64 uses
 _SYSCALLS: Dict[str, Tuple[int, int]] = {
-    "x86_64": (251, 252), "amd64": (251, 252),
-    "aarch64": (30, 31), "arm64": (30, 31),
+    "x86_64": (251, 252),
+    "amd64": (251, 252),
+    "aarch64": (30, 31),
+    "arm64": (30, 31),
 }
 
 #: schedulers that honour the idle class: bfq fully (an idle queue is served only when no
@@ -114,8 +126,7 @@ def set_idle_io_priority() -> Optional[str]:
         numbers, why = _syscall_numbers()
         if numbers is None:
             return why
-        ret, err = _syscall(numbers[0], _IOPRIO_WHO_PROCESS, 0,
-                            _ioprio_value(IOPRIO_CLASS_IDLE, 0))
+        ret, err = _syscall(numbers[0], _IOPRIO_WHO_PROCESS, 0, _ioprio_value(IOPRIO_CLASS_IDLE, 0))
         if ret == 0:
             return None
         return f"ioprio_set refused the idle I/O class: {os.strerror(err or errno.EINVAL)}"
@@ -187,7 +198,7 @@ def _read_small(path: str) -> Optional[str]:
 def _active(text: str) -> str:
     """The active scheduler in a queue/scheduler line ("none [mq-deadline] kyber bfq")."""
     if "[" in text and "]" in text:
-        return text[text.index("[") + 1:text.index("]")]
+        return text[text.index("[") + 1 : text.index("]")]
     return text.split()[0] if text.split() else ""
 
 
@@ -214,7 +225,8 @@ def _device_schedulers(sysdir: str, depth: int, out: Dict[str, str]) -> None:
         return
     active = _active(text)
     if active == "mq-deadline" and not os.path.exists(
-            os.path.join(sysdir, "queue", "iosched", "prio_aging_expire")):
+        os.path.join(sysdir, "queue", "iosched", "prio_aging_expire")
+    ):
         active = "mq-deadline (before Linux 5.14: no I/O classes)"
     out[name] = active
 
@@ -246,6 +258,9 @@ def scheduler_note(paths: Iterable[str]) -> Optional[str]:
                 ignoring.append(f"{dev} ({sched})")
     if not ignoring:
         return None
-    return ("the idle I/O class is ignored by the scheduler of " + ", ".join(ignoring[:8])
-            + (" ..." if len(ignoring) > 8 else "")
-            + ": only the byte rate holds the scan back there (bfq or mq-deadline honour it)")
+    return (
+        "the idle I/O class is ignored by the scheduler of "
+        + ", ".join(ignoring[:8])
+        + (" ..." if len(ignoring) > 8 else "")
+        + ": only the byte rate holds the scan back there (bfq or mq-deadline honour it)"
+    )

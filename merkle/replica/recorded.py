@@ -79,15 +79,17 @@ class RecordedChecksums:
 
     def checksums(self, i: int) -> bytes:
         """Chunk i's recorded window checksums, as stored."""
-        return self.data[int(self.start[i]):int(self.start[i + 1])]
+        return self.data[int(self.start[i]) : int(self.start[i + 1])]
 
     def find(self, block: int, offset: int) -> Optional[int]:
         """The index of the chunk of `block` at `offset`, or None (not recorded, or
         ambiguous)."""
         if self._index is None:
-            self._index = {k: i for i, k in enumerate(zip(self.chunk_block.tolist(),
-                                                          self.chunk_offset.tolist()))
-                           if self.unique[i]}
+            self._index = {
+                k: i
+                for i, k in enumerate(zip(self.chunk_block.tolist(), self.chunk_offset.tolist()))
+                if self.unique[i]
+            }
         return self._index.get((int(block), int(offset)))
 
     def fields(self, block: int, offset: int) -> Dict[str, Any]:
@@ -96,9 +98,11 @@ class RecordedChecksums:
         i = self.find(block, offset)
         if i is None:
             return {"checksum_type": None, "bytes_per_checksum": None, "checksums": None}
-        return {"checksum_type": type_name(int(self.checksum_type[i])),
-                "bytes_per_checksum": int(self.bytes_per_checksum[i]),
-                "checksums": self.checksums(i).hex()}
+        return {
+            "checksum_type": type_name(int(self.checksum_type[i])),
+            "bytes_per_checksum": int(self.bytes_per_checksum[i]),
+            "checksums": self.checksums(i).hex(),
+        }
 
 
 def _unique_keys(block: np.ndarray, offset: np.ndarray) -> np.ndarray:

@@ -27,9 +27,20 @@ from merkle.replica.errors import ReplicaError, SourceNotGoodError, TargetExists
 from merkle.replica.layouts import layout_of, layouts
 from merkle.replica.results import ReplicateResult
 
-__all__ = ["PLAN_FORMAT", "PlanCommand", "ReplicateResult", "STAGING_PREFIX",
-           "SourceNotGoodError", "TargetExistsError", "check_copy_command",
-           "commands_from_plan", "open_in", "plan_commands", "replicate", "replicate_all"]
+__all__ = [
+    "PLAN_FORMAT",
+    "PlanCommand",
+    "ReplicateResult",
+    "STAGING_PREFIX",
+    "SourceNotGoodError",
+    "TargetExistsError",
+    "check_copy_command",
+    "commands_from_plan",
+    "open_in",
+    "plan_commands",
+    "replicate",
+    "replicate_all",
+]
 
 PathLike = Union[str, "os.PathLike[str]"]
 #: Called after each step with (step, detail): "block", "metadata", "tree", "rename".
@@ -39,8 +50,9 @@ StepHook = Callable[[str, Any], None]
 PLAN_FORMAT = "crcmerkle-spark-plan"
 
 
-def replicate(source: PathLike, target: PathLike, *,
-              on_step: Optional[StepHook] = None) -> ReplicateResult:
+def replicate(
+    source: PathLike, target: PathLike, *, on_step: Optional[StepHook] = None
+) -> ReplicateResult:
     """Create the replica `target` (a path `<volume>/<containerID>`) from the good replica
     `source` (see the module docstring). Raises SourceNotGoodError when the source's data
     does not verify, TargetExistsError when the target holds something else,
@@ -80,31 +92,36 @@ def plan_commands(plan: Any, source: str = "plan") -> List[PlanCommand]:
     from merkle.replica import commandlist as cl
 
     if not isinstance(plan, dict) or plan.get("format") != PLAN_FORMAT:
-        raise ReplicaError(f"not a crcmerkle spark plan (no \"format\": \"{PLAN_FORMAT}\")",
-                           source)
+        raise ReplicaError(f'not a crcmerkle spark plan (no "format": "{PLAN_FORMAT}")', source)
     cp = plan.get("copy_plan")
     if not isinstance(cp, dict):
         cp = {}  # refused just below: no list of commands
     cmds = cp.get("commands")
     if not isinstance(cmds, list) or not all(isinstance(c, dict) for c in cmds):
-        raise ReplicaError("the plan has no \"copy_plan\" list of commands", source)
+        raise ReplicaError('the plan has no "copy_plan" list of commands', source)
     out: List[PlanCommand] = []
     for c in cmds:
         rnd = _plan_int(c, "round", cl.MAX_ROUND, source)
         cid = _plan_int(c, "container", cl.MAX_CONTAINER_ID, source)
         s, t = c.get("source_replica"), c.get("target_replica")
         if not (isinstance(s, str) and s and isinstance(t, str) and t):
-            raise ReplicaError(f"container {cid}: the command lacks replica paths (the Spark "
-                               f"scan records them)", source)
+            raise ReplicaError(
+                f"container {cid}: the command lacks replica paths (the Spark scan records them)",
+                source,
+            )
         if c.get("argv") != ["crcmerkle", "replicate", s, t]:
-            raise ReplicaError(f"container {cid}: its \"argv\" is not 'crcmerkle replicate' "
-                               f"with its source_replica and target_replica (what the "
-                               f"operator approves is what runs)", source)
+            raise ReplicaError(
+                f"container {cid}: its \"argv\" is not 'crcmerkle replicate' "
+                f"with its source_replica and target_replica (what the "
+                f"operator approves is what runs)",
+                source,
+            )
         out.append(PlanCommand(rnd, cid, s, t))
     digest = cl.check_digest_field(cp.get("sha256"), "the plan", source)
     if cl.lines_digest(cmds) != digest:
-        raise ReplicaError("the plan's copy commands do not match its digest (edited, or not "
-                           "this plan's)", source)
+        raise ReplicaError(
+            "the plan's copy commands do not match its digest (edited, or not this plan's)", source
+        )
     return sorted(out, key=lambda c: c.round)  # stable: the plan's order within a round
 
 
@@ -125,8 +142,11 @@ def check_copy_command(cmd: PlanCommand, roots: Any, source: str) -> None:
     src_root = cl.check_replica_path(cmd.source, cmd.container, roots, source)
     tgt_root = cl.check_replica_path(cmd.target, cmd.container, roots, source)
     if cl.cluster_of(src_root) != cl.cluster_of(tgt_root):
-        raise ReplicaError(f"container {cmd.container}: the target {cmd.target} is not on a "
-                           f"volume of the source's cluster ({src_root})", source)
+        raise ReplicaError(
+            f"container {cmd.container}: the target {cmd.target} is not on a "
+            f"volume of the source's cluster ({src_root})",
+            source,
+        )
     cl.check_replica_metadata(cmd.source, cmd.container)
     fd = cl.open_without_links(os.path.dirname(os.path.abspath(cmd.target)))
     os.close(fd)

@@ -22,12 +22,30 @@ from merkle.replica.safeopen import NOT_A_REGULAR_FILE
 from merkle.trees.model import ContainerTree
 from merkle.trees.ozone import format_checksum
 
-__all__ = ["CORRUPT_CHUNK", "INCONSISTENT_CHUNK_LENGTH", "METADATA_CORRUPT",
-           "METADATA_MISSING", "METADATA_UNREADABLE", "METADATA_UNSUPPORTED", "MISSING_CHUNK",
-           "MISSING_DATA_FILE", "NOT_A_REGULAR_FILE", "PROTECTED_ERRORS", "RateLimiter",
-           "ReplicateResult", "ScanError", "ScanResult", "TREE_CORRUPT", "TREE_FROM_METADATA",
-           "TREE_MISSING", "TREE_STALE", "TREE_UNREADABLE", "TREE_UNSUPPORTED",
-           "UNREADABLE_DATA_FILE", "tree_result"]
+__all__ = [
+    "CORRUPT_CHUNK",
+    "INCONSISTENT_CHUNK_LENGTH",
+    "METADATA_CORRUPT",
+    "METADATA_MISSING",
+    "METADATA_UNREADABLE",
+    "METADATA_UNSUPPORTED",
+    "MISSING_CHUNK",
+    "MISSING_DATA_FILE",
+    "NOT_A_REGULAR_FILE",
+    "PROTECTED_ERRORS",
+    "RateLimiter",
+    "ReplicateResult",
+    "ScanError",
+    "ScanResult",
+    "TREE_CORRUPT",
+    "TREE_FROM_METADATA",
+    "TREE_MISSING",
+    "TREE_STALE",
+    "TREE_UNREADABLE",
+    "TREE_UNSUPPORTED",
+    "UNREADABLE_DATA_FILE",
+    "tree_result",
+]
 
 CORRUPT_CHUNK = "CORRUPT_CHUNK"
 MISSING_CHUNK = "MISSING_CHUNK"
@@ -47,9 +65,15 @@ TREE_STALE = "TREE_STALE"
 #: a census (metadata_only): the tree was built from the recorded checksums, no data read
 TREE_FROM_METADATA = "TREE_FROM_METADATA"
 #: container-level errors after which nothing is written (merkle.replica.scan's docstring)
-PROTECTED_ERRORS = frozenset({METADATA_UNREADABLE, METADATA_UNSUPPORTED, TREE_UNREADABLE,
-                              TREE_UNSUPPORTED, NOT_A_REGULAR_FILE})
-
+PROTECTED_ERRORS = frozenset(
+    {
+        METADATA_UNREADABLE,
+        METADATA_UNSUPPORTED,
+        TREE_UNREADABLE,
+        TREE_UNSUPPORTED,
+        NOT_A_REGULAR_FILE,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -79,8 +103,13 @@ class ScanError:
         return (self.kind, self.block_id, self.offset)
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"error": self.kind, "block_id": self.block_id, "offset": self.offset,
-                "detail": self.detail, "severity": self.severity}
+        return {
+            "error": self.kind,
+            "block_id": self.block_id,
+            "offset": self.offset,
+            "detail": self.detail,
+            "severity": self.severity,
+        }
 
     def __str__(self) -> str:
         where = ""
@@ -147,17 +176,21 @@ class ScanResult:
         `strict` (ok_at), `warnings` counts the warning-level findings."""
         value = self.tree.data_checksum
         return {
-            "path": self.path, "container_id": self.container_id, "ok": self.ok_at(strict),
+            "path": self.path,
+            "container_id": self.container_id,
+            "ok": self.ok_at(strict),
             "data_checksum": None if value is None else format_checksum(value),
             "errors": [e.to_dict() for e in self.errors],
             "warnings": len(self.warnings),
-            "blocks": self.blocks, "chunks": self.chunks, "bytes_read": self.bytes_read,
-            "seconds": round(self.seconds, 6), "tree_written": self.tree_written,
+            "blocks": self.blocks,
+            "chunks": self.chunks,
+            "bytes_read": self.bytes_read,
+            "seconds": round(self.seconds, 6),
+            "tree_written": self.tree_written,
             "verified": self.verified,
             "unhealthy_chunks": int((~self.tree.chunk_matches).sum()),
             **({"also": self._also_dict()} if self.also else {}),
         }
-
 
     def _also_dict(self) -> Dict[str, Any]:
         """The --also values, each chunk with the checksums the metadata recorded for it
@@ -189,14 +222,22 @@ class RateLimiter:
             time.sleep(start - now)
 
 
-def tree_result(path: str, container_id: int, tree: Optional[ContainerTree],
-                error: Optional[ScanError]) -> ScanResult:
+def tree_result(
+    path: str, container_id: int, tree: Optional[ContainerTree], error: Optional[ScanError]
+) -> ScanResult:
     """The result of reading a replica's stored `.tree` alone (a scan with trees_only): its
     tree (an empty one when it could not be read) and the error that stopped the read."""
     t = tree if tree is not None else ContainerTree.empty(container_id)
-    return ScanResult(path=path, container_id=container_id,
-                      errors=[error] if error is not None else [], scanned=t, tree=t,
-                      meta=None, blocks=int(t.n_blocks), chunks=int(t.n_chunks))
+    return ScanResult(
+        path=path,
+        container_id=container_id,
+        errors=[error] if error is not None else [],
+        scanned=t,
+        tree=t,
+        meta=None,
+        blocks=int(t.n_blocks),
+        chunks=int(t.n_chunks),
+    )
 
 
 @dataclass
@@ -214,9 +255,16 @@ class ReplicateResult:
     notes: List[str] = field(default_factory=list)
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"source": self.source, "target": self.target,
-                "container_id": self.container_id, "status": self.status,
-                "blocks": self.blocks, "chunks": self.chunks,
-                "bytes_copied": self.bytes_copied,
-                "data_checksum": None if self.data_checksum is None
-                else format_checksum(self.data_checksum), "notes": self.notes}
+        return {
+            "source": self.source,
+            "target": self.target,
+            "container_id": self.container_id,
+            "status": self.status,
+            "blocks": self.blocks,
+            "chunks": self.chunks,
+            "bytes_copied": self.bytes_copied,
+            "data_checksum": None
+            if self.data_checksum is None
+            else format_checksum(self.data_checksum),
+            "notes": self.notes,
+        }

@@ -46,11 +46,26 @@ from pathlib import Path
 from types import TracebackType
 from typing import Dict, Optional, Sequence, Type, Union
 
-__all__ = ["DEFAULT_MAX_METADATA_BYTES", "DEFAULT_MAX_ROW_BYTES", "FileTooLargeError",
-           "NOT_A_REGULAR_FILE", "NotRegularFileError", "ReplicaDir", "UnsafeNameError",
-           "check_component", "make_dir", "max_metadata_bytes", "max_row_bytes", "open_dir",
-           "open_dir_chain", "open_dir_nofollow_path", "open_regular", "read_named", "read_regular",
-           "replace_atomic"]
+__all__ = [
+    "DEFAULT_MAX_METADATA_BYTES",
+    "DEFAULT_MAX_ROW_BYTES",
+    "FileTooLargeError",
+    "NOT_A_REGULAR_FILE",
+    "NotRegularFileError",
+    "ReplicaDir",
+    "UnsafeNameError",
+    "check_component",
+    "make_dir",
+    "max_metadata_bytes",
+    "max_row_bytes",
+    "open_dir",
+    "open_dir_chain",
+    "open_dir_nofollow_path",
+    "open_regular",
+    "read_named",
+    "read_regular",
+    "replace_atomic",
+]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -106,8 +121,9 @@ def check_component(name: str, display: Optional[str] = None) -> None:
     """UnsafeNameError unless `name` is one plain entry of a directory: a name read from
     metadata is data, never a path that could leave the directory it is opened in."""
     if name in ("", ".", "..") or "/" in name or "\0" in name:
-        raise UnsafeNameError(errno.EINVAL, "not a plain file name (never opened)",
-                              display or repr(name))
+        raise UnsafeNameError(
+            errno.EINVAL, "not a plain file name (never opened)", display or repr(name)
+        )
 
 
 class NotRegularFileError(OSError):
@@ -122,10 +138,15 @@ class FileTooLargeError(OSError):
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"),
-                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISREG, "a regular file")):
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISREG, "a regular file"),
+    ):
         if test(mode):
             return name
     return "not a regular file"
@@ -135,8 +156,14 @@ def _not_regular(what: str, name: str) -> NotRegularFileError:
     return NotRegularFileError(errno.EINVAL, f"not a regular file ({what})", name)
 
 
-def open_dir(name: PathLike, dir_fd: Optional[int] = None, *, follow: bool = False,
-             create: bool = False, display: Optional[str] = None) -> int:
+def open_dir(
+    name: PathLike,
+    dir_fd: Optional[int] = None,
+    *,
+    follow: bool = False,
+    create: bool = False,
+    display: Optional[str] = None,
+) -> int:
     """Open a directory (relative to `dir_fd` if given) for use as a dir_fd. Without `follow`
     a symbolic link is refused (NotRegularFileError). `create` makes it first (mode 0755)."""
     shown = display or os.fspath(name)
@@ -156,8 +183,9 @@ def open_dir(name: PathLike, dir_fd: Optional[int] = None, *, follow: bool = Fal
                 raise exc from None
             kind = _kind(st.st_mode)
             if kind == "a regular file":  # where a directory was expected
-                raise NotRegularFileError(errno.ENOTDIR, f"not a directory ({kind})",
-                                          shown) from None
+                raise NotRegularFileError(
+                    errno.ENOTDIR, f"not a directory ({kind})", shown
+                ) from None
             raise _not_regular(kind, shown) from None
         raise
 
@@ -169,24 +197,31 @@ def _give_away(fd: int, parent: os.stat_result, mode: int) -> None:
     away, so an unprivileged run keeps its own files, as any program's)."""
     os.fchmod(fd, mode & 0o777)
     st = os.fstat(fd)
-    if hasattr(os, "fchown") and st.st_uid == os.geteuid() and \
-            (st.st_uid, st.st_gid) != (parent.st_uid, parent.st_gid):
+    if (
+        hasattr(os, "fchown")
+        and st.st_uid == os.geteuid()
+        and (st.st_uid, st.st_gid) != (parent.st_uid, parent.st_gid)
+    ):
         try:
             os.fchown(fd, parent.st_uid, parent.st_gid)
         except PermissionError:
             pass
 
 
-def make_dir(name: PathLike, dir_fd: Optional[int] = None, mode: int = 0o755, *,
-             display: Optional[str] = None) -> int:
+def make_dir(
+    name: PathLike,
+    dir_fd: Optional[int] = None,
+    mode: int = 0o755,
+    *,
+    display: Optional[str] = None,
+) -> int:
     """Create the directory `name` (relative to `dir_fd` if given; FileExistsError if
     anything is there) and open it without following a link: the descriptor. It gets the
     owner and group of its parent directory and `mode` less 0o7000 (see `_give_away`)."""
     shown = display or os.fspath(name)
     os.mkdir(name, 0o700, dir_fd=dir_fd)
     try:
-        fd = os.open(name, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC | _O_NOFOLLOW,
-                     dir_fd=dir_fd)
+        fd = os.open(name, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC | _O_NOFOLLOW, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # replaced under us: not ours
             raise _not_regular("not the directory just made", shown) from None
@@ -207,15 +242,22 @@ def open_dir_nofollow_path(path: PathLike, *, display: Optional[str] = None) -> 
     full = os.path.abspath(os.fspath(path))
     root = os.open("/", os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
     try:
-        return open_dir_chain(root, [p for p in full.split("/") if p], start="/",
-                              display=shown)
+        return open_dir_chain(root, [p for p in full.split("/") if p], start="/", display=shown)
     finally:
         os.close(root)
 
 
-def open_regular(dir_fd: int, name: str, flags: int = os.O_RDONLY, *, create: bool = False,
-                 mode: int = 0o644, single_link: bool = False, exclusive: bool = False,
-                 display: Optional[str] = None) -> int:
+def open_regular(
+    dir_fd: int,
+    name: str,
+    flags: int = os.O_RDONLY,
+    *,
+    create: bool = False,
+    mode: int = 0o644,
+    single_link: bool = False,
+    exclusive: bool = False,
+    display: Optional[str] = None,
+) -> int:
     """Open `name` in `dir_fd` without following a link or blocking; fstat-check it is a
     regular file (and, with `single_link`, not hard-linked elsewhere). Returns the fd, in
     blocking mode again. `create` creates it when absent (never through a link; with
@@ -250,8 +292,9 @@ def open_regular(dir_fd: int, name: str, flags: int = os.O_RDONLY, *, create: bo
         if not stat.S_ISREG(st.st_mode):
             raise _not_regular(_kind(st.st_mode), shown)
         if single_link and st.st_nlink > 1:
-            raise NotRegularFileError(errno.EMLINK, f"refusing to write a file with "
-                                      f"{st.st_nlink} hard links", shown)
+            raise NotRegularFileError(
+                errno.EMLINK, f"refusing to write a file with {st.st_nlink} hard links", shown
+            )
         if created:
             _give_away(fd, os.fstat(dir_fd), mode)
         if _O_NONBLOCK:
@@ -282,8 +325,9 @@ def _open_checked(dir_fd: int, name: str, oflags: int, mode: int, shown: str) ->
         raise
 
 
-def read_regular(dir_fd: int, name: str, limit: Optional[int] = None, *,
-                 display: Optional[str] = None) -> bytes:
+def read_regular(
+    dir_fd: int, name: str, limit: Optional[int] = None, *, display: Optional[str] = None
+) -> bytes:
     """The whole of a regular file, refused (FileTooLargeError) when fstat says it is larger
     than `limit` (default max_metadata_bytes()) or it grows past it while being read."""
     shown = display or name
@@ -292,8 +336,11 @@ def read_regular(dir_fd: int, name: str, limit: Optional[int] = None, *,
     try:
         size = os.fstat(fd).st_size
         if size > cap:
-            raise FileTooLargeError(errno.EFBIG, f"file of {size} bytes exceeds the "
-                                    f"{cap}-byte limit for metadata (not read)", shown)
+            raise FileTooLargeError(
+                errno.EFBIG,
+                f"file of {size} bytes exceeds the {cap}-byte limit for metadata (not read)",
+                shown,
+            )
         buf = bytearray(size)
         view = memoryview(buf)
         got = 0
@@ -326,8 +373,7 @@ def read_named(path: PathLike, limit: Optional[int] = None) -> bytes:
         os.close(dfd)
 
 
-def replace_atomic(dir_fd: int, name: str, data: bytes, *,
-                   display: Optional[str] = None) -> None:
+def replace_atomic(dir_fd: int, name: str, data: bytes, *, display: Optional[str] = None) -> None:
     """Replace `name` in `dir_fd` by `data` atomically (temp file, fsync, rename, fsync of
     the directory), keeping the old file's owner, group and mode (less setuid, setgid and
     sticky); a new file gets the directory's owner and group and mode 0644. Refuses
@@ -349,8 +395,12 @@ def replace_atomic(dir_fd: int, name: str, data: bytes, *,
     for _ in range(100):
         tmp = f".{name}.{secrets.token_hex(6)}.tmp"
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC,
-                         0o600, dir_fd=dir_fd)
+            fd = os.open(
+                tmp,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC,
+                0o600,
+                dir_fd=dir_fd,
+            )
             break
         except FileExistsError:
             continue
@@ -434,15 +484,21 @@ class ReplicaDir:
     def __enter__(self) -> ReplicaDir:
         return self
 
-    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
-                 tb: Optional[TracebackType]) -> None:
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
         self.close()
 
 
 # ---- walking down a chain of directories (issue 24: the one walk every layout and job uses) --
 
-def open_dir_chain(dir_fd: int, names: Sequence[str], *, start: PathLike = "",
-                   display: Optional[str] = None) -> int:
+
+def open_dir_chain(
+    dir_fd: int, names: Sequence[str], *, start: PathLike = "", display: Optional[str] = None
+) -> int:
     """A new descriptor of dir_fd/names[0]/names[1]/..., each name one plain entry
     (UnsafeNameError otherwise) opened with O_DIRECTORY|O_NOFOLLOW relative to the one
     before: a symbolic link anywhere on the way is NotRegularFileError naming where it was
@@ -457,16 +513,20 @@ def open_dir_chain(dir_fd: int, names: Sequence[str], *, start: PathLike = "",
             check_component(part, display)
             here = os.path.join(here, part)
             try:
-                nfd = os.open(part, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC | _O_NOFOLLOW,
-                              dir_fd=fd)
+                nfd = os.open(
+                    part, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC | _O_NOFOLLOW, dir_fd=fd
+                )
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                     try:
                         kind = _kind(os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode)
                     except OSError:
                         raise exc from None
-                    raise NotRegularFileError(exc.errno, f"{here} is {kind}, not a directory "
-                                              f"(no link is followed here)", shown) from None
+                    raise NotRegularFileError(
+                        exc.errno,
+                        f"{here} is {kind}, not a directory (no link is followed here)",
+                        shown,
+                    ) from None
                 if exc.filename is None or exc.filename == part:
                     exc.filename = here
                 raise

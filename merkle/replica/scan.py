@@ -108,22 +108,47 @@ from merkle.replica.verify import (  # noqa: F401
     scan_files,
 )
 
-__all__ = ["CORRUPT_CHUNK", "INCONSISTENT_CHUNK_LENGTH", "METADATA_CORRUPT",
-           "METADATA_MISSING", "METADATA_UNREADABLE", "METADATA_UNSUPPORTED", "MISSING_CHUNK",
-           "MISSING_DATA_FILE", "NOT_A_REGULAR_FILE", "PROTECTED_ERRORS", "RateLimiter",
-           "ScanError", "ScanResult", "StoredTree", "TREE_CORRUPT", "TREE_FROM_METADATA",
-           "TREE_MISSING", "TREE_STALE", "TREE_UNREADABLE", "TREE_UNSUPPORTED",
-           "UNREADABLE_DATA_FILE", "read_stored_tree", "read_tree_state", "scan_container",
-           "scan_files", "scan_paths"]
+__all__ = [
+    "CORRUPT_CHUNK",
+    "INCONSISTENT_CHUNK_LENGTH",
+    "METADATA_CORRUPT",
+    "METADATA_MISSING",
+    "METADATA_UNREADABLE",
+    "METADATA_UNSUPPORTED",
+    "MISSING_CHUNK",
+    "MISSING_DATA_FILE",
+    "NOT_A_REGULAR_FILE",
+    "PROTECTED_ERRORS",
+    "RateLimiter",
+    "ScanError",
+    "ScanResult",
+    "StoredTree",
+    "TREE_CORRUPT",
+    "TREE_FROM_METADATA",
+    "TREE_MISSING",
+    "TREE_STALE",
+    "TREE_UNREADABLE",
+    "TREE_UNSUPPORTED",
+    "UNREADABLE_DATA_FILE",
+    "read_stored_tree",
+    "read_tree_state",
+    "scan_container",
+    "scan_files",
+    "scan_paths",
+]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-def scan_paths(paths: Iterable[PathLike], *, bytes_per_second: Optional[float] = None,
-               on_result: Optional[Callable[[ScanResult], Any]] = None,
-               on_error: Optional[Callable[[Any, Exception], Any]] = None,
-               ozone_scanned: Optional[Dict[Any, Any]] = None,
-               **kwargs: Any) -> List[ScanResult]:
+def scan_paths(
+    paths: Iterable[PathLike],
+    *,
+    bytes_per_second: Optional[float] = None,
+    on_result: Optional[Callable[[ScanResult], Any]] = None,
+    on_error: Optional[Callable[[Any, Exception], Any]] = None,
+    ozone_scanned: Optional[Dict[Any, Any]] = None,
+    **kwargs: Any,
+) -> List[ScanResult]:
     """Scan every replica under each path (replica, volume, datanode, cluster), one rate
     limiter per volume, each path by its layout (merkle.replica.layouts.layout_of; one call
     may mix layouts: they are scanned in the registry's order). Errors that stop one
@@ -153,22 +178,26 @@ def scan_paths(paths: Iterable[PathLike], *, bytes_per_second: Optional[float] =
                 if (volume.root, volume.inner) in done:
                     continue
                 done.add((volume.root, volume.inner))
-                results.extend(_scan_volume(layout, volume, seen, bytes_per_second, on_result,
-                                            failed, kwargs))
+                results.extend(
+                    _scan_volume(layout, volume, seen, bytes_per_second, on_result, failed, kwargs)
+                )
     return results
 
 
-def _volumes(layout: Layout, path: str, failed: Callable[[Any, Exception], None]
-             ) -> List[Volume]:
+def _volumes(layout: Layout, path: str, failed: Callable[[Any, Exception], None]) -> List[Volume]:
     """The volumes under `path` (entries the walk could not use reported: _walk_error)."""
     return layout.volumes(path, _walk_error(layout, failed))
 
 
-def _scan_volume(layout: Layout, volume: Volume, seen: Dict[Any, Any],
-                 bytes_per_second: Optional[float],
-                 on_result: Optional[Callable[[ScanResult], Any]],
-                 failed: Callable[[Any, Exception], None], options: Dict[str, Any]
-                 ) -> List[ScanResult]:
+def _scan_volume(
+    layout: Layout,
+    volume: Volume,
+    seen: Dict[Any, Any],
+    bytes_per_second: Optional[float],
+    on_result: Optional[Callable[[ScanResult], Any]],
+    failed: Callable[[Any, Exception], None],
+    options: Dict[str, Any],
+) -> List[ScanResult]:
     """Scan one volume's replicas (a volume that cannot be read is reported once)."""
     if volume.problem is not None:
         failed(volume, VolumeError(volume.problem, volume.root))
@@ -176,8 +205,9 @@ def _scan_volume(layout: Layout, volume: Volume, seen: Dict[Any, Any],
     limiter = RateLimiter(bytes_per_second) if bytes_per_second else None
     results: List[ScanResult] = []
     broken = False
-    for ref, result, exc in layout.scan(layout.replicas(volume, _walk_error(layout, failed)),
-                                        limiter=limiter, seen=seen, **options):
+    for ref, result, exc in layout.scan(
+        layout.replicas(volume, _walk_error(layout, failed)), limiter=limiter, seen=seen, **options
+    ):
         if exc is not None:
             if isinstance(exc, VolumeError):
                 if not broken:
@@ -192,10 +222,13 @@ def _scan_volume(layout: Layout, volume: Volume, seen: Dict[Any, Any],
     return results
 
 
-def _walk_error(layout: Layout, failed: Callable[[Any, Exception], None]
-                ) -> Callable[[Any, Exception], None]:
+def _walk_error(
+    layout: Layout, failed: Callable[[Any, Exception], None]
+) -> Callable[[Any, Exception], None]:
     """An entry a walk could not use, reported like a replica that failed (at a ReplicaRef
     with container -1 naming the entry)."""
+
     def walk_error(where: Any, exc: Exception) -> None:
         failed(ReplicaRef(layout.name, "", os.fspath(where), -1), exc)
+
     return walk_error

@@ -69,11 +69,19 @@ def _config(seed: int, round_no: int, containers: int) -> Tuple[GeneratorConfig,
     rng = random.Random(f"soak/{seed}/{round_no}")
     datanodes = rng.randint(3, 5)
     cfg = GeneratorConfig(
-        datanodes=datanodes, volumes=rng.randint(1, 2), containers=containers,
-        replicas=3, min_blocks=2, max_blocks=rng.randint(3, 6),
-        block_size=rng.choice((48, 64, 80)) * KiB, chunk_size=16 * KiB,
-        bytes_per_checksum=rng.choice((1, 2, 4)) * KiB, algorithm="mixed",
-        faults=random_faults(rng, containers), seed=rng.randrange(1 << 31))
+        datanodes=datanodes,
+        volumes=rng.randint(1, 2),
+        containers=containers,
+        replicas=3,
+        min_blocks=2,
+        max_blocks=rng.randint(3, 6),
+        block_size=rng.choice((48, 64, 80)) * KiB,
+        chunk_size=16 * KiB,
+        bytes_per_checksum=rng.choice((1, 2, 4)) * KiB,
+        algorithm="mixed",
+        faults=random_faults(rng, containers),
+        seed=rng.randrange(1 << 31),
+    )
     return cfg, rng
 
 
@@ -114,10 +122,18 @@ class RoundResult:
 
     @property
     def ok(self) -> bool:
-        return not (self.misses or self.false_alarms or self.bytes_lost or self.not_converged
-                    or self.leftover_errors or self.shrunk_files or self.lost_tombstones
-                    or self.rerun_changes or self.unreported_by_design
-                    or any(t.unrepaired or t.missed for t in self.faults.values()))
+        return not (
+            self.misses
+            or self.false_alarms
+            or self.bytes_lost
+            or self.not_converged
+            or self.leftover_errors
+            or self.shrunk_files
+            or self.lost_tombstones
+            or self.rerun_changes
+            or self.unreported_by_design
+            or any(t.unrepaired or t.missed for t in self.faults.values())
+        )
 
 
 def _generate(root: Path, cfg: GeneratorConfig, rng: random.Random) -> Tuple[Dict[str, Any], int]:
@@ -138,8 +154,11 @@ def _generate(root: Path, cfg: GeneratorConfig, rng: random.Random) -> Tuple[Dic
 
 
 def _block_lengths(manifest: Dict[str, Any]) -> Dict[Tuple[int, int], int]:
-    out = {(int(cid), int(b)): n for cid, c in manifest["containers"].items()
-           for b, n in c["blocks"].items()}
+    out = {
+        (int(cid), int(b)): n
+        for cid, c in manifest["containers"].items()
+        for b, n in c["blocks"].items()
+    }
     for f in manifest["faults"]:
         if f["type"] == "extra-block":
             out[(f["container_id"], f["block_id"])] = f["length"]
@@ -156,19 +175,26 @@ def run_round(seed: int, round_no: int, workdir: Path, *, containers: int = 8) -
     root = workdir / f"round{round_no}"
     manifest, dropped = _generate(root, cfg, rng)
     tallies: Dict[str, FaultTally] = {k: FaultTally() for k in FAULT_TYPES}
-    res = RoundResult(round_no, cfg.seed, containers,
-                      sum(len(c["replicas"]) for c in manifest["containers"].values()),
-                      tallies, dropped_faults=dropped)
+    res = RoundResult(
+        round_no,
+        cfg.seed,
+        containers,
+        sum(len(c["replicas"]) for c in manifest["containers"].values()),
+        tallies,
+        dropped_faults=dropped,
+    )
     sizes_before = _sizes(root)
 
     # -- 1. scan, as datanodes do (trees stored), and compare with the ground truth ------
     found: Dict[str, Counter] = {}
     for scanned in scan_paths([root]):
         found[os.path.relpath(scanned.path, root)] = Counter(
-            (e.kind, e.block_id or 0, e.offset or 0) for e in scanned.errors)
+            (e.kind, e.block_id or 0, e.offset or 0) for e in scanned.errors
+        )
     expected: Dict[str, Counter] = {
         rep: Counter((e["error"], e["block_id"] or 0, e["offset"] or 0) for e in errs)
-        for rep, errs in manifest["expected_errors"].items()}
+        for rep, errs in manifest["expected_errors"].items()
+    }
     for rel in set(found) | set(expected):
         reported_here, expected_here = found.get(rel, Counter()), expected.get(rel, Counter())
         for key, n in (expected_here - reported_here).items():
@@ -193,8 +219,9 @@ def run_round(seed: int, round_no: int, workdir: Path, *, containers: int = 8) -
             reported.update((cid, p.block_id or 0, p.offset or 0) for p in r.remaining)
 
     # -- 3. verify against the ground truth -------------------------------------------------
-    by_design = {(u["container_id"], u["block_id"], u["offset"])
-                 for u in manifest["unrepairable_chunks"]}
+    by_design = {
+        (u["container_id"], u["block_id"], u["offset"]) for u in manifest["unrepairable_chunks"]
+    }
     for key in by_design - reported:
         res.unreported_by_design += 1
         res.problems.append(f"unrepairable chunk {key} not reported by reconcile")
@@ -238,9 +265,12 @@ def run_round(seed: int, round_no: int, workdir: Path, *, containers: int = 8) -
                         got = fh.read(n)
                 except FileNotFoundError:
                     got = b""
-                bad = [(off, min(n, off + chunk)) for off in range(0, n, chunk)
-                       if got[off:off + chunk] != want[off:off + chunk]
-                       and (cid, b, off) not in by_design]
+                bad = [
+                    (off, min(n, off + chunk))
+                    for off in range(0, n, chunk)
+                    if got[off : off + chunk] != want[off : off + chunk]
+                    and (cid, b, off) not in by_design
+                ]
                 lost = sum(e - s for s, e in bad)
                 if lost:
                     res.bytes_lost += lost
@@ -269,14 +299,19 @@ def run_round(seed: int, round_no: int, workdir: Path, *, containers: int = 8) -
         t = tallies[f["type"]]
         t.injected += 1
         cid, bid = f["container_id"], f.get("block_id")
-        exp = [(e["replica"], (e["error"], e["block_id"] or 0, e["offset"] or 0))
-               for e in f["expected"]]
+        exp = [
+            (e["replica"], (e["error"], e["block_id"] or 0, e["offset"] or 0))
+            for e in f["expected"]
+        ]
         if f["type"] in SILENT:
             if f["type"] == "tombstone":
                 # Ozone examines a block only when its values differ: a tombstone keeping the
                 # live block's value needs nothing, whatever else differs in the container
-                seen = ((cid, bid) in adopted or len({v for v in values[cid]}) == 1
-                        or len(tomb_values.get((cid, bid), ())) == 1)
+                seen = (
+                    (cid, bid) in adopted
+                    or len({v for v in values[cid]}) == 1
+                    or len(tomb_values.get((cid, bid), ())) == 1
+                )
             else:
                 seen = (cid, bid) in copied_blocks
         else:
@@ -290,7 +325,8 @@ def run_round(seed: int, round_no: int, workdir: Path, *, containers: int = 8) -
             t.by_design += 1
             continue
         hit = (bid is not None and (cid, bid) in damaged) or any(
-            r in damaged_meta for r in f["replicas"])
+            r in damaged_meta for r in f["replicas"]
+        )
         if hit:
             t.unrepaired += 1
             res.problems.append(f"fault {f['id']} ({f['type']}) not repaired")
@@ -317,53 +353,94 @@ class SoakReport:
         return out
 
     def checks(self) -> Dict[str, int]:
-        keys = ("misses", "false_alarms", "bytes_lost", "not_converged", "leftover_errors",
-                "shrunk_files", "lost_tombstones", "rerun_changes", "unreported_by_design")
+        keys = (
+            "misses",
+            "false_alarms",
+            "bytes_lost",
+            "not_converged",
+            "leftover_errors",
+            "shrunk_files",
+            "lost_tombstones",
+            "rerun_changes",
+            "unreported_by_design",
+        )
         out = {k: sum(getattr(r, k) for r in self.rounds) for k in keys}
         out["unrepaired_faults"] = sum(t.unrepaired for t in self.totals().values())
         return out
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"seed": self.seed, "ok": self.ok, "rounds": len(self.rounds),
-                "containers": sum(r.containers for r in self.rounds),
-                "replicas": sum(r.replicas for r in self.rounds),
-                "bytes_copied": sum(r.bytes_copied for r in self.rounds),
-                "faults": {k: dict(t.__dict__) for k, t in self.totals().items()},
-                "checks": self.checks(),
-                "failed_rounds": [{"round": r.round_no, "problems": r.problems[:20]}
-                                  for r in self.rounds if not r.ok]}
+        return {
+            "seed": self.seed,
+            "ok": self.ok,
+            "rounds": len(self.rounds),
+            "containers": sum(r.containers for r in self.rounds),
+            "replicas": sum(r.replicas for r in self.rounds),
+            "bytes_copied": sum(r.bytes_copied for r in self.rounds),
+            "faults": {k: dict(t.__dict__) for k, t in self.totals().items()},
+            "checks": self.checks(),
+            "failed_rounds": [
+                {"round": r.round_no, "problems": r.problems[:20]} for r in self.rounds if not r.ok
+            ],
+        }
 
     def table(self) -> str:
-        rows: List[Tuple[Any, ...]] = [("fault", "injected", "detected", "repaired",
-                                        "unrepairable*", "missed", "unrepaired")]
+        rows: List[Tuple[Any, ...]] = [
+            ("fault", "injected", "detected", "repaired", "unrepairable*", "missed", "unrepaired")
+        ]
         tot = FaultTally()
         for k, t in self.totals().items():
             tot.add(t)
-            rows.append((k, t.injected, t.detected, t.repaired, t.by_design, t.missed,
-                         t.unrepaired))
-        rows.append(("total", tot.injected, tot.detected, tot.repaired, tot.by_design,
-                     tot.missed, tot.unrepaired))
+            rows.append(
+                (k, t.injected, t.detected, t.repaired, t.by_design, t.missed, t.unrepaired)
+            )
+        rows.append(
+            (
+                "total",
+                tot.injected,
+                tot.detected,
+                tot.repaired,
+                tot.by_design,
+                tot.missed,
+                tot.unrepaired,
+            )
+        )
         widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-        lines = ["  ".join(str(c).rjust(w) if i else str(c).ljust(w)
-                           for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
+        lines = [
+            "  ".join(
+                str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths))
+            )
+            for r in rows
+        ]
         lines.insert(1, "-" * len(lines[0]))
         lines.insert(len(lines) - 1, "-" * len(lines[0]))
         c = self.checks()
         n_cont = sum(r.containers for r in self.rounds)
-        lines.append("* unrepairable by design: the same chunk corrupted on every replica "
-                     "(reported by reconcile, never invented)")
-        lines.append(f"rounds {len(self.rounds)}, containers {n_cont}, replicas "
-                     f"{sum(r.replicas for r in self.rounds)}, bytes copied "
-                     f"{sum(r.bytes_copied for r in self.rounds)}, seed {self.seed}")
+        lines.append(
+            "* unrepairable by design: the same chunk corrupted on every replica "
+            "(reported by reconcile, never invented)"
+        )
+        lines.append(
+            f"rounds {len(self.rounds)}, containers {n_cont}, replicas "
+            f"{sum(r.replicas for r in self.rounds)}, bytes copied "
+            f"{sum(r.bytes_copied for r in self.rounds)}, seed {self.seed}"
+        )
         lines.append("checks: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in c.items()))
-        lines.append("RESULT: " + ("PASS (zero misses, zero false alarms, zero bytes lost)"
-                                   if self.ok else "FAIL"))
+        lines.append(
+            "RESULT: "
+            + ("PASS (zero misses, zero false alarms, zero bytes lost)" if self.ok else "FAIL")
+        )
         return "\n".join(lines)
 
 
-def run_soak(seed: int, rounds: int, *, containers: int = 8,
-             workdir: Optional[os.PathLike] = None, keep_failed: bool = False,
-             on_round: Optional[Callable[[RoundResult], Any]] = None) -> SoakReport:
+def run_soak(
+    seed: int,
+    rounds: int,
+    *,
+    containers: int = 8,
+    workdir: Optional[os.PathLike] = None,
+    keep_failed: bool = False,
+    on_round: Optional[Callable[[RoundResult], Any]] = None,
+) -> SoakReport:
     """Run `rounds` rounds (see the module docstring) in a temporary directory (under
     `workdir` if given); a failed round's cluster is kept when `keep_failed`."""
     base = Path(tempfile.mkdtemp(prefix="crcmerkle-soak-", dir=workdir))

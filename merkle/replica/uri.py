@@ -32,8 +32,16 @@ if TYPE_CHECKING:  # pyarrow is imported where a location is opened, so that the
 __all__ = ["Location", "child", "display", "is_uri", "overlaps", "redact"]
 
 #: query parameters that hold secrets (pyarrow's S3/GCS/HDFS URI options and the usual names)
-_SECRET_WORDS = ("secret", "token", "password", "passwd", "access_key", "credential",
-                 "signature", "kerb_ticket")
+_SECRET_WORDS = (
+    "secret",
+    "token",
+    "password",
+    "passwd",
+    "access_key",
+    "credential",
+    "signature",
+    "kerb_ticket",
+)
 
 
 def is_uri(location: str) -> bool:
@@ -41,8 +49,24 @@ def is_uri(location: str) -> bool:
 
 
 #: schemes whose "host" is a bucket (no `:` in it): user information is the only `:` there
-_BUCKET_SCHEMES = ("s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss", "wasb", "wasbs", "oss",
-                   "cos", "cosn", "obs", "r2", "az", "adl")
+_BUCKET_SCHEMES = (
+    "s3",
+    "s3a",
+    "s3n",
+    "gs",
+    "gcs",
+    "abfs",
+    "abfss",
+    "wasb",
+    "wasbs",
+    "oss",
+    "cos",
+    "cosn",
+    "obs",
+    "r2",
+    "az",
+    "adl",
+)
 #: a URI in running text: scheme:// up to white space or a quote
 _URI_IN_TEXT = re.compile(r"""[A-Za-z][A-Za-z0-9+.-]*://[^\s'"`<>]*""")
 
@@ -54,8 +78,7 @@ def _is_secret_key(key: str) -> bool:
 
 def _safe_query(query: str) -> str:
     """The query without its secret parameters, the others kept as written."""
-    return "&".join(p for p in query.split("&")
-                    if p and not _is_secret_key(p.partition("=")[0]))
+    return "&".join(p for p in query.split("&") if p and not _is_secret_key(p.partition("=")[0]))
 
 
 def _split_user_info(scheme: str, rest: str) -> str:

@@ -79,8 +79,16 @@ from merkle.trees.merge import merge
 from merkle.trees.model import ContainerTree
 from merkle.trees.treefile import TreeFileError, tree_from_bytes, tree_to_bytes
 
-__all__ = ["DEFAULT_BUFFER_SIZE", "READ_OPTIONS", "ProgressFn", "StoredTree",
-           "read_stored_tree", "read_tree_state", "scan_container", "scan_files"]
+__all__ = [
+    "DEFAULT_BUFFER_SIZE",
+    "READ_OPTIONS",
+    "ProgressFn",
+    "StoredTree",
+    "read_stored_tree",
+    "read_tree_state",
+    "scan_container",
+    "scan_files",
+]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -144,9 +152,16 @@ class _Reader:
     without it) and have no such values.
     """
 
-    def __init__(self, buffer_size: int, limiter: Optional[RateLimiter],
-                 progress: Optional[ProgressFn], use_mmap: bool = False, *,
-                 drop_cache: bool = False, also: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        buffer_size: int,
+        limiter: Optional[RateLimiter],
+        progress: Optional[ProgressFn],
+        use_mmap: bool = False,
+        *,
+        drop_cache: bool = False,
+        also: Sequence[str] = (),
+    ) -> None:
         self.also = tuple(also)
         self.buffer = bytearray(max(buffer_size, 1))
         self.view = memoryview(self.buffer)
@@ -171,8 +186,9 @@ class _Reader:
             self.progress(got)
         return got
 
-    def _large_windows(self, f: BlockFile, c: ChunkMeta
-                       ) -> Tuple[int, Optional[np.ndarray], bool, Dict[str, np.ndarray]]:
+    def _large_windows(
+        self, f: BlockFile, c: ChunkMeta
+    ) -> Tuple[int, Optional[np.ndarray], bool, Dict[str, np.ndarray]]:
         """Chunk `c` whose windows are larger than the buffer, one window at a time."""
         bpc = c.bytes_per_checksum
         crc_fn = {CRC32: _native.crc32, CRC32C: _native.crc32c}.get(c.checksum_type)
@@ -219,11 +235,18 @@ class _Reader:
             stored = np.frombuffer(c.checksums, dtype=">u4", count=len(values))
             return got, observed, bool(np.any(observed != stored)), also
         obs = b"".join(digests)
-        return (got, np.frombuffer(obs, dtype=np.uint8), obs != c.checksums[:len(obs)],
-                also)
+        return (got, np.frombuffer(obs, dtype=np.uint8), obs != c.checksums[: len(obs)], also)
 
-    def _also_windows(self, n: int, bpc: int, w: int, nw: int, own: Optional[str],
-                      observed: Optional[np.ndarray], extra: Dict[str, np.ndarray]) -> None:
+    def _also_windows(
+        self,
+        n: int,
+        bpc: int,
+        w: int,
+        nw: int,
+        own: Optional[str],
+        observed: Optional[np.ndarray],
+        extra: Dict[str, np.ndarray],
+    ) -> None:
         """Checksum the windows of the `n` bytes in the buffer (windows w..w+nw of the
         chunk): the chunk's own CRC `own` into `observed` and every --also algorithm into
         `extra`, the own CRC and the first other one in one native call (one pass)."""
@@ -231,21 +254,29 @@ class _Reader:
         others = [a for a in extra if a != own]
         if own is not None and observed is not None:
             if others:
-                _native.checksum_windows(view, bpc, algorithm=(own, others[0]),
-                                         out=(observed[w:w + nw], extra[others[0]][w:w + nw]))
+                _native.checksum_windows(
+                    view,
+                    bpc,
+                    algorithm=(own, others[0]),
+                    out=(observed[w : w + nw], extra[others[0]][w : w + nw]),
+                )
                 others = others[1:]
             else:
-                _native.checksum_windows(view, bpc, algorithm=own, out=observed[w:w + nw])
+                _native.checksum_windows(view, bpc, algorithm=own, out=observed[w : w + nw])
         elif len(others) >= 2:  # SHA256/MD5 chunks: two of the --also CRCs in one pass
-            _native.checksum_windows(view, bpc, algorithm=(others[0], others[1]),
-                                     out=(extra[others[0]][w:w + nw],
-                                          extra[others[1]][w:w + nw]))
+            _native.checksum_windows(
+                view,
+                bpc,
+                algorithm=(others[0], others[1]),
+                out=(extra[others[0]][w : w + nw], extra[others[1]][w : w + nw]),
+            )
             others = others[2:]
         for a in others:
-            _native.checksum_windows(view, bpc, algorithm=a, out=extra[a][w:w + nw])
+            _native.checksum_windows(view, bpc, algorithm=a, out=extra[a][w : w + nw])
 
-    def chunk(self, f: BlockFile, c: ChunkMeta
-              ) -> Tuple[int, Optional[np.ndarray], bool, Dict[str, np.ndarray]]:
+    def chunk(
+        self, f: BlockFile, c: ChunkMeta
+    ) -> Tuple[int, Optional[np.ndarray], bool, Dict[str, np.ndarray]]:
         """Read chunk `c`; returns (bytes read, observed checksum bytes-or-values, mismatch,
         the --also algorithms' window values of what was read)."""
         size = CHECKSUM_SIZES[c.checksum_type]
@@ -292,7 +323,7 @@ class _Reader:
             want = min(piece, c.length - got)
             n = self._read(f, want, c.offset + got)
             for s in range(0, n, bpc):
-                parts.append(hashlib.new(algo, self.view[s:min(s + bpc, n)]).digest())
+                parts.append(hashlib.new(algo, self.view[s : min(s + bpc, n)]).digest())
             if n and extra:
                 nw = -(-n // bpc)
                 self._also_windows(n, bpc, w, nw, None, None, extra)
@@ -301,9 +332,13 @@ class _Reader:
             if n < want:
                 break
         obs = b"".join(parts)
-        mismatch = obs != c.checksums[:len(obs)]
-        return (got, np.frombuffer(obs, dtype=np.uint8), mismatch,
-                {a: v[:w] for a, v in extra.items()})
+        mismatch = obs != c.checksums[: len(obs)]
+        return (
+            got,
+            np.frombuffer(obs, dtype=np.uint8),
+            mismatch,
+            {a: v[:w] for a, v in extra.items()},
+        )
 
     def _block_values(self, block: BlockMeta, chunks: List[_ChunkObs]) -> Dict[str, int]:
         """Each --also algorithm's value of the whole block, combined from the windows read
@@ -313,8 +348,7 @@ class _Reader:
             return {}  # a chunk not read (type NONE, an I/O error, missing)
         end = 0
         for c, ob in zip(block.chunks, chunks):
-            if c.offset != end or ob.offset != c.offset or ob.length != c.length \
-                    or ob.also is None:
+            if c.offset != end or ob.offset != c.offset or ob.length != c.length or ob.also is None:
                 return {}
             end = c.end
         out: Dict[str, int] = {}
@@ -339,17 +373,27 @@ class _Reader:
             f = files.open_block(block.block_id)
         except FileNotFoundError:
             if block.chunks[0].length > 0:  # Ozone: an EC padding block may have no file
-                out.errors.append(ScanError(MISSING_DATA_FILE, block.block_id, None,
-                                            f"{files.block_name(block.block_id)} does not exist"))
+                out.errors.append(
+                    ScanError(
+                        MISSING_DATA_FILE,
+                        block.block_id,
+                        None,
+                        f"{files.block_name(block.block_id)} does not exist",
+                    )
+                )
             return out
         except NotRegularFileError as exc:
             out.present = False
-            out.errors.append(ScanError(NOT_A_REGULAR_FILE, block.block_id, None,
-                                        f"{exc.filename}: {exc.strerror}"))
+            out.errors.append(
+                ScanError(
+                    NOT_A_REGULAR_FILE, block.block_id, None, f"{exc.filename}: {exc.strerror}"
+                )
+            )
             return out
         except OSError as exc:
-            out.errors.append(ScanError(UNREADABLE_DATA_FILE, block.block_id, None,
-                                        exc.strerror or str(exc)))
+            out.errors.append(
+                ScanError(UNREADABLE_DATA_FILE, block.block_id, None, exc.strerror or str(exc))
+            )
             return out
         try:
             for c in block.chunks:
@@ -357,40 +401,73 @@ class _Reader:
                     continue  # Ozone's scanner skips them: not read, not in the tree
                 out.present = True  # a chunk is scanned: the block is in the tree
                 if c.length == 0:
-                    out.chunks.append(_ChunkObs(c.offset, 0, c.leaf, True,
-                                                {a: np.zeros(0, dtype_of(a)) for a in self.also}
-                                                if self.also else None))
+                    out.chunks.append(
+                        _ChunkObs(
+                            c.offset,
+                            0,
+                            c.leaf,
+                            True,
+                            {a: np.zeros(0, dtype_of(a)) for a in self.also} if self.also else None,
+                        )
+                    )
                     continue
                 try:
                     got, observed, mismatch, also = self.chunk(f, c)
                 except OSError as exc:
-                    out.errors.append(ScanError(UNREADABLE_DATA_FILE, block.block_id,
-                                                c.offset, exc.strerror or str(exc)))
+                    out.errors.append(
+                        ScanError(
+                            UNREADABLE_DATA_FILE, block.block_id, c.offset, exc.strerror or str(exc)
+                        )
+                    )
                     continue
                 out.bytes_read += got
                 if got == 0:
-                    out.errors.append(ScanError(MISSING_CHUNK, block.block_id, c.offset,
-                                                f"no data at {c.offset} (expected {c.length} "
-                                                f"bytes)"))
+                    out.errors.append(
+                        ScanError(
+                            MISSING_CHUNK,
+                            block.block_id,
+                            c.offset,
+                            f"no data at {c.offset} (expected {c.length} bytes)",
+                        )
+                    )
                     continue
                 if observed is None:  # type NONE: only the length can be checked
                     leaf = 0
                 elif observed.dtype == np.uint32:
-                    leaf = (c.leaf if not mismatch and got == c.length
-                            else _native.crc32c(observed.astype(">u4").tobytes()))
+                    leaf = (
+                        c.leaf
+                        if not mismatch and got == c.length
+                        else _native.crc32c(observed.astype(">u4").tobytes())
+                    )
                 else:
                     leaf = _native.crc32c(observed.tobytes())
                 healthy = not mismatch and got == c.length
-                out.chunks.append(_ChunkObs(c.offset, got, leaf, healthy,
-                                            also if self.also else None))
+                out.chunks.append(
+                    _ChunkObs(c.offset, got, leaf, healthy, also if self.also else None)
+                )
                 if mismatch:
-                    out.errors.append(ScanError(
-                        CORRUPT_CHUNK, block.block_id, c.offset,
-                        "window checksum mismatch" + (f" (short read: {got} of {c.length} "
-                                                      f"bytes)" if got < c.length else "")))
+                    out.errors.append(
+                        ScanError(
+                            CORRUPT_CHUNK,
+                            block.block_id,
+                            c.offset,
+                            "window checksum mismatch"
+                            + (
+                                f" (short read: {got} of {c.length} bytes)"
+                                if got < c.length
+                                else ""
+                            ),
+                        )
+                    )
                 elif got < c.length:
-                    out.errors.append(ScanError(INCONSISTENT_CHUNK_LENGTH, block.block_id,
-                                                c.offset, f"{got} of {c.length} bytes"))
+                    out.errors.append(
+                        ScanError(
+                            INCONSISTENT_CHUNK_LENGTH,
+                            block.block_id,
+                            c.offset,
+                            f"{got} of {c.length} bytes",
+                        )
+                    )
         finally:
             f.close()
         if self.also:
@@ -428,10 +505,15 @@ def _observed_tree(container_id: int, observations: Iterable[_BlockObs]) -> Cont
             lens.append(c.length)
             leaves.append(c.leaf)
             matches.append(c.matches)
-    return ContainerTree.from_columns(container_id, bids, offs, lens,
-                                      leaf=np.array(leaves, dtype=np.int64),
-                                      checksum_matches=np.array(matches, dtype=bool),
-                                      empty_blocks=present or None)
+    return ContainerTree.from_columns(
+        container_id,
+        bids,
+        offs,
+        lens,
+        leaf=np.array(leaves, dtype=np.int64),
+        checksum_matches=np.array(matches, dtype=bool),
+        empty_blocks=present or None,
+    )
 
 
 @dataclass
@@ -457,29 +539,44 @@ def read_tree_state(files: ReplicaFiles) -> StoredTree:
     except FileNotFoundError:
         return StoredTree(None, None, ScanError(TREE_MISSING, detail=f"{name} does not exist"))
     except NotRegularFileError as exc:
-        return StoredTree(None, None, ScanError(NOT_A_REGULAR_FILE,
-                                                detail=f"{exc.filename}: {exc.strerror}"),
-                          writable=False)
+        return StoredTree(
+            None,
+            None,
+            ScanError(NOT_A_REGULAR_FILE, detail=f"{exc.filename}: {exc.strerror}"),
+            writable=False,
+        )
     except (OSError, FileTooLargeError) as exc:
-        return StoredTree(None, None, ScanError(TREE_UNREADABLE, detail=f"{name}: "
-                                                f"{exc.strerror or exc}"), writable=False)
+        return StoredTree(
+            None,
+            None,
+            ScanError(TREE_UNREADABLE, detail=f"{name}: {exc.strerror or exc}"),
+            writable=False,
+        )
     try:
         tree = tree_from_bytes(raw, source=f"{files.location}/metadata/{name}")
     except TreeFileError as exc:
         return StoredTree(None, raw, ScanError(TREE_CORRUPT, detail=exc.reason))
     if tree.container_id != files.container_id:
-        return StoredTree(None, raw, ScanError(TREE_CORRUPT, detail=f"tree is of container "
-                                                                    f"{tree.container_id}"))
+        return StoredTree(
+            None, raw, ScanError(TREE_CORRUPT, detail=f"tree is of container {tree.container_id}")
+        )
     ok, keep = rewritable(raw, lambda known: tree_to_bytes(tree_from_bytes(known)))
     if not ok:
-        return StoredTree(tree, raw, ScanError(
-            TREE_UNSUPPORTED, detail=f"{name} holds fields this crcmerkle does not "
-                                     f"understand: not rewritten"), writable=False)
+        return StoredTree(
+            tree,
+            raw,
+            ScanError(
+                TREE_UNSUPPORTED,
+                detail=f"{name} holds fields this crcmerkle does not understand: not rewritten",
+            ),
+            writable=False,
+        )
     return StoredTree(tree, raw, None, True, keep)
 
 
-def read_stored_tree(files: ReplicaFiles) -> Tuple[Optional[ContainerTree], Optional[bytes],
-                                                   Optional[ScanError]]:
+def read_stored_tree(
+    files: ReplicaFiles,
+) -> Tuple[Optional[ContainerTree], Optional[bytes], Optional[ScanError]]:
     """(stored tree, its raw bytes, None), or (None, raw bytes or None, the error) when the
     `.tree` is absent, unreadable, corrupt or foreign (see read_tree_state)."""
     st = read_tree_state(files)
@@ -488,13 +585,20 @@ def read_stored_tree(files: ReplicaFiles) -> Tuple[Optional[ContainerTree], Opti
     return st.tree, st.raw, st.error
 
 
-def scan_container(path: PathLike, *, write_tree: bool = True, workers: int = 1,
-                   bytes_per_second: Optional[float] = None,
-                   limiter: Optional[RateLimiter] = None,
-                   progress: Optional[ProgressFn] = None,
-                   buffer_size: int = DEFAULT_BUFFER_SIZE, lock: bool = True,
-                   use_mmap: bool = False, drop_cache: bool = False,
-                   also: Sequence[str] = ()) -> ScanResult:
+def scan_container(
+    path: PathLike,
+    *,
+    write_tree: bool = True,
+    workers: int = 1,
+    bytes_per_second: Optional[float] = None,
+    limiter: Optional[RateLimiter] = None,
+    progress: Optional[ProgressFn] = None,
+    buffer_size: int = DEFAULT_BUFFER_SIZE,
+    lock: bool = True,
+    use_mmap: bool = False,
+    drop_cache: bool = False,
+    also: Sequence[str] = (),
+) -> ScanResult:
     """Scan one replica (see the module docstring) and return what was found.
 
     write_tree: store the merged tree (atomically, only if it changed); False for a
@@ -527,17 +631,33 @@ def scan_container(path: PathLike, *, write_tree: bool = True, workers: int = 1,
     if held is not None:
         held.acquire()
     try:
-        return _scan(paths, write_tree, max(1, int(workers)), limiter, progress, buffer_size,
-                     use_mmap, drop_cache=drop_cache, also=also)
+        return _scan(
+            paths,
+            write_tree,
+            max(1, int(workers)),
+            limiter,
+            progress,
+            buffer_size,
+            use_mmap,
+            drop_cache=drop_cache,
+            also=also,
+        )
     finally:
         if held is not None:
             held.release()
 
 
-def scan_files(files: ReplicaFiles, *, workers: int = 1,
-               limiter: Optional[RateLimiter] = None, progress: Optional[ProgressFn] = None,
-               buffer_size: int = DEFAULT_BUFFER_SIZE, metadata_only: bool = False,
-               drop_cache: bool = False, also: Sequence[str] = ()) -> ScanResult:
+def scan_files(
+    files: ReplicaFiles,
+    *,
+    workers: int = 1,
+    limiter: Optional[RateLimiter] = None,
+    progress: Optional[ProgressFn] = None,
+    buffer_size: int = DEFAULT_BUFFER_SIZE,
+    metadata_only: bool = False,
+    drop_cache: bool = False,
+    also: Sequence[str] = (),
+) -> ScanResult:
     """Scan a replica read through `files` (merkle.replica.files: a local directory, or a
     remote store as spark_udfs.fs provides) without writing anything: the same checks,
     errors and trees as scan_container(..., write_tree=False). `drop_cache`: as
@@ -548,30 +668,63 @@ def scan_files(files: ReplicaFiles, *, workers: int = 1,
     checked as by the scan, no block file is opened (bytes_read 0), and the tree is the
     stored `.tree` when it still describes the metadata, else the scan's tree if every chunk
     matched (with TREE_STALE when the stored one was not trusted, and TREE_FROM_METADATA)."""
-    return _scan(files, False, max(1, int(workers)), limiter, progress, buffer_size,
-                 metadata_only=metadata_only, drop_cache=drop_cache,
-                 also=check_algorithms(also))
+    return _scan(
+        files,
+        False,
+        max(1, int(workers)),
+        limiter,
+        progress,
+        buffer_size,
+        metadata_only=metadata_only,
+        drop_cache=drop_cache,
+        also=check_algorithms(also),
+    )
 
 
-def _scan(source: Union[ContainerPaths, ReplicaFiles], write: bool, workers: int,
-          limiter: Optional[RateLimiter], progress: Optional[ProgressFn], buffer_size: int,
-          use_mmap: bool = False, metadata_only: bool = False, *,
-          drop_cache: bool = False, also: Sequence[str] = ()) -> ScanResult:
+def _scan(
+    source: Union[ContainerPaths, ReplicaFiles],
+    write: bool,
+    workers: int,
+    limiter: Optional[RateLimiter],
+    progress: Optional[ProgressFn],
+    buffer_size: int,
+    use_mmap: bool = False,
+    metadata_only: bool = False,
+    *,
+    drop_cache: bool = False,
+    also: Sequence[str] = (),
+) -> ScanResult:
     """The scan itself; writing the merged tree needs a local replica (ContainerPaths)."""
     files = LocalReplicaFiles(source) if isinstance(source, ContainerPaths) else source
     try:
-        return _scan_files(files, write and not metadata_only, workers, limiter, progress,
-                           buffer_size, metadata_only, drop_cache, also)
+        return _scan_files(
+            files,
+            write and not metadata_only,
+            workers,
+            limiter,
+            progress,
+            buffer_size,
+            metadata_only,
+            drop_cache,
+            also,
+        )
     finally:
         if isinstance(source, ContainerPaths):
             assert isinstance(files, LocalReplicaFiles)
             files.close()
 
 
-def _scan_files(files: ReplicaFiles, write: bool, workers: int,
-                limiter: Optional[RateLimiter], progress: Optional[ProgressFn],
-                buffer_size: int, metadata_only: bool = False,
-                drop_cache: bool = False, also: Sequence[str] = ()) -> ScanResult:
+def _scan_files(
+    files: ReplicaFiles,
+    write: bool,
+    workers: int,
+    limiter: Optional[RateLimiter],
+    progress: Optional[ProgressFn],
+    buffer_size: int,
+    metadata_only: bool = False,
+    drop_cache: bool = False,
+    also: Sequence[str] = (),
+) -> ScanResult:
     t0 = time.perf_counter()
     errors: List[ScanError] = []
     meta: Optional[ContainerMeta]
@@ -585,22 +738,27 @@ def _scan_files(files: ReplicaFiles, write: bool, workers: int,
             try:
                 raw_meta = files.read_blockmeta()
             except FileNotFoundError:
-                raise BlockMetaError("block-metadata file is missing", meta_name,
-                                     missing=True) from None
+                raise BlockMetaError(
+                    "block-metadata file is missing", meta_name, missing=True
+                ) from None
             meta = decode_blockmeta(raw_meta, meta_name, files.container_id)
     except BlockMetaError as exc:
         meta = None
-        reason = str(exc)[len(str(exc.path)) + 2:] if exc.path else str(exc)
-        kind = (METADATA_MISSING if exc.missing else METADATA_UNSUPPORTED if exc.unsupported
-                else METADATA_CORRUPT)
+        reason = str(exc)[len(str(exc.path)) + 2 :] if exc.path else str(exc)
+        kind = (
+            METADATA_MISSING
+            if exc.missing
+            else METADATA_UNSUPPORTED
+            if exc.unsupported
+            else METADATA_CORRUPT
+        )
         errors.append(ScanError(kind, detail=reason))
     except NotRegularFileError as exc:
         meta = None
         errors.append(ScanError(NOT_A_REGULAR_FILE, detail=f"{exc.filename}: {exc.strerror}"))
     except OSError as exc:  # EACCES, EIO, above the size cap: an I/O error, not corruption
         meta = None
-        errors.append(ScanError(METADATA_UNREADABLE, detail=f"{meta_name}: "
-                                                            f"{exc.strerror or exc}"))
+        errors.append(ScanError(METADATA_UNREADABLE, detail=f"{meta_name}: {exc.strerror or exc}"))
     blocks = meta.sorted_blocks() if meta is not None else []
     if metadata_only:  # the census: no block file is opened
         observations = [_recorded_block(b) for b in blocks]
@@ -610,8 +768,9 @@ def _scan_files(files: ReplicaFiles, write: bool, workers: int,
         def one(b: BlockMeta) -> _BlockObs:
             reader = getattr(local, "reader", None)
             if reader is None:
-                reader = local.reader = _Reader(buffer_size, limiter, progress,
-                                                drop_cache=drop_cache, also=also)
+                reader = local.reader = _Reader(
+                    buffer_size, limiter, progress, drop_cache=drop_cache, also=also
+                )
             return reader.block(files, b)
 
         with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -641,18 +800,33 @@ def _scan_files(files: ReplicaFiles, write: bool, workers: int,
             files.write_metadata(TREE_SUFFIX, data)
             written = True
     return ScanResult(
-        path=files.location, container_id=files.container_id, errors=errors,
-        scanned=scanned, tree=merged, meta=meta,
-        bytes_read=sum(o.bytes_read for o in observations), blocks=len(blocks),
-        chunks=sum(len(b.chunks) for b in blocks), seconds=time.perf_counter() - t0,
+        path=files.location,
+        container_id=files.container_id,
+        errors=errors,
+        scanned=scanned,
+        tree=merged,
+        meta=meta,
+        bytes_read=sum(o.bytes_read for o in observations),
+        blocks=len(blocks),
+        chunks=sum(len(b.chunks) for b in blocks),
+        seconds=time.perf_counter() - t0,
         tree_written=written,
-        also={} if metadata_only else _also_values(also, observations))
+        also={} if metadata_only else _also_values(also, observations),
+    )
 
 
-def _also_values(also: Sequence[str], observations: List[_BlockObs]
-                 ) -> Dict[str, AlsoChecksums]:
+def _also_values(also: Sequence[str], observations: List[_BlockObs]) -> Dict[str, AlsoChecksums]:
     """The --also values of a scan's observations, by algorithm (merkle.replica.also)."""
-    return {a: AlsoChecksums.collect(
-        a, [(b.block_id, c.offset, c.also[a]) for b in observations for c in b.chunks
-            if c.also is not None],
-        [(b.block_id, b.also[a]) for b in observations if a in b.also]) for a in also}
+    return {
+        a: AlsoChecksums.collect(
+            a,
+            [
+                (b.block_id, c.offset, c.also[a])
+                for b in observations
+                for c in b.chunks
+                if c.also is not None
+            ],
+            [(b.block_id, b.also[a]) for b in observations if a in b.also],
+        )
+        for a in also
+    }

@@ -47,8 +47,15 @@ class ContainerIDMismatchError(ValueError):
 
 
 def _side(t: ContainerTree) -> Tuple[np.ndarray, ...]:
-    return (t.block_id, t.block_value, t.block_deleted.view(np.uint8), t.block_chunk_start,
-            t.chunk_offset, t.chunk_value, t.chunk_matches.view(np.uint8))
+    return (
+        t.block_id,
+        t.block_value,
+        t.block_deleted.view(np.uint8),
+        t.block_chunk_start,
+        t.chunk_offset,
+        t.chunk_value,
+        t.chunk_matches.view(np.uint8),
+    )
 
 
 def _per_block(tree: ContainerTree, rows: np.ndarray) -> Dict[int, np.ndarray]:
@@ -110,8 +117,12 @@ class DiffReport:
 
     @property
     def needs_repair(self) -> bool:
-        return bool(self.missing_block_rows.size or self.deleted_block_rows.size
-                    or self.missing_chunk_rows.size or self.corrupt_chunk_rows.size)
+        return bool(
+            self.missing_block_rows.size
+            or self.deleted_block_rows.size
+            or self.missing_chunk_rows.size
+            or self.corrupt_chunk_rows.size
+        )
 
     def counts(self) -> Dict[str, int]:
         return {
@@ -125,8 +136,10 @@ class DiffReport:
 
     def to_dict(self) -> Dict[str, Any]:
         """JSON-ready form (values as Ozone prints them)."""
+
         def chunks(d: Dict[int, np.ndarray]) -> Dict[str, List[int]]:
             return {str(b): [int(o) for o in offs] for b, offs in d.items()}
+
         ours_v, peer_v = self.ours.data_checksum, self.peer.data_checksum
         return {
             "container_id": self.ours.container_id,
@@ -160,13 +173,17 @@ def diff(ours: ContainerTree, peer: ContainerTree) -> DiffReport:
         return DiffReport(ours, peer, roots_equal=True)
     r = _native._ozt_diff(_side(ours), _side(peer))
     return DiffReport(
-        ours, peer,
-        missing_block_rows=r["missing_blocks"], deleted_block_rows=r["deleted_blocks"],
-        missing_chunk_rows=r["missing_chunks"], corrupt_chunk_rows=r["corrupt_chunks"],
+        ours,
+        peer,
+        missing_block_rows=r["missing_blocks"],
+        deleted_block_rows=r["deleted_blocks"],
+        missing_chunk_rows=r["missing_chunks"],
+        corrupt_chunk_rows=r["corrupt_chunks"],
         corrupt_chunk_rows_ours=r["corrupt_chunks_ours"],
         unrecoverable_chunk_rows=r["unrecoverable_chunks"],
         unrecoverable_chunk_rows_ours=r["unrecoverable_chunks_ours"],
-        unhealthy_chunks_filtered=int(r["unhealthy_filtered"]))
+        unhealthy_chunks_filtered=int(r["unhealthy_filtered"]),
+    )
 
 
 @dataclass
@@ -199,10 +216,11 @@ class ReplicaReport:
     def to_dict(self) -> Dict[str, Any]:
         return {
             "match": self.match,
-            "groups": [{"data_checksum": None if v is None else format_checksum(v),
-                        "replicas": ns} for v, ns in self.groups.items()],
-            "plans": {n: {p: r.to_dict() for p, r in self.pulls(n).items()}
-                      for n in self.names},
+            "groups": [
+                {"data_checksum": None if v is None else format_checksum(v), "replicas": ns}
+                for v, ns in self.groups.items()
+            ],
+            "plans": {n: {p: r.to_dict() for p, r in self.pulls(n).items()} for n in self.names},
         }
 
 
@@ -230,18 +248,22 @@ def _without(report: DiffReport, taken: Dict[str, set]) -> DiffReport:
     corrupt = mask(report.corrupt_chunk_rows, "corrupt", True)
 
     return DiffReport(
-        report.ours, peer,
+        report.ours,
+        peer,
         missing_block_rows=report.missing_block_rows[
-            mask(report.missing_block_rows, "blocks", False)],
+            mask(report.missing_block_rows, "blocks", False)
+        ],
         deleted_block_rows=report.deleted_block_rows,
         missing_chunk_rows=report.missing_chunk_rows[
-            mask(report.missing_chunk_rows, "chunks", True)],
+            mask(report.missing_chunk_rows, "chunks", True)
+        ],
         corrupt_chunk_rows=report.corrupt_chunk_rows[corrupt],
         corrupt_chunk_rows_ours=report.corrupt_chunk_rows_ours[corrupt],
         unrecoverable_chunk_rows=report.unrecoverable_chunk_rows,
         unrecoverable_chunk_rows_ours=report.unrecoverable_chunk_rows_ours,
         unhealthy_chunks_filtered=report.unhealthy_chunks_filtered,
-        roots_equal=report.roots_equal)
+        roots_equal=report.roots_equal,
+    )
 
 
 def compare_replicas(trees: Mapping[str, ContainerTree]) -> ReplicaReport:

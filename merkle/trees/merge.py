@@ -42,19 +42,36 @@ def _rows_of(tree: ContainerTree, block_rows: np.ndarray) -> np.ndarray:
     return base + np.arange(int(counts.sum()), dtype=_I64)
 
 
-def _assemble(container_id: int, ids: np.ndarray, values: np.ndarray, deleted: np.ndarray,
-              src: ContainerTree, src_rows: np.ndarray, row_block: np.ndarray,
-              generated: bool) -> ContainerTree:
+def _assemble(
+    container_id: int,
+    ids: np.ndarray,
+    values: np.ndarray,
+    deleted: np.ndarray,
+    src: ContainerTree,
+    src_rows: np.ndarray,
+    row_block: np.ndarray,
+    generated: bool,
+) -> ContainerTree:
     """A tree from block columns and chunk rows of `src` assigned to result blocks."""
-    counts = np.bincount(row_block, minlength=ids.shape[0]) if row_block.size else \
-        np.zeros(ids.shape[0], dtype=_I64)
+    counts = (
+        np.bincount(row_block, minlength=ids.shape[0])
+        if row_block.size
+        else np.zeros(ids.shape[0], dtype=_I64)
+    )
     start = np.zeros(ids.shape[0] + 1, dtype=_I64)
     np.cumsum(counts, out=start[1:])
     tree = ContainerTree(
-        container_id, block_id=ids, block_value=values, block_deleted=deleted,
-        block_chunk_start=start, chunk_offset=src.chunk_offset[src_rows],
-        chunk_length=src.chunk_length[src_rows], chunk_value=src.chunk_value[src_rows],
-        chunk_matches=src.chunk_matches[src_rows], validate=False)
+        container_id,
+        block_id=ids,
+        block_value=values,
+        block_deleted=deleted,
+        block_chunk_start=start,
+        chunk_offset=src.chunk_offset[src_rows],
+        chunk_length=src.chunk_length[src_rows],
+        chunk_value=src.chunk_value[src_rows],
+        chunk_matches=src.chunk_matches[src_rows],
+        validate=False,
+    )
     if generated:
         tree.data_checksum = tree.computed_checksum()
     return tree
@@ -72,8 +89,11 @@ def merge(stored: Optional[ContainerTree], scanned: ContainerTree) -> ContainerT
     t_ids = s_ids[tomb]
     pos = np.searchsorted(n_ids, t_ids)
     pos_c = np.minimum(pos, max(n_ids.shape[0] - 1, 0))
-    in_scanned = (pos < n_ids.shape[0]) & (n_ids[pos_c] == t_ids) if n_ids.size else \
-        np.zeros(t_ids.shape[0], dtype=bool)
+    in_scanned = (
+        (pos < n_ids.shape[0]) & (n_ids[pos_c] == t_ids)
+        if n_ids.size
+        else np.zeros(t_ids.shape[0], dtype=bool)
+    )
     override = np.zeros(n_ids.shape[0], dtype=bool)
     ov_rows = pos[in_scanned]
     ov_src = np.flatnonzero(tomb)[in_scanned]
@@ -94,8 +114,16 @@ def merge(stored: Optional[ContainerTree], scanned: ContainerTree) -> ContainerT
     live_rows = np.flatnonzero(~override & ~scanned.block_deleted)
     rows = _rows_of(scanned, live_rows)
     row_block = rank[np.repeat(live_rows, np.diff(scanned.block_chunk_start)[live_rows])]
-    merged = _assemble(scanned.container_id, ids, values, deleted, scanned, rows, row_block,
-                       scanned.data_checksum is not None)
+    merged = _assemble(
+        scanned.container_id,
+        ids,
+        values,
+        deleted,
+        scanned,
+        rows,
+        row_block,
+        scanned.data_checksum is not None,
+    )
     merged.unknown_fields = stored.unknown_fields  # Ozone rewrites from the stored message
     return merged
 
@@ -122,10 +150,14 @@ def _pulled_rows(report: DiffReport) -> np.ndarray:
     def held(block: int) -> Dict[int, int]:
         if block not in local:
             i = ours.block_index(block)
-            a, b = (int(ours.block_chunk_start[i]), int(ours.block_chunk_start[i + 1])) \
-                if i >= 0 else (0, 0)
-            local[block] = dict(zip(ours.chunk_offset[a:b].tolist(),
-                                    ours.chunk_length[a:b].tolist()))
+            a, b = (
+                (int(ours.block_chunk_start[i]), int(ours.block_chunk_start[i + 1]))
+                if i >= 0
+                else (0, 0)
+            )
+            local[block] = dict(
+                zip(ours.chunk_offset[a:b].tolist(), ours.chunk_length[a:b].tolist())
+            )
         return local[block]
 
     def runs(rows: np.ndarray) -> List[np.ndarray]:
@@ -136,8 +168,11 @@ def _pulled_rows(report: DiffReport) -> np.ndarray:
         return np.split(rows, cuts)
 
     keep: List[int] = []
-    for run in (runs(_rows_of(peer, report.missing_block_rows))
-                + runs(report.missing_chunk_rows) + runs(report.corrupt_chunk_rows)):
+    for run in (
+        runs(_rows_of(peer, report.missing_block_rows))
+        + runs(report.missing_chunk_rows)
+        + runs(report.corrupt_chunk_rows)
+    ):
         loc = held(int(cb_peer[run[0]]))
         for r in run.tolist():
             off = int(peer.chunk_offset[r])
@@ -168,20 +203,35 @@ def apply_repair(report: DiffReport) -> ContainerTree:
     lens = np.concatenate((ours.chunk_length, peer.chunk_length[pulled_rows]))
     vals = np.concatenate((ours.chunk_value, peer.chunk_value[pulled_rows]))
     match = np.concatenate((ours.chunk_matches, np.ones(pulled_rows.shape[0], dtype=bool)))
-    tombstones = {int(b): int(v) for b, v, d in zip(ours.block_id, ours.block_value,
-                                                    ours.block_deleted) if d}
+    tombstones = {
+        int(b): int(v) for b, v, d in zip(ours.block_id, ours.block_value, ours.block_deleted) if d
+    }
     for r in report.deleted_block_rows:
         tombstones[int(peer.block_id[r])] = int(peer.block_value[r])
-    empty = [int(b) for b, s, e, d in zip(ours.block_id, ours.block_chunk_start[:-1],
-                                          ours.block_chunk_start[1:], ours.block_deleted)
-             if s == e and not d]
+    empty = [
+        int(b)
+        for b, s, e, d in zip(
+            ours.block_id,
+            ours.block_chunk_start[:-1],
+            ours.block_chunk_start[1:],
+            ours.block_deleted,
+        )
+        if s == e and not d
+    ]
     # A missing block with no chunks at all is reproduced by creating it.
     mb = report.missing_block_rows
     cs = peer.block_chunk_start
     empty += [int(b) for b in peer.block_id[mb[cs[mb + 1] == cs[mb]]]]
     fixed = ContainerTree.from_columns(
-        ours.container_id, blocks, offs, lens, leaf=vals, checksum_matches=match,
-        deleted_blocks=tombstones or None, empty_blocks=empty or None)
+        ours.container_id,
+        blocks,
+        offs,
+        lens,
+        leaf=vals,
+        checksum_matches=match,
+        deleted_blocks=tombstones or None,
+        empty_blocks=empty or None,
+    )
     fixed.unknown_fields = ours.unknown_fields
     return fixed
 

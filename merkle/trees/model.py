@@ -29,8 +29,15 @@ from merkle.trees.ozone import (
     window_values,
 )
 
-__all__ = ["BlockView", "ChunkView", "ContainerTree", "TreeBuilder", "TreeFileError",
-           "tree_from_bytes", "tree_to_bytes"]
+__all__ = [
+    "BlockView",
+    "ChunkView",
+    "ContainerTree",
+    "TreeBuilder",
+    "TreeFileError",
+    "tree_from_bytes",
+    "tree_to_bytes",
+]
 
 _I64 = np.int64
 
@@ -85,7 +92,7 @@ def _col(values: Any, dtype: Any, name: str) -> np.ndarray:
         return np.ascontiguousarray(arr)
     if arr.dtype.kind not in "ui":
         raise TypeError(f"{name} must hold integers, not {arr.dtype}")
-    if arr.dtype == np.uint64 and int(arr.max()) >= 2 ** 63:
+    if arr.dtype == np.uint64 and int(arr.max()) >= 2**63:
         raise ValueError(f"{name} values must fit in a signed 64-bit integer")
     return np.ascontiguousarray(arr, dtype=dtype)
 
@@ -113,38 +120,72 @@ def _starts_from_counts(counts: Any, n: int, name: str) -> np.ndarray:
 class ContainerTree:
     """A container replica's checksum tree (columnar, immutable). See the module docstring."""
 
-    __slots__ = ("container_id", "data_checksum", "block_id", "block_value", "block_deleted",
-                 "block_chunk_start", "chunk_offset", "chunk_length", "chunk_value",
-                 "chunk_matches", "unknown_fields", "_wire")
+    __slots__ = (
+        "container_id",
+        "data_checksum",
+        "block_id",
+        "block_value",
+        "block_deleted",
+        "block_chunk_start",
+        "chunk_offset",
+        "chunk_length",
+        "chunk_value",
+        "chunk_matches",
+        "unknown_fields",
+        "_wire",
+    )
 
-    def __init__(self, container_id: int = 0, *, data_checksum: Optional[int] = None,
-                 block_id: Any = (), block_value: Any = (), block_deleted: Any = None,
-                 block_chunk_start: Any = None, chunk_offset: Any = (), chunk_length: Any = (),
-                 chunk_value: Any = (), chunk_matches: Any = None, validate: bool = True,
-                 copy: bool = True, unknown_fields: bytes = b"") -> None:
+    def __init__(
+        self,
+        container_id: int = 0,
+        *,
+        data_checksum: Optional[int] = None,
+        block_id: Any = (),
+        block_value: Any = (),
+        block_deleted: Any = None,
+        block_chunk_start: Any = None,
+        chunk_offset: Any = (),
+        chunk_length: Any = (),
+        chunk_value: Any = (),
+        chunk_matches: Any = None,
+        validate: bool = True,
+        copy: bool = True,
+        unknown_fields: bytes = b"",
+    ) -> None:
         self.container_id = int(container_id)
         self.unknown_fields = bytes(unknown_fields)
         self.data_checksum = None if data_checksum is None else int(data_checksum)
         bid = _col(block_id, _I64, "block_id")
         nb = bid.shape[0]
         bval = _col(block_value, _I64, "block_value")
-        bdel = (np.zeros(nb, dtype=np.bool_) if block_deleted is None
-                else _col(block_deleted, np.bool_, "block_deleted"))
+        bdel = (
+            np.zeros(nb, dtype=np.bool_)
+            if block_deleted is None
+            else _col(block_deleted, np.bool_, "block_deleted")
+        )
         coff = _col(chunk_offset, _I64, "chunk_offset")
         nc = coff.shape[0]
         clen = _col(chunk_length, _I64, "chunk_length")
         cval = _col(chunk_value, _I64, "chunk_value")
-        cm = (np.ones(nc, dtype=np.bool_) if chunk_matches is None
-              else _col(chunk_matches, np.bool_, "chunk_matches"))
+        cm = (
+            np.ones(nc, dtype=np.bool_)
+            if chunk_matches is None
+            else _col(chunk_matches, np.bool_, "chunk_matches")
+        )
         if block_chunk_start is None:
             if nc:
                 raise ValueError("block_chunk_start is required when there are chunks")
             cs = np.zeros(nb + 1, dtype=_I64)
         else:
             cs = _col(block_chunk_start, _I64, "block_chunk_start")
-        for name, arr, n in (("block_value", bval, nb), ("block_deleted", bdel, nb),
-                             ("block_chunk_start", cs, nb + 1), ("chunk_length", clen, nc),
-                             ("chunk_value", cval, nc), ("chunk_matches", cm, nc)):
+        for name, arr, n in (
+            ("block_value", bval, nb),
+            ("block_deleted", bdel, nb),
+            ("block_chunk_start", cs, nb + 1),
+            ("chunk_length", clen, nc),
+            ("chunk_value", cval, nc),
+            ("chunk_matches", cm, nc),
+        ):
             if arr.shape[0] != n:
                 raise ValueError(f"{name} has {arr.shape[0]} entries; {n} expected")
         # copy=False: the arrays are the caller's to give away (the decoder's fresh columns)
@@ -180,11 +221,23 @@ class ContainerTree:
     # ---- builders ------------------------------------------------------------------------
 
     @classmethod
-    def from_columns(cls, container_id: int, block_id: Any, offset: Any, length: Any = None, *,
-                     leaf: Any = None, window_checksums: Any = None, window_counts: Any = None,
-                     window_bytes: Any = None, window_byte_counts: Any = None,
-                     checksum_matches: Any = None, deleted_blocks: Any = None,
-                     empty_blocks: Any = None, data_checksum: bool = True) -> ContainerTree:
+    def from_columns(
+        cls,
+        container_id: int,
+        block_id: Any,
+        offset: Any,
+        length: Any = None,
+        *,
+        leaf: Any = None,
+        window_checksums: Any = None,
+        window_counts: Any = None,
+        window_bytes: Any = None,
+        window_byte_counts: Any = None,
+        checksum_matches: Any = None,
+        deleted_blocks: Any = None,
+        empty_blocks: Any = None,
+        data_checksum: bool = True,
+    ) -> ContainerTree:
         """Build a tree from one row per chunk, all in native passes.
 
         Give each chunk's `block_id`, `offset`, `length` and one of:
@@ -225,16 +278,21 @@ class ContainerTree:
                 raise ValueError("window_counts is required with window_checksums")
             starts = _starts_from_counts(window_counts, n, "window_counts")
             if starts[-1] != windows.shape[0]:
-                raise ValueError(f"window_counts add up to {starts[-1]}, "
-                                 f"but {windows.shape[0]} window checksums were given")
+                raise ValueError(
+                    f"window_counts add up to {starts[-1]}, "
+                    f"but {windows.shape[0]} window checksums were given"
+                )
             leaves = _native._ozt_leaves_u32(windows, starts)
         else:
             if window_byte_counts is None:
                 raise ValueError("window_byte_counts is required with window_bytes")
             starts = _starts_from_counts(window_byte_counts, n, "window_byte_counts")
             leaves = _native._ozt_leaves_bytes(window_bytes, starts)
-        matches = (np.ones(n, dtype=np.bool_) if checksum_matches is None
-                   else _col(checksum_matches, np.bool_, "checksum_matches"))
+        matches = (
+            np.ones(n, dtype=np.bool_)
+            if checksum_matches is None
+            else _col(checksum_matches, np.bool_, "checksum_matches")
+        )
         if matches.shape[0] != n:
             raise ValueError("checksum_matches must have one entry per chunk")
         perm = _native._ozt_sort_rows(bcol, off)
@@ -245,20 +303,36 @@ class ContainerTree:
         deleted = np.zeros(ids.shape[0], dtype=np.bool_)
         if deleted_blocks is not None or empty_blocks is not None:
             ids, values, deleted, cstart, keep = _add_blocks(
-                ids, values, cstart, deleted_blocks, empty_blocks)
+                ids, values, cstart, deleted_blocks, empty_blocks
+            )
             if keep is not None:
                 off, ln, leaves, matches = (a[keep] for a in (off, ln, leaves, matches))
-        tree = cls(container_id, block_id=ids, block_value=values, block_deleted=deleted,
-                   block_chunk_start=cstart, chunk_offset=off, chunk_length=ln,
-                   chunk_value=leaves, chunk_matches=matches, validate=False)
+        tree = cls(
+            container_id,
+            block_id=ids,
+            block_value=values,
+            block_deleted=deleted,
+            block_chunk_start=cstart,
+            chunk_offset=off,
+            chunk_length=ln,
+            chunk_value=leaves,
+            chunk_matches=matches,
+            validate=False,
+        )
         if data_checksum:
             tree.data_checksum = tree.computed_checksum()
         return tree
 
     @classmethod
-    def from_chunk_data(cls, container_id: int, chunks: Iterable[Tuple[int, int, Any]], *,
-                        bytes_per_checksum: int = DEFAULT_BYTES_PER_CHECKSUM,
-                        algorithm: str = DEFAULT_ALGORITHM, **kwargs: Any) -> ContainerTree:
+    def from_chunk_data(
+        cls,
+        container_id: int,
+        chunks: Iterable[Tuple[int, int, Any]],
+        *,
+        bytes_per_checksum: int = DEFAULT_BYTES_PER_CHECKSUM,
+        algorithm: str = DEFAULT_ALGORITHM,
+        **kwargs: Any,
+    ) -> ContainerTree:
         """Build from raw chunk data: `chunks` yields (block_id, offset, data); each chunk's
         windows are checksummed with `algorithm` ("crc32", Ozone's default, or "crc32c")."""
         bids: List[int] = []
@@ -274,8 +348,9 @@ class ContainerTree:
             counts.append(w.shape[0])
             parts.append(w)
         windows = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint32)
-        return cls.from_columns(container_id, bids, offs, lens, window_checksums=windows,
-                                window_counts=counts, **kwargs)
+        return cls.from_columns(
+            container_id, bids, offs, lens, window_checksums=windows, window_counts=counts, **kwargs
+        )
 
     @classmethod
     def empty(cls, container_id: int = 0, *, generated: bool = True) -> ContainerTree:
@@ -303,8 +378,7 @@ class ContainerTree:
 
     def computed_block_values(self) -> np.ndarray:
         """Every block's value recomputed from its chunks (meaningless for tombstones)."""
-        return _native._ozt_block_values(self.block_id, self.block_chunk_start,
-                                         self.chunk_value)
+        return _native._ozt_block_values(self.block_id, self.block_chunk_start, self.chunk_value)
 
     def inconsistencies(self) -> List[str]:
         """Stored values that do not match their recomputation (empty if consistent)."""
@@ -312,24 +386,35 @@ class ContainerTree:
         live = ~self.block_deleted
         bad = np.flatnonzero(live & (self.computed_block_values() != self.block_value))
         for i in bad[:20]:
-            problems.append(f"block {int(self.block_id[i])}: stored value "
-                            f"{format_checksum(self.block_value[i])} != computed from chunks")
+            problems.append(
+                f"block {int(self.block_id[i])}: stored value "
+                f"{format_checksum(self.block_value[i])} != computed from chunks"
+            )
         if bad.shape[0] > 20:
             problems.append(f"... and {bad.shape[0] - 20} more blocks")
         if self.data_checksum is not None and self.data_checksum != self.computed_checksum():
-            problems.append(f"container value {format_checksum(self.data_checksum)} != "
-                            f"{format_checksum(self.computed_checksum())} computed from blocks")
+            problems.append(
+                f"container value {format_checksum(self.data_checksum)} != "
+                f"{format_checksum(self.computed_checksum())} computed from blocks"
+            )
         return problems
 
     # ---- views ---------------------------------------------------------------------------
 
     def _block_view(self, i: int) -> BlockView:
         a, b = int(self.block_chunk_start[i]), int(self.block_chunk_start[i + 1])
-        chunks = tuple(ChunkView(int(o), int(n), int(v), bool(m)) for o, n, v, m in zip(
-            self.chunk_offset[a:b], self.chunk_length[a:b], self.chunk_value[a:b],
-            self.chunk_matches[a:b]))
-        return BlockView(int(self.block_id[i]), int(self.block_value[i]),
-                         bool(self.block_deleted[i]), chunks)
+        chunks = tuple(
+            ChunkView(int(o), int(n), int(v), bool(m))
+            for o, n, v, m in zip(
+                self.chunk_offset[a:b],
+                self.chunk_length[a:b],
+                self.chunk_value[a:b],
+                self.chunk_matches[a:b],
+            )
+        )
+        return BlockView(
+            int(self.block_id[i]), int(self.block_value[i]), bool(self.block_deleted[i]), chunks
+        )
 
     def block_index(self, block_id: int) -> int:
         """Row of a block ID, or -1."""
@@ -354,8 +439,9 @@ class ContainerTree:
         deleted = int(self.block_deleted.sum())
         return {
             "container_id": self.container_id,
-            "data_checksum": (None if self.data_checksum is None
-                              else format_checksum(self.data_checksum)),
+            "data_checksum": (
+                None if self.data_checksum is None else format_checksum(self.data_checksum)
+            ),
             "blocks": self.n_blocks,
             "live_blocks": self.n_blocks - deleted,
             "deleted_blocks": deleted,
@@ -367,37 +453,72 @@ class ContainerTree:
     def to_dict(self) -> Dict[str, Any]:
         """JSON-ready form, values as Ozone prints them (lowercase hex, no leading zeros)."""
         out = self.summary()
-        out["block_list"] = [{
-            "block_id": b.block_id, "data_checksum": format_checksum(b.value),
-            "deleted": b.deleted,
-            "chunks": [{"offset": c.offset, "length": c.length,
+        out["block_list"] = [
+            {
+                "block_id": b.block_id,
+                "data_checksum": format_checksum(b.value),
+                "deleted": b.deleted,
+                "chunks": [
+                    {
+                        "offset": c.offset,
+                        "length": c.length,
                         "data_checksum": format_checksum(c.value),
-                        "checksum_matches": c.checksum_matches} for c in b.chunks],
-        } for b in self.blocks()]
+                        "checksum_matches": c.checksum_matches,
+                    }
+                    for c in b.chunks
+                ],
+            }
+            for b in self.blocks()
+        ]
         return out
 
     def __repr__(self) -> str:
         value = "none" if self.data_checksum is None else format_checksum(self.data_checksum)
-        return (f"<ContainerTree {self.container_id} {value}: {self.n_blocks} blocks, "
-                f"{self.n_chunks} chunks>")
+        return (
+            f"<ContainerTree {self.container_id} {value}: {self.n_blocks} blocks, "
+            f"{self.n_chunks} chunks>"
+        )
 
     def __eq__(self, other: object) -> bool:
         """Same container, values and columns (the carried unknown_fields are not compared)."""
         if not isinstance(other, ContainerTree):
             return NotImplemented
-        return (self.container_id == other.container_id
-                and self.data_checksum == other.data_checksum
-                and all(np.array_equal(getattr(self, f), getattr(other, f)) for f in (
-                    "block_id", "block_value", "block_deleted", "block_chunk_start",
-                    "chunk_offset", "chunk_length", "chunk_value", "chunk_matches")))
+        return (
+            self.container_id == other.container_id
+            and self.data_checksum == other.data_checksum
+            and all(
+                np.array_equal(getattr(self, f), getattr(other, f))
+                for f in (
+                    "block_id",
+                    "block_value",
+                    "block_deleted",
+                    "block_chunk_start",
+                    "chunk_offset",
+                    "chunk_length",
+                    "chunk_value",
+                    "chunk_matches",
+                )
+            )
+        )
 
     __hash__ = None  # type: ignore[assignment]
 
     def replace(self, **changes: Any) -> ContainerTree:
         """A copy with some fields changed (validated)."""
-        fields = {f: getattr(self, f) for f in (
-            "data_checksum", "block_id", "block_value", "block_deleted", "block_chunk_start",
-            "chunk_offset", "chunk_length", "chunk_value", "chunk_matches")}
+        fields = {
+            f: getattr(self, f)
+            for f in (
+                "data_checksum",
+                "block_id",
+                "block_value",
+                "block_deleted",
+                "block_chunk_start",
+                "chunk_offset",
+                "chunk_length",
+                "chunk_value",
+                "chunk_matches",
+            )
+        }
         fields["unknown_fields"] = self.unknown_fields
         fields.update(changes)
         container_id = fields.pop("container_id", self.container_id)
@@ -440,12 +561,23 @@ class TreeFileError(ValueError):
 def tree_to_bytes(tree: ContainerTree) -> bytes:
     wire = tree._wire or {}
     return _native._ozt_encode(
-        wire.get("has_container_id", True), tree.container_id, wire.get("has_tree", True),
-        tree.data_checksum is not None, tree.data_checksum or 0,
-        tree.block_id, tree.block_value, tree.block_deleted.view(np.uint8),
-        wire.get("block_present"), tree.block_chunk_start, tree.chunk_offset,
-        tree.chunk_length, tree.chunk_value, tree.chunk_matches.view(np.uint8),
-        wire.get("chunk_present"), tree.unknown_fields)
+        wire.get("has_container_id", True),
+        tree.container_id,
+        wire.get("has_tree", True),
+        tree.data_checksum is not None,
+        tree.data_checksum or 0,
+        tree.block_id,
+        tree.block_value,
+        tree.block_deleted.view(np.uint8),
+        wire.get("block_present"),
+        tree.block_chunk_start,
+        tree.chunk_offset,
+        tree.chunk_length,
+        tree.chunk_value,
+        tree.chunk_matches.view(np.uint8),
+        wire.get("chunk_present"),
+        tree.unknown_fields,
+    )
 
 
 def tree_from_bytes(data: Any, *, source: Optional[str] = None) -> ContainerTree:
@@ -459,24 +591,32 @@ def tree_from_bytes(data: Any, *, source: Optional[str] = None) -> ContainerTree
         offset, what = exc.args
         raise TreeFileError(what, source, offset) from None
     if not cols["has_container_id"] and not cols["has_tree"]:
-        raise TreeFileError("no containerID and no containerMerkleTree field "
-                            "(foreign or unrelated protobuf data)", source)
+        raise TreeFileError(
+            "no containerID and no containerMerkleTree field (foreign or unrelated protobuf data)",
+            source,
+        )
     for col in ("chunk_length",):  # offsets: any int64, as Ozone writes them (golden_g10)
         if cols[col].size and int(cols[col].min()) < 0:
             raise TreeFileError(f"negative {col.replace('_', ' ')}", source)
     bp, cp = cols["block_present"], cols["chunk_present"]
     bdel = cols["block_deleted"].view(np.bool_)
     wire = {
-        "has_container_id": cols["has_container_id"], "has_tree": cols["has_tree"],
+        "has_container_id": cols["has_container_id"],
+        "has_tree": cols["has_tree"],
         "block_present": None if bool(np.all(bp == _BLOCK_DEFAULT)) else bp,
         "chunk_present": None if bool(np.all(cp == _CHUNK_DEFAULT)) else cp,
     }
     kwargs = dict(
         data_checksum=cols["data_checksum"] if cols["has_data_checksum"] else None,
-        block_id=cols["block_id"], block_value=cols["block_value"], block_deleted=bdel,
-        block_chunk_start=cols["block_chunk_start"], chunk_offset=cols["chunk_offset"],
-        chunk_length=cols["chunk_length"], chunk_value=cols["chunk_value"],
-        chunk_matches=cols["chunk_matches"].view(np.bool_))
+        block_id=cols["block_id"],
+        block_value=cols["block_value"],
+        block_deleted=bdel,
+        block_chunk_start=cols["block_chunk_start"],
+        chunk_offset=cols["chunk_offset"],
+        chunk_length=cols["chunk_length"],
+        chunk_value=cols["chunk_value"],
+        chunk_matches=cols["chunk_matches"].view(np.bool_),
+    )
     try:
         tree = ContainerTree(cols["container_id"], validate=True, copy=False, **kwargs)
     except ValueError:
@@ -486,8 +626,12 @@ def tree_from_bytes(data: Any, *, source: Optional[str] = None) -> ContainerTree
         wire["block_present"] = wire["chunk_present"] = None
     tree.unknown_fields = cols["tail"]
     present = (wire["block_present"], wire["chunk_present"])
-    tree._wire = wire if any(v is not None for v in present) \
-        or not (wire["has_container_id"] and wire["has_tree"]) else None
+    tree._wire = (
+        wire
+        if any(v is not None for v in present)
+        or not (wire["has_container_id"] and wire["has_tree"])
+        else None
+    )
     return tree
 
 
@@ -511,16 +655,22 @@ def _normalised(container_id: int, kw: dict) -> ContainerTree:
     start = np.zeros(bkeep.shape[0] + 1, dtype=np.int64)
     np.cumsum(new_counts, out=start[1:])
     return ContainerTree(
-        container_id, data_checksum=kw["data_checksum"], block_id=kw["block_id"][bkeep],
-        block_value=kw["block_value"][bkeep], block_deleted=kw["block_deleted"][bkeep],
-        block_chunk_start=start, chunk_offset=kw["chunk_offset"][rows],
-        chunk_length=kw["chunk_length"][rows], chunk_value=kw["chunk_value"][rows],
-        chunk_matches=kw["chunk_matches"][rows])
+        container_id,
+        data_checksum=kw["data_checksum"],
+        block_id=kw["block_id"][bkeep],
+        block_value=kw["block_value"][bkeep],
+        block_deleted=kw["block_deleted"][bkeep],
+        block_chunk_start=start,
+        chunk_offset=kw["chunk_offset"][rows],
+        chunk_length=kw["chunk_length"][rows],
+        chunk_value=kw["chunk_value"][rows],
+        chunk_matches=kw["chunk_matches"][rows],
+    )
 
 
-def _add_blocks(ids: np.ndarray, values: np.ndarray, cstart: np.ndarray, deleted_blocks: Any,
-                empty_blocks: Any) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                                            Optional[np.ndarray]]:
+def _add_blocks(
+    ids: np.ndarray, values: np.ndarray, cstart: np.ndarray, deleted_blocks: Any, empty_blocks: Any
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Optional[np.ndarray]]:
     """Merge tombstones and empty blocks into the grouped blocks; drop tombstones' chunks."""
     extra_ids: Dict[int, Optional[int]] = {}
     if empty_blocks is not None:
@@ -543,8 +693,10 @@ def _add_blocks(ids: np.ndarray, values: np.ndarray, cstart: np.ndarray, deleted
     missing = np.flatnonzero(~have)
     if missing.size:  # blocks with no chunks: CRC32C(BE64(id))
         new_values[missing] = _native._ozt_block_values(
-            np.ascontiguousarray(all_ids[missing]), np.zeros(missing.size + 1, dtype=_I64),
-            np.zeros(0, dtype=_I64))
+            np.ascontiguousarray(all_ids[missing]),
+            np.zeros(missing.size + 1, dtype=_I64),
+            np.zeros(0, dtype=_I64),
+        )
     deleted = np.zeros(all_ids.shape[0], dtype=np.bool_)
     keep = None
     if tomb:
@@ -575,8 +727,13 @@ class TreeBuilder:
     >>> tree = b.build()
     """
 
-    def __init__(self, container_id: int, *, bytes_per_checksum: int = DEFAULT_BYTES_PER_CHECKSUM,
-                 algorithm: str = DEFAULT_ALGORITHM) -> None:
+    def __init__(
+        self,
+        container_id: int,
+        *,
+        bytes_per_checksum: int = DEFAULT_BYTES_PER_CHECKSUM,
+        algorithm: str = DEFAULT_ALGORITHM,
+    ) -> None:
         self.container_id = int(container_id)
         self.bytes_per_checksum = bytes_per_checksum
         self.algorithm = algorithm
@@ -588,17 +745,27 @@ class TreeBuilder:
         self._empty: List[int] = []
         self._deleted: Dict[int, Optional[int]] = {}
 
-    def add_chunk(self, block_id: int, offset: int, length: Optional[int] = None, *,
-                  windows: Any = None, leaf: Optional[int] = None, data: Any = None,
-                  checksum_matches: bool = True) -> int:
+    def add_chunk(
+        self,
+        block_id: int,
+        offset: int,
+        length: Optional[int] = None,
+        *,
+        windows: Any = None,
+        leaf: Optional[int] = None,
+        data: Any = None,
+        checksum_matches: bool = True,
+    ) -> int:
         """Add one chunk from its window checksums, its leaf value, or its raw data; returns
         the leaf value. A later chunk at the same (block, offset) replaces an earlier one."""
         from merkle.trees.ozone import leaf_checksum
+
         if sum(x is not None for x in (windows, leaf, data)) != 1:
             raise ValueError("give exactly one of windows, leaf, data")
         if data is not None:
-            windows = _native.checksum_windows(data, self.bytes_per_checksum,
-                                               algorithm=self.algorithm)
+            windows = _native.checksum_windows(
+                data, self.bytes_per_checksum, algorithm=self.algorithm
+            )
             if length is None:
                 length = len(memoryview(data).cast("B"))
         value = int(leaf) if leaf is not None else leaf_checksum(windows)
@@ -627,14 +794,26 @@ class TreeBuilder:
             else:
                 # Value of the unvalued tombstones: their block value as built so far.
                 probe = ContainerTree.from_columns(
-                    self.container_id, self._block, self._offset, self._length,
-                    leaf=np.array(self._leaf, dtype=_I64), empty_blocks=list(self._deleted))
+                    self.container_id,
+                    self._block,
+                    self._offset,
+                    self._length,
+                    leaf=np.array(self._leaf, dtype=_I64),
+                    empty_blocks=list(self._deleted),
+                )
                 deleted = {}
                 for k, v in self._deleted.items():
-                    deleted[k] = v if v is not None else int(
-                        probe.block_value[probe.block_index(k)])
+                    deleted[k] = (
+                        v if v is not None else int(probe.block_value[probe.block_index(k)])
+                    )
         return ContainerTree.from_columns(
-            self.container_id, self._block, self._offset, self._length,
-            leaf=np.array(self._leaf, dtype=_I64), checksum_matches=self._matches,
-            deleted_blocks=deleted, empty_blocks=self._empty or None,
-            data_checksum=data_checksum)
+            self.container_id,
+            self._block,
+            self._offset,
+            self._length,
+            leaf=np.array(self._leaf, dtype=_I64),
+            checksum_matches=self._matches,
+            deleted_blocks=deleted,
+            empty_blocks=self._empty or None,
+            data_checksum=data_checksum,
+        )

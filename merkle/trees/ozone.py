@@ -45,7 +45,7 @@ def _i64(values: object, name: str) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     if arr.dtype.kind not in "ui":
         raise TypeError(f"{name} must hold integers, not {arr.dtype}")
-    if arr.dtype == np.uint64 and arr.size and int(arr.max()) >= 2 ** 63:
+    if arr.dtype == np.uint64 and arr.size and int(arr.max()) >= 2**63:
         raise ValueError(f"{name} values must fit in a signed 64-bit integer")
     return np.ascontiguousarray(arr, dtype=np.int64)
 
@@ -79,8 +79,11 @@ def leaf_checksum(window_checksums: _Windows) -> int:
         raise TypeError("window checksums must be ints or bytes, not str")
     if _is_bytes_like(window_checksums):
         return _native.crc32c(window_checksums)
-    if isinstance(window_checksums, (list, tuple)) and window_checksums and all(
-            _is_bytes_like(w) for w in window_checksums):
+    if (
+        isinstance(window_checksums, (list, tuple))
+        and window_checksums
+        and all(_is_bytes_like(w) for w in window_checksums)
+    ):
         return _native.crc32c(b"".join(bytes(w) for w in window_checksums))
     values = window_values(window_checksums)
     starts = np.array([0, values.shape[0]], dtype=np.int64)
@@ -89,8 +92,10 @@ def leaf_checksum(window_checksums: _Windows) -> int:
 
 def block_checksum(block_id: int, leaf_checksums: Union[np.ndarray, Iterable[int]]) -> int:
     """Block value: CRC-32C over BE64(block_id) then BE64(leaf) for each chunk by offset."""
-    leaves = _i64(list(leaf_checksums) if not isinstance(leaf_checksums, np.ndarray)
-                  else leaf_checksums, "leaf checksums")
+    leaves = _i64(
+        list(leaf_checksums) if not isinstance(leaf_checksums, np.ndarray) else leaf_checksums,
+        "leaf checksums",
+    )
     ids = _i64([int(block_id)], "block_id")
     starts = np.array([0, leaves.shape[0]], dtype=np.int64)
     return int(_native._ozt_block_values(ids, starts, leaves)[0])
@@ -101,8 +106,10 @@ def container_checksum(block_checksums: Union[np.ndarray, Iterable[int]]) -> int
 
     An empty container gives 0. The container ID is not hashed.
     """
-    values = _i64(list(block_checksums) if not isinstance(block_checksums, np.ndarray)
-                  else block_checksums, "block checksums")
+    values = _i64(
+        list(block_checksums) if not isinstance(block_checksums, np.ndarray) else block_checksums,
+        "block checksums",
+    )
     return int(_native._ozt_container_value(values))
 
 

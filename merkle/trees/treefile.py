@@ -41,18 +41,26 @@ from typing import Optional, Union
 
 from merkle.trees.model import ContainerTree, TreeFileError, tree_from_bytes, tree_to_bytes
 
-__all__ = ["TreeFileError", "read_tree", "tree_from_bytes", "tree_path", "tree_to_bytes",
-           "write_tree"]
+__all__ = [
+    "TreeFileError",
+    "read_tree",
+    "tree_from_bytes",
+    "tree_path",
+    "tree_to_bytes",
+    "write_tree",
+]
 
 PathLike = Union[str, "os.PathLike[str]"]
+
 
 def tree_path(container_dir: PathLike, container_id: int) -> Path:
     """Where Ozone keeps a container's tree: <container>/metadata/<containerID>.tree."""
     return Path(container_dir) / "metadata" / f"{int(container_id)}.tree"
 
 
-def read_tree(path: PathLike, *, corrupt_ok: bool = False,
-              missing_ok: bool = False) -> Optional[ContainerTree]:
+def read_tree(
+    path: PathLike, *, corrupt_ok: bool = False, missing_ok: bool = False
+) -> Optional[ContainerTree]:
     """Read a `.tree` file.
 
     Raises TreeFileError naming the file for an empty, truncated, corrupt or foreign file,
@@ -108,8 +116,7 @@ def write_bytes_atomic(path: PathLike, data: bytes) -> None:
     else:
         dst = os.stat(directory)
         uid, gid, mode = dst.st_uid, dst.st_gid, 0o644
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(name) + ".", suffix=".tmp",
-                               dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(name) + ".", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

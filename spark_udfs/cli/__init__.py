@@ -55,17 +55,24 @@ VERB_MODULES: Tuple[str, ...] = (
     "spark_udfs.cli.demo",
 )
 
-DESCRIPTION = __doc__.split("\n\n")[0] + """
+DESCRIPTION = (
+    __doc__.split("\n\n")[0]
+    + """
 
 Verify and diff the replicas of every container of a cluster with Apache Spark: executors read
 block files themselves and checksum them natively; the diff goes container -> block -> chunk
 and only shuffles what diverges."""
+)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("spark", help="scan, diff and report whole clusters on Spark",
-                              description=DESCRIPTION, epilog=EPILOG,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "spark",
+        help="scan, diff and report whole clusters on Spark",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = p.add_subparsers(dest="spark_command", metavar="ACTION", parser_class=type(p))
     for name in VERB_MODULES:
         importlib.import_module(name).add_parser(sub)
@@ -74,8 +81,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _usage() -> int:
-    raise CLIError("spark needs an action: scan, diff, report, run, plan, copycheck or demo; see "
-                   "'crcmerkle spark --help'", EXIT_ERROR)
+    raise CLIError(
+        "spark needs an action: scan, diff, report, run, plan, copycheck or demo; see "
+        "'crcmerkle spark --help'",
+        EXIT_ERROR,
+    )
 
 
 def run(argv: Optional[List[str]] = None) -> int:

@@ -189,17 +189,22 @@ def _check_output(output: str, inputs: List[str]) -> None:
 
     for p in inputs:
         if overlaps(output, p):
-            raise CLIError(f"-o {display(output)}: the output overlaps the input {display(p)} "
-                           f"(the same directory, or one inside the other): give -o a "
-                           f"directory apart from what is read", EXIT_ERROR)
+            raise CLIError(
+                f"-o {display(output)}: the output overlaps the input {display(p)} "
+                f"(the same directory, or one inside the other): give -o a "
+                f"directory apart from what is read",
+                EXIT_ERROR,
+            )
 
 
-def _not_scanned(handler: Callable[[argparse.Namespace], int]
-                 ) -> Callable[[argparse.Namespace], int]:
+def _not_scanned(
+    handler: Callable[[argparse.Namespace], int],
+) -> Callable[[argparse.Namespace], int]:
     """`handler`, then, with --datanodes, each inventory host that has no row in the
     volumes table reported NOT_SCANNED on stderr in one line (exit 1 at least). The rows
     (spark_udfs.cluster.hosts.unscanned_hosts, VOLUME_SCHEMA) are added to the loaded volumes table
     (_load_chunks) for the report to show."""
+
     @functools.wraps(handler)
     def run(args: argparse.Namespace) -> int:
         if getattr(args, "datanodes", None) is None:
@@ -225,9 +230,13 @@ def _not_scanned(handler: Callable[[argparse.Namespace], int]
         from merkle.cli import PROG, one_line
 
         for host, detail in hosts:
-            print(f"{PROG}: NOT_SCANNED: host {one_line(host)}: {one_line(detail)}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"{PROG}: NOT_SCANNED: host {one_line(host)}: {one_line(detail)}",
+                file=sys.stderr,
+                flush=True,
+            )
         return max(rc, EXIT_FINDINGS) if hosts and rc != EXIT_ERROR else rc
+
     return run
 
 
@@ -274,10 +283,15 @@ def _read_tables(spark: Any, path: str) -> Dict[str, Any]:
                 out[name] = spark.read.schema(schema).parquet(p)
         if out.get("volumes") is None:
             out.pop("volumes", None)
-    elif os.path.isdir(base) and not glob.glob(os.path.join(base, "*.parquet")) \
-            and not glob.glob(os.path.join(base, "*", "*.parquet")):
-        raise CLIError(f"{path}: not a scan's output (no chunks/ table) nor a chunk table (no "
-                       "Parquet files): give the -o directory of 'crcmerkle spark scan'")
+    elif (
+        os.path.isdir(base)
+        and not glob.glob(os.path.join(base, "*.parquet"))
+        and not glob.glob(os.path.join(base, "*", "*.parquet"))
+    ):
+        raise CLIError(
+            f"{path}: not a scan's output (no chunks/ table) nor a chunk table (no "
+            "Parquet files): give the -o directory of 'crcmerkle spark scan'"
+        )
     else:
         out["chunks"] = spark.read.parquet(base)
     if "chunks" not in out:
@@ -335,8 +349,9 @@ def _read_inventory(args: argparse.Namespace) -> Any:
         return load_inventory(args.datanodes, args.ozone_conf)
     except (InventoryError, OSError) as exc:
         strerror = getattr(exc, "strerror", None)
-        raise CLIError(f"{args.datanodes}: {strerror}" if strerror else str(exc),
-                       EXIT_ERROR) from None
+        raise CLIError(
+            f"{args.datanodes}: {strerror}" if strerror else str(exc), EXIT_ERROR
+        ) from None
 
 
 def _check_read(read: Dict[str, Any], min_fraction: float) -> None:
@@ -372,5 +387,4 @@ def _write_file(location: str, data: bytes, label: str = "") -> None:
         with filesystem.open_output_stream(path) as f:
             f.write(data)
     except OSError as exc:
-        raise CLIError(f"{label}{display(location)}: {exc.strerror or exc}",
-                       EXIT_ERROR) from None
+        raise CLIError(f"{label}{display(location)}: {exc.strerror or exc}", EXIT_ERROR) from None

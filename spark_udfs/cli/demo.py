@@ -22,37 +22,59 @@ from spark_udfs.cli.options import _common
 
 def add_parser(sub: Any) -> None:
     """`crcmerkle spark demo`, added to `crcmerkle spark`'s subcommands."""
-    m = sub.add_parser("demo", help="generate a faulty cluster, find the faults, repair",
-                       description="Generate a small cluster with injected faults, run scan, "
-                       "diff and report on Spark and check that exactly the injected faults were "
-                       "found. With --layout crcmerkle it then repairs from the report "
-                       "('crcmerkle reconcile') and scans again; with the Ozone layout (the "
-                       "default) the repair is the datanodes' own, and the demo lists the "
-                       "Ozone reconcile commands instead.")
-    m.add_argument("--dir", default="crcmerkle-demo",
-                   help="working directory: new, empty, or holding only an earlier demo "
-                        "(which is replaced) (default ./crcmerkle-demo)")
-    m.add_argument("--containers", type=positive_int, default=12,
-                   help="containers (default 12)")
-    m.add_argument("--seed", type=int_in_range(-INT64_MAX - 1, INT64_MAX), default=7,
-                   help="generator seed (default 7)")
-    m.add_argument("--faults", default="default",
-                   help="fault mix as for 'crcmerkle generate --faults' (default: one or two "
-                        "of every type)")
-    m.add_argument("--no-repair", action="store_true",
-                   help="stop after the check (--layout crcmerkle: no repair and re-scan)")
-    m.add_argument("--layout", choices=("ozone", "crcmerkle"), default="ozone",
-                   help="replica layout to generate, as 'crcmerkle generate --layout' (default "
-                        "ozone: the repair is the datanodes' own, its commands are listed; "
-                        "crcmerkle: the demo also repairs with 'crcmerkle reconcile' and "
-                        "scans again)")
-    m.add_argument("--hosts", type=positive_int, metavar="N",
-                   help="rehearse the data-local path (root, Linux): a Spark standalone "
-                        "master and N workers on 127.0.0.2.., each in its own mount "
-                        "namespace seeing only its datanode's disks at /srv/ozone/disk0,1; "
-                        "the inventory, the data-local scan, the report naming hosts and a "
-                        "decommission plan for one host; everything is stopped and removed "
-                        "afterwards (N: 3 to 7)")
+    m = sub.add_parser(
+        "demo",
+        help="generate a faulty cluster, find the faults, repair",
+        description="Generate a small cluster with injected faults, run scan, "
+        "diff and report on Spark and check that exactly the injected faults were "
+        "found. With --layout crcmerkle it then repairs from the report "
+        "('crcmerkle reconcile') and scans again; with the Ozone layout (the "
+        "default) the repair is the datanodes' own, and the demo lists the "
+        "Ozone reconcile commands instead.",
+    )
+    m.add_argument(
+        "--dir",
+        default="crcmerkle-demo",
+        help="working directory: new, empty, or holding only an earlier demo "
+        "(which is replaced) (default ./crcmerkle-demo)",
+    )
+    m.add_argument("--containers", type=positive_int, default=12, help="containers (default 12)")
+    m.add_argument(
+        "--seed",
+        type=int_in_range(-INT64_MAX - 1, INT64_MAX),
+        default=7,
+        help="generator seed (default 7)",
+    )
+    m.add_argument(
+        "--faults",
+        default="default",
+        help="fault mix as for 'crcmerkle generate --faults' (default: one or two of every type)",
+    )
+    m.add_argument(
+        "--no-repair",
+        action="store_true",
+        help="stop after the check (--layout crcmerkle: no repair and re-scan)",
+    )
+    m.add_argument(
+        "--layout",
+        choices=("ozone", "crcmerkle"),
+        default="ozone",
+        help="replica layout to generate, as 'crcmerkle generate --layout' (default "
+        "ozone: the repair is the datanodes' own, its commands are listed; "
+        "crcmerkle: the demo also repairs with 'crcmerkle reconcile' and "
+        "scans again)",
+    )
+    m.add_argument(
+        "--hosts",
+        type=positive_int,
+        metavar="N",
+        help="rehearse the data-local path (root, Linux): a Spark standalone "
+        "master and N workers on 127.0.0.2.., each in its own mount "
+        "namespace seeing only its datanode's disks at /srv/ozone/disk0,1; "
+        "the inventory, the data-local scan, the report naming hosts and a "
+        "decommission plan for one host; everything is stopped and removed "
+        "afterwards (N: 3 to 7)",
+    )
     _common(m)
     m.set_defaults(func=_guarded(_demo))
 
@@ -70,9 +92,16 @@ def _demo(args: argparse.Namespace) -> int:
     ok = False
     try:
         with _progress(args, spark, "demo"):
-            res = run_demo(work, containers=args.containers, seed=args.seed,
-                           faults=args.faults, master=args.master, repair=not args.no_repair,
-                           layout=args.layout, say=_say_between_stages)
+            res = run_demo(
+                work,
+                containers=args.containers,
+                seed=args.seed,
+                faults=args.faults,
+                master=args.master,
+                repair=not args.no_repair,
+                layout=args.layout,
+                say=_say_between_stages,
+            )
         ok = True
     except ReplicaError as exc:
         raise CLIError(str(exc), EXIT_ERROR) from None
@@ -82,18 +111,28 @@ def _demo(args: argparse.Namespace) -> int:
     if res.ok:
         # the demo repairs a layout it may repair in place (an Ozone datanode repairs its own)
         repaired = not args.no_repair and layout_named(args.layout).repair == REPAIR_IN_PLACE
-        print(f"OK: the jobs found exactly the {len(res.findings.faults)} injected faults"
-              + (", and the repair left only the unrecoverable chunks" if repaired else "")
-              + ("" if not res.copies_ok else
-                 "; the copy check found exactly the injected differences between the keys "
-                 "and their copies")
-              + ("" if not res.plan_ok else
-                 "; the decommission plan kept the only good copy that Ozone's count "
-                 "would have let go")
-              + f"; everything is in {_dir_display(work)}/")
+        print(
+            f"OK: the jobs found exactly the {len(res.findings.faults)} injected faults"
+            + (", and the repair left only the unrecoverable chunks" if repaired else "")
+            + (
+                ""
+                if not res.copies_ok
+                else "; the copy check found exactly the injected differences between the keys "
+                "and their copies"
+            )
+            + (
+                ""
+                if not res.plan_ok
+                else "; the decommission plan kept the only good copy that Ozone's count "
+                "would have let go"
+            )
+            + f"; everything is in {_dir_display(work)}/"
+        )
         return 0
-    print(f"FAILED: the findings differ from the ground truth (see above); files in "
-          f"{_dir_display(work)}/")
+    print(
+        f"FAILED: the findings differ from the ground truth (see above); files in "
+        f"{_dir_display(work)}/"
+    )
     return EXIT_FINDINGS
 
 
@@ -105,11 +144,12 @@ def _demo_hosts(args: argparse.Namespace) -> int:
     from spark_udfs.rehearsal.simhosts import SimHostsUnavailable
 
     if args.master:
-        raise CLIError("demo --hosts starts its own Spark master: not with --master",
-                       EXIT_ERROR)
+        raise CLIError("demo --hosts starts its own Spark master: not with --master", EXIT_ERROR)
     if args.layout != "ozone":
-        raise CLIError("demo --hosts generates Ozone datanode volumes: not with --layout "
-                       f"{args.layout}", EXIT_ERROR)
+        raise CLIError(
+            f"demo --hosts generates Ozone datanode volumes: not with --layout {args.layout}",
+            EXIT_ERROR,
+        )
     work = args.dir
     check_demo_dir(work)
     try:
@@ -119,12 +159,19 @@ def _demo_hosts(args: argparse.Namespace) -> int:
     created = prepare_demo_dir(work)
     ok = False
     try:
-        _say_between_stages(f"[1/6] generating {args.containers} containers x 3 replicas on "
-                            f"{args.hosts} datanodes x 2 volumes with injected faults, and "
-                            f"starting the simulated hosts")
-        with simulated_cluster(Path(work), args.hosts, containers=args.containers,
-                               seed=args.seed, faults=args.faults,
-                               say=_say_between_stages) as sim:
+        _say_between_stages(
+            f"[1/6] generating {args.containers} containers x 3 replicas on "
+            f"{args.hosts} datanodes x 2 volumes with injected faults, and "
+            f"starting the simulated hosts"
+        )
+        with simulated_cluster(
+            Path(work),
+            args.hosts,
+            containers=args.containers,
+            seed=args.seed,
+            faults=args.faults,
+            say=_say_between_stages,
+        ) as sim:
             args.master = sim.master_url
             args.conf = [f"{k}={v}" for k, v in sim.executor_conf().items()] + args.conf
             spark = common._session(args, locality=True)
@@ -142,15 +189,22 @@ def _demo_hosts(args: argparse.Namespace) -> int:
         if not ok:
             _clean_failed_demo(work, created)
     if res.ok:
-        print(f"OK: the data-local scan of {args.hosts} hosts found exactly the "
-              f"{len(res.findings.faults)} injected faults, the report names each replica's "
-              f"host, and the decommission plan for {res.leaving} names it and its datanode; "
-              f"everything is in {_dir_display(work)}/")
+        print(
+            f"OK: the data-local scan of {args.hosts} hosts found exactly the "
+            f"{len(res.findings.faults)} injected faults, the report names each replica's "
+            f"host, and the decommission plan for {res.leaving} names it and its datanode; "
+            f"everything is in {_dir_display(work)}/"
+        )
         return 0
-    why = "; ".join(w for w, bad in (
-        ("the findings differ from the ground truth", not res.findings.exact),
-        ("the report does not name every mismatched replica's host", not res.hosts_named),
-        (f"the plan does not name {res.leaving}", not res.plan_ok)) if bad)
+    why = "; ".join(
+        w
+        for w, bad in (
+            ("the findings differ from the ground truth", not res.findings.exact),
+            ("the report does not name every mismatched replica's host", not res.hosts_named),
+            (f"the plan does not name {res.leaving}", not res.plan_ok),
+        )
+        if bad
+    )
     print(f"FAILED: {why} (see above); files in {_dir_display(work)}/")
     return EXIT_FINDINGS
 

@@ -22,16 +22,28 @@ DEMO_MARKER = ".crcmerkle-demo"
 
 
 #: What a demo writes into its directory (anything else there is not ours: refuse it).
-DEMO_ENTRIES = {DEMO_MARKER, "cluster", "scan", "rescan", "report.json",
-                "report-after-repair.json",
-                # the reports' full command lists (spark_udfs.jobs.report)
-                "report.json.commands", "report-after-repair.json.commands",
-                # the decommission step (spark_udfs.demo.decommission)
-                "plan-cluster", "plan-scan", "plan-scan-after", "plan.json",
-                # the copy-check step (spark_udfs.demo.copies)
-                "copies", "copycheck", "copycheck.json",
-                # --hosts: the inventory of the simulated hosts (spark_udfs.rehearsal.demo)
-                "datanodes.json"}
+DEMO_ENTRIES = {
+    DEMO_MARKER,
+    "cluster",
+    "scan",
+    "rescan",
+    "report.json",
+    "report-after-repair.json",
+    # the reports' full command lists (spark_udfs.jobs.report)
+    "report.json.commands",
+    "report-after-repair.json.commands",
+    # the decommission step (spark_udfs.demo.decommission)
+    "plan-cluster",
+    "plan-scan",
+    "plan-scan-after",
+    "plan.json",
+    # the copy-check step (spark_udfs.demo.copies)
+    "copies",
+    "copycheck",
+    "copycheck.json",
+    # --hosts: the inventory of the simulated hosts (spark_udfs.rehearsal.demo)
+    "datanodes.json",
+}
 
 
 def check_demo_dir(work: str) -> None:
@@ -52,19 +64,24 @@ def check_demo_dir(work: str) -> None:
     _check_trusted_parents(work)
     entries = set(os.listdir(work))
     if entries and (DEMO_MARKER not in entries or not entries <= DEMO_ENTRIES):
-        raise CLIError(f"{work}: exists and is not empty, and is not an earlier demo's "
-                       "directory (give --dir a new directory)")
+        raise CLIError(
+            f"{work}: exists and is not empty, and is not an earlier demo's "
+            "directory (give --dir a new directory)"
+        )
 
 
 def _check_trusted(path: str, st: os.stat_result) -> None:
     """CLIError unless `path` (its lstat `st`) is owned by this user or root, and writable by
     nobody else unless sticky (as /tmp: others cannot rename or remove what is ours)."""
     if st.st_uid not in (os.geteuid(), 0):
-        raise CLIError(f"{path}: --dir is owned by another user (uid {st.st_uid}); give "
-                       "--dir a directory of your own")
+        raise CLIError(
+            f"{path}: --dir is owned by another user (uid {st.st_uid}); give "
+            "--dir a directory of your own"
+        )
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
-        raise CLIError(f"{path}: --dir is writable by other users; give --dir a directory "
-                       "of your own")
+        raise CLIError(
+            f"{path}: --dir is writable by other users; give --dir a directory of your own"
+        )
 
 
 def _check_trusted_parents(work: str) -> None:
@@ -78,10 +95,13 @@ def _check_trusted_parents(work: str) -> None:
         except FileNotFoundError:
             continue  # made by this demo (mkdir -p)
         if st.st_uid not in (os.geteuid(), 0) or (
-                st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX):
-            raise CLIError(f"{work}: its parent {d} can be changed by another user "
-                           f"(uid {st.st_uid}, mode {stat.filemode(st.st_mode)}); give --dir "
-                           "a directory of your own")
+            st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX
+        ):
+            raise CLIError(
+                f"{work}: its parent {d} can be changed by another user "
+                f"(uid {st.st_uid}, mode {stat.filemode(st.st_mode)}); give --dir "
+                "a directory of your own"
+            )
 
 
 def _open_demo_dir(work: str) -> int:
@@ -90,8 +110,7 @@ def _open_demo_dir(work: str) -> int:
     try:
         fd = os.open(work, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
-        raise CLIError(f"{work}: {exc.strerror or exc} (give --dir a real directory)") \
-            from None
+        raise CLIError(f"{work}: {exc.strerror or exc} (give --dir a real directory)") from None
     try:
         _check_trusted(work, os.fstat(fd))
     except CLIError:
@@ -107,8 +126,7 @@ def _remove_at(dir_fd: int, name: str) -> None:
     if not stat.S_ISDIR(st.st_mode):
         os.unlink(name, dir_fd=dir_fd)
         return
-    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 dir_fd=dir_fd)
+    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
     try:
         for entry in os.listdir(fd):
             _remove_at(fd, entry)
@@ -121,11 +139,14 @@ def _write_marker(dir_fd: int) -> None:
     """The marker, created new (O_CREAT|O_EXCL|O_NOFOLLOW): never written through a link."""
     with contextlib.suppress(FileNotFoundError):
         os.unlink(DEMO_MARKER, dir_fd=dir_fd)
-    fd = os.open(DEMO_MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                 | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
+    fd = os.open(
+        DEMO_MARKER,
+        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+        0o644,
+        dir_fd=dir_fd,
+    )
     with os.fdopen(fd, "w") as f:
-        f.write("written by 'crcmerkle spark demo'; a later demo may replace this "
-                "directory\n")
+        f.write("written by 'crcmerkle spark demo'; a later demo may replace this directory\n")
 
 
 def prepare_demo_dir(work: str) -> bool:
@@ -146,14 +167,17 @@ def prepare_demo_dir(work: str) -> bool:
     try:
         entries = set(os.listdir(fd))
         if entries and (DEMO_MARKER not in entries or not entries <= DEMO_ENTRIES):
-            raise CLIError(f"{work}: exists and is not empty, and is not an earlier demo's "
-                           "directory (give --dir a new directory)")
+            raise CLIError(
+                f"{work}: exists and is not empty, and is not an earlier demo's "
+                "directory (give --dir a new directory)"
+            )
         for name in entries - {DEMO_MARKER}:  # an earlier demo: replace it
             _remove_at(fd, name)
         _write_marker(fd)
     except OSError as exc:
-        raise CLIError(f"{work}: cannot prepare the demo directory: "
-                       f"{exc.strerror or exc}") from None
+        raise CLIError(
+            f"{work}: cannot prepare the demo directory: {exc.strerror or exc}"
+        ) from None
     finally:
         os.close(fd)
     return created
@@ -168,8 +192,7 @@ def _clean_failed_demo(work: str, created: bool) -> None:
     except OSError:
         return  # gone, or replaced by a link: nothing of ours to remove through it
     try:
-        for name in sorted(DEMO_ENTRIES - {DEMO_MARKER} if not created
-                           else set(os.listdir(fd))):
+        for name in sorted(DEMO_ENTRIES - {DEMO_MARKER} if not created else set(os.listdir(fd))):
             with contextlib.suppress(FileNotFoundError):
                 _remove_at(fd, name)
     except OSError:

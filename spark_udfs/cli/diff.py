@@ -44,13 +44,19 @@ REPAIR_PLAN_FORMAT = "crcmerkle-spark-repair-plan"
 
 def add_parser(sub: Any) -> None:
     """`crcmerkle spark diff`, added to `crcmerkle spark`'s subcommands."""
-    d = sub.add_parser("diff", help="compare replicas; write containers/pulls/plan",
-                       description=DIFF_DESCRIPTION)
+    d = sub.add_parser(
+        "diff", help="compare replicas; write containers/pulls/plan", description=DIFF_DESCRIPTION
+    )
     d.add_argument("input", help="a scan output directory, or a chunk-table Parquet path")
-    d.add_argument("-o", "--output", required=True,
-                   help="output directory (Parquet tables and plan.json)")
-    d.add_argument("--limit", type=positive_int, default=20,
-                   help="repair commands per datanode per round (default 20)")
+    d.add_argument(
+        "-o", "--output", required=True, help="output directory (Parquet tables and plan.json)"
+    )
+    d.add_argument(
+        "--limit",
+        type=positive_int,
+        default=20,
+        help="repair commands per datanode per round (default 20)",
+    )
     _read_opt(d)
     _inventory_opt(d)
     _common(d)
@@ -68,14 +74,23 @@ def _write_plan(res: Any, output: str, limit: int) -> Dict[str, Any]:
     out = output.rstrip("/")
     cmds.write.mode("overwrite").parquet(out + "/plan")
     cmds = cmds.sparkSession.read.parquet(out + "/plan")
-    row = cmds.agg(F.count(F.lit(1)).alias("n"), F.max("round").alias("last"),
-                   F.sum("bytes").alias("bytes")).collect()[0]
-    first = [r.asDict(recursive=True) for r in cmds.orderBy(
-        "round", "container", "target", "source").limit(PLAN_FIRST).collect()]
-    plan = {"format": REPAIR_PLAN_FORMAT, "version": 1, "datanode_limit": limit,
-            "commands": int(row["n"]), "rounds": 0 if row["last"] is None
-            else int(row["last"]) + 1, "bytes": int(row["bytes"] or 0), "table": "plan",
-            "first": first}
+    row = cmds.agg(
+        F.count(F.lit(1)).alias("n"), F.max("round").alias("last"), F.sum("bytes").alias("bytes")
+    ).collect()[0]
+    first = [
+        r.asDict(recursive=True)
+        for r in cmds.orderBy("round", "container", "target", "source").limit(PLAN_FIRST).collect()
+    ]
+    plan = {
+        "format": REPAIR_PLAN_FORMAT,
+        "version": 1,
+        "datanode_limit": limit,
+        "commands": int(row["n"]),
+        "rounds": 0 if row["last"] is None else int(row["last"]) + 1,
+        "bytes": int(row["bytes"] or 0),
+        "table": "plan",
+        "first": first,
+    }
     _write_file(child(output, "plan.json"), (json.dumps(plan, indent=1) + "\n").encode())
     return plan
 
@@ -99,25 +114,31 @@ def _diff(args: argparse.Namespace) -> int:
         res.pending_deletions.write.mode("overwrite").parquet(out + "/pending_deletions")
         plan = _write_plan(res, args.output, args.limit)
         row = res.containers.agg(
-            F.count(F.lit(1)).alias("n"), F.sum(F.col("n_replicas")).alias("replicas"),
+            F.count(F.lit(1)).alias("n"),
+            F.sum(F.col("n_replicas")).alias("replicas"),
             F.sum(F.col("read_replicas")).alias("read"),
             F.sum((F.col("state") == "MISMATCH").cast("int")).alias("mism"),
-            F.sum((F.col("state") == "UNVERIFIED").cast("int")).alias("unver")).collect()[0]
+            F.sum((F.col("state") == "UNVERIFIED").cast("int")).alias("unver"),
+        ).collect()[0]
         n_unrec = res.unrecoverable.count()
         idx = _volumes_out(spark, t, inventory, out)
     mism, unver = int(row["mism"] or 0), int(row["unver"] or 0)
-    print(f"{row['n']} container(s), {mism} mismatched, {unver} unverified, "
-          f"{plan['commands']} repair command(s) in {plan['rounds']} round(s), {n_unrec} "
-          f"unrecoverable chunk(s); tables in {_dir_display(out)}/")
+    print(
+        f"{row['n']} container(s), {mism} mismatched, {unver} unverified, "
+        f"{plan['commands']} repair command(s) in {plan['rounds']} round(s), {n_unrec} "
+        f"unrecoverable chunk(s); tables in {_dir_display(out)}/"
+    )
     if idx is not None and idx.degraded:
-        print(f"{idx.volumes_unverified} volume(s) not verified ("
-              + ", ".join(f"{s} {n}" for s, n in sorted(idx.counts.items()) if s != "SCANNED")
-              + f"), {len(idx.hosts_unverified)} host(s) with none verified: their replicas "
-                "were not read ('spark report' lists them)")
-    _check_read(read_summary(int(row["replicas"] or 0), int(row["read"] or 0)),
-                args.min_read_fraction)
-    return EXIT_FINDINGS if (mism or n_unrec or unver
-                             or (idx is not None and idx.degraded)) else 0
+        print(
+            f"{idx.volumes_unverified} volume(s) not verified ("
+            + ", ".join(f"{s} {n}" for s, n in sorted(idx.counts.items()) if s != "SCANNED")
+            + f"), {len(idx.hosts_unverified)} host(s) with none verified: their replicas "
+            "were not read ('spark report' lists them)"
+        )
+    _check_read(
+        read_summary(int(row["replicas"] or 0), int(row["read"] or 0)), args.min_read_fraction
+    )
+    return EXIT_FINDINGS if (mism or n_unrec or unver or (idx is not None and idx.degraded)) else 0
 
 
 def _volumes_out(spark: Any, t: Dict[str, Any], inventory: Any, out: str) -> Any:

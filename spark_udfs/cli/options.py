@@ -22,13 +22,19 @@ EPILOG = exit_status_help(
     "--strict warnings too); run --decommission/--maintenance, plan: some listed datanode "
     "may not stop yet (copies or repairs are needed first); copycheck: some key's verdict "
     "is not MATCH (MISMATCH, MISSING, SIZE_DIFFERS, NOT_COMPARABLE, UNVERIFIED; EXTRA too), "
-    "unless --allow names it; demo: the findings differ from the injected faults")
+    "unless --allow names it; demo: the findings differ from the injected faults"
+)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--master", help="Spark master (default: local[*], or spark-submit's)")
-    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra Spark setting (repeatable)")
+    p.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra Spark setting (repeatable)",
+    )
     add_debug_flag(p)
     p.epilog = EPILOG
     p.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -46,26 +52,46 @@ def _fraction(text: str) -> float:
 
 
 def _strict_opt(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--strict", action="store_true",
-                   help="count scan findings of level warning as errors (exit 1; in the "
-                        "report, a container with warnings is UNHEALTHY; not used by the "
-                        "decommission plan, which judges good copies by its own rule)")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="count scan findings of level warning as errors (exit 1; in the "
+        "report, a container with warnings is UNHEALTHY; not used by the "
+        "decommission plan, which judges good copies by its own rule)",
+    )
 
 
 def _read_opt(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--min-read-fraction", type=_fraction, default=0.0, metavar="F",
-                   help="fail (exit 2) unless at least this fraction of the replicas was "
-                        "read (default 0: fail only when none was)")
+    p.add_argument(
+        "--min-read-fraction",
+        type=_fraction,
+        default=0.0,
+        metavar="F",
+        help="fail (exit 2) unless at least this fraction of the replicas was "
+        "read (default 0: fail only when none was)",
+    )
 
 
 def _report_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="the report as JSON")
-    p.add_argument("--limit", type=positive_int, default=20,
-                   help="repair commands per datanode per round (default 20, like Ozone)")
-    p.add_argument("--replication", type=positive_int, default=3,
-                   help="expected replicas per container (default 3)")
-    p.add_argument("--first", type=positive_int, default=100,
-                   help="container IDs listed per state (default 100)")
+    p.add_argument(
+        "--limit",
+        type=positive_int,
+        default=20,
+        help="repair commands per datanode per round (default 20, like Ozone)",
+    )
+    p.add_argument(
+        "--replication",
+        type=positive_int,
+        default=3,
+        help="expected replicas per container (default 3)",
+    )
+    p.add_argument(
+        "--first",
+        type=positive_int,
+        default=100,
+        help="container IDs listed per state (default 100)",
+    )
     p.add_argument("--report", metavar="FILE", help="also write the JSON report to FILE")
     _read_opt(p)
 
@@ -78,19 +104,40 @@ def _names(text: str) -> List[str]:
 
 
 def _plan_opts(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--decommission", type=_names, action="extend", default=[],
-                   metavar="DN[,DN...]", help="datanodes to decommission (leave for good): "
-                   "each its UUID or its host name")
-    p.add_argument("--maintenance", type=_names, action="extend", default=[],
-                   metavar="DN[,DN...]", help="datanodes to put into maintenance (UUID or "
-                   "host name)")
-    p.add_argument("--min-healthy", type=positive_int, default=1,
-                   help="good in-service copies a decommission keeps (default 1)")
-    p.add_argument("--min-replicas", type=positive_int, default=None,
-                   help="good in-service + maintenance copies a decommission needs "
-                        "(default: --replication)")
-    p.add_argument("--maintenance-min", type=positive_int, default=1,
-                   help="good in-service copies maintenance keeps (default 1)")
+    p.add_argument(
+        "--decommission",
+        type=_names,
+        action="extend",
+        default=[],
+        metavar="DN[,DN...]",
+        help="datanodes to decommission (leave for good): each its UUID or its host name",
+    )
+    p.add_argument(
+        "--maintenance",
+        type=_names,
+        action="extend",
+        default=[],
+        metavar="DN[,DN...]",
+        help="datanodes to put into maintenance (UUID or host name)",
+    )
+    p.add_argument(
+        "--min-healthy",
+        type=positive_int,
+        default=1,
+        help="good in-service copies a decommission keeps (default 1)",
+    )
+    p.add_argument(
+        "--min-replicas",
+        type=positive_int,
+        default=None,
+        help="good in-service + maintenance copies a decommission needs (default: --replication)",
+    )
+    p.add_argument(
+        "--maintenance-min",
+        type=positive_int,
+        default=1,
+        help="good in-service copies maintenance keeps (default 1)",
+    )
 
 
 def _rate(text: str) -> int:
@@ -106,53 +153,90 @@ def _scan_opts(p: argparse.ArgumentParser) -> None:
     from spark_udfs.cluster.locality import DEFAULT_EXECUTOR_WAIT
 
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--trees-only", action="store_true",
-                      help="read the stored .tree files instead of the data (no data read)")
-    mode.add_argument("--metadata-only", action="store_true",
-                      help="the census: each replica's tree from its stored .tree where that "
-                           "still describes its block metadata, else from the checksums the "
-                           "client recorded (container.db); no data read")
-    p.add_argument("--datanodes", metavar="FILE",
-                   help="scan a cluster where its disks are: one task per (host, volume) of "
-                        "this inventory, run on that host (the output of 'ozone admin "
-                        "datanode list --json', or a JSON list of {host, uuid, volumes}); no "
-                        "PATH then")
-    p.add_argument("--ozone-conf", metavar="FILE",
-                   help="an ozone-site.xml whose hdds.datanode.dir gives each host's volumes "
-                        "(when the inventory lists none)")
-    p.add_argument("--bytes-per-second", type=_rate, metavar="RATE", default=None,
-                   help="read at most this many bytes per second per volume (e.g. 50MiB); "
-                        f"with --datanodes the default is {DEFAULT_BYTES_PER_SECOND // 2**20} "
-                        "MiB/s, safe on a live datanode (a 16 TB disk in 11 days), else "
-                        "unlimited; 0: unlimited (as in 'crcmerkle scan')")
-    p.add_argument("--no-idle-io", action="store_true",
-                   help="with --datanodes: read in the normal I/O class (default: the idle "
-                        "class, where the kernel's scheduler honours it)")
-    p.add_argument("--keep-cache", action="store_true",
-                   help="with --datanodes: leave what the scan read in the page cache "
-                        "(default: dropped, the datanode's cache is left as it was)")
-    p.add_argument("--also", action="append", type=str.lower,
-                   choices=("crc64nvme", "crc32c", "crc32"), metavar="ALG",
-                   help="also compute this CRC (crc64nvme, crc32c or crc32; repeatable) of "
-                        "every window of each chunk and of each block read in full, from the "
-                        "bytes the scan reads anyway: the chunks and blocks tables' column of "
-                        "that name (binary, big-endian; a block's is S3's full-object "
-                        "checksum of an object made of that block)")
-    p.add_argument("--executor-wait", type=float, default=DEFAULT_EXECUTOR_WAIT,
-                   metavar="SECONDS",
-                   help="with --datanodes: how long to wait for every host's executor "
-                        f"before the hosts without one are reported (default "
-                        f"{DEFAULT_EXECUTOR_WAIT:g})")
+    mode.add_argument(
+        "--trees-only",
+        action="store_true",
+        help="read the stored .tree files instead of the data (no data read)",
+    )
+    mode.add_argument(
+        "--metadata-only",
+        action="store_true",
+        help="the census: each replica's tree from its stored .tree where that "
+        "still describes its block metadata, else from the checksums the "
+        "client recorded (container.db); no data read",
+    )
+    p.add_argument(
+        "--datanodes",
+        metavar="FILE",
+        help="scan a cluster where its disks are: one task per (host, volume) of "
+        "this inventory, run on that host (the output of 'ozone admin "
+        "datanode list --json', or a JSON list of {host, uuid, volumes}); no "
+        "PATH then",
+    )
+    p.add_argument(
+        "--ozone-conf",
+        metavar="FILE",
+        help="an ozone-site.xml whose hdds.datanode.dir gives each host's volumes "
+        "(when the inventory lists none)",
+    )
+    p.add_argument(
+        "--bytes-per-second",
+        type=_rate,
+        metavar="RATE",
+        default=None,
+        help="read at most this many bytes per second per volume (e.g. 50MiB); "
+        f"with --datanodes the default is {DEFAULT_BYTES_PER_SECOND // 2**20} "
+        "MiB/s, safe on a live datanode (a 16 TB disk in 11 days), else "
+        "unlimited; 0: unlimited (as in 'crcmerkle scan')",
+    )
+    p.add_argument(
+        "--no-idle-io",
+        action="store_true",
+        help="with --datanodes: read in the normal I/O class (default: the idle "
+        "class, where the kernel's scheduler honours it)",
+    )
+    p.add_argument(
+        "--keep-cache",
+        action="store_true",
+        help="with --datanodes: leave what the scan read in the page cache "
+        "(default: dropped, the datanode's cache is left as it was)",
+    )
+    p.add_argument(
+        "--also",
+        action="append",
+        type=str.lower,
+        choices=("crc64nvme", "crc32c", "crc32"),
+        metavar="ALG",
+        help="also compute this CRC (crc64nvme, crc32c or crc32; repeatable) of "
+        "every window of each chunk and of each block read in full, from the "
+        "bytes the scan reads anyway: the chunks and blocks tables' column of "
+        "that name (binary, big-endian; a block's is S3's full-object "
+        "checksum of an object made of that block)",
+    )
+    p.add_argument(
+        "--executor-wait",
+        type=float,
+        default=DEFAULT_EXECUTOR_WAIT,
+        metavar="SECONDS",
+        help="with --datanodes: how long to wait for every host's executor "
+        f"before the hosts without one are reported (default "
+        f"{DEFAULT_EXECUTOR_WAIT:g})",
+    )
 
 
 def _inventory_opt(p: argparse.ArgumentParser) -> None:
     """--datanodes FILE (and --ozone-conf) on the verbs that read scan tables: an inventory
     host with no volume in the tables is reported NOT_SCANNED (the --emit route: the host
     emitted nothing)."""
-    p.add_argument("--datanodes", metavar="FILE",
-                   help="the inventory of hosts (`ozone admin datanode list --json`, or a JSON "
-                        "list of {host, uuid, volumes}): a host of which the tables hold no "
-                        "volume is reported NOT_SCANNED (exit 1 at least)")
-    p.add_argument("--ozone-conf", metavar="FILE",
-                   help="with --datanodes: an ozone-site.xml whose hdds.datanode.dir gives "
-                        "the hosts' volumes")
+    p.add_argument(
+        "--datanodes",
+        metavar="FILE",
+        help="the inventory of hosts (`ozone admin datanode list --json`, or a JSON "
+        "list of {host, uuid, volumes}): a host of which the tables hold no "
+        "volume is reported NOT_SCANNED (exit 1 at least)",
+    )
+    p.add_argument(
+        "--ozone-conf",
+        metavar="FILE",
+        help="with --datanodes: an ozone-site.xml whose hdds.datanode.dir gives the hosts' volumes",
+    )

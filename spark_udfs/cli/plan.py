@@ -26,12 +26,15 @@ from spark_udfs.cli.options import _common, _inventory_opt, _plan_opts, _report_
 
 def add_parser(sub: Any) -> None:
     """`crcmerkle spark plan`, added to `crcmerkle spark`'s subcommands."""
-    pl = sub.add_parser("plan", help="can these datanodes be decommissioned / enter "
-                        "maintenance? checksum-aware counts and a copy plan",
-                        description="Ozone's decommission/maintenance replica counts "
-                        "(HDDS-1881), counting only good replicas: clean and in the largest "
-                        "group of equal container values. Exit 0: every listed datanode may "
-                        "stop now; 1: copies (or repairs) are needed first; 2: bad input.")
+    pl = sub.add_parser(
+        "plan",
+        help="can these datanodes be decommissioned / enter "
+        "maintenance? checksum-aware counts and a copy plan",
+        description="Ozone's decommission/maintenance replica counts "
+        "(HDDS-1881), counting only good replicas: clean and in the largest "
+        "group of equal container values. Exit 0: every listed datanode may "
+        "stop now; 1: copies (or repairs) are needed first; 2: bad input.",
+    )
     pl.add_argument("input", help="a scan output directory, or a chunk-table Parquet path")
     _report_opts(pl)
     _plan_opts(pl)
@@ -58,12 +61,17 @@ def _check_leaving_known(args: argparse.Namespace, inventory: Any) -> None:
     if inventory is None:
         return
     uuids = {u.lower() for u in inventory.by_uuid()}
-    for option, names in (("--decommission", args.decommission or ()),
-                          ("--maintenance", args.maintenance or ())):
+    for option, names in (
+        ("--decommission", args.decommission or ()),
+        ("--maintenance", args.maintenance or ()),
+    ):
         for name in names:
             if inventory.host_named(name) is None and name.lower() not in uuids:
-                raise CLIError(f"{option} {name}: not a host, address or datanode UUID of the "
-                               f"inventory (--datanodes {args.datanodes})", EXIT_ERROR)
+                raise CLIError(
+                    f"{option} {name}: not a host, address or datanode UUID of the "
+                    f"inventory (--datanodes {args.datanodes})",
+                    EXIT_ERROR,
+                )
 
 
 def _emit_plan(args: argparse.Namespace, diff: Any, t: Dict[str, Any]) -> int:
@@ -73,13 +81,24 @@ def _emit_plan(args: argparse.Namespace, diff: Any, t: Dict[str, Any]) -> int:
     read = plan_read(diff)
     _check_read(read, args.min_read_fraction)
     try:
-        plan = build_plan(diff, decommission=args.decommission, maintenance=args.maintenance,
-                          errors=t.get("errors"), blocks=t.get("blocks"), chunks=t["chunks"],
-                          replication=args.replication, min_healthy=args.min_healthy,
-                          min_replicas=args.min_replicas, maintenance_min=args.maintenance_min,
-                          limit=args.limit, first=args.first, read=read,
-                          replicas=t.get("containers"), volumes=t.get("volumes"),
-                          inventory=t.get("inventory"))
+        plan = build_plan(
+            diff,
+            decommission=args.decommission,
+            maintenance=args.maintenance,
+            errors=t.get("errors"),
+            blocks=t.get("blocks"),
+            chunks=t["chunks"],
+            replication=args.replication,
+            min_healthy=args.min_healthy,
+            min_replicas=args.min_replicas,
+            maintenance_min=args.maintenance_min,
+            limit=args.limit,
+            first=args.first,
+            read=read,
+            replicas=t.get("containers"),
+            volumes=t.get("volumes"),
+            inventory=t.get("inventory"),
+        )
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     if args.report:

@@ -52,22 +52,31 @@ spark plan') instead of the report."""
 def add_parser(sub: Any) -> None:
     """`crcmerkle spark report` and `crcmerkle spark run` (scan + diff + report, or with
     --decommission/--maintenance the plan), added to `crcmerkle spark`'s subcommands."""
-    r = sub.add_parser("report", help="health summary and repair plan of a scan",
-                       description=REPORT_DESCRIPTION)
+    r = sub.add_parser(
+        "report", help="health summary and repair plan of a scan", description=REPORT_DESCRIPTION
+    )
     r.add_argument("input", help="a scan output directory, or a chunk-table Parquet path")
     _report_opts(r)
     _strict_opt(r)
     _inventory_opt(r)
     _common(r)
     r.set_defaults(func=_guarded(_not_scanned(_report)))
-    a = sub.add_parser("run", help="scan + diff + report in one session",
-                       description=RUN_DESCRIPTION)
-    a.add_argument("paths", nargs="*", metavar="PATH",
-                   help="replica, volume, datanode or cluster directory (or URI); none with "
-                        "--datanodes")
-    a.add_argument("-o", "--output", required=True,
-                   help="output directory: the scan's Parquet tables, the diff's, and "
-                        "reconcile/ (the full command list)")
+    a = sub.add_parser(
+        "run", help="scan + diff + report in one session", description=RUN_DESCRIPTION
+    )
+    a.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="replica, volume, datanode or cluster directory (or URI); none with --datanodes",
+    )
+    a.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help="output directory: the scan's Parquet tables, the diff's, and "
+        "reconcile/ (the full command list)",
+    )
     _scan_opts(a)
     _report_opts(a)
     _strict_opt(a)
@@ -81,11 +90,19 @@ def _emit_report(args: argparse.Namespace, spark: Any, diff: Any, t: Dict[str, A
 
     to, ref = _commands_location(args)
     with _progress(args, spark, "report"):
-        rep = build_report(diff, replicas=t.get("containers"), errors=t.get("errors"),
-                           replication=args.replication, first=args.first, limit=args.limit,
-                           commands_to=to, commands_ref=ref,
-                           strict=getattr(args, "strict", False), volumes=t.get("volumes"),
-                           inventory=t.get("inventory"))
+        rep = build_report(
+            diff,
+            replicas=t.get("containers"),
+            errors=t.get("errors"),
+            replication=args.replication,
+            first=args.first,
+            limit=args.limit,
+            commands_to=to,
+            commands_ref=ref,
+            strict=getattr(args, "strict", False),
+            volumes=t.get("volumes"),
+            inventory=t.get("inventory"),
+        )
     if args.report:
         _write_file(args.report, to_json(rep).encode(), label="--report ")
     sys.stdout.write(to_json(rep) if args.json else format_text(rep))
@@ -108,8 +125,7 @@ def _commands_location(args: argparse.Namespace) -> Tuple[Optional[str], Optiona
         base, sep, query = args.report.partition("?") if uri else (args.report, "", "")
         base = base.rstrip("/")
         if not uri and os.path.isdir(base):
-            raise CLIError(f"--report {args.report}: is a directory (give a file name)",
-                           EXIT_ERROR)
+            raise CLIError(f"--report {args.report}: is a directory (give a file name)", EXIT_ERROR)
         name = base.rsplit("/", 1)[-1] if uri else os.path.basename(base)
         return base + COMMANDS_SUFFIX + sep + query, name + COMMANDS_SUFFIX
     output = getattr(args, "output", None)

@@ -31,11 +31,17 @@ finding). 'crcmerkle spark diff' and 'report' read them; nothing is repaired her
 
 def add_parser(sub: Any) -> None:
     """`crcmerkle spark scan`, added to `crcmerkle spark`'s subcommands."""
-    s = sub.add_parser("scan", help="verify replicas; write chunk/block/container/error tables",
-                       description=SCAN_DESCRIPTION)
-    s.add_argument("paths", nargs="*", metavar="PATH",
-                   help="replica, volume, datanode or cluster directory (or URI); none with "
-                        "--datanodes")
+    s = sub.add_parser(
+        "scan",
+        help="verify replicas; write chunk/block/container/error tables",
+        description=SCAN_DESCRIPTION,
+    )
+    s.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="replica, volume, datanode or cluster directory (or URI); none with --datanodes",
+    )
     s.add_argument("-o", "--output", required=True, help="output directory (Parquet)")
     _scan_opts(s)
     _read_opt(s)
@@ -51,15 +57,18 @@ def _scan_and_write(args: argparse.Namespace) -> Tuple[Any, Any]:
 
     inventory = _inventory(args)
     if inventory is not None and args.paths:
-        raise CLIError("give PATHs or --datanodes, not both (with an inventory every host's "
-                       "volumes are scanned where they are)")
+        raise CLIError(
+            "give PATHs or --datanodes, not both (with an inventory every host's "
+            "volumes are scanned where they are)"
+        )
     if inventory is None and not args.paths:
         raise CLIError("nothing to scan: give PATHs, or --datanodes FILE for a whole cluster")
     if inventory is None and (args.no_idle_io or args.keep_cache):
         raise CLIError("--no-idle-io and --keep-cache go with --datanodes")
     if args.also and (args.trees_only or args.metadata_only):
-        raise CLIError("--also computes its CRCs from the data read: not with --trees-only "
-                       "or --metadata-only")
+        raise CLIError(
+            "--also computes its CRCs from the data read: not with --trees-only or --metadata-only"
+        )
     if inventory is None:
         _check_paths(args.paths)
         _check_output(args.output, args.paths)
@@ -71,10 +80,14 @@ def _scan_and_write(args: argparse.Namespace) -> Tuple[Any, Any]:
             if inventory is not None:
                 tables = _scan_hosts(args, spark, inventory)
             else:
-                tables = scan_replicas(spark, args.paths, trees_only=args.trees_only,
-                                       metadata_only=args.metadata_only,
-                                       bytes_per_second=args.bytes_per_second or None,
-                                       also=tuple(args.also or ()))
+                tables = scan_replicas(
+                    spark,
+                    args.paths,
+                    trees_only=args.trees_only,
+                    metadata_only=args.metadata_only,
+                    bytes_per_second=args.bytes_per_second or None,
+                    also=tuple(args.also or ()),
+                )
         except ValueError as exc:
             raise CLIError(str(exc), EXIT_ERROR) from None
         tables.write(args.output)
@@ -87,11 +100,17 @@ def _scan_hosts(args: argparse.Namespace, spark: Any, inventory: Any) -> Any:
     from spark_udfs.jobs.hostscan import scan_datanodes
 
     rate = DEFAULT_BYTES_PER_SECOND if args.bytes_per_second is None else args.bytes_per_second
-    return scan_datanodes(spark, inventory, trees_only=args.trees_only,
-                          metadata_only=args.metadata_only, bytes_per_second=rate or None,
-                          idle_io=not args.no_idle_io, drop_cache=not args.keep_cache,
-                          executor_wait=max(0.0, args.executor_wait),
-                          also=tuple(args.also or ()))
+    return scan_datanodes(
+        spark,
+        inventory,
+        trees_only=args.trees_only,
+        metadata_only=args.metadata_only,
+        bytes_per_second=rate or None,
+        idle_io=not args.no_idle_io,
+        drop_cache=not args.keep_cache,
+        executor_wait=max(0.0, args.executor_wait),
+        also=tuple(args.also or ()),
+    )
 
 
 def _scan(args: argparse.Namespace) -> int:
@@ -101,22 +120,29 @@ def _scan(args: argparse.Namespace) -> int:
 
     spark, tables = _scan_and_write(args)
     with _progress(args, spark, "scan"):
-        row = tables.replicas.agg(F.count(F.lit(1)).alias("n"), F.sum(
-            F.col("verified").cast("int")).alias("read")).collect()[0]
+        row = tables.replicas.agg(
+            F.count(F.lit(1)).alias("n"), F.sum(F.col("verified").cast("int")).alias("read")
+        ).collect()[0]
         counts = tables.errors.agg(
             F.count(F.lit(1)).alias("all"),
             F.sum((F.col("severity") == WARNING).cast("int")).alias("warnings"),
-            F.sum((F.col("error") == "SCAN_FAILED").cast("int")).alias("failed")).collect()[0]
+            F.sum((F.col("error") == "SCAN_FAILED").cast("int")).alias("failed"),
+        ).collect()[0]
     warns = int(counts["warnings"] or 0)
     errs, failed = int(counts["all"]) - warns, int(counts["failed"] or 0)
     read = read_summary(int(row["n"]), int(row["read"] or 0))
     # a census or trees-only pass reads recorded checksums alone: it never says "read"
-    done = ("with recorded checksums read (no data read)" if args.trees_only
-            or args.metadata_only else "read")
-    print(f"scanned {read['replicas']} replica(s), {read['read']} {done}: {errs} error(s)"
-          + (f", {warns} warning(s)" if warns else "")
-          + (f", {failed} replica(s) could not be read" if failed else "")
-          + f"; tables in {_dir_display(args.output)}/{{{','.join(tables.TABLES)}}}")
+    done = (
+        "with recorded checksums read (no data read)"
+        if args.trees_only or args.metadata_only
+        else "read"
+    )
+    print(
+        f"scanned {read['replicas']} replica(s), {read['read']} {done}: {errs} error(s)"
+        + (f", {warns} warning(s)" if warns else "")
+        + (f", {failed} replica(s) could not be read" if failed else "")
+        + f"; tables in {_dir_display(args.output)}/{{{','.join(tables.TABLES)}}}"
+    )
     _check_read(read, args.min_read_fraction)
     if failed:
         return EXIT_ERROR

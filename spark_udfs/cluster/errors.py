@@ -19,8 +19,10 @@ from spark_udfs.uri import redact
 
 __all__ = ["describe", "check_master", "MasterError"]
 
-_JAVA_EXC = re.compile(r"^(?:Caused by: )?((?:[a-z][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error))"
-                       r"(?::\s*(.*))?$")
+_JAVA_EXC = re.compile(
+    r"^(?:Caused by: )?((?:[a-z][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error))"
+    r"(?::\s*(.*))?$"
+)
 _PY_EXC = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt)):\s*(.*)$")
 _LIMIT = 400
 
@@ -33,7 +35,7 @@ def _short(text: str) -> str:
     """One line of at most _LIMIT characters, any URI's credentials removed (a pyarrow or
     Spark message quotes the URI it was given, e.g. "Cannot parse URI: 's3://KEY:SECRET@...'")."""
     text = " ".join(redact(text).split())
-    return text if len(text) <= _LIMIT else text[:_LIMIT - 3] + "..."
+    return text if len(text) <= _LIMIT else text[: _LIMIT - 3] + "..."
 
 
 def _lines(text: str) -> List[str]:
@@ -41,8 +43,16 @@ def _lines(text: str) -> List[str]:
 
 
 #: top-level module -> the extra that installs it
-_EXTRA_OF = {"pyarrow": "spark", "pyspark": "spark", "pandas": "spark", "py4j": "spark",
-             "numpy": "spark", "google": "ozone", "rocksdict": "ozone", "yaml": "ozone"}
+_EXTRA_OF = {
+    "pyarrow": "spark",
+    "pyspark": "spark",
+    "pandas": "spark",
+    "py4j": "spark",
+    "numpy": "spark",
+    "google": "ozone",
+    "rocksdict": "ozone",
+    "yaml": "ozone",
+}
 #: crcmerkle is on no package index: it installs from its clone (README.md, docs/getting-started.md)
 _INSTALL_FROM_CLONE = 'pip install ".[{extra}]" in the crcmerkle clone'
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
@@ -55,9 +65,11 @@ def _module_hint(message: str) -> str:
     extra = _EXTRA_OF.get(m.group(1).split(".")[0]) if m else None
     if extra is None:
         return ""
-    return (f"; the executors' Python lacks the {extra!r} extra: install crcmerkle there as "
-            f"pip install \".[{extra}]\" from the clone, or a wheel: pip install "
-            f"\"$(ls dist/crcmerkle-*.whl)[{extra}]\" (docs/operations/cluster.md)")
+    return (
+        f"; the executors' Python lacks the {extra!r} extra: install crcmerkle there as "
+        f'pip install ".[{extra}]" from the clone, or a wheel: pip install '
+        f'"$(ls dist/crcmerkle-*.whl)[{extra}]" (docs/operations/cluster.md)'
+    )
 
 
 def _hint(message: str) -> str:
@@ -68,19 +80,31 @@ def _hint(message: str) -> str:
     m = message.lower()
     if "nosuchbucket" in m or "bucket does not exist" in m or "no_such_bucket" in m:
         return "; the S3 bucket does not exist (check the URI)"
-    if ("invalidaccesskeyid" in m or "signaturedoesnotmatch" in m or "access denied" in m
-            or "accessdenied" in m or "access_denied" in m or "forbidden" in m
-            or "expiredtoken" in m or "credentials" in m):
-        return ("; check the credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or "
-                "the profile) and the bucket's permissions")
-    if "aws error" in m and ("network_connection" in m or "could not connect" in m
-                             or "couldn't connect" in m):
+    if (
+        "invalidaccesskeyid" in m
+        or "signaturedoesnotmatch" in m
+        or "access denied" in m
+        or "accessdenied" in m
+        or "access_denied" in m
+        or "forbidden" in m
+        or "expiredtoken" in m
+        or "credentials" in m
+    ):
+        return (
+            "; check the credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or "
+            "the profile) and the bucket's permissions"
+        )
+    if "aws error" in m and (
+        "network_connection" in m or "could not connect" in m or "couldn't connect" in m
+    ):
         return "; the S3 endpoint cannot be reached (check endpoint_override and the network)"
     if "path does not exist" in m or "path_not_found" in m:
         return "; check the path"
     if "unable_to_infer_schema" in m or "unable to infer schema" in m:
-        return ("; this is not a scan's output: give the -o directory of 'crcmerkle spark "
-                "scan' (it holds chunks/, blocks/, containers/, errors/)")
+        return (
+            "; this is not a scan's output: give the -o directory of 'crcmerkle spark "
+            "scan' (it holds chunks/, blocks/, containers/, errors/)"
+        )
     return ""
 
 
@@ -123,11 +147,15 @@ def describe(exc: BaseException) -> Optional[str]:
         missing = (getattr(exc, "name", None) or "").split(".")[0]
         extra = _EXTRA_OF.get(missing)
         if extra == "spark":
-            return (f"the Spark commands need {missing}, which is not installed: "
-                    f"{_INSTALL_FROM_CLONE.format(extra='spark')}")
+            return (
+                f"the Spark commands need {missing}, which is not installed: "
+                f"{_INSTALL_FROM_CLONE.format(extra='spark')}"
+            )
         if extra == "ozone":
-            return (f"Ozone datanode volumes need {exc.name or missing}, which is not "
-                    f"installed: {_INSTALL_FROM_CLONE.format(extra='ozone')}")
+            return (
+                f"Ozone datanode volumes need {exc.name or missing}, which is not "
+                f"installed: {_INSTALL_FROM_CLONE.format(extra='ozone')}"
+            )
         return None
     if "PythonException" in names:
         line = _python_worker_line(text)
@@ -152,17 +180,24 @@ def describe(exc: BaseException) -> Optional[str]:
             line += " (the JVM did not start: check --master, --conf and the Java runtime)"
         return _short(line + _hint(text))
     if module.startswith("py4j"):
-        return _short("lost the connection to Spark's JVM (it stopped or was killed): "
-                      + ((_lines(text) or [type(exc).__name__])[0]))
-    if module.startswith("pyarrow") or isinstance(exc, OSError) and (
-            "aws error" in text.lower() or "hdfs" in text.lower()):
+        return _short(
+            "lost the connection to Spark's JVM (it stopped or was killed): "
+            + ((_lines(text) or [type(exc).__name__])[0])
+        )
+    if (
+        module.startswith("pyarrow")
+        or isinstance(exc, OSError)
+        and ("aws error" in text.lower() or "hdfs" in text.lower())
+    ):
         lines = _lines(text)
         return _short((lines[0] if lines else type(exc).__name__) + _hint(text))
     return None
 
 
-_MASTER_FORMS = re.compile(r"^(local(\[(\*|\d+)(,\s*\d+)?\])?|local-cluster\[\d+,\s*\d+,\s*\d+\]"
-                           r"|yarn|spark://.+|k8s://.+|mesos://.+)$")
+_MASTER_FORMS = re.compile(
+    r"^(local(\[(\*|\d+)(,\s*\d+)?\])?|local-cluster\[\d+,\s*\d+,\s*\d+\]"
+    r"|yarn|spark://.+|k8s://.+|mesos://.+)$"
+)
 
 
 def check_master(master: Optional[str], timeout: float = 5.0) -> None:
@@ -173,19 +208,23 @@ def check_master(master: Optional[str], timeout: float = 5.0) -> None:
     if master is None:
         return
     if not _MASTER_FORMS.match(master.strip()):
-        raise MasterError(f"--master {master!r}: not a Spark master URL (local[*], local[N], "
-                          "spark://HOST:PORT, yarn, k8s://https://HOST:PORT)")
+        raise MasterError(
+            f"--master {master!r}: not a Spark master URL (local[*], local[N], "
+            "spark://HOST:PORT, yarn, k8s://https://HOST:PORT)"
+        )
     targets: List[tuple] = []
     if master.startswith("spark://"):
-        for hostport in master[len("spark://"):].split(","):  # standalone HA: h1:p1,h2:p2
+        for hostport in master[len("spark://") :].split(","):  # standalone HA: h1:p1,h2:p2
             host, _, port = hostport.strip().rpartition(":")
             if not host or not port.isdigit():
-                raise MasterError(f"--master {master!r}: a standalone master is "
-                                  "spark://HOST:PORT")
+                raise MasterError(f"--master {master!r}: a standalone master is spark://HOST:PORT")
             targets.append((host.strip("[]"), int(port)))
     elif master.startswith("k8s://"):
-        url = urlsplit(master[len("k8s://"):] if "://" in master[len("k8s://"):]
-                       else "https://" + master[len("k8s://"):])
+        url = urlsplit(
+            master[len("k8s://") :]
+            if "://" in master[len("k8s://") :]
+            else "https://" + master[len("k8s://") :]
+        )
         if url.hostname:
             targets.append((url.hostname, url.port or (443 if url.scheme == "https" else 80)))
     if not targets:
@@ -197,5 +236,7 @@ def check_master(master: Optional[str], timeout: float = 5.0) -> None:
             return
         except OSError as exc:
             errors.append(f"{host}:{port}: {exc.strerror or exc}")
-    raise MasterError(f"cannot reach the Spark master {master} ({'; '.join(errors)}): is it "
-                      "running, and is --master right?")
+    raise MasterError(
+        f"cannot reach the Spark master {master} ({'; '.join(errors)}): is it "
+        "running, and is --master right?"
+    )

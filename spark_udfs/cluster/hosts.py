@@ -85,19 +85,44 @@ def unscanned_hosts(volumes: Any, inventory: Optional[Inventory]) -> List[Tuple]
         if id(h) in seen:
             for vol in h.volumes:
                 if same_volume(vol) not in seen[id(h)]:
-                    out.append((uuid or UNKNOWN_DATANODE, h.host, vol, None, NOT_SCANNED,
-                                f"volume {vol} of {h.host} is in the inventory, but the scan "
-                                f"tables hold no row of it: nothing of it was scanned or "
-                                f"emitted (its replicas are UNVERIFIED)", None, None, None,
-                                None))
+                    out.append(
+                        (
+                            uuid or UNKNOWN_DATANODE,
+                            h.host,
+                            vol,
+                            None,
+                            NOT_SCANNED,
+                            f"volume {vol} of {h.host} is in the inventory, but the scan "
+                            f"tables hold no row of it: nothing of it was scanned or "
+                            f"emitted (its replicas are UNVERIFIED)",
+                            None,
+                            None,
+                            None,
+                            None,
+                        )
+                    )
             continue
         if (uuid is not None and uuid in datanodes) or id(h) in hosts:
             continue
-        detail = (f"in the inventory, but the scan tables hold no volume of datanode "
-                  f"{uuid or '(no UUID)'} or host {h.host}: nothing was scanned or emitted there")
-        for named in (h.volumes or (None,)):
-            out.append((uuid or UNKNOWN_DATANODE, h.host, named, None, NOT_SCANNED, detail,
-                        None, None, None, None))
+        detail = (
+            f"in the inventory, but the scan tables hold no volume of datanode "
+            f"{uuid or '(no UUID)'} or host {h.host}: nothing was scanned or emitted there"
+        )
+        for named in h.volumes or (None,):
+            out.append(
+                (
+                    uuid or UNKNOWN_DATANODE,
+                    h.host,
+                    named,
+                    None,
+                    NOT_SCANNED,
+                    detail,
+                    None,
+                    None,
+                    None,
+                    None,
+                )
+            )
     return out
 
 
@@ -173,8 +198,14 @@ class HostIndex:
         return []
 
 
-def host_index(spark: Any, *, replicas: Any = None, volumes: Any = None,
-               inventory: Optional[Inventory] = None, first: int = 100) -> HostIndex:
+def host_index(
+    spark: Any,
+    *,
+    replicas: Any = None,
+    volumes: Any = None,
+    inventory: Optional[Inventory] = None,
+    first: int = 100,
+) -> HostIndex:
     """The HostIndex of a scan's tables: `replicas` (the containers table, whose `host`
     column names where each replica was scanned), `volumes` (the volumes table, with the
     inventory's NOT_SCANNED hosts added by `volumes_with_inventory` or here), `inventory`
@@ -211,8 +242,9 @@ def host_index(spark: Any, *, replicas: Any = None, volumes: Any = None,
         volumes = volumes_with_inventory(spark, volumes, inventory)
         _volume_facts(idx, volumes, first)
     elif inventory is not None:
-        rows = unscanned_hosts([{"datanode": d, "host": h} for d, h in idx.hosts.items()],
-                               inventory)
+        rows = unscanned_hosts(
+            [{"datanode": d, "host": h} for d, h in idx.hosts.items()], inventory
+        )
         if rows:
             _volume_facts(idx, spark.createDataFrame(rows, _volume_schema()), first)
     return idx
@@ -234,8 +266,11 @@ def volumes_with_inventory(spark: Any, volumes: Any, inventory: Optional[Invento
     names = sorted((u, h.host) for u, h in inventory.by_uuid().items())
     if names:
         m = spark.createDataFrame(names, "datanode string, inv_host string")
-        volumes = volumes.join(F.broadcast(m), "datanode", "left").withColumn(
-            "host", F.coalesce(F.col("host"), F.col("inv_host"))).select(*volumes.columns)
+        volumes = (
+            volumes.join(F.broadcast(m), "datanode", "left")
+            .withColumn("host", F.coalesce(F.col("host"), F.col("inv_host")))
+            .select(*volumes.columns)
+        )
     extra = unscanned_hosts(volumes, inventory)
     if extra:
         volumes = volumes.unionByName(spark.createDataFrame(extra, _volume_schema()))
@@ -246,30 +281,53 @@ def _volume_facts(idx: HostIndex, volumes: Any, first: int) -> None:
     """Fill idx's counts, first unverified volumes and unverified hosts/datanodes."""
     from pyspark.sql import functions as F
 
-    idx.counts = {r["status"]: int(r["count"]) for r in volumes.groupBy("status").count()
-                  .collect()}
+    idx.counts = {r["status"]: int(r["count"]) for r in volumes.groupBy("status").count().collect()}
     bad = volumes.filter(F.col("status") != F.lit(SCANNED))
     idx.unverified = [
-        {"datanode": r["datanode"], "host": r["host"] or idx.host_of(r["datanode"]),
-         "volume": r["volume"], "status": r["status"], "detail": r["detail"]}
-        for r in bad.orderBy("status", "host", "datanode", "volume").limit(max(first, 1))
-        .collect()][:first]
+        {
+            "datanode": r["datanode"],
+            "host": r["host"] or idx.host_of(r["datanode"]),
+            "volume": r["volume"],
+            "status": r["status"],
+            "detail": r["detail"],
+        }
+        for r in bad.orderBy("status", "host", "datanode", "volume").limit(max(first, 1)).collect()
+    ][:first]
     # per host (per datanode where no host is known): was any of its volumes read?
-    per = volumes.withColumn("who", F.coalesce(F.col("host"), F.col("datanode"))).groupBy(
-        "who").agg(F.max((F.col("status") == F.lit(SCANNED)).cast("int")).alias("ok"),
-                   F.first(F.col("host"), ignorenulls=True).alias("host"),
-                   F.sort_array(F.collect_set("datanode")).alias("datanodes"),
-                   F.sort_array(F.collect_set("status")).alias("statuses"))
+    per = (
+        volumes.withColumn("who", F.coalesce(F.col("host"), F.col("datanode")))
+        .groupBy("who")
+        .agg(
+            F.max((F.col("status") == F.lit(SCANNED)).cast("int")).alias("ok"),
+            F.first(F.col("host"), ignorenulls=True).alias("host"),
+            F.sort_array(F.collect_set("datanode")).alias("datanodes"),
+            F.sort_array(F.collect_set("status")).alias("statuses"),
+        )
+    )
     for r in per.filter(F.col("ok") == 0).orderBy("who").collect():
-        idx.hosts_unverified.append({"host": r["host"], "datanodes": list(r["datanodes"]),
-                                     "statuses": list(r["statuses"])})
-    per_dn = volumes.filter(F.col("datanode").isNotNull()).groupBy("datanode").agg(
-        F.max((F.col("status") == F.lit(SCANNED)).cast("int")).alias("ok"))
-    idx.datanodes_unverified = {r["datanode"] for r in per_dn.filter(F.col("ok") == 0)
-                                .collect()}
-    unread = volumes.filter(F.col("datanode").isNotNull()
-                            & F.col("status").isin(*UNREAD_STATUSES)).groupBy("datanode").agg(
-        F.sort_array(F.collect_set(F.concat(F.coalesce(F.col("volume"), F.lit("(no volume)")),
-                                            F.lit(" ("), F.col("status"), F.lit(")"))))
-        .alias("v"))
+        idx.hosts_unverified.append(
+            {"host": r["host"], "datanodes": list(r["datanodes"]), "statuses": list(r["statuses"])}
+        )
+    per_dn = (
+        volumes.filter(F.col("datanode").isNotNull())
+        .groupBy("datanode")
+        .agg(F.max((F.col("status") == F.lit(SCANNED)).cast("int")).alias("ok"))
+    )
+    idx.datanodes_unverified = {r["datanode"] for r in per_dn.filter(F.col("ok") == 0).collect()}
+    unread = (
+        volumes.filter(F.col("datanode").isNotNull() & F.col("status").isin(*UNREAD_STATUSES))
+        .groupBy("datanode")
+        .agg(
+            F.sort_array(
+                F.collect_set(
+                    F.concat(
+                        F.coalesce(F.col("volume"), F.lit("(no volume)")),
+                        F.lit(" ("),
+                        F.col("status"),
+                        F.lit(")"),
+                    )
+                )
+            ).alias("v")
+        )
+    )
     idx.unread_volumes = {r["datanode"]: list(r["v"]) for r in unread.collect()}

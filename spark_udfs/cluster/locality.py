@@ -64,9 +64,17 @@ import threading
 import time
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
-__all__ = ["DEFAULT_EXECUTOR_WAIT", "STRICT_LOCALITY_CONF", "TaskPlacement", "executor_hosts",
-           "located_rdd", "placed_on_host", "task_localities", "this_executor_host",
-           "wait_for_executors"]
+__all__ = [
+    "DEFAULT_EXECUTOR_WAIT",
+    "STRICT_LOCALITY_CONF",
+    "TaskPlacement",
+    "executor_hosts",
+    "located_rdd",
+    "placed_on_host",
+    "task_localities",
+    "this_executor_host",
+    "wait_for_executors",
+]
 
 #: seconds a data-local job waits for every inventory host's executor before it starts
 #: without the missing ones (spark_udfs.jobs.hostscan reports them NO_EXECUTOR)
@@ -87,8 +95,10 @@ STRICT_LOCALITY_CONF: Dict[str, str] = {
 _MAX_ANCESTORS = 6
 #: the executor backends whose command line carries `--hostname H` (standalone, YARN; both
 #: run CoarseGrainedExecutorBackend's argument parser)
-_BACKENDS = ("org.apache.spark.executor.CoarseGrainedExecutorBackend",
-             "org.apache.spark.executor.YarnCoarseGrainedExecutorBackend")
+_BACKENDS = (
+    "org.apache.spark.executor.CoarseGrainedExecutorBackend",
+    "org.apache.spark.executor.YarnCoarseGrainedExecutorBackend",
+)
 #: a driver JVM: a Python worker below it belongs to a local[*] driver-executor
 _DRIVERS = ("org.apache.spark.deploy.SparkSubmit",)
 
@@ -153,8 +163,9 @@ def executor_hosts(sc: Any) -> Dict[str, int]:
     return out
 
 
-def wait_for_executors(sc: Any, hosts: Iterable[str], timeout_s: float,
-                       poll_s: float = 0.5) -> Dict[str, int]:
+def wait_for_executors(
+    sc: Any, hosts: Iterable[str], timeout_s: float, poll_s: float = 0.5
+) -> Dict[str, int]:
     """Wait until every host in `hosts` has an executor, or `timeout_s` passed; return
     executor_hosts() as it then is (the caller reports the hosts missing from it by name)."""
     wanted = set(hosts)
@@ -176,7 +187,7 @@ def _read_proc(pid: int) -> Optional[Tuple[int, List[str]]]:
     except OSError:
         return None
     # the command name in parentheses may hold spaces and ')': the fields follow the last ')'
-    rest = stat[stat.rfind(b")") + 1:].split()
+    rest = stat[stat.rfind(b")") + 1 :].split()
     try:
         ppid = int(rest[1])
     except (IndexError, ValueError):
@@ -192,7 +203,7 @@ def _hostname_arg(args: Sequence[str]) -> Optional[str]:
         if a == "--hostname" and i + 1 < len(args) and args[i + 1]:
             return args[i + 1]
         if a.startswith("--hostname=") and len(a) > len("--hostname="):
-            return a[len("--hostname="):]
+            return a[len("--hostname=") :]
     return None
 
 
@@ -215,8 +226,7 @@ def this_executor_host(_start_pid: Optional[int] = None) -> Optional[str]:
         if ppid <= 1:
             break
         pid = ppid
-    return (os.environ.get("SPARK_LOCAL_HOSTNAME") or os.environ.get("SPARK_LOCAL_IP")
-            or None)
+    return os.environ.get("SPARK_LOCAL_HOSTNAME") or os.environ.get("SPARK_LOCAL_IP") or None
 
 
 class TaskPlacement(NamedTuple):
@@ -245,8 +255,9 @@ def _drain_listener_bus(sc: Any) -> None:
             time.sleep(1.0)
 
 
-def task_localities(sc: Any, job_group: Optional[str] = None,
-                    stage_ids: Optional[Iterable[int]] = None) -> List[TaskPlacement]:
+def task_localities(
+    sc: Any, job_group: Optional[str] = None, stage_ids: Optional[Iterable[int]] = None
+) -> List[TaskPlacement]:
     """Every task attempt of the jobs of `job_group` (sc.setJobGroup) and/or of `stage_ids`
     (all attempts of each stage), with the host and executor it ran on and its locality
     level, sorted by (stage, partition, attempt). Call it after the jobs returned."""
@@ -266,8 +277,18 @@ def task_localities(sc: Any, job_group: Optional[str] = None,
             continue
         for attempt in range(info.currentAttemptId + 1):
             for t in _java_list(sc, store.taskList(stage, attempt, (1 << 31) - 1)):
-                out.append(TaskPlacement(stage, attempt, _partition(t), t.attempt(), t.host(),
-                                         t.executorId(), t.taskLocality(), t.status()))
+                out.append(
+                    TaskPlacement(
+                        stage,
+                        attempt,
+                        _partition(t),
+                        t.attempt(),
+                        t.host(),
+                        t.executorId(),
+                        t.taskLocality(),
+                        t.status(),
+                    )
+                )
     out.sort(key=lambda p: (p.stage, p.partition, p.attempt, p.stage_attempt))
     return out
 
@@ -279,8 +300,7 @@ def _partition(task: Any) -> int:
         return int(task.index())
 
 
-def placed_on_host(placements: Iterable[TaskPlacement], wanted: Dict[int, str]
-                   ) -> Tuple[int, int]:
+def placed_on_host(placements: Iterable[TaskPlacement], wanted: Dict[int, str]) -> Tuple[int, int]:
     """(successful tasks that ran on the host wanted for their partition, successful tasks
     counted): the locality figure "tasks placed on their host / all"."""
     ok = total = 0

@@ -26,8 +26,14 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, TextIO
 
-__all__ = ["StageView", "bytes_accumulator", "format_line", "read_stages", "scanned_bytes",
-           "SparkProgress"]
+__all__ = [
+    "StageView",
+    "bytes_accumulator",
+    "format_line",
+    "read_stages",
+    "scanned_bytes",
+    "SparkProgress",
+]
 
 
 class StageView(NamedTuple):
@@ -52,12 +58,18 @@ def _size(n: float) -> str:
 
 def _clock(seconds: float) -> str:
     s = int(seconds)
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else \
-        f"{s // 60}:{s % 60:02d}"
+    return (
+        f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+    )
 
 
-def format_line(label: str, stages: Sequence[StageView], elapsed: float,
-                width: int = 100, scanned: Optional[int] = None) -> str:
+def format_line(
+    label: str,
+    stages: Sequence[StageView],
+    elapsed: float,
+    width: int = 100,
+    scanned: Optional[int] = None,
+) -> str:
     """One display line: the label, each running stage's tasks done/total (running, failed),
     the bytes they read when known, the bytes the scan's executors read (`scanned`, from
     bytes_accumulator) when any, and the elapsed time; cut to `width` characters."""
@@ -76,7 +88,7 @@ def format_line(label: str, stages: Sequence[StageView], elapsed: float,
     if scanned:
         body += f"  {_size(scanned)} scanned"
     line = f"{label}  {body}  {_clock(elapsed)}"
-    return line if len(line) <= width else line[:max(0, width - 3)] + "..."
+    return line if len(line) <= width else line[: max(0, width - 3)] + "..."
 
 
 #: the scan jobs' byte accumulators of this driver (the newest few), read by SparkProgress
@@ -108,8 +120,11 @@ def _input_bytes(sc: Any, stage_id: int, attempt: int) -> Optional[int]:
     """Bytes read so far by a stage, from Spark's status store (JVM); None if unavailable
     (the store only counts finished tasks' metrics, and its API is internal)."""
     try:
-        data = sc._jsc.sc().statusStore().stageAttempt(stage_id, attempt, False, None, None,
-                                                       None, None)
+        data = (
+            sc._jsc.sc()
+            .statusStore()
+            .stageAttempt(stage_id, attempt, False, None, None, None, None)
+        )
         return int(data._1().inputBytes())
     except Exception:  # noqa: BLE001 - an internal API: any failure means "not known"
         return None
@@ -123,10 +138,18 @@ def read_stages(tracker: Any, sc: Any = None) -> List[StageView]:
         info = tracker.getStageInfo(sid)
         if info is None:
             continue
-        nbytes = _input_bytes(sc, info.stageId, info.currentAttemptId) if sc is not None \
-            else None
-        out.append(StageView(info.stageId, info.name, info.numCompletedTasks, info.numTasks,
-                             info.numActiveTasks, info.numFailedTasks, nbytes))
+        nbytes = _input_bytes(sc, info.stageId, info.currentAttemptId) if sc is not None else None
+        out.append(
+            StageView(
+                info.stageId,
+                info.name,
+                info.numCompletedTasks,
+                info.numTasks,
+                info.numActiveTasks,
+                info.numFailedTasks,
+                nbytes,
+            )
+        )
     return out
 
 
@@ -138,10 +161,16 @@ class SparkProgress:
     default, for_session: what the byte accumulators gained since the block began).
     Draws nothing unless `enabled` and the stream is a terminal."""
 
-    def __init__(self, label: str, source: Callable[[], Sequence[StageView]], *,
-                 stream: Optional[TextIO] = None, enabled: bool = True,
-                 interval: float = 0.5,
-                 scanned: Optional[Callable[[], Optional[int]]] = None) -> None:
+    def __init__(
+        self,
+        label: str,
+        source: Callable[[], Sequence[StageView]],
+        *,
+        stream: Optional[TextIO] = None,
+        enabled: bool = True,
+        interval: float = 0.5,
+        scanned: Optional[Callable[[], Optional[int]]] = None,
+    ) -> None:
         self.label = label
         self.source = source
         self.scanned = scanned
@@ -193,8 +222,9 @@ class SparkProgress:
                 nbytes = self.scanned() if self.scanned is not None else None
             except Exception:  # noqa: BLE001 - as above
                 nbytes = None
-            line = format_line(self.label, stages, time.monotonic() - self._t0, self._width(),
-                               scanned=nbytes)
+            line = format_line(
+                self.label, stages, time.monotonic() - self._t0, self._width(), scanned=nbytes
+            )
             self.stream.write("\r\x1b[2K" + line)
             self._shown = True
         elif self._shown:
@@ -210,8 +240,9 @@ class SparkProgress:
         self._t0 = time.monotonic()
         self._on_enter()
         if self.enabled:
-            self._thread = threading.Thread(target=self._loop, name="crcmerkle-progress",
-                                            daemon=True)
+            self._thread = threading.Thread(
+                target=self._loop, name="crcmerkle-progress", daemon=True
+            )
             self._thread.start()
         return self
 

@@ -48,9 +48,19 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-__all__ = ["CONF_DIR", "DEFAULT_CONF", "JVM_NOISE", "LOCAL_CONF", "LOG4J2",
-           "SHUFFLE_TASKS_PER_CORE", "JavaNotFoundError", "find_java", "get_session",
-           "launcher_conf", "prepare_environment"]
+__all__ = [
+    "CONF_DIR",
+    "DEFAULT_CONF",
+    "JVM_NOISE",
+    "LOCAL_CONF",
+    "LOG4J2",
+    "SHUFFLE_TASKS_PER_CORE",
+    "JavaNotFoundError",
+    "find_java",
+    "get_session",
+    "launcher_conf",
+    "prepare_environment",
+]
 
 #: Spark's configuration directory used for a quiet local driver: shipped inside the package
 #: (read-only data of the wheel, owned by whoever installed it), never a directory in a shared
@@ -95,13 +105,16 @@ def find_java() -> str:
         java = os.path.join(home, "bin", "java")
         if os.access(java, os.X_OK):
             return java
-        raise JavaNotFoundError(f"JAVA_HOME={home} holds no bin/java; Spark needs a Java 17+ "
-                                f"runtime")
+        raise JavaNotFoundError(
+            f"JAVA_HOME={home} holds no bin/java; Spark needs a Java 17+ runtime"
+        )
     on_path = shutil.which("java")
     if on_path is None:
-        raise JavaNotFoundError("Spark needs a Java 17+ runtime: no java on PATH and JAVA_HOME "
-                                "is unset (Debian/Ubuntu: apt-get install "
-                                "openjdk-17-jre-headless)")
+        raise JavaNotFoundError(
+            "Spark needs a Java 17+ runtime: no java on PATH and JAVA_HOME "
+            "is unset (Debian/Ubuntu: apt-get install "
+            "openjdk-17-jre-headless)"
+        )
     return on_path
 
 
@@ -132,8 +145,9 @@ def _default_conf_dir_used() -> bool:
         except Exception:  # noqa: BLE001 - no Spark home: nothing to hide
             return False
     d = Path(home) / "conf"
-    return any((d / f).exists() for f in ("spark-defaults.conf", "log4j2.properties",
-                                          "spark-env.sh"))
+    return any(
+        (d / f).exists() for f in ("spark-defaults.conf", "log4j2.properties", "spark-env.sh")
+    )
 
 
 #: the one line Spark's JVM prints on every start (Java 17+, `--add-modules
@@ -186,7 +200,7 @@ class _StderrFilter:
     def _write(self, data: bytes) -> None:
         try:
             while data:
-                data = data[os.write(self.out_fd, data):]
+                data = data[os.write(self.out_fd, data) :]
         except OSError:
             pass  # our stderr is gone: drop the JVM's text, as the JVM would
 
@@ -246,8 +260,11 @@ def _user_set(key: str, launcher: Dict[str, str]) -> bool:
             text = f.read_text(errors="replace")
         except OSError:
             continue
-        if any(ln.split("=", 1)[0].split()[0] == key for ln in text.splitlines()
-               if ln.strip() and not ln.lstrip().startswith("#")):
+        if any(
+            ln.split("=", 1)[0].split()[0] == key
+            for ln in text.splitlines()
+            if ln.strip() and not ln.lstrip().startswith("#")
+        ):
             return True
     return False
 
@@ -278,12 +295,20 @@ def _master_given() -> bool:
     --master, or the MASTER variable Spark's scripts read. Overriding it with local[*] would
     silently run a cluster job on the driver alone."""
     submit_args = os.environ.get("PYSPARK_SUBMIT_ARGS", "")
-    return ("PYSPARK_GATEWAY_PORT" in os.environ or "--master" in submit_args
-            or "spark.master" in submit_args or bool(os.environ.get("MASTER")))
+    return (
+        "PYSPARK_GATEWAY_PORT" in os.environ
+        or "--master" in submit_args
+        or "spark.master" in submit_args
+        or bool(os.environ.get("MASTER"))
+    )
 
 
-def get_session(master: Optional[str] = None, app_name: str = "crcmerkle",
-                conf: Optional[Dict[str, Any]] = None, quiet: bool = True) -> Any:
+def get_session(
+    master: Optional[str] = None,
+    app_name: str = "crcmerkle",
+    conf: Optional[Dict[str, Any]] = None,
+    quiet: bool = True,
+) -> Any:
     """getOrCreate a SparkSession: `master` defaults to local[*] unless the launcher (e.g.
     spark-submit) already set one. `conf` entries win over the launcher's settings, which win
     over DEFAULT_CONF (see the module docstring)."""
@@ -312,8 +337,9 @@ def get_session(master: Optional[str] = None, app_name: str = "crcmerkle",
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     if _SHUFFLE not in given and _SHUFFLE not in launcher:
-        spark.conf.set(_SHUFFLE, str(max(
-            1, SHUFFLE_TASKS_PER_CORE * spark.sparkContext.defaultParallelism)))
+        spark.conf.set(
+            _SHUFFLE, str(max(1, SHUFFLE_TASKS_PER_CORE * spark.sparkContext.defaultParallelism))
+        )
     if spark.conf.get(_MIN_SPLITS, None) is None:
         # Parquet splits default to 128 MiB, so a 400 MiB table is read by 4 tasks: on 2 or
         # 4 cores the last wave runs half empty. Three splits per core at least (measured:

@@ -31,8 +31,15 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 from merkle.replica.inventory import Inventory, _name_key
 from merkle.replica.layout import datanode_identity
 
-__all__ = ["DUPLICATE_DATANODE", "NOT_IN_INVENTORY", "SCANNED", "Verdict", "WRONG_DATANODE",
-           "check_volumes", "same_volume"]
+__all__ = [
+    "DUPLICATE_DATANODE",
+    "NOT_IN_INVENTORY",
+    "SCANNED",
+    "Verdict",
+    "WRONG_DATANODE",
+    "check_volumes",
+    "same_volume",
+]
 
 #: the volumes table's statuses these checks use (spark_udfs.jobs.scan.VOLUME_STATUSES; repeated
 #: so that this module imports no Spark job)
@@ -61,8 +68,9 @@ def same_volume(path: Optional[str]) -> str:
     return "/" + posixpath.normpath(path or "").lstrip("/")
 
 
-def check_volumes(rows: Iterable[Mapping[str, Any]], inventory: Optional[Inventory] = None
-                  ) -> Dict[Key, Verdict]:
+def check_volumes(
+    rows: Iterable[Mapping[str, Any]], inventory: Optional[Inventory] = None
+) -> Dict[Key, Verdict]:
     """{(host, volume): Verdict} for each SCANNED row (datanode, host, volume, cluster_id,
     status) that must not vouch (see the module docstring). Rows without a host (a scan of
     one directory tree, which knows no hosts) are never judged here."""
@@ -84,19 +92,33 @@ def _inventory_checks(rows: List[Dict[str, Any]], inventory: Inventory) -> Dict[
         key = (r["host"], r["volume"])
         h = inventory.host_named(r["host"])
         if h is None:
-            out[key] = Verdict(NOT_IN_INVENTORY, (
-                f"{r['volume']} on {r['host']}: the inventory has no host {r['host']}: its "
-                f"datanode {r['datanode']} is not counted"))
+            out[key] = Verdict(
+                NOT_IN_INVENTORY,
+                (
+                    f"{r['volume']} on {r['host']}: the inventory has no host {r['host']}: its "
+                    f"datanode {r['datanode']} is not counted"
+                ),
+            )
             continue
         mine = h.uuid
         if same_volume(r["volume"]) not in {same_volume(v) for v in h.volumes}:
-            out[key] = Verdict(NOT_IN_INVENTORY, (
-                f"{r['volume']} on {h.host} is not one of that host's volumes in the "
-                f"inventory (it names datanode {r['datanode']}): not counted"), mine)
+            out[key] = Verdict(
+                NOT_IN_INVENTORY,
+                (
+                    f"{r['volume']} on {h.host} is not one of that host's volumes in the "
+                    f"inventory (it names datanode {r['datanode']}): not counted"
+                ),
+                mine,
+            )
         elif mine is not None and datanode_identity(r["datanode"]) != mine:
-            out[key] = Verdict(WRONG_DATANODE, (
-                f"{r['volume']} on {h.host} belongs to datanode {r['datanode']}; the "
-                f"inventory puts {mine} there: not counted"), mine)
+            out[key] = Verdict(
+                WRONG_DATANODE,
+                (
+                    f"{r['volume']} on {h.host} belongs to datanode {r['datanode']}; the "
+                    f"inventory puts {mine} there: not counted"
+                ),
+                mine,
+            )
     return out
 
 
@@ -109,9 +131,13 @@ def _duplicate_datanodes(rows: List[Dict[str, Any]]) -> Dict[Key, Verdict]:
     for r in rows:
         hosts = sorted(hosts_of[r["datanode"]].values())
         if len(hosts) > 1:
-            out[(r["host"], r["volume"])] = Verdict(DUPLICATE_DATANODE, (
-                f"datanode {r['datanode']} is claimed by volumes on {len(hosts)} hosts "
-                f"({', '.join(hosts)}): counted as none of theirs"))
+            out[(r["host"], r["volume"])] = Verdict(
+                DUPLICATE_DATANODE,
+                (
+                    f"datanode {r['datanode']} is claimed by volumes on {len(hosts)} hosts "
+                    f"({', '.join(hosts)}): counted as none of theirs"
+                ),
+            )
     return out
 
 
@@ -124,9 +150,13 @@ def _two_datanodes_on_a_host(rows: List[Dict[str, Any]]) -> Dict[Key, Verdict]:
     for r in rows:
         dns = sorted(by_host[_name_key(r["host"])])
         if len(dns) > 1:
-            out[(r["host"], r["volume"])] = Verdict(WRONG_DATANODE, (
-                f"the volumes of {r['host']} name {len(dns)} datanodes ({', '.join(dns)}): "
-                f"Ozone would refuse the ones that are not its own; none is counted"))
+            out[(r["host"], r["volume"])] = Verdict(
+                WRONG_DATANODE,
+                (
+                    f"the volumes of {r['host']} name {len(dns)} datanodes ({', '.join(dns)}): "
+                    f"Ozone would refuse the ones that are not its own; none is counted"
+                ),
+            )
     return out
 
 
@@ -143,13 +173,21 @@ def _other_clusters(rows: List[Dict[str, Any]]) -> Dict[Key, Verdict]:
         if not cid:
             continue
         if n == second:
-            out[(r["host"], r["volume"])] = Verdict(WRONG_DATANODE, (
-                f"{r['volume']} on {r['host']} belongs to cluster {cid}, and no cluster "
-                f"holds most volumes ({len(clusters)} clusters): not counted"))
+            out[(r["host"], r["volume"])] = Verdict(
+                WRONG_DATANODE,
+                (
+                    f"{r['volume']} on {r['host']} belongs to cluster {cid}, and no cluster "
+                    f"holds most volumes ({len(clusters)} clusters): not counted"
+                ),
+            )
         elif cid != main:
-            out[(r["host"], r["volume"])] = Verdict(WRONG_DATANODE, (
-                f"{r['volume']} on {r['host']} belongs to cluster {cid}, the others to "
-                f"{main}: not counted"))
+            out[(r["host"], r["volume"])] = Verdict(
+                WRONG_DATANODE,
+                (
+                    f"{r['volume']} on {r['host']} belongs to cluster {cid}, the others to "
+                    f"{main}: not counted"
+                ),
+            )
     return out
 
 
@@ -165,8 +203,9 @@ def _emitted(name: Any) -> Any:
     return name.startswith(FILE_PREFIX) & name.endswith(".parquet")
 
 
-def vet_emitted(spark: Any, tables: Dict[str, Any], inventory: Optional[Inventory] = None
-                ) -> Dict[str, Any]:
+def vet_emitted(
+    spark: Any, tables: Dict[str, Any], inventory: Optional[Inventory] = None
+) -> Dict[str, Any]:
     """`tables` (a scan directory's DataFrames, as read back from Parquet) with the checks
     applied to the volumes `crcmerkle scan --emit` wrote (their files' names say so; the
     Spark scans' own tables were checked by their driver): each volume that may not vouch
@@ -179,8 +218,10 @@ def vet_emitted(spark: Any, tables: Dict[str, Any], inventory: Optional[Inventor
     if volumes is None:
         return tables
     name = F.col(_FILE)
-    rows = [r.asDict() for r in volumes.select("*", name.alias("__file"))
-            .filter(_emitted(name)).collect()]
+    rows = [
+        r.asDict()
+        for r in volumes.select("*", name.alias("__file")).filter(_emitted(name)).collect()
+    ]
     verdicts = check_volumes(rows, inventory)
     if not verdicts:
         return tables
@@ -201,15 +242,22 @@ def _rewritten(spark: Any, volumes: Any, verdicts: Dict[Key, Verdict]) -> Any:
 
     changes = spark.createDataFrame(
         [(h, v, x.status, x.detail, x.datanode) for (h, v), x in sorted(verdicts.items())],
-        "__h string, __v string, __status string, __detail string, __datanode string")
+        "__h string, __v string, __status string, __detail string, __datanode string",
+    )
     hit = (F.col("status") == F.lit(SCANNED)) & F.col("__status").isNotNull()
-    cols = [F.when(hit, F.coalesce(F.col("__datanode"), F.col("datanode")))
-            .otherwise(F.col("datanode")).alias("datanode")]
+    cols = [
+        F.when(hit, F.coalesce(F.col("__datanode"), F.col("datanode")))
+        .otherwise(F.col("datanode"))
+        .alias("datanode")
+    ]
     for c in volumes.columns:
         if c in ("status", "detail"):
             cols.append(F.when(hit, F.col(f"__{c}")).otherwise(F.col(c)).alias(c))
         elif c != "datanode":
             cols.append(F.col(c))
-    joined = volumes.join(F.broadcast(changes), (F.col("host") == F.col("__h"))
-                          & (F.col("volume") == F.col("__v")), "left")
+    joined = volumes.join(
+        F.broadcast(changes),
+        (F.col("host") == F.col("__h")) & (F.col("volume") == F.col("__v")),
+        "left",
+    )
     return joined.select(*cols).select(*[c.split()[0] for c in VOLUME_SCHEMA.split(", ")])

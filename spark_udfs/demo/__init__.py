@@ -31,12 +31,15 @@ from merkle.replica.layout import REPAIR_IN_PLACE
 from merkle.replica.layouts import layout_named
 from merkle.replica.levels import ERROR, WARNING, severity_of
 
-__all__ = ["DemoResult", "Findings", "NO_SCAN_FINDING", "check_findings", "fault_level",
-           "run_demo"]
+__all__ = ["DemoResult", "Findings", "NO_SCAN_FINDING", "check_findings", "fault_level", "run_demo"]
 
 #: scan error -> the pull the diff must plan for the damaged replica
-_PULL_FOR_ERROR = {"CORRUPT_CHUNK": "CORRUPT_CHUNK", "INCONSISTENT_CHUNK_LENGTH": "CORRUPT_CHUNK",
-                   "MISSING_CHUNK": "MISSING_CHUNK", "MISSING_DATA_FILE": "MISSING_BLOCK"}
+_PULL_FOR_ERROR = {
+    "CORRUPT_CHUNK": "CORRUPT_CHUNK",
+    "INCONSISTENT_CHUNK_LENGTH": "CORRUPT_CHUNK",
+    "MISSING_CHUNK": "MISSING_CHUNK",
+    "MISSING_DATA_FILE": "MISSING_BLOCK",
+}
 
 ErrorKey = Tuple[str, str, Optional[int], Optional[int]]  # replica, error, block, offset
 
@@ -93,9 +96,16 @@ class Findings:
     def exact(self) -> bool:
         """True when every fault was found, nothing else was, and the unrecoverable chunks
         are exactly those corrupted on every replica."""
-        return not (self.missed or self.false_errors or self.false_mismatches
-                    or self.false_pulls or self.false_pending) \
+        return (
+            not (
+                self.missed
+                or self.false_errors
+                or self.false_mismatches
+                or self.false_pulls
+                or self.false_pending
+            )
             and self.unrecoverable_expected == self.unrecoverable_found
+        )
 
     def table(self) -> str:
         """Per fault type: injected, found, missed; then the false alarms."""
@@ -112,18 +122,26 @@ class Findings:
         n = len(self.faults)
         ok = n - len(self.missed)
         lines.append(f"{'total':<22}{'':<9}{n:>8}{ok:>7}{n - ok:>8}")
-        lines.append("level: error = Ozone marks the replica unhealthy or data is damaged "
-                     "(exit 1); warning = reported, the replica stays ok (exit 1 only with "
-                     "--strict); - = no scan finding, the diff reports it")
-        lines.append(f"false alarms: {len(self.false_errors)} scan errors, "
-                     f"{len(self.false_mismatches)} mismatched containers, "
-                     f"{len(self.false_pulls)} repair pulls, {len(self.false_pending)} "
-                     f"pending deletions")
-        lines.append(f"unrecoverable chunks: {len(self.unrecoverable_expected)} injected "
-                     f"(corrupted on every replica), {len(self.unrecoverable_found)} reported")
+        lines.append(
+            "level: error = Ozone marks the replica unhealthy or data is damaged "
+            "(exit 1); warning = reported, the replica stays ok (exit 1 only with "
+            "--strict); - = no scan finding, the diff reports it"
+        )
+        lines.append(
+            f"false alarms: {len(self.false_errors)} scan errors, "
+            f"{len(self.false_mismatches)} mismatched containers, "
+            f"{len(self.false_pulls)} repair pulls, {len(self.false_pending)} "
+            f"pending deletions"
+        )
+        lines.append(
+            f"unrecoverable chunks: {len(self.unrecoverable_expected)} injected "
+            f"(corrupted on every replica), {len(self.unrecoverable_found)} reported"
+        )
         for f in self.missed:
-            lines.append(f"  MISSED fault {f.id} ({f.type}, container {f.container}): "
-                         + "; ".join(f.missing))
+            lines.append(
+                f"  MISSED fault {f.id} ({f.type}, container {f.container}): "
+                + "; ".join(f.missing)
+            )
         for e in self.false_errors:
             lines.append(f"  FALSE scan error {e}")
         for cid in self.false_mismatches:
@@ -139,11 +157,14 @@ def _opt(v: Any) -> Optional[int]:
     return None if v is None or v != v else int(v)  # v != v: pandas NaN
 
 
-def check_findings(manifest: Dict[str, Any], errors: Iterable[ErrorKey],
-                   pulls: Iterable[Tuple[str, str, int, Optional[int]]],
-                   mismatched: Iterable[int],
-                   unrecoverable: Iterable[Tuple[int, int, int]],
-                   pending: Iterable[Tuple[str, int]] = ()) -> Findings:
+def check_findings(
+    manifest: Dict[str, Any],
+    errors: Iterable[ErrorKey],
+    pulls: Iterable[Tuple[str, str, int, Optional[int]]],
+    mismatched: Iterable[int],
+    unrecoverable: Iterable[Tuple[int, int, int]],
+    pending: Iterable[Tuple[str, int]] = (),
+) -> Findings:
     """Compare the jobs' findings with a generator manifest.
 
     errors: (replica path relative to the cluster root, error, block, offset) scan errors;
@@ -166,8 +187,9 @@ def check_findings(manifest: Dict[str, Any], errors: Iterable[ErrorKey],
     unrec_found = {(int(c), int(b), int(o)) for c, b, o in unrecoverable}
     pending_set = {(r, int(b)) for r, b in pending}
     pending_containers = {int(Path(r).name) for r, _ in pending_set}
-    unrec_expected = {(u["container_id"], u["block_id"], u["offset"])
-                      for u in manifest["unrepairable_chunks"]}
+    unrec_expected = {
+        (u["container_id"], u["block_id"], u["offset"]) for u in manifest["unrepairable_chunks"]
+    }
     replicas_of = {int(c): v["replicas"] for c, v in manifest["containers"].items()}
     expected_errors: Set[ErrorKey] = set()
     checks: List[FaultCheck] = []
@@ -182,14 +204,19 @@ def check_findings(manifest: Dict[str, Any], errors: Iterable[ErrorKey],
                 missing.append(f"scan error {e['error']} on {e['replica']}")
             kind = None if f["type"] in _SCAN_ONLY else _PULL_FOR_ERROR.get(e["error"])
             chunk = (cid, e["block_id"], e["offset"])
-            if kind and chunk not in unrec_expected and \
-                    (e["replica"], kind, e["block_id"], e["offset"]) not in pull_set:
+            if (
+                kind
+                and chunk not in unrec_expected
+                and (e["replica"], kind, e["block_id"], e["offset"]) not in pull_set
+            ):
                 missing.append(f"{kind} pull for {e['replica']}")
         others = [r for r in replicas_of[cid] if r not in f["replicas"]]
         if f["type"] == "tombstone":
             for r in others:
-                if (r, "DIVERGED_DELETED_BLOCK", f["block_id"], None) not in pull_set \
-                        and (r, f["block_id"]) not in pending_set:
+                if (r, "DIVERGED_DELETED_BLOCK", f["block_id"], None) not in pull_set and (
+                    r,
+                    f["block_id"],
+                ) not in pending_set:
                     missing.append(f"DIVERGED_DELETED_BLOCK pull or pending deletion for {r}")
         if f["type"] == "extra-block":
             for r in others:
@@ -200,24 +227,28 @@ def check_findings(manifest: Dict[str, Any], errors: Iterable[ErrorKey],
             continue
         # warnings never make a mismatch (a tree is rebuilt from the data; a replica whose
         # data is not scanned is left out of the comparison)
-        if level != WARNING and f["type"] != "bitflip-all" \
-                and cid not in set(mismatched) \
-                and not (f["type"] == "tombstone" and cid in pending_containers):
+        if (
+            level != WARNING
+            and f["type"] != "bitflip-all"
+            and cid not in set(mismatched)
+            and not (f["type"] == "tombstone" and cid in pending_containers)
+        ):
             missing.append(f"container {cid} reported as matching")
         checks.append(FaultCheck(f["id"], f["type"], cid, not missing, missing, level))
     # a container touched only by warning-level faults may not be mismatched either
-    touched = {int(f["container_id"]) for f in manifest["faults"]
-               if fault_level(f) != WARNING}
+    touched = {int(f["container_id"]) for f in manifest["faults"] if fault_level(f) != WARNING}
     tombstoned = {(int(c), b) for c, bs in manifest["tombstones"].items() for b in bs}
     return Findings(
         faults=checks,
         false_errors=sorted(found_errors - expected_errors, key=str),
         false_mismatches=sorted(c for c in set(mismatched) if c not in touched),
-        false_pulls=sorted((p for p in pull_set if int(Path(p[0]).name) not in touched),
-                           key=str),
-        false_pending=sorted((r, b) for r, b in pending_set
-                             if (int(Path(r).name), b) not in tombstoned),
-        unrecoverable_expected=unrec_expected, unrecoverable_found=unrec_found)
+        false_pulls=sorted((p for p in pull_set if int(Path(p[0]).name) not in touched), key=str),
+        false_pending=sorted(
+            (r, b) for r, b in pending_set if (int(Path(r).name), b) not in tombstoned
+        ),
+        unrecoverable_expected=unrec_expected,
+        unrecoverable_found=unrec_found,
+    )
 
 
 @dataclass
@@ -239,16 +270,19 @@ class DemoResult:
             return True
         s = self.after_repair["summary"]
         unrec = {c for c, _, _ in self.findings.unrecoverable_expected}
-        return s["MISMATCHED"] == len(unrec) and \
-            set(self.after_repair["containers"]["MISMATCHED"]) == unrec
+        return (
+            s["MISMATCHED"] == len(unrec)
+            and set(self.after_repair["containers"]["MISMATCHED"]) == unrec
+        )
 
 
 def _rel(root: Path, path: Optional[str]) -> str:
     return os.path.relpath(str(path), str(root)) if path else ""
 
 
-def _analyse(spark: Any, cluster: Path, out: Path, first: int, report_file: Path
-             ) -> Tuple[Any, Dict[str, Any]]:
+def _analyse(
+    spark: Any, cluster: Path, out: Path, first: int, report_file: Path
+) -> Tuple[Any, Dict[str, Any]]:
     """scan -> Parquet -> diff -> report, as `crcmerkle spark run --report FILE` does: the
     executors write the full command list next to `report_file` (FILE.commands/)."""
     from spark_udfs.jobs.diff import diff_scan
@@ -256,19 +290,34 @@ def _analyse(spark: Any, cluster: Path, out: Path, first: int, report_file: Path
     from spark_udfs.jobs.scan import scan_replicas
 
     scan_replicas(spark, [str(cluster)]).write(str(out))
-    tables = {name: spark.read.parquet(str(out / name))
-              for name in ("chunks", "blocks", "containers", "errors")}
+    tables = {
+        name: spark.read.parquet(str(out / name))
+        for name in ("chunks", "blocks", "containers", "errors")
+    }
     diff = diff_scan(tables)
     errors, containers = tables["errors"], tables["containers"]
-    report = build_report(diff, replicas=containers, errors=errors, first=first,
-                          commands_to=str(report_file) + ".commands",
-                          commands_ref=report_file.name + ".commands")
+    report = build_report(
+        diff,
+        replicas=containers,
+        errors=errors,
+        first=first,
+        commands_to=str(report_file) + ".commands",
+        commands_ref=report_file.name + ".commands",
+    )
     return (diff, errors), report
 
 
-def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
-             faults: str = "default", master: Optional[str] = None, repair: bool = True,
-             say: Any = print, layout: str = "ozone") -> DemoResult:
+def run_demo(
+    workdir: os.PathLike,
+    *,
+    containers: int = 12,
+    seed: int = 7,
+    faults: str = "default",
+    master: Optional[str] = None,
+    repair: bool = True,
+    say: Any = print,
+    layout: str = "ozone",
+) -> DemoResult:
     """Generate, scan, diff, report, check against the ground truth, repair, re-check.
 
     `workdir` must be new or empty (the CLI also accepts an earlier demo's); it receives
@@ -286,14 +335,23 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
     work = Path(workdir)
     cluster = work / "cluster"
     ozone = layout == "ozone"
-    manifest = generate_cluster(cluster, faults=parse_faults(faults, layout),
-                                containers=containers, seed=seed, layout=layout, om_db=ozone)
-    say(f"[1/8] generated {containers} containers x 3 replicas under {cluster} with "
-        f"{len(manifest['faults'])} injected faults (ground truth: {cluster}/manifest.json)")
+    manifest = generate_cluster(
+        cluster,
+        faults=parse_faults(faults, layout),
+        containers=containers,
+        seed=seed,
+        layout=layout,
+        om_db=ozone,
+    )
+    say(
+        f"[1/8] generated {containers} containers x 3 replicas under {cluster} with "
+        f"{len(manifest['faults'])} injected faults (ground truth: {cluster}/manifest.json)"
+    )
     spark = get_session(master, app_name="crcmerkle-demo")
     say(f"[2/8] Spark {spark.version} on {spark.sparkContext.master}: scan, diff, report")
-    (diff, errors), report = _analyse(spark, cluster, work / "scan", first=100,
-                                      report_file=work / "report.json")
+    (diff, errors), report = _analyse(
+        spark, cluster, work / "scan", first=100, report_file=work / "report.json"
+    )
     write_atomic(work / "report.json", to_json(report).encode())
     say(format_text(report))
     rows = errors.select("replica", "error", "block", "offset").collect()
@@ -305,19 +363,28 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
         errors=[(_rel(cluster, r[0]), r[1], r[2], r[3]) for r in rows],
         pulls=[(_rel(cluster, p[0]), p[1], p[2], p[3]) for p in pulls],
         mismatched=[r[0] for r in judged.filter("mismatched").select("container").collect()],
-        unrecoverable=[(u[0], u[1], u[2]) for u in diff.unrecoverable.select(
-            "container", "block", "offset").collect()],
-        pending=[(_rel(cluster, p[0]), p[1]) for p in diff.pending_deletions.select(
-            "replica", "block").collect()])
+        unrecoverable=[
+            (u[0], u[1], u[2])
+            for u in diff.unrecoverable.select("container", "block", "offset").collect()
+        ],
+        pending=[
+            (_rel(cluster, p[0]), p[1])
+            for p in diff.pending_deletions.select("replica", "block").collect()
+        ],
+    )
     say("[3/8] found vs injected (ground truth)")
     say(findings.table())
     result = DemoResult(cluster, findings, report)
     if layout_named(layout).repair != REPAIR_IN_PLACE:
         # a datanode repairs its own replicas (container reconciliation): ask Ozone to
-        say(f"[4/8] repair is the datanodes' own (Ozone container reconciliation): "
-            f"{len(report['ozone_reconcile'])} container(s) to reconcile, listed above")
-        say("[5/8] no local repair on running datanodes (crcmerkle reconcile refuses them; "
-            "--offline repairs a stopped datanode's volumes)")
+        say(
+            f"[4/8] repair is the datanodes' own (Ozone container reconciliation): "
+            f"{len(report['ozone_reconcile'])} container(s) to reconcile, listed above"
+        )
+        say(
+            "[5/8] no local repair on running datanodes (crcmerkle reconcile refuses them; "
+            "--offline repairs a stopped datanode's volumes)"
+        )
         result.copies_ok = _copy_step(work, spark, cluster, manifest, say)
         if repair:
             result.plan_ok = _plan_step(work, spark, say, layout)
@@ -327,27 +394,33 @@ def run_demo(workdir: os.PathLike, *, containers: int = 12, seed: int = 7,
     # every command, as `crcmerkle reconcile --report` reads them (the full list when the
     # JSON holds only the first ones)
     jobs = load_report_jobs(work / "report.json")
-    say(f"[4/8] repair: {len(jobs)} reconcile command(s) from the report "
-        f"(crcmerkle reconcile --report {work / 'report.json'})")
+    say(
+        f"[4/8] repair: {len(jobs)} reconcile command(s) from the report "
+        f"(crcmerkle reconcile --report {work / 'report.json'})"
+    )
     for (target, *peers), _ in jobs:
         reconcile(target, peers)
     spark.catalog.clearCache()
-    _, after = _analyse(spark, cluster, work / "rescan", first=100,
-                        report_file=work / "report-after-repair.json")
+    _, after = _analyse(
+        spark, cluster, work / "rescan", first=100, report_file=work / "report-after-repair.json"
+    )
     write_atomic(work / "report-after-repair.json", to_json(after).encode())
     result.after_repair = after
     s = after["summary"]
-    say(f"[5/8] re-scan after repair: {s['MATCH']} container(s) match, {s['MISMATCHED']} "
+    say(
+        f"[5/8] re-scan after repair: {s['MATCH']} container(s) match, {s['MISMATCHED']} "
         f"mismatched ({s['UNRECOVERABLE']} holding a chunk corrupted on every replica: "
-        f"{', '.join(f'#{c}' for c in after['containers']['UNRECOVERABLE']) or 'none'})")
-    say("[6/8] copy check: shown on the Ozone layout (`--layout ozone`), whose OM DB names "
-        "the keys that are copied")
+        f"{', '.join(f'#{c}' for c in after['containers']['UNRECOVERABLE']) or 'none'})"
+    )
+    say(
+        "[6/8] copy check: shown on the Ozone layout (`--layout ozone`), whose OM DB names "
+        "the keys that are copied"
+    )
     result.plan_ok = _plan_step(work, spark, say, layout)
     return result
 
 
-def _copy_step(work: Path, spark: Any, cluster: Path, manifest: Dict[str, Any],
-               say: Any) -> bool:
+def _copy_step(work: Path, spark: Any, cluster: Path, manifest: Dict[str, Any], say: Any) -> bool:
     """Step 6 (Ozone layout): the keys' copies checked from stored checksums
     (spark_udfs.demo.copies)."""
     from spark_udfs.demo.copies import run_copy_step
@@ -361,4 +434,3 @@ def _plan_step(work: Path, spark: Any, say: Any, layout: str) -> bool:
     from spark_udfs.demo.decommission import run_plan_demo
 
     return run_plan_demo(work, spark, say, demo_layout=layout)
-

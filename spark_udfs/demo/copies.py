@@ -55,7 +55,7 @@ def copy_keys(cluster: Path, manifest: Dict[str, Any], dest: Path) -> Dict[str, 
             data = bytes(flipped)
             expected[name] = "MISMATCH"
         elif fault == "truncated":
-            data = data[:len(data) // 2]
+            data = data[: len(data) // 2]
             expected[name] = "SIZE_DIFFERS"
         else:
             expected[name] = "MATCH" if key["pristine_copy"] else "UNVERIFIED"
@@ -68,8 +68,15 @@ def copy_keys(cluster: Path, manifest: Dict[str, Any], dest: Path) -> Dict[str, 
     return expected
 
 
-def run_copy_step(work: Path, spark: Any, cluster: Path, manifest: Dict[str, Any],
-                  scan_dir: Path, say: Any, step: str) -> bool:
+def run_copy_step(
+    work: Path,
+    spark: Any,
+    cluster: Path,
+    manifest: Dict[str, Any],
+    scan_dir: Path,
+    say: Any,
+    step: str,
+) -> bool:
     """Copy, check, compare with what was injected; True when the check found exactly it."""
     from merkle.copies.report import to_json
     from merkle.copies.verdicts import FINDINGS
@@ -77,28 +84,48 @@ def run_copy_step(work: Path, spark: Any, cluster: Path, manifest: Dict[str, Any
 
     copies = work / "copies"
     expected = copy_keys(cluster, manifest, copies)
-    tables = {name: spark.read.parquet(str(scan_dir / name))
-              for name in ("chunks", "blocks", "containers")}
+    tables = {
+        name: spark.read.parquet(str(scan_dir / name))
+        for name in ("chunks", "blocks", "containers")
+    }
     res = copycheck(spark, str(cluster / "om.db"), tables, str(copies), str(work / "copycheck"))
     got = {r["name"]: r["verdict"] for r in res.verdicts.select("name", "verdict").collect()}
     wrong: List[Tuple[str, str, str]] = sorted(
-        (n, expected.get(n, "-"), got.get(n, "-")) for n in set(expected) | set(got)
-        if expected.get(n) != got.get(n))
+        (n, expected.get(n, "-"), got.get(n, "-"))
+        for n in set(expected) | set(got)
+        if expected.get(n) != got.get(n)
+    )
     counts = ", ".join(f"{v} {c}" for v, c in res.counts.items() if c)
-    say(f"{step} copy check: the {res.keys} keys of the OM DB against their copies in "
+    say(
+        f"{step} copy check: the {res.keys} keys of the OM DB against their copies in "
         f"{copies} (a directory: read in full, {res.bytes_read} bytes; S3, GCS and HDFS "
-        f"copies are compared from their stored checksums, reading nothing): {counts}")
-    write_atomic(work / "copycheck.json", to_json(
-        {"target": res.target, "keys": res.keys, "objects": res.objects, "counts": res.counts,
-         "bytes_read": res.bytes_read, "first": res.first}).encode())
+        f"copies are compared from their stored checksums, reading nothing): {counts}"
+    )
+    write_atomic(
+        work / "copycheck.json",
+        to_json(
+            {
+                "target": res.target,
+                "keys": res.keys,
+                "objects": res.objects,
+                "counts": res.counts,
+                "bytes_read": res.bytes_read,
+                "first": res.first,
+            }
+        ).encode(),
+    )
     for verdict in FINDINGS:
         for r in res.first.get(verdict, []):
             say(f"  {verdict:<14} {r['name']}: {r['detail']}")
     if wrong:
-        say("copy check: differs from what was injected: " + "; ".join(
-            f"{n}: expected {e}, got {g}" for n, e, g in wrong[:10]))
+        say(
+            "copy check: differs from what was injected: "
+            + "; ".join(f"{n}: expected {e}, got {g}" for n, e, g in wrong[:10])
+        )
         return False
-    say(f"copy check: found exactly the injected differences (1 changed byte, 1 missing, "
+    say(
+        f"copy check: found exactly the injected differences (1 changed byte, 1 missing, "
         f"1 cut short, 1 extra object) and {sum(v == 'UNVERIFIED' for v in got.values())} "
-        f"key(s) no replica vouches for")
+        f"key(s) no replica vouches for"
+    )
     return True

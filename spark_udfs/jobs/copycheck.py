@@ -54,9 +54,15 @@ _OBJECTS_PER_TASK = 2000
 
 
 def _arrow_ddl(schema: pa.Schema) -> str:
-    names = {pa.string(): "string", pa.int64(): "long", pa.int32(): "int",
-             pa.binary(): "binary", pa.bool_(): "boolean",
-             pa.list_(pa.int64()): "array<bigint>", pa.list_(pa.string()): "array<string>"}
+    names = {
+        pa.string(): "string",
+        pa.int64(): "long",
+        pa.int32(): "int",
+        pa.binary(): "binary",
+        pa.bool_(): "boolean",
+        pa.list_(pa.int64()): "array<bigint>",
+        pa.list_(pa.string()): "array<string>",
+    }
     return ", ".join(f"{f.name} {names[f.type]}" for f in schema)
 
 
@@ -98,6 +104,7 @@ def _describe_fn(target: Any) -> Any:
         for b in batches:
             if b.num_rows:
                 yield target.describe(b)
+
     return run
 
 
@@ -120,10 +127,18 @@ def _write_parquet(path: str, batches: Iterator[Any], schema: pa.Schema) -> int:
 
 #: OUT/block_sources: per block of each key, the replica that spoke for it (datanode and
 #: replica path) or, as block_status, why none did
-BLOCK_SOURCE_SCHEMA = pa.schema([
-    ("key_id", pa.int64()), ("seq", pa.int32()), ("container", pa.int64()),
-    ("block", pa.int64()), ("block_length", pa.int64()), ("chosen", pa.string()),
-    ("chosen_replica", pa.string()), ("block_status", pa.string())])
+BLOCK_SOURCE_SCHEMA = pa.schema(
+    [
+        ("key_id", pa.int64()),
+        ("seq", pa.int32()),
+        ("container", pa.int64()),
+        ("block", pa.int64()),
+        ("block_length", pa.int64()),
+        ("chosen", pa.string()),
+        ("chosen_replica", pa.string()),
+        ("block_status", pa.string()),
+    ]
+)
 
 
 def _placed_replicas(spark: Any, replicas: Any, inventory: Any) -> Any:
@@ -155,15 +170,21 @@ def _placed_replicas(spark: Any, replicas: Any, inventory: Any) -> Any:
     # a path with a '.' or '..' component (or '//') is not where it seems: a planted
     # `/vol/../elsewhere` starts with the volume and lies outside it
     plain = ~F.col("r.replica").rlike(r"(^|/)\.\.?(/|$)|//")
-    on = ((F.col("r.datanode") == F.col("v.datanode"))
-          & F.col("r.host").eqNullSafe(F.col("v.host"))
-          & F.col("r.replica").startswith(F.col("v.volume")) & plain)
-    return r.join(F.broadcast(v), on, "left_semi").select("datanode", "replica", "container") \
-        .distinct().withColumn("placed", F.lit(True))
+    on = (
+        (F.col("r.datanode") == F.col("v.datanode"))
+        & F.col("r.host").eqNullSafe(F.col("v.host"))
+        & F.col("r.replica").startswith(F.col("v.volume"))
+        & plain
+    )
+    return (
+        r.join(F.broadcast(v), on, "left_semi")
+        .select("datanode", "replica", "container")
+        .distinct()
+        .withColumn("placed", F.lit(True))
+    )
 
 
-def _block_choice(key_blocks: Any, blocks: Any, containers: Any, inventory: Any = None
-                  ) -> Any:
+def _block_choice(key_blocks: Any, blocks: Any, containers: Any, inventory: Any = None) -> Any:
     """Per block of each key (key_blocks' rows): the replica that speaks for it (`chosen`, a
     datanode, and `chosen_replica`, its replica path) or, as `block_status`, why none does.
     A replica speaks for a block when the scan read it (`verified`, bytes read), every chunk
@@ -175,30 +196,51 @@ def _block_choice(key_blocks: Any, blocks: Any, containers: Any, inventory: Any 
     gives its host vouches (_placed_replicas)."""
     from pyspark.sql import Window, functions as F
 
-    reps = containers.select("datanode", "replica", "container", "host",
-                             F.coalesce(F.col("verified"), F.lit(False)).alias("verified"),
-                             F.coalesce(F.col("bytes_read"), F.lit(0)).alias("bytes_read"))
+    reps = containers.select(
+        "datanode",
+        "replica",
+        "container",
+        "host",
+        F.coalesce(F.col("verified"), F.lit(False)).alias("verified"),
+        F.coalesce(F.col("bytes_read"), F.lit(0)).alias("bytes_read"),
+    )
     # every replica row of a (datanode, container): more than one, none of them speaks
-    reps = reps.withColumn("copies", F.count(F.lit(1)).over(
-        Window.partitionBy("datanode", "container")))
+    reps = reps.withColumn(
+        "copies", F.count(F.lit(1)).over(Window.partitionBy("datanode", "container"))
+    )
     if inventory is not None:
         placed = _placed_replicas(containers.sparkSession, reps, inventory)
-        reps = reps.join(placed, ["datanode", "replica", "container"], "left") \
-            .withColumn("placed", F.coalesce(F.col("placed"), F.lit(False)))
+        reps = reps.join(placed, ["datanode", "replica", "container"], "left").withColumn(
+            "placed", F.coalesce(F.col("placed"), F.lit(False))
+        )
     else:
         reps = reps.withColumn("placed", F.lit(True))
     live = blocks.filter(F.col("block").isNotNull() & ~F.coalesce(F.col("deleted"), F.lit(False)))
-    b = live.select("datanode", "replica", "container", "block", "checksum_matches",
-                    "block_value", F.col("bytes").alias("replica_bytes")) \
-        .withColumn("block_rows", F.count(F.lit(1)).over(
-            Window.partitionBy("datanode", "replica", "container", "block"))) \
+    b = (
+        live.select(
+            "datanode",
+            "replica",
+            "container",
+            "block",
+            "checksum_matches",
+            "block_value",
+            F.col("bytes").alias("replica_bytes"),
+        )
+        .withColumn(
+            "block_rows",
+            F.count(F.lit(1)).over(Window.partitionBy("datanode", "replica", "container", "block")),
+        )
         .join(reps.drop("host"), ["datanode", "replica", "container"], "left")
+    )
     rows = key_blocks.join(b, ["container", "block"], "left")
     sole = (F.coalesce(F.col("copies"), F.lit(0)) == 1) & (F.col("block_rows") == 1)
     placed = F.coalesce(F.col("placed"), F.lit(False))
-    read_ok = (F.coalesce(F.col("checksum_matches"), F.lit(False))
-               & F.coalesce(F.col("verified"), F.lit(False)) & (F.col("bytes_read") > 0)
-               & (F.col("replica_bytes") == F.col("block_length")))
+    read_ok = (
+        F.coalesce(F.col("checksum_matches"), F.lit(False))
+        & F.coalesce(F.col("verified"), F.lit(False))
+        & (F.col("bytes_read") > 0)
+        & (F.col("replica_bytes") == F.col("block_length"))
+    )
     good = read_ok & sole & placed & F.col("replica").isNotNull()
     agg = rows.groupBy("key_id", "seq", "container", "block", "block_length").agg(
         F.count("datanode").alias("n"),
@@ -206,46 +248,79 @@ def _block_choice(key_blocks: Any, blocks: Any, containers: Any, inventory: Any 
         F.sum(F.when(read_ok & ~sole, 1).otherwise(0)).alias("n_twice"),
         F.sum(F.when(read_ok & sole & ~placed, 1).otherwise(0)).alias("n_unplaced"),
         F.countDistinct(F.when(good, F.col("block_value"))).alias("n_values"),
-        F.min(F.when(good, F.struct("datanode", "replica"))).alias("chosen"))
+        F.min(F.when(good, F.struct("datanode", "replica"))).alias("chosen"),
+    )
     why_none = F.concat(
-        F.lit("no replica of it verified ("), F.col("n").cast("string"),
-        F.lit(" in the scan; none read with every chunk matching its checksums and holding "
-              "its OM length"),
-        F.when(F.col("n_twice") > 0,
-               F.concat(F.lit("; "), F.col("n_twice").cast("string"),
-                        F.lit(" on a datanode with two replica rows of the container or of "
-                              "the block (which one was read cannot be told)")))
-        .otherwise(F.lit("")),
-        F.when(F.col("n_unplaced") > 0,
-               F.concat(F.lit("; "), F.col("n_unplaced").cast("string"),
-                        F.lit(" not on a volume the inventory (--datanodes) gives its host")))
-        .otherwise(F.lit("")),
-        F.lit(")"))
-    status = (F.when(F.col("n") == 0,
-                     F.lit("not in the scan output (no replica of it was scanned)"))
-              .when(F.col("n_ok") == 0, why_none)
-              .when(F.col("n_values") > 1,
-                    F.concat(F.lit("its verified replicas disagree ("),
-                             F.col("n_values").cast("string"),
-                             F.lit(" different checksum lists)"))))
-    return agg.select("key_id", "seq", "container", "block", "block_length",
-                      F.when(status.isNull(), F.col("chosen.datanode")).alias("chosen"),
-                      F.when(status.isNull(), F.col("chosen.replica")).alias("chosen_replica"),
-                      status.alias("block_status"))
+        F.lit("no replica of it verified ("),
+        F.col("n").cast("string"),
+        F.lit(
+            " in the scan; none read with every chunk matching its checksums and holding "
+            "its OM length"
+        ),
+        F.when(
+            F.col("n_twice") > 0,
+            F.concat(
+                F.lit("; "),
+                F.col("n_twice").cast("string"),
+                F.lit(
+                    " on a datanode with two replica rows of the container or of "
+                    "the block (which one was read cannot be told)"
+                ),
+            ),
+        ).otherwise(F.lit("")),
+        F.when(
+            F.col("n_unplaced") > 0,
+            F.concat(
+                F.lit("; "),
+                F.col("n_unplaced").cast("string"),
+                F.lit(" not on a volume the inventory (--datanodes) gives its host"),
+            ),
+        ).otherwise(F.lit("")),
+        F.lit(")"),
+    )
+    status = (
+        F.when(F.col("n") == 0, F.lit("not in the scan output (no replica of it was scanned)"))
+        .when(F.col("n_ok") == 0, why_none)
+        .when(
+            F.col("n_values") > 1,
+            F.concat(
+                F.lit("its verified replicas disagree ("),
+                F.col("n_values").cast("string"),
+                F.lit(" different checksum lists)"),
+            ),
+        )
+    )
+    return agg.select(
+        "key_id",
+        "seq",
+        "container",
+        "block",
+        "block_length",
+        F.when(status.isNull(), F.col("chosen.datanode")).alias("chosen"),
+        F.when(status.isNull(), F.col("chosen.replica")).alias("chosen_replica"),
+        status.alias("block_status"),
+    )
 
 
 def _sources(kb: Any) -> Any:
     """(key_id, sources): which replica spoke for each block of a key, in key order."""
     from pyspark.sql import functions as F
 
-    each = F.concat(F.col("container").cast("string"), F.lit("/"),
-                    F.col("block").cast("string"), F.lit(": "),
-                    F.when(F.col("chosen").isNotNull(),
-                           F.concat(F.col("chosen"), F.lit(" "), F.col("chosen_replica")))
-                    .otherwise(F.lit("none")))
-    return kb.groupBy("key_id").agg(
-        F.sort_array(F.collect_list(F.struct(F.col("seq"), each.alias("s")))).alias("__s")) \
+    each = F.concat(
+        F.col("container").cast("string"),
+        F.lit("/"),
+        F.col("block").cast("string"),
+        F.lit(": "),
+        F.when(
+            F.col("chosen").isNotNull(),
+            F.concat(F.col("chosen"), F.lit(" "), F.col("chosen_replica")),
+        ).otherwise(F.lit("none")),
+    )
+    return (
+        kb.groupBy("key_id")
+        .agg(F.sort_array(F.collect_list(F.struct(F.col("seq"), each.alias("s")))).alias("__s"))
         .select("key_id", F.col("__s.s").alias(SOURCES))
+    )
 
 
 @dataclass
@@ -271,17 +346,28 @@ def write_key_map(om_db: str, out: str, names: NameMap = NameMap()) -> KeyMap:
         kw = pq.ParquetWriter
         os.makedirs(keys_dir)
         os.makedirs(blocks_dir)
-        with kw(os.path.join(keys_dir, "part-0.parquet"), KEY_SCHEMA) as wk, \
-                kw(os.path.join(blocks_dir, "part-0.parquet"), KEY_BLOCK_SCHEMA) as wb:
+        with (
+            kw(os.path.join(keys_dir, "part-0.parquet"), KEY_SCHEMA) as wk,
+            kw(os.path.join(blocks_dir, "part-0.parquet"), KEY_BLOCK_SCHEMA) as wb,
+        ):
             for kb, bb in key_tables(db.keys(), names, stats=stats):
                 wk.write_batch(kb)
                 wb.write_batch(bb)
         return KeyMap(keys_dir, blocks_dir, stats, list(db.problems), db.problem_count)
 
 
-def copycheck(spark: Any, om_db: str, scan: Dict[str, Any], target_uri: str, out: str,
-              names: NameMap = NameMap(), first: int = 20, say: Any = None,
-              key_map: Optional[KeyMap] = None, inventory: Any = None) -> CopyCheck:
+def copycheck(
+    spark: Any,
+    om_db: str,
+    scan: Dict[str, Any],
+    target_uri: str,
+    out: str,
+    names: NameMap = NameMap(),
+    first: int = 20,
+    say: Any = None,
+    key_map: Optional[KeyMap] = None,
+    inventory: Any = None,
+) -> CopyCheck:
     """Run the copy check (see the module docstring): `scan` holds the scan's DataFrames
     (chunks, blocks, containers) as read back from its output; `out` is a new directory (it
     receives keys/, key_blocks/, target/, block_sources/, verdicts/); `key_map` the key map
@@ -309,12 +395,23 @@ def copycheck(spark: Any, om_db: str, scan: Dict[str, Any], target_uri: str, out
     key_blocks = spark.read.schema(_arrow_ddl(KEY_BLOCK_SCHEMA)).parquet(key_map.blocks_dir)
     # two keys given one name (--map rules that merge buckets): neither is compared with the
     # object of that name as if it were its only copy
-    shared = keys.filter(F.col("name").isNotNull()).groupBy("name") \
-        .agg(F.count(F.lit(1)).alias("__keys")).filter(F.col("__keys") > 1)
-    keys = keys.join(shared, "name", "left").withColumn(
-        "reason", F.when(F.col("__keys").isNotNull() & F.col("reason").isNull(),
-                         F.concat(F.col("__keys").cast("string"), F.lit(" " + SHARED_NAME)))
-        .otherwise(F.col("reason"))).drop("__keys")
+    shared = (
+        keys.filter(F.col("name").isNotNull())
+        .groupBy("name")
+        .agg(F.count(F.lit(1)).alias("__keys"))
+        .filter(F.col("__keys") > 1)
+    )
+    keys = (
+        keys.join(shared, "name", "left")
+        .withColumn(
+            "reason",
+            F.when(
+                F.col("__keys").isNotNull() & F.col("reason").isNull(),
+                F.concat(F.col("__keys").cast("string"), F.lit(" " + SHARED_NAME)),
+            ).otherwise(F.col("reason")),
+        )
+        .drop("__keys")
+    )
 
     # 2. the target: listed here, described on the executors (before the keys' CRCs: a
     # composite copy's part sizes go with its key into the compose step)
@@ -324,8 +421,9 @@ def copycheck(spark: Any, om_db: str, scan: Dict[str, Any], target_uri: str, out
 
     def in_scope() -> Iterator[pa.RecordBatch]:
         for b in target.list():
-            mask = [names.in_scope(n) if n is not None else False
-                    for n in b.column("name").to_pylist()]
+            mask = [
+                names.in_scope(n) if n is not None else False for n in b.column("name").to_pylist()
+            ]
             out_of_scope[0] += mask.count(False)
             yield b.filter(pa.array(mask, pa.bool_()))
 
@@ -339,67 +437,105 @@ def copycheck(spark: Any, om_db: str, scan: Dict[str, Any], target_uri: str, out
             # a target whose data is read (a directory) is read only where a verdict needs its
             # checksums: an object of a key's name and size (the listing sized it); EXTRA and
             # SIZE_DIFFERS need no byte of it (nor a sparse file's holes)
-            wanted = keys.filter(F.col("reason").isNull() & F.col("name").isNotNull()
-                                 & F.col("size").isNotNull()).select("name", "size")
+            wanted = keys.filter(
+                F.col("reason").isNull() & F.col("name").isNotNull() & F.col("size").isNotNull()
+            ).select("name", "size")
             cond = [listing["name"] == wanted["name"], listing["size"] == wanted["size"]]
             todo = listing.join(wanted, cond, "left_semi")
             kept = listing.join(wanted, cond, "left_anti")
-        described = todo.repartition(tasks).mapInArrow(_describe_fn(target),
-                                                       _arrow_ddl(TARGET_SCHEMA))
+        described = todo.repartition(tasks).mapInArrow(
+            _describe_fn(target), _arrow_ddl(TARGET_SCHEMA)
+        )
         if kept is not None:
             described = described.unionByName(kept)
         target_dir = os.path.join(out, "target")
         described.write.mode("overwrite").parquet(target_dir)
-    tgt = spark.read.schema(_arrow_ddl(TARGET_SCHEMA)).parquet(target_dir) \
+    tgt = (
+        spark.read.schema(_arrow_ddl(TARGET_SCHEMA))
+        .parquet(target_dir)
         .select(*[F.col(f.name).alias("t_" + f.name) for f in TARGET_SCHEMA])
+    )
 
     # 3. the replica that speaks for each block: written, so that the report can say which
     # spoke, and read back (computed once for the CRCs and the sources)
     say("choosing the replica that speaks for each block")
     sources_dir = os.path.join(out, "block_sources")
-    _block_choice(key_blocks, scan["blocks"], scan["containers"], inventory) \
-        .write.mode("overwrite").parquet(sources_dir)
+    _block_choice(key_blocks, scan["blocks"], scan["containers"], inventory).write.mode(
+        "overwrite"
+    ).parquet(sources_dir)
     kb = spark.read.schema(_arrow_ddl(BLOCK_SOURCE_SCHEMA)).parquet(sources_dir)
 
     # 4. every key's CRCs from the chosen replica's chunk rows (joined on the replica, never
     # on the datanode alone: a datanode's two replicas of a container are two sources)
-    chunk_cols = ["offset", "length", "checksum_type", "bytes_per_checksum", "checksums",
-                  "crc64nvme", "crc32c", "crc32"]
-    chunks = scan["chunks"].filter(F.col("offset").isNotNull()
-                                   & ~F.coalesce(F.col("deleted"), F.lit(False))) \
-        .select(F.col("datanode").alias("chosen"), F.col("replica").alias("chosen_replica"),
-                "container", "block", *chunk_cols)
+    chunk_cols = [
+        "offset",
+        "length",
+        "checksum_type",
+        "bytes_per_checksum",
+        "checksums",
+        "crc64nvme",
+        "crc32c",
+        "crc32",
+    ]
+    chunks = (
+        scan["chunks"]
+        .filter(F.col("offset").isNotNull() & ~F.coalesce(F.col("deleted"), F.lit(False)))
+        .select(
+            F.col("datanode").alias("chosen"),
+            F.col("replica").alias("chosen_replica"),
+            "container",
+            "block",
+            *chunk_cols,
+        )
+    )
     rows = kb.join(chunks, ["chosen", "chosen_replica", "container", "block"], "left")
     # a block with a status stands as one row: its chunk columns null
     rows = rows.withColumn("offset", F.when(F.col("block_status").isNull(), F.col("offset")))
-    parts = keys.join(tgt.filter(F.col("t_part_sizes").isNotNull()),
-                      keys["name"] == tgt["t_name"]) \
-        .select("key_id", F.col("t_composite_algorithm").alias("composite_algorithm"),
-                F.col("t_part_sizes").alias("part_sizes"))
+    parts = keys.join(
+        tgt.filter(F.col("t_part_sizes").isNotNull()), keys["name"] == tgt["t_name"]
+    ).select(
+        "key_id",
+        F.col("t_composite_algorithm").alias("composite_algorithm"),
+        F.col("t_part_sizes").alias("part_sizes"),
+    )
     # no row is dropped as a duplicate: two chunk rows of one offset of the replica are an
     # overlap compose_keys refuses (UNVERIFIED), never one of them picked
     rows = rows.join(parts, "key_id", "left").select(*[F.col(c) for c in COMPOSE_SCHEMA.names])
-    crcs = rows.repartition("key_id").sortWithinPartitions("key_id", "seq", "offset") \
+    crcs = (
+        rows.repartition("key_id")
+        .sortWithinPartitions("key_id", "seq", "offset")
         .mapInArrow(_compose_batches, _arrow_ddl(KEY_CRC_SCHEMA))
-    source = keys.join(crcs.withColumn("composed", F.lit(True)), "key_id", "left") \
-        .withColumn("composed", F.coalesce(F.col("composed"), F.lit(False))) \
+    )
+    source = (
+        keys.join(crcs.withColumn("composed", F.lit(True)), "key_id", "left")
+        .withColumn("composed", F.coalesce(F.col("composed"), F.lit(False)))
         .join(_sources(kb), "key_id", "left")
+    )
 
     # 5. joined by name, decided
     say("comparing")
-    joined = source.join(tgt, source["name"] == tgt["t_name"], "full_outer") \
-        .select(*SOURCE_COLUMNS, SOURCES, *TARGET_COLUMNS)
+    joined = source.join(tgt, source["name"] == tgt["t_name"], "full_outer").select(
+        *SOURCE_COLUMNS, SOURCES, *TARGET_COLUMNS
+    )
     verdicts_dir = os.path.join(out, "verdicts")
-    joined.mapInArrow(_decide_batches, _arrow_ddl(VERDICT_SCHEMA)) \
-        .write.mode("overwrite").parquet(verdicts_dir)
+    joined.mapInArrow(_decide_batches, _arrow_ddl(VERDICT_SCHEMA)).write.mode("overwrite").parquet(
+        verdicts_dir
+    )
     verdicts = spark.read.schema(_arrow_ddl(VERDICT_SCHEMA)).parquet(verdicts_dir)
 
     say("reporting")
     counts = {v: 0 for v in VERDICTS}
     req = maxreq = read = 0
-    for r in verdicts.groupBy("verdict").agg(
-            F.count(F.lit(1)).alias("n"), F.sum("requests").alias("req"),
-            F.max("requests").alias("maxreq"), F.sum("bytes_read").alias("read")).collect():
+    for r in (
+        verdicts.groupBy("verdict")
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sum("requests").alias("req"),
+            F.max("requests").alias("maxreq"),
+            F.sum("bytes_read").alias("read"),
+        )
+        .collect()
+    ):
         counts[r["verdict"]] = int(r["n"])
         req += int(r["req"] or 0)
         maxreq = max(maxreq, int(r["maxreq"] or 0))
@@ -408,9 +544,27 @@ def copycheck(spark: Any, om_db: str, scan: Dict[str, Any], target_uri: str, out
     firsts: Dict[str, List[Dict[str, Any]]] = {}
     for v in VERDICTS:
         if counts[v]:
-            firsts[v] = [r.asDict() for r in verdicts.filter(F.col("verdict") == v)
-                         .orderBy("name").limit(first).collect()]
-    return CopyCheck(verdicts, counts, firsts, nkeys, nobjects, out_of_scope[0],
-                     target.list_requests, req, maxreq, read, bool(target.reads_data),
-                     target.display, key_map.om_problems, key_map.om_problem_count,
-                     key_map.stats.out_of_scope)
+            firsts[v] = [
+                r.asDict()
+                for r in verdicts.filter(F.col("verdict") == v)
+                .orderBy("name")
+                .limit(first)
+                .collect()
+            ]
+    return CopyCheck(
+        verdicts,
+        counts,
+        firsts,
+        nkeys,
+        nobjects,
+        out_of_scope[0],
+        target.list_requests,
+        req,
+        maxreq,
+        read,
+        bool(target.reads_data),
+        target.display,
+        key_map.om_problems,
+        key_map.om_problem_count,
+        key_map.stats.out_of_scope,
+    )

@@ -56,8 +56,17 @@ import merkle
 from spark_udfs.jobs.passes import whole_groups
 from spark_udfs.tables import CHUNK_COLUMNS, RowColumns, column_values
 
-__all__ = ["DEFAULT_DATANODE_LIMIT", "DiffResult", "PULL_KINDS", "PULL_SCHEMA", "diff_chunks",
-           "diff_scan", "plan_commands", "reconcile_commands", "repair_plan"]
+__all__ = [
+    "DEFAULT_DATANODE_LIMIT",
+    "DiffResult",
+    "PULL_KINDS",
+    "PULL_SCHEMA",
+    "diff_chunks",
+    "diff_scan",
+    "plan_commands",
+    "reconcile_commands",
+    "repair_plan",
+]
 
 #: Ozone's replication manager default: 20 queued commands per datanode.
 DEFAULT_DATANODE_LIMIT = 20
@@ -72,9 +81,11 @@ PENDING_DELETION = "PENDING_DELETION"
 UNVERIFIED = "UNVERIFIED"
 PULL_KINDS = (MISSING_BLOCK, MISSING_CHUNK, CORRUPT_CHUNK, DIVERGED_DELETED_BLOCK)
 
-PULL_SCHEMA = ("container long, datanode string, replica string, kind string, block long, "
-               "offset long, length long, sources array<string>, source_replicas array<string>,"
-               " reason string, value long")
+PULL_SCHEMA = (
+    "container long, datanode string, replica string, kind string, block long, "
+    "offset long, length long, sources array<string>, source_replicas array<string>,"
+    " reason string, value long"
+)
 #: kind of the per-replica rows carrying the Ozone value of its diverged blocks (internal)
 _VALUE = "VALUE"
 #: kind of the per-replica rows carrying its diffs' unhealthy-chunks-filtered count (internal)
@@ -105,32 +116,58 @@ class DiffResult:
 def _require_columns(df: Any, columns: List[str], what: str) -> None:
     missing = [c for c in columns if c not in df.columns]
     if missing:
-        raise ValueError(f"{what} lacks column(s) {', '.join(missing)}; expected "
-                         f"{', '.join(columns)}")
+        raise ValueError(
+            f"{what} lacks column(s) {', '.join(missing)}; expected {', '.join(columns)}"
+        )
 
 
 def _keys_from_scan(containers: Any, blocks: Any) -> Tuple[Any, Any]:
     """Level-1 and level-2 keys straight from a scan's `containers` and `blocks` tables."""
-    _require_columns(containers, ["container", "datanode", "replica", "data_checksum",
-                                  "tombstones", "unhealthy_chunks"], "the containers table")
-    _require_columns(blocks, ["container", "datanode", "block", "block_value", "deleted",
-                              "checksum_matches"], "the blocks table")
+    _require_columns(
+        containers,
+        ["container", "datanode", "replica", "data_checksum", "tombstones", "unhealthy_chunks"],
+        "the containers table",
+    )
+    _require_columns(
+        blocks,
+        ["container", "datanode", "block", "block_value", "deleted", "checksum_matches"],
+        "the blocks table",
+    )
     # scans older than the `verified` column: a replica with a value counts as read
-    verified = ("coalesce(verified, data_checksum IS NOT NULL)" if "verified" in
-                containers.columns else "data_checksum IS NOT NULL")
+    verified = (
+        "coalesce(verified, data_checksum IS NOT NULL)"
+        if "verified" in containers.columns
+        else "data_checksum IS NOT NULL"
+    )
     # a census or a trees-only pass verifies a replica from its recorded checksums and reads
     # none of its data (bytes_read 0 for a replica that lists chunks): the report says so
-    data_read = (f"{verified} AND (bytes_read > 0 OR chunks = 0)"
-                 if {"bytes_read", "chunks"} <= set(containers.columns) else verified)
+    data_read = (
+        f"{verified} AND (bytes_read > 0 OR chunks = 0)"
+        if {"bytes_read", "chunks"} <= set(containers.columns)
+        else verified
+    )
     replica_keys = containers.selectExpr(
-        "container", "datanode", "replica", "coalesce(data_checksum, -1L) AS k1", "0L AS k2",
+        "container",
+        "datanode",
+        "replica",
+        "coalesce(data_checksum, -1L) AS k1",
+        "0L AS k2",
         "0L AS n",
         "tombstones > 0 OR unhealthy_chunks > 0 OR data_checksum IS NULL AS suspect",
-        "unhealthy_chunks", "data_checksum", f"{verified} AS verified",
-        f"coalesce({data_read}, false) AS data_read")
+        "unhealthy_chunks",
+        "data_checksum",
+        f"{verified} AS verified",
+        f"coalesce({data_read}, false) AS data_read",
+    )
     block_keys = blocks.selectExpr(
-        "container", "datanode", "block", "block_value AS k1", "CAST(deleted AS long) AS k2",
-        "0L AS n", "CAST(NOT checksum_matches AS long) AS unhealthy")
+        "container",
+        "datanode",
+        "block",
+        "block_value AS k1",
+        "CAST(deleted AS long) AS k2",
+        "0L AS n",
+        "CAST(NOT checksum_matches AS long) AS unhealthy",
+    )
     return replica_keys, block_keys
 
 
@@ -138,28 +175,49 @@ def _keys_from_chunks(chunks: Any) -> Tuple[Any, Any]:
     """Level-1 and level-2 keys from chunk rows alone: commutative digests, one pass."""
     from pyspark.sql import functions as F
 
-    h = F.when(F.col("block").isNotNull(),
-               F.xxhash64(F.col("block"), F.coalesce(F.col("offset"), F.lit(-1)),
-                          F.coalesce(F.col("leaf"), F.lit(-1)), F.col("deleted")))
+    h = F.when(
+        F.col("block").isNotNull(),
+        F.xxhash64(
+            F.col("block"),
+            F.coalesce(F.col("offset"), F.lit(-1)),
+            F.coalesce(F.col("leaf"), F.lit(-1)),
+            F.col("deleted"),
+        ),
+    )
     # Only fixed-width aggregation buffers (no max/first of a string): Spark keeps them in
     # its hash aggregate; a string buffer would make it sort all the rows. The replica path
     # is functionally dependent on (container, datanode), so it rides in the key instead.
-    per_block = chunks.withColumn("__h", h).groupBy(
-        "container", "datanode", "replica", "block").agg(
-        F.count("__h").alias("n"),
-        F.coalesce(F.expr("bit_xor(__h)"), F.lit(0).cast("long")).alias("k1"),
-        F.coalesce(F.sum(F.col("__h").bitwiseAND(F.lit(0xFFFFFFFF))), F.lit(0).cast("long"))
-        .alias("k2"),
-        F.sum(F.when(F.col("checksum_matches") == F.lit(False), 1).otherwise(0))
-        .alias("unhealthy")).cache()  # read by both levels: one pass over the chunk rows
-    replica_keys = per_block.groupBy("container", "datanode", "replica").agg(
-        F.sum("n").alias("n"), F.expr("bit_xor(k1)").alias("k1"), F.sum("k2").alias("k2"),
-        F.sum("unhealthy").alias("unhealthy_chunks")
-    ).withColumn("suspect", F.col("unhealthy_chunks") > 0).withColumn(
-        "data_checksum", F.lit(None).cast("long")).withColumn("verified", F.lit(True)) \
+    per_block = (
+        chunks.withColumn("__h", h)
+        .groupBy("container", "datanode", "replica", "block")
+        .agg(
+            F.count("__h").alias("n"),
+            F.coalesce(F.expr("bit_xor(__h)"), F.lit(0).cast("long")).alias("k1"),
+            F.coalesce(
+                F.sum(F.col("__h").bitwiseAND(F.lit(0xFFFFFFFF))), F.lit(0).cast("long")
+            ).alias("k2"),
+            F.sum(F.when(F.col("checksum_matches") == F.lit(False), 1).otherwise(0)).alias(
+                "unhealthy"
+            ),
+        )
+        .cache()
+    )  # read by both levels: one pass over the chunk rows
+    replica_keys = (
+        per_block.groupBy("container", "datanode", "replica")
+        .agg(
+            F.sum("n").alias("n"),
+            F.expr("bit_xor(k1)").alias("k1"),
+            F.sum("k2").alias("k2"),
+            F.sum("unhealthy").alias("unhealthy_chunks"),
+        )
+        .withColumn("suspect", F.col("unhealthy_chunks") > 0)
+        .withColumn("data_checksum", F.lit(None).cast("long"))
+        .withColumn("verified", F.lit(True))
         .withColumn("data_read", F.lit(True))
+    )
     block_keys = per_block.filter(F.col("block").isNotNull()).select(
-        "container", "datanode", "block", "k1", "k2", "n", "unhealthy")
+        "container", "datanode", "block", "k1", "k2", "n", "unhealthy"
+    )
     return replica_keys, block_keys
 
 
@@ -177,12 +235,23 @@ def _same(*cols: str) -> Any:
 #: what level 3 hands to Python, one schema for its three kinds of rows: chunk-table rows
 #: (digest path), a scan's block rows with their chunks as arrays (scan path), and per
 #: replica a marker row (block null) carrying its path and container value
-_L3_COLUMNS = [("datanode", "string"), ("container", "long"), ("block", "long"),
-               ("offset", "long"), ("length", "long"), ("leaf", "long"),
-               ("checksum_matches", "boolean"), ("deleted", "boolean"), ("replica", "string"),
-               ("block_value", "long"), ("data_checksum", "long"),
-               ("chunk_offsets", "array<bigint>"), ("chunk_lengths", "array<bigint>"),
-               ("chunk_leaves", "array<bigint>"), ("chunk_matches", "array<boolean>")]
+_L3_COLUMNS = [
+    ("datanode", "string"),
+    ("container", "long"),
+    ("block", "long"),
+    ("offset", "long"),
+    ("length", "long"),
+    ("leaf", "long"),
+    ("checksum_matches", "boolean"),
+    ("deleted", "boolean"),
+    ("replica", "string"),
+    ("block_value", "long"),
+    ("data_checksum", "long"),
+    ("chunk_offsets", "array<bigint>"),
+    ("chunk_lengths", "array<bigint>"),
+    ("chunk_leaves", "array<bigint>"),
+    ("chunk_matches", "array<boolean>"),
+]
 _BLOCK_ARRAYS = ["chunk_offsets", "chunk_lengths", "chunk_leaves", "chunk_matches"]
 
 
@@ -193,8 +262,9 @@ def _level3(chunks: Any, blocks: Any, replica_keys: Any, diverged_blocks: Any) -
     def pick(df: Any, present: List[str]) -> Any:
         """df's rows in the level-3 schema (absent columns null). One SQL select string per
         column: building Columns one py4j call at a time cost ~0.5 ms each here."""
-        return df.selectExpr(*[c if c in present else f"CAST(NULL AS {t}) AS {c}"
-                               for c, t in _L3_COLUMNS])
+        return df.selectExpr(
+            *[c if c in present else f"CAST(NULL AS {t}) AS {c}" for c, t in _L3_COLUMNS]
+        )
 
     # Broadcast: the diverged-block list scales with the divergence, and a shuffle join would
     # move every row of the table (AQE only switches after the shuffle is written).
@@ -202,12 +272,18 @@ def _level3(chunks: Any, blocks: Any, replica_keys: Any, diverged_blocks: Any) -
     # Spark then probes a LongHashedRelation, measured 1.8x faster than two key columns over
     # 60 M rows.
     pair = F.xxhash64(F.col("container"), F.col("block"))
-    wanted = F.broadcast(diverged_blocks.select(
-        pair.alias("__k"), F.col("container").alias("__c"), F.col("block").alias("__b")))
+    wanted = F.broadcast(
+        diverged_blocks.select(
+            pair.alias("__k"), F.col("container").alias("__c"), F.col("block").alias("__b")
+        )
+    )
 
     def of_diverged_blocks(df: Any) -> Any:
-        return df.withColumn("__k", pair).join(wanted, "__k").filter(
-            (F.col("container") == F.col("__c")) & (F.col("block") == F.col("__b")))
+        return (
+            df.withColumn("__k", pair)
+            .join(wanted, "__k")
+            .filter((F.col("container") == F.col("__c")) & (F.col("block") == F.col("__b")))
+        )
 
     if blocks is not None:
         # A scan's block rows hold each block's chunks as arrays: 1 row per block and
@@ -216,8 +292,7 @@ def _level3(chunks: Any, blocks: Any, replica_keys: Any, diverged_blocks: Any) -
         cols = ["datanode", "container", "block", "block_value", "deleted", *_BLOCK_ARRAYS]
     else:
         cols = _ROW_COLUMNS
-    rows = of_diverged_blocks(blocks.select(*cols) if blocks is not None
-                              else chunks.select(*cols))
+    rows = of_diverged_blocks(blocks.select(*cols) if blocks is not None else chunks.select(*cols))
     touched = F.broadcast(diverged_blocks.select("container").distinct())
     marker_cols = ["datanode", "container", "replica", "data_checksum"]
     markers = replica_keys.join(touched, "container").select(*marker_cols)
@@ -227,8 +302,13 @@ def _level3(chunks: Any, blocks: Any, replica_keys: Any, diverged_blocks: Any) -
     # Parallelism follows the data: repartitioning by column alone (no count) lets adaptive
     # execution coalesce the session's shuffle partitions (which scale with the cluster,
     # spark_udfs.cluster.session) to what the diverged rows need.
-    return pick(rows, cols).unionByName(pick(markers, marker_cols)).repartition("container") \
-        .sortWithinPartitions("container").mapInArrow(_compare_batches, PULL_SCHEMA)
+    return (
+        pick(rows, cols)
+        .unionByName(pick(markers, marker_cols))
+        .repartition("container")
+        .sortWithinPartitions("container")
+        .mapInArrow(_compare_batches, PULL_SCHEMA)
+    )
 
 
 def _largest_first() -> Any:
@@ -236,8 +316,9 @@ def _largest_first() -> Any:
     values): the groups of a container as an array, largest group first."""
     from pyspark.sql import functions as F
 
-    return F.expr("transform(sort_array(collect_list(struct(-size(dns) AS k, dns AS d))), "
-                  "e -> e.d)")
+    return F.expr(
+        "transform(sort_array(collect_list(struct(-size(dns) AS k, dns AS d))), e -> e.d)"
+    )
 
 
 def diff_scan(scan: Any) -> DiffResult:
@@ -271,62 +352,105 @@ def diff_chunks(chunks: Any, blocks: Any = None, containers: Any = None) -> Diff
         F.max(F.col("suspect").cast("int")).alias("suspect"),
         F.sum("unhealthy_chunks").alias("unhealthy_chunks"),
         F.sum(F.col("verified").cast("int")).alias("read_replicas"),
-        F.sum(F.col("data_read").cast("int")).alias("data_replicas"))
+        F.sum(F.col("data_read").cast("int")).alias("data_replicas"),
+    )
     diverged = per_container.filter((F.col("n_keys") > 1) | (F.col("suspect") > 0)).select(
-        "container", "n_replicas")
+        "container", "n_replicas"
+    )
 
     # -- level 2: blocks of diverged containers ----------------------------------------------
-    diverged_blocks = block_keys.join(F.broadcast(diverged), "container").groupBy(
-        "container", "block", "n_replicas").agg(
-        F.count(F.lit(1)).alias("have"), _same("k1", "k2", "n").alias("same"),
-        F.max("unhealthy").alias("unhealthy"),
-    ).filter(~F.col("same") | (F.col("have") < F.col("n_replicas"))
-             | (F.col("unhealthy") > 0)).select("container", "block").cache()
+    diverged_blocks = (
+        block_keys.join(F.broadcast(diverged), "container")
+        .groupBy("container", "block", "n_replicas")
+        .agg(
+            F.count(F.lit(1)).alias("have"),
+            _same("k1", "k2", "n").alias("same"),
+            F.max("unhealthy").alias("unhealthy"),
+        )
+        .filter(~F.col("same") | (F.col("have") < F.col("n_replicas")) | (F.col("unhealthy") > 0))
+        .select("container", "block")
+        .cache()
+    )
 
     # -- level 3: rows of diverged blocks, compared exactly ----------------------------------
     found = _level3(chunks, blocks, replica_keys, diverged_blocks)
     found = found.cache()  # small (scales with the divergence), read several times below
     pulls = found.filter(F.col("kind").isin(*PULL_KINDS)).drop("value")
     unrecoverable = found.filter(F.col("kind") == F.lit(UNRECOVERABLE_CHUNK)).select(
-        "container", "block", "offset", F.col("sources").alias("datanodes"), "reason")
+        "container", "block", "offset", F.col("sources").alias("datanodes"), "reason"
+    )
     pending = found.filter(F.col("kind") == F.lit(PENDING_DELETION)).select(
-        "container", "datanode", "replica", "block", F.col("sources").alias("deleted_on"))
+        "container", "datanode", "replica", "block", F.col("sources").alias("deleted_on")
+    )
 
     # -- the container table: groups of datanodes with equal values --------------------------
     # Level 3 reports each replica's value over the diverged blocks (equal iff the full
     # container values are); those groups decide for every container that went down, the
     # level-1 keys for the others.
-    key_groups = replica_keys.groupBy("container", "k1", "k2", "n").agg(
-        F.sort_array(F.collect_list("datanode")).alias("dns")).groupBy("container").agg(
-        F.count(F.lit(1)).alias("n_key_groups"), _largest_first().alias("key_groups"))
-    exact = found.filter(F.col("kind") == F.lit(_VALUE)).groupBy("container", "value").agg(
-        F.sort_array(F.collect_list("datanode")).alias("dns")).groupBy("container").agg(
-        F.count(F.lit(1)).alias("n_exact"), _largest_first().alias("groups_exact"))
-    filtered = found.filter(F.col("kind") == F.lit(_FILTERED)).groupBy("container").agg(
-        F.sum("value").alias("filtered"))
-    table = per_container.join(key_groups, "container").join(exact, "container", "left") \
+    key_groups = (
+        replica_keys.groupBy("container", "k1", "k2", "n")
+        .agg(F.sort_array(F.collect_list("datanode")).alias("dns"))
+        .groupBy("container")
+        .agg(F.count(F.lit(1)).alias("n_key_groups"), _largest_first().alias("key_groups"))
+    )
+    exact = (
+        found.filter(F.col("kind") == F.lit(_VALUE))
+        .groupBy("container", "value")
+        .agg(F.sort_array(F.collect_list("datanode")).alias("dns"))
+        .groupBy("container")
+        .agg(F.count(F.lit(1)).alias("n_exact"), _largest_first().alias("groups_exact"))
+    )
+    filtered = (
+        found.filter(F.col("kind") == F.lit(_FILTERED))
+        .groupBy("container")
+        .agg(F.sum("value").alias("filtered"))
+    )
+    table = (
+        per_container.join(key_groups, "container")
+        .join(exact, "container", "left")
         .join(filtered, "container", "left")
+    )
     n_groups = F.coalesce(F.col("n_exact"), F.col("n_key_groups"))
     # A container none of whose replicas was read is UNVERIFIED, never MATCH: equal "values"
     # of replicas nobody could read say nothing.
     table = table.select(
-        "container", "n_replicas", "unhealthy_chunks",
+        "container",
+        "n_replicas",
+        "unhealthy_chunks",
         F.when(F.col("read_replicas") == 0, F.lit(UNVERIFIED))
-        .when(n_groups == 1, F.lit("MATCH")).otherwise(F.lit("MISMATCH")).alias("state"),
+        .when(n_groups == 1, F.lit("MATCH"))
+        .otherwise(F.lit("MISMATCH"))
+        .alias("state"),
         F.coalesce(F.col("groups_exact"), F.col("key_groups")).alias("groups"),
-        "read_replicas", "data_replicas",
-        F.coalesce(F.col("filtered"), F.lit(0)).cast("long").alias("unhealthy_chunks_filtered"))
-    return DiffResult(replicas=replica_keys, containers=table.cache(), pulls=pulls,
-                      unrecoverable=unrecoverable, diverged_blocks=diverged_blocks,
-                      pending_deletions=pending)
+        "read_replicas",
+        "data_replicas",
+        F.coalesce(F.col("filtered"), F.lit(0)).cast("long").alias("unhealthy_chunks_filtered"),
+    )
+    return DiffResult(
+        replicas=replica_keys,
+        containers=table.cache(),
+        pulls=pulls,
+        unrecoverable=unrecoverable,
+        diverged_blocks=diverged_blocks,
+        pending_deletions=pending,
+    )
 
 
-_PULL_ARROW = pa.schema([
-    ("container", pa.int64()), ("datanode", pa.string()), ("replica", pa.string()),
-    ("kind", pa.string()), ("block", pa.int64()), ("offset", pa.int64()),
-    ("length", pa.int64()), ("sources", pa.list_(pa.string())),
-    ("source_replicas", pa.list_(pa.string())), ("reason", pa.string()),
-    ("value", pa.int64())])
+_PULL_ARROW = pa.schema(
+    [
+        ("container", pa.int64()),
+        ("datanode", pa.string()),
+        ("replica", pa.string()),
+        ("kind", pa.string()),
+        ("block", pa.int64()),
+        ("offset", pa.int64()),
+        ("length", pa.int64()),
+        ("sources", pa.list_(pa.string())),
+        ("source_replicas", pa.list_(pa.string())),
+        ("reason", pa.string()),
+        ("value", pa.int64()),
+    ]
+)
 
 
 def _compare_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -354,8 +478,14 @@ class _BlockArrays:
         self.offset, self.length, self.leaf = (np.asarray(v, dtype=np.int64) for v in vals[:3])
         self.matches = np.asarray(vals[3], dtype=bool)
 
-    def tree(self, container: int, data_checksum: Optional[int], rows: np.ndarray,
-             block: np.ndarray, deleted: np.ndarray) -> merkle.ContainerTree:
+    def tree(
+        self,
+        container: int,
+        data_checksum: Optional[int],
+        rows: np.ndarray,
+        block: np.ndarray,
+        deleted: np.ndarray,
+    ) -> merkle.ContainerTree:
         """The tree of one replica's block rows `rows` (indices), sorted by block ID."""
         rows = rows[np.argsort(block[rows], kind="stable")]
         counts = self.start[rows + 1] - self.start[rows]
@@ -363,11 +493,17 @@ class _BlockArrays:
         # the chunk positions of those rows, in row order, without a Python loop
         take = np.repeat(self.start[rows] - starts[:-1], counts) + np.arange(starts[-1])
         return merkle.ContainerTree(
-            container, data_checksum=data_checksum, block_id=block[rows],
-            block_value=self.value[rows], block_deleted=deleted[rows],
-            block_chunk_start=starts, chunk_offset=self.offset[take],
-            chunk_length=self.length[take], chunk_value=self.leaf[take],
-            chunk_matches=self.matches[take])
+            container,
+            data_checksum=data_checksum,
+            block_id=block[rows],
+            block_value=self.value[rows],
+            block_deleted=deleted[rows],
+            block_chunk_start=starts,
+            chunk_offset=self.offset[take],
+            chunk_length=self.length[take],
+            chunk_value=self.leaf[take],
+            chunk_matches=self.matches[take],
+        )
 
 
 def _compare_table(table: pa.Table) -> List[Dict[str, Any]]:
@@ -397,17 +533,18 @@ def _compare_table(table: pa.Table) -> List[Dict[str, Any]]:
             replica_of[name] = next((rep[i] for i in mrows if rep[i] is not None), None)
             if scan_path:  # the replica's block rows, and its container value (marker)
                 data_checksum = next((int(value[i]) for i in mrows if not no_value[i]), None)
-                trees[name] = arrays.tree(container, data_checksum,
-                                          rows[~arrays.no_value[rows]], cols.block,
-                                          cols.deleted)
+                trees[name] = arrays.tree(
+                    container, data_checksum, rows[~arrays.no_value[rows]], cols.block, cols.deleted
+                )
             else:  # digest path: trees of the diverged blocks from their chunk rows
                 trees[name] = cols.slice(s, e).tree(container, mask)
         out.extend(_compare_container(container, trees, replica_of))
     return out
 
 
-def _compare_container(container: int, trees: Dict[str, merkle.ContainerTree],
-                       replica_of: Dict[str, Optional[str]]) -> List[Dict[str, Any]]:
+def _compare_container(
+    container: int, trees: Dict[str, merkle.ContainerTree], replica_of: Dict[str, Optional[str]]
+) -> List[Dict[str, Any]]:
     """Exact comparison of the diverged blocks of ONE container (all its replicas)."""
     dns = sorted(trees)
     out: List[Dict[str, Any]] = []
@@ -425,33 +562,80 @@ def _compare_container(container: int, trees: Dict[str, merkle.ContainerTree],
             if r.needs_repair:
                 _collect(items, r, p)
         if filtered:
-            out.append(dict(container=container, datanode=t, replica=replica_of[t],
-                            kind=_FILTERED, block=None, offset=None, length=None, sources=[],
-                            source_replicas=[], reason=None, value=filtered))
-        for (kind, block, offset), it in sorted(items.items(), key=lambda kv: (
-                kv[0][1], -1 if kv[0][2] is None else kv[0][2], kv[0][0])):
-            out.append(dict(container=container, datanode=t, replica=replica_of[t], kind=kind,
-                            block=block, offset=offset, length=it["length"],
-                            sources=it["sources"],
-                            source_replicas=[replica_of[s] or "" for s in it["sources"]],
-                            reason=None, value=None))
+            out.append(
+                dict(
+                    container=container,
+                    datanode=t,
+                    replica=replica_of[t],
+                    kind=_FILTERED,
+                    block=None,
+                    offset=None,
+                    length=None,
+                    sources=[],
+                    source_replicas=[],
+                    reason=None,
+                    value=filtered,
+                )
+            )
+        for (kind, block, offset), it in sorted(
+            items.items(), key=lambda kv: (kv[0][1], -1 if kv[0][2] is None else kv[0][2], kv[0][0])
+        ):
+            out.append(
+                dict(
+                    container=container,
+                    datanode=t,
+                    replica=replica_of[t],
+                    kind=kind,
+                    block=block,
+                    offset=offset,
+                    length=it["length"],
+                    sources=it["sources"],
+                    source_replicas=[replica_of[s] or "" for s in it["sources"]],
+                    reason=None,
+                    value=None,
+                )
+            )
         adopted = {b for (kind, b, _) in items if kind == DIVERGED_DELETED_BLOCK}
-        for block, deleted_on in (_pending_deletions(t, trees) if any_tombstone else ()):
+        for block, deleted_on in _pending_deletions(t, trees) if any_tombstone else ():
             if block not in adopted:
-                out.append(dict(container=container, datanode=t, replica=replica_of[t],
-                                kind=PENDING_DELETION, block=block, offset=None, length=None,
-                                sources=deleted_on, source_replicas=[], reason=None,
-                                value=None))
+                out.append(
+                    dict(
+                        container=container,
+                        datanode=t,
+                        replica=replica_of[t],
+                        kind=PENDING_DELETION,
+                        block=block,
+                        offset=None,
+                        length=None,
+                        sources=deleted_on,
+                        source_replicas=[],
+                        reason=None,
+                        value=None,
+                    )
+                )
         v = trees[t].data_checksum
-        out.append(dict(container=container, datanode=t, replica=replica_of[t], kind=_VALUE,
-                        block=None, offset=None, length=None, sources=[], source_replicas=[],
-                        reason=None, value=None if v is None else int(v)))
+        out.append(
+            dict(
+                container=container,
+                datanode=t,
+                replica=replica_of[t],
+                kind=_VALUE,
+                block=None,
+                offset=None,
+                length=None,
+                sources=[],
+                source_replicas=[],
+                reason=None,
+                value=None if v is None else int(v),
+            )
+        )
     out.extend(_unrecoverable(container, trees, reports))
     return out
 
 
-def _pending_deletions(target: str, trees: Dict[str, merkle.ContainerTree]
-                       ) -> List[Tuple[int, List[str]]]:
+def _pending_deletions(
+    target: str, trees: Dict[str, merkle.ContainerTree]
+) -> List[Tuple[int, List[str]]]:
     """(block, datanodes holding its tombstone) for each block `target` holds live that some
     other replica has deleted."""
     t = trees[target]
@@ -468,14 +652,14 @@ def _pending_deletions(target: str, trees: Dict[str, merkle.ContainerTree]
     return sorted(on.items())
 
 
-def _collect(items: Dict[Tuple[str, int, Optional[int]], Dict[str, Any]],
-             r: merkle.DiffReport, peer: str) -> None:
+def _collect(
+    items: Dict[Tuple[str, int, Optional[int]], Dict[str, Any]], r: merkle.DiffReport, peer: str
+) -> None:
     """Add what `r` says the target must pull from `peer` to `items` (sources merged)."""
     pt = r.peer
 
     def add(kind: str, block: int, offset: Optional[int], length: int) -> None:
-        it = items.setdefault((kind, int(block), offset), {"length": int(length),
-                                                           "sources": []})
+        it = items.setdefault((kind, int(block), offset), {"length": int(length), "sources": []})
         it["sources"].append(peer)
 
     counts = np.diff(pt.block_chunk_start)
@@ -486,11 +670,12 @@ def _collect(items: Dict[Tuple[str, int, Optional[int]], Dict[str, Any]],
         add(DIVERGED_DELETED_BLOCK, int(pt.block_id[row]), None, 0)
     if r.missing_chunk_rows.size or r.corrupt_chunk_rows.size:
         cblock = np.repeat(pt.block_id, counts)
-        for kind, rows in ((MISSING_CHUNK, r.missing_chunk_rows),
-                           (CORRUPT_CHUNK, r.corrupt_chunk_rows)):
+        for kind, rows in (
+            (MISSING_CHUNK, r.missing_chunk_rows),
+            (CORRUPT_CHUNK, r.corrupt_chunk_rows),
+        ):
             for row in rows.tolist():
-                add(kind, int(cblock[row]), int(pt.chunk_offset[row]),
-                    int(pt.chunk_length[row]))
+                add(kind, int(cblock[row]), int(pt.chunk_offset[row]), int(pt.chunk_length[row]))
 
 
 def _chunk_blocks(t: merkle.ContainerTree) -> np.ndarray:
@@ -505,16 +690,16 @@ def _find_chunk(t: merkle.ContainerTree, blocks: np.ndarray, block: int, offset:
     return i if i < hi and t.chunk_offset[i] == offset else -1
 
 
-def _unrecoverable(container: int, trees: Dict[str, merkle.ContainerTree],
-                   reports: List[merkle.DiffReport]) -> List[Dict[str, Any]]:
+def _unrecoverable(
+    container: int, trees: Dict[str, merkle.ContainerTree], reports: List[merkle.DiffReport]
+) -> List[Dict[str, Any]]:
     """Chunks of live blocks that no healthy replica holds, or that healthy replicas hold
     with different values (a write-path divergence no repair can settle). Only candidates
     are examined: chunks some replica holds unhealthy, and those the pairwise diffs found
     healthy on both sides with different values; Python runs per candidate."""
     dns = sorted(trees)
     blocks = {d: _chunk_blocks(trees[d]) for d in dns}
-    deleted = set(np.concatenate([t.block_id[t.block_deleted] for t in trees.values()])
-                  .tolist())
+    deleted = set(np.concatenate([t.block_id[t.block_deleted] for t in trees.values()]).tolist())
     cands: Set[Tuple[int, int]] = set()
     for d in dns:
         bad = np.flatnonzero(~trees[d].chunk_matches)
@@ -538,11 +723,21 @@ def _unrecoverable(container: int, trees: Dict[str, merkle.ContainerTree],
                 healthy_values.add(int(trees[d].chunk_value[i]))
         if len(healthy_values) == 1:
             continue
-        out.append(dict(container=container, datanode=None, replica=None,
-                        kind=UNRECOVERABLE_CHUNK, block=block, offset=offset, length=None,
-                        sources=holders, source_replicas=[],
-                        reason="no healthy replica" if not healthy_values
-                        else "healthy replicas differ", value=None))
+        out.append(
+            dict(
+                container=container,
+                datanode=None,
+                replica=None,
+                kind=UNRECOVERABLE_CHUNK,
+                block=block,
+                offset=offset,
+                length=None,
+                sources=holders,
+                source_replicas=[],
+                reason="no healthy replica" if not healthy_values else "healthy replicas differ",
+                value=None,
+            )
+        )
     return out
 
 
@@ -563,25 +758,41 @@ def plan_commands(pulls: Any, limit: int = DEFAULT_DATANODE_LIMIT) -> Any:
 
     if limit < 1:
         raise ValueError("limit must be >= 1")
-    picked = pulls.withColumn("source", F.expr(
-        "array_min(transform(sources, s -> named_struct('h', xxhash64(container, datanode, s),"
-        " 's', s))).s")).withColumn("source_replica", F.expr(
+    picked = pulls.withColumn(
+        "source",
+        F.expr(
+            "array_min(transform(sources, s -> named_struct('h', xxhash64(container, datanode, s),"
+            " 's', s))).s"
+        ),
+    ).withColumn(
+        "source_replica",
+        F.expr(
             "CASE WHEN size(source_replicas) = size(sources) "
-            "THEN element_at(source_replicas, CAST(array_position(sources, source) AS INT)) END"))
+            "THEN element_at(source_replicas, CAST(array_position(sources, source) AS INT)) END"
+        ),
+    )
     cmds = picked.groupBy("container", F.col("datanode").alias("target"), "source").agg(
         F.first("replica", ignorenulls=True).alias("target_replica"),
         F.first("source_replica", ignorenulls=True).alias("source_replica"),
-        F.sort_array(F.collect_list(F.struct("block", "offset", "kind", "length")))
-        .alias("items"),
-        F.sum(F.coalesce(F.col("length"), F.lit(0))).alias("bytes"))
+        F.sort_array(F.collect_list(F.struct("block", "offset", "kind", "length"))).alias("items"),
+        F.sum(F.coalesce(F.col("length"), F.lit(0))).alias("bytes"),
+    )
     order = Window.partitionBy("target").orderBy("container")
-    return cmds.withColumn("round", F.floor((F.dense_rank().over(order) - 1) / F.lit(limit))
-                           .cast("int"))
+    return cmds.withColumn(
+        "round", F.floor((F.dense_rank().over(order) - 1) / F.lit(limit)).cast("int")
+    )
 
 
 #: the fields of a reconcile command, in the report's order (spark_udfs.jobs.report)
-RECONCILE_FIELDS = ("round", "container_id", "datanode", "replica", "peers", "peer_datanodes",
-                    "argv")
+RECONCILE_FIELDS = (
+    "round",
+    "container_id",
+    "datanode",
+    "replica",
+    "peers",
+    "peer_datanodes",
+    "argv",
+)
 
 
 def reconcile_commands(commands: Any) -> Any:
@@ -595,20 +806,36 @@ def reconcile_commands(commands: Any) -> Any:
     grouped = commands.groupBy("container", "target").agg(
         F.min("round").alias("round"),
         F.first("target_replica", ignorenulls=True).alias("replica"),
-        F.sort_array(F.collect_list(F.struct(
-            F.col("source").alias("dn"), F.col("source_replica").alias("path")))).alias("p"))
-    return grouped.selectExpr(
-        "round", "container AS container_id", "target AS datanode", "replica",
-        "transform(p, x -> x.path) AS peers", "transform(p, x -> x.dn) AS peer_datanodes"
-    ).withColumn("argv", F.expr(
-        "CASE WHEN replica IS NOT NULL AND replica != '' AND size(peers) > 0 AND "
-        "NOT exists(peers, x -> x IS NULL OR x = '') "
-        "THEN concat(array('crcmerkle', 'reconcile', replica), peers) END")) \
+        F.sort_array(
+            F.collect_list(
+                F.struct(F.col("source").alias("dn"), F.col("source_replica").alias("path"))
+            )
+        ).alias("p"),
+    )
+    return (
+        grouped.selectExpr(
+            "round",
+            "container AS container_id",
+            "target AS datanode",
+            "replica",
+            "transform(p, x -> x.path) AS peers",
+            "transform(p, x -> x.dn) AS peer_datanodes",
+        )
+        .withColumn(
+            "argv",
+            F.expr(
+                "CASE WHEN replica IS NOT NULL AND replica != '' AND size(peers) > 0 AND "
+                "NOT exists(peers, x -> x IS NULL OR x = '') "
+                "THEN concat(array('crcmerkle', 'reconcile', replica), peers) END"
+            ),
+        )
         .select(*RECONCILE_FIELDS)
+    )
 
 
-def repair_plan(pulls: List[Dict[str, Any]], limit: int = DEFAULT_DATANODE_LIMIT
-                ) -> List[Dict[str, Any]]:
+def repair_plan(
+    pulls: List[Dict[str, Any]], limit: int = DEFAULT_DATANODE_LIMIT
+) -> List[Dict[str, Any]]:
     """Turn pull rows into commands, one per (container, target, source), spreading work.
 
     Each item goes to a source already serving this (container, target) if it can, else to
@@ -626,21 +853,38 @@ def repair_plan(pulls: List[Dict[str, Any]], limit: int = DEFAULT_DATANODE_LIMIT
     commands: List[Dict[str, Any]] = []
     for (container, target), items in sorted(by_target.items()):
         chosen: Dict[str, Dict[str, Any]] = {}
-        for it in sorted(items, key=lambda i: (len(i["sources"]), i["block"],
-                                               i["offset"] if i["offset"] is not None else -1)):
+        for it in sorted(
+            items,
+            key=lambda i: (
+                len(i["sources"]),
+                i["block"],
+                i["offset"] if i["offset"] is not None else -1,
+            ),
+        ):
             cands = list(it["sources"])
             reuse = [s for s in cands if s in chosen]
             src = reuse[0] if reuse else min(cands, key=lambda s: (load.get(s, 0), s))
             if src not in chosen:
                 load[src] = load.get(src, 0) + 1
                 reps = dict(zip(it["sources"], it.get("source_replicas") or []))
-                chosen[src] = dict(container=container, target=target, source=src,
-                                   target_replica=it.get("replica"),
-                                   source_replica=reps.get(src) or None,
-                                   items=[], bytes=0)
+                chosen[src] = dict(
+                    container=container,
+                    target=target,
+                    source=src,
+                    target_replica=it.get("replica"),
+                    source_replica=reps.get(src) or None,
+                    items=[],
+                    bytes=0,
+                )
             c = chosen[src]
-            c["items"].append({"kind": it["kind"], "block": it["block"],
-                               "offset": it["offset"], "length": it["length"]})
+            c["items"].append(
+                {
+                    "kind": it["kind"],
+                    "block": it["block"],
+                    "offset": it["offset"],
+                    "length": it["length"],
+                }
+            )
             c["bytes"] += int(it["length"] or 0)
         commands.extend(chosen[s] for s in sorted(chosen))
     rounds: List[Dict[str, int]] = []

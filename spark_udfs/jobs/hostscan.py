@@ -67,8 +67,7 @@ from spark_udfs.jobs.scan import (
 )
 from spark_udfs.tables import CHUNK_TABLE_COLUMNS
 
-__all__ = ["DEFAULT_EXECUTOR_WAIT", "JOB_GROUP", "LOCALITY_CONF", "executor_of",
-           "scan_datanodes"]
+__all__ = ["DEFAULT_EXECUTOR_WAIT", "JOB_GROUP", "LOCALITY_CONF", "executor_of", "scan_datanodes"]
 
 
 #: what a data-local session needs (spark_udfs.cluster.locality.STRICT_LOCALITY_CONF: the scheduler
@@ -94,17 +93,36 @@ def executor_of(host: Host, registered: Sequence[str]) -> Optional[str]:
     return next((by_lower[a] for a in sorted(addresses) if a in by_lower), None)
 
 
-def _volume_row(item: Dict[str, Any], status: str, detail: Optional[str], *,
-                datanode: Optional[str] = None, cluster_id: Optional[str] = None,
-                replicas: int = 0, bytes_read: int = 0, seconds: Optional[float] = None,
-                ran_on: Optional[str] = None) -> pa.Table:
+def _volume_row(
+    item: Dict[str, Any],
+    status: str,
+    detail: Optional[str],
+    *,
+    datanode: Optional[str] = None,
+    cluster_id: Optional[str] = None,
+    replicas: int = 0,
+    bytes_read: int = 0,
+    seconds: Optional[float] = None,
+    ran_on: Optional[str] = None,
+) -> pa.Table:
     """One volumes-table row (VOLUME_SCHEMA) as an output row of the stage."""
-    return _rows("VOLUME", 1, {
-        "datanode": [datanode or item["datanode"]], "host": [item["host"]],
-        "volume": [item["volume"]], "cluster_id": [cluster_id], "status": [status],
-        # the stage's rows have no `replicas` column: a volume's count rides in `blocks`
-        "detail": [detail], "blocks": [replicas], "bytes_read": [bytes_read],
-        "seconds": [seconds], "ran_on": [ran_on]})
+    return _rows(
+        "VOLUME",
+        1,
+        {
+            "datanode": [datanode or item["datanode"]],
+            "host": [item["host"]],
+            "volume": [item["volume"]],
+            "cluster_id": [cluster_id],
+            "status": [status],
+            # the stage's rows have no `replicas` column: a volume's count rides in `blocks`
+            "detail": [detail],
+            "blocks": [replicas],
+            "bytes_read": [bytes_read],
+            "seconds": [seconds],
+            "ran_on": [ran_on],
+        },
+    )
 
 
 def _scan_volume(item: Dict[str, Any], options: Dict[str, Any]) -> Iterator[pa.Table]:
@@ -118,8 +136,13 @@ def _scan_volume(item: Dict[str, Any], options: Dict[str, Any]) -> Iterator[pa.T
     # on local[*] the driver is the only executor (ran_on None): its own host's volumes only
     here = item["local"] if ran_on is None else ran_on.lower() in item["names"]
     if not here:
-        yield _volume_row(item, WRONG_HOST, f"the task ran on {ran_on or 'the driver'}, not on "
-                          f"{item['host']} ({item['at']}): nothing read", ran_on=ran_on)
+        yield _volume_row(
+            item,
+            WRONG_HOST,
+            f"the task ran on {ran_on or 'the driver'}, not on "
+            f"{item['host']} ({item['at']}): nothing read",
+            ran_on=ran_on,
+        )
         return
     volume = item["volume"]
     try:
@@ -127,30 +150,54 @@ def _scan_volume(item: Dict[str, Any], options: Dict[str, Any]) -> Iterator[pa.T
         volumes = layout.volumes(volume)
     except (OSError, ValueError, ReplicaError) as exc:  # missing, not a volume, unreadable
         detail = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-        yield _volume_row(item, VOLUME_FAILED, f"{volume} on {item['host']}: {redact(detail)}",
-                          ran_on=ran_on)
+        yield _volume_row(
+            item, VOLUME_FAILED, f"{volume} on {item['host']}: {redact(detail)}", ran_on=ran_on
+        )
         return
     if len(volumes) != 1 or os.path.normpath(volumes[0].root) != os.path.normpath(volume):
-        yield _volume_row(item, VOLUME_FAILED, f"{volume} on {item['host']} is not one "
-                          f"volume ({len(volumes)} found at or under it)", ran_on=ran_on)
+        yield _volume_row(
+            item,
+            VOLUME_FAILED,
+            f"{volume} on {item['host']} is not one volume ({len(volumes)} found at or under it)",
+            ran_on=ran_on,
+        )
         return
     v = volumes[0]
     if v.problem is not None:
-        yield _volume_row(item, VOLUME_FAILED, redact(v.problem), datanode=v.datanode,
-                          cluster_id=v.cluster_id, ran_on=ran_on)
+        yield _volume_row(
+            item,
+            VOLUME_FAILED,
+            redact(v.problem),
+            datanode=v.datanode,
+            cluster_id=v.cluster_id,
+            ran_on=ran_on,
+        )
         return
     want = item.get("uuid")
     if want and v.datanode_uuid is not None and v.datanode != want:
-        yield _volume_row(item, WRONG_DATANODE, f"{volume} on {item['host']} belongs to "
-                          f"datanode {v.datanode}; the inventory puts {want} there: not "
-                          f"scanned", datanode=want, cluster_id=v.cluster_id, ran_on=ran_on)
+        yield _volume_row(
+            item,
+            WRONG_DATANODE,
+            f"{volume} on {item['host']} belongs to "
+            f"datanode {v.datanode}; the inventory puts {want} there: not "
+            f"scanned",
+            datanode=want,
+            cluster_id=v.cluster_id,
+            ran_on=ran_on,
+        )
         return
     try:
         refs = sorted(layout.replicas(v), key=lambda r: r.container)
     except (OSError, ValueError, ReplicaError) as exc:  # the listing failed under us
         detail = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-        yield _volume_row(item, VOLUME_FAILED, f"{volume} on {item['host']}: {redact(detail)}",
-                          datanode=v.datanode, cluster_id=v.cluster_id, ran_on=ran_on)
+        yield _volume_row(
+            item,
+            VOLUME_FAILED,
+            f"{volume} on {item['host']}: {redact(detail)}",
+            datanode=v.datanode,
+            cluster_id=v.cluster_id,
+            ran_on=ran_on,
+        )
         return
     rate = options.get("bytes_per_second")
     kwargs: Dict[str, Any] = {"drop_cache": options["drop_cache"]}
@@ -160,22 +207,43 @@ def _scan_volume(item: Dict[str, Any], options: Dict[str, Any]) -> Iterator[pa.T
         kwargs["also"] = tuple(options["also"])  # the --also CRCs, from the data read
     read = 0
     try:
-        for rep, r, err in layout.scan(refs, trees_only=options["trees_only"],
-                                       metadata_only=options["metadata_only"], **kwargs):
+        for rep, r, err in layout.scan(
+            refs, trees_only=options["trees_only"], metadata_only=options["metadata_only"], **kwargs
+        ):
             read += 0 if r is None else int(r.bytes_read)
-            for t in _result_rows(rep, r, err, options["trees_only"], item["host"],
-                                  metadata_only=options["metadata_only"]):
+            for t in _result_rows(
+                rep,
+                r,
+                err,
+                options["trees_only"],
+                item["host"],
+                metadata_only=options["metadata_only"],
+            ):
                 yield _of_volume(t, item["host"], volume)
     except (OSError, ReplicaError) as exc:  # the volume failed under the scan (a dead disk)
-        yield _volume_row(item, VOLUME_FAILED, f"{volume} on {item['host']}: "
-                          f"{redact(getattr(exc, 'strerror', None) or str(exc))}",
-                          datanode=v.datanode,
-                          cluster_id=v.cluster_id, replicas=len(refs), bytes_read=read,
-                          seconds=time.monotonic() - t0, ran_on=ran_on)
+        yield _volume_row(
+            item,
+            VOLUME_FAILED,
+            f"{volume} on {item['host']}: {redact(getattr(exc, 'strerror', None) or str(exc))}",
+            datanode=v.datanode,
+            cluster_id=v.cluster_id,
+            replicas=len(refs),
+            bytes_read=read,
+            seconds=time.monotonic() - t0,
+            ran_on=ran_on,
+        )
         return
-    yield _volume_row(item, SCANNED, None, datanode=v.datanode, cluster_id=v.cluster_id,
-                      replicas=len(refs), bytes_read=read, seconds=time.monotonic() - t0,
-                      ran_on=ran_on)
+    yield _volume_row(
+        item,
+        SCANNED,
+        None,
+        datanode=v.datanode,
+        cluster_id=v.cluster_id,
+        replicas=len(refs),
+        bytes_read=read,
+        seconds=time.monotonic() - t0,
+        ran_on=ran_on,
+    )
 
 
 def _of_volume(t: pa.Table, host: str, volume: str) -> pa.Table:
@@ -189,6 +257,7 @@ def _of_volume(t: pa.Table, host: str, volume: str) -> pa.Table:
 
 def _task_fn(options: Dict[str, Any]) -> Any:
     """The stage: each task's items (one (host, volume) each, as JSON) scanned in turn."""
+
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         if options["idle_io"]:
             from merkle.replica.politeio import set_idle_io_priority
@@ -198,6 +267,7 @@ def _task_fn(options: Dict[str, Any]) -> Any:
             for text in b.column(0).to_pylist():
                 for t in _scan_volume(json.loads(text), options):
                     yield from t.to_batches()
+
     return run
 
 
@@ -210,8 +280,9 @@ def _local_names(sc: Any) -> List[str]:
     return sorted(n for n in names if n)
 
 
-def _items(inventory: Inventory, registered: Sequence[str], local: bool
-           ) -> Tuple[Dict[str, List[Tuple[str, List[str]]]], List[Tuple]]:
+def _items(
+    inventory: Inventory, registered: Sequence[str], local: bool
+) -> Tuple[Dict[str, List[Tuple[str, List[str]]]], List[Tuple]]:
     """({executor host: its task items with their preferred host}, NO_EXECUTOR volume rows
     of the hosts without an executor). `local`: a local[*] session, whose driver is the
     only executor (then `registered` are this machine's names)."""
@@ -222,21 +293,40 @@ def _items(inventory: Inventory, registered: Sequence[str], local: bool
         datanode = h.uuid or h.host
         if at is None:
             state = ", ".join(s for s in (h.op_state, h.health) if s)
-            detail = (f"no Spark executor on {h.host}" + (f" ({state})" if state else "")
-                      + ": nothing of it was read")
-            missing += [(datanode, h.host, v, None, NO_EXECUTOR, detail, None, None, None,
-                         None) for v in h.volumes]
+            detail = (
+                f"no Spark executor on {h.host}"
+                + (f" ({state})" if state else "")
+                + ": nothing of it was read"
+            )
+            missing += [
+                (datanode, h.host, v, None, NO_EXECUTOR, detail, None, None, None, None)
+                for v in h.volumes
+            ]
             continue
         names = sorted({n.lower().rstrip(".") for n in (*h.names(), at)})
         for v in h.volumes:
-            items[at].append((json.dumps({"host": h.host, "at": at, "names": names,
-                                          "uuid": h.uuid, "datanode": datanode, "volume": v,
-                                          "local": local}), [at]))
+            items[at].append(
+                (
+                    json.dumps(
+                        {
+                            "host": h.host,
+                            "at": at,
+                            "names": names,
+                            "uuid": h.uuid,
+                            "datanode": datanode,
+                            "volume": v,
+                            "local": local,
+                        }
+                    ),
+                    [at],
+                )
+            )
     return items, missing
 
 
-def _cluster_checks(volumes: List[Any], inventory: Optional[Inventory] = None
-                   ) -> Tuple[Dict[Tuple[str, str], Tuple[str, str]], Set[Tuple[str, str]]]:
+def _cluster_checks(
+    volumes: List[Any], inventory: Optional[Inventory] = None
+) -> Tuple[Dict[Tuple[str, str], Tuple[str, str]], Set[Tuple[str, str]]]:
     """What only the whole cluster shows, from the volume rows (spark_udfs.cluster.vouch, as the
     readers of emitted tables check them): {(host, volume): (new status, detail)}, and the
     (host, volume) pairs whose rows leave the comparison (those volumes alone: a host's
@@ -246,11 +336,18 @@ def _cluster_checks(volumes: List[Any], inventory: Optional[Inventory] = None
     return {k: (v.status, v.detail) for k, v in verdicts.items()}, set(verdicts)
 
 
-def scan_datanodes(spark: Any, inventory: Inventory, *, trees_only: bool = False,
-                   metadata_only: bool = False, bytes_per_second: Optional[float] = None,
-                   idle_io: bool = True, drop_cache: bool = True,
-                   executor_wait: float = DEFAULT_EXECUTOR_WAIT,
-                   also: Sequence[str] = ()) -> ScanTables:
+def scan_datanodes(
+    spark: Any,
+    inventory: Inventory,
+    *,
+    trees_only: bool = False,
+    metadata_only: bool = False,
+    bytes_per_second: Optional[float] = None,
+    idle_io: bool = True,
+    drop_cache: bool = True,
+    executor_wait: float = DEFAULT_EXECUTOR_WAIT,
+    also: Sequence[str] = (),
+) -> ScanTables:
     """Scan every volume of `inventory` on its own host (see the module docstring); the
     stage runs here (the driver's checks need its volume rows). `bytes_per_second`: per
     volume (None: unlimited). `also`: as spark_udfs.jobs.scan.scan_replicas's."""
@@ -261,8 +358,9 @@ def scan_datanodes(spark: Any, inventory: Inventory, *, trees_only: bool = False
 
     also = check_algorithms(also)
     if also and (trees_only or metadata_only):
-        raise ValueError("--also computes its CRCs from the data read: not with "
-                         "--trees-only or --metadata-only")
+        raise ValueError(
+            "--also computes its CRCs from the data read: not with --trees-only or --metadata-only"
+        )
     sc = spark.sparkContext
     local = sc.master.startswith("local")
     if local:
@@ -270,9 +368,14 @@ def scan_datanodes(spark: Any, inventory: Inventory, *, trees_only: bool = False
     else:
         registered = list(wait_for_executors(sc, _wanted(inventory), executor_wait))
     per_host, missing = _items(inventory, registered, local)
-    options = {"trees_only": trees_only, "metadata_only": metadata_only,
-               "bytes_per_second": bytes_per_second, "idle_io": idle_io,
-               "drop_cache": drop_cache, "also": list(also)}
+    options = {
+        "trees_only": trees_only,
+        "metadata_only": metadata_only,
+        "bytes_per_second": bytes_per_second,
+        "idle_io": idle_io,
+        "drop_cache": drop_cache,
+        "also": list(also),
+    }
     acc = bytes_accumulator(sc)
     fn = _counting(_task_fn(options), acc)
     lost: Set[str] = set()
@@ -283,26 +386,65 @@ def scan_datanodes(spark: Any, inventory: Inventory, *, trees_only: bool = False
     for at in sorted(lost):  # their results dropped: the volumes say why
         for text, _ in per_host[at]:
             item = json.loads(text)
-            missing.append((item["datanode"], item["host"], item["volume"], None, NO_EXECUTOR,
-                            f"the executor on {item['host']} was lost during the scan: "
-                            f"nothing of it is counted", None, None, None, None))
+            missing.append(
+                (
+                    item["datanode"],
+                    item["host"],
+                    item["volume"],
+                    None,
+                    NO_EXECUTOR,
+                    f"the executor on {item['host']} was lost during the scan: "
+                    f"nothing of it is counted",
+                    None,
+                    None,
+                    None,
+                    None,
+                )
+            )
     kind = F.col("kind")
-    volumes = out.filter(kind == "VOLUME").select(
-        "datanode", "host", "volume", "cluster_id", "status", "detail",
-        F.col("blocks").alias("replicas"), "bytes_read", "seconds", "ran_on").collect()
+    volumes = (
+        out.filter(kind == "VOLUME")
+        .select(
+            "datanode",
+            "host",
+            "volume",
+            "cluster_id",
+            "status",
+            "detail",
+            F.col("blocks").alias("replicas"),
+            "bytes_read",
+            "seconds",
+            "ran_on",
+        )
+        .collect()
+    )
     changed, excluded = _cluster_checks(volumes, inventory)
-    rows = [(r["datanode"], r["host"], r["volume"], r["cluster_id"],
-             *changed.get((r["host"], r["volume"]), (r["status"], r["detail"])),
-             r["replicas"], r["bytes_read"], r["seconds"], r["ran_on"]) for r in volumes]
+    rows = [
+        (
+            r["datanode"],
+            r["host"],
+            r["volume"],
+            r["cluster_id"],
+            *changed.get((r["host"], r["volume"]), (r["status"], r["detail"])),
+            r["replicas"],
+            r["bytes_read"],
+            r["seconds"],
+            r["ran_on"],
+        )
+        for r in volumes
+    ]
     volume_df = spark.createDataFrame(rows + missing, VOLUME_SCHEMA)
 
     # every row of a task carries its (host, volume): a volume taken out takes its rows along
     where = F.concat_ws("\0", F.col("host"), F.col("volume"))
     keep = ~where.isin(sorted("\0".join(k) for k in excluded)) if excluded else F.lit(True)
-    summary = out.filter((kind == "REPLICA") & keep).select(*_names(
-        "datanode string, replica string, container long, data_checksum long, ok boolean, "
-        "errors long, blocks long, chunks long, bytes_read long, tombstones long, "
-        "unhealthy_chunks long, verified boolean, warnings long, host string"))
+    summary = out.filter((kind == "REPLICA") & keep).select(
+        *_names(
+            "datanode string, replica string, container long, data_checksum long, ok boolean, "
+            "errors long, blocks long, chunks long, bytes_read long, tombstones long, "
+            "unhealthy_chunks long, verified boolean, warnings long, host string"
+        )
+    )
     dup_rows, dup_keys = _duplicate_replicas(summary)
     if dup_keys:
         key = F.concat_ws("\0", F.col("datanode"), F.col("replica"))
@@ -313,8 +455,15 @@ def scan_datanodes(spark: Any, inventory: Inventory, *, trees_only: bool = False
     if dup_rows:
         errors = errors.unionByName(spark.createDataFrame(dup_rows, ERROR_SCHEMA))
     blocks = _select_blocks(out.filter((kind == "BLOCK") & keep))
-    return ScanTables(chunks=chunks, blocks=blocks, containers=summary, errors=errors,
-                      stage=out, bytes_scanned=acc, volumes=volume_df)
+    return ScanTables(
+        chunks=chunks,
+        blocks=blocks,
+        containers=summary,
+        errors=errors,
+        stage=out,
+        bytes_scanned=acc,
+        volumes=volume_df,
+    )
 
 
 def _wanted(inventory: Inventory) -> List[str]:
@@ -327,8 +476,9 @@ def _wanted(inventory: Inventory) -> List[str]:
 JOB_GROUP = "crcmerkle-scan-host:{}"
 
 
-def _run_per_host(spark: Any, per_host: Dict[str, List[Tuple[str, List[str]]]], fn: Any,
-                  local: bool) -> Tuple[Any, Set[str]]:
+def _run_per_host(
+    spark: Any, per_host: Dict[str, List[Tuple[str, List[str]]]], fn: Any, local: bool
+) -> Tuple[Any, Set[str]]:
     """Run each host's tasks as its own job, all at once from driver threads, each output
     cached where it was computed; return their union and the hosts whose executors were
     lost while their job ran (their jobs cancelled, their results dropped).
@@ -403,8 +553,9 @@ def _run_per_host(spark: Any, per_host: Dict[str, List[Tuple[str, List[str]]]], 
     finally:
         stop.set()
     parts = [p for p in parts if p is not None]
-    out = (reduce(lambda a, b: a.union(b), parts) if parts
-           else spark.createDataFrame([], _OUT_SCHEMA))
+    out = (
+        reduce(lambda a, b: a.union(b), parts) if parts else spark.createDataFrame([], _OUT_SCHEMA)
+    )
     return out, lost
 
 
@@ -414,18 +565,38 @@ def _duplicate_replicas(summary: Any) -> Tuple[List[Tuple], Set[Tuple[str, str]]
     tables. Found after the scan, from the (small) per-replica rows."""
     from pyspark.sql import functions as F
 
-    twice = (summary.groupBy("datanode", "container").agg(
-        F.count(F.lit(1)).alias("n"), F.sort_array(F.collect_list("replica")).alias("paths"),
-        F.first("host").alias("host")).filter(F.col("n") > 1).collect())
+    twice = (
+        summary.groupBy("datanode", "container")
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sort_array(F.collect_list("replica")).alias("paths"),
+            F.first("host").alias("host"),
+        )
+        .filter(F.col("n") > 1)
+        .collect()
+    )
     rows: List[Tuple] = []
     keys: Set[Tuple[str, str]] = set()
     for r in twice:
         first, *others = r["paths"]
         for p in others:
             keys.add((r["datanode"], p))
-            detail = (f"a second replica of container {r['container']} on datanode "
-                      f"{r['datanode']} (the one kept: {redact(first)}); not compared: a "
-                      f"datanode holds one replica per container")
-            rows.append((r["datanode"], redact(p), int(r["container"]), DUPLICATE_REPLICA,
-                         None, None, detail, severity_of(DUPLICATE_REPLICA), r["host"]))
+            detail = (
+                f"a second replica of container {r['container']} on datanode "
+                f"{r['datanode']} (the one kept: {redact(first)}); not compared: a "
+                f"datanode holds one replica per container"
+            )
+            rows.append(
+                (
+                    r["datanode"],
+                    redact(p),
+                    int(r["container"]),
+                    DUPLICATE_REPLICA,
+                    None,
+                    None,
+                    detail,
+                    severity_of(DUPLICATE_REPLICA),
+                    r["host"],
+                )
+            )
     return rows, keys

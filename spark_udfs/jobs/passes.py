@@ -16,8 +16,9 @@ __all__ = ["MIN_ROWS_PER_PASS", "whole_groups"]
 MIN_ROWS_PER_PASS = 1 << 16
 
 
-def whole_groups(batches: Iterator[pa.RecordBatch], key: str,
-                 min_rows: int = MIN_ROWS_PER_PASS) -> Iterator[pa.Table]:
+def whole_groups(
+    batches: Iterator[pa.RecordBatch], key: str, min_rows: int = MIN_ROWS_PER_PASS
+) -> Iterator[pa.Table]:
     """Tables of at least `min_rows` rows (the last may be fewer) holding only whole groups of
     equal `key` (the batches' rows sorted by it): each pass ends before the last group seen,
     whose rows wait for the next one; a single group keeps gathering."""

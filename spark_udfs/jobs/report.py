@@ -79,20 +79,50 @@ from merkle.trees.ozone import format_checksum
 from spark_udfs.cluster.hosts import HostIndex, host_index, unscanned_hosts
 from spark_udfs.jobs.diff import DEFAULT_DATANODE_LIMIT, DiffResult
 
-__all__ = ["COMMANDS_FORMAT", "FINDING_STATES", "STATES", "NothingVerifiedError",
-           "build_report", "check_read", "format_text", "judged_containers",
-           "part_digests", "planned_pulls", "read_summary", "report_has_findings",
-           "scanned_roots", "unscanned_hosts", "verification", "volume_lines"]
+__all__ = [
+    "COMMANDS_FORMAT",
+    "FINDING_STATES",
+    "STATES",
+    "NothingVerifiedError",
+    "build_report",
+    "check_read",
+    "format_text",
+    "judged_containers",
+    "part_digests",
+    "planned_pulls",
+    "read_summary",
+    "report_has_findings",
+    "scanned_roots",
+    "unscanned_hosts",
+    "verification",
+    "volume_lines",
+]
 
-STATES = ("MATCH", "MISMATCHED", "UNDER_REPLICATED", "OVER_REPLICATED", "MISSING",
-          "UNHEALTHY", "UNRECOVERABLE", "PENDING_DELETION", "UNVERIFIED", "WARNINGS")
+STATES = (
+    "MATCH",
+    "MISMATCHED",
+    "UNDER_REPLICATED",
+    "OVER_REPLICATED",
+    "MISSING",
+    "UNHEALTHY",
+    "UNRECOVERABLE",
+    "PENDING_DELETION",
+    "UNVERIFIED",
+    "WARNINGS",
+)
 #: the states that make `spark report` / `spark run` exit 1 (report_has_findings)
 FINDING_STATES = ("MISMATCHED", "UNRECOVERABLE", "UNVERIFIED", "UNHEALTHY")
 #: errors that leave a replica without usable block metadata (Ozone does not load a replica
 #: whose .container file is missing or fails its checksum) when they are of the replica, not
 #: of one block (one bad Ozone block_data row costs only its block: the rest is verified)
-_METADATA_ERRORS = ("METADATA_MISSING", "METADATA_CORRUPT", "METADATA_UNSUPPORTED",
-                    "METADATA_UNREADABLE", "CONTAINER_FILE_MISSING", "CONTAINER_FILE_CORRUPT")
+_METADATA_ERRORS = (
+    "METADATA_MISSING",
+    "METADATA_CORRUPT",
+    "METADATA_UNSUPPORTED",
+    "METADATA_UNREADABLE",
+    "CONTAINER_FILE_MISSING",
+    "CONTAINER_FILE_CORRUPT",
+)
 
 
 def _replica_findings(errors: Any, strict: bool) -> Any:
@@ -102,19 +132,26 @@ def _replica_findings(errors: Any, strict: bool) -> Any:
     from pyspark.sql import functions as F
 
     # scans written before findings had levels: every finding is judged an error, as then
-    sev = (F.coalesce(F.col("severity"), F.lit(ERROR)) if "severity" in errors.columns
-           else F.lit(ERROR))
+    sev = (
+        F.coalesce(F.col("severity"), F.lit(ERROR))
+        if "severity" in errors.columns
+        else F.lit(ERROR)
+    )
     # a warning only where the table allows one: a scan output edited to call a
     # CORRUPT_CHUNK a warning (or naming an unknown severity) still counts
     warn = (sev == F.lit(WARNING)) & F.col("error").isin(*sorted(warning_kinds()))
     fails = F.lit(True) if strict else ~warn
     return errors.groupBy("container", "datanode").agg(
         # of the replica, not of one block: one bad Ozone block_data row costs its block
-        F.max((F.col("error").isin(*_METADATA_ERRORS) & F.col("block").isNull())
-              .cast("int")).alias("meta_bad"),
-        F.max(fails.cast("int")).alias("fails"), F.max(warn.cast("int")).alias("warns"),
-        F.max((warn & F.col("error").isin(*sorted(NOT_SCANNED_KINDS))).cast("int"))
-        .alias("unscanned"))
+        F.max((F.col("error").isin(*_METADATA_ERRORS) & F.col("block").isNull()).cast("int")).alias(
+            "meta_bad"
+        ),
+        F.max(fails.cast("int")).alias("fails"),
+        F.max(warn.cast("int")).alias("warns"),
+        F.max((warn & F.col("error").isin(*sorted(NOT_SCANNED_KINDS))).cast("int")).alias(
+            "unscanned"
+        ),
+    )
 
 
 def judged_containers(diff: DiffResult, errors: Any = None, strict: bool = False) -> Any:
@@ -126,20 +163,33 @@ def judged_containers(diff: DiffResult, errors: Any = None, strict: bool = False
 
     c = diff.containers
     if errors is not None:
-        per_c = _replica_findings(errors, strict).groupBy("container").agg(
-            F.sum("fails").alias("with_errors"), F.sum("warns").alias("with_warnings"),
-            F.sum("meta_bad").alias("meta_bad"),
-            F.collect_list(F.when(F.col("unscanned") == 1, F.col("datanode")))
-            .alias("unscanned"))
+        per_c = (
+            _replica_findings(errors, strict)
+            .groupBy("container")
+            .agg(
+                F.sum("fails").alias("with_errors"),
+                F.sum("warns").alias("with_warnings"),
+                F.sum("meta_bad").alias("meta_bad"),
+                F.collect_list(F.when(F.col("unscanned") == 1, F.col("datanode"))).alias(
+                    "unscanned"
+                ),
+            )
+        )
         c = c.join(per_c, "container", "left")
     else:
-        c = c.withColumn("with_errors", F.lit(0)).withColumn("with_warnings", F.lit(0)) \
-            .withColumn("meta_bad", F.lit(0)) \
+        c = (
+            c.withColumn("with_errors", F.lit(0))
+            .withColumn("with_warnings", F.lit(0))
+            .withColumn("meta_bad", F.lit(0))
             .withColumn("unscanned", F.lit(None).cast("array<string>"))
-    compared = ("filter(transform(groups, g -> array_except(g, coalesce(unscanned, "
-                "cast(array() AS array<string>)))), g -> size(g) > 0)")
-    return c.withColumn("mismatched", (F.col("state") == "MISMATCH")
-                        & (F.size(F.expr(compared)) > 1))
+        )
+    compared = (
+        "filter(transform(groups, g -> array_except(g, coalesce(unscanned, "
+        "cast(array() AS array<string>)))), g -> size(g) > 0)"
+    )
+    return c.withColumn(
+        "mismatched", (F.col("state") == "MISMATCH") & (F.size(F.expr(compared)) > 1)
+    )
 
 
 def planned_pulls(diff: DiffResult, judged: Any) -> Any:
@@ -156,23 +206,37 @@ def report_has_findings(report: Dict[str, Any]) -> bool:
     unhealthy container (warnings count as unhealthy only in a strict report), or a volume
     that was not verified."""
     return any(report["summary"].get(s) for s in FINDING_STATES) or bool(
-        (report.get("verification") or {}).get("volumes_unverified"))
+        (report.get("verification") or {}).get("volumes_unverified")
+    )
 
 
 def verification(idx: HostIndex, short: int = 0) -> Dict[str, Any]:
     """The report's (and plan's) "verification" entry: volumes per status, how many were
     not verified, on how many hosts, and `containers_short`: containers UNVERIFIED because
     fewer than `replication` of their replicas were verified while some were not."""
-    return {"volumes": sum(idx.counts.values()), "by_status": dict(sorted(idx.counts.items())),
-            "volumes_unverified": idx.volumes_unverified,
-            "hosts_unverified": len(idx.hosts_unverified), "containers_short": short}
+    return {
+        "volumes": sum(idx.counts.values()),
+        "by_status": dict(sorted(idx.counts.items())),
+        "volumes_unverified": idx.volumes_unverified,
+        "hosts_unverified": len(idx.hosts_unverified),
+        "containers_short": short,
+    }
 
 
-def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
-                 replication: int = 3, first: int = 100,
-                 limit: int = DEFAULT_DATANODE_LIMIT, commands_to: Optional[str] = None,
-                 commands_ref: Optional[str] = None, strict: bool = False,
-                 volumes: Any = None, inventory: Any = None) -> Dict[str, Any]:
+def build_report(
+    diff: DiffResult,
+    *,
+    replicas: Any = None,
+    errors: Any = None,
+    replication: int = 3,
+    first: int = 100,
+    limit: int = DEFAULT_DATANODE_LIMIT,
+    commands_to: Optional[str] = None,
+    commands_ref: Optional[str] = None,
+    strict: bool = False,
+    volumes: Any = None,
+    inventory: Any = None,
+) -> Dict[str, Any]:
     """The report as a JSON-ready dict. `replicas` / `errors`: the scan job's tables (give
     them for data checksums, UNHEALTHY from scan errors, and MISSING). `strict`: findings
     of level warning count as errors (UNHEALTHY), as `--strict` asks. `volumes`: the scan's
@@ -187,25 +251,49 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
     from pyspark.sql import functions as F
 
     c = diff.containers
-    idx = host_index(c.sparkSession, replicas=replicas, volumes=volumes, inventory=inventory,
-                     first=first)
+    idx = host_index(
+        c.sparkSession, replicas=replicas, volumes=volumes, inventory=inventory, first=first
+    )
     judged = judged_containers(diff, errors, strict)
     if "data_replicas" not in judged.columns:  # a diff of tables without the column
         judged = judged.withColumn("data_replicas", F.col("read_replicas"))
-    flags = judged.select("container", "n_replicas", "unhealthy_chunks", "state",
-                          "read_replicas", "data_replicas", "with_errors", "with_warnings",
-                          "meta_bad", "mismatched").join(
-        diff.unrecoverable.select("container").distinct()
-        .withColumn("unrecoverable", F.lit(True)), "container", "left").join(
-        diff.pending_deletions.select("container").distinct()
-        .withColumn("pending_deletion", F.lit(True)), "container", "left")
+    flags = (
+        judged.select(
+            "container",
+            "n_replicas",
+            "unhealthy_chunks",
+            "state",
+            "read_replicas",
+            "data_replicas",
+            "with_errors",
+            "with_warnings",
+            "meta_bad",
+            "mismatched",
+        )
+        .join(
+            diff.unrecoverable.select("container")
+            .distinct()
+            .withColumn("unrecoverable", F.lit(True)),
+            "container",
+            "left",
+        )
+        .join(
+            diff.pending_deletions.select("container")
+            .distinct()
+            .withColumn("pending_deletion", F.lit(True)),
+            "container",
+            "left",
+        )
+    )
     # some volume or host not verified: a container with fewer verified replicas than
     # `replication` may have others there, unread: UNVERIFIED, not MATCH, not under-replicated
     short = F.lit(idx.degraded) & (F.coalesce(F.col("read_replicas"), F.lit(0)) < replication)
     cond = {
         # a mismatch only with replicas whose data was not scanned is no mismatch
-        "MATCH": ((F.col("state") == "MATCH")
-                  | ((F.col("state") == "MISMATCH") & ~F.col("mismatched"))) & ~short,
+        "MATCH": (
+            (F.col("state") == "MATCH") | ((F.col("state") == "MISMATCH") & ~F.col("mismatched"))
+        )
+        & ~short,
         "MISMATCHED": F.col("mismatched"),
         "UNDER_REPLICATED": (F.col("n_replicas") < replication) & ~short,
         "OVER_REPLICATED": F.col("n_replicas") > replication,
@@ -218,19 +306,27 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
         "WARNINGS": F.coalesce(F.col("with_warnings"), F.lit(0)) > 0,
     }
     # one job for every state: counts and the first IDs (sorted) per state
-    aggs = [F.sum("n_replicas").alias("__replicas"), F.sum("read_replicas").alias("__read"),
-            F.sum("data_replicas").alias("__data"),
-            F.sum(F.when(short, 1).otherwise(0)).alias("__short")]
+    aggs = [
+        F.sum("n_replicas").alias("__replicas"),
+        F.sum("read_replicas").alias("__read"),
+        F.sum("data_replicas").alias("__data"),
+        F.sum(F.when(short, 1).otherwise(0)).alias("__short"),
+    ]
     for s in STATES:
         aggs.append(F.sum(F.when(cond[s], 1).otherwise(0)).alias(f"n_{s}"))
-        aggs.append(F.slice(F.sort_array(F.collect_list(F.when(cond[s], F.col("container")))),
-                            1, max(first, 1)).alias(f"ids_{s}"))
+        aggs.append(
+            F.slice(
+                F.sort_array(F.collect_list(F.when(cond[s], F.col("container")))), 1, max(first, 1)
+            ).alias(f"ids_{s}")
+        )
     row = flags.agg(*aggs).collect()[0]
     summary: Dict[str, int] = {s: int(row[f"n_{s}"] or 0) for s in STATES}
-    lists: Dict[str, List[int]] = {s: [int(i) for i in (row[f"ids_{s}"] or [])][:first]
-                                   for s in STATES}
-    read = read_summary(int(row["__replicas"] or 0), int(row["__read"] or 0),
-                        int(row["__data"] or 0))
+    lists: Dict[str, List[int]] = {
+        s: [int(i) for i in (row[f"ids_{s}"] or [])][:first] for s in STATES
+    }
+    read = read_summary(
+        int(row["__replicas"] or 0), int(row["__read"] or 0), int(row["__data"] or 0)
+    )
     recorded = _recorded_only(read, summary, lists)
     mismatched: List[Dict[str, Any]] = []
     values: Dict[Any, Optional[int]] = {}
@@ -243,53 +339,93 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
             paths[(r["container"], r["datanode"])] = r["replica"]
             if "host" in r.asDict():  # where this replica was scanned
                 where[(r["container"], r["datanode"])] = r["host"]
-    for r in c.filter(F.col("container").isin(ids)).orderBy("container").collect() if ids \
-            else []:
+    for r in c.filter(F.col("container").isin(ids)).orderBy("container").collect() if ids else []:
         reps = []
         for g in r["groups"]:
             for dn in g:
                 v = values.get((r["container"], dn))
-                reps.append({"datanode": dn,
-                             "host": where.get((r["container"], dn)) or idx.host_of(dn),
-                             "replica": paths.get((r["container"], dn)),
-                             "dataChecksum": None if v is None else format_checksum(v)})
-        mismatched.append({"containerID": int(r["container"]), "replicas": reps,
-                           "groups": [list(g) for g in r["groups"]],
-                           "group_hosts": [idx.hosts_of(g) for g in r["groups"]]})
+                reps.append(
+                    {
+                        "datanode": dn,
+                        "host": where.get((r["container"], dn)) or idx.host_of(dn),
+                        "replica": paths.get((r["container"], dn)),
+                        "dataChecksum": None if v is None else format_checksum(v),
+                    }
+                )
+        mismatched.append(
+            {
+                "containerID": int(r["container"]),
+                "replicas": reps,
+                "groups": [list(g) for g in r["groups"]],
+                "group_hosts": [idx.hosts_of(g) for g in r["groups"]],
+            }
+        )
     # replicas of a layout whose owner repairs them (Ozone's datanodes reconcile themselves,
     # asked per container; crcmerkle's own reconciler refuses them)
     owner = owner_repairing(r["replica"] for m in mismatched for r in m["replicas"])
     to_plan = dataclasses.replace(diff, pulls=planned_pulls(diff, judged))
     repair_plan, reconcile, total, parts = _plan_on_executors(
-        to_plan, limit, first, None if owner is not None else commands_to, idx)
+        to_plan, limit, first, None if owner is not None else commands_to, idx
+    )
     if owner is not None:
         reconcile, total, parts = [], 0, None
-    unrec = [{"container": int(u["container"]), "block": int(u["block"]),
-              "offset": int(u["offset"]), "datanodes": list(u["datanodes"]),
-              "hosts": idx.hosts_of(u["datanodes"]), "reason": u["reason"]}
-             for u in diff.unrecoverable.orderBy("container", "block", "offset")
-             .limit(first).collect()]
-    pending = [{"container": int(p["container"]), "datanode": p["datanode"],
-                "host": idx.host_of(p["datanode"]),
-                "replica": p["replica"], "block": int(p["block"]),
-                "deleted_on": list(p["deleted_on"]),
-                "deleted_on_hosts": idx.hosts_of(p["deleted_on"])}
-               for p in diff.pending_deletions.orderBy("container", "block", "datanode")
-               .limit(first).collect()]
-    holders = {m["containerID"]: [{"datanode": x["datanode"], "host": x["host"]}
-                                  for x in m["replicas"]] for m in mismatched}
-    ozone_reconcile = [{"containerID": cid, "argv": owner.owner_repair_argv(cid),
-                        "datanodes": holders.get(cid, [])}
-                       for cid in ids] if owner is not None else []
+    unrec = [
+        {
+            "container": int(u["container"]),
+            "block": int(u["block"]),
+            "offset": int(u["offset"]),
+            "datanodes": list(u["datanodes"]),
+            "hosts": idx.hosts_of(u["datanodes"]),
+            "reason": u["reason"],
+        }
+        for u in diff.unrecoverable.orderBy("container", "block", "offset").limit(first).collect()
+    ]
+    pending = [
+        {
+            "container": int(p["container"]),
+            "datanode": p["datanode"],
+            "host": idx.host_of(p["datanode"]),
+            "replica": p["replica"],
+            "block": int(p["block"]),
+            "deleted_on": list(p["deleted_on"]),
+            "deleted_on_hosts": idx.hosts_of(p["deleted_on"]),
+        }
+        for p in diff.pending_deletions.orderBy("container", "block", "datanode")
+        .limit(first)
+        .collect()
+    ]
+    holders = {
+        m["containerID"]: [{"datanode": x["datanode"], "host": x["host"]} for x in m["replicas"]]
+        for m in mismatched
+    }
+    ozone_reconcile = (
+        [
+            {
+                "containerID": cid,
+                "argv": owner.owner_repair_argv(cid),
+                "datanodes": holders.get(cid, []),
+            }
+            for cid in ids
+        ]
+        if owner is not None
+        else []
+    )
     written = commands_to is not None and owner is None
     # the digest `crcmerkle reconcile --report` checks before it runs anything: over the
     # executors' part digests when they wrote the list, else over the inline list (when it
     # is the whole list; else the list exists nowhere and reconcile refuses the report)
     from merkle.replica.commandlist import lines_digest, parts_digest
-    digest = (parts_digest(parts) if written and parts is not None else
-              lines_digest(reconcile) if total == len(reconcile) else None)
+
+    digest = (
+        parts_digest(parts)
+        if written and parts is not None
+        else lines_digest(reconcile)
+        if total == len(reconcile)
+        else None
+    )
     return {
-        "format": "crcmerkle-spark-report", "version": 1,
+        "format": "crcmerkle-spark-report",
+        "version": 1,
         "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "replication": replication,
         "strict": strict,
@@ -306,10 +442,13 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
         "repair_plan": repair_plan,
         "reconcile": reconcile,
         "reconcile_commands": {
-            "total": total, "listed": len(reconcile),
+            "total": total,
+            "listed": len(reconcile),
             "path": (commands_ref or commands_to) if written else None,
             "format": COMMANDS_FORMAT if written else None,
-            "parts": parts if written else None, "sha256": digest},
+            "parts": parts if written else None,
+            "sha256": digest,
+        },
         "ozone_reconcile": ozone_reconcile,
         "scanned_roots": scanned_roots(replicas if replicas is not None else diff.replicas),
         "verification": verification(idx, int(row["__short"] or 0)),
@@ -323,10 +462,13 @@ def build_report(diff: DiffResult, *, replicas: Any = None, errors: Any = None,
 COMMANDS_FORMAT = "json-lines"
 
 
-def _plan_on_executors(diff: DiffResult, limit: int, first: int, commands_to: Optional[str],
-                       idx: Optional[HostIndex] = None
-                       ) -> Tuple[Dict[str, Any], List[Dict[str, Any]], int,
-                                  Optional[List[Dict[str, Any]]]]:
+def _plan_on_executors(
+    diff: DiffResult,
+    limit: int,
+    first: int,
+    commands_to: Optional[str],
+    idx: Optional[HostIndex] = None,
+) -> Tuple[Dict[str, Any], List[Dict[str, Any]], int, Optional[List[Dict[str, Any]]]]:
     """(the report's "repair_plan", its first `first` reconcile commands, how many there are
     in all, the parts of the full list: name, bytes, SHA-256 each). The plan is built by the
     executors; the full command list is written by them to `commands_to` (if given) and each
@@ -338,10 +480,15 @@ def _plan_on_executors(diff: DiffResult, limit: int, first: int, commands_to: Op
 
     cmds = plan_commands(diff.pulls, limit).persist()  # read by the counts, the list, the file
     try:
-        row = cmds.agg(F.count(F.lit(1)).alias("n"), F.max("round").alias("last"),
-                       F.sum("bytes").alias("bytes")).collect()[0]
-        firsts = [_plain(r.asDict(recursive=True)) for r in cmds.orderBy(
-            "round", "container", "target", "source").limit(first).collect()]
+        row = cmds.agg(
+            F.count(F.lit(1)).alias("n"),
+            F.max("round").alias("last"),
+            F.sum("bytes").alias("bytes"),
+        ).collect()[0]
+        firsts = [
+            _plain(r.asDict(recursive=True))
+            for r in cmds.orderBy("round", "container", "target", "source").limit(first).collect()
+        ]
         for f in firsts:
             f["target_host"] = idx.host_of(f["target"]) if idx else None
             f["source_host"] = idx.host_of(f["source"]) if idx else None
@@ -349,22 +496,28 @@ def _plan_on_executors(diff: DiffResult, limit: int, first: int, commands_to: Op
         if commands_to is not None:
             # sorted, so the part files hold the commands in round order; uncompressed JSON
             # lines: `crcmerkle reconcile` reads them with the standard library
-            entries.orderBy("round", "container_id", "datanode").write.mode("overwrite") \
-                .option("compression", "none").json(commands_to)
-        parts = part_digests(cmds.sparkSession, commands_to) if commands_to is not None \
-            else None
+            entries.orderBy("round", "container_id", "datanode").write.mode("overwrite").option(
+                "compression", "none"
+            ).json(commands_to)
+        parts = part_digests(cmds.sparkSession, commands_to) if commands_to is not None else None
         total = entries.count()
-        listed = [_plain(r.asDict(recursive=True)) for r in entries.orderBy(
-            "round", "container_id", "datanode").limit(first).collect()]
+        listed = [
+            _plain(r.asDict(recursive=True))
+            for r in entries.orderBy("round", "container_id", "datanode").limit(first).collect()
+        ]
     finally:
         cmds.unpersist()
     for e in listed:
         for k in ("argv", "host", "peer_hosts"):
             if k in e and e[k] is None:
                 del e[k]  # as in the file, whose writer leaves null fields out
-    plan = {"datanode_limit": limit, "rounds": 0 if row["last"] is None else
-            int(row["last"]) + 1, "total": int(row["n"]), "bytes": int(row["bytes"] or 0),
-            "commands": firsts}
+    plan = {
+        "datanode_limit": limit,
+        "rounds": 0 if row["last"] is None else int(row["last"]) + 1,
+        "total": int(row["n"]),
+        "bytes": int(row["bytes"] or 0),
+        "commands": firsts,
+    }
     return plan, listed, total, parts
 
 
@@ -377,14 +530,20 @@ def _with_hosts(entries: Any, idx: Optional[HostIndex]) -> Any:
     from pyspark.sql import functions as F
 
     spark = entries.sparkSession
-    m = spark.createDataFrame(sorted((d, h) for d, h in idx.hosts.items() if h is not None),
-                              "datanode string, host string")
-    hosts = F.broadcast(m.select(F.map_from_entries(F.collect_list(F.struct(
-        "datanode", "host"))).alias("hm")))
+    m = spark.createDataFrame(
+        sorted((d, h) for d, h in idx.hosts.items() if h is not None),
+        "datanode string, host string",
+    )
+    hosts = F.broadcast(
+        m.select(F.map_from_entries(F.collect_list(F.struct("datanode", "host"))).alias("hm"))
+    )
     cols = entries.columns
-    out = entries.crossJoin(hosts).withColumn("host", F.expr("try_element_at(hm, datanode)")) \
+    out = (
+        entries.crossJoin(hosts)
+        .withColumn("host", F.expr("try_element_at(hm, datanode)"))
         .withColumn("peer_hosts", F.expr("transform(peer_datanodes, d -> try_element_at(hm, d))"))
-    return out.select(*cols[:cols.index("argv")], "host", "peer_hosts", "argv")
+    )
+    return out.select(*cols[: cols.index("argv")], "host", "peer_hosts", "argv")
 
 
 def part_digests(spark: Any, directory: str) -> List[Dict[str, Any]]:
@@ -399,8 +558,11 @@ def part_digests(spark: Any, directory: str) -> List[Dict[str, Any]]:
         return path.rstrip("/").rsplit("/", 1)[-1], len(data), hashlib.sha256(data).hexdigest()
 
     rows = spark.sparkContext.binaryFiles(directory).map(digest).collect()
-    return [{"name": n, "bytes": b, "sha256": h} for n, b, h in sorted(rows)
-            if b and not n.startswith(("_", "."))]  # an empty part holds no command
+    return [
+        {"name": n, "bytes": b, "sha256": h}
+        for n, b, h in sorted(rows)
+        if b and not n.startswith(("_", "."))
+    ]  # an empty part holds no command
 
 
 def scanned_roots(replicas: Any) -> Optional[List[str]]:
@@ -413,35 +575,47 @@ def scanned_roots(replicas: Any) -> Optional[List[str]]:
         return None
     from pyspark.sql import functions as F
 
-    rows = replicas.filter(F.col("replica").isNotNull()).select(F.regexp_replace(
-        F.col("replica"), "/+[^/]+/+[^/]+/+[^/]+/*$", "").alias("root")).distinct().collect()
+    rows = (
+        replicas.filter(F.col("replica").isNotNull())
+        .select(F.regexp_replace(F.col("replica"), "/+[^/]+/+[^/]+/+[^/]+/*$", "").alias("root"))
+        .distinct()
+        .collect()
+    )
     return sorted(r["root"] for r in rows if r["root"]) or None
 
 
 def _plain(d: Dict[str, Any]) -> Dict[str, Any]:
     """A collected row as JSON-ready values (Rows nested in arrays become dicts)."""
-    return {k: [_plain(x) if isinstance(x, dict) else x for x in v] if isinstance(v, list)
-            else v for k, v in d.items()}
+    return {
+        k: [_plain(x) if isinstance(x, dict) else x for x in v] if isinstance(v, list) else v
+        for k, v in d.items()
+    }
 
 
 def read_summary(replicas: int, read: int, data: Optional[int] = None) -> Dict[str, Any]:
     """How much of the cluster a run actually read (the report's "read" entry): `read`
     replicas verified by the pass, `data` (when known) of them by reading their data (a
     census or a trees-only pass reads recorded checksums alone: 0)."""
-    out: Dict[str, Any] = {"replicas": replicas, "read": read,
-                           "fraction": round(read / replicas, 6) if replicas else 0.0}
+    out: Dict[str, Any] = {
+        "replicas": replicas,
+        "read": read,
+        "fraction": round(read / replicas, 6) if replicas else 0.0,
+    }
     if data is not None:
         out["data_read"] = data
     return out
 
 
 #: What a report over a pass that read no data says instead of MATCH.
-RECORDED_NOTE = ("compared from recorded checksums: no data was read (a census, "
-                 "--metadata-only, or --trees-only), so no replica's data was verified")
+RECORDED_NOTE = (
+    "compared from recorded checksums: no data was read (a census, "
+    "--metadata-only, or --trees-only), so no replica's data was verified"
+)
 
 
-def _recorded_only(read: Dict[str, Any], summary: Dict[str, int],
-                   lists: Dict[str, List[int]]) -> Optional[Dict[str, Any]]:
+def _recorded_only(
+    read: Dict[str, Any], summary: Dict[str, int], lists: Dict[str, List[int]]
+) -> Optional[Dict[str, Any]]:
     """For a pass that verified replicas without reading any data: the containers whose
     recorded values agree, taken out of MATCH (which says the data was compared), as the
     report's "compared_from_recorded_checksums"; None after a scan that read data."""
@@ -464,15 +638,19 @@ def check_read(read: Dict[str, Any], min_fraction: float = 0.0) -> None:
     n, k = read["replicas"], read["read"]
     if n and k and k / n >= min_fraction:
         return
-    why = ("the executors could not read the replicas: are the paths visible on every node "
-           "(not only on the driver), and the store's endpoint and credentials set for the "
-           "executors? see the errors table")
+    why = (
+        "the executors could not read the replicas: are the paths visible on every node "
+        "(not only on the driver), and the store's endpoint and credentials set for the "
+        "executors? see the errors table"
+    )
     if not n:
         raise NothingVerifiedError("no replica was scanned")
     if not k:
         raise NothingVerifiedError(f"none of the {n} replica(s) could be read; {why}")
-    raise NothingVerifiedError(f"only {k} of {n} replica(s) were read ({k / n:.1%} < "
-                               f"--min-read-fraction {min_fraction:g}); {why}")
+    raise NothingVerifiedError(
+        f"only {k} of {n} replica(s) were read ({k / n:.1%} < "
+        f"--min-read-fraction {min_fraction:g}); {why}"
+    )
 
 
 def _who(datanode: Any, host: Any, knows_hosts: bool) -> str:
@@ -495,26 +673,37 @@ def volume_lines(report: Dict[str, Any]) -> List[str]:
     if not v.get("volumes_unverified"):
         return []
     by = ", ".join(f"{s} {n}" for s, n in v["by_status"].items() if s != "SCANNED")
-    lines = ["", f"Volumes not verified: {v['volumes_unverified']} of {v['volumes']} ({by})"
-             + (f"; the first {len(report['volumes'])}:"
-                if len(report["volumes"]) < v["volumes_unverified"] else ":")]
+    lines = [
+        "",
+        f"Volumes not verified: {v['volumes_unverified']} of {v['volumes']} ({by})"
+        + (
+            f"; the first {len(report['volumes'])}:"
+            if len(report["volumes"]) < v["volumes_unverified"]
+            else ":"
+        ),
+    ]
     for x in report["volumes"]:
-        lines.append(f"  {x['status']}: {x['volume'] or '-'} of "
-                     f"{_who(x['datanode'], x['host'], True)}"
-                     + (f": {x['detail']}" if x.get("detail") else ""))
+        lines.append(
+            f"  {x['status']}: {x['volume'] or '-'} of "
+            f"{_who(x['datanode'], x['host'], True)}"
+            + (f": {x['detail']}" if x.get("detail") else "")
+        )
     if report.get("hosts_unverified"):
-        lines.append("Hosts with no verified volume: " + ", ".join(
-            (h["host"] or "unknown host") + (f" ({', '.join(h['datanodes'])})"
-                                             if h["datanodes"] else "")
-            for h in report["hosts_unverified"]))
+        lines.append(
+            "Hosts with no verified volume: "
+            + ", ".join(
+                (h["host"] or "unknown host")
+                + (f" ({', '.join(h['datanodes'])})" if h["datanodes"] else "")
+                for h in report["hosts_unverified"]
+            )
+        )
     return lines
 
 
 def format_text(report: Dict[str, Any]) -> str:
     """The human form, in the shape of Ozone's container report."""
     knows = bool(report.get("knows_hosts"))
-    lines = [f"Container Summary Report generated at {report['generated']}",
-             "=" * 58]
+    lines = [f"Container Summary Report generated at {report['generated']}", "=" * 58]
     if report.get("compared_from_recorded_checksums") is not None:
         lines.append(f"NO DATA READ: {RECORDED_NOTE}")
     lines += ["", "Container Health Summary", "=" * 24]
@@ -525,85 +714,120 @@ def format_text(report: Dict[str, Any]) -> str:
     rd = report.get("read")
     rec = report.get("compared_from_recorded_checksums")
     if rec is not None:
-        lines.append(f"Compared from recorded checksums (no data read): "
-                     f"{rec['containers']} container(s) whose replicas' recorded values "
-                     f"agree; NOT verified against their data")
+        lines.append(
+            f"Compared from recorded checksums (no data read): "
+            f"{rec['containers']} container(s) whose replicas' recorded values "
+            f"agree; NOT verified against their data"
+        )
         if rd is not None:
-            lines.append(f"Replicas read: none (no data read); recorded checksums of "
-                         f"{rd['read']} of {rd['replicas']} compared")
+            lines.append(
+                f"Replicas read: none (no data read); recorded checksums of "
+                f"{rd['read']} of {rd['replicas']} compared"
+            )
     elif rd is not None:
-        lines.append(f"Replicas read: {rd['read']} of {rd['replicas']} "
-                     f"({rd['fraction']:.1%})")
+        lines.append(f"Replicas read: {rd['read']} of {rd['replicas']} ({rd['fraction']:.1%})")
     v = report.get("verification") or {}
     if v.get("volumes_unverified"):
-        lines.append(f"Not verified: {v['volumes_unverified']} volume(s), "
-                     f"{v['hosts_unverified']} host(s) with no verified volume: their "
-                     f"replicas were not read. {v['containers_short']} container(s) with "
-                     f"fewer than {report['replication']} verified replicas are UNVERIFIED, "
-                     f"never MATCH nor UNDER_REPLICATED (their replicas there are unknown)")
+        lines.append(
+            f"Not verified: {v['volumes_unverified']} volume(s), "
+            f"{v['hosts_unverified']} host(s) with no verified volume: their "
+            f"replicas were not read. {v['containers_short']} container(s) with "
+            f"fewer than {report['replication']} verified replicas are UNVERIFIED, "
+            f"never MATCH nor UNDER_REPLICATED (their replicas there are unknown)"
+        )
     lines += volume_lines(report)
     for s in STATES:
         ids = report["containers"][s]
         if s == "MATCH" or not ids:
             continue
-        lines += ["", f"First {report['first']} {s} containers:",
-                  ", ".join(f"#{i}" for i in ids)]
+        lines += ["", f"First {report['first']} {s} containers:", ", ".join(f"#{i}" for i in ids)]
     if report["mismatched"]:
         lines += ["", "Reconcile status of mismatched containers", "=" * 42]
         for m in report["mismatched"]:
             lines.append(f"Container {m['containerID']}:")
             for r in m["replicas"]:
-                lines.append(f"  {_who(r['datanode'], r.get('host'), knows)}: dataChecksum="
-                             f"{r['dataChecksum'] if r['dataChecksum'] is not None else '-'}"
-                             f"{'  ' + r['replica'] if r['replica'] else ''}")
+                lines.append(
+                    f"  {_who(r['datanode'], r.get('host'), knows)}: dataChecksum="
+                    f"{r['dataChecksum'] if r['dataChecksum'] is not None else '-'}"
+                    f"{'  ' + r['replica'] if r['replica'] else ''}"
+                )
     if report["unrecoverable"]:
         lines += ["", "Unrecoverable chunks (no healthy copy, or healthy copies differ)"]
         for u in report["unrecoverable"]:
-            lines.append(f"  container {u['container']} block {u['block']} chunk "
-                         f"@{u['offset']}: {u['reason']} "
-                         f"({_whos(u['datanodes'], u.get('hosts'), knows)})")
+            lines.append(
+                f"  container {u['container']} block {u['block']} chunk "
+                f"@{u['offset']}: {u['reason']} "
+                f"({_whos(u['datanodes'], u.get('hosts'), knows)})"
+            )
     if report["pending_deletions"]:
         lines += ["", "Pending deletions (live here, deleted on other replicas; values agree)"]
         for p in report["pending_deletions"]:
-            lines.append(f"  container {p['container']} block {p['block']}: live on "
-                         f"{_who(p['datanode'], p.get('host'), knows)}, deleted on "
-                         f"{_whos(p['deleted_on'], p.get('deleted_on_hosts'), knows)}")
+            lines.append(
+                f"  container {p['container']} block {p['block']}: live on "
+                f"{_who(p['datanode'], p.get('host'), knows)}, deleted on "
+                f"{_whos(p['deleted_on'], p.get('deleted_on_hosts'), knows)}"
+            )
     ozone = bool(report.get("ozone_reconcile"))
     if ozone:
         # two lists follow (these commands and the repair plan): say which one is the action
-        lines += ["", "Ozone reconciliation: ACT ON THIS LIST (run each command; the datanodes "
-                      "repair their own replicas):"]
+        lines += [
+            "",
+            "Ozone reconciliation: ACT ON THIS LIST (run each command; the datanodes "
+            "repair their own replicas):",
+        ]
         for o in report["ozone_reconcile"]:
             held = [x for x in o.get("datanodes") or []]
-            lines.append("  " + shlex.join(o["argv"]) + (
-                "   # " + _whos([x["datanode"] for x in held], [x["host"] for x in held],
-                                knows) if held and knows else ""))
+            lines.append(
+                "  "
+                + shlex.join(o["argv"])
+                + (
+                    "   # " + _whos([x["datanode"] for x in held], [x["host"] for x in held], knows)
+                    if held and knows
+                    else ""
+                )
+            )
     plan = report["repair_plan"]
     total = plan.get("total", len(plan["commands"]))
-    lines += ["", f"Repair plan: {total} command(s) in {plan['rounds']} round(s), at most "
-                  f"{plan['datanode_limit']} container(s) per datanode per round"
-              + (f" (the first {len(plan['commands'])} below)"
-                 if total > len(plan["commands"][:report["first"]]) else "")]
+    lines += [
+        "",
+        f"Repair plan: {total} command(s) in {plan['rounds']} round(s), at most "
+        f"{plan['datanode_limit']} container(s) per datanode per round"
+        + (
+            f" (the first {len(plan['commands'])} below)"
+            if total > len(plan["commands"][: report["first"]])
+            else ""
+        ),
+    ]
     if ozone and plan["commands"]:
-        lines.append("  (for information only: what differs between the replicas; do not run "
-                     "it, 'crcmerkle reconcile' does not repair Ozone replicas: act on the "
-                     "Ozone reconciliation list above)")
-    for p in plan["commands"][:report["first"]]:
+        lines.append(
+            "  (for information only: what differs between the replicas; do not run "
+            "it, 'crcmerkle reconcile' does not repair Ozone replicas: act on the "
+            "Ozone reconciliation list above)"
+        )
+    for p in plan["commands"][: report["first"]]:
         kinds: Dict[str, int] = {}
         for it in p["items"]:
             kinds[it["kind"]] = kinds.get(it["kind"], 0) + 1
         what = ", ".join(f"{n} {k.lower().replace('_', ' ')}" for k, n in sorted(kinds.items()))
-        lines.append(f"  round {p['round']}: container {p['container']} "
-                     f"{_who(p['target'], p.get('target_host'), knows)} <- "
-                     f"{_who(p['source'], p.get('source_host'), knows)}: {what}, "
-                     f"{p['bytes']} bytes")
+        lines.append(
+            f"  round {p['round']}: container {p['container']} "
+            f"{_who(p['target'], p.get('target_host'), knows)} <- "
+            f"{_who(p['source'], p.get('source_host'), knows)}: {what}, "
+            f"{p['bytes']} bytes"
+        )
     rc = report.get("reconcile_commands")
     if rc and rc["total"]:
-        where = (f"all in {rc['path']}" if rc["path"] else
-                 "the full list is not written (give --report FILE)"
-                 if rc["total"] > rc["listed"] else "all listed in the JSON")
-        lines.append(f"Reconcile commands: {rc['total']} ({where}); run them with "
-                     "'crcmerkle reconcile --report REPORT.json'")
+        where = (
+            f"all in {rc['path']}"
+            if rc["path"]
+            else "the full list is not written (give --report FILE)"
+            if rc["total"] > rc["listed"]
+            else "all listed in the JSON"
+        )
+        lines.append(
+            f"Reconcile commands: {rc['total']} ({where}); run them with "
+            "'crcmerkle reconcile --report REPORT.json'"
+        )
     # a datanode or replica directory may be named with a newline: one line stays one line
     return "\n".join(one_line(line) for line in lines) + "\n"
 

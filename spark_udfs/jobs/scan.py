@@ -57,44 +57,81 @@ from spark_udfs.tables import (
     tree_to_rows,
 )
 
-__all__ = ["BLOCK_SCHEMA", "DUPLICATE_DATANODE", "DUPLICATE_REPLICA", "ERROR_SCHEMA",
-           "NOT_IN_INVENTORY", "NOT_SCANNED", "NO_EXECUTOR", "REPLICAS_PER_TASK",
-           "REPLICA_SCHEMA", "ROWS_PER_FILE",
-           "SCANNED", "SCAN_FAILED", "ScanTables", "TABLE_SCHEMAS", "VOLUME_FAILED",
-           "VOLUME_SCHEMA", "VOLUME_STATUSES", "WRONG_DATANODE", "WRONG_HOST", "scan_replicas"]
+__all__ = [
+    "BLOCK_SCHEMA",
+    "DUPLICATE_DATANODE",
+    "DUPLICATE_REPLICA",
+    "ERROR_SCHEMA",
+    "NOT_IN_INVENTORY",
+    "NOT_SCANNED",
+    "NO_EXECUTOR",
+    "REPLICAS_PER_TASK",
+    "REPLICA_SCHEMA",
+    "ROWS_PER_FILE",
+    "SCANNED",
+    "SCAN_FAILED",
+    "ScanTables",
+    "TABLE_SCHEMAS",
+    "VOLUME_FAILED",
+    "VOLUME_SCHEMA",
+    "VOLUME_STATUSES",
+    "WRONG_DATANODE",
+    "WRONG_HOST",
+    "scan_replicas",
+]
 
 #: `severity`: "error" or "warning" (merkle.replica.levels; absent from scans written before
 #: findings had levels, whose findings are all judged errors)
 #: `host`: the host the datanode was scanned on (the inventory's name; null for a scan of one
 #: directory tree, which knows no hosts)
-ERROR_SCHEMA = ("datanode string, replica string, container long, error string, block long, "
-                "offset long, detail string, severity string, host string")
+ERROR_SCHEMA = (
+    "datanode string, replica string, container long, error string, block long, "
+    "offset long, detail string, severity string, host string"
+)
 #: `ok`: no error-level finding (warnings leave a replica ok); `errors`: every finding of the
 #: replica (its rows in the errors table), `warnings`: how many of them are warnings
-REPLICA_SCHEMA = ("datanode string, replica string, container long, data_checksum long, "
-                  "ok boolean, errors long, blocks long, chunks long, bytes_read long, "
-                  "tombstones long, unhealthy_chunks long, verified boolean, warnings long, "
-                  "host string")
+REPLICA_SCHEMA = (
+    "datanode string, replica string, container long, data_checksum long, "
+    "ok boolean, errors long, blocks long, chunks long, bytes_read long, "
+    "tombstones long, unhealthy_chunks long, verified boolean, warnings long, "
+    "host string"
+)
 #: the --also columns (spark_udfs.tables.ALSO_SCHEMA): the whole block's value, big-endian
-BLOCK_SCHEMA = ("datanode string, replica string, container long, block long, "
-                "block_value long, deleted boolean, chunks long, bytes long, "
-                "checksum_matches boolean, chunk_offsets array<bigint>, "
-                "chunk_lengths array<bigint>, chunk_leaves array<bigint>, "
-                "chunk_matches array<boolean>, " + ALSO_SCHEMA)
+BLOCK_SCHEMA = (
+    "datanode string, replica string, container long, block long, "
+    "block_value long, deleted boolean, chunks long, bytes long, "
+    "checksum_matches boolean, chunk_offsets array<bigint>, "
+    "chunk_lengths array<bigint>, chunk_leaves array<bigint>, "
+    "chunk_matches array<boolean>, " + ALSO_SCHEMA
+)
 #: the blocks table's columns as selected from the stage's BLOCK rows
-_BLOCK_SELECT = ("datanode", "replica", "container", "block", ("data_checksum", "block_value"),
-                 "deleted", "chunks", ("length", "bytes"), "checksum_matches",
-                 "chunk_offsets", "chunk_lengths", "chunk_leaves", "chunk_matches",
-                 *ALSO_COLUMNS)
+_BLOCK_SELECT = (
+    "datanode",
+    "replica",
+    "container",
+    "block",
+    ("data_checksum", "block_value"),
+    "deleted",
+    "chunks",
+    ("length", "bytes"),
+    "checksum_matches",
+    "chunk_offsets",
+    "chunk_lengths",
+    "chunk_leaves",
+    "chunk_matches",
+    *ALSO_COLUMNS,
+)
 
 #: one row per volume the job meant to scan: who owns it (`datanode`: its recorded identity,
 #: `host`: where it was meant to be read, null for one directory tree), where it is mounted,
 #: what became of it (`status`, one of VOLUME_STATUSES; `detail` says why in one line), how
 #: many replicas it held, the bytes read, the task's seconds on it, and the host the task
 #: ran on (`ran_on`, as the executor registered; null where the job knows no hosts)
-VOLUME_SCHEMA = ("datanode string, host string, volume string, cluster_id string, "
-                 "status string, detail string, replicas long, bytes_read long, "
-                 "seconds double, ran_on string")
+VOLUME_SCHEMA = (
+    "datanode string, host string, volume string, cluster_id string, "
+    "status string, detail string, replicas long, bytes_read long, "
+    "seconds double, ran_on string"
+)
 #: the volume was read (its replicas' findings are in the other tables); every other status
 #: is a finding with its level (merkle.replica.levels)
 SCANNED: str = "SCANNED"
@@ -116,8 +153,16 @@ NOT_SCANNED = "NOT_SCANNED"
 #: an emitted volume the --datanodes inventory does not give its host (or a host it does not
 #: list): scanned, but none of its replicas is counted (spark_udfs.cluster.vouch)
 NOT_IN_INVENTORY = "NOT_IN_INVENTORY"
-VOLUME_STATUSES = (SCANNED, WRONG_HOST, WRONG_DATANODE, DUPLICATE_DATANODE, NO_EXECUTOR,
-                   VOLUME_FAILED, NOT_SCANNED, NOT_IN_INVENTORY)
+VOLUME_STATUSES = (
+    SCANNED,
+    WRONG_HOST,
+    WRONG_DATANODE,
+    DUPLICATE_DATANODE,
+    NO_EXECUTOR,
+    VOLUME_FAILED,
+    NOT_SCANNED,
+    NOT_IN_INVENTORY,
+)
 
 #: a replica the scanner could not finish (an I/O error on its metadata, a vanished
 #: directory): reported as an error row, the other replicas of the task go on
@@ -132,28 +177,60 @@ DUPLICATE_REPLICA = "DUPLICATE_REPLICA"
 REPLICAS_PER_TASK = 32
 
 #: the work items: one row per replica (merkle.replica.layout.ReplicaRef's fields)
-_WORK_SCHEMA = ("layout string, datanode string, replica string, container long, "
-                "fs_root string, fs_path string")
+_WORK_SCHEMA = (
+    "layout string, datanode string, replica string, container long, fs_root string, fs_path string"
+)
 
 #: every output row of the stage, told apart by `kind`: CHUNK (spark_udfs.tables columns),
 #: BLOCK (a block of the merged tree), ERROR, REPLICA (one summary per replica)
-_OUT_ARROW = pa.schema([
-    ("kind", pa.string()), ("datanode", pa.string()), ("replica", pa.string()),
-    ("container", pa.int64()), ("block", pa.int64()), ("offset", pa.int64()),
-    ("length", pa.int64()), ("leaf", pa.int64()), ("checksum_matches", pa.bool_()),
-    ("deleted", pa.bool_()), ("error", pa.string()), ("detail", pa.string()),
-    ("data_checksum", pa.int64()), ("ok", pa.bool_()), ("errors", pa.int64()),
-    ("blocks", pa.int64()), ("chunks", pa.int64()), ("bytes_read", pa.int64()),
-    ("tombstones", pa.int64()), ("unhealthy_chunks", pa.int64()), ("verified", pa.bool_()),
-    ("severity", pa.string()), ("warnings", pa.int64()),
-    ("chunk_offsets", pa.list_(pa.int64())), ("chunk_lengths", pa.list_(pa.int64())),
-    ("chunk_leaves", pa.list_(pa.int64())), ("chunk_matches", pa.list_(pa.bool_())),
-    ("host", pa.string()), ("volume", pa.string()), ("cluster_id", pa.string()),
-    ("status", pa.string()), ("seconds", pa.float64()), ("ran_on", pa.string()),
-    *((a, pa.binary()) for a in ALSO_COLUMNS), *RECORDED_ARROW])
-_SPARK_TYPES = {pa.string(): "string", pa.int64(): "long", pa.bool_(): "boolean",
-                pa.float64(): "double", pa.binary(): "binary",
-                pa.list_(pa.int64()): "array<bigint>", pa.list_(pa.bool_()): "array<boolean>"}
+_OUT_ARROW = pa.schema(
+    [
+        ("kind", pa.string()),
+        ("datanode", pa.string()),
+        ("replica", pa.string()),
+        ("container", pa.int64()),
+        ("block", pa.int64()),
+        ("offset", pa.int64()),
+        ("length", pa.int64()),
+        ("leaf", pa.int64()),
+        ("checksum_matches", pa.bool_()),
+        ("deleted", pa.bool_()),
+        ("error", pa.string()),
+        ("detail", pa.string()),
+        ("data_checksum", pa.int64()),
+        ("ok", pa.bool_()),
+        ("errors", pa.int64()),
+        ("blocks", pa.int64()),
+        ("chunks", pa.int64()),
+        ("bytes_read", pa.int64()),
+        ("tombstones", pa.int64()),
+        ("unhealthy_chunks", pa.int64()),
+        ("verified", pa.bool_()),
+        ("severity", pa.string()),
+        ("warnings", pa.int64()),
+        ("chunk_offsets", pa.list_(pa.int64())),
+        ("chunk_lengths", pa.list_(pa.int64())),
+        ("chunk_leaves", pa.list_(pa.int64())),
+        ("chunk_matches", pa.list_(pa.bool_())),
+        ("host", pa.string()),
+        ("volume", pa.string()),
+        ("cluster_id", pa.string()),
+        ("status", pa.string()),
+        ("seconds", pa.float64()),
+        ("ran_on", pa.string()),
+        *((a, pa.binary()) for a in ALSO_COLUMNS),
+        *RECORDED_ARROW,
+    ]
+)
+_SPARK_TYPES = {
+    pa.string(): "string",
+    pa.int64(): "long",
+    pa.bool_(): "boolean",
+    pa.float64(): "double",
+    pa.binary(): "binary",
+    pa.list_(pa.int64()): "array<bigint>",
+    pa.list_(pa.bool_()): "array<boolean>",
+}
 _OUT_SCHEMA = ", ".join(f"{f.name} {_SPARK_TYPES[f.type]}" for f in _OUT_ARROW)
 
 
@@ -165,15 +242,17 @@ def _rows(kind: str, n: int, columns: Dict[str, Any]) -> pa.Table:
             arrays.append(pa.array([kind] * n, type=pa.string()))
         elif f.name in columns:
             v = columns[f.name]
-            arrays.append(v if isinstance(v, (pa.Array, pa.ChunkedArray))
-                          else pa.array(v, type=f.type))
+            arrays.append(
+                v if isinstance(v, (pa.Array, pa.ChunkedArray)) else pa.array(v, type=f.type)
+            )
         else:
             arrays.append(pa.nulls(n, type=f.type))
     return pa.Table.from_arrays(arrays, schema=_OUT_ARROW)
 
 
-def _block_rows(datanode: str, replica: str, tree: ContainerTree,
-                also: Optional[Dict[str, Any]] = None) -> pa.Table:
+def _block_rows(
+    datanode: str, replica: str, tree: ContainerTree, also: Optional[Dict[str, Any]] = None
+) -> pa.Table:
     """The blocks-table rows of a tree (spark_udfs.tables.block_rows) as output rows, with
     the --also values of the blocks read in full (merkle.replica.also)."""
     t = block_rows(datanode, tree, replica)
@@ -188,26 +267,46 @@ def _select_blocks(out: Any) -> Any:
     """The blocks table from the stage's BLOCK rows (BLOCK_SCHEMA's columns)."""
     from pyspark.sql import functions as F
 
-    return out.select(*(F.col(c[0]).alias(c[1]) if isinstance(c, tuple) else c
-                        for c in _BLOCK_SELECT))
+    return out.select(
+        *(F.col(c[0]).alias(c[1]) if isinstance(c, tuple) else c for c in _BLOCK_SELECT)
+    )
 
 
-def _error_rows(datanode: str, replica: str, container: int,
-                errors: List[ScanError], host: Optional[str] = None) -> pa.Table:
+def _error_rows(
+    datanode: str, replica: str, container: int, errors: List[ScanError], host: Optional[str] = None
+) -> pa.Table:
     n = len(errors)
-    return _rows("ERROR", n, {
-        "datanode": [datanode] * n, "replica": [replica] * n, "container": [container] * n,
-        "host": [host] * n,
-        "block": [e.block_id for e in errors], "offset": [e.offset for e in errors],
-        "error": [e.kind for e in errors], "detail": [e.detail for e in errors],
-        "severity": [e.severity for e in errors]})
+    return _rows(
+        "ERROR",
+        n,
+        {
+            "datanode": [datanode] * n,
+            "replica": [replica] * n,
+            "container": [container] * n,
+            "host": [host] * n,
+            "block": [e.block_id for e in errors],
+            "offset": [e.offset for e in errors],
+            "error": [e.kind for e in errors],
+            "detail": [e.detail for e in errors],
+            "severity": [e.severity for e in errors],
+        },
+    )
 
 
-def _replica_rows(datanode: str, replica: str, container: int, tree: Optional[ContainerTree],
-                  errors: List[ScanError], blocks: int, chunks: int,
-                  bytes_read: int, verified: bool, host: Optional[str] = None,
-                  also: Optional[Dict[str, Any]] = None,
-                  meta: Optional[ContainerMeta] = None) -> List[pa.Table]:
+def _replica_rows(
+    datanode: str,
+    replica: str,
+    container: int,
+    tree: Optional[ContainerTree],
+    errors: List[ScanError],
+    blocks: int,
+    chunks: int,
+    bytes_read: int,
+    verified: bool,
+    host: Optional[str] = None,
+    also: Optional[Dict[str, Any]] = None,
+    meta: Optional[ContainerMeta] = None,
+) -> List[pa.Table]:
     """All output rows of one replica: its chunks and blocks (if it has a tree), its errors,
     and its summary. `verified`: something of the replica was actually read (see
     _verified); a container none of whose replicas was is not reported as matching.
@@ -219,27 +318,43 @@ def _replica_rows(datanode: str, replica: str, container: int, tree: Optional[Co
         chunk_rows = tree_to_rows(datanode, tree, replica)
         cols = {c: chunk_rows.column(c) for c in CHUNK_COLUMNS}
         if also:
-            cols.update(also_chunk_columns(also, chunk_rows.column("block"),
-                                           chunk_rows.column("offset")))
+            cols.update(
+                also_chunk_columns(also, chunk_rows.column("block"), chunk_rows.column("offset"))
+            )
         if meta is not None:
-            cols.update(recorded_chunk_columns(RecordedChecksums.from_meta(meta),
-                                               chunk_rows.column("block"),
-                                               chunk_rows.column("offset")))
+            cols.update(
+                recorded_chunk_columns(
+                    RecordedChecksums.from_meta(meta),
+                    chunk_rows.column("block"),
+                    chunk_rows.column("offset"),
+                )
+            )
         out.append(_rows("CHUNK", chunk_rows.num_rows, cols))
         out.append(_block_rows(datanode, replica, tree, also))
     if errors:
         out.append(_error_rows(datanode, replica, container, errors, host))
-    out.append(_rows("REPLICA", 1, {
-        "datanode": [datanode], "replica": [replica], "container": [container],
-        "host": [host],
-        "data_checksum": [None if tree is None else tree.data_checksum],
-        "ok": [not any(counts_as_failure(e.severity) for e in errors)],
-        "errors": [len(errors)], "warnings": [sum(1 for e in errors if e.is_warning)],
-        "blocks": [blocks], "chunks": [chunks],
-        "bytes_read": [bytes_read],
-        "tombstones": [0 if tree is None else int(tree.block_deleted.sum())],
-        "unhealthy_chunks": [0 if tree is None else int((~tree.chunk_matches).sum())],
-        "verified": [verified]}))
+    out.append(
+        _rows(
+            "REPLICA",
+            1,
+            {
+                "datanode": [datanode],
+                "replica": [replica],
+                "container": [container],
+                "host": [host],
+                "data_checksum": [None if tree is None else tree.data_checksum],
+                "ok": [not any(counts_as_failure(e.severity) for e in errors)],
+                "errors": [len(errors)],
+                "warnings": [sum(1 for e in errors if e.is_warning)],
+                "blocks": [blocks],
+                "chunks": [chunks],
+                "bytes_read": [bytes_read],
+                "tombstones": [0 if tree is None else int(tree.block_deleted.sum())],
+                "unhealthy_chunks": [0 if tree is None else int((~tree.chunk_matches).sum())],
+                "verified": [verified],
+            },
+        )
+    )
     return out
 
 
@@ -254,15 +369,27 @@ def _verified(r: Any) -> bool:
 def _work(batches: Iterator[pa.RecordBatch]) -> Iterator[ReplicaRef]:
     for b in batches:
         for r in b.to_pylist():
-            yield ReplicaRef(r["layout"], r["datanode"], r["replica"], int(r["container"]),
-                             r["fs_root"], r["fs_path"])
+            yield ReplicaRef(
+                r["layout"],
+                r["datanode"],
+                r["replica"],
+                int(r["container"]),
+                r["fs_root"],
+                r["fs_path"],
+            )
 
 
-def _scan_fn(layouts: Dict[str, Layout], trees_only: bool, metadata_only: bool = False,
-             bytes_per_second: Optional[float] = None, also: Sequence[str] = ()) -> Any:
+def _scan_fn(
+    layouts: Dict[str, Layout],
+    trees_only: bool,
+    metadata_only: bool = False,
+    bytes_per_second: Optional[float] = None,
+    also: Sequence[str] = (),
+) -> Any:
     """The stage (see the module docstring). `layouts`: the job's layouts by name, resolved
     on the driver and shipped with the function (a layout registered by a program or a test
     need not be registered on the executors: its module is imported there)."""
+
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Scan every replica of this task through its layout; the items arrive in volume
         order, so that a layout shares work across a volume's replicas (Ozone: one RocksDB
@@ -272,21 +399,31 @@ def _scan_fn(layouts: Dict[str, Layout], trees_only: bool, metadata_only: bool =
         from merkle.replica.results import RateLimiter
 
         for (name, _), refs in groupby(_work(batches), key=lambda r: (r.layout, r.fs_root)):
-            limit: Dict[str, Any] = ({"limiter": RateLimiter(bytes_per_second)}
-                                     if bytes_per_second and not (trees_only or metadata_only)
-                                     else {})
+            limit: Dict[str, Any] = (
+                {"limiter": RateLimiter(bytes_per_second)}
+                if bytes_per_second and not (trees_only or metadata_only)
+                else {}
+            )
             if also and not (trees_only or metadata_only):
                 limit["also"] = tuple(also)
-            for rep, r, exc in layouts[name].scan(refs, trees_only=trees_only,
-                                                  metadata_only=metadata_only, **limit):
-                yield from pa.concat_tables(_result_rows(
-                    rep, r, exc, trees_only, metadata_only=metadata_only)).to_batches()
+            for rep, r, exc in layouts[name].scan(
+                refs, trees_only=trees_only, metadata_only=metadata_only, **limit
+            ):
+                yield from pa.concat_tables(
+                    _result_rows(rep, r, exc, trees_only, metadata_only=metadata_only)
+                ).to_batches()
+
     return run
 
 
-def _result_rows(rep: ReplicaRef, r: Any, exc: Optional[Exception],
-                 trees_only: bool, host: Optional[str] = None,
-                 metadata_only: bool = False) -> List[pa.Table]:
+def _result_rows(
+    rep: ReplicaRef,
+    r: Any,
+    exc: Optional[Exception],
+    trees_only: bool,
+    host: Optional[str] = None,
+    metadata_only: bool = False,
+) -> List[pa.Table]:
     """The output rows of one replica's scan (or of the error that stopped it); `host`:
     the host it was scanned on, when the scan knows hosts. A census (`metadata_only`)
     replica is verified when its block metadata was read: its tree (stored, or from the
@@ -294,18 +431,49 @@ def _result_rows(rep: ReplicaRef, r: Any, exc: Optional[Exception],
     if exc is not None:
         # a store's message may quote the URI it was given (credentials and all)
         detail = redact(getattr(exc, "strerror", None) or str(exc))
-        return _replica_rows(rep.datanode, rep.path, rep.container, None,
-                             [ScanError(SCAN_FAILED, detail=detail)], 0, 0, 0, False, host)
+        return _replica_rows(
+            rep.datanode,
+            rep.path,
+            rep.container,
+            None,
+            [ScanError(SCAN_FAILED, detail=detail)],
+            0,
+            0,
+            0,
+            False,
+            host,
+        )
     if metadata_only:
         verified = r.meta is not None and r.tree is not None
-        return _replica_rows(rep.datanode, rep.path, rep.container, r.tree, r.errors,
-                             r.blocks, r.chunks, r.bytes_read, verified, host, meta=r.meta)
+        return _replica_rows(
+            rep.datanode,
+            rep.path,
+            rep.container,
+            r.tree,
+            r.errors,
+            r.blocks,
+            r.chunks,
+            r.bytes_read,
+            verified,
+            host,
+            meta=r.meta,
+        )
     # trees_only: a missing or corrupt stored tree gives no tree rows
     tree = None if trees_only and r.errors else r.tree
-    return _replica_rows(rep.datanode, rep.path, rep.container, tree, r.errors, r.blocks,
-                         r.chunks, r.bytes_read,
-                         tree is not None if trees_only else _verified(r), host,
-                         getattr(r, "also", None), getattr(r, "meta", None))
+    return _replica_rows(
+        rep.datanode,
+        rep.path,
+        rep.container,
+        tree,
+        r.errors,
+        r.blocks,
+        r.chunks,
+        r.bytes_read,
+        tree is not None if trees_only else _verified(r),
+        host,
+        getattr(r, "also", None),
+        getattr(r, "meta", None),
+    )
 
 
 def _counting(fn: Any, acc: Any) -> Any:
@@ -313,15 +481,18 @@ def _counting(fn: Any, acc: Any) -> Any:
     row) to the accumulator `acc`, which the driver's progress line reads
     (spark_udfs.cluster.progress.bytes_accumulator); the sum equals the summary table's bytes_read
     unless Spark retries or recomputes a task."""
+
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.compute as pc
 
         for b in fn(batches):
-            n = pc.sum(pc.filter(b.column("bytes_read"),
-                                 pc.equal(b.column("kind"), "REPLICA"))).as_py()
+            n = pc.sum(
+                pc.filter(b.column("bytes_read"), pc.equal(b.column("kind"), "REPLICA"))
+            ).as_py()
             if n:
                 acc.add(int(n))
             yield b
+
     return run
 
 
@@ -343,10 +514,20 @@ def _discover_volumes(root: str) -> Tuple[Layout, List[ReplicaRef], List[Tuple]]
         for v in layout.volumes(root):
             refs = [] if v.problem is not None else layout.replicas(v)
             found.extend(refs)
-            rows.append((v.datanode, None, redact(v.root), v.cluster_id,
-                         VOLUME_FAILED if v.problem is not None else SCANNED,
-                         None if v.problem is None else redact(v.problem), len(refs), None,
-                         None, None))
+            rows.append(
+                (
+                    v.datanode,
+                    None,
+                    redact(v.root),
+                    v.cluster_id,
+                    VOLUME_FAILED if v.problem is not None else SCANNED,
+                    None if v.problem is None else redact(v.problem),
+                    len(refs),
+                    None,
+                    None,
+                    None,
+                )
+            )
     except ReplicaError as exc:  # "no container replica here", a link named as a replica
         raise ValueError(str(exc)) from None
     if not found:
@@ -393,8 +574,9 @@ class ScanTables:
         paths = {n: fs.join(out, n) for n in self.TABLES}
         counts: Dict[str, int] = {}
         if self.stage is not None:
-            counts = {r["kind"]: int(r["count"])
-                      for r in self.stage.groupBy("kind").count().collect()}
+            counts = {
+                r["kind"]: int(r["count"]) for r in self.stage.groupBy("kind").count().collect()
+            }
         for n in self.TABLES:
             df = getattr(self, n)
             if df is None:
@@ -408,16 +590,31 @@ class ScanTables:
 
 
 #: each table `write` creates and its schema (what a reader gives Spark: never inferred)
-TABLE_SCHEMAS = {"chunks": CHUNK_TABLE_SCHEMA, "blocks": BLOCK_SCHEMA, "containers": REPLICA_SCHEMA,
-                 "errors": ERROR_SCHEMA, "volumes": VOLUME_SCHEMA}
+TABLE_SCHEMAS = {
+    "chunks": CHUNK_TABLE_SCHEMA,
+    "blocks": BLOCK_SCHEMA,
+    "containers": REPLICA_SCHEMA,
+    "errors": ERROR_SCHEMA,
+    "volumes": VOLUME_SCHEMA,
+}
 
 #: rows per output file, for files of roughly 64-128 MiB (Parquet, snappy): a chunk row is
 #: ~20-30 bytes, a block row carries its chunks' arrays (~64 chunks of 4 MiB per 256 MiB
 #: block), a replica or an error row ~100-200 bytes
-ROWS_PER_FILE = {"chunks": 4_000_000, "blocks": 100_000, "containers": 1_000_000,
-                 "errors": 1_000_000, "volumes": 1_000_000}
-_KIND_OF = {"chunks": "CHUNK", "blocks": "BLOCK", "containers": "REPLICA", "errors": "ERROR",
-            "volumes": "VOLUME"}
+ROWS_PER_FILE = {
+    "chunks": 4_000_000,
+    "blocks": 100_000,
+    "containers": 1_000_000,
+    "errors": 1_000_000,
+    "volumes": 1_000_000,
+}
+_KIND_OF = {
+    "chunks": "CHUNK",
+    "blocks": "BLOCK",
+    "containers": "REPLICA",
+    "errors": "ERROR",
+    "volumes": "VOLUME",
+}
 
 
 def _names(schema: str) -> List[str]:
@@ -435,18 +632,36 @@ def _one_per_datanode(replicas: List[ReplicaRef]) -> Tuple[List[ReplicaRef], Lis
     for r in sorted(replicas, key=lambda r: r.path):
         first = kept.setdefault((r.datanode, r.container), r)
         if first is not r:
-            detail = (f"a second replica of container {r.container} on datanode "
-                      f"{r.datanode!r} (the one scanned: {redact(first.path)}); not scanned: "
-                      f"a datanode holds one replica per container")
-            duplicates.append((r.datanode, redact(r.path), int(r.container), DUPLICATE_REPLICA,
-                               None, None, detail, severity_of(DUPLICATE_REPLICA), None))
+            detail = (
+                f"a second replica of container {r.container} on datanode "
+                f"{r.datanode!r} (the one scanned: {redact(first.path)}); not scanned: "
+                f"a datanode holds one replica per container"
+            )
+            duplicates.append(
+                (
+                    r.datanode,
+                    redact(r.path),
+                    int(r.container),
+                    DUPLICATE_REPLICA,
+                    None,
+                    None,
+                    detail,
+                    severity_of(DUPLICATE_REPLICA),
+                    None,
+                )
+            )
     return list(kept.values()), duplicates
 
 
-def scan_replicas(spark: Any, roots: Sequence[str], trees_only: bool = False,
-                  partitions: Optional[int] = None, metadata_only: bool = False,
-                  bytes_per_second: Optional[float] = None,
-                  also: Sequence[str] = ()) -> ScanTables:
+def scan_replicas(
+    spark: Any,
+    roots: Sequence[str],
+    trees_only: bool = False,
+    partitions: Optional[int] = None,
+    metadata_only: bool = False,
+    bytes_per_second: Optional[float] = None,
+    also: Sequence[str] = (),
+) -> ScanTables:
     """Plan the scan of every replica under `roots` (see the module docstring). Lazy apart
     from discovery; FileNotFoundError / ValueError for a bad root. `partitions`: tasks
     (default: one per core, more when that would give a task more than REPLICAS_PER_TASK
@@ -457,8 +672,9 @@ def scan_replicas(spark: Any, roots: Sequence[str], trees_only: bool = False,
 
     also = check_algorithms(also)
     if also and (trees_only or metadata_only):
-        raise ValueError("--also computes its CRCs from the data read: not with "
-                         "--trees-only or --metadata-only")
+        raise ValueError(
+            "--also computes its CRCs from the data read: not with --trees-only or --metadata-only"
+        )
     from pyspark.sql import functions as F
 
     replicas: List[ReplicaRef] = []
@@ -470,18 +686,21 @@ def scan_replicas(spark: Any, roots: Sequence[str], trees_only: bool = False,
         replicas.extend(found)
         volume_rows.extend(rows)
     if len(layouts) > 1:  # one layout per job: its tables, its rules
-        raise ValueError(f"replicas of different layouts ({', '.join(sorted(layouts))}) "
-                         f"cannot be scanned in one job; scan them separately")
+        raise ValueError(
+            f"replicas of different layouts ({', '.join(sorted(layouts))}) "
+            f"cannot be scanned in one job; scan them separately"
+        )
     replicas, duplicates = _one_per_datanode(replicas)
     # by container: a task's replicas come from different datanodes and volumes (disks);
     # by fs_root first (a volume, where a layout groups work by it: Ozone's RocksDB is
     # opened once per volume and task; for a URI the discovery root; a local crcmerkle
     # replica has none), the sort being stable on the discovery order
     replicas.sort(key=lambda r: (r.fs_root or "", r.container))
-    n = partitions or min(len(replicas), max(spark.sparkContext.defaultParallelism,
-                                             -(-len(replicas) // REPLICAS_PER_TASK)))
-    rows = [(r.layout, r.datanode, r.path, r.container, r.fs_root, r.fs_path)
-            for r in replicas]
+    n = partitions or min(
+        len(replicas),
+        max(spark.sparkContext.defaultParallelism, -(-len(replicas) // REPLICAS_PER_TASK)),
+    )
+    rows = [(r.layout, r.datanode, r.path, r.container, r.fs_root, r.fs_path) for r in replicas]
     # parallelize slices the list as it is: no shuffle stage before the scan
     work = spark.createDataFrame(spark.sparkContext.parallelize(rows, max(1, n)), _WORK_SCHEMA)
     fn = _scan_fn(layouts, trees_only, metadata_only, bytes_per_second, also)
@@ -497,5 +716,12 @@ def scan_replicas(spark: Any, roots: Sequence[str], trees_only: bool = False,
     blocks = _select_blocks(out.filter(kind == "BLOCK"))
     summary = out.filter(kind == "REPLICA").select(*_names(REPLICA_SCHEMA))
     volumes = spark.createDataFrame(volume_rows, VOLUME_SCHEMA)
-    return ScanTables(chunks=chunks, blocks=blocks, containers=summary, errors=errors,
-                      stage=out, bytes_scanned=acc, volumes=volumes)
+    return ScanTables(
+        chunks=chunks,
+        blocks=blocks,
+        containers=summary,
+        errors=errors,
+        stage=out,
+        bytes_scanned=acc,
+        volumes=volumes,
+    )

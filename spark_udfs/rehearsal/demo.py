@@ -43,8 +43,14 @@ from spark_udfs.rehearsal.simhosts import (
     stop_cluster,
 )
 
-__all__ = ["MIN_HOSTS", "MAX_HOSTS", "HostsDemoResult", "check_requirements", "run_hosts_demo",
-           "simulated_cluster"]
+__all__ = [
+    "MIN_HOSTS",
+    "MAX_HOSTS",
+    "HostsDemoResult",
+    "check_requirements",
+    "run_hosts_demo",
+    "simulated_cluster",
+]
 
 #: three replicas per container need three datanodes (Ozone's RATIS/THREE)
 MIN_HOSTS = 3
@@ -79,8 +85,10 @@ def check_requirements(hosts: int) -> None:
     directories nothing is mounted on), and no other rehearsal running. Changes nothing
     (start_cluster checks the mount points and takes the lock again, for good)."""
     if not MIN_HOSTS <= hosts <= MAX_HOSTS:
-        raise SimHostsUnavailable(f"{MIN_HOSTS} to {MAX_HOSTS} hosts (three replicas per "
-                                  f"container need three datanodes), not {hosts}")
+        raise SimHostsUnavailable(
+            f"{MIN_HOSTS} to {MAX_HOSTS} hosts (three replicas per "
+            f"container need three datanodes), not {hosts}"
+        )
     check_can_simulate()
     check_mount_points(mount_paths())
     check_not_running()
@@ -105,20 +113,33 @@ def _sigterm_interrupts() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def simulated_cluster(work: Path, hosts: int, *, containers: int, seed: int, faults: str,
-                      say: Callable[[str], Any] = print) -> Iterator[SimCluster]:
+def simulated_cluster(
+    work: Path,
+    hosts: int,
+    *,
+    containers: int,
+    seed: int,
+    faults: str,
+    say: Callable[[str], Any] = print,
+) -> Iterator[SimCluster]:
     """The started simulated cluster, its generated volumes in `work`/cluster; stopped and
     cleaned up on leaving, however that happens. SimHostsUnavailable (one line) when it
     cannot start here; another running rehearsal is not waited for."""
     with _sigterm_interrupts():
-        sim = start_cluster({"containers": containers, "seed": seed, "faults": faults},
-                            datanodes=hosts, cluster_dir=work / "cluster", lock_wait_s=0)
+        sim = start_cluster(
+            {"containers": containers, "seed": seed, "faults": faults},
+            datanodes=hosts,
+            cluster_dir=work / "cluster",
+            lock_wait_s=0,
+        )
         try:
             yield sim
         finally:
             stop_cluster(sim)
-            say(f"stopped the master and {hosts} workers; their mounts went with their "
-                f"namespaces; removed {sim.root} and the mount points created")
+            say(
+                f"stopped the master and {hosts} workers; their mounts went with their "
+                f"namespaces; removed {sim.root} and the mount points created"
+            )
 
 
 def _dn_path(sim: SimCluster, datanode: Optional[str], replica: Optional[str]) -> str:
@@ -131,15 +152,17 @@ def _dn_path(sim: SimCluster, datanode: Optional[str], replica: Optional[str]) -
         return text
     for v, mount in enumerate(sim.mount_paths):
         if text == mount or text.startswith(mount + "/"):
-            return f"dn{index}/vol{v}" + text[len(mount):]
+            return f"dn{index}/vol{v}" + text[len(mount) :]
     return text
 
 
 def _read_scan(spark: Any, out: Path) -> Dict[str, Any]:
     from spark_udfs.jobs.scan import TABLE_SCHEMAS
 
-    return {name: spark.read.schema(schema).parquet(str(out / name))
-            for name, schema in TABLE_SCHEMAS.items()}
+    return {
+        name: spark.read.schema(schema).parquet(str(out / name))
+        for name, schema in TABLE_SCHEMAS.items()
+    }
 
 
 def _findings(sim: SimCluster, diff: Any, errors: Any) -> Any:
@@ -150,17 +173,23 @@ def _findings(sim: SimCluster, diff: Any, errors: Any) -> Any:
 
     rows = errors.select("datanode", "replica", "error", "block", "offset").collect()
     judged = judged_containers(diff, errors)
-    pulls = planned_pulls(diff, judged).select("datanode", "replica", "kind", "block",
-                                               "offset").collect()
+    pulls = (
+        planned_pulls(diff, judged)
+        .select("datanode", "replica", "kind", "block", "offset")
+        .collect()
+    )
     pending = diff.pending_deletions.select("datanode", "replica", "block").collect()
     return check_findings(
         sim.manifest,
         errors=[(_dn_path(sim, r[0], r[1]), r[2], r[3], r[4]) for r in rows],
         pulls=[(_dn_path(sim, p[0], p[1]), p[2], p[3], p[4]) for p in pulls],
         mismatched=[r[0] for r in judged.filter("mismatched").select("container").collect()],
-        unrecoverable=[(u[0], u[1], u[2]) for u in diff.unrecoverable.select(
-            "container", "block", "offset").collect()],
-        pending=[(_dn_path(sim, p[0], p[1]), p[2]) for p in pending])
+        unrecoverable=[
+            (u[0], u[1], u[2])
+            for u in diff.unrecoverable.select("container", "block", "offset").collect()
+        ],
+        pending=[(_dn_path(sim, p[0], p[1]), p[2]) for p in pending],
+    )
 
 
 def _hosts_named(report: Dict[str, Any], hosts: List[str]) -> bool:
@@ -173,14 +202,18 @@ def _plan_names(plan: Dict[str, Any], host: str, uuid: str) -> bool:
     """The plan resolved `host` to its datanode and gives Ozone's command for the host."""
     nodes = plan.get("datanodes", [])
     argv = [e.get("argv") for e in plan.get("ozone", {}).get("datanodes", [])]
-    return (len(nodes) == 1 and nodes[0].get("datanode") == uuid
-            and nodes[0].get("host") == host
-            and plan["parameters"]["decommission"] == [uuid]
-            and argv == [["ozone", "admin", "datanode", "decommission", host]])
+    return (
+        len(nodes) == 1
+        and nodes[0].get("datanode") == uuid
+        and nodes[0].get("host") == host
+        and plan["parameters"]["decommission"] == [uuid]
+        and argv == [["ozone", "admin", "datanode", "decommission", host]]
+    )
 
 
-def run_hosts_demo(work: Path, sim: SimCluster, spark: Any,
-                   say: Callable[[str], Any] = print) -> HostsDemoResult:
+def run_hosts_demo(
+    work: Path, sim: SimCluster, spark: Any, say: Callable[[str], Any] = print
+) -> HostsDemoResult:
     """Inventory, data-local scan, report, ground-truth check and decommission plan on the
     started `sim` with the driver session `spark` (see the module docstring); writes
     datanodes.json, scan/, report.json (+ .commands/) and plan.json into `work`."""
@@ -191,45 +224,72 @@ def run_hosts_demo(work: Path, sim: SimCluster, spark: Any,
     from spark_udfs.jobs.hostscan import scan_datanodes
 
     hosts = sorted(sim.workers)
-    say(f"[2/{STEPS}] Spark {spark.version}: master {sim.master_url}, {len(hosts)} workers, "
+    say(
+        f"[2/{STEPS}] Spark {spark.version}: master {sim.master_url}, {len(hosts)} workers, "
         f"each in its own mount namespace with its datanode's volumes at "
-        f"{', '.join(sim.mount_paths)} (the driver sees empty directories there):")
+        f"{', '.join(sim.mount_paths)} (the driver sees empty directories there):"
+    )
     for w in sorted(sim.workers.values(), key=lambda w: w.host):
-        say(f"  {w.host:<11} dn{w.datanode.index} {w.datanode.uuid}  "
-            f"{', '.join(str(s) for s in w.datanode.sources)}")
+        say(
+            f"  {w.host:<11} dn{w.datanode.index} {w.datanode.uuid}  "
+            f"{', '.join(str(s) for s in w.datanode.sources)}"
+        )
     inventory_file = work / "datanodes.json"
-    write_atomic(inventory_file, (json.dumps(sim.inventory(absent=()), indent=1) + "\n")
-                 .encode())
+    write_atomic(inventory_file, (json.dumps(sim.inventory(absent=()), indent=1) + "\n").encode())
     inventory = load_inventory(str(inventory_file))
-    say(f"[3/{STEPS}] inventory {inventory_file}: {len(inventory.hosts)} hosts x "
+    say(
+        f"[3/{STEPS}] inventory {inventory_file}: {len(inventory.hosts)} hosts x "
         f"{VOLUMES} volumes (on a real cluster: `ozone admin datanode list --json` with "
-        f"--ozone-conf ozone-site.xml)")
+        f"--ozone-conf ozone-site.xml)"
+    )
     scan_dir = work / "scan"
     # unthrottled: the demo's volumes are a few MB; a live datanode keeps the default rate
     scan_datanodes(spark, inventory, bytes_per_second=None).write(str(scan_dir))
     t = _read_scan(spark, scan_dir)
     diff = diff_scan(t)
     report_file = work / "report.json"
-    report = reports.build_report(diff, replicas=t["containers"], errors=t["errors"],
-                                  first=100, commands_to=str(report_file) + ".commands",
-                                  commands_ref=report_file.name + ".commands",
-                                  volumes=t["volumes"], inventory=inventory)
+    report = reports.build_report(
+        diff,
+        replicas=t["containers"],
+        errors=t["errors"],
+        first=100,
+        commands_to=str(report_file) + ".commands",
+        commands_ref=report_file.name + ".commands",
+        volumes=t["volumes"],
+        inventory=inventory,
+    )
     write_atomic(report_file, reports.to_json(report).encode())
-    say(f"[4/{STEPS}] data-local scan: each host read its own volumes (crcmerkle spark run "
-        f"--datanodes {inventory_file} -o {scan_dir} --report {report_file}):")
+    say(
+        f"[4/{STEPS}] data-local scan: each host read its own volumes (crcmerkle spark run "
+        f"--datanodes {inventory_file} -o {scan_dir} --report {report_file}):"
+    )
     say(reports.format_text(report))
     findings = _findings(sim, diff, t["errors"])
     say(f"[5/{STEPS}] found vs injected (ground truth: {sim.cluster_dir}/manifest.json)")
     say(findings.table())
     leaving = sim.workers[host_of(LEAVING)]
-    plan = plans.build_plan(diff, decommission=[leaving.host], errors=t["errors"],
-                            blocks=t["blocks"], chunks=t["chunks"], first=20,
-                            replicas=t["containers"], volumes=t["volumes"],
-                            inventory=inventory)
+    plan = plans.build_plan(
+        diff,
+        decommission=[leaving.host],
+        errors=t["errors"],
+        blocks=t["blocks"],
+        chunks=t["chunks"],
+        first=20,
+        replicas=t["containers"],
+        volumes=t["volumes"],
+        inventory=inventory,
+    )
     write_atomic(work / "plan.json", plans.to_json(plan).encode())
-    say(f"[6/{STEPS}] decommission {leaving.host} (crcmerkle spark plan {scan_dir} "
-        f"--datanodes {inventory_file} --decommission {leaving.host}):")
+    say(
+        f"[6/{STEPS}] decommission {leaving.host} (crcmerkle spark plan {scan_dir} "
+        f"--datanodes {inventory_file} --decommission {leaving.host}):"
+    )
     say(plans.format_text(plan))
-    return HostsDemoResult(findings, report, plan, leaving.host,
-                           _hosts_named(report, hosts),
-                           _plan_names(plan, leaving.host, leaving.datanode.uuid))
+    return HostsDemoResult(
+        findings,
+        report,
+        plan,
+        leaving.host,
+        _hosts_named(report, hosts),
+        _plan_names(plan, leaving.host, leaving.datanode.uuid),
+    )

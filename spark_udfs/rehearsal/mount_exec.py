@@ -43,7 +43,7 @@ def mount_exec(argv: List[str]) -> int:
         print("simhosts mount-exec: missing --", file=sys.stderr)
         return 2
     cut = argv.index("--")
-    binds, program = argv[:cut], argv[cut + 1:]
+    binds, program = argv[:cut], argv[cut + 1 :]
     if len(binds) % 2 or not program:
         print("simhosts mount-exec: need SRC DST pairs and a program", file=sys.stderr)
         return 2
@@ -51,8 +51,11 @@ def mount_exec(argv: List[str]) -> int:
     for src, dst in zip(binds[::2], binds[1::2]):
         r = subprocess.run(["mount", "--bind", "--", src, dst], capture_output=True, text=True)
         if r.returncode != 0:
-            print(f"simhosts mount-exec: mount --bind {src} {dst}: "
-                  f"{r.stderr.strip() or r.returncode}", file=sys.stderr)
+            print(
+                f"simhosts mount-exec: mount --bind {src} {dst}: "
+                f"{r.stderr.strip() or r.returncode}",
+                file=sys.stderr,
+            )
             return 1
     os.execvp(program[0], program)
     return 127  # not reached

@@ -44,11 +44,30 @@ from typing import Any, Dict, List, Optional, Sequence
 from spark_udfs.rehearsal.mount_exec import PARENT_ENV as _PARENT_ENV
 from spark_udfs.rehearsal.standalone import clean_env, free_port, spark_home
 
-__all__ = ["ABSENT_HOST", "DATANODES", "LOCK_FILE", "MAX_DATANODES", "MOUNT_ROOT", "ROOT_ENV",
-           "VOLUMES", "Datanode", "SimCluster", "SimHostsUnavailable", "Worker",
-           "check_can_simulate", "check_mount_points", "check_not_running", "checkout_root",
-           "cpu_seconds", "driver_mounts", "driver_rss_mib", "host_of", "mount_paths",
-           "start_cluster", "stop_cluster"]
+__all__ = [
+    "ABSENT_HOST",
+    "DATANODES",
+    "LOCK_FILE",
+    "MAX_DATANODES",
+    "MOUNT_ROOT",
+    "ROOT_ENV",
+    "VOLUMES",
+    "Datanode",
+    "SimCluster",
+    "SimHostsUnavailable",
+    "Worker",
+    "check_can_simulate",
+    "check_mount_points",
+    "check_not_running",
+    "checkout_root",
+    "cpu_seconds",
+    "driver_mounts",
+    "driver_rss_mib",
+    "host_of",
+    "mount_paths",
+    "start_cluster",
+    "stop_cluster",
+]
 
 #: in every daemon's environment: the cluster's private directory, which names the daemons
 #: of one cluster (a pid in _PARENT_ENV may be reused once that process has gone)
@@ -107,8 +126,9 @@ class SimCluster:
     datanodes: List[Datanode]
     master_url: str = ""
     master_ui: str = ""  # http://127.0.0.1:<port>
-    mount_paths: List[str] = field(default_factory=lambda: [
-        MOUNT_TEMPLATE.format(volume=v) for v in range(VOLUMES)])
+    mount_paths: List[str] = field(
+        default_factory=lambda: [MOUNT_TEMPLATE.format(volume=v) for v in range(VOLUMES)]
+    )
     workers: Dict[str, Worker] = field(default_factory=dict)
     _procs: List[subprocess.Popen] = field(default_factory=list)
     _conf_dir: Optional[Path] = None
@@ -125,21 +145,42 @@ class SimCluster:
 
     # ------------------------------------------------------------------ daemons
     def _env(self, host: str) -> Dict[str, str]:
-        return clean_env({"SPARK_CONF_DIR": str(self._conf_dir), "SPARK_LOG_DIR": str(self.root),
-                          "SPARK_LOCAL_IP": host, "SPARK_DAEMON_MEMORY": "256m",
-                          "SPARK_WORKER_DIR": str(self.root / f"work-{host}"),
-                          _PARENT_ENV: str(os.getpid()), ROOT_ENV: str(self.root)})
+        return clean_env(
+            {
+                "SPARK_CONF_DIR": str(self._conf_dir),
+                "SPARK_LOG_DIR": str(self.root),
+                "SPARK_LOCAL_IP": host,
+                "SPARK_DAEMON_MEMORY": "256m",
+                "SPARK_WORKER_DIR": str(self.root / f"work-{host}"),
+                _PARENT_ENV: str(os.getpid()),
+                ROOT_ENV: str(self.root),
+            }
+        )
 
     def _start_master(self) -> None:
         port, ui = free_port(), free_port()
         log = self.root / "master.log"
         with open(log, "wb") as out:  # through mount-exec (no mount): it dies with us
             proc = subprocess.Popen(
-                [sys.executable, str(MOUNT_EXEC), "--",
-                 str(spark_home() / "bin" / "spark-class"), "org.apache.spark.deploy.master.Master",
-                 "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui)],
-                env=self._env("127.0.0.1"), stdout=out, stderr=subprocess.STDOUT, cwd=self.root,
-                start_new_session=True)
+                [
+                    sys.executable,
+                    str(MOUNT_EXEC),
+                    "--",
+                    str(spark_home() / "bin" / "spark-class"),
+                    "org.apache.spark.deploy.master.Master",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--webui-port",
+                    str(ui),
+                ],
+                env=self._env("127.0.0.1"),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=self.root,
+                start_new_session=True,
+            )
         self._procs.append(proc)
         self.master_url, self.master_ui = f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{ui}"
 
@@ -158,17 +199,41 @@ class SimCluster:
         binds: List[str] = []
         for src, dst in zip(dn.sources, self.mount_paths):
             binds += [str(src), dst]
-        argv = ["unshare", "--mount", "--propagation", "private", "--",
-                sys.executable, str(MOUNT_EXEC), *binds, "--",
-                str(spark_home() / "bin" / "spark-class"), "org.apache.spark.deploy.worker.Worker",
-                self.master_url, "--host", host, "--cores", "1", "--memory", WORKER_MEMORY,
-                "--webui-port", str(ui), "--work-dir", str(work)]
+        argv = [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            sys.executable,
+            str(MOUNT_EXEC),
+            *binds,
+            "--",
+            str(spark_home() / "bin" / "spark-class"),
+            "org.apache.spark.deploy.worker.Worker",
+            self.master_url,
+            "--host",
+            host,
+            "--cores",
+            "1",
+            "--memory",
+            WORKER_MEMORY,
+            "--webui-port",
+            str(ui),
+            "--work-dir",
+            str(work),
+        ]
         log = self.root / f"worker-{host}.log"
         with open(log, "ab") as out:
             # its own session: kill_worker takes the whole tree, nothing else
-            proc = subprocess.Popen(argv, env=self._env(host), stdout=out,
-                                    stderr=subprocess.STDOUT, cwd=self.root,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                argv,
+                env=self._env(host),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=self.root,
+                start_new_session=True,
+            )
         self._procs.append(proc)
         worker = Worker(host, dn, proc, log, ui)
         self.workers[host] = worker
@@ -190,15 +255,21 @@ class SimCluster:
                     return
             except OSError:
                 pass
-            dead = [p for p in self._procs if p.poll() is not None
-                    and any(w.proc is p for w in self.workers.values() if w.host in hosts)]
+            dead = [
+                p
+                for p in self._procs
+                if p.poll() is not None
+                and any(w.proc is p for w in self.workers.values() if w.host in hosts)
+            ]
             if dead or time.monotonic() > deadline:
                 raise RuntimeError("simulated hosts did not come up: " + self._log_tails())
             time.sleep(0.5)
 
     def _log_tails(self) -> str:
-        return " | ".join(f"{p.name}: {p.read_text(errors='replace')[-800:]}"
-                          for p in sorted(self.root.glob("*.log")))
+        return " | ".join(
+            f"{p.name}: {p.read_text(errors='replace')[-800:]}"
+            for p in sorted(self.root.glob("*.log"))
+        )
 
     def kill_worker(self, host: str) -> None:
         """SIGKILL the worker on `host` with every process below it (its executors and their
@@ -222,8 +293,9 @@ class SimCluster:
         (executor JVM, Python workers), by name: the figures the scale model uses
         (docs/operations/scale-model.md)."""
         out: Dict[str, float] = {}
-        named = [("master", self._procs[0])] + [(f"worker {w.host}", w.proc)
-                                                for w in self.workers.values()]
+        named = [("master", self._procs[0])] + [
+            (f"worker {w.host}", w.proc) for w in self.workers.values()
+        ]
         for name, proc in named:
             if proc.poll() is None:
                 out[name] = sum(_rss_kib(p) for p in _tree(proc.pid)) / 1024
@@ -232,8 +304,9 @@ class SimCluster:
     def executor_cpu_s(self) -> float:
         """CPU seconds (user + system, reaped children included) of every process below the
         live workers (executor JVMs and their Python workers): what a scan cost the hosts."""
-        return sum(cpu_seconds(_tree(w.proc.pid)) for w in self.workers.values()
-                   if w.proc.poll() is None)
+        return sum(
+            cpu_seconds(_tree(w.proc.pid)) for w in self.workers.values() if w.proc.poll() is None
+        )
 
     # ------------------------------------------------------------------ for the jobs
     def executor_conf(self) -> Dict[str, str]:
@@ -242,19 +315,25 @@ class SimCluster:
         locality."""
         from spark_udfs.cluster.locality import STRICT_LOCALITY_CONF
 
-        return {"spark.pyspark.python": sys.executable,
-                "spark.executorEnv.PYTHONPATH": os.pathsep.join([str(checkout_root()),
-                                                                 *self.python_path]),
-                "spark.executor.memory": EXECUTOR_MEMORY, "spark.executor.cores": "1",
-                "spark.cores.max": str(len(self.datanodes) + 2),
-                **STRICT_LOCALITY_CONF}
+        return {
+            "spark.pyspark.python": sys.executable,
+            "spark.executorEnv.PYTHONPATH": os.pathsep.join(
+                [str(checkout_root()), *self.python_path]
+            ),
+            "spark.executor.memory": EXECUTOR_MEMORY,
+            "spark.executor.cores": "1",
+            "spark.cores.max": str(len(self.datanodes) + 2),
+            **STRICT_LOCALITY_CONF,
+        }
 
     def inventory(self, absent: Sequence[str] = (ABSENT_HOST,)) -> List[Dict[str, Any]]:
         """The plain-JSON inventory: every started worker's host with its datanode's UUID
         and the mount paths, then each host of `absent` (no worker) with the UUID of a
         datanode no worker serves (else a made-up one)."""
-        out = [{"host": w.host, "uuid": w.datanode.uuid, "volumes": list(self.mount_paths)}
-               for w in sorted(self.workers.values(), key=lambda w: w.host)]
+        out = [
+            {"host": w.host, "uuid": w.datanode.uuid, "volumes": list(self.mount_paths)}
+            for w in sorted(self.workers.values(), key=lambda w: w.host)
+        ]
         served = {w.datanode.uuid for w in self.workers.values()}
         spare = [d.uuid for d in self.datanodes if d.uuid not in served]
         for i, host in enumerate(absent):
@@ -292,7 +371,7 @@ def _children_map() -> Dict[int, List[int]]:
         except OSError:
             continue
         try:
-            ppid = int(stat[stat.rfind(b")") + 1:].split()[1])
+            ppid = int(stat[stat.rfind(b")") + 1 :].split()[1])
         except (IndexError, ValueError):
             continue
         out.setdefault(ppid, []).append(int(name))
@@ -391,17 +470,36 @@ def check_can_simulate() -> None:
         src.mkdir()
         dst.mkdir()
         (src / "probe").write_text("ok")
-        r = subprocess.run(["unshare", "--mount", "--propagation", "private", "--",
-                            sys.executable, str(MOUNT_EXEC),
-                            str(src), str(dst), "--", "cat", str(dst / "probe")],
-                           capture_output=True, text=True, timeout=60)
+        r = subprocess.run(
+            [
+                "unshare",
+                "--mount",
+                "--propagation",
+                "private",
+                "--",
+                sys.executable,
+                str(MOUNT_EXEC),
+                str(src),
+                str(dst),
+                "--",
+                "cat",
+                str(dst / "probe"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         if r.returncode != 0 or r.stdout != "ok":
             why = (r.stderr.strip().splitlines() or ["no reason given"])[-1]
-            raise SimHostsUnavailable(f"the kernel refused a mount namespace or a bind mount "
-                                      f"(unshare --mount; mount --bind): {why}")
+            raise SimHostsUnavailable(
+                f"the kernel refused a mount namespace or a bind mount "
+                f"(unshare --mount; mount --bind): {why}"
+            )
         if (dst / "probe").exists():  # the mount leaked out of its namespace
-            raise SimHostsUnavailable("a bind mount made in a private namespace was visible "
-                                      "outside it: refusing to mount at /srv/ozone")
+            raise SimHostsUnavailable(
+                "a bind mount made in a private namespace was visible "
+                "outside it: refusing to mount at /srv/ozone"
+            )
 
 
 def mount_paths() -> List[str]:
@@ -453,8 +551,10 @@ def _read_datanodes(cluster_dir: Path, datanodes: int = DATANODES) -> List[Datan
         uuids = {v.datanode or "" for v in found} or {""}
         clusters = {v.cluster_id or "" for v in found} or {""}
         if len(uuids) != 1 or "" in uuids or len(clusters) != 1:
-            raise RuntimeError(f"dn{d}: its volumes disagree on datanodeUuid/clusterID: "
-                               f"{sorted(uuids)} {sorted(clusters)}")
+            raise RuntimeError(
+                f"dn{d}: its volumes disagree on datanodeUuid/clusterID: "
+                f"{sorted(uuids)} {sorted(clusters)}"
+            )
         out.append(Datanode(d, uuids.pop(), clusters.pop(), sources))
     if len({d.uuid for d in out}) != len(out):
         raise RuntimeError("two generated datanodes share a UUID")
@@ -482,13 +582,20 @@ def _take_lock(wait_s: float = _LOCK_WAIT_S) -> int:
                 os.close(fd)
                 raise SimHostsUnavailable(
                     f"another simulated cluster is running (it holds {LOCK_FILE}"
-                    + (f" for {wait_s:.0f} s" if wait_s else "") + ")") from None
+                    + (f" for {wait_s:.0f} s" if wait_s else "")
+                    + ")"
+                ) from None
             time.sleep(1.0)
 
 
-def start_cluster(generate: Optional[Dict[str, Any]] = None, *, datanodes: int = DATANODES,
-                  cluster_dir: Optional[Path] = None, python_path: Sequence[str] = (),
-                  lock_wait_s: float = _LOCK_WAIT_S) -> SimCluster:
+def start_cluster(
+    generate: Optional[Dict[str, Any]] = None,
+    *,
+    datanodes: int = DATANODES,
+    cluster_dir: Optional[Path] = None,
+    python_path: Sequence[str] = (),
+    lock_wait_s: float = _LOCK_WAIT_S,
+) -> SimCluster:
     """Generate the cluster (in a private mkdtemp, or in `cluster_dir`, new or empty, which
     is left in place) and start the master and one worker per datanode (worker i on
     host_of(i) with dn<i>'s disks); wait until all are ALIVE. SimHostsUnavailable when this
@@ -516,13 +623,25 @@ def start_cluster(generate: Optional[Dict[str, Any]] = None, *, datanodes: int =
         if isinstance(faults, str):
             faults = parse_faults(faults, "ozone")
         cluster_dir = root / "cluster" if cluster_dir is None else Path(cluster_dir)
-        manifest = generate_cluster(cluster_dir, datanodes=datanodes, volumes=VOLUMES,
-                                    layout="ozone", mount_path=MOUNT_TEMPLATE, faults=faults,
-                                    **args)
-        sim = SimCluster(root, cluster_dir, manifest,
-                         _read_datanodes(cluster_dir, datanodes), mount_paths=paths,
-                         python_path=list(python_path), _created_mounts=created,
-                         _lock_fd=lock)
+        manifest = generate_cluster(
+            cluster_dir,
+            datanodes=datanodes,
+            volumes=VOLUMES,
+            layout="ozone",
+            mount_path=MOUNT_TEMPLATE,
+            faults=faults,
+            **args,
+        )
+        sim = SimCluster(
+            root,
+            cluster_dir,
+            manifest,
+            _read_datanodes(cluster_dir, datanodes),
+            mount_paths=paths,
+            python_path=list(python_path),
+            _created_mounts=created,
+            _lock_fd=lock,
+        )
         sim.lock_wait_seconds = lock_wait
         conf = root / "conf"
         conf.mkdir()
@@ -583,5 +702,3 @@ def driver_mounts() -> List[str]:
     """Mount points under MOUNT_ROOT in this process's namespace (none expected)."""
     root = str(MOUNT_ROOT)
     return [p for p in _mount_points() if p == root or p.startswith(root + "/")]
-
-

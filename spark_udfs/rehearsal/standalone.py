@@ -29,11 +29,11 @@ def spark_home() -> Path:
 
 def clean_env(extra: Dict[str, str]) -> Dict[str, str]:
     """What a node's Spark daemon would have: no virtualenv on PATH, no PYTHONPATH."""
-    env = {k: os.environ[k] for k in ("PATH", "JAVA_HOME", "HOME", "LANG", "TMPDIR")
-           if k in os.environ}
+    env = {
+        k: os.environ[k] for k in ("PATH", "JAVA_HOME", "HOME", "LANG", "TMPDIR") if k in os.environ
+    }
     venv_bin = str(Path(sys.executable).parent)
-    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
-                                  if p != venv_bin)
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != venv_bin)
     env.update(SPARK_LOCAL_IP="127.0.0.1", SPARK_HOME=str(spark_home()))
     env.update(extra)
     return env

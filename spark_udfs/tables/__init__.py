@@ -76,21 +76,59 @@ from merkle.replica.also import ALSO_ALGORITHMS, WIDTHS, AlsoChecksums
 from merkle.replica.recorded import RecordedChecksums, type_name
 from merkle.trees.model import ContainerTree
 
-__all__ = ["ALSO_COLUMNS", "ALSO_SCHEMA", "ARROW_BLOCK_SCHEMA", "ARROW_CHUNK_SCHEMA",
-           "CHUNK_COLUMNS", "CHUNK_SCHEMA", "CHUNK_TABLE_COLUMNS", "CHUNK_TABLE_SCHEMA",
-           "RECORDED_ARROW", "RECORDED_COLUMNS", "RECORDED_SCHEMA", "RowColumns",
-           "also_block_columns", "also_chunk_columns", "block_rows", "column_values",
-           "from_arrow", "recorded_chunk_columns", "to_arrow", "tree_from_rows",
-           "tree_to_rows", "trees_from_table"]
+__all__ = [
+    "ALSO_COLUMNS",
+    "ALSO_SCHEMA",
+    "ARROW_BLOCK_SCHEMA",
+    "ARROW_CHUNK_SCHEMA",
+    "CHUNK_COLUMNS",
+    "CHUNK_SCHEMA",
+    "CHUNK_TABLE_COLUMNS",
+    "CHUNK_TABLE_SCHEMA",
+    "RECORDED_ARROW",
+    "RECORDED_COLUMNS",
+    "RECORDED_SCHEMA",
+    "RowColumns",
+    "also_block_columns",
+    "also_chunk_columns",
+    "block_rows",
+    "column_values",
+    "from_arrow",
+    "recorded_chunk_columns",
+    "to_arrow",
+    "tree_from_rows",
+    "tree_to_rows",
+    "trees_from_table",
+]
 
-CHUNK_SCHEMA = ("datanode string, container long, block long, offset long, length long, "
-                "leaf long, checksum_matches boolean, deleted boolean, replica string")
-CHUNK_COLUMNS = ["datanode", "container", "block", "offset", "length", "leaf",
-                 "checksum_matches", "deleted", "replica"]
-ARROW_CHUNK_SCHEMA = pa.schema([
-    ("datanode", pa.string()), ("container", pa.int64()), ("block", pa.int64()),
-    ("offset", pa.int64()), ("length", pa.int64()), ("leaf", pa.int64()),
-    ("checksum_matches", pa.bool_()), ("deleted", pa.bool_()), ("replica", pa.string())])
+CHUNK_SCHEMA = (
+    "datanode string, container long, block long, offset long, length long, "
+    "leaf long, checksum_matches boolean, deleted boolean, replica string"
+)
+CHUNK_COLUMNS = [
+    "datanode",
+    "container",
+    "block",
+    "offset",
+    "length",
+    "leaf",
+    "checksum_matches",
+    "deleted",
+    "replica",
+]
+ARROW_CHUNK_SCHEMA = pa.schema(
+    [
+        ("datanode", pa.string()),
+        ("container", pa.int64()),
+        ("block", pa.int64()),
+        ("offset", pa.int64()),
+        ("length", pa.int64()),
+        ("leaf", pa.int64()),
+        ("checksum_matches", pa.bool_()),
+        ("deleted", pa.bool_()),
+        ("replica", pa.string()),
+    ]
+)
 
 #: the --also columns (see the module docstring), on the chunks and the blocks table
 ALSO_COLUMNS: List[str] = list(ALSO_ALGORITHMS)
@@ -100,8 +138,10 @@ RECORDED_COLUMNS: List[str] = ["checksum_type", "bytes_per_checksum", "checksums
 RECORDED_SCHEMA = "checksum_type string, bytes_per_checksum long, checksums binary"
 #: their Arrow types, in RECORDED_COLUMNS order
 RECORDED_ARROW: List[Tuple[str, pa.DataType]] = [
-    ("checksum_type", pa.string()), ("bytes_per_checksum", pa.int64()),
-    ("checksums", pa.binary())]
+    ("checksum_type", pa.string()),
+    ("bytes_per_checksum", pa.int64()),
+    ("checksums", pa.binary()),
+]
 #: the chunks table a scan writes: the chunk rows, the --also columns, the recorded columns
 CHUNK_TABLE_SCHEMA = f"{CHUNK_SCHEMA}, {ALSO_SCHEMA}, {RECORDED_SCHEMA}"
 CHUNK_TABLE_COLUMNS = CHUNK_COLUMNS + ALSO_COLUMNS + RECORDED_COLUMNS
@@ -109,8 +149,7 @@ CHUNK_TABLE_COLUMNS = CHUNK_COLUMNS + ALSO_COLUMNS + RECORDED_COLUMNS
 _BINARY_LIMIT = (1 << 31) - 1
 
 
-def _match(keys_b: np.ndarray, keys_o: np.ndarray, b: np.ndarray, o: np.ndarray
-           ) -> np.ndarray:
+def _match(keys_b: np.ndarray, keys_o: np.ndarray, b: np.ndarray, o: np.ndarray) -> np.ndarray:
     """For each (b[i], o[i]) the index of the equal (keys_b[k], keys_o[k]), or -1 (the keys
     unique; vectorised: one sort of both sets together)."""
     nk = keys_b.shape[0]
@@ -122,8 +161,7 @@ def _match(keys_b: np.ndarray, keys_o: np.ndarray, b: np.ndarray, o: np.ndarray
     if order.shape[0] < 2:
         return out
     prev, cur = order[:-1], order[1:]
-    hit = ((tag[prev] == 0) & (tag[cur] == 1) & (allb[prev] == allb[cur])
-           & (allo[prev] == allo[cur]))
+    hit = (tag[prev] == 0) & (tag[cur] == 1) & (allb[prev] == allb[cur]) & (allo[prev] == allo[cur])
     out[cur[hit] - nk] = prev[hit]
     return out
 
@@ -134,13 +172,16 @@ def _binary(data: np.ndarray, lengths: np.ndarray, valid: np.ndarray) -> pa.Arra
     if offsets[-1] >= 1 << 31:
         raise ValueError("--also values of one replica above 2 GiB")
     validity = pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
-    return pa.Array.from_buffers(pa.binary(), lengths.shape[0],
-                                 [validity, pa.py_buffer(offsets.astype(np.int32).tobytes()),
-                                  pa.py_buffer(data.tobytes())])
+    return pa.Array.from_buffers(
+        pa.binary(),
+        lengths.shape[0],
+        [validity, pa.py_buffer(offsets.astype(np.int32).tobytes()), pa.py_buffer(data.tobytes())],
+    )
 
 
-def also_chunk_columns(also: Dict[str, AlsoChecksums], block: Any, offset: Any
-                       ) -> Dict[str, pa.Array]:
+def also_chunk_columns(
+    also: Dict[str, AlsoChecksums], block: Any, offset: Any
+) -> Dict[str, pa.Array]:
     """The --also columns of chunk rows (Arrow `block` and `offset` columns, nulls where a
     row is no chunk): each asked algorithm's windows of the chunk, null where the scan has
     none; the algorithms not asked are all null."""
@@ -168,8 +209,9 @@ def also_chunk_columns(also: Dict[str, AlsoChecksums], block: Any, offset: Any
     return out
 
 
-def recorded_chunk_columns(recorded: Optional[RecordedChecksums], block: Any, offset: Any
-                           ) -> Dict[str, pa.Array]:
+def recorded_chunk_columns(
+    recorded: Optional[RecordedChecksums], block: Any, offset: Any
+) -> Dict[str, pa.Array]:
     """The recorded columns (RECORDED_COLUMNS) of chunk rows (Arrow `block` and `offset`
     columns, nulls where a row is no chunk): each chunk's recorded ChecksumData matched by
     (block, offset), null where `recorded` has none for it (or is None). Columnar: one
@@ -190,21 +232,28 @@ def recorded_chunk_columns(recorded: Optional[RecordedChecksums], block: Any, of
     types, inverse = np.unique(recorded.checksum_type, return_inverse=True)
     names = pa.DictionaryArray.from_arrays(
         pa.array(inverse.reshape(-1).astype(np.int32)),
-        pa.array([type_name(t) for t in types.tolist()], type=pa.string()))
+        pa.array([type_name(t) for t in types.tolist()], type=pa.string()),
+    )
     sums = pa.Array.from_buffers(
-        pa.large_binary(), len(recorded),
-        [None, pa.py_buffer(recorded.start.astype(np.int64).tobytes()),
-         pa.py_buffer(recorded.data)]).take(take)
+        pa.large_binary(),
+        len(recorded),
+        [
+            None,
+            pa.py_buffer(recorded.start.astype(np.int64).tobytes()),
+            pa.py_buffer(recorded.data),
+        ],
+    ).take(take)
     picked = int(np.diff(recorded.start)[idx[valid]].sum())
     if picked > _BINARY_LIMIT:  # Arrow's binary (Spark's) cannot hold them in one batch
         return nulls
-    return {"checksum_type": names.take(take).dictionary_decode(),
-            "bytes_per_checksum": pa.array(recorded.bytes_per_checksum).take(take),
-            "checksums": sums.cast(pa.binary())}
+    return {
+        "checksum_type": names.take(take).dictionary_decode(),
+        "bytes_per_checksum": pa.array(recorded.bytes_per_checksum).take(take),
+        "checksums": sums.cast(pa.binary()),
+    }
 
 
-def also_block_columns(also: Dict[str, AlsoChecksums], block: np.ndarray
-                       ) -> Dict[str, pa.Array]:
+def also_block_columns(also: Dict[str, AlsoChecksums], block: np.ndarray) -> Dict[str, pa.Array]:
     """The --also columns of block rows (block IDs): each block's whole-block value where
     the scan has one, else null."""
     n = block.shape[0]
@@ -214,14 +263,22 @@ def also_block_columns(also: Dict[str, AlsoChecksums], block: np.ndarray
         if v is None:
             out[a] = pa.nulls(n, type=pa.binary())
             continue
-        idx = _match(v.block_id, np.zeros_like(v.block_id), np.asarray(block, np.int64),
-                     np.zeros(n, np.int64))
+        idx = _match(
+            v.block_id,
+            np.zeros_like(v.block_id),
+            np.asarray(block, np.int64),
+            np.zeros(n, np.int64),
+        )
         valid = idx >= 0
-        values = v.block_value[np.maximum(idx, 0)] if v.block_value.shape[0] else \
-            np.zeros(n, np.uint64)
+        values = (
+            v.block_value[np.maximum(idx, 0)] if v.block_value.shape[0] else np.zeros(n, np.uint64)
+        )
         be = values.astype(">u8" if WIDTHS[a] == 8 else ">u4")
-        out[a] = _binary(be.view(np.uint8).reshape(n, WIDTHS[a])[valid].ravel(),
-                         np.where(valid, WIDTHS[a], 0), valid)
+        out[a] = _binary(
+            be.view(np.uint8).reshape(n, WIDTHS[a])[valid].ravel(),
+            np.where(valid, WIDTHS[a], 0),
+            valid,
+        )
     return out
 
 
@@ -242,33 +299,49 @@ def tree_to_rows(datanode: str, tree: ContainerTree, replica: Optional[str] = No
     length = np.concatenate((tree.chunk_length, np.zeros(n - nc, dtype=np.int64)))
     leaf = np.concatenate((tree.chunk_value, lone_leaf, np.zeros(n - nc - nl, dtype=np.int64)))
     matches = np.concatenate((tree.chunk_matches, np.ones(n - nc, dtype=bool)))
-    deleted = np.concatenate((np.zeros(nc, dtype=bool), lone_del,
-                              np.zeros(n - nc - nl, dtype=bool)))
+    deleted = np.concatenate(
+        (np.zeros(nc, dtype=bool), lone_del, np.zeros(n - nc - nl, dtype=bool))
+    )
     no_offset = np.arange(n) >= nc
-    no_leaf = np.concatenate((np.zeros(nc, dtype=bool), ~lone_del,
-                              np.ones(n - nc - nl, dtype=bool)))
+    no_leaf = np.concatenate(
+        (np.zeros(nc, dtype=bool), ~lone_del, np.ones(n - nc - nl, dtype=bool))
+    )
     no_block = np.arange(n) >= nc + nl
-    return pa.table({
-        "datanode": pa.array([datanode] * n, type=pa.string()),
-        "container": pa.array(np.full(n, tree.container_id, dtype=np.int64)),
-        "block": pa.array(block, mask=no_block),
-        "offset": pa.array(offset, mask=no_offset),
-        "length": pa.array(length, mask=no_offset),
-        "leaf": pa.array(leaf, mask=no_leaf),
-        "checksum_matches": pa.array(matches, mask=no_offset),
-        "deleted": pa.array(deleted),
-        "replica": pa.array([replica] * n, type=pa.string()),
-    }, schema=ARROW_CHUNK_SCHEMA)
+    return pa.table(
+        {
+            "datanode": pa.array([datanode] * n, type=pa.string()),
+            "container": pa.array(np.full(n, tree.container_id, dtype=np.int64)),
+            "block": pa.array(block, mask=no_block),
+            "offset": pa.array(offset, mask=no_offset),
+            "length": pa.array(length, mask=no_offset),
+            "leaf": pa.array(leaf, mask=no_leaf),
+            "checksum_matches": pa.array(matches, mask=no_offset),
+            "deleted": pa.array(deleted),
+            "replica": pa.array([replica] * n, type=pa.string()),
+        },
+        schema=ARROW_CHUNK_SCHEMA,
+    )
 
 
 #: the blocks table (spark_udfs.jobs.scan.BLOCK_SCHEMA): one row per block of each replica, with
 #: its chunks as arrays in offset order, as Ozone's BlockMerkleTree holds them
-ARROW_BLOCK_SCHEMA = pa.schema([
-    ("datanode", pa.string()), ("replica", pa.string()), ("container", pa.int64()),
-    ("block", pa.int64()), ("block_value", pa.int64()), ("deleted", pa.bool_()),
-    ("chunks", pa.int64()), ("bytes", pa.int64()), ("checksum_matches", pa.bool_()),
-    ("chunk_offsets", pa.list_(pa.int64())), ("chunk_lengths", pa.list_(pa.int64())),
-    ("chunk_leaves", pa.list_(pa.int64())), ("chunk_matches", pa.list_(pa.bool_()))])
+ARROW_BLOCK_SCHEMA = pa.schema(
+    [
+        ("datanode", pa.string()),
+        ("replica", pa.string()),
+        ("container", pa.int64()),
+        ("block", pa.int64()),
+        ("block_value", pa.int64()),
+        ("deleted", pa.bool_()),
+        ("chunks", pa.int64()),
+        ("bytes", pa.int64()),
+        ("checksum_matches", pa.bool_()),
+        ("chunk_offsets", pa.list_(pa.int64())),
+        ("chunk_lengths", pa.list_(pa.int64())),
+        ("chunk_leaves", pa.list_(pa.int64())),
+        ("chunk_matches", pa.list_(pa.bool_())),
+    ]
+)
 
 
 def block_rows(datanode: str, tree: ContainerTree, replica: Optional[str] = None) -> pa.Table:
@@ -285,17 +358,24 @@ def block_rows(datanode: str, tree: ContainerTree, replica: Optional[str] = None
     def per_block(values: np.ndarray) -> pa.Array:
         return pa.ListArray.from_arrays(offsets, pa.array(values))
 
-    return pa.table({
-        "datanode": pa.array([datanode] * nb, type=pa.string()),
-        "replica": pa.array([replica] * nb, type=pa.string()),
-        "container": pa.array(np.full(nb, tree.container_id, dtype=np.int64)),
-        "block": pa.array(tree.block_id), "block_value": pa.array(tree.block_value),
-        "deleted": pa.array(tree.block_deleted), "chunks": pa.array(counts.astype(np.int64)),
-        "bytes": pa.array(nbytes), "checksum_matches": pa.array(unhealthy == 0),
-        "chunk_offsets": per_block(tree.chunk_offset),
-        "chunk_lengths": per_block(tree.chunk_length),
-        "chunk_leaves": per_block(tree.chunk_value),
-        "chunk_matches": per_block(tree.chunk_matches)}, schema=ARROW_BLOCK_SCHEMA)
+    return pa.table(
+        {
+            "datanode": pa.array([datanode] * nb, type=pa.string()),
+            "replica": pa.array([replica] * nb, type=pa.string()),
+            "container": pa.array(np.full(nb, tree.container_id, dtype=np.int64)),
+            "block": pa.array(tree.block_id),
+            "block_value": pa.array(tree.block_value),
+            "deleted": pa.array(tree.block_deleted),
+            "chunks": pa.array(counts.astype(np.int64)),
+            "bytes": pa.array(nbytes),
+            "checksum_matches": pa.array(unhealthy == 0),
+            "chunk_offsets": per_block(tree.chunk_offset),
+            "chunk_lengths": per_block(tree.chunk_length),
+            "chunk_leaves": per_block(tree.chunk_value),
+            "chunk_matches": per_block(tree.chunk_matches),
+        },
+        schema=ARROW_BLOCK_SCHEMA,
+    )
 
 
 def column_values(t: Any, name: str, fill: Any = 0) -> Tuple[np.ndarray, np.ndarray]:
@@ -311,8 +391,17 @@ class RowColumns:
     """The chunk-table columns of an Arrow table or batch as numpy arrays with null masks,
     converted once, so that trees of many replicas can be cut from them by row masks."""
 
-    _FIELDS = ("block", "no_block", "offset", "no_offset", "leaf", "no_leaf", "length",
-               "matches", "deleted")
+    _FIELDS = (
+        "block",
+        "no_block",
+        "offset",
+        "no_offset",
+        "leaf",
+        "no_leaf",
+        "length",
+        "matches",
+        "deleted",
+    )
 
     def __init__(self, rows: Any) -> None:
         self.block, self.no_block = column_values(rows, "block")
@@ -337,17 +426,22 @@ class RowColumns:
         is_chunk = has & ~self.no_offset & ~self.no_leaf & ~self.deleted
         tomb = has & self.no_offset & self.deleted
         empty = has & self.no_offset & ~self.deleted
-        tombstones: Dict[int, int] = dict(zip(self.block[tomb].tolist(),
-                                              self.leaf[tomb].tolist()))
+        tombstones: Dict[int, int] = dict(zip(self.block[tomb].tolist(), self.leaf[tomb].tolist()))
         return ContainerTree.from_columns(
-            int(container_id), self.block[is_chunk], self.offset[is_chunk],
-            self.length[is_chunk], leaf=self.leaf[is_chunk],
-            checksum_matches=self.matches[is_chunk], deleted_blocks=tombstones or None,
-            empty_blocks=np.unique(self.block[empty]).tolist() or None)
+            int(container_id),
+            self.block[is_chunk],
+            self.offset[is_chunk],
+            self.length[is_chunk],
+            leaf=self.leaf[is_chunk],
+            checksum_matches=self.matches[is_chunk],
+            deleted_blocks=tombstones or None,
+            empty_blocks=np.unique(self.block[empty]).tolist() or None,
+        )
 
 
-def tree_from_rows(container_id: int, rows: pa.Table,
-                   only_blocks: Optional[Iterable[int]] = None) -> ContainerTree:
+def tree_from_rows(
+    container_id: int, rows: pa.Table, only_blocks: Optional[Iterable[int]] = None
+) -> ContainerTree:
     """The tree of ONE replica from its rows (any order). Chunk rows whose leaf is null are
     skipped (a missing chunk has no leaf). `only_blocks` restricts the tree to those IDs."""
     cols = RowColumns(rows)
@@ -379,8 +473,9 @@ def from_arrow(spark: Any, table: pa.Table) -> Any:
     except (TypeError, ValueError):  # pyspark 3.5: no Arrow input; nullable pandas dtypes
         import pandas as pd
 
-        pdf = table.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype(),
-                                            pa.bool_(): pd.BooleanDtype()}.get)
+        pdf = table.to_pandas(
+            types_mapper={pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}.get
+        )
         return spark.createDataFrame(pdf, schema)
 
 

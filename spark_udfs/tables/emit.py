@@ -64,8 +64,18 @@ from spark_udfs.jobs.scan import (
     _result_rows,
 )
 
-__all__ = ["EmitResult", "FILE_PREFIX", "PARTITION", "ROW_GROUP_BYTES", "TABLE_ARROW",
-           "default_host", "emit_scan", "escape_partition_value", "file_name", "host_key"]
+__all__ = [
+    "EmitResult",
+    "FILE_PREFIX",
+    "PARTITION",
+    "ROW_GROUP_BYTES",
+    "TABLE_ARROW",
+    "default_host",
+    "emit_scan",
+    "escape_partition_value",
+    "file_name",
+    "host_key",
+]
 
 #: the partition column (a directory level, never a column of the files)
 PARTITION = "datanode"
@@ -75,10 +85,15 @@ FILE_PREFIX = "emit-"
 #: written: bounded memory, whatever a volume holds
 ROW_GROUP_BYTES = 32 << 20
 
-_ARROW_TYPES = {"string": pa.string(), "long": pa.int64(), "boolean": pa.bool_(),
-                "binary": pa.binary(),
-                "double": pa.float64(), "array<bigint>": pa.list_(pa.int64()),
-                "array<boolean>": pa.list_(pa.bool_())}
+_ARROW_TYPES = {
+    "string": pa.string(),
+    "long": pa.int64(),
+    "boolean": pa.bool_(),
+    "binary": pa.binary(),
+    "double": pa.float64(),
+    "array<bigint>": pa.list_(pa.int64()),
+    "array<boolean>": pa.list_(pa.bool_()),
+}
 
 
 def _arrow_schema(spark_schema: str) -> pa.Schema:
@@ -94,18 +109,17 @@ def _arrow_schema(spark_schema: str) -> pa.Schema:
 TABLE_ARROW: Dict[str, pa.Schema] = {n: _arrow_schema(s) for n, s in TABLE_SCHEMAS.items()}
 #: what a file holds: the table's columns without the partition column
 _FILE_ARROW: Dict[str, pa.Schema] = {
-    n: pa.schema([f for f in s if f.name != PARTITION]) for n, s in TABLE_ARROW.items()}
+    n: pa.schema([f for f in s if f.name != PARTITION]) for n, s in TABLE_ARROW.items()
+}
 
 #: the output rows of spark_udfs.jobs.scan (_OUT_ARROW, by `kind`) as each table's columns
 #: (the renames of scan_replicas: a BLOCK row's data_checksum is block_value, length bytes)
-_TABLE_OF_KIND = {"CHUNK": "chunks", "BLOCK": "blocks", "REPLICA": "containers",
-                  "ERROR": "errors"}
+_TABLE_OF_KIND = {"CHUNK": "chunks", "BLOCK": "blocks", "REPLICA": "containers", "ERROR": "errors"}
 _RENAMES = {"blocks": {"block_value": "data_checksum", "bytes": "length"}}
 
 # Spark's ExternalCatalogUtils.escapePathName: these characters become %XX (upper-case hex)
 # in a partition directory's value; every other character is kept as it is
-_SPARK_ESCAPED = frozenset([chr(c) for c in range(1, 0x20)]
-                           + list("\"#%'*/:=?\\\x7f{[]^"))
+_SPARK_ESCAPED = frozenset([chr(c) for c in range(1, 0x20)] + list("\"#%'*/:=?\\\x7f{[]^"))
 
 
 #: the partition directory value Spark (and Hive) read back as null (ExternalCatalogUtils.
@@ -121,7 +135,7 @@ def escape_partition_value(value: str) -> str:
     if not value:
         raise ValueError("an empty datanode identity cannot name a partition")
     if value == SPARK_NULL_PARTITION:  # Spark reads that directory name as null: its first
-        return "%5F" + value[1:]       # character escaped, Spark unescapes it back to itself
+        return "%5F" + value[1:]  # character escaped, Spark unescapes it back to itself
     return "".join(f"%{ord(c):02X}" if c in _SPARK_ESCAPED else c for c in value)
 
 
@@ -149,6 +163,7 @@ def default_host() -> str:
 
 
 # ---- writing -----------------------------------------------------------------------------
+
 
 class _Out:
     """The output location opened once: its filesystem, and how files are committed (an
@@ -197,7 +212,7 @@ class _Out:
         for info in self.fs.get_file_info(sel):
             if info.type != pafs.FileType.File:
                 continue
-            rel = info.path[len(self.path(table)) + 1:].split("/")
+            rel = info.path[len(self.path(table)) + 1 :].split("/")
             if len(rel) == 2:
                 yield rel[0], rel[1]
 
@@ -349,8 +364,7 @@ class _VolumeFiles:
     def _file(self, table: str, datanode: str) -> _TableFile:
         f = self.files.get((table, datanode))
         if f is None:
-            f = self.files[(table, datanode)] = _TableFile(self.out, table, datanode,
-                                                           self.name)
+            f = self.files[(table, datanode)] = _TableFile(self.out, table, datanode, self.name)
         return f
 
     def add(self, table: str, t: pa.Table) -> None:
@@ -359,8 +373,11 @@ class _VolumeFiles:
             return
         dn = t.column(PARTITION)
         for datanode in dn.unique().to_pylist():  # one, unless a layout mixes datanodes
-            part = t if len(dn.unique()) == 1 else t.filter(
-                pc.equal(dn, pa.scalar(datanode, pa.string())))
+            part = (
+                t
+                if len(dn.unique()) == 1
+                else t.filter(pc.equal(dn, pa.scalar(datanode, pa.string())))
+            )
             self._file(table, datanode).add(part)
 
     def close(self) -> List[str]:
@@ -395,6 +412,7 @@ def _tables_of(results: List[pa.Table]) -> Iterable[Tuple[str, pa.Table]]:
 
 # ---- the scan ----------------------------------------------------------------------------
 
+
 @dataclass
 class EmitResult:
     """What a host's emit did: its volumes-table rows (VOLUME_SCHEMA order), the files it
@@ -416,11 +434,19 @@ class EmitResult:
     bytes_read: int = 0
 
 
-def emit_scan(paths: List[str], uri: str, host: str, *, trees_only: bool = False,
-              metadata_only: bool = False, bytes_per_second: Optional[float] = None,
-              drop_cache: bool = True, strict: bool = False,
-              on_volume: Optional[Callable[[Dict[str, Any]], None]] = None,
-              **options: Any) -> EmitResult:
+def emit_scan(
+    paths: List[str],
+    uri: str,
+    host: str,
+    *,
+    trees_only: bool = False,
+    metadata_only: bool = False,
+    bytes_per_second: Optional[float] = None,
+    drop_cache: bool = True,
+    strict: bool = False,
+    on_volume: Optional[Callable[[Dict[str, Any]], None]] = None,
+    **options: Any,
+) -> EmitResult:
     """Scan the volumes under `paths` (this host's) and write their scan tables under `uri`
     (see the module docstring). `options`: the verifier's (workers, buffer_size). A PATH or
     walk entry that cannot be used is one line in `failures` and the rest goes on; an error
@@ -428,18 +454,37 @@ def emit_scan(paths: List[str], uri: str, host: str, *, trees_only: bool = False
     res = EmitResult()
     out = _output(uri)
     try:
-        return _emit_to(out, res, paths, host, trees_only=trees_only,
-                        metadata_only=metadata_only, bytes_per_second=bytes_per_second,
-                        drop_cache=drop_cache, strict=strict, on_volume=on_volume,
-                        options=options)
+        return _emit_to(
+            out,
+            res,
+            paths,
+            host,
+            trees_only=trees_only,
+            metadata_only=metadata_only,
+            bytes_per_second=bytes_per_second,
+            drop_cache=drop_cache,
+            strict=strict,
+            on_volume=on_volume,
+            options=options,
+        )
     finally:
         out.close()
 
 
-def _emit_to(out: _Out, res: EmitResult, paths: List[str], host: str, *, trees_only: bool,
-             metadata_only: bool, bytes_per_second: Optional[float], drop_cache: bool,
-             strict: bool, on_volume: Optional[Callable[[Dict[str, Any]], None]],
-             options: Dict[str, Any]) -> EmitResult:
+def _emit_to(
+    out: _Out,
+    res: EmitResult,
+    paths: List[str],
+    host: str,
+    *,
+    trees_only: bool,
+    metadata_only: bool,
+    bytes_per_second: Optional[float],
+    drop_cache: bool,
+    strict: bool,
+    on_volume: Optional[Callable[[Dict[str, Any]], None]],
+    options: Dict[str, Any],
+) -> EmitResult:
     volumes: List[Tuple[Layout, Volume]] = []
     seen: Set[Tuple[str, str, Optional[str]]] = set()
 
@@ -480,10 +525,23 @@ def _emit_to(out: _Out, res: EmitResult, paths: List[str], host: str, *, trees_o
     for layout, v, refs in listed:
         vf = _VolumeFiles(out, file_name(host, v))
         try:
-            row = _emit_volume(layout, v, refs, keep, dup_by_path, vf, host, res, tables,
-                               trees_only=trees_only, metadata_only=metadata_only,
-                               bytes_per_second=bytes_per_second, drop_cache=drop_cache,
-                               strict=strict, options=options)
+            row = _emit_volume(
+                layout,
+                v,
+                refs,
+                keep,
+                dup_by_path,
+                vf,
+                host,
+                res,
+                tables,
+                trees_only=trees_only,
+                metadata_only=metadata_only,
+                bytes_per_second=bytes_per_second,
+                drop_cache=drop_cache,
+                strict=strict,
+                options=options,
+            )
             done = vf.close()
             res._paths.extend(done)
             res.written.extend(out.show(p) for p in done)
@@ -497,11 +555,24 @@ def _emit_to(out: _Out, res: EmitResult, paths: List[str], host: str, *, trees_o
     return res
 
 
-def _emit_volume(layout: Layout, v: Volume, refs: List[ReplicaRef], keep: Set[int],
-                 dup_by_path: Dict[str, Tuple], vf: _VolumeFiles, host: str,
-                 res: EmitResult, tables: List[str], *, trees_only: bool,
-                 metadata_only: bool, bytes_per_second: Optional[float], drop_cache: bool,
-                 strict: bool, options: Dict[str, Any]) -> Dict[str, Any]:
+def _emit_volume(
+    layout: Layout,
+    v: Volume,
+    refs: List[ReplicaRef],
+    keep: Set[int],
+    dup_by_path: Dict[str, Tuple],
+    vf: _VolumeFiles,
+    host: str,
+    res: EmitResult,
+    tables: List[str],
+    *,
+    trees_only: bool,
+    metadata_only: bool,
+    bytes_per_second: Optional[float],
+    drop_cache: bool,
+    strict: bool,
+    options: Dict[str, Any],
+) -> Dict[str, Any]:
     """Scan one volume into its files; its volumes-table row."""
     datanode = v.datanode or UNKNOWN_DATANODE
     vf.open_all(datanode, tables)
@@ -511,17 +582,29 @@ def _emit_volume(layout: Layout, v: Volume, refs: List[ReplicaRef], keep: Set[in
         status, detail = VOLUME_FAILED, redact(v.problem)
     nbytes = 0
     scan_refs = [r for r in refs if id(r) in keep]
-    dups = [dup_by_path[redact(r.path)] for r in refs
-            if id(r) not in keep and redact(r.path) in dup_by_path]
+    dups = [
+        dup_by_path[redact(r.path)]
+        for r in refs
+        if id(r) not in keep and redact(r.path) in dup_by_path
+    ]
     if dups:  # DUPLICATE_REPLICA rows (listed, never scanned), with this host
         names = TABLE_ARROW["errors"].names
-        vf.add("errors", pa.Table.from_pylist(
-            [dict(zip(names, d[:-1] + (host,))) for d in dups], schema=TABLE_ARROW["errors"]))
+        vf.add(
+            "errors",
+            pa.Table.from_pylist(
+                [dict(zip(names, d[:-1] + (host,))) for d in dups], schema=TABLE_ARROW["errors"]
+            ),
+        )
     if scan_refs:
         limiter = RateLimiter(bytes_per_second) if bytes_per_second else None
-        for rep, r, exc in layout.scan(scan_refs, trees_only=trees_only,
-                                       metadata_only=metadata_only, limiter=limiter,
-                                       drop_cache=drop_cache, **options):
+        for rep, r, exc in layout.scan(
+            scan_refs,
+            trees_only=trees_only,
+            metadata_only=metadata_only,
+            limiter=limiter,
+            drop_cache=drop_cache,
+            **options,
+        ):
             if exc is not None:
                 res.scan_failed += 1
                 if isinstance(exc, VolumeError) and status == SCANNED:
@@ -535,10 +618,18 @@ def _emit_volume(layout: Layout, v: Volume, refs: List[ReplicaRef], keep: Set[in
             for name, t in _tables_of(rows):
                 vf.add(name, t)
     res.bytes_read += nbytes
-    row = {"datanode": datanode, "host": host, "volume": redact(v.root),
-           "cluster_id": v.cluster_id, "status": status, "detail": detail,
-           "replicas": len(refs), "bytes_read": nbytes,
-           "seconds": round(time.perf_counter() - t0, 6), "ran_on": host}
+    row = {
+        "datanode": datanode,
+        "host": host,
+        "volume": redact(v.root),
+        "cluster_id": v.cluster_id,
+        "status": status,
+        "detail": detail,
+        "replicas": len(refs),
+        "bytes_read": nbytes,
+        "seconds": round(time.perf_counter() - t0, 6),
+        "ran_on": host,
+    }
     vf.add("volumes", pa.Table.from_pylist([row], schema=TABLE_ARROW["volumes"]))
     return row
 
@@ -554,10 +645,12 @@ def _remove_stale(out: _Out, host: str, written: List[str], tables: List[str]) -
     for t in tables:
         for part, name in list(out.listing(t)):
             path = out.path(t, part, name)
-            stale = (name.startswith(mine) and name.endswith(".parquet")
-                     and path not in keep)
-            leftover = name.startswith("." + mine) and name.endswith(".tmp") \
+            stale = name.startswith(mine) and name.endswith(".parquet") and path not in keep
+            leftover = (
+                name.startswith("." + mine)
+                and name.endswith(".tmp")
                 and name.rsplit(".", 2)[-2] != str(os.getpid())
+            )
             if stale or leftover:
                 out.delete(t, part, name)
                 removed.append(path)

@@ -27,16 +27,21 @@ def window_data(n: int, seed: int) -> bytes:
     return bytes((i * 31 + seed) % 251 for i in range(n))
 
 
-CHUNKS = [(1, 0, window_data(40000, 1)), (1, 40000, window_data(40000, 2)),
-          (2, 0, window_data(12345, 3))]
+CHUNKS = [
+    (1, 0, window_data(40000, 1)),
+    (1, 40000, window_data(40000, 2)),
+    (2, 0, window_data(12345, 3)),
+]
 
 
 def golden_trees() -> dict:
     trees = {
-        "check_crc32.tree": ContainerTree.from_chunk_data(1, CHUNKS, bytes_per_checksum=16384,
-                                                          algorithm="crc32"),
-        "check_crc32c.tree": ContainerTree.from_chunk_data(1, CHUNKS, bytes_per_checksum=16384,
-                                                           algorithm="crc32c"),
+        "check_crc32.tree": ContainerTree.from_chunk_data(
+            1, CHUNKS, bytes_per_checksum=16384, algorithm="crc32"
+        ),
+        "check_crc32c.tree": ContainerTree.from_chunk_data(
+            1, CHUNKS, bytes_per_checksum=16384, algorithm="crc32c"
+        ),
     }
     b = TreeBuilder(1 << 40)
     b.add_chunk(-7, 0, 4096, windows=[0xDEADBEEF, 0x01020304])

@@ -47,8 +47,9 @@ class FlatFiles:
         try:
             raw = self._read("blocks")
         except FileNotFoundError:
-            raise BlockMetaError("block-metadata file is missing", f"{self.location}/blocks",
-                                 missing=True) from None
+            raise BlockMetaError(
+                "block-metadata file is missing", f"{self.location}/blocks", missing=True
+            ) from None
         return decode_blockmeta(raw, f"{self.location}/blocks", self.container_id)
 
     def read_tree(self) -> bytes:
@@ -67,8 +68,11 @@ class FlatFiles:
 
 
 def _replica_dirs(directory: Path) -> List[Path]:
-    return sorted(p for p in directory.glob(f"*{SUFFIX}")
-                  if p.name[:-len(SUFFIX)].isdigit() and p.is_dir() and not p.is_symlink())
+    return sorted(
+        p
+        for p in directory.glob(f"*{SUFFIX}")
+        if p.name[: -len(SUFFIX)].isdigit() and p.is_dir() and not p.is_symlink()
+    )
 
 
 class FlatLayout(ReadOnlyLayout):
@@ -77,9 +81,15 @@ class FlatLayout(ReadOnlyLayout):
     def recognises(self, root: str) -> bool:
         p = Path(root)
         try:
-            return ("://" not in root and p.is_dir()
-                    and (p.name.endswith(SUFFIX) or bool(_replica_dirs(p))
-                         or any(_replica_dirs(d) for d in p.iterdir() if d.is_dir())))
+            return (
+                "://" not in root
+                and p.is_dir()
+                and (
+                    p.name.endswith(SUFFIX)
+                    or bool(_replica_dirs(p))
+                    or any(_replica_dirs(d) for d in p.iterdir() if d.is_dir())
+                )
+            )
         except OSError:  # unreadable: not recognised (the default layout reports it)
             return False
 
@@ -92,13 +102,20 @@ class FlatLayout(ReadOnlyLayout):
         return [self._volume(d) for d in sorted(p.iterdir()) if d.is_dir() and _replica_dirs(d)]
 
     def _volume(self, directory: Path, inner: Optional[Path] = None) -> Volume:
-        refs = tuple(ReplicaRef(self.name, directory.name, str(r), int(r.name[:-len(SUFFIX)]))
-                     for r in _replica_dirs(directory) if inner is None or r == inner)
-        return Volume(self.name, str(directory), directory.name,
-                      inner=None if inner is None else str(inner), listed=refs)
+        refs = tuple(
+            ReplicaRef(self.name, directory.name, str(r), int(r.name[: -len(SUFFIX)]))
+            for r in _replica_dirs(directory)
+            if inner is None or r == inner
+        )
+        return Volume(
+            self.name,
+            str(directory),
+            directory.name,
+            inner=None if inner is None else str(inner),
+            listed=refs,
+        )
 
-    def replicas(self, volume: Volume, on_error: Optional[WalkErrorFn] = None
-                 ) -> List[ReplicaRef]:
+    def replicas(self, volume: Volume, on_error: Optional[WalkErrorFn] = None) -> List[ReplicaRef]:
         return list(volume.listed or ())
 
     def open_files(self, replica: ReplicaRef) -> FlatFiles:
@@ -110,13 +127,19 @@ class FlatLayout(ReadOnlyLayout):
         except (OSError, ReplicaError):
             return 0
 
-    def scan(self, replicas: Iterable[ReplicaRef], *, trees_only: bool = False,
-             metadata_only: bool = False, **options: Any
-             ) -> Iterator[Tuple[ReplicaRef, Any, Optional[Exception]]]:
+    def scan(
+        self,
+        replicas: Iterable[ReplicaRef],
+        *,
+        trees_only: bool = False,
+        metadata_only: bool = False,
+        **options: Any,
+    ) -> Iterator[Tuple[ReplicaRef, Any, Optional[Exception]]]:
         if trees_only and metadata_only:
             raise ValueError("trees_only and metadata_only are mutually exclusive")
-        read = {k: options[k] for k in ("workers", "limiter", "progress", "buffer_size")
-                if k in options}
+        read = {
+            k: options[k] for k in ("workers", "limiter", "progress", "buffer_size") if k in options
+        }
         read["metadata_only"] = metadata_only  # the census: scan_files reads no block file
         for ref in replicas:
             files = self.open_files(ref)

@@ -25,10 +25,15 @@ def spark() -> Iterator[Any]:
 
     # 2g: every module caches its scans' stages in this one session; with PySpark 3.5's
     # default 1g the protected storage left the plan tests' execution no memory
-    session = get_session("local[2]", app_name="crcmerkle-tests",
-                          conf={"spark.sql.shuffle.partitions": "4",
-                                "spark.default.parallelism": "2",
-                                "spark.driver.memory": "2g"})
+    session = get_session(
+        "local[2]",
+        app_name="crcmerkle-tests",
+        conf={
+            "spark.sql.shuffle.partitions": "4",
+            "spark.default.parallelism": "2",
+            "spark.driver.memory": "2g",
+        },
+    )
     yield session
     session.stop()
 

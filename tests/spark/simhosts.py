@@ -92,6 +92,7 @@ except ImportError:  # pragma: no cover - the mount-exec entry point runs withou
     pytest = None  # type: ignore[assignment]
 
 if pytest is not None:
+
     @pytest.fixture(scope="module")
     def sim_cluster(request: Any) -> Iterator[SimCluster]:
         """The started simulated cluster (module-scoped); skipped in one line when it
@@ -125,15 +126,23 @@ if pytest is not None:
             session = SparkSession.getActiveSession()
             (session.stop() if session is not None else active.stop())
         t0 = time.monotonic()
-        session = get_session(sim_cluster.master_url, app_name="crcmerkle-simhosts",
-                              conf={**sim_cluster.executor_conf(), "spark.ui.enabled": "true",
-                                    "spark.sql.shuffle.partitions": "4"})
+        session = get_session(
+            sim_cluster.master_url,
+            app_name="crcmerkle-simhosts",
+            conf={
+                **sim_cluster.executor_conf(),
+                "spark.ui.enabled": "true",
+                "spark.sql.shuffle.partitions": "4",
+            },
+        )
         try:
             hosts = sorted(sim_cluster.workers)
             got = wait_for_executors(session.sparkContext, hosts, _START_TIMEOUT_S)
             if not set(hosts) <= set(got):
-                raise RuntimeError(f"executors missing on {sorted(set(hosts) - set(got))}: "
-                                   + sim_cluster._log_tails())
+                raise RuntimeError(
+                    f"executors missing on {sorted(set(hosts) - set(got))}: "
+                    + sim_cluster._log_tails()
+                )
             session.executors_seconds = time.monotonic() - t0  # type: ignore[attr-defined]
             yield session
         finally:

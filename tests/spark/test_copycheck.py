@@ -43,9 +43,17 @@ def world(tmp_path_factory: Any) -> Any:
     without), and its copies on the loopback S3 server."""
     base = tmp_path_factory.mktemp("copycheck")
     cluster = base / "cluster"
-    manifest = generate_cluster(cluster, layout="ozone", om_db=True, containers=12, seed=3,
-                                block_size=BLOCK, chunk_size=CHUNK, bytes_per_checksum=BPC,
-                                faults=parse_faults("default", "ozone"))
+    manifest = generate_cluster(
+        cluster,
+        layout="ozone",
+        om_db=True,
+        containers=12,
+        seed=3,
+        block_size=BLOCK,
+        chunk_size=CHUNK,
+        bytes_per_checksum=BPC,
+        faults=parse_faults("default", "ozone"),
+    )
     scans = {}
     for name, also in (("also", ["--also", "crc64nvme", "--also", "crc32c"]), ("plain", [])):
         scans[name] = base / f"scan-{name}"
@@ -55,13 +63,27 @@ def world(tmp_path_factory: Any) -> Any:
         yield base, cluster, manifest, scans, s3, truth
 
 
-def check(world: Any, capsys: Any, scan: str, out: str, *extra: str,
-          target: str = "") -> Tuple[int, Dict[str, Any], Dict[str, Dict[str, Any]]]:
+def check(
+    world: Any, capsys: Any, scan: str, out: str, *extra: str, target: str = ""
+) -> Tuple[int, Dict[str, Any], Dict[str, Dict[str, Any]]]:
     base, cluster, _, scans, s3, _ = world
     capsys.readouterr()
-    rc = main(["spark", "copycheck", "--om-db", str(cluster / "om.db"), "--scan",
-               str(scans[scan]), "--target", target or s3.uri(PREFIX), "-o", str(base / out),
-               "--json", *extra])
+    rc = main(
+        [
+            "spark",
+            "copycheck",
+            "--om-db",
+            str(cluster / "om.db"),
+            "--scan",
+            str(scans[scan]),
+            "--target",
+            target or s3.uri(PREFIX),
+            "-o",
+            str(base / out),
+            "--json",
+            *extra,
+        ]
+    )
     report = json.loads(capsys.readouterr().out)
     rows = pq.read_table(base / out / "verdicts").to_pylist()
     return rc, report, {r["name"]: r for r in rows}
@@ -79,8 +101,9 @@ def window_starts(key: Dict[str, Any]) -> set:
     return starts
 
 
-def expected(manifest: Dict[str, Any], truth: Dict[str, Dict[str, Any]],
-             comparable: Tuple[str, ...]) -> Dict[str, str]:
+def expected(
+    manifest: Dict[str, Any], truth: Dict[str, Dict[str, Any]], comparable: Tuple[str, ...]
+) -> Dict[str, str]:
     """Each object name's verdict, from the ground truth alone: `comparable` are the
     algorithms the scan gives the keys (CRC32 recorded, plus its --also ones)."""
     keys = {k["name"]: k for k in manifest["keys"]}
@@ -96,9 +119,11 @@ def expected(manifest: Dict[str, Any], truth: Dict[str, Dict[str, Any]],
             out[name] = "UNVERIFIED"  # no replica of some block holds its true bytes
         elif t["algorithm"].lower() not in comparable:
             out[name] = "NOT_COMPARABLE"
-        elif t["checksum_type"] == "COMPOSITE" and t["parts"] > 1 and not all(
-                b in window_starts(keys[t["key"]])
-                for b in _cumsum(t["part_sizes"])):
+        elif (
+            t["checksum_type"] == "COMPOSITE"
+            and t["parts"] > 1
+            and not all(b in window_starts(keys[t["key"]]) for b in _cumsum(t["part_sizes"]))
+        ):
             out[name] = "NOT_COMPARABLE"  # a part boundary inside a window
         else:
             out[name] = "MISMATCH" if t["fault"] == "corrupted" else "MATCH"
@@ -119,23 +144,25 @@ def test_copycheck_finds_exactly_the_injected_differences(world: Any, capsys: An
     rc, report, rows = check(world, capsys, "also", "check-also")
     want = expected(manifest, truth, ("crc32", "crc32c", "crc64nvme"))
     got = {name: r["verdict"] for name, r in rows.items()}
-    assert got == {f"{n[len(PREFIX) + 1:]}": v for n, v in want.items()}
+    assert got == {f"{n[len(PREFIX) + 1 :]}": v for n, v in want.items()}
     assert rc == 1
     # every kind of difference was injected, and the clean copies were proved
     kinds = {"MATCH", "MISMATCH", "MISSING", "EXTRA", "SIZE_DIFFERS", "UNVERIFIED"}
     assert kinds <= set(got.values())
     assert sum(v == "MATCH" for v in got.values()) >= 12
     # a matched composite was made from the key's windows and the parts' sizes
-    assert any("composite" in (r["algorithm"] or "") and r["verdict"] == "MATCH"
-               for r in rows.values())
+    assert any(
+        "composite" in (r["algorithm"] or "") and r["verdict"] == "MATCH" for r in rows.values()
+    )
     for name, r in rows.items():
         t = truth[f"{PREFIX}/{name}"]
         if r["verdict"] in ("MATCH", "MISMATCH") and "composite" not in r["algorithm"]:
             alg = r["algorithm"].split(",")[0]
-            assert r["source_value"] == "0x" + t[f"key_{alg}"].to_bytes(
-                8 if alg == "crc64nvme" else 4, "big").hex()
-            assert r["target_value"] == "0x" + base64.b64decode(
-                t["checksum"].split("-")[0]).hex()
+            assert (
+                r["source_value"]
+                == "0x" + t[f"key_{alg}"].to_bytes(8 if alg == "crc64nvme" else 4, "big").hex()
+            )
+            assert r["target_value"] == "0x" + base64.b64decode(t["checksum"].split("-")[0]).hex()
     # zero data bytes read; each object's requests as the server counted them
     assert report["reads_data"] is False and report["cost"]["bytes_read"] == 0
     for name, r in rows.items():
@@ -157,18 +184,23 @@ def test_without_also_only_crc32_copies_compare(world: Any, capsys: Any) -> None
     naming both sides and the scan option that would make them comparable. --map limits the
     check to one bucket (its objects elsewhere are out of scope)."""
     _, _, manifest, _, _, truth = world
-    rc, report, rows = check(world, capsys, "plain", "check-plain",
-                             "--map", "/vol1/obs1/=vol1/obs1/")
+    rc, report, rows = check(
+        world, capsys, "plain", "check-plain", "--map", "/vol1/obs1/=vol1/obs1/"
+    )
     want = expected(manifest, truth, ("crc32",))
-    want = {n[len(PREFIX) + 1:]: v for n, v in want.items()
-            if n.startswith(f"{PREFIX}/vol1/obs1/")}
+    want = {
+        n[len(PREFIX) + 1 :]: v for n, v in want.items() if n.startswith(f"{PREFIX}/vol1/obs1/")
+    }
     assert {n: r["verdict"] for n, r in rows.items()} == want
-    crc32c_only = [r for n, r in rows.items()
-                   if truth[f"{PREFIX}/{n}"]["algorithm"] == "CRC32C"
-                   and r["verdict"] == "NOT_COMPARABLE"]
+    crc32c_only = [
+        r
+        for n, r in rows.items()
+        if truth[f"{PREFIX}/{n}"]["algorithm"] == "CRC32C" and r["verdict"] == "NOT_COMPARABLE"
+    ]
     assert crc32c_only and all("--also crc32c" in r["detail"] for r in crc32c_only)
     assert report["out_of_scope_objects"] == sum(
-        not n.startswith(f"{PREFIX}/vol1/obs1/") for n in truth if truth[n]["fault"] != "missing")
+        not n.startswith(f"{PREFIX}/vol1/obs1/") for n in truth if truth[n]["fault"] != "missing"
+    )
     assert rc == 1
 
 
@@ -178,14 +210,25 @@ def test_keys_mapped_to_one_name_are_not_compared_as_one(world: Any, capsys: Any
     _, _, manifest, _, _, truth = world
     two = [k["name"] for k in manifest["keys"] if k["pristine_copy"]][:2]
     # both named as the first one's copy, which exists (its size may not be the second's)
-    rc, _, rows = check(world, capsys, "plain", "check-merged",
-                        "--map", f"{two[0]}={two[0].lstrip('/')}",
-                        "--map", f"{two[1]}={two[0].lstrip('/')}")
-    merged = [r for r in pq.read_table(world[0] / "check-merged" / "verdicts").to_pylist()
-              if r["name"] == two[0].lstrip("/")]
+    rc, _, rows = check(
+        world,
+        capsys,
+        "plain",
+        "check-merged",
+        "--map",
+        f"{two[0]}={two[0].lstrip('/')}",
+        "--map",
+        f"{two[1]}={two[0].lstrip('/')}",
+    )
+    merged = [
+        r
+        for r in pq.read_table(world[0] / "check-merged" / "verdicts").to_pylist()
+        if r["name"] == two[0].lstrip("/")
+    ]
     assert sorted(r["ozone_name"] for r in merged) == sorted(two)
-    assert all(r["verdict"] == "UNVERIFIED" and "2 keys are given this name" in r["detail"]
-               for r in merged)
+    assert all(
+        r["verdict"] == "UNVERIFIED" and "2 keys are given this name" in r["detail"] for r in merged
+    )
     assert rc == 1
 
 
@@ -214,20 +257,73 @@ def test_local_directory_target_reads_and_says_so(world: Any, capsys: Any) -> No
 def test_bad_inputs_are_one_line_errors(world: Any, capsys: Any, tmp_path: Path) -> None:
     base, cluster, _, scans, s3, _ = world
     cases = [
-        (["--om-db", str(tmp_path), "--scan", str(scans["plain"]), "--target", s3.uri(PREFIX)],
-         "--om-db"),
-        (["--om-db", str(cluster / "om.db"), "--scan", str(cluster),
-          "--target", s3.uri(PREFIX)], "scan's output"),
-        (["--om-db", str(cluster / "om.db"), "--scan", str(scans["plain"]),
-          "--target", "ftp://x/y"], "--target"),
-        (["--om-db", str(cluster / "om.db"), "--scan", str(scans["plain"]),
-          "--target", s3.uri(PREFIX), "--map", "nonsense"], "--map"),
-        (["--om-db", str(cluster / "om.db"), "--scan", str(scans["plain"]),
-          "--target", s3.uri(PREFIX), "--allow", "FINE"], "--allow"),
-        (["--om-db", str(cluster / "om.db"), "--scan", str(scans["plain"]),
-          "--target", s3.uri(PREFIX).replace(s3.bucket, "no-such-bucket")], "no-such-bucket"),
-        (["--om-db", str(cluster / "om.db"), "--scan", str(scans["plain"]),
-          "--target", f"gs://b/p?listing={tmp_path / 'absent.json'}"], "absent.json"),
+        (
+            ["--om-db", str(tmp_path), "--scan", str(scans["plain"]), "--target", s3.uri(PREFIX)],
+            "--om-db",
+        ),
+        (
+            ["--om-db", str(cluster / "om.db"), "--scan", str(cluster), "--target", s3.uri(PREFIX)],
+            "scan's output",
+        ),
+        (
+            [
+                "--om-db",
+                str(cluster / "om.db"),
+                "--scan",
+                str(scans["plain"]),
+                "--target",
+                "ftp://x/y",
+            ],
+            "--target",
+        ),
+        (
+            [
+                "--om-db",
+                str(cluster / "om.db"),
+                "--scan",
+                str(scans["plain"]),
+                "--target",
+                s3.uri(PREFIX),
+                "--map",
+                "nonsense",
+            ],
+            "--map",
+        ),
+        (
+            [
+                "--om-db",
+                str(cluster / "om.db"),
+                "--scan",
+                str(scans["plain"]),
+                "--target",
+                s3.uri(PREFIX),
+                "--allow",
+                "FINE",
+            ],
+            "--allow",
+        ),
+        (
+            [
+                "--om-db",
+                str(cluster / "om.db"),
+                "--scan",
+                str(scans["plain"]),
+                "--target",
+                s3.uri(PREFIX).replace(s3.bucket, "no-such-bucket"),
+            ],
+            "no-such-bucket",
+        ),
+        (
+            [
+                "--om-db",
+                str(cluster / "om.db"),
+                "--scan",
+                str(scans["plain"]),
+                "--target",
+                f"gs://b/p?listing={tmp_path / 'absent.json'}",
+            ],
+            "absent.json",
+        ),
     ]
     for i, args in enumerate(cases):
         capsys.readouterr()

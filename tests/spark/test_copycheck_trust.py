@@ -33,9 +33,17 @@ SPARSE = 64 << 20  # a sparse file's size: its holes would be read if it were re
 def world(tmp_path_factory: Any) -> Any:
     base = tmp_path_factory.mktemp("copycheck-trust")
     cluster = base / "cluster"
-    manifest = generate_cluster(cluster, layout="ozone", om_db=True, containers=4, seed=5,
-                                block_size=48 * KiB, chunk_size=16 * KiB,
-                                bytes_per_checksum=4 * KiB, faults=parse_faults("none", "ozone"))
+    manifest = generate_cluster(
+        cluster,
+        layout="ozone",
+        om_db=True,
+        containers=4,
+        seed=5,
+        block_size=48 * KiB,
+        chunk_size=16 * KiB,
+        bytes_per_checksum=4 * KiB,
+        faults=parse_faults("none", "ozone"),
+    )
     scan = base / "scan"
     assert main(["spark", "scan", str(cluster), "-o", str(scan)]) == 0
     copy = base / "copy"
@@ -46,13 +54,27 @@ def world(tmp_path_factory: Any) -> Any:
     return base, cluster, manifest, scan, copy
 
 
-def check(world: Any, capsys: Any, out: str, *extra: str, scan: Any = None,
-          target: str = "") -> Tuple[int, Dict[str, Any], Dict[str, Dict[str, Any]]]:
+def check(
+    world: Any, capsys: Any, out: str, *extra: str, scan: Any = None, target: str = ""
+) -> Tuple[int, Dict[str, Any], Dict[str, Dict[str, Any]]]:
     base, cluster, _, default_scan, copy = world
     capsys.readouterr()
-    rc = main(["spark", "copycheck", "--om-db", str(cluster / "om.db"), "--scan",
-               str(scan or default_scan), "--target", target or str(copy), "-o",
-               str(base / out), "--json", *extra])
+    rc = main(
+        [
+            "spark",
+            "copycheck",
+            "--om-db",
+            str(cluster / "om.db"),
+            "--scan",
+            str(scan or default_scan),
+            "--target",
+            target or str(copy),
+            "-o",
+            str(base / out),
+            "--json",
+            *extra,
+        ]
+    )
     captured = capsys.readouterr()
     assert rc != 2, captured.err
     rows = pq.read_table(base / out / "verdicts").to_pylist()
@@ -68,8 +90,10 @@ def volumes(scan: Path) -> Dict[str, List[str]]:
 
 
 def inventory(path: Path, vols: Dict[str, List[str]]) -> str:
-    hosts = [{"host": f"dn{i}.example.com", "uuid": dn, "volumes": v}
-             for i, (dn, v) in enumerate(sorted(vols.items()))]
+    hosts = [
+        {"host": f"dn{i}.example.com", "uuid": dn, "volumes": v}
+        for i, (dn, v) in enumerate(sorted(vols.items()))
+    ]
     path.write_text(json.dumps(hosts))
     return str(path)
 
@@ -90,8 +114,9 @@ def test_inventory_volumes_decide_which_replicas_vouch(world: Any, capsys: Any) 
     with open(longer_path, "r+b") as f:
         f.truncate(SPARSE)
     try:
-        rc, report, rows = check(world, capsys, "good-inventory", "--datanodes",
-                                 inventory(base / "inv.json", vols))
+        rc, report, rows = check(
+            world, capsys, "good-inventory", "--datanodes", inventory(base / "inv.json", vols)
+        )
     finally:
         extra.unlink()
         longer_path.write_bytes(saved)
@@ -101,8 +126,9 @@ def test_inventory_volumes_decide_which_replicas_vouch(world: Any, capsys: Any) 
     assert set(got.values()) == {"MATCH"} and len(got) == len(manifest["keys"]) - 1
     assert rc == 1
     # only the MATCHed copies were read: not a byte of either sparse file
-    assert report["cost"]["bytes_read"] == sum(r["size"] for r in rows.values()
-                                               if r["verdict"] == "MATCH")
+    assert report["cost"]["bytes_read"] == sum(
+        r["size"] for r in rows.values() if r["verdict"] == "MATCH"
+    )
     # the report says which replica spoke for each block, in key order
     by_dn = {dn: [v.rstrip("/") + "/" for v in vs] for dn, vs in vols.items()}
     for k in manifest["keys"]:
@@ -119,12 +145,19 @@ def test_inventory_volumes_decide_which_replicas_vouch(world: Any, capsys: Any) 
     assert chosen and all(c["chosen_replica"] and c["block_status"] is None for c in chosen)
 
     elsewhere = {dn: [f"/srv/elsewhere/{i}"] for i, dn in enumerate(vols)}
-    rc, _, rows = check(world, capsys, "wrong-inventory", "--datanodes",
-                        inventory(base / "inv-wrong.json", elsewhere))
+    rc, _, rows = check(
+        world,
+        capsys,
+        "wrong-inventory",
+        "--datanodes",
+        inventory(base / "inv-wrong.json", elsewhere),
+    )
     with_blocks = [k["name"] for k in manifest["keys"] if k["blocks"]]
     assert with_blocks and all(rows[n]["verdict"] == "UNVERIFIED" for n in with_blocks)
-    assert all("not on a volume the inventory (--datanodes) gives its host"
-               in rows[n]["detail"] for n in with_blocks)
+    assert all(
+        "not on a volume the inventory (--datanodes) gives its host" in rows[n]["detail"]
+        for n in with_blocks
+    )
     assert rc == 1
 
 
@@ -142,8 +175,7 @@ def _rewrite_replicas(scan: Path, to: Path, how: Any) -> None:
             (f.parent / f".{f.name}.crc").unlink(missing_ok=True)
 
 
-def test_a_replica_path_that_leaves_its_volume_does_not_vouch(world: Any, capsys: Any
-                                                               ) -> None:
+def test_a_replica_path_that_leaves_its_volume_does_not_vouch(world: Any, capsys: Any) -> None:
     """Planted scan tables whose replica paths start with an inventory volume but climb out
     of it (`/srv/elsewhere/0/../../<real path>`): not on that volume, so no key is vouched
     for (a prefix test alone would have let them speak)."""
@@ -155,10 +187,16 @@ def test_a_replica_path_that_leaves_its_volume_does_not_vouch(world: Any, capsys
     def climb(path: str) -> str:
         dn = next(d for v, d in dn_of.items() if path.startswith(v.rstrip("/") + "/"))
         return elsewhere[dn][0] + "/../.." + path
+
     _rewrite_replicas(scan, base / "scan-climb", climb)
-    rc, _, rows = check(world, capsys, "climb", "--datanodes",
-                        inventory(base / "inv-climb.json", elsewhere),
-                        scan=base / "scan-climb")
+    rc, _, rows = check(
+        world,
+        capsys,
+        "climb",
+        "--datanodes",
+        inventory(base / "inv-climb.json", elsewhere),
+        scan=base / "scan-climb",
+    )
     with_blocks = [k["name"] for k in manifest["keys"] if k["blocks"]]
     assert with_blocks and all(rows[n]["verdict"] == "UNVERIFIED" for n in with_blocks)
     assert rc == 1
@@ -176,13 +214,15 @@ def _twin_rows(scan: Path, twin: Path, container: int) -> None:
             if rows:
                 for r in rows:
                     r["replica"] = r["replica"] + "-twin"
-                pq.write_table(type(t).from_pylist(rows, schema=t.schema),
-                               part / "part-twin.parquet")
+                pq.write_table(
+                    type(t).from_pylist(rows, schema=t.schema), part / "part-twin.parquet"
+                )
                 break
 
 
 def test_a_datanode_with_two_replica_rows_for_a_container_vouches_for_nothing(
-        world: Any, capsys: Any) -> None:
+    world: Any, capsys: Any
+) -> None:
     base, _, manifest, scan, _ = world
     container = manifest["keys"][0]["blocks"][0][0]
     _twin_rows(scan, base / "scan-twins", container)
@@ -196,8 +236,7 @@ def test_a_datanode_with_two_replica_rows_for_a_container_vouches_for_nothing(
     assert rc == 1
 
 
-def test_a_check_that_fails_after_spark_started_leaves_no_output(world: Any, capsys: Any
-                                                                  ) -> None:
+def test_a_check_that_fails_after_spark_started_leaves_no_output(world: Any, capsys: Any) -> None:
     """The listing file is there (so the check starts) but is not JSON: exit 2, one line,
     and no partial -o directory."""
     base, cluster, _, scan, _ = world
@@ -205,8 +244,20 @@ def test_a_check_that_fails_after_spark_started_leaves_no_output(world: Any, cap
     listing.write_text('[{"name": "a", "size": "1"}, {"name": ')
     out = base / "failed"
     capsys.readouterr()
-    rc = main(["spark", "copycheck", "--om-db", str(cluster / "om.db"), "--scan", str(scan),
-               "--target", f"gs://b/p?listing={listing}", "-o", str(out)])
+    rc = main(
+        [
+            "spark",
+            "copycheck",
+            "--om-db",
+            str(cluster / "om.db"),
+            "--scan",
+            str(scan),
+            "--target",
+            f"gs://b/p?listing={listing}",
+            "-o",
+            str(out),
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "malformed JSON" in err[0], err
     assert not out.exists()

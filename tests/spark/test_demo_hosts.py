@@ -53,10 +53,10 @@ def test_not_root_is_one_line_exit_2_and_nothing_made(tmp_path, monkeypatch, cap
 def test_no_unshare_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
     real_which = shutil.which
     monkeypatch.setattr(os, "geteuid", lambda: 0)  # past the root check, wherever run
-    monkeypatch.setattr(shutil, "which",
-                        lambda name, *a, **k: None if name == "unshare" else real_which(name))
-    rc, out, err = _main(["spark", "demo", "--hosts", "3", "--dir", str(tmp_path / "d")],
-                         capsys)
+    monkeypatch.setattr(
+        shutil, "which", lambda name, *a, **k: None if name == "unshare" else real_which(name)
+    )
+    rc, out, err = _main(["spark", "demo", "--hosts", "3", "--dir", str(tmp_path / "d")], capsys)
     _one_line_refusal(rc, out, err, "unshare")
 
 
@@ -64,22 +64,23 @@ def test_no_java_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
     real_which = shutil.which
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     monkeypatch.delenv("JAVA_HOME", raising=False)
-    monkeypatch.setattr(shutil, "which",
-                        lambda name, *a, **k: None if name == "java" else real_which(name))
-    rc, out, err = _main(["spark", "demo", "--hosts", "3", "--dir", str(tmp_path / "d")],
-                         capsys)
+    monkeypatch.setattr(
+        shutil, "which", lambda name, *a, **k: None if name == "java" else real_which(name)
+    )
+    rc, out, err = _main(["spark", "demo", "--hosts", "3", "--dir", str(tmp_path / "d")], capsys)
     _one_line_refusal(rc, out, err, "Java")
 
 
 def test_too_few_hosts_is_one_line_exit_2(tmp_path, capsys):
-    rc, out, err = _main(["spark", "demo", "--hosts", "2", "--dir", str(tmp_path / "d")],
-                         capsys)
+    rc, out, err = _main(["spark", "demo", "--hosts", "2", "--dir", str(tmp_path / "d")], capsys)
     _one_line_refusal(rc, out, err, "3 to 7 hosts")
 
 
 def test_with_master_is_refused(tmp_path, capsys):
-    rc, _, err = _main(["spark", "demo", "--hosts", "3", "--master", "local[1]", "--dir",
-                        str(tmp_path / "d")], capsys)
+    rc, _, err = _main(
+        ["spark", "demo", "--hosts", "3", "--master", "local[1]", "--dir", str(tmp_path / "d")],
+        capsys,
+    )
     assert rc == 2 and "not with --master" in err
 
 
@@ -110,15 +111,15 @@ def test_another_rehearsal_running_is_one_line_exit_2(tmp_path, capsys):
     """Not waited for: an operator is told at once."""
     _can_simulate()
     simhosts.LOCK_FILE.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(simhosts.LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o600)
+    fd = os.open(simhosts.LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             pytest.skip("another simulated cluster is running on this machine")
-        rc, out, err = _main(["spark", "demo", "--hosts", "3", "--dir",
-                              str(tmp_path / "d")], capsys)
+        rc, out, err = _main(
+            ["spark", "demo", "--hosts", "3", "--dir", str(tmp_path / "d")], capsys
+        )
     finally:
         os.close(fd)
     _one_line_refusal(rc, out, err, "another simulated cluster is running")
@@ -149,8 +150,8 @@ def _marked() -> Dict[int, tuple]:
                 env = f.read().split(b"\0")
         except OSError:
             continue
-        parent = [e[len(parent_key):] for e in env if e.startswith(parent_key)]
-        root = [e[len(root_key):] for e in env if e.startswith(root_key)]
+        parent = [e[len(parent_key) :] for e in env if e.startswith(parent_key)]
+        root = [e[len(root_key) :] for e in env if e.startswith(root_key)]
         if parent and simhosts._alive(int(name)):
             out[int(name)] = (parent[0].decode(), root[0].decode() if root else "")
     return out
@@ -180,8 +181,7 @@ def _nothing_left(seen: Set[int], roots: Set[str], root_existed: bool) -> None:
     assert not _of_roots(roots)
     assert simhosts.driver_mounts() == []
     assert not [r for r in roots if os.path.exists(r)], roots
-    fd = os.open(simhosts.LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o600)
+    fd = os.open(simhosts.LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         assert simhosts.MOUNT_ROOT.exists() == root_existed
@@ -192,9 +192,12 @@ def _nothing_left(seen: Set[int], roots: Set[str], root_existed: bool) -> None:
 
 
 def _start_demo(work: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "spark_udfs", "demo", "--hosts", str(HOSTS),
-                             "--dir", str(work)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "spark_udfs", "demo", "--hosts", str(HOSTS), "--dir", str(work)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_demo_hosts_end_to_end_and_nothing_left_behind(tmp_path):
@@ -227,14 +230,16 @@ def test_demo_hosts_end_to_end_and_nothing_left_behind(tmp_path):
     # it ran what it says: a worker per host, each with the two volumes mounted in its own
     # namespace, the driver's namespace without any
     assert len(seen) >= HOSTS + 1 and len(roots) == 1, (seen, roots)
-    assert sorted(set(map(tuple, mounts.values()))) == [
-        ("/srv/ozone/disk0", "/srv/ozone/disk1")], mounts
+    assert sorted(set(map(tuple, mounts.values()))) == [("/srv/ozone/disk0", "/srv/ozone/disk1")], (
+        mounts
+    )
     report = json.loads((work / "report.json").read_text())
     hosts = {r["host"] for m in report["mismatched"] for r in m["replicas"]}
     assert hosts == {f"127.0.0.{i + 2}" for i in range(HOSTS)}, hosts
     plan = json.loads((work / "plan.json").read_text())
     assert [e["argv"] for e in plan["ozone"]["datanodes"]] == [
-        ["ozone", "admin", "datanode", "decommission", "127.0.0.2"]]
+        ["ozone", "admin", "datanode", "decommission", "127.0.0.2"]
+    ]
     _nothing_left(seen, roots, root_existed)
     assert (work / "cluster" / "manifest.json").exists()  # the operator's to look at
 
@@ -274,8 +279,9 @@ def test_a_replica_on_a_host_maps_back_to_its_generated_directory(tmp_path):
     ground truth cannot explain, so the check fails rather than guessing)."""
     from spark_udfs.rehearsal.demo import _dn_path
 
-    dns = [simhosts.Datanode(i, f"00000000-0000-4000-8000-00000000000{i}", "CID", [])
-           for i in range(3)]
+    dns = [
+        simhosts.Datanode(i, f"00000000-0000-4000-8000-00000000000{i}", "CID", []) for i in range(3)
+    ]
     sim = simhosts.SimCluster(tmp_path, tmp_path / "cluster", {}, dns)
     rest = "/hdds/CID-1/current/containerDir0/7"
     assert _dn_path(sim, dns[2].uuid, "/srv/ozone/disk1" + rest) == "dn2/vol1" + rest
@@ -294,10 +300,13 @@ def test_the_report_and_plan_checks():
     assert not _hosts_named({"mismatched": [{"replicas": [{"host": None}]}]}, hosts)
     assert not _hosts_named({"mismatched": []}, hosts)  # nothing named proves nothing
     uuid = "00000000-0000-4000-8000-000000000000"
-    plan = {"datanodes": [{"datanode": uuid, "host": "127.0.0.2"}],
-            "parameters": {"decommission": [uuid]},
-            "ozone": {"datanodes": [{"argv": ["ozone", "admin", "datanode", "decommission",
-                                              "127.0.0.2"]}]}}
+    plan = {
+        "datanodes": [{"datanode": uuid, "host": "127.0.0.2"}],
+        "parameters": {"decommission": [uuid]},
+        "ozone": {
+            "datanodes": [{"argv": ["ozone", "admin", "datanode", "decommission", "127.0.0.2"]}]
+        },
+    }
     assert _plan_names(plan, "127.0.0.2", uuid)
     assert not _plan_names(plan, "127.0.0.3", uuid)
     plan["ozone"]["datanodes"] = []  # a host the plan could not name gets no command

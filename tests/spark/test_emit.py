@@ -38,8 +38,12 @@ FAULTS = "default"
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: Any) -> Tuple[Path, Dict[str, Any]]:
     root = tmp_path_factory.mktemp("emit") / "cluster"
-    manifest = generate_cluster(root, GeneratorConfig(
-        containers=12, seed=11, layout="ozone", faults=parse_faults(FAULTS, "ozone")))
+    manifest = generate_cluster(
+        root,
+        GeneratorConfig(
+            containers=12, seed=11, layout="ozone", faults=parse_faults(FAULTS, "ozone")
+        ),
+    )
     return root, manifest
 
 
@@ -65,8 +69,7 @@ def spark_run(spark: Any, cluster: Any, tmp_path_factory: Any) -> Tuple[Path, Di
     root, _ = cluster
     out = tmp_path_factory.mktemp("run")
     rep = out / "report.json"
-    assert main(["spark", "run", str(root), "-o", str(out / "scan"), "--report",
-                 str(rep)]) == 1
+    assert main(["spark", "run", str(root), "-o", str(out / "scan"), "--report", str(rep)]) == 1
     return out / "scan", json.loads(rep.read_text())
 
 
@@ -80,14 +83,23 @@ def _report(args: List[str], capsys: Any) -> Tuple[int, Dict[str, Any], str]:
 def _same(report: Dict[str, Any]) -> Dict[str, Any]:
     """The report without what differs between two runs (its time, the command list's
     location); paths are the cluster's own in both."""
-    return _no_hosts({k: v for k, v in report.items()
-                      if k not in ("generated", "reconcile_commands")})
+    return _no_hosts(
+        {k: v for k, v in report.items() if k not in ("generated", "reconcile_commands")}
+    )
 
 
 #: the report's host fields (spark_udfs.cluster.hosts): the emitted tables name each host, a scan of
 #: one tree none
-_HOST_KEYS = ("host", "hosts", "group_hosts", "deleted_on_hosts", "target_host",
-              "source_host", "peer_hosts", "knows_hosts")
+_HOST_KEYS = (
+    "host",
+    "hosts",
+    "group_hosts",
+    "deleted_on_hosts",
+    "target_host",
+    "source_host",
+    "peer_hosts",
+    "knows_hosts",
+)
 
 
 def _no_hosts(x: Any) -> Any:
@@ -113,12 +125,14 @@ def test_layout_written(emitted: Path, cluster: Any) -> None:
                 schema = pq.read_schema(emitted / table / f"datanode={u}" / f)
                 want = TABLE_ARROW[table]
                 assert "datanode" not in schema.names
-                assert [(x.name, x.type) for x in schema] == \
-                    [(x.name, x.type) for x in want if x.name != "datanode"]
+                assert [(x.name, x.type) for x in schema] == [
+                    (x.name, x.type) for x in want if x.name != "datanode"
+                ]
 
 
-def test_report_equals_the_spark_run(spark: Any, emitted: Path, spark_run: Any,
-                                     capsys: Any) -> None:
+def test_report_equals_the_spark_run(
+    spark: Any, emitted: Path, spark_run: Any, capsys: Any
+) -> None:
     _, run_report = spark_run
     rc, rep, err = _report([str(emitted)], capsys)
     assert rc == 1 and err == ""
@@ -127,8 +141,11 @@ def test_report_equals_the_spark_run(spark: Any, emitted: Path, spark_run: Any,
 
 
 def _rows(spark: Any, base: Path, table: str) -> List[Tuple]:
-    cols = [c.split()[0] for c in TABLE_SCHEMAS[table].split(", ")
-            if c.split()[0] not in ("host", "seconds", "ran_on")]
+    cols = [
+        c.split()[0]
+        for c in TABLE_SCHEMAS[table].split(", ")
+        if c.split()[0] not in ("host", "seconds", "ran_on")
+    ]
     df = spark.read.schema(TABLE_SCHEMAS[table]).parquet(str(base / table))
     return sorted(tuple(json.dumps(r[c], default=str) for c in cols) for r in df.collect())
 
@@ -138,18 +155,24 @@ def test_tables_equal_the_spark_scan(spark: Any, emitted: Path, spark_run: Any) 
     scan_dir, _ = spark_run
     for table in ("chunks", "blocks", "containers", "errors"):
         assert _rows(spark, emitted, table) == _rows(spark, scan_dir, table), table
-    hosts = {r["host"] for r in spark.read.schema(TABLE_SCHEMAS["containers"])
-             .parquet(str(emitted / "containers")).collect()}
+    hosts = {
+        r["host"]
+        for r in spark.read.schema(TABLE_SCHEMAS["containers"])
+        .parquet(str(emitted / "containers"))
+        .collect()
+    }
     assert hosts == {"dn0", "dn1", "dn2"}
     vols = spark.read.schema(TABLE_SCHEMAS["volumes"]).parquet(str(emitted / "volumes"))
-    got = sorted((r["datanode"], r["host"], r["status"], r["replicas"], r["ran_on"])
-                 for r in vols.collect())
+    got = sorted(
+        (r["datanode"], r["host"], r["status"], r["replicas"], r["ran_on"]) for r in vols.collect()
+    )
     assert len(got) == 6 and {g[2] for g in got} == {"SCANNED"}
     assert all(g[1] == g[4] for g in got)
 
 
-def test_diff_and_plan_read_emitted_tables(spark: Any, emitted: Path, cluster: Any,
-                                           tmp_path: Path, capsys: Any) -> None:
+def test_diff_and_plan_read_emitted_tables(
+    spark: Any, emitted: Path, cluster: Any, tmp_path: Path, capsys: Any
+) -> None:
     _, manifest = cluster
     assert main(["spark", "diff", str(emitted), "-o", str(tmp_path / "diff")]) == 1
     assert "mismatched" in capsys.readouterr().out
@@ -159,8 +182,9 @@ def test_diff_and_plan_read_emitted_tables(spark: Any, emitted: Path, cluster: A
     assert rc in (0, 1) and plan["summary"]
 
 
-def test_host_that_emitted_nothing_is_not_scanned(spark: Any, cluster: Any, tmp_path: Path,
-                                                  capsys: Any) -> None:
+def test_host_that_emitted_nothing_is_not_scanned(
+    spark: Any, cluster: Any, tmp_path: Path, capsys: Any
+) -> None:
     root, manifest = cluster
     out = tmp_path / "tables"
     uuids = manifest["datanode_uuids"]
@@ -169,19 +193,27 @@ def test_host_that_emitted_nothing_is_not_scanned(spark: Any, cluster: Any, tmp_
     inv = tmp_path / "inventory.json"
     # the volumes each host has (an emitted volume the inventory does not give its host is
     # NOT_IN_INVENTORY, one it gives but nobody emitted NOT_SCANNED)
-    inv.write_text(json.dumps([{"host": dn, "uuid": uuids[dn], "volumes": _volumes(root, dn)}
-                               for dn in ("dn0", "dn1", "dn2")]
-                              + [{"host": "dn3.example", "volumes": ["/data/disk1"]}]))
+    inv.write_text(
+        json.dumps(
+            [
+                {"host": dn, "uuid": uuids[dn], "volumes": _volumes(root, dn)}
+                for dn in ("dn0", "dn1", "dn2")
+            ]
+            + [{"host": "dn3.example", "volumes": ["/data/disk1"]}]
+        )
+    )
     capsys.readouterr()
     rc = main(["spark", "report", str(out), "--json", "--datanodes", str(inv)])
     err = capsys.readouterr().err.splitlines()
     assert rc == 1
-    assert err == [f"crcmerkle: NOT_SCANNED: host dn2: in the inventory, but the scan tables hold "
-                   f"no volume of datanode {uuids['dn2']} or host dn2: nothing was scanned or "
-                   f"emitted there",
-                   "crcmerkle: NOT_SCANNED: host dn3.example: in the inventory, but the scan "
-                   "tables hold no volume of datanode (no UUID) or host dn3.example: nothing "
-                   "was scanned or emitted there"]
+    assert err == [
+        f"crcmerkle: NOT_SCANNED: host dn2: in the inventory, but the scan tables hold "
+        f"no volume of datanode {uuids['dn2']} or host dn2: nothing was scanned or "
+        f"emitted there",
+        "crcmerkle: NOT_SCANNED: host dn3.example: in the inventory, but the scan "
+        "tables hold no volume of datanode (no UUID) or host dn3.example: nothing "
+        "was scanned or emitted there",
+    ]
     # the rows the report can union in: matched by UUID, else by host name
     vols = spark.read.schema(TABLE_SCHEMAS["volumes"]).parquet(str(out / "volumes"))
     from merkle.replica.inventory import load_inventory
@@ -190,16 +222,21 @@ def test_host_that_emitted_nothing_is_not_scanned(spark: Any, cluster: Any, tmp_
     rows = unscanned_hosts(vols, load_inventory(str(inv)))
     assert [(r[0], r[1], r[2], r[4]) for r in rows] == [
         *((uuids["dn2"], "dn2", v, NOT_SCANNED) for v in _volumes(root, "dn2")),
-        ("unknown", "dn3.example", "/data/disk1", NOT_SCANNED)]
+        ("unknown", "dn3.example", "/data/disk1", NOT_SCANNED),
+    ]
     # by host name: a host whose UUID the inventory does not know is matched by its name
     renamed = [{"datanode": "someone-else", "host": "dn2", "ran_on": "dn2"}]
-    assert [r[1] for r in unscanned_hosts(renamed, load_inventory(str(inv)))] == \
-        ["dn0", "dn0", "dn1", "dn1", "dn3.example"]  # one row per volume
+    assert [r[1] for r in unscanned_hosts(renamed, load_inventory(str(inv)))] == [
+        "dn0",
+        "dn0",
+        "dn1",
+        "dn1",
+        "dn3.example",
+    ]  # one row per volume
 
 
 def _files(out: Path) -> Dict[str, float]:
-    return {str(p.relative_to(out)): p.stat().st_mtime_ns for p in out.rglob("*")
-            if p.is_file()}
+    return {str(p.relative_to(out)): p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
 
 
 def test_rerun_replaces_only_that_hosts_files(cluster: Any, tmp_path: Path) -> None:
@@ -228,8 +265,18 @@ def test_rerun_replaces_only_that_hosts_files(cluster: Any, tmp_path: Path) -> N
 
 def test_escape_matches_spark(spark: Any, tmp_path: Path) -> None:
     """The partition directory names Spark writes for awkward values, and reads back."""
-    values = ["a/b", "x:y=z", "100%", "q?*\"'#", "{[^]}\\", "tab\there", "ünï cödé", "7",
-              "..", " sp "]
+    values = [
+        "a/b",
+        "x:y=z",
+        "100%",
+        "q?*\"'#",
+        "{[^]}\\",
+        "tab\there",
+        "ünï cödé",
+        "7",
+        "..",
+        " sp ",
+    ]
     df = spark.createDataFrame([(v, 1) for v in values], "datanode string, n long")
     df.write.partitionBy("datanode").parquet(str(tmp_path / "t"))
     dirs = {p.name for p in (tmp_path / "t").iterdir() if p.name.startswith("datanode=")}
@@ -251,17 +298,21 @@ def test_s3(spark: Any, cluster: Any, emitted: Path, tmp_path: Path, capsys: Any
         capsys.readouterr()
         for dn in sorted(manifest["datanode_uuids"]):
             assert _emit(root, uri, dn) == 1
-            assert main(["scan", *_volumes(root, dn), "--emit", uri, "--host", dn,
-                         "--json"]) == 1
+            assert main(["scan", *_volumes(root, dn), "--emit", uri, "--host", dn, "--json"]) == 1
         cap = capsys.readouterr()
         text = cap.out + cap.err
         assert SECRET_KEY not in text and ACCESS_KEY not in text
         assert f"s3://{s3.bucket}/tables" in text
         local = tmp_path / "copy"
-        pafs.copy_files(f"{s3.bucket}/tables", str(local), source_filesystem=s3.filesystem(),
-                        destination_filesystem=pafs.LocalFileSystem())
-    assert sorted(str(p.relative_to(local)) for p in local.rglob("*.parquet")) == \
-        sorted(str(p.relative_to(emitted)) for p in emitted.rglob("*.parquet"))
+        pafs.copy_files(
+            f"{s3.bucket}/tables",
+            str(local),
+            source_filesystem=s3.filesystem(),
+            destination_filesystem=pafs.LocalFileSystem(),
+        )
+    assert sorted(str(p.relative_to(local)) for p in local.rglob("*.parquet")) == sorted(
+        str(p.relative_to(emitted)) for p in emitted.rglob("*.parquet")
+    )
     rc, rep, _ = _report([str(local)], capsys)
     rc2, ref, _ = _report([str(emitted)], capsys)
     assert rc == rc2 == 1 and _same(rep) == _same(ref)
@@ -269,8 +320,10 @@ def test_s3(spark: Any, cluster: Any, emitted: Path, tmp_path: Path, capsys: Any
 
 def test_credentials_never_printed_on_failure(cluster: Any, capsys: Any) -> None:
     root, _ = cluster
-    uri = ("s3://AKIAEXAMPLEKEY:wJalr/XUtnFEMI+K7MDENG@bucket/t?endpoint_override="
-           "127.0.0.1:9&scheme=http&secret_key=wJalr2")
+    uri = (
+        "s3://AKIAEXAMPLEKEY:wJalr/XUtnFEMI+K7MDENG@bucket/t?endpoint_override="
+        "127.0.0.1:9&scheme=http&secret_key=wJalr2"
+    )
     capsys.readouterr()
     rc = main(["scan", _volumes(root, "dn0")[0], "--emit", uri, "--host", "dn0"])
     cap = capsys.readouterr()
@@ -280,8 +333,7 @@ def test_credentials_never_printed_on_failure(cluster: Any, capsys: Any) -> None
     assert len(cap.err.strip().splitlines()) == 1 and "Traceback" not in text
 
 
-def test_not_parquet_is_one_line(spark: Any, emitted: Path, tmp_path: Path,
-                                 capsys: Any) -> None:
+def test_not_parquet_is_one_line(spark: Any, emitted: Path, tmp_path: Path, capsys: Any) -> None:
     out = tmp_path / "tables"
     shutil.copytree(emitted, out)
     part = next((out / "errors").iterdir())
@@ -302,8 +354,7 @@ def test_host_option_needs_emit(cluster: Any, capsys: Any) -> None:
 
 
 def test_missing_path_is_exit_2(tmp_path: Path, capsys: Any) -> None:
-    assert main(["scan", str(tmp_path / "nope"), "--emit", str(tmp_path / "o"),
-                 "--host", "h"]) == 2
+    assert main(["scan", str(tmp_path / "nope"), "--emit", str(tmp_path / "o"), "--host", "h"]) == 2
     err = capsys.readouterr().err
     assert "nope" in err and len(err.strip().splitlines()) == 1
 
@@ -327,12 +378,16 @@ def test_duplicate_replica_on_one_host(tmp_path: Path, capsys: Any) -> None:
     assert "1 duplicate replica(s)" in capsys.readouterr().out
 
     def table(name: str) -> List[Dict[str, Any]]:
-        return ds.dataset(str(out / name), format="parquet", partitioning="hive").to_table(
-        ).to_pylist()
+        return (
+            ds.dataset(str(out / name), format="parquet", partitioning="hive")
+            .to_table()
+            .to_pylist()
+        )
 
     errors = table("errors")
     assert [(e["error"], e["datanode"], e["container"], e["host"]) for e in errors] == [
-        (DUPLICATE_REPLICA, "dn0", int(first.name), "h0")]
+        (DUPLICATE_REPLICA, "dn0", int(first.name), "h0")
+    ]
     containers = [(c["datanode"], c["container"]) for c in table("containers")]
     assert sorted(containers) == sorted(set(containers)) and len(containers) == 4
     vols = table("volumes")
@@ -358,8 +413,9 @@ def test_rows_stream_in_row_groups(cluster: Any, tmp_path: Path, monkeypatch: An
         assert pq.read_table(small).equals(pq.read_table(big))
 
 
-def test_census_rows_are_verified_without_reading_data(cluster: Any, tmp_path: Path,
-                                                        capsys: Any) -> None:
+def test_census_rows_are_verified_without_reading_data(
+    cluster: Any, tmp_path: Path, capsys: Any
+) -> None:
     """--metadata-only emits the census rows of the Spark scan (_result_rows with
     metadata_only): no byte of data read, each replica whose metadata was read verified."""
     root, _ = cluster

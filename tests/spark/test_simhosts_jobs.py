@@ -34,13 +34,16 @@ def _findings(report: Dict[str, Any]) -> Dict[str, Any]:
     """What a report found, without where the replicas were mounted: containers by state,
     and each mismatched container's replicas by datanode and value."""
     return {
-        "summary": report["summary"], "containers": report["containers"],
-        "mismatched": sorted((m["containerID"], sorted((r["datanode"], r["dataChecksum"])
-                                                        for r in m["replicas"]))
-                             for m in report["mismatched"]),
+        "summary": report["summary"],
+        "containers": report["containers"],
+        "mismatched": sorted(
+            (m["containerID"], sorted((r["datanode"], r["dataChecksum"]) for r in m["replicas"]))
+            for m in report["mismatched"]
+        ),
         # the hosts the cluster scan knows and the one-tree scan does not
-        "unrecoverable": [{k: v for k, v in u.items() if k != "hosts"}
-                          for u in report["unrecoverable"]],
+        "unrecoverable": [
+            {k: v for k, v in u.items() if k != "hosts"} for u in report["unrecoverable"]
+        ],
     }
 
 
@@ -48,8 +51,9 @@ def _errors(spark: Any, out: Path) -> List[Tuple[Any, ...]]:
     from spark_udfs.jobs.scan import ERROR_SCHEMA
 
     df = spark.read.schema(ERROR_SCHEMA).parquet(os.fspath(out / "errors"))
-    return sorted((r["datanode"], r["container"], r["error"], r["block"] or 0)
-                  for r in df.collect())
+    return sorted(
+        (r["datanode"], r["container"], r["error"], r["block"] or 0) for r in df.collect()
+    )
 
 
 def _volumes(spark: Any, out: Path) -> List[Dict[str, Any]]:
@@ -67,8 +71,9 @@ def _run(args: List[str], capsys: Any) -> Tuple[int, str, str]:
     return rc, out, err
 
 
-def test_the_cluster_scan_finds_what_the_one_tree_scan_finds(sim_cluster, sim_spark,
-                                                              tmp_path, capsys):
+def test_the_cluster_scan_finds_what_the_one_tree_scan_finds(
+    sim_cluster, sim_spark, tmp_path, capsys
+):
     from merkle.replica.generate import generate_cluster, parse_faults
     from spark_udfs.cluster.locality import placed_on_host, task_localities
     from spark_udfs.jobs.hostscan import JOB_GROUP
@@ -78,16 +83,31 @@ def test_the_cluster_scan_finds_what_the_one_tree_scan_finds(sim_cluster, sim_sp
     out = tmp_path / "out"
     cpu0 = sim.executor_cpu_s()
     t0 = time.monotonic()
-    rc, text, err = _run(["spark", "run", "--datanodes", os.fspath(inv), "-o",
-                          os.fspath(out), "--master", sim.master_url, "--bytes-per-second",
-                          "0", "--report", os.fspath(out / "report.json")], capsys)
+    rc, text, err = _run(
+        [
+            "spark",
+            "run",
+            "--datanodes",
+            os.fspath(inv),
+            "-o",
+            os.fspath(out),
+            "--master",
+            sim.master_url,
+            "--bytes-per-second",
+            "0",
+            "--report",
+            os.fspath(out / "report.json"),
+        ],
+        capsys,
+    )
     wall = time.monotonic() - t0
     cpu = sim.executor_cpu_s() - cpu0
     assert rc == 1, (text[-2000:], err[-2000:])  # the generated faults are findings
     # every volume of every host scanned, on its host
     vols = _volumes(sim_spark, out)
     assert [(v["host"], v["volume"], v["status"]) for v in vols] == [
-        (host_of(d), p, "SCANNED") for d in range(DATANODES) for p in sim.mount_paths]
+        (host_of(d), p, "SCANNED") for d in range(DATANODES) for p in sim.mount_paths
+    ]
     assert all(v["ran_on"] == v["host"] for v in vols)
     uuid_of = {w.host: w.datanode.uuid for w in sim.workers.values()}
     assert all(v["datanode"] == uuid_of[v["host"]] for v in vols)
@@ -99,35 +119,75 @@ def test_the_cluster_scan_finds_what_the_one_tree_scan_finds(sim_cluster, sim_sp
         tasks = [t for t in tasks if t.stage == first]
         ok, n = placed_on_host(tasks, {i: host for i in range(VOLUMES)})
         placed, total = placed + ok, total + n
-        assert all(t.locality in ("PROCESS_LOCAL", "NODE_LOCAL") for t in tasks
-                   if t.status == "SUCCESS"), tasks
+        assert all(
+            t.locality in ("PROCESS_LOCAL", "NODE_LOCAL") for t in tasks if t.status == "SUCCESS"
+        ), tasks
     assert (placed, total) == (DATANODES * VOLUMES,) * 2
 
     # the same cluster generated into one directory tree, scanned by the one-tree job
     local = tmp_path / "local"
-    generate_cluster(local / "cluster", datanodes=DATANODES, volumes=VOLUMES, layout="ozone",
-                     faults=parse_faults(SIM_GENERATE["faults"], "ozone"),
-                     containers=SIM_GENERATE["containers"], seed=SIM_GENERATE["seed"])
-    rc1, _, _ = _run(["spark", "run", os.fspath(local / "cluster"), "-o",
-                      os.fspath(local / "out"), "--master", sim.master_url, "--report",
-                      os.fspath(local / "out" / "report.json")], capsys)
+    generate_cluster(
+        local / "cluster",
+        datanodes=DATANODES,
+        volumes=VOLUMES,
+        layout="ozone",
+        faults=parse_faults(SIM_GENERATE["faults"], "ozone"),
+        containers=SIM_GENERATE["containers"],
+        seed=SIM_GENERATE["seed"],
+    )
+    rc1, _, _ = _run(
+        [
+            "spark",
+            "run",
+            os.fspath(local / "cluster"),
+            "-o",
+            os.fspath(local / "out"),
+            "--master",
+            sim.master_url,
+            "--report",
+            os.fspath(local / "out" / "report.json"),
+        ],
+        capsys,
+    )
     assert rc1 == rc
     assert _findings(_report(out)) == _findings(_report(local / "out"))
     assert _errors(sim_spark, out) == _errors(sim_spark, local / "out")
 
     # plan: the same verdict and copies as on the one tree; its command names the host
     leaving = host_of(0)
-    rcp, ptext, _ = _run(["spark", "plan", os.fspath(out), "--json", "--decommission",
-                          leaving, "--master", sim.master_url], capsys)
-    rcl, ltext, _ = _run(["spark", "plan", os.fspath(local / "out"), "--json",
-                          "--decommission", uuid_of[leaving], "--master", sim.master_url],
-                         capsys)
+    rcp, ptext, _ = _run(
+        [
+            "spark",
+            "plan",
+            os.fspath(out),
+            "--json",
+            "--decommission",
+            leaving,
+            "--master",
+            sim.master_url,
+        ],
+        capsys,
+    )
+    rcl, ltext, _ = _run(
+        [
+            "spark",
+            "plan",
+            os.fspath(local / "out"),
+            "--json",
+            "--decommission",
+            uuid_of[leaving],
+            "--master",
+            sim.master_url,
+        ],
+        capsys,
+    )
     plan, lplan = json.loads(ptext), json.loads(ltext)
     assert rcp == rcl and plan["parameters"]["decommission"] == [uuid_of[leaving]]
     assert plan["summary"] == lplan["summary"] and plan["containers"] == lplan["containers"]
     assert len(plan["would_lose"]) == len(lplan["would_lose"])
     assert [e["argv"] for e in plan["ozone"]["datanodes"]] == [
-        ["ozone", "admin", "datanode", "decommission", leaving]]
+        ["ozone", "admin", "datanode", "decommission", leaving]
+    ]
 
     # no output names a datanode by a path: every datanode field is a UUID
     report = _report(out)
@@ -137,12 +197,15 @@ def test_the_cluster_scan_finds_what_the_one_tree_scan_finds(sim_cluster, sim_sp
     bytes_read = sum(v["bytes_read"] for v in vols)
     # the rate per executor CPU-second is bench/simhosts_rates.py's (this run is small and
     # its CPU is mostly the jobs' fixed costs and the diff and report)
-    print(f"\nsimhosts run: {placed}/{total} scan tasks on their host; {bytes_read / 1e6:.1f} MB "
-          f"read; scan + diff + report {wall:.1f} s wall, executors' CPU {cpu:.2f} s")
+    print(
+        f"\nsimhosts run: {placed}/{total} scan tasks on their host; {bytes_read / 1e6:.1f} MB "
+        f"read; scan + diff + report {wall:.1f} s wall, executors' CPU {cpu:.2f} s"
+    )
 
 
-def test_a_host_without_a_worker_and_a_worker_with_wrong_disks(sim_cluster, sim_spark,
-                                                               tmp_path, capsys):
+def test_a_host_without_a_worker_and_a_worker_with_wrong_disks(
+    sim_cluster, sim_spark, tmp_path, capsys
+):
     sim = sim_cluster
     # 127.0.0.6 runs a worker with dn0's disks, but the inventory says another datanode is
     # there; 127.0.0.9 has no worker at all
@@ -151,15 +214,33 @@ def test_a_host_without_a_worker_and_a_worker_with_wrong_disks(sim_cluster, sim_
     sim.wait_workers([fresh])
     hosts = sim.inventory(absent=(ABSENT_HOST,))
     hosts = [h for h in hosts if h["host"] != fresh] + [
-        {"host": fresh, "uuid": "00000000-0000-4000-8000-000000000006",
-         "volumes": list(sim.mount_paths)}]
+        {
+            "host": fresh,
+            "uuid": "00000000-0000-4000-8000-000000000006",
+            "volumes": list(sim.mount_paths),
+        }
+    ]
     inv = tmp_path / "datanodes.json"
     inv.write_text(json.dumps(hosts))
     out = tmp_path / "out"
     t0 = time.monotonic()
-    rc, text, err = _run(["spark", "scan", "--datanodes", os.fspath(inv), "-o",
-                          os.fspath(out), "--master", sim.master_url, "--executor-wait", "60",
-                          "--bytes-per-second", "0"], capsys)
+    rc, text, err = _run(
+        [
+            "spark",
+            "scan",
+            "--datanodes",
+            os.fspath(inv),
+            "-o",
+            os.fspath(out),
+            "--master",
+            sim.master_url,
+            "--executor-wait",
+            "60",
+            "--bytes-per-second",
+            "0",
+        ],
+        capsys,
+    )
     assert rc == 1, (text[-2000:], err[-2000:])
     assert time.monotonic() - t0 < 600  # nothing waited for the absent host
     status = {(v["host"], v["volume"]): v["status"] for v in _volumes(sim_spark, out)}
@@ -181,8 +262,15 @@ def test_a_worker_killed_during_the_scan(sim_cluster, sim_spark, tmp_path, capsy
     sim, sc = sim_cluster, sim_spark.sparkContext
     victim = host_of(2)
     inv = tmp_path / "datanodes.json"  # the three datanodes' hosts (an earlier test's extra
-    inv.write_text(json.dumps([h for h in sim.inventory(absent=())  # worker is gone)
-                               if h["host"] in {host_of(d) for d in range(DATANODES)}]))
+    inv.write_text(
+        json.dumps(
+            [
+                h
+                for h in sim.inventory(absent=())  # worker is gone)
+                if h["host"] in {host_of(d) for d in range(DATANODES)}
+            ]
+        )
+    )
     out = tmp_path / "out"
     killed: List[Any] = []
 
@@ -201,9 +289,21 @@ def test_a_worker_killed_during_the_scan(sim_cluster, sim_spark, tmp_path, capsy
     killer = threading.Thread(target=kill_when_busy, daemon=True)
     killer.start()
     # slow enough (256 KiB/s per volume) that the victim's scan is under way when it dies
-    rc, text, err = _run(["spark", "scan", "--datanodes", os.fspath(inv), "-o",
-                          os.fspath(out), "--master", sim.master_url, "--bytes-per-second",
-                          "256KiB"], capsys)
+    rc, text, err = _run(
+        [
+            "spark",
+            "scan",
+            "--datanodes",
+            os.fspath(inv),
+            "-o",
+            os.fspath(out),
+            "--master",
+            sim.master_url,
+            "--bytes-per-second",
+            "256KiB",
+        ],
+        capsys,
+    )
     killer.join(5)
     assert killed and isinstance(killed[0], float), f"the victim's task never started: {killed}"
     assert rc == 1, (text[-2000:], err[-2000:])
@@ -225,7 +325,7 @@ def _victim_busy(sc: Any, host: str) -> bool:
     tracker = sc.statusTracker()
     for job in tracker.getJobIdsForGroup(JOB_GROUP.format(host)):
         info = tracker.getJobInfo(job)
-        for stage in (info.stageIds if info else ()):
+        for stage in info.stageIds if info else ():
             s = tracker.getStageInfo(stage)
             if s is not None and s.numActiveTasks:
                 return True

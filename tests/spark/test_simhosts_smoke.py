@@ -57,16 +57,16 @@ def _probe(item: str) -> Tuple[str, str, str]:
         _time.sleep(want["hold"])
     try:
         with open(want["volume"] + "/hdds/VERSION", encoding="latin-1") as f:
-            props = dict(line.strip().split("=", 1) for line in f
-                         if "=" in line and not line.startswith("#"))
+            props = dict(
+                line.strip().split("=", 1) for line in f if "=" in line and not line.startswith("#")
+            )
         uuid = props.get("datanodeUuid", "")
     except OSError as exc:
         uuid = f"ERR: {exc.__class__.__name__}"
     return item, here, uuid
 
 
-def _run_per_host(sc: Any, by_host: Dict[str, List[str]], group: str
-                  ) -> List[Tuple[str, str, str]]:
+def _run_per_host(sc: Any, by_host: Dict[str, List[str]], group: str) -> List[Tuple[str, str, str]]:
     """One job per host (one task set each, the module docstring of spark_udfs.cluster.locality
     says why), from driver threads, all in job group `group`; fails after _JOB_TIMEOUT_S
     (cancelling the group) instead of hanging."""
@@ -83,8 +83,9 @@ def _run_per_host(sc: Any, by_host: Dict[str, List[str]], group: str
         except BaseException as exc:  # reported by the main thread
             errors.append(exc)
 
-    threads = [threading.Thread(target=run, args=(h, its), daemon=True)
-               for h, its in by_host.items()]
+    threads = [
+        threading.Thread(target=run, args=(h, its), daemon=True) for h, its in by_host.items()
+    ]
     for t in threads:
         t.start()
     deadline = time.monotonic() + _JOB_TIMEOUT_S
@@ -92,8 +93,10 @@ def _run_per_host(sc: Any, by_host: Dict[str, List[str]], group: str
         t.join(max(0.0, deadline - time.monotonic()))
     if any(t.is_alive() for t in threads):
         sc.cancelJobGroup(group)
-        pytest.fail(f"jobs of {group} still running after {_JOB_TIMEOUT_S:.0f} s: a task "
-                    f"waited for a host instead of running elsewhere")
+        pytest.fail(
+            f"jobs of {group} still running after {_JOB_TIMEOUT_S:.0f} s: a task "
+            f"waited for a host instead of running elsewhere"
+        )
     assert not errors, [str(e)[-2000:] for e in errors]
     return results
 
@@ -101,8 +104,13 @@ def _run_per_host(sc: Any, by_host: Dict[str, List[str]], group: str
 def _items(sim: SimCluster, hosts: List[str], **extra: Any) -> Dict[str, List[str]]:
     """{host: [item per volume]}: each item names its host, volume and expected UUID."""
     uuid = {w.host: w.datanode.uuid for w in sim.workers.values()}
-    return {h: [json.dumps({"host": h, "volume": v, "uuid": uuid.get(h, ""), **extra},
-                           sort_keys=True) for v in sim.mount_paths] for h in hosts}
+    return {
+        h: [
+            json.dumps({"host": h, "volume": v, "uuid": uuid.get(h, ""), **extra}, sort_keys=True)
+            for v in sim.mount_paths
+        ]
+        for h in hosts
+    }
 
 
 def test_every_task_runs_on_its_host_and_reads_its_datanode(sim_cluster, sim_spark):
@@ -138,11 +146,13 @@ def test_every_task_runs_on_its_host_and_reads_its_datanode(sim_cluster, sim_spa
     # the driver's namespace: empty mount points, no mount under /srv/ozone
     assert driver_mounts() == []
     assert all(os.listdir(p) == [] for p in sim.mount_paths)
-    print(f"\nsimhosts: cluster generated and master + {len(hosts)} workers ALIVE in "
-          f"{sim.start_seconds:.1f} s; driver + executors registered in "
-          f"{sim_spark.executors_seconds:.1f} s; placement test {time.monotonic() - t0:.1f} s; "
-          f"RSS MiB {json.dumps({k: round(v) for k, v in sim.rss_mib().items()})}, "
-          f"driver (pytest + its JVM) {driver_rss_mib():.0f}")
+    print(
+        f"\nsimhosts: cluster generated and master + {len(hosts)} workers ALIVE in "
+        f"{sim.start_seconds:.1f} s; driver + executors registered in "
+        f"{sim_spark.executors_seconds:.1f} s; placement test {time.monotonic() - t0:.1f} s; "
+        f"RSS MiB {json.dumps({k: round(v) for k, v in sim.rss_mib().items()})}, "
+        f"driver (pytest + its JVM) {driver_rss_mib():.0f}"
+    )
 
 
 def test_a_host_without_an_executor_does_not_hold_its_task(sim_cluster, sim_spark):
@@ -150,9 +160,11 @@ def test_a_host_without_an_executor_does_not_hold_its_task(sim_cluster, sim_spar
     no executor is no valid NODE_LOCAL level, so its task runs elsewhere at once (ANY), and
     the task knows it is not on its host."""
     sc = sim_spark.sparkContext
-    got = _run_per_host(sc, {ABSENT_HOST: [json.dumps({"host": ABSENT_HOST,
-                                                        "volume": sim_cluster.mount_paths[0]})]},
-                        "smoke-absent")
+    got = _run_per_host(
+        sc,
+        {ABSENT_HOST: [json.dumps({"host": ABSENT_HOST, "volume": sim_cluster.mount_paths[0]})]},
+        "smoke-absent",
+    )
     [(_, here, _)] = got
     assert here in sim_cluster.workers and here != ABSENT_HOST
     [placed] = task_localities(sc, job_group="smoke-absent")
@@ -164,14 +176,19 @@ def test_killed_worker_then_a_worker_with_another_datanodes_disks(sim_cluster, s
     victim = host_of(2)
     item = json.dumps({"host": victim, "volume": sim.mount_paths[0], "hold": _HOLD_S})
     done: List[Tuple[str, str, str]] = []
-    job = threading.Thread(target=lambda: done.extend(
-        _run_per_host(sc, {victim: [item]}, "smoke-kill")), daemon=True)
+    job = threading.Thread(
+        target=lambda: done.extend(_run_per_host(sc, {victim: [item]}, "smoke-kill")), daemon=True
+    )
     job.start()
     # kill the worker (and its executor) while its task holds
     deadline = time.monotonic() + 60
-    while not any(s.numActiveTasks for s in
-                  (sc.statusTracker().getStageInfo(i)
-                   for i in sc.statusTracker().getActiveStageIds()) if s is not None):
+    while not any(
+        s.numActiveTasks
+        for s in (
+            sc.statusTracker().getStageInfo(i) for i in sc.statusTracker().getActiveStageIds()
+        )
+        if s is not None
+    ):
         assert time.monotonic() < deadline, "the task never started"
         time.sleep(0.2)
     sim.kill_worker(victim)
@@ -189,10 +206,12 @@ def test_killed_worker_then_a_worker_with_another_datanodes_disks(sim_cluster, s
     sim.start_worker(fresh, 0)
     sim.wait_workers([fresh])
     assert fresh in wait_for_executors(sc, [fresh], 120)
-    got = _run_per_host(sc, {fresh: [json.dumps({"host": fresh, "volume": v})
-                                      for v in sim.mount_paths]}, "smoke-fresh")
-    assert sorted((here, uuid) for _, here, uuid in got) == [
-        (fresh, sim.datanodes[0].uuid)] * 2
+    got = _run_per_host(
+        sc,
+        {fresh: [json.dumps({"host": fresh, "volume": v}) for v in sim.mount_paths]},
+        "smoke-fresh",
+    )
+    assert sorted((here, uuid) for _, here, uuid in got) == [(fresh, sim.datanodes[0].uuid)] * 2
 
 
 def test_mount_points_in_use_are_refused(tmp_path, monkeypatch):
@@ -222,11 +241,18 @@ def test_daemons_die_with_the_test_process():
     import sys
 
     mid = subprocess.Popen(
-        [sys.executable, "-c",
-         "import os,subprocess,sys,time; p=subprocess.Popen([sys.executable,sys.argv[1],"
-         "'mount-exec','--','sleep','120'], env={**os.environ, sys.argv[2]: str(os.getpid())});"
-         " print(p.pid, flush=True); time.sleep(120)",
-         simhosts.__file__, simhosts._PARENT_ENV], stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import os,subprocess,sys,time; p=subprocess.Popen([sys.executable,sys.argv[1],"
+            "'mount-exec','--','sleep','120'], env={**os.environ, sys.argv[2]: str(os.getpid())});"
+            " print(p.pid, flush=True); time.sleep(120)",
+            simhosts.__file__,
+            simhosts._PARENT_ENV,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     pid = int(mid.stdout.readline())
     deadline = time.monotonic() + 30
     while not Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep\0"):  # exec'd

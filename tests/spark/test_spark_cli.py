@@ -16,8 +16,9 @@ from merkle.replica.generate import generate_cluster, parse_faults
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
     root = tmp_path_factory.mktemp("spark_cli") / "c"
-    m = generate_cluster(root, faults=parse_faults("bitflip=1,missing-file=1,bitflip-all=1"),
-                         containers=3, seed=4)
+    m = generate_cluster(
+        root, faults=parse_faults("bitflip=1,missing-file=1,bitflip-all=1"), containers=3, seed=4
+    )
     return root, m
 
 
@@ -47,8 +48,9 @@ def test_run_report_json_and_diff(spark, small, tmp_path, capsys):
     text = capsys.readouterr().out
     # repairs pending; the unrecoverable chunk has no command
     assert rc == 1 and "pull block" in text
-    assert len(data["reconcile"]) >= 1 and all(e["argv"][:2] == ["crcmerkle", "reconcile"]
-                                               for e in data["reconcile"])
+    assert len(data["reconcile"]) >= 1 and all(
+        e["argv"][:2] == ["crcmerkle", "reconcile"] for e in data["reconcile"]
+    )
 
 
 def test_errors_are_one_line(spark, tmp_path, capsys):
@@ -60,8 +62,11 @@ def test_errors_are_one_line(spark, tmp_path, capsys):
     assert capsys.readouterr().err.startswith("crcmerkle: error: ")
     assert main(["spark"]) == 2
     assert "needs an action" in capsys.readouterr().err
-    for bad in (["report", "x", "--limit", "0"], ["run", "x", "-o", "y", "--first", "-1"],
-                ["demo", "--containers", "zero"]):
+    for bad in (
+        ["report", "x", "--limit", "0"],
+        ["run", "x", "-o", "y", "--first", "-1"],
+        ["demo", "--containers", "zero"],
+    ):
         assert main(["spark", *bad]) == 2
         assert "must be a positive integer" in capsys.readouterr().err
     (tmp_path / "r.json").write_text("{}")
@@ -70,8 +75,9 @@ def test_errors_are_one_line(spark, tmp_path, capsys):
 
 
 def test_python_m_spark_udfs_help():
-    r = subprocess.run([sys.executable, "-m", "spark_udfs", "--help"], capture_output=True,
-                       text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "spark_udfs", "--help"], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 0 and "scan" in r.stdout and "report" in r.stdout
 
 
@@ -88,8 +94,10 @@ def test_a_run_that_read_nothing_fails(spark, tmp_path, capsys):
     rep = json.loads(out)
     assert rep["summary"]["MATCH"] == 0 and rep["summary"]["UNVERIFIED"] == 2
     assert rep["read"] == {"replicas": 6, "read": 0, "fraction": 0.0, "data_read": 0}
-    assert err.startswith("crcmerkle: error: none of the 6 replica(s) could be read") and \
-        err.count("\n") == 1
+    assert (
+        err.startswith("crcmerkle: error: none of the 6 replica(s) could be read")
+        and err.count("\n") == 1
+    )
     assert main(["spark", "diff", str(tmp_path / "o"), "-o", str(tmp_path / "d")]) == 2
     assert "none of the 6" in capsys.readouterr().err
 
@@ -107,7 +115,9 @@ def test_min_read_fraction(spark, tmp_path, capsys):
     out, err = capsys.readouterr()
     assert rc == 1 and "Replicas read: 4 of 6" in out and not err
     assert main(args + ["--min-read-fraction", "0.9"]) == 2
-    assert "only 4 of 6 replica(s) were read (66.7% < --min-read-fraction 0.9)" in \
-        capsys.readouterr().err
+    assert (
+        "only 4 of 6 replica(s) were read (66.7% < --min-read-fraction 0.9)"
+        in capsys.readouterr().err
+    )
     assert main(args + ["--min-read-fraction", "1.5"]) == 2
     assert "from 0 to 1" in capsys.readouterr().err

@@ -30,14 +30,17 @@ from spark_standalone import clean_env, free_port, spark_home
 
 ARCHIVE = os.environ.get("CRCMERKLE_SPARK_ARCHIVE")
 if not ARCHIVE and os.environ.get("CRCMERKLE_CLUSTER_TESTS", "") in ("", "0"):
-    pytest.skip("standalone-cluster test: set CRCMERKLE_SPARK_ARCHIVE=env.tar.gz (packed env) "
-                "or CRCMERKLE_CLUSTER_TESTS=1 (installed env); .ci/run does",
-                allow_module_level=True)
+    pytest.skip(
+        "standalone-cluster test: set CRCMERKLE_SPARK_ARCHIVE=env.tar.gz (packed env) "
+        "or CRCMERKLE_CLUSTER_TESTS=1 (installed env); .ci/run does",
+        allow_module_level=True,
+    )
 
 ROOT = Path(__file__).resolve().parents[2]
 #: the crcmerkle layout: every fault kind fits in 4 containers (the Ozone layout's default
 #: fault mix needs more, and a longer run on the 1-core worker)
 CONTAINERS, SEED, LAYOUT = 4, 7, "crcmerkle"
+
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
@@ -57,16 +60,43 @@ def cluster(tmp_path_factory):
     def start(args: List[str], name: str) -> None:
         log = open(base / f"{name}.log", "wb")
         logs.append(log)
-        procs.append(subprocess.Popen([spark_class, *args], env=env, stdout=log,
-                                      stderr=subprocess.STDOUT, cwd=base))
+        procs.append(
+            subprocess.Popen(
+                [spark_class, *args], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=base
+            )
+        )
 
-    start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-           "--webui-port", str(ui)], "master")
+    start(
+        [
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(ui),
+        ],
+        "master",
+    )
     master = f"spark://127.0.0.1:{port}"
     work = base / "work"
-    start(["org.apache.spark.deploy.worker.Worker", master, "--host", "127.0.0.1",
-           "--cores", "1", "--memory", "1g", "--webui-port", str(free_port()),
-           "--work-dir", str(work)], "worker")
+    start(
+        [
+            "org.apache.spark.deploy.worker.Worker",
+            master,
+            "--host",
+            "127.0.0.1",
+            "--cores",
+            "1",
+            "--memory",
+            "1g",
+            "--webui-port",
+            str(free_port()),
+            "--work-dir",
+            str(work),
+        ],
+        "worker",
+    )
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -77,9 +107,13 @@ def cluster(tmp_path_factory):
             except OSError:
                 pass
             if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
-                pytest.fail("the standalone master/worker did not come up: " + "".join(
-                    (base / f"{n}.log").read_text(errors="replace")[-1500:]
-                    for n in ("master", "worker")))
+                pytest.fail(
+                    "the standalone master/worker did not come up: "
+                    + "".join(
+                        (base / f"{n}.log").read_text(errors="replace")[-1500:]
+                        for n in ("master", "worker")
+                    )
+                )
             time.sleep(1)
         yield master, work
     finally:
@@ -98,16 +132,28 @@ def cluster(tmp_path_factory):
 def _normalise(report: Dict[str, Any], root: Path) -> Dict[str, Any]:
     rel = lambda p: os.path.relpath(p, root) if p else p  # noqa: E731
     return {
-        "summary": report["summary"], "read": report["read"],
+        "summary": report["summary"],
+        "read": report["read"],
         "containers": report["containers"],
-        "mismatched": [{"containerID": m["containerID"], "groups": m["groups"],
-                        "replicas": [(r["datanode"], r["dataChecksum"], rel(r["replica"]))
-                                     for r in m["replicas"]]} for m in report["mismatched"]],
+        "mismatched": [
+            {
+                "containerID": m["containerID"],
+                "groups": m["groups"],
+                "replicas": [
+                    (r["datanode"], r["dataChecksum"], rel(r["replica"])) for r in m["replicas"]
+                ],
+            }
+            for m in report["mismatched"]
+        ],
         "unrecoverable": report["unrecoverable"],
-        "pending": [(p["container"], p["datanode"], rel(p["replica"]), p["block"])
-                    for p in report["pending_deletions"]],
-        "reconcile": sorted((e["round"], rel(e["replica"]), [rel(p) for p in e["peers"]])
-                            for e in report["reconcile"]),
+        "pending": [
+            (p["container"], p["datanode"], rel(p["replica"]), p["block"])
+            for p in report["pending_deletions"]
+        ],
+        "reconcile": sorted(
+            (e["round"], rel(e["replica"]), [rel(p) for p in e["peers"]])
+            for e in report["reconcile"]
+        ),
     }
 
 
@@ -115,20 +161,37 @@ def test_demo_on_a_standalone_cluster_equals_local(spark, cluster, tmp_path):
     master, work = cluster
     demo = tmp_path / "demo"
     python = "./env/bin/python" if ARCHIVE else sys.executable
-    cmd = [str(spark_home() / "bin" / "spark-submit"), "--master", master,
-           "--conf", "spark.executor.memory=512m", "--conf", "spark.executor.cores=1"]
+    cmd = [
+        str(spark_home() / "bin" / "spark-submit"),
+        "--master",
+        master,
+        "--conf",
+        "spark.executor.memory=512m",
+        "--conf",
+        "spark.executor.cores=1",
+    ]
     if ARCHIVE:
         cmd += ["--archives", f"{ARCHIVE}#env"]
-    cmd += [str(ROOT / "spark_udfs" / "__main__.py"), "demo", "--dir", str(demo),
-            "--containers", str(CONTAINERS), "--seed", str(SEED), "--no-repair",
-            "--layout", LAYOUT]
+    cmd += [
+        str(ROOT / "spark_udfs" / "__main__.py"),
+        "demo",
+        "--dir",
+        str(demo),
+        "--containers",
+        str(CONTAINERS),
+        "--seed",
+        str(SEED),
+        "--no-repair",
+        "--layout",
+        LAYOUT,
+    ]
     # The documented form (docs/operations/cluster.md): PYSPARK_PYTHON for the executors,
     # PYSPARK_DRIVER_PYTHON for the driver (spark.pyspark.python would apply to the
     # client-mode driver too, which has no ./env); the driver imports this checkout
-    env = clean_env({"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": sys.executable,
-                      "PYTHONPATH": str(ROOT)})
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900,
-                       cwd=tmp_path)
+    env = clean_env(
+        {"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
+    )
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
     assert "OK: the jobs found exactly" in r.stdout
     assert f"on {master}" in r.stdout  # ran on the cluster, not on local[*]
@@ -140,10 +203,20 @@ def test_demo_on_a_standalone_cluster_equals_local(spark, cluster, tmp_path):
     from spark_udfs.demo import _analyse
 
     local_root = tmp_path / "local" / "cluster"
-    generate_cluster(local_root, faults=parse_faults("default", LAYOUT),
-                     containers=CONTAINERS, seed=SEED, layout=LAYOUT)
-    _, local = _analyse(spark, local_root, tmp_path / "local" / "scan", first=100,
-                        report_file=tmp_path / "local" / "report.json")
+    generate_cluster(
+        local_root,
+        faults=parse_faults("default", LAYOUT),
+        containers=CONTAINERS,
+        seed=SEED,
+        layout=LAYOUT,
+    )
+    _, local = _analyse(
+        spark,
+        local_root,
+        tmp_path / "local" / "scan",
+        first=100,
+        report_file=tmp_path / "local" / "report.json",
+    )
     remote = json.loads((demo / "report.json").read_text())
     assert _normalise(remote, demo / "cluster") == _normalise(local, local_root)
     shutil.rmtree(work, ignore_errors=True)

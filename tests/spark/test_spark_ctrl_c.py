@@ -29,8 +29,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("delay", DELAYS)
 def test_ctrl_c_during_spark_scan(cluster: Path, tmp_path: Path, delay: float) -> None:
-    returncode, err = interrupt(LAUNCH, ["spark", "scan", str(cluster), "-o",
-                                         str(tmp_path / "o")], delay)
+    returncode, err = interrupt(
+        LAUNCH, ["spark", "scan", str(cluster), "-o", str(tmp_path / "o")], delay
+    )
     assert_one_line_130(returncode, err, delay)
 
 
@@ -38,10 +39,14 @@ def _scan_then_interrupt(cluster: Path, out: Path, delay: float) -> Tuple[int, s
     """A whole `spark scan` (its summary line read, -u), then SIGINT after `delay` s and
     every 5 ms until it ends: the process is shutting down (the session stopping, atexit,
     py4j's threads), a short window that a single signal would mostly miss."""
-    p: Any = subprocess.Popen([sys.executable, "-S", "-u", "-c", LAUNCH, "spark", "scan",
-                               str(cluster), "-o", str(out)],
-                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, cwd=ROOT, env=child_env())
+    p: Any = subprocess.Popen(
+        [sys.executable, "-S", "-u", "-c", LAUNCH, "spark", "scan", str(cluster), "-o", str(out)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env=child_env(),
+    )
     try:
         for line in p.stdout:  # the summary is the last line the command prints
             if b"error(s)" in line:

@@ -14,7 +14,8 @@ from replica_helpers import make_cluster
 
 
 def test_a_second_replica_on_one_datanode_is_reported_and_the_scan_goes_on(
-        spark: Any, tmp_path: Path) -> None:
+    spark: Any, tmp_path: Path
+) -> None:
     from spark_udfs.jobs.diff import diff_scan
     from spark_udfs.jobs.report import build_report
     from spark_udfs.jobs.scan import DUPLICATE_REPLICA, scan_replicas
@@ -30,7 +31,8 @@ def test_a_second_replica_on_one_datanode_is_reported_and_the_scan_goes_on(
     t = scan_replicas(spark, [os.fspath(root)])
     errors = [r.asDict() for r in t.errors.collect()]
     assert [(e["error"], e["datanode"], e["container"], e["severity"]) for e in errors] == [
-        (DUPLICATE_REPLICA, "dn0", int(first.name), "error")]
+        (DUPLICATE_REPLICA, "dn0", int(first.name), "error")
+    ]
     assert min(os.fspath(first), os.fspath(copy)) in errors[0]["detail"]
     scanned = {(r["datanode"], r["container"]) for r in t.containers.collect()}
     assert len(scanned) == 12  # every container on every datanode, each once

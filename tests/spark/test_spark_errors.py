@@ -92,29 +92,36 @@ def test_missing_input_path_is_refused_before_spark_starts(tmp_path, capsys, mon
         raise AssertionError("the JVM was started before the path was checked")
 
     monkeypatch.setattr(common, "_session", no_spark)  # every verb starts Spark through it
-    for argv in (["scan", tmp_path / "missing", "-o", tmp_path / "o"],
-                 ["diff", tmp_path / "missing", "-o", tmp_path / "o"],
-                 ["report", tmp_path / "missing"],
-                 ["plan", tmp_path / "missing", "--decommission", "dn0"],
-                 ["run", tmp_path / "missing", "-o", tmp_path / "o"]):
+    for argv in (
+        ["scan", tmp_path / "missing", "-o", tmp_path / "o"],
+        ["diff", tmp_path / "missing", "-o", tmp_path / "o"],
+        ["report", tmp_path / "missing"],
+        ["plan", tmp_path / "missing", "--decommission", "dn0"],
+        ["run", tmp_path / "missing", "-o", tmp_path / "o"],
+    ):
         st, _, err = run(capsys, "spark", *argv)
         assert st == 2 and "missing: No such file" in one_line(err), argv
 
 
 def test_missing_input_path(spark, tmp_path, capsys):
-    for argv in (["scan", tmp_path / "missing", "-o", tmp_path / "o"],
-                 ["diff", tmp_path / "missing", "-o", tmp_path / "o"],
-                 ["report", tmp_path / "missing"],
-                 ["run", tmp_path / "missing", "-o", tmp_path / "o"]):
+    for argv in (
+        ["scan", tmp_path / "missing", "-o", tmp_path / "o"],
+        ["diff", tmp_path / "missing", "-o", tmp_path / "o"],
+        ["report", tmp_path / "missing"],
+        ["run", tmp_path / "missing", "-o", tmp_path / "o"],
+    ):
         st, _, err = run(capsys, "spark", *argv)
         assert st == 2 and "No such file" in one_line(err)
 
 
-@pytest.mark.parametrize("master, words", [
-    ("foo", "not a Spark master URL"),
-    ("spark://127.0.0.1:9", "cannot reach the Spark master"),
-    ("spark://nohost", "spark://HOST:PORT"),
-])
+@pytest.mark.parametrize(
+    "master, words",
+    [
+        ("foo", "not a Spark master URL"),
+        ("spark://127.0.0.1:9", "cannot reach the Spark master"),
+        ("spark://nohost", "spark://HOST:PORT"),
+    ],
+)
 def test_bad_or_unreachable_master(master, words, clusters, tmp_path, capsys):
     clean, _ = clusters
     t0 = time.monotonic()
@@ -124,8 +131,15 @@ def test_bad_or_unreachable_master(master, words, clusters, tmp_path, capsys):
 
 
 def test_check_master_accepts_what_spark_does():
-    for ok in (None, "local", "local[*]", "local[2]", "local[4,3]", "yarn",
-               "local-cluster[2,1,1024]"):
+    for ok in (
+        None,
+        "local",
+        "local[*]",
+        "local[2]",
+        "local[4,3]",
+        "yarn",
+        "local-cluster[2,1,1024]",
+    ):
         check_master(ok)
     with pytest.raises(MasterError):
         check_master("k8s://https://127.0.0.1:9", timeout=2)
@@ -138,14 +152,25 @@ def test_s3_unreachable_endpoint(spark, tmp_path, capsys):
     assert st == 2 and "S3 endpoint cannot be reached" in one_line(err)
 
 
-@pytest.mark.parametrize("message, hint", [
-    ("When listing objects under key '' in bucket 'b': AWS Error NO_SUCH_BUCKET during "
-     "ListObjectsV2 operation: The specified bucket does not exist", "bucket does not exist"),
-    ("When getting information for key 'x' in bucket 'b': AWS Error ACCESS_DENIED during "
-     "HeadObject operation: No response body.", "check the credentials"),
-    ("AWS Error UNKNOWN (HTTP status 403) during HeadObject operation: InvalidAccessKeyId",
-     "check the credentials"),
-])
+@pytest.mark.parametrize(
+    "message, hint",
+    [
+        (
+            "When listing objects under key '' in bucket 'b': AWS Error NO_SUCH_BUCKET during "
+            "ListObjectsV2 operation: The specified bucket does not exist",
+            "bucket does not exist",
+        ),
+        (
+            "When getting information for key 'x' in bucket 'b': AWS Error ACCESS_DENIED during "
+            "HeadObject operation: No response body.",
+            "check the credentials",
+        ),
+        (
+            "AWS Error UNKNOWN (HTTP status 403) during HeadObject operation: InvalidAccessKeyId",
+            "check the credentials",
+        ),
+    ],
+)
 def test_s3_errors_name_the_fault(message, hint):
     line = describe(OSError(message + "\nsecond line\nthird"))
     assert hint in line and "\n" not in line and "second line" not in line
@@ -155,22 +180,28 @@ def test_describe_java_and_python_worker_stacks():
     class Py4JJavaError(Exception):  # recognised by name, like the real one
         java_exception = None
 
-    java = ("An error occurred while calling o42.parquet.\n"
-            ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in "
-            "stage 1.0 failed\n\tat org.apache.spark.scheduler.DAGScheduler.x(DAG.scala:1)\n"
-            "Caused by: java.io.FileNotFoundException: File file:/x/y does not exist\n"
-            "\tat org.apache.hadoop.fs.RawLocalFileSystem.y(R.java:2)\n")
+    java = (
+        "An error occurred while calling o42.parquet.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in "
+        "stage 1.0 failed\n\tat org.apache.spark.scheduler.DAGScheduler.x(DAG.scala:1)\n"
+        "Caused by: java.io.FileNotFoundException: File file:/x/y does not exist\n"
+        "\tat org.apache.hadoop.fs.RawLocalFileSystem.y(R.java:2)\n"
+    )
     line = describe(Py4JJavaError(java))
     assert line == "FileNotFoundException: File file:/x/y does not exist"
 
     class PythonException(Exception):
         pass
 
-    worker = ("\n  An exception was thrown from the Python worker. Please see the stack trace "
-              "below.\nTraceback (most recent call last):\n  File \"x.py\", line 1, in f\n"
-              "merkle.replica.errors.ReplicaError: /data/dn1/7: metadata unreadable\n")
-    assert describe(PythonException(worker)) == \
-        "a Spark task failed: ReplicaError: /data/dn1/7: metadata unreadable"
+    worker = (
+        "\n  An exception was thrown from the Python worker. Please see the stack trace "
+        'below.\nTraceback (most recent call last):\n  File "x.py", line 1, in f\n'
+        "merkle.replica.errors.ReplicaError: /data/dn1/7: metadata unreadable\n"
+    )
+    assert (
+        describe(PythonException(worker))
+        == "a Spark task failed: ReplicaError: /data/dn1/7: metadata unreadable"
+    )
     assert describe(ValueError("plain")) is None
     err = ImportError("No module named 'pyarrow'", name="pyarrow")
     assert 'pip install ".[spark]" in the crcmerkle clone' in describe(err)
@@ -181,8 +212,9 @@ def test_debug_shows_everything(spark, tmp_path, monkeypatch):
     (tmp_path / "t.parquet").write_bytes(b"not parquet")
     try:
         with pytest.raises(Exception) as info:
-            main(["spark", "diff", str(tmp_path / "t.parquet"), "-o", str(tmp_path / "o"),
-                  "--debug"])
+            main(
+                ["spark", "diff", str(tmp_path / "t.parquet"), "-o", str(tmp_path / "o"), "--debug"]
+            )
         assert type(info.value).__name__ != "CLIError"  # Spark's own exception, unshortened
     finally:
         os.environ.pop("CRCMERKLE_DEBUG", None)  # --debug set it for the process
@@ -191,8 +223,9 @@ def test_debug_shows_everything(spark, tmp_path, monkeypatch):
 
 # ---- a fresh process ------------------------------------------------------------------------
 def _env(**extra):
-    env = {k: v for k, v in os.environ.items() if k not in ("CRCMERKLE_DEBUG",
-                                                           "PYSPARK_GATEWAY_PORT")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("CRCMERKLE_DEBUG", "PYSPARK_GATEWAY_PORT")
+    }
     env["PYTHONPATH"] = ROOT
     env.update(extra)
     return env
@@ -212,16 +245,33 @@ sys.exit(main(sys.argv[1:]))
 
 def test_missing_pyarrow_is_one_line(clusters, tmp_path):
     clean, _ = clusters
-    r = subprocess.run([sys.executable, "-c", BLOCK_PYARROW, "spark", "scan", str(clean), "-o",
-                        str(tmp_path / "o")], capture_output=True, text=True, env=_env(),
-                       timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            BLOCK_PYARROW,
+            "spark",
+            "scan",
+            str(clean),
+            "-o",
+            str(tmp_path / "o"),
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
     assert r.returncode == 2 and "need pyarrow" in one_line(r.stderr)
 
 
 def test_unsupported_backend_env_is_one_line(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "spark_udfs", "scan", "x", "-o", "y"],
-                       capture_output=True, text=True, timeout=120,
-                       env=_env(CRCMERKLE_BACKEND="avx9000"))
+    r = subprocess.run(
+        [sys.executable, "-m", "spark_udfs", "scan", "x", "-o", "y"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(CRCMERKLE_BACKEND="avx9000"),
+    )
     assert r.returncode == 2 and "CRCMERKLE_BACKEND='avx9000'" in one_line(r.stderr)
 
 
@@ -241,8 +291,12 @@ def _java_children(pid: int):
 @pytest.mark.parametrize("delay", [1.5, 4.0])
 def test_ctrl_c_during_start_up(clusters, tmp_path, delay):
     clean, _ = clusters
-    p = subprocess.Popen([sys.executable, "-m", "spark_udfs", "scan", str(clean), "-o",
-                          str(tmp_path / "o")], stderr=subprocess.PIPE, text=True, env=_env())
+    p = subprocess.Popen(
+        [sys.executable, "-m", "spark_udfs", "scan", str(clean), "-o", str(tmp_path / "o")],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
     time.sleep(delay)
     children = _java_children(p.pid)
     p.send_signal(signal.SIGINT)
@@ -251,8 +305,10 @@ def test_ctrl_c_during_start_up(clusters, tmp_path, delay):
     assert "interrupted" in one_line(err)
     time.sleep(1)
     for c in children:  # the JVM it was starting is gone
-        assert not Path(f"/proc/{c}").exists() or \
-            Path(f"/proc/{c}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+        assert (
+            not Path(f"/proc/{c}").exists()
+            or Path(f"/proc/{c}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+        )
 
 
 def test_a_ctrl_c_is_known_whichever_handler_ran():
@@ -285,15 +341,19 @@ def test_a_missing_ozone_package_names_the_extra():
     """Executors without the ozone extra (the cluster recipe, docs/operations/cluster.md, once
     forgot it) fail on import in the Python worker; the line says which extra to install, and
     where."""
+
     class PythonException(Exception):
         pass
 
-    worker = ("\n  An exception was thrown from the Python worker.\nTraceback (most recent "
-              "call last):\n  File \"blockdata.py\", line 15, in <module>\n"
-              "ModuleNotFoundError: No module named 'google.protobuf.message'\n")
+    worker = (
+        "\n  An exception was thrown from the Python worker.\nTraceback (most recent "
+        'call last):\n  File "blockdata.py", line 15, in <module>\n'
+        "ModuleNotFoundError: No module named 'google.protobuf.message'\n"
+    )
     line = describe(PythonException(worker))
-    assert line.startswith("a Spark task failed: ModuleNotFoundError: No module named "
-                           "'google.protobuf.message'")
+    assert line.startswith(
+        "a Spark task failed: ModuleNotFoundError: No module named 'google.protobuf.message'"
+    )
     assert 'pip install ".[ozone]" from the clone' in line and "\n" not in line
     assert 'pip install "$(ls dist/crcmerkle-*.whl)[ozone]"' in line
     for name in ("rocksdict", "yaml", "google.protobuf"):

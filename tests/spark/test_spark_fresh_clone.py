@@ -28,15 +28,19 @@ def decoy_and_cluster(tmp_path_factory):
     decoy = base / "clone"
     (decoy / "merkle").mkdir(parents=True)
     (decoy / "merkle" / "__init__.py").write_text(
-        "raise ImportError('DECOY: the unbuilt checkout was imported')\n")
+        "raise ImportError('DECOY: the unbuilt checkout was imported')\n"
+    )
     cluster = base / "cluster"
     generate_cluster(cluster, faults=parse_faults("bitflip=1"), containers=2, seed=3)
     return decoy, cluster
 
 
 def _env():
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET", "CRCMERKLE_DEBUG")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET", "CRCMERKLE_DEBUG")
+    }
     env["PYTHONPATH"] = ROOT  # stands for the installed package: not the working directory
     env["PYSPARK_PYTHON"] = sys.executable
     return env
@@ -52,9 +56,24 @@ def _check(r, out):
 def test_python_m_spark_udfs_from_an_unbuilt_checkout(decoy_and_cluster):
     decoy, cluster = decoy_and_cluster
     out = decoy.parent / "out-m"
-    r = subprocess.run([sys.executable, "-m", "spark_udfs", "scan", str(cluster), "-o",
-                        str(out), "--master", "local[1]"], cwd=decoy, env=_env(),
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "spark_udfs",
+            "scan",
+            str(cluster),
+            "-o",
+            str(out),
+            "--master",
+            "local[1]",
+        ],
+        cwd=decoy,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     _check(r, out)
 
 
@@ -66,10 +85,23 @@ def test_spark_submit_from_an_unbuilt_checkout(decoy_and_cluster):
         if submit is None:
             pytest.skip("no spark-submit (pyspark ships one in the venv's bin/)")
     out = decoy.parent / "out-submit"
-    r = subprocess.run([str(submit), "--master", "local[1]",
-                        os.path.join(ROOT, "spark_udfs", "__main__.py"), "scan", str(cluster),
-                        "-o", str(out)], cwd=decoy, env=_env(), capture_output=True,
-                       text=True, timeout=600)
+    r = subprocess.run(
+        [
+            str(submit),
+            "--master",
+            "local[1]",
+            os.path.join(ROOT, "spark_udfs", "__main__.py"),
+            "scan",
+            str(cluster),
+            "-o",
+            str(out),
+        ],
+        cwd=decoy,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     _check(r, out)
 
 

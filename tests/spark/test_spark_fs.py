@@ -24,12 +24,15 @@ def cluster(tmp_path_factory):
 
 
 def test_discovery_matches_the_local_walk_for_paths_and_uris(cluster):
-    want = sorted((loc.volume.parent.name, loc.container_id, os.fspath(loc.root))
-                  for loc in find_containers(cluster))
+    want = sorted(
+        (loc.volume.parent.name, loc.container_id, os.fspath(loc.root))
+        for loc in find_containers(cluster)
+    )
     got = sorted((r.datanode, r.container, r.path) for r in fs.discover(str(cluster)))
     assert got == want
-    uri = sorted((r.datanode, r.container, r.path, r.fs_path)
-                 for r in fs.discover("file://" + str(cluster)))
+    uri = sorted(
+        (r.datanode, r.container, r.path, r.fs_path) for r in fs.discover("file://" + str(cluster))
+    )
     assert [(d, c, "file://" + p, p) for d, c, p in want] == uri
     # any level: a datanode, a volume, one replica
     one = want[0][2]
@@ -47,8 +50,11 @@ def test_arrow_reads_equal_local_reads(cluster):
         local = scan_container(r.fs_path, write_tree=False)
         assert got.tree == local.tree and got.scanned == local.scanned
         assert [e.key for e in got.errors] == [e.key for e in local.errors]
-        assert (got.bytes_read, got.blocks, got.chunks) == \
-            (local.bytes_read, local.blocks, local.chunks)
+        assert (got.bytes_read, got.blocks, got.chunks) == (
+            local.bytes_read,
+            local.blocks,
+            local.chunks,
+        )
 
 
 def test_arrow_block_file_reads_are_positional_and_short_at_eof(tmp_path):
@@ -88,7 +94,7 @@ class _NoSeekPastEnd:
 
     def readinto(self, view) -> int:
         n = min(len(view), len(self.data) - self.pos)
-        view[:n] = self.data[self.pos:self.pos + n]
+        view[:n] = self.data[self.pos : self.pos + n]
         self.pos += n
         return n
 
@@ -104,8 +110,10 @@ def test_reads_are_clamped_to_the_file_size():
 def test_uri_display_and_location():
     from spark_udfs.uri import Location, child, display
 
-    assert display("s3://AK:SECRET@b/p/?endpoint_override=h:9&access_key=AK&secret_key=S"
-                   "&scheme=http") == "s3://b/p?endpoint_override=h:9&scheme=http"
+    assert (
+        display("s3://AK:SECRET@b/p/?endpoint_override=h:9&access_key=AK&secret_key=S&scheme=http")
+        == "s3://b/p?endpoint_override=h:9&scheme=http"
+    )
     assert display("hdfs://user@nn:8020/x/") == "hdfs://nn:8020/x"
     assert display("/local/path") == "/local/path"
     assert child("s3://b/p/?region=r", "plan.json") == "s3://b/p/plan.json?region=r"

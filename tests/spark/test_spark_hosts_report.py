@@ -36,8 +36,14 @@ def both(capsys: Any, tmp: Path, *argv: Any) -> Tuple[int, Dict[str, Any], str]:
     return status, json.loads(f.read_text()), text
 
 
-def _rewrite(spark: Any, src: Path, dst: Path, uuid_host: Dict[str, str],
-             drop: str = "", volume_status: Dict[str, List[Tuple[str, str]]] = None) -> None:
+def _rewrite(
+    spark: Any,
+    src: Path,
+    dst: Path,
+    uuid_host: Dict[str, str],
+    drop: str = "",
+    volume_status: Dict[str, List[Tuple[str, str]]] = None,
+) -> None:
     """The scan tables of `src` as written on hosts: `host` set from `uuid_host`, the rows of
     datanode `drop` removed (its host had no executor), and its volumes given the statuses
     of `volume_status` (uuid -> [(status, ran_on)], one per volume, in path order)."""
@@ -72,31 +78,70 @@ def hosted(spark: Any, tmp_path_factory: Any) -> Iterator[Dict[str, Any]]:
     base = tmp_path_factory.mktemp("hosts")
     root = base / "cluster"
     manifest = generate_cluster(
-        root, containers=6, seed=5, layout="ozone",
-        faults=parse_faults("bitflip=1,bitflip-all=1,tombstone=1", "ozone"))
+        root,
+        containers=6,
+        seed=5,
+        layout="ozone",
+        faults=parse_faults("bitflip=1,bitflip-all=1,tombstone=1", "ozone"),
+    )
     uuids = manifest["datanode_uuids"]  # dn0 -> its datanodeUuid
     assert main(["spark", "scan", str(root), "-o", str(base / "scan")]) == 1
     by_uuid = {uuids[d]: HOSTS[d] for d in HOSTS}
     _rewrite(spark, base / "scan", base / "onhosts", by_uuid)
     down = uuids["dn2"]
-    _rewrite(spark, base / "scan", base / "degraded", by_uuid, drop=down,
-             volume_status={down: [("NO_EXECUTOR", None), ("WRONG_HOST", "h0.example")]})
+    _rewrite(
+        spark,
+        base / "scan",
+        base / "degraded",
+        by_uuid,
+        drop=down,
+        volume_status={down: [("NO_EXECUTOR", None), ("WRONG_HOST", "h0.example")]},
+    )
     inv = base / "inventory.json"
-    inv.write_text(json.dumps(
-        # each host's volumes as its rows name them: a volume the inventory does not give its
-        # host vouches for nothing (NOT_IN_INVENTORY, issue 36 item 1)
-        [{"host": HOSTS[d], "uuid": uuids[d],
-          "volumes": sorted(str(v) for v in (root / d).iterdir() if v.name.startswith("vol"))}
-         for d in HOSTS]
-        + [{"host": "h9.example", "uuid": "99999999-0000-4000-8000-000000000009",
-            "volumes": ["/data/disk1", "/data/disk2"]}]))
-    yield {"root": root, "base": base, "uuids": uuids, "inventory": inv,
-           "host_of": {uuids[d]: HOSTS[d] for d in HOSTS}}
+    inv.write_text(
+        json.dumps(
+            # each host's volumes as its rows name them: a volume the inventory does not give its
+            # host vouches for nothing (NOT_IN_INVENTORY, issue 36 item 1)
+            [
+                {
+                    "host": HOSTS[d],
+                    "uuid": uuids[d],
+                    "volumes": sorted(
+                        str(v) for v in (root / d).iterdir() if v.name.startswith("vol")
+                    ),
+                }
+                for d in HOSTS
+            ]
+            + [
+                {
+                    "host": "h9.example",
+                    "uuid": "99999999-0000-4000-8000-000000000009",
+                    "volumes": ["/data/disk1", "/data/disk2"],
+                }
+            ]
+        )
+    )
+    yield {
+        "root": root,
+        "base": base,
+        "uuids": uuids,
+        "inventory": inv,
+        "host_of": {uuids[d]: HOSTS[d] for d in HOSTS},
+    }
 
 
 #: keys whose values name datanodes (a string, or lists of them)
-_DN_KEYS = ("datanode", "datanodes", "source", "target", "peer_datanodes", "deleted_on",
-            "groups", "decommission", "maintenance")
+_DN_KEYS = (
+    "datanode",
+    "datanodes",
+    "source",
+    "target",
+    "peer_datanodes",
+    "deleted_on",
+    "groups",
+    "decommission",
+    "maintenance",
+)
 
 
 def _datanode_values(obj: Any) -> Iterator[str]:
@@ -148,8 +193,12 @@ def _hosts_in(rep: Dict[str, Any]) -> List[Tuple[str, Any]]:
 
 def _check_hosts(rep: Dict[str, Any], host_of: Dict[str, str]) -> None:
     pairs = _hosts_in(rep)
-    assert rep["mismatched"] and rep["unrecoverable"] and rep["pending_deletions"] \
+    assert (
+        rep["mismatched"]
+        and rep["unrecoverable"]
+        and rep["pending_deletions"]
         and rep["ozone_reconcile"]
+    )
     assert pairs and all(host_of[d] == h for d, h in pairs), pairs
 
 
@@ -173,16 +222,23 @@ def test_the_report_and_diff_name_hosts_from_an_inventory(hosted, capsys, tmp_pa
     _check_hosts(rep, hosted["host_of"])
     # the inventory's fourth host has no volume in the scan: NOT_SCANNED, a finding
     assert [(v["host"], v["volume"], v["status"]) for v in rep["volumes"]] == [
-        ("h9.example", "/data/disk1", "NOT_SCANNED"), ("h9.example", "/data/disk2",
-                                                       "NOT_SCANNED")]
-    assert rep["hosts_unverified"] == [{"host": "h9.example",
-                                        "datanodes": ["99999999-0000-4000-8000-000000000009"],
-                                        "statuses": ["NOT_SCANNED"]}]
+        ("h9.example", "/data/disk1", "NOT_SCANNED"),
+        ("h9.example", "/data/disk2", "NOT_SCANNED"),
+    ]
+    assert rep["hosts_unverified"] == [
+        {
+            "host": "h9.example",
+            "datanodes": ["99999999-0000-4000-8000-000000000009"],
+            "statuses": ["NOT_SCANNED"],
+        }
+    ]
     assert rep["verification"]["volumes_unverified"] == 2
     # containers with fewer than 3 replicas read are UNVERIFIED now, never MATCH
     short = rep["verification"]["containers_short"]
-    assert rep["summary"]["UNVERIFIED"] >= short and \
-        rep["summary"]["MATCH"] + short >= plain["summary"]["MATCH"]
+    assert (
+        rep["summary"]["UNVERIFIED"] >= short
+        and rep["summary"]["MATCH"] + short >= plain["summary"]["MATCH"]
+    )
     assert not set(rep["containers"]["MATCH"]) & set(rep["containers"]["UNVERIFIED"])
     assert "Volumes not verified: 2 of 8 (NOT_SCANNED 2)" in text
     assert "Hosts with no verified volume: h9.example" in text
@@ -205,11 +261,15 @@ def test_unverified_hosts_leave_their_containers_unverified(hosted, capsys, tmp_
     assert s["MATCH"] == 0 and s["UNDER_REPLICATED"] == 0
     assert s["UNVERIFIED"] == 6 and rep["verification"]["containers_short"] == 6
     assert sorted((v["status"], v["host"]) for v in rep["volumes"]) == [
-        ("NO_EXECUTOR", "h2.example"), ("WRONG_HOST", "h2.example")]
+        ("NO_EXECUTOR", "h2.example"),
+        ("WRONG_HOST", "h2.example"),
+    ]
     assert [h["host"] for h in rep["hosts_unverified"]] == ["h2.example"]
     assert "MATCH: 0" in text
-    assert "6 container(s) with fewer than 3 verified replicas are UNVERIFIED, never MATCH " \
-           "nor UNDER_REPLICATED" in text
+    assert (
+        "6 container(s) with fewer than 3 verified replicas are UNVERIFIED, never MATCH "
+        "nor UNDER_REPLICATED" in text
+    )
     _no_datanode_by_path(rep, text, hosted["uuids"])
     # with --replication 2 the two verified replicas are enough: judged as before
     st, out, _ = run(capsys, "spark", "report", degraded, "--json", "--replication", "2")
@@ -219,15 +279,28 @@ def test_unverified_hosts_leave_their_containers_unverified(hosted, capsys, tmp_
 def test_the_plan_names_hosts_and_commands_take_them(hosted, capsys, tmp_path):
     u = hosted["uuids"]
     onhosts = hosted["base"] / "onhosts"
-    st, plan, text = both(capsys, tmp_path, "spark", "plan", onhosts, "--decommission",
-                          "H0.Example", "--maintenance", u["dn1"])
+    st, plan, text = both(
+        capsys,
+        tmp_path,
+        "spark",
+        "plan",
+        onhosts,
+        "--decommission",
+        "H0.Example",
+        "--maintenance",
+        u["dn1"],
+    )
     assert plan["parameters"]["decommission"] == [u["dn0"]]
     assert plan["parameters"]["maintenance"] == [u["dn1"]]
     assert {n["datanode"]: n["host"] for n in plan["datanodes"]} == {
-        u["dn0"]: "h0.example", u["dn1"]: "h1.example"}
+        u["dn0"]: "h0.example",
+        u["dn1"]: "h1.example",
+    }
     argv = {e["datanode"]: e["argv"] for e in plan["ozone"]["datanodes"]}
-    assert argv == {u["dn0"]: ["ozone", "admin", "datanode", "decommission", "h0.example"],
-                    u["dn1"]: ["ozone", "admin", "datanode", "maintenance", "h1.example"]}
+    assert argv == {
+        u["dn0"]: ["ozone", "admin", "datanode", "decommission", "h0.example"],
+        u["dn1"]: ["ozone", "admin", "datanode", "maintenance", "h1.example"],
+    }
     for c in plan["copy_plan"]["commands"]:
         assert c["source_host"] == hosted["host_of"][c["source"]]
         assert c["target_host"] == hosted["host_of"][c["target"]]
@@ -242,8 +315,17 @@ def test_the_plan_names_hosts_and_commands_take_them(hosted, capsys, tmp_path):
     assert "ozone admin datanode decommission" not in text
     assert sum("--datanodes FILE" in line for line in text.splitlines()) == 1
     # ... and with the inventory, the host by its name
-    st, out, _ = run(capsys, "spark", "plan", scan, "--json", "--decommission", "h0.example",
-                     "--datanodes", hosted["inventory"])
+    st, out, _ = run(
+        capsys,
+        "spark",
+        "plan",
+        scan,
+        "--json",
+        "--decommission",
+        "h0.example",
+        "--datanodes",
+        hosted["inventory"],
+    )
     plan = json.loads(out)
     assert plan["ozone"]["datanodes"][0]["argv"][-1] == "h0.example"
     assert plan["verification"]["volumes_unverified"] == 2  # h9 was never scanned
@@ -253,8 +335,7 @@ def test_the_plan_refuses_an_unverified_datanode_and_never_counts_it(hosted, cap
     degraded = hosted["base"] / "degraded"
     st, _, err = run(capsys, "spark", "plan", degraded, "--decommission", "h2.example")
     assert st == 2 and "were not verified" in err and err.count("\n") == 1
-    st, out, _ = run(capsys, "spark", "plan", degraded, "--json", "--maintenance",
-                     "h0.example")
+    st, out, _ = run(capsys, "spark", "plan", degraded, "--json", "--maintenance", "h0.example")
     plan = json.loads(out)
     # dn2's copies are unknown: dn0 may enter maintenance only as the verified copies say
     assert plan["verification"]["hosts_unverified"] == 1
@@ -264,19 +345,33 @@ def test_the_plan_refuses_an_unverified_datanode_and_never_counts_it(hosted, cap
 
 
 def test_unscanned_hosts_and_command_hosts():
-    inv = parse_inventory(json.dumps([
-        {"host": "a.example", "uuid": "11111111-0000-4000-8000-000000000001",
-         "volumes": ["/d1"]},
-        {"host": "b.example", "address": "10.0.0.2", "volumes": ["/d1", "/d2"]},
-        {"host": "c.example", "volumes": ["/d1"]}]))
-    rows = [{"datanode": "11111111-0000-4000-8000-000000000001", "host": None},
-            {"datanode": "x", "host": "10.0.0.2"}]
+    inv = parse_inventory(
+        json.dumps(
+            [
+                {
+                    "host": "a.example",
+                    "uuid": "11111111-0000-4000-8000-000000000001",
+                    "volumes": ["/d1"],
+                },
+                {"host": "b.example", "address": "10.0.0.2", "volumes": ["/d1", "/d2"]},
+                {"host": "c.example", "volumes": ["/d1"]},
+            ]
+        )
+    )
+    rows = [
+        {"datanode": "11111111-0000-4000-8000-000000000001", "host": None},
+        {"datanode": "x", "host": "10.0.0.2"},
+    ]
     got = unscanned_hosts(rows, inv)
     assert [(r[0], r[1], r[2], r[4]) for r in got] == [
-        ("unknown", "c.example", "/d1", "NOT_SCANNED")]
+        ("unknown", "c.example", "/d1", "NOT_SCANNED")
+    ]
     # by the host it ran on (no host column value)
-    assert [r[1] for r in unscanned_hosts([{"datanode": "y", "ran_on": "c.example"}], inv)] == \
-        ["a.example", "b.example", "b.example"]  # one row per volume
+    assert [r[1] for r in unscanned_hosts([{"datanode": "y", "ran_on": "c.example"}], inv)] == [
+        "a.example",
+        "b.example",
+        "b.example",
+    ]  # one row per volume
     assert unscanned_hosts(rows, None) == []
     assert command_host("dn1.example") == "dn1.example"
     for bad in ("-", "--force", "/data/disk1", "a b", None, "x\ny"):

@@ -39,8 +39,7 @@ def local(cluster) -> Dict[Tuple[str, int], Any]:
     root, _ = cluster
     out = {}
     for loc in find_containers(root):
-        out[(loc.volume.parent.name, loc.container_id)] = scan_container(loc.root,
-                                                                          write_tree=False)
+        out[(loc.volume.parent.name, loc.container_id)] = scan_container(loc.root, write_tree=False)
     return out
 
 
@@ -48,8 +47,12 @@ def local(cluster) -> Dict[Tuple[str, int], Any]:
 def scanned(spark, cluster) -> Dict[str, Any]:
     root, _ = cluster
     st = scan_replicas(spark, [str(root)])
-    return {"tables": st, "chunks": T.to_arrow(st.chunks),
-            "errors": st.errors.toPandas(), "replicas": st.replicas.toPandas()}
+    return {
+        "tables": st,
+        "chunks": T.to_arrow(st.chunks),
+        "errors": st.errors.toPandas(),
+        "replicas": st.replicas.toPandas(),
+    }
 
 
 @pytest.fixture(scope="module", params=["scan tables", "chunk rows only"])
@@ -57,10 +60,13 @@ def diffed(request, spark, scanned) -> Dict[str, Any]:
     """Both ways in: a scan's three levels of values, or keys digested from chunk rows."""
     st = scanned["tables"]
     res = diff_scan(st) if request.param == "scan tables" else diff_chunks(st.chunks)
-    return {"res": res, "pulls": [r.asDict() for r in res.pulls.collect()],
-            "pending": [r.asDict() for r in res.pending_deletions.collect()],
-            "unrec": [r.asDict() for r in res.unrecoverable.collect()],
-            "containers": {r.container: r.asDict() for r in res.containers.collect()}}
+    return {
+        "res": res,
+        "pulls": [r.asDict() for r in res.pulls.collect()],
+        "pending": [r.asDict() for r in res.pending_deletions.collect()],
+        "unrec": [r.asDict() for r in res.unrecoverable.collect()],
+        "containers": {r.container: r.asDict() for r in res.containers.collect()},
+    }
 
 
 def _rel(root: Path, replica: str) -> str:
@@ -87,12 +93,13 @@ def test_scan_equals_local_scanner(cluster, local, scanned):
 def test_scan_through_a_uri_equals_the_path_scan(spark, cluster, scanned):
     root, _ = cluster
     st = scan_replicas(spark, ["file://" + str(root)])  # pyarrow.fs on the executors
-    assert T.trees_from_table(T.to_arrow(st.chunks)) == \
-        T.trees_from_table(scanned["chunks"])
+    assert T.trees_from_table(T.to_arrow(st.chunks)) == T.trees_from_table(scanned["chunks"])
     got = sorted((r.replica, r.error, r.block, r.offset) for r in st.errors.collect())
     e = scanned["errors"]
-    want = sorted(("file://" + rep, kind, _opt(b), _opt(o))
-                  for rep, kind, b, o in zip(e["replica"], e["error"], e["block"], e["offset"]))
+    want = sorted(
+        ("file://" + rep, kind, _opt(b), _opt(o))
+        for rep, kind, b, o in zip(e["replica"], e["error"], e["block"], e["offset"])
+    )
     assert got == want
 
 
@@ -116,14 +123,18 @@ def test_scan_errors_are_exactly_the_manifest(cluster, scanned):
     found: Dict[str, List[Tuple[str, Any, Any]]] = {}
     for rep, kind, b, o in zip(e["replica"], e["error"], e["block"], e["offset"]):
         found.setdefault(_rel(root, rep), []).append((kind, _opt(b), _opt(o)))
-    want = {rep: sorted((x["error"], x["block_id"], x["offset"]) for x in es)
-            for rep, es in manifest["expected_errors"].items() if es}
+    want = {
+        rep: sorted((x["error"], x["block_id"], x["offset"]) for x in es)
+        for rep, es in manifest["expected_errors"].items()
+        if es
+    }
 
     def key(k: Tuple[str, Any, Any]) -> Tuple[str, Any, Any]:  # None sorts as 0
         return (k[0], k[1] or 0, k[2] or 0)
 
-    assert {r: sorted(v, key=key) for r, v in found.items()} == \
-        {r: sorted(v, key=key) for r, v in want.items()}
+    assert {r: sorted(v, key=key) for r, v in found.items()} == {
+        r: sorted(v, key=key) for r, v in want.items()
+    }
 
 
 def _reference_pulls(local) -> Set[Tuple[int, str, str, int, Any, Tuple[str, ...]]]:
@@ -142,8 +153,10 @@ def _reference_pulls(local) -> Set[Tuple[int, str, str, int, Any, Tuple[str, ...
                     items.setdefault((cid, t, "MISSING_BLOCK", b, None), []).append(p)
                 for b in d.diverged_deleted_blocks.tolist():
                     items.setdefault((cid, t, "DIVERGED_DELETED_BLOCK", b, None), []).append(p)
-                for kind, m in (("MISSING_CHUNK", d.missing_chunks),
-                                ("CORRUPT_CHUNK", d.corrupt_chunks)):
+                for kind, m in (
+                    ("MISSING_CHUNK", d.missing_chunks),
+                    ("CORRUPT_CHUNK", d.corrupt_chunks),
+                ):
                     for b, offs in m.items():
                         for o in offs.tolist():
                             items.setdefault((cid, t, kind, b, o), []).append(p)
@@ -151,21 +164,29 @@ def _reference_pulls(local) -> Set[Tuple[int, str, str, int, Any, Tuple[str, ...
 
 
 def test_diff_equals_merkle_diff(local, diffed):
-    got = {(p["container"], p["datanode"], p["kind"], p["block"], p["offset"],
-            tuple(p["sources"])) for p in diffed["pulls"]}
+    got = {
+        (p["container"], p["datanode"], p["kind"], p["block"], p["offset"], tuple(p["sources"]))
+        for p in diffed["pulls"]
+    }
     assert got == _reference_pulls(local)
     assert len(got) == len(diffed["pulls"])  # no duplicates
 
 
 def test_diff_finds_exactly_the_injected_faults(cluster, diffed):
     root, manifest = cluster
-    pulls = {(_rel(root, p["replica"]), p["block"], p["offset"]): p["kind"]
-             for p in diffed["pulls"]}
-    unrec = {(u["container_id"], u["block_id"], u["offset"])
-             for u in manifest["unrepairable_chunks"]}
+    pulls = {
+        (_rel(root, p["replica"]), p["block"], p["offset"]): p["kind"] for p in diffed["pulls"]
+    }
+    unrec = {
+        (u["container_id"], u["block_id"], u["offset"]) for u in manifest["unrepairable_chunks"]
+    }
     # every damaged chunk / block is pulled from a peer (unless no peer has it healthy)
-    kinds = {"CORRUPT_CHUNK": "CORRUPT_CHUNK", "INCONSISTENT_CHUNK_LENGTH": "CORRUPT_CHUNK",
-             "MISSING_CHUNK": "MISSING_CHUNK", "MISSING_DATA_FILE": "MISSING_BLOCK"}
+    kinds = {
+        "CORRUPT_CHUNK": "CORRUPT_CHUNK",
+        "INCONSISTENT_CHUNK_LENGTH": "CORRUPT_CHUNK",
+        "MISSING_CHUNK": "MISSING_CHUNK",
+        "MISSING_DATA_FILE": "MISSING_BLOCK",
+    }
     for rep, errs in manifest["expected_errors"].items():
         cid = int(Path(rep).name)
         for e in errs:
@@ -196,7 +217,7 @@ def test_diff_finds_exactly_the_injected_faults(cluster, diffed):
 
 
 def test_diff_on_tables_with_tombstones_and_huge_ids(spark):
-    big = 2 ** 62 + 3
+    big = 2**62 + 3
     a = merkle.TreeBuilder(5)
     a.add_chunk(big, 0, data=b"a" * 100)
     a.add_chunk(big, 100, data=b"b" * 100)
@@ -208,13 +229,11 @@ def test_diff_on_tables_with_tombstones_and_huge_ids(spark):
     b.mark_deleted(7, value=12345)
     tb = b.build()
     c = merkle.ContainerTree.empty(5)
-    t = pa.concat_tables([T.tree_to_rows("a", ta), T.tree_to_rows("b", tb),
-                          T.tree_to_rows("c", c)])
+    t = pa.concat_tables([T.tree_to_rows("a", ta), T.tree_to_rows("b", tb), T.tree_to_rows("c", c)])
     for name, tree in (("a", ta), ("b", tb), ("c", c)):
         assert T.tree_from_rows(5, t.filter(pa.compute.equal(t["datanode"], name))) == tree
     res = diff_chunks(T.from_arrow(spark, t))
-    got = {(p.datanode, p.kind, p.block, p.offset, tuple(p.sources))
-           for p in res.pulls.collect()}
+    got = {(p.datanode, p.kind, p.block, p.offset, tuple(p.sources)) for p in res.pulls.collect()}
     ref = _reference_pulls({("a", 5): _R(ta), ("b", 5): _R(tb), ("c", 5): _R(c)})
     assert got == {k[1:] for k in ref}
     assert any(k[2] == big for k in got)  # the 64-bit ID survived the round trip
@@ -226,7 +245,8 @@ def test_diff_on_tables_with_tombstones_and_huge_ids(spark):
     assert row.unhealthy_chunks_filtered == 0
     # healthy replicas differ at (big, 100): unrecoverable
     assert [(u.block, u.offset, u.reason) for u in res.unrecoverable.collect()] == [
-        (big, 100, "healthy replicas differ")]
+        (big, 100, "healthy replicas differ")
+    ]
 
 
 class _R:
@@ -252,9 +272,20 @@ def test_diff_counts_unhealthy_chunks_filtered(spark):
 
 
 def test_repair_plan_respects_the_datanode_limit():
-    pulls = [dict(container=c, datanode="dn0", replica=None, kind="MISSING_CHUNK", block=1,
-                  offset=0, length=10, sources=["dn1", "dn2"], source_replicas=[])
-             for c in range(50)]
+    pulls = [
+        dict(
+            container=c,
+            datanode="dn0",
+            replica=None,
+            kind="MISSING_CHUNK",
+            block=1,
+            offset=0,
+            length=10,
+            sources=["dn1", "dn2"],
+            source_replicas=[],
+        )
+        for c in range(50)
+    ]
     plan = repair_plan(pulls, limit=20)
     assert len(plan) == 50
     for r in {p["round"] for p in plan}:
@@ -273,22 +304,40 @@ def test_plan_commands_on_the_executors(spark):
     one source, sources spread over the candidates."""
     from spark_udfs.jobs.diff import PULL_SCHEMA, plan_commands
 
-    rows = [(c, "dn0", f"/c/dn0/{c}", kind, b, None if kind == "MISSING_BLOCK" else 0, 10,
-             ["dn1", "dn2"], [f"/c/dn1/{c}", f"/c/dn2/{c}"], None, None)
-            for c in range(50) for b, kind in ((1, "MISSING_CHUNK"), (2, "MISSING_BLOCK"))]
+    rows = [
+        (
+            c,
+            "dn0",
+            f"/c/dn0/{c}",
+            kind,
+            b,
+            None if kind == "MISSING_BLOCK" else 0,
+            10,
+            ["dn1", "dn2"],
+            [f"/c/dn1/{c}", f"/c/dn2/{c}"],
+            None,
+            None,
+        )
+        for c in range(50)
+        for b, kind in ((1, "MISSING_CHUNK"), (2, "MISSING_BLOCK"))
+    ]
     pulls = spark.createDataFrame(rows, PULL_SCHEMA)
     cmds = [r.asDict(recursive=True) for r in plan_commands(pulls, limit=20).collect()]
     assert len(cmds) == 50  # one source per (container, target)
-    assert sorted((c["container"], i["block"]) for c in cmds for i in c["items"]) == \
-        sorted((r[0], r[4]) for r in rows)
+    assert sorted((c["container"], i["block"]) for c in cmds for i in c["items"]) == sorted(
+        (r[0], r[4]) for r in rows
+    )
     for r in {c["round"] for c in cmds}:
         assert sum(c["target"] == "dn0" for c in cmds if c["round"] == r) <= 20
     assert sorted({c["round"] for c in cmds}) == [0, 1, 2]
     srcs = [c["source"] for c in cmds]
     assert 10 <= srcs.count("dn1") <= 40  # spread by hash, not all on one
-    assert all(c["source_replica"] == f"/c/{c['source']}/{c['container']}" and
-               c["target_replica"] == f"/c/dn0/{c['container']}" and c["bytes"] == 20
-               for c in cmds)
+    assert all(
+        c["source_replica"] == f"/c/{c['source']}/{c['container']}"
+        and c["target_replica"] == f"/c/dn0/{c['container']}"
+        and c["bytes"] == 20
+        for c in cmds
+    )
     with pytest.raises(ValueError):
         plan_commands(pulls, limit=0)
 
@@ -303,12 +352,19 @@ def test_a_tombstone_alone_is_a_pending_deletion_not_a_mismatch(spark):
     gone.mark_deleted(6, value=int(t_live.block_value[1]))  # Ozone keeps the value
     t_gone = gone.build()
     assert t_live.data_checksum == t_gone.data_checksum
-    t = pa.concat_tables([T.tree_to_rows("dn0", t_live, "/r0"), T.tree_to_rows("dn1", t_gone),
-                          T.tree_to_rows("dn2", t_gone)])
+    t = pa.concat_tables(
+        [
+            T.tree_to_rows("dn0", t_live, "/r0"),
+            T.tree_to_rows("dn1", t_gone),
+            T.tree_to_rows("dn2", t_gone),
+        ]
+    )
     res = diff_chunks(T.from_arrow(spark, t))
     assert res.pulls.count() == 0
-    assert [(r.datanode, r.replica, r.block, list(r.deleted_on))
-            for r in res.pending_deletions.collect()] == [("dn0", "/r0", 6, ["dn1", "dn2"])]
+    assert [
+        (r.datanode, r.replica, r.block, list(r.deleted_on))
+        for r in res.pending_deletions.collect()
+    ] == [("dn0", "/r0", 6, ["dn1", "dn2"])]
     assert res.containers.collect()[0].state == "MATCH"
     rep = build_report(res)
     assert rep["summary"]["PENDING_DELETION"] == 1 and rep["summary"]["MISMATCHED"] == 0
@@ -322,11 +378,11 @@ def test_report_states_and_json(cluster, scanned, diffed):
     rep = build_report(diffed["res"], replicas=st.replicas, errors=st.errors)
     s = rep["summary"]
     assert s["MATCH"] + s["MISMATCHED"] == len(manifest["containers"])
-    assert s["UNRECOVERABLE"] == len({u["container_id"]
-                                      for u in manifest["unrepairable_chunks"]})
+    assert s["UNRECOVERABLE"] == len({u["container_id"] for u in manifest["unrepairable_chunks"]})
     assert s["UNDER_REPLICATED"] == s["OVER_REPLICATED"] == s["MISSING"] == 0
     assert set(rep["containers"]["MISMATCHED"]) == {
-        c for c, r in diffed["containers"].items() if r["state"] == "MISMATCH"}
+        c for c, r in diffed["containers"].items() if r["state"] == "MISMATCH"
+    }
     text = format_text(rep)
     assert "MISMATCHED: " in text and "First 100 MISMATCHED containers:" in text
     json.dumps(rep)
@@ -338,16 +394,21 @@ def test_trees_only_reads_stored_trees(spark, cluster):
     root, manifest = cluster
     st = scan_replicas(spark, [str(root)], trees_only=True)
     errs = {(_rel(root, r.replica), r.error) for r in st.errors.collect()}
-    want = {(rep, e["error"]) for rep, es in manifest["expected_errors"].items() for e in es
-            if e["error"] in ("TREE_MISSING", "TREE_CORRUPT")}
+    want = {
+        (rep, e["error"])
+        for rep, es in manifest["expected_errors"].items()
+        for e in es
+        if e["error"] in ("TREE_MISSING", "TREE_CORRUPT")
+    }
     assert errs == want
     trees = T.trees_from_table(T.to_arrow(st.chunks))
     for loc in find_containers(root):
-        if (_rel(root, str(loc.root)), "TREE_MISSING") in want or \
-                (_rel(root, str(loc.root)), "TREE_CORRUPT") in want:
+        if (_rel(root, str(loc.root)), "TREE_MISSING") in want or (
+            _rel(root, str(loc.root)),
+            "TREE_CORRUPT",
+        ) in want:
             continue
-        assert trees[(loc.volume.parent.name, loc.container_id)] == \
-            merkle.read_tree(loc.paths.tree)
+        assert trees[(loc.volume.parent.name, loc.container_id)] == merkle.read_tree(loc.paths.tree)
 
 
 def test_bad_paths_and_tables(spark, tmp_path):

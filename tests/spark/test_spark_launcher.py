@@ -23,12 +23,28 @@ spark.stop()
 
 def test_planted_spark_env_is_not_sourced(tmp_path):
     shared, victim, planted = shared_tmp_with_plant(tmp_path)
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYSPARK_SUBMIT_ARGS", "SPARK_CONF_DIR", "PYSPARK_GATEWAY_PORT",
-                        "PYSPARK_GATEWAY_SECRET", "MASTER", "CRCMERKLE_DEBUG")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "PYSPARK_SUBMIT_ARGS",
+            "SPARK_CONF_DIR",
+            "PYSPARK_GATEWAY_PORT",
+            "PYSPARK_GATEWAY_SECRET",
+            "MASTER",
+            "CRCMERKLE_DEBUG",
+        )
+    }
     env.update(PYTHONPATH=str(ROOT), TMPDIR=str(shared))
-    r = subprocess.run([sys.executable, "-c", _START], env=env,
-                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    r = subprocess.run(
+        [sys.executable, "-c", _START],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split()[-1] == "3"
     assert not (planted / "SOURCED").exists()  # Spark's launcher never ran the planted script

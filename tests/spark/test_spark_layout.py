@@ -12,8 +12,9 @@ from typing import Any
 from test_layout import flat_cluster, flat_layout  # noqa: F401  (the fixture)
 
 
-def test_a_third_layout_through_the_spark_scan_and_diff(spark: Any, tmp_path: Path,
-                                                        flat_layout: Any) -> None:  # noqa: F811
+def test_a_third_layout_through_the_spark_scan_and_diff(
+    spark: Any, tmp_path: Path, flat_layout: Any
+) -> None:  # noqa: F811
     from spark_udfs.jobs.diff import diff_scan
     from spark_udfs.jobs.report import build_report
     from spark_udfs.jobs.scan import scan_replicas
@@ -30,7 +31,8 @@ def test_a_third_layout_through_the_spark_scan_and_diff(spark: Any, tmp_path: Pa
     pulls = [p.asDict() for p in diff.pulls.collect()]
     container = int(damaged.name.split(".")[0])
     assert pulls and {(p["container"], p["block"], p["datanode"]) for p in pulls} == {
-        (container, block, "dn0")}
+        (container, block, "dn0")
+    }
     report = build_report(diff, replicas=t.containers, errors=t.errors)
     assert container in report["containers"]["UNHEALTHY"] + report["containers"]["MISMATCHED"]
     trees = scan_replicas(spark, [os.fspath(root)], trees_only=True)

@@ -26,13 +26,16 @@ def run(capsys: Any, *argv: Any) -> Any:
 
 
 def test_a_container_with_only_warnings_is_not_unhealthy_nor_mismatched(
-        spark: Any, tmp_path: Path, capsys: Any) -> None:
+    spark: Any, tmp_path: Path, capsys: Any
+) -> None:
     root = tmp_path / "c"
-    manifest = generate_cluster(root, faults=parse_faults(WARNING_FAULTS, "ozone"),
-                                containers=3, seed=1, layout="ozone")
+    manifest = generate_cluster(
+        root, faults=parse_faults(WARNING_FAULTS, "ozone"), containers=3, seed=1, layout="ozone"
+    )
     warned = sorted({int(f["container_id"]) for f in manifest["faults"]})
-    opened = next(int(f["container_id"]) for f in manifest["faults"]
-                  if f["type"] == "open-container")
+    opened = next(
+        int(f["container_id"]) for f in manifest["faults"] if f["type"] == "open-container"
+    )
     st, out, _ = run(capsys, "spark", "scan", root, "-o", tmp_path / "s")
     assert st == 0 and "0 error(s), 3 warning(s)" in out
     st, out, _ = run(capsys, "spark", "report", tmp_path / "s", "--json")
@@ -59,22 +62,33 @@ def test_a_container_with_only_warnings_is_not_unhealthy_nor_mismatched(
     # every finding counts, and the OPEN replica's empty tree is a mismatch
     from spark_udfs.jobs.diff import diff_scan
     from spark_udfs.jobs.report import build_report
-    tables = {n: spark.read.parquet(str(tmp_path / "s" / n))
-              for n in ("chunks", "blocks", "containers", "errors")}
-    old = build_report(diff_scan(tables), replicas=tables["containers"],
-                       errors=errors.drop("severity"))
+
+    tables = {
+        n: spark.read.parquet(str(tmp_path / "s" / n))
+        for n in ("chunks", "blocks", "containers", "errors")
+    }
+    old = build_report(
+        diff_scan(tables), replicas=tables["containers"], errors=errors.drop("severity")
+    )
     assert old["containers"]["MISMATCHED"] == [opened]
     assert old["summary"]["UNHEALTHY"] == len(warned)
 
     # a scan output edited to call an error a warning: the table decides, not the column
     from spark_udfs.jobs.report import _replica_findings
     from spark_udfs.jobs.scan import ERROR_SCHEMA
+
     forged = spark.createDataFrame(
-        [("dn0", "/r", 9, "CORRUPT_CHUNK", 1, 0, "", "warning", None),
-         ("dn1", "/r", 9, "TREE_MISSING", None, None, "", "warning", None),
-         ("dn2", "/r", 9, "TREE_MISSING", None, None, "", "no such level", None)], ERROR_SCHEMA)
-    judged = {r["datanode"]: (r["fails"], r["warns"])
-              for r in _replica_findings(forged, strict=False).collect()}
+        [
+            ("dn0", "/r", 9, "CORRUPT_CHUNK", 1, 0, "", "warning", None),
+            ("dn1", "/r", 9, "TREE_MISSING", None, None, "", "warning", None),
+            ("dn2", "/r", 9, "TREE_MISSING", None, None, "", "no such level", None),
+        ],
+        ERROR_SCHEMA,
+    )
+    judged = {
+        r["datanode"]: (r["fails"], r["warns"])
+        for r in _replica_findings(forged, strict=False).collect()
+    }
     assert judged == {"dn0": (1, 0), "dn1": (0, 1), "dn2": (1, 0)}
 
     st, out, _ = run(capsys, "spark", "scan", root, "-o", tmp_path / "s2", "--strict")

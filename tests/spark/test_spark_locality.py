@@ -26,8 +26,10 @@ from spark_udfs.cluster.locality import (
 
 def test_located_rdd_one_partition_per_item_with_its_hosts(spark):
     sc = spark.sparkContext
-    items = [(f"item-{i} é\n", [f"10.0.0.{i % 7}", "h-b"] if i % 2 else [f"10.0.0.{i % 7}"])
-             for i in range(300)]
+    items = [
+        (f"item-{i} é\n", [f"10.0.0.{i % 7}", "h-b"] if i % 2 else [f"10.0.0.{i % 7}"])
+        for i in range(300)
+    ]
     rdd = located_rdd(sc, items)
     assert rdd.getNumPartitions() == len(items)
     # every partition holds its one item, in order, and keeps it through a Python map
@@ -38,7 +40,8 @@ def test_located_rdd_one_partition_per_item_with_its_hosts(spark):
     parts = jrdd.partitions()
     for i in (0, 1, 2, 299):
         prefs = sc._jvm.scala.collection.JavaConverters.seqAsJavaListConverter(
-            jrdd.preferredLocations(parts[i])).asJava()
+            jrdd.preferredLocations(parts[i])
+        ).asJava()
         assert list(prefs) == list(items[i][1])
 
 
@@ -69,8 +72,11 @@ def test_this_executor_host_is_none_under_a_local_driver(spark):
     sc = spark.sparkContext
     # (only hosts the local executor has: local[*] has no periodic offer round, so a task
     # set mixing a live host with one that has no executor can stall on its locality wait)
-    hosts = located_rdd(sc, [("x", ["localhost"]), ("y", ["localhost"])]).map(
-        lambda _: this_executor_host()).collect()
+    hosts = (
+        located_rdd(sc, [("x", ["localhost"]), ("y", ["localhost"])])
+        .map(lambda _: this_executor_host())
+        .collect()
+    )
     # the Python workers' ancestor is the driver's JVM (SparkSubmit): nothing to prove,
     # even though SPARK_LOCAL_IP is set in their environment
     assert hosts == [None, None]
@@ -79,11 +85,22 @@ def test_this_executor_host_is_none_under_a_local_driver(spark):
 def test_this_executor_host_walks_up_to_the_executor_jvm(tmp_path):
     # a stand-in tree: sh (argv holds the backend and --hostname) -> python -> python
     parent = subprocess.Popen(
-        [sys.executable, "-c",
-         "import subprocess,sys,time; p=subprocess.Popen([sys.executable,'-c',"
-         "'import time; time.sleep(60)']); print(p.pid, flush=True); time.sleep(60)",
-         "org.apache.spark.executor.CoarseGrainedExecutorBackend", "--driver-url", "x",
-         "--hostname", "127.0.0.3", "--cores", "1"], stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import subprocess,sys,time; p=subprocess.Popen([sys.executable,'-c',"
+            "'import time; time.sleep(60)']); print(p.pid, flush=True); time.sleep(60)",
+            "org.apache.spark.executor.CoarseGrainedExecutorBackend",
+            "--driver-url",
+            "x",
+            "--hostname",
+            "127.0.0.3",
+            "--cores",
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         child = int(parent.stdout.readline())
         try:
@@ -111,12 +128,20 @@ def test_this_executor_host_falls_back_to_the_environment(monkeypatch):
 def test_this_executor_host_none_without_an_executor_ancestor():
     # pytest itself: no Spark JVM among its ancestors, but /proc is readable: the walk ends
     # at the bound or at init, then the environment decides
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("SPARK_LOCAL_IP", "SPARK_LOCAL_HOSTNAME")}
-    r = subprocess.run([sys.executable, "-c",
-                        "from spark_udfs.cluster.locality import this_executor_host as f; "
-                        "print(f())"],
-                       env=env, capture_output=True, text=True, check=True)
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("SPARK_LOCAL_IP", "SPARK_LOCAL_HOSTNAME")
+    }
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from spark_udfs.cluster.locality import this_executor_host as f; print(f())",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert r.stdout.strip() == "None"
 
 
@@ -129,8 +154,10 @@ def test_task_localities_of_a_job_group(spark):
         sc.setLocalProperty("spark.jobGroup.id", None)
     placed = task_localities(sc, job_group="locality-test")
     assert sorted(p.partition for p in placed) == [0, 1, 2, 3]
-    assert all(isinstance(p, TaskPlacement) and p.status == "SUCCESS" and p.executor == "driver"
-               for p in placed), placed
+    assert all(
+        isinstance(p, TaskPlacement) and p.status == "SUCCESS" and p.executor == "driver"
+        for p in placed
+    ), placed
     # the local executor registers as 'localhost': the preference is met
     assert {p.locality for p in placed} <= {"PROCESS_LOCAL", "NODE_LOCAL"}, placed
     wanted = {p.partition: p.host for p in placed}

@@ -20,7 +20,8 @@ from merkle.replica.ozone.rocks import block_key  # noqa: E402
 
 
 def test_spark_report_calls_a_container_with_bad_rows_unhealthy_not_missing(
-        spark: Any, tmp_path: Path) -> None:
+    spark: Any, tmp_path: Path
+) -> None:
     from spark_udfs.jobs.diff import diff_scan
     from spark_udfs.jobs.report import build_report
     from spark_udfs.jobs.scan import scan_replicas

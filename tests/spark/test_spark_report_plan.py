@@ -30,23 +30,49 @@ def _lines(directory: Path) -> List[Dict[str, Any]]:
 
 # ---- the driver collects only counts and the first commands --------------------------------
 
+
 def _synthetic_diff(spark: Any, n: int) -> Any:
     """A DiffResult with `n` containers mismatched on dn0 (one pull each, two candidates)."""
     from spark_udfs.jobs.diff import PULL_SCHEMA, DiffResult
 
     pulls = spark.createDataFrame(
-        [(c, "dn0", f"/c/dn0/v/{c}", "MISSING_CHUNK", 1, 0, 10, ["dn1", "dn2"],
-          [f"/c/dn1/v/{c}", f"/c/dn2/v/{c}"], None, None) for c in range(n)], PULL_SCHEMA)
+        [
+            (
+                c,
+                "dn0",
+                f"/c/dn0/v/{c}",
+                "MISSING_CHUNK",
+                1,
+                0,
+                10,
+                ["dn1", "dn2"],
+                [f"/c/dn1/v/{c}", f"/c/dn2/v/{c}"],
+                None,
+                None,
+            )
+            for c in range(n)
+        ],
+        PULL_SCHEMA,
+    )
     containers = spark.createDataFrame(
         [(c, 3, 0, "MISMATCH", 3, [["dn1", "dn2"], ["dn0"]]) for c in range(n)],
         "container long, n_replicas long, unhealthy_chunks long, state string, "
-        "read_replicas long, groups array<array<string>>")
-    unrec = spark.createDataFrame([], "container long, block long, offset long, "
-                                      "datanodes array<string>, reason string")
-    pending = spark.createDataFrame([], "container long, datanode string, replica string, "
-                                        "block long, deleted_on array<string>")
-    return DiffResult(replicas=None, containers=containers, pulls=pulls, unrecoverable=unrec,
-                      diverged_blocks=None, pending_deletions=pending)
+        "read_replicas long, groups array<array<string>>",
+    )
+    unrec = spark.createDataFrame(
+        [], "container long, block long, offset long, datanodes array<string>, reason string"
+    )
+    pending = spark.createDataFrame(
+        [], "container long, datanode string, replica string, block long, deleted_on array<string>"
+    )
+    return DiffResult(
+        replicas=None,
+        containers=containers,
+        pulls=pulls,
+        unrecoverable=unrec,
+        diverged_blocks=None,
+        pending_deletions=pending,
+    )
 
 
 def test_build_report_does_not_collect_the_pulls(spark, tmp_path, monkeypatch):
@@ -72,18 +98,23 @@ def test_build_report_does_not_collect_the_pulls(spark, tmp_path, monkeypatch):
     monkeypatch.setattr(DataFrame, "collect", counting_collect)
     monkeypatch.setattr(DiffResult, "plan", no_driver_plan)
     out = tmp_path / "r.json.commands"
-    rep = build_report(diff, first=first, limit=20, commands_to=str(out),
-                       commands_ref="r.json.commands")
+    rep = build_report(
+        diff, first=first, limit=20, commands_to=str(out), commands_ref="r.json.commands"
+    )
     monkeypatch.undo()
     assert sizes and max(sizes) <= first
     rc = rep["reconcile_commands"]
     assert {k: rc[k] for k in ("total", "listed", "path", "format")} == {
-        "total": n, "listed": first, "path": "r.json.commands", "format": "json-lines"}
+        "total": n,
+        "listed": first,
+        "path": "r.json.commands",
+        "format": "json-lines",
+    }
     # the digest reconcile checks: each part's, as the executors wrote it, and over them
     from merkle.replica.commandlist import parts_digest, read_command_list
+
     _, parts = read_command_list(str(out))
-    assert rc["parts"] == [p.to_dict() for p in parts] and rc["sha256"] == parts_digest(
-        rc["parts"])
+    assert rc["parts"] == [p.to_dict() for p in parts] and rc["sha256"] == parts_digest(rc["parts"])
     assert len(rep["reconcile"]) == first
     assert rep["repair_plan"]["total"] == n and len(rep["repair_plan"]["commands"]) == first
     assert rep["repair_plan"]["rounds"] == n // 20  # dn0 repairs 20 containers per round
@@ -102,19 +133,33 @@ def test_build_report_does_not_collect_the_pulls(spark, tmp_path, monkeypatch):
 
 # ---- end to end: run --report, reconcile --report runs every command -----------------------
 
+
 @pytest.fixture
 def faulty(tmp_path):
     root = tmp_path / "c"
-    m = generate_cluster(root, faults=parse_faults("bitflip=4,missing-file=3"),
-                         containers=8, seed=11)
+    m = generate_cluster(
+        root, faults=parse_faults("bitflip=4,missing-file=3"), containers=8, seed=11
+    )
     return root, m
 
 
 def test_reconcile_runs_every_command_of_a_truncated_report(spark, faulty, tmp_path, capsys):
     root, _ = faulty
     rep = tmp_path / "report.json"
-    rc = main(["spark", "run", str(root), "-o", str(tmp_path / "out"), "--json",
-               "--report", str(rep), "--first", "2"])
+    rc = main(
+        [
+            "spark",
+            "run",
+            str(root),
+            "-o",
+            str(tmp_path / "out"),
+            "--json",
+            "--report",
+            str(rep),
+            "--first",
+            "2",
+        ]
+    )
     data = json.loads(capsys.readouterr().out)
     assert rc == 1 and data == json.loads(rep.read_text())
     rc_ = data["reconcile_commands"]
@@ -140,26 +185,48 @@ def test_reconcile_runs_every_command_of_a_truncated_report(spark, faulty, tmp_p
 
 # ---- reading the list: missing, unreadable, short, edited -> exit 2, one line ---------------
 
+
 def _report(tmp_path: Path, n: int, listed: int, path: Any = "r.json.commands") -> Path:
     """A report of `n` commands listing the first `listed`, the full list written at `path`
     (relative to the report) unless path is None. The replicas do not exist: reconcile fails
     on them with exit 2 as well, so tests check the message."""
-    cmds = [{"round": 0, "container_id": c, "datanode": "dn0",
-             "replica": str(tmp_path / f"dn0/v/{c}"), "peers": [str(tmp_path / f"dn1/v/{c}")],
-             "peer_datanodes": ["dn1"],
-             "argv": ["crcmerkle", "reconcile", str(tmp_path / f"dn0/v/{c}"),
-                      str(tmp_path / f"dn1/v/{c}")]} for c in range(n)]
+    cmds = [
+        {
+            "round": 0,
+            "container_id": c,
+            "datanode": "dn0",
+            "replica": str(tmp_path / f"dn0/v/{c}"),
+            "peers": [str(tmp_path / f"dn1/v/{c}")],
+            "peer_datanodes": ["dn1"],
+            "argv": [
+                "crcmerkle",
+                "reconcile",
+                str(tmp_path / f"dn0/v/{c}"),
+                str(tmp_path / f"dn1/v/{c}"),
+            ],
+        }
+        for c in range(n)
+    ]
     from merkle.replica.commandlist import lines_digest, parts_digest, read_command_list
 
-    rep = {"format": "crcmerkle-spark-report", "version": 1, "reconcile": cmds[:listed],
-           "reconcile_commands": {"total": n, "listed": listed, "path": path,
-                                  "format": "json-lines", "sha256": lines_digest(cmds)},
-           "scanned_roots": [str(tmp_path)]}
+    rep = {
+        "format": "crcmerkle-spark-report",
+        "version": 1,
+        "reconcile": cmds[:listed],
+        "reconcile_commands": {
+            "total": n,
+            "listed": listed,
+            "path": path,
+            "format": "json-lines",
+            "sha256": lines_digest(cmds),
+        },
+        "scanned_roots": [str(tmp_path)],
+    }
     if path is not None:
         d = tmp_path / path
         d.mkdir()
-        (d / "part-00000.json").write_text("".join(json.dumps(c) + "\n" for c in cmds[:n // 2]))
-        (d / "part-00001.json").write_text("".join(json.dumps(c) + "\n" for c in cmds[n // 2:]))
+        (d / "part-00000.json").write_text("".join(json.dumps(c) + "\n" for c in cmds[: n // 2]))
+        (d / "part-00001.json").write_text("".join(json.dumps(c) + "\n" for c in cmds[n // 2 :]))
         (d / "_SUCCESS").write_text("")
         parts = [p.to_dict() for p in read_command_list(str(d))[1]]  # as Spark's writer
         rep["reconcile_commands"].update(parts=parts, sha256=parts_digest(parts))
@@ -235,7 +302,7 @@ def test_a_remote_or_bad_list_location_is_exit_2(tmp_path, capsys):
     rep["reconcile_commands"]["total"] = "7"
     f.write_text(json.dumps(rep))
     assert main(["reconcile", "--report", str(f), "--dry-run"]) == 2
-    assert "bad \"total\"" in _error(capsys)
+    assert 'bad "total"' in _error(capsys)
 
 
 def test_an_absolute_list_path_is_used_as_written(tmp_path):

@@ -41,7 +41,7 @@ def _rel(replica: str, base: str) -> str:
     assert SECRET_KEY not in replica and ACCESS_KEY not in replica
     replica = replica.split("?", 1)[0]
     assert replica.startswith(base), (replica, base)
-    return replica[len(base):].lstrip("/")
+    return replica[len(base) :].lstrip("/")
 
 
 def _findings(spark: Any, location: str, base: str, out: Path) -> Dict[str, Any]:
@@ -58,18 +58,29 @@ def _findings(spark: Any, location: str, base: str, out: Path) -> Dict[str, Any]
     text = json.dumps(report, default=str)
     assert SECRET_KEY not in text and ACCESS_KEY not in text
     return {
-        "errors": sorted((_rel(r.replica, base), r.error, r.block, r.offset)
-                         for r in t["errors"].collect()),
-        "values": sorted((_rel(r.replica, base), r.data_checksum, r.verified)
-                         for r in t["containers"].collect()),
-        "pulls": sorted((_rel(p.replica, base), p.kind, p.block, p.offset or -1,
-                         tuple(_rel(s, base) for s in p.source_replicas))
-                        for p in diff.pulls.collect()),
+        "errors": sorted(
+            (_rel(r.replica, base), r.error, r.block, r.offset) for r in t["errors"].collect()
+        ),
+        "values": sorted(
+            (_rel(r.replica, base), r.data_checksum, r.verified) for r in t["containers"].collect()
+        ),
+        "pulls": sorted(
+            (
+                _rel(p.replica, base),
+                p.kind,
+                p.block,
+                p.offset or -1,
+                tuple(_rel(s, base) for s in p.source_replicas),
+            )
+            for p in diff.pulls.collect()
+        ),
         "states": sorted((r.container, r.state) for r in diff.containers.collect()),
-        "summary": report["summary"], "read": report["read"],
-        "reconcile": sorted((e["round"], _rel(e["replica"], base),
-                             tuple(_rel(p, base) for p in e["peers"]))
-                            for e in report["reconcile"]),
+        "summary": report["summary"],
+        "read": report["read"],
+        "reconcile": sorted(
+            (e["round"], _rel(e["replica"], base), tuple(_rel(p, base) for p in e["peers"]))
+            for e in report["reconcile"]
+        ),
     }
 
 
@@ -84,8 +95,11 @@ def test_s3_scan_equals_the_local_scan(spark, store, tmp_path):
     assert any(e[1] == "MISSING_CHUNK" for e in remote["errors"])
     assert not any(e[1] in ("UNREADABLE_DATA_FILE", "SCAN_FAILED") for e in remote["errors"])
     assert remote["read"]["read"] == remote["read"]["replicas"] - sum(
-        1 for es in manifest["expected_errors"].values()
-        for e in es if e["error"].startswith("METADATA_"))
+        1
+        for es in manifest["expected_errors"].values()
+        for e in es
+        if e["error"].startswith("METADATA_")
+    )
 
 
 def test_uri_forms_keep_their_scheme(store):
@@ -93,10 +107,13 @@ def test_uri_forms_keep_their_scheme(store):
     want = sorted(os.path.relpath(r.path, root) for r in fs.discover(str(root)))
     for uri in (s3.uri("cluster"), s3.uri("cluster", trailing_slash=True)):
         reps = fs.discover(uri)
-        assert [r.path.split("?")[0] for r in reps] == \
-            [f"s3://{s3.bucket}/cluster/{p}" for p in want]
-        assert all(r.path.endswith(f"?endpoint_override={s3.endpoint}&scheme=http"
-                                   f"&region=us-east-1") for r in reps)
+        assert [r.path.split("?")[0] for r in reps] == [
+            f"s3://{s3.bucket}/cluster/{p}" for p in want
+        ]
+        assert all(
+            r.path.endswith(f"?endpoint_override={s3.endpoint}&scheme=http&region=us-east-1")
+            for r in reps
+        )
         assert all(SECRET_KEY not in r.path and ACCESS_KEY not in r.path for r in reps)
         assert all(SECRET_KEY in r.fs_root for r in reps)  # what the executors open
 

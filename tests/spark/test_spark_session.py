@@ -35,18 +35,22 @@ def test_cli_says_java_is_missing_in_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("PATH", str(tmp_path))
     assert main(["spark", "demo", "--dir", str(tmp_path / "d")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("crcmerkle: error: Spark needs a Java 17+ runtime") and \
-        err.count("\n") == 1
+    assert (
+        err.startswith("crcmerkle: error: Spark needs a Java 17+ runtime") and err.count("\n") == 1
+    )
     assert not (tmp_path / "d").exists()  # nothing generated before the check
 
 
-@pytest.mark.parametrize("env, given", [
-    ({}, False),
-    ({"PYSPARK_GATEWAY_PORT": "4242"}, True),  # the driver spark-submit started
-    ({"PYSPARK_SUBMIT_ARGS": "--master yarn pyspark-shell"}, True),
-    ({"PYSPARK_SUBMIT_ARGS": "pyspark-shell"}, False),
-    ({"MASTER": "spark://h:7077"}, True),
-])
+@pytest.mark.parametrize(
+    "env, given",
+    [
+        ({}, False),
+        ({"PYSPARK_GATEWAY_PORT": "4242"}, True),  # the driver spark-submit started
+        ({"PYSPARK_SUBMIT_ARGS": "--master yarn pyspark-shell"}, True),
+        ({"PYSPARK_SUBMIT_ARGS": "pyspark-shell"}, False),
+        ({"MASTER": "spark://h:7077"}, True),
+    ],
+)
 def test_a_launchers_master_is_not_overridden(monkeypatch, env, given):
     from spark_udfs.cluster import session
 
@@ -76,13 +80,28 @@ def _session_conf(tmp_path, env, conf):
     import sys
     from pathlib import Path
 
-    run_env = {k: v for k, v in os.environ.items()
-               if k not in ("PYSPARK_SUBMIT_ARGS", "SPARK_CONF_DIR", "PYSPARK_GATEWAY_PORT",
-                            "PYSPARK_GATEWAY_SECRET", "MASTER")}
+    run_env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "PYSPARK_SUBMIT_ARGS",
+            "SPARK_CONF_DIR",
+            "PYSPARK_GATEWAY_PORT",
+            "PYSPARK_GATEWAY_SECRET",
+            "MASTER",
+        )
+    }
     run_env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     run_env.update(env)
-    r = subprocess.run([sys.executable, "-c", _SHOW, json.dumps(conf)], env=run_env,
-                       capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    r = subprocess.run(
+        [sys.executable, "-c", _SHOW, json.dumps(conf)],
+        env=run_env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -96,19 +115,26 @@ def test_launcher_settings_win_over_the_defaults(tmp_path):
     (conf_dir / "spark-defaults.conf").write_text(
         "spark.ui.enabled true\nspark.sql.execution.arrow.maxRecordsPerBatch 77\n"
         "spark.sql.execution.arrow.pythonUDF.columnarInput.enabled true\n"
-        "spark.ui.showConsoleProgress   true\n")
-    got = _session_conf(tmp_path, {
-        "SPARK_CONF_DIR": str(conf_dir),
-        "PYSPARK_SUBMIT_ARGS": "--conf spark.sql.session.timeZone=Europe/Paris "
-                               "--conf spark.sql.shuffle.partitions=5 pyspark-shell"},
-        {"spark.sql.execution.arrow.pythonUDF.columnarInput.enabled": "false"})
-    assert got == {"spark.ui.enabled": "true",
-                   "spark.sql.execution.arrow.maxRecordsPerBatch": "77",
-                   "spark.sql.session.timeZone": "Europe/Paris",
-                   "spark.sql.shuffle.partitions": "5",
-                   "spark.sql.execution.arrow.pythonUDF.columnarInput.enabled": "false",
-                   "spark.python.daemon.module": "spark_udfs.cluster.worker_daemon",
-                   "spark.ui.showConsoleProgress": "true"}  # the user's spark-defaults
+        "spark.ui.showConsoleProgress   true\n"
+    )
+    got = _session_conf(
+        tmp_path,
+        {
+            "SPARK_CONF_DIR": str(conf_dir),
+            "PYSPARK_SUBMIT_ARGS": "--conf spark.sql.session.timeZone=Europe/Paris "
+            "--conf spark.sql.shuffle.partitions=5 pyspark-shell",
+        },
+        {"spark.sql.execution.arrow.pythonUDF.columnarInput.enabled": "false"},
+    )
+    assert got == {
+        "spark.ui.enabled": "true",
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "77",
+        "spark.sql.session.timeZone": "Europe/Paris",
+        "spark.sql.shuffle.partitions": "5",
+        "spark.sql.execution.arrow.pythonUDF.columnarInput.enabled": "false",
+        "spark.python.daemon.module": "spark_udfs.cluster.worker_daemon",
+        "spark.ui.showConsoleProgress": "true",
+    }  # the user's spark-defaults
 
 
 def test_defaults_apply_where_nobody_set_a_value(tmp_path):
@@ -116,8 +142,10 @@ def test_defaults_apply_where_nobody_set_a_value(tmp_path):
 
     got = _session_conf(tmp_path, {}, {})
     assert got["spark.ui.enabled"] == "false"  # an embedded driver's UI is off
-    assert got["spark.sql.execution.arrow.maxRecordsPerBatch"] == \
-        DEFAULT_CONF["spark.sql.execution.arrow.maxRecordsPerBatch"]
+    assert (
+        got["spark.sql.execution.arrow.maxRecordsPerBatch"]
+        == DEFAULT_CONF["spark.sql.execution.arrow.maxRecordsPerBatch"]
+    )
     assert got["spark.sql.session.timeZone"] == "UTC"
     # scales with the cluster: local[1] has one core
     assert got["spark.sql.shuffle.partitions"] == str(SHUFFLE_TASKS_PER_CORE * 1)
@@ -126,16 +154,22 @@ def test_defaults_apply_where_nobody_set_a_value(tmp_path):
     assert got["spark.ui.showConsoleProgress"] == "false"
 
 
-@pytest.mark.parametrize("env, launcher, chosen", [
-    ({}, {}, False),
-    # pyspark-shell's own default: in the JVM's conf, but nobody chose it
-    ({}, {"spark.ui.showConsoleProgress": "true"}, False),
-    ({"PYSPARK_SUBMIT_ARGS": "pyspark-shell"}, {"spark.ui.showConsoleProgress": "true"}, False),
-    ({"PYSPARK_SUBMIT_ARGS": "--conf spark.ui.showConsoleProgress=true pyspark-shell"},
-     {"spark.ui.showConsoleProgress": "true"}, True),
-    # spark-submit app.py (the driver it started): no shell default, the value is the user's
-    ({"PYSPARK_GATEWAY_PORT": "4242"}, {"spark.ui.showConsoleProgress": "true"}, True),
-])
+@pytest.mark.parametrize(
+    "env, launcher, chosen",
+    [
+        ({}, {}, False),
+        # pyspark-shell's own default: in the JVM's conf, but nobody chose it
+        ({}, {"spark.ui.showConsoleProgress": "true"}, False),
+        ({"PYSPARK_SUBMIT_ARGS": "pyspark-shell"}, {"spark.ui.showConsoleProgress": "true"}, False),
+        (
+            {"PYSPARK_SUBMIT_ARGS": "--conf spark.ui.showConsoleProgress=true pyspark-shell"},
+            {"spark.ui.showConsoleProgress": "true"},
+            True,
+        ),
+        # spark-submit app.py (the driver it started): no shell default, the value is the user's
+        ({"PYSPARK_GATEWAY_PORT": "4242"}, {"spark.ui.showConsoleProgress": "true"}, True),
+    ],
+)
 def test_console_progress_is_the_users_choice_only(monkeypatch, tmp_path, env, launcher, chosen):
     from spark_udfs.cluster import session
 
@@ -170,14 +204,39 @@ def test_a_scan_prints_nothing_on_stderr_off_a_terminal(tmp_path):
     from merkle.replica.generate import generate_cluster, parse_faults
 
     generate_cluster(tmp_path / "c", faults=parse_faults("none"), containers=2, seed=1)
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYSPARK_SUBMIT_ARGS", "SPARK_CONF_DIR", "PYSPARK_GATEWAY_PORT",
-                        "PYSPARK_GATEWAY_SECRET", "MASTER", "CRCMERKLE_DEBUG")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "PYSPARK_SUBMIT_ARGS",
+            "SPARK_CONF_DIR",
+            "PYSPARK_GATEWAY_PORT",
+            "PYSPARK_GATEWAY_SECRET",
+            "MASTER",
+            "CRCMERKLE_DEBUG",
+        )
+    }
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     with open(tmp_path / "err", "wb") as err:
-        r = subprocess.run([sys.executable, "-m", "spark_udfs", "scan", str(tmp_path / "c"),
-                            "-o", str(tmp_path / "o"), "--master", "local[2]"], env=env,
-                           stdout=subprocess.PIPE, stderr=err, timeout=300, cwd=tmp_path)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "spark_udfs",
+                "scan",
+                str(tmp_path / "c"),
+                "-o",
+                str(tmp_path / "o"),
+                "--master",
+                "local[2]",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            timeout=300,
+            cwd=tmp_path,
+        )
     text = (tmp_path / "err").read_text(errors="replace")
     assert r.returncode == 0, text
     assert "[Stage" not in text and "incubator" not in text

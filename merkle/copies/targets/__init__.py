@@ -46,8 +46,10 @@ def open_target(uri: str) -> Target:
     elif scheme in ("", "file"):
         from merkle.copies.targets.local import LocalTarget as kind
     else:
-        raise ValueError(f"target {display(uri)}: unsupported scheme {scheme!r} "
-                         f"(s3://, gs://...?listing=, hdfs://...?listing=, file:// or a path)")
+        raise ValueError(
+            f"target {display(uri)}: unsupported scheme {scheme!r} "
+            f"(s3://, gs://...?listing=, hdfs://...?listing=, file:// or a path)"
+        )
     if scheme:  # a plain path has no query: a '?' is part of its name
         _known_parameters(uri, kind.PARAMETERS)
     return kind(uri)
@@ -64,5 +66,6 @@ def _known_parameters(uri: str, known: frozenset) -> None:
         if name not in known:
             shown = repr(name[:40])
             takes = ", ".join(sorted(known)) or "none"
-            raise ValueError(f"target {display(uri)}: unknown parameter {shown} "
-                             f"(this kind takes: {takes})")
+            raise ValueError(
+                f"target {display(uri)}: unknown parameter {shown} (this kind takes: {takes})"
+            )

@@ -38,9 +38,9 @@ class JsonStream:
         data = self._raw.read(_CHUNK)
         if not data:
             self._eof = True
-            self._buf = self._buf[self._pos:] + self._decoder.decode(b"", final=True)
+            self._buf = self._buf[self._pos :] + self._decoder.decode(b"", final=True)
         else:
-            self._buf = self._buf[self._pos:] + self._decoder.decode(data)
+            self._buf = self._buf[self._pos :] + self._decoder.decode(data)
         self._base += self._pos
         self._pos = 0
         return True

@@ -28,8 +28,7 @@ def open_listing(path: str, shown: str) -> BinaryIO:
     try:
         fd = os.open(path, _FLAGS)
     except OSError as exc:
-        raise TargetError(f"target {shown}: cannot open the listing file: "
-                          f"{exc.strerror}") from None
+        raise TargetError(f"target {shown}: cannot open the listing file: {exc.strerror}") from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise TargetError(f"target {shown}: the listing file is not a regular file")

@@ -15,23 +15,25 @@ from typing import Any, Dict, List, Optional
 
 import pyarrow as pa
 
-TARGET_SCHEMA = pa.schema([
-    pa.field("name", pa.string()),
-    pa.field("size", pa.int64()),
-    pa.field("crc32", pa.binary()),
-    pa.field("crc32c", pa.binary()),
-    pa.field("crc64nvme", pa.binary()),
-    pa.field("composite_algorithm", pa.string()),
-    pa.field("composite_crc", pa.binary()),
-    pa.field("parts", pa.int32()),
-    # each part's size, in order, when the store gave the sizes but not the parts' values
-    # (the copy check then makes the composite from the key's windows)
-    pa.field("part_sizes", pa.list_(pa.int64())),
-    pa.field("other", pa.string()),
-    pa.field("requests", pa.int32()),
-    pa.field("bytes_read", pa.int64()),
-    pa.field("error", pa.string()),
-])
+TARGET_SCHEMA = pa.schema(
+    [
+        pa.field("name", pa.string()),
+        pa.field("size", pa.int64()),
+        pa.field("crc32", pa.binary()),
+        pa.field("crc32c", pa.binary()),
+        pa.field("crc64nvme", pa.binary()),
+        pa.field("composite_algorithm", pa.string()),
+        pa.field("composite_crc", pa.binary()),
+        pa.field("parts", pa.int32()),
+        # each part's size, in order, when the store gave the sizes but not the parts' values
+        # (the copy check then makes the composite from the key's windows)
+        pa.field("part_sizes", pa.list_(pa.int64())),
+        pa.field("other", pa.string()),
+        pa.field("requests", pa.int32()),
+        pa.field("bytes_read", pa.int64()),
+        pa.field("error", pa.string()),
+    ]
+)
 COLUMNS = TARGET_SCHEMA.names
 #: bytes of each full-object CRC column
 CRC_BYTES = {"crc32": 4, "crc32c": 4, "crc64nvme": 8}
@@ -67,8 +69,8 @@ class Rows:
 
     def batch(self) -> pa.RecordBatch:
         return pa.RecordBatch.from_arrays(
-            [pa.array(self.cols[f.name], type=f.type) for f in TARGET_SCHEMA],
-            schema=TARGET_SCHEMA)
+            [pa.array(self.cols[f.name], type=f.type) for f in TARGET_SCHEMA], schema=TARGET_SCHEMA
+        )
 
     def take(self) -> pa.RecordBatch:
         out = self.batch()
@@ -84,8 +86,9 @@ def conform(batch: pa.RecordBatch) -> List[Dict[str, Any]]:
     """The rows of a batch given to describe() as dicts of every TARGET_SCHEMA column (a
     column it lacks is null): the lead's job may hand over only name and size."""
     n = batch.num_rows
-    data = {c: (batch.column(c).to_pylist() if c in batch.schema.names else [None] * n)
-            for c in COLUMNS}
+    data = {
+        c: (batch.column(c).to_pylist() if c in batch.schema.names else [None] * n) for c in COLUMNS
+    }
     return [{c: data[c][i] for c in COLUMNS} for i in range(n)]
 
 
@@ -137,7 +140,7 @@ def under(name: str, prefix: str) -> Optional[str]:
     if not prefix:
         return name or None
     if name.startswith(prefix + "/") and len(name) > len(prefix) + 1:
-        return name[len(prefix) + 1:]
+        return name[len(prefix) + 1 :]
     return None
 
 

@@ -52,9 +52,11 @@ class GcsTarget(Target):
         self.prefix = unquote(path).strip("/")
         self.listing = query_of(uri).get("listing", "")
         if not self.listing:
-            raise ValueError(f"target {self.display}: a GCS target is read from a saved "
-                             f"listing: add ?listing=FILE (objects.list JSON or "
-                             f"`gcloud storage ls --json` output)")
+            raise ValueError(
+                f"target {self.display}: a GCS target is read from a saved "
+                f"listing: add ?listing=FILE (objects.list JSON or "
+                f"`gcloud storage ls --json` output)"
+            )
 
     def list(self) -> Iterator[pa.RecordBatch]:
         rows = Rows()
@@ -153,8 +155,15 @@ class GcsTarget(Target):
         count = meta.get("componentCount", meta.get("component_count"))
         if count is not None:
             other.append(f"composed of {short(count, 12)} components (no md5)")
-        rows.add(rel, size=size, crc32c=crc, other=", ".join(other) or None, requests=0,
-                 bytes_read=0, error="; ".join(errors) or None)
+        rows.add(
+            rel,
+            size=size,
+            crc32c=crc,
+            other=", ".join(other) or None,
+            requests=0,
+            bytes_read=0,
+            error="; ".join(errors) or None,
+        )
 
 
 def _from_url(url: Any, meta: Dict[str, Any]) -> tuple:
@@ -174,5 +183,5 @@ def _from_url(url: Any, meta: Dict[str, Any]) -> tuple:
     if g:
         generation = meta.get("generation")
         if generation is None or str(generation) == g.group(1):
-            uname = uname[:g.start()]
+            uname = uname[: g.start()]
     return (bucket if bucket is not None else ubucket), uname

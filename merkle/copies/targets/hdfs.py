@@ -59,8 +59,10 @@ class HdfsTarget(Target):
         self.root = "/" + unquote(path).strip("/") if slash else "/"
         self.listing = query_of(uri).get("listing", "")
         if not self.listing:
-            raise ValueError(f"target {self.display}: an HDFS target is read from saved "
-                             f"`hdfs dfs -checksum` output: add ?listing=FILE")
+            raise ValueError(
+                f"target {self.display}: an HDFS target is read from saved "
+                f"`hdfs dfs -checksum` output: add ?listing=FILE"
+            )
 
     def list(self) -> Iterator[pa.RecordBatch]:
         rows = Rows()
@@ -85,8 +87,12 @@ class HdfsTarget(Target):
             return
         fields = line.split("\t")
         # -v: PATH ALGORITHM HEX BLOCKSIZE; a path may itself hold tabs: parse from the right
-        if len(fields) >= 4 and _BLOCK_SIZE.fullmatch(fields[-1]) \
-                and not _is_algorithm(fields[-2]) and _is_algorithm(fields[-3]):
+        if (
+            len(fields) >= 4
+            and _BLOCK_SIZE.fullmatch(fields[-1])
+            and not _is_algorithm(fields[-2])
+            and _is_algorithm(fields[-3])
+        ):
             fields = fields[:-1]
         if len(fields) < 3 or not _is_algorithm(fields[-2]):
             self.skips.add("a line that is not `PATH<tab>ALGORITHM<tab>HEX`")
@@ -107,8 +113,12 @@ class HdfsTarget(Target):
         if column is None:
             rows.add(name, other=f"hdfs {algorithm}", requests=0, bytes_read=0)
         elif len(value) != 4:
-            rows.add(name, requests=0, bytes_read=0,
-                     error=f"{algorithm} value: {len(value)} bytes, not 4: {short(text)}")
+            rows.add(
+                name,
+                requests=0,
+                bytes_read=0,
+                error=f"{algorithm} value: {len(value)} bytes, not 4: {short(text)}",
+            )
         else:
             rows.add(name, **{column: value}, requests=0, bytes_read=0)
 
@@ -118,13 +128,14 @@ class HdfsTarget(Target):
         if "://" in path:
             scheme, _, rest = path.partition("://")
             authority, slash, inner = rest.partition("/")
-            if scheme.lower() != "hdfs" or (self.authority and authority
-                                            and authority != self.authority):
+            if scheme.lower() != "hdfs" or (
+                self.authority and authority and authority != self.authority
+            ):
                 self.skips.add("another file system")
                 return None
             path = "/" + inner
         elif path.startswith("hdfs:/"):
-            path = path[len("hdfs:"):]
+            path = path[len("hdfs:") :]
         if not path.startswith("/"):
             self.skips.add("a relative path (run hdfs dfs -checksum with absolute paths)")
             return None

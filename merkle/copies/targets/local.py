@@ -34,9 +34,13 @@ from merkle.replica.safeopen import (
 #: bytes read per call: 8 MiB keeps the three CRC passes in cache and memory bounded
 BUFFER = 8 << 20
 
-_KINDS = [(stat.S_ISLNK, "a symbolic link (not followed)"), (stat.S_ISFIFO, "a FIFO"),
-          (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device")]
+_KINDS = [
+    (stat.S_ISLNK, "a symbolic link (not followed)"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+]
 
 
 def _kind(mode: int) -> str:
@@ -72,8 +76,9 @@ class LocalTarget(Target):
         try:
             return open_dir(self.root, follow=True)
         except OSError as exc:
-            raise TargetError(f"target {self.display}: cannot open the directory: "
-                              f"{exc.strerror or exc}") from None
+            raise TargetError(
+                f"target {self.display}: cannot open the directory: {exc.strerror or exc}"
+            ) from None
 
     # -- list ---------------------------------------------------------------------------------
     def list(self) -> Iterator[pa.RecordBatch]:
@@ -154,8 +159,13 @@ class LocalTarget(Target):
             return row
         finally:
             os.close(fd)
-        row.update(size=size, bytes_read=size, crc32c=c32c.to_bytes(4, "big"),
-                   crc32=c32.to_bytes(4, "big"), crc64nvme=c64.to_bytes(8, "big"))
+        row.update(
+            size=size,
+            bytes_read=size,
+            crc32c=c32c.to_bytes(4, "big"),
+            crc32=c32.to_bytes(4, "big"),
+            crc64nvme=c64.to_bytes(8, "big"),
+        )
         return row
 
     def _checksum(self, fd: int) -> tuple:

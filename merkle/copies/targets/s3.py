@@ -49,15 +49,27 @@ MAX_PARTS = 10_000
 #: S3's page of parts in GetObjectAttributes
 PART_PAGE = 1000
 _CRC_FN = {"crc32": merkle.crc32, "crc32c": merkle.crc32c, "crc64nvme": merkle.crc64nvme}
-_CHECKSUM_KEYS = {"ChecksumCRC32": "crc32", "ChecksumCRC32C": "crc32c",
-                  "ChecksumCRC64NVME": "crc64nvme", "ChecksumSHA1": "sha1",
-                  "ChecksumSHA256": "sha256"}
+_CHECKSUM_KEYS = {
+    "ChecksumCRC32": "crc32",
+    "ChecksumCRC32C": "crc32c",
+    "ChecksumCRC64NVME": "crc64nvme",
+    "ChecksumSHA1": "sha1",
+    "ChecksumSHA256": "sha256",
+}
 _SUFFIX = re.compile(r"(.*)-([0-9]{1,6})")
 _MD5 = re.compile(r"[0-9a-fA-F]{32}")
 _MD5_PARTS = re.compile(r"[0-9a-fA-F]{32}-([0-9]{1,6})")
 #: replies meaning "this store has no GetObjectAttributes (or will not give it to us)"
-_NO_ATTRIBUTES = {"NotImplemented", "MethodNotAllowed", "AccessDenied", "InvalidRequest",
-                  "InvalidArgument", "501", "405", "403"}
+_NO_ATTRIBUTES = {
+    "NotImplemented",
+    "MethodNotAllowed",
+    "AccessDenied",
+    "InvalidRequest",
+    "InvalidArgument",
+    "501",
+    "405",
+    "403",
+}
 
 
 class _Gone(Exception):
@@ -69,16 +81,27 @@ class S3Target(Target):
     reads_data = False
     needs_describe = True
     _transient = ("_client", "_local")
-    PARAMETERS = frozenset({"endpoint_override", "endpoint", "scheme", "region", "concurrency",
-                            "access_key", "secret_key", "session_token"})
+    PARAMETERS = frozenset(
+        {
+            "endpoint_override",
+            "endpoint",
+            "scheme",
+            "region",
+            "concurrency",
+            "access_key",
+            "secret_key",
+            "session_token",
+        }
+    )
 
     def preflight(self) -> None:
         try:
             import boto3  # noqa: F401
             import botocore  # noqa: F401
         except ImportError:
-            raise TargetError(f"target {self.display}: S3 targets need boto3 (pip install "
-                              f"'crcmerkle[s3]')") from None
+            raise TargetError(
+                f"target {self.display}: S3 targets need boto3 (pip install 'crcmerkle[s3]')"
+            ) from None
 
     def __init__(self, uri: str) -> None:
         super().__init__(uri)
@@ -134,16 +157,23 @@ class S3Target(Target):
             config = Config(
                 max_pool_connections=self.concurrency + 4,
                 retries={"mode": "standard", "max_attempts": 3},
-                connect_timeout=10, read_timeout=60,
+                connect_timeout=10,
+                read_timeout=60,
                 # what the store keeps is asked for, never computed here
                 request_checksum_calculation="when_required",
                 response_checksum_validation="when_required",
-                s3={"addressing_style": "path"} if self.endpoint else None)
+                s3={"addressing_style": "path"} if self.endpoint else None,
+            )
             session = boto3.session.Session()
             client = session.client(
-                "s3", endpoint_url=self.endpoint, region_name=self.region,
-                aws_access_key_id=self.access_key, aws_secret_access_key=self.secret_key,
-                aws_session_token=self.session_token, config=config)
+                "s3",
+                endpoint_url=self.endpoint,
+                region_name=self.region,
+                aws_access_key_id=self.access_key,
+                aws_secret_access_key=self.secret_key,
+                aws_session_token=self.session_token,
+                config=config,
+            )
             self._local = threading.local()
             # every HTTP attempt, retries included, is one request to the store
             client.meta.events.register("before-send.s3", self._count)
@@ -170,8 +200,11 @@ class S3Target(Target):
         client = self.client()
         self._take_count()
         rows = Rows()
-        kwargs: Dict[str, Any] = {"Bucket": self.bucket, "MaxKeys": 1000,
-                                  "Prefix": self.prefix + "/" if self.prefix else ""}
+        kwargs: Dict[str, Any] = {
+            "Bucket": self.bucket,
+            "MaxKeys": 1000,
+            "Prefix": self.prefix + "/" if self.prefix else "",
+        }
         pages = 0
         while True:
             try:
@@ -189,8 +222,10 @@ class S3Target(Target):
                 break
             token = page.get("NextContinuationToken")
             if not token or token == kwargs.get("ContinuationToken"):
-                raise TargetError(f"target {self.display}: listing page {pages} is truncated "
-                                  f"but gives no new continuation token")
+                raise TargetError(
+                    f"target {self.display}: listing page {pages} is truncated "
+                    f"but gives no new continuation token"
+                )
             kwargs["ContinuationToken"] = token
         if len(rows):
             yield rows.take()
@@ -228,12 +263,24 @@ class S3Target(Target):
 
     def _describe_one(self, row: Dict[str, Any]) -> Dict[str, Any]:
         if row.get("error") or not row.get("name"):
-            return dict(row, requests=row.get("requests") or 0,
-                        bytes_read=row.get("bytes_read") or 0,
-                        error=row.get("error") or "no name")
+            return dict(
+                row,
+                requests=row.get("requests") or 0,
+                bytes_read=row.get("bytes_read") or 0,
+                error=row.get("error") or "no name",
+            )
         self._take_count()
-        row = dict(row, crc32=None, crc32c=None, crc64nvme=None, composite_algorithm=None,
-                   composite_crc=None, parts=None, bytes_read=0, error=None)
+        row = dict(
+            row,
+            crc32=None,
+            crc32c=None,
+            crc64nvme=None,
+            composite_algorithm=None,
+            composite_crc=None,
+            parts=None,
+            bytes_read=0,
+            error=None,
+        )
         key = self._key(row["name"])
         try:
             info = self._attributes(key) if self.attributes_supported else None
@@ -254,8 +301,11 @@ class S3Target(Target):
         the store has no such call (then HeadObject is used from now on)."""
         try:
             reply = self.client().get_object_attributes(
-                Bucket=self.bucket, Key=key, MaxParts=PART_PAGE,
-                ObjectAttributes=["ETag", "Checksum", "ObjectParts", "ObjectSize"])
+                Bucket=self.bucket,
+                Key=key,
+                MaxParts=PART_PAGE,
+                ObjectAttributes=["ETag", "Checksum", "ObjectParts", "ObjectSize"],
+            )
         except Exception as exc:
             code = _code(exc)
             if code in ("NoSuchKey", "404", "NotFound"):
@@ -266,10 +316,13 @@ class S3Target(Target):
             raise
         checksum = reply.get("Checksum") or {}
         info: Dict[str, Any] = {
-            "size": reply.get("ObjectSize"), "etag": reply.get("ETag"),
+            "size": reply.get("ObjectSize"),
+            "etag": reply.get("ETag"),
             "type": checksum.get("ChecksumType"),
             "checks": {alg: checksum[k] for k, alg in _CHECKSUM_KEYS.items() if k in checksum},
-            "parts_count": None, "parts": None}
+            "parts_count": None,
+            "parts": None,
+        }
         parts = reply.get("ObjectParts")
         if isinstance(parts, dict):
             info["parts_count"] = parts.get("TotalPartsCount")
@@ -283,12 +336,19 @@ class S3Target(Target):
         page = first
         while page.get("IsTruncated"):
             marker = page.get("NextPartNumberMarker")
-            if not isinstance(marker, int) or marker <= (page.get("PartNumberMarker") or 0) \
-                    or len(parts) > MAX_PARTS:
+            if (
+                not isinstance(marker, int)
+                or marker <= (page.get("PartNumberMarker") or 0)
+                or len(parts) > MAX_PARTS
+            ):
                 raise ValueError("the parts' pages do not advance")
             reply = self.client().get_object_attributes(
-                Bucket=self.bucket, Key=key, MaxParts=PART_PAGE, PartNumberMarker=marker,
-                ObjectAttributes=["ObjectParts"])
+                Bucket=self.bucket,
+                Key=key,
+                MaxParts=PART_PAGE,
+                PartNumberMarker=marker,
+                ObjectAttributes=["ObjectParts"],
+            )
             page = reply.get("ObjectParts") or {}
             parts.extend(page.get("Parts") or [])
         if len(parts) > MAX_PARTS:
@@ -307,10 +367,14 @@ class S3Target(Target):
             raise
         headers = (reply.get("ResponseMetadata") or {}).get("HTTPHeaders") or {}
         count = reply.get("PartsCount", headers.get("x-amz-mp-parts-count"))
-        return {"size": reply.get("ContentLength"), "etag": reply.get("ETag"),
-                "type": reply.get("ChecksumType"),
-                "checks": {alg: reply[k] for k, alg in _CHECKSUM_KEYS.items() if k in reply},
-                "parts_count": count, "parts": None}
+        return {
+            "size": reply.get("ContentLength"),
+            "etag": reply.get("ETag"),
+            "type": reply.get("ChecksumType"),
+            "checks": {alg: reply[k] for k, alg in _CHECKSUM_KEYS.items() if k in reply},
+            "parts_count": count,
+            "parts": None,
+        }
 
     def _fill(self, row: Dict[str, Any], key: str, info: Dict[str, Any]) -> None:
         size = info.get("size")
@@ -329,8 +393,13 @@ class S3Target(Target):
             value, suffix = (m.group(1), int(m.group(2))) if m else (text, None)
             composite = ctype == "COMPOSITE" or suffix is not None
             if alg in ("sha1", "sha256"):
-                other.append(f"{alg} composite ({suffix} parts)" if composite and suffix
-                             else f"{alg} composite" if composite else alg)
+                other.append(
+                    f"{alg} composite ({suffix} parts)"
+                    if composite and suffix
+                    else f"{alg} composite"
+                    if composite
+                    else alg
+                )
                 continue
             width = CRC_BYTES[alg]
             raw = b64_exact(value, width, alg)
@@ -347,8 +416,15 @@ class S3Target(Target):
                 row["part_sizes"] = part_sizes
         row["other"] = ", ".join(other) or None
 
-    def _compose(self, key: str, alg: str, composite: bytes, count: Optional[int], size: int,
-                 info: Dict[str, Any]) -> Tuple[Optional[bytes], Optional[List[int]]]:
+    def _compose(
+        self,
+        key: str,
+        alg: str,
+        composite: bytes,
+        count: Optional[int],
+        size: int,
+        info: Dict[str, Any],
+    ) -> Tuple[Optional[bytes], Optional[List[int]]]:
         """(the full-object value of a composite one from its parts, None) or, when the
         parts' checksums cannot be had, (None, every part's size if the store gave them,
         else None). ValueError when they contradict the composite value or the size."""
@@ -374,8 +450,9 @@ class S3Target(Target):
             raise ValueError(f"composite {alg} does not match its parts' {alg} values")
         return full_object_crc(crcs, sizes, alg).to_bytes(width, "big"), None
 
-    def _parts_by_head(self, key: str, alg: str, count: Optional[int]
-                       ) -> Optional[Tuple[List[int], Optional[List[int]]]]:
+    def _parts_by_head(
+        self, key: str, alg: str, count: Optional[int]
+    ) -> Optional[Tuple[List[int], Optional[List[int]]]]:
         """Each part's size and checksum by HeadObject(PartNumber=i) (one request a part:
         only for a store whose GetObjectAttributes lists no parts); when the store gives
         the parts' sizes but not their checksums (moto), the sizes alone (crcs None): the
@@ -398,8 +475,9 @@ class S3Target(Target):
             sizes.append(psize)
             if crcs is not None and isinstance(text, str):
                 m = _SUFFIX.fullmatch(text)
-                raw = b64_exact(m.group(1) if m else text, CRC_BYTES[alg],
-                                f"part {number} {header}")
+                raw = b64_exact(
+                    m.group(1) if m else text, CRC_BYTES[alg], f"part {number} {header}"
+                )
                 crcs.append(int.from_bytes(raw, "big"))
             else:
                 crcs = None  # one part without its value: none of them is of use
@@ -424,8 +502,13 @@ def _from_attributes(info: Dict[str, Any], alg: str) -> Optional[Tuple[List[int]
         if not isinstance(part, dict):
             return None
         number, psize, text = part.get("PartNumber"), part.get("Size"), part.get(key)
-        if not isinstance(number, int) or number <= last or not isinstance(psize, int) \
-                or psize < 0 or not isinstance(text, str):
+        if (
+            not isinstance(number, int)
+            or number <= last
+            or not isinstance(psize, int)
+            or psize < 0
+            or not isinstance(text, str)
+        ):
             return None
         last = number
         m = _SUFFIX.fullmatch(text)

@@ -19,8 +19,7 @@ from typing import List, Optional
 from merkle.replica.bookkeeper.cookie import COOKIE_NAME, MAX_COOKIE_BYTES, Cookie, parse_cookie
 from merkle.replica.safeopen import open_dir, read_regular
 
-__all__ = ["LedgerDir", "dir_index_in_cookie", "find_ledger_dirs", "is_ledger_dir",
-           "read_cookie"]
+__all__ = ["LedgerDir", "dir_index_in_cookie", "find_ledger_dirs", "is_ledger_dir", "read_cookie"]
 
 _SEARCH_DEPTH = 3
 _ENTRY_LOG = re.compile(r"[0-9a-f]{1,16}\.log")
@@ -66,8 +65,10 @@ def is_ledger_dir(path: str) -> bool:
         return False
     if COOKIE_NAME not in names:
         return False
-    return any(n in ("ledgers", "locations", "lastId") or _ENTRY_LOG.fullmatch(n)
-               or _IDX_DIR.fullmatch(n) for n in names)
+    return any(
+        n in ("ledgers", "locations", "lastId") or _ENTRY_LOG.fullmatch(n) or _IDX_DIR.fullmatch(n)
+        for n in names
+    )
 
 
 def find_ledger_dirs(path: str, *, max_entries: Optional[int] = None) -> List[str]:
@@ -120,8 +121,9 @@ def read_cookie(ledger_dir: LedgerDir) -> None:
         ledger_dir.problem = f"current/: {exc.strerror or exc}"
         return
     try:
-        data = read_regular(fd, COOKIE_NAME, MAX_COOKIE_BYTES,
-                            display=os.path.join(ledger_dir.current, COOKIE_NAME))
+        data = read_regular(
+            fd, COOKIE_NAME, MAX_COOKIE_BYTES, display=os.path.join(ledger_dir.current, COOKIE_NAME)
+        )
         ledger_dir.cookie = parse_cookie(data)
     except (OSError, CookieError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
@@ -137,6 +139,6 @@ def dir_index_in_cookie(path: str, cookie: Cookie, *, index: bool = False) -> Op
     mine = [p for p in os.path.abspath(path).split("/") if p]
     for i, listed in enumerate(cookie.index_dirs if index else cookie.ledger_dirs):
         theirs = [p for p in os.path.normpath(listed).split("/") if p not in ("", ".")]
-        if theirs and ".." not in theirs and mine[-len(theirs):] == theirs:
+        if theirs and ".." not in theirs and mine[-len(theirs) :] == theirs:
             return i
     return None

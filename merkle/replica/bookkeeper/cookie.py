@@ -47,8 +47,10 @@ def _dirs(text: str, what: str) -> Tuple[str, ...]:
         raise CookieError(f"{what}: no directory count")
     count = int(parts[0])
     if count > _MAX_DIRS or count != len(parts) - 1:
-        raise CookieError(f"{what}: the count {parts[0][:12]} does not match the "
-                          f"{len(parts) - 1} directories listed")
+        raise CookieError(
+            f"{what}: the count {parts[0][:12]} does not match the "
+            f"{len(parts) - 1} directories listed"
+        )
     return tuple(parts[1:])
 
 
@@ -91,14 +93,18 @@ def _from_text(version: int, rest: bytes) -> Cookie:
     if not host:
         raise CookieError("the cookie's bookieHost is empty")
     index = one("indexDirs", required=False)
-    return Cookie(version, host, tuple(one("journalDir").split(",")),
-                  _dirs(one("ledgerDirs"), "ledgerDirs"), one("instanceId", required=False),
-                  _dirs(index, "indexDirs") if index else ())
+    return Cookie(
+        version,
+        host,
+        tuple(one("journalDir").split(",")),
+        _dirs(one("ledgerDirs"), "ledgerDirs"),
+        one("instanceId", required=False),
+        _dirs(index, "indexDirs") if index else (),
+    )
 
 
 def _from_lines(version: int, rest: bytes) -> Cookie:
     lines = rest.decode("utf-8", "replace").split("\n")
     if len(lines) < 3 or not lines[0]:
         raise CookieError(f"a layout-{version} cookie has four lines")
-    return Cookie(version, lines[0], tuple(lines[1].split(",")),
-                  _dirs(lines[2], "ledgerDirs"))
+    return Cookie(version, lines[0], tuple(lines[1].split(",")), _dirs(lines[2], "ledgerDirs"))

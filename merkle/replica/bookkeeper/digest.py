@@ -37,9 +37,13 @@ _NATIVE_DIGEST = {"CRC32C": "crc32c", "CRC32": "crc32", "HMAC": "hmac-sha1", "DU
 _OK, _SHORT, _OUTSIDE, _MISMATCH, _HMAC_UNCHECKED = 0, 1, 2, 3, 4
 
 
-def verify_entries(buf: object, offsets: Union[Sequence[int], np.ndarray],
-                   sizes: Union[Sequence[int], np.ndarray],
-                   digest_type: str, password: bytes = b"") -> Dict[str, np.ndarray]:
+def verify_entries(
+    buf: object,
+    offsets: Union[Sequence[int], np.ndarray],
+    sizes: Union[Sequence[int], np.ndarray],
+    digest_type: str,
+    password: bytes = b"",
+) -> Dict[str, np.ndarray]:
     """Check the entries at `offsets` (of each entry's first byte, after its size int) with
     `sizes` bytes each, all inside `buf`, with the ledger's `digest_type` ("CRC32C", "CRC32",
     "HMAC", "DUMMY"; `password` for HMAC). Returns numpy arrays, one value per entry:
@@ -80,15 +84,16 @@ def verify_entries(buf: object, offsets: Union[Sequence[int], np.ndarray],
     return out
 
 
-def _hmac_ok(buf: object, off: np.ndarray, size: np.ndarray, framed: np.ndarray,
-             key: bytes) -> np.ndarray:
+def _hmac_ok(
+    buf: object, off: np.ndarray, size: np.ndarray, framed: np.ndarray, key: bytes
+) -> np.ndarray:
     """HmacSHA1 over header ‖ payload of each framed entry, against its stored 20 bytes."""
     view = memoryview(buf).cast("B")  # type: ignore[arg-type]
     oks = np.zeros(len(off), dtype=bool)
     digest_end = HEADER_LENGTH + DIGEST_LENGTHS["HMAC"]
     for i in np.flatnonzero(framed).tolist():
         s, ln = int(off[i]), int(size[i])
-        mac = hmac.new(key, view[s:s + HEADER_LENGTH], hashlib.sha1)
-        mac.update(view[s + digest_end:s + ln])
-        oks[i] = hmac.compare_digest(mac.digest(), view[s + HEADER_LENGTH:s + digest_end])
+        mac = hmac.new(key, view[s : s + HEADER_LENGTH], hashlib.sha1)
+        mac.update(view[s + digest_end : s + ln])
+        oks[i] = hmac.compare_digest(mac.digest(), view[s + HEADER_LENGTH : s + digest_end])
     return oks

@@ -23,9 +23,19 @@ import struct
 from dataclasses import dataclass
 from typing import Iterator, List, Optional, Tuple
 
-__all__ = ["COMPACTION_LEFTOVER", "HEADER_SIZE", "LogHeader", "LOG_NAME", "ScannedRecord",
-           "log_id_of", "location", "pread_exact", "read_header", "scan_records",
-           "split_location"]
+__all__ = [
+    "COMPACTION_LEFTOVER",
+    "HEADER_SIZE",
+    "LogHeader",
+    "LOG_NAME",
+    "ScannedRecord",
+    "log_id_of",
+    "location",
+    "pread_exact",
+    "read_header",
+    "scan_records",
+    "split_location",
+]
 
 HEADER_SIZE = 1024
 LOG_NAME = re.compile(r"([0-9a-f]{1,16})\.log")

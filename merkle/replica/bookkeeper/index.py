@@ -29,8 +29,16 @@ import numpy as np
 from merkle.replica.bookkeeper.textproto import TextProtoError, wire_fields
 from merkle.replica.safeopen import open_dir, open_regular
 
-__all__ = ["IdxFile", "IndexError_", "LedgerData", "STORAGE_FLAGS_KEY", "db_indexes",
-           "idx_files", "read_idx", "parse_ledger_data"]
+__all__ = [
+    "IdxFile",
+    "IndexError_",
+    "LedgerData",
+    "STORAGE_FLAGS_KEY",
+    "db_indexes",
+    "idx_files",
+    "read_idx",
+    "parse_ledger_data",
+]
 
 STORAGE_FLAGS_KEY = -0xEEFD
 _IDX_HEADER = 1024
@@ -61,8 +69,13 @@ def parse_ledger_data(raw: bytes) -> LedgerData:
             blobs[number] = value
         else:
             flags[number] = bool(value)
-    return LedgerData(flags.get(1, False), flags.get(2, False), blobs.get(3, b""),
-                      blobs.get(4, b""), flags.get(5, False))
+    return LedgerData(
+        flags.get(1, False),
+        flags.get(2, False),
+        blobs.get(3, b""),
+        blobs.get(4, b""),
+        flags.get(5, False),
+    )
 
 
 def _open_snapshot_db(db_dir: str) -> Tuple[object, str]:
@@ -82,8 +95,9 @@ def _open_snapshot_db(db_dir: str) -> Tuple[object, str]:
         raise IndexError_(str(exc)) from None
     try:
         take_snapshot(db_dir, snap)
-        db = rd.Rdict(snap, options=rd.Options(raw_mode=True),
-                      access_type=rd.AccessType.read_only())
+        db = rd.Rdict(
+            snap, options=rd.Options(raw_mode=True), access_type=rd.AccessType.read_only()
+        )
     except VolumeDBError as exc:
         shutil.rmtree(snap, ignore_errors=True)
         raise IndexError_(str(exc)) from None
@@ -102,8 +116,7 @@ def _items(db: object) -> Iterator[Tuple[bytes, bytes]]:
         it.next()
 
 
-def db_indexes(current: str) -> Tuple[Dict[int, LedgerData], List[Tuple[int, int, int]],
-                                      List[str]]:
+def db_indexes(current: str) -> Tuple[Dict[int, LedgerData], List[Tuple[int, int, int]], List[str]]:
     """(LedgerData by ledger ID, [(ledger, entry, location)] sorted, problems) of the
     DbLedgerStorage in the ledger directory's `current`. A key or value of the wrong shape is
     a problem (one line each, at most a few), not a crash. IndexError_ when a DB cannot be
@@ -131,8 +144,7 @@ def db_indexes(current: str) -> Tuple[Dict[int, LedgerData], List[Tuple[int, int
     try:
         for key, value in _items(db):
             if len(key) != 16 or len(value) != 8:
-                problems.append(f"locations DB: a key of {len(key)} / value of {len(value)} "
-                                f"bytes")
+                problems.append(f"locations DB: a key of {len(key)} / value of {len(value)} bytes")
                 continue
             lid, eid = struct.unpack(">qq", key)
             (loc,) = struct.unpack(">Q", value)
@@ -184,7 +196,7 @@ def read_idx(current_fd: int, a: str, b: str, name: str) -> IdxFile:
     other non-regular file raises NotRegularFileError (safeopen)."""
     lid = int(name[:-4], 16)
     problem = None
-    if (a, b) != (f"{(lid >> 8) & 0xff:x}", f"{lid & 0xff:x}"):
+    if (a, b) != (f"{(lid >> 8) & 0xFF:x}", f"{lid & 0xFF:x}"):
         problem = f"{a}/{b}/{name} is not where BookKeeper keeps ledger {lid}'s index"
     afd = open_dir(a, current_fd)
     try:
@@ -204,7 +216,7 @@ def read_idx(current_fd: int, a: str, b: str, name: str) -> IdxFile:
         _version, klen = struct.unpack_from(">ii", head, 4)
         if not 0 <= klen <= _IDX_HEADER - 24:
             return IdxFile(lid, b"", False, [], f"masterKey length {klen} in a 1024-byte header")
-        master = head[12:12 + klen]
+        master = head[12 : 12 + klen]
         (bits,) = struct.unpack_from(">i", head, 12 + klen)
         fenced = bool(bits & 1)
         locs: List[Tuple[int, int]] = []

@@ -27,8 +27,10 @@ from merkle.replica.uri import is_uri
 
 __all__ = ["LAYOUT", "BookKeeperLayout"]
 
-_SCAN_HINT = ("BookKeeper bookies are verified against their ledger metadata: crcmerkle scan "
-              "BOOKIE_DIR... --ledger-metadata PATH")
+_SCAN_HINT = (
+    "BookKeeper bookies are verified against their ledger metadata: crcmerkle scan "
+    "BOOKIE_DIR... --ledger-metadata PATH"
+)
 
 
 #: `recognises` looks at no more subdirectories than this per directory (it must stay cheap)
@@ -56,15 +58,19 @@ class BookKeeperLayout(ReadOnlyLayout):
             d = LedgerDir(path)
             read_cookie(d)
             cookie = d.cookie
-            out.append(Volume(self.name, path,
-                              cookie.bookie_id if cookie else UNKNOWN_DATANODE,
-                              datanode_uuid=cookie.bookie_id if cookie else None,
-                              cluster_id=(cookie.instance_id or None) if cookie else None,
-                              problem=d.problem))
+            out.append(
+                Volume(
+                    self.name,
+                    path,
+                    cookie.bookie_id if cookie else UNKNOWN_DATANODE,
+                    datanode_uuid=cookie.bookie_id if cookie else None,
+                    cluster_id=(cookie.instance_id or None) if cookie else None,
+                    problem=d.problem,
+                )
+            )
         return out
 
-    def replicas(self, volume: Volume, on_error: Optional[WalkErrorFn] = None
-                 ) -> List[ReplicaRef]:
+    def replicas(self, volume: Volume, on_error: Optional[WalkErrorFn] = None) -> List[ReplicaRef]:
         """One ReplicaRef per ledger the directory's index holds (container = ledger ID)."""
         from merkle.replica.bookkeeper.index import IndexError_, db_indexes, idx_files
         from merkle.replica.safeopen import open_dir
@@ -87,8 +93,10 @@ class BookKeeperLayout(ReadOnlyLayout):
                 raise ReplicaError(str(exc), current) from None
             on_error(volume, exc)
             return []
-        return [ReplicaRef(self.name, volume.datanode, volume.root, lid, fs_root=volume.root)
-                for lid in sorted(ids)]
+        return [
+            ReplicaRef(self.name, volume.datanode, volume.root, lid, fs_root=volume.root)
+            for lid in sorted(ids)
+        ]
 
     def open_files(self, replica: ReplicaRef) -> Any:
         raise ReplicaError(_SCAN_HINT, replica.path)
@@ -96,9 +104,14 @@ class BookKeeperLayout(ReadOnlyLayout):
     def data_bytes(self, replica: ReplicaRef) -> Optional[int]:
         return None
 
-    def scan(self, replicas: Iterable[ReplicaRef], *, trees_only: bool = False,
-             metadata_only: bool = False, **options: Any
-             ) -> Iterator[Tuple[ReplicaRef, Any, Optional[Exception]]]:
+    def scan(
+        self,
+        replicas: Iterable[ReplicaRef],
+        *,
+        trees_only: bool = False,
+        metadata_only: bool = False,
+        **options: Any,
+    ) -> Iterator[Tuple[ReplicaRef, Any, Optional[Exception]]]:
         for ref in replicas:
             yield ref, None, ReplicaError(_SCAN_HINT, ref.path)
 

@@ -31,10 +31,23 @@ from merkle.replica.bookkeeper.textproto import (
 )
 from merkle.replica.safeopen import open_dir, read_regular
 
-__all__ = ["CLOSED", "CRC32", "CRC32C", "DIGEST_TYPES", "DUMMY", "HMAC", "IN_RECOVERY",
-           "LedgerMetadata", "MAX_METADATA_BYTES", "MetadataError", "OPEN",
-           "load_instance_id", "load_ledger_metadata", "load_registered_cookies",
-           "parse_ledger_metadata"]
+__all__ = [
+    "CLOSED",
+    "CRC32",
+    "CRC32C",
+    "DIGEST_TYPES",
+    "DUMMY",
+    "HMAC",
+    "IN_RECOVERY",
+    "LedgerMetadata",
+    "MAX_METADATA_BYTES",
+    "MetadataError",
+    "OPEN",
+    "load_instance_id",
+    "load_ledger_metadata",
+    "load_registered_cookies",
+    "parse_ledger_metadata",
+]
 
 #: a znode is at most 1 MiB by ZooKeeper's default jute.maxbuffer; a dump file beyond this is
 #: not ledger metadata
@@ -95,8 +108,7 @@ class LedgerMetadata:
         does (not getWriteSetBookieIndex's int cast, wrong for E >= 2^31)."""
         ensemble = self.ensemble_at(entry_id)
         size = len(ensemble)
-        return tuple(ensemble[(entry_id + i) % size] for i in range(min(self.write_quorum,
-                                                                          size)))
+        return tuple(ensemble[(entry_id + i) % size] for i in range(min(self.write_quorum, size)))
 
     def bookies(self) -> List[str]:
         """Every bookie any segment names, in first-seen order."""
@@ -117,15 +129,17 @@ def _header(data: bytes) -> Tuple[int, bytes]:
     parts = data[:nl].split(b"\t")
     if len(parts) != 2 or not parts[1].strip().isdigit():
         raise MetadataError("a malformed BookieMetadataFormatVersion line")
-    return int(parts[1]), data[nl + 1:]
+    return int(parts[1]), data[nl + 1 :]
 
 
 def parse_ledger_metadata(data: bytes, ledger_id: Optional[int] = None) -> LedgerMetadata:
     """One ledger's metadata from its serialised bytes (a znode's data or a dump file):
     v1, v2 or v3. MetadataError (one line) for anything else, oversized or inconsistent."""
     if len(data) > MAX_METADATA_BYTES:
-        raise MetadataError(f"ledger metadata of {len(data)} bytes, more than the "
-                            f"{MAX_METADATA_BYTES} a znode can hold (not read)")
+        raise MetadataError(
+            f"ledger metadata of {len(data)} bytes, more than the "
+            f"{MAX_METADATA_BYTES} a znode can hold (not read)"
+        )
     version, body = _header(bytes(data))
     try:
         if version == 3:
@@ -151,9 +165,18 @@ def _from_binary(body: bytes) -> LedgerMetadata:
     f: Dict[str, object] = {}
     segments: List[Tuple[int, Tuple[str, ...]]] = []
     custom: Dict[str, bytes] = {}
-    ints = {1: "quorum", 2: "ensemble", 3: "length", 4: "last", 5: "state", 7: "digest",
-            9: "ack", 10: "ctime", 12: "ctoken"}
-    for number, wire, value in wire_fields(body[pos:pos + length]):
+    ints = {
+        1: "quorum",
+        2: "ensemble",
+        3: "length",
+        4: "last",
+        5: "state",
+        7: "digest",
+        9: "ack",
+        10: "ctime",
+        12: "ctoken",
+    }
+    for number, wire, value in wire_fields(body[pos : pos + length]):
         if number in ints and wire == 0:
             f[ints[number]] = signed64(int(value))
         elif number == 6 and isinstance(value, bytes):
@@ -201,9 +224,15 @@ def _text_int(msg: dict, name: str) -> Optional[int]:
 
 def _from_text(msg: dict) -> LedgerMetadata:
     f: Dict[str, object] = {}
-    for key, name in (("quorum", "quorumSize"), ("ensemble", "ensembleSize"),
-                      ("length", "length"), ("last", "lastEntryId"), ("ack", "ackQuorumSize"),
-                      ("ctime", "ctime"), ("ctoken", "cToken")):
+    for key, name in (
+        ("quorum", "quorumSize"),
+        ("ensemble", "ensembleSize"),
+        ("length", "length"),
+        ("last", "lastEntryId"),
+        ("ack", "ackQuorumSize"),
+        ("ctime", "ctime"),
+        ("ctoken", "cToken"),
+    ):
         value = _text_int(msg, name)
         if value is not None:
             f[key] = value
@@ -222,14 +251,18 @@ def _from_text(msg: dict) -> LedgerMetadata:
         first = _text_int(seg, "firstEntryId")
         if first is None:
             raise MetadataError("an ensemble segment without firstEntryId")
-        members = tuple(bytes(m).decode("utf-8", "replace") for m in seg.get("ensembleMember", [])
-                        if isinstance(m, bytes))
+        members = tuple(
+            bytes(m).decode("utf-8", "replace")
+            for m in seg.get("ensembleMember", [])
+            if isinstance(m, bytes)
+        )
         segments.append((first, members))
     custom = {}
     for kv in msg.get("customMetadata", []):
         if isinstance(kv, dict) and kv.get("key"):
             custom[bytes(kv["key"][-1]).decode("utf-8", "replace")] = bytes(
-                (kv.get("value") or [b""])[-1])
+                (kv.get("value") or [b""])[-1]
+            )
     return _build(f, segments, custom)
 
 
@@ -249,16 +282,23 @@ def _from_lines(body: bytes) -> LedgerMetadata:
                 break
             segments.append((int(parts[0]), tuple(parts[1:])))
     except (ValueError, IndexError):
-        raise MetadataError("v1 ledger metadata does not parse (lines of numbers expected)"
-                            ) from None
-    f: Dict[str, object] = {"quorum": quorum, "ensemble": ensemble, "ack": quorum,
-                            "state": {v: k for k, v in _STATES.items()}[state],
-                            "last": last, "length": length if state == CLOSED else 0}
+        raise MetadataError(
+            "v1 ledger metadata does not parse (lines of numbers expected)"
+        ) from None
+    f: Dict[str, object] = {
+        "quorum": quorum,
+        "ensemble": ensemble,
+        "ack": quorum,
+        "state": {v: k for k, v in _STATES.items()}[state],
+        "last": last,
+        "length": length if state == CLOSED else 0,
+    }
     return _build(f, segments, {})
 
 
-def _build(f: Dict[str, object], segments: List[Tuple[int, Tuple[str, ...]]],
-           custom: Dict[str, bytes]) -> LedgerMetadata:
+def _build(
+    f: Dict[str, object], segments: List[Tuple[int, Tuple[str, ...]]], custom: Dict[str, bytes]
+) -> LedgerMetadata:
     """The client's view (LedgerMetadataSerDe.decodeFormat): ackQuorum defaults to the write
     quorum; lastEntryId and length count only when CLOSED; the digest type only with a
     password."""
@@ -277,13 +317,20 @@ def _build(f: Dict[str, object], segments: List[Tuple[int, Tuple[str, ...]]],
     password = f.get("password")
     digest = DIGEST_TYPES.get(num("digest", 0)) if isinstance(password, bytes) else None
     return LedgerMetadata(
-        ledger_id=None, ensemble_size=num("ensemble", 0), write_quorum=quorum,
-        ack_quorum=num("ack", quorum), state=state,
+        ledger_id=None,
+        ensemble_size=num("ensemble", 0),
+        write_quorum=quorum,
+        ack_quorum=num("ack", quorum),
+        state=state,
         last_entry_id=num("last", -1) if closed else -1,
         length=num("length", 0) if closed else 0,
-        segments=sorted(segments, key=lambda s: s[0]), digest_type=digest,
+        segments=sorted(segments, key=lambda s: s[0]),
+        digest_type=digest,
         password=bytes(password) if isinstance(password, bytes) else b"",
-        ctime=optional("ctime"), ctoken=optional("ctoken"), custom=custom)
+        ctime=optional("ctime"),
+        ctoken=optional("ctoken"),
+        custom=custom,
+    )
 
 
 def _check(meta: LedgerMetadata) -> None:
@@ -294,11 +341,13 @@ def _check(meta: LedgerMetadata) -> None:
     if not 1 <= meta.ensemble_size <= _MAX_QUORUM:
         raise MetadataError(f"ensembleSize {meta.ensemble_size} out of range")
     if not 1 <= meta.write_quorum <= meta.ensemble_size:
-        raise MetadataError(f"writeQuorum {meta.write_quorum} not within 1..ensembleSize "
-                            f"{meta.ensemble_size}")
+        raise MetadataError(
+            f"writeQuorum {meta.write_quorum} not within 1..ensembleSize {meta.ensemble_size}"
+        )
     if not 1 <= meta.ack_quorum <= meta.write_quorum:
-        raise MetadataError(f"ackQuorum {meta.ack_quorum} not within 1..writeQuorum "
-                            f"{meta.write_quorum}")
+        raise MetadataError(
+            f"ackQuorum {meta.ack_quorum} not within 1..writeQuorum {meta.write_quorum}"
+        )
     firsts = [first for first, _ in meta.segments]
     if firsts[0] != 0:
         raise MetadataError(f"the first ensemble segment starts at entry {firsts[0]}, not 0")
@@ -308,11 +357,14 @@ def _check(meta: LedgerMetadata) -> None:
         raise MetadataError("an ensemble segment starts at a negative entry")
     for first, bookies in meta.segments:
         if len(bookies) != meta.ensemble_size:
-            raise MetadataError(f"the segment from entry {first} names {len(bookies)} "
-                                f"bookies, ensembleSize is {meta.ensemble_size}")
+            raise MetadataError(
+                f"the segment from entry {first} names {len(bookies)} "
+                f"bookies, ensembleSize is {meta.ensemble_size}"
+            )
     if meta.state == CLOSED and meta.last_entry_id >= 0 and firsts[-1] > meta.last_entry_id + 1:
-        raise MetadataError(f"a segment starts at entry {firsts[-1]}, past lastEntryId "
-                            f"{meta.last_entry_id} + 1")
+        raise MetadataError(
+            f"a segment starts at entry {firsts[-1]}, past lastEntryId {meta.last_entry_id} + 1"
+        )
 
 
 # ---- files --------------------------------------------------------------------------------
@@ -330,13 +382,18 @@ def load_ledger_metadata(path: str) -> Dict[int, LedgerMetadata]:
     st = os.stat(path)
     if stat.S_ISREG(st.st_mode):
         directory, base = os.path.split(os.path.abspath(path))
-        return {_dump_id(base, path): _read_one(open_dir(directory, follow=True), base, path,
-                                                _dump_id(base, path))}
+        return {
+            _dump_id(base, path): _read_one(
+                open_dir(directory, follow=True), base, path, _dump_id(base, path)
+            )
+        }
     out: Dict[int, LedgerMetadata] = {}
     _walk(path, [], out, 0)
     if not out:
-        raise MetadataError(f"{path}: no ledger metadata found (dump files named by ledger "
-                            f"ID, or a znode tree with ledgers/00/0000/L0000/_data)")
+        raise MetadataError(
+            f"{path}: no ledger metadata found (dump files named by ledger "
+            f"ID, or a znode tree with ledgers/00/0000/L0000/_data)"
+        )
     return out
 
 
@@ -366,9 +423,10 @@ def _znode_id(parts: List[str]) -> Optional[int]:
     if not parts or not _LEDGER_NODE.fullmatch(parts[-1]):
         return None
     for widths in ((2, 4), (3, 4, 4, 4)):
-        tail = parts[-1 - len(widths):-1]
-        if len(tail) == len(widths) and all(len(p) == w and p.isdigit()
-                                            for p, w in zip(tail, widths)):
+        tail = parts[-1 - len(widths) : -1]
+        if len(tail) == len(widths) and all(
+            len(p) == w and p.isdigit() for p, w in zip(tail, widths)
+        ):
             return int("".join(tail) + parts[-1][1:])
     return None
 
@@ -381,8 +439,15 @@ def _walk(top: str, parts: List[str], out: Dict[int, LedgerMetadata], depth: int
         entries = sorted(it, key=lambda e: e.name)
     for e in entries:
         if e.is_dir(follow_symlinks=False):
-            if e.name not in ("cookies", "underreplication", "available", "INSTANCEID",
-                              "LAYOUT", "idgen", "idgen-long"):
+            if e.name not in (
+                "cookies",
+                "underreplication",
+                "available",
+                "INSTANCEID",
+                "LAYOUT",
+                "idgen",
+                "idgen-long",
+            ):
                 _walk(top, parts + [e.name], out, depth + 1)
         elif e.is_file(follow_symlinks=False):
             if e.name == "_data":
@@ -446,8 +511,12 @@ def load_registered_cookies(path: str) -> Optional[Dict[str, bytes]]:
                     except OSError:
                         continue
                     try:
-                        out[name] = read_regular(bfd, "_data", MAX_COOKIE_BYTES,
-                                                 display=os.path.join(node, name, "_data"))
+                        out[name] = read_regular(
+                            bfd,
+                            "_data",
+                            MAX_COOKIE_BYTES,
+                            display=os.path.join(node, name, "_data"),
+                        )
                     except OSError:
                         continue
                     finally:

@@ -41,12 +41,29 @@ from merkle.replica.bookkeeper.metadata import CLOSED, LedgerMetadata
 from merkle.replica.levels import severity_of
 from merkle.replica.safeopen import NotRegularFileError, open_dir, open_regular
 
-__all__ = ["BOOKIE_HOLDS_NOTHING", "COOKIE_INVALID", "COOKIE_MISMATCH", "COPIES_DIFFER",
-           "CORRUPT_ENTRY", "Copy", "DIGEST_MISMATCH_ALL_COPIES", "ENTRY_FRAME_INVALID",
-           "ENTRY_LOG_MISSING", "ENTRY_OF_OPEN_LEDGER", "ENTRY_PAST_LAST_ENTRY", "Finding",
-           "INDEX_UNREADABLE", "LEDGER_IN_WRONG_DIR", "LEDGER_METADATA_UNREAD",
-           "LEDGER_NOT_IN_METADATA", "MASTER_KEY_MISMATCH",
-           "MISSING_ENTRY", "ScanReport", "UNINDEXED_ENTRY", "scan_bookies"]
+__all__ = [
+    "BOOKIE_HOLDS_NOTHING",
+    "COOKIE_INVALID",
+    "COOKIE_MISMATCH",
+    "COPIES_DIFFER",
+    "CORRUPT_ENTRY",
+    "Copy",
+    "DIGEST_MISMATCH_ALL_COPIES",
+    "ENTRY_FRAME_INVALID",
+    "ENTRY_LOG_MISSING",
+    "ENTRY_OF_OPEN_LEDGER",
+    "ENTRY_PAST_LAST_ENTRY",
+    "Finding",
+    "INDEX_UNREADABLE",
+    "LEDGER_IN_WRONG_DIR",
+    "LEDGER_METADATA_UNREAD",
+    "LEDGER_NOT_IN_METADATA",
+    "MASTER_KEY_MISMATCH",
+    "MISSING_ENTRY",
+    "ScanReport",
+    "UNINDEXED_ENTRY",
+    "scan_bookies",
+]
 
 CORRUPT_ENTRY = "CORRUPT_ENTRY"
 DIGEST_MISMATCH_ALL_COPIES = "DIGEST_MISMATCH_ALL_COPIES"
@@ -91,16 +108,26 @@ class Finding:
         return severity_of(self.kind)
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"error": self.kind, "severity": self.severity, "bookie": self.bookie,
-                "ledger": self.ledger, "entry": self.entry, "file": self.file,
-                "offset": self.offset, "detail": self.detail}
+        return {
+            "error": self.kind,
+            "severity": self.severity,
+            "bookie": self.bookie,
+            "ledger": self.ledger,
+            "entry": self.entry,
+            "file": self.file,
+            "offset": self.offset,
+            "detail": self.detail,
+        }
 
     def line(self) -> str:
-        where = [f"bookie {self.bookie}" if self.bookie else "",
-                 f"ledger {self.ledger}" if self.ledger is not None else "",
-                 f"entry {self.entry}" if self.entry is not None else "",
-                 (f"{self.file}" + (f" @{self.offset}" if self.offset is not None else ""))
-                 if self.file else ""]
+        where = [
+            f"bookie {self.bookie}" if self.bookie else "",
+            f"ledger {self.ledger}" if self.ledger is not None else "",
+            f"entry {self.entry}" if self.entry is not None else "",
+            (f"{self.file}" + (f" @{self.offset}" if self.offset is not None else ""))
+            if self.file
+            else "",
+        ]
         return f"{self.kind} {' '.join(w for w in where if w)}: {self.detail}"
 
 
@@ -145,6 +172,7 @@ class ScanReport:
 
 # ---- one ledger directory -----------------------------------------------------------------
 
+
 @dataclass
 class _DirIndex:
     entries: List[Tuple[int, int, int]]  # (ledger, entry, location)
@@ -163,8 +191,9 @@ class _DirIndex:
     _keys: Optional[Set[Tuple[int, int]]] = None
 
 
-def _read_index(d: LedgerDir, current_fd: int, report: ScanReport, bookie: str
-                ) -> Optional[_DirIndex]:
+def _read_index(
+    d: LedgerDir, current_fd: int, report: ScanReport, bookie: str
+) -> Optional[_DirIndex]:
     names = set(os.listdir(current_fd if d.index_path is None else d.index_current))
     if "locations" in names or "ledgers" in names:
         try:
@@ -174,9 +203,12 @@ def _read_index(d: LedgerDir, current_fd: int, report: ScanReport, bookie: str
             return None
         for p in problems:
             report.add(INDEX_UNREADABLE, p, bookie=bookie, file=d.index_current)
-        return _DirIndex(sorted(db_entries), set(ledger_data) | {e[0] for e in db_entries},
-                         "DbLedgerStorage",
-                         {lid: v.master_key for lid, v in ledger_data.items() if v.master_key})
+        return _DirIndex(
+            sorted(db_entries),
+            set(ledger_data) | {e[0] for e in db_entries},
+            "DbLedgerStorage",
+            {lid: v.master_key for lid, v in ledger_data.items() if v.master_key},
+        )
     entries: List[Tuple[int, int, int]] = []
     ledgers: Set[int] = set()
     keys: Dict[int, bytes] = {}
@@ -185,15 +217,15 @@ def _read_index(d: LedgerDir, current_fd: int, report: ScanReport, bookie: str
         try:
             idx = read_idx(current_fd, a, b, name)
         except NotRegularFileError as exc:
-            report.add(NOT_A_REGULAR_FILE, f"{exc.strerror}: never read", bookie=bookie,
-                       file=shown)
+            report.add(NOT_A_REGULAR_FILE, f"{exc.strerror}: never read", bookie=bookie, file=shown)
             continue
         except OSError as exc:
             report.add(INDEX_UNREADABLE, f"{exc.strerror or exc}", bookie=bookie, file=shown)
             continue
         if idx.problem:
-            report.add(INDEX_UNREADABLE, idx.problem, bookie=bookie, ledger=idx.ledger_id,
-                       file=shown)
+            report.add(
+                INDEX_UNREADABLE, idx.problem, bookie=bookie, ledger=idx.ledger_id, file=shown
+            )
             if not idx.locations:
                 continue
         ledgers.add(idx.ledger_id)
@@ -211,17 +243,27 @@ def _digest_of(meta: Optional[LedgerMetadata]) -> Tuple[str, bytes, bool]:
     return meta.digest_type, meta.password, True
 
 
-def _verify_log(fd: int, file_size: int, shown: str, bookie: str,
-                todo: List[Tuple[int, int, int]], metadata: Dict[int, LedgerMetadata],
-                report: ScanReport) -> None:
+def _verify_log(
+    fd: int,
+    file_size: int,
+    shown: str,
+    bookie: str,
+    todo: List[Tuple[int, int, int]],
+    metadata: Dict[int, LedgerMetadata],
+    report: ScanReport,
+) -> None:
     """Verify the index entries `todo` ((pos, ledger, entry) sorted by pos) of one log."""
     i = 0
     while i < len(todo):
         pos, lid, eid = todo[i]
         where = dict(bookie=bookie, ledger=lid, entry=eid, file=shown, offset=pos)
         if pos < HEADER_SIZE + 4 or pos + _MIN_SANE_ENTRY > file_size:
-            report.add(ENTRY_FRAME_INVALID, f"the index location {pos} lies outside the "
-                       f"log's entries (log of {file_size} bytes): the entry is gone", **where)
+            report.add(
+                ENTRY_FRAME_INVALID,
+                f"the index location {pos} lies outside the "
+                f"log's entries (log of {file_size} bytes): the entry is gone",
+                **where,
+            )
             report.copies.append(Copy(bookie, lid, eid, shown, pos))
             i += 1
             continue
@@ -237,10 +279,17 @@ def _verify_log(fd: int, file_size: int, shown: str, bookie: str,
                 break
             (size,) = struct.unpack_from(">i", window, at)
             if size <= 0 or pos + size > file_size or size > MAX_ENTRY_BYTES:
-                report.add(ENTRY_FRAME_INVALID, f"size field {size & 0xFFFFFFFF} at offset "
-                           f"{pos - 4}: past the end of the {file_size}-byte log or not a "
-                           f"size (never read)", bookie=bookie, ledger=lid, entry=eid,
-                           file=shown, offset=pos)
+                report.add(
+                    ENTRY_FRAME_INVALID,
+                    f"size field {size & 0xFFFFFFFF} at offset "
+                    f"{pos - 4}: past the end of the {file_size}-byte log or not a "
+                    f"size (never read)",
+                    bookie=bookie,
+                    ledger=lid,
+                    entry=eid,
+                    file=shown,
+                    offset=pos,
+                )
                 report.copies.append(Copy(bookie, lid, eid, shown, pos, size))
                 i += 1
                 continue
@@ -249,8 +298,9 @@ def _verify_log(fd: int, file_size: int, shown: str, bookie: str,
                     big = pread_exact(fd, size + 4, base)
                     report.bytes_read += len(big)
                     if len(big) == size + 4:  # else the log shrank: reported below
-                        _check_batch(big, base, [(pos, size, lid, eid)], shown, bookie,
-                                     metadata, report)
+                        _check_batch(
+                            big, base, [(pos, size, lid, eid)], shown, bookie, metadata, report
+                        )
                         i += 1
                 break
             batch.append((pos, size, lid, eid))
@@ -259,15 +309,29 @@ def _verify_log(fd: int, file_size: int, shown: str, bookie: str,
             _check_batch(window, base, batch, shown, bookie, metadata, report)
         if i == start:  # nothing could be read at this entry: the log shrank under the scan
             pos, lid, eid = todo[i]
-            report.add(ENTRY_FRAME_INVALID, f"the log ends before the entry (it shrank while "
-                       f"being read: now {os.fstat(fd).st_size} bytes)", bookie=bookie,
-                       ledger=lid, entry=eid, file=shown, offset=pos)
+            report.add(
+                ENTRY_FRAME_INVALID,
+                f"the log ends before the entry (it shrank while "
+                f"being read: now {os.fstat(fd).st_size} bytes)",
+                bookie=bookie,
+                ledger=lid,
+                entry=eid,
+                file=shown,
+                offset=pos,
+            )
             report.copies.append(Copy(bookie, lid, eid, shown, pos))
             i += 1
 
 
-def _check_batch(window: bytes, base: int, batch: List[Tuple[int, int, int, int]], shown: str,
-                 bookie: str, metadata: Dict[int, LedgerMetadata], report: ScanReport) -> None:
+def _check_batch(
+    window: bytes,
+    base: int,
+    batch: List[Tuple[int, int, int, int]],
+    shown: str,
+    bookie: str,
+    metadata: Dict[int, LedgerMetadata],
+    report: ScanReport,
+) -> None:
     groups: Dict[int, List[Tuple[int, int, int, int]]] = defaultdict(list)
     for item in batch:
         groups[item[2]].append(item)
@@ -279,32 +343,56 @@ def _check_batch(window: bytes, base: int, batch: List[Tuple[int, int, int, int]
         n = DIGEST_LENGTHS[digest_type]
         for k, (pos, size, _lid, eid) in enumerate(items):
             where = dict(bookie=bookie, ledger=lid, entry=eid, file=shown, offset=pos)
-            copy = Copy(bookie, lid, eid, shown, pos, size, verified=checked,
-                        payload_crc32c=int(r["payload_crc32c"][k]),
-                        last_add_confirmed=int(r["last_add_confirmed"][k]))
+            copy = Copy(
+                bookie,
+                lid,
+                eid,
+                shown,
+                pos,
+                size,
+                verified=checked,
+                payload_crc32c=int(r["payload_crc32c"][k]),
+                last_add_confirmed=int(r["last_add_confirmed"][k]),
+            )
             report.copies.append(copy)
             if not r["frame_ok"][k]:
-                report.add(ENTRY_FRAME_INVALID, f"an entry of {size} bytes, shorter than its "
-                           f"32-byte header and {n}-byte {digest_type} digest", **where)
+                report.add(
+                    ENTRY_FRAME_INVALID,
+                    f"an entry of {size} bytes, shorter than its "
+                    f"32-byte header and {n}-byte {digest_type} digest",
+                    **where,
+                )
                 continue
             got = (int(r["ledger_id"][k]), int(r["entry_id"][k]))
             if got != (lid, eid):
-                report.add(ENTRY_FRAME_INVALID, f"the index names ledger {lid} entry {eid}, "
-                           f"the log holds ledger {got[0]} entry {got[1]} there", **where)
+                report.add(
+                    ENTRY_FRAME_INVALID,
+                    f"the index names ledger {lid} entry {eid}, "
+                    f"the log holds ledger {got[0]} entry {got[1]} there",
+                    **where,
+                )
                 continue
             copy.frame_ok = True
             copy.digest_ok = bool(r["digest_ok"][k])
             start = pos - base + 32
-            copy.stored_digest = window[start:start + n].hex()
+            copy.stored_digest = window[start : start + n].hex()
             if not copy.digest_ok:
                 computed = int(r["computed_digest"][k])
-                copy.problem = (f"stored {digest_type} digest {copy.stored_digest}, computed "
-                                f"{computed:0{2 * n}x}" if digest_type != "HMAC" else
-                                f"stored HMAC-SHA1 {copy.stored_digest} does not match")
+                copy.problem = (
+                    f"stored {digest_type} digest {copy.stored_digest}, computed "
+                    f"{computed:0{2 * n}x}"
+                    if digest_type != "HMAC"
+                    else f"stored HMAC-SHA1 {copy.stored_digest} does not match"
+                )
 
 
-def _check_master_keys(d: LedgerDir, bookie: str, index: _DirIndex,
-                       metadata: Dict[int, LedgerMetadata], report: ScanReport) -> None:
+def _check_master_keys(
+    d: LedgerDir,
+    bookie: str,
+    index: _DirIndex,
+    metadata: Dict[int, LedgerMetadata],
+    report: ScanReport,
+) -> None:
     """The master key a bookie keeps for a ledger is SHA-1("ledger" + password)
     (DigestManager.generateMasterKey): another one means the metadata's password is not the
     one the ledger was written with (every HMAC digest would fail identically, which is then
@@ -315,14 +403,20 @@ def _check_master_keys(d: LedgerDir, bookie: str, index: _DirIndex,
             continue  # no password known (v1 metadata) or no metadata: nothing to compare
         want = hashlib.sha1(b"ledger" + meta.password).digest()
         if key != want:
-            report.add(MASTER_KEY_MISMATCH, f"the bookie's master key {key.hex()[:40]} is not "
-                       f"SHA-1(\"ledger\" + the metadata's password) {want.hex()}: the "
-                       f"password is not the ledger's, or the data is another ledger's",
-                       bookie=bookie, ledger=lid, file=d.current)
+            report.add(
+                MASTER_KEY_MISMATCH,
+                f"the bookie's master key {key.hex()[:40]} is not "
+                f'SHA-1("ledger" + the metadata\'s password) {want.hex()}: the '
+                f"password is not the ledger's, or the data is another ledger's",
+                bookie=bookie,
+                ledger=lid,
+                file=d.current,
+            )
 
 
-def _scan_dir(d: LedgerDir, bookie: str, metadata: Dict[int, LedgerMetadata],
-              report: ScanReport) -> Optional[_DirIndex]:
+def _scan_dir(
+    d: LedgerDir, bookie: str, metadata: Dict[int, LedgerMetadata], report: ScanReport
+) -> Optional[_DirIndex]:
     try:
         top = open_dir(d.path, follow=True)
         try:
@@ -344,10 +438,14 @@ def _scan_dir(d: LedgerDir, bookie: str, metadata: Dict[int, LedgerMetadata],
         names = sorted(os.listdir(current_fd))
         for name in names:
             if COMPACTION_LEFTOVER.fullmatch(name):
-                report.add(UNINDEXED_ENTRY, "a compaction's leftover file (a compaction was "
-                           "interrupted; BookKeeper finishes or removes it at start-up): its "
-                           "entries are not read", bookie=bookie,
-                           file=os.path.join(d.current, name))
+                report.add(
+                    UNINDEXED_ENTRY,
+                    "a compaction's leftover file (a compaction was "
+                    "interrupted; BookKeeper finishes or removes it at start-up): its "
+                    "entries are not read",
+                    bookie=bookie,
+                    file=os.path.join(d.current, name),
+                )
         logs: Dict[int, str] = {}
         for n in names:
             listed = log_id_of(n)
@@ -355,35 +453,52 @@ def _scan_dir(d: LedgerDir, bookie: str, metadata: Dict[int, LedgerMetadata],
                 logs[listed] = n
         for log_id in sorted(set(by_log) | set(logs)):
             name = logs.get(log_id, f"{log_id:x}.log")
-            _one_log(current_fd, d, name, bookie, sorted(by_log.get(log_id, [])), index,
-                     metadata, report)
+            _one_log(
+                current_fd, d, name, bookie, sorted(by_log.get(log_id, [])), index, metadata, report
+            )
         return index
     finally:
         os.close(current_fd)
 
 
-def _one_log(current_fd: int, d: LedgerDir, name: str, bookie: str,
-             todo: List[Tuple[int, int, int]], index: _DirIndex,
-             metadata: Dict[int, LedgerMetadata], report: ScanReport) -> None:
+def _one_log(
+    current_fd: int,
+    d: LedgerDir,
+    name: str,
+    bookie: str,
+    todo: List[Tuple[int, int, int]],
+    index: _DirIndex,
+    metadata: Dict[int, LedgerMetadata],
+    report: ScanReport,
+) -> None:
     shown = os.path.join(d.current, name)
     try:
         fd = open_regular(current_fd, name)
     except FileNotFoundError:
         if todo:
-            _log_gone(todo, shown, bookie, "the entry log is gone (deleted by garbage "
-                      "collection or compaction since the index was read, or lost)", report)
+            _log_gone(
+                todo,
+                shown,
+                bookie,
+                "the entry log is gone (deleted by garbage "
+                "collection or compaction since the index was read, or lost)",
+                report,
+            )
         return
     except NotRegularFileError as exc:
-        report.add(NOT_A_REGULAR_FILE, f"{exc.strerror}: never read", bookie=bookie,
-                   file=shown)
+        report.add(NOT_A_REGULAR_FILE, f"{exc.strerror}: never read", bookie=bookie, file=shown)
         _log_gone(todo, shown, bookie, "the entry log is not a regular file", report)
         return
     try:
         size = os.fstat(fd).st_size
         header = read_header(fd, size)
         if header.problem and todo:
-            report.add(ENTRY_FRAME_INVALID, f"entry log header: {header.problem}",
-                       bookie=bookie, file=shown)
+            report.add(
+                ENTRY_FRAME_INVALID,
+                f"entry log header: {header.problem}",
+                bookie=bookie,
+                file=shown,
+            )
         if todo:
             _verify_log(fd, size, shown, bookie, todo, metadata, report)
         _unindexed(fd, size, shown, bookie, todo, index, report)
@@ -391,18 +506,31 @@ def _one_log(current_fd: int, d: LedgerDir, name: str, bookie: str,
         os.close(fd)
 
 
-def _log_gone(todo: List[Tuple[int, int, int]], shown: str, bookie: str, why: str,
-              report: ScanReport) -> None:
+def _log_gone(
+    todo: List[Tuple[int, int, int]], shown: str, bookie: str, why: str, report: ScanReport
+) -> None:
     ledgers = sorted({lid for _, lid, _ in todo})
-    report.add(ENTRY_LOG_MISSING, f"{why}: {len(todo)} index entries point into it "
-               f"(ledgers {', '.join(map(str, ledgers[:_SHOWN]))})", bookie=bookie,
-               ledger=ledgers[0] if len(ledgers) == 1 else None, file=shown)
+    report.add(
+        ENTRY_LOG_MISSING,
+        f"{why}: {len(todo)} index entries point into it "
+        f"(ledgers {', '.join(map(str, ledgers[:_SHOWN]))})",
+        bookie=bookie,
+        ledger=ledgers[0] if len(ledgers) == 1 else None,
+        file=shown,
+    )
     for pos, lid, eid in todo:
         report.copies.append(Copy(bookie, lid, eid, shown, pos))
 
 
-def _unindexed(fd: int, size: int, shown: str, bookie: str, todo: List[Tuple[int, int, int]],
-               index: _DirIndex, report: ScanReport) -> None:
+def _unindexed(
+    fd: int,
+    size: int,
+    shown: str,
+    bookie: str,
+    todo: List[Tuple[int, int, int]],
+    index: _DirIndex,
+    report: ScanReport,
+) -> None:
     """Records in the log that no index entry names at any location: one finding per
     ledger and log (a compaction's copy of an indexed entry elsewhere is expected)."""
     indexed_here = {pos for pos, _, _ in todo}
@@ -414,18 +542,29 @@ def _unindexed(fd: int, size: int, shown: str, bookie: str, todo: List[Tuple[int
         extra[rec.ledger_id].append((rec.entry_id, rec.pos))
     for lid, items in sorted(extra.items()):
         ids = ", ".join(str(e) for e, _ in items[:_SHOWN])
-        report.add(UNINDEXED_ENTRY, f"{len(items)} entr{'y' if len(items) == 1 else 'ies'} "
-                   f"({ids}{' ...' if len(items) > _SHOWN else ''}) in the log that no index "
-                   f"names: a compaction's or deleted ledger's leftover, or an add whose "
-                   f"index was lost; BookKeeper never reads them", bookie=bookie, ledger=lid,
-                   entry=items[0][0], file=shown, offset=items[0][1])
+        report.add(
+            UNINDEXED_ENTRY,
+            f"{len(items)} entr{'y' if len(items) == 1 else 'ies'} "
+            f"({ids}{' ...' if len(items) > _SHOWN else ''}) in the log that no index "
+            f"names: a compaction's or deleted ledger's leftover, or an add whose "
+            f"index was lost; BookKeeper never reads them",
+            bookie=bookie,
+            ledger=lid,
+            entry=items[0][0],
+            file=shown,
+            offset=items[0][1],
+        )
 
 
 # ---- bookies and their cookies ------------------------------------------------------------
 
-def _check_cookies(dirs: List[LedgerDir], instance_id: Optional[str],
-                   registered: Optional[Dict[str, bytes]],
-                   report: ScanReport) -> Dict[str, List[LedgerDir]]:
+
+def _check_cookies(
+    dirs: List[LedgerDir],
+    instance_id: Optional[str],
+    registered: Optional[Dict[str, bytes]],
+    report: ScanReport,
+) -> Dict[str, List[LedgerDir]]:
     """The readable ledger directories grouped by bookie ID, cookie disagreements reported:
     between one bookie's directories, between bookies' instanceIds, with the metadata's
     INSTANCEID and registered cookies, and a directory its own cookie does not list."""
@@ -433,28 +572,40 @@ def _check_cookies(dirs: List[LedgerDir], instance_id: Optional[str],
     for d in dirs:
         read_cookie(d)
         if d.cookie is None:
-            report.add(COOKIE_INVALID, f"{d.problem}: the directory is not read",
-                       file=d.current)
+            report.add(COOKIE_INVALID, f"{d.problem}: the directory is not read", file=d.current)
             continue
         by_bookie[d.cookie.bookie_id].append(d)
     for bookie, ds in by_bookie.items():
         first = ds[0].cookie
         for d in ds[1:]:
             if d.cookie != first:
-                report.add(COOKIE_MISMATCH, f"the cookie differs from {ds[0].path}'s "
-                           f"(BookKeeper refuses to start: Cookie.verify)", bookie=bookie,
-                           file=os.path.join(d.current, "VERSION"))
+                report.add(
+                    COOKIE_MISMATCH,
+                    f"the cookie differs from {ds[0].path}'s "
+                    f"(BookKeeper refuses to start: Cookie.verify)",
+                    bookie=bookie,
+                    file=os.path.join(d.current, "VERSION"),
+                )
         if registered is not None:
             _against_registered(bookie, ds[0], registered.get(bookie), report)
         for d in ds:
             assert d.cookie is not None
-            if dir_index_in_cookie(d.path, d.cookie) is None and dir_index_in_cookie(
-                    d.path, d.cookie, index=True) is None:
-                report.add(COOKIE_MISMATCH, "the cookie does not list this directory among "
-                           "its ledgerDirs (a directory moved or from another bookie)",
-                           bookie=bookie, file=os.path.join(d.current, "VERSION"))
-    ids = {b: ds[0].cookie.instance_id for b, ds in by_bookie.items()  # type: ignore[union-attr]
-           if ds[0].cookie.instance_id}  # type: ignore[union-attr]
+            if (
+                dir_index_in_cookie(d.path, d.cookie) is None
+                and dir_index_in_cookie(d.path, d.cookie, index=True) is None
+            ):
+                report.add(
+                    COOKIE_MISMATCH,
+                    "the cookie does not list this directory among "
+                    "its ledgerDirs (a directory moved or from another bookie)",
+                    bookie=bookie,
+                    file=os.path.join(d.current, "VERSION"),
+                )
+    ids = {
+        b: ds[0].cookie.instance_id  # type: ignore[union-attr]
+        for b, ds in by_bookie.items()
+        if ds[0].cookie.instance_id  # type: ignore[union-attr]
+    }
     expected = instance_id
     if expected is None and ids:
         counts: Dict[str, int] = defaultdict(int)
@@ -463,22 +614,31 @@ def _check_cookies(dirs: List[LedgerDir], instance_id: Optional[str],
         expected = max(sorted(counts), key=lambda v: counts[v])
     for bookie, value in sorted(ids.items()):
         if expected is not None and value != expected:
-            report.add(COOKIE_MISMATCH, f"instanceId {value[:64]} is not the cluster's "
-                       f"{expected[:64]} (a bookie of another cluster)", bookie=bookie,
-                       file=os.path.join(by_bookie[bookie][0].current, "VERSION"))
+            report.add(
+                COOKIE_MISMATCH,
+                f"instanceId {value[:64]} is not the cluster's "
+                f"{expected[:64]} (a bookie of another cluster)",
+                bookie=bookie,
+                file=os.path.join(by_bookie[bookie][0].current, "VERSION"),
+            )
     return by_bookie
 
 
-def _against_registered(bookie: str, d: LedgerDir, raw: Optional[bytes],
-                        report: ScanReport) -> None:
+def _against_registered(
+    bookie: str, d: LedgerDir, raw: Optional[bytes], report: ScanReport
+) -> None:
     """The bookie's cookie against the one the metadata store registers for its ID
     (`cookies/<bookieId>`; Cookie.verify compares them at every start)."""
     from merkle.replica.bookkeeper.cookie import CookieError, parse_cookie
 
     where = dict(bookie=bookie, file=os.path.join(d.current, "VERSION"))
     if raw is None:
-        report.add(COOKIE_MISMATCH, "the metadata store registers no cookie for this bookie "
-                   "ID (a bookie of another cluster, or its registration was removed)", **where)
+        report.add(
+            COOKIE_MISMATCH,
+            "the metadata store registers no cookie for this bookie "
+            "ID (a bookie of another cluster, or its registration was removed)",
+            **where,
+        )
         return
     try:
         theirs = parse_cookie(raw)
@@ -486,9 +646,13 @@ def _against_registered(bookie: str, d: LedgerDir, raw: Optional[bytes],
         report.add(COOKIE_MISMATCH, f"the registered cookie does not parse: {exc}", **where)
         return
     if theirs != d.cookie:
-        report.add(COOKIE_MISMATCH, "the cookie differs from the one the metadata store "
-                   "registers for this bookie ID (BookKeeper refuses to start: "
-                   "Cookie.verify)", **where)
+        report.add(
+            COOKIE_MISMATCH,
+            "the cookie differs from the one the metadata store "
+            "registers for this bookie ID (BookKeeper refuses to start: "
+            "Cookie.verify)",
+            **where,
+        )
 
 
 def _pair_index_dirs(by_bookie: Dict[str, List[LedgerDir]], report: ScanReport) -> None:
@@ -515,10 +679,14 @@ def _pair_index_dirs(by_bookie: Dict[str, List[LedgerDir]], report: ScanReport) 
             if pos < len(cookie.index_dirs) and cookie.index_dirs[pos] != cookie.ledger_dirs[pos]:
                 partner = index_at.get(pos)
                 if partner is None:
-                    report.add(INDEX_UNREADABLE, f"its index directory "
-                               f"{cookie.index_dirs[pos][:200]!r} (the cookie's indexDirs) "
-                               f"was not given: the directory is not read", bookie=bookie,
-                               file=d.current)
+                    report.add(
+                        INDEX_UNREADABLE,
+                        f"its index directory "
+                        f"{cookie.index_dirs[pos][:200]!r} (the cookie's indexDirs) "
+                        f"was not given: the directory is not read",
+                        bookie=bookie,
+                        file=d.current,
+                    )
                     continue
                 d.index_path = partner.path
             kept.append(d)
@@ -527,8 +695,10 @@ def _pair_index_dirs(by_bookie: Dict[str, List[LedgerDir]], report: ScanReport) 
 
 # ---- placement ----------------------------------------------------------------------------
 
-def _scanned_dirs(bookie: str, ds: List[LedgerDir], indexes: Dict[str, _DirIndex]
-                  ) -> Tuple[int, Set[int], bool]:
+
+def _scanned_dirs(
+    bookie: str, ds: List[LedgerDir], indexes: Dict[str, _DirIndex]
+) -> Tuple[int, Set[int], bool]:
     """(numDirs by the cookie, the positions of the scanned dirs, whether the storage maps a
     ledger to one dir) of a bookie."""
     cookie = ds[0].cookie
@@ -538,14 +708,22 @@ def _scanned_dirs(bookie: str, ds: List[LedgerDir], indexes: Dict[str, _DirIndex
     return len(cookie.ledger_dirs), {p for p in positions if p is not None}, db
 
 
-def _place(metadata: Dict[int, LedgerMetadata], by_bookie: Dict[str, List[LedgerDir]],
-           indexes: Dict[str, _DirIndex], report: ScanReport,
-           unread: Optional[Dict[int, str]] = None, metadata_complete: bool = True) -> None:
+def _place(
+    metadata: Dict[int, LedgerMetadata],
+    by_bookie: Dict[str, List[LedgerDir]],
+    indexes: Dict[str, _DirIndex],
+    report: ScanReport,
+    unread: Optional[Dict[int, str]] = None,
+    metadata_complete: bool = True,
+) -> None:
     copies: Dict[Tuple[int, int], List[Copy]] = defaultdict(list)
     for c in report.copies:
         copies[(c.ledger, c.entry)].append(c)
-    scanned = {b: _scanned_dirs(b, ds, indexes) for b, ds in by_bookie.items()
-               if any(d.path in indexes for d in ds)}
+    scanned = {
+        b: _scanned_dirs(b, ds, indexes)
+        for b, ds in by_bookie.items()
+        if any(d.path in indexes for d in ds)
+    }
 
     def covers(bookie: str, lid: int) -> bool:
         """Whether the scan read the directory where `bookie` keeps ledger `lid`."""
@@ -560,9 +738,14 @@ def _place(metadata: Dict[int, LedgerMetadata], by_bookie: Dict[str, List[Ledger
     for lid in sorted(metadata):
         meta = metadata[lid]
         seen = sorted(e for (l2, e) in copies if l2 == lid)
-        last = meta.last_entry_id if meta.state == CLOSED else max(
-            [c.last_add_confirmed for e in seen for c in copies[(lid, e)] if c.frame_ok],
-            default=-1)
+        last = (
+            meta.last_entry_id
+            if meta.state == CLOSED
+            else max(
+                [c.last_add_confirmed for e in seen for c in copies[(lid, e)] if c.frame_ok],
+                default=-1,
+            )
+        )
         _past_last(lid, meta, seen, copies, report)
         good_counts = []
         below, none = [], []
@@ -577,10 +760,16 @@ def _place(metadata: Dict[int, LedgerMetadata], by_bookie: Dict[str, List[Ledger
                 if any(c.bookie == bookie for c in here):
                     held_on[bookie] += 1
                 else:
-                    missing[bookie].append(Finding(
-                        MISSING_ENTRY, f"the write set {', '.join(meta.write_set(eid))} puts "
-                        f"a copy here and the bookie holds none (under-replicated)",
-                        bookie=bookie, ledger=lid, entry=eid))
+                    missing[bookie].append(
+                        Finding(
+                            MISSING_ENTRY,
+                            f"the write set {', '.join(meta.write_set(eid))} puts "
+                            f"a copy here and the bookie holds none (under-replicated)",
+                            bookie=bookie,
+                            ledger=lid,
+                            entry=eid,
+                        )
+                    )
             good_counts.append(len(good))
             if len(good) < meta.ack_quorum:
                 below.append(eid)
@@ -589,19 +778,30 @@ def _place(metadata: Dict[int, LedgerMetadata], by_bookie: Dict[str, List[Ledger
         for eid in seen:
             if eid > last:
                 _compare_copies(lid, eid, copies[(lid, eid)], report)
-        report.ledgers.append({
-            "ledger": lid, "state": meta.state, "digest_type": meta.digest_type,
-            "last_entry_id": meta.last_entry_id, "checked_up_to": last,
-            "ensemble_size": meta.ensemble_size, "write_quorum": meta.write_quorum,
-            "ack_quorum": meta.ack_quorum,
-            "good_copies": {str(k): good_counts.count(k) for k in sorted(set(good_counts))},
-            "below_ack_quorum": below, "without_good_copy": none})
+        report.ledgers.append(
+            {
+                "ledger": lid,
+                "state": meta.state,
+                "digest_type": meta.digest_type,
+                "last_entry_id": meta.last_entry_id,
+                "checked_up_to": last,
+                "ensemble_size": meta.ensemble_size,
+                "write_quorum": meta.write_quorum,
+                "ack_quorum": meta.ack_quorum,
+                "good_copies": {str(k): good_counts.count(k) for k in sorted(set(good_counts))},
+                "below_ack_quorum": below,
+                "without_good_copy": none,
+            }
+        )
     for bookie, found in sorted(missing.items()):
         if expected_on[bookie] and not held_on[bookie]:
-            report.add(BOOKIE_HOLDS_NOTHING, f"holds none of the {expected_on[bookie]} entry "
-                       f"copies its ensemble segments give it: a re-formatted or replaced "
-                       f"bookie (BP-31's incarnation case; the cookie alone cannot tell)",
-                       bookie=bookie)
+            report.add(
+                BOOKIE_HOLDS_NOTHING,
+                f"holds none of the {expected_on[bookie]} entry "
+                f"copies its ensemble segments give it: a re-formatted or replaced "
+                f"bookie (BP-31's incarnation case; the cookie alone cannot tell)",
+                bookie=bookie,
+            )
         else:
             report.findings.extend(found)
     # ledgers the metadata no longer has: garbage not yet collected
@@ -615,33 +815,56 @@ def _place(metadata: Dict[int, LedgerMetadata], by_bookie: Dict[str, List[Ledger
         if why is None and not metadata_complete:
             why = "the metadata store could not be listed whole"
         if why is not None:  # its metadata may exist: never call it garbage
-            report.add(LEDGER_METADATA_UNREAD, f"{entries} of a ledger whose metadata was not "
-                       f"read ({why}): not verified, only their frames were checked",
-                       bookie=bookie, ledger=lid)
+            report.add(
+                LEDGER_METADATA_UNREAD,
+                f"{entries} of a ledger whose metadata was not "
+                f"read ({why}): not verified, only their frames were checked",
+                bookie=bookie,
+                ledger=lid,
+            )
             continue
-        report.add(LEDGER_NOT_IN_METADATA, f"{entries} of a ledger the metadata does not have "
-                   f"(deleted: garbage BookKeeper has not collected yet; only their frames "
-                   f"were checked)", bookie=bookie, ledger=lid)
+        report.add(
+            LEDGER_NOT_IN_METADATA,
+            f"{entries} of a ledger the metadata does not have "
+            f"(deleted: garbage BookKeeper has not collected yet; only their frames "
+            f"were checked)",
+            bookie=bookie,
+            ledger=lid,
+        )
 
 
-def _past_last(lid: int, meta: LedgerMetadata, seen: List[int],
-               copies: Dict[Tuple[int, int], List[Copy]], report: ScanReport) -> None:
+def _past_last(
+    lid: int,
+    meta: LedgerMetadata,
+    seen: List[int],
+    copies: Dict[Tuple[int, int], List[Copy]],
+    report: ScanReport,
+) -> None:
     past = [e for e in seen if e > meta.last_entry_id]
     if not past:
         return
     holders = sorted({c.bookie for e in past for c in copies[(lid, e)]})
     span = f"{past[0]}..{past[-1]}" if len(past) > 1 else str(past[0])
     if meta.state == CLOSED:
-        report.add(ENTRY_PAST_LAST_ENTRY, f"entries {span} stored past the CLOSED ledger's "
-                   f"lastEntryId {meta.last_entry_id} on {', '.join(holders)}: never read "
-                   f"(an add that lost the close race, or leftovers of recovery)",
-                   ledger=lid, entry=past[0])
+        report.add(
+            ENTRY_PAST_LAST_ENTRY,
+            f"entries {span} stored past the CLOSED ledger's "
+            f"lastEntryId {meta.last_entry_id} on {', '.join(holders)}: never read "
+            f"(an add that lost the close race, or leftovers of recovery)",
+            ledger=lid,
+            entry=past[0],
+        )
     else:
-        report.add(ENTRY_OF_OPEN_LEDGER, f"entries {span} stored while the metadata says "
-                   f"{meta.state} (lastEntryId {meta.last_entry_id}): the ledger is still "
-                   f"being written or its writer died before closing it; recovery decides "
-                   f"which become part of it; checked for placement up to the last entry "
-                   f"confirmed in their headers", ledger=lid, entry=past[0])
+        report.add(
+            ENTRY_OF_OPEN_LEDGER,
+            f"entries {span} stored while the metadata says "
+            f"{meta.state} (lastEntryId {meta.last_entry_id}): the ledger is still "
+            f"being written or its writer died before closing it; recovery decides "
+            f"which become part of it; checked for placement up to the last entry "
+            f"confirmed in their headers",
+            ledger=lid,
+            entry=past[0],
+        )
 
 
 def _compare_copies(lid: int, eid: int, here: List[Copy], report: ScanReport) -> None:
@@ -649,31 +872,53 @@ def _compare_copies(lid: int, eid: int, here: List[Copy], report: ScanReport) ->
     digest bug), copies that differ although each digest holds."""
     framed = [c for c in here if c.frame_ok and c.verified]
     bad = [c for c in framed if not c.digest_ok]
-    if len(bad) >= 2 and len(bad) == len(framed) and len(
-            {(c.payload_crc32c, c.stored_digest) for c in bad}) == 1:
-        report.add(DIGEST_MISMATCH_ALL_COPIES, f"the digest fails identically on all "
-                   f"{len(bad)} copies ({', '.join(c.bookie for c in bad)}): the client "
-                   f"computed it wrongly when writing (a client digest bug, such as "
-                   f"BookKeeper PR #4140/#4196), not a disk", ledger=lid, entry=eid,
-                   bookie=bad[0].bookie, file=bad[0].file, offset=bad[0].offset)
+    if (
+        len(bad) >= 2
+        and len(bad) == len(framed)
+        and len({(c.payload_crc32c, c.stored_digest) for c in bad}) == 1
+    ):
+        report.add(
+            DIGEST_MISMATCH_ALL_COPIES,
+            f"the digest fails identically on all "
+            f"{len(bad)} copies ({', '.join(c.bookie for c in bad)}): the client "
+            f"computed it wrongly when writing (a client digest bug, such as "
+            f"BookKeeper PR #4140/#4196), not a disk",
+            ledger=lid,
+            entry=eid,
+            bookie=bad[0].bookie,
+            file=bad[0].file,
+            offset=bad[0].offset,
+        )
     else:
         for c in bad:
             others = [o.bookie for o in framed if o.digest_ok]
-            report.add(CORRUPT_ENTRY, f"{c.problem} (bit rot: "
-                       f"{'good copies on ' + ', '.join(others) if others else 'no good copy'}"
-                       f"; BookKeeper's clients skip this copy and never repair it)",
-                       bookie=c.bookie, ledger=lid, entry=eid, file=c.file, offset=c.offset)
+            report.add(
+                CORRUPT_ENTRY,
+                f"{c.problem} (bit rot: "
+                f"{'good copies on ' + ', '.join(others) if others else 'no good copy'}"
+                f"; BookKeeper's clients skip this copy and never repair it)",
+                bookie=c.bookie,
+                ledger=lid,
+                entry=eid,
+                file=c.file,
+                offset=c.offset,
+            )
     good = [c for c in framed if c.digest_ok]
     if len({(c.payload_crc32c, c.stored_digest) for c in good}) > 1:
-        report.add(COPIES_DIFFER, "copies hold different bytes although each digest holds: "
-                   + "; ".join(f"{c.bookie} payload crc32c {c.payload_crc32c:08x}"
-                               for c in good[:_SHOWN])
-                   + " (the client wrote different bytes: a writer or recovery bug, not a "
-                     "disk)", ledger=lid, entry=eid)
+        report.add(
+            COPIES_DIFFER,
+            "copies hold different bytes although each digest holds: "
+            + "; ".join(f"{c.bookie} payload crc32c {c.payload_crc32c:08x}" for c in good[:_SHOWN])
+            + " (the client wrote different bytes: a writer or recovery bug, not a "
+            "disk)",
+            ledger=lid,
+            entry=eid,
+        )
 
 
-def _wrong_dir(by_bookie: Dict[str, List[LedgerDir]], indexes: Dict[str, _DirIndex],
-               report: ScanReport) -> None:
+def _wrong_dir(
+    by_bookie: Dict[str, List[LedgerDir]], indexes: Dict[str, _DirIndex], report: ScanReport
+) -> None:
     """DbLedgerStorage keeps ledger L only in ledger dir L mod numDirs: a ledger's data in
     another dir is invisible to its bookie."""
     for bookie, ds in by_bookie.items():
@@ -687,17 +932,26 @@ def _wrong_dir(by_bookie: Dict[str, List[LedgerDir]], indexes: Dict[str, _DirInd
                 continue
             for lid in sorted(index.ledgers):
                 if lid % num != pos:
-                    report.add(LEDGER_IN_WRONG_DIR, f"DbLedgerStorage keeps ledger {lid} in "
-                               f"ledger dir {lid % num} of {num}, this is dir {pos}: the "
-                               f"bookie never reads it here", bookie=bookie, ledger=lid,
-                               file=d.current)
+                    report.add(
+                        LEDGER_IN_WRONG_DIR,
+                        f"DbLedgerStorage keeps ledger {lid} in "
+                        f"ledger dir {lid % num} of {num}, this is dir {pos}: the "
+                        f"bookie never reads it here",
+                        bookie=bookie,
+                        ledger=lid,
+                        file=d.current,
+                    )
 
 
-def scan_bookies(paths: Iterable[str], metadata: Dict[int, LedgerMetadata], *,
-                 instance_id: Optional[str] = None,
-                 registered_cookies: Optional[Dict[str, bytes]] = None,
-                 unread: Optional[Dict[int, str]] = None,
-                 metadata_complete: bool = True) -> ScanReport:
+def scan_bookies(
+    paths: Iterable[str],
+    metadata: Dict[int, LedgerMetadata],
+    *,
+    instance_id: Optional[str] = None,
+    registered_cookies: Optional[Dict[str, bytes]] = None,
+    unread: Optional[Dict[int, str]] = None,
+    metadata_complete: bool = True,
+) -> ScanReport:
     """Scan the bookies' ledger directories at or under `paths` against `metadata` (ledger
     ID -> LedgerMetadata); `instance_id`: the cluster's INSTANCEID, `registered_cookies`:
     the cookies the metadata store registers (raw bytes by bookie ID), when the metadata
@@ -714,8 +968,13 @@ def scan_bookies(paths: Iterable[str], metadata: Dict[int, LedgerMetadata], *,
             report.failed.append({"path": p, "error": f"{p}: {exc.strerror or exc}"})
             continue
         if not found:
-            report.failed.append({"path": p, "error": f"{p}: no bookie ledger directory found "
-                                  f"(a directory with current/VERSION and entry logs)"})
+            report.failed.append(
+                {
+                    "path": p,
+                    "error": f"{p}: no bookie ledger directory found "
+                    f"(a directory with current/VERSION and entry logs)",
+                }
+            )
         dirs.extend(LedgerDir(f) for f in found if f not in {d.path for d in dirs})
     by_bookie = _check_cookies(dirs, instance_id, registered_cookies, report)
     _pair_index_dirs(by_bookie, report)

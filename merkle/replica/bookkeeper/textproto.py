@@ -29,15 +29,29 @@ class TextProtoError(ValueError):
 
 # ---- text format ---------------------------------------------------------------------------
 
-_TOKEN = re.compile(rb"""
+_TOKEN = re.compile(
+    rb"""
     \s+ | \#[^\n]* |
     (?P<str>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*') |
     (?P<word>[A-Za-z_][A-Za-z0-9_.]*|[-+]?[0-9][0-9A-Za-z_.+-]*|[-+]?inf|nan) |
     (?P<punct>[:{}<>;,\[\]])
-""", re.X | re.S)
+""",
+    re.X | re.S,
+)
 
-_ESCAPES = {ord("n"): 10, ord("t"): 9, ord("r"): 13, ord("a"): 7, ord("b"): 8, ord("f"): 12,
-            ord("v"): 11, ord("\\"): 92, ord("'"): 39, ord('"'): 34, ord("?"): 63}
+_ESCAPES = {
+    ord("n"): 10,
+    ord("t"): 9,
+    ord("r"): 13,
+    ord("a"): 7,
+    ord("b"): 8,
+    ord("f"): 12,
+    ord("v"): 11,
+    ord("\\"): 92,
+    ord("'"): 39,
+    ord('"'): 34,
+    ord("?"): 63,
+}
 
 
 def _unescape(body: bytes) -> bytes:
@@ -58,7 +72,7 @@ def _unescape(body: bytes) -> bytes:
             out.append(_ESCAPES[c])
             i += 1
         elif c in (ord("x"), ord("X")):
-            m = re.match(rb"[0-9A-Fa-f]{1,2}", body[i + 1:])
+            m = re.match(rb"[0-9A-Fa-f]{1,2}", body[i + 1 :])
             if not m:
                 raise TextProtoError("a \\x escape without hex digits")
             out.append(int(m.group(), 16))
@@ -78,7 +92,7 @@ def _tokens(data: bytes) -> Iterator[Tuple[str, bytes]]:
     while pos < len(data):
         m = _TOKEN.match(data, pos)
         if m is None:
-            raise TextProtoError(f"unexpected character {data[pos:pos + 1]!r} at byte {pos}")
+            raise TextProtoError(f"unexpected character {data[pos : pos + 1]!r} at byte {pos}")
         pos = m.end()
         kind = m.lastgroup
         if kind is not None:
@@ -96,8 +110,9 @@ def parse_text(data: bytes) -> TextMessage:
     return msg
 
 
-def _message(toks: List[Tuple[str, bytes]], pos: int, depth: int, close: object
-             ) -> Tuple[TextMessage, int]:
+def _message(
+    toks: List[Tuple[str, bytes]], pos: int, depth: int, close: object
+) -> Tuple[TextMessage, int]:
     if depth > _MAX_DEPTH:
         raise TextProtoError("messages nested too deep")
     out: TextMessage = {}
@@ -140,6 +155,7 @@ def _message(toks: List[Tuple[str, bytes]], pos: int, depth: int, close: object
 
 # ---- wire format ---------------------------------------------------------------------------
 
+
 def read_varint(data: bytes, pos: int) -> Tuple[int, int]:
     """(value, next position) of the varint at `pos`; TextProtoError when truncated or longer
     than 10 bytes."""
@@ -177,14 +193,15 @@ def wire_fields(data: bytes) -> Iterator[Tuple[int, int, Union[int, bytes]]]:
             width = 8 if wire == 1 else 4
             if pos + width > len(data):
                 raise TextProtoError("a truncated fixed-width field")
-            yield number, wire, int.from_bytes(data[pos:pos + width], "little")
+            yield number, wire, int.from_bytes(data[pos : pos + width], "little")
             pos += width
         elif wire == 2:
             length, pos = read_varint(data, pos)
             if length > len(data) - pos:
-                raise TextProtoError(f"field {number} claims {length} bytes, "
-                                     f"{len(data) - pos} remain")
-            yield number, wire, bytes(data[pos:pos + length])
+                raise TextProtoError(
+                    f"field {number} claims {length} bytes, {len(data) - pos} remain"
+                )
+            yield number, wire, bytes(data[pos : pos + length])
             pos += length
         else:
             raise TextProtoError(f"unsupported wire type {wire} (field {number})")

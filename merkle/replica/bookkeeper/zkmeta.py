@@ -33,9 +33,20 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from merkle.replica.errors import ReplicaError
 
-__all__ = ["DEFAULT_LEDGERS_ROOT", "DEFAULT_TIMEOUT", "MAX_CHILDREN", "MAX_TOTAL_BYTES",
-           "MAX_ZNODE_BYTES", "CookieZnode", "ZkMetadata", "ZkSpec", "ZooKeeperError",
-           "ledger_znode_path", "parse_zookeeper_spec", "read_zookeeper_metadata"]
+__all__ = [
+    "DEFAULT_LEDGERS_ROOT",
+    "DEFAULT_TIMEOUT",
+    "MAX_CHILDREN",
+    "MAX_TOTAL_BYTES",
+    "MAX_ZNODE_BYTES",
+    "CookieZnode",
+    "ZkMetadata",
+    "ZkSpec",
+    "ZooKeeperError",
+    "ledger_znode_path",
+    "parse_zookeeper_spec",
+    "read_zookeeper_metadata",
+]
 
 #: BookKeeper's default ledgers root (AbstractConfiguration.getZkLedgersRootPath,
 #: BookKeeperConstants.DEFAULT_ZK_LEDGERS_ROOT_PATH)
@@ -53,32 +64,47 @@ MAX_PROBLEMS = 1000
 #: requests in flight at once while reading ledgers (round trips, not memory: each is bounded)
 _WINDOW = 128
 
-_INT_MAX = 2**31 - 1   # Integer.MAX_VALUE: below it the short 2-4-4 path, from it the long one
+_INT_MAX = 2**31 - 1  # Integer.MAX_VALUE: below it the short 2-4-4 path, from it the long one
 _LONG_MAX = 2**63 - 1
 _HIERARCHICAL = {
     "org.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory",
     "org.apache.bookkeeper.meta.LongHierarchicalLedgerManagerFactory",
     "org.apache.bookkeeper.meta.LegacyHierarchicalLedgerManagerFactory",
-    "hierarchical", "longhierarchical", "legacyhierarchical",   # layout format version 1 names
+    "hierarchical",
+    "longhierarchical",
+    "legacyhierarchical",  # layout format version 1 names
 }
 # the `zk+<type>` of a metadata service URI (ZKMetadataDriverBase.resolveLedgerManagerFactory);
 # "null" and no type mean "whatever LAYOUT says"
 _URI_TYPES = {"", "null", "hierarchical", "longhierarchical", "legacyhierarchical"}
 # names under the root that are not ledger parents (AbstractZkLedgerManager.isSpecialZnode,
 # BookKeeperConstants, ZkLedgerIdGenerator.LEDGER_ID_GEN_PREFIX "ID-")
-_SPECIAL = {"available", "cookies", "LAYOUT", "INSTANCEID", "underreplication", "idgen",
-            "idgen-long", "disableHealthCheck"}
+_SPECIAL = {
+    "available",
+    "cookies",
+    "LAYOUT",
+    "INSTANCEID",
+    "underreplication",
+    "idgen",
+    "idgen-long",
+    "disableHealthCheck",
+}
 _HOST_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\Z")
 _ROOT_PART = re.compile(r"[A-Za-z0-9._:@+-]{1,255}\Z")
 _PORT = re.compile(r"[0-9]{1,5}\Z")
 _URI = re.compile(r"zk(?:\+([a-z]*))?://([^/]*)(/.*)?\Z", re.IGNORECASE)
 # one level's name pattern per depth: short (2-4-L4) and long (3-4-4-4-L4) forms
 _SHORT = (re.compile(r"[0-9]{2}\Z"), re.compile(r"[0-9]{4}\Z"), re.compile(r"L[0-9]{4}\Z"))
-_LONG = (re.compile(r"[0-9]{3}\Z"), re.compile(r"[0-9]{4}\Z"), re.compile(r"[0-9]{4}\Z"),
-         re.compile(r"[0-9]{4}\Z"), re.compile(r"L[0-9]{4}\Z"))
+_LONG = (
+    re.compile(r"[0-9]{3}\Z"),
+    re.compile(r"[0-9]{4}\Z"),
+    re.compile(r"[0-9]{4}\Z"),
+    re.compile(r"[0-9]{4}\Z"),
+    re.compile(r"L[0-9]{4}\Z"),
+)
 
 _log = logging.getLogger(__name__ + ".kazoo")
-_log.addHandler(logging.NullHandler())   # kazoo's reconnect chatter is not the CLI's output
+_log.addHandler(logging.NullHandler())  # kazoo's reconnect chatter is not the CLI's output
 
 
 class ZooKeeperError(ReplicaError):
@@ -92,7 +118,7 @@ class ZkSpec:
 
     hosts: Tuple[Tuple[str, int], ...]
     root: str
-    layout_type: str = ""   # the `zk+<type>` of a URI ("" when none)
+    layout_type: str = ""  # the `zk+<type>` of a URI ("" when none)
 
     def connect_string(self) -> str:
         """kazoo's `hosts` (no chroot: every path read is absolute under `root`)."""
@@ -109,7 +135,7 @@ class CookieZnode:
     bookie_id: str
     data: bytes
     czxid: int
-    ctime: int   # ms since the epoch, as ZooKeeper keeps it
+    ctime: int  # ms since the epoch, as ZooKeeper keeps it
     mzxid: int
     mtime: int
     version: int
@@ -141,6 +167,7 @@ class ZkMetadata:
 
 # --- the spec ------------------------------------------------------------------------------------
 
+
 def parse_zookeeper_spec(spec: str) -> ZkSpec:
     """`HOST:PORT[,HOST:PORT...][/root]` or `zk[+type]://HOST:PORT[;HOST:PORT...][/root]`;
     ZooKeeperError (one line) for anything else."""
@@ -151,12 +178,15 @@ def parse_zookeeper_spec(spec: str) -> ZkSpec:
     if m:
         layout_type = (m.group(1) or "").lower()
         if layout_type not in _URI_TYPES:
-            raise ZooKeeperError(f"--zookeeper {spec!r}: ledger manager {layout_type!r} is not "
-                                 f"supported (only the hierarchical ones)")
+            raise ZooKeeperError(
+                f"--zookeeper {spec!r}: ledger manager {layout_type!r} is not "
+                f"supported (only the hierarchical ones)"
+            )
         servers, root = m.group(2).replace(";", ","), m.group(3)
     elif "://" in spec:
-        raise ZooKeeperError(f"--zookeeper {spec!r}: only zk:// metadata service URIs are "
-                             f"ZooKeeper")
+        raise ZooKeeperError(
+            f"--zookeeper {spec!r}: only zk:// metadata service URIs are ZooKeeper"
+        )
     else:
         slash = spec.find("/")
         servers, root = (spec, None) if slash < 0 else (spec[:slash], spec[slash:])
@@ -167,7 +197,7 @@ def parse_zookeeper_spec(spec: str) -> ZkSpec:
 
 
 def _host_port(spec: str, part: str) -> Tuple[str, int]:
-    if part.startswith("["):   # an IPv6 literal: [addr]:port
+    if part.startswith("["):  # an IPv6 literal: [addr]:port
         host, sep, port = part[1:].partition("]:")
         if not sep:
             raise ZooKeeperError(f"--zookeeper {spec!r}: expected [IPv6]:PORT, got {part!r}")
@@ -180,8 +210,10 @@ def _host_port(spec: str, part: str) -> Tuple[str, int]:
         if not sep or not host:
             raise ZooKeeperError(f"--zookeeper {spec!r}: expected HOST:PORT, got {part!r}")
         if len(host) > 253 or not all(_HOST_LABEL.match(x) for x in host.split(".")):
-            raise ZooKeeperError(f"--zookeeper {spec!r}: bad host name {host!r} "
-                                 f"(letters, digits, '-' and '.', or [IPv6])")
+            raise ZooKeeperError(
+                f"--zookeeper {spec!r}: bad host name {host!r} "
+                f"(letters, digits, '-' and '.', or [IPv6])"
+            )
     if not _PORT.match(port) or not 1 <= int(port) <= 65535:
         raise ZooKeeperError(f"--zookeeper {spec!r}: bad port {port!r} (1..65535)")
     return host, int(port)
@@ -192,9 +224,11 @@ def _root(spec: str, root: Optional[str]) -> str:
         return DEFAULT_LEDGERS_ROOT
     parts = root.split("/")[1:]
     if root == "/" or any(p in ("", ".", "..") or not _ROOT_PART.match(p) for p in parts):
-        raise ZooKeeperError(f"--zookeeper {spec!r}: bad ledgers root {root!r} (an absolute "
-                             f"znode path such as /ledgers: no '.', '..', empty or trailing "
-                             f"parts)")
+        raise ZooKeeperError(
+            f"--zookeeper {spec!r}: bad ledgers root {root!r} (an absolute "
+            f"znode path such as /ledgers: no '.', '..', empty or trailing "
+            f"parts)"
+        )
     return root
 
 
@@ -216,11 +250,19 @@ def ledger_znode_path(root: str, ledger_id: int) -> str:
 
 # --- reading -------------------------------------------------------------------------------------
 
+
 class _Reader:
     """One read-only session; every request bounded in time, every reply in size."""
 
-    def __init__(self, client: Any, timeout: float, max_znode_bytes: int, max_children: int,
-                 max_total_bytes: int, meta: ZkMetadata) -> None:
+    def __init__(
+        self,
+        client: Any,
+        timeout: float,
+        max_znode_bytes: int,
+        max_children: int,
+        max_total_bytes: int,
+        meta: ZkMetadata,
+    ) -> None:
         from kazoo.exceptions import NoNodeError
 
         self.client, self.timeout, self.meta = client, timeout, meta
@@ -233,9 +275,10 @@ class _Reader:
             return result.get(timeout=self.timeout)
         except self.NoNodeError:
             raise
-        except Exception as exc:   # kazoo's timeouts, connection loss, auth: one line each
-            raise ZooKeeperError(_show(f"{path}: {type(exc).__name__}: {exc}".rstrip(": ")),
-                                 None) from None
+        except Exception as exc:  # kazoo's timeouts, connection loss, auth: one line each
+            raise ZooKeeperError(
+                _show(f"{path}: {type(exc).__name__}: {exc}".rstrip(": ")), None
+            ) from None
 
     def stat(self, path: str) -> Optional[Any]:
         return self._wait(self.client.exists_async(path), path)
@@ -246,24 +289,28 @@ class _Reader:
         if st is None:
             return None
         if st.numChildren > self.max_children:
-            self.meta.problem(f"{path}: {st.numChildren} children, more than the "
-                              f"{self.max_children} read: not listed")
+            self.meta.problem(
+                f"{path}: {st.numChildren} children, more than the "
+                f"{self.max_children} read: not listed"
+            )
             return None
         try:
             names = self._wait(self.client.get_children_async(path), path)
         except self.NoNodeError:
             return None
-        if len(names) > self.max_children:   # it grew between the stat and the listing
-            self.meta.problem(f"{path}: {len(names)} children, more than the "
-                              f"{self.max_children} read: not listed")
+        if len(names) > self.max_children:  # it grew between the stat and the listing
+            self.meta.problem(
+                f"{path}: {len(names)} children, more than the {self.max_children} read: not listed"
+            )
             return None
         return sorted(names)
 
     def _keep(self, path: str, data: bytes) -> None:
         self.budget -= len(data)
         if self.budget < 0:
-            raise ZooKeeperError(f"{path}: the metadata is larger than the {self.max_total} "
-                                 f"bytes one read keeps")
+            raise ZooKeeperError(
+                f"{path}: the metadata is larger than the {self.max_total} bytes one read keeps"
+            )
 
     def data(self, path: str) -> Tuple[Optional[bytes], Any, str]:
         """One znode: (bytes, stat, "") or (None, stat or None, why not)."""
@@ -277,8 +324,9 @@ class _Reader:
         would see it)."""
         for start in range(0, len(paths), _WINDOW):
             pending = []
-            for path, res in [(p, self.client.exists_async(p))
-                              for p in paths[start:start + _WINDOW]]:
+            for path, res in [
+                (p, self.client.exists_async(p)) for p in paths[start : start + _WINDOW]
+            ]:
                 st = self._wait(res, path)
                 if st is None:
                     continue
@@ -292,7 +340,7 @@ class _Reader:
                 except self.NoNodeError:
                     continue
                 data = data or b""
-                if len(data) > self.max_bytes:   # rewritten larger since its stat
+                if len(data) > self.max_bytes:  # rewritten larger since its stat
                     yield path, None, st, self._too_big(len(data))
                     continue
                 self._keep(path, data)
@@ -315,8 +363,10 @@ def _layout(reader: _Reader, spec: ZkSpec) -> str:
     factory = lines[1].rpartition(":")[0] if len(lines) >= 2 else ""
     if not lines[0].strip().isdigit() or factory not in _HIERARCHICAL:
         shown = data[:200].decode("utf-8", "replace")
-        raise ZooKeeperError(f"{spec}: {path} says {shown!r}: only BookKeeper's hierarchical "
-                             f"ledger managers are read")
+        raise ZooKeeperError(
+            f"{spec}: {path} says {shown!r}: only BookKeeper's hierarchical "
+            f"ledger managers are read"
+        )
     return factory
 
 
@@ -335,7 +385,7 @@ def _instance_id(reader: _Reader, meta: ZkMetadata, root: str) -> Optional[str]:
 def _cookies(reader: _Reader, meta: ZkMetadata, root: str) -> None:
     base = root + "/cookies"
     names = reader.children(base)
-    if names is None:   # none (a cluster never formatted), or too many: a problem line
+    if names is None:  # none (a cluster never formatted), or too many: a problem line
         return
     by_path = {f"{base}/{n}": n for n in names}
     for path, data, st, why in reader.many(list(by_path)):
@@ -343,8 +393,9 @@ def _cookies(reader: _Reader, meta: ZkMetadata, root: str) -> None:
         if data is None:
             meta.problem(f"{base}/{bookie!r}: cookie of bookie {bookie!r}: {why}")
             continue
-        meta.cookies[bookie] = CookieZnode(bookie, data, st.czxid, st.ctime, st.mzxid,
-                                           st.mtime, st.version)
+        meta.cookies[bookie] = CookieZnode(
+            bookie, data, st.czxid, st.ctime, st.mzxid, st.mtime, st.version
+        )
 
 
 def _ledger_paths(reader: _Reader, meta: ZkMetadata, root: str) -> Dict[str, int]:
@@ -366,12 +417,18 @@ def _ledger_paths(reader: _Reader, meta: ZkMetadata, root: str) -> Dict[str, int
     return found
 
 
-def _walk(reader: _Reader, meta: ZkMetadata, root: str, parts: List[str],
-          levels: Tuple[Any, ...], found: Dict[str, int]) -> None:
+def _walk(
+    reader: _Reader,
+    meta: ZkMetadata,
+    root: str,
+    parts: List[str],
+    levels: Tuple[Any, ...],
+    found: Dict[str, int],
+) -> None:
     path = "/".join([root] + parts)
     names = reader.children(path)
     if names is None:
-        meta.complete = False   # too many children (a problem line), or deleted meanwhile
+        meta.complete = False  # too many children (a problem line), or deleted meanwhile
         return
     depth = len(parts)
     for name in names:
@@ -384,14 +441,17 @@ def _walk(reader: _Reader, meta: ZkMetadata, root: str, parts: List[str],
             _ledger(meta, root, child, parts + [name[1:]], found)
 
 
-def _ledger(meta: ZkMetadata, root: str, path: str, digits: List[str],
-            found: Dict[str, int]) -> None:
+def _ledger(
+    meta: ZkMetadata, root: str, path: str, digits: List[str], found: Dict[str, int]
+) -> None:
     ledger_id = int("".join(digits))
     if ledger_id > _LONG_MAX:
         meta.problem(f"{path}: ledger ID {''.join(digits)} is beyond a 64-bit ledger ID: ignored")
     elif ledger_znode_path(root, ledger_id) != path:
-        meta.problem(f"{path}: ledger {ledger_id} belongs at {ledger_znode_path(root, ledger_id)}"
-                     f" (BookKeeper never reads it here): ignored")
+        meta.problem(
+            f"{path}: ledger {ledger_id} belongs at {ledger_znode_path(root, ledger_id)}"
+            f" (BookKeeper never reads it here): ignored"
+        )
     else:
         found[path] = ledger_id
 
@@ -419,11 +479,15 @@ def _guard_replies(client: Any, max_reply_bytes: int, refused: List[str]) -> Non
     conn._read = bounded
 
 
-def read_zookeeper_metadata(spec: str, *, timeout: float = DEFAULT_TIMEOUT,
-                            max_znode_bytes: int = MAX_ZNODE_BYTES,
-                            max_children: int = MAX_CHILDREN,
-                            max_total_bytes: int = MAX_TOTAL_BYTES,
-                            max_reply_bytes: Optional[int] = None) -> ZkMetadata:
+def read_zookeeper_metadata(
+    spec: str,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    max_znode_bytes: int = MAX_ZNODE_BYTES,
+    max_children: int = MAX_CHILDREN,
+    max_total_bytes: int = MAX_TOTAL_BYTES,
+    max_reply_bytes: Optional[int] = None,
+) -> ZkMetadata:
     """Read LAYOUT, INSTANCEID, the cookies and every ledger's metadata bytes from a live
     ZooKeeper, read-only. ZooKeeperError (one line) when the work cannot be done; what is odd
     but readable is a line in `problems`. `max_reply_bytes` bounds any one reply on the wire
@@ -435,24 +499,31 @@ def read_zookeeper_metadata(spec: str, *, timeout: float = DEFAULT_TIMEOUT,
         from kazoo.client import KazooClient
         from kazoo.retry import KazooRetry
     except ImportError:
-        raise ZooKeeperError("--zookeeper needs kazoo: pip install 'crcmerkle[bookkeeper]'") \
-            from None
-    client = KazooClient(hosts=parsed.connect_string(), timeout=timeout, read_only=True,
-                         connection_retry=KazooRetry(max_tries=2, delay=0.1, max_delay=1.0),
-                         command_retry=None, logger=_log)
-    if max_reply_bytes is None:   # a name is at most a few hundred bytes in practice
+        raise ZooKeeperError(
+            "--zookeeper needs kazoo: pip install 'crcmerkle[bookkeeper]'"
+        ) from None
+    client = KazooClient(
+        hosts=parsed.connect_string(),
+        timeout=timeout,
+        read_only=True,
+        connection_retry=KazooRetry(max_tries=2, delay=0.1, max_delay=1.0),
+        command_retry=None,
+        logger=_log,
+    )
+    if max_reply_bytes is None:  # a name is at most a few hundred bytes in practice
         max_reply_bytes = max(max_znode_bytes, 256 * max_children) + (64 << 10)
     refused: List[str] = []
     _guard_replies(client, max_reply_bytes, refused)
     try:
         client.start(timeout=timeout)
     except Exception as exc:
-        raise ZooKeeperError(f"{parsed}: cannot connect within {timeout:g} s "
-                             f"({type(exc).__name__})") from None
+        raise ZooKeeperError(
+            f"{parsed}: cannot connect within {timeout:g} s ({type(exc).__name__})"
+        ) from None
     try:
         return _read(client, parsed, timeout, max_znode_bytes, max_children, max_total_bytes)
     except ZooKeeperError as exc:
-        if refused:   # the connection was dropped on purpose: say why, not just "lost"
+        if refused:  # the connection was dropped on purpose: say why, not just "lost"
             raise ZooKeeperError(f"{exc}: {refused[0]}") from None
         raise
     finally:
@@ -460,8 +531,14 @@ def read_zookeeper_metadata(spec: str, *, timeout: float = DEFAULT_TIMEOUT,
         client.close()
 
 
-def _read(client: Any, spec: ZkSpec, timeout: float, max_znode_bytes: int, max_children: int,
-          max_total_bytes: int) -> ZkMetadata:
+def _read(
+    client: Any,
+    spec: ZkSpec,
+    timeout: float,
+    max_znode_bytes: int,
+    max_children: int,
+    max_total_bytes: int,
+) -> ZkMetadata:
     meta = ZkMetadata(instance_id=None, layout="", spec=spec)
     reader = _Reader(client, timeout, max_znode_bytes, max_children, max_total_bytes, meta)
     try:
@@ -475,7 +552,7 @@ def _read(client: Any, spec: ZkSpec, timeout: float, max_znode_bytes: int, max_c
                 meta.problem(f"{path}: ledger {paths[path]}: {why}")
             else:
                 meta.ledgers[paths[path]] = data
-    except reader.NoNodeError as exc:   # the root or a level vanished mid-read
+    except reader.NoNodeError as exc:  # the root or a level vanished mid-read
         raise ZooKeeperError(f"{spec}: a znode vanished while being read ({exc})") from None
     if meta._dropped:
         meta.problems.append(f"... and {meta._dropped} more problems")

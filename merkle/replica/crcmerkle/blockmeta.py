@@ -66,9 +66,25 @@ from merkle.replica.blocks import (  # noqa: F401
 from merkle.replica.errors import BlockMetaError
 from merkle.replica.safeopen import open_dir, read_regular, replace_atomic
 
-__all__ = ["ALGORITHM_TYPES", "BlockMeta", "CHECKSUM_SIZES", "CRC32", "CRC32C", "ChunkMeta",
-           "ContainerMeta", "FORMAT_VERSION", "MAGIC", "MD5", "NONE", "SHA256", "TYPE_NAMES",
-           "decode_blockmeta", "encode_blockmeta", "read_blockmeta", "write_blockmeta"]
+__all__ = [
+    "ALGORITHM_TYPES",
+    "BlockMeta",
+    "CHECKSUM_SIZES",
+    "CRC32",
+    "CRC32C",
+    "ChunkMeta",
+    "ContainerMeta",
+    "FORMAT_VERSION",
+    "MAGIC",
+    "MD5",
+    "NONE",
+    "SHA256",
+    "TYPE_NAMES",
+    "decode_blockmeta",
+    "encode_blockmeta",
+    "read_blockmeta",
+    "write_blockmeta",
+]
 
 MAGIC = b"CMBD"
 FORMAT_VERSION = 1
@@ -91,8 +107,9 @@ class ContainerMeta(_model.ContainerMeta):
         return encode_blockmeta(self)
 
     @classmethod
-    def from_bytes(cls, data: Union[bytes, bytearray, memoryview],
-                   source: Optional[str] = None) -> ContainerMeta:
+    def from_bytes(
+        cls, data: Union[bytes, bytearray, memoryview], source: Optional[str] = None
+    ) -> ContainerMeta:
         """Parse a `.blocks` file; raises BlockMetaError for anything but a valid version-1
         (or compatible) file."""
         mv = memoryview(data).cast("B")
@@ -103,9 +120,13 @@ class ContainerMeta(_model.ContainerMeta):
         if len(mv) >= 6 and bytes(mv[:4]) == MAGIC:
             (version,) = struct.unpack_from(">H", mv, 4)
             if version > FORMAT_VERSION:
-                raise BlockMetaError(f"unsupported version: format version {version} is newer "
-                                     f"than this crcmerkle reads ({FORMAT_VERSION}); not "
-                                     f"rewritten", source, unsupported=True)
+                raise BlockMetaError(
+                    f"unsupported version: format version {version} is newer "
+                    f"than this crcmerkle reads ({FORMAT_VERSION}); not "
+                    f"rewritten",
+                    source,
+                    unsupported=True,
+                )
 
         if len(mv) < _HEADER.size + _TRAILER.size:
             raise bad(f"{len(mv)} bytes is shorter than header and trailer")
@@ -115,8 +136,10 @@ class ContainerMeta(_model.ContainerMeta):
         if version < 1 or header_size < _HEADER.size:
             raise bad(f"bad version {version} / header size {header_size}")
         if header_size + body_len + _TRAILER.size != len(mv):
-            raise bad(f"length {len(mv)} != header {header_size} + body {body_len} + trailer "
-                      f"(truncated or extended)")
+            raise bad(
+                f"length {len(mv)} != header {header_size} + body {body_len} + trailer "
+                f"(truncated or extended)"
+            )
         end = header_size + body_len
         (crc,) = _TRAILER.unpack_from(mv, end)
         if _native.crc32c(mv[:end]) != crc:
@@ -145,8 +168,9 @@ class ContainerMeta(_model.ContainerMeta):
                     nbytes = nw * size
                     if pos + nbytes > end:
                         raise bad(f"block {block_id}: chunk record runs past the body")
-                    chunk = ChunkMeta(off, ln, ctype, bpc, bytes(mv[pos:pos + nbytes]),
-                                      bytes(reserved))
+                    chunk = ChunkMeta(
+                        off, ln, ctype, bpc, bytes(mv[pos : pos + nbytes]), bytes(reserved)
+                    )
                     pos += nbytes
                     problem = chunk.validate()
                     if problem:
@@ -163,7 +187,7 @@ class ContainerMeta(_model.ContainerMeta):
             raise bad(f"{end - pos} unparsed bytes after the last block")
         if seen_chunks != n_chunks:
             raise bad(f"header says {n_chunks} chunks, body holds {seen_chunks}")
-        return cls(cid, blocks, bytes(mv[_HEADER.size:header_size]))
+        return cls(cid, blocks, bytes(mv[_HEADER.size : header_size]))
 
 
 def encode_blockmeta(meta: _model.ContainerMeta) -> bytes:
@@ -178,14 +202,23 @@ def encode_blockmeta(meta: _model.ContainerMeta) -> bytes:
             if problem:
                 raise ValueError(f"block {block.block_id} chunk @{c.offset}: {problem}")
             n = c.n_windows
-            parts.append(_CHUNK.pack(c.offset, c.length, c.checksum_type, c.reserved,
-                                     c.bytes_per_checksum, n))
+            parts.append(
+                _CHUNK.pack(
+                    c.offset, c.length, c.checksum_type, c.reserved, c.bytes_per_checksum, n
+                )
+            )
             parts.append(bytes(c.checksums))
             n_chunks += 1
     body = b"".join(parts)
-    head = _HEADER.pack(MAGIC, FORMAT_VERSION, _HEADER.size + len(meta.header_extra),
-                        meta.container_id, len(meta.blocks), n_chunks,
-                        len(body)) + bytes(meta.header_extra)
+    head = _HEADER.pack(
+        MAGIC,
+        FORMAT_VERSION,
+        _HEADER.size + len(meta.header_extra),
+        meta.container_id,
+        len(meta.blocks),
+        n_chunks,
+        len(body),
+    ) + bytes(meta.header_extra)
     crc = _native.crc32c(body, _native.crc32c(head))
     return head + body + _TRAILER.pack(crc)
 
@@ -204,13 +237,17 @@ def read_blockmeta(path: PathLike, container_id: Optional[int] = None) -> Contai
     return decode_blockmeta(data, name, container_id)
 
 
-def decode_blockmeta(data: Union[bytes, bytearray, memoryview], source: Optional[str] = None,
-                     container_id: Optional[int] = None) -> ContainerMeta:
+def decode_blockmeta(
+    data: Union[bytes, bytearray, memoryview],
+    source: Optional[str] = None,
+    container_id: Optional[int] = None,
+) -> ContainerMeta:
     """Parse `.blocks` bytes read from `source`, checking they belong to `container_id`."""
     meta = ContainerMeta.from_bytes(data, source)
     if container_id is not None and meta.container_id != int(container_id):
-        raise BlockMetaError(f"records container {meta.container_id}, expected {container_id}",
-                             source)
+        raise BlockMetaError(
+            f"records container {meta.container_id}, expected {container_id}", source
+        )
     return meta
 
 

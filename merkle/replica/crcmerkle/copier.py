@@ -91,8 +91,10 @@ _MAX_WINDOW = 64 * 1024 * 1024
 
 # ---- careful opening (one place, so a shared helper can replace it) ---------------------
 
-def open_in(dir_fd: int, name: str, flags: int = os.O_RDONLY, mode: int = 0o644, *,
-            directory: bool = False) -> int:
+
+def open_in(
+    dir_fd: int, name: str, flags: int = os.O_RDONLY, mode: int = 0o644, *, directory: bool = False
+) -> int:
     """Open one path component `name` relative to `dir_fd` (safeopen.open_regular, or
     safeopen.open_dir when `directory`): never through a symbolic link, a file fstat-checked
     to be regular, a read that cannot hang on a FIFO, close-on-exec. A link, or a file that
@@ -108,8 +110,9 @@ def open_in(dir_fd: int, name: str, flags: int = os.O_RDONLY, mode: int = 0o644,
         raise _refused(dir_fd, name, directory, exc) from None
 
 
-def _refused(dir_fd: Optional[int], name: str, directory: bool,
-             exc: NotRegularFileError) -> Exception:
+def _refused(
+    dir_fd: Optional[int], name: str, directory: bool, exc: NotRegularFileError
+) -> Exception:
     """What replicate raises for an entry safeopen refused, as it always has: for a
     directory, NotADirectoryError (O_DIRECTORY|O_NOFOLLOW meets a link, a file or a FIFO
     with ENOTDIR); for a file, a ReplicaError naming a link or a file that is not regular."""
@@ -144,8 +147,7 @@ def _read_all(dir_fd: int, name: str, shown: str) -> bytes:
 def _create_in(dir_fd: int, name: str, mode: int) -> int:
     """A new regular file (never through a link, FileExistsError if anything is there),
     owned as its directory is, with `mode` less setuid, setgid and sticky; opened write-only."""
-    return open_regular(dir_fd, name, os.O_WRONLY, create=True, exclusive=True,
-                        mode=mode & 0o777)
+    return open_regular(dir_fd, name, os.O_WRONLY, create=True, exclusive=True, mode=mode & 0o777)
 
 
 def _open_volume(volume: str) -> int:
@@ -154,16 +156,19 @@ def _open_volume(volume: str) -> int:
     try:
         return open_dir_nofollow_path(volume)
     except FileNotFoundError:
-        raise ReplicaError("the target's volume directory does not exist (it is never "
-                           "created)", volume) from None
+        raise ReplicaError(
+            "the target's volume directory does not exist (it is never created)", volume
+        ) from None
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise ReplicaError(f"refusing the target's volume directory: {exc.strerror}",
-                               volume) from None
+            raise ReplicaError(
+                f"refusing the target's volume directory: {exc.strerror}", volume
+            ) from None
         raise
 
 
 # ---- verification -----------------------------------------------------------------------
+
 
 def _verify_piece(view: memoryview, c: ChunkMeta, window: int) -> bool:
     """Do these bytes (whole windows from window number `window`) match the recorded ones?"""
@@ -172,14 +177,15 @@ def _verify_piece(view: memoryview, c: ChunkMeta, window: int) -> bool:
     bpc = c.bytes_per_checksum
     n = -(-len(view) // bpc)
     if c.checksum_type in (CRC32, CRC32C):
-        got = _native.checksum_windows(view, bpc, algorithm="crc32" if c.checksum_type == CRC32
-                                       else "crc32c")
-        return bool(np.array_equal(got, c.window_values()[window:window + n]))
+        got = _native.checksum_windows(
+            view, bpc, algorithm="crc32" if c.checksum_type == CRC32 else "crc32c"
+        )
+        return bool(np.array_equal(got, c.window_values()[window : window + n]))
     size = CHECKSUM_SIZES[c.checksum_type]
     algo = "sha256" if c.checksum_type == SHA256 else "md5"
     for i in range(n):
-        want = c.checksums[(window + i) * size:(window + i + 1) * size]
-        if hashlib.new(algo, view[i * bpc:(i + 1) * bpc]).digest() != want:
+        want = c.checksums[(window + i) * size : (window + i + 1) * size]
+        if hashlib.new(algo, view[i * bpc : (i + 1) * bpc]).digest() != want:
             return False
     return True
 
@@ -201,11 +207,13 @@ class _Copier:
             view = memoryview(self.buffer)[:n]
             got = pread_into(sfd, view, c.offset + done)
             if got < n:
-                raise SourceNotGoodError(f"{where}: chunk @{c.offset} is short ({done + got} of "
-                                         f"{c.length} bytes)")
+                raise SourceNotGoodError(
+                    f"{where}: chunk @{c.offset} is short ({done + got} of {c.length} bytes)"
+                )
             if not _verify_piece(view, c, done // bpc if c.checksum_type != NONE else 0):
-                raise SourceNotGoodError(f"{where}: chunk @{c.offset} does not match its "
-                                         f"recorded window checksums")
+                raise SourceNotGoodError(
+                    f"{where}: chunk @{c.offset} does not match its recorded window checksums"
+                )
             w = 0
             while w < n:
                 w += os.pwrite(dfd, view[w:], c.offset + done + w)
@@ -213,6 +221,7 @@ class _Copier:
 
 
 # ---- replicate --------------------------------------------------------------------------
+
 
 def _staging_name(container_id: int) -> str:
     return f"{STAGING_PREFIX}{container_id}.tmp"
@@ -233,8 +242,10 @@ def _clear_staging(volume_fd: int, name: str, volume: str) -> None:
     finally:
         os.close(fd)
     if not entries <= {_MARKER, "chunks", "metadata"}:
-        raise ReplicaError(f"holds entries this tool did not make ({', '.join(sorted(entries))});"
-                           f" not removed", path)
+        raise ReplicaError(
+            f"holds entries this tool did not make ({', '.join(sorted(entries))}); not removed",
+            path,
+        )
     _remove_staging(volume_fd, name, path)
 
 
@@ -281,8 +292,7 @@ def _target_tree(vol_fd: int, target: ContainerPaths) -> Optional[bytes]:
         os.close(rfd)
 
 
-def _existing(vol_fd: int, target: ContainerPaths,
-              source_value: Optional[int]) -> Optional[str]:
+def _existing(vol_fd: int, target: ContainerPaths, source_value: Optional[int]) -> Optional[str]:
     """None when the target is absent (or an empty directory); "present" when it is a replica
     with the source's container value; else TargetExistsError."""
     root = os.fspath(target.root)
@@ -302,8 +312,7 @@ def _existing(vol_fd: int, target: ContainerPaths,
     if stat.S_ISDIR(st.st_mode) and source_value is not None:
         if _stored_value(_target_tree(vol_fd, target), root) == source_value:
             return "present"
-    raise TargetExistsError("exists and is not an identical replica: refusing to touch it",
-                            root)
+    raise TargetExistsError("exists and is not an identical replica: refusing to touch it", root)
 
 
 def _stored_value(raw: Optional[bytes], source: str) -> Optional[int]:
@@ -316,8 +325,10 @@ def _stored_value(raw: Optional[bytes], source: str) -> Optional[int]:
     except TreeFileError:
         return None
 
-def copy_replica(source: PathLike, target: PathLike, *,
-                 on_step: Optional[StepHook] = None) -> ReplicateResult:
+
+def copy_replica(
+    source: PathLike, target: PathLike, *, on_step: Optional[StepHook] = None
+) -> ReplicateResult:
     """Create the replica `target` (a path `<volume>/<containerID>`) from the good replica
     `source` (see the module docstring). Raises SourceNotGoodError when the source's data
     does not verify, TargetExistsError when the target holds something else,
@@ -325,8 +336,10 @@ def copy_replica(source: PathLike, target: PathLike, *,
     src = container_paths(source)
     tgt = container_paths(target)
     if src.container_id != tgt.container_id:
-        raise ReplicaError(f"the target is named {tgt.container_id}, the source is container "
-                           f"{src.container_id}", os.fspath(target))
+        raise ReplicaError(
+            f"the target is named {tgt.container_id}, the source is container {src.container_id}",
+            os.fspath(target),
+        )
     if not os.path.isdir(src.root):
         raise ReplicaError("source replica does not exist", os.fspath(source))
     if os.path.realpath(src.root) == os.path.realpath(tgt.root):
@@ -336,9 +349,9 @@ def copy_replica(source: PathLike, target: PathLike, *,
         return _replicate(src, tgt, cid, on_step)
 
 
-
-def _replicate(src: ContainerPaths, tgt: ContainerPaths, cid: int,
-               on_step: Optional[StepHook]) -> ReplicateResult:
+def _replicate(
+    src: ContainerPaths, tgt: ContainerPaths, cid: int, on_step: Optional[StepHook]
+) -> ReplicateResult:
     step = on_step or (lambda s, d: None)
     src_root = _open_dir(src.root)
     fds: List[int] = [src_root]
@@ -356,8 +369,9 @@ def _replicate(src: ContainerPaths, tgt: ContainerPaths, cid: int,
         except BlockMetaError as exc:
             raise SourceNotGoodError(str(exc)) from None
         try:
-            tree_raw: Optional[bytes] = _read_all(meta_fd, f"{cid}{TREE_SUFFIX}",
-                                                  os.fspath(src.tree))
+            tree_raw: Optional[bytes] = _read_all(
+                meta_fd, f"{cid}{TREE_SUFFIX}", os.fspath(src.tree)
+            )
         except FileNotFoundError:
             tree_raw = None
         src_value = _stored_value(tree_raw, os.fspath(src.tree))
@@ -366,10 +380,14 @@ def _replicate(src: ContainerPaths, tgt: ContainerPaths, cid: int,
         fds.append(vol_fd)
         present = _existing(vol_fd, tgt, src_value)
         if present:
-            return ReplicateResult(os.fspath(src.root), os.fspath(tgt.root), cid, present,
-                                   data_checksum=src_value,
-                                   notes=["a replica with the source's value is already "
-                                          "there; not touched"])
+            return ReplicateResult(
+                os.fspath(src.root),
+                os.fspath(tgt.root),
+                cid,
+                present,
+                data_checksum=src_value,
+                notes=["a replica with the source's value is already there; not touched"],
+            )
         _check_owner(vol_fd, src_root, volume, os.fspath(src.root))
         stage_name = _staging_name(cid)
         _clear_staging(vol_fd, stage_name, volume)
@@ -383,8 +401,7 @@ def _replicate(src: ContainerPaths, tgt: ContainerPaths, cid: int,
                 os.write(mfd, (os.path.abspath(src.root) + "\n").encode())
             finally:
                 os.close(mfd)
-            _build(src_root, meta_fd, stage_fd, stage, meta, meta_raw, tree_raw, cid, result,
-                   step)
+            _build(src_root, meta_fd, stage_fd, stage, meta, meta_raw, tree_raw, cid, result, step)
             _check_free(vol_fd, tgt)
         except (ReplicaError, ValueError, OSError) as exc:
             # ours, and useless: no half copies (a full volume, ENOSPC, keeps nothing of it)
@@ -392,13 +409,19 @@ def _replicate(src: ContainerPaths, tgt: ContainerPaths, cid: int,
             raise
         os.unlink(_MARKER, dir_fd=stage_fd)  # the marker belongs to the staging directory
         os.fsync(stage_fd)
-        os.rename(stage_name, os.path.basename(os.path.abspath(tgt.root)), src_dir_fd=vol_fd,
-                  dst_dir_fd=vol_fd)
+        os.rename(
+            stage_name,
+            os.path.basename(os.path.abspath(tgt.root)),
+            src_dir_fd=vol_fd,
+            dst_dir_fd=vol_fd,
+        )
         os.fsync(vol_fd)
         step("rename", cid)
         if src_value is not None and result.data_checksum != src_value:
-            result.notes.append(f"the source's stored tree said {format_checksum(src_value)}; "
-                                f"its data gives {format_checksum(result.data_checksum or 0)}")
+            result.notes.append(
+                f"the source's stored tree said {format_checksum(src_value)}; "
+                f"its data gives {format_checksum(result.data_checksum or 0)}"
+            )
         return result
     finally:
         for fd in fds:
@@ -412,9 +435,11 @@ def _discard_staging(vol_fd: int, name: str, volume: str, cause: BaseException) 
         _clear_staging(vol_fd, name, volume)
     except (ReplicaError, OSError) as exc:
         if isinstance(cause, OSError) and not isinstance(cause, ReplicaError):
-            cause.strerror = (f"{cause.strerror or cause}; the partial copy "
-                              f"{os.path.join(volume, name)} could not be removed "
-                              f"({getattr(exc, 'strerror', None) or exc})")
+            cause.strerror = (
+                f"{cause.strerror or cause}; the partial copy "
+                f"{os.path.join(volume, name)} could not be removed "
+                f"({getattr(exc, 'strerror', None) or exc})"
+            )
 
 
 def _check_owner(vol_fd: int, src_root: int, volume: str, source: str) -> None:
@@ -424,23 +449,37 @@ def _check_owner(vol_fd: int, src_root: int, volume: str, source: str) -> None:
     vol_uid = os.fstat(vol_fd).st_uid
     src_uid = os.fstat(src_root).st_uid
     if vol_uid not in (0, src_uid):
-        raise ReplicaError(f"the target's volume directory belongs to uid {vol_uid}, the "
-                           f"source replica {source} to uid {src_uid}: the copy would be "
-                           f"handed to another user (refused)", volume)
+        raise ReplicaError(
+            f"the target's volume directory belongs to uid {vol_uid}, the "
+            f"source replica {source} to uid {src_uid}: the copy would be "
+            f"handed to another user (refused)",
+            volume,
+        )
 
 
-def _build(src_root: int, meta_fd: int, stage_fd: int, stage: str, meta: Any, meta_raw: bytes,
-           tree_raw: Optional[bytes], cid: int, result: ReplicateResult,
-           step: StepHook) -> None:
+def _build(
+    src_root: int,
+    meta_fd: int,
+    stage_fd: int,
+    stage: str,
+    meta: Any,
+    meta_raw: bytes,
+    tree_raw: Optional[bytes],
+    cid: int,
+    result: ReplicateResult,
+    step: StepHook,
+) -> None:
     """Fill the staging directory: block files, then metadata, then the tree."""
     _copy_blocks(src_root, stage_fd, meta, result, step)
     # metadata, then the tree, each atomically (replace_atomic: temp, fsync, rename)
-    out_meta = make_dir("metadata", stage_fd, os.fstat(meta_fd).st_mode,
-                        display=os.path.join(stage, "metadata"))
+    out_meta = make_dir(
+        "metadata", stage_fd, os.fstat(meta_fd).st_mode, display=os.path.join(stage, "metadata")
+    )
     try:
         staged = ContainerPaths(Path(stage), cid)
-        replace_atomic(out_meta, f"{cid}{META_SUFFIX}", meta_raw,
-                       display=os.fspath(staged.blockmeta))
+        replace_atomic(
+            out_meta, f"{cid}{META_SUFFIX}", meta_raw, display=os.fspath(staged.blockmeta)
+        )
         step("metadata", cid)
         _write_tree(staged, out_meta, tree_raw, result)
         step("tree", cid)
@@ -468,8 +507,9 @@ def _check_free(vol_fd: int, tgt: ContainerPaths) -> None:
     raise TargetExistsError("appeared while copying: refusing to touch it", root)
 
 
-def _copy_blocks(src_root: int, stage_fd: int, meta: Any, result: ReplicateResult,
-                 step: StepHook) -> None:
+def _copy_blocks(
+    src_root: int, stage_fd: int, meta: Any, result: ReplicateResult, step: StepHook
+) -> None:
     chunks_fd = open_in(src_root, "chunks", directory=True) if meta.blocks else -1
     try:
         mode = os.fstat(chunks_fd).st_mode if chunks_fd >= 0 else 0o755
@@ -510,8 +550,9 @@ def _copy_blocks(src_root: int, stage_fd: int, meta: Any, result: ReplicateResul
             os.close(chunks_fd)
 
 
-def _write_tree(staged: ContainerPaths, meta_dir: int, tree_raw: Optional[bytes],
-                result: ReplicateResult) -> None:
+def _write_tree(
+    staged: ContainerPaths, meta_dir: int, tree_raw: Optional[bytes], result: ReplicateResult
+) -> None:
     """The source's tree bytes when a read-only scan of the copy confirms them (unknown
     fields kept), else the scan's merged tree."""
     from merkle.replica.verify import _scan
@@ -527,6 +568,8 @@ def _write_tree(staged: ContainerPaths, meta_dir: int, tree_raw: Optional[bytes]
     if tree_raw is None or tree_to_bytes(scan.tree) != tree_raw:
         replace_atomic(meta_dir, name, tree_to_bytes(scan.tree), display=os.fspath(staged.tree))
         if tree_raw is not None:
-            result.notes.append("the source's stored tree was stale or unreadable; the copy's "
-                                "tree was rebuilt from its verified data")
+            result.notes.append(
+                "the source's stored tree was stale or unreadable; the copy's "
+                "tree was rebuilt from its verified data"
+            )
     result.data_checksum = scan.tree.data_checksum

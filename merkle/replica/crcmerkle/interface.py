@@ -57,12 +57,20 @@ class CrcmerkleLayout:
         replicas found in it (`listed`). NotAReplicaError (a URI: ValueError) "no container
         replica here" when there is none."""
         if is_uri(root):
-            refs = [ReplicaRef(self.name, r.datanode, r.path, r.container, r.fs_root, r.fs_path)
-                    for r in discover(root)]
+            refs = [
+                ReplicaRef(self.name, r.datanode, r.path, r.container, r.fs_root, r.fs_path)
+                for r in discover(root)
+            ]
         else:
-            refs = [ReplicaRef(self.name, datanode_of(os.fspath(loc.root)),
-                               os.fspath(loc.root), loc.container_id)
-                    for loc in find_containers(root, on_error)]
+            refs = [
+                ReplicaRef(
+                    self.name,
+                    datanode_of(os.fspath(loc.root)),
+                    os.fspath(loc.root),
+                    loc.container_id,
+                )
+                for loc in find_containers(root, on_error)
+            ]
         given = root.rstrip("/") if is_uri(root) else os.path.normpath(root)
         out = []
         for volume, group in groupby(refs, key=lambda r: r.path.rstrip("/").rpartition("/")[0]):
@@ -71,12 +79,12 @@ class CrcmerkleLayout:
             out.append(Volume(self.name, volume, listed[0].datanode, inner=inner, listed=listed))
         return out
 
-    def replicas(self, volume: Volume, on_error: Optional[WalkErrorFn] = None
-                 ) -> List[ReplicaRef]:
+    def replicas(self, volume: Volume, on_error: Optional[WalkErrorFn] = None) -> List[ReplicaRef]:
         if volume.listed is not None:
             return list(volume.listed)
-        return [r for v in self.volumes(volume.inner or volume.root, on_error)
-                for r in v.listed or ()]
+        return [
+            r for v in self.volumes(volume.inner or volume.root, on_error) for r in v.listed or ()
+        ]
 
     def open_files(self, replica: ReplicaRef) -> Any:
         return replica_files(replica)
@@ -87,14 +95,20 @@ class CrcmerkleLayout:
         if replica.fs_root is not None:
             return None
         try:
-            return read_blockmeta(container_paths(replica.path, replica.container).blockmeta
-                                  ).data_bytes
+            return read_blockmeta(
+                container_paths(replica.path, replica.container).blockmeta
+            ).data_bytes
         except (OSError, ReplicaError):
             return 0
 
-    def scan(self, replicas: Iterable[ReplicaRef], *, trees_only: bool = False,
-             metadata_only: bool = False, **options: Any
-             ) -> Iterator[Tuple[ReplicaRef, Any, Optional[Exception]]]:
+    def scan(
+        self,
+        replicas: Iterable[ReplicaRef],
+        *,
+        trees_only: bool = False,
+        metadata_only: bool = False,
+        **options: Any,
+    ) -> Iterator[Tuple[ReplicaRef, Any, Optional[Exception]]]:
         """With `write_tree` (True or False) a local replica is scanned by scan_container
         (under its lock while writing; a replica directory that is a link is refused);
         without, every replica is read through open_files (read-only). trees_only and
@@ -108,16 +122,23 @@ class CrcmerkleLayout:
         read_options: Dict[str, Any] = {k: options[k] for k in _READ_OPTIONS if k in options}
         for ref in replicas:
             try:
-                result = self._scan_one(ref, trees_only, metadata_only, write, options,
-                                        read_options)
+                result = self._scan_one(
+                    ref, trees_only, metadata_only, write, options, read_options
+                )
             except (OSError, ReplicaError) as exc:
                 yield ref, None, exc
                 continue
             yield ref, result, None
 
-    def _scan_one(self, ref: ReplicaRef, trees_only: bool, metadata_only: bool,
-                  write: Optional[bool], options: Dict[str, Any],
-                  read_options: Dict[str, Any]) -> ScanResult:
+    def _scan_one(
+        self,
+        ref: ReplicaRef,
+        trees_only: bool,
+        metadata_only: bool,
+        write: Optional[bool],
+        options: Dict[str, Any],
+        read_options: Dict[str, Any],
+    ) -> ScanResult:
         if trees_only:
             tree, _raw, error = read_stored_tree(self.open_files(ref))
             return tree_result(ref.path, ref.container, tree, error)
@@ -128,7 +149,7 @@ class CrcmerkleLayout:
             finally:
                 close = getattr(files, "close", None)
                 if close is not None:  # a census visits many replicas: no descriptor waits
-                    close()            # for the garbage collector
+                    close()  # for the garbage collector
         if write is not None and ref.fs_root is None:
             return scan_container(Path(ref.path), write_tree=write, **options)
         return scan_files(self.open_files(ref), **read_options)
@@ -146,13 +167,15 @@ class CrcmerkleLayout:
     def check_can_generate(self) -> None:
         """Nothing to check: the generator writes this layout with the core package."""
 
-    def mount_paths(self, template: Optional[str], datanodes: int, volumes: int
-                    ) -> Dict[Tuple[int, int], Optional[str]]:
+    def mount_paths(
+        self, template: Optional[str], datanodes: int, volumes: int
+    ) -> Dict[Tuple[int, int], Optional[str]]:
         # a replica directory records no mount path: each volume is where it is written
         return {(d, v): None for d in range(datanodes) for v in range(volumes)}
 
-    def finish_generation(self, staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any,
-                          faults: Dict[str, int]) -> Dict[str, Any]:
+    def finish_generation(
+        self, staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any, faults: Dict[str, int]
+    ) -> Dict[str, Any]:
         return manifest  # generated in place: nothing to move
 
     def generate_om_db(self, out: Path, manifest: Dict[str, Any], cfg: Any) -> Dict[str, Any]:
@@ -160,6 +183,7 @@ class CrcmerkleLayout:
 
     def generated_key_bytes(self, out: Path, key: Dict[str, Any]) -> bytes:
         from merkle.replica.synth import GeneratorError
+
         raise GeneratorError("the crcmerkle layout writes no OM DB: its clusters have no keys")
 
     def replicate_refusal(self, path: str, role: str) -> Optional[str]:
@@ -178,22 +202,26 @@ class CrcmerkleLayout:
     owner_copies_note = ""
 
     def owner_repair_argv(self, container_id: int) -> List[str]:
-        raise ReplicaError("crcmerkle-layout replicas are repaired by crcmerkle reconcile, "
-                           "not by an owner command")
+        raise ReplicaError(
+            "crcmerkle-layout replicas are repaired by crcmerkle reconcile, not by an owner command"
+        )
 
     def owner_leave_argv(self, host: str, maintenance: bool) -> List[str]:
-        raise ReplicaError("crcmerkle-layout replicas are copied by crcmerkle replicate, "
-                           "not by an owner command")
+        raise ReplicaError(
+            "crcmerkle-layout replicas are copied by crcmerkle replicate, not by an owner command"
+        )
 
     def open_repair(self, path: str, *, dry_run: bool) -> CrcmerkleRepair:
         return CrcmerkleRepair(path, dry_run=dry_run)
 
-    def load_peer(self, path: str, container_id: int
-                  ) -> Tuple[Any, ContainerMeta, Dict[int, bytes]]:
+    def load_peer(
+        self, path: str, container_id: int
+    ) -> Tuple[Any, ContainerMeta, Dict[int, bytes]]:
         return load_peer(path, container_id)
 
-    def replica_groups(self, path: str, on_error: Optional[WalkErrorFn] = None
-                       ) -> Dict[int, List[Path]]:
+    def replica_groups(
+        self, path: str, on_error: Optional[WalkErrorFn] = None
+    ) -> Dict[int, List[Path]]:
         return replica_groups(path, on_error)
 
     def datanode_of(self, path: str) -> str:

@@ -29,9 +29,19 @@ from typing import Callable, Iterator, List, Optional, Tuple, Union
 
 from merkle.replica.errors import NotAReplicaError
 
-__all__ = ["BLOCK_SUFFIX", "ContainerPaths", "LOCK_NAME", "META_SUFFIX", "ReplicaLocation",
-           "container_paths", "datanode_of", "find_containers", "holds_containers",
-           "is_container_dir", "refuse_link"]
+__all__ = [
+    "BLOCK_SUFFIX",
+    "ContainerPaths",
+    "LOCK_NAME",
+    "META_SUFFIX",
+    "ReplicaLocation",
+    "container_paths",
+    "datanode_of",
+    "find_containers",
+    "holds_containers",
+    "is_container_dir",
+    "refuse_link",
+]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -101,8 +111,11 @@ def _looks_like_replica(p: Path) -> bool:
 
 def is_container_dir(path: PathLike) -> bool:
     p = Path(path)
-    return (_container_id(p.name) is not None and p.is_dir()
-            and ((p / "chunks").is_dir() or (p / "metadata").is_dir()))
+    return (
+        _container_id(p.name) is not None
+        and p.is_dir()
+        and ((p / "chunks").is_dir() or (p / "metadata").is_dir())
+    )
 
 
 def refuse_link(path: PathLike) -> None:
@@ -110,8 +123,7 @@ def refuse_link(path: PathLike) -> None:
     component, a trailing slash ignored): a replica is never followed or written through."""
     name = os.fspath(path)
     if os.path.islink(name.rstrip("/") or name):
-        raise NotAReplicaError("is a symbolic link: a replica directory is never followed",
-                               name)
+        raise NotAReplicaError("is a symbolic link: a replica directory is never followed", name)
 
 
 def container_paths(path: PathLike, container_id: Optional[int] = None) -> ContainerPaths:
@@ -119,8 +131,10 @@ def container_paths(path: PathLike, container_id: Optional[int] = None) -> Conta
     p = Path(path)
     cid = _container_id(p.name) if container_id is None else int(container_id)
     if cid is None:
-        raise NotAReplicaError("a container replica directory is named by its decimal "
-                               "container ID (0 to 2**63-1)", os.fspath(path))
+        raise NotAReplicaError(
+            "a container replica directory is named by its decimal container ID (0 to 2**63-1)",
+            os.fspath(path),
+        )
     return ContainerPaths(p, cid)
 
 
@@ -140,8 +154,7 @@ class ReplicaLocation:
         return self.paths.root
 
 
-def _walk(p: Path, on_error: Optional[WalkErrorFn], depth: Optional[int] = None
-          ) -> Iterator[Path]:
+def _walk(p: Path, on_error: Optional[WalkErrorFn], depth: Optional[int] = None) -> Iterator[Path]:
     """The replicas under `p`, in path order (`depth`: directory levels looked into below `p`,
     unlimited when None)."""
     if depth is not None and depth <= 0:
@@ -162,8 +175,10 @@ def _walk(p: Path, on_error: Optional[WalkErrorFn], depth: Optional[int] = None
                 # a link where a replica, volume or datanode directory may be: reported,
                 # never followed (it could lead a repair into a foreign directory)
                 if e.is_dir() and on_error is not None:
-                    on_error(Path(e.path), NotAReplicaError(
-                        "is a symbolic link to a directory: not followed", e.path))
+                    on_error(
+                        Path(e.path),
+                        NotAReplicaError("is a symbolic link to a directory: not followed", e.path),
+                    )
                 continue
             if not e.is_dir(follow_symlinks=False):
                 continue
@@ -173,9 +188,13 @@ def _walk(p: Path, on_error: Optional[WalkErrorFn], depth: Optional[int] = None
                 if _container_id(e.name) is not None:
                     yield child
                 elif on_error is not None:
-                    on_error(child, NotAReplicaError(
-                        "container ID out of range (above 2**63-1): not scanned",
-                        os.fspath(child)))
+                    on_error(
+                        child,
+                        NotAReplicaError(
+                            "container ID out of range (above 2**63-1): not scanned",
+                            os.fspath(child),
+                        ),
+                    )
                 continue
         except OSError as exc:
             if on_error is None:
@@ -208,8 +227,9 @@ def datanode_of(replica: str) -> str:
     return parts[-3] if len(parts) >= 3 else parts[0]
 
 
-def find_containers(path: PathLike, on_error: Optional[WalkErrorFn] = None
-                    ) -> List[ReplicaLocation]:
+def find_containers(
+    path: PathLike, on_error: Optional[WalkErrorFn] = None
+) -> List[ReplicaLocation]:
     """Every replica at or under `path` (a replica, volume, datanode or cluster directory),
     in path order. Raises NotAReplicaError when there is none (and nothing went to
     `on_error`), FileNotFoundError if `path` does not exist. Entries the walk cannot use go to
@@ -227,11 +247,15 @@ def find_containers(path: PathLike, on_error: Optional[WalkErrorFn] = None
         if on_error is not None:
             on_error(where, exc)
 
-    found = [ReplicaLocation(container_paths(c), c.parent)
-             for c in _walk(p, note if on_error is not None else None)]
+    found = [
+        ReplicaLocation(container_paths(c), c.parent)
+        for c in _walk(p, note if on_error is not None else None)
+    ]
     if not found and reported:
         return found
     if not found:
-        raise NotAReplicaError("no container replica here (expected <volume>/<containerID>/"
-                               "chunks or metadata)", os.fspath(path))
+        raise NotAReplicaError(
+            "no container replica here (expected <volume>/<containerID>/chunks or metadata)",
+            os.fspath(path),
+        )
     return found

@@ -38,8 +38,17 @@ from merkle.replica.uri import Location, display, is_uri
 if TYPE_CHECKING:  # imported where a URI is opened (see the module docstring)
     import pyarrow.fs as pafs
 
-__all__ = ["ArrowReplicaFiles", "LIST_THREADS", "Replica", "VOLUME_PROBES", "discover",
-           "is_uri", "join", "open_fs", "replica_files"]  # is_uri: re-exported
+__all__ = [
+    "ArrowReplicaFiles",
+    "LIST_THREADS",
+    "Replica",
+    "VOLUME_PROBES",
+    "discover",
+    "is_uri",
+    "join",
+    "open_fs",
+    "replica_files",
+]  # is_uri: re-exported
 
 
 @functools.lru_cache(maxsize=64)
@@ -95,8 +104,13 @@ class _ArrowBlockFile:
 class ArrowReplicaFiles:
     """A replica read through a pyarrow FileSystem (merkle.replica.files.ReplicaFiles)."""
 
-    def __init__(self, filesystem: pafs.FileSystem, path: str, container_id: int,
-                 location: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        filesystem: pafs.FileSystem,
+        path: str,
+        container_id: int,
+        location: Optional[str] = None,
+    ) -> None:
         self.fs = filesystem
         self.path = path.rstrip("/")
         self.container_id = int(container_id)
@@ -107,7 +121,7 @@ class ArrowReplicaFiles:
         # a `.tree` / `.blocks` above CRCMERKLE_MAX_METADATA_BYTES is refused unread, as a
         # local one (FileTooLargeError, an OSError: METADATA_/TREE_UNREADABLE)
         with self.fs.open_input_file(path) as f:
-            return read_capped(f, f"{self.location}/{path[len(self.path) + 1:]}")
+            return read_capped(f, f"{self.location}/{path[len(self.path) + 1 :]}")
 
     def read_blockmeta(self) -> bytes:
         return self._read(f"{self.path}/metadata/{self.container_id}{META_SUFFIX}")
@@ -147,8 +161,9 @@ def replica_files(replica: Any) -> ReplicaFiles:
     if isinstance(filesystem, pafs.LocalFileSystem) and replica.fs_path:
         # file:// — the local reader: no link followed, a FIFO never blocks the executor
         return LocalReplicaFiles(container_paths(replica.fs_path, replica.container))
-    return ArrowReplicaFiles(_filesystem(replica.fs_root), replica.fs_path or "",
-                             replica.container, replica.path)
+    return ArrowReplicaFiles(
+        _filesystem(replica.fs_root), replica.fs_path or "", replica.container, replica.path
+    )
 
 
 def _cid(name: str) -> int:
@@ -179,8 +194,10 @@ def _not_found(fsys: pafs.FileSystem, path: str) -> str:
     bucket = path.strip("/").split("/", 1)[0]
     if type(fsys).__name__ == "S3FileSystem" and bucket:
         try:
-            missing = bucket == path.strip("/") or \
-                fsys.get_file_info(bucket).type == pafs.FileType.NotFound
+            missing = (
+                bucket == path.strip("/")
+                or fsys.get_file_info(bucket).type == pafs.FileType.NotFound
+            )
         except OSError:
             missing = False
         if missing:
@@ -226,19 +243,25 @@ def discover(root: str) -> List[Replica]:
     def holds_replica_dirs(paths: List[str]) -> List[bool]:
         """Which of `paths` hold chunks/ or metadata/ (one call for all of them)."""
         if local:
-            return [_real_dir(p) and (_real_dir(f"{p}/chunks") or _real_dir(f"{p}/metadata"))
-                    for p in paths]
-        infos = fsys.get_file_info([f"{p}/{sub}" for p in paths
-                                    for sub in ("chunks", "metadata")])
-        return [pafs.FileType.Directory in (infos[2 * i].type, infos[2 * i + 1].type)
-                for i in range(len(paths))]
+            return [
+                _real_dir(p) and (_real_dir(f"{p}/chunks") or _real_dir(f"{p}/metadata"))
+                for p in paths
+            ]
+        infos = fsys.get_file_info([f"{p}/{sub}" for p in paths for sub in ("chunks", "metadata")])
+        return [
+            pafs.FileType.Directory in (infos[2 * i].type, infos[2 * i + 1].type)
+            for i in range(len(paths))
+        ]
 
     def children(path: str) -> List[str]:
         if local:
             try:
                 with os.scandir(path) as it:
-                    return sorted(f"{path.rstrip('/')}/{e.name}" for e in it
-                                  if e.is_dir(follow_symlinks=False))
+                    return sorted(
+                        f"{path.rstrip('/')}/{e.name}"
+                        for e in it
+                        if e.is_dir(follow_symlinks=False)
+                    )
             except (FileNotFoundError, NotADirectoryError):
                 return []
         entries = fsys.get_file_info(pafs.FileSelector(path, allow_not_found=True))
@@ -274,8 +297,10 @@ def discover(root: str) -> List[Replica]:
                         nxt.extend(d for d, y in zip(cands, yes) if not y)
                     frontier = nxt
     if not found:
-        raise ValueError(f"{display(root)}: no container replica here (expected "
-                         f"<volume>/<containerID>/chunks or metadata)")
+        raise ValueError(
+            f"{display(root)}: no container replica here (expected "
+            f"<volume>/<containerID>/chunks or metadata)"
+        )
     out = []
     for p in sorted(found):
         parts = p.rstrip("/").split("/")

@@ -47,8 +47,13 @@ class CrcmerkleRepair:
             self._release()
             raise
 
-    def save_blocks(self, meta: ContainerMeta, peer_values: Dict[int, bytes],
-                    block_ids: Sequence[int], tree: ContainerTree) -> None:
+    def save_blocks(
+        self,
+        meta: ContainerMeta,
+        peer_values: Dict[int, bytes],
+        block_ids: Sequence[int],
+        tree: ContainerTree,
+    ) -> None:
         self.files.write_metadata(META_SUFFIX, encode_blockmeta(meta))
 
     def save_tree(self, tree: ContainerTree) -> None:
@@ -67,16 +72,18 @@ class CrcmerkleRepair:
             self._lock = None
 
 
-def load_peer(path: PathLike, container_id: int
-              ) -> Tuple[LocalReplicaFiles, ContainerMeta, Dict[int, bytes]]:
+def load_peer(
+    path: PathLike, container_id: int
+) -> Tuple[LocalReplicaFiles, ContainerMeta, Dict[int, bytes]]:
     """(files, block metadata, {}) of a peer; ReplicaError/OSError when it cannot serve (its
     `.blocks` unreadable, corrupt, newer or not a regular file)."""
     paths = container_paths(path)
     if not paths.root.is_dir():
         raise ReplicaError("peer replica does not exist", os.fspath(path))
     if paths.container_id != container_id:
-        raise ReplicaError(f"peer is container {paths.container_id}, not {container_id}",
-                           os.fspath(path))
+        raise ReplicaError(
+            f"peer is container {paths.container_id}, not {container_id}", os.fspath(path)
+        )
     files = LocalReplicaFiles(paths)
     try:
         name = f"{paths.root}/metadata/{container_id}{META_SUFFIX}"
@@ -91,8 +98,7 @@ def load_peer(path: PathLike, container_id: int
     return files, meta, {}
 
 
-def replica_groups(path: PathLike, on_error: Optional[WalkErrorFn] = None
-                   ) -> Dict[int, List[Path]]:
+def replica_groups(path: PathLike, on_error: Optional[WalkErrorFn] = None) -> Dict[int, List[Path]]:
     """Replicas at or under `path` grouped by container ID ({ID: [paths]}); entries the walk
     cannot use go to `on_error` when given (else raise)."""
     groups: Dict[int, List[Path]] = {}
@@ -109,8 +115,9 @@ def check_container_id(dir_fd: int, path: str, container_id: int) -> None:
     try:
         mfd = open_dir("metadata", dir_fd, display=os.path.join(path, "metadata"))
     except FileNotFoundError:
-        raise ReplicaError("has no metadata/ saying which container it is (refused)",
-                           path) from None
+        raise ReplicaError(
+            "has no metadata/ saying which container it is (refused)", path
+        ) from None
     try:
         try:
             raw: Optional[bytes] = read_regular(mfd, f"{container_id}{META_SUFFIX}")
@@ -122,20 +129,28 @@ def check_container_id(dir_fd: int, path: str, container_id: int) -> None:
             except BlockMetaError:
                 return  # unreadable: the repair itself reports (and refuses) it
             if meta.container_id != container_id:
-                raise ReplicaError(f"not container {container_id}: its block metadata "
-                                   f"records container {meta.container_id} (refused)", path)
+                raise ReplicaError(
+                    f"not container {container_id}: its block metadata "
+                    f"records container {meta.container_id} (refused)",
+                    path,
+                )
             return
         try:
             traw = read_regular(mfd, f"{container_id}{TREE_SUFFIX}")
         except FileNotFoundError:
-            raise ReplicaError(f"its metadata does not say it is container {container_id} "
-                               f"(no .blocks, no .tree; refused)", path) from None
+            raise ReplicaError(
+                f"its metadata does not say it is container {container_id} "
+                f"(no .blocks, no .tree; refused)",
+                path,
+            ) from None
         try:
             tree = tree_from_bytes(traw, source=path)
         except TreeFileError:
             return
         if tree.container_id != container_id:
-            raise ReplicaError(f"its tree records container {tree.container_id}, not "
-                               f"{container_id} (refused)", path)
+            raise ReplicaError(
+                f"its tree records container {tree.container_id}, not {container_id} (refused)",
+                path,
+            )
     finally:
         os.close(mfd)

@@ -46,8 +46,9 @@ PathLike = Union[str, "os.PathLike[str]"]
 DEFAULT_CHUNK_SIZE = 4 * 1024 * 1024
 
 
-def tree_from_meta(meta: ContainerMeta, tombstones: Optional[Dict[int, int]] = None
-                   ) -> ContainerTree:
+def tree_from_meta(
+    meta: ContainerMeta, tombstones: Optional[Dict[int, int]] = None
+) -> ContainerTree:
     """The tree of a replica whose data matches its metadata (every chunk healthy): leaves
     from the recorded window checksums, tombstones {blockID: value} added."""
     bids: List[int] = []
@@ -64,25 +65,38 @@ def tree_from_meta(meta: ContainerMeta, tombstones: Optional[Dict[int, int]] = N
             lens.append(c.length)
             leaves.append(c.leaf)
     tomb = {int(k): int(v) for k, v in (tombstones or {}).items()}
-    return ContainerTree.from_columns(meta.container_id, bids, offs, lens,
-                                      leaf=np.array(leaves, dtype=np.int64),
-                                      deleted_blocks=tomb or None, empty_blocks=empty or None)
+    return ContainerTree.from_columns(
+        meta.container_id,
+        bids,
+        offs,
+        lens,
+        leaf=np.array(leaves, dtype=np.int64),
+        deleted_blocks=tomb or None,
+        empty_blocks=empty or None,
+    )
 
 
 class ContainerWriter:
     """Stores blocks into one replica; see the module docstring. Not thread-safe."""
 
-    def __init__(self, path: PathLike, container_id: Optional[int] = None, *,
-                 algorithm: str = DEFAULT_ALGORITHM,
-                 bytes_per_checksum: int = DEFAULT_BYTES_PER_CHECKSUM,
-                 chunk_size: int = DEFAULT_CHUNK_SIZE, create: bool = False,
-                 lock: bool = True) -> None:
+    def __init__(
+        self,
+        path: PathLike,
+        container_id: Optional[int] = None,
+        *,
+        algorithm: str = DEFAULT_ALGORITHM,
+        bytes_per_checksum: int = DEFAULT_BYTES_PER_CHECKSUM,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        create: bool = False,
+        lock: bool = True,
+    ) -> None:
         if chunk_size <= 0 or bytes_per_checksum <= 0:
             raise WriterError("chunk_size and bytes_per_checksum must be > 0")
         self.paths: ContainerPaths = container_paths(path, container_id)
         if self.paths.root.name != str(self.paths.container_id):
-            raise WriterError(f"directory name must be the container ID "
-                              f"{self.paths.container_id}", str(path))
+            raise WriterError(
+                f"directory name must be the container ID {self.paths.container_id}", str(path)
+            )
         self.algorithm = algorithm
         self.bytes_per_checksum = int(bytes_per_checksum)
         self.chunk_size = int(chunk_size)
@@ -99,12 +113,14 @@ class ContainerWriter:
         try:
             name = f"{self.paths.blockmeta}"
             try:
-                self.meta = decode_blockmeta(self.files.read_blockmeta(), name,
-                                             self.paths.container_id)
+                self.meta = decode_blockmeta(
+                    self.files.read_blockmeta(), name, self.paths.container_id
+                )
             except FileNotFoundError:
                 if not create:
-                    raise BlockMetaError("block-metadata file is missing", name,
-                                         missing=True) from None
+                    raise BlockMetaError(
+                        "block-metadata file is missing", name, missing=True
+                    ) from None
                 self.meta = ContainerMeta(self.paths.container_id)
             stored: Optional[ContainerTree] = None
             try:
@@ -126,8 +142,9 @@ class ContainerWriter:
         self._closed = False
 
     @classmethod
-    def create(cls, path: PathLike, container_id: Optional[int] = None, **kwargs: object
-               ) -> ContainerWriter:
+    def create(
+        cls, path: PathLike, container_id: Optional[int] = None, **kwargs: object
+    ) -> ContainerWriter:
         """Open a replica for writing, creating its directories and metadata if needed."""
         return cls(path, container_id, create=True, **kwargs)  # type: ignore[arg-type]
 
@@ -140,9 +157,15 @@ class ContainerWriter:
             self._dirty[block_id] = fd
         return fd
 
-    def write_chunk(self, block_id: int, offset: int, data: object, *,
-                    algorithm: Optional[str] = None,
-                    bytes_per_checksum: Optional[int] = None) -> ChunkMeta:
+    def write_chunk(
+        self,
+        block_id: int,
+        offset: int,
+        data: object,
+        *,
+        algorithm: Optional[str] = None,
+        bytes_per_checksum: Optional[int] = None,
+    ) -> ChunkMeta:
         """Write one chunk at `offset` (its file offset) and record its window checksums.
 
         The offset must be within the block's recorded length (no holes); writing at an
@@ -151,17 +174,23 @@ class ContainerWriter:
         self._check_open()
         block_id = int(block_id)
         if block_id in self.tombstones:
-            raise WriterError(f"block {block_id} was deleted (tombstone in the tree)",
-                              str(self.paths.root))
+            raise WriterError(
+                f"block {block_id} was deleted (tombstone in the tree)", str(self.paths.root)
+            )
         block = self.meta.blocks.get(block_id)
         end = block.length if block else 0
         if offset < 0 or offset > end:
-            raise WriterError(f"block {block_id}: chunk at {offset} would leave a hole "
-                              f"(block length {end})", str(self.paths.root))
+            raise WriterError(
+                f"block {block_id}: chunk at {offset} would leave a hole (block length {end})",
+                str(self.paths.root),
+            )
         view = memoryview(data).cast("B")  # type: ignore[arg-type]
-        chunk = ChunkMeta.from_data(offset, view, algorithm=algorithm or self.algorithm,
-                                    bytes_per_checksum=bytes_per_checksum
-                                    or self.bytes_per_checksum)
+        chunk = ChunkMeta.from_data(
+            offset,
+            view,
+            algorithm=algorithm or self.algorithm,
+            bytes_per_checksum=bytes_per_checksum or self.bytes_per_checksum,
+        )
         fd = self._fd(block_id)
         written = 0
         while written < len(view):
@@ -179,8 +208,10 @@ class ContainerWriter:
             self._fd(int(block_id))
             self.meta.put_chunks(int(block_id), [])
             return []
-        return [self.write_chunk(block_id, off, view[off:off + self.chunk_size])
-                for off in range(0, len(view), self.chunk_size)]
+        return [
+            self.write_chunk(block_id, off, view[off : off + self.chunk_size])
+            for off in range(0, len(view), self.chunk_size)
+        ]
 
     def delete_block(self, block_id: int) -> None:
         """Delete a block as Ozone does: data file and metadata gone, a tombstone (the block's
@@ -237,8 +268,12 @@ class ContainerWriter:
     def __enter__(self) -> ContainerWriter:
         return self
 
-    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
-                 tb: Optional[TracebackType]) -> None:
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
         if exc_type is None:
             self.close()
         else:

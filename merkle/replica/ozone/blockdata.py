@@ -22,8 +22,16 @@ from merkle.replica.blocks import CHECKSUM_SIZES, BlockMeta, ChunkMeta, Containe
 from merkle.replica.errors import BlockMetaError
 from merkle.replica.ozone import datanode_pb2 as pb
 
-__all__ = ["BadRow", "ChunkName", "DecodedBlocks", "decode_blocks", "encode_block", "chunk_name",
-           "read_blocks", "valid_chunk_name"]
+__all__ = [
+    "BadRow",
+    "ChunkName",
+    "DecodedBlocks",
+    "decode_blocks",
+    "encode_block",
+    "chunk_name",
+    "read_blocks",
+    "valid_chunk_name",
+]
 
 #: (offset, length, chunkName) of one chunk: FILE_PER_CHUNK files are named by chunkName
 ChunkName = Tuple[int, int, str]
@@ -35,21 +43,29 @@ def chunk_name(local_id: int, index: int) -> str:
 
 
 #: what Ozone's datanode does with a row crcmerkle flags (see `read_blocks`)
-OZONE_SKIPS = ("Ozone's codec reads this row as null and its block iterator skips it "
-               "silently: Ozone reports nothing (a replica with no other error is healthy to "
-               "it), writes a container checksum without this block, as the data_checksum "
-               "reported here is, and to Ozone {file} looks unreferenced")
-OZONE_SKIPS_LAST = ("Ozone's codec reads this row as null and no decodable row of the "
-                    "container follows it, so Ozone's block iterator throws "
-                    "NoSuchElementException, which its data scanner does not catch: Ozone's "
-                    "scan of this container ends with no verdict and no checksum, and the "
-                    "volume's background data scanner thread exits")
-OZONE_FAILS = ("Ozone's codec throws on this row (IllegalStateException, not caught by its "
-               "data scanner): Ozone's scan of this container ends there, with no verdict "
-               "and no checksum, and the volume's background data scanner thread exits")
+OZONE_SKIPS = (
+    "Ozone's codec reads this row as null and its block iterator skips it "
+    "silently: Ozone reports nothing (a replica with no other error is healthy to "
+    "it), writes a container checksum without this block, as the data_checksum "
+    "reported here is, and to Ozone {file} looks unreferenced"
+)
+OZONE_SKIPS_LAST = (
+    "Ozone's codec reads this row as null and no decodable row of the "
+    "container follows it, so Ozone's block iterator throws "
+    "NoSuchElementException, which its data scanner does not catch: Ozone's "
+    "scan of this container ends with no verdict and no checksum, and the "
+    "volume's background data scanner thread exits"
+)
+OZONE_FAILS = (
+    "Ozone's codec throws on this row (IllegalStateException, not caught by its "
+    "data scanner): Ozone's scan of this container ends there, with no verdict "
+    "and no checksum, and the volume's background data scanner thread exits"
+)
 OZONE_NOT_REACHED = "Ozone's scan never reaches this row: it ends at row {key!r}"
-OZONE_SCANS = ("Ozone's scanner does not check this: it verifies the row as block {local_id} "
-               "of this container, as done here")
+OZONE_SCANS = (
+    "Ozone's scanner does not check this: it verifies the row as block {local_id} "
+    "of this container, as done here"
+)
 
 #: a container's rows may hold one row or chunk per this many bytes of their cap (1M at the
 #: 64 MiB default: a 5 GB container of 5 KB objects; ~400 MiB of records at most)
@@ -161,9 +177,10 @@ def _convert(msg: pb.BlockData, file_per_chunk: bool) -> _Row:
     for c in msg.chunks:
         name = _java_string(c.chunkName)
         if file_per_chunk and not valid_chunk_name(name, local_id):
-            out.problem = (f"chunk name {name!r} is not {local_id}_chunk_<n>: never opened",
-                           "Ozone's scanner joins it to chunks/ unchecked and reads whatever "
-                           "file it names")
+            out.problem = (
+                f"chunk name {name!r} is not {local_id}_chunk_<n>: never opened",
+                "Ozone's scanner joins it to chunks/ unchecked and reads whatever file it names",
+            )
             return out
         cd = c.checksumData
         sums = cd.checksums
@@ -172,23 +189,32 @@ def _convert(msg: pb.BlockData, file_per_chunk: bool) -> _Row:
         if problem is None and len(set(map(len, sums))) > 1:
             problem = "checksums of different sizes"
         if problem is not None:
-            out.problem = (f"chunk {name!r}: {problem}: not verified",
-                           "Ozone's scanner reads as many windows as there are checksums, so "
-                           "it checks another span than the chunk's length")
+            out.problem = (
+                f"chunk {name!r}: {problem}: not verified",
+                "Ozone's scanner reads as many windows as there are checksums, so "
+                "it checks another span than the chunk's length",
+            )
             return out
         out.chunks.append(cm)
         out.names.append((cm.offset, cm.length, name))
     if msg.HasField("size"):
         total = _java_long_sum(c.length for c in out.chunks)
         if msg.size != total:  # BlockData.getFromProtoBuf: "Size mismatch"
-            out.problem = (f"size {msg.size} is not the sum of its chunks' lengths ({total})",
-                           OZONE_FAILS)
+            out.problem = (
+                f"size {msg.size} is not the sum of its chunks' lengths ({total})",
+                OZONE_FAILS,
+            )
     return out
 
 
-def read_blocks(container_id: int, rows: Iterable[Tuple[bytes, bytes]], *,
-                file_per_chunk: bool = False, row_limit: Optional[int] = None,
-                total_limit: Optional[int] = None) -> DecodedBlocks:
+def read_blocks(
+    container_id: int,
+    rows: Iterable[Tuple[bytes, bytes]],
+    *,
+    file_per_chunk: bool = False,
+    row_limit: Optional[int] = None,
+    total_limit: Optional[int] = None,
+) -> DecodedBlocks:
     """ContainerMeta of the (key after prefix, value) rows of one container, read lazily,
     each row on its own: a row that is not a valid BlockData of this container is a BadRow
     (its block is then not verified) and the other rows are still read, as Ozone's scanner
@@ -226,13 +252,21 @@ def read_blocks(container_id: int, rows: Iterable[Tuple[bytes, bytes]], *,
         total += len(key) + len(value)
         records += 1  # a row costs a record even without chunks (or when it is bad)
         if total_limit is not None and total > total_limit:
-            out.too_large = (f"the container's block_data rows exceed the {total_limit}-byte "
-                             f"limit for metadata (CRCMERKLE_MAX_METADATA_BYTES): not read")
+            out.too_large = (
+                f"the container's block_data rows exceed the {total_limit}-byte "
+                f"limit for metadata (CRCMERKLE_MAX_METADATA_BYTES): not read"
+            )
             break
         if row_limit is not None and len(value) > row_limit:
-            out.bad.append(BadRow(key, key_id, METADATA_UNREADABLE,
-                                  f"value of {len(value)} bytes exceeds the {row_limit}-byte "
-                                  f"limit for one row (CRCMERKLE_MAX_ROW_BYTES): not decoded"))
+            out.bad.append(
+                BadRow(
+                    key,
+                    key_id,
+                    METADATA_UNREADABLE,
+                    f"value of {len(value)} bytes exceeds the {row_limit}-byte "
+                    f"limit for one row (CRCMERKLE_MAX_ROW_BYTES): not decoded",
+                )
+            )
             trailing_nulls.clear()  # Ozone decodes it
             continue
         msg = pb.BlockData()
@@ -242,43 +276,62 @@ def read_blocks(container_id: int, rows: Iterable[Tuple[bytes, bytes]], *,
         except DecodeError as exc:
             reason = f"not a BlockData message ({exc})"
         else:
-            reason = (f"a BlockData without its required {', '.join(missing)}" if missing
-                      else "")
+            reason = f"a BlockData without its required {', '.join(missing)}" if missing else ""
         if reason:
-            what = (f"chunks/{key_id}{'_chunk_*' if file_per_chunk else '.block'}"
-                    if key_id is not None else "its block file")
+            what = (
+                f"chunks/{key_id}{'_chunk_*' if file_per_chunk else '.block'}"
+                if key_id is not None
+                else "its block file"
+            )
             trailing_nulls.append(len(out.bad))
-            out.bad.append(BadRow(key, key_id, METADATA_CORRUPT, reason,
-                                  OZONE_SKIPS.format(file=what)))
+            out.bad.append(
+                BadRow(key, key_id, METADATA_CORRUPT, reason, OZONE_SKIPS.format(file=what))
+            )
             continue
         trailing_nulls.clear()
         local_id = msg.blockID.localID
         records += len(msg.chunks)
         if record_limit is not None and records > record_limit:
-            out.too_large = (f"the container's block_data rows hold more than {record_limit} "
-                             f"rows and chunks (one per {BYTES_PER_CHUNK_LIMIT} bytes of "
-                             f"CRCMERKLE_MAX_METADATA_BYTES): not read")
+            out.too_large = (
+                f"the container's block_data rows hold more than {record_limit} "
+                f"rows and chunks (one per {BYTES_PER_CHUNK_LIMIT} bytes of "
+                f"CRCMERKLE_MAX_METADATA_BYTES): not read"
+            )
             break
         row = _convert(msg, file_per_chunk)
         if row.problem is not None:
-            out.bad.append(BadRow(key, key_id if key_id is not None else local_id,
-                                  METADATA_CORRUPT, *row.problem))
+            out.bad.append(
+                BadRow(
+                    key, key_id if key_id is not None else local_id, METADATA_CORRUPT, *row.problem
+                )
+            )
             continue
         if local_id in out.meta.blocks:  # only through a key that names another block
-            out.bad.append(BadRow(key, key_id if key_id is not None else local_id,
-                                  METADATA_CORRUPT, f"the value's block {local_id} is another "
-                                  f"row's too: not verified", "Ozone scans both rows into one "
-                                  "tree entry, a later chunk replacing an earlier one at the "
-                                  "same offset"))
+            out.bad.append(
+                BadRow(
+                    key,
+                    key_id if key_id is not None else local_id,
+                    METADATA_CORRUPT,
+                    f"the value's block {local_id} is another row's too: not verified",
+                    "Ozone scans both rows into one "
+                    "tree entry, a later chunk replacing an earlier one at the "
+                    "same offset",
+                )
+            )
             continue
         if key_id != local_id or msg.blockID.containerID != container_id:
-            why = (f"key does not name the value's block {local_id}" if key_id != local_id
-                   else f"value is of container {msg.blockID.containerID}")
-            out.bad.append(BadRow(key, local_id, METADATA_CORRUPT, why,
-                                  OZONE_SCANS.format(local_id=local_id)))
+            why = (
+                f"key does not name the value's block {local_id}"
+                if key_id != local_id
+                else f"value is of container {msg.blockID.containerID}"
+            )
+            out.bad.append(
+                BadRow(key, local_id, METADATA_CORRUPT, why, OZONE_SCANS.format(local_id=local_id))
+            )
         # the scanner reads chunks in offset order; Ozone's tree sorts by offset too
-        out.meta.blocks[local_id] = BlockMeta(local_id, tuple(sorted(row.chunks,
-                                                                     key=lambda c: c.offset)))
+        out.meta.blocks[local_id] = BlockMeta(
+            local_id, tuple(sorted(row.chunks, key=lambda c: c.offset))
+        )
         out.names[local_id] = row.names
     for i in trailing_nulls:
         out.bad[i] = replace(out.bad[i], ozone=OZONE_SKIPS_LAST)
@@ -290,8 +343,13 @@ def read_blocks(container_id: int, rows: Iterable[Tuple[bytes, bytes]], *,
     return out
 
 
-def decode_blocks(container_id: int, rows: Iterable[Tuple[bytes, bytes]], source: str, *,
-                  file_per_chunk: bool = False) -> DecodedBlocks:
+def decode_blocks(
+    container_id: int,
+    rows: Iterable[Tuple[bytes, bytes]],
+    source: str,
+    *,
+    file_per_chunk: bool = False,
+) -> DecodedBlocks:
     """ContainerMeta of the (key after prefix, value) rows of one container; BlockMetaError
     (METADATA_CORRUPT) for the first entry that is not a valid BlockData of this container
     (see read_blocks, which reads every row and reports each bad one instead)."""
@@ -302,9 +360,14 @@ def decode_blocks(container_id: int, rows: Iterable[Tuple[bytes, bytes]], source
     return out
 
 
-def encode_block(container_id: int, block: BlockMeta, *, bcsid: int = 0,
-                 names: Optional[Sequence[str]] = None,
-                 metadata: Sequence[Tuple[str, str]] = (("TYPE", "KEY"),)) -> bytes:
+def encode_block(
+    container_id: int,
+    block: BlockMeta,
+    *,
+    bcsid: int = 0,
+    names: Optional[Sequence[str]] = None,
+    metadata: Sequence[Tuple[str, str]] = (("TYPE", "KEY"),),
+) -> bytes:
     """The BlockData bytes a datanode stores for `block` (chunks in offset order, named
     `<localID>_chunk_<n>` unless `names` are given, size = sum of chunk lengths)."""
     msg = pb.BlockData()
@@ -323,7 +386,8 @@ def encode_block(container_id: int, block: BlockMeta, *, bcsid: int = 0,
         ci.checksumData.bytesPerChecksum = c.bytes_per_checksum
         size = CHECKSUM_SIZES[c.checksum_type]
         if size:
-            ci.checksumData.checksums.extend(c.checksums[s:s + size]
-                                             for s in range(0, len(c.checksums), size))
+            ci.checksumData.checksums.extend(
+                c.checksums[s : s + size] for s in range(0, len(c.checksums), size)
+            )
     msg.size = sum(c.length for c in block.chunks)
     return msg.SerializeToString()

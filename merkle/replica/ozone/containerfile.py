@@ -23,18 +23,34 @@ from typing import Any, Dict, Mapping
 
 import yaml
 
-__all__ = ["ContainerFile", "ContainerFileError", "TAG", "checksum_of", "parse_container_file",
-           "render_container_file", "SCANNED_STATES", "STATES"]
+__all__ = [
+    "ContainerFile",
+    "ContainerFileError",
+    "TAG",
+    "checksum_of",
+    "parse_container_file",
+    "render_container_file",
+    "SCANNED_STATES",
+    "STATES",
+]
 
 TAG = "!<KeyValueContainerData>"
 #: Ozone's ContainerDataProto.State names
-STATES = ("OPEN", "CLOSING", "QUASI_CLOSED", "CLOSED", "UNHEALTHY", "INVALID", "DELETED",
-          "RECOVERING")
+STATES = (
+    "OPEN",
+    "CLOSING",
+    "QUASI_CLOSED",
+    "CLOSED",
+    "UNHEALTHY",
+    "INVALID",
+    "DELETED",
+    "RECOVERING",
+)
 #: the states whose data Ozone's scanner verifies (KeyValueContainer.shouldScanData)
 SCANNED_STATES = frozenset({"CLOSED", "QUASI_CLOSED", "UNHEALTHY"})
 
 #: SnakeYAML's rendering of the 64-NUL placeholder (base64 of 64 zero bytes, wrapped at 86)
-_PLACEHOLDER = ("checksum: !!binary |-\n  " + "A" * 86 + "==\n")
+_PLACEHOLDER = "checksum: !!binary |-\n  " + "A" * 86 + "==\n"
 _CHECKSUM_LINE = re.compile(r"^checksum: ([^\n]*)\n", re.MULTILINE)
 #: a .container file is a few hundred bytes; refuse to parse anything absurdly large
 MAX_SIZE = 1 << 20
@@ -49,8 +65,9 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[mi
     as a plain mapping and nothing else exotic."""
 
 
-_Loader.add_constructor("KeyValueContainerData",
-                        lambda loader, node: loader.construct_mapping(node))
+_Loader.add_constructor(
+    "KeyValueContainerData", lambda loader, node: loader.construct_mapping(node)
+)
 
 
 @dataclass(frozen=True)
@@ -115,10 +132,15 @@ def parse_container_file(data: bytes) -> ContainerFile:
         raise ContainerFileError(f"schemaVersion is a {type(schema).__name__}, not a version")
     recorded = doc.get("checksum")
     recorded = recorded if isinstance(recorded, str) else ""
-    return ContainerFile(container_id=cid, state=state, layout_version=layout,
-                         schema_version=str(schema), checksum=recorded,
-                         checksum_ok=bool(recorded) and recorded == checksum_of(text),
-                         fields=doc)
+    return ContainerFile(
+        container_id=cid,
+        state=state,
+        layout_version=layout,
+        schema_version=str(schema),
+        checksum=recorded,
+        checksum_ok=bool(recorded) and recorded == checksum_of(text),
+        fields=doc,
+    )
 
 
 def _refuse_aliases(text: str) -> None:
@@ -126,8 +148,9 @@ def _refuse_aliases(text: str) -> None:
     event stream is read: nothing is built, so this is linear in the file's size."""
     for event in yaml.parse(text, Loader=_Loader):
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-            raise ContainerFileError("YAML anchors and aliases are never written by a datanode "
-                                     "(refused unread)")
+            raise ContainerFileError(
+                "YAML anchors and aliases are never written by a datanode (refused unread)"
+            )
 
 
 def _shown(value: Any, limit: int = 80) -> str:

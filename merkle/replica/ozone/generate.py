@@ -39,8 +39,12 @@ from merkle.trees.treefile import TreeFileError, tree_from_bytes
 
 __all__ = ["OZONE_FAULT_TYPES", "convert_cluster"]
 
-OZONE_FAULT_TYPES = ("container-checksum", "open-container", "db-entry-without-file",
-                     "file-without-db-entry")
+OZONE_FAULT_TYPES = (
+    "container-checksum",
+    "open-container",
+    "db-entry-without-file",
+    "file-without-db-entry",
+)
 #: the generator's default for the ozone layout: one of each
 OZONE_DEFAULT_FAULTS = ",".join(OZONE_FAULT_TYPES)
 
@@ -61,9 +65,15 @@ def _pristine_meta(cfg: Any, cid: int, blocks: Dict[str, int], algorithm: str) -
     meta = ContainerMeta(cid)
     for b, length in blocks.items():
         data = block_data(cfg.seed, cid, int(b), length)
-        chunks = [ChunkMeta.from_data(o, data[o:o + cfg.chunk_size], algorithm=algorithm,
-                                      bytes_per_checksum=cfg.bytes_per_checksum)
-                  for o in range(0, length, cfg.chunk_size)]
+        chunks = [
+            ChunkMeta.from_data(
+                o,
+                data[o : o + cfg.chunk_size],
+                algorithm=algorithm,
+                bytes_per_checksum=cfg.bytes_per_checksum,
+            )
+            for o in range(0, length, cfg.chunk_size)
+        ]
         meta.blocks[int(b)] = BlockMeta(int(b), tuple(chunks))
     return meta
 
@@ -78,8 +88,9 @@ def _remap(obj: Any, mapping: Dict[str, str]) -> Any:
     return obj
 
 
-def mount_paths(template: Optional[str], datanodes: int, volumes: int
-                ) -> Dict[Tuple[int, int], Optional[str]]:
+def mount_paths(
+    template: Optional[str], datanodes: int, volumes: int
+) -> Dict[Tuple[int, int], Optional[str]]:
     """The path each volume (datanode d, volume v) will be mounted at, from `template` with
     `{datanode}` and `{volume}` replaced by the indexes (None for each without a template:
     the `.container` files then record where the volume is written). GeneratorError for a
@@ -88,28 +99,36 @@ def mount_paths(template: Optional[str], datanodes: int, volumes: int
     if template is None:
         return {(d, v): None for d in range(datanodes) for v in range(volumes)}
     try:
-        fields = [(name, spec, conv) for _, name, spec, conv in string.Formatter().parse(template)
-                  if name is not None]
+        fields = [
+            (name, spec, conv)
+            for _, name, spec, conv in string.Formatter().parse(template)
+            if name is not None
+        ]
     except ValueError as exc:
         raise GeneratorError(f"--mount-path {template!r}: {exc}") from None
     if any(name not in ("datanode", "volume") or spec or conv for name, spec, conv in fields):
-        raise GeneratorError(f"--mount-path {template!r}: only {{datanode}} and {{volume}} "
-                             f"may be used (no other field, attribute or format)")
+        raise GeneratorError(
+            f"--mount-path {template!r}: only {{datanode}} and {{volume}} "
+            f"may be used (no other field, attribute or format)"
+        )
     out: Dict[Tuple[int, int], Optional[str]] = {}
     for d in range(datanodes):
         seen: Dict[str, int] = {}
         for v in range(volumes):
             path = template.format(datanode=d, volume=v)
             parts = path.split("/")
-            if not path.startswith("/") or "\0" in path or any(
-                    p in (".", "..") for p in parts):
-                raise GeneratorError(f"--mount-path {template!r} gives {path!r}: not an "
-                                     f"absolute path without . or .. components")
+            if not path.startswith("/") or "\0" in path or any(p in (".", "..") for p in parts):
+                raise GeneratorError(
+                    f"--mount-path {template!r} gives {path!r}: not an "
+                    f"absolute path without . or .. components"
+                )
             path = os.path.normpath(path)
             if path in seen:
-                raise GeneratorError(f"--mount-path {template!r} mounts volumes {seen[path]} "
-                                     f"and {v} of datanode {d} at the same path {path} (use "
-                                     f"{{volume}})")
+                raise GeneratorError(
+                    f"--mount-path {template!r} mounts volumes {seen[path]} "
+                    f"and {v} of datanode {d} at the same path {path} (use "
+                    f"{{volume}})"
+                )
             seen[path] = v
             out[(d, v)] = path
     return out
@@ -121,20 +140,23 @@ def check_available() -> None:
         from merkle.replica.ozone import writer  # noqa: F401  (protobuf, YAML)
         from merkle.replica.ozone.rocks import VolumeDBError, load_rocksdict
     except ImportError as exc:
-        raise GeneratorError(f"the ozone layout needs {exc.name or 'its extra'}: "
-                             f"pip install 'crcmerkle[ozone]'") from None
+        raise GeneratorError(
+            f"the ozone layout needs {exc.name or 'its extra'}: pip install 'crcmerkle[ozone]'"
+        ) from None
     try:
         load_rocksdict()
     except VolumeDBError as exc:
         raise GeneratorError(str(exc)) from None
 
 
-def convert_cluster(staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any,
-                    ozone_faults: Dict[str, int]) -> Dict[str, Any]:
+def convert_cluster(
+    staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any, ozone_faults: Dict[str, int]
+) -> Dict[str, Any]:
     """Move the crcmerkle-layout cluster in `staging` onto datanode volumes under `out`,
     inject `ozone_faults`, and return the manifest with the new replica paths."""
     from merkle.replica.ozone.rocks import VolumeDBError
     from merkle.replica.ozone.writer import VolumeWriter
+
     check_available()
 
     rng = random.Random(f"ozone/{cfg.seed}")
@@ -150,10 +172,14 @@ def convert_cluster(staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any
         dn_uuid = _uuid(rng)
         datanodes[f"dn{d}"] = dn_uuid
         for v in range(cfg.volumes):
-            writers[(d, v)] = VolumeWriter(out / f"dn{d}" / f"vol{v}", cluster_id=cluster_id,
-                                           storage_id=f"DS-{_uuid(rng)}", datanode_uuid=dn_uuid,
-                                           ctime_ms=1_700_000_000_000 + d * 1000 + v,
-                                           mount_path=mounts[(d, v)])
+            writers[(d, v)] = VolumeWriter(
+                out / f"dn{d}" / f"vol{v}",
+                cluster_id=cluster_id,
+                storage_id=f"DS-{_uuid(rng)}",
+                datanode_uuid=dn_uuid,
+                ctime_ms=1_700_000_000_000 + d * 1000 + v,
+                mount_path=mounts[(d, v)],
+            )
     mapping: Dict[str, str] = {}
     replicas: Dict[str, Any] = {}  # new path -> OzoneReplica
     corrupt_meta: List[Tuple[Any, int, str]] = []
@@ -176,8 +202,11 @@ def convert_cluster(staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any
                     root = tree_from_bytes(tree).data_checksum
                 except TreeFileError:
                     pass
-            files = {b: src / "chunks" / f"{b}.block" for b in meta.blocks
-                     if (src / "chunks" / f"{b}.block").exists()}
+            files = {
+                b: src / "chunks" / f"{b}.block"
+                for b in meta.blocks
+                if (src / "chunks" / f"{b}.block").exists()
+            }
             r = w.add_container(meta, block_files=files, tree=tree, data_checksum=root)
             new = os.fspath(r.root.relative_to(out))
             mapping[rep] = new
@@ -227,8 +256,13 @@ def convert_cluster(staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any
     return manifest
 
 
-def _inject_ozone(rng: random.Random, manifest: Dict[str, Any], replicas: Dict[str, Any],
-                  faults: Dict[str, int], error_type: Any) -> None:
+def _inject_ozone(
+    rng: random.Random,
+    manifest: Dict[str, Any],
+    replicas: Dict[str, Any],
+    faults: Dict[str, int],
+    error_type: Any,
+) -> None:
     expected = manifest["expected_errors"]
     by_container: Dict[int, List[Dict[str, Any]]] = {}
     for f in manifest["faults"]:
@@ -244,8 +278,13 @@ def _inject_ozone(rng: random.Random, manifest: Dict[str, Any], replicas: Dict[s
             return False
         for f in by_container.get(cid, []):
             if rep_path in f.get("replicas", []) or f["type"] in (
-                    "meta-corrupt", "meta-missing", "tombstone", "extra-block",
-                    "container-checksum", "open-container"):
+                "meta-corrupt",
+                "meta-missing",
+                "tombstone",
+                "extra-block",
+                "container-checksum",
+                "open-container",
+            ):
                 return False
             if not set(reps) - set(f.get("replicas", [])) - {rep_path}:
                 return False
@@ -256,34 +295,49 @@ def _inject_ozone(rng: random.Random, manifest: Dict[str, Any], replicas: Dict[s
         expected[rep].append(e)
         return dict(e, replica=rep)
 
-    def record(kind: str, cid: int, reps: List[str], exp: List[Dict[str, Any]],
-               **extra: Any) -> None:
-        f = dict(id=len(manifest["faults"]), type=kind, container_id=cid, replicas=reps,
-                 expected=exp, **extra)
+    def record(
+        kind: str, cid: int, reps: List[str], exp: List[Dict[str, Any]], **extra: Any
+    ) -> None:
+        f = dict(
+            id=len(manifest["faults"]),
+            type=kind,
+            container_id=cid,
+            replicas=reps,
+            expected=exp,
+            **extra,
+        )
         manifest["faults"].append(f)
         by_container.setdefault(cid, []).append(f)
 
     for kind in OZONE_FAULT_TYPES:
         for _ in range(faults.get(kind, 0)):
             if kind in ("container-checksum", "open-container"):
-                pool = sorted(r for r, (_w, rep, _m) in replicas.items()
-                              if may_lose(r, rep.container_id))
+                pool = sorted(
+                    r for r, (_w, rep, _m) in replicas.items() if may_lose(r, rep.container_id)
+                )
             else:
-                pool = sorted(r for r, (_w, rep, _m) in replicas.items()
-                              if r not in unusable and not any(
-                                  e["error"].startswith(("METADATA", "CONTAINER"))
-                                  for e in expected[r]))
+                pool = sorted(
+                    r
+                    for r, (_w, rep, _m) in replicas.items()
+                    if r not in unusable
+                    and not any(
+                        e["error"].startswith(("METADATA", "CONTAINER")) for e in expected[r]
+                    )
+                )
             if not pool:
-                raise error_type(f"cannot place another {kind!r} fault: the cluster is too "
-                                 f"small (more containers, fewer faults)")
+                raise error_type(
+                    f"cannot place another {kind!r} fault: the cluster is too "
+                    f"small (more containers, fewer faults)"
+                )
             rep_path = pool[rng.randrange(len(pool))]
             w, rep, meta = replicas[rep_path]
             cid = rep.container_id
             if kind == "container-checksum":
                 text = rep.container_file.read_bytes()
                 # maxSize 5368709120 -> 5368709121: valid YAML, stale checksum
-                rep.container_file.write_bytes(text.replace(b"maxSize: 5368709120",
-                                                            b"maxSize: 5368709121", 1))
+                rep.container_file.write_bytes(
+                    text.replace(b"maxSize: 5368709120", b"maxSize: 5368709121", 1)
+                )
                 unusable.add(rep_path)
                 record(kind, cid, [rep_path], [expect(rep_path, CONTAINER_FILE_CORRUPT)])
             elif kind == "open-container":
@@ -291,6 +345,7 @@ def _inject_ozone(rng: random.Random, manifest: Dict[str, Any], replicas: Dict[s
                     parse_container_file,
                     render_container_file,
                 )
+
                 fields = dict(parse_container_file(rep.container_file.read_bytes()).fields)
                 fields["state"] = "OPEN"
                 rep.container_file.write_bytes(render_container_file(fields))
@@ -302,20 +357,33 @@ def _inject_ozone(rng: random.Random, manifest: Dict[str, Any], replicas: Dict[s
                     bid += 1
                 data = rng.randbytes(rng.randint(1, 8192))
                 if kind == "db-entry-without-file":
-                    extra = ContainerMeta(cid, {bid: BlockMeta(bid, (ChunkMeta.from_data(
-                        0, data, algorithm="crc32"),))})
+                    extra = ContainerMeta(
+                        cid,
+                        {bid: BlockMeta(bid, (ChunkMeta.from_data(0, data, algorithm="crc32"),))},
+                    )
                     meta.blocks[bid] = extra.blocks[bid]
                     # as a PutBlock does: the row, and the container's counters with it
                     w.put_blocks(meta)
                     w.put_counters(meta)
-                    record(kind, cid, [rep_path], [expect(rep_path, MISSING_DATA_FILE, bid)],
-                           block_id=bid)
+                    record(
+                        kind,
+                        cid,
+                        [rep_path],
+                        [expect(rep_path, MISSING_DATA_FILE, bid)],
+                        block_id=bid,
+                    )
                 else:
                     (rep.chunks_dir / f"{bid}.block").write_bytes(data)
-                    record(kind, cid, [rep_path], [expect(rep_path, UNREFERENCED_DATA_FILE, bid)],
-                           block_id=bid)
+                    record(
+                        kind,
+                        cid,
+                        [rep_path],
+                        [expect(rep_path, UNREFERENCED_DATA_FILE, bid)],
+                        block_id=bid,
+                    )
 
     def key(e: Dict[str, Any]) -> Tuple[str, int, int]:
         return (e["error"], e["block_id"] or 0, e["offset"] or 0)
+
     for rep in expected:
         expected[rep].sort(key=key)

@@ -47,8 +47,9 @@ def _scanner() -> Any:
     try:
         from merkle.replica.ozone import scan
     except ImportError as exc:
-        raise ReplicaError(f"reading Ozone volumes needs {exc.name or 'its extra'}: "
-                           f"pip install 'crcmerkle[ozone]'") from None
+        raise ReplicaError(
+            f"reading Ozone volumes needs {exc.name or 'its extra'}: pip install 'crcmerkle[ozone]'"
+        ) from None
     return scan
 
 
@@ -76,17 +77,28 @@ class OzoneLayout:
         # a datanode is its identity (VERSION's datanodeUuid), never its path: every host
         # mounts its volumes at the same paths (/data/disk1 ... on all of them)
         datanode = datanode_identity(volume.datanode_uuid)
-        listed = () if problem is not None else tuple(
-            ReplicaRef(self.name, datanode, os.fspath(r.root), r.container_id,
-                       os.fspath(volume.root)) for r in replicas_under(volume, inner))
-        return Volume(self.name, os.fspath(volume.root), datanode,
-                      datanode_uuid=volume.datanode_uuid or None,
-                      cluster_id=volume.properties.get("clusterID") or None,
-                      inner=None if inner is None else os.fspath(inner), problem=problem,
-                      listed=listed)
+        listed = (
+            ()
+            if problem is not None
+            else tuple(
+                ReplicaRef(
+                    self.name, datanode, os.fspath(r.root), r.container_id, os.fspath(volume.root)
+                )
+                for r in replicas_under(volume, inner)
+            )
+        )
+        return Volume(
+            self.name,
+            os.fspath(volume.root),
+            datanode,
+            datanode_uuid=volume.datanode_uuid or None,
+            cluster_id=volume.properties.get("clusterID") or None,
+            inner=None if inner is None else os.fspath(inner),
+            problem=problem,
+            listed=listed,
+        )
 
-    def replicas(self, volume: Volume, on_error: Optional[WalkErrorFn] = None
-                 ) -> List[ReplicaRef]:
+    def replicas(self, volume: Volume, on_error: Optional[WalkErrorFn] = None) -> List[ReplicaRef]:
         if volume.listed is not None:
             return list(volume.listed)
         return [r for v in self.volumes(volume.inner or volume.root) for r in v.listed or ()]
@@ -95,20 +107,27 @@ class OzoneLayout:
         """The replica's OzoneReplicaFiles: its `.container` parsed, the volume's DB opened
         for it alone (closed by the files' close())."""
         scanner = _scanner()
-        (volume, _), = find_volumes(replica.fs_root or replica.path)
+        ((volume, _),) = find_volumes(replica.fs_root or replica.path)
         if volume.problem is not None or volume.db_dir is None:
-            raise scanner.VolumeScanError(volume.problem or "VERSION names no storageID",
-                                          os.fspath(volume.root))
-        return scanner.open_replica_files(OzoneReplica(volume, int(replica.container),
-                                                       Path(replica.path)))
+            raise scanner.VolumeScanError(
+                volume.problem or "VERSION names no storageID", os.fspath(volume.root)
+            )
+        return scanner.open_replica_files(
+            OzoneReplica(volume, int(replica.container), Path(replica.path))
+        )
 
     def data_bytes(self, replica: ReplicaRef) -> Optional[int]:
         """None: the sizes are in the volume's RocksDB, which only the scan opens."""
         return None
 
-    def scan(self, replicas: Iterable[ReplicaRef], *, trees_only: bool = False,
-             metadata_only: bool = False, **options: Any
-             ) -> Iterator[Tuple[ReplicaRef, Any, Optional[Exception]]]:
+    def scan(
+        self,
+        replicas: Iterable[ReplicaRef],
+        *,
+        trees_only: bool = False,
+        metadata_only: bool = False,
+        **options: Any,
+    ) -> Iterator[Tuple[ReplicaRef, Any, Optional[Exception]]]:
         """Read-only whatever `write_tree` says (the datanode owns its files): each run of one
         volume's replicas shares one DB open (scan_volume_items; metadata_only too: the block
         metadata is in the DB). With `seen`, a replica directory already scanned (the same
@@ -127,9 +146,9 @@ class OzoneLayout:
                 yield ref, None, duplicate
             else:
                 fresh.append(ref)
-        for ref, result, exc in scanner.scan_volume_items(fresh, trees_only=trees_only,
-                                                          metadata_only=metadata_only,
-                                                          **options):
+        for ref, result, exc in scanner.scan_volume_items(
+            fresh, trees_only=trees_only, metadata_only=metadata_only, **options
+        ):
             yield ref, result, scanner.volume_error(exc, ref.fs_root)
 
     # ---- writing and repairing -------------------------------------------------------------
@@ -145,20 +164,24 @@ class OzoneLayout:
     def check_can_generate(self) -> None:
         check_available()
 
-    def mount_paths(self, template: Optional[str], datanodes: int, volumes: int
-                    ) -> Dict[Tuple[int, int], Optional[str]]:
+    def mount_paths(
+        self, template: Optional[str], datanodes: int, volumes: int
+    ) -> Dict[Tuple[int, int], Optional[str]]:
         return mount_paths(template, datanodes, volumes)
 
-    def finish_generation(self, staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any,
-                          faults: Dict[str, int]) -> Dict[str, Any]:
+    def finish_generation(
+        self, staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any, faults: Dict[str, int]
+    ) -> Dict[str, Any]:
         return convert_cluster(staging, out, manifest, cfg, faults)
 
     def generate_om_db(self, out: Path, manifest: Dict[str, Any], cfg: Any) -> Dict[str, Any]:
         from merkle.replica.ozone.omkeys import write_generated_om_db
+
         return write_generated_om_db(out, manifest, cfg)
 
     def generated_key_bytes(self, out: Path, key: Dict[str, Any]) -> bytes:
         from merkle.replica.ozone.omkeys import key_bytes
+
         return key_bytes(out, key)
 
     def replicate_refusal(self, path: str, role: str) -> Optional[str]:
@@ -166,14 +189,19 @@ class OzoneLayout:
         # does not exist yet counts when a volume lies above it)
         if not is_ozone_path(path):
             return None
-        return (f"the {role} is on an Ozone datanode volume: Ozone makes new replicas itself "
-                "(its ReplicationManager, driven by `ozone admin datanode decommission` / "
-                "`maintenance`); crcmerkle replicate copies crcmerkle-layout replicas only")
+        return (
+            f"the {role} is on an Ozone datanode volume: Ozone makes new replicas itself "
+            "(its ReplicationManager, driven by `ozone admin datanode decommission` / "
+            "`maintenance`); crcmerkle replicate copies crcmerkle-layout replicas only"
+        )
 
     def copy_replica(self, source: Any, target: Any, *, on_step: Any = None) -> Any:
         # replicate_refusal has refused already (an Ozone replica is never a copy's source)
-        raise ReplicaError(self.replicate_refusal(os.fspath(source), "source") or
-                           "Ozone makes its replicas itself", os.fspath(source))
+        raise ReplicaError(
+            self.replicate_refusal(os.fspath(source), "source")
+            or "Ozone makes its replicas itself",
+            os.fspath(source),
+        )
 
     def recorded_here(self, path: str) -> bool:
         # <volume>/hdds/<clusterID>/current/containerDir<N>/<containerID> (or a volume's
@@ -185,8 +213,13 @@ class OzoneLayout:
 
     def owner_leave_argv(self, host: str, maintenance: bool) -> List[str]:
         # DecommissionSubCommand / MaintenanceSubCommand take host names (HostNameParameters)
-        return ["ozone", "admin", "datanode", "maintenance" if maintenance else "decommission",
-                host]
+        return [
+            "ozone",
+            "admin",
+            "datanode",
+            "maintenance" if maintenance else "decommission",
+            host,
+        ]
 
     owner_copies_note = (
         "crcmerkle replicate handles the crcmerkle layout only: on Ozone the datanodes' "
@@ -194,29 +227,35 @@ class OzoneLayout:
         "maintenance, choosing source and target itself (the commands' source/target are "
         "information) and counting every replica as healthy: for the containers its count "
         "would let go (OZONE_WOULD_ALLOW) it copies nothing, so reconcile them first while the "
-        "leaving nodes still run, then scan and plan again")
+        "leaving nodes still run, then scan and plan again"
+    )
 
     def repair_refusal(self, path: str) -> str:
         # a datanode owns its files (RocksDB, .container, .tree) and reconciles its replicas
         # itself: touched only by an offline repair (reconcile(..., offline=True))
         name = os.path.basename(os.path.normpath(path))
         cid = name if name.isdigit() else "<containerID>"
-        return (f"on an Ozone datanode volume: the datanode reconciles its own replicas; ask "
-                f"it to with 'ozone admin container reconcile {cid}' (or stop the datanode "
-                f"and use --offline)")
+        return (
+            f"on an Ozone datanode volume: the datanode reconciles its own replicas; ask "
+            f"it to with 'ozone admin container reconcile {cid}' (or stop the datanode "
+            f"and use --offline)"
+        )
 
     def open_repair(self, path: str, *, dry_run: bool) -> Any:
         # the stopped datanode's volume DB locked (RocksDB's LOCK) from before the scan
         # until after the tree is written; a dry run checks that it is free
         from merkle.replica.ozone.offline import OfflineReplica
+
         return OfflineReplica(path, dry_run=dry_run)
 
     def load_peer(self, path: str, container_id: int) -> Tuple[Any, Any, Dict[int, bytes]]:
         from merkle.replica.ozone.offline import load_peer
+
         return load_peer(path, container_id)
 
-    def replica_groups(self, path: str, on_error: Optional[WalkErrorFn] = None
-                       ) -> Dict[int, List[Path]]:
+    def replica_groups(
+        self, path: str, on_error: Optional[WalkErrorFn] = None
+    ) -> Dict[int, List[Path]]:
         groups: Dict[int, List[Path]] = {}
         for volume, _ in find_volumes(path):
             if volume.problem is not None:
@@ -233,7 +272,7 @@ class OzoneLayout:
         # the volume's datanodeUuid; a path whose VERSION cannot be read names no datanode
         p = os.path.abspath(path)
         try:
-            (volume, _), = find_volumes(p)
+            ((volume, _),) = find_volumes(p)
             return datanode_identity(volume.datanode_uuid)
         except (OSError, ValueError, ReplicaError):
             return UNKNOWN_DATANODE

@@ -43,9 +43,19 @@ from merkle.replica.safeopen import (
     open_regular as safe_open_regular,
 )
 
-__all__ = ["HDDS", "OzoneReplica", "OzoneVolume", "VOLUME_LAYOUT_VERSION", "container_dir_index",
-           "find_volumes", "is_ozone_path", "is_plain_component", "open_regular", "read_regular",
-           "read_version"]
+__all__ = [
+    "HDDS",
+    "OzoneReplica",
+    "OzoneVolume",
+    "VOLUME_LAYOUT_VERSION",
+    "container_dir_index",
+    "find_volumes",
+    "is_ozone_path",
+    "is_plain_component",
+    "open_regular",
+    "read_regular",
+    "read_version",
+]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -67,9 +77,13 @@ _NAME_MAX = 255
 def is_plain_component(name: str) -> bool:
     """Is `name` usable as one path component: not empty, not `.` or `..`, no `/`, no NUL,
     no control character, at most NAME_MAX bytes? Names read from VERSION must be."""
-    return (bool(name) and name not in (".", "..") and "/" not in name
-            and all(ord(c) >= 0x20 and c != "\x7f" for c in name)
-            and len(name.encode("utf-8", "surrogateescape")) <= _NAME_MAX)
+    return (
+        bool(name)
+        and name not in (".", "..")
+        and "/" not in name
+        and all(ord(c) >= 0x20 and c != "\x7f" for c in name)
+        and len(name.encode("utf-8", "surrogateescape")) <= _NAME_MAX
+    )
 
 
 def _shown(value: str, limit: int = 80) -> str:
@@ -125,8 +139,9 @@ def open_regular(path: PathLike, root: Optional[PathLike] = None) -> int:
         os.close(fd)
 
 
-def read_regular(path: PathLike, limit: int = MAX_SMALL_FILE,
-                 root: Optional[PathLike] = None) -> bytes:
+def read_regular(
+    path: PathLike, limit: int = MAX_SMALL_FILE, root: Optional[PathLike] = None
+) -> bytes:
     """A regular file's bytes (see open_regular), refused with FileTooLargeError (an OSError,
     EFBIG) when fstat says it holds more than `limit` bytes: memory is never sized from
     input. Metadata files pass `limit=max_metadata_bytes()`, the crcmerkle layout's cap."""
@@ -134,8 +149,11 @@ def read_regular(path: PathLike, limit: int = MAX_SMALL_FILE,
     try:
         size = os.fstat(fd).st_size
         if size > limit:
-            raise FileTooLargeError(errno.EFBIG, f"file of {size} bytes exceeds the {limit}-"
-                                    f"byte limit (not read)", os.fspath(path))
+            raise FileTooLargeError(
+                errno.EFBIG,
+                f"file of {size} bytes exceeds the {limit}-byte limit (not read)",
+                os.fspath(path),
+            )
         chunks: List[bytes] = []
         got = 0
         while got <= limit:
@@ -147,8 +165,9 @@ def read_regular(path: PathLike, limit: int = MAX_SMALL_FILE,
     finally:
         os.close(fd)
     if got > limit:
-        raise FileTooLargeError(errno.EFBIG, f"larger than {limit} bytes (grew while read)",
-                                os.fspath(path))
+        raise FileTooLargeError(
+            errno.EFBIG, f"larger than {limit} bytes (grew while read)", os.fspath(path)
+        )
     return b"".join(chunks)
 
 
@@ -290,19 +309,25 @@ def _version_problem(props: Dict[str, str], version_file: Path) -> Optional[str]
     names (StorageVolumeUtil's checks, plus: a name is one plain component), else None."""
     layout = props.get("layOutVersion", "")
     if layout.strip() != str(VOLUME_LAYOUT_VERSION):
-        return (f"{version_file}: layOutVersion {_shown(layout)}: Ozone accepts only "
-                f"{VOLUME_LAYOUT_VERSION} (HDDSVolumeLayoutVersion) and would refuse this volume")
+        return (
+            f"{version_file}: layOutVersion {_shown(layout)}: Ozone accepts only "
+            f"{VOLUME_LAYOUT_VERSION} (HDDSVolumeLayoutVersion) and would refuse this volume"
+        )
     for key in ("clusterID", "storageID"):
         value = props.get(key, "")
         if not is_plain_component(value):
-            return (f"{version_file}: {key} {_shown(value)} is not one plain directory name "
-                    f"(never used as a path)")
+            return (
+                f"{version_file}: {key} {_shown(value)} is not one plain directory name "
+                f"(never used as a path)"
+            )
     if not props.get("datanodeUuid", "").strip():
         return f"{version_file}: no datanodeUuid: Ozone would refuse this volume"
     ctime = props.get("ctime", "")
     if not (ctime.isascii() and ctime.isdigit()) or int(ctime) > time.time() * 1000:
-        return (f"{version_file}: ctime {_shown(ctime)} is not a creation time in the past "
-                f"(milliseconds): Ozone would refuse this volume")
+        return (
+            f"{version_file}: ctime {_shown(ctime)} is not a creation time in the past "
+            f"(milliseconds): Ozone would refuse this volume"
+        )
     return None
 
 
@@ -319,21 +344,24 @@ def _volume(root: Path) -> OzoneVolume:
     if problem is not None:
         return OzoneVolume(root, props, None, problem)
     if not _real_dir(hdds):
-        return OzoneVolume(root, props, None, f"{hdds} is not a directory (a link is never "
-                                               f"followed)")
+        return OzoneVolume(
+            root, props, None, f"{hdds} is not a directory (a link is never followed)"
+        )
     cluster = props["clusterID"]
     if _real_dir(hdds / cluster):
         id_dir = hdds / cluster
     else:
         subdirs = [Path(e.path) for e in os.scandir(hdds) if e.is_dir(follow_symlinks=False)]
         if len(subdirs) != 1:
-            return OzoneVolume(root, props, None,
-                               f"no {cluster} directory in {hdds} ({len(subdirs)} candidates)")
+            return OzoneVolume(
+                root, props, None, f"no {cluster} directory in {hdds} ({len(subdirs)} candidates)"
+            )
         id_dir = subdirs[0]  # a volume formatted before SCM HA: the scmID directory
     storage = id_dir / props["storageID"]
     if os.path.lexists(storage) and not _real_dir(storage):
-        return OzoneVolume(root, props, None, f"{storage} is not a directory (a link is "
-                                               f"never followed)")
+        return OzoneVolume(
+            root, props, None, f"{storage} is not a directory (a link is never followed)"
+        )
     if not _under(id_dir, hdds) or (_real_dir(storage) and not _under(storage, id_dir)):
         return OzoneVolume(root, props, None, f"{id_dir} does not lie under {hdds}")
     problem = _current_problem(hdds, id_dir)
@@ -439,5 +467,6 @@ def replicas_under(volume: OzoneVolume, inner: Optional[Path]) -> List[OzoneRepl
     reps = volume.replicas()
     if inner is None:
         return reps
-    return [r for r in reps if r.root == inner or inner in r.root.parents
-            or r.root in inner.parents]
+    return [
+        r for r in reps if r.root == inner or inner in r.root.parents or r.root in inner.parents
+    ]

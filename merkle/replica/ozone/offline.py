@@ -78,8 +78,11 @@ def replica_at(path: PathLike) -> OzoneReplica:
         for r in volume.replicas():
             if r.root == p:
                 return r
-    raise ReplicaError("not a container directory of an Ozone volume "
-                       "(<volume>/hdds/<clusterID>/current/containerDir<N>/<containerID>)", where)
+    raise ReplicaError(
+        "not a container directory of an Ozone volume "
+        "(<volume>/hdds/<clusterID>/current/containerDir<N>/<containerID>)",
+        where,
+    )
 
 
 def _container_file(replica: OzoneReplica, where: str) -> ContainerFile:
@@ -88,23 +91,27 @@ def _container_file(replica: OzoneReplica, where: str) -> ContainerFile:
     except FileNotFoundError:
         raise ReplicaError(f"{replica.container_file.name} does not exist", where) from None
     except OSError as exc:
-        raise ReplicaError(f"{replica.container_file.name}: {exc.strerror or exc}",
-                           where) from None
+        raise ReplicaError(f"{replica.container_file.name}: {exc.strerror or exc}", where) from None
     except ContainerFileError as exc:
         raise ReplicaError(f"{replica.container_file.name}: {exc}", where) from None
     if not cfile.checksum_ok:
         raise ReplicaError(f"{replica.container_file.name}: checksum mismatch", where)
     if cfile.container_id != replica.container_id:
-        raise ReplicaError(f"{replica.container_file.name} describes container "
-                           f"{cfile.container_id}", where)
+        raise ReplicaError(
+            f"{replica.container_file.name} describes container {cfile.container_id}", where
+        )
     if cfile.schema_version != "3":
         raise ReplicaError(f"schema version {cfile.schema_version} (only schema V3)", where)
     if cfile.state not in SCANNED_STATES:
-        raise ReplicaError(f"state {cfile.state}: only CLOSED, QUASI_CLOSED and UNHEALTHY "
-                           f"containers are reconciled", where)
+        raise ReplicaError(
+            f"state {cfile.state}: only CLOSED, QUASI_CLOSED and UNHEALTHY "
+            f"containers are reconciled",
+            where,
+        )
     if not cfile.file_per_block:
-        raise ReplicaError("FILE_PER_CHUNK (layOutVersion 1) replicas are not repaired "
-                           "offline", where)
+        raise ReplicaError(
+            "FILE_PER_CHUNK (layOutVersion 1) replicas are not repaired offline", where
+        )
     return cfile
 
 
@@ -124,8 +131,9 @@ class OfflineFiles(LocalReplicaFiles):
         return self._inner.load_meta()
 
     def read_blockmeta(self) -> bytes:
-        raise BlockMetaError("an Ozone replica's block metadata is in the volume's RocksDB",
-                             self.location)
+        raise BlockMetaError(
+            "an Ozone replica's block metadata is in the volume's RocksDB", self.location
+        )
 
 
 class _PeerFiles(OzoneReplicaFiles):
@@ -139,15 +147,15 @@ class _PeerFiles(OzoneReplicaFiles):
         self._db.close()
 
 
-def load_peer(path: PathLike, container_id: int
-              ) -> Tuple[_PeerFiles, ContainerMeta, Dict[int, bytes]]:
+def load_peer(
+    path: PathLike, container_id: int
+) -> Tuple[_PeerFiles, ContainerMeta, Dict[int, bytes]]:
     """(files, block metadata, raw block_data values by localID) of an Ozone peer replica;
     ReplicaError/OSError when it cannot serve."""
     where = os.fspath(path)
     replica = replica_at(path)
     if replica.container_id != container_id:
-        raise ReplicaError(f"peer is container {replica.container_id}, not {container_id}",
-                           where)
+        raise ReplicaError(f"peer is container {replica.container_id}, not {container_id}", where)
     cfile = _container_file(replica, where)
     if replica.volume.db_dir is None:
         raise ReplicaError("its volume's VERSION names no storageID", where)
@@ -199,15 +207,20 @@ class OfflineReplica:
             else:
                 self.db = LockedVolumeDB(self.replica.volume.db_dir)
         except VolumeDBError as exc:
-            raise ReplicaError(f"{exc}; stop the datanode first, or let it reconcile "
-                               f"('ozone admin container reconcile {self.container_id}')",
-                               where) from None
+            raise ReplicaError(
+                f"{exc}; stop the datanode first, or let it reconcile "
+                f"('ozone admin container reconcile {self.container_id}')",
+                where,
+            ) from None
         try:
             inner = OzoneReplicaFiles(self.replica, self.db, cfile)
             bad = inner.decoded().bad
             if bad:  # a repair must not rewrite rows it cannot read
-                raise ReplicaError(f"not repaired: its block_data rows do not decode "
-                                   f"({bad[0].kind}: {bad[0].summary})", where)
+                raise ReplicaError(
+                    f"not repaired: its block_data rows do not decode "
+                    f"({bad[0].kind}: {bad[0].summary})",
+                    where,
+                )
             if inner.decoded().too_large is not None:
                 raise ReplicaError(f"not repaired: {inner.decoded().too_large}", where)
             self.paths = ContainerPaths(self.replica.root, self.container_id)
@@ -225,8 +238,13 @@ class OfflineReplica:
             raise RuntimeError("a dry run writes nothing")
         return self.db
 
-    def save_blocks(self, meta: ContainerMeta, peer_values: Dict[int, bytes],
-                    block_ids: Iterable[int], tree: ContainerTree) -> None:
+    def save_blocks(
+        self,
+        meta: ContainerMeta,
+        peer_values: Dict[int, bytes],
+        block_ids: Iterable[int],
+        tree: ContainerTree,
+    ) -> None:
         """One WriteBatch: the block_data values of `block_ids` as `meta` now records them,
         the counters, `#DATACHECKSUM` (the tree about to be written). Data files first."""
         self._own_new_files(block_ids)
@@ -249,15 +267,16 @@ class OfflineReplica:
         counters = self.db.metadata(cid)
         meta_rows: Dict[bytes, bytes] = {}
         if "#BLOCKCOUNT" in counters and new_blocks:
-            meta_rows[prefix + b"#BLOCKCOUNT"] = _be64(_counter(counters["#BLOCKCOUNT"],
-                                                                new_blocks))
+            meta_rows[prefix + b"#BLOCKCOUNT"] = _be64(
+                _counter(counters["#BLOCKCOUNT"], new_blocks)
+            )
         if "#BYTESUSED" in counters and delta:
             meta_rows[prefix + b"#BYTESUSED"] = _be64(_counter(counters["#BYTESUSED"], delta))
         if "#DATACHECKSUM" in counters and tree.data_checksum is not None:
             meta_rows[prefix + b"#DATACHECKSUM"] = _be64(tree.data_checksum)
         self._locked.write_batch(rows, meta_rows)
         for k, v in rows.items():
-            self.values[int(k[len(prefix):])] = v
+            self.values[int(k[len(prefix) :])] = v
 
     def _value(self, block: BlockMeta, peer_raw: Optional[bytes]) -> Tuple[bytes, int, bool]:
         """(the new BlockData bytes, the block's size before, whether the row is new).
@@ -292,8 +311,13 @@ class OfflineReplica:
                 ci.CopyFrom(found)
             else:  # a peer of the crcmerkle layout: the chunk as a client names it
                 one = pb.BlockData()
-                one.ParseFromString(encode_block(cid, BlockMeta(block.block_id, (c,)),
-                                                 names=[chunk_name(block.block_id, i + 1)]))
+                one.ParseFromString(
+                    encode_block(
+                        cid,
+                        BlockMeta(block.block_id, (c,)),
+                        names=[chunk_name(block.block_id, i + 1)],
+                    )
+                )
                 ci.CopyFrom(one.chunks[0])
             chunks.append(ci)
         del msg.chunks[:]

@@ -54,7 +54,7 @@ def _mount_of(recorded: Any, suffix: str) -> Optional[str]:
     if recorded == suffix:
         mount = ""
     elif recorded.endswith("/" + suffix):
-        mount = recorded[:len(recorded) - len(suffix)]
+        mount = recorded[: len(recorded) - len(suffix)]
     else:
         return None
     inner = mount.strip("/").split("/") if mount.strip("/") else []
@@ -89,8 +89,9 @@ def accepted_mounts(volume: OzoneVolume, replicas: Iterable[OzoneReplica]) -> Se
     voters = 0
     for replica in replicas:
         try:
-            data = replica.read_file(replica.metadata_dir / f"{replica.container_id}"
-                                                            f"{CONTAINER_SUFFIX}")
+            data = replica.read_file(
+                replica.metadata_dir / f"{replica.container_id}{CONTAINER_SUFFIX}"
+            )
         except OSError:
             continue
         match = _RECORDED_LINE.search(data.decode("utf-8", "replace"))
@@ -134,15 +135,18 @@ def _shown(value: Any) -> str:
     return text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
 
 
-def path_mismatch(replica: OzoneReplica, fields: Mapping[str, Any],
-                  accepted: Set[str]) -> Optional[str]:
+def path_mismatch(
+    replica: OzoneReplica, fields: Mapping[str, Any], accepted: Set[str]
+) -> Optional[str]:
     """The finding's detail when the `.container` paths are not this replica's own
     directories on this volume's mount (see the module docstring), else None."""
     mount = recorded_mount(replica, fields)
     if mount is not None and mount in accepted:
         return None
-    return (f"metadataPath {_shown(fields.get('metadataPath'))} and chunksPath "
-            f"{_shown(fields.get('chunksPath'))} are not this replica's own directories "
-            f"{_shown(os.fspath(replica.metadata_dir))} and "
-            f"{_shown(os.fspath(replica.chunks_dir))} on this volume's mount: Ozone reads and "
-            f"writes there, not the files verified here (never followed)")
+    return (
+        f"metadataPath {_shown(fields.get('metadataPath'))} and chunksPath "
+        f"{_shown(fields.get('chunksPath'))} are not this replica's own directories "
+        f"{_shown(os.fspath(replica.metadata_dir))} and "
+        f"{_shown(os.fspath(replica.chunks_dir))} on this volume's mount: Ozone reads and "
+        f"writes there, not the files verified here (never followed)"
+    )

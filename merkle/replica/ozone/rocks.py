@@ -40,10 +40,23 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["BLOCK_DATA", "COLUMN_FAMILIES", "METADATA", "LockedVolumeDB", "VolumeDB",
-           "VolumeDBError", "VolumeInUseError", "block_key", "cf_options", "container_prefix",
-           "load_rocksdict", "lock_is_free", "refuse_non_directory", "take_snapshot",
-           "write_volume_db"]
+__all__ = [
+    "BLOCK_DATA",
+    "COLUMN_FAMILIES",
+    "METADATA",
+    "LockedVolumeDB",
+    "VolumeDB",
+    "VolumeDBError",
+    "VolumeInUseError",
+    "block_key",
+    "cf_options",
+    "container_prefix",
+    "load_rocksdict",
+    "lock_is_free",
+    "refuse_non_directory",
+    "take_snapshot",
+    "write_volume_db",
+]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -89,8 +102,9 @@ def load_rocksdict() -> Any:
     try:
         import rocksdict
     except ImportError:
-        raise VolumeDBError("reading Ozone volumes needs rocksdict: pip install "
-                            "'crcmerkle[ozone]'") from None
+        raise VolumeDBError(
+            "reading Ozone volumes needs rocksdict: pip install 'crcmerkle[ozone]'"
+        ) from None
     return rocksdict
 
 
@@ -115,16 +129,20 @@ class _Budget:
 
     def check(self, name: str, size: int) -> None:
         if size > self.per_file:
-            raise VolumeDBError(f"{self.db_dir}: {name} holds {size} bytes, more than the "
-                                f"{self.per_file} bytes a snapshot copies ({MAX_DB_FILE_ENV}); "
-                                f"the volume is not read")
+            raise VolumeDBError(
+                f"{self.db_dir}: {name} holds {size} bytes, more than the "
+                f"{self.per_file} bytes a snapshot copies ({MAX_DB_FILE_ENV}); "
+                f"the volume is not read"
+            )
         st = os.statvfs(self.dest)
         free = st.f_bavail * st.f_frsize
         if size + _HEADROOM > free:
-            raise VolumeDBError(f"{self.db_dir}: {name} ({size} bytes) does not fit in the "
-                                f"snapshot directory {self.dest} ({free} bytes free); the "
-                                f"volume is not read (set {SNAPSHOT_ENV} to a directory on "
-                                f"the volume's filesystem: tables are linked there, not copied)")
+            raise VolumeDBError(
+                f"{self.db_dir}: {name} ({size} bytes) does not fit in the "
+                f"snapshot directory {self.dest} ({free} bytes free); the "
+                f"volume is not read (set {SNAPSHOT_ENV} to a directory on "
+                f"the volume's filesystem: tables are linked there, not copied)"
+            )
 
 
 def _copy_regular(dfd: int, name: str, dst: str, budget: _Budget) -> None:
@@ -136,8 +154,9 @@ def _copy_regular(dfd: int, name: str, dst: str, budget: _Budget) -> None:
         size = os.fstat(src).st_size
         budget.check(name, size)
         limit = max(size, 0) + (1 << 20)  # room for a live WAL to grow while copied
-        out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
-                      0o600)
+        out = os.open(
+            dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600
+        )
         try:
             copied = 0
             while copied < limit:
@@ -146,7 +165,7 @@ def _copy_regular(dfd: int, name: str, dst: str, budget: _Budget) -> None:
                     break
                 view = memoryview(data)
                 while view:
-                    view = view[os.write(out, view):]
+                    view = view[os.write(out, view) :]
                 copied += len(data)
         finally:
             os.close(out)
@@ -189,8 +208,9 @@ def _open_db_dir(db_dir: str) -> int:
     try:
         return open_dir(db_dir)
     except NotRegularFileError as exc:
-        raise VolumeDBError(f"{db_dir}: {exc.strerror} (a DB directory is never "
-                            f"followed)") from None
+        raise VolumeDBError(
+            f"{db_dir}: {exc.strerror} (a DB directory is never followed)"
+        ) from None
     except OSError as exc:
         raise VolumeDBError(f"{db_dir}: {exc.strerror or exc}") from None
 
@@ -259,11 +279,13 @@ class VolumeDB:
         # (outside the volume) makes every table file a hard link instead of a copy
         where = snapshot_dir if snapshot_dir is not None else os.environ.get(SNAPSHOT_ENV)
         try:
-            self._snap = tempfile.mkdtemp(prefix="crcmerkle-db-",
-                                          dir=None if not where else os.fspath(where))
+            self._snap = tempfile.mkdtemp(
+                prefix="crcmerkle-db-", dir=None if not where else os.fspath(where)
+            )
         except OSError as exc:
-            raise VolumeDBError(f"cannot make a snapshot directory in {where}: "
-                                f"{exc.strerror or exc}") from None
+            raise VolumeDBError(
+                f"cannot make a snapshot directory in {where}: {exc.strerror or exc}"
+            ) from None
         self._db: Any = None
         try:
             last: Optional[BaseException] = None
@@ -275,8 +297,7 @@ class VolumeDB:
                 except VolumeDBError:
                     raise
                 except NotRegularFileError as exc:  # a planted link/FIFO: not a moving DB
-                    raise VolumeDBError(f"{self.path}: {exc.filename}: {exc.strerror}"
-                                        ) from None
+                    raise VolumeDBError(f"{self.path}: {exc.filename}: {exc.strerror}") from None
                 except Exception as exc:  # noqa: BLE001  a moving live DB: snapshot again
                     # (rocksdict raises plain Exception for RocksDB errors)
                     last = exc
@@ -295,12 +316,15 @@ class VolumeDB:
         names = rd.Rdict.list_cf(self._snap, rd.Options(raw_mode=True))
         missing = [n for n in (BLOCK_DATA, METADATA) if n not in names]
         if missing:
-            raise VolumeDBError(f"{self.path}: no column family {', '.join(missing)} "
-                                f"(not a schema-V3 datanode DB)")
-        return rd.Rdict(self._snap, options=rd.Options(raw_mode=True),
-                        column_families={n: rd.Options(raw_mode=True)
-                                         for n in names if n != "default"},
-                        access_type=rd.AccessType.read_only())
+            raise VolumeDBError(
+                f"{self.path}: no column family {', '.join(missing)} (not a schema-V3 datanode DB)"
+            )
+        return rd.Rdict(
+            self._snap,
+            options=rd.Options(raw_mode=True),
+            column_families={n: rd.Options(raw_mode=True) for n in names if n != "default"},
+            access_type=rd.AccessType.read_only(),
+        )
 
     def _prefixed(self, cf: Any, container_id: int) -> Iterator[Tuple[bytes, bytes]]:
         prefix = container_prefix(container_id)
@@ -310,7 +334,7 @@ class VolumeDB:
             key = it.key()
             if not key.startswith(prefix):
                 break
-            yield key[len(prefix):], it.value()
+            yield key[len(prefix) :], it.value()
             it.next()
 
     def block_values(self, container_id: int) -> Iterator[Tuple[bytes, bytes]]:
@@ -356,8 +380,9 @@ def cf_options(rd: Any) -> Any:
     return o
 
 
-def write_volume_db(db_dir: PathLike, block_data: Dict[bytes, bytes],
-                    metadata: Dict[bytes, bytes]) -> None:
+def write_volume_db(
+    db_dir: PathLike, block_data: Dict[bytes, bytes], metadata: Dict[bytes, bytes]
+) -> None:
     """Create a schema-V3 `container.db` holding `block_data` and `metadata` (full keys),
     with Ozone's column families and table options (9-byte fixed prefix extractor, Bloom
     filter, block-based format_version 5, Snappy), flushed to SST files."""
@@ -365,8 +390,11 @@ def write_volume_db(db_dir: PathLike, block_data: Dict[bytes, bytes],
     opts = cf_options(rd)
     opts.create_if_missing(True)
     opts.create_missing_column_families(True)
-    db = rd.Rdict(os.fspath(db_dir), options=opts,
-                  column_families={n: cf_options(rd) for n in COLUMN_FAMILIES})
+    db = rd.Rdict(
+        os.fspath(db_dir),
+        options=opts,
+        column_families={n: cf_options(rd) for n in COLUMN_FAMILIES},
+    )
     try:
         for name, rows in ((BLOCK_DATA, block_data), (METADATA, metadata)):
             cf = db.get_column_family(name)
@@ -381,7 +409,6 @@ def write_volume_db(db_dir: PathLike, block_data: Dict[bytes, bytes],
         os.unlink(os.path.join(os.fspath(db_dir), "rocksdict-config.json"))
     except FileNotFoundError:
         pass
-
 
 
 _CONFIG_FILE = "rocksdict-config.json"
@@ -409,8 +436,10 @@ def lock_is_free(db_dir: str) -> None:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             if exc.errno in (errno.EAGAIN, errno.EACCES):
-                raise VolumeInUseError(f"{db_dir}: the volume is online (its RocksDB LOCK is "
-                                       f"held: a datanode or another repair is running)") from None
+                raise VolumeInUseError(
+                    f"{db_dir}: the volume is online (its RocksDB LOCK is "
+                    f"held: a datanode or another repair is running)"
+                ) from None
             raise VolumeDBError(f"{path}: {exc.strerror or exc}") from None
     finally:
         os.close(fd)  # drops the probe lock
@@ -425,8 +454,9 @@ def _only_regular_files(db_dir: str) -> None:
             if entry.name == _CONFIG_FILE or entry.is_dir(follow_symlinks=False):
                 continue
             if not entry.is_file(follow_symlinks=False):
-                raise VolumeDBError(f"{os.path.join(db_dir, entry.name)}: not a regular file "
-                                    f"(never opened)")
+                raise VolumeDBError(
+                    f"{os.path.join(db_dir, entry.name)}: not a regular file (never opened)"
+                )
     finally:
         os.close(dfd)
 
@@ -456,12 +486,16 @@ class LockedVolumeDB(VolumeDB):
             names = rd.Rdict.list_cf(self.path, rd.Options(raw_mode=True))
             missing = [n for n in (BLOCK_DATA, METADATA) if n not in names]
             if missing:
-                raise VolumeDBError(f"{self.path}: no column family {', '.join(missing)} "
-                                    f"(not a schema-V3 datanode DB)")
+                raise VolumeDBError(
+                    f"{self.path}: no column family {', '.join(missing)} "
+                    f"(not a schema-V3 datanode DB)"
+                )
             # every column family must be opened to write; unknown ones get Ozone's options
-            self._db = rd.Rdict(self.path, options=cf_options(rd),
-                                column_families={n: cf_options(rd) for n in names
-                                                 if n != "default"})
+            self._db = rd.Rdict(
+                self.path,
+                options=cf_options(rd),
+                column_families={n: cf_options(rd) for n in names if n != "default"},
+            )
         except VolumeDBError:
             self._drop_config()
             raise
@@ -482,8 +516,9 @@ class LockedVolumeDB(VolumeDB):
             except FileNotFoundError:
                 pass
 
-    def write_batch(self, block_data: Mapping[bytes, bytes],
-                    metadata: Mapping[bytes, bytes]) -> None:
+    def write_batch(
+        self, block_data: Mapping[bytes, bytes], metadata: Mapping[bytes, bytes]
+    ) -> None:
         """Put these full keys in one atomic WriteBatch, synced to the WAL before returning."""
         rd = self._rd
         wb = rd.WriteBatch(raw_mode=True)

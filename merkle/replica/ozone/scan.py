@@ -78,10 +78,20 @@ from merkle.replica.safeopen import (
 )
 from merkle.replica.verify import read_stored_tree, scan_files
 
-__all__ = ["CONTAINER_FILE_CORRUPT", "CONTAINER_FILE_MISSING", "CONTAINER_NOT_SCANNED",
-           "CONTAINER_PATH_MISMATCH", "DuplicateReplicaError", "OzoneReplicaFiles",
-           "UNREFERENCED_DATA_FILE", "VolumeScanError", "claim_replica", "open_replica_files",
-           "scan_volume_items", "volume_error"]
+__all__ = [
+    "CONTAINER_FILE_CORRUPT",
+    "CONTAINER_FILE_MISSING",
+    "CONTAINER_NOT_SCANNED",
+    "CONTAINER_PATH_MISMATCH",
+    "DuplicateReplicaError",
+    "OzoneReplicaFiles",
+    "UNREFERENCED_DATA_FILE",
+    "VolumeScanError",
+    "claim_replica",
+    "open_replica_files",
+    "scan_volume_items",
+    "volume_error",
+]
 
 
 CONTAINER_FILE_MISSING = "CONTAINER_FILE_MISSING"
@@ -150,8 +160,9 @@ class OzoneReplicaFiles:
     """merkle.replica.files.ReplicaFiles of one Ozone replica: the block metadata comes from
     the volume's DB (`load_meta`), the tree and block files from the container directory."""
 
-    def __init__(self, replica: OzoneReplica, db: VolumeDB, cfile: ContainerFile, *,
-                 owns_db: bool = False) -> None:
+    def __init__(
+        self, replica: OzoneReplica, db: VolumeDB, cfile: ContainerFile, *, owns_db: bool = False
+    ) -> None:
         self.replica = replica
         self.container_id = replica.container_id
         self.location = os.fspath(replica.root)
@@ -162,19 +173,22 @@ class OzoneReplicaFiles:
 
     def decoded(self) -> DecodedBlocks:
         if self._decoded is None:
-            self._decoded = read_blocks(self.container_id,
-                                        self._db.block_values(self.container_id),
-                                        file_per_chunk=not self._per_block,
-                                        row_limit=max_row_bytes(),
-                                        total_limit=max_metadata_bytes())
+            self._decoded = read_blocks(
+                self.container_id,
+                self._db.block_values(self.container_id),
+                file_per_chunk=not self._per_block,
+                row_limit=max_row_bytes(),
+                total_limit=max_metadata_bytes(),
+            )
         return self._decoded
 
     def load_meta(self) -> ContainerMeta:
         return self.decoded().meta
 
     def read_blockmeta(self) -> bytes:
-        raise BlockMetaError("an Ozone replica's block metadata is in the volume's RocksDB",
-                             self.location)
+        raise BlockMetaError(
+            "an Ozone replica's block metadata is in the volume's RocksDB", self.location
+        )
 
     def read_tree(self) -> bytes:
         return self.replica.read_tree()
@@ -186,8 +200,11 @@ class OzoneReplicaFiles:
         files = _ChunkFiles(self.replica, names)
         if not any(files._fd(n) is not None for _, _, n in names):
             files.close()
-            raise FileNotFoundError(2, "No such file or directory",
-                                    os.fspath(self.replica.chunks_dir / f"{block_id}_chunk_*"))
+            raise FileNotFoundError(
+                2,
+                "No such file or directory",
+                os.fspath(self.replica.chunks_dir / f"{block_id}_chunk_*"),
+            )
         return files
 
     def block_name(self, block_id: int) -> str:
@@ -230,23 +247,28 @@ def _unreferenced(files: OzoneReplicaFiles, present: List[str]) -> List[str]:
     # a file of a block whose row crcmerkle reported is that finding's, not a leftover
     reported = {b.block_id for b in files.decoded().bad if b.block_id is not None}
     # FILE_PER_CHUNK temp files of a write in progress are not leftovers
-    return sorted(n for n in present if n not in known and ".tmp." not in n
-                  and _file_block_id(n) not in reported)
+    return sorted(
+        n
+        for n in present
+        if n not in known and ".tmp." not in n and _file_block_id(n) not in reported
+    )
 
 
 def _file_block_id(name: str) -> Optional[int]:
-    stem = name[:-len(BLOCK_SUFFIX)] if name.endswith(BLOCK_SUFFIX) else name.split("_chunk_")[0]
+    stem = name[: -len(BLOCK_SUFFIX)] if name.endswith(BLOCK_SUFFIX) else name.split("_chunk_")[0]
     try:
         return int(stem)
     except ValueError:
         return None
 
 
-def scan_replica(replica: OzoneReplica, db: VolumeDB, mounts: Optional[Set[str]] = None,
-                 **kwargs: Any) -> Any:
+def scan_replica(
+    replica: OzoneReplica, db: VolumeDB, mounts: Optional[Set[str]] = None, **kwargs: Any
+) -> Any:
     """Scan one replica read-only (see the module docstring); a ScanResult. `mounts`: the
     mounts its `.container` may record (paths.accepted_mounts; default: those of the
     replica's own volume, computed here)."""
+
     class _Unusable:
         """A replica whose metadata cannot be used: nothing is verified (empty block list)."""
 
@@ -289,8 +311,10 @@ def scan_replica(replica: OzoneReplica, db: VolumeDB, mounts: Optional[Set[str]]
     except ContainerFileError as exc:
         return unusable(CONTAINER_FILE_CORRUPT, str(exc))
     if not cfile.checksum_ok:
-        return unusable(CONTAINER_FILE_CORRUPT, "checksum mismatch (the file changed after "
-                                                "the datanode wrote it)")
+        return unusable(
+            CONTAINER_FILE_CORRUPT,
+            "checksum mismatch (the file changed after the datanode wrote it)",
+        )
     if cfile.container_id != replica.container_id:
         return unusable(CONTAINER_FILE_CORRUPT, f"describes container {cfile.container_id}")
     if mounts is None:
@@ -302,46 +326,70 @@ def scan_replica(replica: OzoneReplica, db: VolumeDB, mounts: Optional[Set[str]]
     return result
 
 
-def _scan_loaded(replica: OzoneReplica, db: VolumeDB, cfile: ContainerFile,
-                 unusable: Callable[..., Any], **kwargs: Any) -> Any:
+def _scan_loaded(
+    replica: OzoneReplica,
+    db: VolumeDB,
+    cfile: ContainerFile,
+    unusable: Callable[..., Any],
+    **kwargs: Any,
+) -> Any:
     """The rest of scan_replica, once the `.container` is loaded and describes the replica:
     state and schema checks, then the data."""
     if cfile.schema_version != "3":
         # an error, unlike a state Ozone never scans: Ozone verifies these replicas
-        return unusable(CONTAINER_NOT_SCANNED, f"schema version {cfile.schema_version} "
-                                               f"(only schema V3 is read)", case="schema")
+        return unusable(
+            CONTAINER_NOT_SCANNED,
+            f"schema version {cfile.schema_version} (only schema V3 is read)",
+            case="schema",
+        )
     if cfile.state not in SCANNED_STATES:
-        return unusable(CONTAINER_NOT_SCANNED, f"state {cfile.state} (Ozone verifies data of "
-                                               f"CLOSED, QUASI_CLOSED and UNHEALTHY containers)")
+        return unusable(
+            CONTAINER_NOT_SCANNED,
+            f"state {cfile.state} (Ozone verifies data of "
+            f"CLOSED, QUASI_CLOSED and UNHEALTHY containers)",
+        )
     files = OzoneReplicaFiles(replica, db, cfile)
     decoded = files.decoded()
     if decoded.too_large is not None:
         return unusable(METADATA_UNREADABLE, f"{db.path}: {decoded.too_large}")
     result = scan_files(files, **kwargs)
-    result.errors[:0] = [ScanError(b.kind, b.block_id, None, b.detail)
-                         for b in decoded.bad]
+    result.errors[:0] = [ScanError(b.kind, b.block_id, None, b.detail) for b in decoded.bad]
     if result.meta is not None:
         try:
             present = _chunks_entries(replica)
         except FileNotFoundError:
             present = []
         except NotRegularFileError as exc:
-            result.errors.append(ScanError(NOT_A_REGULAR_FILE, detail=(
-                f"{exc.filename}: {exc.strerror} (never followed or listed)")))
+            result.errors.append(
+                ScanError(
+                    NOT_A_REGULAR_FILE,
+                    detail=(f"{exc.filename}: {exc.strerror} (never followed or listed)"),
+                )
+            )
             present = []
         except OSError as exc:  # EACCES, EIO: an I/O error, reported; the walk goes on
-            result.errors.append(ScanError(UNREADABLE_DATA_FILE, detail=(
-                f"{replica.chunks_dir}: cannot be listed ({exc.strerror or exc})")))
+            result.errors.append(
+                ScanError(
+                    UNREADABLE_DATA_FILE,
+                    detail=(f"{replica.chunks_dir}: cannot be listed ({exc.strerror or exc})"),
+                )
+            )
             present = []
         for name in _unreferenced(files, present):
-            result.errors.append(ScanError(
-                UNREFERENCED_DATA_FILE, _file_block_id(name), None,
-                f"chunks/{name} is named by no block_data entry"))
+            result.errors.append(
+                ScanError(
+                    UNREFERENCED_DATA_FILE,
+                    _file_block_id(name),
+                    None,
+                    f"chunks/{name} is named by no block_data entry",
+                )
+            )
     return result
 
 
-def claim_replica(scanned: Dict[Tuple[int, int], Path], root: Path
-                  ) -> Optional[DuplicateReplicaError]:
+def claim_replica(
+    scanned: Dict[Tuple[int, int], Path], root: Path
+) -> Optional[DuplicateReplicaError]:
     """Record the replica directory `root` in `scanned` ((st_dev, st_ino) of the directory
     itself, never through a link -> the path it was scanned at) and return None; or, when
     that directory was already scanned, the DuplicateReplicaError saying so. A directory
@@ -354,7 +402,9 @@ def claim_replica(scanned: Dict[Tuple[int, int], Path], root: Path
     if ident in scanned:
         return DuplicateReplicaError(
             f"the same directory as {scanned[ident]} (same device and inode: a bind mount or "
-            f"a volume reached by two paths); scanned once", os.fspath(root))
+            f"a volume reached by two paths); scanned once",
+            os.fspath(root),
+        )
     scanned[ident] = root
     return None
 
@@ -382,9 +432,9 @@ def open_replica_files(replica: OzoneReplica) -> OzoneReplicaFiles:
     return OzoneReplicaFiles(replica, db, cfile, owns_db=True)
 
 
-def scan_volume_items(items: Iterable[Any], *, trees_only: bool = False,
-                      metadata_only: bool = False, **kwargs: Any
-                      ) -> Iterator[Tuple[Any, Any, Optional[Exception]]]:
+def scan_volume_items(
+    items: Iterable[Any], *, trees_only: bool = False, metadata_only: bool = False, **kwargs: Any
+) -> Iterator[Tuple[Any, Any, Optional[Exception]]]:
     """For work items with `path` (the replica directory), `container` and `fs_root` (its
     volume root), in volume order: (item, ScanResult or None, exception or None). Each run of
     items of one volume shares one open DB; a volume that cannot be read gives its exception
@@ -408,11 +458,13 @@ def scan_volume_items(items: Iterable[Any], *, trees_only: bool = False,
                     db.close()
                 db, failure, current = None, None, item.fs_root
                 try:
-                    (volume, _), = find_volumes(item.fs_root)
+                    ((volume, _),) = find_volumes(item.fs_root)
                     if not trees_only:
                         if volume.problem is not None or volume.db_dir is None:
-                            raise VolumeScanError(volume.problem or "VERSION names no "
-                                                  "storageID", os.fspath(volume.root))
+                            raise VolumeScanError(
+                                volume.problem or "VERSION names no storageID",
+                                os.fspath(volume.root),
+                            )
                         db = VolumeDB(volume.db_dir)
                         mounts = accepted_mounts(volume, volume.replicas())
                 except (OSError, ValueError, ReplicaError, VolumeDBError) as exc:

@@ -43,7 +43,7 @@ __all__ = ["VolumeWriter", "MAX_SIZE"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 #: ozone.scm.container.size default, recorded as maxSize
-MAX_SIZE = 5 * 1024 ** 3
+MAX_SIZE = 5 * 1024**3
 
 
 def _be64(v: int) -> bytes:
@@ -53,40 +53,66 @@ def _be64(v: int) -> bytes:
 class VolumeWriter:
     """A new datanode volume at `root` (see the module docstring)."""
 
-    def __init__(self, root: PathLike, *, cluster_id: str, storage_id: str,
-                 datanode_uuid: str, ctime_ms: Optional[int] = None,
-                 mount_path: Optional[PathLike] = None) -> None:
+    def __init__(
+        self,
+        root: PathLike,
+        *,
+        cluster_id: str,
+        storage_id: str,
+        datanode_uuid: str,
+        ctime_ms: Optional[int] = None,
+        mount_path: Optional[PathLike] = None,
+    ) -> None:
         self.root = Path(root)
         #: the absolute path the volume will be mounted at (recorded in `.container` files)
-        self.mount_path = Path(os.path.abspath(os.fspath(root if mount_path is None
-                                                         else mount_path)))
+        self.mount_path = Path(
+            os.path.abspath(os.fspath(root if mount_path is None else mount_path))
+        )
         self.cluster_id = cluster_id
         self.storage_id = storage_id
         self.datanode_uuid = datanode_uuid
         hdds = self.root / HDDS
         (hdds / cluster_id / "current").mkdir(parents=True, exist_ok=True)
         (hdds / cluster_id / "tmp").mkdir(exist_ok=True)
-        props = {"storageID": storage_id, "clusterID": cluster_id,
-                 "datanodeUuid": datanode_uuid,
-                 "ctime": str(int(time.time() * 1000) if ctime_ms is None else ctime_ms),
-                 "layOutVersion": str(VOLUME_LAYOUT_VERSION)}
-        (hdds / VERSION).write_text("#" + time.strftime("%a %b %d %H:%M:%S UTC %Y",
-                                                        time.gmtime(0)) + "\n"
-                                    + "".join(f"{k}={v}\n" for k, v in props.items()))
+        props = {
+            "storageID": storage_id,
+            "clusterID": cluster_id,
+            "datanodeUuid": datanode_uuid,
+            "ctime": str(int(time.time() * 1000) if ctime_ms is None else ctime_ms),
+            "layOutVersion": str(VOLUME_LAYOUT_VERSION),
+        }
+        (hdds / VERSION).write_text(
+            "#"
+            + time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime(0))
+            + "\n"
+            + "".join(f"{k}={v}\n" for k, v in props.items())
+        )
         self.volume = OzoneVolume(self.root, props, hdds / cluster_id)
         self.block_rows: Dict[bytes, bytes] = {}
         self.meta_rows: Dict[bytes, bytes] = {}
 
     def replica(self, container_id: int) -> OzoneReplica:
         assert self.volume.id_dir is not None
-        root = (self.volume.id_dir / "current" / f"containerDir{container_dir_index(container_id)}"
-                / str(int(container_id)))
+        root = (
+            self.volume.id_dir
+            / "current"
+            / f"containerDir{container_dir_index(container_id)}"
+            / str(int(container_id))
+        )
         return OzoneReplica(self.volume, int(container_id), root)
 
-    def add_container(self, meta: ContainerMeta, *, block_files: Mapping[int, PathLike],
-                      tree: Optional[bytes] = None, data_checksum: Optional[int] = None,
-                      state: str = "CLOSED", layout_version: int = 2,
-                      pipeline_id: str = "", move: bool = True) -> OzoneReplica:
+    def add_container(
+        self,
+        meta: ContainerMeta,
+        *,
+        block_files: Mapping[int, PathLike],
+        tree: Optional[bytes] = None,
+        data_checksum: Optional[int] = None,
+        state: str = "CLOSED",
+        layout_version: int = 2,
+        pipeline_id: str = "",
+        move: bool = True,
+    ) -> OzoneReplica:
         """Add one closed replica: `block_files` maps block IDs to files holding the block's
         bytes at their offsets (moved, or copied with move=False; FILE_PER_CHUNK splits them)."""
         cid = meta.container_id
@@ -111,13 +137,18 @@ class VolumeWriter:
             rep.tree.write_bytes(tree)
         mounted = self.mount_path / rep.root.relative_to(self.root)
         fields = {
-            "chunksPath": os.fspath(mounted / "chunks"), "containerDBType": "RocksDB",
-            "containerID": cid, "containerType": "KeyValueContainer",
-            "layOutVersion": layout_version, "maxSize": MAX_SIZE, "metadata": {},
+            "chunksPath": os.fspath(mounted / "chunks"),
+            "containerDBType": "RocksDB",
+            "containerID": cid,
+            "containerType": "KeyValueContainer",
+            "layOutVersion": layout_version,
+            "maxSize": MAX_SIZE,
+            "metadata": {},
             "metadataPath": os.fspath(mounted / "metadata"),
             "originNodeId": self.datanode_uuid,
             "originPipelineId": pipeline_id or str(uuid.UUID(int=cid, version=4)),
-            "schemaVersion": "3", "state": state,
+            "schemaVersion": "3",
+            "state": state,
         }
         rep.container_file.write_bytes(render_container_file(fields))
         self.put_blocks(meta)
@@ -146,7 +177,8 @@ class VolumeWriter:
         ascending, as Ratis log indexes are)."""
         for rank, block in enumerate(meta.sorted_blocks(), 1):
             self.block_rows[block_key(meta.container_id, block.block_id)] = encode_block(
-                meta.container_id, block, bcsid=rank)
+                meta.container_id, block, bcsid=rank
+            )
 
     def close(self) -> Path:
         """Write the volume's container.db; its path."""

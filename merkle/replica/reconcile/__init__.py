@@ -125,7 +125,20 @@ from merkle.replica.reconcile.verifying import (  # noqa: F401
     _remaining,
 )
 
-__all__ = ["ChunkCopy", "LoadedReport", "PeerOutcome", "Problem", "ReconcileResult",
-           "ReportJob", "check_report_job", "datanode_of", "jobs_from_report", "load_report",
-           "load_report_jobs", "reconcile", "reconcile_round", "report_commands",
-           "report_jobs"]
+__all__ = [
+    "ChunkCopy",
+    "LoadedReport",
+    "PeerOutcome",
+    "Problem",
+    "ReconcileResult",
+    "ReportJob",
+    "check_report_job",
+    "datanode_of",
+    "jobs_from_report",
+    "load_report",
+    "load_report_jobs",
+    "reconcile",
+    "reconcile_round",
+    "report_commands",
+    "report_jobs",
+]

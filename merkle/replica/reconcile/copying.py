@@ -24,6 +24,7 @@ COPY_BUFFER_SIZE = 16 * 1024 * 1024
 
 # ---- copying -----------------------------------------------------------------------------
 
+
 class _Verifier:
     """Feeds a chunk's bytes piece by piece (any piece sizes) and tells whether they match
     the recorded window checksums; windows are chained across pieces, so memory does not
@@ -49,13 +50,15 @@ class _Verifier:
             take = min(self.bpc - self.fill, n - pos)
             if self.fill == 0 and take == self.bpc and self.crc_fn is not None:
                 whole = (n - pos) // self.bpc * self.bpc  # whole windows: one native call
-                w = _native.checksum_windows(view[pos:pos + whole], self.bpc,
-                                             algorithm="crc32" if self.c.checksum_type == CRC32
-                                             else "crc32c")
+                w = _native.checksum_windows(
+                    view[pos : pos + whole],
+                    self.bpc,
+                    algorithm="crc32" if self.c.checksum_type == CRC32 else "crc32c",
+                )
                 self.values.extend(int(x) for x in w.tolist())
                 pos += whole
                 continue
-            piece = view[pos:pos + take]
+            piece = view[pos : pos + take]
             if self.crc_fn is not None:
                 self.crc = self.crc_fn(piece, self.crc)
             else:
@@ -82,8 +85,9 @@ class _Verifier:
         if self.fill:
             self._close_window()
         if self.crc_fn is not None:
-            return bool(np.array_equal(np.array(self.values, dtype=np.uint32),
-                                       self.c.window_values()))
+            return bool(
+                np.array_equal(np.array(self.values, dtype=np.uint32), self.c.window_values())
+            )
         return b"".join(self.parts) == self.c.checksums
 
 
@@ -101,10 +105,17 @@ def _overlaps(a_off: int, a_len: int, b_off: int, b_len: int) -> bool:
 class _Copier:
     """Copies verified chunks from one peer into our block files."""
 
-    def __init__(self, ours: LocalReplicaFiles, peer: _Peer, our_meta: Optional[ContainerMeta],
-                 vote: Callable[[int, int], Optional[Tuple[int, int]]],
-                 sizes: Dict[int, int], on_step: Optional[StepHook], dry_run: bool,
-                 held: Optional[ContainerMeta] = None) -> None:
+    def __init__(
+        self,
+        ours: LocalReplicaFiles,
+        peer: _Peer,
+        our_meta: Optional[ContainerMeta],
+        vote: Callable[[int, int], Optional[Tuple[int, int]]],
+        sizes: Dict[int, int],
+        on_step: Optional[StepHook],
+        dry_run: bool,
+        held: Optional[ContainerMeta] = None,
+    ) -> None:
         self.ours = ours
         #: our current records (our_meta plus what earlier peers supplied): the chunks held
         self.held = held if held is not None else our_meta
@@ -134,20 +145,25 @@ class _Copier:
         mine = ours.chunk_at(c.offset) if ours is not None else None
         if mine is not None:
             if cm.length != mine.length:
-                return (f"refused: the peer's chunk is {cm.length} bytes, our record says "
-                        f"{mine.length} (a pull never writes outside the chunk)")
+                return (
+                    f"refused: the peer's chunk is {cm.length} bytes, our record says "
+                    f"{mine.length} (a pull never writes outside the chunk)"
+                )
             if mine.checksum_type != NONE:
                 if cm.checksum_type == NONE:
                     return "refused: the peer records type NONE over our verifiable chunk"
                 if cm.leaf != mine.leaf:
-                    return ("refused: the peer's copy differs from our recorded window "
-                            "checksums (the client's)")
+                    return (
+                        "refused: the peer's copy differs from our recorded window "
+                        "checksums (the client's)"
+                    )
                 return None
         elif ours is not None:
             for o in ours.chunks:
                 if o.length and _overlaps(c.offset, c.length, o.offset, o.length):
-                    return (f"refused: the peer's chunk would overwrite our recorded chunk "
-                            f"@{o.offset}")
+                    return (
+                        f"refused: the peer's chunk would overwrite our recorded chunk @{o.offset}"
+                    )
         winner = self.vote(block_id, c.offset)
         if winner is None:
             return "left alone: healthy peers disagree and no version has a majority"
@@ -171,8 +187,9 @@ class _Copier:
         for c in done:
             local[c.offset] = c.length
 
-    def plan_block(self, block_id: int, copies: List[ChunkCopy]
-                   ) -> Tuple[List[Tuple[ChunkCopy, ChunkMeta]], List[Problem]]:
+    def plan_block(
+        self, block_id: int, copies: List[ChunkCopy]
+    ) -> Tuple[List[Tuple[ChunkCopy, ChunkMeta]], List[Problem]]:
         """The copies of one run that can be attempted (in order), and why others are not.
         Ozone's contiguity rule stops the run at the first chunk whose offset is not 0 and not
         where the previous local chunk (recorded, or pulled before it) ends exactly."""
@@ -180,21 +197,37 @@ class _Copier:
         try:
             size = self._size(block_id)
         except OSError as exc:
-            return [], [Problem(block_id, copies[0].offset if copies else None,
-                                f"stopped: our block file: {exc.strerror or exc}")]
+            return [], [
+                Problem(
+                    block_id,
+                    copies[0].offset if copies else None,
+                    f"stopped: our block file: {exc.strerror or exc}",
+                )
+            ]
         pmeta = self.peer_meta.blocks.get(block_id)
         local = dict(self._local(block_id))  # what we would hold as the run goes
         out: List[Tuple[ChunkCopy, ChunkMeta]] = []
         for c in copies:
             if not chunk_follows(local, c.offset):
-                problems.append(Problem(block_id, c.offset, f"stopped: chunk at {c.offset} "
-                                        f"does not follow a local chunk ending there "
-                                        f"(no holes)"))
+                problems.append(
+                    Problem(
+                        block_id,
+                        c.offset,
+                        f"stopped: chunk at {c.offset} "
+                        f"does not follow a local chunk ending there "
+                        f"(no holes)",
+                    )
+                )
                 break
             cm = pmeta.chunk_at(c.offset) if pmeta is not None else None
             if cm is None or cm.length != c.length or cm.leaf != c.peer_value:
-                problems.append(Problem(block_id, c.offset, "stopped: the peer's metadata does "
-                                        "not match its tree for this chunk"))
+                problems.append(
+                    Problem(
+                        block_id,
+                        c.offset,
+                        "stopped: the peer's metadata does not match its tree for this chunk",
+                    )
+                )
                 break
             why = self._trust(block_id, c, cm)
             if why is not None:
@@ -205,8 +238,9 @@ class _Copier:
             size = max(size, c.offset + c.length)
         return out, problems
 
-    def _read_verified(self, pfd: int, c: ChunkCopy, check: ChunkMeta, whose: str
-                       ) -> Tuple[Optional[memoryview], Optional[str]]:
+    def _read_verified(
+        self, pfd: int, c: ChunkCopy, check: ChunkMeta, whose: str
+    ) -> Tuple[Optional[memoryview], Optional[str]]:
         """The chunk's bytes in the buffer when they fit (else None: stream), or a reason."""
         if c.length > COPY_BUFFER_SIZE:
             # verify piecewise first; the copy itself re-verifies while writing
@@ -215,17 +249,20 @@ class _Copier:
             v = _Verifier(check)
             got = 0
             while got < c.length:
-                view = memoryview(self.buffer)[:min(COPY_BUFFER_SIZE, c.length - got)]
+                view = memoryview(self.buffer)[: min(COPY_BUFFER_SIZE, c.length - got)]
                 n = pread_into(pfd, view, c.offset + got)
                 v.feed(view[:n])
                 got += n
                 if n < len(view):
                     return None, f"stopped: peer chunk is short ({got} of {c.length} bytes)"
-            return None, (None if v.matches() else f"stopped: peer data does not match "
-                          f"{whose} recorded window checksums")
+            return None, (
+                None
+                if v.matches()
+                else f"stopped: peer data does not match {whose} recorded window checksums"
+            )
         if len(self.buffer) < c.length:
             self.buffer = bytearray(c.length)
-        view = memoryview(self.buffer)[:c.length]
+        view = memoryview(self.buffer)[: c.length]
         got = pread_into(pfd, view, c.offset)
         if got < c.length:
             return None, f"stopped: peer chunk is short ({got} of {c.length} bytes)"
@@ -237,7 +274,7 @@ class _Copier:
         v = _Verifier(check)
         got = 0
         while got < c.length:
-            view = memoryview(self.buffer)[:min(COPY_BUFFER_SIZE, c.length - got)]
+            view = memoryview(self.buffer)[: min(COPY_BUFFER_SIZE, c.length - got)]
             n = pread_into(pfd, view, c.offset + got)
             if n < len(view):
                 return f"stopped: peer chunk shrank while copied ({got + n} of {c.length})"
@@ -246,11 +283,18 @@ class _Copier:
             while written < n:
                 written += os.pwrite(fd, view[written:], c.offset + got + written)
             got += n
-        return None if v.matches() else ("stopped: peer data changed while copied (no longer "
-                                          "matches the recorded window checksums)")
+        return (
+            None
+            if v.matches()
+            else (
+                "stopped: peer data changed while copied (no longer "
+                "matches the recorded window checksums)"
+            )
+        )
 
-    def copy_block(self, block_id: int, items: List[Tuple[ChunkCopy, ChunkMeta]]
-                   ) -> Tuple[List[ChunkCopy], List[ChunkMeta], Optional[Problem]]:
+    def copy_block(
+        self, block_id: int, items: List[Tuple[ChunkCopy, ChunkMeta]]
+    ) -> Tuple[List[ChunkCopy], List[ChunkMeta], Optional[Problem]]:
         """Read, verify and write the planned chunks of one block, stopping at a failure.
         Returns the copies done, the records to add (only for chunks we had none of) and
         the problem that stopped the block."""
@@ -261,8 +305,15 @@ class _Copier:
         try:
             pf = self.peer.files.open_block(block_id)
         except OSError as exc:
-            return done, metas, Problem(block_id, items[0][0].offset,
-                                        f"peer block file unreadable: {exc.strerror or exc}")
+            return (
+                done,
+                metas,
+                Problem(
+                    block_id,
+                    items[0][0].offset,
+                    f"peer block file unreadable: {exc.strerror or exc}",
+                ),
+            )
         pfd = pf.fileno()
         assert pfd is not None
         fd = -1
@@ -271,21 +322,24 @@ class _Copier:
             try:
                 fd = self.ours.open_block_rw(block_id, create=True)
             except OSError as exc:
-                problem = Problem(block_id, items[0][0].offset,
-                                  f"stopped: our block file: {exc.strerror or exc}")
+                problem = Problem(
+                    block_id, items[0][0].offset, f"stopped: our block file: {exc.strerror or exc}"
+                )
                 return done, metas, problem
             size = os.fstat(fd).st_size
             peer_size = os.fstat(pfd).st_size
             for c, cm in items:
                 if c.offset + c.length > peer_size:
-                    problem = Problem(block_id, c.offset, f"stopped: peer chunk is short "
-                                      f"(its file has {peer_size} bytes)")
+                    problem = Problem(
+                        block_id,
+                        c.offset,
+                        f"stopped: peer chunk is short (its file has {peer_size} bytes)",
+                    )
                     break
                 mine = self._record(block_id, c.offset)
                 check = mine if mine is not None and mine.checksum_type != NONE else cm
                 try:
-                    view, why = self._read_verified(pfd, c, check,
-                                                    "its" if check is cm else "our")
+                    view, why = self._read_verified(pfd, c, check, "its" if check is cm else "our")
                     if why is None and view is None:
                         why = self._stream_copy(pfd, fd, c, check)
                     elif why is None and view is not None:

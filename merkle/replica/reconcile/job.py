@@ -38,6 +38,7 @@ from merkle.trees.model import ContainerTree
 
 # ---- reconcile ---------------------------------------------------------------------------
 
+
 def refuse_ozone(path: PathLike) -> None:
     """ReplicaError when `path` is on a layout whose replicas are not repaired in service
     (Ozone's datanode volumes: a datanode owns its files, RocksDB, `.container`, `.tree`,
@@ -55,14 +56,22 @@ def _refuse_other_layouts(layout: Layout, peer_paths: Sequence[PathLike]) -> Non
     another layout is refused (ReplicaError), before anything is locked."""
     for p in peer_paths:
         if os.path.exists(p) and layout_of(os.fspath(p)) is not layout:
-            raise ReplicaError(f"an {layout.title} replica is repaired from {layout.title} "
-                               f"replicas only", os.fspath(p))
+            raise ReplicaError(
+                f"an {layout.title} replica is repaired from {layout.title} replicas only",
+                os.fspath(p),
+            )
 
 
-def reconcile(container_path: PathLike, peer_paths: Sequence[PathLike], dry_run: bool = False,
-              *, workers: int = 1, on_step: Optional[StepHook] = None,
-              offline: bool = False,
-              datanodes: Optional[Mapping[str, str]] = None) -> ReconcileResult:
+def reconcile(
+    container_path: PathLike,
+    peer_paths: Sequence[PathLike],
+    dry_run: bool = False,
+    *,
+    workers: int = 1,
+    on_step: Optional[StepHook] = None,
+    offline: bool = False,
+    datanodes: Optional[Mapping[str, str]] = None,
+) -> ReconcileResult:
     """Repair the replica at `container_path` from each peer in turn (the package docstring).
 
     Returns a ReconcileResult: the container value before and after, per peer what was
@@ -88,17 +97,32 @@ def reconcile(container_path: PathLike, peer_paths: Sequence[PathLike], dry_run:
             refuse_ozone(p)
     target = layout.open_repair(os.fspath(container_path), dry_run=dry_run)
     try:
-        return _reconcile(target.paths, target.files, peer_paths, dry_run, workers, on_step,
-                          target, partial(_load_peer, layout), datanodes)
+        return _reconcile(
+            target.paths,
+            target.files,
+            peer_paths,
+            dry_run,
+            workers,
+            on_step,
+            target,
+            partial(_load_peer, layout),
+            datanodes,
+        )
     finally:
         target.close()
 
 
-def _reconcile(paths: ContainerPaths, files: LocalReplicaFiles,
-               peer_paths: Sequence[PathLike], dry_run: bool, workers: int,
-               on_step: Optional[StepHook], store: Any,
-               load_peer: Callable[[PathLike, int], _Peer],
-               datanodes: Optional[Mapping[str, str]] = None) -> ReconcileResult:
+def _reconcile(
+    paths: ContainerPaths,
+    files: LocalReplicaFiles,
+    peer_paths: Sequence[PathLike],
+    dry_run: bool,
+    workers: int,
+    on_step: Optional[StepHook],
+    store: Any,
+    load_peer: Callable[[PathLike, int], _Peer],
+    datanodes: Optional[Mapping[str, str]] = None,
+) -> ReconcileResult:
     scan = _scan(files, not dry_run, max(1, workers), None, None, 1 << 20)
     if scan.protected:
         why = "; ".join(str(e) for e in scan.errors if e.block_id is None)
@@ -123,8 +147,15 @@ def _reconcile(paths: ContainerPaths, files: LocalReplicaFiles,
         name = os.fspath(peer_path)
         ident = _identity(peer_path)
         if ident is not None and ident in seen:
-            loaded.append((name, None, "the peer is this replica" if not seen[ident] else
-                           f"the same replica as peer {seen[ident]} (counted once)"))
+            loaded.append(
+                (
+                    name,
+                    None,
+                    "the peer is this replica"
+                    if not seen[ident]
+                    else f"the same replica as peer {seen[ident]} (counted once)",
+                )
+            )
             continue
         try:
             peer = load_peer(peer_path, paths.container_id)
@@ -142,8 +173,11 @@ def _reconcile(paths: ContainerPaths, files: LocalReplicaFiles,
             continue
         if ident is not None:
             seen[ident] = name
-        peer.voter = (f"datanode:{datanodes[name]}" if datanodes and name in datanodes
-                      else f"replica:{ident or name}")
+        peer.voter = (
+            f"datanode:{datanodes[name]}"
+            if datanodes and name in datanodes
+            else f"replica:{ident or name}"
+        )
         loaded.append((name, peer, ""))
     vote = _majority([p for _, p, _ in loaded if p is not None])
     try:
@@ -151,28 +185,59 @@ def _reconcile(paths: ContainerPaths, files: LocalReplicaFiles,
             if loaded_peer is None:
                 outcomes.append(PeerOutcome(name, "skipped", why))
                 continue
-            ours = _one_peer(paths, files, loaded_peer, ours, scan, meta, vote, sizes, outcomes,
-                             unrecoverable, failed, dry_run, on_step, store)
+            ours = _one_peer(
+                paths,
+                files,
+                loaded_peer,
+                ours,
+                scan,
+                meta,
+                vote,
+                sizes,
+                outcomes,
+                unrecoverable,
+                failed,
+                dry_run,
+                on_step,
+                store,
+            )
     finally:
         for _, loaded_peer, _ in loaded:
             if loaded_peer is not None:
                 loaded_peer.files.close()
     remaining = _remaining(ours, scan.meta, unrecoverable, failed)
-    return ReconcileResult(os.fspath(paths.root), paths.container_id, dry_run, before,
-                           ours.data_checksum, scan, outcomes, remaining)
+    return ReconcileResult(
+        os.fspath(paths.root),
+        paths.container_id,
+        dry_run,
+        before,
+        ours.data_checksum,
+        scan,
+        outcomes,
+        remaining,
+    )
 
 
-def _one_peer(paths: ContainerPaths, files: LocalReplicaFiles, peer: _Peer,
-              ours: ContainerTree, scan: ScanResult, meta: ContainerMeta,
-              vote: Callable[[int, int], Optional[Tuple[int, int]]], sizes: Dict[int, int],
-              outcomes: List[PeerOutcome], unrecoverable: Dict[Tuple[int, int], List[str]],
-              failed: Dict[Tuple[int, int], str], dry_run: bool,
-              on_step: Optional[StepHook], store: Any) -> ContainerTree:
+def _one_peer(
+    paths: ContainerPaths,
+    files: LocalReplicaFiles,
+    peer: _Peer,
+    ours: ContainerTree,
+    scan: ScanResult,
+    meta: ContainerMeta,
+    vote: Callable[[int, int], Optional[Tuple[int, int]]],
+    sizes: Dict[int, int],
+    outcomes: List[PeerOutcome],
+    unrecoverable: Dict[Tuple[int, int], List[str]],
+    failed: Dict[Tuple[int, int], str],
+    dry_run: bool,
+    on_step: Optional[StepHook],
+    store: Any,
+) -> ContainerTree:
     """Repair from one peer; returns our tree afterwards."""
     name = peer.name
     report = diff(ours, peer.tree)
-    out = PeerOutcome(name, "in-sync" if report.roots_equal else "planned",
-                      counts=report.counts())
+    out = PeerOutcome(name, "in-sync" if report.roots_equal else "planned", counts=report.counts())
     outcomes.append(out)
     for b, offs in report.unrecoverable_chunks.items():
         for o in offs:
@@ -185,8 +250,7 @@ def _one_peer(paths: ContainerPaths, files: LocalReplicaFiles, peer: _Peer,
     copier = _Copier(files, peer, scan.meta, vote, sizes, on_step, dry_run, meta)
     written: List[ChunkCopy] = []
     created: List[int] = []
-    for block_id, copies in ((b, run) for b, cs in _selected(report).items()
-                             for run in _runs(cs)):
+    for block_id, copies in ((b, run) for b, cs in _selected(report).items() for run in _runs(cs)):
         items, stops = copier.plan_block(block_id, copies)
         out.planned.extend(c for c, _ in items)
         out.failures.extend(stops)
@@ -211,13 +275,16 @@ def _one_peer(paths: ContainerPaths, files: LocalReplicaFiles, peer: _Peer,
             try:
                 os.close(files.open_block_rw(b, create=True))
             except OSError as exc:
-                out.failures.append(Problem(b, None, f"stopped: our block file: "
-                                            f"{exc.strerror or exc}"))
+                out.failures.append(
+                    Problem(b, None, f"stopped: our block file: {exc.strerror or exc}")
+                )
                 continue
             meta.put_chunks(b, [])
         created.append(b)
-    adopted = {int(report.peer.block_id[r]): int(report.peer.block_value[r])
-               for r in report.deleted_block_rows}
+    adopted = {
+        int(report.peer.block_id[r]): int(report.peer.block_value[r])
+        for r in report.deleted_block_rows
+    }
     out.copied = written
     out.tombstones = sorted(adopted)
     if not (written or created or adopted):
@@ -227,8 +294,9 @@ def _one_peer(paths: ContainerPaths, files: LocalReplicaFiles, peer: _Peer,
     ours = _rebuilt_tree(ours, written, created, adopted)
     if not dry_run and (written or created):
         # data files are durable (fsynced per block); the metadata before the tree
-        store.save_blocks(meta, peer.values, sorted({c.block_id for c in written}
-                                                    | set(created)), ours)
+        store.save_blocks(
+            meta, peer.values, sorted({c.block_id for c in written} | set(created)), ours
+        )
         if on_step is not None:
             on_step("metadata", name)
     if not dry_run:
@@ -238,8 +306,9 @@ def _one_peer(paths: ContainerPaths, files: LocalReplicaFiles, peer: _Peer,
     return ours
 
 
-def reconcile_round(replicas: Sequence[PathLike], *, dry_run: bool = False,
-                    on_step: Optional[StepHook] = None) -> List[ReconcileResult]:
+def reconcile_round(
+    replicas: Sequence[PathLike], *, dry_run: bool = False, on_step: Optional[StepHook] = None
+) -> List[ReconcileResult]:
     """One round: every replica reconciles with all the others, in the order given."""
     results = []
     for i, r in enumerate(replicas):
@@ -248,8 +317,12 @@ def reconcile_round(replicas: Sequence[PathLike], *, dry_run: bool = False,
     return results
 
 
-def replica_groups(path: PathLike, on_error: Optional[Callable[[Path, Exception], Any]] = None,
-                   *, offline: bool = False) -> Dict[int, List[Path]]:
+def replica_groups(
+    path: PathLike,
+    on_error: Optional[Callable[[Path, Exception], Any]] = None,
+    *,
+    offline: bool = False,
+) -> Dict[int, List[Path]]:
     """Replicas under a cluster directory grouped by container ID ({ID: [paths]}), as the
     path's layout finds them; entries the walk cannot use go to `on_error` when given (else
     raise). A layout repaired offline only (Ozone's volumes) is refused unless `offline`."""

@@ -17,6 +17,7 @@ from merkle.trees.model import ContainerTree
 
 # ---- peers -------------------------------------------------------------------------------
 
+
 @dataclass
 class _Peer:
     name: str
@@ -66,8 +67,10 @@ def _handed_to_another_user(ours_root: PathLike, peer_root: PathLike) -> str:
     theirs = os.stat(peer_root).st_uid
     if ours in (0, theirs):
         return ""
-    return (f"the peer belongs to uid {theirs} and this replica to uid {ours}: its data "
-            f"would be handed to another user (refused)")
+    return (
+        f"the peer belongs to uid {theirs} and this replica to uid {ours}: its data "
+        f"would be handed to another user (refused)"
+    )
 
 
 def _identity(path: PathLike) -> Optional[Tuple[int, int]]:
@@ -78,6 +81,7 @@ def _identity(path: PathLike) -> Optional[Tuple[int, int]]:
     except (OSError, ValueError):
         return None
     return st.st_dev, st.st_ino
+
 
 def datanode_of(path: PathLike) -> str:
     """The datanode a replica lives on, for the vote, as its layout says

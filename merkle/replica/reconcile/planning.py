@@ -15,6 +15,7 @@ from merkle.trees.model import ContainerTree
 
 # ---- planning ----------------------------------------------------------------------------
 
+
 def _rows_of_block(tree: ContainerTree, row: int) -> range:
     return range(int(tree.block_chunk_start[row]), int(tree.block_chunk_start[row + 1]))
 
@@ -30,8 +31,9 @@ def _selected(report: DiffReport) -> Dict[int, List[ChunkCopy]]:
             return  # only healthy copies are pulled (the diff drops unhealthy ones too)
         b = int(cbid[row])
         off = int(peer.chunk_offset[row])
-        out.setdefault(b, {})[off] = ChunkCopy(b, off, int(peer.chunk_length[row]), reason,
-                                               int(peer.chunk_value[row]))
+        out.setdefault(b, {})[off] = ChunkCopy(
+            b, off, int(peer.chunk_length[row]), reason, int(peer.chunk_value[row])
+        )
 
     for brow in report.missing_block_rows:
         for r in _rows_of_block(peer, int(brow)):
@@ -59,8 +61,13 @@ def _empty_missing_blocks(report: DiffReport) -> List[int]:
 
 # ---- the tree after a repair -------------------------------------------------------------
 
-def _rebuilt_tree(ours: ContainerTree, written: Sequence[ChunkCopy],
-                  created: Sequence[int], adopted: Dict[int, int]) -> ContainerTree:
+
+def _rebuilt_tree(
+    ours: ContainerTree,
+    written: Sequence[ChunkCopy],
+    created: Sequence[int],
+    adopted: Dict[int, int],
+) -> ContainerTree:
     """`ours` with the written chunks (healthy, replacing what they overlap), created empty
     blocks and adopted tombstones: what a fresh scan + merge would give afterwards."""
     by_block: Dict[int, List[Tuple[int, int, int, bool]]] = {}
@@ -73,15 +80,20 @@ def _rebuilt_tree(ours: ContainerTree, written: Sequence[ChunkCopy],
             tomb[b] = int(ours.block_value[i])
         else:
             live.append(b)
-    for b, o, n, v, m in zip(cbid.tolist(), ours.chunk_offset.tolist(),
-                             ours.chunk_length.tolist(), ours.chunk_value.tolist(),
-                             ours.chunk_matches.tolist()):
+    for b, o, n, v, m in zip(
+        cbid.tolist(),
+        ours.chunk_offset.tolist(),
+        ours.chunk_length.tolist(),
+        ours.chunk_value.tolist(),
+        ours.chunk_matches.tolist(),
+    ):
         by_block.setdefault(b, []).append((o, n, v, m))
     for c in written:
         rows = by_block.setdefault(c.block_id, [])
         end = c.offset + c.length
-        rows[:] = [r for r in rows
-                   if not (r[0] == c.offset or (r[0] < end and c.offset < r[0] + r[1]))]
+        rows[:] = [
+            r for r in rows if not (r[0] == c.offset or (r[0] < end and c.offset < r[0] + r[1]))
+        ]
         rows.append((c.offset, c.length, c.peer_value, True))
         live.append(c.block_id)
     live.extend(created)
@@ -99,9 +111,15 @@ def _rebuilt_tree(ours: ContainerTree, written: Sequence[ChunkCopy],
             vals.append(v)
             matches.append(m)
     rebuilt = ContainerTree.from_columns(
-        ours.container_id, bids, offs, lens, leaf=np.array(vals, dtype=np.int64),
-        checksum_matches=np.array(matches, dtype=bool), deleted_blocks=tomb or None,
-        empty_blocks=sorted(set(live)) or None)
+        ours.container_id,
+        bids,
+        offs,
+        lens,
+        leaf=np.array(vals, dtype=np.int64),
+        checksum_matches=np.array(matches, dtype=bool),
+        deleted_blocks=tomb or None,
+        empty_blocks=sorted(set(live)) or None,
+    )
     rebuilt.unknown_fields = ours.unknown_fields  # kept on every rewrite, as Ozone does
     return rebuilt
 
@@ -128,12 +146,13 @@ def _majority(peers: Sequence[_Peer]) -> Callable[[int, int], Optional[Tuple[int
             j = int(np.searchsorted(offs, offset))
             if j < b - a and int(offs[j]) == offset and bool(t.chunk_matches[a + j]):
                 ballots.setdefault(p.voter or p.name, set()).add(
-                    (int(t.chunk_length[a + j]), int(t.chunk_value[a + j])))
+                    (int(t.chunk_length[a + j]), int(t.chunk_value[a + j]))
+                )
         votes: Counter = Counter(next(iter(v)) for v in ballots.values() if len(v) == 1)
         abstained = sum(1 for v in ballots.values() if len(v) > 1)
         winner: Optional[Tuple[int, int]] = None
         if votes:
-            (best, n), = votes.most_common(1)
+            ((best, n),) = votes.most_common(1)
             if 2 * n > sum(votes.values()) + abstained:
                 winner = best
         cache[key] = winner

@@ -16,24 +16,25 @@ from merkle.replica.reconcile.results import PathLike
 SPARK_REPORT_FORMAT = "crcmerkle-spark-report"
 
 
-def _report_int(e: Dict[str, Any], key: str, high: int, source: str, *,
-                required: bool = False) -> Optional[int]:
+def _report_int(
+    e: Dict[str, Any], key: str, high: int, source: str, *, required: bool = False
+) -> Optional[int]:
     return command_int(e, key, high, source, "reconcile command", required=required)
 
 
 def _inline_commands(report: Any, source: str) -> List[Dict[str, Any]]:
     """The "reconcile" list of a Spark report (dicts), after checking it is one."""
     if not isinstance(report, dict) or report.get("format") != SPARK_REPORT_FORMAT:
-        raise ReplicaError(f"not a crcmerkle spark report (no \"format\": "
-                           f"\"{SPARK_REPORT_FORMAT}\")", source)
+        raise ReplicaError(
+            f'not a crcmerkle spark report (no "format": "{SPARK_REPORT_FORMAT}")', source
+        )
     entries = report.get("reconcile")
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise ReplicaError("the report has no \"reconcile\" list of commands", source)
+        raise ReplicaError('the report has no "reconcile" list of commands', source)
     return entries
 
 
-def report_jobs(report: Any, source: str = "report"
-                ) -> List[Tuple[List[str], Dict[str, str]]]:
+def report_jobs(report: Any, source: str = "report") -> List[Tuple[List[str], Dict[str, str]]]:
     """([target replica, peer...], {peer: its datanode}) for every repair command of a Spark
     report, in round order (see jobs_from_report); the datanodes let each cast one vote.
     Only the inline "reconcile" list: load_report_jobs reads a report file's full list."""
@@ -46,15 +47,26 @@ def report_jobs(report: Any, source: str = "report"
     jobs: List[Tuple[List[str], Dict[str, str]]] = []
     for _, _, e in sorted(keyed, key=lambda k: (k[0], k[1])):
         target, peers = e.get("replica"), e.get("peers")
-        if not isinstance(target, str) or not target or not isinstance(peers, list) \
-                or not peers or not all(isinstance(p, str) and p for p in peers):
-            raise ReplicaError(f"container {e.get('container_id')} on "
-                               f"{str(e.get('datanode'))[:80]}: the command lacks replica "
-                               f"paths (the Spark scan records them)", source)
+        if (
+            not isinstance(target, str)
+            or not target
+            or not isinstance(peers, list)
+            or not peers
+            or not all(isinstance(p, str) and p for p in peers)
+        ):
+            raise ReplicaError(
+                f"container {e.get('container_id')} on "
+                f"{str(e.get('datanode'))[:80]}: the command lacks replica "
+                f"paths (the Spark scan records them)",
+                source,
+            )
         _check_argv(e, target, peers, source)
         names = e.get("peer_datanodes")
-        if not (isinstance(names, list) and len(names) == len(peers)
-                and all(isinstance(n, str) and n for n in names)):
+        if not (
+            isinstance(names, list)
+            and len(names) == len(peers)
+            and all(isinstance(n, str) and n for n in names)
+        ):
             names = [datanode_of(p) for p in peers]
         jobs.append(([target, *peers], dict(zip(peers, names))))
     return jobs
@@ -67,14 +79,21 @@ def _check_argv(e: Dict[str, Any], target: str, peers: List[str], source: str) -
     if "argv" not in e or e["argv"] is None:
         return
     argv = e["argv"]
-    if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)) or \
-            argv != ["crcmerkle", "reconcile", target, *peers]:
-        raise ReplicaError(f"container {e.get('container_id')}: its \"argv\" is not "
-                           f"'crcmerkle reconcile' with its replica and peers", source)
+    if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)) or argv != [
+        "crcmerkle",
+        "reconcile",
+        target,
+        *peers,
+    ]:
+        raise ReplicaError(
+            f'container {e.get("container_id")}: its "argv" is not '
+            f"'crcmerkle reconcile' with its replica and peers",
+            source,
+        )
 
 
 #: bounds of a report's "reconcile_commands" count
-_MAX_COMMANDS = (1 << 40)
+_MAX_COMMANDS = 1 << 40
 
 
 def report_commands(report: Any, report_path: PathLike) -> List[Dict[str, Any]]:
@@ -93,8 +112,9 @@ def report_commands(report: Any, report_path: PathLike) -> List[Dict[str, Any]]:
     return _report_commands(report, report_path)[0]
 
 
-def _report_commands(report: Any, report_path: PathLike
-                     ) -> Tuple[List[Dict[str, Any]], List[Tuple[List[str], Dict[str, str]]]]:
+def _report_commands(
+    report: Any, report_path: PathLike
+) -> Tuple[List[Dict[str, Any]], List[Tuple[List[str], Dict[str, str]]]]:
     """(the commands, their jobs) of report_commands, validated (numbers, paths, argv)."""
     from merkle.replica import commandlist as cl
 
@@ -103,42 +123,56 @@ def _report_commands(report: Any, report_path: PathLike
     report_jobs(report, source)  # the inline commands' numbers, paths and argv first
     rc = report.get("reconcile_commands")
     if rc is not None and not isinstance(rc, dict):
-        raise ReplicaError("bad \"reconcile_commands\" (an object with total and path)",
-                           source)
+        raise ReplicaError('bad "reconcile_commands" (an object with total and path)', source)
     rc = rc or {}
     total = _report_int(rc, "total", _MAX_COMMANDS, source)
     total = len(inline) if total is None else total
     where = rc.get("path")
     if total != len(inline) and where is None:
-        raise ReplicaError(f"the report lists only {len(inline)} of its {total} reconcile "
-                           f"commands and names no full list (write the report with "
-                           f"--report FILE: the full list goes next to it)", source)
+        raise ReplicaError(
+            f"the report lists only {len(inline)} of its {total} reconcile "
+            f"commands and names no full list (write the report with "
+            f"--report FILE: the full list goes next to it)",
+            source,
+        )
     digest = cl.check_digest_field(rc.get("sha256"), "the report", source)
     if where is None:
         jobs = report_jobs(report, source)
         if cl.lines_digest(inline) != digest:
-            raise ReplicaError("the report's commands do not match its digest (edited, or "
-                               "not this report's)", source)
+            raise ReplicaError(
+                "the report's commands do not match its digest (edited, or not this report's)",
+                source,
+            )
         return inline, jobs
     if not isinstance(where, str) or not where or "\0" in where:
-        raise ReplicaError("bad \"path\" in \"reconcile_commands\"", source)
+        raise ReplicaError('bad "path" in "reconcile_commands"', source)
     if "://" in where:
-        raise ReplicaError(f"the full command list is at {where}: copy it next to the report "
-                           f"(reconcile reads local files)", source)
+        raise ReplicaError(
+            f"the full command list is at {where}: copy it next to the report "
+            f"(reconcile reads local files)",
+            source,
+        )
     full = os.path.join(os.path.dirname(os.path.abspath(source)), where)
     try:
         entries, parts = cl.read_command_list(full)
     except OSError as exc:
-        raise ReplicaError(f"cannot read the report's command list: "
-                           f"{exc.strerror or exc}", full) from None
+        raise ReplicaError(
+            f"cannot read the report's command list: {exc.strerror or exc}", full
+        ) from None
     if len(entries) != total:
-        raise ReplicaError(f"the command list holds {len(entries)} command(s), the report "
-                           f"says {total}: incomplete or not this report's", full)
+        raise ReplicaError(
+            f"the command list holds {len(entries)} command(s), the report "
+            f"says {total}: incomplete or not this report's",
+            full,
+        )
     jobs = report_jobs(dict(report, reconcile=entries), full)
     _check_parts(rc.get("parts"), parts, digest, full)
-    if entries[:len(inline)] != inline:
-        raise ReplicaError("the report's inline commands are not the first ones of its full "
-                           "list (edited, or not this report's)", source)
+    if entries[: len(inline)] != inline:
+        raise ReplicaError(
+            "the report's inline commands are not the first ones of its full "
+            "list (edited, or not this report's)",
+            source,
+        )
     return entries, jobs
 
 
@@ -146,23 +180,37 @@ def _check_parts(listed: Any, read: List[Any], digest: str, where: str) -> None:
     """The parts read are exactly the report's listed parts, whose digest is `digest`."""
     from merkle.replica import commandlist as cl
 
-    if not (isinstance(listed, list) and all(
-            isinstance(p, dict) and isinstance(p.get("name"), str)
-            and type(p.get("bytes")) is int and isinstance(p.get("sha256"), str)
-            for p in listed)):
-        raise ReplicaError("the report lists no parts of its command list (\"parts\": name, "
-                           "bytes, sha256 each): written by an older crcmerkle, or edited",
-                           where)
+    if not (
+        isinstance(listed, list)
+        and all(
+            isinstance(p, dict)
+            and isinstance(p.get("name"), str)
+            and type(p.get("bytes")) is int
+            and isinstance(p.get("sha256"), str)
+            for p in listed
+        )
+    ):
+        raise ReplicaError(
+            'the report lists no parts of its command list ("parts": name, '
+            "bytes, sha256 each): written by an older crcmerkle, or edited",
+            where,
+        )
     if cl.parts_digest(listed) != digest:
         raise ReplicaError("the report's part list does not match its digest (edited)", where)
     names = [p["name"] for p in listed]
     if names != [p.name for p in read]:
-        raise ReplicaError(f"the command list's files ({', '.join(p.name for p in read)[:200]})"
-                           f" are not the report's parts (missing, extra or renamed)", where)
+        raise ReplicaError(
+            f"the command list's files ({', '.join(p.name for p in read)[:200]})"
+            f" are not the report's parts (missing, extra or renamed)",
+            where,
+        )
     for want, got in zip(listed, read):
         if (want["bytes"], want["sha256"]) != (got.size, got.sha256):
-            raise ReplicaError(f"{got.name}: does not match the report's digest of it "
-                               f"(swapped, edited or not this report's)", where)
+            raise ReplicaError(
+                f"{got.name}: does not match the report's digest of it "
+                f"(swapped, edited or not this report's)",
+                where,
+            )
 
 
 @dataclass
@@ -206,11 +254,15 @@ def load_report(path: PathLike) -> LoadedReport:
         out.append(ReportJob(-1 if cid is None else int(cid), replicas, datanodes))
     roots = report.get("scanned_roots")
     summary = report.get("summary")
-    mismatched = _report_int(summary if isinstance(summary, dict) else {}, "MISMATCHED",
-                             _MAX_COMMANDS, source)
-    return LoadedReport(out, roots if roots is None else
-                        cl.check_roots_field(roots, "the report", source), ozone,
-                        max(mismatched or 0, len(ozone)))
+    mismatched = _report_int(
+        summary if isinstance(summary, dict) else {}, "MISMATCHED", _MAX_COMMANDS, source
+    )
+    return LoadedReport(
+        out,
+        roots if roots is None else cl.check_roots_field(roots, "the report", source),
+        ozone,
+        max(mismatched or 0, len(ozone)),
+    )
 
 
 def _ozone_commands(report: Any, source: str) -> List[List[str]]:
@@ -220,21 +272,20 @@ def _ozone_commands(report: Any, source: str) -> List[List[str]]:
     if not entries:
         return []
     if not isinstance(entries, list):
-        raise ReplicaError("bad \"ozone_reconcile\" (a list of commands)", source)
+        raise ReplicaError('bad "ozone_reconcile" (a list of commands)', source)
     out = []
     for e in entries:
-        cid = _report_int(e if isinstance(e, dict) else {}, "containerID", MAX_CONTAINER_ID,
-                          source, required=True)
+        cid = _report_int(
+            e if isinstance(e, dict) else {}, "containerID", MAX_CONTAINER_ID, source, required=True
+        )
         argv = ["ozone", "admin", "container", "reconcile", str(cid)]
         if e.get("argv") not in (None, argv):
-            raise ReplicaError(f"container {cid}: its \"argv\" is not '{' '.join(argv)}'",
-                               source)
+            raise ReplicaError(f"container {cid}: its \"argv\" is not '{' '.join(argv)}'", source)
         out.append(argv)
     return out
 
 
-def check_report_job(job: ReportJob, roots: Optional[List[str]], source: str
-                     ) -> Dict[str, str]:
+def check_report_job(job: ReportJob, roots: Optional[List[str]], source: str) -> Dict[str, str]:
     """Before a command runs: its target and peers are replicas of its container (their own
     metadata says so), under the roots the scan read, on volumes of one cluster, reached
     without links (merkle.replica.commandlist). ReplicaError naming what is wrong.
@@ -245,19 +296,24 @@ def check_report_job(job: ReportJob, roots: Optional[List[str]], source: str
     from merkle.replica import commandlist as cl
 
     if roots is None:
-        raise ReplicaError("the report names no scanned roots (\"scanned_roots\"): its "
-                           "commands cannot be checked against the disk; write it again",
-                           source)
+        raise ReplicaError(
+            'the report names no scanned roots ("scanned_roots"): its '
+            "commands cannot be checked against the disk; write it again",
+            source,
+        )
     cid = job.container_id
     if cid < 0:
-        raise ReplicaError("a command names no \"container_id\" (refused)", source)
+        raise ReplicaError('a command names no "container_id" (refused)', source)
     clusters = set()
     for p in job.replicas:
         root = cl.check_replica_path(p, cid, roots, source)
         clusters.add(cl.cluster_of(root))
     if len(clusters) > 1:
-        raise ReplicaError(f"container {cid}: the command's replicas are on volumes of "
-                           f"different clusters ({', '.join(sorted(clusters))})", source)
+        raise ReplicaError(
+            f"container {cid}: the command's replicas are on volumes of "
+            f"different clusters ({', '.join(sorted(clusters))})",
+            source,
+        )
     for p in job.replicas:
         cl.check_replica_metadata(p, cid)
     return {p: datanode_of(p) for p in job.replicas[1:]}

@@ -27,8 +27,13 @@ class ChunkCopy:
     peer_value: int
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"block_id": self.block_id, "offset": self.offset, "length": self.length,
-                "reason": self.reason, "data_checksum": format_checksum(self.peer_value)}
+        return {
+            "block_id": self.block_id,
+            "offset": self.offset,
+            "length": self.length,
+            "reason": self.reason,
+            "data_checksum": format_checksum(self.peer_value),
+        }
 
 
 @dataclass(frozen=True)
@@ -43,8 +48,13 @@ class Problem:
         return {"block_id": self.block_id, "offset": self.offset, "reason": self.reason}
 
     def __str__(self) -> str:
-        where = "" if self.block_id is None else f"block {self.block_id}" + (
-            "" if self.offset is None else f" chunk @{self.offset}") + ": "
+        where = (
+            ""
+            if self.block_id is None
+            else f"block {self.block_id}"
+            + ("" if self.offset is None else f" chunk @{self.offset}")
+            + ": "
+        )
         return where + self.reason
 
 
@@ -71,15 +81,19 @@ class PeerOutcome:
         return sum(c.length for c in self.copied)
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"peer": self.peer, "status": self.status, "reason": self.reason,
-                "counts": self.counts,
-                "planned": [c.to_dict() for c in self.planned],
-                "bytes_planned": self.bytes_planned,
-                "copied": [c.to_dict() for c in self.copied],
-                "bytes_copied": self.bytes_copied,
-                "tombstones_adopted": self.tombstones,
-                "failures": [f.to_dict() for f in self.failures],
-                "unrecoverable": [{"block_id": b, "offset": o} for b, o in self.unrecoverable]}
+        return {
+            "peer": self.peer,
+            "status": self.status,
+            "reason": self.reason,
+            "counts": self.counts,
+            "planned": [c.to_dict() for c in self.planned],
+            "bytes_planned": self.bytes_planned,
+            "copied": [c.to_dict() for c in self.copied],
+            "bytes_copied": self.bytes_copied,
+            "tombstones_adopted": self.tombstones,
+            "failures": [f.to_dict() for f in self.failures],
+            "unrecoverable": [{"block_id": b, "offset": o} for b, o in self.unrecoverable],
+        }
 
 
 @dataclass
@@ -103,8 +117,13 @@ class ReconcileResult:
         def fmt(v: Optional[int]) -> Optional[str]:
             return None if v is None else format_checksum(v)
 
-        return {"path": self.path, "container_id": self.container_id, "dry_run": self.dry_run,
-                "before": fmt(self.before), "after": fmt(self.after),
-                "scan_errors": [e.to_dict() for e in self.scan.errors],
-                "peers": [p.to_dict() for p in self.peers],
-                "remaining": [r.to_dict() for r in self.remaining]}
+        return {
+            "path": self.path,
+            "container_id": self.container_id,
+            "dry_run": self.dry_run,
+            "before": fmt(self.before),
+            "after": fmt(self.after),
+            "scan_errors": [e.to_dict() for e in self.scan.errors],
+            "peers": [p.to_dict() for p in self.peers],
+            "remaining": [r.to_dict() for r in self.remaining],
+        }
