@@ -170,6 +170,7 @@ def test_tables_equal_the_spark_scan(spark: Any, emitted: Path, spark_run: Any) 
     assert all(g[1] == g[4] for g in got)
 
 
+@pytest.mark.slow  # ~40 s or more: CI's campaigns step, not the fast tier
 def test_diff_and_plan_read_emitted_tables(
     spark: Any, emitted: Path, cluster: Any, tmp_path: Path, capsys: Any
 ) -> None:
@@ -283,6 +284,7 @@ def test_escape_matches_spark(spark: Any, tmp_path: Path) -> None:
     assert dirs == {f"datanode={escape_partition_value(v)}" for v in values}
 
 
+@pytest.mark.slow  # ~40 s or more: CI's campaigns step, not the fast tier
 def test_s3(spark: Any, cluster: Any, emitted: Path, tmp_path: Path, capsys: Any) -> None:
     """Emitted to S3 (the loopback server): the same files, credentials never printed;
     Spark here has no S3 client (hadoop-aws), so the objects are read back with pyarrow and

@@ -136,6 +136,7 @@ def test_a_planted_datanode_on_a_host_is_no_good_copy(
     assert {v["status"] for v in plan["volumes"] if v["host"] == "h1"} == {"WRONG_DATANODE"}
 
 
+@pytest.mark.slow  # ~40 s or more: CI's campaigns step, not the fast tier
 def test_with_an_inventory_only_the_planted_volume_is_out(
     spark: Any, attacked: Dict[str, Any], tmp_path: Path, capsys: Any
 ) -> None:

@@ -22,6 +22,7 @@ def small(tmp_path_factory):
     return root, m
 
 
+@pytest.mark.slow  # ~40 s or more: CI's campaigns step, not the fast tier
 def test_run_report_json_and_diff(spark, small, tmp_path, capsys):
     root, m = small
     out = tmp_path / "out"

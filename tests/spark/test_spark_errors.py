@@ -45,6 +45,7 @@ def clusters(tmp_path_factory):
 
 
 # ---- exit statuses: scan, diff, report, run --------------------------------------------------
+@pytest.mark.slow  # ~40 s or more: CI's campaigns step, not the fast tier
 def test_scan_diff_report_run_exit_statuses(spark, clusters, tmp_path, capsys):
     clean, faulty = clusters
     st, out, err = run(capsys, "spark", "scan", clean, "-o", tmp_path / "sc")

@@ -53,6 +53,7 @@ def _check(r, out):
     assert (out / "containers").is_dir()
 
 
+@pytest.mark.slow  # ~40 s or more: CI's campaigns step, not the fast tier
 def test_python_m_spark_udfs_from_an_unbuilt_checkout(decoy_and_cluster):
     decoy, cluster = decoy_and_cluster
     out = decoy.parent / "out-m"
@@ -77,6 +78,7 @@ def test_python_m_spark_udfs_from_an_unbuilt_checkout(decoy_and_cluster):
     _check(r, out)
 
 
+@pytest.mark.slow  # ~40 s or more: CI's campaigns step, not the fast tier
 def test_spark_submit_from_an_unbuilt_checkout(decoy_and_cluster):
     decoy, cluster = decoy_and_cluster
     submit = Path(sys.executable).parent / "spark-submit"

@@ -212,6 +212,7 @@ def test_the_report_names_hosts_from_the_tables(hosted, capsys, tmp_path):
     _no_datanode_by_path(rep, text, hosted["uuids"])
 
 
+@pytest.mark.slow  # ~40 s or more: CI's campaigns step, not the fast tier
 def test_the_report_and_diff_name_hosts_from_an_inventory(hosted, capsys, tmp_path):
     scan, inv = hosted["base"] / "scan", hosted["inventory"]
     st, out, _ = run(capsys, "spark", "report", scan, "--json")
@@ -276,6 +277,7 @@ def test_unverified_hosts_leave_their_containers_unverified(hosted, capsys, tmp_
     assert json.loads(out)["summary"]["MATCH"] > 0
 
 
+@pytest.mark.slow  # ~40 s or more: CI's campaigns step, not the fast tier
 def test_the_plan_names_hosts_and_commands_take_them(hosted, capsys, tmp_path):
     u = hosted["uuids"]
     onhosts = hosted["base"] / "onhosts"

@@ -25,6 +25,7 @@ def run(capsys: Any, *argv: Any) -> Any:
     return status, out, err
 
 
+@pytest.mark.slow  # ~40 s or more: CI's campaigns step, not the fast tier
 def test_a_container_with_only_warnings_is_not_unhealthy_nor_mismatched(
     spark: Any, tmp_path: Path, capsys: Any
 ) -> None:

@@ -246,6 +246,7 @@ def test_copy_commands_spread_bytes_and_respect_the_limit():
 # ---- end to end: plan, replicate, plan again --------------------------------------------
 
 
+@pytest.mark.slow  # ~40 s or more: CI's campaigns step, not the fast tier
 def test_a_carried_out_plan_lets_the_nodes_stop(spark, tmp_path, capsys):
     from merkle.replica.generate import generate_cluster, parse_faults
 
@@ -312,6 +313,7 @@ def test_a_carried_out_plan_lets_the_nodes_stop(spark, tmp_path, capsys):
 # ---- a scan that read nothing: no plan (exit 2) ------------------------------------------
 
 
+@pytest.mark.slow  # ~40 s or more: CI's campaigns step, not the fast tier
 def test_plan_and_run_exit_2_when_nothing_was_read(spark, tmp_path, capsys):
     from merkle.replica.generate import generate_cluster
 
@@ -443,6 +445,7 @@ def test_a_plan_on_ozone_volumes_leaves_the_copies_to_ozone(spark, tmp_path, cap
 # ---- the demo's decommission step -----------------------------------------------------------
 
 
+@pytest.mark.slow  # ~40 s or more: CI's campaigns step, not the fast tier
 def test_the_demo_step_blocks_the_node_and_its_copies_make_it_safe(spark, tmp_path):
     from spark_udfs.cli.demodir import DEMO_ENTRIES
     from spark_udfs.demo.decommission import run_plan_demo
@@ -458,6 +461,7 @@ def test_the_demo_step_blocks_the_node_and_its_copies_make_it_safe(spark, tmp_pa
     assert {p.name for p in tmp_path.iterdir()} <= DEMO_ENTRIES
 
 
+@pytest.mark.slow  # ~40 s or more: CI's campaigns step, not the fast tier
 def test_the_ozone_demo_runs_the_decommission_step(spark, tmp_path, monkeypatch):
     import spark_udfs.demo.decommission as plan_demo
     from spark_udfs.demo import run_demo

@@ -143,6 +143,7 @@ def faulty(tmp_path):
     return root, m
 
 
+@pytest.mark.slow  # ~40 s or more: CI's campaigns step, not the fast tier
 def test_reconcile_runs_every_command_of_a_truncated_report(spark, faulty, tmp_path, capsys):
     root, _ = faulty
     rep = tmp_path / "report.json"

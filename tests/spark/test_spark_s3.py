@@ -84,6 +84,7 @@ def _findings(spark: Any, location: str, base: str, out: Path) -> Dict[str, Any]
     }
 
 
+@pytest.mark.slow  # ~40 s or more: CI's campaigns step, not the fast tier
 def test_s3_scan_equals_the_local_scan(spark, store, tmp_path):
     s3, root, manifest = store
     local = _findings(spark, str(root), str(root), tmp_path / "local")

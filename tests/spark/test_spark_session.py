@@ -194,6 +194,7 @@ def test_jvm_stderr_filter_drops_only_the_incubator_line():
     assert f.feed(JVM_NOISE + b"\r\n") == b""
 
 
+@pytest.mark.slow  # ~40 s or more: CI's campaigns step, not the fast tier
 def test_a_scan_prints_nothing_on_stderr_off_a_terminal(tmp_path):
     """No Spark console progress bar ([Stage ...], pyspark's shell default) and no JVM
     start-up line on stderr: the JVM's fd 2 is the file, which capsys would not see."""
