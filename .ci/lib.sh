@@ -22,7 +22,9 @@ step() { printf '\n==> %s\n' "$*"; }
 FAST_SERIAL=(tests/spark/test_simhosts_smoke.py tests/test_concurrency.py
              tests/test_parser_limits.py tests/test_fuzz_short.py)
 # Out of the fast tier, in CI's `campaigns` step: the long process-level campaigns (their
-# durations in the fast tier's report put it past its 10 minutes).
+# durations in the fast tier's report put it past its 10 minutes). Each module is marked
+# `slow` (pytestmark), as are the single tests of 40 s or more elsewhere; the campaigns step
+# runs `-m slow`, the fast tier `-m "not slow"` and ignores these files outright.
 #   test_simhosts_jobs.py    the jobs on simulated hosts (~6 minutes of a standalone cluster;
 #                            the harness itself stays in the fast tier: test_simhosts_smoke.py)
 #   test_demo_hosts.py       `spark demo --hosts 3` end to end on simulated hosts (the longest

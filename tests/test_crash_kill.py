@@ -124,3 +124,7 @@ def test_sigkill_at_each_kind_of_write_step_then_rerun_converges(template, tmp_p
         after = file_sizes(work)
         assert all(after[n] >= s for n, s in sizes.items()), (k, events[k])
         shutil.rmtree(work)
+
+
+#: a long campaign: CI's campaigns step runs it, not the fast tier (.ci/lib.sh CAMPAIGNS)
+pytestmark = pytest.mark.slow

@@ -86,3 +86,7 @@ def test_repeated_calls_do_not_grow_memory():
 def test_the_growth_measurement_catches_a_small_leak():
     """Positive control: 32 bytes kept per iteration (~80 with object headers) exceed it."""
     assert _rss_growth("32") > GROWTH_LIMIT
+
+
+#: a long campaign: CI's campaigns step runs it, not the fast tier (.ci/lib.sh CAMPAIGNS)
+pytestmark = pytest.mark.slow

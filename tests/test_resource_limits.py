@@ -27,6 +27,7 @@ CHILD = Path(__file__).resolve().parent / "resource_child.py"
 MiB = 1 << 20
 
 pytestmark = [
+    pytest.mark.slow,  # a long campaign: CI's campaigns step (.ci/lib.sh CAMPAIGNS)
     pytest.mark.skipif(
         not Path("/proc/self/clear_refs").exists(),
         reason="needs Linux /proc/self/clear_refs (VmHWM reset)",

@@ -80,3 +80,7 @@ def test_cli_exit_status_on_failure(tmp_path, monkeypatch, capsys):
 @pytest.mark.parametrize("bad", [["--rounds", "0"], ["--containers", "x"]])
 def test_usage_errors(bad, capsys):
     assert main(["soak", *bad]) == 2
+
+
+#: a long campaign: CI's campaigns step runs it, not the fast tier (.ci/lib.sh CAMPAIGNS)
+pytestmark = pytest.mark.slow

@@ -311,3 +311,7 @@ def test_the_report_and_plan_checks():
     assert not _plan_names(plan, "127.0.0.3", uuid)
     plan["ozone"]["datanodes"] = []  # a host the plan could not name gets no command
     assert not _plan_names(plan, "127.0.0.2", uuid)
+
+
+#: a long campaign: CI's campaigns step runs it, not the fast tier (.ci/lib.sh CAMPAIGNS)
+pytestmark = pytest.mark.slow

@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
+import pytest
+
 from simhosts import ABSENT_HOST, DATANODES, VOLUMES, host_of, sim_cluster, sim_spark  # noqa: F401
 
 #: the demo's cluster: every fault kind the Ozone layout has
@@ -330,3 +332,7 @@ def _victim_busy(sc: Any, host: str) -> bool:
             if s is not None and s.numActiveTasks:
                 return True
     return False
+
+
+#: a long campaign: CI's campaigns step runs it, not the fast tier (.ci/lib.sh CAMPAIGNS)
+pytestmark = pytest.mark.slow

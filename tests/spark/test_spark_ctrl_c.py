@@ -69,3 +69,7 @@ def test_ctrl_c_during_the_spark_shutdown(cluster: Path, tmp_path: Path) -> None
     if returncode == 0 and not err:
         pytest.skip("the process had ended before the signal")
     assert_one_line_130(returncode, err, 0.0)
+
+
+#: a long campaign: CI's campaigns step runs it, not the fast tier (.ci/lib.sh CAMPAIGNS)
+pytestmark = pytest.mark.slow
