@@ -148,6 +148,8 @@ def test_generate_datanode_count_and_the_deprecated_spelling(capsys: pytest.Capt
 
 
 def test_demo_directory_is_ignored_by_git() -> None:
+    if not (ROOT / ".gitignore").is_file():
+        pytest.skip("not a checkout (the wheel suite): no .gitignore beside tests/")
     default = build_parser().parse_args(["spark", "demo"]).dir
     lines = (ROOT / ".gitignore").read_text(encoding="utf-8").split()
     assert f"{default}/" in lines
