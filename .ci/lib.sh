@@ -61,8 +61,8 @@ SPARK_API_TESTS=(tests/spark/test_spark_session.py tests/spark/test_spark_launch
                  tests/spark/test_simhosts_smoke.py)
 # The ASan + UBSan step: the tests whose subject is native code (csrc/, merkle/*.pyx): the
 # kernels and backends, buffers and bulk entry points, combine/fold, the tree columns and
-# their proto2 codec and diff (csrc/ozone_tree.c), BookKeeper entries (csrc/bookkeeper.c), the Cython API's integer and buffer rules,
-# threads on released-GIL kernels, module state across sub-interpreters, the short fuzz
+# their proto2 codec and diff (csrc/ozone_tree.c), BookKeeper entries (csrc/bookkeeper.c), the
+# Cython API's integer and buffer rules, threads on released-GIL kernels, module state across sub-interpreters, the short fuzz
 # campaign over every target, and the buffer-release check. The rest of the suite reaches
 # the same entry points with ordinary, valid inputs.
 NATIVE_TESTS=(tests/test_core_api_ints.py tests/test_core_backend.py tests/test_core_buffers.py
@@ -88,6 +88,14 @@ WHEEL_SUITE_IGNORES=(--ignore=tests/spark --ignore=tests/test_crash_kill.py
     --ignore=tests/test_soak.py --ignore=tests/test_fuzz_short.py
     --ignore=tests/test_resource_limits.py --ignore=tests/test_leaks.py
     --ignore=tests/test_concurrency.py --ignore=tests/test_parser_limits.py)
+
+split_serial() {  # split_serial FILE...: PARALLEL and SERIAL, the files not in / in FAST_SERIAL
+    local f
+    PARALLEL=() SERIAL=()
+    for f in "$@"; do
+        if [[ " ${FAST_SERIAL[*]} " == *" $f "* ]]; then SERIAL+=("$f"); else PARALLEL+=("$f"); fi
+    done
+}
 
 ignore_args() {  # ignore_args FILE...: --ignore=FILE for each
     local f
