@@ -415,3 +415,14 @@ def test_oversized_znode_bytes_are_refused_before_parsing() -> None:
 
     with pytest.raises(MetadataError, match="more than 100000 fields"):
         parse_ledger_metadata(b"BookieMetadataFormatVersion\t3\n" + _varint(len(body)) + body)
+
+
+def test_a_scan_that_verified_nothing_proves_nothing(tmp_path: Path, capsys: Any) -> None:
+    """Metadata that names none of the stored ledgers (an empty OPEN ledger 99 only): every
+    stored copy is a warning (LEDGER_NOT_IN_METADATA) and none was verified, so the scan is
+    exit 2 with one line, never a clean 0."""
+    bookie = write_bookie(tmp_path / "b1", B1, _ledger(5, 4))
+    meta = _meta_dir(tmp_path, {99: metadata_v3([(0, [B1])], write=1, ack=1, state="OPEN")})
+    assert main(["scan", str(bookie), "--ledger-metadata", str(meta)]) == 2
+    err = capsys.readouterr().err
+    assert "nothing is proved" in err and "Traceback" not in err

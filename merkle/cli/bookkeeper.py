@@ -192,5 +192,13 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     if not report.bookies:
         raise CLIError(f"no bookie found under {', '.join(args.paths)}", EXIT_ERROR)
+    if not errors and not any(c.verified for c in report.copies):
+        # nothing compared is no proof: the metadata names none of the ledgers stored here
+        # (another cluster's dumps, a wrong root) or the bookies hold no entry at all
+        raise CLIError(
+            f"no stored entry copy was verified ({len(report.copies)} found, none of "
+            f"a ledger the metadata has): nothing is proved",
+            EXIT_ERROR,
+        )
     # a metadata store that lied or could not be read whole is a finding too
     return EXIT_FINDINGS if errors or source.problems else 0
