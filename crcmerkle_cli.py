@@ -15,8 +15,9 @@ Before this module runs, the window is the interpreter's: with no handler instal
 kernel's default action ends the process (a shell reports 130, nothing is printed).
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: it imports the __future__ module, read from disk,
+# before the handler is installed (a Ctrl-C there was a traceback naming this file); the
+# annotations below are strings instead.
 import _signal  # type: ignore[import-not-found]  # builtin: the signal module's own core
 import sys
 
@@ -42,17 +43,32 @@ INTERRUPTED_LINE = b"crcmerkle: error: interrupted\n"
 EXIT_INTERRUPTED = 130
 
 
-def _interrupted_while_importing(signum: int, frame: Any) -> None:
+#: this launcher wrote INTERRUPTED_LINE already
+_SAID = [False]
+
+
+def _say_interrupted() -> None:
+    """INTERRUPTED_LINE, once per process: not when merkle.cli.main said it already (a Ctrl-C
+    repeated while the interrupted command exits lands here too; seen as two lines when
+    SIGINT came every 5 ms through the Spark session's shutdown)."""
+    cli = sys.modules.get("merkle.cli")
+    if _SAID[0] or getattr(cli, "interrupted_reported", False):
+        return
+    _SAID[0] = True
+    _os.write(2, INTERRUPTED_LINE)
+
+
+def _interrupted_while_importing(signum: int, frame: "Any") -> None:
     # nothing has been written yet: there is nothing to clean up, and no Python code of
     # ours that could be half-imported may run any more
-    _os.write(2, INTERRUPTED_LINE)
+    _say_interrupted()
     _os._exit(EXIT_INTERRUPTED)
 
 
-def _interrupted_while_exiting(signum: int, frame: Any) -> None:
+def _interrupted_while_exiting(signum: int, frame: "Any") -> None:
     # the command is over and its output flushed: only the interpreter's shutdown (atexit,
     # threads being joined) is left, which a KeyboardInterrupt would turn into a traceback
-    _os.write(2, INTERRUPTED_LINE)
+    _say_interrupted()
     _os._exit(EXIT_INTERRUPTED)
 
 
@@ -112,20 +128,20 @@ def quiet_interrupts_while_exiting() -> None:
         pass
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: "Optional[List[str]]" = None) -> int:
     quiet_interrupts_while_importing()
     from merkle.cli import main as cli_main
 
     return run_quietly(lambda: cli_main(argv), owns_process=argv is None)
 
 
-def _unraisable_quietly(hook: Any) -> Any:
+def _unraisable_quietly(hook: "Any") -> "Any":
     """sys.unraisablehook that drops a KeyboardInterrupt: one that lands in a finalizer or a
     weakref callback (py4j frees Java objects from them) cannot propagate, and Python would
     print it with a traceback; the command knows of the Ctrl-C anyway (spark_udfs.cli's latch,
     or the next bytecode's KeyboardInterrupt) and says so in its one line."""
 
-    def unraisable(info: Any) -> None:
+    def unraisable(info: "Any") -> None:
         if isinstance(info.exc_value, KeyboardInterrupt) or info.exc_type is KeyboardInterrupt:
             return
         hook(info)
@@ -133,7 +149,7 @@ def _unraisable_quietly(hook: Any) -> Any:
     return unraisable
 
 
-def run_quietly(command: Any, owns_process: bool) -> int:
+def run_quietly(command: "Any", owns_process: bool) -> int:
     """command() (the command line, its merkle imported already): Python's own SIGINT
     handler back while it runs, a Ctrl-C that lands outside its own `try` one line and 130,
     and, in a process that is the command (`owns_process`), the exit-time handler after it
@@ -150,7 +166,7 @@ def run_quietly(command: Any, owns_process: bool) -> int:
         # landed between the handler's restoring and the command's own try, or after it
         if _debugging():
             raise
-        _os.write(2, INTERRUPTED_LINE)
+        _say_interrupted()
         status = EXIT_INTERRUPTED
         if owns_process:
             quiet_interrupts_while_exiting()

@@ -60,6 +60,39 @@ def test_ctrl_c_during_the_shutdown(delay: float) -> None:
     assert_one_line_130(p.returncode, err.decode("utf-8", "replace"), delay)
 
 
+def test_ctrl_c_repeated_while_the_interrupted_command_exits_is_one_line() -> None:
+    """The command interrupted (it says so: merkle.cli.main), then Ctrl-C again and again while
+    the process exits (a slow atexit hook, as Spark's shutdown): still the one line. It was
+    two, once from the command and once from the exit-time handler (seen in
+    test_spark_ctrl_c's shutdown test with SIGINT every 5 ms)."""
+    code = SLOW_EXIT.replace(
+        "from crcmerkle_cli import main;",
+        "from crcmerkle_cli import main; import merkle.cli, os; os.write(1, b'ready\\n');",
+    )
+    p = subprocess.Popen(
+        [sys.executable, "-S", "-u", "-c", code, "checksum", "-"],
+        stdin=subprocess.PIPE,  # held open: the command waits on it until interrupted
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env=_env(),
+    )
+    try:
+        assert p.stdout.readline() == b"ready\n"
+        time.sleep(0.5)  # main() has restored Python's handler: the command reads stdin
+        deadline = time.monotonic() + 120
+        while p.poll() is None and time.monotonic() < deadline:
+            p.send_signal(signal.SIGINT)
+            time.sleep(0.005)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    text = err.decode("utf-8", "replace")
+    assert p.returncode == 130 and text == "crcmerkle: error: interrupted\n", (p.returncode, text)
+
+
 def test_slow_exit_launcher_ends_by_itself_when_not_interrupted() -> None:
     """The shutdown test's child does reach its atexit hook (checksum of an empty stdin
     prints its line): interrupted there, only the exit-time handler can answer."""

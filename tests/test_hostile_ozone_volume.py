@@ -260,6 +260,32 @@ def test_deep_nesting_with_the_pure_python_loader_is_one_replica_error(monkeypat
         parse_container_file(base.replace("state: CLOSED", f"state: {deep}").encode())
 
 
+def test_deep_nesting_is_refused_before_yaml_reads_it(monkeypatch: Any) -> None:
+    """PyYAML's pure-Python scanner is quadratic in the flow depth: 5,000 levels held one scan
+    for 45 s before its RecursionError. Past MAX_NESTING the file is refused unread; at it,
+    YAML reads it (and the value is judged as any other)."""
+    import yaml
+
+    from merkle.replica.ozone import containerfile
+
+    base = render_container_file(
+        {"containerID": 1, "layOutVersion": 2, "maxSize": 5, "state": "CLOSED"}
+    ).decode()
+    parsed: List[str] = []
+    real_parse = yaml.parse
+    monkeypatch.setattr(
+        yaml, "parse", lambda text, **kw: parsed.append(text) or real_parse(text, **kw)
+    )
+    n = containerfile.MAX_NESTING
+    for depth, refused in ((n + 1, True), (n, False)):
+        parsed.clear()
+        deep = "[" * depth + "]" * depth
+        with pytest.raises(ContainerFileError) as info:
+            parse_container_file(base.replace("state: CLOSED", f"state: {deep}").encode())
+        assert ("nested too deeply" in str(info.value)) is refused
+        assert bool(parsed) is not refused  # refused: YAML never saw the text
+
+
 # ---- issue 23 item 11: the DB snapshot copies only what RocksDB reads, bounded --------------
 
 

@@ -50,6 +50,8 @@ EXIT_FINDINGS = 1
 EXIT_ERROR = 2
 #: Exit status after Ctrl-C (128 + SIGINT, as shells report it).
 EXIT_INTERRUPTED = 130
+#: main() said "interrupted" in this process (crcmerkle_cli then stays silent on the next Ctrl-C)
+interrupted_reported = False
 #: Exit status when the reader of the output went away (`crcmerkle ... | head`): 128 +
 #: SIGPIPE, what a shell reports for a program that the closed pipe stopped (as coreutils)
 EXIT_BROKEN_PIPE = 141
@@ -343,6 +345,10 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     except KeyboardInterrupt:
         if debug_enabled():
             raise
+        global interrupted_reported
+        # set before the line: a second Ctrl-C on the way out (the launcher's crcmerkle_cli
+        # reads this) is never a second line, at worst none
+        interrupted_reported = True
         print_error("interrupted")
         return EXIT_INTERRUPTED
     except BrokenPipeError:

@@ -54,6 +54,12 @@ _PLACEHOLDER = "checksum: !!binary |-\n  " + "A" * 86 + "==\n"
 _CHECKSUM_LINE = re.compile(r"^checksum: ([^\n]*)\n", re.MULTILINE)
 #: a .container file is a few hundred bytes; refuse to parse anything absurdly large
 MAX_SIZE = 1 << 20
+#: flow collections ([..], {..}) nested deeper than this are refused before YAML reads them: no
+#: datanode writes more than two levels, and PyYAML's pure-Python scanner (used when libyaml is
+#: missing) is quadratic in the depth (5,000 levels took 45 s of one scan before its
+#: RecursionError)
+MAX_NESTING = 64
+_FLOW_BRACKETS = re.compile(r"[\[\]{}]")
 
 
 class ContainerFileError(ValueError):
@@ -105,6 +111,7 @@ def parse_container_file(data: bytes) -> ContainerFile:
     if not text.startswith(TAG):
         raise ContainerFileError(f"first line is not {TAG}")
     try:
+        _refuse_deep_nesting(text)
         _refuse_aliases(text)
         doc = yaml.load(text, Loader=_Loader)  # noqa: S506 (SafeLoader subclass)
     except yaml.YAMLError as exc:
@@ -141,6 +148,17 @@ def parse_container_file(data: bytes) -> ContainerFile:
         checksum_ok=bool(recorded) and recorded == checksum_of(text),
         fields=doc,
     )
+
+
+def _refuse_deep_nesting(text: str) -> None:
+    """ContainerFileError when brackets open more than MAX_NESTING deep. Counted over every
+    bracket, quoted or not (a quoted value of 64 unclosed brackets is no datanode's either):
+    linear in the file's size, and never more than MAX_SIZE characters."""
+    depth = 0
+    for m in _FLOW_BRACKETS.finditer(text):
+        depth += 1 if m.group() in "[{" else -1
+        if depth > MAX_NESTING:
+            raise ContainerFileError(f"YAML nested too deeply (more than {MAX_NESTING} levels)")
 
 
 def _refuse_aliases(text: str) -> None:
