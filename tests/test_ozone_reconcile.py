@@ -325,11 +325,13 @@ def test_sigkill_at_a_write_step_then_rerun_converges(tmp_path: Path, kind: str,
     root = tmp_path / "c"
     _generate(root, CRASH_FAULTS, containers=1, seed=11)
     code = KILL_CHILD.format(tests=os.fspath(Path(__file__).resolve().parent))
+    # the killed child cannot remove its DB snapshots: they go under tmp_path, not /tmp
+    (tmp_path / "snapshots").mkdir()
     out = subprocess.run(
         [sys.executable, "-c", code, str(root), kind, str(nth)],
         capture_output=True,
         text=True,
-        env=dict(os.environ),
+        env={**os.environ, "CRCMERKLE_SNAPSHOT_DIR": os.fspath(tmp_path / "snapshots")},
     )
     assert out.returncode == -9, out.stderr
     _round(root)
