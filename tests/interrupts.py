@@ -56,6 +56,23 @@ def interrupt(code: str, args: List[str], delay: float) -> Tuple[int, str]:
     return p.returncode, err.decode("utf-8", "replace")
 
 
+def interrupt_until_it_ends(p: subprocess.Popen[bytes], timeout: float) -> str:
+    """SIGINT to `p` every 5 ms until it ends (at most `timeout` s), then its stderr; `p` is
+    killed if it outlives that. A process shutting down has short windows (a session
+    stopping, atexit, threads joined) that a single signal would mostly miss."""
+    try:
+        deadline = time.monotonic() + timeout
+        while p.poll() is None and time.monotonic() < deadline:
+            p.send_signal(signal.SIGINT)
+            time.sleep(0.005)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return err.decode("utf-8", "replace")
+
+
 def _before_any_code_of_ours(returncode: int, err: str) -> bool:
     """The interpreter's windows, before crcmerkle_cli's first line runs: with no handler yet
     the kernel's default action ends the process (a shell reports 130, nothing is printed);

@@ -14,7 +14,14 @@ import time
 from typing import List
 
 import pytest
-from interrupts import LAUNCH, ROOT, assert_one_line_130, child_env as _env, interrupt as _interrupt
+from interrupts import (
+    LAUNCH,
+    ROOT,
+    assert_one_line_130,
+    child_env as _env,
+    interrupt as _interrupt,
+    interrupt_until_it_ends,
+)
 
 import crcmerkle_cli
 
@@ -79,17 +86,12 @@ def test_ctrl_c_repeated_while_the_interrupted_command_exits_is_one_line() -> No
     )
     try:
         assert p.stdout.readline() == b"ready\n"
-        time.sleep(0.5)  # main() has restored Python's handler: the command reads stdin
-        deadline = time.monotonic() + 120
-        while p.poll() is None and time.monotonic() < deadline:
-            p.send_signal(signal.SIGINT)
-            time.sleep(0.005)
-        _, err = p.communicate(timeout=60)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    text = err.decode("utf-8", "replace")
+    except BaseException:
+        p.kill()
+        p.wait()
+        raise
+    time.sleep(0.5)  # main() has restored Python's handler: the command reads stdin
+    text = interrupt_until_it_ends(p, timeout=120)
     assert p.returncode == 130 and text == "crcmerkle: error: interrupted\n", (p.returncode, text)
 
 

@@ -4,7 +4,6 @@ still installed, its atexit and py4j's threads): exit 130, at most one line, no 
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 import time
@@ -12,7 +11,14 @@ from pathlib import Path
 from typing import Any, Tuple
 
 import pytest
-from interrupts import LAUNCH, ROOT, assert_one_line_130, child_env, interrupt  # noqa: E402
+from interrupts import (  # noqa: E402
+    LAUNCH,
+    ROOT,
+    assert_one_line_130,
+    child_env,
+    interrupt,
+    interrupt_until_it_ends,
+)
 
 from merkle.replica.generate import generate_cluster, parse_faults
 
@@ -51,17 +57,13 @@ def _scan_then_interrupt(cluster: Path, out: Path, delay: float) -> Tuple[int, s
         for line in p.stdout:  # the summary is the last line the command prints
             if b"error(s)" in line:
                 break
-        time.sleep(delay)
-        deadline = time.monotonic() + 300
-        while p.poll() is None and time.monotonic() < deadline:
-            p.send_signal(signal.SIGINT)
-            time.sleep(0.005)
-        _, err = p.communicate(timeout=60)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    return p.returncode, err.decode("utf-8", "replace")
+    except BaseException:
+        p.kill()
+        p.wait()
+        raise
+    time.sleep(delay)
+    err = interrupt_until_it_ends(p, timeout=300)
+    return p.returncode, err
 
 
 def test_ctrl_c_during_the_spark_shutdown(cluster: Path, tmp_path: Path) -> None:
