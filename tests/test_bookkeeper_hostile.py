@@ -21,9 +21,9 @@ from merkle.replica.bookkeeper import scan as bkscan
 from merkle.replica.bookkeeper.metadata import LedgerMetadata, load_ledger_metadata
 from merkle.replica.bookkeeper.scan import scan_bookies
 
-GOLDEN = Path(__file__).resolve().parent.parent.parent / "shared" / "bookkeeper-golden"
-if not (GOLDEN / "ledgers.json").is_file():  # pragma: no cover - not on this machine
-    pytest.skip(f"the golden bookies are not here: {GOLDEN}", allow_module_level=True)
+#: the repository's copy (a fresh clone, CI's and the wheel suite's, has no ../shared: this
+#: module once skipped there whole)
+GOLDEN = Path(__file__).resolve().parent / "data" / "bookkeeper-golden"
 
 B4 = "127.0.0.1:31814"
 
