@@ -80,13 +80,16 @@ def _before_any_code_of_ours(returncode: int, err: str) -> bool:
     (killed by SIGINT again) with a traceback made only of the launcher's line and the import
     machinery (frozen modules): no file is named, none of ours ran. On a loaded machine a
     stat of that lookup can take tens of milliseconds. Earlier still, while the interpreter
-    initialises itself (its standard streams: the frozen io module), the KeyboardInterrupt
-    is CPython's "Fatal Python error: init_...", exit 1, again with frozen frames only (seen
-    at 0.01 s on a loaded machine)."""
+    initialises itself (its standard streams: the io module, frozen on 3.11+, read from the
+    standard library on 3.9), the KeyboardInterrupt is CPython's "Fatal Python error: init_...",
+    exit 1, with the standard library's frames only (seen at 0.01 s on a loaded machine)."""
     frames = [line.strip() for line in err.splitlines() if line.strip().startswith("File ")]
     only_frozen = all(f.startswith(('File "<string>"', 'File "<frozen ')) for f in frames)
     if returncode == 1 and err.startswith("Fatal Python error: init_"):
-        return only_frozen and err.rstrip().endswith("KeyboardInterrupt")
+        # the standard library's own modules: frozen on 3.11+, read from its directory on 3.9
+        stdlib = 'File "' + os.path.join(sysconfig.get_paths()["stdlib"], "")
+        own = all(f.startswith(('File "<frozen ', stdlib)) for f in frames)
+        return own and err.rstrip().endswith("KeyboardInterrupt")
     if returncode != -signal.SIGINT:
         return False
     if not err:
