@@ -436,3 +436,14 @@ def test_output_files_follow_the_rows_not_the_tasks(spark, cluster, tmp_path):
         for d in parts:
             assert len(list(d.glob("part-*.parquet"))) == 1, (name, d)
     assert spark.read.parquet(paths["containers"]).count() == n
+
+
+def test_to_arrow_keeps_nullable_64_bit_values_exact(spark):
+    """The tables' collection (spark_udfs.tables.to_arrow) on every PySpark: a nullable 64-bit
+    column beyond 2**53 comes back exact and its null stays null. PySpark 3.5 has no toArrow,
+    and its toPandas turns such a column into float64 (2**62 + 3 became 2**62)."""
+    big = [2**62 + 3, -(2**63), 2**63 - 1, 2**53 + 1]
+    df = spark.createDataFrame([(v,) for v in big] + [(None,)], "v bigint")
+    got = T.to_arrow(df.orderBy(df.v.asc_nulls_last()))
+    assert got.schema.field("v").type == pa.int64()
+    assert got.column("v").to_pylist() == sorted(big) + [None]
