@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from spark_udfs.uri import redact
 
-__all__ = ["describe", "check_master", "MasterError"]
+__all__ = ["describe", "check_master", "MasterError", "TableError"]
 
 _JAVA_EXC = re.compile(
     r"^(?:Caused by: )?((?:[a-z][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error))"
@@ -29,6 +29,10 @@ _LIMIT = 400
 
 class MasterError(ValueError):
     """--master names no Spark master this machine can reach or Spark can parse."""
+
+
+class TableError(ValueError):
+    """A table read as a scan's that no scan writes (its message is the one line)."""
 
 
 def _short(text: str) -> str:
@@ -143,6 +147,8 @@ def describe(exc: BaseException) -> Optional[str]:
     names = {c.__name__ for c in type(exc).__mro__}
     module = type(exc).__module__ or ""
     text = str(exc)
+    if isinstance(exc, TableError):
+        return _short(text)
     if isinstance(exc, ImportError):
         missing = (getattr(exc, "name", None) or "").split(".")[0]
         extra = _EXTRA_OF.get(missing)

@@ -21,6 +21,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, 
 
 from merkle.replica.inventory import Inventory, _check_host, _name_key
 from merkle.replica.layout import UNKNOWN_DATANODE, datanode_identity
+from spark_udfs.cluster.errors import TableError
 from spark_udfs.cluster.vouch import NOT_IN_INVENTORY, same_volume
 
 __all__ = ["HostIndex", "command_host", "host_index", "unscanned_hosts"]
@@ -40,19 +41,31 @@ def command_host(host: Optional[str]) -> Optional[str]:
     return host if isinstance(host, str) and _check_host(host) is None else None
 
 
+#: the volumes table is collected to the driver once per command (one row per volume); a table
+#: with more rows than this is no scan's volumes table (10,000 hosts of 60 disks are 600,000)
+MAX_VOLUME_ROWS = 1_000_000
+#: the volumes table's columns the driver reads (VOLUME_SCHEMA's others are counts and times)
+_VOLUME_KEYS = ("datanode", "host", "volume", "status", "detail", "ran_on")
+
+
 def _volume_rows(volumes: Any) -> List[Dict[str, Any]]:
-    """The volumes table's datanode/host/ran_on/volume values: a Spark DataFrame (collected:
-    one row per volume, small), a pyarrow Table, or rows (dicts or Row objects; a missing key
-    is None)."""
-    keys = ("datanode", "host", "ran_on", "volume")
+    """The volumes table's rows as dicts of the _VOLUME_KEYS it has (a key the table lacks is
+    absent): a Spark DataFrame (collected in one job, at most MAX_VOLUME_ROWS rows, else
+    TableError), a pyarrow Table, or rows (dicts or Row objects)."""
     if hasattr(volumes, "select") and hasattr(volumes, "collect"):  # a Spark DataFrame
-        volumes = volumes.select(*[k for k in keys if k in volumes.columns]).distinct().collect()
+        cols = [k for k in _VOLUME_KEYS if k in volumes.columns]
+        volumes = volumes.select(*cols).limit(MAX_VOLUME_ROWS + 1).collect()
+        if len(volumes) > MAX_VOLUME_ROWS:
+            raise TableError(
+                f"the volumes table has more than {MAX_VOLUME_ROWS:,} rows: not the volumes "
+                "table of a scan (one row per volume)"
+            )
     elif hasattr(volumes, "to_pylist"):  # a pyarrow Table
         volumes = volumes.to_pylist()
     out = []
     for r in volumes:
         d = r if isinstance(r, Mapping) else r.asDict()
-        out.append({k: d.get(k) for k in keys})
+        out.append({k: d[k] for k in _VOLUME_KEYS if k in d})
     return out
 
 
@@ -70,14 +83,14 @@ def unscanned_hosts(volumes: Any, inventory: Optional[Inventory]) -> List[Tuple]
     #: id(host) -> the volumes its rows name (rows naming the host in `host`)
     seen: Dict[int, Set[str]] = {}
     for r in _volume_rows(volumes):
-        if r["datanode"]:
+        if r.get("datanode"):
             datanodes.add(datanode_identity(r["datanode"]))
-        for name in (r["host"], r["ran_on"]):
+        for name in (r.get("host"), r.get("ran_on")):
             h = inventory.host_named(name) if name else None
             if h is not None:
                 hosts.add(id(h))
-        h = inventory.host_named(r["host"]) if r["host"] else None
-        if h is not None and r["volume"]:
+        h = inventory.host_named(r["host"]) if r.get("host") else None
+        if h is not None and r.get("volume"):
             seen.setdefault(id(h), set()).add(same_volume(r["volume"]))
     out: List[Tuple] = []
     for h in inventory.hosts:
@@ -209,17 +222,23 @@ def host_index(
     """The HostIndex of a scan's tables: `replicas` (the containers table, whose `host`
     column names where each replica was scanned), `volumes` (the volumes table, with the
     inventory's NOT_SCANNED hosts added by `volumes_with_inventory` or here), `inventory`
-    (names the hosts of datanodes whose tables name none). Without tables: an empty index."""
-    from pyspark.sql import functions as F
+    (names the hosts of datanodes whose tables name none). Without tables: an empty index.
 
+    Two Spark jobs at most: the (datanode, host) pairs of the containers table, and the
+    volumes table collected once (small: one row per volume), whose facts are worked out on
+    the driver; each collect is a job, and a job costs a report far more than these rows."""
     pairs: Set[Tuple[str, str]] = set()
-    for df in (replicas, volumes):
-        if df is not None and "host" in df.columns and "datanode" in df.columns:
-            named = F.col("host").isNotNull() & F.col("datanode").isNotNull()
-            if "status" in df.columns:  # a volume the inventory does not give that host
-                named = named & (F.col("status") != F.lit(NOT_IN_INVENTORY))  # names no one
-            for r in df.filter(named).select("datanode", "host").distinct().collect():
-                pairs.add((r["datanode"], r["host"]))
+    scanned: List[Any] = []  # every datanode of the containers table
+    if replicas is not None and "datanode" in replicas.columns:
+        cols = [c for c in ("datanode", "host", "status") if c in replicas.columns]
+        for r in replicas.select(*cols).distinct().collect():
+            d = r.asDict()
+            scanned.append(d["datanode"])
+            if "host" in d and _names_its_host(d):
+                pairs.add((d["datanode"], d["host"]))
+    rows = _volume_rows(volumes) if volumes is not None else None
+    if rows and "host" in rows[0] and "datanode" in rows[0]:
+        pairs.update((r["datanode"], r["host"]) for r in rows if _names_its_host(r))
     idx = HostIndex(inventory=inventory)
     seen: Dict[str, Set[str]] = {}
     for dn, h in pairs:
@@ -234,20 +253,46 @@ def host_index(
         for uuid, entry in inventory.by_uuid().items():
             if idx.hosts.get(uuid) is None and uuid not in idx.conflicts:
                 idx.hosts[uuid] = entry.host
-    if replicas is not None and "datanode" in replicas.columns:
-        # every datanode of the scan is in the index (its host maybe unknown)
-        for r in replicas.select("datanode").distinct().collect():
-            idx.hosts.setdefault(r["datanode"], None)
-    if volumes is not None:
-        volumes = volumes_with_inventory(spark, volumes, inventory)
-        _volume_facts(idx, volumes, first)
+    for dn in scanned:  # every datanode of the scan is in the index (its host maybe unknown)
+        idx.hosts.setdefault(dn, None)
+    if rows is not None:
+        _volume_facts(idx, _with_inventory(rows, inventory), first)
     elif inventory is not None:
-        rows = unscanned_hosts(
-            [{"datanode": d, "host": h} for d, h in idx.hosts.items()], inventory
-        )
-        if rows:
-            _volume_facts(idx, spark.createDataFrame(rows, _volume_schema()), first)
+        known = [{"datanode": d, "host": h} for d, h in idx.hosts.items()]
+        extra = unscanned_hosts(known, inventory)
+        if extra:
+            _volume_facts(idx, [_volume_row(t) for t in extra], first)
     return idx
+
+
+def _names_its_host(row: Mapping[str, Any]) -> bool:
+    """Does a table row say where its datanode ran (a volume the inventory does not give
+    that host names no one; a row whose status is null says nothing, as in Spark's filter)."""
+    if row.get("host") is None or row.get("datanode") is None:
+        return False
+    return "status" not in row or (row["status"] is not None and row["status"] != NOT_IN_INVENTORY)
+
+
+def _volume_row(values: Tuple) -> Dict[str, Any]:
+    """An `unscanned_hosts` row (VOLUME_SCHEMA's order) as a dict of _VOLUME_KEYS."""
+    names = [c.split()[0] for c in _volume_schema().split(", ")]
+    row = dict(zip(names, values))
+    return {k: row.get(k) for k in _VOLUME_KEYS}
+
+
+def _with_inventory(
+    rows: List[Dict[str, Any]], inventory: Optional[Inventory]
+) -> List[Dict[str, Any]]:
+    """`volumes_with_inventory` on collected rows: the inventory's host where a row names
+    none (by its datanode's UUID), and the inventory's hosts with no row as NOT_SCANNED."""
+    if inventory is None:
+        return rows
+    names: Dict[Any, Optional[str]] = {u: h.host for u, h in inventory.by_uuid().items()}
+    filled = [
+        r if r.get("host") is not None else {**r, "host": names.get(r.get("datanode"))}
+        for r in rows
+    ]
+    return filled + [_volume_row(t) for t in unscanned_hosts(filled, inventory)]
 
 
 def _volume_schema() -> str:
@@ -277,57 +322,67 @@ def volumes_with_inventory(spark: Any, volumes: Any, inventory: Optional[Invento
     return volumes
 
 
-def _volume_facts(idx: HostIndex, volumes: Any, first: int) -> None:
-    """Fill idx's counts, first unverified volumes and unverified hosts/datanodes."""
-    from pyspark.sql import functions as F
+def _nulls_first(*values: Optional[str]) -> Tuple[Tuple[bool, str], ...]:
+    """A sort key ordering as Spark's ascending orderBy does: nulls first, then by value
+    (Spark compares strings by their UTF-8 bytes, which is code point order, Python's)."""
+    return tuple((v is not None, v or "") for v in values)
 
-    idx.counts = {r["status"]: int(r["count"]) for r in volumes.groupBy("status").count().collect()}
-    bad = volumes.filter(F.col("status") != F.lit(SCANNED))
+
+def _volume_facts(idx: HostIndex, volumes: List[Dict[str, Any]], first: int) -> None:
+    """Fill idx's counts, first unverified volumes and unverified hosts/datanodes from the
+    volumes table's rows (collected: one per volume)."""
+    counts: Dict[Any, int] = {}  # a null status is counted too, as Spark's groupBy does
+    for r in volumes:
+        counts[r.get("status")] = counts.get(r.get("status"), 0) + 1
+    idx.counts = counts
+    bad = sorted(
+        (r for r in volumes if r.get("status") is not None and r["status"] != SCANNED),
+        key=lambda r: _nulls_first(r["status"], r.get("host"), r.get("datanode"), r.get("volume")),
+    )
     idx.unverified = [
         {
-            "datanode": r["datanode"],
-            "host": r["host"] or idx.host_of(r["datanode"]),
-            "volume": r["volume"],
+            "datanode": r.get("datanode"),
+            "host": r.get("host") or idx.host_of(r.get("datanode")),
+            "volume": r.get("volume"),
             "status": r["status"],
-            "detail": r["detail"],
+            "detail": r.get("detail"),
         }
-        for r in bad.orderBy("status", "host", "datanode", "volume").limit(max(first, 1)).collect()
+        for r in bad[: max(first, 1)]
     ][:first]
-    # per host (per datanode where no host is known): was any of its volumes read?
-    per = (
-        volumes.withColumn("who", F.coalesce(F.col("host"), F.col("datanode")))
-        .groupBy("who")
-        .agg(
-            F.max((F.col("status") == F.lit(SCANNED)).cast("int")).alias("ok"),
-            F.first(F.col("host"), ignorenulls=True).alias("host"),
-            F.sort_array(F.collect_set("datanode")).alias("datanodes"),
-            F.sort_array(F.collect_set("status")).alias("statuses"),
-        )
-    )
-    for r in per.filter(F.col("ok") == 0).orderBy("who").collect():
-        idx.hosts_unverified.append(
-            {"host": r["host"], "datanodes": list(r["datanodes"]), "statuses": list(r["statuses"])}
-        )
-    per_dn = (
-        volumes.filter(F.col("datanode").isNotNull())
-        .groupBy("datanode")
-        .agg(F.max((F.col("status") == F.lit(SCANNED)).cast("int")).alias("ok"))
-    )
-    idx.datanodes_unverified = {r["datanode"] for r in per_dn.filter(F.col("ok") == 0).collect()}
-    unread = (
-        volumes.filter(F.col("datanode").isNotNull() & F.col("status").isin(*UNREAD_STATUSES))
-        .groupBy("datanode")
-        .agg(
-            F.sort_array(
-                F.collect_set(
-                    F.concat(
-                        F.coalesce(F.col("volume"), F.lit("(no volume)")),
-                        F.lit(" ("),
-                        F.col("status"),
-                        F.lit(")"),
-                    )
-                )
-            ).alias("v")
-        )
-    )
-    idx.unread_volumes = {r["datanode"]: list(r["v"]) for r in unread.collect()}
+    # per host (per datanode where no host is known): was any of its volumes read? (a null
+    # status counts neither way, as in Spark's max over a null comparison)
+    per: Dict[Optional[str], Dict[str, Any]] = {}
+    for r in volumes:
+        who = r.get("host") if r.get("host") is not None else r.get("datanode")
+        g = per.setdefault(who, {"ok": None, "host": None, "datanodes": set(), "statuses": set()})
+        if r.get("status") is not None:
+            g["ok"] = max(g["ok"] or 0, int(r["status"] == SCANNED))
+            g["statuses"].add(r["status"])
+        if g["host"] is None and r.get("host") is not None:
+            g["host"] = r["host"]
+        if r.get("datanode") is not None:
+            g["datanodes"].add(r["datanode"])
+    for who in sorted(per, key=lambda w: _nulls_first(w)):
+        g = per[who]
+        if g["ok"] == 0:
+            idx.hosts_unverified.append(
+                {
+                    "host": g["host"],
+                    "datanodes": sorted(g["datanodes"]),
+                    "statuses": sorted(g["statuses"]),
+                }
+            )
+    ok: Dict[str, Optional[int]] = {}
+    unread: Dict[str, Set[str]] = {}
+    for r in volumes:
+        dn, status = r.get("datanode"), r.get("status")
+        if dn is None:
+            continue
+        ok.setdefault(dn, None)
+        if status is not None:
+            ok[dn] = max(ok[dn] or 0, int(status == SCANNED))
+        if status in UNREAD_STATUSES:
+            vol = r.get("volume") if r.get("volume") is not None else "(no volume)"
+            unread.setdefault(dn, set()).add(f"{vol} ({status})")
+    idx.datanodes_unverified = {dn for dn, v in ok.items() if v == 0}
+    idx.unread_volumes = {dn: sorted(v) for dn, v in unread.items()}

@@ -248,13 +248,49 @@ def build_report(
     give a path relative to the report file's directory so that the two can be moved
     together). Without it only the first `first` commands exist: enough when there are no
     more, else `crcmerkle reconcile --report` refuses the report rather than run a part."""
+    idx = host_index(
+        diff.containers.sparkSession,
+        replicas=replicas,
+        volumes=volumes,
+        inventory=inventory,
+        first=first,
+    )
+    # read twice: by the states' counts and by the plan's pulls (each would redo its joins)
+    judged = judged_containers(diff, errors, strict).persist()
+    try:
+        return _report(
+            diff,
+            judged,
+            idx,
+            replicas=replicas,
+            replication=replication,
+            first=first,
+            limit=limit,
+            commands_to=commands_to,
+            commands_ref=commands_ref,
+            strict=strict,
+        )
+    finally:
+        judged.unpersist()
+
+
+def _report(
+    diff: DiffResult,
+    judged: Any,
+    idx: HostIndex,
+    *,
+    replicas: Any,
+    replication: int,
+    first: int,
+    limit: int,
+    commands_to: Optional[str],
+    commands_ref: Optional[str],
+    strict: bool,
+) -> Dict[str, Any]:
+    """build_report's body, on the judged containers and the host index."""
     from pyspark.sql import functions as F
 
     c = diff.containers
-    idx = host_index(
-        c.sparkSession, replicas=replicas, volumes=volumes, inventory=inventory, first=first
-    )
-    judged = judged_containers(diff, errors, strict)
     if "data_replicas" not in judged.columns:  # a diff of tables without the column
         judged = judged.withColumn("data_replicas", F.col("read_replicas"))
     flags = (

@@ -346,6 +346,19 @@ def test_the_plan_refuses_an_unverified_datanode_and_never_counts_it(hosted, cap
     assert st == 2 and "UUID or its host name" in err
 
 
+def test_a_volumes_table_past_its_bound_is_one_line(hosted, capsys, monkeypatch):
+    """The volumes table is collected to the driver (one row per volume): a planted one with
+    more rows than the bound is refused in one line, exit 2, before anything is collected."""
+    import spark_udfs.cluster.hosts as hosts
+
+    monkeypatch.setattr(hosts, "MAX_VOLUME_ROWS", 5)  # the tables hold 6 volumes
+    capsys.readouterr()
+    st = main(["spark", "report", str(hosted["base"] / "onhosts")])
+    err = capsys.readouterr().err.strip()
+    assert st == 2 and "\n" not in err, err
+    assert "the volumes table has more than 5 rows" in err
+
+
 def test_unscanned_hosts_and_command_hosts():
     inv = parse_inventory(
         json.dumps(
