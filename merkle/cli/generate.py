@@ -42,9 +42,7 @@ def _epilog() -> str:
         + "\n"
         "see merkle/replica/generate.py for what each one does and reports\n"
         "--layout bookkeeper (bookies, their ledger metadata; merkle/replica/bookkeeper/"
-        "generate.py):\n  "
-        + ", ".join(BK_FAULTS)
-        + "\n  --faults default = one of each\n\n"
+        "generate.py):\n  " + ", ".join(BK_FAULTS) + "\n  --faults default = one of each\n\n"
         "OUT must be new or empty, or hold only an earlier generate run (its marker file "
         ".crcmerkle-generate), which is replaced; a failed run removes what it wrote.\n\n"
         + exit_status_help("never (0 written, 2 could not)")

@@ -75,6 +75,7 @@ from merkle.replica.bookkeeper.write import (
     ledger_znode,
     log_header,
     master_key,
+    rocksdb_problem,
 )
 from merkle.replica.levels import severity_of
 from merkle.replica.synth import (
@@ -414,7 +415,7 @@ class _Cluster:
         """(bookie, ledger, entry) of every stored copy a data fault may take: of a CLOSED
         ledger the metadata has, up to its lastEntryId, on an intact bookie, its entry not
         given to another fault (one fault per entry: its other copies stay intact)."""
-        out = []
+        out: List[Tuple[str, int, int]] = []
         for led in self.ledgers:
             if led.role not in ("", "ensemble-change") or led.state != "CLOSED":
                 continue
@@ -437,8 +438,7 @@ class _Cluster:
         pool = self._copies(**need)
         if not pool:
             raise GeneratorError(
-                f"{what}: no entry copy left to damage (more ledgers or entries, or fewer "
-                f"faults)"
+                f"{what}: no entry copy left to damage (more ledgers or entries, or fewer faults)"
             )
         name, lid, eid = self.frng.choice(pool)
         self.used.add((lid, eid))
@@ -772,17 +772,13 @@ def generate_bookies(
 ) -> Dict[str, Any]:
     """Write the bookies, their metadata and the manifest under `out` (new, empty or an
     earlier run, replaced) and return the manifest. kwargs override config fields."""
-    from merkle.replica.ozone.rocks import VolumeDBError, load_rocksdict
-
     cfg = config or BookKeeperGeneratorConfig()
     if kwargs:
         cfg = BookKeeperGeneratorConfig(**{**asdict(cfg), **kwargs})
     cfg.validate()
-    if cfg.storage != "interleaved":
-        try:
-            load_rocksdict()
-        except VolumeDBError as exc:
-            raise GeneratorError(f"--storage {cfg.storage}: {exc}") from None
+    problem = rocksdb_problem() if cfg.storage != "interleaved" else None
+    if problem:
+        raise GeneratorError(f"--storage {cfg.storage}: {problem}")
     cluster = _Cluster(cfg)
     cluster.plan()
     cluster.plan_missing_copies()

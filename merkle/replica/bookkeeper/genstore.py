@@ -139,9 +139,6 @@ class BookieStorage:
     def logger_of(self, ledger: int) -> int:
         return ledger % self.num_dirs if self.kind == DB else 0
 
-    def dir_of_log(self, logger: int, log: Log) -> int:
-        return log.dir_index
-
     def add(self, ledger: int, entry: int, data: bytes, key: bytes) -> None:
         """An add the bookie acknowledged (journalled; reaches the log at the next flush)."""
         self.master_keys.setdefault(ledger, key)

@@ -18,7 +18,7 @@ import zlib
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from merkle import crc32c
+from merkle._crc import crc32c
 from merkle.replica.bookkeeper.digest import DIGEST_LENGTHS, mac_key
 from merkle.replica.bookkeeper.entrylog import HEADER_SIZE
 
@@ -36,6 +36,7 @@ __all__ = [
     "log_header",
     "ledgers_map",
     "master_key",
+    "rocksdb_problem",
     "write_rocksdb",
 ]
 
@@ -144,6 +145,17 @@ def idx_bytes(master: bytes, locations: Dict[int, int], *, fenced: bool = False)
     for eid, loc in locations.items():
         struct.pack_into(">Q", body, 8 * eid, loc)
     return head + bytes(body)
+
+
+def rocksdb_problem() -> Optional[str]:
+    """Why the RocksDB binding cannot be loaded (one line), or None when it can."""
+    from merkle.replica.ozone.rocks import VolumeDBError, load_rocksdict
+
+    try:
+        load_rocksdict()
+    except VolumeDBError as exc:
+        return str(exc)
+    return None
 
 
 def write_rocksdb(db_dir: Path, rows: Iterable[Tuple[bytes, bytes]]) -> None:
