@@ -122,6 +122,8 @@ DIGESTS = ("CRC32C", "CRC32", "HMAC", "DUMMY")
 MAX_BOOKIES = 250
 MAX_LEDGERS = 10_000
 MAX_ENTRIES = 100_000
+#: a compaction's second copy of an entry reaches the log this many adds after the entry
+_COPY_AFTER = 8
 #: what a fault ledger (open, past-last, deleted) holds
 _FAULT_LEDGER_ENTRIES = 6
 
@@ -291,6 +293,8 @@ class _Cluster:
         #: (ledger, entry) already given to a fault
         self.used: Set[Tuple[int, int]] = set()
         self.wiped: List[str] = []
+        #: compaction-leftover: the copied entry -> (log, position) of its second copy
+        self.copied: Dict[Tuple[str, int, int], Optional[Tuple[Log, int]]] = {}
         self.foreign: Dict[str, str] = {}
 
     # -- the plan ------------------------------------------------------------------------
@@ -365,6 +369,8 @@ class _Cluster:
         every bookie of its write set, but a reformatted bookie (its data is gone) and the
         copies a missing-copy fault leaves out."""
         longest = max(len(led.stored) for led in self.ledgers)
+        adds: Dict[str, int] = {name: 0 for name in self.names}
+        due: Dict[Tuple[str, int, int], int] = {}  # a compaction's copy: after this many adds
         for eid in range(longest):
             for led in self.ledgers:
                 if eid >= len(led.stored):
@@ -374,8 +380,23 @@ class _Cluster:
                     if name in self.wiped or (name, led.lid, eid) in self.skip:
                         continue
                     self.storage[name].add(led.lid, eid, led.stored[eid], master_key(led.password))
+                    adds[name] += 1
+                    if (name, led.lid, eid) in self.copied:
+                        due[(name, led.lid, eid)] = adds[name] + _COPY_AFTER
+                    for key in [k for k, at in due.items() if k[0] == name and at <= adds[name]]:
+                        due.pop(key)
+                        self._second_copy(key)
+        for key in sorted(due):
+            self._second_copy(key)
         for st in self.storage.values():
             st.flush()
+
+    def _second_copy(self, key: Tuple[str, int, int]) -> None:
+        """A compaction's copy of an indexed entry, written into the log as compaction
+        writes (straight to the entry logger), never indexed."""
+        name, lid, eid = key
+        log, pos = self.storage[name].add_unindexed(lid, eid, self.ledgers[lid].stored[eid])
+        self.copied[key] = (log, pos)
 
     # -- faults ----------------------------------------------------------------------------
 
@@ -457,9 +478,9 @@ class _Cluster:
     def inject_after_store(self) -> None:
         """The faults on stored bytes and indexes, still in memory."""
         faults = self.cfg.faults
-        # first what appends records, then what cuts a log or points past its end
-        for _ in range(faults.get("compaction-leftover", 0)):
-            self._compaction_leftover()
+        # the leftover files first, then what cuts a log or points past its end
+        for key in self.copied:
+            self._compaction_leftover(key)
         for _ in range(faults.get("truncated-log", 0)):
             self._truncate()
         for _ in range(faults.get("index-past-end", 0)):
@@ -469,26 +490,29 @@ class _Cluster:
                 self._flip(kind)
 
     def _truncate(self) -> None:
-        """Cut the last written log of a bookie inside its second-last record: the last two
-        indexed entries are gone (their frames run past the end of the file)."""
+        """Cut the last written log of a bookie inside its second-last record (its last
+        when that is the only one that may go): the entries cut are gone (their frames run
+        past the end of the file)."""
         free = set(self._copies())
         candidates = []
         for name in self.names:
             if name in self.wiped:
                 continue
             for log in self.storage[name].last_logs():
-                tail = log.records[-2:]
-                if len(log.records) >= 3 and all(
-                    r.indexed and (name, r.ledger, r.entry) in free for r in tail
-                ):
-                    candidates.append((name, log))
+                for k in (2, 1):
+                    tail = log.records[-k:]
+                    if len(tail) == k and all(
+                        r.indexed and (name, r.ledger, r.entry) in free for r in tail
+                    ):
+                        candidates.append((name, log, tail))
+                        break
         if not candidates:
-            raise GeneratorError("truncated-log: no entry log to cut (more entries)")
-        name, log = self.frng.choice(candidates)
-        tail = log.records[-2:]
-        cut = tail[0].pos + min(
-            tail[0].size - 1, 16 + self.frng.randrange(max(1, tail[0].size // 2))
-        )
+            raise GeneratorError(
+                "truncated-log: no bookie's last entry log ends in entries no other fault "
+                "took (more ledgers or entries, or fewer faults)"
+            )
+        name, log, tail = self.frng.choice(candidates)
+        cut = tail[0].pos + self.frng.randrange(max(1, tail[0].size))
         f = self._fault(
             "truncated-log",
             bookie=name,
@@ -560,17 +584,27 @@ class _Cluster:
         found = "ENTRY_FRAME_INVALID" if kind == "header-flip" else "CORRUPT_ENTRY"
         self.expect(f, found, bookie=name, ledger=lid, entry=eid, file=file, offset=pos)
 
-    def _compaction_leftover(self) -> None:
+    def plan_compaction(self) -> None:
+        """The entries an interrupted compaction copied (the copy is written by store)."""
+        for _ in range(self.cfg.faults.get("compaction-leftover", 0)):
+            self.copied[self._take("compaction-leftover")] = None
+
+    def _compaction_leftover(self, key: Tuple[str, int, int]) -> None:
         """An interrupted transactional compaction: `<new>.log.compacting` and its hard-link
-        name `<new>.log.<old>.compacted` holding a copy of an indexed entry, plus that entry
-        copied once more into a later log (the copy a compaction wrote before the index
-        moved, or after: only the index location counts)."""
-        name, lid, eid = self._take("compaction-leftover")
+        name `<new>.log.<old>.compacted` holding a copy of an indexed entry, and that entry's
+        second copy in the logs (store wrote it a few adds later: the copy a compaction
+        wrote before the index moved; only the index location counts)."""
+        name, lid, eid = key
+        copy = self.copied[key]
+        assert copy is not None
+        dup_log, dup_pos = copy
         st = self.storage[name]
         n, log, pos = st.index[(lid, eid)]
         data = self.ledgers[lid].stored[eid]
-        dup_log, dup_pos = st.add_unindexed(lid, eid, data)
-        new_id = max(lg.log_id for lg in st.loggers[n].logs) + 2  # past the pre-allocated one
+        # a log ID past the pre-allocated one and past an earlier leftover's
+        taken = [lg.log_id + 1 for lg in st.loggers[n].logs]
+        taken += [int(leftover.split(".")[0], 16) for (_d, leftover) in st.extra_files]
+        new_id = max(taken) + 1
         body = bytearray(log_header())
         body += len(data).to_bytes(4, "big") + data
         d = log.dir_index
@@ -782,6 +816,7 @@ def generate_bookies(
     cluster = _Cluster(cfg)
     cluster.plan()
     cluster.plan_missing_copies()
+    cluster.plan_compaction()
     cluster.build_entries()
     cluster.store()
     cluster.inject_after_store()
