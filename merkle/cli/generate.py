@@ -22,7 +22,9 @@ DESCRIPTION = """\
 Write a synthetic cluster OUT/dn<d>/vol<v>/... of container replicas (random data,
 Ozone-style blocks and chunks scaled down), inject faults on chosen replicas, and write the
 ground truth OUT/manifest.json: every fault and the exact errors 'crcmerkle scan' must
-report for each replica. The same --seed gives the same bytes."""
+report for each replica. The same --seed gives the same bytes. With --layout bookkeeper:
+BookKeeper bookies OUT/bookie-<n>/... instead, their ledger metadata, and the findings
+'crcmerkle scan ... --ledger-metadata OUT/zookeeper' must report."""
 
 
 def _epilog() -> str:
