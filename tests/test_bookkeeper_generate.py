@@ -371,3 +371,12 @@ def test_generated_files_have_the_golden_files_layout(tmp_path: Path, capsys: An
             led["digest_type"],
             led["last_entry_id"],
         )
+
+
+def test_the_container_generator_points_to_the_bookie_generator(tmp_path: Path) -> None:
+    from merkle.replica.errors import ReplicaError
+    from merkle.replica.generate import GeneratorConfig, generate_cluster
+
+    with pytest.raises(ReplicaError, match="crcmerkle generate --layout bookkeeper"):
+        generate_cluster(tmp_path / "x", GeneratorConfig(layout="bookkeeper"))
+    assert not (tmp_path / "x").exists()

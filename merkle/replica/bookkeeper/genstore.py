@@ -219,6 +219,7 @@ class BookieStorage:
                     for (lid, eid), (n, log, pos) in self.index.items()
                     if n == d
                 ],
+                lz4=True,
             )
 
     def _write_idx(self, currents: List[Path]) -> None:

@@ -158,15 +158,18 @@ def rocksdb_problem() -> Optional[str]:
     return None
 
 
-def write_rocksdb(db_dir: Path, rows: Iterable[Tuple[bytes, bytes]]) -> None:
-    """A RocksDB at `db_dir` holding `rows`, opened as KeyValueStorageRocksDB opens it (the
+def write_rocksdb(db_dir: Path, rows: Iterable[Tuple[bytes, bytes]], *, lz4: bool = False) -> None:
+    """A RocksDB at `db_dir` holding `rows`, made as KeyValueStorageRocksDB makes it (the
     default column family and bytewise comparator; block-based table format_version 5 with
-    kxxHash checksums, its defaults), flushed to an SST file so that any RocksDB opens it."""
+    kxxHash checksums, its defaults; `lz4`: LZ4 compression, the `locations` DB's default),
+    flushed to an SST file so that any RocksDB opens it."""
     from merkle.replica.ozone.rocks import load_rocksdict
 
     rd = load_rocksdict()
     opts = rd.Options(raw_mode=True)
     opts.create_if_missing(True)
+    if lz4:
+        opts.set_compression_type(rd.DBCompressionType.lz4())
     table = rd.BlockBasedOptions()
     table.set_format_version(5)
     table.set_checksum_type(rd.ChecksumType.xxhash())
