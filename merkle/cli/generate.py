@@ -278,10 +278,10 @@ def _add_bookkeeper_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--log-size",
         type=size_up_to(1 << 30),
-        default=16 * 1024,
+        default=6144,
         metavar="SIZE",
-        help="entry-log size limit (logSizeLimit; default 16KiB so that logs rotate; "
-        "BookKeeper: 1GiB)",
+        help="entry-log size limit (logSizeLimit; default 6144, the golden cluster's, so "
+        "that logs rotate; BookKeeper: 1GiB)",
     )
 
 

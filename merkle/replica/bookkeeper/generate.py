@@ -171,7 +171,7 @@ class BookKeeperGeneratorConfig:
     write_quorum: int = 2
     ack_quorum: int = 2
     #: logSizeLimit (BookKeeper's default is 1 GiB; small here so that logs rotate)
-    log_size_limit: int = 16 * 1024
+    log_size_limit: int = 6144  # the golden cluster's
     faults: Dict[str, int] = field(default_factory=dict)
     seed: int = 0
 

@@ -133,11 +133,15 @@ class BookieStorage:
         self.master_keys: Dict[int, bytes] = {}
         #: Interleaved: the directory of each ledger's `.idx`
         self.idx_dir: Dict[int, int] = {}
-        #: files beside the logs (a compaction's leftovers): (dir, name) -> bytes
+        #: files beside the logs (a compaction's leftovers, `<hex id>.log...`): (dir, name) ->
+        #: bytes
         self.extra_files: Dict[Tuple[int, str], bytes] = {}
 
     def logger_of(self, ledger: int) -> int:
         return ledger % self.num_dirs if self.kind == DB else 0
+
+    def logger_of_dir(self, d: int) -> int:
+        return d if self.kind == DB else 0
 
     def add(self, ledger: int, entry: int, data: bytes, key: bytes) -> None:
         """An add the bookie acknowledged (journalled; reaches the log at the next flush)."""
@@ -194,6 +198,9 @@ class BookieStorage:
             (currents[pre_dir] / f"{pre_id:x}.log").write_bytes(b"")
             for d in logger.dirs:
                 last_id[d] = max(last_id.get(d, 0), pre_id)
+        for d, name in self.extra_files:  # a compaction log took an ID of the same allocator
+            for other in self.loggers[self.logger_of_dir(d)].dirs:
+                last_id[other] = max(last_id.get(other, 0), int(name.split(".")[0], 16))
         for d, current in enumerate(currents):
             (current / "lastId").write_text(f"{last_id.get(d, 0):x}\n")
             (current / "lastMark").write_bytes(last_mark)
