@@ -114,6 +114,12 @@ def test_every_default_fault_is_found_exactly(tmp_path: Path, capsys: Any, stora
     out = tmp_path / "bk"
     manifest = _generate(out, "default", storage)
     assert sorted({f["type"] for f in manifest["faults"]}) == sorted(FAULT_TYPES)
+    if storage == "mixed":
+        assert {b["storage"] for b in manifest["bookies"].values()} == {
+            "DbLedgerStorage",
+            "SortedLedgerStorage",
+            "InterleavedLedgerStorage",
+        }
     assert len(manifest["expected_findings"]) >= len(FAULT_TYPES)
     status, scan = _scan(capsys, out, manifest)
     assert status == 1
@@ -126,7 +132,7 @@ def test_every_default_fault_is_found_exactly(tmp_path: Path, capsys: Any, stora
         assert f["level"] == severity_of(f["kind"])
 
 
-@pytest.mark.parametrize("storage", ["db", "interleaved"])
+@pytest.mark.parametrize("storage", ["db", "interleaved", "sorted"])
 def test_a_clean_generation_scans_clean(tmp_path: Path, capsys: Any, storage: str) -> None:
     """No faults: exit 0, no finding, every stored copy verified and good (the HMAC ledger
     and the ensemble change included)."""

@@ -247,11 +247,12 @@ def _add_bookkeeper_options(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--storage",
-        choices=("db", "interleaved", "mixed"),
+        choices=("db", "interleaved", "sorted", "mixed"),
         default="db",
         help="db (default): DbLedgerStorage (RocksDB indexes); interleaved: "
-        "InterleavedLedgerStorage (.idx files, as the default SortedLedgerStorage "
-        "writes them); mixed: odd bookies db, even bookies interleaved",
+        "InterleavedLedgerStorage (.idx files, entries in arrival order); sorted: "
+        "SortedLedgerStorage, BookKeeper's default (.idx files, each flush sorted); "
+        "mixed: the three in turn, bookie by bookie",
     )
     g.add_argument("--ledgers", type=positive_int, default=6, metavar="N", help="default 6")
     g.add_argument(

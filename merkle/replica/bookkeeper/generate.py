@@ -21,8 +21,9 @@ through the digest types CRC32C, CRC32 (with an empty password), HMAC and DUMMY;
 `ensemble` bookies with write and ack quorums, every entry on its round-robin write set
 (RoundRobinDistributionSchedule, 64-bit); ledger 1 changes its ensemble half-way when there is
 a bookie to spare. `storage`: `db` (DbLedgerStorage, what Pulsar runs), `interleaved`
-(InterleavedLedgerStorage's `.idx` files; SortedLedgerStorage, BookKeeper's default, writes
-the same files), or `mixed` (odd-numbered bookies db, even-numbered interleaved).
+(InterleavedLedgerStorage's `.idx` files), `sorted` (SortedLedgerStorage, BookKeeper's default:
+the same files, each memtable flush sorted), or `mixed` (bookies 1, 4, 7... db, 2, 5, 8...
+sorted, 3, 6, 9... interleaved).
 
 Faults (FAULT_TYPES; each count is a number of events, `default` is one of each), with the
 finding the scan reports (merkle.replica.bookkeeper.scan, levels in merkle.replica.levels):
@@ -66,7 +67,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple, Union
 
 import numpy as np
 
-from merkle.replica.bookkeeper.genstore import DB, INTERLEAVED, BookieStorage, Log
+from merkle.replica.bookkeeper.genstore import DB, INTERLEAVED, SORTED, BookieStorage, Log
 from merkle.replica.bookkeeper.write import (
     cookie_text,
     entry_bytes,
@@ -116,7 +117,7 @@ FAULT_TYPES = (
     "foreign-cookie",
 )
 DEFAULT_FAULTS = ",".join(FAULT_TYPES)
-STORAGES = ("db", "interleaved", "mixed")
+STORAGES = ("db", "interleaved", "sorted", "mixed")
 DIGESTS = ("CRC32C", "CRC32", "HMAC", "DUMMY")
 #: the most bookies: bookie n is 127.0.0.<n+1>
 MAX_BOOKIES = 250
@@ -260,12 +261,9 @@ class _Cluster:
         self.ids = {name: _bookie_id(n) for n, name in enumerate(self.names, 1)}
         self.by_id = {v: k for k, v in self.ids.items()}
         self.instance_id = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+        kinds = {"db": DB, "interleaved": INTERLEAVED, "sorted": SORTED}
         self.kind = {
-            name: (
-                DB
-                if cfg.storage == "db" or (cfg.storage == "mixed" and n % 2 == 1)
-                else INTERLEAVED
-            )
+            name: kinds.get(cfg.storage) or (DB, SORTED, INTERLEAVED)[(n - 1) % 3]
             for n, name in enumerate(self.names, 1)
         }
         self.dirs = {

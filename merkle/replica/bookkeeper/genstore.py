@@ -10,7 +10,9 @@ sets in the order a client sends them; the storage lays them out as BookKeeper d
   (ledger, entry) (SingleDirectoryDbLedgerStorage.checkpoint, WriteCache.forEach);
 - Interleaved: one entry logger for the bookie, entries in arrival order, each new log in a
   directory picked at random (EntryLogManagerForSingleEntryLog / pickRandomWritableDir), each
-  ledger's `.idx` in a directory picked at random when the ledger is first written.
+  ledger's `.idx` in a directory picked at random when the ledger is first written;
+- Sorted (BookKeeper's default): Interleaved's files, the entries reaching the log at each
+  memtable flush sorted by (ledger, entry) (EntryMemTable's snapshot).
 
 A log rotates when the next record would pass the size limit (EntryLogManagerBase
 .reachEntryLogLimit); a rotated log gets its ledgers map and header; the last written one keeps
@@ -39,10 +41,11 @@ from merkle.replica.bookkeeper.write import (
     write_rocksdb,
 )
 
-__all__ = ["DB", "INTERLEAVED", "BookieStorage", "Log", "Record"]
+__all__ = ["DB", "INTERLEAVED", "SORTED", "BookieStorage", "Log", "Record"]
 
-DB, INTERLEAVED = "DbLedgerStorage", "InterleavedLedgerStorage"
-#: entries a DbLedgerStorage directory's write cache collects before a flush sorts them
+DB, INTERLEAVED, SORTED = "DbLedgerStorage", "InterleavedLedgerStorage", "SortedLedgerStorage"
+#: entries a DbLedgerStorage directory's write cache (SortedLedgerStorage's memtable) collects
+#: before a flush sorts them
 FLUSH_EVERY = 16
 
 
@@ -147,9 +150,9 @@ class BookieStorage:
         """An add the bookie acknowledged (journalled; reaches the log at the next flush)."""
         self.master_keys.setdefault(ledger, key)
         n = self.logger_of(ledger)
+        if self.kind != DB and ledger not in self.idx_dir:
+            self.idx_dir[ledger] = self.rng.randrange(self.num_dirs)
         if self.kind == INTERLEAVED:
-            if ledger not in self.idx_dir:
-                self.idx_dir[ledger] = self.rng.randrange(self.num_dirs)
             log, pos = self.loggers[0].add(ledger, entry, data)
             self.index[(ledger, entry)] = (0, log, pos)
             return
