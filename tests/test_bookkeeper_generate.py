@@ -210,8 +210,8 @@ def _tree(root: Path) -> Dict[str, str]:
 
 
 def test_the_same_seed_gives_the_same_bookies(tmp_path: Path, capsys: Any) -> None:
-    a = _generate(tmp_path / "a", "default", "db")
-    b = _generate(tmp_path / "b", "default", "db")
+    a = _generate(tmp_path / "a", "default", "mixed")
+    b = _generate(tmp_path / "b", "default", "mixed")
     assert a == b
     assert _tree(tmp_path / "a") == _tree(tmp_path / "b")
     current = "bookie-1/ledgers-0/current"
@@ -219,7 +219,7 @@ def test_the_same_seed_gives_the_same_bookies(tmp_path: Path, capsys: Any) -> No
         db_indexes(str(tmp_path / "a" / current))[:2]
         == db_indexes(str(tmp_path / "b" / current))[:2]
     )
-    _generate(tmp_path / "c", "default", "db", seed=8)
+    _generate(tmp_path / "c", "default", "mixed", seed=8)
     assert _tree(tmp_path / "c") != _tree(tmp_path / "a")
 
 

@@ -17,13 +17,14 @@ ledger metadata, injected faults and the ground truth in a manifest.
 
 Bookie n (from 1) is `127.0.0.<n+1>:3181` and lists its directories relative to <out>, as a
 bookie started in <out> would (the golden cluster's cookies do the same). The ledgers cycle
-through the digest types CRC32C, CRC32 (with an empty password), HMAC and DUMMY; ensembles of
-`ensemble` bookies with write and ack quorums, every entry on its round-robin write set
-(RoundRobinDistributionSchedule, 64-bit); ledger 1 changes its ensemble half-way when there is
-a bookie to spare. `storage`: `db` (DbLedgerStorage, what Pulsar runs), `interleaved`
-(InterleavedLedgerStorage's `.idx` files), `sorted` (SortedLedgerStorage, BookKeeper's default:
-the same files, each memtable flush sorted), or `mixed` (bookies 1, 4, 7... db, 2, 5, 8...
-sorted, 3, 6, 9... interleaved).
+through the digest types CRC32C, CRC32 (the second with an empty password), HMAC and DUMMY;
+ensembles of `ensemble` bookies with write and ack quorums, every entry on its round-robin write
+set (RoundRobinDistributionSchedule, 64-bit); the second ledger changes its ensemble half-way when
+there is a bookie to spare; the fault ledgers (open, past-last, deleted) are CRC32C.
+`storage`: `db` (DbLedgerStorage, what Pulsar runs), `interleaved` (InterleavedLedgerStorage's
+`.idx` files), `sorted` (SortedLedgerStorage, BookKeeper's default: the same files, each
+memtable flush sorted), or `mixed` (bookies 1, 4, 7... db, 2, 5, 8... sorted, 3, 6, 9...
+interleaved).
 
 Faults (FAULT_TYPES; each count is a number of events, `default` is one of each), with the
 finding the scan reports (merkle.replica.bookkeeper.scan, levels in merkle.replica.levels):
@@ -311,20 +312,24 @@ class _Cluster:
         total = cfg.ledgers + len(roles)
         low = 2 if total - 2 >= len(roles) else 0
         at = dict(zip(sorted(rng.sample(range(low, total), len(roles))), roles))
+        base = 0
         for lid in range(total):
-            self.ledgers.append(self._new_ledger(lid, at.get(lid, "")))
+            self.ledgers.append(self._new_ledger(lid, at.get(lid, ""), base))
+            base += lid not in at
         for wiped in self.wiped:
             wid = self.ids[wiped]
             if not any(wid in led.bookies() for led in self.ledgers if led.state == "CLOSED"):
                 # the reformatted bookie must have been given something to lose
-                led = self.ledgers[0]
+                led = next(led for led in self.ledgers if led.role in ("", "ensemble-change"))
                 led.segments = [(0, [wid, *led.segments[0][1][1:]])]
                 led.role = "" if led.role == "ensemble-change" else led.role
 
-    def _new_ledger(self, lid: int, role: str) -> _Ledger:
+    def _new_ledger(self, lid: int, role: str, base: int) -> _Ledger:
+        """Ledger `lid`, the `base`-th of the ledgers that are not a fault's: those cycle
+        through the digest types (the fault ledgers are CRC32C)."""
         cfg, rng = self.cfg, self.rng
-        digest = DIGESTS[lid % len(DIGESTS)]
-        password = b"" if digest == "CRC32" and lid % 8 == 1 else f"gen-{lid}".encode()
+        digest = "CRC32C" if role else DIGESTS[base % len(DIGESTS)]
+        password = b"" if digest == "CRC32" and base % 8 == 1 else f"gen-{lid}".encode()
         if role:
             n = _FAULT_LEDGER_ENTRIES
         else:
@@ -333,7 +338,7 @@ class _Cluster:
         ensemble = [self.ids[b] for b in rng.sample(self.names, cfg.ensemble)]
         segments: List[Tuple[int, List[str]]] = [(0, ensemble)]
         spare = [self.ids[b] for b in self.names if self.ids[b] not in ensemble]
-        if lid == 1 and not role and spare and n >= 2:
+        if base == 1 and not role and spare and n >= 2:
             # an ensemble change: one bookie replaced from the middle of the ledger on
             changed = list(ensemble)
             changed[rng.randrange(len(changed))] = rng.choice(spare)
