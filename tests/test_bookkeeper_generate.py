@@ -245,6 +245,7 @@ def test_a_non_empty_out_is_refused_and_a_run_is_replaced(tmp_path: Path, capsys
         (["--bookies", "3", "--faults", "reformatted-bookie"], "reformatted-bookie=1"),
         (["--containers", "3"], "--containers is not for --layout bookkeeper"),
         (["--quorum", "x"], "E/W/A"),
+        (["--entries", "90000-90000", "--entry-size", "4000"], "builds in memory"),
     ],
 )
 def test_bad_parameters_are_one_line(

@@ -124,6 +124,8 @@ DIGESTS = ("CRC32C", "CRC32", "HMAC", "DUMMY")
 MAX_BOOKIES = 250
 MAX_LEDGERS = 10_000
 MAX_ENTRIES = 100_000
+#: the generator builds every bookie in memory before writing it: at most this much
+MAX_BYTES = 1 << 30
 #: a compaction's second copy of an entry reaches the log this many adds after the entry
 _COPY_AFTER = 8
 #: what a fault ledger (open, past-last, deleted) holds
@@ -200,6 +202,13 @@ class BookKeeperGeneratorConfig:
         for kind in self.faults:
             if kind not in FAULT_TYPES:
                 raise GeneratorError(f"unknown fault type {kind!r} for the bookkeeper layout")
+        most = (self.ledgers + sum(self.faults.values())) * self.max_entries
+        if most * (self.max_entry_size + 64) * (self.write_quorum + 1) > MAX_BYTES:
+            raise GeneratorError(
+                f"up to {self.ledgers} ledgers of {self.max_entries} entries of "
+                f"{self.max_entry_size} bytes: more than the {MAX_BYTES >> 20} MiB the generator "
+                f"builds in memory (fewer ledgers, entries or bytes)"
+            )
         spare = self.bookies - self.ensemble
         if self.faults.get("reformatted-bookie", 0) > spare:
             raise GeneratorError(
