@@ -497,6 +497,8 @@ LAYOUT_TO_LAYOUT = {
     # BookKeeper's DbLedgerStorage indexes are RocksDBs read through the Ozone layout's
     # snapshot helpers (one binding, one way of never writing into a live DB's directory)
     "merkle.replica.bookkeeper.index": "the RocksDB snapshot helpers of ozone.rocks",
+    # the generator writes DbLedgerStorage's RocksDBs through the same binding's loader
+    "merkle.replica.bookkeeper.write": "ozone.rocks.load_rocksdict (the one RocksDB binding)",
 }
 
 

@@ -202,3 +202,53 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
         )
     # a metadata store that lied or could not be read whole is a finding too
     return EXIT_FINDINGS if errors or source.problems else 0
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    """`crcmerkle generate OUT --layout bookkeeper`: bookies, their ledger metadata and the
+    manifest (merkle.replica.bookkeeper.generate)."""
+    from merkle.replica.bookkeeper.generate import (
+        BookKeeperGeneratorConfig,
+        generate_bookies,
+        parse_faults,
+    )
+    from merkle.replica.synth import GeneratorError
+
+    for dest, flag in (("containers", "--containers"), ("mount_path", "--mount-path")):
+        if getattr(args, dest, None) is not None:
+            raise CLIError(f"{flag} is not for --layout bookkeeper", EXIT_ERROR)
+    if args.om_db:
+        raise CLIError("--om-db is not for --layout bookkeeper", EXIT_ERROR)
+    try:
+        cfg = BookKeeperGeneratorConfig(
+            bookies=args.bookies,
+            ledger_dirs=args.ledger_dirs,
+            storage=args.storage,
+            ledgers=args.ledgers,
+            min_entries=args.entries[0],
+            max_entries=args.entries[1],
+            min_entry_size=args.entry_size[0],
+            max_entry_size=args.entry_size[1],
+            ensemble=args.quorum[0],
+            write_quorum=args.quorum[1],
+            ack_quorum=args.quorum[2],
+            log_size_limit=args.log_size,
+            faults=parse_faults(args.faults),
+            seed=args.seed,
+        )
+        manifest = generate_bookies(args.out, cfg)
+    except GeneratorError as exc:
+        raise CLIError(one_line(str(exc)), EXIT_ERROR) from None
+    if args.json:
+        json.dump(manifest, sys.stdout, indent=1, sort_keys=True)
+        sys.stdout.write("\n")
+    else:
+        print(
+            f"wrote {args.out}: {len(manifest['bookies'])} bookies, "
+            f"{len(manifest['ledgers'])} ledgers, {manifest['copies']} entry copies; "
+            f"{len(manifest['faults'])} faults ({len(manifest['expected_findings'])} expected "
+            f"findings); metadata {args.out}/{manifest['metadata']['znode_tree']} (znode tree) "
+            f"and {args.out}/{manifest['metadata']['dumps']} (dump files); manifest "
+            f"{args.out}/manifest.json"
+        )
+    return 0

@@ -22,10 +22,13 @@ DESCRIPTION = """\
 Write a synthetic cluster OUT/dn<d>/vol<v>/... of container replicas (random data,
 Ozone-style blocks and chunks scaled down), inject faults on chosen replicas, and write the
 ground truth OUT/manifest.json: every fault and the exact errors 'crcmerkle scan' must
-report for each replica. The same --seed gives the same bytes."""
+report for each replica. The same --seed gives the same bytes. With --layout bookkeeper:
+BookKeeper bookies OUT/bookie-<n>/... instead, their ledger metadata, and the findings
+'crcmerkle scan ... --ledger-metadata OUT/zookeeper' must report."""
 
 
 def _epilog() -> str:
+    from merkle.replica.bookkeeper.generate import FAULT_TYPES as BK_FAULTS
     from merkle.replica.generate import DEFAULT_FAULTS, FAULT_TYPES
     from merkle.replica.layouts import layouts
 
@@ -39,7 +42,9 @@ def _epilog() -> str:
         + f"--faults default = {DEFAULT_FAULTS}"
         + "".join(f" (+ one of each {name}-only fault with --layout {name})" for name, _ in own)
         + "\n"
-        "see merkle/replica/generate.py for what each one does and reports\n\n"
+        "see merkle/replica/generate.py for what each one does and reports\n"
+        "--layout bookkeeper (bookies, their ledger metadata; merkle/replica/bookkeeper/"
+        "generate.py):\n  " + ", ".join(BK_FAULTS) + "\n  --faults default = one of each\n\n"
         "OUT must be new or empty, or hold only an earlier generate run (its marker file "
         ".crcmerkle-generate), which is replaced; a failed run removes what it wrote.\n\n"
         + exit_status_help("never (0 written, 2 could not)")
@@ -171,12 +176,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--layout",
-        choices=("ozone", "crcmerkle"),
+        choices=("ozone", "crcmerkle", "bookkeeper"),
         default="ozone",
         help="ozone (default): real datanode volumes (OUT/dn<d>/vol<v>/hdds/..., "
         "RocksDB container.db, .container files; the ozone extra), with the "
         "Ozone-only faults too; crcmerkle: OUT/dn<d>/vol<v>/<containerID> with "
-        "block metadata in .blocks files (what 'crcmerkle reconcile' repairs)",
+        "block metadata in .blocks files (what 'crcmerkle reconcile' repairs); "
+        "bookkeeper: BookKeeper bookies OUT/bookie-<n>/... and their ledger "
+        "metadata (OUT/zookeeper/, OUT/ledger-metadata/), options below",
     )
     p.add_argument(
         "--mount-path",
@@ -202,8 +209,81 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="random seed: the same seed gives the same bytes (default 0)",
     )
     p.add_argument("--json", action="store_true", help="print the manifest")
+    _add_bookkeeper_options(p)
     p.set_defaults(func=run)
     return p
+
+
+def _quorum(text: str) -> Tuple[int, int, int]:
+    parts = text.split("/") if len(text) <= 40 else []
+    if len(parts) != 3 or not all(x.isdigit() for x in parts):
+        raise argparse.ArgumentTypeError(f"must be E/W/A, such as 3/2/2, not {text[:40]!r}")
+    e, w, a = map(int, parts)
+    return e, w, a
+
+
+def _size_range(text: str) -> Tuple[int, int]:
+    lo, _, hi = text.partition("-")
+    try:
+        a, b = (int(lo), int(hi or lo)) if len(text) <= 40 else (-1, -1)
+    except ValueError:
+        a = b = -1
+    if not 0 <= a <= b <= MAX_BUFFER_BYTES:
+        raise argparse.ArgumentTypeError(
+            f"must be N or MIN-MAX bytes with 0 <= MIN <= MAX, not {text[:60]!r}"
+        )
+    return a, b
+
+
+def _add_bookkeeper_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("--layout bookkeeper")
+    g.add_argument("--bookies", type=positive_int, default=4, metavar="N", help="default 4")
+    g.add_argument(
+        "--ledger-dirs",
+        type=positive_int,
+        default=2,
+        metavar="N",
+        help="ledger directories per bookie (default 2)",
+    )
+    g.add_argument(
+        "--storage",
+        choices=("db", "interleaved", "sorted", "mixed"),
+        default="db",
+        help="db (default): DbLedgerStorage (RocksDB indexes); interleaved: "
+        "InterleavedLedgerStorage (.idx files, entries in arrival order); sorted: "
+        "SortedLedgerStorage, BookKeeper's default (.idx files, each flush sorted); "
+        "mixed: the three in turn, bookie by bookie",
+    )
+    g.add_argument("--ledgers", type=positive_int, default=6, metavar="N", help="default 6")
+    g.add_argument(
+        "--entries",
+        type=_range,
+        default=(10, 30),
+        metavar="MIN-MAX",
+        help="entries per ledger (default 10-30)",
+    )
+    g.add_argument(
+        "--entry-size",
+        type=_size_range,
+        default=(0, 512),
+        metavar="MIN-MAX",
+        help="payload bytes per entry (default 0-512)",
+    )
+    g.add_argument(
+        "--quorum",
+        type=_quorum,
+        default=(3, 2, 2),
+        metavar="E/W/A",
+        help="ensemble size, write quorum, ack quorum (default 3/2/2)",
+    )
+    g.add_argument(
+        "--log-size",
+        type=size_up_to(1 << 30),
+        default=6144,
+        metavar="SIZE",
+        help="entry-log size limit (logSizeLimit; default 6144, the golden cluster's, so "
+        "that logs rotate; BookKeeper: 1GiB)",
+    )
 
 
 def default_containers(layout: str) -> int:
@@ -218,6 +298,10 @@ def default_containers(layout: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.layout == "bookkeeper":
+        from merkle.cli.bookkeeper import run_generate
+
+        return run_generate(args)
     from merkle.replica.generate import (
         GeneratorConfig,
         GeneratorError,

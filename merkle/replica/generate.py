@@ -46,7 +46,6 @@ import json
 import os
 import random
 import re
-import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Set, Tuple, Union
@@ -67,7 +66,14 @@ from merkle.replica.scan import (
 )
 
 # re-exported: their home is below the generator and the layouts (merkle.replica.synth)
-from merkle.replica.synth import GeneratorError, block_data  # noqa: F401
+from merkle.replica.synth import (  # noqa: F401
+    MARKER_NAME,
+    GeneratorError,
+    block_data,
+    prepare_output,
+    remove_run,
+    write_new_file,
+)
 
 __all__ = [
     "DEFAULT_FAULTS",
@@ -638,10 +644,8 @@ def generate_cluster(
     return manifest
 
 
-#: Marker file of a generated cluster: a later run may replace a directory holding only a
-#: generated cluster (the marker, the manifest, dn<N>/ directories, the ozone staging area,
-#: the OM DB).
-MARKER_NAME = ".crcmerkle-generate"
+#: what a generated cluster holds besides the marker (merkle.replica.synth.MARKER_NAME): the
+#: manifest, dn<N>/ directories, the ozone staging area, the OM DB; a later run may replace it
 _STAGING = ".staging"
 _OM_DB = "om.db"  # the ozone layout's OM DB (merkle.replica.ozone.omkeys.OM_DB_NAME)
 _OWN_ENTRY = re.compile(r"dn\d+")
@@ -656,66 +660,12 @@ def _is_own_entry(name: str) -> bool:
 def _prepare_output(root: Path) -> bool:
     """Create `root`, or accept it empty, or clear an earlier generated cluster from it (see
     MARKER_NAME), then write the marker. True when this call created the directory."""
-    if root.exists() and not root.is_dir():
-        raise GeneratorError("output path exists and is not a directory", os.fspath(root))
-    entries = os.listdir(root) if root.exists() else []
-    if entries and (
-        MARKER_NAME not in entries
-        or not all(map(_is_own_entry, entries))
-        or not os.path.isfile(root / MARKER_NAME)
-        or os.path.islink(root / MARKER_NAME)
-    ):
-        raise GeneratorError(
-            "output directory exists and is not empty (and holds more than "
-            "an earlier 'crcmerkle generate' run)",
-            os.fspath(root),
-        )
-    created = not root.exists()
-    if entries:
-        _remove_run(root, keep_marker=True)
-    root.mkdir(parents=True, exist_ok=True)
-    _write_new_file(
-        root, MARKER_NAME, "written by crcmerkle generate: a later run may replace this directory\n"
-    )
-    return created
+    return prepare_output(root, _is_own_entry)
 
 
 def _write_new_file(root: Path, name: str, text: str) -> None:
-    """Write `root/name` as a new file, never through a link: OUT may be a directory another
-    user prepared, and a link planted there (to a root-only file) must not be written through
-    (the old entry, a file of an earlier run, is removed first)."""
-    path = root / name
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-    fd = os.open(
-        path,
-        os.O_WRONLY
-        | os.O_CREAT
-        | os.O_EXCL
-        | getattr(os, "O_NOFOLLOW", 0)
-        | getattr(os, "O_CLOEXEC", 0),
-        0o644,
-    )
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
+    write_new_file(root, name, text)
 
 
 def _remove_run(root: Path, keep_marker: bool) -> None:
-    """Remove a generated cluster's entries from root (and root itself unless keep_marker)."""
-    if not root.is_dir():
-        return
-    for name in os.listdir(root):
-        if not _is_own_entry(name) or (keep_marker and name == MARKER_NAME):
-            continue
-        p = root / name
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p)
-        else:
-            p.unlink()
-    if not keep_marker:
-        try:
-            root.rmdir()
-        except OSError:
-            pass  # something else appeared meanwhile: leave it
+    remove_run(root, _is_own_entry, keep_marker)

@@ -414,51 +414,92 @@ def _check_master_keys(
             )
 
 
-def _scan_dir(
-    d: LedgerDir, bookie: str, metadata: Dict[int, LedgerMetadata], report: ScanReport
-) -> Optional[_DirIndex]:
+def _is_db_storage(d: LedgerDir) -> bool:
+    """Whether the directory holds DbLedgerStorage's RocksDBs (in it, or in its index
+    directory); else it is Interleaved/Sorted storage's (`.idx` files)."""
     try:
-        top = open_dir(d.path, follow=True)
-        try:
-            current_fd = open_dir("current", top)
-        finally:
-            os.close(top)
-    except OSError as exc:
-        report.failed.append({"path": d.path, "error": f"{d.path}: {exc.strerror or exc}"})
-        return None
+        names = set(os.listdir(d.index_current))
+    except OSError:
+        return False
+    return "locations" in names or "ledgers" in names
+
+
+def _storages(ds: List[LedgerDir]) -> List[List[LedgerDir]]:
+    """A bookie's ledger storages: each DbLedgerStorage directory is one (a
+    SingleDirectoryDbLedgerStorage with its own entry logger and indexes); all its
+    Interleaved/Sorted directories are one: a single entry logger puts each new log in any of
+    them and each ledger's `.idx` lands in any of them (DefaultEntryLogger.findFile and
+    IndexPersistenceMgr.findIndexFile search every ledger directory)."""
+    db = [[d] for d in ds if _is_db_storage(d)]
+    interleaved = [d for d in ds if not _is_db_storage(d)]
+    return db + ([interleaved] if interleaved else [])
+
+
+def _pooled(parts: List[_DirIndex]) -> _DirIndex:
+    """The index of a storage over several directories: every directory's `.idx` entries."""
+    if len(parts) == 1:
+        return parts[0]
+    keys: Dict[int, bytes] = {}
+    for part in parts:
+        keys.update(part.master_keys)
+    return _DirIndex(
+        sorted(e for part in parts for e in part.entries),
+        set().union(*(part.ledgers for part in parts)),
+        parts[0].storage,
+        keys,
+    )
+
+
+def _scan_storage(
+    ds: List[LedgerDir], bookie: str, metadata: Dict[int, LedgerMetadata], report: ScanReport
+) -> Dict[str, _DirIndex]:
+    """Verify one ledger storage of a bookie (see _storages): its index, then every entry
+    log of its directories against it. Returns the index by directory path (the directories
+    whose index was read)."""
+    fds: Dict[str, int] = {}
     try:
-        index = _read_index(d, current_fd, report, bookie)
-        if index is None:
-            return None
-        _check_master_keys(d, bookie, index, metadata, report)
+        for d in ds:
+            try:
+                top = open_dir(d.path, follow=True)
+                try:
+                    fds[d.path] = open_dir("current", top)
+                finally:
+                    os.close(top)
+            except OSError as exc:
+                report.failed.append({"path": d.path, "error": f"{d.path}: {exc.strerror or exc}"})
+        read = [(d, _read_index(d, fds[d.path], report, bookie)) for d in ds if d.path in fds]
+        parts = [(d, index) for d, index in read if index is not None]
+        if not parts:
+            return {}
+        index = _pooled([i for _, i in parts])
+        _check_master_keys(parts[0][0], bookie, index, metadata, report)
         by_log: Dict[int, List[Tuple[int, int, int]]] = defaultdict(list)
         for lid, eid, loc in index.entries:
             log_id, pos = split_location(loc)
             by_log[log_id].append((pos, lid, eid))
-        names = sorted(os.listdir(current_fd))
-        for name in names:
-            if COMPACTION_LEFTOVER.fullmatch(name):
-                report.add(
-                    UNINDEXED_ENTRY,
-                    "a compaction's leftover file (a compaction was "
-                    "interrupted; BookKeeper finishes or removes it at start-up): its "
-                    "entries are not read",
-                    bookie=bookie,
-                    file=os.path.join(d.current, name),
-                )
-        logs: Dict[int, str] = {}
-        for n in names:
-            listed = log_id_of(n)
-            if listed is not None:
-                logs[listed] = n
+        logs: Dict[int, Tuple[LedgerDir, str]] = {}
+        for d, _ in parts:
+            for name in sorted(os.listdir(fds[d.path])):
+                if COMPACTION_LEFTOVER.fullmatch(name):
+                    report.add(
+                        UNINDEXED_ENTRY,
+                        "a compaction's leftover file (a compaction was "
+                        "interrupted; BookKeeper finishes or removes it at start-up): its "
+                        "entries are not read",
+                        bookie=bookie,
+                        file=os.path.join(d.current, name),
+                    )
+                listed = log_id_of(name)
+                if listed is not None:
+                    logs.setdefault(listed, (d, name))  # the first directory, as findFile
         for log_id in sorted(set(by_log) | set(logs)):
-            name = logs.get(log_id, f"{log_id:x}.log")
-            _one_log(
-                current_fd, d, name, bookie, sorted(by_log.get(log_id, [])), index, metadata, report
-            )
-        return index
+            d, name = logs.get(log_id, (parts[0][0], f"{log_id:x}.log"))
+            todo = sorted(by_log.get(log_id, []))
+            _one_log(fds[d.path], d, name, bookie, todo, index, metadata, report)
+        return {d.path: index for d, _ in parts}
     finally:
-        os.close(current_fd)
+        for fd in fds.values():
+            os.close(fd)
 
 
 def _one_log(
@@ -981,10 +1022,8 @@ def scan_bookies(
     indexes: Dict[str, _DirIndex] = {}
     for bookie, ds in sorted(by_bookie.items()):
         report.bookies[bookie] = [d.path for d in ds]
-        for d in ds:
-            index = _scan_dir(d, bookie, metadata, report)
-            if index is not None:
-                indexes[d.path] = index
+        for storage in _storages(ds):
+            indexes.update(_scan_storage(storage, bookie, metadata, report))
     _wrong_dir(by_bookie, indexes, report)
     _place(metadata, by_bookie, indexes, report, unread, metadata_complete)
     return report
