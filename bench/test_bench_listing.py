@@ -1,6 +1,7 @@
-"""Listing: how fast the Spark jobs' discovery (spark_udfs.fs.discover) finds replicas, in
-replicas listed per second, on local paths and on an S3-compatible store on 127.0.0.1
-(moto's server, tests/loopback_s3.py), at 1,200 and 12,000 replicas (BENCH_SHORT=1: 1,200).
+"""Listing: how fast the Spark jobs' discovery (merkle.replica.crcmerkle.remote.discover)
+finds replicas, in replicas listed per second, on local paths and on an S3-compatible store
+on 127.0.0.1 (moto's server, tests/loopback_s3.py), at 1,200 and 12,000 replicas
+(BENCH_SHORT=1: 1,200).
 
 The layout is a cluster's: 10 datanodes x 2 volumes, 3 replicas per container, each replica
 with two metadata files and two block files (empty: listing reads no data). The S3 case also
@@ -19,7 +20,7 @@ from typing import Iterator, Tuple
 
 import pytest
 
-from spark_udfs import fs
+from merkle.replica.crcmerkle import remote as fs  # noqa: E402
 
 from conftest import SHORT  # noqa: E402  (bench/conftest.py)
 

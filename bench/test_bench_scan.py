@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from merkle.cli import benchmarking as bm
-from merkle.replica.crcmerkle.writer import ContainerWriter
+from merkle.replica.replicadir.writer import ContainerWriter
 from merkle.replica.scan import DEFAULT_BUFFER_SIZE, scan_container
 
 from conftest import SHORT

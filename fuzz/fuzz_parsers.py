@@ -20,8 +20,8 @@ from typing import List
 import numpy as np
 
 from merkle import _native
-from merkle.replica.crcmerkle.blockmeta import ContainerMeta
 from merkle.replica.errors import BlockMetaError
+from merkle.replica.replicadir.blockmeta import ContainerMeta
 from merkle.trees.diff import diff
 from merkle.trees.merge import merge
 from merkle.trees.treefile import TreeFileError, tree_from_bytes, tree_to_bytes
@@ -108,7 +108,7 @@ def target_blockmeta(data: bytes) -> None:
     again = ContainerMeta.from_bytes(encoded)
     assert again == meta, "encode -> decode changed the metadata"
     assert again.to_bytes() == encoded, "re-encoding is not a fixed point"
-    from merkle.replica.crcmerkle.writer import tree_from_meta
+    from merkle.replica.replicadir.writer import tree_from_meta
 
     tree = tree_from_meta(meta)  # what the writer stores from it: must be a valid tree
     assert tree.n_chunks == meta.n_chunks
@@ -149,7 +149,7 @@ def seeds_blockmeta() -> List[bytes]:
     for framing repair (0x01) and raw (0x00)."""
     import hashlib
 
-    from merkle.replica.crcmerkle.blockmeta import MD5, NONE, SHA256, ChunkMeta
+    from merkle.replica.replicadir.blockmeta import MD5, NONE, SHA256, ChunkMeta
 
     meta = ContainerMeta(9)
     data = bytes(range(256)) * 40

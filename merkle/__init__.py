@@ -78,7 +78,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "ReconcileResult": ("merkle.replica.reconcile", "ReconcileResult"),
     "reconcile": ("merkle.replica.reconcile", "reconcile"),
     "reconcile_round": ("merkle.replica.reconcile", "reconcile_round"),
-    "ContainerWriter": ("merkle.replica.crcmerkle.writer", "ContainerWriter"),
+    "ContainerWriter": ("merkle.replica.replicadir.writer", "ContainerWriter"),
     "generate_cluster": ("merkle.replica.generate", "generate_cluster"),
     # the subpackages, as attributes (`import merkle; merkle.trees.model`) as before
     "_native": ("merkle._native", None),
@@ -97,10 +97,10 @@ if _TYPE_CHECKING:  # what _import_numpy_layers binds at run time, spelled out f
         combine_many,
     )
     from merkle.copies.fold import full_object_crc
-    from merkle.replica.crcmerkle.writer import ContainerWriter
     from merkle.replica.errors import BlockMetaError, ReplicaError, ReplicaLockedError
     from merkle.replica.generate import generate_cluster
     from merkle.replica.reconcile import ReconcileResult, reconcile, reconcile_round
+    from merkle.replica.replicadir.writer import ContainerWriter
     from merkle.replica.scan import ScanError, ScanResult, scan_container
     from merkle.trees import ozone
     from merkle.trees.diff import (

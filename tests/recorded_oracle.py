@@ -54,7 +54,7 @@ def _ozone(root: Path) -> Dict[Key, Recorded]:
 
 def _blocks_file(path: Path) -> Iterator[Tuple[int, int, Recorded]]:
     """(block, offset, recorded) of every chunk record of a `.blocks` file (format 1, as
-    merkle/replica/crcmerkle/blockmeta.py's docstring lays it out)."""
+    merkle/replica/replicadir/blockmeta.py's docstring lays it out)."""
     data = path.read_bytes()
     magic, _version, header_size, _cid, n_blocks, _n_chunks, _body = struct.unpack_from(
         ">4sHHqIIQ", data, 0

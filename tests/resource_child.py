@@ -17,8 +17,8 @@ import time
 import numpy as np
 
 import merkle
-from merkle.replica.crcmerkle.blockmeta import CRC32, ChunkMeta, ContainerMeta, write_blockmeta
-from merkle.replica.crcmerkle.writer import tree_from_meta
+from merkle.replica.replicadir.blockmeta import CRC32, ChunkMeta, ContainerMeta, write_blockmeta
+from merkle.replica.replicadir.writer import tree_from_meta
 from merkle.replica.scan import scan_container
 from merkle.trees.diff import diff
 from merkle.trees.model import ContainerTree

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from test_replica_reconcile import assert_converged
 
-from merkle.replica.crcmerkle.blockmeta import ContainerMeta
+from merkle.replica.replicadir.blockmeta import ContainerMeta
 from merkle.trees.treefile import tree_from_bytes
 
 from replica_helpers import file_sizes, full_round, make_cluster

@@ -76,7 +76,7 @@ def test_harness_reports_a_wrong_backend(tmp_path):
 def test_parser_seeds_are_valid_inputs():
     """Every seed parses (so mutations start from the success path, where the round-trip
     checks live) and the targets accept them."""
-    from merkle.replica.crcmerkle.blockmeta import ContainerMeta
+    from merkle.replica.replicadir.blockmeta import ContainerMeta
     from merkle.trees.treefile import tree_from_bytes
 
     from fuzz import fuzz_parsers as fp

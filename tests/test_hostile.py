@@ -27,15 +27,15 @@ import pytest
 
 import merkle
 from merkle.cli import main
-from merkle.replica.crcmerkle.blockmeta import (
+from merkle.replica.reconcile import reconcile
+from merkle.replica.replicadir.blockmeta import (
     CRC32,
     ChunkMeta,
     ContainerMeta,
     read_blockmeta,
     write_blockmeta,
 )
-from merkle.replica.crcmerkle.writer import ContainerWriter, tree_from_meta
-from merkle.replica.reconcile import reconcile
+from merkle.replica.replicadir.writer import ContainerWriter, tree_from_meta
 from merkle.replica.scan import scan_container
 from merkle.trees.model import ContainerTree
 from merkle.trees.treefile import TreeFileError, read_tree, tree_from_bytes, write_tree
@@ -308,7 +308,7 @@ def test_3_spark_executor_scan_never_hangs_on_a_fifo(tmp_path):
     block(reps[0], 1).unlink()
     os.mkfifo(block(reps[0], 1))
     code = textwrap.dedent(f"""
-        from spark_udfs.fs import discover, replica_files
+        from merkle.replica.crcmerkle.remote import discover, replica_files
         from merkle.replica.scan import scan_files
         for root in ({str(tmp_path)!r}, "file://" + {str(tmp_path)!r}):
             rep, = discover(root)
@@ -1101,7 +1101,7 @@ def test_S7_a_linked_replica_directory_is_reported_never_followed(tmp_path, caps
     (tmp_path / "cm" / "dn1" / "vol1").mkdir(parents=True)
     (tmp_path / "cm" / "dn1" / "vol1" / "1").symlink_to(reps[0])
     code = textwrap.dedent(f"""
-        from spark_udfs.fs import discover
+        from merkle.replica.crcmerkle.remote import discover
         for root in ({str(tmp_path / "cm")!r}, "file://" + {str(tmp_path / "cm")!r}):
             print(sorted((r.datanode, r.container) for r in discover(root)))
     """)

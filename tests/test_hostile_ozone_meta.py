@@ -24,12 +24,12 @@ pytest.importorskip("yaml")
 from test_ozone_layout import keys, make_volume  # noqa: E402
 
 from merkle.cli import main as main_scan  # noqa: E402
-from merkle.replica.crcmerkle.blockmeta import BlockMeta, ChunkMeta, ContainerMeta  # noqa: E402
-from merkle.replica.crcmerkle.writer import tree_from_meta  # noqa: E402
 from merkle.replica.ozone import datanode_pb2 as pb  # noqa: E402
 from merkle.replica.ozone.layout import find_volumes  # noqa: E402
 from merkle.replica.ozone.rocks import block_key, write_volume_db  # noqa: E402
 from merkle.replica.ozone.writer import VolumeWriter  # noqa: E402
+from merkle.replica.replicadir.blockmeta import BlockMeta, ChunkMeta, ContainerMeta  # noqa: E402
+from merkle.replica.replicadir.writer import tree_from_meta  # noqa: E402
 from merkle.replica.safeopen import FileTooLargeError, open_dir, open_regular  # noqa: E402
 from merkle.replica.scan import scan_files, scan_paths  # noqa: E402
 from merkle.trees.ozone import format_checksum  # noqa: E402
@@ -414,8 +414,8 @@ def test_remote_metadata_above_the_cap_is_refused_unread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pafs = pytest.importorskip("pyarrow.fs")
+    from merkle.replica.crcmerkle.remote import ArrowReplicaFiles
     from merkle.replica.files import read_capped
-    from spark_udfs.fs import ArrowReplicaFiles
 
     from replica_helpers import make_cluster
 

@@ -26,7 +26,7 @@ import pytest
 from test_hostile import CID, IS_ROOT, KiB, block, child, make_replica, payload
 
 from merkle.replica.commandlist import lines_digest, parts_digest, read_command_list
-from merkle.replica.crcmerkle.writer import ContainerWriter
+from merkle.replica.replicadir.writer import ContainerWriter
 
 from replica_helpers import snapshot
 

@@ -442,19 +442,23 @@ LAYERS: List[Tuple[str, ...]] = [
         "merkle.replica.blocks",
         "merkle.replica.results",
         "merkle.replica.uri",
+        "merkle.replica.rocksdb",
         "merkle.messages",
     ),
-    # the layout packages, with the readers and the verifier they share (files.py and
-    # verify.py read crcmerkle's local files; lock.py is its replica lock)
+    # a container replica as a directory of block files, and its readers, verifier and lock:
+    # the shape crcmerkle's layout and Ozone's container directories share, knowing neither
+    (
+        "merkle.replica.replicadir",
+        "merkle.replica.files",
+        "merkle.replica.verify",
+        "merkle.replica.lock",
+    ),
+    # the layout packages (and Ozone's OM DB format: read by the copy check, written by the
+    # ozone layout's generator, `generate --om-db`, merkle.replica.ozone.omkeys)
     (
         "merkle.replica.crcmerkle",
         "merkle.replica.ozone",
         "merkle.replica.bookkeeper",
-        "merkle.replica.files",
-        "merkle.replica.verify",
-        "merkle.replica.lock",
-        # Ozone's OM DB format: read by the copy check, written by the ozone layout's generator
-        # (`generate --om-db`, merkle.replica.ozone.omkeys)
         "merkle.copies.om_pb2",
         "merkle.copies.omdb",
     ),
@@ -471,34 +475,12 @@ LAYERS: List[Tuple[str, ...]] = [
     ("spark_udfs",),
     ("merkle.cli", "merkle.__main__", "spark_udfs.cli", "spark_udfs.__main__"),
 ]
-_JOBS = 5
-_SPARK = 7
 _LAYOUT_PACKAGES = ("merkle.replica.crcmerkle", "merkle.replica.ozone", "merkle.replica.bookkeeper")
 
-#: a job or spark_udfs module (or, with `*`, modules whose names start so) reaching into a
-#: layout package, and why it may
-REACHES_INTO_A_LAYOUT = {
-    # spark_udfs.fs keeps its public names, moved into the crcmerkle layout (re-exports)
-    "spark_udfs.fs": "re-exports merkle.replica.crcmerkle.remote",
-    # the generator writes crcmerkle-layout replicas (a layout that is not generated in place
-    # moves them onto its volumes: Layout.finish_generation)
-    "merkle.replica.generate": "ContainerWriter, the crcmerkle layout's writer",
-    # a repair target's directory (Layout.open_repair -> RepairTarget.paths) has crcmerkle's
-    # shape on both shipped layouts; the job names its type
-    "merkle.replica.reconcile.job": "ContainerPaths (a type)",
-    # the copy is the layout's (Layout.copy_replica); the job keeps the names it always
-    # exported, now the crcmerkle copier's (STAGING_PREFIX, open_in)
-    "merkle.replica.replicate": "re-exports of merkle.replica.crcmerkle.copier",
-}
 #: a layout package importing the other one, and why it may
 LAYOUT_TO_LAYOUT = {
     "merkle.replica.ozone.offline": "an Ozone container directory has crcmerkle's shape",
     "merkle.replica.ozone.generate": "converts a generated crcmerkle cluster",
-    # BookKeeper's DbLedgerStorage indexes are RocksDBs read through the Ozone layout's
-    # snapshot helpers (one binding, one way of never writing into a live DB's directory)
-    "merkle.replica.bookkeeper.index": "the RocksDB snapshot helpers of ozone.rocks",
-    # the generator writes DbLedgerStorage's RocksDBs through the same binding's loader
-    "merkle.replica.bookkeeper.write": "ozone.rocks.load_rocksdict (the one RocksDB binding)",
 }
 
 
@@ -571,14 +553,30 @@ def _upward(graph: Dict[str, Set[str]]) -> Set[Tuple[str, str]]:
     return {(m, t) for m, ts in graph.items() for t in ts if _layer(t) > _layer(m)}
 
 
+#: the registry: it registers the shipped layouts, and is how everything else finds them
+_REGISTRY = "merkle.replica.layouts"
+
+
+def _system_of(module: str) -> Optional[str]:
+    """The layout package a module outside the layout packages is named for (a front end of
+    one system: merkle.cli.bookkeeper, spark_udfs.jobs.bookkeeper), else None."""
+    parts = module.split(".")
+    for package in _LAYOUT_PACKAGES:
+        if package.rsplit(".", 1)[1] in parts:
+            return package
+    return None
+
+
 def _into_layouts(graph: Dict[str, Set[str]]) -> Set[Tuple[str, str]]:
-    """Imports of a layout package's modules by a job or by spark_udfs."""
+    """Imports of a layout package's modules by a module outside them: none but the
+    registry's and those of one system's front end into that system's package."""
     return {
         (m, t)
         for m, ts in graph.items()
-        if _layer(m) in (_JOBS, _SPARK)
+        if not m.startswith(_LAYOUT_PACKAGES) and m != _REGISTRY
         for t in ts
         if t.startswith(_LAYOUT_PACKAGES)
+        and not (_system_of(m) is not None and t.startswith(_system_of(m) + "."))  # type: ignore[operator]
     }
 
 
@@ -598,17 +596,14 @@ def test_lower_layers_never_import_higher_ones() -> None:
     assert sorted(upward) == []
 
 
-def test_jobs_and_spark_reach_the_layouts_only_through_the_registry() -> None:
+def test_nothing_neutral_imports_a_layout() -> None:
+    """No module outside the layout packages imports one (the jobs, the verifier, the
+    generator, the CLI and spark_udfs reach a layout through the registry), with no named
+    exceptions: only a module named for one system, its front end, imports that system's."""
     graph = _module_graph()
-    bad = sorted(
-        (m, t)
-        for m, t in _into_layouts(graph)
-        if not any(_matches(m, allowed) for allowed in REACHES_INTO_A_LAYOUT)
-    )
-    assert bad == []
+    assert sorted(_into_layouts(graph)) == []
     for module in ("merkle.replica.scan", "spark_udfs.jobs.scan", "merkle.cli.scan"):
-        assert "merkle.replica.layouts" in graph[module], module
-        assert not {t for t in graph[module] if t.startswith(_LAYOUT_PACKAGES)}, module
+        assert _REGISTRY in graph[module], module
 
 
 def test_a_layout_package_does_not_import_the_other() -> None:
@@ -635,6 +630,11 @@ def test_the_graph_checks_can_fail() -> None:
     assert _cycles(circle) == [sorted(circle)[:3]]
     assert _upward(circle) == {("merkle.replica.verify", "merkle.replica.scan")}
     assert _into_layouts(circle) == {("merkle.replica.scan", "merkle.replica.ozone.scan")}
+    # a front end reaches its own system's package, never another's
+    fronts = {
+        "merkle.cli.bookkeeper": {"merkle.replica.bookkeeper.scan", "merkle.replica.ozone.rocks"}
+    }
+    assert _into_layouts(fronts) == {("merkle.cli.bookkeeper", "merkle.replica.ozone.rocks")}
     assert _layer("merkle.replica.layouts") > _layer("merkle.replica.ozone.interface")
     assert _layer("merkle.cli.scan") > _layer("spark_udfs.jobs.scan") > _layer("merkle")
     assert _layer("merkle.replica.reconcile_plan") == _layer("merkle.replica.scan")
@@ -645,7 +645,7 @@ def test_the_graph_checks_can_fail() -> None:
 #: guard the worker daemon runs first, the column functions and their kernels (the package's
 #: namesake) and the URI and filesystem helpers every part uses. A new job, cluster-side
 #: module, table or verb goes into its subpackage (each package docstring says what it holds).
-SPARK_TOP = {"__init__", "__main__", "_syspath", "fs", "kernels", "udfs", "uri"}
+SPARK_TOP = {"__init__", "__main__", "_syspath", "kernels", "udfs", "uri"}
 SPARK_SUBPACKAGES = {"cli", "cluster", "demo", "jobs", "rehearsal", "tables"}
 
 

@@ -16,12 +16,13 @@ import pytest
 import merkle.replica.reconcile as rr
 from merkle.cli import main
 from merkle.replica import layouts as registry
+from merkle.replica.crcmerkle.copier import open_in
 from merkle.replica.crcmerkle.interface import CrcmerkleLayout
 from merkle.replica.errors import ReplicaError
 from merkle.replica.generate import GeneratorConfig, GeneratorError, generate_cluster, parse_faults
 from merkle.replica.layout import REPAIR_NONE, REPAIR_OFFLINE
 from merkle.replica.reconcile import datanode_of, reconcile, replica_groups
-from merkle.replica.replicate import open_in, replicate
+from merkle.replica.replicate import replicate
 from merkle.replica.safeopen import NotRegularFileError, UnsafeNameError
 
 from replica_helpers import SMALL, make_cluster

@@ -21,8 +21,6 @@ import pytest
 pytest.importorskip("rocksdict")
 pytest.importorskip("yaml")
 
-from merkle.replica.crcmerkle.blockmeta import BlockMeta, ChunkMeta, ContainerMeta  # noqa: E402
-from merkle.replica.crcmerkle.writer import tree_from_meta  # noqa: E402
 from merkle.replica.generate import GeneratorConfig, generate_cluster, parse_faults  # noqa: E402
 from merkle.replica.ozone import datanode_pb2 as pb  # noqa: E402
 from merkle.replica.ozone.blockdata import decode_blocks, encode_block  # noqa: E402
@@ -35,6 +33,8 @@ from merkle.replica.ozone.containerfile import (  # noqa: E402
 from merkle.replica.ozone.layout import container_dir_index, find_volumes  # noqa: E402
 from merkle.replica.ozone.rocks import VolumeDB, block_key, container_prefix, write_volume_db  # noqa: E402
 from merkle.replica.ozone.writer import VolumeWriter  # noqa: E402
+from merkle.replica.replicadir.blockmeta import BlockMeta, ChunkMeta, ContainerMeta  # noqa: E402
+from merkle.replica.replicadir.writer import tree_from_meta  # noqa: E402
 from merkle.replica.scan import (
     read_stored_tree,  # noqa: E402
     scan_paths,  # noqa: E402

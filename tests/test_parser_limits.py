@@ -16,8 +16,8 @@ import tracemalloc
 import pytest
 
 from merkle import _native
-from merkle.replica.crcmerkle.blockmeta import ContainerMeta
 from merkle.replica.errors import BlockMetaError
+from merkle.replica.replicadir.blockmeta import ContainerMeta
 from merkle.trees.treefile import TreeFileError, tree_from_bytes
 
 #: bytes allocated per input byte, at most, when decoding a `.tree` (columns + transient

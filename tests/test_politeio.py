@@ -18,9 +18,9 @@ import pytest
 import merkle.replica.scan as scan_module
 from merkle.cli import main
 from merkle.replica import politeio
-from merkle.replica.crcmerkle.writer import ContainerWriter
 from merkle.replica.files import LocalBlockFile
 from merkle.replica.layouts import layout_of
+from merkle.replica.replicadir.writer import ContainerWriter
 from merkle.replica.scan import scan_container, scan_paths
 
 from replica_helpers import found_keys, make_cluster, scan_all

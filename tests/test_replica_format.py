@@ -9,7 +9,10 @@ import numpy as np
 import pytest
 
 import merkle
-from merkle.replica.crcmerkle.blockmeta import (
+from merkle.replica.crcmerkle.layout import container_paths, find_containers
+from merkle.replica.errors import BlockMetaError, NotAReplicaError, ReplicaLockedError, WriterError
+from merkle.replica.lock import ReplicaLock
+from merkle.replica.replicadir.blockmeta import (
     CRC32,
     CRC32C,
     FORMAT_VERSION,
@@ -21,10 +24,7 @@ from merkle.replica.crcmerkle.blockmeta import (
     read_blockmeta,
     write_blockmeta,
 )
-from merkle.replica.crcmerkle.layout import container_paths, find_containers
-from merkle.replica.crcmerkle.writer import ContainerWriter
-from merkle.replica.errors import BlockMetaError, NotAReplicaError, ReplicaLockedError, WriterError
-from merkle.replica.lock import ReplicaLock
+from merkle.replica.replicadir.writer import ContainerWriter
 from merkle.trees.ozone import format_checksum
 from merkle.trees.treefile import read_tree
 

@@ -357,7 +357,7 @@ def test_crash_test_covers_many_steps(tmp_path):
 def test_two_healthy_copies_that_differ_are_reported(tmp_path):
     """A write-path divergence: each replica's chunk matches its own checksums, the values
     differ. Nothing is copied; the reason names the peer."""
-    from merkle.replica.crcmerkle.writer import ContainerWriter
+    from merkle.replica.replicadir.writer import ContainerWriter
 
     reps = []
     for i, payload in enumerate([b"a" * 9000, b"b" * 9000]):
@@ -379,8 +379,8 @@ def test_two_healthy_copies_that_differ_are_reported(tmp_path):
 def test_plan_follows_ozones_contiguity_rule(local_len, planned):
     """A pulled chunk is written only where the previous local chunk ends exactly at its
     offset (a chunk starting inside the file, or past its end, stops the block)."""
-    from merkle.replica.crcmerkle.blockmeta import ChunkMeta, ContainerMeta
     from merkle.replica.reconcile import ChunkCopy, _Copier
+    from merkle.replica.replicadir.blockmeta import ChunkMeta, ContainerMeta
 
     data = bytes(range(200))
     local, peer = ContainerMeta(1), ContainerMeta(1)
@@ -413,7 +413,7 @@ def test_plan_follows_ozones_contiguity_rule(local_len, planned):
 def test_none_chunks_are_not_reported_as_missing(tmp_path):
     """Chunks of checksum type NONE are never in the scanner's tree (Ozone skips them): a
     replica holding one is in sync with its copy, with nothing left to repair."""
-    from merkle.replica.crcmerkle.writer import ContainerWriter
+    from merkle.replica.replicadir.writer import ContainerWriter
 
     reps = []
     for dn in ("dn1", "dn2"):

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from merkle.replica.crcmerkle.writer import ContainerWriter
 from merkle.replica.generate import FAULT_TYPES
+from merkle.replica.replicadir.writer import ContainerWriter
 from merkle.replica.scan import (
     CORRUPT_CHUNK,
     INCONSISTENT_CHUNK_LENGTH,

@@ -9,14 +9,13 @@ from pathlib import Path
 import pytest
 
 from merkle.cli import main
+from merkle.replica.crcmerkle.copier import STAGING_PREFIX, open_in
 from merkle.replica.errors import ReplicaError
 from merkle.replica.reconcile import replica_groups
 from merkle.replica.replicate import (
-    STAGING_PREFIX,
     SourceNotGoodError,
     TargetExistsError,
     commands_from_plan,
-    open_in,
     replicate,
 )
 from merkle.replica.scan import scan_container

@@ -309,9 +309,9 @@ def test_mixed_chunk_types(tmp_path: Path) -> None:
     import hashlib
 
     from merkle.replica.blocks import MD5, SHA256, ChunkMeta
-    from merkle.replica.crcmerkle.blockmeta import read_blockmeta, write_blockmeta
     from merkle.replica.crcmerkle.layout import container_paths
-    from merkle.replica.crcmerkle.writer import ContainerWriter
+    from merkle.replica.replicadir.blockmeta import read_blockmeta, write_blockmeta
+    from merkle.replica.replicadir.writer import ContainerWriter
     from merkle.replica.scan import scan_container
 
     root = tmp_path / "dn" / "vol" / "9"

@@ -204,6 +204,13 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS if errors or source.problems else 0
 
 
+def generator_fault_types() -> List[str]:
+    """The faults `crcmerkle generate --layout bookkeeper` injects (for generate's help)."""
+    from merkle.replica.bookkeeper.generate import FAULT_TYPES
+
+    return list(FAULT_TYPES)
+
+
 def run_generate(args: argparse.Namespace) -> int:
     """`crcmerkle generate OUT --layout bookkeeper`: bookies, their ledger metadata and the
     manifest (merkle.replica.bookkeeper.generate)."""

@@ -28,7 +28,7 @@ BookKeeper bookies OUT/bookie-<n>/... instead, their ledger metadata, and the fi
 
 
 def _epilog() -> str:
-    from merkle.replica.bookkeeper.generate import FAULT_TYPES as BK_FAULTS
+    from merkle.cli.bookkeeper import generator_fault_types
     from merkle.replica.generate import DEFAULT_FAULTS, FAULT_TYPES
     from merkle.replica.layouts import layouts
 
@@ -44,7 +44,9 @@ def _epilog() -> str:
         + "\n"
         "see merkle/replica/generate.py for what each one does and reports\n"
         "--layout bookkeeper (bookies, their ledger metadata; merkle/replica/bookkeeper/"
-        "generate.py):\n  " + ", ".join(BK_FAULTS) + "\n  --faults default = one of each\n\n"
+        "generate.py):\n  "
+        + ", ".join(generator_fault_types())
+        + "\n  --faults default = one of each\n\n"
         "OUT must be new or empty, or hold only an earlier generate run (its marker file "
         ".crcmerkle-generate), which is replaced; a failed run removes what it wrote.\n\n"
         + exit_status_help("never (0 written, 2 could not)")

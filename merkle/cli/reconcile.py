@@ -217,8 +217,8 @@ def _refuse_ozone(path: str, offline: bool = False) -> None:
 def _stored_value(replica: str) -> Any:
     """The container value of a replica's stored `.tree` (None if it has none, or it cannot
     be read: opened safely, size-capped)."""
-    from merkle.replica.crcmerkle.layout import container_paths
     from merkle.replica.files import LocalReplicaFiles
+    from merkle.replica.replicadir.paths import container_paths
     from merkle.replica.scan import read_stored_tree
 
     try:

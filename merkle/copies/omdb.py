@@ -1,7 +1,7 @@
 """Ozone's key map, read from an OM DB checkpoint (`om.db`, RocksDB), never written.
 
 `open_om_db(path)` takes a private snapshot of the checkpoint directory (hard links or bounded
-copies, as the datanode's `container.db` is read: merkle.replica.ozone.rocks) and opens that
+copies, as the datanode's `container.db` is read: merkle.replica.rocksdb) and opens that
 read-only with the column-family list; `OmDB.keys()` yields one `OmKey` per key:
 object-store and legacy buckets from `keyTable` (DB key `/vol/bucket/key`), file-system-
 optimised buckets from `fileTable` (DB key `/<volumeID>/<bucketID>/<parentObjectID>/<name>`)
@@ -24,7 +24,7 @@ from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 from google.protobuf.message import DecodeError
 
 from merkle.copies import om_pb2
-from merkle.replica.ozone.rocks import (  # the datanode's snapshot rules, reused as they are
+from merkle.replica.rocksdb import (  # the snapshot rules the datanode DBs are read by
     SNAPSHOT_ENV,
     NotRegularFileError,
     VolumeDBError,

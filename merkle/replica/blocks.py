@@ -1,7 +1,7 @@
 """The block metadata of a replica, independent of where a layout keeps it: blocks of chunks,
 each chunk with its window checksums as Ozone stores them (its ChecksumData).
 
-crcmerkle's layout keeps it in a `.blocks` file (merkle.replica.crcmerkle.blockmeta, which
+crcmerkle's layout keeps it in a `.blocks` file (merkle.replica.replicadir.blockmeta, which
 reads into and writes from these classes), Ozone's in the volume's RocksDB as BlockData rows
 (merkle.replica.ozone.blockdata); the scanner, the reconciler and the generator work on this
 model alone. Fields a layout's format holds but this version does not understand (a record's
@@ -163,7 +163,7 @@ class BlockMeta:
 @dataclass(eq=False)
 class ContainerMeta:
     """All blocks of one replica, by ID. (A layout's format may subclass it to add its
-    encoding, as crcmerkle.blockmeta does; instances of the model and of such a subclass
+    encoding, as replicadir.blockmeta does; instances of the model and of such a subclass
     with the same contents are equal.)"""
 
     container_id: int

@@ -3,9 +3,9 @@
 The scanner (merkle.replica.scan) needs four things of a replica: its block-metadata bytes,
 its stored `.tree` bytes, and each block file opened for positional reads into a buffer the
 scanner owns. `ReplicaFiles` is that interface; `LocalReplicaFiles` implements it for a
-directory with os.preadv (no copy, no shared file position), and spark_udfs.fs implements it
-over pyarrow.fs for HDFS, S3 and other stores, so a Spark executor runs exactly the local
-scanner's code on remote replicas.
+directory with os.preadv (no copy, no shared file position), and
+merkle.replica.crcmerkle.remote implements it over pyarrow.fs for HDFS, S3 and other stores,
+so a Spark executor runs exactly the local scanner's code on remote replicas.
 
 Missing files raise FileNotFoundError; other I/O failures raise OSError. The local reader
 opens every file relative to the replica's directory descriptors without following links or
@@ -21,9 +21,9 @@ import errno
 import os
 from typing import Any, Optional, Protocol
 
-from merkle.replica.crcmerkle.layout import BLOCK_SUFFIX, META_SUFFIX, TREE_SUFFIX, ContainerPaths
 from merkle.replica.fileio import pread_into
 from merkle.replica.politeio import drop_cached
+from merkle.replica.replicadir.paths import BLOCK_SUFFIX, META_SUFFIX, TREE_SUFFIX, ContainerPaths
 from merkle.replica.safeopen import (
     FileTooLargeError,
     ReplicaDir,

@@ -51,9 +51,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Set, Tuple, Union
 
 from merkle import _native
-from merkle.replica.crcmerkle.writer import ContainerWriter
 from merkle.replica.layout import Layout
 from merkle.replica.layouts import LayoutError, layout_named, layouts
+from merkle.replica.replicadir.writer import ContainerWriter
 from merkle.replica.scan import (
     CORRUPT_CHUNK,
     INCONSISTENT_CHUNK_LENGTH,

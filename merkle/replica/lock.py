@@ -20,8 +20,8 @@ import os
 from types import TracebackType
 from typing import Optional, Type
 
-from merkle.replica.crcmerkle.layout import LOCK_NAME, ContainerPaths
 from merkle.replica.errors import ReplicaError, ReplicaLockedError
+from merkle.replica.replicadir.paths import LOCK_NAME, ContainerPaths
 from merkle.replica.safeopen import NotRegularFileError, open_dir, open_regular
 
 try:

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from merkle.replica.commandlist import command_int
-from merkle.replica.crcmerkle.copier import STAGING_PREFIX, open_in  # noqa: F401  (re-exported)
 from merkle.replica.errors import ReplicaError, SourceNotGoodError, TargetExistsError
 from merkle.replica.layouts import layout_of, layouts
 from merkle.replica.results import ReplicateResult
@@ -31,12 +30,10 @@ __all__ = [
     "PLAN_FORMAT",
     "PlanCommand",
     "ReplicateResult",
-    "STAGING_PREFIX",
     "SourceNotGoodError",
     "TargetExistsError",
     "check_copy_command",
     "commands_from_plan",
-    "open_in",
     "plan_commands",
     "replicate",
     "replicate_all",

@@ -29,7 +29,7 @@ from urllib.parse import unquote, urlsplit
 if TYPE_CHECKING:  # pyarrow is imported where a location is opened, so that the Spark
     import pyarrow.fs as pafs  # commands' guard can say in one line that it is missing
 
-__all__ = ["Location", "child", "display", "is_uri", "overlaps", "redact"]
+__all__ = ["Location", "child", "display", "is_uri", "join", "open_fs", "overlaps", "redact"]
 
 #: query parameters that hold secrets (pyarrow's S3/GCS/HDFS URI options and the usual names)
 _SECRET_WORDS = (
@@ -199,3 +199,14 @@ class Location:
         if not self.remote:
             return path
         return self.prefix + path + ("?" + self.query if self.query else "")
+
+
+def open_fs(uri: str) -> Tuple[pafs.FileSystem, str]:
+    """(filesystem, path inside it) for a local path or a URI."""
+    loc = Location.parse(uri)
+    return loc.filesystem, loc.path
+
+
+def join(base: str, *parts: str) -> str:
+    """Join path parts with '/', for URIs as well as local paths."""
+    return "/".join([base.rstrip("/")] + [p.strip("/") for p in parts])

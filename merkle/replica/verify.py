@@ -43,18 +43,18 @@ from merkle.replica.blocks import (
     ContainerMeta,
 )
 from merkle.replica.census import census_tree
-from merkle.replica.crcmerkle.blockmeta import decode_blockmeta
-from merkle.replica.crcmerkle.layout import (
+from merkle.replica.errors import BlockMetaError, ReplicaError
+from merkle.replica.files import BlockFile, LocalReplicaFiles, ReplicaFiles
+from merkle.replica.lock import ReplicaLock
+from merkle.replica.protokeep import rewritable
+from merkle.replica.replicadir.blockmeta import decode_blockmeta
+from merkle.replica.replicadir.paths import (
     META_SUFFIX,
     TREE_SUFFIX,
     ContainerPaths,
     container_paths,
     refuse_link,
 )
-from merkle.replica.errors import BlockMetaError, ReplicaError
-from merkle.replica.files import BlockFile, LocalReplicaFiles, ReplicaFiles
-from merkle.replica.lock import ReplicaLock
-from merkle.replica.protokeep import rewritable
 from merkle.replica.results import (
     CORRUPT_CHUNK,
     INCONSISTENT_CHUNK_LENGTH,
@@ -659,8 +659,8 @@ def scan_files(
     also: Sequence[str] = (),
 ) -> ScanResult:
     """Scan a replica read through `files` (merkle.replica.files: a local directory, or a
-    remote store as spark_udfs.fs provides) without writing anything: the same checks,
-    errors and trees as scan_container(..., write_tree=False). `drop_cache`: as
+    remote store as merkle.replica.crcmerkle.remote provides) without writing anything: the
+    same checks, errors and trees as scan_container(..., write_tree=False). `drop_cache`: as
     scan_container's (block files read through local descriptors only); `also`: as
     scan_container's (ignored by the census, which reads no data).
 

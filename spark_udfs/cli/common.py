@@ -377,7 +377,7 @@ def _write_file(location: str, data: bytes, label: str = "") -> None:
     """Write one file next to Spark's tables: atomically for a local path, through
     pyarrow.fs for a URI (an object store's PUT is atomic too). `label` starts the error
     line (e.g. the option that named the file)."""
-    from spark_udfs.fs import open_fs
+    from merkle.replica.uri import open_fs
 
     try:
         if "://" not in location:

@@ -40,9 +40,8 @@ from merkle.replica.layouts import layout_of
 from merkle.replica.levels import counts_as_failure, severity_of
 from merkle.replica.recorded import RecordedChecksums
 from merkle.replica.scan import ScanError
-from merkle.replica.uri import display, redact
+from merkle.replica.uri import display, join, redact
 from merkle.trees.model import ContainerTree
-from spark_udfs import fs
 from spark_udfs.tables import (
     ALSO_COLUMNS,
     ALSO_SCHEMA,
@@ -571,7 +570,7 @@ class ScanTables:
         by the tables' rows (ROWS_PER_FILE), not by the scan's tasks: one file per task
         and table made ~75,000 small files for 600,000 replicas. The stage is computed
         once, with all its tasks, before the tables are coalesced (no shuffle)."""
-        paths = {n: fs.join(out, n) for n in self.TABLES}
+        paths = {n: join(out, n) for n in self.TABLES}
         counts: Dict[str, int] = {}
         if self.stage is not None:
             counts = {

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, List, Optional, Tuple
 
 from merkle.replica.blocks import ContainerMeta
-from merkle.replica.crcmerkle.blockmeta import decode_blockmeta
 from merkle.replica.errors import BlockMetaError, ReplicaError
 from merkle.replica.files import BlockFile, LocalBlockFile
 from merkle.replica.layout import ReadOnlyLayout, ReplicaRef, Volume, WalkErrorFn
+from merkle.replica.replicadir.blockmeta import decode_blockmeta
 from merkle.replica.results import tree_result
 from merkle.replica.safeopen import open_dir, open_regular, read_regular
 from merkle.replica.verify import read_stored_tree, scan_files

@@ -1,6 +1,6 @@
-"""The executors' filesystem layer (spark_udfs.fs), without Spark: discovery over pyarrow.fs
-finds what merkle's local discovery finds, and the scanner reading through pyarrow.fs
-(ArrowReplicaFiles) reports exactly what it reports reading local files."""
+"""The executors' filesystem layer (merkle.replica.crcmerkle.remote), without Spark: discovery
+over pyarrow.fs finds what merkle's local discovery finds, and the scanner reading through
+pyarrow.fs (ArrowReplicaFiles) reports exactly what it reports reading local files."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import os
 import pyarrow.fs as pafs
 import pytest
 
+from merkle.replica.crcmerkle import remote as fs  # noqa: E402
 from merkle.replica.crcmerkle.layout import find_containers
 from merkle.replica.files import LocalReplicaFiles
 from merkle.replica.generate import generate_cluster, parse_faults
 from merkle.replica.scan import scan_container, scan_files
-from spark_udfs import fs
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,8 @@ import pytest
 pytest.importorskip("moto")
 
 from merkle.cli import main  # noqa: E402
+from merkle.replica.crcmerkle import remote as fs  # noqa: E402
 from merkle.replica.generate import generate_cluster, parse_faults  # noqa: E402
-from spark_udfs import fs  # noqa: E402
 from spark_udfs.jobs.diff import diff_scan  # noqa: E402
 from spark_udfs.jobs.report import build_report  # noqa: E402
 from spark_udfs.jobs.scan import scan_replicas  # noqa: E402

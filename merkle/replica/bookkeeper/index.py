@@ -80,7 +80,7 @@ def parse_ledger_data(raw: bytes) -> LedgerData:
 
 def _open_snapshot_db(db_dir: str) -> Tuple[object, str]:
     """(a read-only rocksdict DB, its snapshot directory) of the RocksDB in `db_dir`."""
-    from merkle.replica.ozone.rocks import (
+    from merkle.replica.rocksdb import (
         VolumeDBError,
         load_rocksdict,
         refuse_non_directory,

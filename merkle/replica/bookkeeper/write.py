@@ -149,7 +149,7 @@ def idx_bytes(master: bytes, locations: Dict[int, int], *, fenced: bool = False)
 
 def rocksdb_problem() -> Optional[str]:
     """Why the RocksDB binding cannot be loaded (one line), or None when it can."""
-    from merkle.replica.ozone.rocks import VolumeDBError, load_rocksdict
+    from merkle.replica.rocksdb import VolumeDBError, load_rocksdict
 
     try:
         load_rocksdict()
@@ -163,7 +163,7 @@ def write_rocksdb(db_dir: Path, rows: Iterable[Tuple[bytes, bytes]], *, lz4: boo
     default column family and bytewise comparator; block-based table format_version 5 with
     kxxHash checksums, its defaults; `lz4`: LZ4 compression, the `locations` DB's default),
     flushed to an SST file so that any RocksDB opens it."""
-    from merkle.replica.ozone.rocks import load_rocksdict
+    from merkle.replica.rocksdb import load_rocksdict
 
     rd = load_rocksdict()
     opts = rd.Options(raw_mode=True)

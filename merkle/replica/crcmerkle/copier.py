@@ -47,7 +47,6 @@ import numpy as np
 
 from merkle import _native
 from merkle.replica.blocks import CHECKSUM_SIZES, CRC32, CRC32C, NONE, SHA256, ChunkMeta
-from merkle.replica.crcmerkle.blockmeta import decode_blockmeta
 from merkle.replica.crcmerkle.layout import (
     BLOCK_SUFFIX,
     META_SUFFIX,
@@ -63,6 +62,7 @@ from merkle.replica.errors import (
 )
 from merkle.replica.fileio import pread_into
 from merkle.replica.lock import ReplicaLock
+from merkle.replica.replicadir.blockmeta import decode_blockmeta
 from merkle.replica.results import ReplicateResult
 from merkle.replica.safeopen import (
     NotRegularFileError,

@@ -15,7 +15,6 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
-from merkle.replica.crcmerkle.blockmeta import ContainerMeta, read_blockmeta
 from merkle.replica.crcmerkle.copier import copy_replica
 from merkle.replica.crcmerkle.layout import (
     container_paths,
@@ -32,6 +31,7 @@ from merkle.replica.crcmerkle.repair import (
 )
 from merkle.replica.errors import ReplicaError
 from merkle.replica.layout import REPAIR_IN_PLACE, ReplicaRef, Volume, WalkErrorFn
+from merkle.replica.replicadir.blockmeta import ContainerMeta, read_blockmeta
 from merkle.replica.results import ReplicateResult, ScanResult, tree_result
 from merkle.replica.uri import is_uri
 from merkle.replica.verify import READ_OPTIONS, read_stored_tree, scan_container, scan_files

@@ -6,7 +6,7 @@
           chunks/<blockID>.block      one file per block; a chunk's offset is its file offset
           metadata/<containerID>.tree     the Merkle tree (Ozone's ContainerChecksumInfo proto)
           metadata/<containerID>.blocks   block metadata (what Ozone keeps in RocksDB), see
-                                          merkle.replica.crcmerkle.blockmeta for the format
+                                          merkle.replica.replicadir.blockmeta for the format
           .crcmerkle.lock             advisory lock held while a writer, scanner or
                                       reconciler modifies the replica (see replica_lock)
 
@@ -28,13 +28,28 @@ from pathlib import Path
 from typing import Callable, Iterator, List, Optional, Tuple, Union
 
 from merkle.replica.errors import NotAReplicaError
+from merkle.replica.replicadir.paths import (  # the replica directory's shape, this layout's
+    BLOCK_SUFFIX,
+    LOCK_NAME,
+    MAX_CONTAINER_ID,
+    META_SUFFIX,
+    TREE_SUFFIX,
+    ContainerPaths,
+    container_id_of,
+    container_paths,
+    is_container_dir,
+    refuse_link,
+)
 
 __all__ = [
     "BLOCK_SUFFIX",
     "ContainerPaths",
     "LOCK_NAME",
+    "MAX_CONTAINER_ID",
     "META_SUFFIX",
+    "TREE_SUFFIX",
     "ReplicaLocation",
+    "container_id_of",
     "container_paths",
     "datanode_of",
     "find_containers",
@@ -45,54 +60,8 @@ __all__ = [
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-BLOCK_SUFFIX = ".block"
-META_SUFFIX = ".blocks"
-TREE_SUFFIX = ".tree"
-LOCK_NAME = ".crcmerkle.lock"
-#: Ozone's container IDs are Java longs
-MAX_CONTAINER_ID = (1 << 63) - 1
-
 #: Called with (path, exception) for an entry the walk could not use.
 WalkErrorFn = Callable[[Path, Exception], object]
-
-
-@dataclass(frozen=True)
-class ContainerPaths:
-    """Every path of one replica, derived from its directory."""
-
-    root: Path
-    container_id: int
-
-    @property
-    def chunks_dir(self) -> Path:
-        return self.root / "chunks"
-
-    @property
-    def metadata_dir(self) -> Path:
-        return self.root / "metadata"
-
-    @property
-    def tree(self) -> Path:
-        return self.metadata_dir / f"{self.container_id}{TREE_SUFFIX}"
-
-    @property
-    def blockmeta(self) -> Path:
-        return self.metadata_dir / f"{self.container_id}{META_SUFFIX}"
-
-    @property
-    def lock(self) -> Path:
-        return self.root / LOCK_NAME
-
-    def block_file(self, block_id: int) -> Path:
-        return self.chunks_dir / f"{int(block_id)}{BLOCK_SUFFIX}"
-
-
-def _container_id(name: str) -> Optional[int]:
-    try:
-        value = int(name, 10)
-    except ValueError:
-        return None
-    return value if str(value) == name and 0 <= value <= MAX_CONTAINER_ID else None
 
 
 def _looks_like_replica(p: Path) -> bool:
@@ -107,35 +76,6 @@ def _looks_like_replica(p: Path) -> bool:
         except NotADirectoryError:
             continue
     return False
-
-
-def is_container_dir(path: PathLike) -> bool:
-    p = Path(path)
-    return (
-        _container_id(p.name) is not None
-        and p.is_dir()
-        and ((p / "chunks").is_dir() or (p / "metadata").is_dir())
-    )
-
-
-def refuse_link(path: PathLike) -> None:
-    """NotAReplicaError when the replica directory `path` names is a symbolic link (its last
-    component, a trailing slash ignored): a replica is never followed or written through."""
-    name = os.fspath(path)
-    if os.path.islink(name.rstrip("/") or name):
-        raise NotAReplicaError("is a symbolic link: a replica directory is never followed", name)
-
-
-def container_paths(path: PathLike, container_id: Optional[int] = None) -> ContainerPaths:
-    """The paths of the replica at `path` (its ID is the directory name unless given)."""
-    p = Path(path)
-    cid = _container_id(p.name) if container_id is None else int(container_id)
-    if cid is None:
-        raise NotAReplicaError(
-            "a container replica directory is named by its decimal container ID (0 to 2**63-1)",
-            os.fspath(path),
-        )
-    return ContainerPaths(p, cid)
 
 
 @dataclass(frozen=True)
@@ -185,7 +125,7 @@ def _walk(p: Path, on_error: Optional[WalkErrorFn], depth: Optional[int] = None)
             child = Path(e.path)
             decimal = e.name.isdigit() and e.name.isascii()
             if decimal and _looks_like_replica(child):
-                if _container_id(e.name) is not None:
+                if container_id_of(e.name) is not None:
                     yield child
                 elif on_error is not None:
                     on_error(

@@ -1,8 +1,8 @@
 """crcmerkle-layout replicas wherever pyarrow.fs reaches them: local paths, or any URI it
 understands (hdfs://, s3://, gs://, file://), so that block bytes go from storage straight
 into the reader (a Spark executor's Python worker) and never through the JVM or Arrow batches.
-pyarrow is imported only when a URI is read: it is optional for the package's core. (Moved
-here from spark_udfs.fs, which keeps its names.)
+pyarrow is imported only when a URI is read: it is optional for the package's core. (It was
+spark_udfs.fs; the Spark jobs reach it through the layout interface.)
 
 `replica_files` gives the scanner (merkle.replica.scan.scan_files) its view of one replica:
 merkle's own os.preadv reader for a local path, `ArrowReplicaFiles` for a URI (positional
@@ -23,7 +23,7 @@ import os
 import stat
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional
 
 from merkle.replica.crcmerkle.layout import (
     BLOCK_SUFFIX,
@@ -33,7 +33,7 @@ from merkle.replica.crcmerkle.layout import (
     datanode_of,
 )
 from merkle.replica.files import BlockFile, LocalReplicaFiles, ReplicaFiles, read_capped
-from merkle.replica.uri import Location, display, is_uri
+from merkle.replica.uri import Location, display, is_uri, join, open_fs  # noqa: F401  (its names)
 
 if TYPE_CHECKING:  # imported where a URI is opened (see the module docstring)
     import pyarrow.fs as pafs
@@ -58,17 +58,6 @@ def _filesystem(root: str) -> pafs.FileSystem:
     import pyarrow.fs as pafs
 
     return pafs.FileSystem.from_uri(root)[0]
-
-
-def open_fs(uri: str) -> Tuple[pafs.FileSystem, str]:
-    """(filesystem, path inside it) for a local path or a URI."""
-    loc = Location.parse(uri)
-    return loc.filesystem, loc.path
-
-
-def join(base: str, *parts: str) -> str:
-    """Join path parts with '/', for URIs as well as local paths."""
-    return "/".join([base.rstrip("/")] + [p.strip("/") for p in parts])
 
 
 class _ArrowBlockFile:

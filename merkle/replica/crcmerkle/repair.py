@@ -10,7 +10,6 @@ import os
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from merkle.replica.crcmerkle.blockmeta import ContainerMeta, decode_blockmeta, encode_blockmeta
 from merkle.replica.crcmerkle.layout import (
     META_SUFFIX,
     TREE_SUFFIX,
@@ -22,6 +21,7 @@ from merkle.replica.crcmerkle.layout import (
 from merkle.replica.errors import BlockMetaError, ReplicaError
 from merkle.replica.files import LocalReplicaFiles
 from merkle.replica.lock import ReplicaLock
+from merkle.replica.replicadir.blockmeta import ContainerMeta, decode_blockmeta, encode_blockmeta
 from merkle.replica.safeopen import open_dir, read_regular
 from merkle.trees.model import ContainerTree
 from merkle.trees.treefile import TreeFileError, tree_from_bytes, tree_to_bytes

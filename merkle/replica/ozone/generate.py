@@ -31,9 +31,9 @@ import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from merkle.replica.crcmerkle.blockmeta import BlockMeta, ChunkMeta, ContainerMeta, read_blockmeta
 from merkle.replica.errors import BlockMetaError
 from merkle.replica.ozone.rocks import block_key
+from merkle.replica.replicadir.blockmeta import BlockMeta, ChunkMeta, ContainerMeta, read_blockmeta
 from merkle.replica.synth import GeneratorError, block_data
 from merkle.trees.treefile import TreeFileError, tree_from_bytes
 

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Dict, Iterable, Optional, Tuple, Union
 
 from merkle.replica.blocks import ContainerMeta
-from merkle.replica.crcmerkle.blockmeta import BlockMeta
 from merkle.replica.crcmerkle.layout import ContainerPaths
 from merkle.replica.errors import BlockMetaError, ReplicaError
 from merkle.replica.files import LocalReplicaFiles
@@ -54,6 +53,7 @@ from merkle.replica.ozone.rocks import (
     lock_is_free,
 )
 from merkle.replica.ozone.scan import OzoneReplicaFiles
+from merkle.replica.replicadir.blockmeta import BlockMeta
 from merkle.trees.model import ContainerTree
 from merkle.trees.treefile import tree_to_bytes
 

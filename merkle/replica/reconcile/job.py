@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from merkle.replica.blocks import ContainerMeta
-from merkle.replica.crcmerkle.layout import ContainerPaths
 from merkle.replica.errors import ReplicaError
 from merkle.replica.files import LocalReplicaFiles
 from merkle.replica.layout import REPAIR_IN_PLACE, REPAIR_OFFLINE, Layout
@@ -32,6 +31,7 @@ from merkle.replica.reconcile.results import (
     StepHook,
 )
 from merkle.replica.reconcile.verifying import _remaining
+from merkle.replica.replicadir.paths import ContainerPaths
 from merkle.replica.scan import ScanResult, _scan
 from merkle.trees.diff import diff
 from merkle.trees.model import ContainerTree

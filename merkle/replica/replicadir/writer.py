@@ -23,17 +23,17 @@ from typing import Dict, List, Optional, Type, Union
 
 import numpy as np
 
-from merkle.replica.crcmerkle.blockmeta import ChunkMeta, ContainerMeta, decode_blockmeta
-from merkle.replica.crcmerkle.layout import (
+from merkle.replica.errors import BlockMetaError, ReplicaError, WriterError
+from merkle.replica.fileio import fsync_dir
+from merkle.replica.files import LocalReplicaFiles
+from merkle.replica.lock import ReplicaLock
+from merkle.replica.replicadir.blockmeta import ChunkMeta, ContainerMeta, decode_blockmeta
+from merkle.replica.replicadir.paths import (
     META_SUFFIX,
     TREE_SUFFIX,
     ContainerPaths,
     container_paths,
 )
-from merkle.replica.errors import BlockMetaError, ReplicaError, WriterError
-from merkle.replica.fileio import fsync_dir
-from merkle.replica.files import LocalReplicaFiles
-from merkle.replica.lock import ReplicaLock
 from merkle.trees.model import ContainerTree
 from merkle.trees.ozone import DEFAULT_ALGORITHM, DEFAULT_BYTES_PER_CHECKSUM
 from merkle.trees.treefile import TreeFileError, tree_from_bytes, tree_to_bytes
