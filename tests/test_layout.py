@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import itertools
 import os
+import re
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
@@ -690,3 +691,33 @@ def test_the_spark_layout_checks_can_fail() -> None:
             "spark_udfs.cli.scan": {"spark_udfs.cli.common"},
         }
     ) == [("spark_udfs.jobs.scan", "spark_udfs.cli.common")]
+
+
+def _listed_packages(pyproject: str) -> Set[str]:
+    """The packages [tool.setuptools] names (a plain list of strings: no TOML reader needed
+    on CPython 3.9, where the wheel step runs the whole suite)."""
+    block = re.search(r"^packages\s*=\s*\[(.*?)\]", pyproject, re.S | re.M)
+    assert block, "pyproject.toml: no [tool.setuptools] packages list"
+    return set(re.findall(r'"([^"]+)"', block.group(1)))
+
+
+#: the checkout (the wheel step runs these tests against an installed wheel: ROOT is then
+#: site-packages, and pyproject.toml is the checkout's)
+CHECKOUT = Path(__file__).resolve().parents[1]
+
+
+def _package_dirs() -> Set[str]:
+    return {
+        ".".join(p.parent.relative_to(CHECKOUT).parts)
+        for top in ("merkle", "spark_udfs")
+        for p in (CHECKOUT / top).rglob("__init__.py")
+    }
+
+
+def test_the_wheel_lists_every_package() -> None:
+    """A package missing from pyproject's list is missing from every installed wheel (only
+    the wheel step, near CI's end, would see it); a listed one that is gone fails the build."""
+    listed = _listed_packages((CHECKOUT / "pyproject.toml").read_text())
+    assert listed == _package_dirs()
+    planted = 'packages = ["merkle",\n  "merkle.cli"]\n'
+    assert _listed_packages(planted) == {"merkle", "merkle.cli"} != _package_dirs()
