@@ -1,0 +1,177 @@
+"""Issue 38: `crcmerkle spark scan|report|run` on BookKeeper bookies (spark_udfs.jobs.bkscan)
+finds what `crcmerkle scan` finds, field for field: on generated bookies with every default
+fault (DbLedgerStorage, and the three storages mixed), exactly the manifest's findings, exit 1;
+on a clean generation nothing, exit 0; on the golden cluster BookKeeper wrote, the CLI's
+findings. Each Spark command runs once per module (a module-scoped fixture): each costs ~10 s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+import pytest
+
+from merkle.cli import main
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from test_bookkeeper_generate import _assert_exactly_the_manifest, _generate  # noqa: E402
+
+GOLDEN = Path(__file__).resolve().parent.parent / "data" / "bookkeeper-golden"
+_FIELDS = ("error", "severity", "bookie", "ledger", "entry", "file", "offset", "detail")
+
+
+def _sorted(findings: List[Dict[str, Any]]) -> List[Tuple[str, ...]]:
+    return sorted(tuple(str(f[k]) for k in _FIELDS) for f in findings)
+
+
+def _json_of(capsys: Any, argv: List[str]) -> Tuple[int, Dict[str, Any]]:
+    capsys.readouterr()
+    status = main(argv)
+    return status, json.loads(capsys.readouterr().out)
+
+
+def _both(capsys: Any, out: Path, paths: List[str], metadata: str) -> Dict[str, Any]:
+    """The local CLI scan's JSON and `spark run --json`'s of the same bookies."""
+    local = _json_of(capsys, ["scan", *paths, "--ledger-metadata", metadata, "--json"])
+    spark = _json_of(
+        capsys,
+        ["spark", "run", *paths, "--ledger-metadata", metadata, "-o", str(out), "--json"],
+    )
+    return {"local": local, "spark": spark, "out": out}
+
+
+def _generated(tmp: Path, capsys: Any, storage: str, faults: str) -> Dict[str, Any]:
+    bk = tmp / "bk"
+    manifest = _generate(bk, faults, storage)
+    paths = [str(bk / b) for b in manifest["bookies"]]
+    both = _both(capsys, tmp / "out", paths, str(bk / manifest["metadata"]["znode_tree"]))
+    return dict(both, manifest=manifest, bk=bk)
+
+
+@pytest.fixture(scope="module")
+def db(spark: Any, tmp_path_factory: Any) -> Dict[str, Any]:
+    capsys = _Capture()
+    with capsys:
+        return _generated(tmp_path_factory.mktemp("bk_db"), capsys, "db", "default")
+
+
+@pytest.fixture(scope="module")
+def mixed(spark: Any, tmp_path_factory: Any) -> Dict[str, Any]:
+    capsys = _Capture()
+    with capsys:
+        return _generated(tmp_path_factory.mktemp("bk_mixed"), capsys, "mixed", "default")
+
+
+@pytest.fixture(scope="module")
+def golden(spark: Any, tmp_path_factory: Any) -> Dict[str, Any]:
+    capsys = _Capture()
+    paths = [str(GOLDEN / f"bookie-{i}") for i in range(1, 5)]
+    with capsys:
+        return _both(
+            capsys, tmp_path_factory.mktemp("bk_golden") / "out", paths, str(GOLDEN / "zookeeper")
+        )
+
+
+class _Capture:
+    """capsys for module-scoped fixtures (pytest's is function-scoped): stdout redirected."""
+
+    def __enter__(self) -> _Capture:
+        import io
+
+        self._old, self._buf = sys.stdout, io.StringIO()
+        sys.stdout = self._buf
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        sys.stdout = self._old
+
+    def readouterr(self) -> Any:
+        from types import SimpleNamespace
+
+        text = self._buf.getvalue()
+        self._buf.seek(0)
+        self._buf.truncate()
+        return SimpleNamespace(out=text, err="")
+
+
+@pytest.mark.slow  # two Spark runs: CI's campaigns step, not the fast tier
+@pytest.mark.parametrize("case", ["db", "mixed"])
+def test_every_default_fault_is_found_as_the_cli_finds_it(case: str, request: Any) -> None:
+    """Exactly the manifest's findings, and the local scan's, field for field (bookie, ledger,
+    entry, file, offset, level, detail), exit 1; the ledgers' summaries and the counts too."""
+    r = request.getfixturevalue(case)
+    (status, data), (local_status, local) = r["spark"], r["local"]
+    assert status == local_status == 1
+    _assert_exactly_the_manifest(r["bk"], r["manifest"], data)
+    assert _sorted(data["findings"]) == _sorted(local["findings"])
+    assert data["findings_total"] == len(local["findings"])
+    assert data["ledgers"] == local["ledgers"]
+    for key in ("bookies", "ledger_dirs", "copies", "good_copies", "errors", "warnings"):
+        assert data["summary"][key] == local["summary"][key], key
+    assert data["summary"]["bytes_read"] == local["summary"]["bytes_read"]
+    assert data["bookies"] == local["bookies"]
+
+
+@pytest.mark.slow
+def test_the_tables_hold_every_copy_and_directory(spark: Any, mixed: Dict[str, Any]) -> None:
+    """copies: one row per stored copy the local scan counts; volumes: one row per ledger
+    directory, each SCANNED, their copies adding up; `spark report OUT` reads them back."""
+    out, local = mixed["out"], mixed["local"][1]
+    copies = spark.read.parquet(str(out / "copies"))
+    assert copies.count() == local["summary"]["copies"]
+    volumes = [r.asDict() for r in spark.read.parquet(str(out / "volumes")).collect()]
+    dirs = sorted(d for ds in local["bookies"].values() for d in ds)
+    assert sorted(v["directory"] for v in volumes) == dirs
+    assert {v["status"] for v in volumes} == {"SCANNED"}
+    assert sum(v["copies"] for v in volumes) == local["summary"]["copies"]
+    assert {v["storage"] for v in volumes} == {"DbLedgerStorage", "InterleavedLedgerStorage"}
+
+
+@pytest.mark.slow
+def test_a_clean_generation_scans_clean(spark: Any, tmp_path: Path, capsys: Any) -> None:
+    """spark scan, then spark report of its output: no finding, exit 0 both."""
+    bk = tmp_path / "bk"
+    manifest = _generate(bk, "none", "sorted")
+    paths = [str(bk / b) for b in manifest["bookies"]]
+    meta = str(bk / manifest["metadata"]["dumps"])
+    out = tmp_path / "out"
+    capsys.readouterr()
+    assert main(["spark", "scan", *paths, "--ledger-metadata", meta, "-o", str(out)]) == 0
+    assert "0 errors, 0 warnings" in capsys.readouterr().out
+    status, data = _json_of(capsys, ["spark", "report", str(out), "--json"])
+    assert status == 0 and data["findings"] == [] and data["findings_total"] == 0
+    assert data["summary"]["good_copies"] == data["summary"]["copies"] > 0
+
+
+@pytest.mark.slow
+def test_the_golden_cluster_gives_the_clis_findings(golden: Dict[str, Any]) -> None:
+    (status, data), (local_status, local) = golden["spark"], golden["local"]
+    assert status == local_status == 1
+    assert _sorted(data["findings"]) == _sorted(local["findings"])
+    assert [f["error"] for f in data["findings"] if f["severity"] == "error"] == ["CORRUPT_ENTRY"]
+    assert data["ledgers"] == local["ledgers"]
+
+
+def test_a_bad_ledger_metadata_path_is_one_line(
+    tmp_path: Path, capsys: Any, monkeypatch: Any
+) -> None:
+    """Exit 2, one line, and the JVM never started (the metadata is read first)."""
+    from spark_udfs.cli import common
+
+    def no_session(*a: Any, **k: Any) -> Any:
+        raise AssertionError("the session was started")
+
+    monkeypatch.setattr(common, "_session", no_session)
+    bookie = str(GOLDEN / "bookie-1")
+    missing = str(tmp_path / "nowhere")
+    for verb in ("scan", "run"):
+        argv = ["spark", verb, bookie, "--ledger-metadata", missing, "-o", str(tmp_path / "o")]
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("crcmerkle: error: --ledger-metadata")
+        assert not (tmp_path / "o").exists()
