@@ -120,27 +120,18 @@ def _scan_and_write(args: argparse.Namespace) -> Any:
     return spark
 
 
-def _counts(spark: Any, findings: Any, strict: bool) -> Dict[str, int]:
-    """Errors (warnings too with --strict) and warnings of the findings table, on Spark."""
-    from pyspark.sql import functions as F
-
-    row = findings.agg(
-        F.count(F.lit(1)).alias("all"),
-        F.sum((F.col("severity") == "warning").cast("long")).alias("warnings"),
-    ).collect()[0]
-    warnings = int(row["warnings"] or 0)
-    found = int(row["all"])
+def _counts(meta: Dict[str, Any], strict: bool) -> Dict[str, int]:
+    """The findings, errors and warnings the scan counted (its summary)."""
+    s = meta["summary"]
+    found, warnings = int(s["findings"]), int(s["warnings"])
     return {"all": found, "errors": found - warnings, "warnings": warnings, "strict": strict}
 
 
 def scan(args: argparse.Namespace) -> int:
     """`spark scan` on bookies: the tables, one summary line, the exit status."""
-
-    spark = _scan_and_write(args)
+    _scan_and_write(args)
     meta = _read_meta(args.output)
-    findings = spark.read.parquet(child(args.output, "findings"))
-    with _progress(args, spark, "scan"):
-        n = _counts(spark, findings, args.strict)
+    n = _counts(meta, args.strict)
     s = meta["summary"]
     print(
         f"scanned {s['bookies']} bookies ({s['ledger_dirs']} ledger directories, "
@@ -177,7 +168,16 @@ def _read_meta(location: str) -> Dict[str, Any]:
         if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
             raise ValueError(f"not a {_FORMAT} file")
         summary = meta["summary"]
-        for key in ("bookies", "ledger_dirs", "copies", "good_copies", "verified_copies"):
+        for key in (
+            "bookies",
+            "ledger_dirs",
+            "ledgers",
+            "copies",
+            "good_copies",
+            "verified_copies",
+            "findings",
+            "warnings",
+        ):
             int(summary[key])
         for key in ("failed", "metadata_problems", "paths"):
             if not isinstance(meta[key], list):
@@ -216,16 +216,17 @@ def _first_findings(findings: Any, first: int) -> List[Any]:
 def report(args: argparse.Namespace) -> int:
     """`spark report OUT` of a bookie scan: as `crcmerkle scan` prints it."""
     from merkle.cli.bookkeeper import ledger_line
+    from spark_udfs.jobs.bkscan import FINDING_SCHEMA, LEDGER_SCHEMA
 
     meta = _read_meta(args.input)
+    n = _counts(meta, args.strict)
+    n_ledgers = int(meta["summary"]["ledgers"])
     spark = common._session(args)
-    findings = spark.read.parquet(child(args.input, "findings"))
-    ledgers = spark.read.parquet(child(args.input, "ledgers"))
+    findings = spark.read.schema(FINDING_SCHEMA).parquet(child(args.input, "findings"))
+    ledgers = spark.read.schema(LEDGER_SCHEMA).parquet(child(args.input, "ledgers"))
     with _progress(args, spark, "report"):
-        n = _counts(spark, findings, args.strict)
-        shown = _first_findings(findings, args.first)
+        shown = _first_findings(findings, args.first) if n["all"] else []
         infos = [r.asDict() for r in ledgers.orderBy("ledger").limit(args.first).collect()]
-        n_ledgers = ledgers.count() if len(infos) == args.first else len(infos)
     s = dict(meta["summary"], errors=n["errors"], warnings=n["warnings"], strict=args.strict)
     doc = {
         "bookies": meta["bookies"],

@@ -32,11 +32,13 @@ import pyarrow as pa
 from merkle.replica.bookkeeper.bookies import LedgerDir
 from merkle.replica.bookkeeper.metadata import LedgerMetadata
 from merkle.replica.bookkeeper.scan import (
+    MISSING_ENTRY,
     Copy,
     Finding,
     Listing,
     StorageScan,
 )
+from merkle.replica.levels import WARNING, severity_of
 from spark_udfs import fs
 
 __all__ = [
@@ -108,10 +110,14 @@ def _union(*schemas: str) -> str:
     return ", ".join(f"{n} {k}" for n, k in seen.items())
 
 
-#: stage 1's rows (COPY, FINDING, VOLUME, FAILED) and stage 2's (FINDING, MISSING, LEDGER,
-#: COUNT), told apart by `kind`
-_STAGE1 = _union(COPY_SCHEMA, FINDING_SCHEMA, VOLUME_SCHEMA)
-_STAGE2 = _union(FINDING_SCHEMA, LEDGER_SCHEMA, "expected long, held long")
+#: each task's counts (TALLY): its findings and warnings (and stage 1's verified copies), so
+#: that the summary comes with the collects the job makes anyway, not from extra jobs
+_TALLY = "findings long, warnings long, verified_copies long"
+#: stage 1's rows (COPY, FINDING, VOLUME, FAILED, TALLY) and stage 2's (FINDING, MISSING,
+#: LEDGER, TALLY, and COUNT: per bookie, the entry copies its write sets give it, those it
+#: holds and its MISSING rows), told apart by `kind`
+_STAGE1 = _union(COPY_SCHEMA, FINDING_SCHEMA, VOLUME_SCHEMA, _TALLY)
+_STAGE2 = _union(FINDING_SCHEMA, LEDGER_SCHEMA, _TALLY, "expected long, held long, missing long")
 
 
 def _arrow(schema: str) -> pa.Schema:
@@ -131,6 +137,10 @@ def _table(schema: pa.Schema, kind: str, rows: List[Dict[str, Any]]) -> pa.Table
 
 def _finding_row(f: Finding) -> Dict[str, Any]:
     return f.to_dict()  # error, severity, bookie, ledger, entry, file, offset, detail
+
+
+def _tally(found: List[Finding], **more: int) -> Dict[str, int]:
+    return dict(findings=len(found), warnings=sum(f.severity == WARNING for f in found), **more)
 
 
 def _copy_row(c: Copy) -> Dict[str, Any]:
@@ -177,7 +187,9 @@ def _storage_fn(
                 part = scan_storage(ds, bookie, metadata.value)
                 seconds = time.perf_counter() - t0
                 found = part.report.findings + part.wrong_dir
+                verified = sum(c.verified for c in part.report.copies)
                 for kind, rows in (
+                    ("TALLY", [_tally(found, verified_copies=verified)]),
                     ("COPY", [_copy_row(c) for c in part.report.copies]),
                     ("FINDING", [_finding_row(f) for f in found]),
                     ("VOLUME", _volume_rows(ds, part, seconds)),
@@ -209,12 +221,22 @@ def _ledger_fn(
         meta: Optional[LedgerMetadata] = metadata.value.get(lid)
         if meta is None:
             found = judge_unknown_ledger(lid, copies, unread, complete)
-            return _table(schema, "FINDING", [_finding_row(f) for f in found])
+            return pa.concat_tables(
+                [
+                    _table(schema, "FINDING", [_finding_row(f) for f in found]),
+                    _table(schema, "TALLY", [_tally(found)]),
+                ]
+            )
         verdict = judge_ledger(lid, meta, copies, coverage.value)
         summary = dict(verdict.summary)
         summary["good_copies"] = list(summary["good_copies"].items())
         counts = [
-            {"bookie": b, "expected": n, "held": verdict.held.get(b, 0)}
+            {
+                "bookie": b,
+                "expected": n,
+                "held": verdict.held.get(b, 0),
+                "missing": len(verdict.missing.get(b, [])),
+            }
             for b, n in sorted(verdict.expected.items())
         ]
         missing = [f for b in sorted(verdict.missing) for f in verdict.missing[b]]
@@ -224,6 +246,7 @@ def _ledger_fn(
                 _table(schema, "MISSING", [_finding_row(f) for f in missing]),
                 _table(schema, "LEDGER", [summary]),
                 _table(schema, "COUNT", counts),
+                _table(schema, "TALLY", [_tally(verdict.findings)]),
             ]
         )
 
@@ -286,7 +309,7 @@ def scan_bookkeeper(
         .mapInArrow(_storage_fn(sc.broadcast(storages), meta_bc), _STAGE1)
         .cache()
     )
-    small = stage1.filter(F.col("kind").isin("VOLUME", "FAILED")).collect()
+    small = stage1.filter(F.col("kind").isin("VOLUME", "FAILED", "TALLY")).collect()
     failed = list(listing.report.failed) + [
         {"path": r["file"], "error": r["detail"]} for r in small if r["kind"] == "FAILED"
     ]
@@ -304,22 +327,20 @@ def scan_bookkeeper(
         .cache()
     )
     counts = (
-        stage2.filter(F.col("kind") == "COUNT")
-        .groupBy("bookie")
-        .agg(F.sum("expected").alias("expected"), F.sum("held").alias("held"))
+        stage2.filter(F.col("kind").isin("COUNT", "TALLY"))
+        .groupBy("kind", "bookie")
+        .agg(*(F.sum(c).alias(c) for c in ("expected", "held", "missing", *_names(_TALLY))))
         .collect()
     )
+    per_bookie = [r for r in counts if r["kind"] == "COUNT"]
     nothing = holds_nothing(
-        {r["bookie"]: int(r["expected"]) for r in counts},
-        {r["bookie"]: int(r["held"]) for r in counts},
+        {r["bookie"]: int(r["expected"]) for r in per_bookie},
+        {r["bookie"]: int(r["held"]) for r in per_bookie},
     )
+    driver_found = listing.report.findings + list(nothing.values())
     findings = (
         spark.createDataFrame(
-            [
-                tuple(_finding_row(f).values())
-                for f in listing.report.findings + list(nothing.values())
-            ],
-            FINDING_SCHEMA,
+            [tuple(_finding_row(f).values()) for f in driver_found], FINDING_SCHEMA
         )
         .unionByName(_select(stage1.filter(F.col("kind") == "FINDING"), FINDING_SCHEMA))
         .unionByName(
@@ -332,22 +353,32 @@ def scan_bookkeeper(
             )
         )
     )
-    agg = copies.agg(
-        F.count(F.lit(1)).alias("copies"),
-        F.sum((F.col("frame_ok") & F.col("digest_ok") & F.col("verified")).cast("long")).alias(
-            "good"
-        ),
-        F.sum(F.col("verified").cast("long")).alias("verified"),
-    ).collect()[0]
+    tallies = [r for r in small if r["kind"] == "TALLY"] + [
+        r for r in counts if r["kind"] == "TALLY"
+    ]
+    missing = sum(int(r["missing"]) for r in per_bookie if r["bookie"] not in nothing)
+    missing_warns = missing if severity_of(MISSING_ENTRY) == WARNING else 0
+    vols = [r for r in small if r["kind"] == "VOLUME"]
+    n_found = len(driver_found) + missing + sum(int(r["findings"] or 0) for r in tallies)
+    warnings = (
+        sum(f.severity == WARNING for f in driver_found)
+        + missing_warns
+        + sum(int(r["warnings"] or 0) for r in tallies)
+    )
     summary = {
         "bookies": len(listing.report.bookies),
         "ledger_dirs": sum(len(v) for v in listing.report.bookies.values()),
         "ledgers": len(metadata),
-        "copies": int(agg["copies"]),
-        "good_copies": int(agg["good"] or 0),
-        "verified_copies": int(agg["verified"] or 0),
+        "copies": sum(int(r["copies"] or 0) for r in vols),
+        "good_copies": sum(int(r["good_copies"] or 0) for r in vols),
+        "verified_copies": sum(
+            int(r["verified_copies"] or 0) for r in small if r["kind"] == "TALLY"
+        ),
+        "findings": n_found,
+        "errors": n_found - warnings,
+        "warnings": warnings,
         "failed": len(failed),
-        "bytes_read": sum(int(r["bytes_read"] or 0) for r in small if r["kind"] == "VOLUME"),
+        "bytes_read": sum(int(r["bytes_read"] or 0) for r in vols),
         "seconds": round(time.perf_counter() - t0, 6),
         "tasks": len(storages),
     }
