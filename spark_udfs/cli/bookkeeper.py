@@ -161,10 +161,15 @@ def _status(meta: Dict[str, Any], n: Dict[str, int], strict: bool) -> int:
 def _read_meta(location: str) -> Dict[str, Any]:
     """META_FILE of a bookie scan, checked for the fields the report uses (a file that was
     edited or is another tool's is one line, exit 2)."""
+    from merkle.replica.safeopen import open_dir, read_regular
+
     path = os.path.join(location, META_FILE)
     try:
-        with open(path, "rb") as f:
-            meta = json.loads(f.read(16 << 20))
+        top = open_dir(location, follow=True)
+        try:  # never through a link planted in its place, never larger than 16 MiB
+            meta = json.loads(read_regular(top, META_FILE, 16 << 20, display=path))
+        finally:
+            os.close(top)
         if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
             raise ValueError(f"not a {_FORMAT} file")
         summary = meta["summary"]

@@ -175,3 +175,38 @@ def test_a_bad_ledger_metadata_path_is_one_line(
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith("crcmerkle: error: --ledger-metadata")
         assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [b"{}", b"not json", b'{"format": "crcmerkle-bookkeeper-scan/1", "summary": {}}', None],
+)
+def test_a_report_of_an_edited_summary_is_one_line(
+    tmp_path: Path, capsys: Any, monkeypatch: Any, planted: Any
+) -> None:
+    """OUT/bookkeeper.json edited, or a link planted in its place: one line, exit 2, no JVM."""
+    from spark_udfs.cli import common
+
+    monkeypatch.setattr(common, "_session", lambda *a, **k: pytest.fail("session started"))
+    out = tmp_path / "out"
+    out.mkdir()
+    if planted is None:  # a summary that would be read, but for the link
+        valid = {
+            "format": "crcmerkle-bookkeeper-scan/1",
+            "paths": [],
+            "bookies": {},
+            "failed": [],
+            "metadata_problems": [],
+            "summary": dict.fromkeys(
+                ("bookies", "ledger_dirs", "ledgers", "copies", "good_copies")
+                + ("verified_copies", "findings", "warnings"),
+                0,
+            ),
+        }
+        (tmp_path / "elsewhere.json").write_text(json.dumps(valid))
+        (out / "bookkeeper.json").symlink_to(tmp_path / "elsewhere.json")
+    else:
+        (out / "bookkeeper.json").write_bytes(planted)
+    assert main(["spark", "report", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "bookkeeper.json" in err
