@@ -43,7 +43,20 @@ _NOT_FOR_BOOKIES: Tuple[Tuple[str, str, Any], ...] = (
     ("bytes_per_second", "--bytes-per-second", None),
     ("decommission", "--decommission", []),
     ("maintenance", "--maintenance", []),
+    ("min_read_fraction", "--min-read-fraction", 0.0),
+    ("replication", "--replication", 3),
+    ("limit", "--limit", 20),
 )
+
+
+def _refuse_ozone_options(args: argparse.Namespace) -> None:
+    """A replica option given with bookies is one line, exit 2: never silently ignored."""
+    for dest, flag, unset in _NOT_FOR_BOOKIES:
+        if getattr(args, dest, unset) != unset:
+            raise CLIError(
+                f"{flag} is not for BookKeeper bookies (--ledger-metadata, --zookeeper)",
+                EXIT_ERROR,
+            )
 
 
 def bookkeeper_opts(p: argparse.ArgumentParser) -> None:
@@ -81,12 +94,7 @@ def _scan_and_write(args: argparse.Namespace) -> Any:
     from merkle.replica.bookkeeper.scan import list_bookies
     from spark_udfs.jobs.bkscan import scan_bookkeeper
 
-    for dest, flag, unset in _NOT_FOR_BOOKIES:
-        if getattr(args, dest, unset) != unset:
-            raise CLIError(
-                f"{flag} is not for BookKeeper bookies (--ledger-metadata, --zookeeper)",
-                EXIT_ERROR,
-            )
+    _refuse_ozone_options(args)
     if not args.paths:
         raise CLIError("nothing to scan: give the bookies' directories", EXIT_ERROR)
     _check_paths(args.paths)
@@ -223,6 +231,7 @@ def report(args: argparse.Namespace) -> int:
     from merkle.cli.bookkeeper import ledger_line
     from spark_udfs.jobs.bkscan import FINDING_SCHEMA, LEDGER_SCHEMA
 
+    _refuse_ozone_options(args)
     meta = _read_meta(args.input)
     n = _counts(meta, args.strict)
     n_ledgers = int(meta["summary"]["ledgers"])

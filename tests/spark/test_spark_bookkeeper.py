@@ -210,3 +210,20 @@ def test_a_report_of_an_edited_summary_is_one_line(
     assert main(["spark", "report", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "bookkeeper.json" in err
+
+
+@pytest.mark.parametrize(
+    "extra", [["--trees-only"], ["--also", "crc32c"], ["--min-read-fraction", "0.5"]]
+)
+def test_a_replica_option_with_bookies_is_refused(
+    tmp_path: Path, capsys: Any, monkeypatch: Any, extra: List[str]
+) -> None:
+    """An Ozone replica option is never silently ignored on bookies: one line, exit 2."""
+    from spark_udfs.cli import common
+
+    monkeypatch.setattr(common, "_session", lambda *a, **k: pytest.fail("session started"))
+    zk = str(GOLDEN / "zookeeper")
+    argv = ["spark", "run", str(GOLDEN / "bookie-1"), "--ledger-metadata", zk, *extra]
+    assert main([*argv, "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not for BookKeeper bookies" in err
