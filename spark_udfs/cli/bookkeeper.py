@@ -226,6 +226,24 @@ def _first_findings(findings: Any, first: int) -> List[Any]:
     ]
 
 
+#: the entry lists of a ledger's row (one entry ID per item: a ledger may have millions)
+_ENTRY_LISTS = ("below_ack_quorum", "without_good_copy")
+
+
+def _first_ledgers(ledgers: Any, first: int) -> List[Dict[str, Any]]:
+    """The first `first` ledgers' summaries, each entry list cut to its first `first` IDs (at
+    least the 21 the text line needs to say "...") with its length as `<list>_total`: what
+    reaches the driver is bounded by --first, never by a ledger's entry count."""
+    from pyspark.sql import functions as F
+
+    keep = max(first, 21)
+    cols = [F.col(c) for c in ledgers.columns if c not in _ENTRY_LISTS]
+    for c in _ENTRY_LISTS:
+        cols += [F.slice(c, 1, keep).alias(c), F.size(c).cast("long").alias(f"{c}_total")]
+    rows = ledgers.orderBy("ledger").limit(first).select(*cols).collect()
+    return [r.asDict() for r in rows]
+
+
 def report(args: argparse.Namespace) -> int:
     """`spark report OUT` of a bookie scan: as `crcmerkle scan` prints it."""
     from merkle.cli.bookkeeper import ledger_line
@@ -240,7 +258,7 @@ def report(args: argparse.Namespace) -> int:
     ledgers = spark.read.schema(LEDGER_SCHEMA).parquet(child(args.input, "ledgers"))
     with _progress(args, spark, "report"):
         shown = _first_findings(findings, args.first) if n["all"] else []
-        infos = [r.asDict() for r in ledgers.orderBy("ledger").limit(args.first).collect()]
+        infos = _first_ledgers(ledgers, args.first)
     s = dict(meta["summary"], errors=n["errors"], warnings=n["warnings"], strict=args.strict)
     doc = {
         "bookies": meta["bookies"],
