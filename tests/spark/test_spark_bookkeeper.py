@@ -165,6 +165,28 @@ def test_the_golden_cluster_gives_the_clis_findings(golden: Dict[str, Any]) -> N
     assert _ledgers(data) == local["ledgers"]
 
 
+@pytest.mark.slow
+def test_the_metadata_from_a_live_zookeeper(
+    spark: Any, golden: Dict[str, Any], tmp_path: Path, capsys: Any
+) -> None:
+    """--zookeeper HOST:PORT/root (a real ZooKeeper holding the golden znodes): the findings
+    of the run from the znode files, exit 1."""
+    from zookeeper_server import ZooKeeperServer, load_znode_tree, require_zookeeper
+
+    require_zookeeper()
+    paths = [str(GOLDEN / f"bookie-{i}") for i in range(1, 5)]
+    with ZooKeeperServer() as server:
+        load_znode_tree(server.client())
+        status, data = _json_of(
+            capsys,
+            ["spark", "run", *paths, "--zookeeper", server.hosts + "/ledgers"]
+            + ["-o", str(tmp_path / "out"), "--json"],
+        )
+    assert status == 1
+    assert _sorted(data["findings"]) == _sorted(golden["spark"][1]["findings"])
+    assert data["ledgers"] == golden["spark"][1]["ledgers"]
+
+
 def test_a_bad_ledger_metadata_path_is_one_line(
     tmp_path: Path, capsys: Any, monkeypatch: Any
 ) -> None:
