@@ -80,6 +80,10 @@ LEDGER_SCHEMA = (
     "without_good_copy array<bigint>"
 )
 
+#: copy rows per Arrow batch a stage-1 task yields: a storage of millions of entries goes out
+#: in bounded batches, not as one table built from millions of rows at once
+COPIES_PER_BATCH = 65536
+
 SCANNED = "SCANNED"
 VOLUME_FAILED = "VOLUME_FAILED"
 
@@ -171,10 +175,10 @@ def _volume_rows(ds: List[LedgerDir], part: StorageScan, seconds: float) -> List
 
 
 def _storage_fn(
-    storages: Any, metadata: Any
+    storages: Any, metadata: Any, per_batch: int = COPIES_PER_BATCH
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """Stage 1's mapInArrow function: each work item (an index into the broadcast list of
-    storages) verified by scan_storage, its results as rows."""
+    storages) verified by scan_storage, its results as rows (copies `per_batch` a batch)."""
     schema = _arrow(_STAGE1)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -188,9 +192,12 @@ def _storage_fn(
                 seconds = time.perf_counter() - t0
                 found = part.report.findings + part.wrong_dir
                 verified = sum(c.verified for c in part.report.copies)
+                copies = part.report.copies
+                for start in range(0, len(copies), per_batch):
+                    chunk = copies[start : start + per_batch]
+                    yield from _table(schema, "COPY", [_copy_row(c) for c in chunk]).to_batches()
                 for kind, rows in (
                     ("TALLY", [_tally(found, verified_copies=verified)]),
-                    ("COPY", [_copy_row(c) for c in part.report.copies]),
                     ("FINDING", [_finding_row(f) for f in found]),
                     ("VOLUME", _volume_rows(ds, part, seconds)),
                     (

@@ -275,3 +275,30 @@ def test_the_report_takes_the_first_of_each_list(spark: Any) -> None:
     assert all(
         g["below_ack_quorum_total"] == 100 and g["without_good_copy_total"] == 0 for g in got
     )
+
+
+def test_a_storage_task_yields_its_copies_in_bounded_batches(tmp_path: Path) -> None:
+    """Stage 1's function (run here without Spark): every copy the local scan finds, as rows
+    in batches of at most the given size, and one VOLUME row per directory."""
+    from types import SimpleNamespace
+
+    import pyarrow as pa
+
+    from merkle.cli.bookkeeper import metadata_source
+    from merkle.replica.bookkeeper.scan import list_bookies, scan_bookies
+    from spark_udfs.jobs.bkscan import _storage_fn
+
+    bk = tmp_path / "bk"
+    manifest = _generate(bk, "none", "db")
+    paths = [str(bk / b) for b in manifest["bookies"]]
+    source = metadata_source(str(bk / manifest["metadata"]["dumps"]), None)
+    storages = list_bookies(paths).storages()
+    run = _storage_fn(SimpleNamespace(value=storages), SimpleNamespace(value=source.ledgers), 7)
+    ids = pa.RecordBatch.from_pydict({"id": list(range(len(storages)))})
+    batches = [b.to_pydict() for b in run(iter([ids]))]
+    copies = [b for b in batches if b["kind"][0] == "COPY"]
+    assert all(len(b["kind"]) <= 7 and set(b["kind"]) == {"COPY"} for b in copies)
+    local = scan_bookies(paths, source.ledgers)
+    assert sum(len(b["kind"]) for b in copies) == len(local.copies) > 7
+    volumes = [d for b in batches if b["kind"][0] == "VOLUME" for d in b["directory"]]
+    assert sorted(volumes) == sorted(d for ds in local.bookies.values() for d in ds)
