@@ -37,7 +37,7 @@ def add_parser(sub: Any) -> None:
     """`crcmerkle spark scan`, added to `crcmerkle spark`'s subcommands."""
     s = sub.add_parser(
         "scan",
-        help="verify replicas; write chunk/block/container/error tables",
+        help="verify replicas (or BookKeeper bookies); write their tables",
         description=SCAN_DESCRIPTION,
     )
     s.add_argument(
