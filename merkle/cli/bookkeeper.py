@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional
 from merkle.cli import EXIT_ERROR, EXIT_FINDINGS, CLIError, print_error, redact_json
 from merkle.messages import one_line
 
-__all__ = ["run_bookkeeper"]
+__all__ = ["MetadataSource", "bookies_status", "ledger_line", "metadata_source", "run_bookkeeper"]
 
 #: scan options that read what only Ozone's and crcmerkle's replicas have
 _NOT_FOR_BOOKIES = (
@@ -32,7 +32,7 @@ _NOT_FOR_BOOKIES = (
 )
 
 
-def _ledger_line(info: Dict[str, Any]) -> str:
+def ledger_line(info: Dict[str, Any]) -> str:
     counts = ", ".join(
         f"{n} on {c} entr{'y' if c == 1 else 'ies'}"
         for n, c in sorted(info["good_copies"].items(), key=lambda kv: -int(kv[0]))
@@ -56,7 +56,7 @@ def _ledger_line(info: Dict[str, Any]) -> str:
 
 
 @dataclass
-class _MetadataSource:
+class MetadataSource:
     """The ledger metadata and what the store says of the cluster, from files or ZooKeeper."""
 
     ledgers: Dict[int, Any]
@@ -67,7 +67,7 @@ class _MetadataSource:
     problems: List[str] = field(default_factory=list)
 
 
-def _from_zookeeper(spec: str) -> _MetadataSource:
+def _from_zookeeper(spec: str) -> MetadataSource:
     """Every ledger's metadata from a live ZooKeeper (read-only). A ledger znode that does
     not parse is one problem line and counts as unread: its stored entries are reported as
     not verified, never as garbage."""
@@ -78,7 +78,7 @@ def _from_zookeeper(spec: str) -> _MetadataSource:
         zk = read_zookeeper_metadata(spec)
     except ZooKeeperError as exc:
         raise CLIError(one_line(str(exc)), EXIT_ERROR) from None
-    source = _MetadataSource(
+    source = MetadataSource(
         {},
         zk.instance_id,
         {b: c.data for b, c in zk.cookies.items()},
@@ -95,13 +95,70 @@ def _from_zookeeper(spec: str) -> _MetadataSource:
     return source
 
 
-def run_bookkeeper(args: argparse.Namespace) -> int:
+def metadata_source(ledger_metadata: Optional[str], zookeeper: Optional[str]) -> MetadataSource:
+    """The ledger metadata from --ledger-metadata PATH or --zookeeper HOST:PORT[/root] (one of
+    them), or a one-line CLIError (exit 2): `crcmerkle scan` and `crcmerkle spark` read it
+    alike."""
     from merkle.replica.bookkeeper.metadata import (
         MetadataError,
         load_instance_id,
         load_ledger_metadata,
         load_registered_cookies,
     )
+
+    if zookeeper is not None and ledger_metadata is not None:
+        raise CLIError(
+            "--ledger-metadata and --zookeeper: give one source of the ledger metadata", EXIT_ERROR
+        )
+    if zookeeper is not None:
+        return _from_zookeeper(zookeeper)
+    if ledger_metadata is None:
+        raise CLIError("bookies need --ledger-metadata PATH or --zookeeper HOST:PORT", EXIT_ERROR)
+    try:
+        return MetadataSource(
+            load_ledger_metadata(ledger_metadata),
+            load_instance_id(ledger_metadata),
+            load_registered_cookies(ledger_metadata),
+        )
+    except FileNotFoundError as exc:
+        raise CLIError(
+            f"--ledger-metadata {ledger_metadata}: {exc.strerror or exc}", EXIT_ERROR
+        ) from None
+    except (MetadataError, OSError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise CLIError(f"--ledger-metadata: {one_line(why)}", EXIT_ERROR) from None
+
+
+def bookies_status(
+    *,
+    errors: int,
+    failed: int,
+    bookies: int,
+    copies: int,
+    verified: int,
+    problems: int,
+    paths: List[str],
+) -> int:
+    """The exit status of a bookie scan: 2 when a path could not be read, no bookie was
+    found, or (no error found) no stored copy was verified; 1 on errors or metadata
+    problems; else 0. A CLIError (exit 2) says why nothing is proved."""
+    if failed:
+        return EXIT_ERROR
+    if not bookies:
+        raise CLIError(f"no bookie found under {', '.join(paths)}", EXIT_ERROR)
+    if not errors and not verified:
+        # nothing compared is no proof: the metadata names none of the ledgers stored here
+        # (another cluster's dumps, a wrong root) or the bookies hold no entry at all
+        raise CLIError(
+            f"no stored entry copy was verified ({copies} found, none of "
+            f"a ledger the metadata has): nothing is proved",
+            EXIT_ERROR,
+        )
+    # a metadata store that lied or could not be read whole is a finding too
+    return EXIT_FINDINGS if errors or problems else 0
+
+
+def run_bookkeeper(args: argparse.Namespace) -> int:
     from merkle.replica.bookkeeper.scan import scan_bookies
     from merkle.replica.levels import counts_as_failure
 
@@ -110,26 +167,7 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
             raise CLIError(
                 f"{flag} is not for BookKeeper bookies (--ledger-metadata, --zookeeper)", EXIT_ERROR
             )
-    if args.zookeeper is not None and args.ledger_metadata is not None:
-        raise CLIError(
-            "--ledger-metadata and --zookeeper: give one source of the ledger metadata", EXIT_ERROR
-        )
-    if args.zookeeper is not None:
-        source = _from_zookeeper(args.zookeeper)
-    else:
-        try:
-            source = _MetadataSource(
-                load_ledger_metadata(args.ledger_metadata),
-                load_instance_id(args.ledger_metadata),
-                load_registered_cookies(args.ledger_metadata),
-            )
-        except FileNotFoundError as exc:
-            raise CLIError(
-                f"--ledger-metadata {args.ledger_metadata}: {exc.strerror or exc}", EXIT_ERROR
-            ) from None
-        except (MetadataError, OSError) as exc:
-            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise CLIError(f"--ledger-metadata: {one_line(why)}", EXIT_ERROR) from None
+    source = metadata_source(args.ledger_metadata, args.zookeeper)
     for problem in source.problems:
         print_error(one_line(f"--zookeeper: {problem}"))
     t0 = time.perf_counter()
@@ -178,7 +216,7 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
             prefix = "warning: " if f.severity == "warning" else "error: "
             print(one_line(prefix + f.line()))
         for info in report.ledgers:
-            print(_ledger_line(info))
+            print(ledger_line(info))
         for failure in report.failed:
             print_error(one_line(failure["error"]))
         print(
@@ -188,20 +226,15 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
             f"{summary['warnings']} warnings"
             + (f", {len(report.failed)} paths not scanned" if report.failed else "")
         )
-    if report.failed:
-        return EXIT_ERROR
-    if not report.bookies:
-        raise CLIError(f"no bookie found under {', '.join(args.paths)}", EXIT_ERROR)
-    if not errors and not any(c.verified for c in report.copies):
-        # nothing compared is no proof: the metadata names none of the ledgers stored here
-        # (another cluster's dumps, a wrong root) or the bookies hold no entry at all
-        raise CLIError(
-            f"no stored entry copy was verified ({len(report.copies)} found, none of "
-            f"a ledger the metadata has): nothing is proved",
-            EXIT_ERROR,
-        )
-    # a metadata store that lied or could not be read whole is a finding too
-    return EXIT_FINDINGS if errors or source.problems else 0
+    return bookies_status(
+        errors=len(errors),
+        failed=len(report.failed),
+        bookies=len(report.bookies),
+        copies=len(report.copies),
+        verified=sum(c.verified for c in report.copies),
+        problems=len(source.problems),
+        paths=args.paths,
+    )
 
 
 def generator_fault_types() -> List[str]:

@@ -1,7 +1,10 @@
 """`crcmerkle spark scan|diff|report|run|plan|copycheck|demo` (also `python -m spark_udfs ...`).
 
   scan PATH... -o OUT      verify replicas on Spark; Parquet tables
-                           OUT/{chunks,blocks,containers,errors}
+                           OUT/{chunks,blocks,containers,errors}; with --ledger-metadata
+                           or --zookeeper the PATHs are BookKeeper bookies: tables
+                           OUT/{copies,findings,volumes,ledgers} (spark_udfs.jobs.bkscan),
+                           read back by report, both in one by run
   diff SCAN -o OUT         hierarchical diff of a scan (or a chunk table); OUT/{containers,
                            pulls,unrecoverable,pending_deletions,plan} Parquet +
                            OUT/plan.json (counts, first commands)

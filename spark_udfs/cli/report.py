@@ -12,6 +12,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from merkle.cli import EXIT_ERROR, EXIT_FINDINGS, CLIError
 from spark_udfs.cli import common
+from spark_udfs.cli.bookkeeper import bookkeeper_opts, is_bookkeeper_output, is_bookkeeper_scan
 from spark_udfs.cli.common import (
     _LOAD_STATE,
     _check_paths,
@@ -46,7 +47,8 @@ RUN_DESCRIPTION = """\
 scan, diff and report in one Spark session: the scan's and the diff's tables under OUTPUT,
 the report on stdout (and --report FILE), the full repair command list under
 OUTPUT/reconcile/. With --decommission or --maintenance: the decommission plan (as 'crcmerkle
-spark plan') instead of the report."""
+spark plan') instead of the report. With --ledger-metadata or --zookeeper the PATHs are
+BookKeeper bookies: the bookie scan's tables, then its report (as 'crcmerkle scan' prints it)."""
 
 
 def add_parser(sub: Any) -> None:
@@ -78,6 +80,7 @@ def add_parser(sub: Any) -> None:
         "reconcile/ (the full command list)",
     )
     _scan_opts(a)
+    bookkeeper_opts(a)
     _report_opts(a)
     _strict_opt(a)
     _plan_opts(a)
@@ -137,6 +140,10 @@ def _commands_location(args: argparse.Namespace) -> Tuple[Optional[str], Optiona
 
 def _report(args: argparse.Namespace) -> int:
     _check_paths([args.input])  # before the JVM starts
+    if is_bookkeeper_output(args.input):
+        from spark_udfs.cli import bookkeeper
+
+        return bookkeeper.report(args)
     spark = common._session(args)
     t = _load_chunks(spark, args.input)
     t["inventory"] = _LOAD_STATE.get("inventory")  # --datanodes (_not_scanned loaded it)
@@ -144,6 +151,10 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if is_bookkeeper_scan(args):
+        from spark_udfs.cli import bookkeeper
+
+        return bookkeeper.run(args)
     spark, _ = _scan_and_write(args)
     t = _load_chunks(spark, args.output)
     t["inventory"] = _inventory(args)

@@ -10,6 +10,7 @@ from typing import Any, Tuple
 from merkle.cli import EXIT_ERROR, EXIT_FINDINGS, CLIError
 from merkle.replica.levels import WARNING
 from spark_udfs.cli import common
+from spark_udfs.cli.bookkeeper import bookkeeper_opts, is_bookkeeper_scan
 from spark_udfs.cli.common import (
     _check_output,
     _check_paths,
@@ -26,14 +27,17 @@ Verify container replicas on Spark: each executor reads the block files of the r
 given (a path, or with --datanodes the volumes of its own host) and checksums them natively.
 Writes Parquet tables under OUTPUT: chunks (one row per chunk: its recorded and computed
 checksums), blocks, containers (each replica's status and container value) and errors (every
-finding). 'crcmerkle spark diff' and 'report' read them; nothing is repaired here."""
+finding). 'crcmerkle spark diff' and 'report' read them; nothing is repaired here.
+With --ledger-metadata or --zookeeper the PATHs are BookKeeper bookies: one task per ledger
+storage, then the ledgers judged grouped by ledger; tables copies, findings, volumes and
+ledgers."""
 
 
 def add_parser(sub: Any) -> None:
     """`crcmerkle spark scan`, added to `crcmerkle spark`'s subcommands."""
     s = sub.add_parser(
         "scan",
-        help="verify replicas; write chunk/block/container/error tables",
+        help="verify replicas (or BookKeeper bookies); write their tables",
         description=SCAN_DESCRIPTION,
     )
     s.add_argument(
@@ -44,6 +48,7 @@ def add_parser(sub: Any) -> None:
     )
     s.add_argument("-o", "--output", required=True, help="output directory (Parquet)")
     _scan_opts(s)
+    bookkeeper_opts(s)
     _read_opt(s)
     _strict_opt(s)
     _common(s)
@@ -114,6 +119,10 @@ def _scan_hosts(args: argparse.Namespace, spark: Any, inventory: Any) -> Any:
 
 
 def _scan(args: argparse.Namespace) -> int:
+    if is_bookkeeper_scan(args):
+        from spark_udfs.cli import bookkeeper
+
+        return bookkeeper.scan(args)
     from pyspark.sql import functions as F
 
     from spark_udfs.jobs.report import read_summary

@@ -60,9 +60,20 @@ __all__ = [
     "LEDGER_NOT_IN_METADATA",
     "MASTER_KEY_MISMATCH",
     "MISSING_ENTRY",
+    "Coverage",
+    "LedgerVerdict",
+    "Listing",
     "ScanReport",
+    "StorageScan",
     "UNINDEXED_ENTRY",
+    "copy_order",
+    "coverage_of",
+    "holds_nothing",
+    "judge_ledger",
+    "judge_unknown_ledger",
+    "list_bookies",
     "scan_bookies",
+    "scan_storage",
 ]
 
 CORRUPT_ENTRY = "CORRUPT_ENTRY"
@@ -737,154 +748,243 @@ def _pair_index_dirs(by_bookie: Dict[str, List[LedgerDir]], report: ScanReport) 
 # ---- placement ----------------------------------------------------------------------------
 
 
-def _scanned_dirs(
-    bookie: str, ds: List[LedgerDir], indexes: Dict[str, _DirIndex]
-) -> Tuple[int, Set[int], bool]:
-    """(numDirs by the cookie, the positions of the scanned dirs, whether the storage maps a
-    ledger to one dir) of a bookie."""
-    cookie = ds[0].cookie
-    assert cookie is not None
-    positions = {dir_index_in_cookie(d.path, cookie) for d in ds if d.path in indexes}
-    db = any(indexes[d.path].storage == "DbLedgerStorage" for d in ds if d.path in indexes)
-    return len(cookie.ledger_dirs), {p for p in positions if p is not None}, db
+@dataclass
+class Coverage:
+    """Which directories of each bookie the scan read: `scanned[bookie]` = (numDirs by its
+    cookie, the cookie positions of the directories whose index was read, whether its storage
+    maps a ledger to one directory (DbLedgerStorage)). Small (one entry per bookie): the Spark
+    job broadcasts it to the tasks that judge the ledgers."""
 
+    scanned: Dict[str, Tuple[int, Tuple[int, ...], bool]] = field(default_factory=dict)
 
-def _place(
-    metadata: Dict[int, LedgerMetadata],
-    by_bookie: Dict[str, List[LedgerDir]],
-    indexes: Dict[str, _DirIndex],
-    report: ScanReport,
-    unread: Optional[Dict[int, str]] = None,
-    metadata_complete: bool = True,
-) -> None:
-    copies: Dict[Tuple[int, int], List[Copy]] = defaultdict(list)
-    for c in report.copies:
-        copies[(c.ledger, c.entry)].append(c)
-    scanned = {
-        b: _scanned_dirs(b, ds, indexes)
-        for b, ds in by_bookie.items()
-        if any(d.path in indexes for d in ds)
-    }
-
-    def covers(bookie: str, lid: int) -> bool:
-        """Whether the scan read the directory where `bookie` keeps ledger `lid`."""
-        if bookie not in scanned:
+    def covers(self, bookie: str, lid: int) -> bool:
+        """Whether the scan read the directory where `bookie` keeps ledger `lid`: a copy the
+        write set puts on a directory that was not read is no MISSING_ENTRY."""
+        if bookie not in self.scanned:
             return False
-        num, positions, db = scanned[bookie]
+        num, positions, db = self.scanned[bookie]
         return lid % max(num, 1) in positions if db else len(positions) == num
 
-    expected_on: Dict[str, int] = defaultdict(int)
-    held_on: Dict[str, int] = defaultdict(int)
+
+def coverage_of(by_bookie: Dict[str, List[LedgerDir]], read: Dict[str, str]) -> Coverage:
+    """The Coverage of a scan: `read` maps each directory whose index was read to its
+    storage kind ("DbLedgerStorage" or "InterleavedLedgerStorage")."""
+    cov = Coverage()
+    for bookie, ds in by_bookie.items():
+        if not any(d.path in read for d in ds):
+            continue
+        cookie = ds[0].cookie
+        assert cookie is not None
+        positions = {dir_index_in_cookie(d.path, cookie) for d in ds if d.path in read}
+        db = any(read[d.path] == "DbLedgerStorage" for d in ds if d.path in read)
+        cov.scanned[bookie] = (
+            len(cookie.ledger_dirs),
+            tuple(sorted(p for p in positions if p is not None)),
+            db,
+        )
+    return cov
+
+
+def copy_order(c: Copy) -> Tuple[str, str, int]:
+    """The order a ledger's copies are judged in (which copy a finding names first): the
+    same whether the copies come from one process's scan or from a Spark group."""
+    return (c.bookie, c.file, c.offset)
+
+
+@dataclass
+class LedgerVerdict:
+    """What judging one ledger of the metadata found: its findings (past its last entry,
+    copies compared), the MISSING_ENTRY findings by bookie (held back until the bookie-wide
+    count says whether the bookie holds nothing at all), the entry copies its write sets give
+    each bookie (`expected`) and those the bookie holds (`held`), and the ledger's summary."""
+
+    findings: List[Finding] = field(default_factory=list)
+    missing: Dict[str, List[Finding]] = field(default_factory=dict)
+    expected: Dict[str, int] = field(default_factory=dict)
+    held: Dict[str, int] = field(default_factory=dict)
+    summary: Dict[str, Any] = field(default_factory=dict)
+
+
+def judge_ledger(
+    lid: int, meta: LedgerMetadata, ledger_copies: Iterable[Copy], coverage: Coverage
+) -> LedgerVerdict:
+    """Every copy of ledger `lid` (from every bookie) against its metadata: entries past its
+    last entry, each entry's copies compared, and each write set's bookies checked for a
+    copy. The local scan and the Spark job (grouped by ledger) both call this."""
+    verdict = LedgerVerdict()
+    report = ScanReport()
+    copies: Dict[int, List[Copy]] = defaultdict(list)
+    for c in sorted(ledger_copies, key=copy_order):
+        copies[c.entry].append(c)
+    seen = sorted(copies)
+    last = (
+        meta.last_entry_id
+        if meta.state == CLOSED
+        else max(
+            [c.last_add_confirmed for e in seen for c in copies[e] if c.frame_ok],
+            default=-1,
+        )
+    )
+    _past_last(lid, meta, seen, copies, report)
+    good_counts = []
+    below, none = [], []
+    expected: Dict[str, int] = defaultdict(int)
+    held: Dict[str, int] = defaultdict(int)
     missing: Dict[str, List[Finding]] = defaultdict(list)
-    for lid in sorted(metadata):
-        meta = metadata[lid]
-        seen = sorted(e for (l2, e) in copies if l2 == lid)
-        last = (
-            meta.last_entry_id
-            if meta.state == CLOSED
-            else max(
-                [c.last_add_confirmed for e in seen for c in copies[(lid, e)] if c.frame_ok],
-                default=-1,
-            )
-        )
-        _past_last(lid, meta, seen, copies, report)
-        good_counts = []
-        below, none = [], []
-        for eid in range(0, last + 1):
-            here = copies.get((lid, eid), [])
-            _compare_copies(lid, eid, here, report)
-            good = {c.bookie for c in here if c.good}
-            for bookie in meta.write_set(eid):
-                if not covers(bookie, lid):
-                    continue
-                expected_on[bookie] += 1
-                if any(c.bookie == bookie for c in here):
-                    held_on[bookie] += 1
-                else:
-                    missing[bookie].append(
-                        Finding(
-                            MISSING_ENTRY,
-                            f"the write set {', '.join(meta.write_set(eid))} puts "
-                            f"a copy here and the bookie holds none (under-replicated)",
-                            bookie=bookie,
-                            ledger=lid,
-                            entry=eid,
-                        )
+    for eid in range(0, last + 1):
+        here = copies.get(eid, [])
+        _compare_copies(lid, eid, here, report)
+        good = {c.bookie for c in here if c.good}
+        for bookie in meta.write_set(eid):
+            if not coverage.covers(bookie, lid):
+                continue
+            expected[bookie] += 1
+            if any(c.bookie == bookie for c in here):
+                held[bookie] += 1
+            else:
+                missing[bookie].append(
+                    Finding(
+                        MISSING_ENTRY,
+                        f"the write set {', '.join(meta.write_set(eid))} puts "
+                        f"a copy here and the bookie holds none (under-replicated)",
+                        bookie=bookie,
+                        ledger=lid,
+                        entry=eid,
                     )
-            good_counts.append(len(good))
-            if len(good) < meta.ack_quorum:
-                below.append(eid)
-            if not good:
-                none.append(eid)
-        for eid in seen:
-            if eid > last:
-                _compare_copies(lid, eid, copies[(lid, eid)], report)
-        report.ledgers.append(
-            {
-                "ledger": lid,
-                "state": meta.state,
-                "digest_type": meta.digest_type,
-                "last_entry_id": meta.last_entry_id,
-                "checked_up_to": last,
-                "ensemble_size": meta.ensemble_size,
-                "write_quorum": meta.write_quorum,
-                "ack_quorum": meta.ack_quorum,
-                "good_copies": {str(k): good_counts.count(k) for k in sorted(set(good_counts))},
-                "below_ack_quorum": below,
-                "without_good_copy": none,
-            }
-        )
-    for bookie, found in sorted(missing.items()):
-        if expected_on[bookie] and not held_on[bookie]:
-            report.add(
-                BOOKIE_HOLDS_NOTHING,
-                f"holds none of the {expected_on[bookie]} entry "
-                f"copies its ensemble segments give it: a re-formatted or replaced "
-                f"bookie (BP-31's incarnation case; the cookie alone cannot tell)",
-                bookie=bookie,
-            )
-        else:
-            report.findings.extend(found)
-    # ledgers the metadata no longer has: garbage not yet collected
-    gone: Dict[Tuple[str, int], int] = defaultdict(int)
-    for c in report.copies:
-        if c.ledger not in metadata:
-            gone[(c.bookie, c.ledger)] += 1
-    for (bookie, lid), n in sorted(gone.items()):
+                )
+        good_counts.append(len(good))
+        if len(good) < meta.ack_quorum:
+            below.append(eid)
+        if not good:
+            none.append(eid)
+    for eid in seen:
+        if eid > last:
+            _compare_copies(lid, eid, copies[eid], report)
+    verdict.findings = report.findings
+    verdict.missing, verdict.expected, verdict.held = dict(missing), dict(expected), dict(held)
+    verdict.summary = {
+        "ledger": lid,
+        "state": meta.state,
+        "digest_type": meta.digest_type,
+        "last_entry_id": meta.last_entry_id,
+        "checked_up_to": last,
+        "ensemble_size": meta.ensemble_size,
+        "write_quorum": meta.write_quorum,
+        "ack_quorum": meta.ack_quorum,
+        "good_copies": {str(k): good_counts.count(k) for k in sorted(set(good_counts))},
+        "below_ack_quorum": below,
+        "without_good_copy": none,
+    }
+    return verdict
+
+
+def judge_unknown_ledger(
+    lid: int,
+    ledger_copies: Iterable[Copy],
+    unread: Optional[Dict[int, str]] = None,
+    metadata_complete: bool = True,
+) -> List[Finding]:
+    """The stored copies of a ledger the metadata does not have, one finding per bookie:
+    garbage not yet collected, or (its metadata unread, the store not listed whole) copies
+    that were not verified, never called garbage."""
+    counts: Dict[str, int] = defaultdict(int)
+    for c in ledger_copies:
+        counts[c.bookie] += 1
+    found = []
+    for bookie, n in sorted(counts.items()):
         entries = f"{n} stored entr{'y' if n == 1 else 'ies'}"
         why = unread.get(lid) if unread else None
         if why is None and not metadata_complete:
             why = "the metadata store could not be listed whole"
         if why is not None:  # its metadata may exist: never call it garbage
-            report.add(
-                LEDGER_METADATA_UNREAD,
-                f"{entries} of a ledger whose metadata was not "
-                f"read ({why}): not verified, only their frames were checked",
+            found.append(
+                Finding(
+                    LEDGER_METADATA_UNREAD,
+                    f"{entries} of a ledger whose metadata was not "
+                    f"read ({why}): not verified, only their frames were checked",
+                    bookie=bookie,
+                    ledger=lid,
+                )
+            )
+            continue
+        found.append(
+            Finding(
+                LEDGER_NOT_IN_METADATA,
+                f"{entries} of a ledger the metadata does not have "
+                f"(deleted: garbage BookKeeper has not collected yet; only their frames "
+                f"were checked)",
                 bookie=bookie,
                 ledger=lid,
             )
-            continue
-        report.add(
-            LEDGER_NOT_IN_METADATA,
-            f"{entries} of a ledger the metadata does not have "
-            f"(deleted: garbage BookKeeper has not collected yet; only their frames "
-            f"were checked)",
-            bookie=bookie,
-            ledger=lid,
         )
+    return found
+
+
+def holds_nothing(expected: Dict[str, int], held: Dict[str, int]) -> Dict[str, Finding]:
+    """The bookies that hold none of the entry copies their ensemble segments give them
+    (counts summed over every ledger), each with its one BOOKIE_HOLDS_NOTHING finding, which
+    stands for all its MISSING_ENTRY findings."""
+    return {
+        bookie: Finding(
+            BOOKIE_HOLDS_NOTHING,
+            f"holds none of the {n} entry "
+            f"copies its ensemble segments give it: a re-formatted or replaced "
+            f"bookie (BP-31's incarnation case; the cookie alone cannot tell)",
+            bookie=bookie,
+        )
+        for bookie, n in sorted(expected.items())
+        if n and not held.get(bookie)
+    }
+
+
+def _place(
+    metadata: Dict[int, LedgerMetadata],
+    coverage: Coverage,
+    report: ScanReport,
+    unread: Optional[Dict[int, str]] = None,
+    metadata_complete: bool = True,
+) -> None:
+    """Every ledger judged (judge_ledger, judge_unknown_ledger), then the bookie-wide check
+    (holds_nothing), all over the copies of one process's scan."""
+    by_ledger: Dict[int, List[Copy]] = defaultdict(list)
+    for c in report.copies:
+        by_ledger[c.ledger].append(c)
+    expected: Dict[str, int] = defaultdict(int)
+    held: Dict[str, int] = defaultdict(int)
+    missing: Dict[str, List[Finding]] = defaultdict(list)
+    for lid in sorted(metadata):
+        verdict = judge_ledger(lid, metadata[lid], by_ledger.get(lid, []), coverage)
+        report.findings.extend(verdict.findings)
+        report.ledgers.append(verdict.summary)
+        for bookie, n in verdict.expected.items():
+            expected[bookie] += n
+        for bookie, n in verdict.held.items():
+            held[bookie] += n
+        for bookie, found in verdict.missing.items():
+            missing[bookie].extend(found)
+    nothing = holds_nothing(expected, held)
+    for bookie, found in sorted(missing.items()):
+        report.findings.extend([nothing[bookie]] if bookie in nothing else found)
+    # ledgers the metadata no longer has: garbage not yet collected
+    gone = [
+        f
+        for lid in sorted(set(by_ledger) - set(metadata))
+        for f in judge_unknown_ledger(lid, by_ledger[lid], unread, metadata_complete)
+    ]
+    report.findings.extend(sorted(gone, key=lambda f: (f.bookie or "", f.ledger or 0)))
 
 
 def _past_last(
     lid: int,
     meta: LedgerMetadata,
     seen: List[int],
-    copies: Dict[Tuple[int, int], List[Copy]],
+    copies: Dict[int, List[Copy]],
     report: ScanReport,
 ) -> None:
     past = [e for e in seen if e > meta.last_entry_id]
     if not past:
         return
-    holders = sorted({c.bookie for e in past for c in copies[(lid, e)]})
+    holders = sorted({c.bookie for e in past for c in copies[e]})
     span = f"{past[0]}..{past[-1]}" if len(past) > 1 else str(past[0])
     if meta.state == CLOSED:
         report.add(
@@ -957,23 +1057,22 @@ def _compare_copies(lid: int, eid: int, here: List[Copy], report: ScanReport) ->
         )
 
 
-def _wrong_dir(
-    by_bookie: Dict[str, List[LedgerDir]], indexes: Dict[str, _DirIndex], report: ScanReport
-) -> None:
+def _wrong_dir(ds: List[LedgerDir], bookie: str, indexes: Dict[str, _DirIndex]) -> List[Finding]:
     """DbLedgerStorage keeps ledger L only in ledger dir L mod numDirs: a ledger's data in
     another dir is invisible to its bookie."""
-    for bookie, ds in by_bookie.items():
-        for d in ds:
-            index = indexes.get(d.path)
-            if index is None or index.storage != "DbLedgerStorage" or d.cookie is None:
-                continue
-            pos = dir_index_in_cookie(d.path, d.cookie)
-            num = len(d.cookie.ledger_dirs)
-            if pos is None:
-                continue
-            for lid in sorted(index.ledgers):
-                if lid % num != pos:
-                    report.add(
+    found = []
+    for d in ds:
+        index = indexes.get(d.path)
+        if index is None or index.storage != "DbLedgerStorage" or d.cookie is None:
+            continue
+        pos = dir_index_in_cookie(d.path, d.cookie)
+        num = len(d.cookie.ledger_dirs)
+        if pos is None:
+            continue
+        for lid in sorted(index.ledgers):
+            if lid % num != pos:
+                found.append(
+                    Finding(
                         LEDGER_IN_WRONG_DIR,
                         f"DbLedgerStorage keeps ledger {lid} in "
                         f"ledger dir {lid % num} of {num}, this is dir {pos}: the "
@@ -982,24 +1081,60 @@ def _wrong_dir(
                         ledger=lid,
                         file=d.current,
                     )
+                )
+    return found
 
 
-def scan_bookies(
+@dataclass
+class StorageScan:
+    """What verifying one ledger storage of a bookie found (`report`: its findings, copies,
+    failed directories and bytes read), the storage kind of each directory whose index was
+    read (`read`: what Coverage is made of) and its ledgers kept in the wrong directory."""
+
+    bookie: str
+    report: ScanReport
+    read: Dict[str, str]
+    wrong_dir: List[Finding]
+
+
+def scan_storage(
+    ds: List[LedgerDir], bookie: str, metadata: Dict[int, LedgerMetadata]
+) -> StorageScan:
+    """Verify one ledger storage (Listing.storages: a DbLedgerStorage directory, or all of a
+    bookie's Interleaved/Sorted directories): the unit of work of the local scan's loop and
+    of the Spark job's tasks alike."""
+    report = ScanReport()
+    indexes = _scan_storage(ds, bookie, metadata, report)
+    read = {path: index.storage for path, index in indexes.items()}
+    return StorageScan(bookie, report, read, _wrong_dir(ds, bookie, indexes))
+
+
+@dataclass
+class Listing:
+    """The bookies found under the paths given, before any storage is read: the cookie
+    findings and the paths that hold no ledger directory (`report`), and each bookie's
+    readable ledger directories (index directories paired). Cheap: cookies and listings."""
+
+    report: ScanReport
+    by_bookie: Dict[str, List[LedgerDir]]
+
+    def storages(self) -> List[Tuple[str, List[LedgerDir]]]:
+        """(bookie, its directories) of every ledger storage, bookies in order."""
+        return [
+            (bookie, storage)
+            for bookie, ds in sorted(self.by_bookie.items())
+            for storage in _storages(ds)
+        ]
+
+
+def list_bookies(
     paths: Iterable[str],
-    metadata: Dict[int, LedgerMetadata],
     *,
     instance_id: Optional[str] = None,
     registered_cookies: Optional[Dict[str, bytes]] = None,
-    unread: Optional[Dict[int, str]] = None,
-    metadata_complete: bool = True,
-) -> ScanReport:
-    """Scan the bookies' ledger directories at or under `paths` against `metadata` (ledger
-    ID -> LedgerMetadata); `instance_id`: the cluster's INSTANCEID, `registered_cookies`:
-    the cookies the metadata store registers (raw bytes by bookie ID), when the metadata
-    source has them; `unread`: ledgers the store lists but whose metadata could not be read
-    (ID -> why), and `metadata_complete` False when the store could not be listed whole: the
-    stored entries of a ledger missing from `metadata` are then not called garbage. A path
-    that holds no ledger directory goes to `failed`."""
+) -> Listing:
+    """Find the ledger directories at or under `paths`, read and check their cookies (see
+    scan_bookies), and pair DbLedgerStorage's index directories."""
     report = ScanReport()
     dirs: List[LedgerDir] = []
     for p in paths:
@@ -1019,11 +1154,41 @@ def scan_bookies(
         dirs.extend(LedgerDir(f) for f in found if f not in {d.path for d in dirs})
     by_bookie = _check_cookies(dirs, instance_id, registered_cookies, report)
     _pair_index_dirs(by_bookie, report)
-    indexes: Dict[str, _DirIndex] = {}
     for bookie, ds in sorted(by_bookie.items()):
         report.bookies[bookie] = [d.path for d in ds]
-        for storage in _storages(ds):
-            indexes.update(_scan_storage(storage, bookie, metadata, report))
-    _wrong_dir(by_bookie, indexes, report)
-    _place(metadata, by_bookie, indexes, report, unread, metadata_complete)
+    return Listing(report, dict(by_bookie))
+
+
+def scan_bookies(
+    paths: Iterable[str],
+    metadata: Dict[int, LedgerMetadata],
+    *,
+    instance_id: Optional[str] = None,
+    registered_cookies: Optional[Dict[str, bytes]] = None,
+    unread: Optional[Dict[int, str]] = None,
+    metadata_complete: bool = True,
+) -> ScanReport:
+    """Scan the bookies' ledger directories at or under `paths` against `metadata` (ledger
+    ID -> LedgerMetadata); `instance_id`: the cluster's INSTANCEID, `registered_cookies`:
+    the cookies the metadata store registers (raw bytes by bookie ID), when the metadata
+    source has them; `unread`: ledgers the store lists but whose metadata could not be read
+    (ID -> why), and `metadata_complete` False when the store could not be listed whole: the
+    stored entries of a ledger missing from `metadata` are then not called garbage. A path
+    that holds no ledger directory goes to `failed`. The steps (list_bookies, scan_storage,
+    judge_ledger, holds_nothing) are the ones spark_udfs.jobs.bkscan distributes."""
+    listing = list_bookies(paths, instance_id=instance_id, registered_cookies=registered_cookies)
+    report = listing.report
+    read: Dict[str, str] = {}
+    wrong: Dict[str, List[Finding]] = defaultdict(list)
+    for bookie, storage in listing.storages():
+        part = scan_storage(storage, bookie, metadata)
+        report.findings.extend(part.report.findings)
+        report.copies.extend(part.report.copies)
+        report.failed.extend(part.report.failed)
+        report.bytes_read += part.report.bytes_read
+        read.update(part.read)
+        wrong[bookie].extend(part.wrong_dir)
+    for bookie in listing.by_bookie:
+        report.findings.extend(wrong.get(bookie, []))
+    _place(metadata, coverage_of(listing.by_bookie, read), report, unread, metadata_complete)
     return report

@@ -1,0 +1,315 @@
+"""`crcmerkle spark scan|report|run` on BookKeeper bookies: `scan BOOKIE_DIR... -o OUT
+--ledger-metadata PATH | --zookeeper HOST:PORT[/root]` (spark_udfs.jobs.bkscan), `report OUT`,
+`run` = both.
+
+The scan writes OUT/{copies,findings,volumes,ledgers} (Parquet) and OUT/bookkeeper.json (the
+bookies, the paths not read, the metadata's problems and the summary counts: what the driver
+knows whole); the report reads them back and prints what `crcmerkle scan` prints for the same
+bookies: the findings (the first --first of them), the ledgers' lines and the summary, with the
+same exit status (merkle.cli.bookkeeper.bookies_status: 0 clean, 1 findings, 2 could not).
+The metadata is read, and the bookies listed, before the JVM starts: a bad --ledger-metadata
+costs one line and no Spark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Dict, List, Tuple
+
+from merkle.cli import EXIT_ERROR, CLIError, print_error, redact_json
+from merkle.messages import one_line
+from spark_udfs.cli import common
+from spark_udfs.cli.common import _check_output, _check_paths, _dir_display, _progress, _write_file
+from spark_udfs.uri import child
+
+__all__ = ["META_FILE", "bookkeeper_opts", "is_bookkeeper_scan", "report", "run", "scan"]
+
+#: what the driver knows whole, next to the tables: its presence makes OUT a bookie scan
+META_FILE = "bookkeeper.json"
+_FORMAT = "crcmerkle-bookkeeper-scan/1"
+
+#: spark scan/run options for Ozone's replicas only (dest, flag, its unset value)
+_NOT_FOR_BOOKIES: Tuple[Tuple[str, str, Any], ...] = (
+    ("datanodes", "--datanodes", None),
+    ("ozone_conf", "--ozone-conf", None),
+    ("trees_only", "--trees-only", False),
+    ("metadata_only", "--metadata-only", False),
+    ("also", "--also", None),
+    ("no_idle_io", "--no-idle-io", False),
+    ("keep_cache", "--keep-cache", False),
+    ("bytes_per_second", "--bytes-per-second", None),
+    ("decommission", "--decommission", []),
+    ("maintenance", "--maintenance", []),
+    ("min_read_fraction", "--min-read-fraction", 0.0),
+    ("replication", "--replication", 3),
+    ("limit", "--limit", 20),
+)
+
+
+def _refuse_ozone_options(args: argparse.Namespace) -> None:
+    """A replica option given with bookies is one line, exit 2: never silently ignored."""
+    for dest, flag, unset in _NOT_FOR_BOOKIES:
+        if getattr(args, dest, unset) != unset:
+            raise CLIError(
+                f"{flag} is not for BookKeeper bookies (--ledger-metadata, --zookeeper)",
+                EXIT_ERROR,
+            )
+
+
+def bookkeeper_opts(p: argparse.ArgumentParser) -> None:
+    """--ledger-metadata and --zookeeper: the PATHs are bookies (as in `crcmerkle scan`)."""
+    p.add_argument(
+        "--ledger-metadata",
+        metavar="PATH",
+        help="the PATHs are BookKeeper bookies: their ledger metadata from PATH (dump files "
+        "or a copy of the znode tree)",
+    )
+    p.add_argument(
+        "--zookeeper",
+        metavar="HOST:PORT[/root]",
+        help="the PATHs are BookKeeper bookies: their ledger metadata from a live ZooKeeper "
+        "(read-only)",
+    )
+
+
+def is_bookkeeper_scan(args: argparse.Namespace) -> bool:
+    return (
+        getattr(args, "ledger_metadata", None) is not None
+        or getattr(args, "zookeeper", None) is not None
+    )
+
+
+def is_bookkeeper_output(location: str) -> bool:
+    """Whether a scan directory holds a bookie scan (its META_FILE; local directories)."""
+    return "://" not in location and os.path.isfile(os.path.join(location, META_FILE))
+
+
+def _scan_and_write(args: argparse.Namespace) -> Any:
+    """Refuse what is not for bookies, read the metadata and list the bookies (no JVM yet),
+    then run the job and write OUT's tables and META_FILE. Returns the session."""
+    from merkle.cli.bookkeeper import metadata_source
+    from merkle.replica.bookkeeper.scan import list_bookies
+    from spark_udfs.jobs.bkscan import scan_bookkeeper
+
+    _refuse_ozone_options(args)
+    if not args.paths:
+        raise CLIError("nothing to scan: give the bookies' directories", EXIT_ERROR)
+    _check_paths(args.paths)
+    _check_output(args.output, args.paths)
+    source = metadata_source(args.ledger_metadata, args.zookeeper)
+    for problem in source.problems:
+        print_error(one_line(f"--zookeeper: {problem}"))
+    listing = list_bookies(
+        args.paths, instance_id=source.instance_id, registered_cookies=source.cookies
+    )
+    spark = common._session(args)
+    with _progress(args, spark, "scan"):
+        tables = scan_bookkeeper(
+            spark,
+            listing,
+            source.ledgers,
+            unread=source.unread,
+            metadata_complete=source.complete,
+        )
+        tables.write(args.output)
+    meta = {
+        "format": _FORMAT,
+        "paths": list(args.paths),
+        "bookies": tables.bookies,
+        "failed": tables.failed,
+        "metadata_problems": source.problems,
+        "summary": tables.summary,
+    }
+    data = json.dumps(redact_json(meta), indent=1, sort_keys=True).encode()
+    _write_file(child(args.output, META_FILE), data, label="-o ")
+    return spark
+
+
+def _counts(meta: Dict[str, Any], strict: bool) -> Dict[str, int]:
+    """The findings, errors and warnings the scan counted (its summary)."""
+    s = meta["summary"]
+    found, warnings = int(s["findings"]), int(s["warnings"])
+    return {"all": found, "errors": found - warnings, "warnings": warnings, "strict": strict}
+
+
+def scan(args: argparse.Namespace) -> int:
+    """`spark scan` on bookies: the tables, one summary line, the exit status."""
+    _scan_and_write(args)
+    meta = _read_meta(args.output)
+    n = _counts(meta, args.strict)
+    s = meta["summary"]
+    print(
+        f"scanned {s['bookies']} bookies ({s['ledger_dirs']} ledger directories, "
+        f"{s['tasks']} storages), {s['copies']} entry copies ({s['good_copies']} good): "
+        f"{n['errors']} errors, {n['warnings']} warnings"
+        + (f", {len(meta['failed'])} paths not scanned" if meta["failed"] else "")
+        + f"; tables in {_dir_display(args.output)}/{{copies,findings,volumes,ledgers}}"
+    )
+    return _status(meta, n, args.strict)
+
+
+def _status(meta: Dict[str, Any], n: Dict[str, int], strict: bool) -> int:
+    from merkle.cli.bookkeeper import bookies_status
+
+    s = meta["summary"]
+    return bookies_status(
+        errors=n["all"] if strict else n["errors"],
+        failed=len(meta["failed"]),
+        bookies=int(s["bookies"]),
+        copies=int(s["copies"]),
+        verified=int(s["verified_copies"]),
+        problems=len(meta["metadata_problems"]),
+        paths=[str(p) for p in meta["paths"]],
+    )
+
+
+def _read_meta(location: str) -> Dict[str, Any]:
+    """META_FILE of a bookie scan, checked for the fields the report uses (a file that was
+    edited or is another tool's is one line, exit 2)."""
+    from merkle.replica.safeopen import open_dir, read_regular
+
+    path = os.path.join(location, META_FILE)
+    try:
+        top = open_dir(location, follow=True)
+        try:  # never through a link planted in its place, never larger than 16 MiB
+            meta = json.loads(read_regular(top, META_FILE, 16 << 20, display=path))
+        finally:
+            os.close(top)
+        if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
+            raise ValueError(f"not a {_FORMAT} file")
+        summary = meta["summary"]
+        for key in (
+            "bookies",
+            "ledger_dirs",
+            "ledgers",
+            "copies",
+            "good_copies",
+            "verified_copies",
+            "findings",
+            "warnings",
+        ):
+            int(summary[key])
+        for key in ("failed", "metadata_problems", "paths"):
+            if not isinstance(meta[key], list):
+                raise ValueError(f"{key} is not a list")
+    except OSError as exc:
+        raise CLIError(f"{path}: {exc.strerror or exc}", EXIT_ERROR) from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CLIError(
+            one_line(f"{path}: not a bookie scan's summary ({exc})"), EXIT_ERROR
+        ) from None
+    return meta
+
+
+def _first_findings(findings: Any, first: int) -> List[Any]:
+    from merkle.replica.bookkeeper.scan import Finding
+
+    rows = (
+        findings.orderBy("bookie", "ledger", "entry", "error", "file", "offset")
+        .limit(first)
+        .collect()
+    )
+    return [
+        Finding(
+            r["error"],
+            r["detail"],
+            bookie=r["bookie"],
+            ledger=r["ledger"],
+            entry=r["entry"],
+            file=r["file"],
+            offset=r["offset"],
+        )
+        for r in rows
+    ]
+
+
+#: the entry lists of a ledger's row (one entry ID per item: a ledger may have millions)
+_ENTRY_LISTS = ("below_ack_quorum", "without_good_copy")
+
+
+def _first_ledgers(ledgers: Any, first: int) -> List[Dict[str, Any]]:
+    """The first `first` ledgers' summaries, each entry list cut to its first `first` IDs (at
+    least the 21 the text line needs to say "...") with its length as `<list>_total`: what
+    reaches the driver is bounded by --first, never by a ledger's entry count."""
+    from pyspark.sql import functions as F
+
+    keep = max(first, 21)
+    cols = [F.col(c) for c in ledgers.columns if c not in _ENTRY_LISTS]
+    for c in _ENTRY_LISTS:
+        cols += [F.slice(c, 1, keep).alias(c), F.size(c).cast("long").alias(f"{c}_total")]
+    rows = ledgers.orderBy("ledger").limit(first).select(*cols).collect()
+    return [r.asDict() for r in rows]
+
+
+def report(args: argparse.Namespace) -> int:
+    """`spark report OUT` of a bookie scan: as `crcmerkle scan` prints it."""
+    from merkle.cli.bookkeeper import ledger_line
+    from spark_udfs.jobs.bkscan import FINDING_SCHEMA, LEDGER_SCHEMA
+
+    _refuse_ozone_options(args)
+    meta = _read_meta(args.input)
+    n = _counts(meta, args.strict)
+    n_ledgers = int(meta["summary"]["ledgers"])
+    spark = common._session(args)
+    findings = spark.read.schema(FINDING_SCHEMA).parquet(child(args.input, "findings"))
+    ledgers = spark.read.schema(LEDGER_SCHEMA).parquet(child(args.input, "ledgers"))
+    with _progress(args, spark, "report"):
+        shown = _first_findings(findings, args.first) if n["all"] else []
+        infos = _first_ledgers(ledgers, args.first)
+    s = dict(meta["summary"], errors=n["errors"], warnings=n["warnings"], strict=args.strict)
+    doc = {
+        "bookies": meta["bookies"],
+        "findings": [f.to_dict() for f in shown],
+        "findings_total": n["all"],
+        "ledgers": infos,
+        "ledgers_total": n_ledgers,
+        "failed": meta["failed"],
+        "metadata_problems": meta["metadata_problems"],
+        "summary": s,
+    }
+    text = json.dumps(redact_json(doc), indent=1) + "\n"
+    if args.report:
+        _write_file(args.report, text.encode(), label="--report ")
+    if args.json:
+        sys.stdout.write(text)
+    else:
+        _print_text(shown, n["all"], infos, n_ledgers, meta, s, ledger_line)
+    return _status(meta, n, args.strict)
+
+
+def _print_text(
+    shown: List[Any],
+    total: int,
+    infos: List[Dict[str, Any]],
+    n_ledgers: int,
+    meta: Dict[str, Any],
+    s: Dict[str, Any],
+    ledger_line: Any,
+) -> None:
+    for f in shown:
+        prefix = "warning: " if f.severity == "warning" else "error: "
+        print(one_line(prefix + f.line()))
+    if total > len(shown):
+        print(f"... and {total - len(shown)} more findings (all in the findings table)")
+    for info in infos:
+        print(ledger_line(info))
+    if n_ledgers > len(infos):
+        print(f"... and {n_ledgers - len(infos)} more ledgers (all in the ledgers table)")
+    for failure in meta["failed"]:
+        print_error(one_line(str(failure.get("error") if isinstance(failure, dict) else failure)))
+    print(
+        f"scanned {s['bookies']} bookies ({s['ledger_dirs']} ledger directories), "
+        f"{s['copies']} entry copies ({s['good_copies']} good), {s.get('bytes_read', 0)} "
+        f"bytes: {s['errors']} errors, {s['warnings']} warnings"
+        + (f", {len(meta['failed'])} paths not scanned" if meta["failed"] else "")
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """`spark run` on bookies: the scan, then the report of its output, in one session."""
+    _scan_and_write(args)
+    args.input = args.output
+    return report(args)

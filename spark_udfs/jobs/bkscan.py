@@ -1,0 +1,400 @@
+"""The BookKeeper scan job: verify bookies' ledger storages on executors, then judge every
+ledger on executors grouped by ledger, with the rules of the local scan.
+
+The driver only lists the bookies (merkle.replica.bookkeeper.scan.list_bookies: their cookies
+and directory listings, which is where the cookie findings come from) and hands out one work
+item per ledger storage (a DbLedgerStorage directory, or all of a bookie's Interleaved/Sorted
+directories: one entry logger spreads its logs over them, so they cannot be read apart). Stage
+1, one task per storage, runs scan_storage: the index, then every entry log verified natively;
+it returns one row per stored entry copy (COPY), its findings (FINDING), one row per ledger
+directory (VOLUME) and the paths it could not read (FAILED), as Arrow batches.
+
+Stage 2 judges the ledgers: the copies, plus one marker row per ledger of the metadata (a
+ledger no bookie holds is judged too: every copy MISSING), grouped by ledger
+(groupBy("ledger").applyInArrow), each group calling judge_ledger (or judge_unknown_ledger for
+a ledger the metadata lacks) with the metadata and the Coverage broadcast. The bookie-wide
+check needs every ledger: each group returns per-bookie counts (COUNT) and its MISSING_ENTRY
+findings held back (MISSING); the driver sums the counts (one row per bookie) and
+holds_nothing picks the bookies whose MISSING_ENTRY findings become one BOOKIE_HOLDS_NOTHING.
+
+The rules are the local scan's functions, called by both: the two cannot disagree. Entry
+copies never reach the driver, only findings, counts and one row per directory and bookie.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+import pyarrow as pa
+
+from merkle.replica.bookkeeper.bookies import LedgerDir
+from merkle.replica.bookkeeper.metadata import LedgerMetadata
+from merkle.replica.bookkeeper.scan import (
+    MISSING_ENTRY,
+    Copy,
+    Finding,
+    Listing,
+    StorageScan,
+)
+from merkle.replica.levels import WARNING, severity_of
+from spark_udfs import fs
+
+__all__ = [
+    "COPY_SCHEMA",
+    "FINDING_SCHEMA",
+    "LEDGER_SCHEMA",
+    "BookieTables",
+    "VOLUME_SCHEMA",
+    "scan_bookkeeper",
+]
+
+#: one row per stored entry copy, as its index names it, and what verifying it found
+COPY_SCHEMA = (
+    "bookie string, ledger long, entry long, file string, offset long, size long, "
+    "frame_ok boolean, digest_ok boolean, verified boolean, stored_digest string, "
+    "payload_crc32c long, last_add_confirmed long, problem string"
+)
+#: every finding, with the local scan's fields (its JSON's `error` is the kind)
+FINDING_SCHEMA = (
+    "error string, severity string, bookie string, ledger long, entry long, file string, "
+    "offset long, detail string"
+)
+#: one row per ledger directory: its bookie, its index directory when apart, its storage
+#: kind when its index was read, `status` SCANNED (its index read) or VOLUME_FAILED
+#: (`detail` says why), the entry copies it holds (and how many are good), and the bytes the
+#: storage's task read with its seconds (on the storage's first directory; an Interleaved
+#: storage's task reads all of its bookie's directories: 0 on the others)
+VOLUME_SCHEMA = (
+    "bookie string, directory string, index_directory string, storage string, "
+    "status string, detail string, copies long, good_copies long, bytes_read long, "
+    "seconds double"
+)
+#: one row per ledger of the metadata: the local scan's ledger summary (good_copies: how
+#: many entries have each count of good copies)
+LEDGER_SCHEMA = (
+    "ledger long, state string, digest_type string, last_entry_id long, checked_up_to long, "
+    "ensemble_size long, write_quorum long, ack_quorum long, "
+    "good_copies map<string,bigint>, below_ack_quorum array<bigint>, "
+    "without_good_copy array<bigint>"
+)
+
+#: copy rows per Arrow batch a stage-1 task yields: a storage of millions of entries goes out
+#: in bounded batches, not as one table built from millions of rows at once
+COPIES_PER_BATCH = 65536
+
+SCANNED = "SCANNED"
+VOLUME_FAILED = "VOLUME_FAILED"
+
+_SPARK_TYPES = {
+    "string": pa.string(),
+    "long": pa.int64(),
+    "boolean": pa.bool_(),
+    "double": pa.float64(),
+    "map<string,bigint>": pa.map_(pa.string(), pa.int64()),
+    "array<bigint>": pa.list_(pa.int64()),
+}
+
+
+def _fields(schema: str) -> List[Tuple[str, str]]:
+    out = []
+    for part in schema.split(", "):
+        name, kind = part.strip().split(" ", 1)
+        out.append((name, kind))
+    return out
+
+
+def _union(*schemas: str) -> str:
+    """`kind string` and every column of `schemas` once (the first type wins)."""
+    seen: Dict[str, str] = {"kind": "string"}
+    for schema in schemas:
+        for name, kind in _fields(schema):
+            seen.setdefault(name, kind)
+    return ", ".join(f"{n} {k}" for n, k in seen.items())
+
+
+#: each task's counts (TALLY): its findings and warnings (and stage 1's verified copies), so
+#: that the summary comes with the collects the job makes anyway, not from extra jobs
+_TALLY = "findings long, warnings long, verified_copies long"
+#: stage 1's rows (COPY, FINDING, VOLUME, FAILED, TALLY) and stage 2's (FINDING, MISSING,
+#: LEDGER, TALLY, and COUNT: per bookie, the entry copies its write sets give it, those it
+#: holds and its MISSING rows), told apart by `kind`
+_STAGE1 = _union(COPY_SCHEMA, FINDING_SCHEMA, VOLUME_SCHEMA, _TALLY)
+_STAGE2 = _union(FINDING_SCHEMA, LEDGER_SCHEMA, _TALLY, "expected long, held long, missing long")
+
+
+def _arrow(schema: str) -> pa.Schema:
+    return pa.schema([(n, _SPARK_TYPES[k]) for n, k in _fields(schema)])
+
+
+def _names(schema: str) -> List[str]:
+    return [n for n, _ in _fields(schema)]
+
+
+def _table(schema: pa.Schema, kind: str, rows: List[Dict[str, Any]]) -> pa.Table:
+    """Rows of one kind (dicts of some columns) as a table of the whole stage's schema."""
+    cols = {f.name: [r.get(f.name) for r in rows] for f in schema if f.name != "kind"}
+    cols["kind"] = [kind] * len(rows)
+    return pa.Table.from_pydict({f.name: cols[f.name] for f in schema}, schema=schema)
+
+
+def _finding_row(f: Finding) -> Dict[str, Any]:
+    return f.to_dict()  # error, severity, bookie, ledger, entry, file, offset, detail
+
+
+def _tally(found: List[Finding], **more: int) -> Dict[str, int]:
+    return dict(findings=len(found), warnings=sum(f.severity == WARNING for f in found), **more)
+
+
+def _copy_row(c: Copy) -> Dict[str, Any]:
+    return {n: getattr(c, n) for n in _names(COPY_SCHEMA)}
+
+
+def _volume_rows(ds: List[LedgerDir], part: StorageScan, seconds: float) -> List[Dict[str, Any]]:
+    failed = {f["path"]: f["error"] for f in part.report.failed}
+    rows = []
+    for i, d in enumerate(ds):
+        mine = [c for c in part.report.copies if c.file.startswith(d.current + "/")]
+        rows.append(
+            {
+                "bookie": part.bookie,
+                "directory": d.path,
+                "index_directory": d.index_path,
+                "storage": part.read.get(d.path),
+                "status": SCANNED if d.path in part.read else VOLUME_FAILED,
+                "detail": failed.get(d.path)
+                or (None if d.path in part.read else "its index could not be read"),
+                "copies": len(mine),
+                "good_copies": sum(c.good for c in mine),
+                "bytes_read": part.report.bytes_read if i == 0 else 0,
+                "seconds": seconds if i == 0 else 0.0,
+            }
+        )
+    return rows
+
+
+def _storage_fn(
+    storages: Any, metadata: Any, per_batch: int = COPIES_PER_BATCH
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """Stage 1's mapInArrow function: each work item (an index into the broadcast list of
+    storages) verified by scan_storage, its results as rows (copies `per_batch` a batch)."""
+    schema = _arrow(_STAGE1)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from merkle.replica.bookkeeper.scan import scan_storage
+
+        for batch in batches:
+            for i in batch.column(0).to_pylist():
+                bookie, ds = storages.value[i]
+                t0 = time.perf_counter()
+                part = scan_storage(ds, bookie, metadata.value)
+                seconds = time.perf_counter() - t0
+                found = part.report.findings + part.wrong_dir
+                verified = sum(c.verified for c in part.report.copies)
+                copies = part.report.copies
+                for start in range(0, len(copies), per_batch):
+                    chunk = copies[start : start + per_batch]
+                    yield from _table(schema, "COPY", [_copy_row(c) for c in chunk]).to_batches()
+                for kind, rows in (
+                    ("TALLY", [_tally(found, verified_copies=verified)]),
+                    ("FINDING", [_finding_row(f) for f in found]),
+                    ("VOLUME", _volume_rows(ds, part, seconds)),
+                    (
+                        "FAILED",
+                        [{"file": f["path"], "detail": f["error"]} for f in part.report.failed],
+                    ),
+                ):
+                    if rows:
+                        yield from _table(schema, kind, rows).to_batches()
+
+    return run
+
+
+def _ledger_fn(
+    metadata: Any, coverage: Any, unread: Dict[int, str], complete: bool
+) -> Callable[[pa.Table], pa.Table]:
+    """Stage 2's applyInArrow function: one ledger's copies (from every bookie) judged by
+    judge_ledger / judge_unknown_ledger."""
+    schema = _arrow(_STAGE2)
+    copy_names = _names(COPY_SCHEMA)
+
+    def run(group: pa.Table) -> pa.Table:
+        from merkle.replica.bookkeeper.scan import judge_ledger, judge_unknown_ledger
+
+        rows = group.to_pylist()
+        lid = int(rows[0]["ledger"])
+        copies = [Copy(**{n: r[n] for n in copy_names}) for r in rows if r["bookie"] is not None]
+        meta: Optional[LedgerMetadata] = metadata.value.get(lid)
+        if meta is None:
+            found = judge_unknown_ledger(lid, copies, unread, complete)
+            return pa.concat_tables(
+                [
+                    _table(schema, "FINDING", [_finding_row(f) for f in found]),
+                    _table(schema, "TALLY", [_tally(found)]),
+                ]
+            )
+        verdict = judge_ledger(lid, meta, copies, coverage.value)
+        summary = dict(verdict.summary)
+        summary["good_copies"] = list(summary["good_copies"].items())
+        counts = [
+            {
+                "bookie": b,
+                "expected": n,
+                "held": verdict.held.get(b, 0),
+                "missing": len(verdict.missing.get(b, [])),
+            }
+            for b, n in sorted(verdict.expected.items())
+        ]
+        missing = [f for b in sorted(verdict.missing) for f in verdict.missing[b]]
+        return pa.concat_tables(
+            [
+                _table(schema, "FINDING", [_finding_row(f) for f in verdict.findings]),
+                _table(schema, "MISSING", [_finding_row(f) for f in missing]),
+                _table(schema, "LEDGER", [summary]),
+                _table(schema, "COUNT", counts),
+                _table(schema, "TALLY", [_tally(verdict.findings)]),
+            ]
+        )
+
+    return run
+
+
+@dataclass
+class BookieTables:
+    """The job's outputs: `copies`, `findings`, `volumes` and `ledgers` DataFrames (the
+    schemas above), and what the driver knows whole (small): the bookies and their
+    directories, the paths not read, and the counts of the summary."""
+
+    copies: Any
+    findings: Any
+    volumes: Any
+    ledgers: Any
+    bookies: Dict[str, List[str]]
+    failed: List[Dict[str, str]]
+    summary: Dict[str, Any]
+
+    TABLES = ("copies", "findings", "volumes", "ledgers")
+
+    def write(self, out: str) -> Dict[str, str]:
+        """Each table as Parquet under `out` (few files: the rows of a table are few, but
+        for copies, whose files follow the storages' tasks)."""
+        paths = {n: fs.join(out, n) for n in self.TABLES}
+        for n in self.TABLES:
+            df = getattr(self, n)
+            if n != "copies":
+                df = df.coalesce(1)
+            df.write.mode("overwrite").parquet(paths[n])
+        return paths
+
+
+def _select(df: Any, schema: str) -> Any:
+    return df.select(*_names(schema))
+
+
+def scan_bookkeeper(
+    spark: Any,
+    listing: Listing,
+    metadata: Dict[int, LedgerMetadata],
+    *,
+    unread: Optional[Dict[int, str]] = None,
+    metadata_complete: bool = True,
+) -> BookieTables:
+    """Scan the bookies of `listing` (list_bookies, on the driver) against `metadata`: the
+    two stages of the module's docstring. Returns the tables (lazy, but the stages' outputs
+    cached) and the summary counts."""
+    from pyspark.sql import functions as F
+
+    from merkle.replica.bookkeeper.scan import coverage_of, holds_nothing
+
+    t0 = time.perf_counter()
+    sc = spark.sparkContext
+    storages = listing.storages()
+    meta_bc = sc.broadcast(metadata)
+    stage1 = (
+        spark.range(0, len(storages), numPartitions=max(1, len(storages)))
+        .mapInArrow(_storage_fn(sc.broadcast(storages), meta_bc), _STAGE1)
+        .cache()
+    )
+    small = stage1.filter(F.col("kind").isin("VOLUME", "FAILED", "TALLY")).collect()
+    failed = list(listing.report.failed) + [
+        {"path": r["file"], "error": r["detail"]} for r in small if r["kind"] == "FAILED"
+    ]
+    read = {r["directory"]: r["storage"] for r in small if r["status"] == SCANNED}
+    coverage = coverage_of(listing.by_bookie, read)
+    copies = _select(stage1.filter(F.col("kind") == "COPY"), COPY_SCHEMA)
+    markers = spark.createDataFrame([(int(lid),) for lid in sorted(metadata)], "ledger long")
+    stage2 = (
+        copies.unionByName(markers, allowMissingColumns=True)
+        .groupBy("ledger")
+        .applyInArrow(
+            _ledger_fn(meta_bc, sc.broadcast(coverage), dict(unread or {}), metadata_complete),
+            _STAGE2,
+        )
+        .cache()
+    )
+    counts = (
+        stage2.filter(F.col("kind").isin("COUNT", "TALLY"))
+        .groupBy("kind", "bookie")
+        .agg(*(F.sum(c).alias(c) for c in ("expected", "held", "missing", *_names(_TALLY))))
+        .collect()
+    )
+    per_bookie = [r for r in counts if r["kind"] == "COUNT"]
+    nothing = holds_nothing(
+        {r["bookie"]: int(r["expected"]) for r in per_bookie},
+        {r["bookie"]: int(r["held"]) for r in per_bookie},
+    )
+    driver_found = listing.report.findings + list(nothing.values())
+    findings = (
+        spark.createDataFrame(
+            [tuple(_finding_row(f).values()) for f in driver_found], FINDING_SCHEMA
+        )
+        .unionByName(_select(stage1.filter(F.col("kind") == "FINDING"), FINDING_SCHEMA))
+        .unionByName(
+            _select(
+                stage2.filter(
+                    (F.col("kind") == "FINDING")
+                    | ((F.col("kind") == "MISSING") & ~F.col("bookie").isin(*nothing))
+                ),
+                FINDING_SCHEMA,
+            )
+        )
+    )
+    tallies = [r for r in small if r["kind"] == "TALLY"] + [
+        r for r in counts if r["kind"] == "TALLY"
+    ]
+    missing = sum(int(r["missing"]) for r in per_bookie if r["bookie"] not in nothing)
+    missing_warns = missing if severity_of(MISSING_ENTRY) == WARNING else 0
+    vols = [r for r in small if r["kind"] == "VOLUME"]
+    n_found = len(driver_found) + missing + sum(int(r["findings"] or 0) for r in tallies)
+    warnings = (
+        sum(f.severity == WARNING for f in driver_found)
+        + missing_warns
+        + sum(int(r["warnings"] or 0) for r in tallies)
+    )
+    summary = {
+        "bookies": len(listing.report.bookies),
+        "ledger_dirs": sum(len(v) for v in listing.report.bookies.values()),
+        "ledgers": len(metadata),
+        "copies": sum(int(r["copies"] or 0) for r in vols),
+        "good_copies": sum(int(r["good_copies"] or 0) for r in vols),
+        "verified_copies": sum(
+            int(r["verified_copies"] or 0) for r in small if r["kind"] == "TALLY"
+        ),
+        "findings": n_found,
+        "errors": n_found - warnings,
+        "warnings": warnings,
+        "failed": len(failed),
+        "bytes_read": sum(int(r["bytes_read"] or 0) for r in vols),
+        "seconds": round(time.perf_counter() - t0, 6),
+        "tasks": len(storages),
+    }
+    return BookieTables(
+        copies=copies,
+        findings=findings,
+        volumes=_select(stage1.filter(F.col("kind") == "VOLUME"), VOLUME_SCHEMA),
+        ledgers=_select(stage2.filter(F.col("kind") == "LEDGER"), LEDGER_SCHEMA),
+        bookies=dict(listing.report.bookies),
+        failed=failed,
+        summary=summary,
+    )
