@@ -3,7 +3,7 @@
   scan PATH... -o OUT      verify replicas on Spark; Parquet tables
                            OUT/{chunks,blocks,containers,errors}; with --ledger-metadata
                            or --zookeeper the PATHs are BookKeeper bookies: tables
-                           OUT/{copies,findings,volumes,ledgers} (spark_udfs.jobs.bkscan),
+                           OUT/{copies,findings,volumes,ledgers} (spark_udfs.jobs.bookkeeper),
                            read back by report, both in one by run
   diff SCAN -o OUT         hierarchical diff of a scan (or a chunk table); OUT/{containers,
                            pulls,unrecoverable,pending_deletions,plan} Parquet +

@@ -1,5 +1,5 @@
 """`crcmerkle spark scan|report|run` on BookKeeper bookies: `scan BOOKIE_DIR... -o OUT
---ledger-metadata PATH | --zookeeper HOST:PORT[/root]` (spark_udfs.jobs.bkscan), `report OUT`,
+--ledger-metadata PATH | --zookeeper HOST:PORT[/root]` (spark_udfs.jobs.bookkeeper), `report OUT`,
 `run` = both.
 
 The scan writes OUT/{copies,findings,volumes,ledgers} (Parquet) and OUT/bookkeeper.json (the
@@ -92,7 +92,7 @@ def _scan_and_write(args: argparse.Namespace) -> Any:
     then run the job and write OUT's tables and META_FILE. Returns the session."""
     from merkle.cli.bookkeeper import metadata_source
     from merkle.replica.bookkeeper.scan import list_bookies
-    from spark_udfs.jobs.bkscan import scan_bookkeeper
+    from spark_udfs.jobs.bookkeeper import scan_bookkeeper
 
     _refuse_ozone_options(args)
     if not args.paths:
@@ -247,7 +247,7 @@ def _first_ledgers(ledgers: Any, first: int) -> List[Dict[str, Any]]:
 def report(args: argparse.Namespace) -> int:
     """`spark report OUT` of a bookie scan: as `crcmerkle scan` prints it."""
     from merkle.cli.bookkeeper import ledger_line
-    from spark_udfs.jobs.bkscan import FINDING_SCHEMA, LEDGER_SCHEMA
+    from spark_udfs.jobs.bookkeeper import FINDING_SCHEMA, LEDGER_SCHEMA
 
     _refuse_ozone_options(args)
     meta = _read_meta(args.input)

@@ -1,4 +1,4 @@
-"""Issue 38: `crcmerkle spark scan|report|run` on BookKeeper bookies (spark_udfs.jobs.bkscan)
+"""Issue 38: `crcmerkle spark scan|report|run` on BookKeeper bookies (spark_udfs.jobs.bookkeeper)
 finds what `crcmerkle scan` finds, field for field: on generated bookies with every default
 fault (DbLedgerStorage, and the three storages mixed), exactly the manifest's findings, exit 1;
 on a clean generation nothing, exit 0; on the golden cluster BookKeeper wrote, the CLI's
@@ -263,7 +263,7 @@ def test_the_report_takes_the_first_of_each_list(spark: Any) -> None:
     """The ledgers reaching the driver are the first --first, each entry list cut (at least
     to the 21 the text line needs), with its length beside it."""
     from spark_udfs.cli.bookkeeper import _first_ledgers
-    from spark_udfs.jobs.bkscan import LEDGER_SCHEMA
+    from spark_udfs.jobs.bookkeeper import LEDGER_SCHEMA
 
     rows = [
         (lid, "CLOSED", "CRC32C", 99, 99, 3, 2, 2, {"1": 100}, list(range(100)), [])
@@ -286,7 +286,7 @@ def test_a_storage_task_yields_its_copies_in_bounded_batches(tmp_path: Path) -> 
 
     from merkle.cli.bookkeeper import metadata_source
     from merkle.replica.bookkeeper.scan import list_bookies, scan_bookies
-    from spark_udfs.jobs.bkscan import _storage_fn
+    from spark_udfs.jobs.bookkeeper import _storage_fn
 
     bk = tmp_path / "bk"
     manifest = _generate(bk, "none", "db")

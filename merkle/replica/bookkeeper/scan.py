@@ -1175,7 +1175,7 @@ def scan_bookies(
     (ID -> why), and `metadata_complete` False when the store could not be listed whole: the
     stored entries of a ledger missing from `metadata` are then not called garbage. A path
     that holds no ledger directory goes to `failed`. The steps (list_bookies, scan_storage,
-    judge_ledger, holds_nothing) are the ones spark_udfs.jobs.bkscan distributes."""
+    judge_ledger, holds_nothing) are the ones spark_udfs.jobs.bookkeeper distributes."""
     listing = list_bookies(paths, instance_id=instance_id, registered_cookies=registered_cookies)
     report = listing.report
     read: Dict[str, str] = {}

@@ -39,7 +39,7 @@ from merkle.replica.bookkeeper.scan import (
     StorageScan,
 )
 from merkle.replica.levels import WARNING, severity_of
-from spark_udfs import fs
+from merkle.replica.uri import join
 
 __all__ = [
     "COPY_SCHEMA",
@@ -279,7 +279,7 @@ class BookieTables:
     def write(self, out: str) -> Dict[str, str]:
         """Each table as Parquet under `out` (few files: the rows of a table are few, but
         for copies, whose files follow the storages' tasks)."""
-        paths = {n: fs.join(out, n) for n in self.TABLES}
+        paths = {n: join(out, n) for n in self.TABLES}
         for n in self.TABLES:
             df = getattr(self, n)
             if n != "copies":
