@@ -46,6 +46,15 @@ class _Fake(CrcmerkleLayout):
         p = os.path.abspath(root)
         return p == self.base or p.startswith(self.base + os.sep)
 
+    # the owner's commands (merkle.replica.layout.OwnerCommands): its owner repairs in service
+    owner_copies_note = "the fake owner copies"
+
+    def owner_repair_argv(self, container_id: int) -> List[str]:
+        return ["fake-owner", "repair", str(container_id)]
+
+    def owner_leave_argv(self, host: str, maintenance: bool) -> List[str]:
+        return ["fake-owner", "leave", host]
+
     def repair_refusal(self, path: str) -> str:
         self.asked.append(("repair_refusal", path))
         return f"{path}: a fake volume is repaired by its owner"
@@ -510,6 +519,9 @@ def test_reports_and_plans_ask_the_layouts_who_repairs() -> None:
 
         def owner_leave_argv(self, host: str, maintenance: bool) -> List[str]:
             return ["owner", "maintain" if maintenance else "retire", host]
+
+        def repair_refusal(self, path: str) -> str:
+            return "its owner repairs it"
 
     layout = Owned()
     register(layout, first=True)

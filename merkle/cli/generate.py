@@ -30,11 +30,16 @@ BookKeeper bookies OUT/bookie-<n>/... instead, their ledger metadata, and the fi
 def _epilog() -> str:
     from merkle.cli.bookkeeper import generator_fault_types
     from merkle.replica.generate import DEFAULT_FAULTS, FAULT_TYPES
+    from merkle.replica.layout import GeneratedLayout
     from merkle.replica.layouts import layouts
 
     # the faults only one layout injects (Ozone's), each layout asked (a layout that
     # generates nothing, as a test's read-only one, has none)
-    own = [(layout.name, tuple(getattr(layout, "fault_types", ()))) for layout in layouts()]
+    own = [
+        (layout.name, tuple(layout.fault_types))
+        for layout in layouts()
+        if isinstance(layout, GeneratedLayout)
+    ]
     own = [(name, kinds) for name, kinds in own if kinds]
     return (
         f"fault types: {', '.join(FAULT_TYPES)}\n"
@@ -291,12 +296,15 @@ def _add_bookkeeper_options(p: argparse.ArgumentParser) -> None:
 def default_containers(layout: str) -> int:
     """4, or 12 for a layout that injects faults of its own besides the common ones (Ozone's:
     the default mix of both does not fit in 4)."""
+    from merkle.replica.layout import GeneratedLayout
     from merkle.replica.layouts import LayoutError, layout_named
 
     try:
-        return 12 if layout_named(layout).fault_types else 4
+        named = layout_named(layout)
     except LayoutError:  # an unknown name: the generator says so in one line
         return 4
+    # a layout the generator does not write has no faults (the generator refuses it)
+    return 12 if isinstance(named, GeneratedLayout) and named.fault_types else 4
 
 
 def run(args: argparse.Namespace) -> int:

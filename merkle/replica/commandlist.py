@@ -356,13 +356,14 @@ def open_without_links(path: str) -> int:
 
 def check_replica_metadata(path: str, container_id: int) -> None:
     """The replica at `path` (reached without links) records `container_id` in its own
-    metadata, as its layout checks it (merkle.replica.layout.Layout.check_container_id:
+    metadata, as its layout checks it (merkle.replica.layout.RepairableLayout.check_container_id:
     a crcmerkle replica's `.blocks`, else its `.tree`; a replica on an Ozone volume is
     checked by the offline repair itself, its `.container` file); ReplicaError otherwise."""
+    from merkle.replica.layout import repairer_of
     from merkle.replica.layouts import layout_of
 
     fd = open_without_links(path)
     try:
-        layout_of(path).check_container_id(fd, path, container_id)
+        repairer_of(layout_of(path), path).check_container_id(fd, path, container_id)
     finally:
         os.close(fd)

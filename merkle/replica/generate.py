@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Set, Tuple, Union
 
 from merkle import _native
-from merkle.replica.layout import Layout
+from merkle.replica.layout import GeneratedLayout, Layout, generator_of
 from merkle.replica.layouts import LayoutError, layout_named, layouts
 from merkle.replica.replicadir.writer import ContainerWriter
 from merkle.replica.scan import (
@@ -124,12 +124,25 @@ def _layout(name: str) -> Layout:
         raise GeneratorError(f"layout must be one of {', '.join(known)}") from None
 
 
+def _generated(layout: Layout) -> Optional[GeneratedLayout]:
+    """`layout` as the generator writes it, or None for a layout it does not write (a
+    read-only one: generate_cluster refuses it in one line)."""
+    return layout if isinstance(layout, GeneratedLayout) else None
+
+
+def _generated_layouts() -> List[GeneratedLayout]:
+    """The registered layouts the generator writes, in the registry's order."""
+    return [g for g in map(_generated, layouts()) if g is not None]
+
+
 def _own_faults(name: str) -> Tuple[str, ...]:
-    """The faults only the layout `name` injects (none for a name no layout has)."""
+    """The faults only the layout `name` injects (none for a name no layout has, or a layout
+    the generator does not write)."""
     try:
-        return tuple(layout_named(name).fault_types)
+        generated = _generated(layout_named(name))
     except LayoutError:
         return ()
+    return tuple(generated.fault_types) if generated is not None else ()
 
 
 def parse_faults(spec: str, layout: str = "crcmerkle") -> Dict[str, int]:
@@ -147,7 +160,7 @@ def parse_faults(spec: str, layout: str = "crcmerkle") -> Dict[str, int]:
         name, _, count = part.strip().partition("=")
         name = name.strip()
         if name not in known:
-            owner = [other.name for other in layouts() if name in getattr(other, "fault_types", ())]
+            owner = [other.name for other in _generated_layouts() if name in other.fault_types]
             hint = f" (an {owner[0]}-layout fault)" if owner else ""
             raise GeneratorError(f"unknown fault type {name!r}{hint} (known: {', '.join(known)})")
         try:
@@ -198,26 +211,25 @@ class GeneratorConfig:
             raise GeneratorError("sizes must be positive")
         if self.algorithm not in ("crc32", "crc32c", "mixed"):
             raise GeneratorError("algorithm must be crc32, crc32c or mixed")
-        layout = _layout(self.layout)
+        # a layout the generator does not write passes here and is refused by generate_cluster
+        layout = _generated(_layout(self.layout))
         if self.mount_path is not None:
-            if not layout.records_mount_paths:
+            if layout is None or not layout.records_mount_paths:
                 which = " or ".join(
-                    other.name
-                    for other in layouts()
-                    if getattr(other, "records_mount_paths", False)
+                    other.name for other in _generated_layouts() if other.records_mount_paths
                 )
                 raise GeneratorError(
                     f"--mount-path: a mount path is recorded by the {which} layout only"
                 )
             layout.mount_paths(self.mount_path, self.datanodes, self.volumes)
-        if self.om_db and not getattr(layout, "writes_om_db", False):
+        if self.om_db and (layout is None or "om_db" not in layout.generator_options):
             which = " or ".join(
-                other.name for other in layouts() if getattr(other, "writes_om_db", False)
+                other.name for other in _generated_layouts() if "om_db" in other.generator_options
             )
             raise GeneratorError(
                 f"--om-db: an OM DB is written with --layout {which} only (not {self.layout})"
             )
-        known = FAULT_TYPES + tuple(layout.fault_types)
+        known = FAULT_TYPES + (tuple(layout.fault_types) if layout is not None else ())
         for k in self.faults:
             if k not in known:
                 raise GeneratorError(f"unknown fault type {k!r} for the {self.layout} layout")
@@ -620,7 +632,7 @@ def generate_cluster(
     if kwargs:
         cfg = GeneratorConfig(**{**asdict(cfg), **kwargs})
     cfg.validate()
-    layout = layout_named(cfg.layout)
+    layout = generator_of(layout_named(cfg.layout))  # one line for a layout it does not write
     layout.check_can_generate()
     root = Path(out)
     created = _prepare_output(root)
@@ -632,11 +644,10 @@ def generate_cluster(
         cluster.write()
         cluster.inject()
         manifest = cluster.manifest()
-        if not layout.generated_in_place:
-            own = {k: n for k, n in cfg.faults.items() if k in layout.fault_types}
-            manifest = layout.finish_generation(staging, root, manifest, cfg, own)
-        if cfg.om_db:
-            manifest = layout.generate_om_db(root, manifest, cfg)
+        # the layout finishes its cluster: moves it onto its volumes (when not generated in
+        # place), injects its own faults, and does its own options (Ozone's --om-db)
+        own = {k: n for k, n in cfg.faults.items() if k in layout.fault_types}
+        manifest = layout.finish_generation(staging, root, manifest, cfg, own)
         _write_new_file(root, MANIFEST_NAME, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     except BaseException:  # also Ctrl-C: leave nothing half-written behind
         _remove_run(root, keep_marker=not created)

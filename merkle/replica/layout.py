@@ -1,18 +1,25 @@
 """The replica-layout interface: what every job needs of an on-disk layout, and nothing more.
 
 A layout is one way of keeping container replicas on disk: crcmerkle's own
-(`merkle.replica.crcmerkle`) and a real Ozone datanode's volumes (`merkle.replica.ozone`) are
-the two the package ships; `merkle.replica.layouts` registers them, and a test or a program may
-register another. The jobs (scan, reconcile, replicate, generate, soak, the CLI verbs and the
-Spark jobs) ask the registry which layout a path has and then speak only this interface: no job
-knows which layout it is working on.
+(`merkle.replica.crcmerkle`), a real Ozone datanode's volumes (`merkle.replica.ozone`) and
+BookKeeper's bookies (`merkle.replica.bookkeeper`, read-only) are the ones the package ships;
+`merkle.replica.layouts` registers them, and a test or a program may register another. The
+jobs (scan, reconcile, replicate, generate, soak, the CLI verbs and the Spark jobs) ask the
+registry which layout a path has and then speak only this interface: no job knows which
+layout it is working on.
 
 A layout is found from a path (`recognises`), lists the volumes under it (each with the
 identity of the datanode that owns it), lists a volume's replicas, opens a replica's files for
 reading (`merkle.replica.files.ReplicaFiles`, local or through pyarrow.fs alike) and scans a
 batch of replicas (a layout may share work across a batch: Ozone opens a volume's RocksDB once).
-It says what it can repair (`repair`), and writes new replicas for the generator and
-`replicate`.
+It says what it can repair (`repair`). That is the reading role (`ReplicaReader`, the
+registry's `Layout`), which every layout implements. The other roles are a layout's only when
+it does them: the owner's commands (`OwnerCommands`: Ozone's datanodes repair and copy their
+own replicas), generating (`GeneratedLayout`) and repairing and replicating
+(`RepairableLayout`). A job asks for a role with `owner_of`, `generator_of` or `repairer_of`,
+which refuse in one line a layout without it (a read-only one: `read_only`). Nothing of one
+system is in a role: what only one layout's generator does (Ozone's OM DB) is its own
+`finish_generation`'s, named by its `generator_options`.
 
 This module imports nothing of the layouts nor of the jobs: layouts and jobs import it.
 """
@@ -33,22 +40,32 @@ from typing import (
     Protocol,
     Sequence,
     Tuple,
+    runtime_checkable,
 )
 
 from merkle.replica.errors import ReplicaError
 
 __all__ = [
+    "GeneratedLayout",
     "Layout",
+    "OwnerCommands",
     "REPAIR_IN_PLACE",
     "REPAIR_NONE",
     "REPAIR_OFFLINE",
-    "ReadOnlyLayout",
     "RepairTarget",
+    "RepairableLayout",
+    "ReplicaReader",
     "ReplicaRef",
     "UNKNOWN_DATANODE",
     "Volume",
     "WalkErrorFn",
     "datanode_identity",
+    "generator_of",
+    "owner_of",
+    "read_only",
+    "repair_refusal",
+    "repairer_of",
+    "replicate_refusal",
 ]
 
 #: how a walk reports an entry it skipped (where, why) and goes on
@@ -129,21 +146,20 @@ class ReplicaRef:
         return self.path
 
 
-class Layout(Protocol):
-    """What a job needs of an on-disk layout (see the module docstring).
-
-    Reading (every layout): `recognises`, `volumes`, `replicas`, `open_files`, `data_bytes`,
-    `scan`.
-    Writing and repairing: `repair` says what the layout can repair; the generator and
-    `replicate` write new replicas through the members below the reading ones.
-    """
+@runtime_checkable
+class ReplicaReader(Protocol):
+    """The reading role, and a layout's identity: what every layout does (see the module
+    docstring). The registry (merkle.replica.layouts) holds these; `Layout` is its name there.
+    The other roles are the owner's commands (OwnerCommands), generating (GeneratedLayout),
+    and repairing and replicating (RepairableLayout): a layout implements those it does, and
+    `owner_of`, `generator_of` and `repairer_of` give the role or refuse in one line."""
 
     #: the layout's name: `--layout` values, Spark work rows, messages
     name: str
+    #: the layout's name in sentences ("an Ozone replica is repaired from Ozone replicas only")
+    title: str
     #: REPAIR_IN_PLACE, REPAIR_OFFLINE or REPAIR_NONE
     repair: str
-
-    # ---- reading ---------------------------------------------------------------------------
 
     def recognises(self, root: str) -> bool:
         """True when `root` (a local path or a URI) is at, under or above replicas of this
@@ -195,10 +211,58 @@ class Layout(Protocol):
         executor does), `seen` (a dict shared by the scans of one job: a replica directory met twice
         is scanned once, where the layout can tell)."""
 
-    # ---- writing and repairing (the generator, replicate, reconcile) ------------------------
+    def recorded_here(self, path: str) -> bool:
+        """True when `path`, a replica or volume path as a scan recorded it, has this layout's
+        shape, told from the string alone: reports and plans are made where the disks may not
+        be (merkle.replica.layouts.owner_repairing)."""
 
-    #: the layout's name in sentences ("an Ozone replica is repaired from Ozone replicas only")
-    title: str
+    def datanode_of(self, path: str) -> str:
+        """The datanode the replica at `path` lives on, as the repair vote counts datanodes
+        (each casts one vote)."""
+
+    def cluster_of(self, root: str) -> str:
+        """What makes two scanned roots one cluster (a report's or plan's command must not
+        mix clusters): Ozone's <volume>/hdds/<clusterID> is its clusterID, another root is
+        its directory."""
+
+
+#: what the registry holds and every job speaks first: the reading role
+Layout = ReplicaReader
+
+
+@runtime_checkable
+class OwnerCommands(Protocol):
+    """The role of a layout whose replicas' owner repairs and copies them itself, in service
+    (REPAIR_OFFLINE: Ozone's datanodes): the commands a report or plan gives instead of
+    crcmerkle's, and why crcmerkle does not repair them in service."""
+
+    #: the layout's name (ReplicaReader.name)
+    name: str
+    #: what a plan says of the copies the owner makes itself
+    owner_copies_note: str
+
+    def owner_repair_argv(self, container_id: int) -> List[str]:
+        """The command that asks the replicas' owner to repair the
+        container itself, in service (a report lists it instead of crcmerkle's commands)."""
+
+    def owner_leave_argv(self, host: str, maintenance: bool) -> List[str]:
+        """The command that takes the datanode on `host` out of
+        service (decommission, or maintenance), its owner making the copies a plan says it
+        needs. `host` is the datanode's host name (Ozone's `ozone admin datanode
+        decommission|maintenance` take host names), never its UUID or a path: the caller
+        gives a checked host name (spark_udfs.cluster.hosts.command_host) or asks for no command."""
+
+    def repair_refusal(self, path: str) -> str:
+        """Why the replica at `path` (this layout's) is not repaired while in service, and
+        what to do instead: asked when `repair` is not REPAIR_IN_PLACE."""
+
+
+@runtime_checkable
+class GeneratedLayout(Protocol):
+    """The role of a layout the generator (merkle.replica.generate) writes."""
+
+    #: the layout's name (ReplicaReader.name)
+    name: str
     #: the generator's faults only this layout can inject (merkle.replica.generate.FAULT_TYPES
     #: are every layout's)
     fault_types: Tuple[str, ...]
@@ -208,9 +272,9 @@ class Layout(Protocol):
     generated_in_place: bool
     #: whether a generated volume records where it will be mounted (`generate --mount-path`)
     records_mount_paths: bool
-    #: whether the generator can also write the key map of the generated blocks (`generate
-    #: --om-db`: Ozone's OM DB)
-    writes_om_db: bool
+    #: the generator's options (GeneratorConfig fields) only this layout honours, done in its
+    #: finish_generation (Ozone's: "om_db", `generate --om-db`); () for none
+    generator_options: Tuple[str, ...]
 
     def check_can_generate(self) -> None:
         """merkle.replica.synth.GeneratorError unless the generator can write this layout
@@ -226,18 +290,20 @@ class Layout(Protocol):
     def finish_generation(
         self, staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any, faults: Dict[str, int]
     ) -> Dict[str, Any]:
-        """Move the generated crcmerkle-layout cluster in `staging` onto this layout's
-        volumes under `out`, inject `faults` (this layout's own `fault_types`), and return
-        the manifest with the new replica paths (only asked when not `generated_in_place`)."""
+        """Finish the generated cluster under `out` and return its manifest: when not
+        `generated_in_place`, move the crcmerkle-layout cluster in `staging` onto this
+        layout's volumes under `out` with the new replica paths and inject `faults` (this
+        layout's own `fault_types`); then do what `cfg` asks of this layout's
+        `generator_options`. Asked of every generated layout (in place: `staging` is `out`)."""
 
-    def generate_om_db(self, out: Path, manifest: Dict[str, Any], cfg: Any) -> Dict[str, Any]:
-        """Write the key map of the generated cluster `manifest` describes under `out` and
-        return the manifest with each key's ground truth (only asked when `writes_om_db`)."""
 
-    def generated_key_bytes(self, out: Path, key: Dict[str, Any]) -> bytes:
-        """The true bytes of a key of a generated cluster's OM DB (an entry of its manifest's
-        `keys`), read from replicas that still hold them; the generator's error (one line)
-        when none does, or the layout writes no OM DB."""
+@runtime_checkable
+class RepairableLayout(Protocol):
+    """The role of a layout whose replicas crcmerkle repairs (in place, or offline) and that
+    guards its volumes against `replicate`."""
+
+    #: the layout's name (ReplicaReader.name)
+    name: str
 
     def replicate_refusal(self, path: str, role: str) -> Optional[str]:
         """Why `crcmerkle replicate` must not copy from (`role` "source") or into ("target")
@@ -249,29 +315,6 @@ class Layout(Protocol):
         """Make the new replica `target` from this layout's good replica `source` (asked
         after every layout's replicate_refusal): a merkle.replica.results.ReplicateResult;
         SourceNotGoodError, TargetExistsError, ReplicaError or OSError otherwise."""
-
-    def recorded_here(self, path: str) -> bool:
-        """True when `path`, a replica or volume path as a scan recorded it, has this layout's
-        shape, told from the string alone: reports and plans are made where the disks may not
-        be (merkle.replica.layouts.owner_repairing)."""
-
-    def owner_repair_argv(self, container_id: int) -> List[str]:
-        """REPAIR_OFFLINE layouts: the command that asks the replicas' owner to repair the
-        container itself, in service (a report lists it instead of crcmerkle's commands)."""
-
-    def owner_leave_argv(self, host: str, maintenance: bool) -> List[str]:
-        """REPAIR_OFFLINE layouts: the command that takes the datanode on `host` out of
-        service (decommission, or maintenance), its owner making the copies a plan says it
-        needs. `host` is the datanode's host name (Ozone's `ozone admin datanode
-        decommission|maintenance` take host names), never its UUID or a path: the caller
-        gives a checked host name (spark_udfs.cluster.hosts.command_host) or asks for no command."""
-
-    #: REPAIR_OFFLINE layouts: what a plan says of the copies the owner makes itself
-    owner_copies_note: str
-
-    def repair_refusal(self, path: str) -> str:
-        """Why the replica at `path` (this layout's) is not repaired while in service, and
-        what to do instead: asked when `repair` is not REPAIR_IN_PLACE."""
 
     def open_repair(self, path: str, *, dry_run: bool) -> RepairTarget:
         """The replica at `path` opened for a repair (held against other writers until
@@ -291,19 +334,74 @@ class Layout(Protocol):
         """This layout's replicas at or under `path`, grouped by container ID
         (`reconcile --all`); an entry the walk cannot use goes to `on_error` (else raises)."""
 
-    def datanode_of(self, path: str) -> str:
-        """The datanode the replica at `path` lives on, as the repair vote counts datanodes
-        (each casts one vote)."""
-
-    def cluster_of(self, root: str) -> str:
-        """What makes two scanned roots one cluster (a report's or plan's command must not
-        mix clusters): Ozone's <volume>/hdds/<clusterID> is its clusterID, another root is
-        its directory."""
-
     def check_container_id(self, dir_fd: int, path: str, container_id: int) -> None:
         """ReplicaError unless the replica open at `dir_fd` (reached without links; `path`
         for messages) records `container_id` in its own metadata, before a command of a
         report or plan runs on it (a layout whose repair checks it itself may leave it)."""
+
+
+def read_only(layout: ReplicaReader) -> str:
+    """Why crcmerkle does not write `layout`'s replicas (a layout that only reads, REPAIR_NONE:
+    BookKeeper's): the one line every writing job gives for it."""
+    return (
+        f"{layout.name}-layout replicas are read-only here: crcmerkle scans and "
+        f"compares them, but does not write or repair them"
+    )
+
+
+def repairer_of(layout: ReplicaReader, path: Optional[str] = None) -> RepairableLayout:
+    """`layout` as a repairer and replicator, else ReplicaError (read_only, at `path`)."""
+    if isinstance(layout, RepairableLayout):
+        return layout
+    raise ReplicaError(read_only(layout), path)
+
+
+def generator_of(layout: ReplicaReader) -> GeneratedLayout:
+    """`layout` as the generator writes it, else ReplicaError in one line: the layout's
+    `not_generated` when it has one (an optional string, no role's member: what writes its
+    replicas instead, as BookKeeper's own generator does bookies), else read_only's."""
+    if isinstance(layout, GeneratedLayout):
+        return layout
+    instead = getattr(layout, "not_generated", "")
+    if instead:
+        raise ReplicaError(str(instead))
+    raise ReplicaError(
+        f"the generator does not write the {layout.name} layout ({read_only(layout)})"
+    )
+
+
+def owner_of(layout: ReplicaReader) -> OwnerCommands:
+    """`layout`'s owner commands, else ReplicaError in one line: crcmerkle's own commands
+    repair and copy its replicas, or (REPAIR_NONE) nothing does."""
+    if isinstance(layout, OwnerCommands):
+        return layout
+    if layout.repair == REPAIR_NONE:
+        raise ReplicaError(
+            f"no owner command repairs {layout.name}-layout replicas ({read_only(layout)})"
+        )
+    raise ReplicaError(
+        f"{layout.name}-layout replicas are repaired and copied by crcmerkle reconcile and "
+        f"replicate, not by an owner command"
+    )
+
+
+def repair_refusal(layout: ReplicaReader, path: str) -> str:
+    """Why the replica at `path` (`layout`'s, whose `repair` is not REPAIR_IN_PLACE) is not
+    repaired while in service, and what to do instead."""
+    if isinstance(layout, OwnerCommands):
+        return layout.repair_refusal(path)
+    return read_only(layout)
+
+
+def replicate_refusal(layout: ReplicaReader, path: str, role: str) -> Optional[str]:
+    """RepairableLayout.replicate_refusal of `layout`; for a layout that is no repairer, its
+    read-only refusal when `path` lies on its volumes (a target does not exist yet: the
+    directory it would be created in is asked), else None. `replicate` asks every registered
+    layout."""
+    if isinstance(layout, RepairableLayout):
+        return layout.replicate_refusal(path, role)
+    where = path if role == "source" else os.path.dirname(os.path.abspath(path))
+    return read_only(layout) if os.path.exists(where) and layout.recognises(where) else None
 
 
 class RepairTarget(Protocol):
@@ -326,104 +424,3 @@ class RepairTarget(Protocol):
 
     def close(self) -> None:
         """Release what open_repair holds (files, lock)."""
-
-
-class ReadOnlyLayout:
-    """The writing and repairing members of a layout that crcmerkle only reads (REPAIR_NONE):
-    a layout implements the reading members and inherits these, which refuse, each in one
-    line, what would write its replicas (reconcile, replicate, generate), so every job meets
-    it with a clear answer. `reconcile --all` and the command checks still list and name its
-    replicas through the reading members."""
-
-    name: str
-    repair = REPAIR_NONE
-    fault_types: Tuple[str, ...] = ()
-    generated_in_place = True
-    records_mount_paths = False
-    writes_om_db = False
-
-    @property
-    def title(self) -> str:
-        return self.name
-
-    def _read_only(self) -> str:
-        return (
-            f"{self.name}-layout replicas are read-only here: crcmerkle scans and "
-            f"compares them, but does not write or repair them"
-        )
-
-    def check_can_generate(self) -> None:
-        raise ReplicaError(
-            f"the generator does not write the {self.name} layout ({self._read_only()})"
-        )
-
-    def mount_paths(
-        self, template: Optional[str], datanodes: int, volumes: int
-    ) -> Dict[Tuple[int, int], Optional[str]]:
-        return {(d, v): None for d in range(datanodes) for v in range(volumes)}
-
-    def finish_generation(
-        self, staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any, faults: Dict[str, int]
-    ) -> Dict[str, Any]:
-        self.check_can_generate()
-        return manifest  # not reached: check_can_generate refuses
-
-    def generate_om_db(self, out: Path, manifest: Dict[str, Any], cfg: Any) -> Dict[str, Any]:
-        self.check_can_generate()
-        return manifest  # not reached: check_can_generate refuses
-
-    def generated_key_bytes(self, out: Path, key: Dict[str, Any]) -> bytes:
-        self.check_can_generate()
-        return b""  # not reached: check_can_generate refuses
-
-    def replicate_refusal(self, path: str, role: str) -> Optional[str]:
-        # a target does not exist yet: the directory it would be created in is asked
-        where = path if role == "source" else os.path.dirname(os.path.abspath(path))
-        on_it = os.path.exists(where) and self.recognises(where)  # type: ignore[attr-defined]
-        return self._read_only() if on_it else None
-
-    def copy_replica(self, source: Any, target: Any, *, on_step: Any = None) -> Any:
-        raise ReplicaError(self._read_only(), os.fspath(source))
-
-    def recorded_here(self, path: str) -> bool:
-        return False  # a report or plan over it holds no command for it
-
-    def repair_refusal(self, path: str) -> str:
-        return self._read_only()
-
-    # no owner repairs or copies these replicas (the owner_* members are REPAIR_OFFLINE's)
-    owner_copies_note = ""
-
-    def owner_repair_argv(self, container_id: int) -> List[str]:
-        raise ReplicaError(
-            f"no owner command repairs {self.name}-layout replicas ({self._read_only()})"
-        )
-
-    def owner_leave_argv(self, host: str, maintenance: bool) -> List[str]:
-        raise ReplicaError(
-            f"no owner command copies {self.name}-layout replicas ({self._read_only()})"
-        )
-
-    def open_repair(self, path: str, *, dry_run: bool) -> RepairTarget:
-        raise ReplicaError(self._read_only(), path)
-
-    def load_peer(self, path: str, container_id: int) -> Tuple[Any, Any, Dict[int, bytes]]:
-        raise ReplicaError(self._read_only(), path)
-
-    def replica_groups(
-        self, path: str, on_error: Optional[WalkErrorFn] = None
-    ) -> Dict[int, List[Path]]:
-        groups: Dict[int, List[Path]] = {}
-        for volume in self.volumes(path, on_error):  # type: ignore[attr-defined]
-            for ref in self.replicas(volume, on_error):  # type: ignore[attr-defined]
-                groups.setdefault(ref.container, []).append(Path(ref.path))
-        return groups
-
-    def datanode_of(self, path: str) -> str:
-        return os.path.dirname(os.path.abspath(path))
-
-    def cluster_of(self, root: str) -> str:
-        return os.path.abspath(root)
-
-    def check_container_id(self, dir_fd: int, path: str, container_id: int) -> None:
-        raise ReplicaError(self._read_only(), path)

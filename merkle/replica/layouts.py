@@ -8,9 +8,15 @@ merkle.replica.layout.Layout interface.
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional, Tuple
 
-from merkle.replica.layout import REPAIR_OFFLINE, Layout
+from merkle.replica.layout import (
+    REPAIR_OFFLINE,
+    GeneratedLayout,
+    Layout,
+    OwnerCommands,
+    RepairableLayout,
+)
 
 __all__ = [
     "LayoutError",
@@ -74,12 +80,17 @@ def layout_of(root: str) -> Layout:
     return _REGISTERED[_DEFAULT]
 
 
-def owner_repairing(paths: Iterable[Optional[str]]) -> Optional[Layout]:
+def owner_repairing(paths: Iterable[Optional[str]]) -> Optional[OwnerCommands]:
     """The layout whose replicas' owner repairs them in service (REPAIR_OFFLINE: Ozone's
     datanodes reconcile and re-replicate their own) when one of `paths` (replica or volume
     paths as a scan recorded them; None skipped) has its shape (Layout.recorded_here: from
-    the string alone), else None: crcmerkle's own commands do the work."""
-    owners = [layout for layout in _REGISTERED.values() if layout.repair == REPAIR_OFFLINE]
+    the string alone), else None: crcmerkle's own commands do the work. Its owner commands
+    (OwnerCommands) are what the report or plan gives: a layout without them is never it."""
+    owners = [
+        layout
+        for layout in _REGISTERED.values()
+        if layout.repair == REPAIR_OFFLINE and isinstance(layout, OwnerCommands)
+    ]
     for path in paths:
         for layout in owners:
             if path and layout.recorded_here(str(path)):
@@ -97,3 +108,9 @@ from merkle.replica.ozone.interface import LAYOUT as _OZONE  # noqa: E402
 register(_OZONE)
 register(_BOOKKEEPER)
 register(_CRCMERKLE, default=True)
+
+# mypy checks each shipped layout against the roles it implements (register checks the
+# reading role; tests/test_layout.py checks at run time that each has these and no other):
+# BookKeeper's reads only
+_ROLES: Tuple[GeneratedLayout, RepairableLayout, GeneratedLayout, RepairableLayout, OwnerCommands]
+_ROLES = (_CRCMERKLE, _CRCMERKLE, _OZONE, _OZONE, _OZONE)

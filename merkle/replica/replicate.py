@@ -2,8 +2,9 @@
 (`crcmerkle replicate SOURCE TARGET`, `crcmerkle replicate --report PLAN.json`).
 
 The job asks every registered layout first whether it lets a copy read or write where asked
-(Layout.replicate_refusal: nothing is written into an Ozone datanode's volume, nor into a
-layout crcmerkle only reads); the copy itself is the source's layout's (Layout.copy_replica).
+(merkle.replica.layout.replicate_refusal: nothing is written into an Ozone datanode's volume,
+nor into a layout crcmerkle only reads); the copy itself is the source's layout's
+(RepairableLayout.copy_replica).
 For crcmerkle's layout that is merkle.replica.crcmerkle.copier: the source verified against
 its recorded checksums window by window while it is copied into a staging directory beside the
 target, through directory descriptors, never a link, then renamed into place in one step (its
@@ -23,6 +24,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from merkle.replica.commandlist import command_int
 from merkle.replica.errors import ReplicaError, SourceNotGoodError, TargetExistsError
+from merkle.replica.layout import repairer_of, replicate_refusal
 from merkle.replica.layouts import layout_of, layouts
 from merkle.replica.results import ReplicateResult
 
@@ -58,10 +60,11 @@ def replicate(
         # before the lock: every layout guards its own volumes (nothing may be written into
         # an Ozone datanode's volume: Ozone makes its replicas itself)
         for layout in layouts():
-            why = layout.replicate_refusal(os.fspath(path), role)
+            why = replicate_refusal(layout, os.fspath(path), role)
             if why:
                 raise ReplicaError(why, os.fspath(path))
-    return layout_of(os.fspath(source)).copy_replica(source, target, on_step=on_step)
+    copier = repairer_of(layout_of(os.fspath(source)), os.fspath(source))
+    return copier.copy_replica(source, target, on_step=on_step)
 
 
 def _plan_int(c: Dict[str, Any], key: str, high: int, source: str) -> int:

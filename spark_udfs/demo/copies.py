@@ -26,10 +26,10 @@ def _true_bytes(cluster: Path, manifest: Dict[str, Any], key: Dict[str, Any]) ->
     """A key's true bytes: from a replica that still holds them, else regenerated (the copy
     was made before the damage)."""
     from merkle.replica.generate import block_data
-    from merkle.replica.layouts import layout_named
+    from spark_udfs.demo.ozone import generated_key_bytes
 
     if key["pristine_copy"]:
-        return layout_named("ozone").generated_key_bytes(cluster, key)
+        return generated_key_bytes(cluster, key)
     return b"".join(block_data(manifest["seed"], c, lid, n) for c, lid, n in key["blocks"])
 
 

@@ -6,9 +6,10 @@ interface (merkle.replica.layout) alone. Nothing outside this file knows it.
         tree            the container's Merkle tree (Ozone's ContainerChecksumInfo; optional)
         <blockID>.data  one file per block; a chunk's offset is its file offset
 
-A datanode directory is its one volume. Read-only (REPAIR_NONE, the write side inherited from
-ReadOnlyLayout); files are opened relative to the replica's directory descriptor without
-following links (merkle.replica.safeopen).
+A datanode directory is its one volume. Read-only (REPAIR_NONE: the reading role only,
+merkle.replica.layout.ReplicaReader; every writing job refuses it in one line); files are
+opened relative to the replica's directory descriptor without following links
+(merkle.replica.safeopen).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any, Iterable, Iterator, List, Optional, Tuple
 from merkle.replica.blocks import ContainerMeta
 from merkle.replica.errors import BlockMetaError, ReplicaError
 from merkle.replica.files import BlockFile, LocalBlockFile
-from merkle.replica.layout import ReadOnlyLayout, ReplicaRef, Volume, WalkErrorFn
+from merkle.replica.layout import REPAIR_NONE, ReplicaRef, Volume, WalkErrorFn
 from merkle.replica.replicadir.blockmeta import decode_blockmeta
 from merkle.replica.results import tree_result
 from merkle.replica.safeopen import open_dir, open_regular, read_regular
@@ -75,8 +76,19 @@ def _replica_dirs(directory: Path) -> List[Path]:
     )
 
 
-class FlatLayout(ReadOnlyLayout):
+class FlatLayout:
     name = "flat"
+    title = "flat"
+    repair = REPAIR_NONE
+
+    def recorded_here(self, path: str) -> bool:
+        return False
+
+    def datanode_of(self, path: str) -> str:
+        return os.path.dirname(os.path.abspath(path))
+
+    def cluster_of(self, root: str) -> str:
+        return os.path.abspath(root)
 
     def recognises(self, root: str) -> bool:
         p = Path(root)

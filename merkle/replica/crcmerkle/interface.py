@@ -154,15 +154,26 @@ class CrcmerkleLayout:
             return scan_container(Path(ref.path), write_tree=write, **options)
         return scan_files(self.open_files(ref), **read_options)
 
-    # ---- writing and repairing -------------------------------------------------------------
-
     title = "crcmerkle"
+
+    def recorded_here(self, path: str) -> bool:
+        return False  # the default layout: crcmerkle's own commands repair and copy
+
+    def datanode_of(self, path: str) -> str:
+        # <datanode>/<volume>/<containerID>, as the Spark scan names it
+        return os.path.dirname(os.path.dirname(os.path.abspath(path)))
+
+    def cluster_of(self, root: str) -> str:
+        # a crcmerkle-layout root is its cluster directory
+        return "/" + "/".join(c for c in os.path.abspath(root).split("/") if c)
+
+    # ---- generating (GeneratedLayout) ------------------------------------------------------
+
     #: the generator's common faults are this layout's: none of its own
     fault_types: Tuple[str, ...] = ()
     generated_in_place = True
     records_mount_paths = False
-    #: crcmerkle's layout has containers but no key map: no OM DB is made for it
-    writes_om_db = False
+    generator_options: Tuple[str, ...] = ()
 
     def check_can_generate(self) -> None:
         """Nothing to check: the generator writes this layout with the core package."""
@@ -176,40 +187,16 @@ class CrcmerkleLayout:
     def finish_generation(
         self, staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any, faults: Dict[str, int]
     ) -> Dict[str, Any]:
-        return manifest  # generated in place: nothing to move
+        return manifest  # generated in place: nothing to move, no option of its own
 
-    def generate_om_db(self, out: Path, manifest: Dict[str, Any], cfg: Any) -> Dict[str, Any]:
-        return manifest  # not asked: writes_om_db is False
-
-    def generated_key_bytes(self, out: Path, key: Dict[str, Any]) -> bytes:
-        from merkle.replica.synth import GeneratorError
-
-        raise GeneratorError("the crcmerkle layout writes no OM DB: its clusters have no keys")
+    # ---- repairing and replicating (RepairableLayout) --------------------------------------
+    # (no OwnerCommands: crcmerkle's own reconcile and replicate repair and copy here)
 
     def replicate_refusal(self, path: str, role: str) -> Optional[str]:
         return None  # replicate copies this layout's replicas
 
     def copy_replica(self, source: Any, target: Any, *, on_step: Any = None) -> ReplicateResult:
         return copy_replica(source, target, on_step=on_step)
-
-    def recorded_here(self, path: str) -> bool:
-        return False  # the default layout: crcmerkle's own commands repair and copy
-
-    def repair_refusal(self, path: str) -> str:
-        return ""  # repaired in place (REPAIR_IN_PLACE)
-
-    # the owner_* members are REPAIR_OFFLINE's: crcmerkle's own commands repair and copy here
-    owner_copies_note = ""
-
-    def owner_repair_argv(self, container_id: int) -> List[str]:
-        raise ReplicaError(
-            "crcmerkle-layout replicas are repaired by crcmerkle reconcile, not by an owner command"
-        )
-
-    def owner_leave_argv(self, host: str, maintenance: bool) -> List[str]:
-        raise ReplicaError(
-            "crcmerkle-layout replicas are copied by crcmerkle replicate, not by an owner command"
-        )
 
     def open_repair(self, path: str, *, dry_run: bool) -> CrcmerkleRepair:
         return CrcmerkleRepair(path, dry_run=dry_run)
@@ -223,14 +210,6 @@ class CrcmerkleLayout:
         self, path: str, on_error: Optional[WalkErrorFn] = None
     ) -> Dict[int, List[Path]]:
         return replica_groups(path, on_error)
-
-    def datanode_of(self, path: str) -> str:
-        # <datanode>/<volume>/<containerID>, as the Spark scan names it
-        return os.path.dirname(os.path.dirname(os.path.abspath(path)))
-
-    def cluster_of(self, root: str) -> str:
-        # a crcmerkle-layout root is its cluster directory
-        return "/" + "/".join(c for c in os.path.abspath(root).split("/") if c)
 
     def check_container_id(self, dir_fd: int, path: str, container_id: int) -> None:
         check_container_id(dir_fd, path, container_id)

@@ -151,15 +151,39 @@ class OzoneLayout:
         ):
             yield ref, result, scanner.volume_error(exc, ref.fs_root)
 
-    # ---- writing and repairing -------------------------------------------------------------
-
     title = "Ozone"
+
+    def recorded_here(self, path: str) -> bool:
+        # <volume>/hdds/<clusterID>/current/containerDir<N>/<containerID> (or a volume's
+        # path under it), as the scan recorded it
+        return "/hdds/" in path and "/current/containerDir" in path
+
+    def datanode_of(self, path: str) -> str:
+        # the volume's datanodeUuid; a path whose VERSION cannot be read names no datanode
+        p = os.path.abspath(path)
+        try:
+            ((volume, _),) = find_volumes(p)
+            return datanode_identity(volume.datanode_uuid)
+        except (OSError, ValueError, ReplicaError):
+            return UNKNOWN_DATANODE
+
+    def cluster_of(self, root: str) -> str:
+        # a volume's <volume>/hdds/<clusterID> is its clusterID; any other root (a
+        # directory holding volumes) is itself
+        parts = [c for c in os.path.abspath(root).split("/") if c]
+        if len(parts) >= 2 and parts[-2] == "hdds":
+            return "ozone:" + parts[-1]
+        return "/" + "/".join(parts)
+
+    # ---- generating (GeneratedLayout) ------------------------------------------------------
+
     fault_types: Tuple[str, ...] = OZONE_FAULT_TYPES
     #: generated as crcmerkle-layout replicas first, then moved onto datanode volumes
     generated_in_place = False
     records_mount_paths = True
-    #: `generate --om-db`: an OM DB of keys made of the generated blocks (ozone.omkeys)
-    writes_om_db = True
+    #: `generate --om-db` (GeneratorConfig.om_db): an OM DB of keys made of the generated
+    #: blocks (ozone.omkeys), written by finish_generation
+    generator_options: Tuple[str, ...] = ("om_db",)
 
     def check_can_generate(self) -> None:
         check_available()
@@ -172,41 +196,15 @@ class OzoneLayout:
     def finish_generation(
         self, staging: Path, out: Path, manifest: Dict[str, Any], cfg: Any, faults: Dict[str, int]
     ) -> Dict[str, Any]:
-        return convert_cluster(staging, out, manifest, cfg, faults)
+        manifest = convert_cluster(staging, out, manifest, cfg, faults)
+        if getattr(cfg, "om_db", False):
+            # the OM DB's keys are made of the blocks now on the datanode volumes
+            from merkle.replica.ozone.omkeys import write_generated_om_db
 
-    def generate_om_db(self, out: Path, manifest: Dict[str, Any], cfg: Any) -> Dict[str, Any]:
-        from merkle.replica.ozone.omkeys import write_generated_om_db
+            manifest = write_generated_om_db(out, manifest, cfg)
+        return manifest
 
-        return write_generated_om_db(out, manifest, cfg)
-
-    def generated_key_bytes(self, out: Path, key: Dict[str, Any]) -> bytes:
-        from merkle.replica.ozone.omkeys import key_bytes
-
-        return key_bytes(out, key)
-
-    def replicate_refusal(self, path: str, role: str) -> Optional[str]:
-        # before any lock: nothing may be written into a datanode's volume (a target that
-        # does not exist yet counts when a volume lies above it)
-        if not is_ozone_path(path):
-            return None
-        return (
-            f"the {role} is on an Ozone datanode volume: Ozone makes new replicas itself "
-            "(its ReplicationManager, driven by `ozone admin datanode decommission` / "
-            "`maintenance`); crcmerkle replicate copies crcmerkle-layout replicas only"
-        )
-
-    def copy_replica(self, source: Any, target: Any, *, on_step: Any = None) -> Any:
-        # replicate_refusal has refused already (an Ozone replica is never a copy's source)
-        raise ReplicaError(
-            self.replicate_refusal(os.fspath(source), "source")
-            or "Ozone makes its replicas itself",
-            os.fspath(source),
-        )
-
-    def recorded_here(self, path: str) -> bool:
-        # <volume>/hdds/<clusterID>/current/containerDir<N>/<containerID> (or a volume's
-        # path under it), as the scan recorded it
-        return "/hdds/" in path and "/current/containerDir" in path
+    # ---- the owner's commands (OwnerCommands): a datanode repairs and copies its replicas --
 
     def owner_repair_argv(self, container_id: int) -> List[str]:
         return ["ozone", "admin", "container", "reconcile", str(int(container_id))]
@@ -241,6 +239,27 @@ class OzoneLayout:
             f"and use --offline)"
         )
 
+    # ---- repairing and replicating (RepairableLayout): offline repair; replicate refused ----
+
+    def replicate_refusal(self, path: str, role: str) -> Optional[str]:
+        # before any lock: nothing may be written into a datanode's volume (a target that
+        # does not exist yet counts when a volume lies above it)
+        if not is_ozone_path(path):
+            return None
+        return (
+            f"the {role} is on an Ozone datanode volume: Ozone makes new replicas itself "
+            "(its ReplicationManager, driven by `ozone admin datanode decommission` / "
+            "`maintenance`); crcmerkle replicate copies crcmerkle-layout replicas only"
+        )
+
+    def copy_replica(self, source: Any, target: Any, *, on_step: Any = None) -> Any:
+        # replicate_refusal has refused already (an Ozone replica is never a copy's source)
+        raise ReplicaError(
+            self.replicate_refusal(os.fspath(source), "source")
+            or "Ozone makes its replicas itself",
+            os.fspath(source),
+        )
+
     def open_repair(self, path: str, *, dry_run: bool) -> Any:
         # the stopped datanode's volume DB locked (RocksDB's LOCK) from before the scan
         # until after the tree is written; a dry run checks that it is free
@@ -267,23 +286,6 @@ class OzoneLayout:
             for replica in volume.replicas():
                 groups.setdefault(replica.container_id, []).append(replica.root)
         return groups
-
-    def datanode_of(self, path: str) -> str:
-        # the volume's datanodeUuid; a path whose VERSION cannot be read names no datanode
-        p = os.path.abspath(path)
-        try:
-            ((volume, _),) = find_volumes(p)
-            return datanode_identity(volume.datanode_uuid)
-        except (OSError, ValueError, ReplicaError):
-            return UNKNOWN_DATANODE
-
-    def cluster_of(self, root: str) -> str:
-        # a volume's <volume>/hdds/<clusterID> is its clusterID; any other root (a
-        # directory holding volumes) is itself
-        parts = [c for c in os.path.abspath(root).split("/") if c]
-        if len(parts) >= 2 and parts[-2] == "hdds":
-            return "ozone:" + parts[-1]
-        return "/" + "/".join(parts)
 
     def check_container_id(self, dir_fd: int, path: str, container_id: int) -> None:
         # the offline repair checks the replica's .container file itself (OfflineReplica)

@@ -11,7 +11,13 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from merkle.replica.blocks import ContainerMeta
 from merkle.replica.errors import ReplicaError
 from merkle.replica.files import LocalReplicaFiles
-from merkle.replica.layout import REPAIR_IN_PLACE, REPAIR_OFFLINE, Layout
+from merkle.replica.layout import (
+    REPAIR_IN_PLACE,
+    REPAIR_OFFLINE,
+    Layout,
+    repair_refusal,
+    repairer_of,
+)
 from merkle.replica.layouts import layout_of
 from merkle.replica.reconcile.copying import _Copier
 from merkle.replica.reconcile.peers import _handed_to_another_user, _identity, _load_peer, _Peer
@@ -48,7 +54,7 @@ def refuse_ozone(path: PathLike) -> None:
     where = os.fspath(path)
     layout = layout_of(where)
     if layout.repair != REPAIR_IN_PLACE:
-        raise ReplicaError(layout.repair_refusal(where), where)
+        raise ReplicaError(repair_refusal(layout, where), where)
 
 
 def _refuse_other_layouts(layout: Layout, peer_paths: Sequence[PathLike]) -> None:
@@ -95,7 +101,8 @@ def reconcile(
     else:
         for p in (container_path, *peer_paths):
             refuse_ozone(p)
-    target = layout.open_repair(os.fspath(container_path), dry_run=dry_run)
+    repairer = repairer_of(layout, os.fspath(container_path))
+    target = repairer.open_repair(os.fspath(container_path), dry_run=dry_run)
     try:
         return _reconcile(
             target.paths,
@@ -105,7 +112,7 @@ def reconcile(
             workers,
             on_step,
             target,
-            partial(_load_peer, layout),
+            partial(_load_peer, repairer),
             datanodes,
         )
     finally:
@@ -330,4 +337,4 @@ def replica_groups(
     layout = layout_of(where)
     if not (offline and layout.repair == REPAIR_OFFLINE):
         refuse_ozone(path)
-    return layout.replica_groups(where, on_error)
+    return repairer_of(layout, where).replica_groups(where, on_error)

@@ -9,7 +9,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from merkle.replica.blocks import ContainerMeta
 from merkle.replica.errors import ReplicaError
-from merkle.replica.layout import Layout
+from merkle.replica.layout import RepairableLayout
 from merkle.replica.layouts import layout_of
 from merkle.replica.reconcile.results import PathLike
 from merkle.replica.scan import NOT_A_REGULAR_FILE, TREE_UNREADABLE, _scan, read_tree_state
@@ -44,11 +44,11 @@ def _peer_tree(files: Any) -> ContainerTree:
     return tree
 
 
-def _load_peer(layout: Layout, path: PathLike, container_id: int) -> _Peer:
-    """A peer's metadata (read by `layout`, the target's: merkle.replica.layout.Layout
-    .load_peer) and tree; raises ReplicaError/OSError when it cannot serve (its block
-    metadata unreadable, corrupt, newer or not a regular file; its `.tree` unreadable or not
-    a regular file: its tombstones would be unknown)."""
+def _load_peer(layout: RepairableLayout, path: PathLike, container_id: int) -> _Peer:
+    """A peer's metadata (read by `layout`, the target's:
+    merkle.replica.layout.RepairableLayout.load_peer) and tree; raises ReplicaError/OSError
+    when it cannot serve (its block metadata unreadable, corrupt, newer or not a regular
+    file; its `.tree` unreadable or not a regular file: its tombstones would be unknown)."""
     files, meta, values = layout.load_peer(os.fspath(path), container_id)
     try:
         tree = _peer_tree(files)
