@@ -46,6 +46,9 @@ CAMPAIGNS=(tests/spark/test_simhosts_jobs.py tests/spark/test_demo_hosts.py test
 #   readers/writers, collection       test_spark_jobs (createDataFrame, parallelize +
 #                                     accumulators, mapInArrow, Parquet out and in, Window,
 #                                     toArrow / toPandas of 64-bit columns)
+#   grouping by key, broadcasts       test_spark_bookkeeper (the bookie job: a repartition by
+#                                     ledger with mapInArrow, since groupBy().applyInArrow is
+#                                     PySpark 4's; unionByName with missing columns)
 #   Spark's exceptions                test_spark_errors (class names and texts differ by version)
 #   executors importing the driver's  test_spark_layout (a layout pickled by reference)
 #   modules
@@ -55,7 +58,7 @@ CAMPAIGNS=(tests/spark/test_simhosts_jobs.py tests/spark/test_demo_hosts.py test
 #                                     executors on 3 hosts; last: it stops the local session)
 SPARK_API_TESTS=(tests/spark/test_spark_session.py tests/spark/test_spark_launcher.py
                  tests/spark/test_spark_fresh_clone.py tests/spark/test_spark_udfs.py
-                 tests/spark/test_spark_jobs.py
+                 tests/spark/test_spark_jobs.py tests/spark/test_spark_bookkeeper.py
                  tests/spark/test_spark_errors.py tests/spark/test_spark_layout.py
                  tests/spark/test_spark_locality.py tests/spark/test_spark_hostscan.py
                  tests/spark/test_simhosts_smoke.py)

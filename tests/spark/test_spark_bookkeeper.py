@@ -302,3 +302,28 @@ def test_a_storage_task_yields_its_copies_in_bounded_batches(tmp_path: Path) -> 
     assert sum(len(b["kind"]) for b in copies) == len(local.copies) > 7
     volumes = [d for b in batches if b["kind"][0] == "VOLUME" for d in b["directory"]]
     assert sorted(volumes) == sorted(d for ds in local.bookies.values() for d in ds)
+
+
+def test_each_ledger_is_judged_once_whatever_the_batches() -> None:
+    """Stage 2's grouping (run here without Spark): a partition sorted by ledger, whose
+    ledgers straddle batch boundaries, reaches the judge as one table per ledger holding
+    every row of that ledger (PySpark 3.5 has no groupBy().applyInArrow to do it)."""
+    import pyarrow as pa
+
+    from spark_udfs.jobs.bookkeeper import _per_ledger
+
+    seen = []
+
+    def judge(group: pa.Table) -> pa.Table:
+        seen.append((group.column("ledger").to_pylist(), group.column("entry").to_pylist()))
+        return pa.table({"n": [group.num_rows]})
+
+    rows = [(1, 0), (1, 1), (1, 2), (5, 0), (7, 0), (7, 1), (7, 2), (7, 3)]
+    batches = [
+        pa.RecordBatch.from_pydict({"ledger": [r[0] for r in part], "entry": [r[1] for r in part]})
+        for part in (rows[:2], rows[2:2], rows[2:5], rows[5:6], rows[6:])
+    ]
+    out = [b.to_pydict()["n"][0] for b in _per_ledger(judge)(iter(batches))]
+    assert out == [3, 1, 4]
+    assert seen == [([1, 1, 1], [0, 1, 2]), ([5], [0]), ([7] * 4, [0, 1, 2, 3])]
+    assert list(_per_ledger(judge)(iter([]))) == []
