@@ -16,6 +16,7 @@ name or address (merkle.replica.inventory's rule: no label starts with '-').
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
@@ -273,10 +274,15 @@ def _names_its_host(row: Mapping[str, Any]) -> bool:
     return "status" not in row or (row["status"] is not None and row["status"] != NOT_IN_INVENTORY)
 
 
+@functools.cache
+def _volume_columns() -> Tuple[str, ...]:
+    """VOLUME_SCHEMA's column names, in order (parsed once)."""
+    return tuple(c.split()[0] for c in _volume_schema().split(", "))
+
+
 def _volume_row(values: Tuple) -> Dict[str, Any]:
     """An `unscanned_hosts` row (VOLUME_SCHEMA's order) as a dict of _VOLUME_KEYS."""
-    names = [c.split()[0] for c in _volume_schema().split(", ")]
-    row = dict(zip(names, values))
+    row = dict(zip(_volume_columns(), values))
     return {k: row.get(k) for k in _VOLUME_KEYS}
 
 

@@ -1,7 +1,7 @@
 """Ozone's per-volume RocksDB (`container.db`, schema V3): keys, a read-only view, a writer.
 
 The DB is read through a private snapshot, never in place (merkle.replica.rocksdb: the
-binding, the bounded snapshot, the LOCK probe; its names are importable here too).
+binding, the bounded snapshot, the LOCK probe).
 
 Keys (DatanodeSchemaThreeDBDefinition): 8-byte big-endian container ID, the separator `|`,
 then ASCII text: the decimal localID in `block_data`, `#BLOCKCOUNT` etc. in `metadata`
@@ -17,17 +17,14 @@ import struct
 import tempfile
 from typing import Any, Dict, Iterator, Mapping, Optional, Tuple, Union
 
-from merkle.replica.rocksdb import (  # noqa: F401  (the names Ozone's modules use)
+from merkle.replica.rocksdb import (
     CONFIG_FILE,
-    DEFAULT_MAX_DB_FILE,
-    MAX_DB_FILE_ENV,
     SNAPSHOT_ATTEMPTS,
     SNAPSHOT_ENV,
     VolumeDBError,
     VolumeInUseError,
     load_rocksdict,
     lock_is_free,
-    max_db_file_bytes,
     only_regular_files,
     refuse_non_directory,
     take_snapshot,
