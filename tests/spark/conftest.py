@@ -19,14 +19,25 @@ if shutil.which("java") is None:  # pragma: no cover
     pytest.skip("Spark tests need a Java runtime (java on PATH)", allow_module_level=True)
 
 
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+_LOCAL_MASTER = "local[2]"
+
+
+def _local_session() -> Any:
+    """The local[2] session, made when none is running: a process holds one SparkContext,
+    and the simulated hosts' `sim_spark` fixture stops this one to drive its own cluster."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
     from spark_udfs.cluster.session import get_session
 
+    active = SparkContext._active_spark_context
+    session = SparkSession.getActiveSession()
+    if active is not None and active.master == _LOCAL_MASTER and session is not None:
+        return session
     # 2g: every module caches its scans' stages in this one session; with PySpark 3.5's
     # default 1g the protected storage left the plan tests' execution no memory
-    session = get_session(
-        "local[2]",
+    return get_session(
+        _LOCAL_MASTER,
         app_name="crcmerkle-tests",
         conf={
             "spark.sql.shuffle.partitions": "4",
@@ -34,8 +45,23 @@ def spark() -> Iterator[Any]:
             "spark.driver.memory": "2g",
         },
     )
-    yield session
-    session.stop()
+
+
+@pytest.fixture(scope="session")
+def _spark_stopped_at_exit() -> Iterator[None]:
+    yield
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    if session is not None:
+        session.stop()
+
+
+@pytest.fixture(scope="module")
+def spark(_spark_stopped_at_exit: None) -> Any:
+    """Module-scoped, not session-scoped: a module run after a simulated-hosts module (which
+    stopped the local session) gets a live one again instead of a stopped SparkContext."""
+    return _local_session()
 
 
 @pytest.fixture(autouse=True, scope="module")
