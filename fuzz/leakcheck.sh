@@ -4,16 +4,22 @@
 # FEW and MANY iterations. CPython leaves a constant set of allocations at exit, so the
 # leaked bytes LSan reports must not grow with the iterations; a positive control (64 bytes
 # malloc'ed and dropped per iteration) must be reported. Exit 1 on a leak.
-#   fuzz/leakcheck.sh [MANY=1000] [--no-build]   (~1 min on 2 vCPUs, most of it LSan at exit)
+#   fuzz/leakcheck.sh [MANY=1000] [--no-build|--in-place]   (~1 min on 2 vCPUs, most of it LSan at exit)
+# --no-build reuses build/variants/asan when it exists; --in-place checks the checkout's own
+# in-place build, which must be the sanitized one (CI's asan step: CRCMERKLE_SANITIZE=1
+# build_ext --inplace), so that CI builds ASan once for both steps. Either way the check below
+# refuses a build without the ASan runtime in it.
 set -euo pipefail
 many=${1:-1000}
 root=$(cd "$(dirname "$0")/.." && pwd)
-if [ "${2:-}" = "--no-build" ] && [ -d "$root/build/variants/asan/merkle" ]; then
+if [ "${2:-}" = "--in-place" ]; then
+    out=$root
+elif [ "${2:-}" = "--no-build" ] && [ -d "$root/build/variants/asan/merkle" ]; then
     out=$root/build/variants/asan
 else
     out=$("$root/fuzz/variant.sh" asan)
 fi
-cd "$out"  # cwd first on sys.path: the variant's merkle, not the editable install's
+cd "$out"  # cwd first on sys.path: this build's merkle, not the editable install's
 export LD_PRELOAD="$(gcc -print-file-name=libasan.so)"
 export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1:exitcode=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -30,7 +36,9 @@ export LSAN_OPTIONS=${LSAN_OPTIONS:-use_tls=0}
 ASAN_OPTIONS=detect_leaks=0 python -c "
 import merkle._crc as c, merkle._native as n
 for m in (c, n):
-    assert m.__file__.startswith('$out/'), m.__file__"
+    assert m.__file__.startswith('$out/merkle/'), m.__file__
+    with open(m.__file__, 'rb') as f:  # an optimised build would make the control pass
+        assert b'__asan_init' in f.read(), m.__file__ + ': not built with ASan'"
 leaked() {  # bytes LSan reports at exit (0 if none)
     local log n try
     # LSan's leak scan stops the world with a tracer thread; when that fails it prints a
