@@ -3,8 +3,9 @@
   scan PATH... -o OUT      verify replicas on Spark; Parquet tables
                            OUT/{chunks,blocks,containers,errors}; with --ledger-metadata
                            or --zookeeper the PATHs are BookKeeper bookies: tables
-                           OUT/{copies,findings,volumes,ledgers} (spark_udfs.jobs.bookkeeper),
-                           read back by report, both in one by run
+                           OUT/{copies,findings,volumes,ledgers,entries}
+                           (spark_udfs.jobs.bookkeeper), read back by report and plan
+                           (--decommission BOOKIE), scan + report in one by run
   diff SCAN -o OUT         hierarchical diff of a scan (or a chunk table); OUT/{containers,
                            pulls,unrecoverable,pending_deletions,plan} Parquet +
                            OUT/plan.json (counts, first commands)

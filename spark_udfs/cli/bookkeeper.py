@@ -1,8 +1,8 @@
-"""`crcmerkle spark scan|report|run` on BookKeeper bookies: `scan BOOKIE_DIR... -o OUT
+"""`crcmerkle spark scan|report|plan|run` on BookKeeper bookies: `scan BOOKIE_DIR... -o OUT
 --ledger-metadata PATH | --zookeeper HOST:PORT[/root]` (spark_udfs.jobs.bookkeeper), `report OUT`,
-`run` = both.
+`plan OUT --decommission BOOKIE[,...]` (spark_udfs.jobs.bookkeeper_plan), `run` = scan + report.
 
-The scan writes OUT/{copies,findings,volumes,ledgers} (Parquet) and OUT/bookkeeper.json (the
+The scan writes OUT/{copies,findings,volumes,ledgers,entries} (Parquet) and OUT/bookkeeper.json (the
 bookies, the paths not read, the metadata's problems and the summary counts: what the driver
 knows whole); the report reads them back and prints what `crcmerkle scan` prints for the same
 bookies: the findings (the first --first of them), the ledgers' lines and the summary, with the
@@ -19,13 +19,22 @@ import os
 import sys
 from typing import Any, Dict, List, Tuple
 
-from merkle.cli import EXIT_ERROR, CLIError, print_error, redact_json
+from merkle.cli import EXIT_ERROR, EXIT_FINDINGS, CLIError, print_error, redact_json
 from merkle.messages import one_line
 from spark_udfs.cli import common
 from spark_udfs.cli.common import _check_output, _check_paths, _dir_display, _progress, _write_file
 from spark_udfs.uri import child
 
-__all__ = ["META_FILE", "bookkeeper_opts", "is_bookkeeper_scan", "report", "run", "scan"]
+__all__ = [
+    "META_FILE",
+    "bookkeeper_opts",
+    "is_bookkeeper_output",
+    "is_bookkeeper_scan",
+    "plan",
+    "report",
+    "run",
+    "scan",
+]
 
 #: what the driver knows whole, next to the tables: its presence makes OUT a bookie scan
 META_FILE = "bookkeeper.json"
@@ -49,9 +58,21 @@ _NOT_FOR_BOOKIES: Tuple[Tuple[str, str, Any], ...] = (
 )
 
 
-def _refuse_ozone_options(args: argparse.Namespace) -> None:
+#: `spark plan`'s options for Ozone's datanodes only (--decommission is for bookies too)
+_PLAN_NOT_FOR_BOOKIES: Tuple[Tuple[str, str, Any], ...] = tuple(
+    o for o in _NOT_FOR_BOOKIES if o[0] != "decommission"
+) + (
+    ("min_healthy", "--min-healthy", 1),
+    ("min_replicas", "--min-replicas", None),
+    ("maintenance_min", "--maintenance-min", 1),
+)
+
+
+def _refuse_ozone_options(
+    args: argparse.Namespace, options: Tuple[Tuple[str, str, Any], ...] = _NOT_FOR_BOOKIES
+) -> None:
     """A replica option given with bookies is one line, exit 2: never silently ignored."""
-    for dest, flag, unset in _NOT_FOR_BOOKIES:
+    for dest, flag, unset in options:
         if getattr(args, dest, unset) != unset:
             raise CLIError(
                 f"{flag} is not for BookKeeper bookies (--ledger-metadata, --zookeeper)",
@@ -146,7 +167,7 @@ def scan(args: argparse.Namespace) -> int:
         f"{s['tasks']} storages), {s['copies']} entry copies ({s['good_copies']} good): "
         f"{n['errors']} errors, {n['warnings']} warnings"
         + (f", {len(meta['failed'])} paths not scanned" if meta["failed"] else "")
-        + f"; tables in {_dir_display(args.output)}/{{copies,findings,volumes,ledgers}}"
+        + f"; tables in {_dir_display(args.output)}/{{copies,findings,volumes,ledgers,entries}}"
     )
     return _status(meta, n, args.strict)
 
@@ -306,6 +327,54 @@ def _print_text(
         f"bytes: {s['errors']} errors, {s['warnings']} warnings"
         + (f", {len(meta['failed'])} paths not scanned" if meta["failed"] else "")
     )
+
+
+def plan(args: argparse.Namespace) -> int:
+    """`spark plan OUT --decommission BOOKIE[,...]` of a bookie scan: may they go down now,
+    counting only good copies (spark_udfs.jobs.bookkeeper_plan)? Exit 0 every one may, 1 one
+    is held back, 2 bad input (a bookie the scan does not have, a scan without its entries
+    table)."""
+    from spark_udfs.jobs.bookkeeper import ENTRY_SCHEMA, LEDGER_SCHEMA
+    from spark_udfs.jobs.bookkeeper_plan import bookie_plan, format_bookie_plan
+
+    _refuse_ozone_options(args, _PLAN_NOT_FOR_BOOKIES)
+    if not args.decommission:
+        raise CLIError("plan of bookies needs --decommission BOOKIE[,BOOKIE...]", EXIT_ERROR)
+    meta = _read_meta(args.input)
+    scanned = meta.get("bookies")
+    if not isinstance(scanned, dict):
+        raise CLIError(f"{args.input}/{META_FILE}: not a bookie scan's summary", EXIT_ERROR)
+    for b in args.decommission:
+        if b not in scanned:
+            known = ", ".join(sorted(str(k) for k in scanned)) or "none"
+            raise CLIError(
+                one_line(f"--decommission {b}: not a bookie of this scan (its bookies: {known})"),
+                EXIT_ERROR,
+            )
+    entries_dir = os.path.join(args.input, "entries")
+    if not os.path.isdir(entries_dir):
+        raise CLIError(
+            f"{entries_dir}: missing (a scan by an older crcmerkle): scan the bookies again",
+            EXIT_ERROR,
+        )
+    not_read = [str(f.get("path") if isinstance(f, dict) else f) for f in meta["failed"]]
+    spark = common._session(args)
+    entries = spark.read.schema(ENTRY_SCHEMA).parquet(child(args.input, "entries"))
+    ledgers = spark.read.schema(LEDGER_SCHEMA).parquet(child(args.input, "ledgers"))
+    with _progress(args, spark, "plan"):
+        doc = bookie_plan(
+            entries,
+            ledgers,
+            list(dict.fromkeys(args.decommission)),
+            scanned={str(k): v for k, v in scanned.items()},
+            not_read=not_read,
+            first=args.first,
+        )
+    text = json.dumps(redact_json(doc), indent=1) + "\n"
+    if args.report:
+        _write_file(args.report, text.encode(), label="--report ")
+    sys.stdout.write(text if args.json else format_bookie_plan(doc))
+    return 0 if doc["summary"]["held_back"] == 0 else EXIT_FINDINGS
 
 
 def run(args: argparse.Namespace) -> int:

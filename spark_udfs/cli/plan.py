@@ -1,6 +1,7 @@
 """`crcmerkle spark plan SCAN --decommission DN,... --maintenance DN,...`: can these datanodes
 stop? Checksum-aware replica counts, what holds each back, the copies that make it safe
-(spark_udfs.jobs.plan); the plan step of `spark run --decommission` too.
+(spark_udfs.jobs.plan); the plan step of `spark run --decommission` too. A bookie scan's
+SCAN goes to spark_udfs.cli.bookkeeper.plan: may these bookies go down?
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any, Dict
 
 from merkle.cli import EXIT_ERROR, EXIT_FINDINGS, CLIError
 from spark_udfs.cli import common
+from spark_udfs.cli.bookkeeper import is_bookkeeper_output
 from spark_udfs.cli.common import (
     _LOAD_STATE,
     _check_paths,
@@ -32,8 +34,11 @@ def add_parser(sub: Any) -> None:
         "maintenance? checksum-aware counts and a copy plan",
         description="Ozone's decommission/maintenance replica counts "
         "(HDDS-1881), counting only good replicas: clean and in the largest "
-        "group of equal container values. Exit 0: every listed datanode may "
-        "stop now; 1: copies (or repairs) are needed first; 2: bad input.",
+        "group of equal container values. Of a bookie scan: may the "
+        "--decommission bookies go down, counting only copies whose digest "
+        "verified, with the `bookkeeper shell` commands to run. Exit 0: every "
+        "listed datanode or bookie may stop now; 1: copies (or repairs) are "
+        "needed first; 2: bad input.",
     )
     pl.add_argument("input", help="a scan output directory, or a chunk-table Parquet path")
     _report_opts(pl)
@@ -44,9 +49,13 @@ def add_parser(sub: Any) -> None:
 
 
 def _plan(args: argparse.Namespace) -> int:
+    _check_paths([args.input])  # before the JVM starts
+    if is_bookkeeper_output(args.input):
+        from spark_udfs.cli import bookkeeper
+
+        return bookkeeper.plan(args)
     if not (args.decommission or args.maintenance):
         raise CLIError("plan needs --decommission DN[,DN...] and/or --maintenance DN[,DN...]")
-    _check_paths([args.input])  # before the JVM starts
     _check_leaving_known(args, _LOAD_STATE.get("inventory"))
     spark = common._session(args)
     t = _load_chunks(spark, args.input)

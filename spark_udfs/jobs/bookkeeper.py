@@ -46,6 +46,7 @@ from merkle.replica.uri import join
 
 __all__ = [
     "COPY_SCHEMA",
+    "ENTRY_SCHEMA",
     "FINDING_SCHEMA",
     "LEDGER_SCHEMA",
     "BookieTables",
@@ -82,6 +83,10 @@ LEDGER_SCHEMA = (
     "good_copies map<string,bigint>, below_ack_quorum array<bigint>, "
     "without_good_copy array<bigint>"
 )
+#: one row per entry of a ledger of the metadata (0 to the last it was checked up to): its
+#: write set and the bookies of it that hold a good copy; what `spark plan --decommission`
+#: counts (spark_udfs.jobs.bookkeeper_plan)
+ENTRY_SCHEMA = "ledger long, entry long, write_set array<string>, good array<string>"
 
 #: copy rows per Arrow batch a stage-1 task yields: a storage of millions of entries goes out
 #: in bounded batches, not as one table built from millions of rows at once
@@ -97,6 +102,7 @@ _SPARK_TYPES = {
     "double": pa.float64(),
     "map<string,bigint>": pa.map_(pa.string(), pa.int64()),
     "array<bigint>": pa.list_(pa.int64()),
+    "array<string>": pa.list_(pa.string()),
 }
 
 
@@ -124,7 +130,9 @@ _TALLY = "findings long, warnings long, verified_copies long"
 #: LEDGER, TALLY, and COUNT: per bookie, the entry copies its write sets give it, those it
 #: holds and its MISSING rows), told apart by `kind`
 _STAGE1 = _union(COPY_SCHEMA, FINDING_SCHEMA, VOLUME_SCHEMA, _TALLY)
-_STAGE2 = _union(FINDING_SCHEMA, LEDGER_SCHEMA, _TALLY, "expected long, held long, missing long")
+_STAGE2 = _union(
+    FINDING_SCHEMA, LEDGER_SCHEMA, ENTRY_SCHEMA, _TALLY, "expected long, held long, missing long"
+)
 
 
 def _arrow(schema: str) -> pa.Schema:
@@ -237,7 +245,7 @@ def _ledger_fn(
                     _table(schema, "TALLY", [_tally(found)]),
                 ]
             )
-        verdict = judge_ledger(lid, meta, copies, coverage.value)
+        verdict = judge_ledger(lid, meta, copies, coverage.value, entries=True)
         summary = dict(verdict.summary)
         summary["good_copies"] = list(summary["good_copies"].items())
         counts = [
@@ -255,12 +263,27 @@ def _ledger_fn(
                 _table(schema, "FINDING", [_finding_row(f) for f in verdict.findings]),
                 _table(schema, "MISSING", [_finding_row(f) for f in missing]),
                 _table(schema, "LEDGER", [summary]),
+                _entry_table(schema, lid, verdict.entries),
                 _table(schema, "COUNT", counts),
                 _table(schema, "TALLY", [_tally(verdict.findings)]),
             ]
         )
 
     return run
+
+
+def _entry_table(
+    schema: pa.Schema, lid: int, entries: List[Tuple[int, List[str], List[str]]]
+) -> pa.Table:
+    """A ledger's ENTRY rows, built by column (a ledger may have millions of entries)."""
+    n = len(entries)
+    cols: Dict[str, Any] = {f.name: pa.nulls(n, f.type) for f in schema}
+    cols["kind"] = pa.array(["ENTRY"] * n, pa.string())
+    cols["ledger"] = pa.array(np.full(n, lid, dtype=np.int64))
+    cols["entry"] = pa.array([e for e, _, _ in entries], pa.int64())
+    cols["write_set"] = pa.array([ws for _, ws, _ in entries], pa.list_(pa.string()))
+    cols["good"] = pa.array([g for _, _, g in entries], pa.list_(pa.string()))
+    return pa.Table.from_pydict({f.name: cols[f.name] for f in schema}, schema=schema)
 
 
 def _per_ledger(
@@ -302,19 +325,20 @@ class BookieTables:
     findings: Any
     volumes: Any
     ledgers: Any
+    entries: Any
     bookies: Dict[str, List[str]]
     failed: List[Dict[str, str]]
     summary: Dict[str, Any]
 
-    TABLES = ("copies", "findings", "volumes", "ledgers")
+    TABLES = ("copies", "findings", "volumes", "ledgers", "entries")
 
     def write(self, out: str) -> Dict[str, str]:
         """Each table as Parquet under `out` (few files: the rows of a table are few, but
-        for copies, whose files follow the storages' tasks)."""
+        for copies and entries, whose files follow the tasks)."""
         paths = {n: join(out, n) for n in self.TABLES}
         for n in self.TABLES:
             df = getattr(self, n)
-            if n != "copies":
+            if n not in ("copies", "entries"):
                 df = df.coalesce(1)
             df.write.mode("overwrite").parquet(paths[n])
         return paths
@@ -429,6 +453,7 @@ def scan_bookkeeper(
         findings=findings,
         volumes=_select(stage1.filter(F.col("kind") == "VOLUME"), VOLUME_SCHEMA),
         ledgers=_select(stage2.filter(F.col("kind") == "LEDGER"), LEDGER_SCHEMA),
+        entries=_select(stage2.filter(F.col("kind") == "ENTRY"), ENTRY_SCHEMA),
         bookies=dict(listing.report.bookies),
         failed=failed,
         summary=summary,

@@ -803,14 +803,25 @@ class LedgerVerdict:
     expected: Dict[str, int] = field(default_factory=dict)
     held: Dict[str, int] = field(default_factory=dict)
     summary: Dict[str, Any] = field(default_factory=dict)
+    #: with judge_ledger(..., entries=True): per entry of the ledger (0 to its last, and
+    #: an unclosed ledger's stored entries past it), its write set and the bookies of it
+    #: that hold a good copy (what `spark plan` counts: a good copy outside the write set
+    #: is never read by BookKeeper's clients)
+    entries: List[Tuple[int, List[str], List[str]]] = field(default_factory=list)
 
 
 def judge_ledger(
-    lid: int, meta: LedgerMetadata, ledger_copies: Iterable[Copy], coverage: Coverage
+    lid: int,
+    meta: LedgerMetadata,
+    ledger_copies: Iterable[Copy],
+    coverage: Coverage,
+    *,
+    entries: bool = False,
 ) -> LedgerVerdict:
     """Every copy of ledger `lid` (from every bookie) against its metadata: entries past its
     last entry, each entry's copies compared, and each write set's bookies checked for a
-    copy. The local scan and the Spark job (grouped by ledger) both call this."""
+    copy. The local scan and the Spark job (grouped by ledger) both call this; the job asks
+    for the per-entry good copies too (`entries`)."""
     verdict = LedgerVerdict()
     report = ScanReport()
     copies: Dict[int, List[Copy]] = defaultdict(list)
@@ -835,7 +846,10 @@ def judge_ledger(
         here = copies.get(eid, [])
         _compare_copies(lid, eid, here, report)
         good = {c.bookie for c in here if c.good}
-        for bookie in meta.write_set(eid):
+        ws = meta.write_set(eid)
+        if entries:
+            verdict.entries.append((eid, list(ws), [b for b in ws if b in good]))
+        for bookie in ws:
             if not coverage.covers(bookie, lid):
                 continue
             expected[bookie] += 1
@@ -845,7 +859,7 @@ def judge_ledger(
                 missing[bookie].append(
                     Finding(
                         MISSING_ENTRY,
-                        f"the write set {', '.join(meta.write_set(eid))} puts "
+                        f"the write set {', '.join(ws)} puts "
                         f"a copy here and the bookie holds none (under-replicated)",
                         bookie=bookie,
                         ledger=lid,
@@ -860,6 +874,14 @@ def judge_ledger(
     for eid in seen:
         if eid > last:
             _compare_copies(lid, eid, copies[eid], report)
+            if entries and meta.state != CLOSED:
+                # an unclosed ledger's entries past the last confirmed one may still be part
+                # of it (the writer's last acknowledged add is confirmed by no stored header:
+                # recovery decides), so the plan counts their copies too; a CLOSED ledger's
+                # are never read
+                ws = meta.write_set(eid)
+                good = {c.bookie for c in copies[eid] if c.good}
+                verdict.entries.append((eid, list(ws), [b for b in ws if b in good]))
     verdict.findings = report.findings
     verdict.missing, verdict.expected, verdict.held = dict(missing), dict(expected), dict(held)
     verdict.summary = {
