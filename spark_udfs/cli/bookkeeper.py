@@ -34,6 +34,7 @@ __all__ = [
     "report",
     "run",
     "scan",
+    "write_scan",
 ]
 
 #: what the driver knows whole, next to the tables: its presence makes OUT a bookie scan
@@ -112,8 +113,6 @@ def _scan_and_write(args: argparse.Namespace) -> Any:
     """Refuse what is not for bookies, read the metadata and list the bookies (no JVM yet),
     then run the job and write OUT's tables and META_FILE. Returns the session."""
     from merkle.cli.bookkeeper import metadata_source
-    from merkle.replica.bookkeeper.scan import list_bookies
-    from spark_udfs.jobs.bookkeeper import scan_bookkeeper
 
     _refuse_ozone_options(args)
     if not args.paths:
@@ -123,30 +122,44 @@ def _scan_and_write(args: argparse.Namespace) -> Any:
     source = metadata_source(args.ledger_metadata, args.zookeeper)
     for problem in source.problems:
         print_error(one_line(f"--zookeeper: {problem}"))
-    listing = list_bookies(
-        args.paths, instance_id=source.instance_id, registered_cookies=source.cookies
-    )
+    listing = _listing(args.paths, source)
     spark = common._session(args)
     with _progress(args, spark, "scan"):
-        tables = scan_bookkeeper(
-            spark,
-            listing,
-            source.ledgers,
-            unread=source.unread,
-            metadata_complete=source.complete,
-        )
-        tables.write(args.output)
+        write_scan(spark, listing, source, list(args.paths), args.output)
+    return spark
+
+
+def _listing(paths: List[str], source: Any) -> Any:
+    from merkle.replica.bookkeeper.scan import list_bookies
+
+    return list_bookies(paths, instance_id=source.instance_id, registered_cookies=source.cookies)
+
+
+def write_scan(spark: Any, listing: Any, source: Any, paths: List[str], out: str) -> Any:
+    """Scan the listed bookies (spark_udfs.jobs.bookkeeper) against the metadata `source`
+    (merkle.cli.bookkeeper.metadata_source) and write OUT's tables and META_FILE: what
+    `spark scan` writes, also the demo's scan. Returns the tables."""
+    from spark_udfs.jobs.bookkeeper import scan_bookkeeper
+
+    tables = scan_bookkeeper(
+        spark,
+        listing,
+        source.ledgers,
+        unread=source.unread,
+        metadata_complete=source.complete,
+    )
+    tables.write(out)
     meta = {
         "format": _FORMAT,
-        "paths": list(args.paths),
+        "paths": paths,
         "bookies": tables.bookies,
         "failed": tables.failed,
         "metadata_problems": source.problems,
         "summary": tables.summary,
     }
     data = json.dumps(redact_json(meta), indent=1, sort_keys=True).encode()
-    _write_file(child(args.output, META_FILE), data, label="-o ")
-    return spark
+    _write_file(child(out, META_FILE), data, label="-o ")
+    return tables
 
 
 def _counts(meta: Dict[str, Any], strict: bool) -> Dict[str, int]:

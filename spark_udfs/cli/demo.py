@@ -57,12 +57,13 @@ def add_parser(sub: Any) -> None:
     )
     m.add_argument(
         "--layout",
-        choices=("ozone", "crcmerkle"),
+        choices=("ozone", "crcmerkle", "bookkeeper"),
         default="ozone",
         help="replica layout to generate, as 'crcmerkle generate --layout' (default "
         "ozone: the repair is the datanodes' own, its commands are listed; "
         "crcmerkle: the demo also repairs with 'crcmerkle reconcile' and "
-        "scans again)",
+        "scans again; bookkeeper: four bookies, their scan and a decommission "
+        "plan held back by a last good copy)",
     )
     m.add_argument(
         "--hosts",
@@ -85,6 +86,8 @@ def _demo(args: argparse.Namespace) -> int:
 
     if args.hosts is not None:
         return _demo_hosts(args)
+    if args.layout == "bookkeeper":
+        return _demo_bookkeeper(args)
     work = args.dir
     check_demo_dir(work)  # before Spark starts: a refused directory costs nothing
     spark = common._session(args)  # the demo reuses this session (getOrCreate), with --conf applied
@@ -133,6 +136,55 @@ def _demo(args: argparse.Namespace) -> int:
         f"FAILED: the findings differ from the ground truth (see above); files in "
         f"{_dir_display(work)}/"
     )
+    return EXIT_FINDINGS
+
+
+def _demo_bookkeeper(args: argparse.Namespace) -> int:
+    """`demo --layout bookkeeper` (spark_udfs.demo.bookkeeper): bookies, not containers."""
+    from merkle.replica.errors import ReplicaError
+    from spark_udfs.demo.bookkeeper import run_demo
+
+    if args.containers != 12:
+        raise CLIError(
+            "--containers is for datanodes: the bookkeeper demo generates ledgers", EXIT_ERROR
+        )
+    work = args.dir
+    check_demo_dir(work)
+    spark = common._session(args)
+    created = prepare_demo_dir(work)
+    ok = False
+    try:
+        with _progress(args, spark, "demo"):
+            res = run_demo(work, spark, seed=args.seed, faults=args.faults, say=_say_between_stages)
+        ok = True
+    except ReplicaError as exc:
+        raise CLIError(str(exc), EXIT_ERROR) from None
+    finally:
+        if not ok:
+            _clean_failed_demo(work, created)
+    if res.ok:
+        print(
+            f"OK: the jobs found exactly the {res.expected} findings of the injected faults on "
+            "the bookies"
+            + (
+                f"; the decommission plan held {res.leaving} back: it holds the only good copy "
+                f"of ledger {res.entry[0]} entry {res.entry[1]}, which BookKeeper's own "
+                "decommission would have lost"
+                if res.leaving and res.entry
+                else ""
+            )
+            + f"; everything is in {_dir_display(work)}/"
+        )
+        return 0
+    why = "; ".join(
+        w
+        for w, bad in (
+            ("the findings differ from the ground truth", not res.exact),
+            (f"the plan did not hold {res.leaving} back", not res.plan_ok),
+        )
+        if bad
+    )
+    print(f"FAILED: {why} (see above); files in {_dir_display(work)}/")
     return EXIT_FINDINGS
 
 

@@ -156,3 +156,16 @@ def test_a_scan_without_its_entries_table_is_one_line(
     assert main(["spark", "plan", str(old), "--decommission", BOOKIE_1]) == 2
     err = capsys.readouterr().err.strip()
     assert "scan the bookies again" in err and "\n" not in err
+
+
+@pytest.mark.slow  # a generation, a scan and a plan end to end: CI's campaigns step
+def test_the_bookkeeper_demo_ends_ok(spark: Any, capsys: Any, tmp_path: Path) -> None:
+    """`crcmerkle spark demo --layout bookkeeper`: exactly the manifest's findings, and the
+    plan holds back the bookie with the flipped entry's last good copy."""
+    capsys.readouterr()
+    assert main(["spark", "demo", "--layout", "bookkeeper", "--dir", str(tmp_path / "d")]) == 0
+    out = capsys.readouterr().out
+    assert "OK: the jobs found exactly the " in out
+    assert "the decommission plan held 127.0.0." in out and "LAST_GOOD_COPY" in out
+    assert (tmp_path / "d" / "scan" / "entries").is_dir()
+    assert main(["spark", "demo", "--layout", "bookkeeper", "--containers", "3"]) == 2

@@ -443,11 +443,13 @@ class _Cluster:
         return fault
 
     def _copies(
-        self, *, digest_needed: bool = False, payload_needed: bool = False
+        self, *, digest_needed: bool = False, payload_needed: bool = False, peers: bool = True
     ) -> List[Tuple[str, int, int]]:
         """(bookie, ledger, entry) of every stored copy a data fault may take: of a CLOSED
-        ledger the metadata has, up to its lastEntryId, on an intact bookie, its entry not
-        given to another fault (one fault per entry: its other copies stay intact)."""
+        ledger the metadata has, up to its lastEntryId, on an intact bookie, of an entry no
+        other fault took (one fault per entry: its other copies stay intact) and, with
+        `peers`, whose write set holds no reformatted bookie (so that the entry keeps a good
+        copy; a truncated log, which must take the entries its log ends with, does without)."""
         out: List[Tuple[str, int, int]] = []
         for led in self.ledgers:
             if led.role not in ("", "ensemble-change") or led.state != "CLOSED":
@@ -459,12 +461,10 @@ class _Cluster:
                     continue
                 if payload_needed and not led.payload_sizes[eid]:
                     continue
-                holders = [
-                    self.by_id[b]
-                    for b in led.write_set(eid, self.cfg.write_quorum)
-                    if self.by_id[b] not in self.wiped
-                ]
-                out.extend((name, led.lid, eid) for name in holders)
+                holders = [self.by_id[b] for b in led.write_set(eid, self.cfg.write_quorum)]
+                if peers and any(name in self.wiped for name in holders):
+                    continue  # a reformatted bookie lost its copy of the entry
+                out.extend((name, led.lid, eid) for name in holders if name not in self.wiped)
         return out
 
     def _take(self, what: str, **need: bool) -> Tuple[str, int, int]:
@@ -505,7 +505,7 @@ class _Cluster:
         """Cut the last written log of a bookie inside its second-last record (its last
         when that is the only one that may go): the entries cut are gone (their frames run
         past the end of the file)."""
-        free = set(self._copies())
+        free = set(self._copies(peers=False))
         candidates = []
         for name in self.names:
             if name in self.wiped:
