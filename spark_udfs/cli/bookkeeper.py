@@ -26,7 +26,6 @@ from spark_udfs.cli.common import _check_output, _check_paths, _dir_display, _pr
 from spark_udfs.uri import child
 
 __all__ = [
-    "META_FILE",
     "bookkeeper_opts",
     "is_bookkeeper_output",
     "is_bookkeeper_scan",
@@ -37,9 +36,6 @@ __all__ = [
     "write_scan",
 ]
 
-#: what the driver knows whole, next to the tables: its presence makes OUT a bookie scan
-META_FILE = "bookkeeper.json"
-_FORMAT = "crcmerkle-bookkeeper-scan/1"
 
 #: spark scan/run options for Ozone's replicas only (dest, flag, its unset value)
 _NOT_FOR_BOOKIES: Tuple[Tuple[str, str, Any], ...] = (
@@ -106,6 +102,8 @@ def is_bookkeeper_scan(args: argparse.Namespace) -> bool:
 
 def is_bookkeeper_output(location: str) -> bool:
     """Whether a scan directory holds a bookie scan (its META_FILE; local directories)."""
+    from spark_udfs.jobs.bookkeeper import META_FILE
+
     return "://" not in location and os.path.isfile(os.path.join(location, META_FILE))
 
 
@@ -139,7 +137,7 @@ def write_scan(spark: Any, listing: Any, source: Any, paths: List[str], out: str
     """Scan the listed bookies (spark_udfs.jobs.bookkeeper) against the metadata `source`
     (merkle.cli.bookkeeper.metadata_source) and write OUT's tables and META_FILE: what
     `spark scan` writes, also the demo's scan. Returns the tables."""
-    from spark_udfs.jobs.bookkeeper import scan_bookkeeper
+    from spark_udfs.jobs.bookkeeper import META_FILE, scan_bookkeeper
 
     tables = scan_bookkeeper(
         spark,
@@ -149,14 +147,7 @@ def write_scan(spark: Any, listing: Any, source: Any, paths: List[str], out: str
         metadata_complete=source.complete,
     )
     tables.write(out)
-    meta = {
-        "format": _FORMAT,
-        "paths": paths,
-        "bookies": tables.bookies,
-        "failed": tables.failed,
-        "metadata_problems": source.problems,
-        "summary": tables.summary,
-    }
+    meta = tables.document(paths, source.problems)
     data = json.dumps(redact_json(meta), indent=1, sort_keys=True).encode()
     _write_file(child(out, META_FILE), data, label="-o ")
     return tables
@@ -204,6 +195,7 @@ def _read_meta(location: str) -> Dict[str, Any]:
     """META_FILE of a bookie scan, checked for the fields the report uses (a file that was
     edited or is another tool's is one line, exit 2)."""
     from merkle.replica.safeopen import open_dir, read_regular
+    from spark_udfs.jobs.bookkeeper import META_FILE, SCAN_FORMAT
 
     path = os.path.join(location, META_FILE)
     try:
@@ -212,8 +204,8 @@ def _read_meta(location: str) -> Dict[str, Any]:
             meta = json.loads(read_regular(top, META_FILE, 16 << 20, display=path))
         finally:
             os.close(top)
-        if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
-            raise ValueError(f"not a {_FORMAT} file")
+        if not isinstance(meta, dict) or meta.get("format") != SCAN_FORMAT:
+            raise ValueError(f"not a {SCAN_FORMAT} file")
         summary = meta["summary"]
         for key in (
             "bookies",
@@ -347,7 +339,7 @@ def plan(args: argparse.Namespace) -> int:
     counting only good copies (spark_udfs.jobs.bookkeeper_plan)? Exit 0 every one may, 1 one
     is held back, 2 bad input (a bookie the scan does not have, a scan without its entries
     table)."""
-    from spark_udfs.jobs.bookkeeper import ENTRY_SCHEMA, LEDGER_SCHEMA
+    from spark_udfs.jobs.bookkeeper import ENTRY_SCHEMA, LEDGER_SCHEMA, META_FILE
     from spark_udfs.jobs.bookkeeper_plan import bookie_plan, format_bookie_plan
 
     _refuse_ozone_options(args, _PLAN_NOT_FOR_BOOKIES)

@@ -137,13 +137,21 @@ def run_demo(
     say: Callable[[str], None] = print,
 ) -> BookieDemoResult:
     """The demo's steps under `work` (prepared by the caller: spark_udfs.cli.demodir)."""
-    from merkle.cli.bookkeeper import metadata_source
+    import json
+
     from merkle.replica.bookkeeper.generate import (
         BookKeeperGeneratorConfig,
         generate_bookies,
         parse_faults,
     )
-    from spark_udfs.cli.bookkeeper import _listing, write_scan
+    from merkle.replica.bookkeeper.metadata import (
+        load_instance_id,
+        load_ledger_metadata,
+        load_registered_cookies,
+    )
+    from merkle.replica.bookkeeper.scan import list_bookies
+    from merkle.replica.fileio import write_atomic
+    from spark_udfs.jobs.bookkeeper import META_FILE, scan_bookkeeper
     from spark_udfs.jobs.bookkeeper_plan import bookie_plan, format_bookie_plan
 
     root = os.path.join(work, BOOKIES_DIR)
@@ -155,10 +163,20 @@ def run_demo(
     )
     manifest = generate_bookies(root, cfg)
     paths = [os.path.join(root, b) for b in manifest["bookies"]]
-    source = metadata_source(os.path.join(root, manifest["metadata"]["znode_tree"]), None)
+    znodes = os.path.join(root, manifest["metadata"]["znode_tree"])
     out = os.path.join(work, SCAN_DIR)
     say("[2/3] spark scan of the bookies: every stored entry's digest, every write set")
-    tables = write_scan(spark, _listing(paths, source), source, paths, out)
+    # as `crcmerkle spark scan BOOKIE... --ledger-metadata ZNODES -o OUT` (which `spark
+    # report OUT` reads back): the generated znode tree is complete and parses
+    listing = list_bookies(
+        paths,
+        instance_id=load_instance_id(znodes),
+        registered_cookies=load_registered_cookies(znodes),
+    )
+    tables = scan_bookkeeper(spark, listing, load_ledger_metadata(znodes))
+    tables.write(out)
+    doc = tables.document(paths, [])
+    write_atomic(os.path.join(out, META_FILE), json.dumps(doc, indent=1, sort_keys=True).encode())
     found = [r.asDict() for r in tables.findings.collect()]  # a demo's few dozen
     missing, extra = check_bookie_findings(manifest["expected_findings"], found, root)
     res = BookieDemoResult(

@@ -50,6 +50,8 @@ __all__ = [
     "FINDING_SCHEMA",
     "LEDGER_SCHEMA",
     "BookieTables",
+    "META_FILE",
+    "SCAN_FORMAT",
     "VOLUME_SCHEMA",
     "scan_bookkeeper",
 ]
@@ -87,6 +89,11 @@ LEDGER_SCHEMA = (
 #: write set and the bookies of it that hold a good copy; what `spark plan --decommission`
 #: counts (spark_udfs.jobs.bookkeeper_plan)
 ENTRY_SCHEMA = "ledger long, entry long, write_set array<string>, good array<string>"
+
+#: the scan's summary beside its tables (what the driver knows whole): its presence makes a
+#: directory a bookie scan (`spark report`, `spark plan`)
+META_FILE = "bookkeeper.json"
+SCAN_FORMAT = "crcmerkle-bookkeeper-scan/1"
 
 #: copy rows per Arrow batch a stage-1 task yields: a storage of millions of entries goes out
 #: in bounded batches, not as one table built from millions of rows at once
@@ -331,6 +338,18 @@ class BookieTables:
     summary: Dict[str, Any]
 
     TABLES = ("copies", "findings", "volumes", "ledgers", "entries")
+
+    def document(self, paths: List[str], problems: List[str]) -> Dict[str, Any]:
+        """META_FILE's document: the scanned `paths`, the bookies and their directories,
+        the paths not read, the metadata's `problems` and the summary counts."""
+        return {
+            "format": SCAN_FORMAT,
+            "paths": list(paths),
+            "bookies": self.bookies,
+            "failed": self.failed,
+            "metadata_problems": list(problems),
+            "summary": self.summary,
+        }
 
     def write(self, out: str) -> Dict[str, str]:
         """Each table as Parquet under `out` (few files: the rows of a table are few, but
