@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from merkle.cli import EXIT_ERROR, EXIT_FINDINGS, INT64_MAX, CLIError, int_in_range, positive_int
 from merkle.replica.layout import REPAIR_IN_PLACE
@@ -18,6 +18,8 @@ from spark_udfs.cli import common
 from spark_udfs.cli.common import _dir_display, _guarded, _progress
 from spark_udfs.cli.demodir import _clean_failed_demo, check_demo_dir, prepare_demo_dir
 from spark_udfs.cli.options import _common
+
+R = TypeVar("R")
 
 
 def add_parser(sub: Any) -> None:
@@ -81,7 +83,6 @@ def add_parser(sub: Any) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from merkle.replica.errors import ReplicaError
     from spark_udfs.demo import run_demo
 
     if args.hosts is not None:
@@ -89,28 +90,19 @@ def _demo(args: argparse.Namespace) -> int:
     if args.layout == "bookkeeper":
         return _demo_bookkeeper(args)
     work = args.dir
-    check_demo_dir(work)  # before Spark starts: a refused directory costs nothing
-    spark = common._session(args)  # the demo reuses this session (getOrCreate), with --conf applied
-    created = prepare_demo_dir(work)
-    ok = False
-    try:
-        with _progress(args, spark, "demo"):
-            res = run_demo(
-                work,
-                containers=args.containers,
-                seed=args.seed,
-                faults=args.faults,
-                master=args.master,
-                repair=not args.no_repair,
-                layout=args.layout,
-                say=_say_between_stages,
-            )
-        ok = True
-    except ReplicaError as exc:
-        raise CLIError(str(exc), EXIT_ERROR) from None
-    finally:
-        if not ok:
-            _clean_failed_demo(work, created)
+    res = _in_demo_dir(
+        args,
+        lambda spark: run_demo(
+            work,
+            containers=args.containers,
+            seed=args.seed,
+            faults=args.faults,
+            master=args.master,
+            repair=not args.no_repair,
+            layout=args.layout,
+            say=_say_between_stages,
+        ),
+    )
     if res.ok:
         # the demo repairs a layout it may repair in place (an Ozone datanode repairs its own)
         repaired = not args.no_repair and layout_named(args.layout).repair == REPAIR_IN_PLACE
@@ -139,15 +131,13 @@ def _demo(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS
 
 
-def _demo_bookkeeper(args: argparse.Namespace) -> int:
-    """`demo --layout bookkeeper` (spark_udfs.demo.bookkeeper): bookies, not containers."""
+def _in_demo_dir(args: argparse.Namespace, step: Callable[[Any], R]) -> R:
+    """step(spark) in the demo's directory: the directory checked before Spark starts (a
+    refused one costs nothing), the session started (the demo reuses it, --conf applied),
+    the directory prepared, the step run under the progress line; a failed run's files
+    are removed, and a ReplicaError is one line, exit 2."""
     from merkle.replica.errors import ReplicaError
-    from spark_udfs.demo.bookkeeper import run_demo
 
-    if args.containers != 12:
-        raise CLIError(
-            "--containers is for datanodes: the bookkeeper demo generates ledgers", EXIT_ERROR
-        )
     work = args.dir
     check_demo_dir(work)
     spark = common._session(args)
@@ -155,13 +145,31 @@ def _demo_bookkeeper(args: argparse.Namespace) -> int:
     ok = False
     try:
         with _progress(args, spark, "demo"):
-            res = run_demo(work, spark, seed=args.seed, faults=args.faults, say=_say_between_stages)
+            res = step(spark)
         ok = True
     except ReplicaError as exc:
         raise CLIError(str(exc), EXIT_ERROR) from None
     finally:
         if not ok:
             _clean_failed_demo(work, created)
+    return res
+
+
+def _demo_bookkeeper(args: argparse.Namespace) -> int:
+    """`demo --layout bookkeeper` (spark_udfs.demo.bookkeeper): bookies, not containers."""
+    from spark_udfs.demo.bookkeeper import run_demo
+
+    if args.containers != 12:
+        raise CLIError(
+            "--containers is for datanodes: the bookkeeper demo generates ledgers", EXIT_ERROR
+        )
+    work = args.dir
+    res = _in_demo_dir(
+        args,
+        lambda spark: run_demo(
+            work, spark, seed=args.seed, faults=args.faults, say=_say_between_stages
+        ),
+    )
     if res.ok:
         print(
             f"OK: the jobs found exactly the {res.expected} findings of the injected faults on "
