@@ -848,7 +848,7 @@ def judge_ledger(
         good = {c.bookie for c in here if c.good}
         ws = meta.write_set(eid)
         if entries:
-            verdict.entries.append((eid, list(ws), [b for b in ws if b in good]))
+            verdict.entries.append(_entry_row(eid, ws, good))
         for bookie in ws:
             if not coverage.covers(bookie, lid):
                 continue
@@ -881,7 +881,7 @@ def judge_ledger(
                 # are never read
                 ws = meta.write_set(eid)
                 good = {c.bookie for c in copies[eid] if c.good}
-                verdict.entries.append((eid, list(ws), [b for b in ws if b in good]))
+                verdict.entries.append(_entry_row(eid, ws, good))
     verdict.findings = report.findings
     verdict.missing, verdict.expected, verdict.held = dict(missing), dict(expected), dict(held)
     verdict.summary = {
@@ -898,6 +898,15 @@ def judge_ledger(
         "without_good_copy": none,
     }
     return verdict
+
+
+def _entry_row(
+    eid: int, write_set: Iterable[str], good: Set[str]
+) -> Tuple[int, List[str], List[str]]:
+    """An entry's row of LedgerVerdict.entries: its write set (each bookie once, even when
+    a hostile ensemble names one twice) and the bookies of it holding a good copy."""
+    ws = list(dict.fromkeys(write_set))
+    return eid, ws, [b for b in ws if b in good]
 
 
 def judge_unknown_ledger(
