@@ -787,7 +787,11 @@ def _package_dirs() -> Set[str]:
 
 def test_the_wheel_lists_every_package() -> None:
     """A package missing from pyproject's list is missing from every installed wheel (only
-    the wheel step, near CI's end, would see it); a listed one that is gone fails the build."""
+    the wheel step, near CI's end, would see it); a listed one that is gone fails the build.
+    Not in the wheel step's suite (CRCMERKLE_EXPECT_INSTALLED=1: its tests are copied out of
+    the checkout), whose every import of an installed package checks the wheel itself."""
+    if os.environ.get("CRCMERKLE_EXPECT_INSTALLED") == "1":
+        pytest.skip("the checkout's pyproject.toml and sources: not beside an installed wheel")
     listed = _listed_packages((CHECKOUT / "pyproject.toml").read_text())
     assert listed == _package_dirs()
     planted = 'packages = ["merkle",\n  "merkle.cli"]\n'
