@@ -33,7 +33,6 @@ __all__ = [
     "report",
     "run",
     "scan",
-    "write_scan",
 ]
 
 
@@ -111,6 +110,8 @@ def _scan_and_write(args: argparse.Namespace) -> Any:
     """Refuse what is not for bookies, read the metadata and list the bookies (no JVM yet),
     then run the job and write OUT's tables and META_FILE. Returns the session."""
     from merkle.cli.bookkeeper import metadata_source
+    from merkle.replica.bookkeeper.scan import list_bookies
+    from spark_udfs.jobs.bookkeeper import META_FILE, scan_bookkeeper
 
     _refuse_ozone_options(args)
     if not args.paths:
@@ -120,37 +121,23 @@ def _scan_and_write(args: argparse.Namespace) -> Any:
     source = metadata_source(args.ledger_metadata, args.zookeeper)
     for problem in source.problems:
         print_error(one_line(f"--zookeeper: {problem}"))
-    listing = _listing(args.paths, source)
+    listing = list_bookies(
+        args.paths, instance_id=source.instance_id, registered_cookies=source.cookies
+    )
     spark = common._session(args)
     with _progress(args, spark, "scan"):
-        write_scan(spark, listing, source, list(args.paths), args.output)
-    return spark
-
-
-def _listing(paths: List[str], source: Any) -> Any:
-    from merkle.replica.bookkeeper.scan import list_bookies
-
-    return list_bookies(paths, instance_id=source.instance_id, registered_cookies=source.cookies)
-
-
-def write_scan(spark: Any, listing: Any, source: Any, paths: List[str], out: str) -> Any:
-    """Scan the listed bookies (spark_udfs.jobs.bookkeeper) against the metadata `source`
-    (merkle.cli.bookkeeper.metadata_source) and write OUT's tables and META_FILE: what
-    `spark scan` writes, also the demo's scan. Returns the tables."""
-    from spark_udfs.jobs.bookkeeper import META_FILE, scan_bookkeeper
-
-    tables = scan_bookkeeper(
-        spark,
-        listing,
-        source.ledgers,
-        unread=source.unread,
-        metadata_complete=source.complete,
-    )
-    tables.write(out)
-    meta = tables.document(paths, source.problems)
+        tables = scan_bookkeeper(
+            spark,
+            listing,
+            source.ledgers,
+            unread=source.unread,
+            metadata_complete=source.complete,
+        )
+        tables.write(args.output)
+    meta = tables.document(list(args.paths), source.problems)
     data = json.dumps(redact_json(meta), indent=1, sort_keys=True).encode()
-    _write_file(child(out, META_FILE), data, label="-o ")
-    return tables
+    _write_file(child(args.output, META_FILE), data, label="-o ")
+    return spark
 
 
 def _counts(meta: Dict[str, Any], strict: bool) -> Dict[str, int]:
@@ -349,9 +336,12 @@ def plan(args: argparse.Namespace) -> int:
     scanned = meta.get("bookies")
     if not isinstance(scanned, dict):
         raise CLIError(f"{args.input}/{META_FILE}: not a bookie scan's summary", EXIT_ERROR)
+    if not scanned:
+        raise CLIError(f"{args.input}: the scan found no bookie", EXIT_ERROR)
     for b in args.decommission:
         if b not in scanned:
-            known = ", ".join(sorted(str(k) for k in scanned)) or "none"
+            names = sorted(str(k) for k in scanned)
+            known = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if names[8:] else "")
             raise CLIError(
                 one_line(f"--decommission {b}: not a bookie of this scan (its bookies: {known})"),
                 EXIT_ERROR,
