@@ -21,6 +21,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from merkle.replica.bookkeeper.metadata import LedgerMetadata
+
 __all__ = ["BookieDemoResult", "check_bookie_findings", "last_good_copy_holder", "run_demo"]
 
 #: the generated cluster's directory and the scan's, under the demo's directory
@@ -90,20 +92,10 @@ def check_bookie_findings(
     return missing, pool
 
 
-def _write_set(segments: List[Any], eid: int, write_quorum: int) -> List[str]:
-    """BookKeeper's round robin (RoundRobinDistributionSchedule): the segment whose first
-    entry is the greatest <= eid, then ensemble[(eid + i) % size] for i < writeQuorum."""
-    ensemble = segments[0][1]
-    for first, bookies in segments:
-        if int(first) <= eid:
-            ensemble = bookies
-    n = len(ensemble)
-    return [ensemble[(eid + i) % n] for i in range(min(write_quorum, n))]
-
-
 def last_good_copy_holder(manifest: Dict[str, Any]) -> Optional[Tuple[str, int, int]]:
     """(bookie, ledger, entry): the bookie holding the one good copy of the entry whose
-    payload the generator flipped, from the manifest alone, or None (no such fault, or its
+    payload the generator flipped, from the manifest's ledger segments (placed by
+    LedgerMetadata.write_set, BookKeeper's round robin), or None (no such fault, or its
     write set keeps more than one other copy, or the other copy is damaged too)."""
     # the copies the faults damage (their findings name them), and the bookies they empty
     findings = manifest["expected_findings"]
@@ -117,7 +109,17 @@ def last_good_copy_holder(manifest: Dict[str, Any]) -> Optional[Tuple[str, int, 
         if f["type"] != "payload-flip":
             continue
         led = manifest["ledgers"][str(f["ledger"])]
-        ws = _write_set(led["segments"], int(f["entry"]), int(led["write_quorum"]))
+        meta = LedgerMetadata(
+            int(f["ledger"]),
+            int(led["ensemble_size"]),
+            int(led["write_quorum"]),
+            int(led["ack_quorum"]),
+            str(led["state"]),
+            int(led["last_entry_id"]),
+            int(led["length"]),
+            [(int(first), tuple(bookies)) for first, bookies in led["segments"]],
+        )
+        ws = meta.write_set(int(f["entry"]))
         others = [b for b in ws if b != f["bookie_id"]]
         if (
             len(others) == 1
