@@ -25,9 +25,13 @@ from interrupts import (
 
 import crcmerkle_cli
 
+#: seconds of the slow shutdown: well past the longest delay of the shutdown test (1 s after
+#: the command's line) on a loaded machine; a SIGINT that lands before the hook is answered
+#: and the hook then runs in full, so each second here is a second of that test
+SLOW_EXIT_SECONDS = 8
 #: pip's console script but for the atexit hook (a slow shutdown, as Spark's)
 SLOW_EXIT = (
-    "import atexit, time; atexit.register(time.sleep, 30); "
+    f"import atexit, time; atexit.register(time.sleep, {SLOW_EXIT_SECONDS}); "
     "import sys; from crcmerkle_cli import main; sys.exit(main())"
 )
 #: from the first instant to well after the imports (a loaded machine takes seconds)
@@ -103,7 +107,7 @@ def test_slow_exit_launcher_ends_by_itself_when_not_interrupted() -> None:
             sys.executable,
             "-S",
             "-c",
-            SLOW_EXIT.replace("time.sleep, 30", "time.sleep, 0"),
+            SLOW_EXIT.replace(f"time.sleep, {SLOW_EXIT_SECONDS}", "time.sleep, 0"),
             "checksum",
             "-",
         ],

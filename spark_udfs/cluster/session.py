@@ -55,6 +55,7 @@ __all__ = [
     "LOCAL_CONF",
     "LOG4J2",
     "SHUFFLE_TASKS_PER_CORE",
+    "SHORT_JOB_JAVA_OPTS",
     "JavaNotFoundError",
     "find_java",
     "get_session",
@@ -91,6 +92,17 @@ LOCAL_CONF: Dict[str, str] = {"spark.ui.enabled": "false"}
 #: guide: 2-3 tasks per core; adaptive execution coalesces small ones)
 SHUFFLE_TASKS_PER_CORE = 2
 _SHUFFLE = "spark.sql.shuffle.partitions"
+
+#: JIT and GC options for JVMs that run short jobs over little data on a few cores: the
+#: rehearsal's daemons and executors (eight JVMs on one machine for `spark demo --hosts 3`) and
+#: the test suite's drivers. C1 only, and the serial collector: measured on 2 cores (AMD Zen 4,
+#: 2026-12-02), two Spark test modules alone took 123 s and 160 CPU-seconds with these against
+#: 166 s and 237 CPU-seconds with the JVM's defaults, whose C2 compiler threads spend more CPU
+#: than their faster code gives back within a few minutes, and G1's concurrent threads
+#: compete with the work for the two cores. Not a default of `crcmerkle spark` jobs: a real
+#: scan runs for hours, where C2 pays. Set through SPARK_SUBMIT_OPTS (a driver),
+#: SPARK_DAEMON_JAVA_OPTS (a master or worker) and spark.executor.extraJavaOptions.
+SHORT_JOB_JAVA_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 class JavaNotFoundError(RuntimeError):

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+from spark_udfs.cluster.session import SHORT_JOB_JAVA_OPTS
 from spark_udfs.rehearsal.mount_exec import PARENT_ENV as _PARENT_ENV
 from spark_udfs.rehearsal.standalone import clean_env, free_port, spark_home
 
@@ -151,6 +152,8 @@ class SimCluster:
                 "SPARK_LOG_DIR": str(self.root),
                 "SPARK_LOCAL_IP": host,
                 "SPARK_DAEMON_MEMORY": "256m",
+                # eight JVMs share the machine's cores: see SHORT_JOB_JAVA_OPTS
+                "SPARK_DAEMON_JAVA_OPTS": SHORT_JOB_JAVA_OPTS,
                 "SPARK_WORKER_DIR": str(self.root / f"work-{host}"),
                 _PARENT_ENV: str(os.getpid()),
                 ROOT_ENV: str(self.root),
@@ -322,6 +325,7 @@ class SimCluster:
             ),
             "spark.executor.memory": EXECUTOR_MEMORY,
             "spark.executor.cores": "1",
+            "spark.executor.extraJavaOptions": SHORT_JOB_JAVA_OPTS,
             "spark.cores.max": str(len(self.datanodes) + 2),
             **STRICT_LOCALITY_CONF,
         }

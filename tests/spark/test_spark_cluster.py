@@ -26,6 +26,8 @@ from typing import Any, Dict, List
 
 import pytest
 
+from spark_udfs.cluster.session import SHORT_JOB_JAVA_OPTS
+
 from spark_standalone import clean_env, free_port, spark_home
 
 ARCHIVE = os.environ.get("CRCMERKLE_SPARK_ARCHIVE")
@@ -53,7 +55,13 @@ def cluster(tmp_path_factory):
     (conf / "log4j2.properties").write_text(LOG4J2)
     spark_class = str(spark_home() / "bin" / "spark-class")
     port, ui = free_port(), free_port()
-    env = clean_env({"SPARK_CONF_DIR": str(conf), "SPARK_LOG_DIR": str(base)})
+    env = clean_env(
+        {
+            "SPARK_CONF_DIR": str(conf),
+            "SPARK_LOG_DIR": str(base),
+            "SPARK_DAEMON_JAVA_OPTS": SHORT_JOB_JAVA_OPTS,
+        }
+    )
     procs: List[subprocess.Popen] = []
     logs = []
 
@@ -169,6 +177,10 @@ def test_demo_on_a_standalone_cluster_equals_local(spark, cluster, tmp_path):
         "spark.executor.memory=512m",
         "--conf",
         "spark.executor.cores=1",
+        "--conf",
+        f"spark.executor.extraJavaOptions={SHORT_JOB_JAVA_OPTS}",
+        "--driver-java-options",
+        SHORT_JOB_JAVA_OPTS,
     ]
     if ARCHIVE:
         cmd += ["--archives", f"{ARCHIVE}#env"]
