@@ -12,15 +12,14 @@ step() { printf '\n==> %s\n' "$*"; }
 # The fast tier's serial pass: tests that measure the machine or own a machine-wide resource,
 # run alone after the parallel pass (a second xdist worker beside them would change what they
 # measure, or hold what they need):
-#   test_simhosts_smoke.py   a Spark master + 3 workers in mount namespaces at the fixed
-#                            /srv/ozone/disk* behind the one /run/lock simulated-hosts lock, and
-#                            its driver stops the worker's shared local[2] session
 #   test_concurrency.py      two reconciler processes that must overlap in time (a start
 #                            barrier 1.5 s ahead; on two busy cores one could miss it)
 #   test_parser_limits.py    hostile counts must fail within 1 s (wall clock)
 #   test_fuzz_short.py       time-boxed fuzzing: executions per second are the measure
-FAST_SERIAL=(tests/spark/test_simhosts_smoke.py tests/test_concurrency.py
-             tests/test_parser_limits.py tests/test_fuzz_short.py)
+# The simulated hosts' modules (a Spark master + 3 workers in mount namespaces at the fixed
+# /srv/ozone/disk*, behind one machine-wide lock) are not here: tests/conftest.py makes them
+# one unit of work that the xdist workers take first, so they never wait on each other's lock.
+FAST_SERIAL=(tests/test_concurrency.py tests/test_parser_limits.py tests/test_fuzz_short.py)
 # Out of the fast tier, in CI's `campaigns` step: the long process-level campaigns (their
 # durations in the fast tier's report put it past its 10 minutes). Each module is marked
 # `slow` (pytestmark), as are the single tests of 40 s or more elsewhere; the campaigns step

@@ -51,19 +51,54 @@ def each_backend(request: pytest.FixtureRequest) -> Iterator[str]:
         yield name
 
 
+#: modules that hold the machine-wide simulated-hosts lock (spark_udfs.rehearsal.simhosts
+#: LOCK_FILE: fixed mount points, a standalone master and a worker per host): on two xdist
+#: workers they would wait for each other, so they are one unit of work (_LockFirstScheduling)
+LOCK_MODULES = ("test_simhosts_smoke.py", "test_simhosts_jobs.py", "test_demo_hosts.py")
+
+
+def _holds_the_lock(nodeid: str) -> bool:
+    path = nodeid.replace("\\", "/").split("::", 1)[0]
+    return path.rsplit("/", 1)[-1] in LOCK_MODULES and "spark/" in path
+
+
+def _weight(item: pytest.Item) -> int:
+    """0: a module holding the simulated-hosts lock; 1: any other Spark module; 2: the rest."""
+    nodeid = item.nodeid.replace("\\", "/")
+    if _holds_the_lock(nodeid):
+        return 0
+    return 1 if nodeid.startswith(("tests/spark/", "spark/")) else 2
+
+
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    """The simulated-hosts modules last: their driver is this process, and a process holds
-    one SparkContext, so their session stops the local[2] one every other Spark test shares
-    (tests/spark/conftest.py); after them, no test needs it. Each module's items keep their
-    order (module fixtures)."""
-    last = [
-        i
-        for i in items
-        if "tests/spark/test_simhosts_" in i.nodeid.replace("\\", "/")
-        or i.nodeid.startswith("spark/test_simhosts_")
-    ]
-    if last:
-        keep = [i for i in items if i not in last]
-        items[:] = keep + last
+    """The longest modules first, so that two xdist workers (`--dist loadfile`, which hands out
+    modules in this order: _LockFirstScheduling) end together instead of one finishing a
+    Spark module alone: the simulated-hosts modules (the longest, and one unit of work), then
+    the other Spark modules, then the rest. A simulated-hosts session stops the local[2] one
+    (a process holds one SparkContext); the next Spark module's `spark` fixture starts it
+    again (tests/spark/conftest.py). Each module's items keep their order (module
+    fixtures)."""
+    items.sort(key=_weight)  # stable: the order within each group and module stays
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """`--dist loadfile` with two changes: the modules holding the simulated-hosts lock are one
+    unit of work (one worker runs them back to back instead of the other idling on the lock
+    for minutes), and units go out in collection order (pytest_collection_modifyitems: the
+    longest first) rather than xdist's default of the most tests first, which handed the
+    few-test, minute-long Spark modules out last."""
+    if config.getvalue("dist") != "loadfile":
+        return None  # xdist's own scheduler
+    from xdist.scheduler import LoadFileScheduling
+
+    class _LockFirstScheduling(LoadFileScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            if _holds_the_lock(nodeid):
+                return "simulated-hosts"
+            return str(super()._split_scope(nodeid))
+
+    config.option.loadscopereorder = False
+    return _LockFirstScheduling(config, log)
