@@ -214,6 +214,13 @@ def test_a_host_without_a_worker_and_a_worker_with_wrong_disks(
     fresh = "127.0.0.6"
     sim.start_worker(fresh, 0)
     sim.wait_workers([fresh])
+    # the fresh worker's executor registered first: the scan's --executor-wait then waits
+    # only for the absent host, whose executor never comes (each second of it a second of
+    # this test; it was 60 s)
+    from spark_udfs.cluster.locality import wait_for_executors
+
+    got = wait_for_executors(sim_spark.sparkContext, [fresh], 180)
+    assert fresh in got, (got, sim._log_tails())
     hosts = sim.inventory(absent=(ABSENT_HOST,))
     hosts = [h for h in hosts if h["host"] != fresh] + [
         {
@@ -237,7 +244,7 @@ def test_a_host_without_a_worker_and_a_worker_with_wrong_disks(
             "--master",
             sim.master_url,
             "--executor-wait",
-            "60",
+            "5",
             "--bytes-per-second",
             "0",
         ],
