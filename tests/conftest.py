@@ -14,9 +14,9 @@ from spark_udfs.cluster.session import SHORT_JOB_JAVA_OPTS
 # Every Spark driver JVM the suite starts (each xdist worker's local[2] session, each
 # `crcmerkle spark` or spark-submit subprocess, which inherit this) runs a few minutes of small
 # jobs: C1 and the serial collector cost a third less CPU there than the JVM's defaults
-# (SHORT_JOB_JAVA_OPTS, measured). Set before any JVM starts; a
-# value from the caller's environment wins. The simulated hosts' daemons and executors get the
-# same options from the rehearsal harness.
+# (SHORT_JOB_JAVA_OPTS, measured). Set before any JVM starts; a value from the caller's
+# environment wins. The simulated hosts' daemons and executors get the same options from the
+# rehearsal harness; README command 1 (CI's demo step) and the bench run the JVM's defaults.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_JOB_JAVA_OPTS)
 
 # A run started in the background by a shell without job control (`cmd &`) inherits SIGINT
