@@ -22,7 +22,15 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 
-from simhosts import ABSENT_HOST, DATANODES, VOLUMES, host_of, sim_cluster, sim_spark  # noqa: F401
+from simhosts import (  # noqa: F401
+    _START_TIMEOUT_S,
+    ABSENT_HOST,
+    DATANODES,
+    VOLUMES,
+    host_of,
+    sim_cluster,
+    sim_spark,
+)
 
 #: the demo's cluster: every fault kind the Ozone layout has
 SIM_GENERATE = {"containers": 12, "seed": 7, "faults": "default"}
@@ -219,7 +227,7 @@ def test_a_host_without_a_worker_and_a_worker_with_wrong_disks(
     # this test; it was 60 s)
     from spark_udfs.cluster.locality import wait_for_executors
 
-    got = wait_for_executors(sim_spark.sparkContext, [fresh], 180)
+    got = wait_for_executors(sim_spark.sparkContext, [fresh], _START_TIMEOUT_S)
     assert fresh in got, (got, sim._log_tails())
     hosts = sim.inventory(absent=(ABSENT_HOST,))
     hosts = [h for h in hosts if h["host"] != fresh] + [
