@@ -100,9 +100,13 @@ _SHUFFLE = "spark.sql.shuffle.partitions"
 #: 166 s and 237 CPU-seconds with the JVM's defaults, whose C2 compiler threads spend more CPU
 #: than their faster code gives back within a few minutes, and G1's concurrent threads
 #: compete with the work for the two cores. Not a default of `crcmerkle spark` jobs: a real
-#: scan runs for hours, where C2 pays. Set through SPARK_SUBMIT_OPTS (a driver),
-#: SPARK_DAEMON_JAVA_OPTS (a master or worker) and spark.executor.extraJavaOptions.
-SHORT_JOB_JAVA_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+#: scan runs for hours, where C2 pays. The code cache is kept at the tiered JVM's 240 MiB: C1
+#: alone makes the JVM size it as a client VM's, 48 MiB, which a test worker's driver running
+#: module after module filled ("Out of space in CodeCache for method handle intrinsic", an
+#: InternalError that ended the JVM and every later module's session). Set through
+#: SPARK_SUBMIT_OPTS (a driver), SPARK_DAEMON_JAVA_OPTS (a master or worker) and
+#: spark.executor.extraJavaOptions.
+SHORT_JOB_JAVA_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
 
 
 class JavaNotFoundError(RuntimeError):
