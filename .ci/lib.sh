@@ -33,7 +33,8 @@ FAST_SERIAL=(tests/test_concurrency.py tests/test_parser_limits.py tests/test_fu
 #   test_crash_kill.py       writers SIGKILLed at every step, then re-run
 #   test_soak.py             the soak loop
 #   test_resource_limits.py  runs under rlimits (file descriptors, memory), a process each
-CAMPAIGNS=(tests/spark/test_simhosts_jobs.py tests/spark/test_demo_hosts.py tests/test_leaks.py
+CAMPAIGNS=(tests/spark/test_simhosts_jobs.py tests/spark/test_simhosts_bookies.py
+           tests/spark/test_demo_hosts.py tests/test_leaks.py
            tests/spark/test_spark_ctrl_c.py tests/test_crash_kill.py tests/test_soak.py
            tests/test_resource_limits.py)
 # The PySpark 3.5 step: the tests that exercise Spark's API surface, chosen by what they touch

@@ -54,7 +54,12 @@ def each_backend(request: pytest.FixtureRequest) -> Iterator[str]:
 #: modules that hold the machine-wide simulated-hosts lock (spark_udfs.rehearsal.simhosts
 #: LOCK_FILE: fixed mount points, a standalone master and a worker per host): on two xdist
 #: workers they would wait for each other, so they are one unit of work (_LockFirstScheduling)
-LOCK_MODULES = ("test_simhosts_smoke.py", "test_simhosts_jobs.py", "test_demo_hosts.py")
+LOCK_MODULES = (
+    "test_simhosts_smoke.py",
+    "test_simhosts_jobs.py",
+    "test_simhosts_bookies.py",
+    "test_demo_hosts.py",
+)
 
 
 def _holds_the_lock(nodeid: str) -> bool:

@@ -7,7 +7,10 @@ Two formats, told apart by their keys:
   `failedVolumes`, ...; other fields ignored). It names no volume directories: they come from
   `hdds.datanode.dir` in an `ozone-site.xml` (`--ozone-conf`), as on the datanodes themselves;
 * a plain JSON list of hosts, `[{"host": "dn1.example", "uuid": "...", "volumes": [...]}]`,
-  `uuid` and `address` optional, `volumes` optional when `--ozone-conf` gives them.
+  `uuid` and `address` optional, `volumes` optional when `--ozone-conf` gives them. For
+  BookKeeper's bookies (a scan with ledger metadata) the same list names each bookie host's
+  ledger directories as its `volumes` and, optionally, the bookie ID expected there
+  (`"bookie": "bk1.example:3181"`, the cookie's bookieHost).
 
 Everything read here is attacker-controlled (crcmerkle runs as root): both files are size-capped
 before they are parsed, the XML parser never sees a DTD (a DOCTYPE is refused outright, so no
@@ -92,7 +95,19 @@ _STORAGE_PREFIX = re.compile(r"\[(\w*)\](.+)", re.ASCII | re.DOTALL)
 #: Hadoop's StringUtils.getTrimmedStrings separator.
 _CONF_SPLIT = re.compile(r"\s*[,\n]\s*", re.ASCII)
 #: Keys of the plain host list (inventory_json writes them all).
-_HOST_KEYS = ("host", "address", "uuid", "volumes", "op_state", "health", "failed_volumes")
+_HOST_KEYS = (
+    "host",
+    "address",
+    "uuid",
+    "bookie",
+    "volumes",
+    "op_state",
+    "health",
+    "failed_volumes",
+)
+#: A bookie ID (BookieId.validateBookieId: letters, digits, ':', '.', '_' and '-'; a cookie's
+#: bookieHost is one), at most 255 characters: it is printed in commands an operator runs.
+_BOOKIE_ID = re.compile(r"[A-Za-z0-9:._-]{1,255}", re.ASCII)
 
 
 class InventoryError(ReplicaError):
@@ -111,6 +126,8 @@ class Host:
     health: Optional[str] = None
     #: Ozone's `failedVolumes` for this datanode (its HddsVolume dirs, `<volume>/hdds`), as given.
     failed_volumes: Tuple[str, ...] = ()
+    #: the BookKeeper bookie ID expected on this host (the plain list's `bookie`), if given
+    bookie: Optional[str] = None
 
     def names(self) -> Tuple[str, ...]:
         """The host name and the address: what an executor on this host may have registered as."""
@@ -404,6 +421,11 @@ def _host_fields(
         if why:
             raise ValueError(f"uuid: {why}")
         uuid = uuid.lower()
+    bookie = e.get("bookie")
+    if bookie is not None and (
+        not isinstance(bookie, str) or not _BOOKIE_ID.fullmatch(bookie) or bookie == "readonly"
+    ):
+        raise ValueError(f"bookie {_show(bookie)} is not a bookie ID (such as bk1.example:3181)")
     if "volumes" in e:
         raw = e["volumes"]
         if not isinstance(raw, list):
@@ -423,6 +445,7 @@ def _host_fields(
         op_state=_state(e.get("op_state"), OP_STATES, "op_state", entry, problems),
         health=_state(e.get("health"), HEALTH_STATES, "health", entry, problems),
         failed_volumes=_failed_volumes(e.get("failed_volumes"), entry, problems),
+        bookie=bookie,
     )
 
 
@@ -511,6 +534,7 @@ def _check_unique(hosts: Sequence[Host], where: str) -> None:
     by_host: Dict[str, int] = {}
     by_name: Dict[str, Host] = {}
     by_uuid: Dict[str, Host] = {}
+    by_bookie: Dict[str, Host] = {}
     for i, h in enumerate(hosts, 1):
         key = _name_key(h.host)
         if key in by_host:
@@ -527,6 +551,10 @@ def _check_unique(hosts: Sequence[Host], where: str) -> None:
                 raise _fail(
                     where, f"two hosts claim datanode UUID {h.uuid}: {other.host} and {h.host}"
                 )
+        if h.bookie is not None:
+            other = by_bookie.setdefault(h.bookie, h)
+            if other is not h:
+                raise _fail(where, f"two hosts claim bookie {h.bookie}: {other.host} and {h.host}")
 
 
 def inventory_json(inv: Inventory) -> str:
@@ -539,6 +567,8 @@ def inventory_json(inv: Inventory) -> str:
             row["address"] = h.address
         if h.uuid is not None:
             row["uuid"] = h.uuid
+        if h.bookie is not None:
+            row["bookie"] = h.bookie
         row["volumes"] = list(h.volumes)
         if h.op_state is not None:
             row["op_state"] = h.op_state

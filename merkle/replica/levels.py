@@ -335,6 +335,22 @@ LEVELS: Dict[str, Level] = {
         "re-formatted or replaced (BP-31's incarnation case)",
         "the Auditor sees a live bookie and checks only sampled entries",
     ),
+    "WRONG_BOOKIE": Level(
+        ERROR,
+        "a ledger directory's cookie names another bookie than the inventory puts on that "
+        "host (a data-local scan): not scanned as someone else's; the bookie the inventory "
+        "expects there is UNVERIFIED",
+        "the bookie refuses a directory whose cookie is another bookie's (Cookie.verify)",
+        data_scanned=False,
+    ),
+    "DUPLICATE_BOOKIE": Level(
+        ERROR,
+        "ledger directories on two hosts claim one bookie ID (a data-local scan): neither "
+        "host's copies are counted as that bookie's",
+        "the second bookie's registration (the ephemeral znode `available/<bookieId>`) fails "
+        "while the first holds it (ZKRegistrationManager): it does not start",
+        data_scanned=False,
+    ),
     "UNINDEXED_ENTRY": Level(
         WARNING,
         "entries in an entry log that no index names (a compaction's or deleted ledger's "

@@ -1,6 +1,6 @@
 """`crcmerkle spark scan|report|plan|run` on BookKeeper bookies: `scan BOOKIE_DIR... -o OUT
 --ledger-metadata PATH | --zookeeper HOST:PORT[/root]` (spark_udfs.jobs.bookkeeper), `report OUT`,
-`plan OUT --decommission BOOKIE[,...]` (spark_udfs.jobs.bookkeeper_plan), `run` = scan + report.
+`plan OUT --decommission BOOKIE[,...]` (spark_udfs.jobs.bookkeeper.plan), `run` = scan + report.
 
 The scan writes OUT/{copies,findings,volumes,ledgers,entries} (Parquet) and OUT/bookkeeper.json (the
 bookies, the paths not read, the metadata's problems and the summary counts: what the driver
@@ -36,14 +36,14 @@ __all__ = [
 ]
 
 
-#: spark scan/run options for Ozone's replicas only (dest, flag, its unset value)
+#: spark scan/run options for Ozone's replicas only (dest, flag, its unset value); the
+#: inventory (--datanodes: bookie hosts and their ledger directories) and --no-idle-io go
+#: with bookies too
 _NOT_FOR_BOOKIES: Tuple[Tuple[str, str, Any], ...] = (
-    ("datanodes", "--datanodes", None),
     ("ozone_conf", "--ozone-conf", None),
     ("trees_only", "--trees-only", False),
     ("metadata_only", "--metadata-only", False),
     ("also", "--also", None),
-    ("no_idle_io", "--no-idle-io", False),
     ("keep_cache", "--keep-cache", False),
     ("bytes_per_second", "--bytes-per-second", None),
     ("decommission", "--decommission", []),
@@ -58,6 +58,8 @@ _NOT_FOR_BOOKIES: Tuple[Tuple[str, str, Any], ...] = (
 _PLAN_NOT_FOR_BOOKIES: Tuple[Tuple[str, str, Any], ...] = tuple(
     o for o in _NOT_FOR_BOOKIES if o[0] != "decommission"
 ) + (
+    ("datanodes", "--datanodes", None),
+    ("no_idle_io", "--no-idle-io", False),
     ("min_healthy", "--min-healthy", 1),
     ("min_replicas", "--min-replicas", None),
     ("maintenance_min", "--maintenance-min", 1),
@@ -112,15 +114,52 @@ def _scan_and_write(args: argparse.Namespace) -> Any:
     from merkle.cli.bookkeeper import metadata_source
     from merkle.replica.bookkeeper.scan import list_bookies
     from spark_udfs.jobs.bookkeeper import META_FILE, scan_bookkeeper
+    from spark_udfs.jobs.bookkeeper.hosts import scan_bookie_hosts
 
     _refuse_ozone_options(args)
-    if not args.paths:
-        raise CLIError("nothing to scan: give the bookies' directories", EXIT_ERROR)
-    _check_paths(args.paths)
-    _check_output(args.output, args.paths)
+    inventory = common._inventory(args)
+    if inventory is not None and args.paths:
+        raise CLIError(
+            "give the bookies' directories or --datanodes, not both (with an inventory "
+            "every host's ledger directories are scanned where they are)",
+            EXIT_ERROR,
+        )
+    if inventory is None and not args.paths:
+        raise CLIError(
+            "nothing to scan: give the bookies' directories, or --datanodes FILE (the "
+            "bookie hosts and their ledger directories)",
+            EXIT_ERROR,
+        )
+    if inventory is None and args.no_idle_io:
+        raise CLIError("--no-idle-io goes with --datanodes", EXIT_ERROR)
+    if inventory is None:
+        _check_paths(args.paths)
+        _check_output(args.output, args.paths)
+    else:  # the ledger directories of every host (a local -o inside one is on its disk too)
+        _check_output(args.output, sorted({v for h in inventory.hosts for v in h.volumes}))
     source = metadata_source(args.ledger_metadata, args.zookeeper)
     for problem in source.problems:
         print_error(one_line(f"--zookeeper: {problem}"))
+    if inventory is not None:
+        spark = common._session(args, locality=True)
+        with _progress(args, spark, "scan"):
+            tables = scan_bookie_hosts(
+                spark,
+                inventory,
+                source.ledgers,
+                instance_id=source.instance_id,
+                registered_cookies=source.cookies,
+                unread=source.unread,
+                metadata_complete=source.complete,
+                idle_io=not args.no_idle_io,
+                executor_wait=max(0.0, args.executor_wait),
+            )
+            tables.write(args.output)
+        meta = tables.document([], source.problems)
+        meta["inventory"] = [h.host for h in inventory.hosts]
+        data = json.dumps(redact_json(meta), indent=1, sort_keys=True).encode()
+        _write_file(child(args.output, META_FILE), data, label="-o ")
+        return spark
     listing = list_bookies(
         args.paths, instance_id=source.instance_id, registered_cookies=source.cookies
     )
@@ -153,9 +192,11 @@ def scan(args: argparse.Namespace) -> int:
     meta = _read_meta(args.output)
     n = _counts(meta, args.strict)
     s = meta["summary"]
+    hosts = meta.get("inventory")
+    tasks = f"on {len(hosts)} hosts" if hosts else f"{s['tasks']} storages"
     print(
         f"scanned {s['bookies']} bookies ({s['ledger_dirs']} ledger directories, "
-        f"{s['tasks']} storages), {s['copies']} entry copies ({s['good_copies']} good): "
+        f"{tasks}), {s['copies']} entry copies ({s['good_copies']} good): "
         f"{n['errors']} errors, {n['warnings']} warnings"
         + (f", {len(meta['failed'])} paths not scanned" if meta["failed"] else "")
         + f"; tables in {_dir_display(args.output)}/{{copies,findings,volumes,ledgers,entries}}"
@@ -174,7 +215,8 @@ def _status(meta: Dict[str, Any], n: Dict[str, int], strict: bool) -> int:
         copies=int(s["copies"]),
         verified=int(s["verified_copies"]),
         problems=len(meta["metadata_problems"]),
-        paths=[str(p) for p in meta["paths"]],
+        paths=[str(p) for p in meta["paths"]]
+        or [f"the inventory's hosts ({', '.join(str(h) for h in meta.get('inventory', [])[:8])})"],
     )
 
 
@@ -259,6 +301,16 @@ def _first_ledgers(ledgers: Any, first: int) -> List[Dict[str, Any]]:
 
 def report(args: argparse.Namespace) -> int:
     """`spark report OUT` of a bookie scan: as `crcmerkle scan` prints it."""
+    if getattr(args, "datanodes", None):
+        raise CLIError(
+            "--datanodes goes with `spark scan|run` of bookies (the scan's volumes table "
+            "says what became of each host)",
+            EXIT_ERROR,
+        )
+    return _report(args)
+
+
+def _report(args: argparse.Namespace) -> int:
     from merkle.cli.bookkeeper import ledger_line
     from spark_udfs.jobs.bookkeeper import FINDING_SCHEMA, LEDGER_SCHEMA
 
@@ -323,11 +375,11 @@ def _print_text(
 
 def plan(args: argparse.Namespace) -> int:
     """`spark plan OUT --decommission BOOKIE[,...]` of a bookie scan: may they go down now,
-    counting only good copies (spark_udfs.jobs.bookkeeper_plan)? Exit 0 every one may, 1 one
+    counting only good copies (spark_udfs.jobs.bookkeeper.plan)? Exit 0 every one may, 1 one
     is held back, 2 bad input (a bookie the scan does not have, a scan without its entries
     table)."""
     from spark_udfs.jobs.bookkeeper import ENTRY_SCHEMA, LEDGER_SCHEMA, META_FILE
-    from spark_udfs.jobs.bookkeeper_plan import bookie_plan, format_bookie_plan
+    from spark_udfs.jobs.bookkeeper.plan import bookie_plan, format_bookie_plan
 
     _refuse_ozone_options(args, _PLAN_NOT_FOR_BOOKIES)
     if not args.decommission:
@@ -376,4 +428,4 @@ def run(args: argparse.Namespace) -> int:
     """`spark run` on bookies: the scan, then the report of its output, in one session."""
     _scan_and_write(args)
     args.input = args.output
-    return report(args)
+    return _report(args)

@@ -170,8 +170,9 @@ def _scan_opts(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="scan a cluster where its disks are: one task per (host, volume) of "
         "this inventory, run on that host (the output of 'ozone admin "
-        "datanode list --json', or a JSON list of {host, uuid, volumes}); no "
-        "PATH then",
+        "datanode list --json', or a JSON list of {host, uuid, volumes}; with "
+        "--ledger-metadata/--zookeeper the bookie hosts, one task each: {host, "
+        "bookie, volumes} with the ledger directories as volumes); no PATH then",
     )
     p.add_argument(
         "--ozone-conf",
@@ -193,7 +194,7 @@ def _scan_opts(p: argparse.ArgumentParser) -> None:
         "--no-idle-io",
         action="store_true",
         help="with --datanodes: read in the normal I/O class (default: the idle "
-        "class, where the kernel's scheduler honours it)",
+        "class, where the kernel's scheduler honours it; bookies too)",
     )
     p.add_argument(
         "--keep-cache",

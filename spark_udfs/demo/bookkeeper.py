@@ -10,7 +10,7 @@ Spark). Then the decommission: the generator's payload bit flip leaves its entry
 on the other bookie of its write set (the manifest's ledger segments, round robin). BookKeeper's
 own decommission (stop, then AutoRecovery) would re-replicate that entry from the copy that
 stays, the flipped one, whose digest fails: the entry would be lost. `spark plan
---decommission` of that bookie (spark_udfs.jobs.bookkeeper_plan) must hold it back with
+--decommission` of that bookie (spark_udfs.jobs.bookkeeper.plan) must hold it back with
 LAST_GOOD_COPY on that entry.
 """
 
@@ -154,7 +154,7 @@ def run_demo(
     from merkle.replica.bookkeeper.scan import list_bookies
     from merkle.replica.fileio import write_atomic
     from spark_udfs.jobs.bookkeeper import META_FILE, scan_bookkeeper
-    from spark_udfs.jobs.bookkeeper_plan import bookie_plan, format_bookie_plan
+    from spark_udfs.jobs.bookkeeper.plan import bookie_plan, format_bookie_plan
 
     root = os.path.join(work, BOOKIES_DIR)
     cfg = BookKeeperGeneratorConfig(seed=seed, faults=parse_faults(faults))

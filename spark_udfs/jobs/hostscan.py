@@ -67,7 +67,16 @@ from spark_udfs.jobs.scan import (
 )
 from spark_udfs.tables import CHUNK_TABLE_COLUMNS
 
-__all__ = ["DEFAULT_EXECUTOR_WAIT", "JOB_GROUP", "LOCALITY_CONF", "executor_of", "scan_datanodes"]
+__all__ = [
+    "DEFAULT_EXECUTOR_WAIT",
+    "JOB_GROUP",
+    "LOCALITY_CONF",
+    "executor_of",
+    "local_names",
+    "wanted_hosts",
+    "run_per_host",
+    "scan_datanodes",
+]
 
 
 #: what a data-local session needs (spark_udfs.cluster.locality.STRICT_LOCALITY_CONF: the scheduler
@@ -271,7 +280,7 @@ def _task_fn(options: Dict[str, Any]) -> Any:
     return run
 
 
-def _local_names(sc: Any) -> List[str]:
+def local_names(sc: Any) -> List[str]:
     """On local[*] (the driver is the only executor): the names this machine answers to."""
     names = {"localhost", "127.0.0.1", "::1", socket.gethostname(), socket.getfqdn()}
     driver = sc.getConf().get("spark.driver.host")
@@ -364,9 +373,9 @@ def scan_datanodes(
     sc = spark.sparkContext
     local = sc.master.startswith("local")
     if local:
-        registered = _local_names(sc)
+        registered = local_names(sc)
     else:
-        registered = list(wait_for_executors(sc, _wanted(inventory), executor_wait))
+        registered = list(wait_for_executors(sc, wanted_hosts(inventory), executor_wait))
     per_host, missing = _items(inventory, registered, local)
     options = {
         "trees_only": trees_only,
@@ -380,7 +389,7 @@ def scan_datanodes(
     fn = _counting(_task_fn(options), acc)
     lost: Set[str] = set()
     if per_host:
-        out, lost = _run_per_host(spark, per_host, fn, local)
+        out, lost = run_per_host(spark, per_host, fn, local)
     else:  # every host lacks an executor: nothing to run, the volumes say why
         out = spark.createDataFrame([], _OUT_SCHEMA)
     for at in sorted(lost):  # their results dropped: the volumes say why
@@ -466,7 +475,7 @@ def scan_datanodes(
     )
 
 
-def _wanted(inventory: Inventory) -> List[str]:
+def wanted_hosts(inventory: Inventory) -> List[str]:
     """The executor host names the driver waits for: each host's first name (what a worker
     of it registers unless told otherwise) is enough for the wait to end."""
     return sorted({h.names()[0] for h in inventory.hosts})
@@ -476,8 +485,12 @@ def _wanted(inventory: Inventory) -> List[str]:
 JOB_GROUP = "crcmerkle-scan-host:{}"
 
 
-def _run_per_host(
-    spark: Any, per_host: Dict[str, List[Tuple[str, List[str]]]], fn: Any, local: bool
+def run_per_host(
+    spark: Any,
+    per_host: Dict[str, List[Tuple[str, List[str]]]],
+    fn: Any,
+    local: bool,
+    schema: str = _OUT_SCHEMA,
 ) -> Tuple[Any, Set[str]]:
     """Run each host's tasks as its own job, all at once from driver threads, each output
     cached where it was computed; return their union and the hosts whose executors were
@@ -508,7 +521,7 @@ def _run_per_host(
         sc.setJobGroup(JOB_GROUP.format(host), f"crcmerkle scan of {host}'s volumes")
         rdd = located_rdd(sc, per_host[host])
         work = spark.createDataFrame(rdd.map(lambda s: (s,)), "item string")
-        df = work.mapInArrow(fn, _OUT_SCHEMA).persist()
+        df = work.mapInArrow(fn, schema).persist()
         try:
             df.count()  # computes and caches it, on its host
         except Exception:
@@ -553,9 +566,7 @@ def _run_per_host(
     finally:
         stop.set()
     parts = [p for p in parts if p is not None]
-    out = (
-        reduce(lambda a, b: a.union(b), parts) if parts else spark.createDataFrame([], _OUT_SCHEMA)
-    )
+    out = reduce(lambda a, b: a.union(b), parts) if parts else spark.createDataFrame([], schema)
     return out, lost
 
 

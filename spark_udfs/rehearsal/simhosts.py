@@ -3,8 +3,10 @@ volumes, a Spark standalone master on 127.0.0.1 and one worker per datanode, wor
 to 127.0.0.(i+2), each started in its own mount namespace where that datanode's volumes, and
 only those, are bind-mounted at /srv/ozone/disk0, /srv/ozone/disk1 (the same paths on every
 "host", as hdds.datanode.dir is on a real cluster). The volumes are generated valid at those
-paths (`.container` files hold absolute paths). Executors are the workers' children and
-inherit their mounts; the driver sees only empty mount points.
+paths (`.container` files hold absolute paths). With generate={"layout": "bookkeeper", ...}
+the hosts are BookKeeper bookies instead: bookie-(i+1) (ID 127.0.0.(i+2):3181) on worker i,
+its two ledger directories at /srv/ozone/ledgers-0, -1, which its cookies name. Executors are
+the workers' children and inherit their mounts; the driver sees only empty mount points.
 
 Used by `crcmerkle spark demo --hosts N` (spark_udfs.rehearsal.demo) and by the data-local
 tests (tests/spark/simhosts.py adds the pytest fixtures).
@@ -47,6 +49,8 @@ from spark_udfs.rehearsal.standalone import clean_env, free_port, spark_home
 
 __all__ = [
     "ABSENT_HOST",
+    "BOOKIE_MOUNT_TEMPLATE",
+    "LAYOUTS",
     "DATANODES",
     "LOCK_FILE",
     "MAX_DATANODES",
@@ -76,9 +80,13 @@ ROOT_ENV = "CRCMERKLE_SIMHOSTS_ROOT"
 #: the script each daemon's `unshare` runs (by path: the daemons have no PYTHONPATH)
 MOUNT_EXEC = Path(__file__).resolve().parent / "mount_exec.py"
 
-#: where every simulated host mounts its volumes (volume v at MOUNT_ROOT/disk<v>)
+#: where every simulated host mounts its volumes (volume v at MOUNT_ROOT/disk<v>; a bookie's
+#: ledger directory v at MOUNT_ROOT/ledgers-<v>)
 MOUNT_ROOT = Path("/srv/ozone")
 MOUNT_TEMPLATE = str(MOUNT_ROOT / "disk{volume}")
+BOOKIE_MOUNT_TEMPLATE = str(MOUNT_ROOT / "ledgers-{volume}")
+#: the layouts a simulated cluster may hold (start_cluster's generate={"layout": ...})
+LAYOUTS = ("ozone", "bookkeeper")
 #: datanodes (and workers) by default, volumes per datanode
 DATANODES, VOLUMES = 3, 2
 #: the most simulated hosts: 127.0.0.2 .. 127.0.0.8 (127.0.0.9 is ABSENT_HOST)
@@ -99,7 +107,8 @@ class SimHostsUnavailable(Exception):
 class Datanode:
     """One generated datanode: its index (dn<index>), its UUID and cluster ID read from its
     volumes' hdds/VERSION, and its volume directories as generated (bind-mount sources, in
-    volume order: source i is mounted at mount_paths[i])."""
+    volume order: source i is mounted at mount_paths[i]). Of a bookie (layout bookkeeper):
+    `uuid` is its bookie ID, `cluster_id` the instanceId, `sources` its ledger directories."""
 
     index: int
     uuid: str
@@ -143,6 +152,8 @@ class SimCluster:
     #: time to generate the cluster and get the master and every worker ALIVE (set by the
     #: sim_cluster fixture; lock wait excluded)
     start_seconds: float = 0.0
+    #: what the hosts hold: "ozone" datanodes or "bookkeeper" bookies (LAYOUTS)
+    layout: str = "ozone"
 
     # ------------------------------------------------------------------ daemons
     def _env(self, host: str) -> Dict[str, str]:
@@ -334,15 +345,21 @@ class SimCluster:
         """The plain-JSON inventory: every started worker's host with its datanode's UUID
         and the mount paths, then each host of `absent` (no worker) with the UUID of a
         datanode no worker serves (else a made-up one)."""
+        key = "bookie" if self.layout == "bookkeeper" else "uuid"
         out = [
-            {"host": w.host, "uuid": w.datanode.uuid, "volumes": list(self.mount_paths)}
+            {"host": w.host, key: w.datanode.uuid, "volumes": list(self.mount_paths)}
             for w in sorted(self.workers.values(), key=lambda w: w.host)
         ]
         served = {w.datanode.uuid for w in self.workers.values()}
         spare = [d.uuid for d in self.datanodes if d.uuid not in served]
         for i, host in enumerate(absent):
-            uuid = spare[i] if i < len(spare) else f"00000000-0000-4000-8000-{i:012d}"
-            out.append({"host": host, "uuid": uuid, "volumes": list(self.mount_paths)})
+            if i < len(spare):
+                ident = spare[i]
+            elif key == "bookie":
+                ident = f"{host}:3181"
+            else:
+                ident = f"00000000-0000-4000-8000-{i:012d}"
+            out.append({"host": host, key: ident, "volumes": list(self.mount_paths)})
         return out
 
     def write_inventory(self, path: Path, absent: Sequence[str] = (ABSENT_HOST,)) -> Path:
@@ -506,9 +523,11 @@ def check_can_simulate() -> None:
             )
 
 
-def mount_paths() -> List[str]:
-    """Where every simulated host mounts its volumes (MOUNT_TEMPLATE, volume by volume)."""
-    return [MOUNT_TEMPLATE.format(volume=v) for v in range(VOLUMES)]
+def mount_paths(layout: str = "ozone") -> List[str]:
+    """Where every simulated host mounts its volumes (MOUNT_TEMPLATE, volume by volume; a
+    bookie's ledger directories: BOOKIE_MOUNT_TEMPLATE)."""
+    template = BOOKIE_MOUNT_TEMPLATE if layout == "bookkeeper" else MOUNT_TEMPLATE
+    return [template.format(volume=v) for v in range(VOLUMES)]
 
 
 def check_mount_points(paths: Sequence[str]) -> None:
@@ -607,12 +626,15 @@ def start_cluster(
     time (LOCK_FILE; a second one waits up to `lock_wait_s`)."""
     if not 1 <= datanodes <= MAX_DATANODES:
         raise ValueError(f"simulated hosts: 1 to {MAX_DATANODES} datanodes, not {datanodes}")
+    layout = (generate or {}).get("layout", "ozone")
+    if layout not in LAYOUTS:
+        raise ValueError(f"simulated hosts: layout {layout!r} (known: {', '.join(LAYOUTS)})")
     check_can_simulate()
     t0 = time.monotonic()
     lock = _take_lock(lock_wait_s)
     lock_wait = time.monotonic() - t0
     try:
-        paths = mount_paths()
+        paths = mount_paths(layout)
         created = _prepare_mount_points(paths)
     except BaseException:
         os.close(lock)
@@ -620,31 +642,27 @@ def start_cluster(
     root = Path(tempfile.mkdtemp(prefix="crcmerkle-simhosts-"))
     sim: Optional[SimCluster] = None
     try:
-        from merkle.replica.generate import generate_cluster, parse_faults
-
-        args = {**DEFAULT_GENERATE, **(generate or {})}
-        faults = args.pop("faults")
-        if isinstance(faults, str):
-            faults = parse_faults(faults, "ozone")
         cluster_dir = root / "cluster" if cluster_dir is None else Path(cluster_dir)
-        manifest = generate_cluster(
-            cluster_dir,
-            datanodes=datanodes,
-            volumes=VOLUMES,
-            layout="ozone",
-            mount_path=MOUNT_TEMPLATE,
-            faults=faults,
-            **args,
-        )
+        if layout == "bookkeeper":
+            from spark_udfs.rehearsal.bookkeeper import generate_bookie_hosts
+
+            manifest, bookies = generate_bookie_hosts(
+                cluster_dir, datanodes, generate or {}, BOOKIE_MOUNT_TEMPLATE, VOLUMES
+            )
+            hosts = [Datanode(i, *b) for i, b in enumerate(bookies)]
+        else:
+            manifest = _generate_datanodes(cluster_dir, datanodes, generate or {})
+            hosts = _read_datanodes(cluster_dir, datanodes)
         sim = SimCluster(
             root,
             cluster_dir,
             manifest,
-            _read_datanodes(cluster_dir, datanodes),
+            hosts,
             mount_paths=paths,
             python_path=list(python_path),
             _created_mounts=created,
             _lock_fd=lock,
+            layout=layout,
         )
         sim.lock_wait_seconds = lock_wait
         conf = root / "conf"
@@ -666,6 +684,26 @@ def start_cluster(
             _remove_created(created)
             os.close(lock)
         raise
+
+
+def _generate_datanodes(cluster_dir: Path, datanodes: int, generate: Dict[str, Any]) -> Any:
+    """The Ozone cluster (generate_cluster; DEFAULT_GENERATE overridden by `generate`),
+    its volumes valid at the mount paths."""
+    from merkle.replica.generate import generate_cluster, parse_faults
+
+    args = {**DEFAULT_GENERATE, **{k: v for k, v in generate.items() if k != "layout"}}
+    faults = args.pop("faults")
+    if isinstance(faults, str):
+        faults = parse_faults(faults, "ozone")
+    return generate_cluster(
+        cluster_dir,
+        datanodes=datanodes,
+        volumes=VOLUMES,
+        layout="ozone",
+        mount_path=MOUNT_TEMPLATE,
+        faults=faults,
+        **args,
+    )
 
 
 def _remove_created(created: Sequence[Path]) -> None:

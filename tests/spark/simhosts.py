@@ -10,7 +10,8 @@ Fixtures (import them into a test module: `from simhosts import sim_cluster, sim
   - sim_cluster (module): a started SimCluster; skipped with one line when not root, when
     the kernel refuses `unshare --mount` or a bind mount, or when /srv/ozone/disk* exist and
     are not empty. A test module may set SIM_GENERATE = {...} (generate_cluster keyword
-    arguments: containers, seed, faults, ...) to change the generated cluster.
+    arguments: containers, seed, faults, ...; or {"layout": "bookkeeper", ...} and the
+    bookie generator's) to change the generated cluster, and SIM_HOSTS = N its host count.
   - sim_spark (module): a SparkSession whose driver is this process, on sim_cluster's master,
     with STRICT_LOCALITY_CONF and one 512m/1-core executor per worker registered.
 Everything is stopped afterwards, also on failure. One simulated cluster per machine at a
@@ -98,9 +99,10 @@ if pytest is not None:
         """The started simulated cluster (module-scoped); skipped in one line when it
         cannot be made here."""
         generate = getattr(request.module, "SIM_GENERATE", None)
+        hosts = getattr(request.module, "SIM_HOSTS", DATANODES)
         t0 = time.monotonic()
         try:
-            sim = start_cluster(generate)
+            sim = start_cluster(generate, datanodes=hosts)
         except SimHostsUnavailable as exc:
             pytest.skip(f"simulated hosts: {exc}")
         sim.start_seconds = time.monotonic() - t0 - sim.lock_wait_seconds

@@ -1,5 +1,5 @@
 """Issue 38: `crcmerkle spark plan BOOKIE_SCAN --decommission BOOKIE` (spark_udfs.jobs.
-bookkeeper_plan) on the golden cluster BookKeeper wrote: which entries hold each bookie back,
+bookkeeper.plan) on the golden cluster BookKeeper wrote: which entries hold each bookie back,
 checked against an oracle built from BookKeeper's own record of the cluster (ledgers.json:
 every entry's round-robin write set and stored copies, written by BookKeeper's code; fault.json:
 the one flipped copy), not from crcmerkle's write-set code. One Spark scan per module.

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import random
 import re
 import uuid
@@ -178,6 +179,11 @@ class BookKeeperGeneratorConfig:
     log_size_limit: int = 6144  # the golden cluster's
     faults: Dict[str, int] = field(default_factory=dict)
     seed: int = 0
+    #: where each bookie's host mounts its ledger directories: ledger directory d is
+    #: `mount_path.format(dir=d)` in the cookies (the same on every host, as
+    #: ledgerDirectories is), the journal its sibling `journal`; "" names them as written
+    #: under OUT (bookie-N/ledgers-d). The simulated hosts mount them there.
+    mount_path: str = ""
 
     def validate(self) -> None:
         if not 1 <= self.bookies <= MAX_BOOKIES:
@@ -197,6 +203,9 @@ class BookKeeperGeneratorConfig:
                 f"need 1 <= ackQuorum <= writeQuorum <= ensemble <= bookies, not "
                 f"{self.ack_quorum} <= {self.write_quorum} <= {self.ensemble} <= {self.bookies}"
             )
+        if self.mount_path:
+            if not self.mount_path.startswith("/") or "{dir}" not in self.mount_path:
+                raise GeneratorError("mount_path must be an absolute path template with {dir}")
         if self.log_size_limit < 4096:
             raise GeneratorError("the entry-log size limit must be at least 4KiB")
         for kind in self.faults:
@@ -693,12 +702,11 @@ class _Cluster:
     # -- on disk ---------------------------------------------------------------------------
 
     def cookie(self, name: str, instance_id: Optional[str] = None) -> bytes:
-        return cookie_text(
-            self.ids[name],
-            [f"{name}/journal"],
-            self.dirs[name],
-            instance_id or self.instance_id,
-        )
+        journal, dirs = [f"{name}/journal"], self.dirs[name]
+        if self.cfg.mount_path:  # as the bookie's host mounts them
+            dirs = [self.cfg.mount_path.format(dir=d) for d in range(len(dirs))]
+            journal = [posixpath.join(posixpath.dirname(dirs[0]), "journal")]
+        return cookie_text(self.ids[name], journal, dirs, instance_id or self.instance_id)
 
     def write(self, root: Path) -> Dict[str, Any]:
         last_mark = (0x1A000000000 + (self.cfg.seed & 0xFFFFFF)).to_bytes(8, "big") + bytes(8)

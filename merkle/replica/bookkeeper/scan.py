@@ -616,10 +616,13 @@ def _check_cookies(
     instance_id: Optional[str],
     registered: Optional[Dict[str, bytes]],
     report: ScanReport,
+    vote: bool = True,
 ) -> Dict[str, List[LedgerDir]]:
     """The readable ledger directories grouped by bookie ID, cookie disagreements reported:
     between one bookie's directories, between bookies' instanceIds, with the metadata's
-    INSTANCEID and registered cookies, and a directory its own cookie does not list."""
+    INSTANCEID and registered cookies, and a directory its own cookie does not list.
+    Without an INSTANCEID the bookies' majority is the cluster's, unless `vote` is False
+    (a data-local task sees one host's bookies: the driver votes over all of them)."""
     by_bookie: Dict[str, List[LedgerDir]] = defaultdict(list)
     for d in dirs:
         read_cookie(d)
@@ -659,6 +662,8 @@ def _check_cookies(
         if ds[0].cookie.instance_id  # type: ignore[union-attr]
     }
     expected = instance_id
+    if expected is None and not vote:
+        return by_bookie
     if expected is None and ids:
         counts: Dict[str, int] = defaultdict(int)
         for v in ids.values():
@@ -1163,9 +1168,11 @@ def list_bookies(
     *,
     instance_id: Optional[str] = None,
     registered_cookies: Optional[Dict[str, bytes]] = None,
+    instance_vote: bool = True,
 ) -> Listing:
     """Find the ledger directories at or under `paths`, read and check their cookies (see
-    scan_bookies), and pair DbLedgerStorage's index directories."""
+    scan_bookies), and pair DbLedgerStorage's index directories. `instance_vote` False: no
+    majority vote on instanceIds when `instance_id` is None (the caller votes)."""
     report = ScanReport()
     dirs: List[LedgerDir] = []
     for p in paths:
@@ -1183,7 +1190,7 @@ def list_bookies(
                 }
             )
         dirs.extend(LedgerDir(f) for f in found if f not in {d.path for d in dirs})
-    by_bookie = _check_cookies(dirs, instance_id, registered_cookies, report)
+    by_bookie = _check_cookies(dirs, instance_id, registered_cookies, report, instance_vote)
     _pair_index_dirs(by_bookie, report)
     for bookie, ds in sorted(by_bookie.items()):
         report.bookies[bookie] = [d.path for d in ds]

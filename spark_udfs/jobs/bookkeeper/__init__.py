@@ -26,7 +26,7 @@ copies never reach the driver, only findings, counts and one row per directory a
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
@@ -50,10 +50,14 @@ __all__ = [
     "FINDING_SCHEMA",
     "LEDGER_SCHEMA",
     "BookieTables",
+    "LISTING_SCHEMA",
     "META_FILE",
     "SCAN_FORMAT",
     "VOLUME_SCHEMA",
+    "Stage1View",
+    "judge_stage1",
     "scan_bookkeeper",
+    "storage_batches",
 ]
 
 #: one row per stored entry copy, as its index names it, and what verifying it found
@@ -75,7 +79,7 @@ FINDING_SCHEMA = (
 VOLUME_SCHEMA = (
     "bookie string, directory string, index_directory string, storage string, "
     "status string, detail string, copies long, good_copies long, bytes_read long, "
-    "seconds double"
+    "seconds double, host string"
 )
 #: one row per ledger of the metadata: the local scan's ledger summary (good_copies: how
 #: many entries have each count of good copies)
@@ -87,8 +91,18 @@ LEDGER_SCHEMA = (
 )
 #: one row per entry of a ledger of the metadata (0 to the last it was checked up to): its
 #: write set and the bookies of it that hold a good copy; what `spark plan --decommission`
-#: counts (spark_udfs.jobs.bookkeeper_plan)
+#: counts (spark_udfs.jobs.bookkeeper.plan)
 ENTRY_SCHEMA = "ledger long, entry long, write_set array<string>, good array<string>"
+
+#: a data-local task's one row per bookie it listed (spark_udfs.jobs.bookkeeper.hosts): where it
+#: ran, what Coverage needs of it (numDirs by its cookie, the cookie positions of the
+#: directories whose index was read, whether its storage is DbLedgerStorage; `covered` False
+#: when no index of it was read) and its cookie's instanceId, for the driver's checks across
+#: hosts
+LISTING_SCHEMA = (
+    "bookie string, host string, num_dirs long, positions array<bigint>, db boolean, "
+    "covered boolean, instance_id string, cookie_file string"
+)
 
 #: the scan's summary beside its tables (what the driver knows whole): its presence makes a
 #: directory a bookie scan (`spark report`, `spark plan`)
@@ -136,7 +150,7 @@ _TALLY = "findings long, warnings long, verified_copies long"
 #: stage 1's rows (COPY, FINDING, VOLUME, FAILED, TALLY) and stage 2's (FINDING, MISSING,
 #: LEDGER, TALLY, and COUNT: per bookie, the entry copies its write sets give it, those it
 #: holds and its MISSING rows), told apart by `kind`
-_STAGE1 = _union(COPY_SCHEMA, FINDING_SCHEMA, VOLUME_SCHEMA, _TALLY)
+_STAGE1 = _union(COPY_SCHEMA, FINDING_SCHEMA, VOLUME_SCHEMA, _TALLY, LISTING_SCHEMA)
 _STAGE2 = _union(
     FINDING_SCHEMA, LEDGER_SCHEMA, ENTRY_SCHEMA, _TALLY, "expected long, held long, missing long"
 )
@@ -169,7 +183,9 @@ def _copy_row(c: Copy) -> Dict[str, Any]:
     return {n: getattr(c, n) for n in _names(COPY_SCHEMA)}
 
 
-def _volume_rows(ds: List[LedgerDir], part: StorageScan, seconds: float) -> List[Dict[str, Any]]:
+def _volume_rows(
+    ds: List[LedgerDir], part: StorageScan, seconds: float, host: Optional[str] = None
+) -> List[Dict[str, Any]]:
     failed = {f["path"]: f["error"] for f in part.report.failed}
     rows = []
     for i, d in enumerate(ds):
@@ -187,6 +203,7 @@ def _volume_rows(ds: List[LedgerDir], part: StorageScan, seconds: float) -> List
                 "good_copies": sum(c.good for c in mine),
                 "bytes_read": part.report.bytes_read if i == 0 else 0,
                 "seconds": seconds if i == 0 else 0.0,
+                "host": host,
             }
         )
     return rows
@@ -207,26 +224,38 @@ def _storage_fn(
                 bookie, ds = storages.value[i]
                 t0 = time.perf_counter()
                 part = scan_storage(ds, bookie, metadata.value)
-                seconds = time.perf_counter() - t0
-                found = part.report.findings + part.wrong_dir
-                verified = sum(c.verified for c in part.report.copies)
-                copies = part.report.copies
-                for start in range(0, len(copies), per_batch):
-                    chunk = copies[start : start + per_batch]
-                    yield from _table(schema, "COPY", [_copy_row(c) for c in chunk]).to_batches()
-                for kind, rows in (
-                    ("TALLY", [_tally(found, verified_copies=verified)]),
-                    ("FINDING", [_finding_row(f) for f in found]),
-                    ("VOLUME", _volume_rows(ds, part, seconds)),
-                    (
-                        "FAILED",
-                        [{"file": f["path"], "detail": f["error"]} for f in part.report.failed],
-                    ),
-                ):
-                    if rows:
-                        yield from _table(schema, kind, rows).to_batches()
+                yield from storage_batches(schema, ds, part, time.perf_counter() - t0, per_batch)
 
     return run
+
+
+def storage_batches(
+    schema: pa.Schema,
+    ds: List[LedgerDir],
+    part: StorageScan,
+    seconds: float,
+    per_batch: int = COPIES_PER_BATCH,
+    host: Optional[str] = None,
+) -> Iterator[pa.RecordBatch]:
+    """Stage 1's rows of one verified storage (`part`, of directories `ds`): its copies
+    `per_batch` a batch, its tally, findings, directories and the paths it could not read;
+    every row with `host` when a data-local task read it."""
+    found = part.report.findings + part.wrong_dir
+    verified = sum(c.verified for c in part.report.copies)
+    copies = part.report.copies
+    for start in range(0, len(copies), per_batch):
+        rows = [_copy_row(c) for c in copies[start : start + per_batch]]
+        for r in rows:
+            r["host"] = host
+        yield from _table(schema, "COPY", rows).to_batches()
+    for kind, rows in (
+        ("TALLY", [_tally(found, verified_copies=verified)]),
+        ("FINDING", [_finding_row(f) for f in found]),
+        ("VOLUME", _volume_rows(ds, part, seconds, host)),
+        ("FAILED", [{"file": f["path"], "detail": f["error"]} for f in part.report.failed]),
+    ):
+        if rows:
+            yield from _table(schema, kind, rows).to_batches()
 
 
 def _ledger_fn(
@@ -336,6 +365,8 @@ class BookieTables:
     bookies: Dict[str, List[str]]
     failed: List[Dict[str, str]]
     summary: Dict[str, Any]
+    #: bookie ID -> the inventory host it was read on (a data-local scan), else empty
+    hosts: Dict[str, str] = field(default_factory=dict)
 
     TABLES = ("copies", "findings", "volumes", "ledgers", "entries")
 
@@ -346,6 +377,7 @@ class BookieTables:
             "format": SCAN_FORMAT,
             "paths": list(paths),
             "bookies": self.bookies,
+            "hosts": self.hosts,
             "failed": self.failed,
             "metadata_problems": list(problems),
             "summary": self.summary,
@@ -380,7 +412,7 @@ def scan_bookkeeper(
     cached) and the summary counts."""
     from pyspark.sql import functions as F
 
-    from merkle.replica.bookkeeper.scan import coverage_of, holds_nothing
+    from merkle.replica.bookkeeper.scan import coverage_of
 
     t0 = time.perf_counter()
     sc = spark.sparkContext
@@ -392,12 +424,77 @@ def scan_bookkeeper(
         .cache()
     )
     small = stage1.filter(F.col("kind").isin("VOLUME", "FAILED", "TALLY")).collect()
-    failed = list(listing.report.failed) + [
+    read = {r["directory"]: r["storage"] for r in small if r["status"] == SCANNED}
+    return judge_stage1(
+        spark,
+        stage1,
+        small,
+        metadata,
+        meta_bc,
+        Stage1View(
+            coverage=coverage_of(listing.by_bookie, read),
+            findings=list(listing.report.findings),
+            failed=list(listing.report.failed),
+            bookies=dict(listing.report.bookies),
+            tasks=len(storages),
+        ),
+        unread=unread,
+        metadata_complete=metadata_complete,
+        t0=t0,
+    )
+
+
+@dataclass
+class Stage1View:
+    """What the driver knows of stage 1 besides its rows: the Coverage of the directories
+    whose index was read, the findings and unread paths it made itself (the listing's, or a
+    data-local scan's checks across hosts), the bookies with their directories, the tasks
+    run, and the (host, bookie) pairs whose copies must not be compared (`excluded`: a
+    bookie ID claimed on two hosts)."""
+
+    coverage: Any
+    findings: List[Finding]
+    failed: List[Dict[str, str]]
+    bookies: Dict[str, List[str]]
+    tasks: int
+    excluded: List[Tuple[str, str]] = field(default_factory=list)
+    #: bookie ID -> host, for a data-local scan (META_FILE's `hosts`)
+    hosts: Dict[str, str] = field(default_factory=dict)
+    #: volume rows the driver made (hosts without an executor...), VOLUME_SCHEMA dicts
+    volumes: List[Dict[str, Any]] = field(default_factory=list)
+
+
+def judge_stage1(
+    spark: Any,
+    stage1: Any,
+    small: List[Any],
+    metadata: Dict[int, LedgerMetadata],
+    meta_bc: Any,
+    view: Stage1View,
+    *,
+    unread: Optional[Dict[int, str]] = None,
+    metadata_complete: bool = True,
+    t0: Optional[float] = None,
+) -> BookieTables:
+    """Stage 2 and the summary over a stage 1 (`stage1`, cached, with `small` its VOLUME,
+    FAILED and TALLY rows collected): the ledgers judged grouped by ledger, the bookie-wide
+    check, the findings and tables. Shared by the scan of listed paths and the data-local
+    scan of an inventory's hosts (spark_udfs.jobs.bookkeeper.hosts)."""
+    from pyspark.sql import functions as F
+
+    from merkle.replica.bookkeeper.scan import holds_nothing
+
+    t0 = time.perf_counter() if t0 is None else t0
+    sc = spark.sparkContext
+    failed = list(view.failed) + [
         {"path": r["file"], "error": r["detail"]} for r in small if r["kind"] == "FAILED"
     ]
-    read = {r["directory"]: r["storage"] for r in small if r["status"] == SCANNED}
-    coverage = coverage_of(listing.by_bookie, read)
-    copies = _select(stage1.filter(F.col("kind") == "COPY"), COPY_SCHEMA)
+    kind = F.col("kind")
+    copy_rows = stage1.filter(kind == "COPY")
+    if view.excluded:
+        pair = F.concat_ws("\0", F.col("host"), F.col("bookie"))
+        copy_rows = copy_rows.filter(~pair.isin(sorted("\0".join(k) for k in view.excluded)))
+    copies = _select(copy_rows, COPY_SCHEMA)
     markers = spark.createDataFrame([(int(lid),) for lid in sorted(metadata)], "ledger long")
     stage2 = (
         copies.unionByName(markers, allowMissingColumns=True)
@@ -405,14 +502,16 @@ def scan_bookkeeper(
         .sortWithinPartitions("ledger", "bookie", "file", "offset")
         .mapInArrow(
             _per_ledger(
-                _ledger_fn(meta_bc, sc.broadcast(coverage), dict(unread or {}), metadata_complete)
+                _ledger_fn(
+                    meta_bc, sc.broadcast(view.coverage), dict(unread or {}), metadata_complete
+                )
             ),
             _STAGE2,
         )
         .cache()
     )
     counts = (
-        stage2.filter(F.col("kind").isin("COUNT", "TALLY"))
+        stage2.filter(kind.isin("COUNT", "TALLY"))
         .groupBy("kind", "bookie")
         .agg(*(F.sum(c).alias(c) for c in ("expected", "held", "missing", *_names(_TALLY))))
         .collect()
@@ -422,17 +521,16 @@ def scan_bookkeeper(
         {r["bookie"]: int(r["expected"]) for r in per_bookie},
         {r["bookie"]: int(r["held"]) for r in per_bookie},
     )
-    driver_found = listing.report.findings + list(nothing.values())
+    driver_found = list(view.findings) + list(nothing.values())
     findings = (
         spark.createDataFrame(
             [tuple(_finding_row(f).values()) for f in driver_found], FINDING_SCHEMA
         )
-        .unionByName(_select(stage1.filter(F.col("kind") == "FINDING"), FINDING_SCHEMA))
+        .unionByName(_select(stage1.filter(kind == "FINDING"), FINDING_SCHEMA))
         .unionByName(
             _select(
                 stage2.filter(
-                    (F.col("kind") == "FINDING")
-                    | ((F.col("kind") == "MISSING") & ~F.col("bookie").isin(*nothing))
+                    (kind == "FINDING") | ((kind == "MISSING") & ~F.col("bookie").isin(*nothing))
                 ),
                 FINDING_SCHEMA,
             )
@@ -451,8 +549,8 @@ def scan_bookkeeper(
         + sum(int(r["warnings"] or 0) for r in tallies)
     )
     summary = {
-        "bookies": len(listing.report.bookies),
-        "ledger_dirs": sum(len(v) for v in listing.report.bookies.values()),
+        "bookies": len(view.bookies),
+        "ledger_dirs": sum(len(v) for v in view.bookies.values()),
         "ledgers": len(metadata),
         "copies": sum(int(r["copies"] or 0) for r in vols),
         "good_copies": sum(int(r["good_copies"] or 0) for r in vols),
@@ -465,15 +563,24 @@ def scan_bookkeeper(
         "failed": len(failed),
         "bytes_read": sum(int(r["bytes_read"] or 0) for r in vols),
         "seconds": round(time.perf_counter() - t0, 6),
-        "tasks": len(storages),
+        "tasks": view.tasks,
     }
+    volumes = _select(stage1.filter(kind == "VOLUME"), VOLUME_SCHEMA)
+    if view.volumes:
+        names = _names(VOLUME_SCHEMA)
+        volumes = volumes.unionByName(
+            spark.createDataFrame(
+                [tuple(v.get(n) for n in names) for v in view.volumes], VOLUME_SCHEMA
+            )
+        )
     return BookieTables(
         copies=copies,
         findings=findings,
-        volumes=_select(stage1.filter(F.col("kind") == "VOLUME"), VOLUME_SCHEMA),
-        ledgers=_select(stage2.filter(F.col("kind") == "LEDGER"), LEDGER_SCHEMA),
-        entries=_select(stage2.filter(F.col("kind") == "ENTRY"), ENTRY_SCHEMA),
-        bookies=dict(listing.report.bookies),
+        volumes=volumes,
+        ledgers=_select(stage2.filter(kind == "LEDGER"), LEDGER_SCHEMA),
+        entries=_select(stage2.filter(kind == "ENTRY"), ENTRY_SCHEMA),
+        bookies=dict(view.bookies),
         failed=failed,
         summary=summary,
+        hosts=dict(view.hosts),
     )

@@ -1,0 +1,402 @@
+"""The data-local BookKeeper scan: every bookie host reads its own ledger directories, on a
+cluster whose Spark executors run on the bookie hosts (standalone workers or YARN there).
+
+The same shape as the datanodes' (spark_udfs.jobs.hostscan), with a bookie's unit of work:
+a bookie's directories must be listed together (its cookies are compared with each other,
+DbLedgerStorage's index directories paired, one Interleaved/Sorted entry logger spans them
+all), so each inventory host is one task, on that host. The driver lists nothing:
+
+- a host without an executor gets NO_EXECUTOR (one finding per ledger directory the
+  inventory gives it) and no task; a host whose executors all leave during its job has its
+  job cancelled and the same finding (hostscan.run_per_host);
+- the task reads nothing before it has checked that it runs on its host (else WRONG_HOST).
+  It lists the host's ledger directories and checks their cookies (list_bookies, as the
+  local scan does), refuses a bookie whose cookie names another bookie ID than the
+  inventory's `bookie` for that host (WRONG_BOOKIE: not read), and verifies each storage
+  (scan_storage), in the idle I/O class unless told otherwise. Its rows are stage 1's of
+  spark_udfs.jobs.bookkeeper, each with its host, plus one LISTING row per bookie (what
+  Coverage needs, and its instanceId);
+- the driver then checks what only the whole cluster shows, from those rows: a bookie ID
+  found on two hosts (DUPLICATE_BOOKIE on each: neither host's copies are counted as that
+  bookie's, and its entries are judged as not read there), and, when the metadata gives
+  no INSTANCEID, a bookie whose instanceId is not the cluster's majority (COOKIE_MISMATCH,
+  as the local scan says it). Stage 2 is the local-paths scan's (judge_stage1): the
+  findings and tables are the same, field for field, with `host` in the volumes table.
+
+Driver time and memory grow with hosts and ledger directories, never with entries.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import defaultdict
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+
+import pyarrow as pa
+
+from merkle.replica.bookkeeper.metadata import LedgerMetadata
+from merkle.replica.bookkeeper.scan import COOKIE_MISMATCH, Coverage, Finding, Listing
+from merkle.replica.inventory import Host, Inventory
+from merkle.replica.uri import redact
+from spark_udfs.cluster.locality import DEFAULT_EXECUTOR_WAIT
+from spark_udfs.jobs.bookkeeper import (
+    _STAGE1,
+    COPIES_PER_BATCH,
+    SCANNED,
+    VOLUME_FAILED,
+    BookieTables,
+    Stage1View,
+    _arrow,
+    _finding_row,
+    _table,
+    _tally,
+    judge_stage1,
+    storage_batches,
+)
+
+__all__ = [
+    "DUPLICATE_BOOKIE",
+    "NO_EXECUTOR",
+    "WRONG_BOOKIE",
+    "WRONG_HOST",
+    "scan_bookie_hosts",
+]
+
+#: volume statuses (and finding kinds) of the data-local scan, beside SCANNED and VOLUME_FAILED
+NO_EXECUTOR = "NO_EXECUTOR"
+WRONG_HOST = "WRONG_HOST"
+WRONG_BOOKIE = "WRONG_BOOKIE"
+DUPLICATE_BOOKIE = "DUPLICATE_BOOKIE"
+
+
+def _finding(
+    kind: str, detail: str, *, bookie: Optional[str] = None, file: Optional[str] = None
+) -> Finding:
+    return Finding(kind, detail, bookie=bookie, file=file)
+
+
+def _volume(
+    host: str, directory: str, status: str, detail: Optional[str], bookie: Optional[str]
+) -> Dict[str, Any]:
+    """A ledger directory's volumes-table row for a directory that was not read."""
+    return {
+        "bookie": bookie,
+        "directory": directory,
+        "index_directory": None,
+        "storage": None,
+        "status": status,
+        "detail": detail,
+        "copies": 0,
+        "good_copies": 0,
+        "bytes_read": 0,
+        "seconds": 0.0,
+        "host": host,
+    }
+
+
+def _not_read(
+    schema: pa.Schema, host: str, dirs: Sequence[str], kind: str, detail: str, bookie: Optional[str]
+) -> Iterator[pa.RecordBatch]:
+    """One finding of `kind` and a VOLUME row per directory of `dirs`: nothing read there."""
+    found = [_finding(kind, f"{d} on {host}: {detail}", bookie=bookie, file=d) for d in dirs]
+    yield from _table(schema, "FINDING", [_finding_row(f) for f in found]).to_batches()
+    yield from _table(schema, "TALLY", [_tally(found, verified_copies=0)]).to_batches()
+    rows = [_volume(host, d, kind, detail, bookie) for d in dirs]
+    yield from _table(schema, "VOLUME", rows).to_batches()
+
+
+def _scan_host(
+    item: Dict[str, Any],
+    metadata: Dict[int, LedgerMetadata],
+    instance_id: Optional[str],
+    registered: Optional[Dict[str, bytes]],
+    per_batch: int = COPIES_PER_BATCH,
+) -> Iterator[pa.RecordBatch]:
+    """The rows of one host's task (see the module docstring)."""
+    from merkle.replica.bookkeeper.scan import coverage_of, list_bookies, scan_storage
+    from spark_udfs.cluster.locality import this_executor_host
+
+    schema = _arrow(_STAGE1)
+    host, want = item["host"], item.get("bookie")
+    ran_on = this_executor_host()
+    # on local[*] the driver is the only executor (ran_on None): its own host's bookies only
+    here = item["local"] if ran_on is None else ran_on.lower() in item["names"]
+    if not here:
+        yield from _not_read(
+            schema,
+            host,
+            item["volumes"],
+            WRONG_HOST,
+            f"the task ran on {ran_on or 'the driver'}, not on {host} ({item['at']}): nothing read",
+            want,
+        )
+        return
+    listing = list_bookies(
+        item["volumes"],
+        instance_id=instance_id,
+        registered_cookies=registered,
+        instance_vote=False,  # the driver votes over every host's bookies
+    )
+    failed = listing.report.failed
+    found = list(listing.report.findings)
+    if failed:  # a ledger directory of the inventory that is missing, or holds no bookie
+        for f in failed:
+            found.append(
+                _finding(
+                    VOLUME_FAILED, f"on {host}: {redact(f['error'])}", bookie=want, file=f["path"]
+                )
+            )
+        rows = [_volume(host, f["path"], VOLUME_FAILED, redact(f["error"]), want) for f in failed]
+        yield from _table(schema, "VOLUME", rows).to_batches()
+    kept = {}
+    for bookie, ds in sorted(listing.by_bookie.items()):
+        if want is not None and bookie != want:
+            detail = (
+                f"its cookie names bookie {bookie}; the inventory puts {want} on {host}: "
+                f"not scanned"
+            )
+            yield from _not_read(schema, host, [d.path for d in ds], WRONG_BOOKIE, detail, want)
+            continue
+        kept[bookie] = ds
+    yield from _table(schema, "FINDING", [_finding_row(f) for f in found]).to_batches()
+    yield from _table(schema, "TALLY", [_tally(found, verified_copies=0)]).to_batches()
+    read: Dict[str, str] = {}
+    for bookie, storage in Listing(listing.report, kept).storages():
+        t0 = time.perf_counter()
+        part = scan_storage(storage, bookie, metadata)
+        read.update(part.read)
+        yield from storage_batches(
+            schema, storage, part, time.perf_counter() - t0, per_batch, host=host
+        )
+    cov = coverage_of(kept, read)
+    rows = []
+    for bookie, ds in kept.items():
+        cookie = ds[0].cookie
+        assert cookie is not None
+        num, positions, db = cov.scanned.get(bookie, (len(cookie.ledger_dirs), (), False))
+        rows.append(
+            {
+                "bookie": bookie,
+                "host": host,
+                "num_dirs": num,
+                "positions": list(positions),
+                "db": db,
+                "covered": bookie in cov.scanned,
+                "instance_id": cookie.instance_id or None,
+                "cookie_file": os.path.join(ds[0].current, "VERSION"),
+            }
+        )
+    if rows:
+        yield from _table(schema, "LISTING", rows).to_batches()
+
+
+def _task_fn(metadata: Any, source: Dict[str, Any], idle_io: bool) -> Any:
+    """The stage: each task's item (one host, as JSON) scanned."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        if idle_io:
+            from merkle.replica.politeio import set_idle_io_priority
+
+            set_idle_io_priority()  # where the kernel offers it; the scan goes on either way
+        for b in batches:
+            for text in b.column(0).to_pylist():
+                yield from _scan_host(
+                    json.loads(text), metadata.value, source["instance_id"], source["cookies"]
+                )
+
+    return run
+
+
+def _items(
+    inventory: Inventory, registered: Sequence[str], local: bool
+) -> Tuple[Dict[str, List[Tuple[str, List[str]]]], List[Host]]:
+    """({executor host: its one task item with its preferred host}, the hosts without an
+    executor)."""
+    from spark_udfs.jobs.hostscan import executor_of
+
+    items: Dict[str, List[Tuple[str, List[str]]]] = defaultdict(list)
+    missing: List[Host] = []
+    for h in inventory.hosts:
+        at = executor_of(h, registered)
+        if at is None:
+            missing.append(h)
+            continue
+        names = sorted({n.lower().rstrip(".") for n in (*h.names(), at)})
+        item = {
+            "host": h.host,
+            "at": at,
+            "names": names,
+            "bookie": h.bookie,
+            "volumes": list(h.volumes),
+            "local": local,
+        }
+        items[at].append((json.dumps(item), [at]))
+    return items, missing
+
+
+def _no_executor(h: Host, why: str) -> Tuple[List[Finding], List[Dict[str, Any]]]:
+    detail = f"no Spark executor on {h.host}{why}: nothing of it was read"
+    found = [
+        _finding(NO_EXECUTOR, f"{v} on {h.host}: {detail}", bookie=h.bookie, file=v)
+        for v in h.volumes
+    ]
+    return found, [_volume(h.host, v, NO_EXECUTOR, detail, h.bookie) for v in h.volumes]
+
+
+def _across_hosts(
+    listed: List[Any], instance_id: Optional[str]
+) -> Tuple[Coverage, List[Finding], Set[Tuple[str, str]], Dict[str, str]]:
+    """The driver's checks over the LISTING rows: (the Coverage of the bookies read on one
+    host only, the findings (DUPLICATE_BOOKIE, a minority instanceId), the (host, bookie)
+    pairs left out of the comparison, bookie -> host)."""
+    on: Dict[str, List[Any]] = defaultdict(list)
+    for r in listed:
+        on[r["bookie"]].append(r)
+    found: List[Finding] = []
+    excluded: Set[Tuple[str, str]] = set()
+    cov = Coverage()
+    hosts: Dict[str, str] = {}
+    for bookie, rows in sorted(on.items()):
+        if len(rows) > 1:
+            names = sorted(r["host"] for r in rows)
+            for r in rows:
+                excluded.add((r["host"], bookie))
+                found.append(
+                    _finding(
+                        DUPLICATE_BOOKIE,
+                        f"bookie {bookie}'s ledger directories are on {len(rows)} hosts "
+                        f"({', '.join(names[:8])}), this one on {r['host']}: none of their "
+                        f"copies is counted as its",
+                        bookie=bookie,
+                        file=None,
+                    )
+                )
+            continue
+        r = rows[0]
+        hosts[bookie] = r["host"]
+        if r["covered"]:
+            cov.scanned[bookie] = (
+                int(r["num_dirs"]),
+                tuple(int(p) for p in r["positions"] or ()),
+                bool(r["db"]),
+            )
+    if instance_id is None:  # no INSTANCEID from the store: the bookies' majority decides
+        ids = {b: r[0]["instance_id"] for b, r in on.items() if r[0]["instance_id"]}
+        counts: Dict[str, int] = defaultdict(int)
+        for v in ids.values():
+            counts[v] += 1
+        if counts:
+            expected = max(sorted(counts), key=lambda v: counts[v])
+            for bookie, value in sorted(ids.items()):
+                if value != expected:
+                    found.append(
+                        _finding(
+                            COOKIE_MISMATCH,
+                            f"instanceId {value[:64]} is not the cluster's {expected[:64]} "
+                            f"(a bookie of another cluster; on {on[bookie][0]['host']})",
+                            bookie=bookie,
+                            file=on[bookie][0]["cookie_file"],
+                        )
+                    )
+    return cov, found, excluded, hosts
+
+
+def scan_bookie_hosts(
+    spark: Any,
+    inventory: Inventory,
+    metadata: Dict[int, LedgerMetadata],
+    *,
+    instance_id: Optional[str] = None,
+    registered_cookies: Optional[Dict[str, bytes]] = None,
+    unread: Optional[Dict[int, str]] = None,
+    metadata_complete: bool = True,
+    idle_io: bool = True,
+    executor_wait: float = DEFAULT_EXECUTOR_WAIT,
+) -> BookieTables:
+    """Scan every bookie host of `inventory` where it is (see the module docstring): the
+    tables of spark_udfs.jobs.bookkeeper.scan_bookkeeper."""
+    from pyspark.sql import functions as F
+
+    from spark_udfs.cluster.locality import wait_for_executors
+    from spark_udfs.jobs.hostscan import local_names, run_per_host, wanted_hosts
+
+    t0 = time.perf_counter()
+    sc = spark.sparkContext
+    local = sc.master.startswith("local")
+    if local:
+        registered = local_names(sc)
+    else:
+        registered = list(wait_for_executors(sc, wanted_hosts(inventory), executor_wait))
+    per_host, missing = _items(inventory, registered, local)
+    meta_bc = sc.broadcast(metadata)
+    source = {"instance_id": instance_id, "cookies": registered_cookies}
+    fn = _task_fn(meta_bc, source, idle_io)
+    lost: Set[str] = set()
+    if per_host:
+        stage1, lost = run_per_host(spark, per_host, fn, local, schema=_STAGE1)
+    else:  # every host lacks an executor: nothing to run, the findings say why
+        stage1 = spark.createDataFrame([], _STAGE1)
+    driver_found: List[Finding] = []
+    volumes: List[Dict[str, Any]] = []
+    by_name = {h.host: h for h in inventory.hosts}
+    for h in missing:
+        state = ", ".join(s for s in (h.op_state, h.health) if s)
+        f, v = _no_executor(h, f" ({state})" if state else "")
+        driver_found += f
+        volumes += v
+    for at in sorted(lost):  # their results dropped: the findings say why
+        for text, _ in per_host[at]:
+            h = by_name[json.loads(text)["host"]]
+            f, v = _no_executor(h, " (its executor was lost during the scan)")
+            driver_found += f
+            volumes += v
+    small = stage1.filter(F.col("kind").isin("VOLUME", "FAILED", "TALLY", "LISTING")).collect()
+    listed = [r for r in small if r["kind"] == "LISTING"]
+    coverage, across, excluded, hosts = _across_hosts(listed, instance_id)
+    driver_found += across
+    small = [r for r in small if r["kind"] != "LISTING"]
+    # a bookie claimed on two hosts: its directories' rows say so, and count no copy
+    status = {pair: DUPLICATE_BOOKIE for pair in excluded}
+    vols = []
+    for r in small:
+        if r["kind"] == "VOLUME" and (r["host"], r["bookie"]) in status:
+            d = r.asDict()
+            d.update(status=DUPLICATE_BOOKIE, copies=0, good_copies=0)
+            volumes.append(d)
+            continue
+        vols.append(r)
+    bookies: Dict[str, List[str]] = defaultdict(list)
+    for r in vols:
+        if r["kind"] == "VOLUME" and r["status"] in (SCANNED, VOLUME_FAILED) and r["bookie"]:
+            if r["bookie"] in hosts:
+                bookies[r["bookie"]].append(r["directory"])
+    tables = judge_stage1(
+        spark,
+        stage1.filter(
+            ~(
+                (F.col("kind") == "VOLUME")
+                & F.concat_ws("\0", "host", "bookie").isin(
+                    sorted("\0".join(k) for k in excluded) or ["\0\0"]
+                )
+            )
+        ),
+        vols,
+        metadata,
+        meta_bc,
+        Stage1View(
+            coverage=coverage,
+            findings=driver_found,
+            failed=[],
+            bookies={b: sorted(ds) for b, ds in sorted(bookies.items())},
+            tasks=sum(len(v) for v in per_host.values()),
+            excluded=sorted(excluded),
+            hosts=hosts,
+            volumes=volumes,
+        ),
+        unread=unread,
+        metadata_complete=metadata_complete,
+        t0=t0,
+    )
+    return tables
