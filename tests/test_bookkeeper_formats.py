@@ -426,3 +426,40 @@ def test_a_scan_that_verified_nothing_proves_nothing(tmp_path: Path, capsys: Any
     assert main(["scan", str(bookie), "--ledger-metadata", str(meta)]) == 2
     err = capsys.readouterr().err
     assert "nothing is proved" in err and "Traceback" not in err
+
+
+def test_also_crcs_tell_copies_apart_that_crc32c_does_not() -> None:
+    """Two good copies whose CRC-32C and digest agree but whose --also CRC differs are
+    COPIES_DIFFER (the --also value is one more comparison), named with that CRC; with the
+    same --also values they are one entry's copies, no finding."""
+    from merkle.replica.bookkeeper.scan import COPIES_DIFFER, Copy, ScanReport, _compare_copies
+
+    def copy(bookie: str, crc64: int) -> Copy:
+        return Copy(
+            bookie, 7, 3, f"/{bookie}/0.log", 1028, 100, frame_ok=True, digest_ok=True,
+            verified=True, stored_digest="0a0b0c0d", payload_crc32c=0x1234,
+            also={"crc64nvme": crc64},
+        )  # fmt: skip
+
+    same, differ = ScanReport(), ScanReport()
+    _compare_copies(7, 3, [copy("b1", 5), copy("b2", 5)], same)
+    _compare_copies(7, 3, [copy("b1", 5), copy("b2", 6)], differ)
+    assert same.findings == []
+    assert [f.kind for f in differ.findings] == [COPIES_DIFFER]
+    assert "crc64nvme 6" in differ.findings[0].detail
+
+
+def test_also_on_bookies_from_the_command_line(tmp_path: Path, capsys: Any) -> None:
+    """`crcmerkle scan BOOKIES --also crc64nvme --also crc32`: the same findings and exit
+    status as without (the CRCs are extra comparisons of intact copies)."""
+    from test_bookkeeper_generate import _generate
+
+    manifest = _generate(tmp_path / "bk", "default", "mixed")
+    paths = [str(tmp_path / "bk" / b) for b in manifest["bookies"]]
+    meta = str(tmp_path / "bk" / manifest["metadata"]["dumps"])
+    runs = []
+    for extra in ([], ["--also", "crc64nvme", "--also", "crc32"]):
+        capsys.readouterr()
+        rc = main(["scan", *paths, "--ledger-metadata", meta, "--json", *extra])
+        runs.append((rc, json.loads(capsys.readouterr().out)["findings"]))
+    assert runs[0] == runs[1] and runs[0][0] == 1

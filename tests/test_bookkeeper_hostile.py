@@ -210,14 +210,20 @@ def test_a_ledger_in_the_wrong_ledger_directory(tmp_path: Path, metadata: Any) -
 def test_a_log_shrinking_while_it_is_read(bookie: Path, metadata: Any, monkeypatch: Any) -> None:
     """The bookie truncates a log after its size was taken: the entries past the new end
     are findings, the scan ends (no endless retry, no crash)."""
-    real = bkscan.pread_exact
+    real, real_read = bkscan.pread_exact, bkscan.WindowReader.read
 
     def shrunk(fd: int, size: int, offset: int) -> bytes:
         if not os.readlink(f"/proc/self/fd/{fd}").endswith("/0.log"):
             return real(fd, size, offset)
         return real(fd, max(0, min(size, 3000 - offset)), offset)
 
-    monkeypatch.setattr(bkscan, "pread_exact", shrunk)
+    def shrunk_window(self: Any, fd: int, size: int, offset: int) -> memoryview:
+        if not os.readlink(f"/proc/self/fd/{fd}").endswith("/0.log"):
+            return real_read(self, fd, size, offset)
+        return real_read(self, fd, max(0, min(size, 3000 - offset)), offset)
+
+    monkeypatch.setattr(bkscan, "pread_exact", shrunk)  # a single large entry's read
+    monkeypatch.setattr(bkscan.WindowReader, "read", shrunk_window)  # the windows
     report = scan_bookies([str(bookie)], metadata)
     cut = [f for f in report.findings if f.kind == "ENTRY_FRAME_INVALID"]
     assert cut and all(

@@ -758,3 +758,37 @@ def test_unknown_key_named_when_the_entry_is_refused() -> None:
         parse_inventory(
             plain({"host": "dn1.example", "adress": "x", "address": "nope", "volumes": VOLS})
         )
+
+
+def test_bookie_hosts_name_their_bookie_and_round_trip() -> None:
+    """The plain list's `bookie` (BookKeeper: the bookie ID expected on the host, its
+    ledger directories as `volumes`) is kept as given and written back by inventory_json."""
+    inv = parse_inventory(
+        plain(
+            {"host": "bk1.example", "bookie": "bk1.example:3181", "volumes": VOLS},
+            {"host": "bk2.example", "volumes": VOLS},
+        )
+    )
+    assert [h.bookie for h in inv.hosts] == ["bk1.example:3181", None]
+    assert parse_inventory(inventory_json(inv)).hosts == inv.hosts
+
+
+@pytest.mark.parametrize(
+    "bookie",
+    ["", "../../etc:3181", "bk1 :3181", "bk1\n:3181", "readonly", "a" * 256, 3181, ["bk1"]],
+)
+def test_bad_bookie_id_refused(bookie: Any) -> None:
+    refused(
+        plain({"host": "bk1", "bookie": bookie, "volumes": VOLS}),
+        match=r"entry 1 \(bk1\): bookie .* is not a bookie ID",
+    )
+
+
+def test_same_bookie_twice() -> None:
+    msg = refused(
+        plain(
+            {"host": "a.example", "bookie": "bk:3181", "volumes": VOLS},
+            {"host": "b.example", "bookie": "bk:3181", "volumes": VOLS},
+        )
+    )
+    assert msg == "inv.json: two hosts claim bookie bk:3181: a.example and b.example"

@@ -28,7 +28,6 @@ _NOT_FOR_BOOKIES = (
     ("emit", "--emit"),
     ("trees_only", "--trees-only"),
     ("metadata_only", "--metadata-only"),
-    ("also", "--also"),
 )
 
 
@@ -178,6 +177,7 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
         registered_cookies=source.cookies,
         unread=source.unread,
         metadata_complete=source.complete,
+        also=tuple(args.also or ()),
     )
     seconds = time.perf_counter() - t0
     errors = [f for f in report.findings if counts_as_failure(f.severity, args.strict)]

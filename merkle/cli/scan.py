@@ -209,7 +209,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "metadata recorded: checksum_type, bytes_per_checksum, checksums in "
         "hex), in the text output one line per "
         "block, with --emit in the chunks and blocks tables' column of that "
-        "name",
+        "name; on bookies: of each entry copy's payload, compared across its "
+        "copies beside its CRC-32C",
     )
     p.add_argument(
         "--ledger-metadata",

@@ -43,7 +43,6 @@ _NOT_FOR_BOOKIES: Tuple[Tuple[str, str, Any], ...] = (
     ("ozone_conf", "--ozone-conf", None),
     ("trees_only", "--trees-only", False),
     ("metadata_only", "--metadata-only", False),
-    ("also", "--also", None),
     ("keep_cache", "--keep-cache", False),
     ("bytes_per_second", "--bytes-per-second", None),
     ("decommission", "--decommission", []),
@@ -153,6 +152,7 @@ def _scan_and_write(args: argparse.Namespace) -> Any:
                 metadata_complete=source.complete,
                 idle_io=not args.no_idle_io,
                 executor_wait=max(0.0, args.executor_wait),
+                also=tuple(args.also or ()),
             )
             tables.write(args.output)
         meta = tables.document([], source.problems)
@@ -171,6 +171,7 @@ def _scan_and_write(args: argparse.Namespace) -> Any:
             source.ledgers,
             unread=source.unread,
             metadata_complete=source.complete,
+            also=tuple(args.also or ()),
         )
         tables.write(args.output)
     meta = tables.document(list(args.paths), source.problems)

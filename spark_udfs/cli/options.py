@@ -212,7 +212,9 @@ def _scan_opts(p: argparse.ArgumentParser) -> None:
         "every window of each chunk and of each block read in full, from the "
         "bytes the scan reads anyway: the chunks and blocks tables' column of "
         "that name (binary, big-endian; a block's is S3's full-object "
-        "checksum of an object made of that block)",
+        "checksum of an object made of that block); on bookies: of each entry "
+        "copy's payload, the copies table's also_ALG column, compared across "
+        "copies",
     )
     p.add_argument(
         "--executor-wait",

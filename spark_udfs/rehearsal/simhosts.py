@@ -644,11 +644,20 @@ def start_cluster(
     try:
         cluster_dir = root / "cluster" if cluster_dir is None else Path(cluster_dir)
         if layout == "bookkeeper":
-            from spark_udfs.rehearsal.bookkeeper import generate_bookie_hosts
+            from spark_udfs.rehearsal import bookkeeper as bk
 
-            manifest, bookies = generate_bookie_hosts(
-                cluster_dir, datanodes, generate or {}, BOOKIE_MOUNT_TEMPLATE, VOLUMES
-            )
+            if (generate or {}).get("log_bytes"):  # clean bookies sized for a rate bench
+                manifest, bookies = bk.write_rate_bookies(
+                    cluster_dir,
+                    datanodes,
+                    BOOKIE_MOUNT_TEMPLATE,
+                    VOLUMES,
+                    log_bytes=int(generate["log_bytes"]),  # type: ignore[index]
+                )
+            else:
+                manifest, bookies = bk.generate_bookie_hosts(
+                    cluster_dir, datanodes, generate or {}, BOOKIE_MOUNT_TEMPLATE, VOLUMES
+                )
             hosts = [Datanode(i, *b) for i, b in enumerate(bookies)]
         else:
             manifest = _generate_datanodes(cluster_dir, datanodes, generate or {})

@@ -43,6 +43,7 @@ def verify_entries(
     sizes: Union[Sequence[int], np.ndarray],
     digest_type: str,
     password: bytes = b"",
+    also: Sequence[str] = (),
 ) -> Dict[str, np.ndarray]:
     """Check the entries at `offsets` (of each entry's first byte, after its size int) with
     `sizes` bytes each, all inside `buf`, with the ledger's `digest_type` ("CRC32C", "CRC32",
@@ -56,7 +57,9 @@ def verify_entries(
     - `stored_digest`, `computed_digest` (uint64): for CRC32C the 4-byte value, for CRC32
       the 8 bytes as stored / as BookKeeper writes them; 0 for HMAC and DUMMY;
     - `payload_crc32c` (uint32): the payload's CRC-32C (compared across bookies);
-    - `payload_length` (int64).
+    - `payload_length` (int64);
+    - `payload_<name>` for each name of `also` (merkle.replica.also's: crc64nvme uint64,
+      crc32c / crc32 uint32): that CRC of the payload, from the same pass.
     ValueError for an unknown digest type or an entry outside `buf`."""
     if digest_type not in DIGEST_LENGTHS:
         raise ValueError(f"unknown digest type {digest_type!r}")
@@ -65,7 +68,7 @@ def verify_entries(
     size = np.asarray(sizes, dtype=np.int64).reshape(-1)
     if off.shape != size.shape:
         raise ValueError("offsets and sizes differ in length")
-    got = _native.bookkeeper_entries(buf, off, size, _NATIVE_DIGEST[digest_type])
+    got = _native.bookkeeper_entries(buf, off, size, _NATIVE_DIGEST[digest_type], also=also)
     status = got["status"]
     if (status == _OUTSIDE).any():
         raise ValueError("an entry lies outside the buffer")
@@ -79,6 +82,8 @@ def verify_entries(
         out[name] = np.where(frame_ok, got[name], 0).astype(np.int64)
     for name in ("stored_digest", "computed_digest", "payload_crc32c"):
         out[name] = got[name]
+    for name in also:
+        out[f"payload_{name}"] = got[f"payload_{name}"]
     if digest_type == "HMAC":
         out["digest_ok"] = _hmac_ok(buf, off, size, status == _HMAC_UNCHECKED, mac_key(password))
     return out

@@ -16,7 +16,7 @@ import os
 import struct
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from merkle.replica.bookkeeper.digest import DIGEST_LENGTHS, verify_entries
 from merkle.replica.bookkeeper.entrylog import (
     COMPACTION_LEFTOVER,
     HEADER_SIZE,
+    WindowReader,
     log_id_of,
     pread_exact,
     read_header,
@@ -160,6 +161,8 @@ class Copy:
     last_add_confirmed: int = -1
     #: what the digest check found when it failed (stored and computed digests)
     problem: str = ""
+    #: the --also CRCs of the payload (merkle.replica.also's names), of a framed copy
+    also: Dict[str, int] = field(default_factory=dict)
 
     @property
     def good(self) -> bool:
@@ -176,6 +179,8 @@ class ScanReport:
     ledgers: List[Dict[str, Any]] = field(default_factory=list)
     bookies: Dict[str, List[str]] = field(default_factory=dict)
     bytes_read: int = 0
+    #: the --also CRCs to compute over each framed copy's payload (the scan's setting)
+    also: Tuple[str, ...] = ()
 
     def add(self, kind: str, detail: str, **where: Any) -> None:
         self.findings.append(Finding(kind, detail, **where))
@@ -265,6 +270,7 @@ def _verify_log(
 ) -> None:
     """Verify the index entries `todo` ((pos, ledger, entry) sorted by pos) of one log."""
     i = 0
+    reader = WindowReader(min(READ_WINDOW, file_size))
     while i < len(todo):
         pos, lid, eid = todo[i]
         where = dict(bookie=bookie, ledger=lid, entry=eid, file=shown, offset=pos)
@@ -279,7 +285,7 @@ def _verify_log(
             i += 1
             continue
         base = pos - 4
-        window = pread_exact(fd, min(READ_WINDOW, file_size - base), base)
+        window = reader.read(fd, min(READ_WINDOW, file_size - base), base)
         report.bytes_read += len(window)
         batch: List[Tuple[int, int, int, int]] = []  # (pos, size, ledger, entry)
         start = i
@@ -335,7 +341,7 @@ def _verify_log(
 
 
 def _check_batch(
-    window: bytes,
+    window: Union[bytes, memoryview],
     base: int,
     batch: List[Tuple[int, int, int, int]],
     shown: str,
@@ -350,7 +356,7 @@ def _check_batch(
         digest_type, password, checked = _digest_of(metadata.get(lid))
         offs = np.array([p - base for p, _, _, _ in items], np.int64)
         sizes = np.array([s for _, s, _, _ in items], np.int64)
-        r = verify_entries(window, offs, sizes, digest_type, password)
+        r = verify_entries(window, offs, sizes, digest_type, password, also=report.also)
         n = DIGEST_LENGTHS[digest_type]
         for k, (pos, size, _lid, eid) in enumerate(items):
             where = dict(bookie=bookie, ledger=lid, entry=eid, file=shown, offset=pos)
@@ -384,6 +390,8 @@ def _check_batch(
                 )
                 continue
             copy.frame_ok = True
+            for a in report.also:
+                copy.also[a] = int(r[f"payload_{a}"][k])
             copy.digest_ok = bool(r["digest_ok"][k])
             start = pos - base + 32
             copy.stored_digest = window[start : start + n].hex()
@@ -543,6 +551,8 @@ def _one_log(
         return
     try:
         size = os.fstat(fd).st_size
+        if hasattr(os, "posix_fadvise"):  # a hint (read-ahead), no write: the walk is in order
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
         header = read_header(fd, size)
         if header.problem and todo:
             report.add(
@@ -1081,11 +1091,17 @@ def _compare_copies(lid: int, eid: int, here: List[Copy], report: ScanReport) ->
                 offset=c.offset,
             )
     good = [c for c in framed if c.digest_ok]
-    if len({(c.payload_crc32c, c.stored_digest) for c in good}) > 1:
+    # the --also CRCs too, where the scan computed them: one more check that two copies whose
+    # CRC-32C and digest agree hold the same bytes
+    if len({(c.payload_crc32c, c.stored_digest, tuple(sorted(c.also.items()))) for c in good}) > 1:
         report.add(
             COPIES_DIFFER,
             "copies hold different bytes although each digest holds: "
-            + "; ".join(f"{c.bookie} payload crc32c {c.payload_crc32c:08x}" for c in good[:_SHOWN])
+            + "; ".join(
+                f"{c.bookie} payload crc32c {c.payload_crc32c:08x}"
+                + "".join(f" {a} {v:x}" for a, v in sorted(c.also.items()))
+                for c in good[:_SHOWN]
+            )
             + " (the client wrote different bytes: a writer or recovery bug, not a "
             "disk)",
             ledger=lid,
@@ -1134,12 +1150,16 @@ class StorageScan:
 
 
 def scan_storage(
-    ds: List[LedgerDir], bookie: str, metadata: Dict[int, LedgerMetadata]
+    ds: List[LedgerDir],
+    bookie: str,
+    metadata: Dict[int, LedgerMetadata],
+    also: Sequence[str] = (),
 ) -> StorageScan:
     """Verify one ledger storage (Listing.storages: a DbLedgerStorage directory, or all of a
     bookie's Interleaved/Sorted directories): the unit of work of the local scan's loop and
-    of the Spark job's tasks alike."""
-    report = ScanReport()
+    of the Spark job's tasks alike. `also`: CRCs (merkle.replica.also.ALSO_ALGORITHMS) each
+    framed copy's payload gets besides its CRC-32C (Copy.also), compared across copies."""
+    report = ScanReport(also=tuple(also))
     indexes = _scan_storage(ds, bookie, metadata, report)
     read = {path: index.storage for path, index in indexes.items()}
     return StorageScan(bookie, report, read, _wrong_dir(ds, bookie, indexes))
@@ -1205,6 +1225,7 @@ def scan_bookies(
     registered_cookies: Optional[Dict[str, bytes]] = None,
     unread: Optional[Dict[int, str]] = None,
     metadata_complete: bool = True,
+    also: Sequence[str] = (),
 ) -> ScanReport:
     """Scan the bookies' ledger directories at or under `paths` against `metadata` (ledger
     ID -> LedgerMetadata); `instance_id`: the cluster's INSTANCEID, `registered_cookies`:
@@ -1219,7 +1240,7 @@ def scan_bookies(
     read: Dict[str, str] = {}
     wrong: Dict[str, List[Finding]] = defaultdict(list)
     for bookie, storage in listing.storages():
-        part = scan_storage(storage, bookie, metadata)
+        part = scan_storage(storage, bookie, metadata, also)
         report.findings.extend(part.report.findings)
         report.copies.extend(part.report.copies)
         report.failed.extend(part.report.failed)

@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
 
+from merkle.replica.also import ALSO_ALGORITHMS, value_bytes
 from merkle.replica.bookkeeper.bookies import LedgerDir
 from merkle.replica.bookkeeper.metadata import LedgerMetadata
 from merkle.replica.bookkeeper.scan import (
@@ -60,11 +61,14 @@ __all__ = [
     "storage_batches",
 ]
 
-#: one row per stored entry copy, as its index names it, and what verifying it found
+#: one row per stored entry copy, as its index names it, and what verifying it found; the
+#: `also_*` columns: the payload's --also CRCs (big-endian bytes, as the replicas' chunk
+#: tables keep theirs), null when not asked for or the copy is not framed
 COPY_SCHEMA = (
     "bookie string, ledger long, entry long, file string, offset long, size long, "
     "frame_ok boolean, digest_ok boolean, verified boolean, stored_digest string, "
-    "payload_crc32c long, last_add_confirmed long, problem string"
+    "payload_crc32c long, last_add_confirmed long, problem string, "
+    "also_crc64nvme binary, also_crc32c binary, also_crc32 binary"
 )
 #: every finding, with the local scan's fields (its JSON's `error` is the kind)
 FINDING_SCHEMA = (
@@ -74,12 +78,13 @@ FINDING_SCHEMA = (
 #: one row per ledger directory: its bookie, its index directory when apart, its storage
 #: kind when its index was read, `status` SCANNED (its index read) or VOLUME_FAILED
 #: (`detail` says why), the entry copies it holds (and how many are good), and the bytes the
-#: storage's task read with its seconds (on the storage's first directory; an Interleaved
-#: storage's task reads all of its bookie's directories: 0 on the others)
+#: storage's task read with its seconds and the CPU seconds of its Python worker (on the
+#: storage's first directory; an Interleaved storage's task reads all of its bookie's
+#: directories: 0 on the others), and the host a data-local scan read it on
 VOLUME_SCHEMA = (
     "bookie string, directory string, index_directory string, storage string, "
     "status string, detail string, copies long, good_copies long, bytes_read long, "
-    "seconds double, host string"
+    "seconds double, host string, cpu_seconds double"
 )
 #: one row per ledger of the metadata: the local scan's ledger summary (good_copies: how
 #: many entries have each count of good copies)
@@ -124,6 +129,7 @@ _SPARK_TYPES = {
     "map<string,bigint>": pa.map_(pa.string(), pa.int64()),
     "array<bigint>": pa.list_(pa.int64()),
     "array<string>": pa.list_(pa.string()),
+    "binary": pa.binary(),
 }
 
 
@@ -179,12 +185,28 @@ def _tally(found: List[Finding], **more: int) -> Dict[str, int]:
     return dict(findings=len(found), warnings=sum(f.severity == WARNING for f in found), **more)
 
 
+_ALSO_COLUMNS = {f"also_{a}": a for a in ALSO_ALGORITHMS}
+
+
 def _copy_row(c: Copy) -> Dict[str, Any]:
-    return {n: getattr(c, n) for n in _names(COPY_SCHEMA)}
+    row = {n: getattr(c, n) for n in _names(COPY_SCHEMA) if n not in _ALSO_COLUMNS}
+    for col, a in _ALSO_COLUMNS.items():
+        row[col] = value_bytes(a, c.also[a]) if a in c.also else None
+    return row
+
+
+def _copy_of(r: Dict[str, Any]) -> Copy:
+    """A COPY row back as the Copy the local scan's rules take."""
+    also = {a: int.from_bytes(r[col], "big") for col, a in _ALSO_COLUMNS.items() if r[col]}
+    return Copy(**{n: r[n] for n in _names(COPY_SCHEMA) if n not in _ALSO_COLUMNS}, also=also)
 
 
 def _volume_rows(
-    ds: List[LedgerDir], part: StorageScan, seconds: float, host: Optional[str] = None
+    ds: List[LedgerDir],
+    part: StorageScan,
+    seconds: float,
+    host: Optional[str] = None,
+    cpu_seconds: float = 0.0,
 ) -> List[Dict[str, Any]]:
     failed = {f["path"]: f["error"] for f in part.report.failed}
     rows = []
@@ -204,13 +226,14 @@ def _volume_rows(
                 "bytes_read": part.report.bytes_read if i == 0 else 0,
                 "seconds": seconds if i == 0 else 0.0,
                 "host": host,
+                "cpu_seconds": cpu_seconds if i == 0 else 0.0,
             }
         )
     return rows
 
 
 def _storage_fn(
-    storages: Any, metadata: Any, per_batch: int = COPIES_PER_BATCH
+    storages: Any, metadata: Any, per_batch: int = COPIES_PER_BATCH, also: Sequence[str] = ()
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """Stage 1's mapInArrow function: each work item (an index into the broadcast list of
     storages) verified by scan_storage, its results as rows (copies `per_batch` a batch)."""
@@ -222,9 +245,16 @@ def _storage_fn(
         for batch in batches:
             for i in batch.column(0).to_pylist():
                 bookie, ds = storages.value[i]
-                t0 = time.perf_counter()
-                part = scan_storage(ds, bookie, metadata.value)
-                yield from storage_batches(schema, ds, part, time.perf_counter() - t0, per_batch)
+                t0, c0 = time.perf_counter(), time.process_time()
+                part = scan_storage(ds, bookie, metadata.value, also)
+                yield from storage_batches(
+                    schema,
+                    ds,
+                    part,
+                    time.perf_counter() - t0,
+                    per_batch,
+                    cpu_seconds=time.process_time() - c0,
+                )
 
     return run
 
@@ -236,6 +266,7 @@ def storage_batches(
     seconds: float,
     per_batch: int = COPIES_PER_BATCH,
     host: Optional[str] = None,
+    cpu_seconds: float = 0.0,
 ) -> Iterator[pa.RecordBatch]:
     """Stage 1's rows of one verified storage (`part`, of directories `ds`): its copies
     `per_batch` a batch, its tally, findings, directories and the paths it could not read;
@@ -251,7 +282,7 @@ def storage_batches(
     for kind, rows in (
         ("TALLY", [_tally(found, verified_copies=verified)]),
         ("FINDING", [_finding_row(f) for f in found]),
-        ("VOLUME", _volume_rows(ds, part, seconds, host)),
+        ("VOLUME", _volume_rows(ds, part, seconds, host, cpu_seconds)),
         ("FAILED", [{"file": f["path"], "detail": f["error"]} for f in part.report.failed]),
     ):
         if rows:
@@ -264,14 +295,13 @@ def _ledger_fn(
     """Stage 2's per-ledger function (`_per_ledger` feeds it): one ledger's copies (from
     every bookie) judged by judge_ledger / judge_unknown_ledger."""
     schema = _arrow(_STAGE2)
-    copy_names = _names(COPY_SCHEMA)
 
     def run(group: pa.Table) -> pa.Table:
         from merkle.replica.bookkeeper.scan import judge_ledger, judge_unknown_ledger
 
         rows = group.to_pylist()
         lid = int(rows[0]["ledger"])
-        copies = [Copy(**{n: r[n] for n in copy_names}) for r in rows if r["bookie"] is not None]
+        copies = [_copy_of(r) for r in rows if r["bookie"] is not None]
         meta: Optional[LedgerMetadata] = metadata.value.get(lid)
         if meta is None:
             found = judge_unknown_ledger(lid, copies, unread, complete)
@@ -406,10 +436,12 @@ def scan_bookkeeper(
     *,
     unread: Optional[Dict[int, str]] = None,
     metadata_complete: bool = True,
+    also: Sequence[str] = (),
 ) -> BookieTables:
     """Scan the bookies of `listing` (list_bookies, on the driver) against `metadata`: the
     two stages of the module's docstring. Returns the tables (lazy, but the stages' outputs
-    cached) and the summary counts."""
+    cached) and the summary counts. `also`: the payload CRCs the copies carry besides
+    CRC-32C (the copies table's also_* columns, compared across copies)."""
     from pyspark.sql import functions as F
 
     from merkle.replica.bookkeeper.scan import coverage_of
@@ -420,7 +452,7 @@ def scan_bookkeeper(
     meta_bc = sc.broadcast(metadata)
     stage1 = (
         spark.range(0, len(storages), numPartitions=max(1, len(storages)))
-        .mapInArrow(_storage_fn(sc.broadcast(storages), meta_bc), _STAGE1)
+        .mapInArrow(_storage_fn(sc.broadcast(storages), meta_bc, also=tuple(also)), _STAGE1)
         .cache()
     )
     small = stage1.filter(F.col("kind").isin("VOLUME", "FAILED", "TALLY")).collect()

@@ -93,6 +93,7 @@ def _volume(
         "bytes_read": 0,
         "seconds": 0.0,
         "host": host,
+        "cpu_seconds": 0.0,
     }
 
 
@@ -113,6 +114,7 @@ def _scan_host(
     instance_id: Optional[str],
     registered: Optional[Dict[str, bytes]],
     per_batch: int = COPIES_PER_BATCH,
+    also: Sequence[str] = (),
 ) -> Iterator[pa.RecordBatch]:
     """The rows of one host's task (see the module docstring)."""
     from merkle.replica.bookkeeper.scan import coverage_of, list_bookies, scan_storage
@@ -164,11 +166,17 @@ def _scan_host(
     yield from _table(schema, "TALLY", [_tally(found, verified_copies=0)]).to_batches()
     read: Dict[str, str] = {}
     for bookie, storage in Listing(listing.report, kept).storages():
-        t0 = time.perf_counter()
-        part = scan_storage(storage, bookie, metadata)
+        t0, c0 = time.perf_counter(), time.process_time()
+        part = scan_storage(storage, bookie, metadata, also)
         read.update(part.read)
         yield from storage_batches(
-            schema, storage, part, time.perf_counter() - t0, per_batch, host=host
+            schema,
+            storage,
+            part,
+            time.perf_counter() - t0,
+            per_batch,
+            host=host,
+            cpu_seconds=time.process_time() - c0,
         )
     cov = coverage_of(kept, read)
     rows = []
@@ -203,7 +211,11 @@ def _task_fn(metadata: Any, source: Dict[str, Any], idle_io: bool) -> Any:
         for b in batches:
             for text in b.column(0).to_pylist():
                 yield from _scan_host(
-                    json.loads(text), metadata.value, source["instance_id"], source["cookies"]
+                    json.loads(text),
+                    metadata.value,
+                    source["instance_id"],
+                    source["cookies"],
+                    also=source["also"],
                 )
 
     return run
@@ -314,6 +326,7 @@ def scan_bookie_hosts(
     metadata_complete: bool = True,
     idle_io: bool = True,
     executor_wait: float = DEFAULT_EXECUTOR_WAIT,
+    also: Sequence[str] = (),
 ) -> BookieTables:
     """Scan every bookie host of `inventory` where it is (see the module docstring): the
     tables of spark_udfs.jobs.bookkeeper.scan_bookkeeper."""
@@ -331,7 +344,7 @@ def scan_bookie_hosts(
         registered = list(wait_for_executors(sc, wanted_hosts(inventory), executor_wait))
     per_host, missing = _items(inventory, registered, local)
     meta_bc = sc.broadcast(metadata)
-    source = {"instance_id": instance_id, "cookies": registered_cookies}
+    source = {"instance_id": instance_id, "cookies": registered_cookies, "also": tuple(also)}
     fn = _task_fn(meta_bc, source, idle_io)
     lost: Set[str] = set()
     if per_host:
