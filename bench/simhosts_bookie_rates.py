@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import sys
 import time
@@ -86,6 +87,7 @@ def plain_read(sim: Any) -> Dict[str, Any]:
     """The entry logs read cold in this process, one after the other, 8 MiB at a time."""
     logs = [p / "current" / "0.log" for d in sim.datanodes for p in d.sources[:1]]
     drop_caches()
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.monotonic()
     n = 0
     for log in logs:
@@ -95,7 +97,10 @@ def plain_read(sim: Any) -> Dict[str, Any]:
                 if not got:
                     break
                 n += len(got)
-    return {"wall_s": time.monotonic() - t0, "bytes": n}
+    wall = time.monotonic() - t0
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    return {"wall_s": wall, "bytes": n, "cpu_s": cpu}
 
 
 def main() -> int:
@@ -159,6 +164,7 @@ def main() -> int:
             h["bytes"] / h["seconds"] for d in scans for h in d["per_host"]
         )
         read_rate = statistics.median(r["bytes"] / r["wall_s"] for r in reads)
+        read_cpu = statistics.median(r["cpu_s"] / r["bytes"] for r in reads)
         out = {
             "executor_cpu_s_per_GB": cpu_per_byte * 1e9,
             "cores_per_hdd": cpu_per_byte * HDD_BYTES_PER_SECOND,
@@ -166,6 +172,7 @@ def main() -> int:
             "scan_cores_per_hdd": scan_per_byte * HDD_BYTES_PER_SECOND,
             "host_MB_per_s": host_rate / 1e6,
             "plain_read_MB_per_s": read_rate / 1e6,
+            "plain_read_cpu_s_per_GB": read_cpu * 1e9,
             "host_rate_over_read": host_rate / read_rate,
             "rounds": scans,
             "reads": reads,
@@ -176,7 +183,8 @@ def main() -> int:
             f"(goal <= 0.1), of which the storages' scans {out['scan_cpu_s_per_GB']:.2f} "
             f"CPU-s per GB = {out['scan_cores_per_hdd']:.3f} cores per HDD; a host read at "
             f"{out['host_MB_per_s']:.0f} MB/s, the plain cold read "
-            f"at {out['plain_read_MB_per_s']:.0f} MB/s ({out['host_rate_over_read']:.2f}x)",
+            f"at {out['plain_read_MB_per_s']:.0f} MB/s ({out['host_rate_over_read']:.2f}x) "
+            f"for {out['plain_read_cpu_s_per_GB']:.2f} CPU-s per GB (the read's own cost)",
             flush=True,
         )
         spark.stop()
