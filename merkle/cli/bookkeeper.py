@@ -25,7 +25,6 @@ __all__ = ["MetadataSource", "bookies_status", "ledger_line", "metadata_source",
 
 #: scan options that read what only Ozone's and crcmerkle's replicas have
 _NOT_FOR_BOOKIES = (
-    ("emit", "--emit"),
     ("trees_only", "--trees-only"),
     ("metadata_only", "--metadata-only"),
 )
@@ -169,6 +168,8 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
     source = metadata_source(args.ledger_metadata, args.zookeeper)
     for problem in source.problems:
         print_error(one_line(f"--zookeeper: {problem}"))
+    if getattr(args, "emit", None):
+        return _emit(args, source)
     t0 = time.perf_counter()
     report = scan_bookies(
         args.paths,
@@ -235,6 +236,67 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
         problems=len(source.problems),
         paths=args.paths,
     )
+
+
+def _emit(args: argparse.Namespace, source: MetadataSource) -> int:
+    """`crcmerkle scan BOOKIE_DIR... --ledger-metadata PATH --emit URI`: this host's part of
+    the scan written under URI (spark_udfs.jobs.bookkeeper.emit), for `crcmerkle spark
+    report URI` to judge with the other hosts'. Exit 0 every copy good, 1 a copy or a
+    directory with a finding, 2 a path not read or the output not written."""
+    try:
+        from merkle.replica.uri import display
+        from spark_udfs.jobs.bookkeeper.emit import EMIT_TABLE, emit_bookies
+        from spark_udfs.tables.emit import default_host
+    except ImportError as exc:  # pyarrow missing: one line
+        raise CLIError(f"--emit needs pyarrow ({exc})", EXIT_ERROR) from None
+    host = args.host if args.host is not None else default_host()
+    if not host or any(ord(c) < 0x20 or c == "\x7f" for c in host):
+        raise CLIError(f"--host {host!r}: not a host name", EXIT_ERROR)
+    where = display(args.emit)
+    try:
+        res = emit_bookies(
+            args.paths,
+            args.emit,
+            host,
+            source.ledgers,
+            instance_id=source.instance_id,
+            registered_cookies=source.cookies,
+            also=tuple(args.also or ()),
+        )
+    except (OSError, ValueError) as exc:
+        raise CLIError(one_line(f"--emit {where}: {exc}"), EXIT_ERROR) from None
+    summary = {
+        "host": host,
+        "emit": where,
+        "bookies": sorted(set(res.bookies)),
+        "ledger_dirs": res.directories,
+        "failed_dirs": res.failed_directories,
+        "copies": res.copies,
+        "good_copies": res.good_copies,
+        "findings": res.findings,
+        "bytes_read": res.bytes_read,
+        "files": len(res.written),
+        "removed": len(res.removed),
+    }
+    if args.json:
+        doc = {"written": res.written, "removed": res.removed, "failed": res.failed}
+        json.dump(redact_json(dict(doc, summary=summary)), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        for line in res.failed:
+            print_error(one_line(line))
+        print(
+            f"emitted {len(set(res.bookies))} bookies ({res.directories} ledger directories), "
+            f"{res.copies} entry copies ({res.good_copies} good) as host {one_line(host)} to "
+            f"{one_line(where)}/{EMIT_TABLE}/: {res.findings} findings so far (the copies are "
+            f"judged with the other bookies' by `crcmerkle spark report {one_line(where)}`)"
+            + (f"; {len(res.removed)} earlier file(s) of this host removed" if res.removed else "")
+        )
+    if res.failed or res.failed_directories:
+        return EXIT_ERROR
+    if not res.bookies:
+        raise CLIError(f"no bookie found under {', '.join(args.paths)}", EXIT_ERROR)
+    return EXIT_FINDINGS if res.findings or res.good_copies < res.copies else 0
 
 
 def generator_fault_types() -> List[str]:

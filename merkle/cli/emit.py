@@ -21,7 +21,9 @@ def add_options(p: argparse.ArgumentParser) -> None:
         "spark scan', partitioned by datanode) under URI (a directory, "
         "hdfs://, s3://...) instead of listing replicas; read-only; many "
         "hosts may emit to one URI: 'crcmerkle spark report URI' reads "
-        "them all",
+        "them all (bookies, with --ledger-metadata/--zookeeper: this host's "
+        "verified copies, which 'crcmerkle spark report URI --ledger-metadata "
+        "PATH' judges with the other hosts')",
     )
     p.add_argument(
         "--host",

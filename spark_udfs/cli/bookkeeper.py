@@ -77,19 +77,24 @@ def _refuse_ozone_options(
             )
 
 
-def bookkeeper_opts(p: argparse.ArgumentParser) -> None:
-    """--ledger-metadata and --zookeeper: the PATHs are bookies (as in `crcmerkle scan`)."""
+def bookkeeper_opts(p: argparse.ArgumentParser, emitted: bool = False) -> None:
+    """--ledger-metadata and --zookeeper: the PATHs are bookies (as in `crcmerkle scan`);
+    `emitted` (`spark report`): the input is bookie hosts' emitted rows."""
+    what = (
+        "the input holds BookKeeper bookie hosts' emitted rows (crcmerkle scan BOOKIE_DIR... "
+        "--emit URI), judged against"
+        if emitted
+        else "the PATHs are BookKeeper bookies:"
+    )
     p.add_argument(
         "--ledger-metadata",
         metavar="PATH",
-        help="the PATHs are BookKeeper bookies: their ledger metadata from PATH (dump files "
-        "or a copy of the znode tree)",
+        help=f"{what} their ledger metadata from PATH (dump files or a copy of the znode tree)",
     )
     p.add_argument(
         "--zookeeper",
         metavar="HOST:PORT[/root]",
-        help="the PATHs are BookKeeper bookies: their ledger metadata from a live ZooKeeper "
-        "(read-only)",
+        help=f"{what} their ledger metadata from a live ZooKeeper (read-only)",
     )
 
 
@@ -101,10 +106,32 @@ def is_bookkeeper_scan(args: argparse.Namespace) -> bool:
 
 
 def is_bookkeeper_output(location: str) -> bool:
-    """Whether a scan directory holds a bookie scan (its META_FILE; local directories)."""
+    """Whether a scan directory holds a bookie scan (its META_FILE; local directories) or
+    bookie hosts' emitted rows (is_bookkeeper_emit)."""
     from spark_udfs.jobs.bookkeeper import META_FILE
 
+    if is_bookkeeper_emit(location):
+        return True
     return "://" not in location and os.path.isfile(os.path.join(location, META_FILE))
+
+
+def is_bookkeeper_emit(location: str) -> bool:
+    """Whether `location` (a directory or URI) holds what `crcmerkle scan BOOKIE_DIR...
+    --emit` wrote (its `bookkeeper/` table directory)."""
+    from spark_udfs.jobs.bookkeeper.emit import EMIT_TABLE
+
+    if "://" not in location:
+        return os.path.isdir(os.path.join(location, EMIT_TABLE))
+    try:
+        import pyarrow.fs as pafs
+
+        from merkle.replica.uri import Location
+
+        loc = Location.parse(location)
+        info = loc.filesystem.get_file_info(loc.path.rstrip("/") + "/" + EMIT_TABLE)
+        return bool(info.type == pafs.FileType.Directory)
+    except Exception:  # noqa: BLE001 - not reachable or not parsable: not ours to read here
+        return False
 
 
 def _scan_and_write(args: argparse.Namespace) -> Any:
@@ -302,26 +329,95 @@ def _first_ledgers(ledgers: Any, first: int) -> List[Dict[str, Any]]:
 
 def report(args: argparse.Namespace) -> int:
     """`spark report OUT` of a bookie scan: as `crcmerkle scan` prints it."""
+    if is_bookkeeper_emit(args.input):
+        return _report_emitted(args)
+    if is_bookkeeper_scan(args):
+        raise CLIError(
+            f"{args.input} is a bookie scan: its metadata was read when it was scanned "
+            f"(--ledger-metadata and --zookeeper go with emitted rows)",
+            EXIT_ERROR,
+        )
     if getattr(args, "datanodes", None):
         raise CLIError(
-            "--datanodes goes with `spark scan|run` of bookies (the scan's volumes table "
-            "says what became of each host)",
+            "--datanodes goes with `spark scan|run` of bookies, and with `spark report` of "
+            "their emitted rows (a scan's volumes table says what became of each host)",
             EXIT_ERROR,
         )
     return _report(args)
 
 
+def _report_emitted(args: argparse.Namespace) -> int:
+    """`spark report URI --ledger-metadata PATH | --zookeeper ...` of what bookie hosts
+    emitted (`crcmerkle scan BOOKIE_DIR... --emit URI`): their rows judged together, as the
+    data-local scan judges its tasks' (judge_hosts), with --datanodes' checks when given;
+    printed as `spark report` of a scan prints it. `-o OUT` keeps the tables."""
+    from merkle.cli.bookkeeper import metadata_source
+    from spark_udfs.jobs.bookkeeper.emit import read_emitted
+    from spark_udfs.jobs.bookkeeper.hosts import judge_hosts
+
+    _refuse_ozone_options(args)
+    if not is_bookkeeper_scan(args):
+        raise CLIError(
+            f"{args.input} holds bookie hosts' emitted rows: give their ledger metadata "
+            f"(--ledger-metadata PATH or --zookeeper HOST:PORT[/root]) to judge them",
+            EXIT_ERROR,
+        )
+    inventory = common._inventory(args)
+    source = metadata_source(args.ledger_metadata, args.zookeeper)
+    for problem in source.problems:
+        print_error(one_line(f"--zookeeper: {problem}"))
+    spark = common._session(args)
+    with _progress(args, spark, "report"):
+        stage1 = read_emitted(spark, args.input).cache()
+        tables = judge_hosts(
+            spark,
+            stage1,
+            source.ledgers,
+            spark.sparkContext.broadcast(source.ledgers),
+            instance_id=source.instance_id,
+            driver_found=[],
+            volumes=[],
+            tasks=0,
+            unread=source.unread,
+            metadata_complete=source.complete,
+            inventory=inventory,
+        )
+        out = getattr(args, "output", None)
+        if out:
+            from spark_udfs.jobs.bookkeeper import META_FILE
+
+            _check_output(out, [args.input])
+            tables.write(out)
+    meta = tables.document([args.input], source.problems)
+    if inventory is not None:
+        meta["inventory"] = [h.host for h in inventory.hosts]
+    if out:
+        data = json.dumps(redact_json(meta), indent=1, sort_keys=True).encode()
+        _write_file(child(out, META_FILE), data, label="-o ")
+    return _print_report(args, meta, tables.findings, tables.ledgers)
+
+
 def _report(args: argparse.Namespace) -> int:
-    from merkle.cli.bookkeeper import ledger_line
     from spark_udfs.jobs.bookkeeper import FINDING_SCHEMA, LEDGER_SCHEMA
 
     _refuse_ozone_options(args)
     meta = _read_meta(args.input)
-    n = _counts(meta, args.strict)
-    n_ledgers = int(meta["summary"]["ledgers"])
     spark = common._session(args)
     findings = spark.read.schema(FINDING_SCHEMA).parquet(child(args.input, "findings"))
     ledgers = spark.read.schema(LEDGER_SCHEMA).parquet(child(args.input, "ledgers"))
+    return _print_report(args, meta, findings, ledgers)
+
+
+def _print_report(
+    args: argparse.Namespace, meta: Dict[str, Any], findings: Any, ledgers: Any
+) -> int:
+    """The report of a bookie scan (`meta`: META_FILE's document; the findings and ledgers
+    tables): as `crcmerkle scan` prints it; its exit status."""
+    from merkle.cli.bookkeeper import ledger_line
+
+    n = _counts(meta, args.strict)
+    n_ledgers = int(meta["summary"]["ledgers"])
+    spark = findings.sparkSession
     with _progress(args, spark, "report"):
         shown = _first_findings(findings, args.first) if n["all"] else []
         infos = _first_ledgers(ledgers, args.first)

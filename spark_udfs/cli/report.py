@@ -61,6 +61,7 @@ def add_parser(sub: Any) -> None:
     _report_opts(r)
     _strict_opt(r)
     _inventory_opt(r)
+    bookkeeper_opts(r, emitted=True)
     _common(r)
     r.set_defaults(func=_guarded(_not_scanned(_report)))
     a = sub.add_parser(
@@ -144,6 +145,12 @@ def _report(args: argparse.Namespace) -> int:
         from spark_udfs.cli import bookkeeper
 
         return bookkeeper.report(args)
+    if is_bookkeeper_scan(args):
+        raise CLIError(
+            "--ledger-metadata and --zookeeper go with bookie hosts' emitted rows "
+            f"(`crcmerkle scan BOOKIE_DIR... --emit URI`): {args.input} holds none",
+            EXIT_ERROR,
+        )
     spark = common._session(args)
     t = _load_chunks(spark, args.input)
     t["inventory"] = _LOAD_STATE.get("inventory")  # --datanodes (_not_scanned loaded it)

@@ -299,11 +299,20 @@ class _TableFile:
     """One table's file of one (volume, datanode): rows buffered, written a row group at a
     time, committed under its final name by `close`."""
 
-    def __init__(self, out: _Out, table: str, datanode: str, name: str) -> None:
+    def __init__(
+        self,
+        out: _Out,
+        table: str,
+        datanode: str,
+        name: str,
+        *,
+        schema: Optional[pa.Schema] = None,
+        partition: str = PARTITION,
+    ) -> None:
         self.out = out
         self.table = table
-        self.schema = _FILE_ARROW[table]
-        self.part = f"{PARTITION}={escape_partition_value(datanode)}"
+        self.schema = _FILE_ARROW[table] if schema is None else schema
+        self.part = f"{partition}={escape_partition_value(datanode)}"
         self.name = name
         self.final = out.path(table, self.part, name)
         # hidden (a leading dot): Spark's and pyarrow's readers skip it while it is written

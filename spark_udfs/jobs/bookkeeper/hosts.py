@@ -58,14 +58,18 @@ from spark_udfs.jobs.bookkeeper import (
 
 __all__ = [
     "DUPLICATE_BOOKIE",
+    "NOT_SCANNED",
     "NO_EXECUTOR",
     "WRONG_BOOKIE",
     "WRONG_HOST",
+    "host_batches",
+    "judge_hosts",
     "scan_bookie_hosts",
 ]
 
 #: volume statuses (and finding kinds) of the data-local scan, beside SCANNED and VOLUME_FAILED
 NO_EXECUTOR = "NO_EXECUTOR"
+NOT_SCANNED = "NOT_SCANNED"
 WRONG_HOST = "WRONG_HOST"
 WRONG_BOOKIE = "WRONG_BOOKIE"
 DUPLICATE_BOOKIE = "DUPLICATE_BOOKIE"
@@ -117,17 +121,15 @@ def _scan_host(
     also: Sequence[str] = (),
 ) -> Iterator[pa.RecordBatch]:
     """The rows of one host's task (see the module docstring)."""
-    from merkle.replica.bookkeeper.scan import coverage_of, list_bookies, scan_storage
     from spark_udfs.cluster.locality import this_executor_host
 
-    schema = _arrow(_STAGE1)
     host, want = item["host"], item.get("bookie")
     ran_on = this_executor_host()
     # on local[*] the driver is the only executor (ran_on None): its own host's bookies only
     here = item["local"] if ran_on is None else ran_on.lower() in item["names"]
     if not here:
         yield from _not_read(
-            schema,
+            _arrow(_STAGE1),
             host,
             item["volumes"],
             WRONG_HOST,
@@ -135,8 +137,31 @@ def _scan_host(
             want,
         )
         return
+    yield from host_batches(
+        host, item["volumes"], want, metadata, instance_id, registered, per_batch, also
+    )
+
+
+def host_batches(
+    host: str,
+    volumes: Sequence[str],
+    want: Optional[str],
+    metadata: Dict[int, LedgerMetadata],
+    instance_id: Optional[str],
+    registered: Optional[Dict[str, bytes]],
+    per_batch: int = COPIES_PER_BATCH,
+    also: Sequence[str] = (),
+) -> Iterator[pa.RecordBatch]:
+    """Stage 1's rows of one host's ledger directories `volumes` (read here: the caller has
+    checked it runs on `host`): their listing and cookie findings, each bookie whose ID is
+    not `want` (the inventory's, if it names one) refused as WRONG_BOOKIE, each storage
+    verified (scan_storage), one LISTING row per bookie. The data-local task's work, and
+    what `crcmerkle scan BOOKIE_DIR... --emit URI` writes (spark_udfs.jobs.bookkeeper.emit)."""
+    from merkle.replica.bookkeeper.scan import coverage_of, list_bookies, scan_storage
+
+    schema = _arrow(_STAGE1)
     listing = list_bookies(
-        item["volumes"],
+        volumes,
         instance_id=instance_id,
         registered_cookies=registered,
         instance_vote=False,  # the driver votes over every host's bookies
@@ -315,6 +340,46 @@ def _across_hosts(
     return cov, found, excluded, hosts
 
 
+def _against_inventory(
+    inventory: Inventory, listed: List[Any], small: List[Any]
+) -> Tuple[List[Any], Set[Tuple[str, str]], List[Finding], List[Dict[str, Any]]]:
+    """Emitted rows against the inventory: (the LISTING rows kept, the (host, bookie) pairs
+    refused as WRONG_BOOKIE, the findings: those and a NOT_SCANNED per ledger directory of
+    each inventory host that emitted nothing, and the volume rows of the latter)."""
+    emitted = {r["host"] for r in small if r["kind"] == "VOLUME"} | {r["host"] for r in listed}
+    found: List[Finding] = []
+    rows: List[Dict[str, Any]] = []
+    refused: Set[Tuple[str, str]] = set()
+    kept = []
+    for r in listed:
+        h = inventory.host_named(r["host"])
+        want = h.bookie if h is not None else None
+        if want is not None and r["bookie"] != want:
+            refused.add((r["host"], r["bookie"]))
+            found.append(
+                _finding(
+                    WRONG_BOOKIE,
+                    f"on {r['host']}: its cookie names bookie {r['bookie']}; the inventory "
+                    f"puts {want} there: not counted",
+                    bookie=want,
+                    file=r["cookie_file"],
+                )
+            )
+            continue
+        kept.append(r)
+    for h in inventory.hosts:
+        if any(n in emitted for n in h.names()) or any(
+            inventory.host_named(e) is h for e in emitted
+        ):
+            continue
+        detail = f"{h.host} emitted nothing: none of its ledger directories was read"
+        found += [
+            _finding(NOT_SCANNED, f"{v}: {detail}", bookie=h.bookie, file=v) for v in h.volumes
+        ]
+        rows += [_volume(h.host, v, NOT_SCANNED, detail, h.bookie) for v in h.volumes]
+    return kept, refused, found, rows
+
+
 def scan_bookie_hosts(
     spark: Any,
     inventory: Inventory,
@@ -330,7 +395,6 @@ def scan_bookie_hosts(
 ) -> BookieTables:
     """Scan every bookie host of `inventory` where it is (see the module docstring): the
     tables of spark_udfs.jobs.bookkeeper.scan_bookkeeper."""
-    from pyspark.sql import functions as F
 
     from spark_udfs.cluster.locality import wait_for_executors
     from spark_udfs.jobs.hostscan import local_names, run_per_host, wanted_hosts
@@ -365,18 +429,65 @@ def scan_bookie_hosts(
             f, v = _no_executor(h, " (its executor was lost during the scan)")
             driver_found += f
             volumes += v
+    return judge_hosts(
+        spark,
+        stage1,
+        metadata,
+        meta_bc,
+        instance_id=instance_id,
+        driver_found=driver_found,
+        volumes=volumes,
+        tasks=sum(len(v) for v in per_host.values()),
+        unread=unread,
+        metadata_complete=metadata_complete,
+        t0=t0,
+    )
+
+
+def judge_hosts(
+    spark: Any,
+    stage1: Any,
+    metadata: Dict[int, LedgerMetadata],
+    meta_bc: Any,
+    *,
+    instance_id: Optional[str],
+    driver_found: List[Finding],
+    volumes: List[Dict[str, Any]],
+    tasks: int,
+    unread: Optional[Dict[int, str]] = None,
+    metadata_complete: bool = True,
+    t0: Optional[float] = None,
+    inventory: Optional[Inventory] = None,
+) -> BookieTables:
+    """Stage 2 over the hosts' stage-1 rows (`stage1`: host_batches' rows of every host,
+    cached or read from emitted files): the checks across hosts (_across_hosts), then
+    judge_stage1. `driver_found` and `volumes`: findings and volume rows the caller made
+    (hosts without an executor); `inventory` (emitted rows only: the data-local tasks
+    checked it on the hosts): a host that emitted nothing is NOT_SCANNED, and a bookie on a
+    host the inventory gives another bookie is WRONG_BOOKIE, its copies not counted."""
+    from pyspark.sql import functions as F
+
+    t0 = time.perf_counter() if t0 is None else t0
+    driver_found, volumes = list(driver_found), list(volumes)
     small = stage1.filter(F.col("kind").isin("VOLUME", "FAILED", "TALLY", "LISTING")).collect()
     listed = [r for r in small if r["kind"] == "LISTING"]
+    refused: Set[Tuple[str, str]] = set()
+    if inventory is not None:
+        listed, refused, found, vrows = _against_inventory(inventory, listed, small)
+        driver_found += found
+        volumes += vrows
     coverage, across, excluded, hosts = _across_hosts(listed, instance_id)
     driver_found += across
     small = [r for r in small if r["kind"] != "LISTING"]
     # a bookie claimed on two hosts: its directories' rows say so, and count no copy
     status = {pair: DUPLICATE_BOOKIE for pair in excluded}
+    status.update({pair: WRONG_BOOKIE for pair in refused})
+    excluded |= refused
     vols = []
     for r in small:
         if r["kind"] == "VOLUME" and (r["host"], r["bookie"]) in status:
             d = r.asDict()
-            d.update(status=DUPLICATE_BOOKIE, copies=0, good_copies=0)
+            d.update(status=status[(r["host"], r["bookie"])], copies=0, good_copies=0)
             volumes.append(d)
             continue
         vols.append(r)
@@ -403,7 +514,7 @@ def scan_bookie_hosts(
             findings=driver_found,
             failed=[],
             bookies={b: sorted(ds) for b, ds in sorted(bookies.items())},
-            tasks=sum(len(v) for v in per_host.values()),
+            tasks=tasks,
             excluded=sorted(excluded),
             hosts=hosts,
             volumes=volumes,

@@ -1,0 +1,114 @@
+"""Issue 38: bookie hosts that cannot run Spark workers emit their part of the scan
+(`crcmerkle scan BOOKIE_DIR... --ledger-metadata PATH --emit URI --host H`, one host at a time,
+no Spark), and `crcmerkle spark report URI --ledger-metadata PATH` judges every host's rows
+together: exactly the generator's findings, each with its level, as the Spark scan of the same
+bookies finds them; with an inventory, a host that emitted nothing is NOT_SCANNED and a bookie
+the inventory does not put on its host is WRONG_BOOKIE, its copies not counted."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+import pytest
+
+from merkle.cli import main
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from test_bookkeeper_generate import _generate  # noqa: E402
+
+
+def _run(capsys: Any, argv: List[str]) -> Tuple[int, str, str]:
+    capsys.readouterr()
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.fixture(scope="module")
+def emitted(tmp_path_factory: Any) -> Dict[str, Any]:
+    """Four generated bookies (every default fault, mixed storages), each emitted by its own
+    host (bk1..bk4) into one directory."""
+    tmp = tmp_path_factory.mktemp("bk_emit")
+    manifest = _generate(tmp / "bk", "default", "mixed")
+    meta = str(tmp / "bk" / manifest["metadata"]["znode_tree"])  # INSTANCEID, cookies
+    out = tmp / "emitted"
+    statuses = {}
+    for i, b in enumerate(sorted(manifest["bookies"]), 1):
+        argv = ["scan", str(tmp / "bk" / b), "--ledger-metadata", meta]
+        statuses[b] = main([*argv, "--emit", str(out), "--host", f"bk{i}", "--json"])
+    return {"tmp": tmp, "manifest": manifest, "meta": meta, "out": out, "statuses": statuses}
+
+
+@pytest.mark.slow
+def test_the_emitted_rows_judged_together_are_the_generators_findings(
+    spark: Any, emitted: Dict[str, Any], capsys: Any
+) -> None:
+    from spark_udfs.demo.bookkeeper import check_bookie_findings
+
+    out, meta, manifest = emitted["out"], emitted["meta"], emitted["manifest"]
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.parquet"))
+    assert files == [f"bookkeeper/emitted_by=bk{i}/emit-bk{i}_bookies.parquet" for i in range(1, 5)]
+    assert set(emitted["statuses"].values()) <= {0, 1}
+    rc, text, err = _run(capsys, ["spark", "report", str(out), "--ledger-metadata", meta, "--json"])
+    doc = json.loads(text)
+    assert rc == 1, err
+    missing, extra = check_bookie_findings(
+        manifest["expected_findings"], doc["findings"], str(emitted["tmp"] / "bk")
+    )
+    assert (missing, extra) == ([], []), (missing, extra)
+    assert doc["findings_total"] == len(manifest["expected_findings"])
+    assert doc["summary"]["copies"] == manifest["copies"]
+    # a host re-emitting replaces its file, nothing else changes
+    b1 = sorted(manifest["bookies"])[0]
+    argv = ["scan", str(emitted["tmp"] / "bk" / b1), "--ledger-metadata", meta, "--emit"]
+    assert main([*argv, str(out), "--host", "bk1"]) == emitted["statuses"][b1]
+    assert len(list(out.rglob("*.parquet"))) == 4
+
+
+@pytest.mark.slow
+def test_an_inventory_names_the_hosts_that_emitted_nothing_or_the_wrong_bookie(
+    spark: Any, emitted: Dict[str, Any], capsys: Any, tmp_path: Path
+) -> None:
+    out, meta, manifest = emitted["out"], emitted["meta"], emitted["manifest"]
+    ids = [manifest["bookies"][b]["id"] for b in sorted(manifest["bookies"])]
+    inv = [
+        {"host": "bk1", "bookie": ids[0], "volumes": ["/data/bk/ledgers-0"]},
+        {"host": "bk2", "bookie": "10.9.9.9:3181", "volumes": ["/data/bk/ledgers-0"]},
+        {"host": "bk3", "volumes": ["/data/bk/ledgers-0"]},
+        {"host": "bk4", "volumes": ["/data/bk/ledgers-0"]},
+        {"host": "bk5", "bookie": "bk5:3181", "volumes": ["/data/bk/ledgers-0"]},
+    ]
+    (tmp_path / "inv.json").write_text(json.dumps(inv))
+    argv = ["spark", "report", str(out), "--ledger-metadata", meta, "--json"]
+    rc, text, _ = _run(capsys, [*argv, "--datanodes", str(tmp_path / "inv.json")])
+    doc = json.loads(text)
+    assert rc == 1
+    kinds = {(f["error"], f["bookie"]) for f in doc["findings"]}
+    assert ("NOT_SCANNED", "bk5:3181") in kinds
+    assert ("WRONG_BOOKIE", "10.9.9.9:3181") in kinds
+    # bookie 2 was not counted: none of its write-set copies is MISSING_ENTRY (not read)
+    assert not [
+        f for f in doc["findings"] if f["error"] == "MISSING_ENTRY" and f["bookie"] == ids[1]
+    ]
+    assert ids[1] not in doc["bookies"]
+
+
+def test_emitted_rows_need_their_metadata_and_a_scan_refuses_it(
+    emitted: Dict[str, Any], capsys: Any, monkeypatch: Any
+) -> None:
+    """One line, exit 2, before any JVM: emitted rows without metadata; a scan's output
+    with metadata (read when it was scanned); metadata with an Ozone scan's output."""
+    from spark_udfs.cli import common
+
+    monkeypatch.setattr(common, "_session", lambda *a, **k: pytest.fail("session started"))
+    rc, _, err = _run(capsys, ["spark", "report", str(emitted["out"])])
+    assert rc == 2 and err.count("\n") == 1 and "give their ledger metadata" in err
+    other = emitted["tmp"] / "not-a-scan"
+    other.mkdir()
+    rc, _, err = _run(capsys, ["spark", "report", str(other), "--ledger-metadata", emitted["meta"]])
+    assert rc == 2 and err.count("\n") == 1 and "emitted rows" in err
