@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import statistics
 import sys
@@ -34,21 +33,12 @@ from typing import Any, Dict, List
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "spark")]
 
-from simhosts import _tree, cpu_seconds, start_cluster, stop_cluster  # noqa: E402
+from simhosts import start_cluster, stop_cluster  # noqa: E402
+from simhosts_rates import driver_cpu, drop_caches  # noqa: E402  (the datanodes' bench)
 
 MiB = 1 << 20
 #: a 7200 rpm HDD's sequential rate, the issue's unit ("0.1 core per HDD")
 HDD_BYTES_PER_SECOND = 250e6
-
-
-def drop_caches() -> None:
-    os.sync()
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
-
-
-def driver_cpu() -> float:
-    return cpu_seconds([os.getpid(), *_tree(os.getpid())])
 
 
 def one_scan(spark: Any, sim: Any, inv: Any, metadata: Dict[int, Any]) -> Dict[str, Any]:

@@ -244,14 +244,12 @@ def _emit(args: argparse.Namespace, source: MetadataSource) -> int:
     report URI` to judge with the other hosts'. Exit 0 every copy good, 1 a copy or a
     directory with a finding, 2 a path not read or the output not written."""
     try:
+        from merkle.cli.emit import emit_host
         from merkle.replica.uri import display
         from spark_udfs.jobs.bookkeeper.emit import EMIT_TABLE, emit_bookies
-        from spark_udfs.tables.emit import default_host
     except ImportError as exc:  # pyarrow missing: one line
         raise CLIError(f"--emit needs pyarrow ({exc})", EXIT_ERROR) from None
-    host = args.host if args.host is not None else default_host()
-    if not host or any(ord(c) < 0x20 or c == "\x7f" for c in host):
-        raise CLIError(f"--host {host!r}: not a host name", EXIT_ERROR)
+    host = emit_host(args)
     where = display(args.emit)
     try:
         res = emit_bookies(

@@ -33,17 +33,26 @@ def add_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def emit_host(args: argparse.Namespace) -> str:
+    """The host name an emit writes (--host, else this machine's fully qualified name),
+    checked: one line, exit 2, for an empty one or one with a control character."""
+    from spark_udfs.tables.emit import default_host
+
+    host: str = args.host if args.host is not None else default_host()
+    if not host or any(ord(c) < 0x20 or c == "\x7f" for c in host):
+        raise CLIError(f"--host {host!r}: not a host name", EXIT_ERROR)
+    return host
+
+
 def run_emit(args: argparse.Namespace, idle: bool) -> int:
     """Scan args.paths into args.emit; exit 0 clean, 1 findings, 2 when some PATH, volume
     or replica could not be scanned at all (or the output could not be written)."""
     try:
         from merkle.replica.uri import display
-        from spark_udfs.tables.emit import default_host, emit_scan
+        from spark_udfs.tables.emit import emit_scan
     except ImportError as exc:  # pyarrow missing: one line
         raise CLIError(f"--emit needs pyarrow ({exc})", EXIT_ERROR) from None
-    host = args.host if args.host is not None else default_host()
-    if not host or any(ord(c) < 0x20 or c == "\x7f" for c in host):
-        raise CLIError(f"--host {host!r}: not a host name", EXIT_ERROR)
+    host = emit_host(args)
     where = display(args.emit)
 
     def on_volume(row: Dict[str, Any]) -> None:

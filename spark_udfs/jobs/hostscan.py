@@ -73,9 +73,10 @@ __all__ = [
     "LOCALITY_CONF",
     "executor_of",
     "local_names",
-    "wanted_hosts",
+    "registered_hosts",
     "run_per_host",
     "scan_datanodes",
+    "wanted_hosts",
 ]
 
 
@@ -362,7 +363,6 @@ def scan_datanodes(
     volume (None: unlimited). `also`: as spark_udfs.jobs.scan.scan_replicas's."""
     from pyspark.sql import functions as F
 
-    from spark_udfs.cluster.locality import wait_for_executors
     from spark_udfs.cluster.progress import bytes_accumulator
 
     also = check_algorithms(also)
@@ -371,11 +371,7 @@ def scan_datanodes(
             "--also computes its CRCs from the data read: not with --trees-only or --metadata-only"
         )
     sc = spark.sparkContext
-    local = sc.master.startswith("local")
-    if local:
-        registered = local_names(sc)
-    else:
-        registered = list(wait_for_executors(sc, wanted_hosts(inventory), executor_wait))
+    local, registered = registered_hosts(sc, inventory, executor_wait)
     per_host, missing = _items(inventory, registered, local)
     options = {
         "trees_only": trees_only,
@@ -473,6 +469,17 @@ def scan_datanodes(
         bytes_scanned=acc,
         volumes=volume_df,
     )
+
+
+def registered_hosts(sc: Any, inventory: Inventory, executor_wait: float) -> Tuple[bool, List[str]]:
+    """(a local[*] session, the executor host names to place tasks by): on local[*] this
+    machine's names (the driver is the only executor), else the executors registered once
+    every inventory host has one or `executor_wait` passed."""
+    from spark_udfs.cluster.locality import wait_for_executors
+
+    if sc.master.startswith("local"):
+        return True, local_names(sc)
+    return False, list(wait_for_executors(sc, wanted_hosts(inventory), executor_wait))
 
 
 def wanted_hosts(inventory: Inventory) -> List[str]:

@@ -112,3 +112,16 @@ def test_emitted_rows_need_their_metadata_and_a_scan_refuses_it(
     other.mkdir()
     rc, _, err = _run(capsys, ["spark", "report", str(other), "--ledger-metadata", emitted["meta"]])
     assert rc == 2 and err.count("\n") == 1 and "emitted rows" in err
+
+
+@pytest.mark.parametrize("host", ["", "bk1\nbk2", "bk\x7f"])
+def test_an_emit_host_that_is_no_host_name_is_one_line(
+    emitted: Dict[str, Any], capsys: Any, tmp_path: Path, host: str
+) -> None:
+    """--host is written into file names and host columns: an empty one or one with a
+    control character is refused in one line, exit 2, and nothing is written."""
+    b1 = sorted(emitted["manifest"]["bookies"])[0]
+    argv = ["scan", str(emitted["tmp"] / "bk" / b1), "--ledger-metadata", emitted["meta"]]
+    rc, _, err = _run(capsys, [*argv, "--emit", str(tmp_path / "out"), "--host", host])
+    assert rc == 2 and err.count("\n") == 1 and "not a host name" in err
+    assert not (tmp_path / "out").exists()

@@ -396,16 +396,11 @@ def scan_bookie_hosts(
     """Scan every bookie host of `inventory` where it is (see the module docstring): the
     tables of spark_udfs.jobs.bookkeeper.scan_bookkeeper."""
 
-    from spark_udfs.cluster.locality import wait_for_executors
-    from spark_udfs.jobs.hostscan import local_names, run_per_host, wanted_hosts
+    from spark_udfs.jobs.hostscan import registered_hosts, run_per_host
 
     t0 = time.perf_counter()
     sc = spark.sparkContext
-    local = sc.master.startswith("local")
-    if local:
-        registered = local_names(sc)
-    else:
-        registered = list(wait_for_executors(sc, wanted_hosts(inventory), executor_wait))
+    local, registered = registered_hosts(sc, inventory, executor_wait)
     per_host, missing = _items(inventory, registered, local)
     meta_bc = sc.broadcast(metadata)
     source = {"instance_id": instance_id, "cookies": registered_cookies, "also": tuple(also)}
