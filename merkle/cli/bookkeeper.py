@@ -242,7 +242,9 @@ def _emit(args: argparse.Namespace, source: MetadataSource) -> int:
     """`crcmerkle scan BOOKIE_DIR... --ledger-metadata PATH --emit URI`: this host's part of
     the scan written under URI (spark_udfs.jobs.bookkeeper.emit), for `crcmerkle spark
     report URI` to judge with the other hosts'. Exit 0 every copy good, 1 a copy or a
-    directory with a finding, 2 a path not read or the output not written."""
+    directory with a finding, 2 a path not read, the output not written, or (no finding)
+    no stored copy verified: nothing is proved here, though the rows are written (a bookie
+    that holds nothing is for the report to judge)."""
     try:
         from merkle.cli.emit import emit_host
         from merkle.replica.uri import display
@@ -270,6 +272,7 @@ def _emit(args: argparse.Namespace, source: MetadataSource) -> int:
         "ledger_dirs": res.directories,
         "failed_dirs": res.failed_directories,
         "copies": res.copies,
+        "verified_copies": res.verified,
         "good_copies": res.good_copies,
         "findings": res.findings,
         "bytes_read": res.bytes_read,
@@ -294,7 +297,16 @@ def _emit(args: argparse.Namespace, source: MetadataSource) -> int:
         return EXIT_ERROR
     if not res.bookies:
         raise CLIError(f"no bookie found under {', '.join(args.paths)}", EXIT_ERROR)
-    return EXIT_FINDINGS if res.findings or res.good_copies < res.copies else 0
+    if res.findings or res.good_copies < res.copies:
+        return EXIT_FINDINGS
+    if not res.verified:  # as bookies_status: nothing compared is no proof
+        raise CLIError(
+            f"no stored entry copy was verified ({res.copies} found, none of a ledger the "
+            f"metadata has): nothing is proved here (the rows are written for `crcmerkle "
+            f"spark report`)",
+            EXIT_ERROR,
+        )
+    return 0
 
 
 def generator_fault_types() -> List[str]:

@@ -53,7 +53,10 @@ def test_the_emitted_rows_judged_together_are_the_generators_findings(
     out, meta, manifest = emitted["out"], emitted["meta"], emitted["manifest"]
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.parquet"))
     assert files == [f"bookkeeper/emitted_by=bk{i}/emit-bk{i}_bookies.parquet" for i in range(1, 5)]
-    assert set(emitted["statuses"].values()) <= {0, 1}
+    # the re-formatted bookie holds nothing: its emit proves nothing (exit 2); the others 0 or 1
+    for b, rc in emitted["statuses"].items():
+        assert rc in (0, 1, 2)
+        assert (rc == 2) == (manifest["bookies"][b]["copies"] == 0), (b, rc)
     rc, text, err = _run(capsys, ["spark", "report", str(out), "--ledger-metadata", meta, "--json"])
     doc = json.loads(text)
     assert rc == 1, err
@@ -125,3 +128,16 @@ def test_an_emit_host_that_is_no_host_name_is_one_line(
     rc, _, err = _run(capsys, [*argv, "--emit", str(tmp_path / "out"), "--host", host])
     assert rc == 2 and err.count("\n") == 1 and "not a host name" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_an_emit_that_verified_no_copy_proves_nothing(tmp_path: Path, capsys: Any) -> None:
+    """A re-formatted bookie holds no copy: its emit writes its rows (the report judges
+    BOOKIE_HOLDS_NOTHING) but claims nothing, one line, exit 2, never a clean 0."""
+    manifest = _generate(tmp_path / "bk", "reformatted-bookie", "db")
+    empty = [b for b, v in manifest["bookies"].items() if v["copies"] == 0]
+    assert empty, manifest["bookies"]
+    meta = str(tmp_path / "bk" / manifest["metadata"]["znode_tree"])
+    argv = ["scan", str(tmp_path / "bk" / empty[0]), "--ledger-metadata", meta]
+    rc, _, err = _run(capsys, [*argv, "--emit", str(tmp_path / "out"), "--host", "bk9"])
+    assert rc == 2 and err.count("\n") == 1 and "nothing is proved" in err
+    assert len(list((tmp_path / "out").rglob("*.parquet"))) == 1

@@ -58,6 +58,8 @@ class BookieEmit:
     directories: int = 0
     failed_directories: int = 0
     copies: int = 0
+    #: copies whose digest was checked (their ledger's metadata known): what proves anything
+    verified: int = 0
     good_copies: int = 0
     findings: int = 0
     failed: List[str] = field(default_factory=list)
@@ -70,6 +72,7 @@ def _count(res: BookieEmit, t: pa.Table) -> None:
         part = t.filter(pc.equal(kind, k))
         if k == "COPY":
             res.copies += part.num_rows
+            res.verified += int(pc.sum(pc.cast(part.column("verified"), pa.int64())).as_py() or 0)
             good = pc.and_(
                 pc.and_(part.column("frame_ok"), part.column("digest_ok")),
                 part.column("verified"),

@@ -491,16 +491,13 @@ def judge_hosts(
         if r["kind"] == "VOLUME" and r["status"] in (SCANNED, VOLUME_FAILED) and r["bookie"]:
             if r["bookie"] in hosts:
                 bookies[r["bookie"]].append(r["directory"])
+    if excluded:  # their VOLUME rows are replaced by the ones with the new status above
+        pair = F.concat_ws("\0", "host", "bookie")
+        gone = (F.col("kind") == "VOLUME") & pair.isin(sorted("\0".join(k) for k in excluded))
+        stage1 = stage1.filter(~gone)
     tables = judge_stage1(
         spark,
-        stage1.filter(
-            ~(
-                (F.col("kind") == "VOLUME")
-                & F.concat_ws("\0", "host", "bookie").isin(
-                    sorted("\0".join(k) for k in excluded) or ["\0\0"]
-                )
-            )
-        ),
+        stage1,
         vols,
         metadata,
         meta_bc,
