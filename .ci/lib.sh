@@ -106,13 +106,25 @@ ignore_args() {  # ignore_args FILE...: --ignore=FILE for each
 }
 
 # pytest that must run tests: exit status 5 (nothing collected: a renamed file, a wrong -m or
-# -k) is a failure with its own line, not a quiet pass.
+# -k) is a failure with its own line, not a quiet pass. Two guards against a run that never
+# ends (seen: an ASan abort in an xdist worker left the asan step with idle workers for 25
+# minutes, pytest-xdist's loadfile scheduler re-queuing the crashed worker's work unit to a
+# replacement that never got it, pytest-xdist issues 784 and 1378):
+#   --max-worker-restart=0 under -n: a crashed worker ends the run, failed, instead of being
+#                          replaced (a crash is a finding of its own; the test it was running
+#                          is reported as failed with the worker's exit status);
+#   timeout                each run is killed after CRCMERKLE_CI_PYTEST_TIMEOUT seconds (default
+#                          2700: 45 minutes, about 3x the longest step on a busy machine) and
+#                          the step fails with its own line.
 pytest_expect() {  # pytest_expect PYTHON PYTEST-ARGS...
-    local py=$1 st=0
+    local py=$1 st=0 limit=${CRCMERKLE_CI_PYTEST_TIMEOUT:-2700} a guard=()
     shift
-    "$py" -m pytest "$@" || st=$?
+    for a in "$@"; do [ "$a" != -n ] || guard=(--max-worker-restart=0); done
+    timeout -k 30 "$limit" "$py" -m pytest "${guard[@]}" "$@" || st=$?
     if [ "$st" = 5 ]; then
         echo "FAILED: pytest collected no tests (exit 5) where tests were expected: $*" >&2
+    elif [ "$st" = 124 ] || [ "$st" = 137 ]; then
+        echo "FAILED: pytest did not end within ${limit} s and was killed (a hang?): $*" >&2
     fi
     return "$st"
 }
