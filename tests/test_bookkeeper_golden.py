@@ -82,6 +82,23 @@ def test_the_text_output_names_the_fault_and_exits_1(capsys: Any) -> None:
     assert "scanned 4 bookies (5 ledger directories), 151 entry copies (150 good)" in out
 
 
+def test_the_census_places_all_151_copies_and_cannot_see_the_flipped_bit(capsys: Any) -> None:
+    """`--metadata-only` on the golden bookies: every stored copy placed by its index where
+    the schedule puts it (151, ledger A's entry 7 among them: its index is intact), zero
+    bytes read, so the flipped bit is not seen: no error, the OPEN ledger's warning as in the
+    data scan, exit 0, and no copy counted good."""
+    status = main(["scan", *BOOKIES, "--ledger-metadata", ZK, "--json", "--metadata-only"])
+    data = json.loads(capsys.readouterr().out)
+    assert status == 0, data["findings"]
+    assert [(f["error"], f["ledger"]) for f in data["findings"]] == [("ENTRY_OF_OPEN_LEDGER", 4)]
+    summary = data["summary"]
+    assert (summary["copies"], summary["indexed_copies"], summary["good_copies"]) == (151, 151, 0)
+    assert summary["bytes_read"] == 0 and summary["census"] is True
+    ledger_a = next(x for x in data["ledgers"] if x["ledger"] == 0)
+    assert ledger_a["below_ack_quorum"] == [] and ledger_a["without_indexed_copy"] == []
+    assert "good_copies" not in ledger_a
+
+
 def _expected_copies() -> Dict[Tuple[str, int, int], Tuple[str, int, int, str]]:
     out = {}
     for ledger in LEDGERS:

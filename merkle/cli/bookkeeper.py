@@ -24,23 +24,24 @@ from merkle.messages import one_line
 __all__ = ["MetadataSource", "bookies_status", "ledger_line", "metadata_source", "run_bookkeeper"]
 
 #: scan options that read what only Ozone's and crcmerkle's replicas have
-_NOT_FOR_BOOKIES = (
-    ("trees_only", "--trees-only"),
-    ("metadata_only", "--metadata-only"),
-)
+_NOT_FOR_BOOKIES = (("trees_only", "--trees-only"),)
 
 
 def ledger_line(info: Dict[str, Any]) -> str:
+    """A ledger's summary line; a census's (`census`) counts indexed copies, never good ones."""
+    census = bool(info.get("census"))
+    kind = "indexed" if census else "good"
     counts = ", ".join(
         f"{n} on {c} entr{'y' if c == 1 else 'ies'}"
-        for n, c in sorted(info["good_copies"].items(), key=lambda kv: -int(kv[0]))
+        for n, c in sorted(info[f"{kind}_copies"].items(), key=lambda kv: -int(kv[0]))
     )
     below = info["below_ack_quorum"]
-    none = info["without_good_copy"]
+    none = info[f"without_{kind}_copy"]
     head = (
         f"ledger {info['ledger']} ({info['state']}, {info['digest_type'] or 'digest unknown'}"
         f", E{info['ensemble_size']}/W{info['write_quorum']}/A{info['ack_quorum']}): "
-        f"entries 0..{info['checked_up_to']}, good copies: {counts or 'none'}"
+        f"entries 0..{info['checked_up_to']}, {kind} copies: {counts or 'none'}"
+        + (" (census: none verified)" if census else "")
     )
     if below:
         head += (
@@ -49,7 +50,7 @@ def ledger_line(info: Dict[str, Any]) -> str:
         )
     if none:
         more = " ..." if len(none) > 20 else ""
-        head += f"; NO good copy: {', '.join(map(str, none[:20]))}{more}"
+        head += f"; NO {kind} copy: {', '.join(map(str, none[:20]))}{more}"
     return head
 
 
@@ -136,6 +137,7 @@ def bookies_status(
     verified: int,
     problems: int,
     paths: List[str],
+    census: bool = False,
 ) -> int:
     """The exit status of a bookie scan: 2 when a path could not be read, no bookie was
     found, or (no error found) no stored copy was verified; 1 on errors or metadata
@@ -147,8 +149,9 @@ def bookies_status(
     if not errors and not verified:
         # nothing compared is no proof: the metadata names none of the ledgers stored here
         # (another cluster's dumps, a wrong root) or the bookies hold no entry at all
+        what = "placed by its index (census)" if census else "verified"
         raise CLIError(
-            f"no stored entry copy was verified ({copies} found, none of "
+            f"no stored entry copy was {what} ({copies} found, none of "
             f"a ledger the metadata has): nothing is proved",
             EXIT_ERROR,
         )
@@ -168,7 +171,18 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
     source = metadata_source(args.ledger_metadata, args.zookeeper)
     for problem in source.problems:
         print_error(one_line(f"--zookeeper: {problem}"))
+    census = bool(getattr(args, "metadata_only", False))
+    if census and args.also:
+        raise CLIError(
+            "--also computes its CRCs from the entries read: not with --metadata-only", EXIT_ERROR
+        )
     if getattr(args, "emit", None):
+        if census:
+            raise CLIError(
+                "--metadata-only with --emit: a host emits verified copies for `spark report`;"
+                " run the census without --emit",
+                EXIT_ERROR,
+            )
         return _emit(args, source)
     t0 = time.perf_counter()
     report = scan_bookies(
@@ -179,6 +193,7 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
         unread=source.unread,
         metadata_complete=source.complete,
         also=tuple(args.also or ()),
+        metadata_only=census,
     )
     seconds = time.perf_counter() - t0
     errors = [f for f in report.findings if counts_as_failure(f.severity, args.strict)]
@@ -189,6 +204,8 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
         "ledgers": len(report.ledgers),
         "copies": len(report.copies),
         "good_copies": sum(c.good for c in report.copies),
+        "census": census,
+        "indexed_copies": sum(c.indexed for c in report.copies),
         "errors": len(report.findings) - len(warnings),
         "warnings": len(warnings),
         "failed": len(report.failed),
@@ -222,8 +239,14 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
             print_error(one_line(failure["error"]))
         print(
             f"scanned {summary['bookies']} bookies ({summary['ledger_dirs']} ledger "
-            f"directories), {summary['copies']} entry copies ({summary['good_copies']} good), "
-            f"{report.bytes_read} bytes in {seconds:.2f} s: {summary['errors']} errors, "
+            f"directories), {summary['copies']} entry copies "
+            + (
+                f"({summary['indexed_copies']} placed by their indexes; census: no entry read,"
+                f" none verified), "
+                if census
+                else f"({summary['good_copies']} good), "
+            )
+            + f"{report.bytes_read} bytes in {seconds:.2f} s: {summary['errors']} errors, "
             f"{summary['warnings']} warnings"
             + (f", {len(report.failed)} paths not scanned" if report.failed else "")
         )
@@ -232,9 +255,13 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
         failed=len(report.failed),
         bookies=len(report.bookies),
         copies=len(report.copies),
-        verified=sum(c.verified for c in report.copies),
+        verified=sum(
+            (c.indexed and c.ledger in source.ledgers) if census else c.verified
+            for c in report.copies
+        ),
         problems=len(source.problems),
         paths=args.paths,
+        census=census,
     )
 
 

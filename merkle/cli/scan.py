@@ -46,7 +46,10 @@ with --ledger-metadata, read-only: every entry copy the index names (DbLedgerSto
 or .idx files) is framed, checked against its digest (CRC32C, CRC32, HMAC: the ledger's type and
 password from the metadata) and placed against the write set of its ensemble segment; one line
 per finding, naming bookie, ledger, entry, file and offset; then one line per ledger (good
-copies per entry, entries below ackQuorum or without a good copy)."""
+copies per entry, entries below ackQuorum or without a good copy). On bookies --metadata-only
+is the census: the indexes, cookies and master keys are read and each index entry is placed
+against its write set (its log present, its location inside the log), no entry is read and
+none verified: the ledger lines count indexed copies."""
 
 EPILOG = """\
 errors: CORRUPT_CHUNK, MISSING_CHUNK, INCONSISTENT_CHUNK_LENGTH, MISSING_DATA_FILE,
@@ -179,7 +182,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="the census: check each replica's block metadata and take its "
         "stored .tree, or build the tree from the recorded checksums "
-        "where the .tree is missing, unusable or older; no data read "
+        "where the .tree is missing, unusable or older; on bookies, place "
+        "every index entry against its write set; no data read "
         "(read-only)",
     )
     p.add_argument(

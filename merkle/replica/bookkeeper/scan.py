@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import struct
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -163,6 +164,9 @@ class Copy:
     problem: str = ""
     #: the --also CRCs of the payload (merkle.replica.also's names), of a framed copy
     also: Dict[str, int] = field(default_factory=dict)
+    #: the census (metadata_only): the index names this copy at a location inside its
+    #: log, which was not read (no frame, no digest checked: never good)
+    indexed: bool = False
 
     @property
     def good(self) -> bool:
@@ -181,6 +185,8 @@ class ScanReport:
     bytes_read: int = 0
     #: the --also CRCs to compute over each framed copy's payload (the scan's setting)
     also: Tuple[str, ...] = ()
+    #: the census (metadata_only): the indexes and the logs' sizes read, no entry
+    census: bool = False
 
     def add(self, kind: str, detail: str, **where: Any) -> None:
         self.findings.append(Finding(kind, detail, **where))
@@ -514,7 +520,10 @@ def _scan_storage(
         for log_id in sorted(set(by_log) | set(logs)):
             d, name = logs.get(log_id, (parts[0][0], f"{log_id:x}.log"))
             todo = sorted(by_log.get(log_id, []))
-            _one_log(fds[d.path], d, name, bookie, todo, index, metadata, report)
+            if report.census:
+                _census_log(fds[d.path], d, name, bookie, todo, report)
+            else:
+                _one_log(fds[d.path], d, name, bookie, todo, index, metadata, report)
         return {d.path: index for d, _ in parts}
     finally:
         for fd in fds.values():
@@ -566,6 +575,58 @@ def _one_log(
         _unindexed(fd, size, shown, bookie, todo, index, report)
     finally:
         os.close(fd)
+
+
+def _census_log(
+    current_fd: int,
+    d: LedgerDir,
+    name: str,
+    bookie: str,
+    todo: List[Tuple[int, int, int]],
+    report: ScanReport,
+) -> None:
+    """The census of one entry log: its type and size from the directory (`fstatat`, no
+    link followed, the file never opened) and each index location checked against that
+    size; what the index names inside the log is an indexed copy (Copy.indexed), not a
+    verified one. Records no index names are not looked for (that needs the log's bytes)."""
+    shown = os.path.join(d.current, name)
+    try:
+        st = os.stat(name, dir_fd=current_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        if todo:
+            _log_gone(
+                todo,
+                shown,
+                bookie,
+                "the entry log is gone (deleted by garbage "
+                "collection or compaction since the index was read, or lost)",
+                report,
+            )
+        return
+    except OSError as exc:
+        report.failed.append({"path": shown, "error": f"{shown}: {exc.strerror or exc}"})
+        return
+    if not stat.S_ISREG(st.st_mode):
+        report.add(NOT_A_REGULAR_FILE, "not a regular file: never read", bookie=bookie, file=shown)
+        _log_gone(todo, shown, bookie, "the entry log is not a regular file", report)
+        return
+    size = st.st_size
+    for pos, lid, eid in todo:
+        copy = Copy(bookie, lid, eid, shown, pos)
+        if pos < HEADER_SIZE + 4 or pos + _MIN_SANE_ENTRY > size:
+            report.add(
+                ENTRY_FRAME_INVALID,
+                f"the index location {pos} lies outside the "
+                f"log's entries (log of {size} bytes): the entry is gone",
+                bookie=bookie,
+                ledger=lid,
+                entry=eid,
+                file=shown,
+                offset=pos,
+            )
+        else:
+            copy.indexed = True
+        report.copies.append(copy)
 
 
 def _log_gone(
@@ -832,11 +893,18 @@ def judge_ledger(
     coverage: Coverage,
     *,
     entries: bool = False,
+    census: bool = False,
 ) -> LedgerVerdict:
     """Every copy of ledger `lid` (from every bookie) against its metadata: entries past its
     last entry, each entry's copies compared, and each write set's bookies checked for a
     copy. The local scan and the Spark job (grouped by ledger) both call this; the job asks
-    for the per-entry good copies too (`entries`)."""
+    for the per-entry good copies too (`entries`).
+
+    `census` (the copies of a metadata-only scan: Copy.indexed, nothing verified): each
+    entry's copies are counted as indexed, not good (the summary's `indexed_copies` and
+    `without_indexed_copy` instead of `good_copies` and `without_good_copy`), and an unclosed
+    ledger's placement is checked only up to its metadata's lastEntryId: the last entry its
+    writer confirmed is in the entries' headers, which a census does not read."""
     verdict = LedgerVerdict()
     report = ScanReport()
     copies: Dict[int, List[Copy]] = defaultdict(list)
@@ -845,7 +913,7 @@ def judge_ledger(
     seen = sorted(copies)
     last = (
         meta.last_entry_id
-        if meta.state == CLOSED
+        if meta.state == CLOSED or census
         else max(
             [c.last_add_confirmed for e in seen for c in copies[e] if c.frame_ok],
             default=-1,
@@ -860,7 +928,7 @@ def judge_ledger(
     for eid in range(0, last + 1):
         here = copies.get(eid, [])
         _compare_copies(lid, eid, here, report)
-        good = {c.bookie for c in here if c.good}
+        good = {c.bookie for c in here if (c.indexed if census else c.good)}
         ws = meta.write_set(eid)
         if entries:
             verdict.entries.append(_entry_row(eid, ws, good))
@@ -895,7 +963,7 @@ def judge_ledger(
                 # recovery decides), so the plan counts their copies too; a CLOSED ledger's
                 # are never read
                 ws = meta.write_set(eid)
-                good = {c.bookie for c in copies[eid] if c.good}
+                good = {c.bookie for c in copies[eid] if c.good}  # never a census's
                 verdict.entries.append(_entry_row(eid, ws, good))
     verdict.findings = report.findings
     verdict.missing, verdict.expected, verdict.held = dict(missing), dict(expected), dict(held)
@@ -912,6 +980,11 @@ def judge_ledger(
         "below_ack_quorum": below,
         "without_good_copy": none,
     }
+    if census:  # counted from the indexes: no copy was verified, none is good
+        summary = verdict.summary
+        summary["census"] = True
+        summary["indexed_copies"] = summary.pop("good_copies")
+        summary["without_indexed_copy"] = summary.pop("without_good_copy")
     return verdict
 
 
@@ -991,7 +1064,8 @@ def _place(
     metadata_complete: bool = True,
 ) -> None:
     """Every ledger judged (judge_ledger, judge_unknown_ledger), then the bookie-wide check
-    (holds_nothing), all over the copies of one process's scan."""
+    (holds_nothing), all over the copies of one process's scan (a census's when
+    report.census)."""
     by_ledger: Dict[int, List[Copy]] = defaultdict(list)
     for c in report.copies:
         by_ledger[c.ledger].append(c)
@@ -999,7 +1073,9 @@ def _place(
     held: Dict[str, int] = defaultdict(int)
     missing: Dict[str, List[Finding]] = defaultdict(list)
     for lid in sorted(metadata):
-        verdict = judge_ledger(lid, metadata[lid], by_ledger.get(lid, []), coverage)
+        verdict = judge_ledger(
+            lid, metadata[lid], by_ledger.get(lid, []), coverage, census=report.census
+        )
         report.findings.extend(verdict.findings)
         report.ledgers.append(verdict.summary)
         for bookie, n in verdict.expected.items():
@@ -1154,12 +1230,17 @@ def scan_storage(
     bookie: str,
     metadata: Dict[int, LedgerMetadata],
     also: Sequence[str] = (),
+    metadata_only: bool = False,
 ) -> StorageScan:
     """Verify one ledger storage (Listing.storages: a DbLedgerStorage directory, or all of a
     bookie's Interleaved/Sorted directories): the unit of work of the local scan's loop and
     of the Spark job's tasks alike. `also`: CRCs (merkle.replica.also.ALSO_ALGORITHMS) each
-    framed copy's payload gets besides its CRC-32C (Copy.also), compared across copies."""
-    report = ScanReport(also=tuple(also))
+    framed copy's payload gets besides its CRC-32C (Copy.also), compared across copies.
+    `metadata_only`: the census (_census_log): the indexes and the logs' sizes, no entry
+    read, nothing verified."""
+    if also and metadata_only:
+        raise ValueError("--also computes its CRCs from the entries read: not in a census")
+    report = ScanReport(also=tuple(also), census=metadata_only)
     indexes = _scan_storage(ds, bookie, metadata, report)
     read = {path: index.storage for path, index in indexes.items()}
     return StorageScan(bookie, report, read, _wrong_dir(ds, bookie, indexes))
@@ -1226,6 +1307,7 @@ def scan_bookies(
     unread: Optional[Dict[int, str]] = None,
     metadata_complete: bool = True,
     also: Sequence[str] = (),
+    metadata_only: bool = False,
 ) -> ScanReport:
     """Scan the bookies' ledger directories at or under `paths` against `metadata` (ledger
     ID -> LedgerMetadata); `instance_id`: the cluster's INSTANCEID, `registered_cookies`:
@@ -1234,13 +1316,17 @@ def scan_bookies(
     (ID -> why), and `metadata_complete` False when the store could not be listed whole: the
     stored entries of a ledger missing from `metadata` are then not called garbage. A path
     that holds no ledger directory goes to `failed`. The steps (list_bookies, scan_storage,
-    judge_ledger, holds_nothing) are the ones spark_udfs.jobs.bookkeeper distributes."""
+    judge_ledger, holds_nothing) are the ones spark_udfs.jobs.bookkeeper distributes.
+    `metadata_only`: the census: every index entry placed against the ledger metadata (its
+    log present, its location inside the log), the cookies and master keys checked, no entry
+    read and none verified (Copy.indexed; judge_ledger's `census`)."""
     listing = list_bookies(paths, instance_id=instance_id, registered_cookies=registered_cookies)
     report = listing.report
+    report.census = metadata_only
     read: Dict[str, str] = {}
     wrong: Dict[str, List[Finding]] = defaultdict(list)
     for bookie, storage in listing.storages():
-        part = scan_storage(storage, bookie, metadata, also)
+        part = scan_storage(storage, bookie, metadata, also, metadata_only)
         report.findings.extend(part.report.findings)
         report.copies.extend(part.report.copies)
         report.failed.extend(part.report.failed)
