@@ -196,6 +196,8 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
         metadata_only=census,
     )
     seconds = time.perf_counter() - t0
+    # a census's placed copies of the ledgers the metadata has (`spark scan` counts the same)
+    indexed = sum(c.indexed and c.ledger in source.ledgers for c in report.copies)
     errors = [f for f in report.findings if counts_as_failure(f.severity, args.strict)]
     warnings = [f for f in report.findings if f.severity == "warning"]
     summary = {
@@ -205,7 +207,7 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
         "copies": len(report.copies),
         "good_copies": sum(c.good for c in report.copies),
         "census": census,
-        "indexed_copies": sum(c.indexed for c in report.copies),
+        "indexed_copies": indexed,
         "errors": len(report.findings) - len(warnings),
         "warnings": len(warnings),
         "failed": len(report.failed),
@@ -255,10 +257,7 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
         failed=len(report.failed),
         bookies=len(report.bookies),
         copies=len(report.copies),
-        verified=sum(
-            (c.indexed and c.ledger in source.ledgers) if census else c.verified
-            for c in report.copies
-        ),
+        verified=indexed if census else sum(c.verified for c in report.copies),
         problems=len(source.problems),
         paths=args.paths,
         census=census,

@@ -37,12 +37,11 @@ __all__ = [
 
 
 #: spark scan/run options for Ozone's replicas only (dest, flag, its unset value); the
-#: inventory (--datanodes: bookie hosts and their ledger directories) and --no-idle-io go
-#: with bookies too
+#: inventory (--datanodes: bookie hosts and their ledger directories), --no-idle-io and the
+#: census (--metadata-only) go with bookies too
 _NOT_FOR_BOOKIES: Tuple[Tuple[str, str, Any], ...] = (
     ("ozone_conf", "--ozone-conf", None),
     ("trees_only", "--trees-only", False),
-    ("metadata_only", "--metadata-only", False),
     ("keep_cache", "--keep-cache", False),
     ("bytes_per_second", "--bytes-per-second", None),
     ("decommission", "--decommission", []),
@@ -158,6 +157,11 @@ def _scan_and_write(args: argparse.Namespace) -> Any:
         )
     if inventory is None and args.no_idle_io:
         raise CLIError("--no-idle-io goes with --datanodes", EXIT_ERROR)
+    census = bool(getattr(args, "metadata_only", False))
+    if census and args.also:
+        raise CLIError(
+            "--also computes its CRCs from the entries read: not with --metadata-only", EXIT_ERROR
+        )
     if inventory is None:
         _check_paths(args.paths)
         _check_output(args.output, args.paths)
@@ -180,6 +184,7 @@ def _scan_and_write(args: argparse.Namespace) -> Any:
                 idle_io=not args.no_idle_io,
                 executor_wait=max(0.0, args.executor_wait),
                 also=tuple(args.also or ()),
+                metadata_only=census,
             )
             tables.write(args.output)
         meta = tables.document([], source.problems)
@@ -199,6 +204,7 @@ def _scan_and_write(args: argparse.Namespace) -> Any:
             unread=source.unread,
             metadata_complete=source.complete,
             also=tuple(args.also or ()),
+            metadata_only=census,
         )
         tables.write(args.output)
     meta = tables.document(list(args.paths), source.problems)
@@ -224,7 +230,7 @@ def scan(args: argparse.Namespace) -> int:
     tasks = f"on {len(hosts)} hosts" if hosts else f"{s['tasks']} storages"
     print(
         f"scanned {s['bookies']} bookies ({s['ledger_dirs']} ledger directories, "
-        f"{tasks}), {s['copies']} entry copies ({s['good_copies']} good): "
+        f"{tasks}), {s['copies']} entry copies ({_copies_counted(s)}): "
         f"{n['errors']} errors, {n['warnings']} warnings"
         + (f", {len(meta['failed'])} paths not scanned" if meta["failed"] else "")
         + f"; tables in {_dir_display(args.output)}/{{copies,findings,volumes,ledgers,entries}}"
@@ -232,19 +238,36 @@ def scan(args: argparse.Namespace) -> int:
     return _status(meta, n, args.strict)
 
 
+def _is_census(summary: Dict[str, Any]) -> bool:
+    """Whether a scan's summary is a census's (`--metadata-only`: no copy verified)."""
+    return summary.get("census") is True
+
+
+def _copies_counted(s: Dict[str, Any]) -> str:
+    """What the summary line says of the copies: how many are good, or a census's."""
+    if _is_census(s):
+        return (
+            f"{int(s.get('indexed_copies') or 0)} placed by their indexes; "
+            f"census: no entry read, none verified"
+        )
+    return f"{s['good_copies']} good"
+
+
 def _status(meta: Dict[str, Any], n: Dict[str, int], strict: bool) -> int:
     from merkle.cli.bookkeeper import bookies_status
 
     s = meta["summary"]
+    census = _is_census(s)
     return bookies_status(
         errors=n["all"] if strict else n["errors"],
         failed=len(meta["failed"]),
         bookies=int(s["bookies"]),
         copies=int(s["copies"]),
-        verified=int(s["verified_copies"]),
+        verified=int(s["indexed_copies"] if census else s["verified_copies"]),
         problems=len(meta["metadata_problems"]),
         paths=[str(p) for p in meta["paths"]]
         or [f"the inventory's hosts ({', '.join(str(h) for h in meta.get('inventory', [])[:8])})"],
+        census=census,
     )
 
 
@@ -275,6 +298,10 @@ def _read_meta(location: str) -> Dict[str, Any]:
             "warnings",
         ):
             int(summary[key])
+        if summary.get("census") not in (None, True, False):
+            raise ValueError("census is not a boolean")
+        if summary.get("census") is True:
+            int(summary["indexed_copies"])
         for key in ("failed", "metadata_problems", "paths"):
             if not isinstance(meta[key], list):
                 raise ValueError(f"{key} is not a list")
@@ -310,13 +337,17 @@ def _first_findings(findings: Any, first: int) -> List[Any]:
 
 
 #: the entry lists of a ledger's row (one entry ID per item: a ledger may have millions)
-_ENTRY_LISTS = ("below_ack_quorum", "without_good_copy")
+_ENTRY_LISTS = ("below_ack_quorum", "without_good_copy", "without_indexed_copy")
+#: a ledger row's columns of the data scan and of the census: the other kind's are null
+_DATA_ONLY = ("good_copies", "without_good_copy", "without_good_copy_total")
+_CENSUS_ONLY = ("census", "indexed_copies", "without_indexed_copy", "without_indexed_copy_total")
 
 
 def _first_ledgers(ledgers: Any, first: int) -> List[Dict[str, Any]]:
     """The first `first` ledgers' summaries, each entry list cut to its first `first` IDs (at
     least the 21 the text line needs to say "...") with its length as `<list>_total`: what
-    reaches the driver is bounded by --first, never by a ledger's entry count."""
+    reaches the driver is bounded by --first, never by a ledger's entry count. Each row as
+    `crcmerkle scan` gives it: a data scan's without the census's columns, and the reverse."""
     from pyspark.sql import functions as F
 
     keep = max(first, 21)
@@ -324,7 +355,13 @@ def _first_ledgers(ledgers: Any, first: int) -> List[Dict[str, Any]]:
     for c in _ENTRY_LISTS:
         cols += [F.slice(c, 1, keep).alias(c), F.size(c).cast("long").alias(f"{c}_total")]
     rows = ledgers.orderBy("ledger").limit(first).select(*cols).collect()
-    return [r.asDict() for r in rows]
+    out = []
+    for r in rows:
+        d = r.asDict()
+        for key in _DATA_ONLY if d.get("census") is True else _CENSUS_ONLY:
+            d.pop(key, None)
+        out.append(d)
+    return out
 
 
 def report(args: argparse.Namespace) -> int:
@@ -464,7 +501,7 @@ def _print_text(
         print_error(one_line(str(failure.get("error") if isinstance(failure, dict) else failure)))
     print(
         f"scanned {s['bookies']} bookies ({s['ledger_dirs']} ledger directories), "
-        f"{s['copies']} entry copies ({s['good_copies']} good), {s.get('bytes_read', 0)} "
+        f"{s['copies']} entry copies ({_copies_counted(s)}), {s.get('bytes_read', 0)} "
         f"bytes: {s['errors']} errors, {s['warnings']} warnings"
         + (f", {len(meta['failed'])} paths not scanned" if meta["failed"] else "")
     )
@@ -482,6 +519,12 @@ def plan(args: argparse.Namespace) -> int:
     if not args.decommission:
         raise CLIError("plan of bookies needs --decommission BOOKIE[,BOOKIE...]", EXIT_ERROR)
     meta = _read_meta(args.input)
+    if _is_census(meta["summary"]):
+        raise CLIError(
+            f"{args.input} is a census (--metadata-only): it verified no copy, and a plan "
+            f"counts only verified copies; scan the bookies' data for a plan",
+            EXIT_ERROR,
+        )
     scanned = meta.get("bookies")
     if not isinstance(scanned, dict):
         raise CLIError(f"{args.input}/{META_FILE}: not a bookie scan's summary", EXIT_ERROR)

@@ -267,6 +267,7 @@ def test_the_report_takes_the_first_of_each_list(spark: Any) -> None:
 
     rows = [
         (lid, "CLOSED", "CRC32C", 99, 99, 3, 2, 2, {"1": 100}, list(range(100)), [])
+        + (None, None, None)  # a data scan's row: no census columns
         for lid in range(5)
     ]
     got = _first_ledgers(spark.createDataFrame(rows, LEDGER_SCHEMA), 2)
@@ -275,6 +276,76 @@ def test_the_report_takes_the_first_of_each_list(spark: Any) -> None:
     assert all(
         g["below_ack_quorum_total"] == 100 and g["without_good_copy_total"] == 0 for g in got
     )
+    assert not any(k.startswith(("census", "indexed", "without_indexed")) for k in got[0])
+    census = [
+        (0, "CLOSED", "CRC32C", 99, 99, 3, 2, 2, None, list(range(30)), None)
+        + (True, {"2": 70, "1": 30}, list(range(25)))
+    ]
+    (row,) = _first_ledgers(spark.createDataFrame(census, LEDGER_SCHEMA), 2)
+    assert row["census"] is True and row["indexed_copies"] == {"2": 70, "1": 30}
+    assert row["without_indexed_copy"] == list(range(21))
+    assert row["without_indexed_copy_total"] == 25 and row["below_ack_quorum_total"] == 30
+    assert "good_copies" not in row and "without_good_copy" not in row
+
+
+def test_the_spark_census_of_bookies_is_the_clis(spark: Any, tmp_path: Path, capsys: Any) -> None:
+    """`spark run BOOKIES --metadata-only`: the CLI census's findings and ledgers, field for
+    field, zero bytes read, no copy good; the report says it is a census; a plan of it is
+    refused in one line (a plan counts verified copies only), before any Spark job."""
+    bk = tmp_path / "bk"
+    manifest = _generate(bk, "default", "mixed")
+    paths = [str(bk / b) for b in manifest["bookies"]]
+    meta = str(bk / manifest["metadata"]["znode_tree"])
+    argv = [*paths, "--ledger-metadata", meta, "--metadata-only"]
+    local_status, local = _json_of(capsys, ["scan", *argv, "--json"])
+    out = tmp_path / "census"
+    status, data = _json_of(capsys, ["spark", "run", *argv, "-o", str(out), "--json"])
+    assert status == local_status == 1
+    assert _sorted(data["findings"]) == _sorted(local["findings"])
+    assert _ledgers(data) == local["ledgers"]
+    assert all(led["census"] is True for led in data["ledgers"])
+    s, ls = data["summary"], local["summary"]
+    assert s["census"] is True and s["bytes_read"] == ls["bytes_read"] == 0
+    assert s["good_copies"] == 0 and s["indexed_copies"] == ls["indexed_copies"] > 0
+    assert not {f["error"] for f in data["findings"]} & {"CORRUPT_ENTRY", "COPIES_DIFFER"}
+    capsys.readouterr()
+    assert main(["spark", "report", str(out)]) == 1
+    text = capsys.readouterr().out
+    assert "placed by their indexes; census: no entry read, none verified" in text
+    assert "(census: none verified)" in text
+    bookie = next(iter(data["bookies"]))
+    capsys.readouterr()
+    assert main(["spark", "plan", str(out), "--decommission", bookie]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is a census" in err
+    capsys.readouterr()
+    argv = ["spark", "scan", *argv, "--also", "crc32", "-o", str(tmp_path / "o")]
+    assert main(argv) == 2
+    assert "not with --metadata-only" in capsys.readouterr().err
+
+
+def test_a_host_task_takes_the_census(tmp_path: Path) -> None:
+    """The data-local task's rows (host_batches, run here without Spark) of a census: every
+    copy the local census places, indexed, none verified, zero bytes read."""
+    from merkle.cli.bookkeeper import metadata_source
+    from merkle.replica.bookkeeper.scan import scan_bookies
+    from spark_udfs.jobs.bookkeeper.hosts import host_batches
+
+    bk = tmp_path / "bk"
+    manifest = _generate(bk, "none", "mixed")
+    paths = [str(bk / b) for b in manifest["bookies"]]
+    source = metadata_source(str(bk / manifest["metadata"]["znode_tree"]), None)
+    batches = [
+        b.to_pydict()
+        for b in host_batches("h1", paths, None, source.ledgers, None, None, metadata_only=True)
+    ]
+    copies = [b for b in batches if b["kind"][0] == "COPY"]
+    indexed = [i for b in copies for i in b["indexed"]]
+    local = scan_bookies(paths, source.ledgers, metadata_only=True)
+    assert len(indexed) == len(local.copies) > 0 and all(indexed)
+    assert not any(v for b in copies for v in b["verified"])
+    vols = [b for b in batches if b["kind"][0] == "VOLUME"]
+    assert sum(n for b in vols for n in b["bytes_read"]) == 0
 
 
 def test_a_storage_task_yields_its_copies_in_bounded_batches(tmp_path: Path) -> None:

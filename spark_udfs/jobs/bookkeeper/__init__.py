@@ -68,7 +68,7 @@ COPY_SCHEMA = (
     "bookie string, ledger long, entry long, file string, offset long, size long, "
     "frame_ok boolean, digest_ok boolean, verified boolean, stored_digest string, "
     "payload_crc32c long, last_add_confirmed long, problem string, "
-    "also_crc64nvme binary, also_crc32c binary, also_crc32 binary"
+    "also_crc64nvme binary, also_crc32c binary, also_crc32 binary, indexed boolean"
 )
 #: every finding, with the local scan's fields (its JSON's `error` is the kind)
 FINDING_SCHEMA = (
@@ -87,12 +87,15 @@ VOLUME_SCHEMA = (
     "seconds double, host string, cpu_seconds double"
 )
 #: one row per ledger of the metadata: the local scan's ledger summary (good_copies: how
-#: many entries have each count of good copies)
+#: many entries have each count of good copies); a census's (`census` true) counts indexed
+#: copies instead (indexed_copies, without_indexed_copy; good_copies and without_good_copy
+#: null: no copy was verified)
 LEDGER_SCHEMA = (
     "ledger long, state string, digest_type string, last_entry_id long, checked_up_to long, "
     "ensemble_size long, write_quorum long, ack_quorum long, "
     "good_copies map<string,bigint>, below_ack_quorum array<bigint>, "
-    "without_good_copy array<bigint>"
+    "without_good_copy array<bigint>, census boolean, indexed_copies map<string,bigint>, "
+    "without_indexed_copy array<bigint>"
 )
 #: one row per entry of a ledger of the metadata (0 to the last it was checked up to): its
 #: write set and the bookies of it that hold a good copy; what `spark plan --decommission`
@@ -150,9 +153,11 @@ def _union(*schemas: str) -> str:
     return ", ".join(f"{n} {k}" for n, k in seen.items())
 
 
-#: each task's counts (TALLY): its findings and warnings (and stage 1's verified copies), so
-#: that the summary comes with the collects the job makes anyway, not from extra jobs
-_TALLY = "findings long, warnings long, verified_copies long"
+#: each task's counts (TALLY): its findings and warnings (and stage 1's verified copies, stage
+#: 2's copies a census placed: the summary's indexed_copies, a name the ledgers' map column
+#: has in the same union schema), so that the summary comes with the collects the job makes
+#: anyway, not from extra jobs
+_TALLY = "findings long, warnings long, verified_copies long, placed_copies long"
 #: stage 1's rows (COPY, FINDING, VOLUME, FAILED, TALLY) and stage 2's (FINDING, MISSING,
 #: LEDGER, TALLY, and COUNT: per bookie, the entry copies its write sets give it, those it
 #: holds and its MISSING rows), told apart by `kind`
@@ -233,10 +238,15 @@ def _volume_rows(
 
 
 def _storage_fn(
-    storages: Any, metadata: Any, per_batch: int = COPIES_PER_BATCH, also: Sequence[str] = ()
+    storages: Any,
+    metadata: Any,
+    per_batch: int = COPIES_PER_BATCH,
+    also: Sequence[str] = (),
+    metadata_only: bool = False,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """Stage 1's mapInArrow function: each work item (an index into the broadcast list of
-    storages) verified by scan_storage, its results as rows (copies `per_batch` a batch)."""
+    storages) verified by scan_storage (its census with `metadata_only`), its results as rows
+    (copies `per_batch` a batch)."""
     schema = _arrow(_STAGE1)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -246,7 +256,7 @@ def _storage_fn(
             for i in batch.column(0).to_pylist():
                 bookie, ds = storages.value[i]
                 t0, c0 = time.perf_counter(), time.process_time()
-                part = scan_storage(ds, bookie, metadata.value, also)
+                part = scan_storage(ds, bookie, metadata.value, also, metadata_only)
                 yield from storage_batches(
                     schema,
                     ds,
@@ -290,10 +300,10 @@ def storage_batches(
 
 
 def _ledger_fn(
-    metadata: Any, coverage: Any, unread: Dict[int, str], complete: bool
+    metadata: Any, coverage: Any, unread: Dict[int, str], complete: bool, census: bool = False
 ) -> Callable[[pa.Table], pa.Table]:
     """Stage 2's per-ledger function (`_per_ledger` feeds it): one ledger's copies (from
-    every bookie) judged by judge_ledger / judge_unknown_ledger."""
+    every bookie) judged by judge_ledger / judge_unknown_ledger (a census's with `census`)."""
     schema = _arrow(_STAGE2)
 
     def run(group: pa.Table) -> pa.Table:
@@ -311,9 +321,10 @@ def _ledger_fn(
                     _table(schema, "TALLY", [_tally(found)]),
                 ]
             )
-        verdict = judge_ledger(lid, meta, copies, coverage.value, entries=True)
+        verdict = judge_ledger(lid, meta, copies, coverage.value, entries=True, census=census)
         summary = dict(verdict.summary)
-        summary["good_copies"] = list(summary["good_copies"].items())
+        counted = "indexed_copies" if census else "good_copies"
+        summary[counted] = list(summary[counted].items())
         counts = [
             {
                 "bookie": b,
@@ -331,7 +342,12 @@ def _ledger_fn(
                 _table(schema, "LEDGER", [summary]),
                 _entry_table(schema, lid, verdict.entries),
                 _table(schema, "COUNT", counts),
-                _table(schema, "TALLY", [_tally(verdict.findings)]),
+                _table(
+                    schema,
+                    "TALLY",
+                    # a census's copies of the ledgers the metadata has: what it placed
+                    [_tally(verdict.findings, placed_copies=sum(c.indexed for c in copies))],
+                ),
             ]
         )
 
@@ -437,11 +453,13 @@ def scan_bookkeeper(
     unread: Optional[Dict[int, str]] = None,
     metadata_complete: bool = True,
     also: Sequence[str] = (),
+    metadata_only: bool = False,
 ) -> BookieTables:
     """Scan the bookies of `listing` (list_bookies, on the driver) against `metadata`: the
     two stages of the module's docstring. Returns the tables (lazy, but the stages' outputs
     cached) and the summary counts. `also`: the payload CRCs the copies carry besides
-    CRC-32C (the copies table's also_* columns, compared across copies)."""
+    CRC-32C (the copies table's also_* columns, compared across copies). `metadata_only`:
+    the census (merkle.replica.bookkeeper.scan.scan_bookies'), no entry read."""
     from pyspark.sql import functions as F
 
     from merkle.replica.bookkeeper.scan import coverage_of
@@ -452,7 +470,12 @@ def scan_bookkeeper(
     meta_bc = sc.broadcast(metadata)
     stage1 = (
         spark.range(0, len(storages), numPartitions=max(1, len(storages)))
-        .mapInArrow(_storage_fn(sc.broadcast(storages), meta_bc, also=tuple(also)), _STAGE1)
+        .mapInArrow(
+            _storage_fn(
+                sc.broadcast(storages), meta_bc, also=tuple(also), metadata_only=metadata_only
+            ),
+            _STAGE1,
+        )
         .cache()
     )
     small = stage1.filter(F.col("kind").isin("VOLUME", "FAILED", "TALLY")).collect()
@@ -473,6 +496,7 @@ def scan_bookkeeper(
         unread=unread,
         metadata_complete=metadata_complete,
         t0=t0,
+        census=metadata_only,
     )
 
 
@@ -507,11 +531,13 @@ def judge_stage1(
     unread: Optional[Dict[int, str]] = None,
     metadata_complete: bool = True,
     t0: Optional[float] = None,
+    census: bool = False,
 ) -> BookieTables:
     """Stage 2 and the summary over a stage 1 (`stage1`, cached, with `small` its VOLUME,
     FAILED and TALLY rows collected): the ledgers judged grouped by ledger, the bookie-wide
     check, the findings and tables. Shared by the scan of listed paths and the data-local
-    scan of an inventory's hosts (spark_udfs.jobs.bookkeeper.hosts)."""
+    scan of an inventory's hosts (spark_udfs.jobs.bookkeeper.hosts). `census`: stage 1 is a
+    census's (Copy.indexed), judged as one."""
     from pyspark.sql import functions as F
 
     from merkle.replica.bookkeeper.scan import holds_nothing
@@ -535,7 +561,11 @@ def judge_stage1(
         .mapInArrow(
             _per_ledger(
                 _ledger_fn(
-                    meta_bc, sc.broadcast(view.coverage), dict(unread or {}), metadata_complete
+                    meta_bc,
+                    sc.broadcast(view.coverage),
+                    dict(unread or {}),
+                    metadata_complete,
+                    census,
                 )
             ),
             _STAGE2,
@@ -589,6 +619,9 @@ def judge_stage1(
         "verified_copies": sum(
             int(r["verified_copies"] or 0) for r in small if r["kind"] == "TALLY"
         ),
+        "census": census,
+        # of the ledgers the metadata has (stage 2's tallies): what a census placed
+        "indexed_copies": sum(int(r["placed_copies"] or 0) for r in counts if r["kind"] == "TALLY"),
         "findings": n_found,
         "errors": n_found - warnings,
         "warnings": warnings,

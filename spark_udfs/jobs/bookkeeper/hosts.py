@@ -119,6 +119,7 @@ def _scan_host(
     registered: Optional[Dict[str, bytes]],
     per_batch: int = COPIES_PER_BATCH,
     also: Sequence[str] = (),
+    metadata_only: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """The rows of one host's task (see the module docstring)."""
     from spark_udfs.cluster.locality import this_executor_host
@@ -138,7 +139,15 @@ def _scan_host(
         )
         return
     yield from host_batches(
-        host, item["volumes"], want, metadata, instance_id, registered, per_batch, also
+        host,
+        item["volumes"],
+        want,
+        metadata,
+        instance_id,
+        registered,
+        per_batch,
+        also,
+        metadata_only,
     )
 
 
@@ -151,12 +160,14 @@ def host_batches(
     registered: Optional[Dict[str, bytes]],
     per_batch: int = COPIES_PER_BATCH,
     also: Sequence[str] = (),
+    metadata_only: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """Stage 1's rows of one host's ledger directories `volumes` (read here: the caller has
     checked it runs on `host`): their listing and cookie findings, each bookie whose ID is
     not `want` (the inventory's, if it names one) refused as WRONG_BOOKIE, each storage
-    verified (scan_storage), one LISTING row per bookie. The data-local task's work, and
-    what `crcmerkle scan BOOKIE_DIR... --emit URI` writes (spark_udfs.jobs.bookkeeper.emit)."""
+    verified (scan_storage; its census with `metadata_only`), one LISTING row per bookie.
+    The data-local task's work, and what `crcmerkle scan BOOKIE_DIR... --emit URI` writes
+    (spark_udfs.jobs.bookkeeper.emit)."""
     from merkle.replica.bookkeeper.scan import coverage_of, list_bookies, scan_storage
 
     schema = _arrow(_STAGE1)
@@ -192,7 +203,7 @@ def host_batches(
     read: Dict[str, str] = {}
     for bookie, storage in Listing(listing.report, kept).storages():
         t0, c0 = time.perf_counter(), time.process_time()
-        part = scan_storage(storage, bookie, metadata, also)
+        part = scan_storage(storage, bookie, metadata, also, metadata_only)
         read.update(part.read)
         yield from storage_batches(
             schema,
@@ -241,6 +252,7 @@ def _task_fn(metadata: Any, source: Dict[str, Any], idle_io: bool) -> Any:
                     source["instance_id"],
                     source["cookies"],
                     also=source["also"],
+                    metadata_only=source["metadata_only"],
                 )
 
     return run
@@ -392,9 +404,10 @@ def scan_bookie_hosts(
     idle_io: bool = True,
     executor_wait: float = DEFAULT_EXECUTOR_WAIT,
     also: Sequence[str] = (),
+    metadata_only: bool = False,
 ) -> BookieTables:
     """Scan every bookie host of `inventory` where it is (see the module docstring): the
-    tables of spark_udfs.jobs.bookkeeper.scan_bookkeeper."""
+    tables of spark_udfs.jobs.bookkeeper.scan_bookkeeper (a census with `metadata_only`)."""
 
     from spark_udfs.jobs.hostscan import registered_hosts, run_per_host
 
@@ -403,7 +416,12 @@ def scan_bookie_hosts(
     local, registered = registered_hosts(sc, inventory, executor_wait)
     per_host, missing = _items(inventory, registered, local)
     meta_bc = sc.broadcast(metadata)
-    source = {"instance_id": instance_id, "cookies": registered_cookies, "also": tuple(also)}
+    source = {
+        "instance_id": instance_id,
+        "cookies": registered_cookies,
+        "also": tuple(also),
+        "metadata_only": metadata_only,
+    }
     fn = _task_fn(meta_bc, source, idle_io)
     lost: Set[str] = set()
     if per_host:
@@ -436,6 +454,7 @@ def scan_bookie_hosts(
         unread=unread,
         metadata_complete=metadata_complete,
         t0=t0,
+        census=metadata_only,
     )
 
 
@@ -453,13 +472,15 @@ def judge_hosts(
     metadata_complete: bool = True,
     t0: Optional[float] = None,
     inventory: Optional[Inventory] = None,
+    census: bool = False,
 ) -> BookieTables:
     """Stage 2 over the hosts' stage-1 rows (`stage1`: host_batches' rows of every host,
     cached or read from emitted files): the checks across hosts (_across_hosts), then
     judge_stage1. `driver_found` and `volumes`: findings and volume rows the caller made
     (hosts without an executor); `inventory` (emitted rows only: the data-local tasks
     checked it on the hosts): a host that emitted nothing is NOT_SCANNED, and a bookie on a
-    host the inventory gives another bookie is WRONG_BOOKIE, its copies not counted."""
+    host the inventory gives another bookie is WRONG_BOOKIE, its copies not counted.
+    `census`: the rows are a census's (host_batches with `metadata_only`)."""
     from pyspark.sql import functions as F
 
     t0 = time.perf_counter() if t0 is None else t0
@@ -514,5 +535,6 @@ def judge_hosts(
         unread=unread,
         metadata_complete=metadata_complete,
         t0=t0,
+        census=census,
     )
     return tables
