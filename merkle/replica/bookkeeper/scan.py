@@ -545,14 +545,7 @@ def _one_log(
         fd = open_regular(current_fd, name)
     except FileNotFoundError:
         if todo:
-            _log_gone(
-                todo,
-                shown,
-                bookie,
-                "the entry log is gone (deleted by garbage "
-                "collection or compaction since the index was read, or lost)",
-                report,
-            )
+            _log_gone(todo, shown, bookie, _GONE, report)
         return
     except NotRegularFileError as exc:
         report.add(NOT_A_REGULAR_FILE, f"{exc.strerror}: never read", bookie=bookie, file=shown)
@@ -594,14 +587,7 @@ def _census_log(
         st = os.stat(name, dir_fd=current_fd, follow_symlinks=False)
     except FileNotFoundError:
         if todo:
-            _log_gone(
-                todo,
-                shown,
-                bookie,
-                "the entry log is gone (deleted by garbage "
-                "collection or compaction since the index was read, or lost)",
-                report,
-            )
+            _log_gone(todo, shown, bookie, _GONE, report)
         return
     except OSError as exc:
         report.failed.append({"path": shown, "error": f"{shown}: {exc.strerror or exc}"})
@@ -627,6 +613,13 @@ def _census_log(
         else:
             copy.indexed = True
         report.copies.append(copy)
+
+
+#: why a log the index points into cannot be opened: the bookie is live
+_GONE = (
+    "the entry log is gone (deleted by garbage collection or compaction since the index was "
+    "read, or lost)"
+)
 
 
 def _log_gone(
