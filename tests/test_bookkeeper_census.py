@@ -184,6 +184,7 @@ def test_census_options_refused_in_one_line(tmp_path: Path, capsys: Any) -> None
         assert main(argv) == 2, extra
         err = capsys.readouterr().err
         assert err.count("\n") == 1, err
+        assert ("--also computes its CRCs" in err) == (extra[0] == "--also"), err
     capsys.readouterr()
     argv = ["scan", *bookies, "--ledger-metadata", meta, "--metadata-only", "--trees-only"]
     assert main(argv) == 2

@@ -178,6 +178,18 @@ def byte_rate(text: str) -> Optional[int]:
     return positive_size(text)
 
 
+def refuse_also_without_data(args: argparse.Namespace) -> None:
+    """`--also` computes CRCs from the bytes a scan reads: refused with the modes that read
+    no data (`--trees-only`, `--metadata-only`), on every layout and in both CLIs."""
+    if getattr(args, "also", None) and (
+        getattr(args, "trees_only", False) or getattr(args, "metadata_only", False)
+    ):
+        raise CLIError(
+            "--also computes its CRCs from the data read: not with --trees-only or --metadata-only",
+            EXIT_ERROR,
+        )
+
+
 def redact_json(value: Any) -> Any:
     """A JSON document (dicts, lists, scalars) with every string's URI credentials removed
     (merkle.replica.uri.redact), for what a verb prints with --json."""

@@ -172,10 +172,6 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
     for problem in source.problems:
         print_error(one_line(f"--zookeeper: {problem}"))
     census = bool(getattr(args, "metadata_only", False))
-    if census and args.also:
-        raise CLIError(
-            "--also computes its CRCs from the entries read: not with --metadata-only", EXIT_ERROR
-        )
     if getattr(args, "emit", None):
         if census:
             raise CLIError(

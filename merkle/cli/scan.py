@@ -21,6 +21,7 @@ from merkle.cli import (
     int_in_range,
     print_error,
     redact_json,
+    refuse_also_without_data,
     size_up_to,
 )
 from merkle.replica.also import ALSO_ALGORITHMS, WIDTHS, s3_base64
@@ -378,6 +379,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.host is not None and not args.emit:
         raise CLIError("--host is only for --emit", EXIT_ERROR)
+    refuse_also_without_data(args)
     if (
         getattr(args, "ledger_metadata", None) is not None
         or getattr(args, "zookeeper", None) is not None
@@ -386,11 +388,6 @@ def run(args: argparse.Namespace) -> int:
 
         return run_bookkeeper(args)
     _refuse_bookies_without_metadata(args.paths)
-    if args.also and (args.trees_only or args.metadata_only):
-        raise CLIError(
-            "--also computes its CRCs from the data read: not with --trees-only or --metadata-only",
-            EXIT_ERROR,
-        )
     idle, previous = _idle_io(args)
     try:
         if args.emit:

@@ -158,10 +158,6 @@ def _scan_and_write(args: argparse.Namespace) -> Any:
     if inventory is None and args.no_idle_io:
         raise CLIError("--no-idle-io goes with --datanodes", EXIT_ERROR)
     census = bool(getattr(args, "metadata_only", False))
-    if census and args.also:
-        raise CLIError(
-            "--also computes its CRCs from the entries read: not with --metadata-only", EXIT_ERROR
-        )
     if inventory is None:
         _check_paths(args.paths)
         _check_output(args.output, args.paths)

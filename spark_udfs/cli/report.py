@@ -10,7 +10,7 @@ import os
 import sys
 from typing import Any, Dict, Optional, Tuple
 
-from merkle.cli import EXIT_ERROR, EXIT_FINDINGS, CLIError
+from merkle.cli import EXIT_ERROR, EXIT_FINDINGS, CLIError, refuse_also_without_data
 from spark_udfs.cli import common
 from spark_udfs.cli.bookkeeper import bookkeeper_opts, is_bookkeeper_output, is_bookkeeper_scan
 from spark_udfs.cli.common import (
@@ -158,6 +158,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    refuse_also_without_data(args)
     if is_bookkeeper_scan(args):
         from spark_udfs.cli import bookkeeper
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, Tuple
 
-from merkle.cli import EXIT_ERROR, EXIT_FINDINGS, CLIError
+from merkle.cli import EXIT_ERROR, EXIT_FINDINGS, CLIError, refuse_also_without_data
 from merkle.replica.levels import WARNING
 from spark_udfs.cli import common
 from spark_udfs.cli.bookkeeper import bookkeeper_opts, is_bookkeeper_scan
@@ -70,10 +70,6 @@ def _scan_and_write(args: argparse.Namespace) -> Tuple[Any, Any]:
         raise CLIError("nothing to scan: give PATHs, or --datanodes FILE for a whole cluster")
     if inventory is None and (args.no_idle_io or args.keep_cache):
         raise CLIError("--no-idle-io and --keep-cache go with --datanodes")
-    if args.also and (args.trees_only or args.metadata_only):
-        raise CLIError(
-            "--also computes its CRCs from the data read: not with --trees-only or --metadata-only"
-        )
     if inventory is None:
         _check_paths(args.paths)
         _check_output(args.output, args.paths)
@@ -119,6 +115,7 @@ def _scan_hosts(args: argparse.Namespace, spark: Any, inventory: Any) -> Any:
 
 
 def _scan(args: argparse.Namespace) -> int:
+    refuse_also_without_data(args)
     if is_bookkeeper_scan(args):
         from spark_udfs.cli import bookkeeper
 

@@ -265,6 +265,26 @@ def _digest_of(meta: Optional[LedgerMetadata]) -> Tuple[str, bytes, bool]:
     return meta.digest_type, meta.password, True
 
 
+def _location_in_log(
+    pos: int, file_size: int, bookie: str, lid: int, eid: int, shown: str, report: ScanReport
+) -> bool:
+    """Whether an index location can hold an entry of a log of `file_size` bytes (past the
+    log's header and its size field, room for the smallest frame); if not, the finding."""
+    if HEADER_SIZE + 4 <= pos and pos + _MIN_SANE_ENTRY <= file_size:
+        return True
+    report.add(
+        ENTRY_FRAME_INVALID,
+        f"the index location {pos} lies outside the "
+        f"log's entries (log of {file_size} bytes): the entry is gone",
+        bookie=bookie,
+        ledger=lid,
+        entry=eid,
+        file=shown,
+        offset=pos,
+    )
+    return False
+
+
 def _verify_log(
     fd: int,
     file_size: int,
@@ -279,14 +299,7 @@ def _verify_log(
     reader = WindowReader(min(READ_WINDOW, file_size))
     while i < len(todo):
         pos, lid, eid = todo[i]
-        where = dict(bookie=bookie, ledger=lid, entry=eid, file=shown, offset=pos)
-        if pos < HEADER_SIZE + 4 or pos + _MIN_SANE_ENTRY > file_size:
-            report.add(
-                ENTRY_FRAME_INVALID,
-                f"the index location {pos} lies outside the "
-                f"log's entries (log of {file_size} bytes): the entry is gone",
-                **where,
-            )
+        if not _location_in_log(pos, file_size, bookie, lid, eid, shown, report):
             report.copies.append(Copy(bookie, lid, eid, shown, pos))
             i += 1
             continue
@@ -599,19 +612,7 @@ def _census_log(
     size = st.st_size
     for pos, lid, eid in todo:
         copy = Copy(bookie, lid, eid, shown, pos)
-        if pos < HEADER_SIZE + 4 or pos + _MIN_SANE_ENTRY > size:
-            report.add(
-                ENTRY_FRAME_INVALID,
-                f"the index location {pos} lies outside the "
-                f"log's entries (log of {size} bytes): the entry is gone",
-                bookie=bookie,
-                ledger=lid,
-                entry=eid,
-                file=shown,
-                offset=pos,
-            )
-        else:
-            copy.indexed = True
+        copy.indexed = _location_in_log(pos, size, bookie, lid, eid, shown, report)
         report.copies.append(copy)
 
 
