@@ -537,6 +537,7 @@ LAYERS: List[Tuple[str, ...]] = [
     ("merkle.replica.layouts",),  # the registry
     (
         "merkle.replica.scan*",
+        "merkle.replica.incremental*",
         "merkle.replica.reconcile*",
         "merkle.replica.replicate*",
         "merkle.replica.generate*",

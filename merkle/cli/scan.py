@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from merkle.cli import (
     EXIT_ERROR,
@@ -24,8 +25,10 @@ from merkle.cli import (
     refuse_also_without_data,
     size_up_to,
 )
+from merkle.messages import one_line
 from merkle.replica.also import ALSO_ALGORITHMS, WIDTHS, s3_base64
 from merkle.replica.errors import ReplicaError
+from merkle.replica.incremental import CarriedResult, utc
 from merkle.trees.ozone import format_checksum
 
 DESCRIPTION = """\
@@ -234,6 +237,25 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "default /ledgers), instead of --ledger-metadata",
     )
     p.add_argument(
+        "--state",
+        metavar="DIR",
+        help="keep the scan's progress in DIR (created private; root's own, off the "
+        "scanned volumes): each replica verified is recorded as soon as it is read, with "
+        "the identity it had (its files' names, sizes, inodes and times and its block "
+        "metadata), so that a rerun after a kill or a reboot continues the pass where it "
+        "stopped, and reports the replicas already verified without reading them again",
+    )
+    p.add_argument(
+        "--max-age",
+        metavar="DURATION",
+        type=_duration,
+        help="with --state: do not read again a replica verified within DURATION (7d, 12h, "
+        "30m, 90s) whose identity is unchanged; changed and never-verified replicas are "
+        "read first, then the oldest verified. Bit rot changes no metadata: every replica "
+        "is still read once per DURATION; a replica not read is reported with the time "
+        "it was read",
+    )
+    p.add_argument(
         "--buffer-size", type=size_up_to(MAX_BUFFER_BYTES), default=None, help=argparse.SUPPRESS
     )
     from merkle.cli.emit import add_options
@@ -241,6 +263,30 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_options(p)  # --emit URI, --host NAME
     p.set_defaults(func=run)
     return p
+
+
+def _duration(text: str) -> float:
+    from merkle.replica.scanstate import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _state_refusal(args: argparse.Namespace) -> Optional[str]:
+    """Why --state/--max-age cannot go with the other options given, or None."""
+    if args.max_age is not None and not args.state:
+        return "--max-age goes with --state DIR (where the verification times are kept)"
+    if not args.state:
+        return None
+    if args.trees_only or args.metadata_only:
+        return "--state records verified data: not with --trees-only or --metadata-only"
+    if args.emit:
+        return "--state is not yet taken with --emit (a host's scan emits every replica it reads)"
+    if any("://" in p for p in args.paths):
+        return "--state keeps a host's own progress: its PATHs are local directories, not URIs"
+    return None
 
 
 def _replicas(paths: List[str]) -> List[Tuple[Any, Any]]:
@@ -380,10 +426,19 @@ def run(args: argparse.Namespace) -> int:
     if args.host is not None and not args.emit:
         raise CLIError("--host is only for --emit", EXIT_ERROR)
     refuse_also_without_data(args)
+    why = _state_refusal(args)
+    if why is not None:
+        raise CLIError(why, EXIT_ERROR)
     if (
         getattr(args, "ledger_metadata", None) is not None
         or getattr(args, "zookeeper", None) is not None
     ):
+        if args.state:
+            raise CLIError(
+                "--state is not yet taken on BookKeeper bookies (their scan is one pass "
+                "over each bookie's entry logs)",
+                EXIT_ERROR,
+            )
         from merkle.cli.bookkeeper import run_bookkeeper
 
         return run_bookkeeper(args)
@@ -400,20 +455,80 @@ def run(args: argparse.Namespace) -> int:
             politeio.set_io_priority(previous)  # an in-process caller (tests) gets it back
 
 
+def _tracker(args: argparse.Namespace) -> Any:
+    """The StateTracker of --state DIR (None without), its database checked and opened; a
+    directory or database that cannot be trusted is one line, exit 2."""
+    if not args.state:
+        return None
+    from merkle.replica.incremental import StateTracker
+    from merkle.replica.scanstate import ScanState, StateError
+
+    def warn(line: str) -> None:
+        print(f"{PROG}: warning: {one_line(line)}", file=sys.stderr, flush=True)
+
+    try:
+        return StateTracker(ScanState(args.state, list(args.paths), warn), args.max_age)
+    except StateError as exc:
+        raise CLIError(str(exc), EXIT_ERROR) from None
+    except sqlite3.Error as exc:
+        raise CLIError(f"--state {args.state}: {exc}", EXIT_ERROR) from None
+
+
+def _replica_dict(r: Any, strict: bool, tracker: Any) -> Dict[str, Any]:
+    """A replica's JSON; with --state, whether this run read it and when it was verified."""
+    d = r.to_dict(strict)
+    if tracker is not None and "verified_at" not in d:
+        when = tracker.read_at.get(r.path)
+        d.update(read=True, verified_at=None if when is None else utc(when))
+    return d
+
+
+def _state_summary(args: argparse.Namespace, tracker: Any, results: List[Any]) -> Dict[str, Any]:
+    carried = [r for r in results if isinstance(r, CarriedResult)]
+    oldest = min((r.verified_at for r in carried), default=None)
+    return {
+        "directory": args.state,
+        "resumed_pass": tracker.resumed,
+        "pass_started": utc(tracker.state.pass_started),
+        "max_age_seconds": args.max_age,
+        "read": len(results) - len(carried),
+        "not_read_unchanged": len(carried),
+        "recorded": tracker.recorded,
+        "oldest_carried_verification": None if oldest is None else utc(oldest),
+    }
+
+
+def _state_line(st: Dict[str, Any]) -> str:
+    line = (
+        f"state {st['directory']}: {st['read']} replicas read, {st['not_read_unchanged']} "
+        f"not read (unchanged, verified "
+        + ("in the pass in progress" if st["max_age_seconds"] is None else "within --max-age")
+        + ")"
+    )
+    if st["oldest_carried_verification"]:
+        line += f", the oldest verified {st['oldest_carried_verification']}"
+    if st["resumed_pass"]:
+        line += f"; resumed the pass started {st['pass_started']}"
+    return line
+
+
 def _run(args: argparse.Namespace, idle: bool) -> int:
-    from merkle.cli import one_line
     from merkle.replica.census import NO_DATA_READ
     from merkle.replica.scan import DEFAULT_BUFFER_SIZE, ScanResult, scan_paths
 
     cheap = args.trees_only or args.metadata_only  # no data read, nothing written
+    tracker = _tracker(args)
     # no bar in bytes: none are read
     bar = _bar(args.paths, not args.no_progress and not args.json and not cheap)
     per_replica = bar is not None and bar.unit == "replica"  # sizes unknown: see _bar
     failed: List[Dict[str, str]] = []
     results: List[ScanResult] = []
 
-    def on_result(r: ScanResult) -> None:
+    def on_result(r: Any) -> None:  # a ScanResult, or with --state a CarriedResult
         results.append(r)
+        carried = isinstance(r, CarriedResult)
+        if bar is not None and carried and not per_replica:
+            bar.update(int(r.stored.get("bytes_read") or 0))  # not read this time
         if args.json:
             return
         if bar is not None:
@@ -421,7 +536,8 @@ def _run(args: argparse.Namespace, idle: bool) -> int:
             if per_replica:
                 bar.update(1)
         value = "-" if r.tree.data_checksum is None else format_checksum(r.tree.data_checksum)
-        print(f"{_status(r, args.strict)}  {value}  {one_line(r.path)}", flush=True)
+        note = f"  (not read: unchanged since verified {utc(r.verified_at)})" if carried else ""
+        print(f"{_status(r, args.strict)}  {value}  {one_line(r.path)}{note}", flush=True)
         for e in r.errors:
             print(f"    {'warning: ' if e.is_warning else ''}{one_line(str(e))}")
         for alg, values in r.also.items():  # --also: each block read in full
@@ -467,6 +583,7 @@ def _run(args: argparse.Namespace, idle: bool) -> int:
                     on_error=on_error,
                     progress=progress,
                     ozone_scanned=seen,
+                    tracker=tracker,
                     drop_cache=not args.keep_cache,
                     buffer_size=args.buffer_size or DEFAULT_BUFFER_SIZE,
                     **({"also": tuple(args.also)} if args.also else {}),
@@ -484,9 +601,13 @@ def _run(args: argparse.Namespace, idle: bool) -> int:
                         f"or an Ozone volume <R>/hdds/VERSION)"
                     ),
                 )
+        if tracker is not None:  # every PATH visited: the next run starts a new pass
+            tracker.state.complete_pass()
     finally:
         if bar is not None:
             bar.close()
+        if tracker is not None:
+            tracker.state.close()
     seconds = time.perf_counter() - t0
     nbytes = sum(r.bytes_read for r in results)
     bad = sum(1 for r in results if not r.ok_at(args.strict))
@@ -514,11 +635,13 @@ def _run(args: argparse.Namespace, idle: bool) -> int:
     summary["data_read"] = not cheap
     if cheap:
         summary["compared"] = NO_DATA_READ[args.trees_only]
+    if tracker is not None:
+        summary["state"] = _state_summary(args, tracker, results)
     if args.json:
         json.dump(
             redact_json(
                 {
-                    "replicas": [r.to_dict(args.strict) for r in results],
+                    "replicas": [_replica_dict(r, args.strict, tracker) for r in results],
                     "failed": failed,
                     "summary": summary,
                 }
@@ -537,6 +660,8 @@ def _run(args: argparse.Namespace, idle: bool) -> int:
         )
         if cheap:
             print(f"no data read: {NO_DATA_READ[args.trees_only]}")
+        if tracker is not None:
+            print(_state_line(summary["state"]))
         if unverified:
             print(_unverified_line(unverified, args))
     if failed:

@@ -147,6 +147,7 @@ def scan_paths(
     on_result: Optional[Callable[[ScanResult], Any]] = None,
     on_error: Optional[Callable[[Any, Exception], Any]] = None,
     ozone_scanned: Optional[Dict[Any, Any]] = None,
+    tracker: Any = None,
     **kwargs: Any,
 ) -> List[ScanResult]:
     """Scan every replica under each path (replica, volume, datanode, cluster), one rate
@@ -158,7 +159,9 @@ def scan_paths(
     of every layout; one that cannot write (Ozone) scans read-only. `ozone_scanned` (its
     name kept from when only Ozone's layout used it): the replica directories already
     scanned, shared by calls (a directory met twice is scanned once where the layout can
-    tell)."""
+    tell). `tracker` (merkle.replica.incremental.StateTracker, `--state`): per volume it picks
+    the replicas to read and their order, the others' last results (CarriedResult) going to
+    `on_result` first; each replica read is recorded with it."""
     kwargs.setdefault("write_tree", True)
     seen: Dict[Any, Any] = {} if ozone_scanned is None else ozone_scanned
     grouped: Dict[str, List[str]] = {}
@@ -179,7 +182,9 @@ def scan_paths(
                     continue
                 done.add((volume.root, volume.inner))
                 results.extend(
-                    _scan_volume(layout, volume, seen, bytes_per_second, on_result, failed, kwargs)
+                    _scan_volume(
+                        layout, volume, seen, bytes_per_second, on_result, failed, kwargs, tracker
+                    )
                 )
     return results
 
@@ -197,6 +202,7 @@ def _scan_volume(
     on_result: Optional[Callable[[ScanResult], Any]],
     failed: Callable[[Any, Exception], None],
     options: Dict[str, Any],
+    tracker: Any = None,
 ) -> List[ScanResult]:
     """Scan one volume's replicas (a volume that cannot be read is reported once)."""
     if volume.problem is not None:
@@ -205,9 +211,14 @@ def _scan_volume(
     limiter = RateLimiter(bytes_per_second) if bytes_per_second else None
     results: List[ScanResult] = []
     broken = False
-    for ref, result, exc in layout.scan(
-        layout.replicas(volume, _walk_error(layout, failed)), limiter=limiter, seen=seen, **options
-    ):
+    refs = layout.replicas(volume, _walk_error(layout, failed))
+    if tracker is not None:
+        refs, carried = tracker.select(layout, volume, refs)
+        for done in carried:
+            results.append(done)
+            if on_result is not None:
+                on_result(done)
+    for ref, result, exc in layout.scan(refs, limiter=limiter, seen=seen, **options):
         if exc is not None:
             if isinstance(exc, VolumeError):
                 if not broken:
@@ -216,6 +227,8 @@ def _scan_volume(
             else:
                 failed(ref, exc)
             continue
+        if tracker is not None:
+            tracker.record(layout, volume, ref, result)
         results.append(result)
         if on_result is not None:
             on_result(result)

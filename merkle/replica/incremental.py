@@ -1,0 +1,189 @@
+"""A scan that resumes and a scan that reads only what is due (`crcmerkle scan --state DIR
+[--max-age DURATION]`), over any layout, through merkle.replica.scan.scan_paths' `tracker`.
+
+Per volume, before its data is read, the census (the layout's `metadata_only` scan: block
+metadata, no data) gives each replica's block metadata, and with it and a stat of its files
+its identity (merkle.replica.scanstate.replica_identity). A replica whose state record has
+the same identity and was verified in the pass in progress, or within `max_age`, is not read
+again: its last result is reported as a CarriedResult, marked not read and carrying the time
+it was read. The others are read in the order of risk: changed and never-verified replicas
+first, then the oldest verified. Each replica read is recorded as soon as its result is in
+(one transaction), unless its result carries an I/O error (read again next time) or its data
+was not read.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+from merkle.replica.layout import Layout, ReplicaRef, Volume
+from merkle.replica.levels import counts_as_failure
+from merkle.replica.results import (
+    METADATA_UNREADABLE,
+    TREE_UNREADABLE,
+    UNREADABLE_DATA_FILE,
+    ScanError,
+)
+from merkle.replica.scanstate import ReplicaRecord, ScanState, replica_identity
+
+__all__ = ["CarriedResult", "StateTracker", "utc"]
+
+#: findings that are I/O errors, not the replica's state: a result holding one is not
+#: recorded, so that the next run reads the replica again
+_IO_ERRORS = frozenset({UNREADABLE_DATA_FILE, METADATA_UNREADABLE, TREE_UNREADABLE})
+
+
+def utc(t: float) -> str:
+    """`t` (Unix time) as ISO 8601 UTC to the second, as outputs show verification times."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+@dataclass
+class _Value:
+    data_checksum: Optional[int]
+
+
+@dataclass
+class CarriedResult:
+    """A replica not read by this run: unchanged since it was verified at `verified_at`, its
+    findings those of that read. Speaks what the CLI reads of a ScanResult."""
+
+    path: str
+    container_id: int
+    errors: List[ScanError]
+    tree: _Value
+    verified_at: float
+    stored: Dict[str, Any]
+    bytes_read: int = 0
+    also: Dict[str, Any] = field(default_factory=dict)
+    meta: Any = None
+    read: bool = False
+
+    @classmethod
+    def from_record(cls, path: str, rec: ReplicaRecord) -> CarriedResult:
+        d = rec.record
+        errors = [
+            ScanError(
+                str(e.get("error", "")),
+                e.get("block_id"),
+                e.get("offset"),
+                str(e.get("detail", "")),
+                str(e.get("severity", "")),
+            )
+            for e in d.get("errors", ())
+            if isinstance(e, dict)
+        ]
+        value = d.get("value")
+        return cls(
+            path=path,
+            container_id=int(d.get("container_id", -1)),
+            errors=errors,
+            tree=_Value(value if isinstance(value, int) else None),
+            verified_at=rec.verified_at,
+            stored=d,
+        )
+
+    @property
+    def warnings(self) -> List[ScanError]:
+        return [e for e in self.errors if e.is_warning]
+
+    @property
+    def verified(self) -> bool:
+        return bool(self.stored.get("verified", True))
+
+    @property
+    def ok(self) -> bool:
+        return self.ok_at(False)
+
+    def ok_at(self, strict: bool = False) -> bool:
+        return not any(counts_as_failure(e.severity, strict) for e in self.errors)
+
+    def to_dict(self, strict: bool = False) -> Dict[str, Any]:
+        d = {k: v for k, v in self.stored.items() if k != "value"}
+        d.update(
+            path=self.path,
+            ok=self.ok_at(strict),
+            errors=[e.to_dict() for e in self.errors],
+            warnings=len(self.warnings),
+            bytes_read=0,
+            seconds=0.0,
+            tree_written=False,
+            read=False,
+            verified_at=utc(self.verified_at),
+        )
+        return d
+
+
+class StateTracker:
+    """What scan_paths asks per volume (`select`) and per replica read (`record`), over one
+    ScanState; `max_age` in seconds or None (then only the pass in progress is skipped)."""
+
+    def __init__(self, state: ScanState, max_age: Optional[float] = None) -> None:
+        self.state = state
+        self.max_age = max_age
+        self.now = time.time()
+        self.resumed = state.begin_pass(self.now)
+        self._identity: Dict[str, Tuple[str, str]] = {}
+        self._dirs: Set[Tuple[int, int]] = set()
+        #: the replicas read by this run: path -> when
+        self.read_at: Dict[str, float] = {}
+        self.carried = 0
+        self.recorded = 0
+        self.oldest: Dict[str, Optional[float]] = {}
+
+    def _fresh(self, rec: ReplicaRecord) -> bool:
+        if rec.verified_at >= self.state.pass_started:
+            return True  # verified by the pass in progress (a resumed run)
+        return self.max_age is not None and rec.verified_at >= self.now - self.max_age
+
+    def select(
+        self, layout: Layout, volume: Volume, refs: List[ReplicaRef]
+    ) -> Tuple[List[ReplicaRef], List[CarriedResult]]:
+        """(the replicas to read, in the order of risk; the results of those not read)."""
+        census: Dict[str, Any] = {}
+        for ref, result, _exc in layout.scan(refs, metadata_only=True, seen={}):
+            census[ref.path] = None if result is None else result.meta
+        ranked: List[Tuple[Tuple[int, float, int], ReplicaRef]] = []
+        carried: List[CarriedResult] = []
+        for i, ref in enumerate(refs):
+            key = ScanState.key(layout.name, ref.path)
+            try:
+                st = os.lstat(ref.path)
+                identity = replica_identity(ref.path, census.get(ref.path))
+            except OSError:
+                ranked.append(((0, 0.0, i), ref))  # the data scan says what is wrong
+                continue
+            dup = (st.st_dev, st.st_ino) in self._dirs
+            self._dirs.add((st.st_dev, st.st_ino))
+            self._identity[ref.path] = (key, identity)
+            rec = self.state.get(key)
+            if rec is not None and rec.identity == identity and not dup and self._fresh(rec):
+                carried.append(CarriedResult.from_record(ref.path, rec))
+                continue
+            if rec is not None and rec.identity == identity:  # due: the oldest first
+                ranked.append(((1, rec.verified_at, i), ref))
+            else:  # changed or never verified: first
+                ranked.append(((0, 0.0, i), ref))
+        ranked.sort(key=lambda item: item[0])
+        self.carried += len(carried)
+        self.oldest[volume.root] = min((c.verified_at for c in carried), default=None)
+        return [ref for _, ref in ranked], carried
+
+    def record(self, layout: Layout, volume: Volume, ref: ReplicaRef, result: Any) -> None:
+        """Record a replica just read (see the module docstring for what is left out)."""
+        now = time.time()
+        self.read_at[result.path] = now
+        entry = self._identity.get(ref.path)
+        if entry is None or not result.verified:
+            return
+        if any(e.kind in _IO_ERRORS for e in result.errors):
+            return
+        record = result.to_dict(False)
+        record.pop("also", None)  # a whole disk's window values are not kept
+        record["value"] = result.tree.data_checksum
+        key, identity = entry
+        self.state.put(key, volume.root, identity, now, record)
+        self.recorded += 1

@@ -1,0 +1,284 @@
+"""Issue 34: progress that outlives the process (`crcmerkle scan --state DIR`) and the
+periodic scan (`--max-age`): a rerun after SIGKILL continues the pass and its findings are
+the uninterrupted run's; a second pass within --max-age reads no data; a changed replica is
+read first with its new finding; a state that cannot be trusted is refused in one line or
+moved aside, never believed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+import pytest
+
+pytest.importorskip("rocksdict")
+pytest.importorskip("yaml")
+
+import merkle  # noqa: E402
+from merkle.cli import main  # noqa: E402
+from merkle.replica.scanstate import DB_NAME, FORMAT_VERSION, parse_duration  # noqa: E402
+
+from replica_helpers import make_cluster  # noqa: E402
+
+#: where the merkle under test lives (a checkout, or an installed wheel): the child's path
+MERKLE_HOME = str(Path(merkle.__file__).resolve().parents[1])
+LAYOUTS = ("ozone", "crcmerkle")
+
+
+def scan_json(capsys: Any, *argv: str) -> Tuple[int, Dict[str, Any], str]:
+    capsys.readouterr()
+    status = main(["scan", *argv, "--json"])
+    out = capsys.readouterr()
+    return status, json.loads(out.out), out.err
+
+
+def findings(data: Dict[str, Any]) -> Dict[str, List[Tuple[str, Any, Any]]]:
+    """{replica path: its findings' keys}: what two runs must agree on."""
+    return {
+        r["path"]: sorted((e["error"], e["block_id"] or 0, e["offset"] or 0) for e in r["errors"])
+        for r in data["replicas"]
+    }
+
+
+def cluster(tmp_path: Path, layout: str, containers: int = 4) -> Path:
+    out = tmp_path / "cluster"
+    make_cluster(out, "bitflip=1", containers=containers, seed=7, layout=layout)
+    return out
+
+
+def a_block_file(root: Path, clean: Dict[str, Any]) -> Tuple[str, Path]:
+    """(replica path, one of its block files) of a replica without findings."""
+    for r in clean["replicas"]:
+        if not r["errors"] and r["bytes_read"]:
+            blocks = sorted((Path(r["path"]) / "chunks").glob("*.block"))
+            if blocks:
+                return r["path"], blocks[0]
+    raise AssertionError("no clean replica with a block file")
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_second_pass_within_max_age_reads_no_data(
+    tmp_path: Path, capsys: Any, layout: str
+) -> None:
+    root = cluster(tmp_path, layout)
+    state = str(tmp_path / "state")
+    s1, first, _ = scan_json(capsys, str(root), "--state", state, "--max-age", "7d")
+    assert s1 == 1 and first["summary"]["bytes_read"] > 0
+    assert all(r["read"] is True and r["verified_at"] for r in first["replicas"])
+    s2, second, _ = scan_json(capsys, str(root), "--state", state, "--max-age", "7d")
+    assert s2 == 1  # the bit flip found by the first read still stands
+    assert second["summary"]["bytes_read"] == 0
+    st = second["summary"]["state"]
+    assert st["read"] == 0 and st["not_read_unchanged"] == len(first["replicas"])
+    assert findings(second) == findings(first)
+    by_path = {r["path"]: r for r in first["replicas"]}
+    for r in second["replicas"]:
+        # never reported as freshly verified: not read, with the time it was read
+        assert r["read"] is False and r["bytes_read"] == 0
+        assert r["verified_at"] == by_path[r["path"]]["verified_at"]
+    # without --max-age a completed pass is not a reason to skip: a new pass reads all
+    s3, third, _ = scan_json(capsys, str(root), "--state", state)
+    assert s3 == 1 and third["summary"]["bytes_read"] == first["summary"]["bytes_read"]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_changed_replica_is_read_first_and_its_finding_is_new(
+    tmp_path: Path, capsys: Any, layout: str
+) -> None:
+    root = cluster(tmp_path, layout)
+    state = str(tmp_path / "state")
+    _, first, _ = scan_json(capsys, str(root), "--state", state, "--max-age", "7d")
+    replica, block = a_block_file(root, first)
+    with open(block, "r+b") as f:  # a chunk rewritten: the file's times change
+        f.seek(5)
+        byte = f.read(1)
+        f.seek(5)
+        f.write(bytes([byte[0] ^ 0x10]))
+    status, again, _ = scan_json(capsys, str(root), "--state", state, "--max-age", "7d")
+    assert status == 1
+    read = [r for r in again["replicas"] if r["read"]]
+    assert [r["path"] for r in read] == [replica]
+    assert {e["error"] for e in read[0]["errors"]} == {"CORRUPT_CHUNK"}
+    assert again["summary"]["bytes_read"] == read[0]["bytes_read"] > 0
+
+
+def test_due_replicas_are_read_oldest_first_after_the_changed_ones(
+    tmp_path: Path, capsys: Any
+) -> None:
+    root = tmp_path / "c"
+    make_cluster(
+        root, "none", containers=3, seed=2, layout="crcmerkle", datanodes=1, volumes=1, replicas=1
+    )
+    state = str(tmp_path / "state")
+    _, first, _ = scan_json(capsys, str(root), "--state", state)
+    paths = [r["path"] for r in first["replicas"]]
+    assert len(paths) == 3
+    db = sqlite3.connect(os.path.join(state, DB_NAME))
+    with db:  # the last replica verified longest ago, the first most recently
+        for age, p in zip((100, 200, 300), paths):
+            db.execute(
+                "UPDATE replicas SET verified_at = ? WHERE key = ?",
+                (time.time() - age, f"crcmerkle\0{p}"),
+            )
+    db.close()
+    block = sorted((Path(paths[1]) / "chunks").glob("*.block"))[0]
+    os.utime(block)  # changed: its times moved
+    _, again, _ = scan_json(capsys, str(root), "--state", state, "--max-age", "10s")
+    assert [r["path"] for r in again["replicas"]] == [paths[1], paths[2], paths[0]]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_kill_9_mid_pass_resumes_and_the_findings_are_the_uninterrupted_runs(
+    tmp_path: Path, capsys: Any, layout: str
+) -> None:
+    root = cluster(tmp_path, layout, containers=8)
+    _, whole, _ = scan_json(capsys, str(root))  # the uninterrupted run, no state
+    total = whole["summary"]["bytes_read"]
+    state = tmp_path / "state"
+    env = {**os.environ, "PYTHONPATH": MERKLE_HOME}
+    rate = str(max(1, total // 6))  # about 6 s per volume... the kill comes long before
+    child = subprocess.Popen(
+        [sys.executable, "-m", "merkle", "scan", str(root), "--state", str(state), "--rate", rate],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    recorded = 0
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and child.poll() is None:
+            if (state / DB_NAME).exists():
+                try:
+                    db = sqlite3.connect(f"file:{state / DB_NAME}?mode=ro", uri=True)
+                    recorded = db.execute("SELECT COUNT(*) FROM replicas").fetchone()[0]
+                    db.close()
+                except sqlite3.Error:
+                    recorded = 0
+            if recorded >= 3:
+                break
+            time.sleep(0.05)
+        assert child.poll() is None, "the scan ended before it could be killed"
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.kill()
+        child.wait()
+    assert recorded >= 3
+    status, resumed, _ = scan_json(capsys, str(root), "--state", str(state))
+    st = resumed["summary"]["state"]
+    assert status == 1 and st["resumed_pass"] is True
+    assert st["not_read_unchanged"] >= recorded
+    assert findings(resumed) == findings(whole)
+    # what the rerun read is exactly what the killed run had not recorded
+    read_now = sum(r["bytes_read"] for r in resumed["replicas"] if r["read"])
+    carried = {r["path"] for r in resumed["replicas"] if not r["read"]}
+    assert read_now == sum(r["bytes_read"] for r in whole["replicas"] if r["path"] not in carried)
+    assert 0 < read_now < total
+
+
+def test_a_state_that_cannot_be_trusted_is_refused_in_one_line(tmp_path: Path, capsys: Any) -> None:
+    root = cluster(tmp_path, "crcmerkle", containers=2)
+
+    def refused(state: Path, *extra: str) -> str:
+        capsys.readouterr()
+        assert main(["scan", str(root), "--state", str(state), *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1, err
+        return err
+
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    assert "symbolic link" in refused(link)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    assert "writable by others" in refused(shared)
+    assert "inside the scanned path" in refused(root / "state")
+    planted = tmp_path / "planted"
+    planted.mkdir(mode=0o700)
+    (planted / DB_NAME).symlink_to(tmp_path / "elsewhere.sqlite")
+    assert "symbolic link" in refused(planted)
+    assert not (tmp_path / "elsewhere.sqlite").exists()
+    capsys.readouterr()
+    assert main(["scan", str(root), "--max-age", "1d"]) == 2
+    assert "--max-age goes with --state" in capsys.readouterr().err
+    assert "not with --trees-only" in refused(real, "--trees-only")
+
+
+def test_a_newer_state_is_left_alone_and_a_corrupt_one_moved_aside(
+    tmp_path: Path, capsys: Any
+) -> None:
+    root = cluster(tmp_path, "crcmerkle", containers=2)
+    state = tmp_path / "state"
+    assert main(["scan", str(root), "--state", str(state)]) == 1
+    db_file = state / DB_NAME
+    db = sqlite3.connect(db_file)
+    with db:
+        db.execute("UPDATE meta SET value = ? WHERE key = 'version'", (str(FORMAT_VERSION + 1),))
+    db.close()
+    before = db_file.read_bytes()
+    capsys.readouterr()
+    assert main(["scan", str(root), "--state", str(state)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "newer crcmerkle" in err
+    assert db_file.read_bytes() == before  # not read, not changed
+    for p in state.iterdir():
+        p.unlink()
+    db_file.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4000)  # a torn, unreadable file
+    capsys.readouterr()
+    status, data, err = scan_json(capsys, str(root), "--state", str(state))
+    assert status == 1 and "starting afresh" in err and err.count("\n") == 1
+    assert data["summary"]["state"]["read"] == len(data["replicas"]) > 0
+    aside = [p for p in state.iterdir() if ".unusable-" in p.name]
+    assert aside and aside[0].read_bytes().startswith(b"SQLite format 3")
+
+
+def test_a_record_that_does_not_parse_or_match_is_read_again(tmp_path: Path, capsys: Any) -> None:
+    root = cluster(tmp_path, "crcmerkle", containers=2)
+    state = str(tmp_path / "state")
+    _, first, _ = scan_json(capsys, str(root), "--state", state, "--max-age", "7d")
+    paths = [r["path"] for r in first["replicas"]]
+    db = sqlite3.connect(os.path.join(state, DB_NAME))
+    with db:
+        db.execute(
+            "UPDATE replicas SET record = 'not json' WHERE key = ?", (f"crcmerkle\0{paths[0]}",)
+        )
+        db.execute("UPDATE replicas SET identity = 'x' WHERE key = ?", (f"crcmerkle\0{paths[1]}",))
+    db.close()
+    _, again, _ = scan_json(capsys, str(root), "--state", state, "--max-age", "7d")
+    assert {r["path"] for r in again["replicas"] if r["read"]} == set(paths[:2])
+    assert findings(again) == findings(first)
+
+
+def test_the_state_is_private(tmp_path: Path) -> None:
+    root = cluster(tmp_path, "crcmerkle", containers=1)
+    state = tmp_path / "new"
+    old = os.umask(0)
+    try:
+        assert main(["scan", str(root), "--state", str(state)]) in (0, 1)
+    finally:
+        os.umask(old)
+    assert state.stat().st_mode & 0o777 == 0o700
+    assert (state / DB_NAME).stat().st_mode & 0o077 == 0
+
+
+@pytest.mark.parametrize(
+    "text, seconds",
+    [("7d", 7 * 86400), ("12h", 43200), ("30m", 1800), ("90s", 90), ("2w", 14 * 86400), ("45", 45)],
+)
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "d", "0", "-1d", "7x", "nan", "inf"])
+def test_bad_durations(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_duration(text)
