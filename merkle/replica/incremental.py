@@ -132,7 +132,6 @@ class StateTracker:
         self.read_at: Dict[str, float] = {}
         self.carried = 0
         self.recorded = 0
-        self.oldest: Dict[str, Optional[float]] = {}
 
     def _fresh(self, rec: ReplicaRecord) -> bool:
         if rec.verified_at >= self.state.pass_started:
@@ -169,7 +168,6 @@ class StateTracker:
                 ranked.append(((0, 0.0, i), ref))
         ranked.sort(key=lambda item: item[0])
         self.carried += len(carried)
-        self.oldest[volume.root] = min((c.verified_at for c in carried), default=None)
         return [ref for _, ref in ranked], carried
 
     def record(self, layout: Layout, volume: Volume, ref: ReplicaRef, result: Any) -> None:
@@ -182,7 +180,10 @@ class StateTracker:
         if any(e.kind in _IO_ERRORS for e in result.errors):
             return
         record = result.to_dict(False)
-        record.pop("also", None)  # a whole disk's window values are not kept
+        # kept small (a million replicas): what CarriedResult recomputes or the key holds, and
+        # a whole disk's --also values, are left out
+        for derived in ("also", "path", "ok", "warnings"):
+            record.pop(derived, None)
         record["value"] = result.tree.data_checksum
         key, identity = entry
         self.state.put(key, volume.root, identity, now, record)

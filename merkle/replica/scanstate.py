@@ -61,7 +61,6 @@ CREATE TABLE replicas (
     verified_at REAL NOT NULL,     -- Unix time its data was read
     record TEXT NOT NULL           -- the result as JSON (ScanResult.to_dict + value)
 );
-CREATE INDEX replicas_volume ON replicas (volume, verified_at);
 """
 
 
@@ -292,12 +291,6 @@ class ScanState:
                 "INSERT OR REPLACE INTO replicas VALUES (?, ?, ?, ?, ?)",
                 (key, volume, identity, verified_at, json.dumps(record, separators=(",", ":"))),
             )
-
-    def oldest(self, volume: str) -> Optional[float]:
-        row = self.db.execute(
-            "SELECT MIN(verified_at) FROM replicas WHERE volume = ?", (volume,)
-        ).fetchone()
-        return None if row is None or row[0] is None else float(row[0])
 
     def count(self) -> int:
         return int(self.db.execute("SELECT COUNT(*) FROM replicas").fetchone()[0])
