@@ -282,3 +282,81 @@ def test_durations(text: str, seconds: float) -> None:
 def test_bad_durations(text: str) -> None:
     with pytest.raises(ValueError):
         parse_duration(text)
+
+
+Samples = Dict[Tuple[str, Tuple[Tuple[str, str], ...]], float]
+
+
+def per_volume(samples: Samples, name: str, **labels: str) -> Dict[str, float]:
+    """{volume: value} of the samples of metric `name` with `labels`."""
+    return {
+        dict(k)["volume"]: v
+        for (n, k), v in samples.items()
+        if n == name and all(dict(k).get(a) == b for a, b in labels.items())
+    }
+
+
+def test_the_metrics_file_holds_the_runs_own_figures(tmp_path: Path, capsys: Any) -> None:
+    """Parsed back with prometheus_client's own parser; every figure against the JSON."""
+    parser = pytest.importorskip("prometheus_client.parser")
+    root = cluster(tmp_path, "crcmerkle", containers=3)
+    state, prom = str(tmp_path / "state"), tmp_path / "node" / "crcmerkle.prom"
+    prom.parent.mkdir()
+    argv = [str(root), "--state", state, "--max-age", "7d", "--metrics-file", str(prom)]
+    for run in (1, 2):
+        status, data, _ = scan_json(capsys, *argv)
+        assert status == 1
+        samples: Samples = {}
+        for family in parser.text_string_to_metric_families(prom.read_text()):
+            for s in family.samples:
+                samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+
+        read = per_volume(samples, "crcmerkle_scan_replicas", read="true")
+        carried = per_volume(samples, "crcmerkle_scan_replicas", read="false")
+        st = data["summary"]["state"]
+        assert (
+            sum(read.values()) == st["read"] and sum(carried.values()) == st["not_read_unchanged"]
+        )
+        assert len(read) == 6  # 3 datanodes x 2 volumes
+        assert (
+            sum(per_volume(samples, "crcmerkle_scan_bytes_read").values())
+            == data["summary"]["bytes_read"]
+        )
+        kinds: Dict[Tuple[str, str], int] = {}
+        for r in data["replicas"]:
+            for e in r["errors"]:
+                kinds[(e["error"], e["severity"])] = kinds.get((e["error"], e["severity"]), 0) + 1
+        found = {
+            (dict(k)["kind"], dict(k)["level"]): v
+            for (n, k), v in samples.items()
+            if n == "crcmerkle_scan_findings"
+        }
+        assert found == kinds and kinds  # the bit flip, carried on the second run
+        assert samples[("crcmerkle_scan_read_errors", ())] == len(data["failed"]) == 0
+        assert samples[("crcmerkle_scan_max_age_seconds", ())] == 7 * 86400
+        ages = per_volume(samples, "crcmerkle_scan_oldest_verification_age_seconds")
+        assert len(ages) == 6 and all(0 <= a < 600 for a in ages.values())
+        passes = per_volume(samples, "crcmerkle_scan_full_pass_seconds")
+        if run == 1:
+            assert len(passes) == 6 and all(p > 0 for p in passes.values())
+        else:  # nothing read: no rate, no estimate
+            assert passes == {} and data["summary"]["bytes_read"] == 0
+    assert [p.name for p in prom.parent.iterdir()] == ["crcmerkle.prom"]  # no temporary left
+
+
+def test_the_metrics_file_is_never_written_through_a_link(tmp_path: Path, capsys: Any) -> None:
+    pytest.importorskip("prometheus_client")
+    root = cluster(tmp_path, "crcmerkle", containers=1)
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    link = tmp_path / "m.prom"
+    link.symlink_to(victim)
+    capsys.readouterr()
+    argv = ["scan", str(root), "--state", str(tmp_path / "s"), "--metrics-file", str(link)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--metrics-file" in err
+    assert victim.read_text() == "keep\n" and link.is_symlink()
+    capsys.readouterr()
+    assert main(["scan", str(root), "--metrics-file", str(tmp_path / "x.prom")]) == 2
+    assert "--metrics-file goes with --state" in capsys.readouterr().err

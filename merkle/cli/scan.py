@@ -256,6 +256,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "it was read",
     )
     p.add_argument(
+        "--metrics-file",
+        metavar="FILE",
+        help="with --state: write the run's figures in Prometheus' text format to FILE "
+        "(node_exporter's textfile collector: a name ending .prom in its directory), "
+        "replaced atomically: bytes and replicas read and not read, findings by kind and "
+        "level, read errors, and per volume the byte rate, the age of the oldest "
+        "verification and the time a full pass takes at that rate",
+    )
+    p.add_argument(
         "--buffer-size", type=size_up_to(MAX_BUFFER_BYTES), default=None, help=argparse.SUPPRESS
     )
     from merkle.cli.emit import add_options
@@ -278,6 +287,8 @@ def _state_refusal(args: argparse.Namespace) -> Optional[str]:
     """Why --state/--max-age cannot go with the other options given, or None."""
     if args.max_age is not None and not args.state:
         return "--max-age goes with --state DIR (where the verification times are kept)"
+    if args.metrics_file and not args.state:
+        return "--metrics-file goes with --state DIR (the ages it reports are kept there)"
     if not args.state:
         return None
     if args.trees_only or args.metadata_only:
@@ -664,6 +675,10 @@ def _run(args: argparse.Namespace, idle: bool) -> int:
             print(_state_line(summary["state"]))
         if unverified:
             print(_unverified_line(unverified, args))
+    if args.metrics_file:
+        from merkle.cli.metrics import scan_registry, write_metrics_file
+
+        write_metrics_file(args.metrics_file, scan_registry(results, failed, tracker))
     if failed:
         return EXIT_ERROR
     if not results:

@@ -29,7 +29,7 @@ from merkle.replica.results import (
 )
 from merkle.replica.scanstate import ReplicaRecord, ScanState, replica_identity
 
-__all__ = ["CarriedResult", "StateTracker", "utc"]
+__all__ = ["CarriedResult", "StateTracker", "VolumeFigures", "utc"]
 
 #: findings that are I/O errors, not the replica's state: a result holding one is not
 #: recorded, so that the next run reads the replica again
@@ -117,6 +117,24 @@ class CarriedResult:
         return d
 
 
+@dataclass
+class VolumeFigures:
+    """One volume's figures in a run (the metrics: merkle.cli.metrics)."""
+
+    read: int = 0
+    carried: int = 0
+    bytes_read: int = 0
+    #: the scan seconds of the replicas read (their rate's denominator)
+    seconds: float = 0.0
+    #: the data bytes of every replica visited (read now, or as last read): a full pass
+    bytes_total: int = 0
+    #: the oldest verification among the volume's replicas (Unix time), None: none verified
+    oldest: Optional[float] = None
+
+    def verified(self, at: float) -> None:
+        self.oldest = at if self.oldest is None else min(self.oldest, at)
+
+
 class StateTracker:
     """What scan_paths asks per volume (`select`) and per replica read (`record`), over one
     ScanState; `max_age` in seconds or None (then only the pass in progress is skipped)."""
@@ -132,6 +150,8 @@ class StateTracker:
         self.read_at: Dict[str, float] = {}
         self.carried = 0
         self.recorded = 0
+        #: volume root -> its figures in this run
+        self.volumes: Dict[str, VolumeFigures] = {}
 
     def _fresh(self, rec: ReplicaRecord) -> bool:
         if rec.verified_at >= self.state.pass_started:
@@ -168,12 +188,24 @@ class StateTracker:
                 ranked.append(((0, 0.0, i), ref))
         ranked.sort(key=lambda item: item[0])
         self.carried += len(carried)
+        fig = self.volumes.setdefault(volume.root, VolumeFigures())
+        for c in carried:
+            fig.carried += 1
+            fig.bytes_total += int(c.stored.get("bytes_read") or 0)
+            fig.verified(c.verified_at)
         return [ref for _, ref in ranked], carried
 
     def record(self, layout: Layout, volume: Volume, ref: ReplicaRef, result: Any) -> None:
         """Record a replica just read (see the module docstring for what is left out)."""
         now = time.time()
         self.read_at[result.path] = now
+        fig = self.volumes.setdefault(volume.root, VolumeFigures())
+        fig.read += 1
+        fig.bytes_read += result.bytes_read
+        fig.bytes_total += result.bytes_read
+        fig.seconds += result.seconds
+        if result.verified:
+            fig.verified(now)
         entry = self._identity.get(ref.path)
         if entry is None or not result.verified:
             return
