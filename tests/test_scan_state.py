@@ -360,3 +360,120 @@ def test_the_metrics_file_is_never_written_through_a_link(tmp_path: Path, capsys
     capsys.readouterr()
     assert main(["scan", str(root), "--metrics-file", str(tmp_path / "x.prom")]) == 2
     assert "--metrics-file goes with --state" in capsys.readouterr().err
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _recorded(state: Path) -> int:
+    if not (state / DB_NAME).exists():
+        return 0
+    try:
+        db = sqlite3.connect(f"file:{state / DB_NAME}?mode=ro", uri=True)
+        try:
+            return int(db.execute("SELECT COUNT(*) FROM replicas").fetchone()[0])
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return 0
+
+
+def _wait(what: Any, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_the_loop_stops_on_sigterm_with_its_state_saved_and_the_next_start_resumes(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """`--loop` as a process: scraped over HTTP mid-pass (a real client, the library's
+    parser), SIGTERM mid-read exits 0 with the metrics file written, the next start resumes."""
+    parser = pytest.importorskip("prometheus_client.parser")
+    import urllib.request
+
+    root = cluster(tmp_path, "crcmerkle", containers=8)
+    _, whole, _ = scan_json(capsys, str(root))
+    total = whole["summary"]["bytes_read"]
+    state, prom, port = tmp_path / "state", tmp_path / "m.prom", _free_port()
+    argv = [sys.executable, "-m", "merkle", "scan", str(root), "--state", str(state)]
+    argv += ["--max-age", "1h", "--loop", "--rate", str(max(1, total // 30))]  # ~5 s a volume
+    argv += ["--metrics-port", str(port), "--metrics-file", str(prom)]
+    out, err = open(tmp_path / "out", "w"), open(tmp_path / "err", "w")
+    child = subprocess.Popen(
+        argv, stdout=out, stderr=err, env={**os.environ, "PYTHONPATH": MERKLE_HOME}
+    )
+    try:
+        _wait(lambda: _recorded(state) >= 3 or child.poll() is not None)
+        assert child.poll() is None
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+        samples: Samples = {}
+        for family in parser.text_string_to_metric_families(text):
+            for s in family.samples:
+                samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+        assert samples[("crcmerkle_scan_max_age_seconds", ())] == 3600
+        assert sum(per_volume(samples, "crcmerkle_scan_bytes_read").values()) > 0
+        assert sum(per_volume(samples, "crcmerkle_scan_replicas", read="true").values()) >= 3
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=60) == 0
+    finally:
+        child.kill()
+        child.wait()
+        out.close()
+        err.close()
+    assert "stopped; the state is saved" in (tmp_path / "err").read_text()
+    assert "crcmerkle_scan_bytes_read" in prom.read_text()
+    recorded = _recorded(state)
+    status, resumed, _ = scan_json(capsys, str(root), "--state", str(state), "--max-age", "1h")
+    st = resumed["summary"]["state"]
+    assert status == 1 and st["resumed_pass"] is True and st["not_read_unchanged"] == recorded
+    assert findings(resumed) == findings(whole)
+    assert 0 < resumed["summary"]["bytes_read"] < total
+
+
+def test_the_loop_reads_again_what_falls_due(tmp_path: Path) -> None:
+    root = cluster(tmp_path, "crcmerkle", containers=2)
+    state = tmp_path / "state"
+    argv = [sys.executable, "-m", "merkle", "scan", str(root), "--state", str(state)]
+    argv += ["--max-age", "1s", "--loop"]
+    out_file = tmp_path / "out"
+    with open(out_file, "w") as out:
+        child = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONPATH": MERKLE_HOME},
+        )
+        try:
+            _wait(lambda: out_file.read_text().count("pass done") >= 2 or child.poll() is not None)
+            assert child.poll() is None
+            child.send_signal(signal.SIGTERM)
+            assert child.wait(timeout=60) == 0
+        finally:
+            child.kill()
+            child.wait()
+    done = [line for line in out_file.read_text().splitlines() if line.startswith("pass done")]
+    # every replica due again after a second: each pass reads all six
+    assert all(line.startswith("pass done: 6 replicas read") for line in done[:2]), done
+
+
+def test_loop_options_are_refused_without_what_they_need(tmp_path: Path, capsys: Any) -> None:
+    root = cluster(tmp_path, "crcmerkle", containers=1)
+    s = str(tmp_path / "s")
+    for argv, why in [
+        ([str(root), "--loop"], "--loop goes with --state"),
+        ([str(root), "--state", s, "--loop"], "--loop goes with --state"),
+        ([str(root), "--state", s, "--max-age", "1d", "--loop", "--json"], "not with --json"),
+        ([str(root), "--state", s, "--metrics-port", "9999"], "give --loop"),
+    ]:
+        capsys.readouterr()
+        assert main(["scan", *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and why in err, (argv, err)

@@ -265,6 +265,26 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "verification and the time a full pass takes at that rate",
     )
     p.add_argument(
+        "--loop",
+        action="store_true",
+        help="with --state and --max-age: run as a service, forever, one thread per volume "
+        "at its byte rate, each pass reading what is due (changed and never-verified "
+        "replicas first, then the oldest), sleeping until the next replica falls due; "
+        "SIGTERM or SIGINT: the read in progress finishes, the state is saved, exit 0",
+    )
+    p.add_argument(
+        "--metrics-port",
+        type=int_in_range(1, 65535),
+        metavar="PORT",
+        help="with --loop: serve the metrics (those of --metrics-file) over HTTP on PORT",
+    )
+    p.add_argument(
+        "--metrics-address",
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="the address --metrics-port listens on (default 127.0.0.1: this host only)",
+    )
+    p.add_argument(
         "--buffer-size", type=size_up_to(MAX_BUFFER_BYTES), default=None, help=argparse.SUPPRESS
     )
     from merkle.cli.emit import add_options
@@ -289,6 +309,12 @@ def _state_refusal(args: argparse.Namespace) -> Optional[str]:
         return "--max-age goes with --state DIR (where the verification times are kept)"
     if args.metrics_file and not args.state:
         return "--metrics-file goes with --state DIR (the ages it reports are kept there)"
+    if args.loop and (not args.state or args.max_age is None):
+        return "--loop goes with --state DIR and --max-age DURATION (what falls due when)"
+    if args.loop and args.json:
+        return "--loop prints a line per replica: not with --json (a document that never ends)"
+    if args.metrics_port is not None and not args.loop:
+        return "--metrics-port serves the --loop service's metrics: give --loop"
     if not args.state:
         return None
     if args.trees_only or args.metadata_only:
@@ -460,10 +486,28 @@ def run(args: argparse.Namespace) -> int:
             from merkle.cli.emit import run_emit
 
             return run_emit(args, idle)
+        if args.loop:
+            return _loop(args)
         return _run(args, idle)
     finally:
         if idle and previous is not None:
             politeio.set_io_priority(previous)  # an in-process caller (tests) gets it back
+
+
+def print_result(r: Any, strict: bool) -> None:
+    """A replica's text lines: its status, value and path (a replica not read: when it was
+    verified), each finding, each --also block value."""
+    carried = isinstance(r, CarriedResult)
+    value = "-" if r.tree.data_checksum is None else format_checksum(r.tree.data_checksum)
+    note = f"  (not read: unchanged since verified {utc(r.verified_at)})" if carried else ""
+    print(f"{_status(r, strict)}  {value}  {one_line(r.path)}{note}", flush=True)
+    for e in r.errors:
+        print(f"    {'warning: ' if e.is_warning else ''}{one_line(str(e))}")
+    for alg, values in r.also.items():  # --also: each block read in full
+        digits = 2 * WIDTHS[alg]
+        for b, v in zip(values.block_id.tolist(), values.block_value.tolist()):
+            print(f"    {alg} block {b}: 0x{v:0{digits}x} {s3_base64(alg, v)}")
+    r.also = {}  # printed: a whole disk's window values are not held to the end
 
 
 def _tracker(args: argparse.Namespace) -> Any:
@@ -483,6 +527,21 @@ def _tracker(args: argparse.Namespace) -> Any:
         raise CLIError(str(exc), EXIT_ERROR) from None
     except sqlite3.Error as exc:
         raise CLIError(f"--state {args.state}: {exc}", EXIT_ERROR) from None
+
+
+def _loop(args: argparse.Namespace) -> int:
+    """`--loop`: merkle.cli.scanloop over one ScanState, a new tracker per pass."""
+    from merkle.cli.scanloop import run_loop
+    from merkle.replica.incremental import StateTracker
+
+    first = _tracker(args)
+    state = first.state
+    trackers = [first]
+
+    def make_tracker() -> Any:
+        return trackers.pop() if trackers else StateTracker(state, args.max_age)
+
+    return run_loop(args, make_tracker, print_result)
 
 
 def _replica_dict(r: Any, strict: bool, tracker: Any) -> Dict[str, Any]:
@@ -546,16 +605,7 @@ def _run(args: argparse.Namespace, idle: bool) -> int:
             bar.clear()
             if per_replica:
                 bar.update(1)
-        value = "-" if r.tree.data_checksum is None else format_checksum(r.tree.data_checksum)
-        note = f"  (not read: unchanged since verified {utc(r.verified_at)})" if carried else ""
-        print(f"{_status(r, args.strict)}  {value}  {one_line(r.path)}{note}", flush=True)
-        for e in r.errors:
-            print(f"    {'warning: ' if e.is_warning else ''}{one_line(str(e))}")
-        for alg, values in r.also.items():  # --also: each block read in full
-            digits = 2 * WIDTHS[alg]
-            for b, v in zip(values.block_id.tolist(), values.block_value.tolist()):
-                print(f"    {alg} block {b}: 0x{v:0{digits}x} {s3_base64(alg, v)}")
-        r.also = {}  # printed: a whole disk's window values are not held to the end
+        print_result(r, args.strict)
 
     def on_error(loc: Any, exc: Exception) -> None:
         if bar is not None and per_replica:

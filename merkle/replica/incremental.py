@@ -15,6 +15,7 @@ was not read.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
@@ -150,6 +151,7 @@ class StateTracker:
         self.read_at: Dict[str, float] = {}
         self.carried = 0
         self.recorded = 0
+        self._lock = threading.Lock()  # the volume threads of `scan --loop`
         #: volume root -> its figures in this run
         self.volumes: Dict[str, VolumeFigures] = {}
 
@@ -187,7 +189,8 @@ class StateTracker:
             else:  # changed or never verified: first
                 ranked.append(((0, 0.0, i), ref))
         ranked.sort(key=lambda item: item[0])
-        self.carried += len(carried)
+        with self._lock:
+            self.carried += len(carried)
         fig = self.volumes.setdefault(volume.root, VolumeFigures())
         for c in carried:
             fig.carried += 1
@@ -219,4 +222,5 @@ class StateTracker:
         record["value"] = result.tree.data_checksum
         key, identity = entry
         self.state.put(key, volume.root, identity, now, record)
-        self.recorded += 1
+        with self._lock:
+            self.recorded += 1

@@ -30,6 +30,7 @@ import json
 import os
 import sqlite3
 import stat
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional
@@ -146,6 +147,7 @@ class ScanState:
             st = os.lstat(directory)
         _check_private(st, f"--state {directory}", "directory")
         self.path = os.path.join(directory, DB_NAME)
+        self._lock = threading.Lock()
         for suffix in ("", "-wal", "-shm", "-journal"):
             try:
                 _check_private(os.lstat(self.path + suffix), self.path + suffix, "file")
@@ -161,7 +163,10 @@ class ScanState:
         # a private file: created 0600 whatever the umask
         old = os.umask(0o077)
         try:
-            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            # one connection shared by the volume threads of `scan --loop`, behind self._lock
+            db = sqlite3.connect(
+                self.path, timeout=30, isolation_level=None, check_same_thread=False
+            )
         finally:
             os.umask(old)
         db.execute("PRAGMA journal_mode=WAL")
@@ -241,7 +246,7 @@ class ScanState:
         return None if row is None else str(row[0])
 
     def _set_meta(self, **values: str) -> None:
-        with self.db:
+        with self._lock, self.db:
             self.db.execute("BEGIN")
             self.db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", list(values.items()))
 
@@ -268,9 +273,10 @@ class ScanState:
         return f"{layout}\0{path}"
 
     def get(self, key: str) -> Optional[ReplicaRecord]:
-        row = self.db.execute(
-            "SELECT identity, verified_at, record FROM replicas WHERE key = ?", (key,)
-        ).fetchone()
+        with self._lock:
+            row = self.db.execute(
+                "SELECT identity, verified_at, record FROM replicas WHERE key = ?", (key,)
+            ).fetchone()
         if row is None:
             return None
         try:
@@ -285,7 +291,7 @@ class ScanState:
         self, key: str, volume: str, identity: str, verified_at: float, record: Dict[str, Any]
     ) -> None:
         """Record one verified replica (one transaction, on disk when this returns)."""
-        with self.db:
+        with self._lock, self.db:
             self.db.execute("BEGIN")
             self.db.execute(
                 "INSERT OR REPLACE INTO replicas VALUES (?, ?, ?, ?, ?)",
@@ -293,7 +299,15 @@ class ScanState:
             )
 
     def count(self) -> int:
-        return int(self.db.execute("SELECT COUNT(*) FROM replicas").fetchone()[0])
+        with self._lock:
+            return int(self.db.execute("SELECT COUNT(*) FROM replicas").fetchone()[0])
+
+    def next_due(self, max_age: float) -> Optional[float]:
+        """When the first recorded replica falls due again (its verification plus
+        `max_age`, Unix time), None with nothing recorded."""
+        with self._lock:
+            row = self.db.execute("SELECT MIN(verified_at) FROM replicas").fetchone()
+        return None if row is None or row[0] is None else float(row[0]) + max_age
 
     def close(self) -> None:
         self.db.close()
