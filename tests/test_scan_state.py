@@ -182,6 +182,75 @@ def test_a_kill_9_mid_pass_resumes_and_the_findings_are_the_uninterrupted_runs(
     assert 0 < read_now < total
 
 
+def _rows(state: Path, table: str) -> int:
+    """Rows of one table of the state, read as another process would (0: not there yet)."""
+    try:
+        db = sqlite3.connect(f"file:{state / DB_NAME}?mode=ro", uri=True)
+        try:
+            return int(db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return 0
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_kill_9_inside_a_large_replica_resumes_after_its_last_saved_block(
+    tmp_path: Path, capsys: Any, layout: str
+) -> None:
+    # one container of 40 blocks, a replica on each of two datanodes: the kill lands inside one
+    root = tmp_path / "cluster"
+    make_cluster(
+        root, "bitflip=1", containers=1, seed=11, layout=layout, datanodes=2, volumes=1,
+        replicas=2, min_blocks=40, max_blocks=40,
+    )  # fmt: skip
+    _, whole, _ = scan_json(capsys, str(root))
+    total = whole["summary"]["bytes_read"]
+    state = tmp_path / "state"
+    env = {**os.environ, "PYTHONPATH": MERKLE_HOME}
+    argv = [str(root), "--state", str(state), "--checkpoint-seconds", "0"]
+    child = subprocess.Popen(
+        [sys.executable, "-m", "merkle", "scan", *argv, "--rate", str(max(1, total // 8))],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    saved = 0
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and child.poll() is None:
+            saved = _rows(state, "blocks")
+            if saved >= 5:
+                break
+            time.sleep(0.02)
+        assert child.poll() is None, "the scan ended before it could be killed"
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.kill()
+        child.wait()
+    assert saved >= 5
+    status, resumed, _ = scan_json(capsys, *argv)
+    st = resumed["summary"]["state"]
+    assert status == 1 and st["resumed_pass"] is True
+    assert st["resumed_blocks"] >= saved
+    assert findings(resumed) == findings(whole)
+    # the replica in flight was read from after its last saved block, not from its first
+    in_flight = [r for r in resumed["replicas"] if r.get("resumed_bytes")]
+    assert len(in_flight) == 1 and in_flight[0]["read"] is True
+    by_path = {r["path"]: r for r in whole["replicas"]}
+    r = in_flight[0]
+    assert r["bytes_read"] + r["resumed_bytes"] == by_path[r["path"]]["bytes_read"]
+    assert r["data_checksum"] == by_path[r["path"]]["data_checksum"]
+    read_now = sum(x["bytes_read"] for x in resumed["replicas"] if x["read"])
+    assert read_now == total - r["resumed_bytes"] - sum(
+        by_path[x["path"]]["bytes_read"] for x in resumed["replicas"] if not x["read"]
+    )
+    assert _rows(state, "blocks") == 0  # the replica's record replaced its blocks
+    # and a third run carries the replica whole, with the size of all its blocks
+    _, third, _ = scan_json(capsys, *argv, "--max-age", "1d")
+    assert third["summary"]["bytes_read"] == 0 and findings(third) == findings(whole)
+
+
 def test_a_state_that_cannot_be_trusted_is_refused_in_one_line(tmp_path: Path, capsys: Any) -> None:
     root = cluster(tmp_path, "crcmerkle", containers=2)
 
@@ -472,8 +541,21 @@ def test_loop_options_are_refused_without_what_they_need(tmp_path: Path, capsys:
         ([str(root), "--state", s, "--loop"], "--loop goes with --state"),
         ([str(root), "--state", s, "--max-age", "1d", "--loop", "--json"], "not with --json"),
         ([str(root), "--state", s, "--metrics-port", "9999"], "give --loop"),
+        ([str(root), "--checkpoint-seconds", "0"], "goes with --state"),
+        ([str(root), "--state", s, "--checkpoint-seconds", "-1"], "not 0 or a positive"),
     ]:
         capsys.readouterr()
         assert main(["scan", *argv]) == 2, argv
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and why in err, (argv, err)
+
+
+def test_a_saved_block_that_does_not_parse_is_read_again() -> None:
+    from merkle.replica.verify import BlockObservation, block_from_record, block_record
+
+    ob = BlockObservation(7, True, bytes_read=4096)
+    d = block_record(ob)
+    assert block_from_record(json.loads(json.dumps(d))) == ob
+    for bad in (None, [], {}, {**d, "chunks": [[0, "4096", 1, True]]}, {**d, "chunks": [[0]]},
+                {**d, "errors": [{}]}, {**d, "block_id": "x"}):  # fmt: skip
+        assert block_from_record(bad) is None, bad

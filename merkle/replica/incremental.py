@@ -10,6 +10,13 @@ it was read. The others are read in the order of risk: changed and never-verifie
 first, then the oldest verified. Each replica read is recorded as soon as its result is in
 (one transaction), unless its result carries an I/O error (read again next time) or its data
 was not read.
+
+Within a replica, the tracker is the scan's BlockCheckpoint (merkle.replica.verify): the
+blocks read so far are saved at most once per `checkpoint_seconds` (default 1: a transaction
+a second costs nothing next to the reading, and a kill re-reads at most a second's worth and
+the block in flight), those with an I/O error never, and a rerun takes the saved blocks of a
+replica whose identity is unchanged instead of reading them again, under the same freshness
+rule as a whole replica. The replica's record, once written, replaces them.
 """
 
 from __future__ import annotations
@@ -29,8 +36,12 @@ from merkle.replica.results import (
     ScanError,
 )
 from merkle.replica.scanstate import ReplicaRecord, ScanState, replica_identity
+from merkle.replica.verify import BlockObservation, block_from_record, block_record
 
-__all__ = ["CarriedResult", "StateTracker", "VolumeFigures", "utc"]
+__all__ = ["DEFAULT_CHECKPOINT_SECONDS", "CarriedResult", "StateTracker", "VolumeFigures", "utc"]
+
+#: how often, at most, the blocks read of a replica in flight are saved (seconds of reading)
+DEFAULT_CHECKPOINT_SECONDS = 1.0
 
 #: findings that are I/O errors, not the replica's state: a result holding one is not
 #: recorded, so that the next run reads the replica again
@@ -140,9 +151,21 @@ class StateTracker:
     """What scan_paths asks per volume (`select`) and per replica read (`record`), over one
     ScanState; `max_age` in seconds or None (then only the pass in progress is skipped)."""
 
-    def __init__(self, state: ScanState, max_age: Optional[float] = None) -> None:
+    def __init__(
+        self,
+        state: ScanState,
+        max_age: Optional[float] = None,
+        checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS,
+    ) -> None:
         self.state = state
         self.max_age = max_age
+        self.checkpoint_seconds = checkpoint_seconds
+        #: per replica in flight (its path): the blocks read and not yet saved, when the
+        #: last save was (time.monotonic)
+        self._pending: Dict[str, List[Tuple[int, float, Dict[str, Any]]]] = {}
+        self._saved_at: Dict[str, float] = {}
+        #: blocks taken from the state instead of read (this run)
+        self.resumed_blocks = 0
         self.now = time.time()
         self.resumed = state.begin_pass(self.now)
         self._identity: Dict[str, Tuple[str, str]] = {}
@@ -156,9 +179,51 @@ class StateTracker:
         self.volumes: Dict[str, VolumeFigures] = {}
 
     def _fresh(self, rec: ReplicaRecord) -> bool:
-        if rec.verified_at >= self.state.pass_started:
+        return self._fresh_at(rec.verified_at)
+
+    def _fresh_at(self, verified_at: float) -> bool:
+        if verified_at >= self.state.pass_started:
             return True  # verified by the pass in progress (a resumed run)
-        return self.max_age is not None and rec.verified_at >= self.now - self.max_age
+        return self.max_age is not None and verified_at >= self.now - self.max_age
+
+    # ---- BlockCheckpoint (merkle.replica.verify): progress within a replica ----------------
+
+    def blocks_done(self, location: str) -> Dict[int, BlockObservation]:
+        """The blocks of the replica at `location` saved by an interrupted run, identity
+        unchanged and fresh; the replica's read starts now (its first save a
+        `checkpoint_seconds` from now)."""
+        entry = self._identity.get(location)
+        with self._lock:
+            self._saved_at[location] = time.monotonic()
+            self._pending[location] = []
+        if entry is None:
+            return {}
+        key, identity = entry
+        out: Dict[int, BlockObservation] = {}
+        for bid, at, data in self.state.blocks(key, identity):
+            ob = block_from_record(data) if self._fresh_at(at) else None
+            if ob is not None and ob.block_id == bid:
+                out[bid] = ob
+        with self._lock:
+            self.resumed_blocks += len(out)
+        return out
+
+    def block_read(self, location: str, block: BlockObservation) -> None:
+        """A block of the replica at `location` just read: saved with those before it once
+        `checkpoint_seconds` have passed since the last save (never with an I/O error)."""
+        entry = self._identity.get(location)
+        if entry is None or any(e.kind in _IO_ERRORS for e in block.errors):
+            return
+        now = time.monotonic()
+        with self._lock:
+            pending = self._pending.setdefault(location, [])
+            pending.append((block.block_id, time.time(), block_record(block)))
+            if now - self._saved_at.get(location, 0.0) < self.checkpoint_seconds:
+                return
+            self._pending[location] = []
+            self._saved_at[location] = now
+        key, identity = entry
+        self.state.put_blocks(key, identity, pending)
 
     def select(
         self, layout: Layout, volume: Volume, refs: List[ReplicaRef]
@@ -203,9 +268,13 @@ class StateTracker:
         now = time.time()
         self.read_at[result.path] = now
         fig = self.volumes.setdefault(volume.root, VolumeFigures())
+        with self._lock:
+            self._pending.pop(result.path, None)
+            self._saved_at.pop(result.path, None)
+        size = result.bytes_read + getattr(result, "resumed_bytes", 0)
         fig.read += 1
         fig.bytes_read += result.bytes_read
-        fig.bytes_total += result.bytes_read
+        fig.bytes_total += size
         fig.seconds += result.seconds
         if result.verified:
             fig.verified(now)
@@ -217,9 +286,10 @@ class StateTracker:
         record = result.to_dict(False)
         # kept small (a million replicas): what CarriedResult recomputes or the key holds, and
         # a whole disk's --also values, are left out
-        for derived in ("also", "path", "ok", "warnings"):
+        for derived in ("also", "path", "ok", "warnings", "resumed_bytes"):
             record.pop(derived, None)
         record["value"] = result.tree.data_checksum
+        record["bytes_read"] = size  # the replica's data, however many runs read it
         key, identity = entry
         self.state.put(key, volume.root, identity, now, record)
         with self._lock:

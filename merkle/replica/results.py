@@ -137,6 +137,9 @@ class ScanResult:
     chunks: int = 0
     seconds: float = 0.0
     tree_written: bool = False
+    #: the bytes of the blocks an interrupted run had verified (`--state`), not read again
+    #: by this one (bytes_read counts this run's reads only)
+    resumed_bytes: int = 0
     #: `also` (crcmerkle scan --also): each asked algorithm's values of what was read
     also: Dict[str, AlsoChecksums] = field(default_factory=dict)
 
@@ -157,7 +160,9 @@ class ScanResult:
         could not be used (missing or corrupt; on Ozone volumes a `.container` missing,
         corrupt or of a state Ozone never data-scans) was not, whatever its stored tree says;
         nor was one of a census or a trees-only pass that lists chunks (no data read)."""
-        return self.meta is not None and (self.bytes_read > 0 or self.chunks == 0)
+        return self.meta is not None and (
+            self.bytes_read + self.resumed_bytes > 0 or self.chunks == 0
+        )
 
     def ok_at(self, strict: bool = False) -> bool:
         """`ok`, or with `strict` (--strict) no finding at all, warnings included."""
@@ -185,6 +190,7 @@ class ScanResult:
             "blocks": self.blocks,
             "chunks": self.chunks,
             "bytes_read": self.bytes_read,
+            **({"resumed_bytes": self.resumed_bytes} if self.resumed_bytes else {}),
             "seconds": round(self.seconds, 6),
             "tree_written": self.tree_written,
             "verified": self.verified,

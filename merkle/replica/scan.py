@@ -218,6 +218,8 @@ def _scan_volume(
             results.append(done)
             if on_result is not None:
                 on_result(done)
+    if tracker is not None:  # progress within each replica too (merkle.replica.incremental)
+        options = {**options, "checkpoint": tracker}
     for ref, result, exc in layout.scan(refs, limiter=limiter, seen=seen, **options):
         if exc is not None:
             if isinstance(exc, VolumeError):

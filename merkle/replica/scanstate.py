@@ -6,7 +6,10 @@ changed or is due.
 The state is one SQLite database in a private directory of this host (SQLite: atomic,
 crash-safe transactions, a well-kept library in every CPython). One transaction per replica
 verified, in WAL mode with `synchronous=FULL`: a replica's record is on disk before the next
-replica is read, so a kill, a crash or a power loss loses at most the replica in flight.
+replica is read, so a kill, a crash or a power loss loses at most the replica in flight; and
+within a replica, the blocks verified so far (at most one transaction per `checkpoint_seconds`
+of reading, merkle.replica.incremental), so that a large replica is not read again from its
+first byte either.
 
 A *pass* is one run over every replica: it starts when a run finds no pass in progress and
 ends when a run has been through every replica of its PATHs. A rerun while a pass is in
@@ -33,7 +36,7 @@ import stat
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from merkle.replica.errors import ReplicaError
 
@@ -62,6 +65,19 @@ CREATE TABLE replicas (
     verified_at REAL NOT NULL,     -- Unix time its data was read
     record TEXT NOT NULL           -- the result as JSON (ScanResult.to_dict + value)
 );
+"""
+#: progress within a replica in flight: the blocks verified so far, dropped when its record
+#: is written. Part of version 1 without a new version number: a database written before it
+#: gains the table when opened, and a crcmerkle without it never reads it.
+_BLOCKS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS blocks (
+    key TEXT NOT NULL,             -- the replica's key, as in replicas
+    identity TEXT NOT NULL,        -- the replica's identity when the block was read
+    block_id INTEGER NOT NULL,
+    verified_at REAL NOT NULL,     -- Unix time its data was read
+    observation TEXT NOT NULL,     -- merkle.replica.verify.block_record as JSON
+    PRIMARY KEY (key, block_id)
+)
 """
 
 
@@ -185,6 +201,7 @@ class ScanState:
             problem, db = f"not a readable SQLite database ({exc})", None
         if problem is None:
             assert db is not None
+            db.execute(_BLOCKS_SCHEMA)
             return db
         if db is not None:
             db.close()
@@ -207,7 +224,7 @@ class ScanState:
     def _create(self, db: sqlite3.Connection) -> None:
         with db:
             db.execute("BEGIN")
-            for statement in _SCHEMA.split(";"):
+            for statement in (*_SCHEMA.split(";"), _BLOCKS_SCHEMA):
                 if statement.strip():
                     db.execute(statement)
             db.executemany(
@@ -290,13 +307,49 @@ class ScanState:
     def put(
         self, key: str, volume: str, identity: str, verified_at: float, record: Dict[str, Any]
     ) -> None:
-        """Record one verified replica (one transaction, on disk when this returns)."""
+        """Record one verified replica, dropping its blocks' progress (one transaction, on
+        disk when this returns)."""
         with self._lock, self.db:
             self.db.execute("BEGIN")
             self.db.execute(
                 "INSERT OR REPLACE INTO replicas VALUES (?, ?, ?, ?, ?)",
                 (key, volume, identity, verified_at, json.dumps(record, separators=(",", ":"))),
             )
+            self.db.execute("DELETE FROM blocks WHERE key = ?", (key,))
+
+    def put_blocks(
+        self, key: str, identity: str, blocks: List[Tuple[int, float, Dict[str, Any]]]
+    ) -> None:
+        """Record blocks verified of a replica in flight, (block ID, when, observation) each
+        (one transaction, on disk when this returns); the rows of an earlier identity go."""
+        with self._lock, self.db:
+            self.db.execute("BEGIN")
+            self.db.execute("DELETE FROM blocks WHERE key = ? AND identity != ?", (key, identity))
+            self.db.executemany(
+                "INSERT OR REPLACE INTO blocks VALUES (?, ?, ?, ?, ?)",
+                [
+                    (key, identity, bid, at, json.dumps(ob, separators=(",", ":")))
+                    for bid, at, ob in blocks
+                ],
+            )
+
+    def blocks(self, key: str, identity: str) -> List[Tuple[int, float, Any]]:
+        """The blocks recorded of the replica `key` at `identity`: (block ID, when, the
+        observation's JSON data, or None when it does not parse)."""
+        with self._lock:
+            rows = self.db.execute(
+                "SELECT block_id, verified_at, observation FROM blocks "
+                "WHERE key = ? AND identity = ?",
+                (key, identity),
+            ).fetchall()
+        out: List[Tuple[int, float, Any]] = []
+        for bid, at, text in rows:
+            try:
+                data = json.loads(text)
+            except (TypeError, ValueError):
+                data = None
+            out.append((int(bid), float(at), data))
+        return out
 
     def count(self) -> int:
         with self._lock:

@@ -19,7 +19,18 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 import numpy as np
 
@@ -80,6 +91,10 @@ from merkle.trees.model import ContainerTree
 from merkle.trees.treefile import TreeFileError, tree_from_bytes, tree_to_bytes
 
 __all__ = [
+    "BlockCheckpoint",
+    "BlockObservation",
+    "block_from_record",
+    "block_record",
     "DEFAULT_BUFFER_SIZE",
     "READ_OPTIONS",
     "ProgressFn",
@@ -98,12 +113,23 @@ DEFAULT_BUFFER_SIZE = 1024 * 1024
 
 #: the verifier's options scan_files takes (a read-only scan through ReplicaFiles): what a
 #: layout's scan() passes on of the options a job gives it
-READ_OPTIONS = ("workers", "limiter", "progress", "buffer_size", "drop_cache", "also")
+READ_OPTIONS = ("workers", "limiter", "progress", "buffer_size", "drop_cache", "also", "checkpoint")
 
 #: the page size the cache is dropped by (see _Reader._read)
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 ProgressFn = Callable[[int], Any]
+
+
+class BlockCheckpoint(Protocol):
+    """Progress within a replica that outlives the process (`crcmerkle scan --state`:
+    merkle.replica.incremental.StateTracker): the scan asks for the blocks an interrupted
+    run already verified of the replica at `location` (their observations, which it uses
+    instead of reading them again) and tells each block it has just read."""
+
+    def blocks_done(self, location: str) -> Dict[int, BlockObservation]: ...
+
+    def block_read(self, location: str, block: BlockObservation) -> None: ...
 
 
 @dataclass
@@ -125,6 +151,46 @@ class _BlockObs:
     bytes_read: int = 0
     #: --also: each algorithm's whole-block value, when the block was read in full
     also: Dict[str, int] = field(default_factory=dict)
+
+
+#: what a scan observed of one block, as a BlockCheckpoint keeps it
+BlockObservation = _BlockObs
+
+
+def block_record(ob: _BlockObs) -> Dict[str, Any]:
+    """`ob` as JSON-ready data (a checkpoint's record; --also values are never kept: a scan
+    with --also reads every block)."""
+    return {
+        "block_id": ob.block_id,
+        "present": ob.present,
+        "bytes_read": ob.bytes_read,
+        "chunks": [[c.offset, c.length, c.leaf, c.matches] for c in ob.chunks],
+        "errors": [e.to_dict() for e in ob.errors],
+    }
+
+
+def block_from_record(d: Any) -> Optional[_BlockObs]:
+    """The observation block_record wrote, or None when `d` is not one (never trusted: the
+    block is read again)."""
+    try:
+        out = _BlockObs(int(d["block_id"]), bool(d["present"]), bytes_read=int(d["bytes_read"]))
+        for offset, length, leaf, matches in d["chunks"]:
+            if not all(isinstance(v, int) for v in (offset, length, leaf)):
+                return None
+            out.chunks.append(_ChunkObs(offset, length, leaf, bool(matches)))
+        for e in d["errors"]:
+            out.errors.append(
+                ScanError(
+                    str(e["error"]),
+                    e.get("block_id"),
+                    e.get("offset"),
+                    str(e.get("detail", "")),
+                    str(e.get("severity", "")),
+                )
+            )
+    except (KeyError, TypeError, ValueError):
+        return None
+    return out
 
 
 class _Reader:
@@ -598,6 +664,7 @@ def scan_container(
     use_mmap: bool = False,
     drop_cache: bool = False,
     also: Sequence[str] = (),
+    checkpoint: Optional[BlockCheckpoint] = None,
 ) -> ScanResult:
     """Scan one replica (see the module docstring) and return what was found.
 
@@ -617,6 +684,9 @@ def scan_container(
     also: more CRCs to compute from the bytes read (merkle.replica.also.ALSO_ALGORITHMS:
       crc64nvme, crc32c, crc32): each chunk's windows and each block read in full, in
       ScanResult.also (`crcmerkle scan --also`); nothing is read twice.
+    checkpoint: progress within the replica that outlives the process (BlockCheckpoint):
+      the blocks it holds as verified are not read again (their bytes are the result's
+      `resumed_bytes`), each block read is told to it; not used with `also`.
     """
     also = check_algorithms(also)
     paths = container_paths(path)
@@ -641,6 +711,7 @@ def scan_container(
             use_mmap,
             drop_cache=drop_cache,
             also=also,
+            checkpoint=checkpoint,
         )
     finally:
         if held is not None:
@@ -657,12 +728,13 @@ def scan_files(
     metadata_only: bool = False,
     drop_cache: bool = False,
     also: Sequence[str] = (),
+    checkpoint: Optional[BlockCheckpoint] = None,
 ) -> ScanResult:
     """Scan a replica read through `files` (merkle.replica.files: a local directory, or a
     remote store as merkle.replica.crcmerkle.remote provides) without writing anything: the
     same checks, errors and trees as scan_container(..., write_tree=False). `drop_cache`: as
-    scan_container's (block files read through local descriptors only); `also`: as
-    scan_container's (ignored by the census, which reads no data).
+    scan_container's (block files read through local descriptors only); `also` and
+    `checkpoint`: as scan_container's (ignored by the census, which reads no data).
 
     metadata_only: the census (merkle.replica.census): the block metadata is read and
     checked as by the scan, no block file is opened (bytes_read 0), and the tree is the
@@ -678,6 +750,7 @@ def scan_files(
         metadata_only=metadata_only,
         drop_cache=drop_cache,
         also=check_algorithms(also),
+        checkpoint=checkpoint,
     )
 
 
@@ -693,6 +766,7 @@ def _scan(
     *,
     drop_cache: bool = False,
     also: Sequence[str] = (),
+    checkpoint: Optional[BlockCheckpoint] = None,
 ) -> ScanResult:
     """The scan itself; writing the merged tree needs a local replica (ContainerPaths)."""
     files = LocalReplicaFiles(source) if isinstance(source, ContainerPaths) else source
@@ -707,6 +781,7 @@ def _scan(
             metadata_only,
             drop_cache,
             also,
+            checkpoint,
         )
     finally:
         if isinstance(source, ContainerPaths):
@@ -724,6 +799,7 @@ def _scan_files(
     metadata_only: bool = False,
     drop_cache: bool = False,
     also: Sequence[str] = (),
+    checkpoint: Optional[BlockCheckpoint] = None,
 ) -> ScanResult:
     t0 = time.perf_counter()
     errors: List[ScanError] = []
@@ -760,6 +836,19 @@ def _scan_files(
         meta = None
         errors.append(ScanError(METADATA_UNREADABLE, detail=f"{meta_name}: {exc.strerror or exc}"))
     blocks = meta.sorted_blocks() if meta is not None else []
+    if metadata_only or also or len({b.block_id for b in blocks}) != len(blocks):
+        checkpoint = None  # a block ID listed twice: nothing to key a block's progress by
+    resumed = checkpoint.blocks_done(files.location) if checkpoint is not None else {}
+
+    def observe(reader: _Reader, b: BlockMeta) -> _BlockObs:
+        ob = resumed.get(b.block_id)
+        if ob is not None:
+            return ob
+        ob = reader.block(files, b)
+        if checkpoint is not None:
+            checkpoint.block_read(files.location, ob)
+        return ob
+
     if metadata_only:  # the census: no block file is opened
         observations = [_recorded_block(b) for b in blocks]
     elif workers > 1 and len(blocks) > 1:
@@ -771,13 +860,14 @@ def _scan_files(
                 reader = local.reader = _Reader(
                     buffer_size, limiter, progress, drop_cache=drop_cache, also=also
                 )
-            return reader.block(files, b)
+            return observe(reader, b)
 
         with ThreadPoolExecutor(max_workers=workers) as pool:
             observations = list(pool.map(one, blocks))
     else:
         reader = _Reader(buffer_size, limiter, progress, drop_cache=drop_cache, also=also)
-        observations = [reader.block(files, b) for b in blocks]
+        observations = [observe(reader, b) for b in blocks]
+    resumed_bytes = sum(o.bytes_read for o in observations if resumed.get(o.block_id) is o)
     for ob in observations:
         errors.extend(ob.errors)
     scanned = _observed_tree(files.container_id, observations)
@@ -806,7 +896,8 @@ def _scan_files(
         scanned=scanned,
         tree=merged,
         meta=meta,
-        bytes_read=sum(o.bytes_read for o in observations),
+        bytes_read=sum(o.bytes_read for o in observations) - resumed_bytes,
+        resumed_bytes=resumed_bytes,
         blocks=len(blocks),
         chunks=sum(len(b.chunks) for b in blocks),
         seconds=time.perf_counter() - t0,
