@@ -146,6 +146,27 @@ def positive_int(text: str) -> int:
     return value
 
 
+def duration_arg(text: str) -> float:
+    """argparse type: a positive duration, 7d, 12h, 30m, 90s, 2w or seconds (--max-age)."""
+    from merkle.replica.scanstate import parse_duration
+
+    try:
+        return parse_duration(text[:60])
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def seconds_arg(text: str) -> float:
+    """argparse type: 0 or a positive, finite number of seconds."""
+    try:
+        value = float(text) if len(text) <= 40 else -1.0
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"not 0 or a positive number of seconds: {text[:60]!r}")
+    return value
+
+
 def size_up_to(high: int) -> Callable[[str], int]:
     """argparse type: a byte count from 1 to `high`, with an optional unit (512, 16KiB)."""
 

@@ -44,9 +44,10 @@ def emit_host(args: argparse.Namespace) -> str:
     return host
 
 
-def run_emit(args: argparse.Namespace, idle: bool) -> int:
+def run_emit(args: argparse.Namespace, idle: bool, tracker: Any = None) -> int:
     """Scan args.paths into args.emit; exit 0 clean, 1 findings, 2 when some PATH, volume
-    or replica could not be scanned at all (or the output could not be written)."""
+    or replica could not be scanned at all (or the output could not be written). `tracker`:
+    --state's (merkle.replica.incremental.StateTracker with `replay`), or None."""
     try:
         from merkle.replica.uri import display
         from spark_udfs.tables.emit import emit_scan
@@ -76,12 +77,18 @@ def run_emit(args: argparse.Namespace, idle: bool) -> int:
             drop_cache=not args.keep_cache,
             strict=args.strict,
             on_volume=on_volume,
+            tracker=tracker,
             workers=args.workers,
             **({"also": tuple(args.also)} if args.also else {}),
             **({"buffer_size": args.buffer_size} if args.buffer_size else {}),
         )
+        if tracker is not None:  # every PATH visited: the next run starts a new pass
+            tracker.state.complete_pass()
     except (OSError, ValueError) as exc:
         raise CLIError(f"--emit {where}: {exc}", EXIT_ERROR) from None
+    finally:
+        if tracker is not None:
+            tracker.state.close()
     for line in res.failures:
         if not args.json:
             print_error(line)
@@ -102,6 +109,14 @@ def run_emit(args: argparse.Namespace, idle: bool) -> int:
         "drop_cache": not args.keep_cache,
         "bytes_per_second": args.rate,
     }
+    if tracker is not None:
+        summary["state"] = {
+            "directory": args.state,
+            "resumed_pass": tracker.resumed,
+            "not_read_unchanged": tracker.carried,
+            "recorded": tracker.recorded,
+            "resumed_blocks": tracker.resumed_blocks,
+        }
     cheap = args.trees_only or args.metadata_only
     summary["data_read"] = not cheap  # a census or trees-only pass says so (issue 36)
     if cheap:
@@ -136,6 +151,13 @@ def run_emit(args: argparse.Namespace, idle: bool) -> int:
         )
         if cheap:
             print(f"no data read: {summary['compared']}")
+        if tracker is not None:
+            print(
+                f"state {one_line(args.state)}: {tracker.carried} replicas emitted from their "
+                f"records (unchanged, verified "
+                + ("in the pass in progress" if args.max_age is None else "within --max-age")
+                + f"), {tracker.recorded} read and recorded"
+            )
     if res.failures or failed_volumes or res.scan_failed:
         return EXIT_ERROR
     if not res.volumes:

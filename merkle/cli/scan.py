@@ -18,11 +18,13 @@ from merkle.cli import (
     PROG,
     CLIError,
     byte_rate,
+    duration_arg,
     exit_status_help,
     int_in_range,
     print_error,
     redact_json,
     refuse_also_without_data,
+    seconds_arg,
     size_up_to,
 )
 from merkle.messages import one_line
@@ -248,7 +250,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--max-age",
         metavar="DURATION",
-        type=_duration,
+        type=duration_arg,
         help="with --state: do not read again a replica verified within DURATION (7d, 12h, "
         "30m, 90s) whose identity is unchanged; changed and never-verified replicas are "
         "read first, then the oldest verified. Bit rot changes no metadata: every replica "
@@ -258,7 +260,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--checkpoint-seconds",
         metavar="SECONDS",
-        type=_seconds,
+        type=seconds_arg,
         help="with --state: within a replica, save the blocks verified so far at most every "
         "SECONDS of reading (default 1; 0: after every block), so that a rerun does not "
         "read a large replica again from its first byte: a kill costs at most SECONDS of "
@@ -303,25 +305,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _duration(text: str) -> float:
-    from merkle.replica.scanstate import parse_duration
-
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"not 0 or a positive number of seconds: {text!r}")
-    return value
-
-
 def _state_refusal(args: argparse.Namespace) -> Optional[str]:
     """Why --state/--max-age cannot go with the other options given, or None."""
     if args.max_age is not None and not args.state:
@@ -340,8 +323,11 @@ def _state_refusal(args: argparse.Namespace) -> Optional[str]:
         return None
     if args.trees_only or args.metadata_only:
         return "--state records verified data: not with --trees-only or --metadata-only"
-    if args.emit:
-        return "--state is not yet taken with --emit (a host's scan emits every replica it reads)"
+    if args.also:
+        return (
+            "--state is not taken with --also (its values are of the bytes read: a replica "
+            "not read again has none)"
+        )
     if any("://" in p for p in args.paths):
         return "--state keeps a host's own progress: its PATHs are local directories, not URIs"
     return None
@@ -506,7 +492,7 @@ def run(args: argparse.Namespace) -> int:
         if args.emit:
             from merkle.cli.emit import run_emit
 
-            return run_emit(args, idle)
+            return run_emit(args, idle, _tracker(args, replay=True))
         if args.loop:
             return _loop(args)
         return _run(args, idle)
@@ -531,9 +517,10 @@ def print_result(r: Any, strict: bool) -> None:
     r.also = {}  # printed: a whole disk's window values are not held to the end
 
 
-def _tracker(args: argparse.Namespace) -> Any:
+def _tracker(args: argparse.Namespace, replay: bool = False) -> Any:
     """The StateTracker of --state DIR (None without), its database checked and opened; a
-    directory or database that cannot be trusted is one line, exit 2."""
+    directory or database that cannot be trusted is one line, exit 2. `replay`: replicas
+    not read are given with their trees (--emit writes their chunks)."""
     if not args.state:
         return None
     from merkle.replica.incremental import StateTracker
@@ -547,6 +534,7 @@ def _tracker(args: argparse.Namespace) -> Any:
             ScanState(args.state, list(args.paths), warn),
             args.max_age,
             checkpoint_seconds=_checkpoint_seconds(args),
+            replay=replay,
         )
     except StateError as exc:
         raise CLIError(str(exc), EXIT_ERROR) from None

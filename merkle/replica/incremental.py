@@ -25,8 +25,9 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
+from merkle.replica.errors import ReplicaError
 from merkle.replica.layout import Layout, ReplicaRef, Volume
 from merkle.replica.levels import counts_as_failure
 from merkle.replica.results import (
@@ -34,11 +35,26 @@ from merkle.replica.results import (
     TREE_UNREADABLE,
     UNREADABLE_DATA_FILE,
     ScanError,
+    utc,
 )
 from merkle.replica.scanstate import ReplicaRecord, ScanState, replica_identity
-from merkle.replica.verify import BlockObservation, block_from_record, block_record
+from merkle.replica.verify import (
+    BlockObservation,
+    block_from_record,
+    block_record,
+    replayed_result,
+    scanned_from_record,
+    scanned_record,
+)
 
-__all__ = ["DEFAULT_CHECKPOINT_SECONDS", "CarriedResult", "StateTracker", "VolumeFigures", "utc"]
+__all__ = [
+    "DEFAULT_CHECKPOINT_SECONDS",
+    "CarriedResult",
+    "StateTracker",
+    "VolumeFigures",
+    "tracked_scan",
+    "utc",
+]
 
 #: how often, at most, the blocks read of a replica in flight are saved (seconds of reading)
 DEFAULT_CHECKPOINT_SECONDS = 1.0
@@ -46,11 +62,6 @@ DEFAULT_CHECKPOINT_SECONDS = 1.0
 #: findings that are I/O errors, not the replica's state: a result holding one is not
 #: recorded, so that the next run reads the replica again
 _IO_ERRORS = frozenset({UNREADABLE_DATA_FILE, METADATA_UNREADABLE, TREE_UNREADABLE})
-
-
-def utc(t: float) -> str:
-    """`t` (Unix time) as ISO 8601 UTC to the second, as outputs show verification times."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
 @dataclass
@@ -147,6 +158,14 @@ class VolumeFigures:
         self.oldest = at if self.oldest is None else min(self.oldest, at)
 
 
+def _carried_bytes(c: Any) -> int:
+    """The data bytes a replica not read had when it was (a CarriedResult or a replayed
+    ScanResult)."""
+    if isinstance(c, CarriedResult):
+        return int(c.stored.get("bytes_read") or 0)
+    return int(c.resumed_bytes)
+
+
 class StateTracker:
     """What scan_paths asks per volume (`select`) and per replica read (`record`), over one
     ScanState; `max_age` in seconds or None (then only the pass in progress is skipped)."""
@@ -156,9 +175,13 @@ class StateTracker:
         state: ScanState,
         max_age: Optional[float] = None,
         checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS,
+        replay: bool = False,
     ) -> None:
         self.state = state
         self.max_age = max_age
+        #: the results of replicas not read are full ScanResults, trees and all (a Spark
+        #: scan's tables, --emit): one whose record cannot give them is read again
+        self.replay = replay
         self.checkpoint_seconds = checkpoint_seconds
         #: per replica in flight (its path): the blocks read and not yet saved, when the
         #: last save was (time.monotonic)
@@ -247,8 +270,14 @@ class StateTracker:
             self._identity[ref.path] = (key, identity)
             rec = self.state.get(key)
             if rec is not None and rec.identity == identity and not dup and self._fresh(rec):
-                carried.append(CarriedResult.from_record(ref.path, rec))
-                continue
+                done = CarriedResult.from_record(ref.path, rec)
+                if not self.replay:
+                    carried.append(done)
+                    continue
+                replayed = self._replayed(layout, ref, census.get(ref.path), done)
+                if replayed is not None:
+                    carried.append(replayed)
+                    continue
             if rec is not None and rec.identity == identity:  # due: the oldest first
                 ranked.append(((1, rec.verified_at, i), ref))
             else:  # changed or never verified: first
@@ -259,9 +288,33 @@ class StateTracker:
         fig = self.volumes.setdefault(volume.root, VolumeFigures())
         for c in carried:
             fig.carried += 1
-            fig.bytes_total += int(c.stored.get("bytes_read") or 0)
+            fig.bytes_total += _carried_bytes(c)
             fig.verified(c.verified_at)
         return [ref for _, ref in ranked], carried
+
+    def _replayed(self, layout: Layout, ref: ReplicaRef, meta: Any, done: CarriedResult) -> Any:
+        """`done` as a full ScanResult (`replay`: its trees, for tables that compare chunks),
+        or None when its record cannot give them (then it is read again)."""
+        scanned = None if meta is None else scanned_from_record(done.stored, meta)
+        if scanned is None:
+            return None
+        try:
+            files = layout.open_files(ref)
+        except (OSError, ReplicaError):
+            return None
+        try:
+            r = replayed_result(
+                files, meta, scanned, done.errors, int(done.stored.get("bytes_read") or 0)
+            )
+        except (OSError, ReplicaError):
+            return None
+        finally:
+            close = getattr(files, "close", None)
+            if close is not None:
+                close()
+        r.path = ref.path
+        r.verified_at = done.verified_at
+        return r
 
     def record(self, layout: Layout, volume: Volume, ref: ReplicaRef, result: Any) -> None:
         """Record a replica just read (see the module docstring for what is left out)."""
@@ -290,7 +343,33 @@ class StateTracker:
             record.pop(derived, None)
         record["value"] = result.tree.data_checksum
         record["bytes_read"] = size  # the replica's data, however many runs read it
+        if result.meta is not None:
+            record.update(scanned_record(result))  # its trees, again without a read
         key, identity = entry
         self.state.put(key, volume.root, identity, now, record)
         with self._lock:
             self.recorded += 1
+
+
+def tracked_scan(
+    tracker: Optional[StateTracker],
+    layout: Layout,
+    volume: Volume,
+    refs: List[ReplicaRef],
+    **options: Any,
+) -> Iterator[Tuple[ReplicaRef, Any, Optional[Exception]]]:
+    """layout.scan(refs, **options) of one volume's replicas through `tracker` (None: the
+    plain scan): the replicas not read first (their results: CarriedResult, or with
+    `tracker.replay` full ScanResults), then those read in the order of risk, each recorded
+    as it completes, with the tracker as their blocks' checkpoint."""
+    if tracker is None:
+        yield from layout.scan(refs, **options)
+        return
+    by_path = {r.path: r for r in refs}
+    to_read, carried = tracker.select(layout, volume, refs)
+    for done in carried:
+        yield by_path[done.path], done, None
+    for ref, result, exc in layout.scan(to_read, checkpoint=tracker, **options):
+        if exc is None and result is not None:
+            tracker.record(layout, volume, ref, result)
+        yield ref, result, exc

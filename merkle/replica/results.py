@@ -120,6 +120,11 @@ class ScanError:
         return f"{self.kind}{where}{': ' + self.detail if self.detail else ''}"
 
 
+def utc(t: float) -> str:
+    """`t` (Unix time) as ISO 8601 UTC to the second, as outputs show verification times."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
 @dataclass
 class ScanResult:
     """What one scan of one replica found and produced."""
@@ -140,6 +145,9 @@ class ScanResult:
     #: the bytes of the blocks an interrupted run had verified (`--state`), not read again
     #: by this one (bytes_read counts this run's reads only)
     resumed_bytes: int = 0
+    #: a replica not read by this run (`--state`: verified then, Unix time, identity
+    #: unchanged): its findings and trees are that read's; None: read by this run
+    verified_at: Optional[float] = None
     #: `also` (crcmerkle scan --also): each asked algorithm's values of what was read
     also: Dict[str, AlsoChecksums] = field(default_factory=dict)
 
@@ -191,6 +199,11 @@ class ScanResult:
             "chunks": self.chunks,
             "bytes_read": self.bytes_read,
             **({"resumed_bytes": self.resumed_bytes} if self.resumed_bytes else {}),
+            **(
+                {"read": False, "verified_at": utc(self.verified_at)}
+                if self.verified_at is not None
+                else {}
+            ),
             "seconds": round(self.seconds, 6),
             "tree_written": self.tree_written,
             "verified": self.verified,

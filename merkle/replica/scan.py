@@ -68,6 +68,7 @@ import time  # noqa: F401  (the clock the rate limiter paces by, reached as scan
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple, Union
 
 from merkle.replica.errors import VolumeError
+from merkle.replica.incremental import tracked_scan
 from merkle.replica.layout import Layout, ReplicaRef, Volume
 from merkle.replica.layouts import layout_of, layouts
 
@@ -212,15 +213,9 @@ def _scan_volume(
     results: List[ScanResult] = []
     broken = False
     refs = layout.replicas(volume, _walk_error(layout, failed))
-    if tracker is not None:
-        refs, carried = tracker.select(layout, volume, refs)
-        for done in carried:
-            results.append(done)
-            if on_result is not None:
-                on_result(done)
-    if tracker is not None:  # progress within each replica too (merkle.replica.incremental)
-        options = {**options, "checkpoint": tracker}
-    for ref, result, exc in layout.scan(refs, limiter=limiter, seen=seen, **options):
+    for ref, result, exc in tracked_scan(
+        tracker, layout, volume, refs, limiter=limiter, seen=seen, **options
+    ):
         if exc is not None:
             if isinstance(exc, VolumeError):
                 if not broken:
@@ -229,8 +224,6 @@ def _scan_volume(
             else:
                 failed(ref, exc)
             continue
-        if tracker is not None:
-            tracker.record(layout, volume, ref, result)
         results.append(result)
         if on_result is not None:
             on_result(result)

@@ -49,6 +49,7 @@ __all__ = [
     "StateError",
     "parse_duration",
     "replica_identity",
+    "volume_state_dir",
 ]
 
 DB_NAME = "crcmerkle-scan-state.sqlite"
@@ -136,6 +137,22 @@ def _inside(path: str, roots: List[str]) -> Optional[str]:
         if real == rr or real.startswith(rr.rstrip(os.sep) + os.sep):
             return r
     return None
+
+
+def volume_state_dir(directory: str, volume: str) -> str:
+    """The state directory of one volume under `directory` (a data-local Spark scan keeps a
+    database per volume on the volume's host: its tasks are per volume and may run at once):
+    `directory` created private when missing and refused like a state directory (StateError),
+    the volume's one named by a digest of its path (a path is never a file name here)."""
+    try:
+        os.mkdir(directory, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise StateError(f"--state {directory}: cannot create it: {exc.strerror or exc}") from None
+    _check_private(os.lstat(directory), f"--state {directory}", "directory")
+    digest = hashlib.sha256(os.path.normpath(volume).encode("utf-8", "surrogateescape"))
+    return os.path.join(directory, "volume-" + digest.hexdigest()[:32])
 
 
 class ScanState:

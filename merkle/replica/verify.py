@@ -13,6 +13,7 @@ public name.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import threading
@@ -95,6 +96,10 @@ __all__ = [
     "BlockObservation",
     "block_from_record",
     "block_record",
+    "healthy_tree",
+    "replayed_result",
+    "scanned_from_record",
+    "scanned_record",
     "DEFAULT_BUFFER_SIZE",
     "READ_OPTIONS",
     "ProgressFn",
@@ -552,6 +557,66 @@ def _recorded_block(block: BlockMeta) -> _BlockObs:
         out.present = True
         out.chunks.append(_ChunkObs(c.offset, c.length, c.leaf, True))
     return out
+
+
+def healthy_tree(meta: ContainerMeta) -> ContainerTree:
+    """The tree a data scan of the replica `meta` describes builds when every block file is
+    there and every chunk matches its recorded checksums (`scanned` of a clean scan)."""
+    return _observed_tree(meta.container_id, [_recorded_block(b) for b in meta.sorted_blocks()])
+
+
+def scanned_record(result: ScanResult) -> Dict[str, Any]:
+    """What a later run needs to give `result.scanned` again without reading the data (a
+    `--state` record): nothing more when it is the healthy tree of its block metadata (a
+    clean replica: the metadata, whose identity the state checks, tells it), else the tree
+    itself (a replica with findings: rare, and as large as its chunks)."""
+    if result.meta is not None and result.scanned == healthy_tree(result.meta):
+        return {"scanned": "healthy"}
+    return {"scanned": base64.b64encode(tree_to_bytes(result.scanned)).decode("ascii")}
+
+
+def scanned_from_record(record: Dict[str, Any], meta: ContainerMeta) -> Optional[ContainerTree]:
+    """The `scanned` tree scanned_record kept, for the replica whose block metadata is
+    `meta` now (its identity unchanged); None when the record holds none or it does not
+    parse (the replica is read again)."""
+    kept = record.get("scanned")
+    if kept == "healthy":
+        return healthy_tree(meta)
+    if not isinstance(kept, str):
+        return None
+    try:
+        tree = tree_from_bytes(base64.b64decode(kept, validate=True))
+    except (ValueError, TreeFileError):
+        return None
+    return tree if tree.container_id == meta.container_id else None
+
+
+def replayed_result(
+    files: ReplicaFiles,
+    meta: ContainerMeta,
+    scanned: ContainerTree,
+    errors: List[ScanError],
+    resumed_bytes: int,
+) -> ScanResult:
+    """The result of a replica not read again (`--state`: verified, identity unchanged):
+    its last read's findings and scanned tree, merged into the stored tree as it is now, as
+    the data scan merges them; no byte read (`resumed_bytes`: what the last read read)."""
+    t0 = time.perf_counter()
+    state = read_tree_state(files)
+    blocks = meta.sorted_blocks()
+    return ScanResult(
+        path=files.location,
+        container_id=files.container_id,
+        errors=list(errors),
+        scanned=scanned,
+        tree=merge(state.tree, scanned),
+        meta=meta,
+        bytes_read=0,
+        resumed_bytes=resumed_bytes,
+        blocks=len(blocks),
+        chunks=sum(len(b.chunks) for b in blocks),
+        seconds=time.perf_counter() - t0,
+    )
 
 
 def _observed_tree(container_id: int, observations: Iterable[_BlockObs]) -> ContainerTree:

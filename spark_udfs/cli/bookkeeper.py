@@ -49,6 +49,9 @@ _NOT_FOR_BOOKIES: Tuple[Tuple[str, str, Any], ...] = (
     ("min_read_fraction", "--min-read-fraction", 0.0),
     ("replication", "--replication", 3),
     ("limit", "--limit", 20),
+    ("state", "--state", None),  # a bookie's scan is one pass over its entry logs
+    ("max_age", "--max-age", None),
+    ("checkpoint_seconds", "--checkpoint-seconds", None),
 )
 
 

@@ -10,7 +10,14 @@ from __future__ import annotations
 import argparse
 from typing import List
 
-from merkle.cli import add_debug_flag, exit_status_help, positive_int, positive_size
+from merkle.cli import (
+    add_debug_flag,
+    duration_arg,
+    exit_status_help,
+    positive_int,
+    positive_size,
+    seconds_arg,
+)
 
 __all__ = ["EPILOG"]
 
@@ -215,6 +222,30 @@ def _scan_opts(p: argparse.ArgumentParser) -> None:
         "checksum of an object made of that block); on bookies: of each entry "
         "copy's payload, the copies table's also_ALG column, compared across "
         "copies",
+    )
+    p.add_argument(
+        "--state",
+        metavar="DIR",
+        help="with --datanodes: keep each volume's progress in DIR on its host (created "
+        "private, root's own, off the volumes; a database per volume), as 'crcmerkle scan "
+        "--state' does: a rerun after a lost executor or a driver restart reads only what "
+        "the pass has not verified, and tables the rest from their records",
+    )
+    p.add_argument(
+        "--max-age",
+        metavar="DURATION",
+        type=duration_arg,
+        help="with --state: do not read again a replica verified within DURATION (7d, "
+        "12h, ...) whose identity is unchanged; changed and never-verified replicas "
+        "first, then the oldest. Bit rot changes no metadata: every replica is still "
+        "read once per DURATION",
+    )
+    p.add_argument(
+        "--checkpoint-seconds",
+        metavar="SECONDS",
+        type=seconds_arg,
+        help="with --state: save the blocks verified of a replica in flight at most "
+        "every SECONDS of reading (default 1; 0: after every block)",
     )
     p.add_argument(
         "--executor-wait",

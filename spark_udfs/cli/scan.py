@@ -5,7 +5,8 @@ write the chunk/block/container/error/volume tables; the scan step of `spark run
 from __future__ import annotations
 
 import argparse
-from typing import Any, Tuple
+import os
+from typing import Any, Dict, Optional, Tuple
 
 from merkle.cli import EXIT_ERROR, EXIT_FINDINGS, CLIError, refuse_also_without_data
 from merkle.replica.levels import WARNING
@@ -70,6 +71,7 @@ def _scan_and_write(args: argparse.Namespace) -> Tuple[Any, Any]:
         raise CLIError("nothing to scan: give PATHs, or --datanodes FILE for a whole cluster")
     if inventory is None and (args.no_idle_io or args.keep_cache):
         raise CLIError("--no-idle-io and --keep-cache go with --datanodes")
+    state = _state_option(args, inventory is not None)
     if inventory is None:
         _check_paths(args.paths)
         _check_output(args.output, args.paths)
@@ -79,7 +81,7 @@ def _scan_and_write(args: argparse.Namespace) -> Tuple[Any, Any]:
     with _progress(args, spark, "scan"):
         try:
             if inventory is not None:
-                tables = _scan_hosts(args, spark, inventory)
+                tables = _scan_hosts(args, spark, inventory, state)
             else:
                 tables = scan_replicas(
                     spark,
@@ -95,7 +97,43 @@ def _scan_and_write(args: argparse.Namespace) -> Tuple[Any, Any]:
     return spark, tables
 
 
-def _scan_hosts(args: argparse.Namespace, spark: Any, inventory: Any) -> Any:
+def _state_option(args: argparse.Namespace, data_local: bool) -> Optional[Dict[str, Any]]:
+    """--state DIR (with --max-age, --checkpoint-seconds) as the hosts' tasks take it, or
+    None; given where it cannot be honoured: one line, exit 2."""
+    from merkle.replica.incremental import DEFAULT_CHECKPOINT_SECONDS
+
+    if not args.state:
+        if args.max_age is not None or args.checkpoint_seconds is not None:
+            raise CLIError("--max-age and --checkpoint-seconds go with --state DIR", EXIT_ERROR)
+        return None
+    if not data_local:
+        raise CLIError(
+            "--state goes with --datanodes (each host keeps its own volumes' progress on "
+            "its own disk)",
+            EXIT_ERROR,
+        )
+    if args.trees_only or args.metadata_only or args.also:
+        raise CLIError(
+            "--state records verified data: not with --trees-only, --metadata-only or --also",
+            EXIT_ERROR,
+        )
+    if not os.path.isabs(args.state) or "://" in args.state:
+        raise CLIError(
+            f"--state {args.state}: give an absolute local path (it names the same "
+            f"directory on every host)",
+            EXIT_ERROR,
+        )
+    given = args.checkpoint_seconds
+    return {
+        "dir": os.path.normpath(args.state),
+        "max_age": args.max_age,
+        "checkpoint_seconds": DEFAULT_CHECKPOINT_SECONDS if given is None else given,
+    }
+
+
+def _scan_hosts(
+    args: argparse.Namespace, spark: Any, inventory: Any, state: Optional[Dict[str, Any]] = None
+) -> Any:
     """The data-local scan of every (host, volume) of `inventory` (spark_udfs.jobs.hostscan)."""
     from merkle.replica.politeio import DEFAULT_BYTES_PER_SECOND
     from spark_udfs.jobs.hostscan import scan_datanodes
@@ -111,6 +149,7 @@ def _scan_hosts(args: argparse.Namespace, spark: Any, inventory: Any) -> Any:
         drop_cache=not args.keep_cache,
         executor_wait=max(0.0, args.executor_wait),
         also=tuple(args.also or ()),
+        state=state,
     )
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sqlite3
 import time
 from collections import defaultdict
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
@@ -43,6 +44,7 @@ import pyarrow as pa
 
 from merkle.replica.also import check_algorithms
 from merkle.replica.errors import ReplicaError
+from merkle.replica.incremental import tracked_scan
 from merkle.replica.inventory import Host, Inventory
 from merkle.replica.levels import severity_of
 from merkle.replica.uri import redact
@@ -216,9 +218,29 @@ def _scan_volume(item: Dict[str, Any], options: Dict[str, Any]) -> Iterator[pa.T
     if options.get("also") and not (options["trees_only"] or options["metadata_only"]):
         kwargs["also"] = tuple(options["also"])  # the --also CRCs, from the data read
     read = 0
+    tracker, warning = None, None
+    if options.get("state"):
+        try:
+            tracker, warning = _volume_tracker(options["state"], volume)
+        except (ReplicaError, OSError, sqlite3.Error) as exc:
+            yield _volume_row(
+                item,
+                VOLUME_FAILED,
+                f"{volume} on {item['host']}: {redact(str(exc))}",
+                datanode=v.datanode,
+                cluster_id=v.cluster_id,
+                ran_on=ran_on,
+            )
+            return
     try:
-        for rep, r, err in layout.scan(
-            refs, trees_only=options["trees_only"], metadata_only=options["metadata_only"], **kwargs
+        for rep, r, err in tracked_scan(
+            tracker,
+            layout,
+            v,
+            refs,
+            trees_only=options["trees_only"],
+            metadata_only=options["metadata_only"],
+            **kwargs,
         ):
             read += 0 if r is None else int(r.bytes_read)
             for t in _result_rows(
@@ -230,6 +252,8 @@ def _scan_volume(item: Dict[str, Any], options: Dict[str, Any]) -> Iterator[pa.T
                 metadata_only=options["metadata_only"],
             ):
                 yield _of_volume(t, item["host"], volume)
+        if tracker is not None:  # every replica visited: the volume's next run starts a pass
+            tracker.state.complete_pass()
     except (OSError, ReplicaError) as exc:  # the volume failed under the scan (a dead disk)
         yield _volume_row(
             item,
@@ -243,10 +267,13 @@ def _scan_volume(item: Dict[str, Any], options: Dict[str, Any]) -> Iterator[pa.T
             ran_on=ran_on,
         )
         return
+    finally:
+        if tracker is not None:
+            tracker.state.close()
     yield _volume_row(
         item,
         SCANNED,
-        None,
+        warning,
         datanode=v.datanode,
         cluster_id=v.cluster_id,
         replicas=len(refs),
@@ -254,6 +281,21 @@ def _scan_volume(item: Dict[str, Any], options: Dict[str, Any]) -> Iterator[pa.T
         seconds=time.monotonic() - t0,
         ran_on=ran_on,
     )
+
+
+def _volume_tracker(state: Dict[str, Any], volume: str) -> Tuple[Any, Optional[str]]:
+    """(the StateTracker of `volume`'s own database under the state directory on this host,
+    the warning of a database moved aside or None); StateError (one line) when it cannot be
+    trusted."""
+    from merkle.replica.incremental import StateTracker
+    from merkle.replica.scanstate import ScanState, volume_state_dir
+
+    warnings: List[str] = []
+    db = ScanState(volume_state_dir(state["dir"], volume), [volume], warnings.append)
+    tracker = StateTracker(
+        db, state.get("max_age"), checkpoint_seconds=state["checkpoint_seconds"], replay=True
+    )
+    return tracker, (redact(" ".join(warnings)) if warnings else None)
 
 
 def _of_volume(t: pa.Table, host: str, volume: str) -> pa.Table:
@@ -357,10 +399,16 @@ def scan_datanodes(
     drop_cache: bool = True,
     executor_wait: float = DEFAULT_EXECUTOR_WAIT,
     also: Sequence[str] = (),
+    state: Optional[Dict[str, Any]] = None,
 ) -> ScanTables:
     """Scan every volume of `inventory` on its own host (see the module docstring); the
     stage runs here (the driver's checks need its volume rows). `bytes_per_second`: per
-    volume (None: unlimited). `also`: as spark_udfs.jobs.scan.scan_replicas's."""
+    volume (None: unlimited). `also`: as spark_udfs.jobs.scan.scan_replicas's. `state`
+    (`--state`): {"dir": the state directory on every host, "max_age": seconds or None,
+    "checkpoint_seconds": ...}: each volume's progress in its own database there
+    (merkle.replica.scanstate.volume_state_dir), so that a rerun after a lost executor or a
+    driver restart reads only what the volume's pass has not verified, and with `max_age`
+    only what is due; a replica not read is tabled from its record (findings and trees)."""
     from pyspark.sql import functions as F
 
     from spark_udfs.cluster.progress import bytes_accumulator
@@ -380,7 +428,12 @@ def scan_datanodes(
         "idle_io": idle_io,
         "drop_cache": drop_cache,
         "also": list(also),
+        "state": state,
     }
+    if state and (trees_only or metadata_only or also):
+        raise ValueError(
+            "--state records verified data: not with --trees-only, --metadata-only or --also"
+        )
     acc = bytes_accumulator(sc)
     fn = _counting(_task_fn(options), acc)
     lost: Set[str] = set()

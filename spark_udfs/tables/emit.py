@@ -51,6 +51,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from merkle.replica.errors import ReplicaError, VolumeError
+from merkle.replica.incremental import tracked_scan
 from merkle.replica.layout import UNKNOWN_DATANODE, Layout, ReplicaRef, Volume
 from merkle.replica.layouts import layout_of
 from merkle.replica.results import RateLimiter
@@ -454,12 +455,16 @@ def emit_scan(
     drop_cache: bool = True,
     strict: bool = False,
     on_volume: Optional[Callable[[Dict[str, Any]], None]] = None,
+    tracker: Any = None,
     **options: Any,
 ) -> EmitResult:
     """Scan the volumes under `paths` (this host's) and write their scan tables under `uri`
     (see the module docstring). `options`: the verifier's (workers, buffer_size). A PATH or
     walk entry that cannot be used is one line in `failures` and the rest goes on; an error
-    writing the output raises OSError (nothing of the failed volume is left behind)."""
+    writing the output raises OSError (nothing of the failed volume is left behind).
+    `tracker` (merkle.replica.incremental.StateTracker with `replay`, `--state`): a replica
+    verified in the pass in progress or within its max age, unchanged, is emitted from its
+    record (its findings and trees, no data read); the others are read and recorded."""
     res = EmitResult()
     out = _output(uri)
     try:
@@ -475,6 +480,7 @@ def emit_scan(
             strict=strict,
             on_volume=on_volume,
             options=options,
+            tracker=tracker,
         )
     finally:
         out.close()
@@ -493,6 +499,7 @@ def _emit_to(
     strict: bool,
     on_volume: Optional[Callable[[Dict[str, Any]], None]],
     options: Dict[str, Any],
+    tracker: Any = None,
 ) -> EmitResult:
     volumes: List[Tuple[Layout, Volume]] = []
     seen: Set[Tuple[str, str, Optional[str]]] = set()
@@ -550,6 +557,7 @@ def _emit_to(
                 drop_cache=drop_cache,
                 strict=strict,
                 options=options,
+                tracker=tracker,
             )
             done = vf.close()
             res._paths.extend(done)
@@ -581,6 +589,7 @@ def _emit_volume(
     drop_cache: bool,
     strict: bool,
     options: Dict[str, Any],
+    tracker: Any = None,
 ) -> Dict[str, Any]:
     """Scan one volume into its files; its volumes-table row."""
     datanode = v.datanode or UNKNOWN_DATANODE
@@ -606,7 +615,10 @@ def _emit_volume(
         )
     if scan_refs:
         limiter = RateLimiter(bytes_per_second) if bytes_per_second else None
-        for rep, r, exc in layout.scan(
+        for rep, r, exc in tracked_scan(
+            tracker,
+            layout,
+            v,
             scan_refs,
             trees_only=trees_only,
             metadata_only=metadata_only,
