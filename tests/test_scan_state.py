@@ -134,6 +134,43 @@ def test_due_replicas_are_read_oldest_first_after_the_changed_ones(
     assert [r["path"] for r in again["replicas"]] == [paths[1], paths[2], paths[0]]
 
 
+def _rows(state: Path, table: str) -> int:
+    """Rows of one table of the state, read as another process would (0: not there yet)."""
+    try:
+        db = sqlite3.connect(f"file:{state / DB_NAME}?mode=ro", uri=True)
+        try:
+            return int(db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return 0
+
+
+def killed_after(argv: List[str], env: Dict[str, str], state: Path, table: str, n: int) -> int:
+    """Start `crcmerkle scan ARGV`, SIGKILL it once the state's `table` holds `n` rows (it
+    must still be running then), and return the rows seen."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "merkle", "scan", *argv],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    seen = 0
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and child.poll() is None:
+            seen = _rows(state, table)
+            if seen >= n:
+                break
+            time.sleep(0.02)
+        assert child.poll() is None, "the scan ended before it could be killed"
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.kill()
+        child.wait()
+    return seen
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_a_kill_9_mid_pass_resumes_and_the_findings_are_the_uninterrupted_runs(
     tmp_path: Path, capsys: Any, layout: str
@@ -144,31 +181,9 @@ def test_a_kill_9_mid_pass_resumes_and_the_findings_are_the_uninterrupted_runs(
     state = tmp_path / "state"
     env = {**os.environ, "PYTHONPATH": MERKLE_HOME}
     rate = str(max(1, total // 6))  # about 6 s per volume... the kill comes long before
-    child = subprocess.Popen(
-        [sys.executable, "-m", "merkle", "scan", str(root), "--state", str(state), "--rate", rate],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
+    recorded = killed_after(
+        [str(root), "--state", str(state), "--rate", rate], env, state, "replicas", 3
     )
-    recorded = 0
-    deadline = time.monotonic() + 120
-    try:
-        while time.monotonic() < deadline and child.poll() is None:
-            if (state / DB_NAME).exists():
-                try:
-                    db = sqlite3.connect(f"file:{state / DB_NAME}?mode=ro", uri=True)
-                    recorded = db.execute("SELECT COUNT(*) FROM replicas").fetchone()[0]
-                    db.close()
-                except sqlite3.Error:
-                    recorded = 0
-            if recorded >= 3:
-                break
-            time.sleep(0.05)
-        assert child.poll() is None, "the scan ended before it could be killed"
-        child.send_signal(signal.SIGKILL)
-    finally:
-        child.kill()
-        child.wait()
     assert recorded >= 3
     status, resumed, _ = scan_json(capsys, str(root), "--state", str(state))
     st = resumed["summary"]["state"]
@@ -180,18 +195,6 @@ def test_a_kill_9_mid_pass_resumes_and_the_findings_are_the_uninterrupted_runs(
     carried = {r["path"] for r in resumed["replicas"] if not r["read"]}
     assert read_now == sum(r["bytes_read"] for r in whole["replicas"] if r["path"] not in carried)
     assert 0 < read_now < total
-
-
-def _rows(state: Path, table: str) -> int:
-    """Rows of one table of the state, read as another process would (0: not there yet)."""
-    try:
-        db = sqlite3.connect(f"file:{state / DB_NAME}?mode=ro", uri=True)
-        try:
-            return int(db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
-        finally:
-            db.close()
-    except sqlite3.Error:
-        return 0
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -209,25 +212,7 @@ def test_a_kill_9_inside_a_large_replica_resumes_after_its_last_saved_block(
     state = tmp_path / "state"
     env = {**os.environ, "PYTHONPATH": MERKLE_HOME}
     argv = [str(root), "--state", str(state), "--checkpoint-seconds", "0"]
-    child = subprocess.Popen(
-        [sys.executable, "-m", "merkle", "scan", *argv, "--rate", str(max(1, total // 8))],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
-    saved = 0
-    deadline = time.monotonic() + 120
-    try:
-        while time.monotonic() < deadline and child.poll() is None:
-            saved = _rows(state, "blocks")
-            if saved >= 5:
-                break
-            time.sleep(0.02)
-        assert child.poll() is None, "the scan ended before it could be killed"
-        child.send_signal(signal.SIGKILL)
-    finally:
-        child.kill()
-        child.wait()
+    saved = killed_after([*argv, "--rate", str(max(1, total // 8))], env, state, "blocks", 5)
     assert saved >= 5
     status, resumed, _ = scan_json(capsys, *argv)
     st = resumed["summary"]["state"]
