@@ -69,7 +69,10 @@ keys = ["spark.ui.enabled", "spark.sql.execution.arrow.maxRecordsPerBatch",
         "spark.sql.session.timeZone", "spark.sql.shuffle.partitions",
         "spark.sql.execution.arrow.pythonUDF.columnarInput.enabled",
         "spark.python.daemon.module", "spark.ui.showConsoleProgress"]
-print(json.dumps({k: spark.conf.get(k, None) for k in keys}))
+got = {k: spark.conf.get(k, None) for k in keys}
+# the size the code generator's cache is built with (a static setting: read by the JVM)
+got["codegen cache"] = spark._jsparkSession.sessionState().conf().codegenCacheMaxEntries()
+print(json.dumps(got))
 spark.stop()
 """
 
@@ -134,6 +137,7 @@ def test_launcher_settings_win_over_the_defaults(tmp_path):
         "spark.sql.execution.arrow.pythonUDF.columnarInput.enabled": "false",
         "spark.python.daemon.module": "spark_udfs.cluster.worker_daemon",
         "spark.ui.showConsoleProgress": "true",
+        "codegen cache": 2000,
     }  # the user's spark-defaults
 
 
@@ -147,6 +151,7 @@ def test_defaults_apply_where_nobody_set_a_value(tmp_path):
         == DEFAULT_CONF["spark.sql.execution.arrow.maxRecordsPerBatch"]
     )
     assert got["spark.sql.session.timeZone"] == "UTC"
+    assert got["codegen cache"] == int(DEFAULT_CONF["spark.sql.codegen.cache.maxEntries"])
     # scales with the cluster: local[1] has one core
     assert got["spark.sql.shuffle.partitions"] == str(SHUFFLE_TASKS_PER_CORE * 1)
     assert got["spark.python.daemon.module"] == "spark_udfs.cluster.worker_daemon"
