@@ -13,7 +13,7 @@ Why each setting:
   - spark.sql.codegen.cache.maxEntries=2000: every query's generated Java is compiled by
     Janino unless the same code is in this cache, whose default of 100 entries a diff, a
     report or a plan (dozens of queries each, repeated per table) overflows; measured on 2
-    cores (AMD Zen 4, 2026-12-03, tests/spark/test_spark_plan.py, three interleaved pairs):
+    cores (AMD Zen 4, 2026-12-03, tests/spark/test_spark_plan.py, four pairs, order alternated):
     13 % less wall time and 14 % less CPU than with 100, the same queries and the same
     generated code (a static setting: the size is read when the first query compiles);
   - spark.python.daemon.module=spark_udfs.cluster.worker_daemon: Spark starts its Python
