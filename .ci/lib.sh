@@ -174,6 +174,12 @@ step "install crcmerkle with test dependencies (builds the native extension)"
 python -m pip install -q "setuptools>=64" wheel "Cython>=3.0" "numpy>=2.0" build auditwheel
 # dev: ruff, mypy and pre-commit, which tests/test_precommit.py runs over the tree
 python -m pip install -q --no-build-isolation -e ".[test,plot,ozone,dev]"
+# The checkout's own bytecode, written once: where PYTHONDONTWRITEBYTECODE is set (this
+# sandbox's environment sets it) no import writes it, so every process the suite starts (an
+# xdist worker, a CLI subprocess, a Spark Python worker) compiled merkle/ and spark_udfs/
+# from source again, about 0.2 s of CPU each. Python still checks each .pyc against its
+# source, so an edited module is compiled afresh.
+python -m compileall -q -j 0 merkle spark_udfs crcmerkle_cli.py >/dev/null
 # atheris (coverage-guided fuzzing) only as a binary wheel: building it needs clang and
 # libFuzzer; without it tests/test_fuzz_short.py still runs the built-in engine
 python -m pip install -q --only-binary=:all: "atheris>=2.3" \
