@@ -20,6 +20,7 @@ from bookkeeper_fixture import (
     positions,
     write_bookie,
 )
+from hypothesis import given, settings, strategies as st
 
 from merkle.cli import main
 from merkle.replica.bookkeeper.cookie import CookieError, parse_cookie
@@ -167,6 +168,39 @@ def test_write_set_is_64_bit_round_robin() -> None:
     meta = parse_ledger_metadata(metadata_v3([(0, bookies)], write=2, ack=2, state="OPEN"))
     e = (1 << 31) + 1  # getWriteSetBookieIndex's int cast would be wrong here
     assert meta.write_set(e) == (bookies[e % 3], bookies[(e + 1) % 3])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(-3, 1 << 33), st.lists(st.sampled_from([B1, B2, "b3:1"]), max_size=4)
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+    st.integers(1, 4),
+    st.lists(st.integers(-5, (1 << 33) + 5), max_size=40),
+)
+def test_write_sets_answer_as_write_set(segments: Any, write: int, entries: List[int]) -> None:
+    """The memoised write sets a ledger's judging uses equal write_set's, entry by entry,
+    segments out of order, repeated and empty (hostile metadata) included."""
+    from merkle.replica.bookkeeper.metadata import LedgerMetadata
+
+    meta = LedgerMetadata(
+        ledger_id=7,
+        ensemble_size=len(segments[0][1]),
+        write_quorum=write,
+        ack_quorum=1,
+        state="CLOSED",
+        last_entry_id=0,
+        length=0,
+        segments=[(first, tuple(bs)) for first, bs in segments],
+    )
+    write_set = meta.write_sets()
+    probes = entries + [first + d for first, _ in segments for d in (-1, 0, 1)]
+    for e in probes + probes:  # twice: the second answers come from the memo
+        assert write_set(e) == meta.write_set(e), e
 
 
 def test_znode_tree_hierarchical_and_long_paths(tmp_path: Path) -> None:
@@ -382,6 +416,51 @@ def test_scan_records_steps_over_padding_a_byte_at_a_time(tmp_path: Path) -> Non
         assert recs == [(5, 0, len(one)), (5, 1, len(two)), (6, 0, len(three))]
         assert read_header(fd, len(data)).ledgers_map_offset == 0
         assert read_header(fd, 0).empty  # a pre-allocated log closed before its header
+    finally:
+        os.close(fd)
+
+
+def test_scan_records_skips_the_runs_it_is_given_and_nothing_else(tmp_path: Path) -> None:
+    """The walk for unindexed records steps over the runs of records the scan verified (as
+    _verify_log returns them): for every subset of a log's records, it yields exactly the
+    records of the whole walk outside the subset, padding, a ledgers map and a record with a
+    nested (hostile) location among them."""
+    import itertools
+    import os
+
+    from bookkeeper_fixture import log_header
+
+    from merkle.replica.bookkeeper.entrylog import HEADER_SIZE, scan_records
+    from merkle.replica.bookkeeper.scan import _runs
+
+    parts = [entry_bytes(5, e, bytes([e]) * (10 + e)) for e in range(4)]
+    data = bytearray(log_header(0, 0))
+    records = []  # (pos after the size field, size)
+    for k, entry in enumerate(parts):
+        if k == 2:
+            data += bytes(5)  # padding between records
+        data += struct.pack(">i", len(entry))
+        records.append((len(data), len(entry)))
+        data += entry
+    ledgers_map = struct.pack(">qqi", -1, -2, 1) + struct.pack(">qq", 5, 100)
+    data += struct.pack(">i", len(ledgers_map)) + ledgers_map
+    tail = entry_bytes(6, 0, b"t")
+    data += struct.pack(">i", len(tail))
+    records.append((len(data), len(tail)))
+    data += tail
+    assert records[0][0] == HEADER_SIZE + 4
+    (tmp_path / "0.log").write_bytes(bytes(data))
+    nested = (records[1][0] + 8, 4)  # an index location inside another record
+    fd = os.open(tmp_path / "0.log", os.O_RDONLY)
+    try:
+        whole = [(r.pos, r.size) for r in scan_records(fd, len(data))]
+        assert whole == records
+        for n in range(len(records) + 1):
+            for subset in itertools.combinations(records, n):
+                for extra in ([], [nested]):
+                    runs = _runs(list(subset) + extra)
+                    got = [(r.pos, r.size) for r in scan_records(fd, len(data), runs)]
+                    assert got == [r for r in whole if r not in subset], (subset, extra)
     finally:
         os.close(fd)
 

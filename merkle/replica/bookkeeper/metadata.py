@@ -16,11 +16,13 @@ start, is one MetadataError line.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import os
 import re
 import stat
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from merkle.replica.bookkeeper.textproto import (
     TextProtoError,
@@ -109,6 +111,32 @@ class LedgerMetadata:
         ensemble = self.ensemble_at(entry_id)
         size = len(ensemble)
         return tuple(ensemble[(entry_id + i) % size] for i in range(min(self.write_quorum, size)))
+
+    def write_sets(self) -> Callable[[int], Tuple[str, ...]]:
+        """`write_set` for many entries of this ledger: the same answers, each write set
+        made once per segment and position in its ensemble (a scan asks for every entry,
+        and a ledger of 1 KiB entries has millions). The segment is found by bisection over
+        the running maximum of the segments' firstEntryIds, which picks the segment
+        `ensemble_at`'s walk picks even when a hostile metadata lists them out of order."""
+        firsts = list(itertools.accumulate((first for first, _ in self.segments), max))
+        made: Dict[Tuple[int, int], Tuple[str, ...]] = {}
+        segments, quorum = self.segments, self.write_quorum
+
+        def write_set(entry_id: int) -> Tuple[str, ...]:
+            seg = max(bisect.bisect_right(firsts, entry_id) - 1, 0)
+            ensemble = segments[seg][1]
+            size = len(ensemble)
+            if not size:
+                return ()
+            key = (seg, entry_id % size)
+            got = made.get(key)
+            if got is None:
+                got = made[key] = tuple(
+                    ensemble[(entry_id + i) % size] for i in range(min(quorum, size))
+                )
+            return got
+
+        return write_set
 
     def bookies(self) -> List[str]:
         """Every bookie any segment names, in first-seen order."""

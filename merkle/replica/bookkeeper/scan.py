@@ -293,8 +293,11 @@ def _verify_log(
     todo: List[Tuple[int, int, int]],
     metadata: Dict[int, LedgerMetadata],
     report: ScanReport,
-) -> None:
-    """Verify the index entries `todo` ((pos, ledger, entry) sorted by pos) of one log."""
+) -> Dict[int, int]:
+    """Verify the index entries `todo` ((pos, ledger, entry) sorted by pos) of one log.
+    Returns the runs of back-to-back records whose size fields it read (the start of a run's
+    first size field -> the end of its last record), for the walk of unindexed records."""
+    framed: List[Tuple[int, int]] = []  # (pos, size) of each record whose size was read
     i = 0
     reader = WindowReader(min(READ_WINDOW, file_size))
     while i < len(todo):
@@ -337,9 +340,11 @@ def _verify_log(
                         _check_batch(
                             big, base, [(pos, size, lid, eid)], shown, bookie, metadata, report
                         )
+                        framed.append((pos, size))
                         i += 1
                 break
             batch.append((pos, size, lid, eid))
+            framed.append((pos, size))
             i += 1
         if batch:
             _check_batch(window, base, batch, shown, bookie, metadata, report)
@@ -357,6 +362,23 @@ def _verify_log(
             )
             report.copies.append(Copy(bookie, lid, eid, shown, pos))
             i += 1
+    return _runs(framed)
+
+
+def _runs(framed: List[Tuple[int, int]]) -> Dict[int, int]:
+    """Records (pos of the entry, after its size field; size) as runs of back-to-back
+    records: the start of a run's first size field -> the end of its last record."""
+    runs: Dict[int, int] = {}
+    start = end = -1
+    for pos, size in sorted(set(framed)):
+        if pos - 4 != end:
+            if start >= 0:
+                runs[start] = end
+            start = pos - 4
+        end = pos + size
+    if start >= 0:
+        runs[start] = end
+    return runs
 
 
 def _check_batch(
@@ -377,8 +399,15 @@ def _check_batch(
         sizes = np.array([s for _, s, _, _ in items], np.int64)
         r = verify_entries(window, offs, sizes, digest_type, password, also=report.also)
         n = DIGEST_LENGTHS[digest_type]
+        # the per-entry loop reads Python lists (one conversion per column, not a numpy
+        # scalar per field): a log of 1 KiB entries holds a million per GiB
+        frame_ok = r["frame_ok"].tolist()
+        digest_ok = r["digest_ok"].tolist()
+        payload_crc = r["payload_crc32c"].tolist()
+        lac = r["last_add_confirmed"].tolist()
+        ledger_ids, entry_ids = r["ledger_id"].tolist(), r["entry_id"].tolist()
+        also_crcs = {a: r[f"payload_{a}"].tolist() for a in report.also}
         for k, (pos, size, _lid, eid) in enumerate(items):
-            where = dict(bookie=bookie, ledger=lid, entry=eid, file=shown, offset=pos)
             copy = Copy(
                 bookie,
                 lid,
@@ -387,11 +416,19 @@ def _check_batch(
                 pos,
                 size,
                 verified=checked,
-                payload_crc32c=int(r["payload_crc32c"][k]),
-                last_add_confirmed=int(r["last_add_confirmed"][k]),
+                payload_crc32c=payload_crc[k],
+                last_add_confirmed=lac[k],
             )
             report.copies.append(copy)
-            if not r["frame_ok"][k]:
+            if frame_ok[k] and digest_ok[k] and ledger_ids[k] == lid and entry_ids[k] == eid:
+                copy.frame_ok = copy.digest_ok = True  # the common case: a good copy
+                for a, crcs in also_crcs.items():
+                    copy.also[a] = crcs[k]
+                start = pos - base + 32
+                copy.stored_digest = window[start : start + n].hex()
+                continue
+            where = dict(bookie=bookie, ledger=lid, entry=eid, file=shown, offset=pos)
+            if not frame_ok[k]:
                 report.add(
                     ENTRY_FRAME_INVALID,
                     f"an entry of {size} bytes, shorter than its "
@@ -399,7 +436,7 @@ def _check_batch(
                     **where,
                 )
                 continue
-            got = (int(r["ledger_id"][k]), int(r["entry_id"][k]))
+            got = (ledger_ids[k], entry_ids[k])
             if got != (lid, eid):
                 report.add(
                     ENTRY_FRAME_INVALID,
@@ -409,9 +446,9 @@ def _check_batch(
                 )
                 continue
             copy.frame_ok = True
-            for a in report.also:
-                copy.also[a] = int(r[f"payload_{a}"][k])
-            copy.digest_ok = bool(r["digest_ok"][k])
+            for a, crcs in also_crcs.items():
+                copy.also[a] = crcs[k]
+            copy.digest_ok = digest_ok[k]
             start = pos - base + 32
             copy.stored_digest = window[start : start + n].hex()
             if not copy.digest_ok:
@@ -576,9 +613,8 @@ def _one_log(
                 bookie=bookie,
                 file=shown,
             )
-        if todo:
-            _verify_log(fd, size, shown, bookie, todo, metadata, report)
-        _unindexed(fd, size, shown, bookie, todo, index, report)
+        runs = _verify_log(fd, size, shown, bookie, todo, metadata, report) if todo else {}
+        _unindexed(fd, size, shown, bookie, todo, index, report, runs)
     finally:
         os.close(fd)
 
@@ -647,13 +683,15 @@ def _unindexed(
     todo: List[Tuple[int, int, int]],
     index: _DirIndex,
     report: ScanReport,
+    runs: Optional[Dict[int, int]] = None,
 ) -> None:
     """Records in the log that no index entry names at any location: one finding per
-    ledger and log (a compaction's copy of an indexed entry elsewhere is expected)."""
+    ledger and log (a compaction's copy of an indexed entry elsewhere is expected). `runs`:
+    _verify_log's runs of indexed records, which the walk steps over whole."""
     indexed_here = {pos for pos, _, _ in todo}
     indexed = index.keys
     extra: Dict[int, List[Tuple[int, int]]] = defaultdict(list)
-    for rec in scan_records(fd, size):
+    for rec in scan_records(fd, size, runs):
         if rec.pos in indexed_here or (rec.ledger_id, rec.entry_id) in indexed:
             continue
         extra[rec.ledger_id].append((rec.entry_id, rec.pos))
@@ -919,18 +957,24 @@ def judge_ledger(
     expected: Dict[str, int] = defaultdict(int)
     held: Dict[str, int] = defaultdict(int)
     missing: Dict[str, List[Finding]] = defaultdict(list)
+    write_set = meta.write_sets()
+    covered: Dict[str, bool] = {}  # coverage.covers(bookie, lid), asked once per bookie
     for eid in range(0, last + 1):
         here = copies.get(eid, [])
         _compare_copies(lid, eid, here, report)
         good = {c.bookie for c in here if (c.indexed if census else c.good)}
-        ws = meta.write_set(eid)
+        holders = {c.bookie for c in here}
+        ws = write_set(eid)
         if entries:
             verdict.entries.append(_entry_row(eid, ws, good))
         for bookie in ws:
-            if not coverage.covers(bookie, lid):
+            cov = covered.get(bookie)
+            if cov is None:
+                cov = covered[bookie] = coverage.covers(bookie, lid)
+            if not cov:
                 continue
             expected[bookie] += 1
-            if any(c.bookie == bookie for c in here):
+            if bookie in holders:
                 held[bookie] += 1
             else:
                 missing[bookie].append(
@@ -956,7 +1000,7 @@ def judge_ledger(
                 # of it (the writer's last acknowledged add is confirmed by no stored header:
                 # recovery decides), so the plan counts their copies too; a CLOSED ledger's
                 # are never read
-                ws = meta.write_set(eid)
+                ws = write_set(eid)
                 good = {c.bookie for c in copies[eid] if c.good}  # never a census's
                 verdict.entries.append(_entry_row(eid, ws, good))
     verdict.findings = report.findings
@@ -1127,6 +1171,8 @@ def _past_last(
 def _compare_copies(lid: int, eid: int, here: List[Copy], report: ScanReport) -> None:
     """Per entry: bit rot on some copies, a digest failing identically everywhere (a client
     digest bug), copies that differ although each digest holds."""
+    if len(here) < 2 and not any(c.frame_ok and c.verified and not c.digest_ok for c in here):
+        return  # no copy, or one that is not bad: nothing to compare, nothing rotted
     framed = [c for c in here if c.frame_ok and c.verified]
     bad = [c for c in framed if not c.digest_ok]
     if (
