@@ -339,7 +339,8 @@ LEVELS: Dict[str, Level] = {
         ERROR,
         "a ledger directory's cookie names another bookie than the inventory puts on that "
         "host (a data-local scan): not scanned as someone else's; the bookie the inventory "
-        "expects there is UNVERIFIED",
+        "expects there is UNVERIFIED. Also copy rows of a host that name a bookie it did "
+        "not list (a planted or lying emitted file): not counted",
         "the bookie refuses a directory whose cookie is another bookie's (Cookie.verify)",
         data_scanned=False,
     ),

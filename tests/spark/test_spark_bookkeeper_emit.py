@@ -141,3 +141,62 @@ def test_an_emit_that_verified_no_copy_proves_nothing(tmp_path: Path, capsys: An
     rc, _, err = _run(capsys, [*argv, "--emit", str(tmp_path / "out"), "--host", "bk9"])
     assert rc == 2 and err.count("\n") == 1 and "nothing is proved" in err
     assert len(list((tmp_path / "out").rglob("*.parquet"))) == 1
+
+
+@pytest.mark.slow
+def test_a_copy_row_counts_only_for_the_bookie_its_host_listed(
+    spark: Any, emitted: Dict[str, Any], capsys: Any, tmp_path: Path
+) -> None:
+    """An emitted file is anyone's to plant: rows in one host's file that claim a copy of
+    another host's bookie (here the entry the generator left missing there, forged from a
+    good copy on another bookie) are not counted and are said: the MISSING_ENTRY stays, and
+    the forging pair is WRONG_BOOKIE."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    manifest = emitted["manifest"]
+    gone = [f for f in manifest["expected_findings"] if f["kind"] == "MISSING_ENTRY"]
+    assert gone, manifest["expected_findings"]
+    target = gone[0]
+    out = tmp_path / "emitted"
+    shutil.copytree(emitted["out"], out)
+    files = sorted(out.rglob("*.parquet"))
+    tables = {p: pq.read_table(p) for p in files}
+
+    def rows(t: pa.Table) -> pa.Table:
+        copy = pc.equal(t.column("kind"), "COPY")
+        same = pc.and_(
+            pc.equal(t.column("ledger"), target["ledger"]),
+            pc.equal(t.column("entry"), target["entry"]),
+        )
+        return t.filter(pc.and_(copy, same))
+
+    donor = next((p, rows(t)) for p, t in tables.items() if rows(t).num_rows)
+    forger = next(
+        p
+        for p, t in tables.items()
+        if target["bookie"]
+        not in t.filter(pc.equal(t.column("kind"), "LISTING")).column("bookie").to_pylist()
+    )
+    listing = tables[forger].filter(pc.equal(tables[forger].column("kind"), "LISTING"))
+    host = listing.column("host")[0].as_py()
+    assert host
+    forged = donor[1].slice(0, 1)
+    forged = forged.set_column(
+        forged.schema.get_field_index("bookie"), "bookie", pa.array([target["bookie"]])
+    ).set_column(forged.schema.get_field_index("host"), "host", pa.array([host]))
+    forged = forged.cast(tables[forger].schema)
+    pq.write_table(pa.concat_tables([tables[forger], forged]), forger)
+    argv = ["spark", "report", str(out), "--ledger-metadata", emitted["meta"], "--json"]
+    rc, text, _ = _run(capsys, argv)
+    doc = json.loads(text)
+    assert rc == 1
+    kinds = [(f["error"], f["bookie"], f["ledger"], f["entry"]) for f in doc["findings"]]
+    key = (target["bookie"], target["ledger"], target["entry"])
+    assert ("MISSING_ENTRY", *key) in kinds
+    stray = [f for f in doc["findings"] if f["error"] == "WRONG_BOOKIE"]
+    assert [(f["bookie"], host in f["detail"]) for f in stray] == [(target["bookie"], True)]
+    assert doc["findings_total"] == len(manifest["expected_findings"]) + 1

@@ -514,6 +514,9 @@ class Stage1View:
     bookies: Dict[str, List[str]]
     tasks: int
     excluded: List[Tuple[str, str]] = field(default_factory=list)
+    #: a data-local scan's (host, bookie) pairs as "host NUL bookie" whose copy rows count
+    #: (each bookie as its own host listed it); None: every row not `excluded` (listed paths)
+    counted: Optional[List[str]] = None
     #: bookie ID -> host, for a data-local scan (META_FILE's `hosts`)
     hosts: Dict[str, str] = field(default_factory=dict)
     #: volume rows the driver made (hosts without an executor...), VOLUME_SCHEMA dicts
@@ -549,9 +552,11 @@ def judge_stage1(
     ]
     kind = F.col("kind")
     copy_rows = stage1.filter(kind == "COPY")
+    pair = F.concat_ws("\0", F.col("host"), F.col("bookie"))
     if view.excluded:
-        pair = F.concat_ws("\0", F.col("host"), F.col("bookie"))
         copy_rows = copy_rows.filter(~pair.isin(sorted("\0".join(k) for k in view.excluded)))
+    if view.counted is not None:
+        copy_rows = copy_rows.filter(pair.isin(view.counted))
     copies = _select(copy_rows, COPY_SCHEMA)
     markers = spark.createDataFrame([(int(lid),) for lid in sorted(metadata)], "ledger long")
     stage2 = (

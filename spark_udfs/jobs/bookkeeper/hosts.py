@@ -392,6 +392,43 @@ def _against_inventory(
     return kept, refused, found, rows
 
 
+def _stray_copies(
+    stage1: Any, counted: List[str], excluded: Set[Tuple[str, str]], listed: List[Any]
+) -> List[Finding]:
+    """Copy rows whose (host, bookie) is none the hosts listed (`counted`, host NUL bookie):
+    a row names any host and bookie it likes (an emitted file planted or written by a host
+    that lies, or a task's bug), so a copy counts only as a copy of the bookie its own host
+    listed, and only once per host. One WRONG_BOOKIE per such pair, beside those the
+    listings already explain (`excluded`: duplicates, the inventory's refusals)."""
+    from pyspark.sql import functions as F
+
+    pair = F.concat_ws("\0", "host", "bookie")
+    strays = (
+        stage1.filter((F.col("kind") == "COPY") & ~pair.isin(counted))
+        .groupBy("host", "bookie")
+        .count()
+        .collect()
+    )
+    on: Dict[str, List[str]] = defaultdict(list)
+    for r in listed:
+        on[r["host"]].append(r["bookie"])
+    found = []
+    for r in sorted(strays, key=lambda r: (str(r["host"]), str(r["bookie"]))):
+        host, bookie = r["host"], r["bookie"]
+        if (host, bookie) in excluded:
+            continue
+        listing = ", ".join(str(b)[:64] for b in sorted(on.get(host, []))) or "no bookie"
+        found.append(
+            _finding(
+                WRONG_BOOKIE,
+                f"{r['count']} copy rows of {str(host)[:64]!r} name bookie {str(bookie)[:64]!r}, "
+                f"which that host did not list (its listing names {listing}): not counted",
+                bookie=None if bookie is None else str(bookie)[:64],
+            )
+        )
+    return found
+
+
 def scan_bookie_hosts(
     spark: Any,
     inventory: Inventory,
@@ -494,6 +531,8 @@ def judge_hosts(
         volumes += vrows
     coverage, across, excluded, hosts = _across_hosts(listed, instance_id)
     driver_found += across
+    counted = sorted(f"{h}\0{b}" for b, h in hosts.items())
+    driver_found += _stray_copies(stage1, counted, excluded | refused, listed)
     small = [r for r in small if r["kind"] != "LISTING"]
     # a bookie claimed on two hosts: its directories' rows say so, and count no copy
     status = {pair: DUPLICATE_BOOKIE for pair in excluded}
@@ -529,6 +568,7 @@ def judge_hosts(
             bookies={b: sorted(ds) for b, ds in sorted(bookies.items())},
             tasks=tasks,
             excluded=sorted(excluded),
+            counted=counted,
             hosts=hosts,
             volumes=volumes,
         ),
