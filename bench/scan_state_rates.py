@@ -2,7 +2,8 @@
 rate of its per-replica transactions, the scan rate with and without it, and the bytes read
 again when a scan is SIGKILLed at random moments over one pass and rerun.
 
-    python bench/scan_state_rates.py [--containers 200] [--rounds 3] [--kills 50]
+    python bench/scan_state_rates.py [--layout crcmerkle|ozone] [--containers 200] [--rounds 3]
+                                     [--kills 50]
 
 1. Size: rows shaped as the scan records them (an OK replica's result, a 64-digit identity)
    inserted into a fresh state, the database's bytes per replica times a million.
@@ -12,12 +13,14 @@ again when a scan is SIGKILLed at random moments over one pass and rerun.
    cluster without a tracker, and with one on a new state (every replica read, censused and
    recorded), and the second pass within --max-age (metadata time only: no data read).
 4. Kills: `crcmerkle scan --state` paced by --rate so that one pass lasts --pass-seconds,
-   killed (SIGKILL) after a random delay, --kills times, then run to the end. Per killed run
-   the bytes it read (/proc/PID/io rchar, sampled just before the kill) less what a run that
-   reads no data reads (the interpreter's imports, measured) is an upper bound of what it read
-   of replicas' data; what no record kept of it is read again by the next run. The findings of
-   the last run must equal those of an uninterrupted run. Once per --checkpoint-seconds
-   (default 0, every block saved, and 1, the CLI's default).
+   killed (SIGKILL) after a random delay, --kills times, then run to the end. Before every
+   run the replicas' data is evicted from the page cache and their metadata read into it,
+   so what a run reads from the disk is what it read of replicas' data; that count is the
+   kernel's (the process's block input, from wait4, exact whether killed or not; the
+   cluster must be on a disk, not tmpfs). The sum over all the runs is held against one
+   uninterrupted pass counted the same way, and the findings of the last run must equal
+   that pass's. Once per --checkpoint-seconds (default 0, every block saved, and 1, the
+   CLI's default).
 
 Prints one line per figure and a JSON summary.
 """
@@ -41,12 +44,11 @@ from typing import Any, Dict, List
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import sqlite3  # noqa: E402
 
 from merkle.replica.generate import GeneratorConfig, generate_cluster  # noqa: E402
 from merkle.replica.incremental import StateTracker  # noqa: E402
 from merkle.replica.scan import scan_paths  # noqa: E402
-from merkle.replica.scanstate import DB_NAME, ScanState  # noqa: E402
+from merkle.replica.scanstate import ScanState  # noqa: E402
 
 #: an OK replica's record as the scan keeps it (merkle.replica.incremental.StateTracker.record)
 PATH = "/data/hdds1/hdds/CID-e57b8ccf-5023-47d1-b9b8-fd07b6a8c073/current/containerDir0/"
@@ -116,12 +118,46 @@ def one_scan(root: Path, state_dir: Any, max_age: Any = None) -> Dict[str, float
     }
 
 
-def rchar(pid: int) -> int:
-    with open(f"/proc/{pid}/io") as f:
-        for line in f:
-            if line.startswith("rchar:"):
-                return int(line.split()[1])
-    return 0
+def evict_data(root: Path) -> None:
+    """The replicas' data out of the page cache (their `.block` files: what a pass reads)
+    and everything else in it (their metadata, which every run reads to decide what to read):
+    a run's reads from the disk are then its data reads."""
+    os.sync()  # written pages cannot be dropped
+    for p in root.rglob("*"):
+        if not p.is_file():
+            continue
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            if p.suffix == ".block":
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            else:
+                while os.read(fd, 1 << 20):
+                    pass
+        finally:
+            os.close(fd)
+
+
+def run_counted(argv: List[str], env: Dict[str, str], kill_after: float = 0.0) -> Dict[str, Any]:
+    """Run `argv` with the data evicted first; SIGKILL it after `kill_after` seconds (0:
+    never). Returns its bytes read from the disk (the kernel's count of the process's block
+    input, from wait4: exact, kill or no kill), whether it was killed, and its stdout."""
+    evict_data(Path(argv[argv.index("scan") + 1]))
+    with tempfile.TemporaryFile() as out:  # not a pipe: a full one would stall the scan
+        child = subprocess.Popen(argv, stdout=out, stderr=subprocess.DEVNULL, env=env)
+        killed = False
+        if kill_after:
+            time.sleep(kill_after)
+            # wait4, not Popen.poll: the child is reaped here, with its counts
+            pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+            if pid == 0:
+                child.send_signal(signal.SIGKILL)
+                killed = True
+        if not kill_after or killed:
+            _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        text = out.read().decode()
+    return {"bytes": usage.ru_inblock * 512, "killed": killed, "stdout": text}
 
 
 def findings(out: str) -> Dict[str, List[Any]]:
@@ -132,87 +168,47 @@ def findings(out: str) -> Dict[str, List[Any]]:
     }
 
 
-def accounted(state: Path, sizes: Dict[str, int]) -> Dict[str, int]:
-    """{replica path: its data bytes the state holds as verified}: a replica recorded whole,
-    or the saved blocks of one in flight (--checkpoint-seconds)."""
-    db = sqlite3.connect(f"file:{state / DB_NAME}?mode=ro", uri=True)
-    try:
-        recorded = {k.split("\0", 1)[1] for (k,) in db.execute("SELECT key FROM replicas")}
-        out = {p: sizes.get(p, 0) for p in recorded}
-        for key, text in db.execute("SELECT key, observation FROM blocks"):
-            p = key.split("\0", 1)[1]
-            if p not in recorded:  # a record drops its blocks; a new pass's rows stand apart
-                out[p] = out.get(p, 0) + int(json.loads(text)["bytes_read"])
-    finally:
-        db.close()
-    return out
-
-
 def kills(
     root: Path, tmp: Path, n: int, pass_seconds: float, total: int, checkpoint: float
 ) -> Dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     base = [sys.executable, "-m", "merkle", "scan", str(root), "--no-write", "--json"]
-    whole = subprocess.run(base, capture_output=True, text=True, env=env)
-    # the reads of a run that reads no data: the interpreter and the CLI's imports
-    probe = subprocess.Popen(
-        [sys.executable, "-c", "import merkle.cli.scan, sys; sys.stdin.read()"],
-        stdin=subprocess.PIPE,
-        env=env,
-    )
-    time.sleep(1.5)
-    import_bytes = rchar(probe.pid)
-    probe.communicate(b"")
     state = tmp / f"kill-state-{checkpoint}"
     rate = str(max(1, int(total / pass_seconds)))
-    argv = [*base, "--state", str(state), "--rate", rate, "--checkpoint-seconds", str(checkpoint)]
-    sizes = {r["path"]: r["bytes_read"] for r in json.loads(whole.stdout)["replicas"]}
-    largest = max(sizes.values())
+    paced = [*base, "--rate", rate]
+    # one uninterrupted pass at the same pace, from the disk: the yardstick
+    whole = run_counted([*paced, "--state", str(tmp / f"whole-state-{checkpoint}")], env)
+    sizes = {r["path"]: r["bytes_read"] for r in json.loads(whole["stdout"])["replicas"]}
+    argv = [*paced, "--state", str(state), "--checkpoint-seconds", str(checkpoint)]
     rng = random.Random(34)
-    reread: List[int] = []
-    held: Dict[str, int] = {}
+    runs: List[Dict[str, Any]] = []
     for _ in range(n):
-        child = subprocess.Popen(
-            argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
-        )
-        time.sleep(rng.uniform(0.3, 2.5 * pass_seconds / n + 0.3))
-        if child.poll() is not None:
+        run = run_counted(argv, env, kill_after=rng.uniform(0.3, 2.5 * pass_seconds / n + 0.3))
+        runs.append(run)
+        if not run["killed"]:
             break  # the pass ended before this kill: the rest is in the state
-        read = rchar(child.pid)
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-        now = accounted(state, sizes)
-        # read and saved by this run: replicas recorded, blocks of one in flight saved
-        kept = sum(max(0, b - held.get(p, 0)) for p, b in now.items())
-        held = now
-        # what it read beyond what it saved: at most the replica in flight, and at most
-        # its reads beyond the imports' (rchar also counts metadata and the state's reads)
-        reread.append(max(0, min(read - import_bytes, kept + largest) - kept))
-    # the rest of the pass (a long --max-age: when the last killed run's pass had ended
-    # before its kill, nothing is read again by a new pass)
-    last = subprocess.run([*argv, "--max-age", "3650d"], capture_output=True, text=True, env=env)
-    same = findings(last.stdout) == findings(whole.stdout)
-    # every replica is read whole once by the run that recorded it (a recorded replica is
-    # never read again in the pass), plus what each killed run read of the one in flight
-    db = sqlite3.connect(f"file:{state / DB_NAME}?mode=ro", uri=True)
-    final = {k.split("\0", 1)[1] for (k,) in db.execute("SELECT key FROM replicas")}
-    db.close()
-    read_total = sum(sizes.get(p, 0) for p in final) + sum(reread)
+    killed = [r for r in runs if r["killed"]]
+    # the rest of the pass (a long --max-age: a pass that ended is not begun again)
+    last = run_counted([*argv, "--max-age", "3650d"], env)
+    runs.append(last)
+    read_total = sum(r["bytes"] for r in runs)
+    same = findings(last["stdout"]) == findings(whole["stdout"])
     return {
         "checkpoint_seconds": checkpoint,
-        "kills": len(reread),
-        "pass_bytes": total,
-        "largest_replica_bytes": largest,
-        "bytes_read_across_restarts_upper_bound": read_total,
-        "ratio_to_one_pass_upper_bound": read_total / total,
-        "reread_per_restart_upper_bound": sum(reread) / max(1, len(reread)),
-        "import_bytes_subtracted": import_bytes,
+        "kills": len(killed),
+        "pass_bytes": whole["bytes"],
+        "pass_data_bytes": sum(sizes.values()),
+        "largest_replica_bytes": max(sizes.values()),
+        "bytes_read_across_restarts": read_total,
+        "ratio_to_one_pass": read_total / max(1, whole["bytes"]),
+        "read_again_per_restart": (read_total - whole["bytes"]) / max(1, len(killed)),
         "findings_equal_uninterrupted": same,
     }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--layout", choices=("crcmerkle", "ozone"), default="crcmerkle")
     ap.add_argument("--containers", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--kills", type=int, default=50)
@@ -239,7 +235,7 @@ def main() -> None:
         print(f"state transactions (one per replica, fsync'd): {out['puts_per_s']:.0f} per second")
         root = tmp / "cluster"
         generate_cluster(
-            root, GeneratorConfig(containers=args.containers, seed=34, layout="crcmerkle")
+            root, GeneratorConfig(containers=args.containers, seed=34, layout=args.layout)
         )
         one_scan(root, None)  # the page cache warmed
         rows: Dict[str, List[Dict[str, float]]] = {"plain": [], "state": [], "second": []}
@@ -263,13 +259,15 @@ def main() -> None:
         for checkpoint in args.checkpoint_seconds if args.kills else ():
             k = kills(root, tmp, args.kills, args.pass_seconds, int(plain["bytes"]), checkpoint)
             out["kills"].append(k)
-            ratio = k["ratio_to_one_pass_upper_bound"]
-            per = k["reread_per_restart_upper_bound"] / 1e6
+            per = k["read_again_per_restart"] / 1e6
             print(
-                f"{k['kills']} SIGKILLs over one pass, --checkpoint-seconds {checkpoint:g}: at "
-                f"most {ratio:.3f}x one pass read in all, at most {per:.2f} MB read again per "
-                f"restart (largest replica {k['largest_replica_bytes'] / 1e6:.2f} MB); findings "
-                f"equal the uninterrupted run's: {k['findings_equal_uninterrupted']}"
+                f"{k['kills']} SIGKILLs over one pass, --checkpoint-seconds {checkpoint:g}: "
+                f"{k['bytes_read_across_restarts'] / 1e6:.1f} MB read from the disk in all, "
+                f"{k['ratio_to_one_pass']:.3f}x one uninterrupted pass's "
+                f"{k['pass_bytes'] / 1e6:.1f} MB ({k['pass_data_bytes'] / 1e6:.1f} MB of "
+                f"replica data), {per:.2f} MB read again per restart (largest replica "
+                f"{k['largest_replica_bytes'] / 1e6:.2f} MB); findings equal the "
+                f"uninterrupted run's: {k['findings_equal_uninterrupted']}"
             )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
