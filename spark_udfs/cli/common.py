@@ -252,13 +252,13 @@ def _load_chunks(spark: Any, path: str) -> Dict[str, Any]:
     inventory = _LOAD_STATE.get("inventory")
     if inventory is not None:
         from spark_udfs.cluster.hosts import unscanned_hosts
-        from spark_udfs.jobs.scan import VOLUME_SCHEMA
+        from spark_udfs.jobs.scan import volume_frame
 
         volumes = out.get("volumes")
         rows = unscanned_hosts(volumes if volumes is not None else [], inventory)
         _LOAD_STATE["missing"] = rows
         if rows:
-            extra = spark.createDataFrame(rows, VOLUME_SCHEMA)
+            extra = volume_frame(spark, rows)
             out["volumes"] = extra if volumes is None else volumes.unionByName(extra)
     return out
 

@@ -324,7 +324,9 @@ def volumes_with_inventory(spark: Any, volumes: Any, inventory: Optional[Invento
         )
     extra = unscanned_hosts(volumes, inventory)
     if extra:
-        volumes = volumes.unionByName(spark.createDataFrame(extra, _volume_schema()))
+        from spark_udfs.jobs.scan import volume_frame
+
+        volumes = volumes.unionByName(volume_frame(spark, extra))
     return volumes
 
 

@@ -57,7 +57,6 @@ from spark_udfs.jobs.scan import (
     NO_EXECUTOR,
     SCANNED,
     VOLUME_FAILED,
-    VOLUME_SCHEMA,
     WRONG_DATANODE,
     WRONG_HOST,
     ScanTables,
@@ -66,6 +65,8 @@ from spark_udfs.jobs.scan import (
     _result_rows,
     _rows,
     _select_blocks,
+    volume_figures,
+    volume_frame,
 )
 from spark_udfs.tables import CHUNK_TABLE_COLUMNS
 
@@ -116,8 +117,10 @@ def _volume_row(
     bytes_read: int = 0,
     seconds: Optional[float] = None,
     ran_on: Optional[str] = None,
+    figures: Optional[Dict[str, Any]] = None,
 ) -> pa.Table:
-    """One volumes-table row (VOLUME_SCHEMA) as an output row of the stage."""
+    """One volumes-table row (VOLUME_SCHEMA) as an output row of the stage; `figures`: the
+    periodic validator's (replicas_read, bytes_total, oldest_verified_at, read_seconds)."""
     return _rows(
         "VOLUME",
         1,
@@ -133,6 +136,7 @@ def _volume_row(
             "bytes_read": [bytes_read],
             "seconds": [seconds],
             "ran_on": [ran_on],
+            **{k: [v] for k, v in (figures or {}).items()},
         },
     )
 
@@ -218,6 +222,7 @@ def _scan_volume(item: Dict[str, Any], options: Dict[str, Any]) -> Iterator[pa.T
     if options.get("also") and not (options["trees_only"] or options["metadata_only"]):
         kwargs["also"] = tuple(options["also"])  # the --also CRCs, from the data read
     read = 0
+    scanned, read_seconds, started = 0, 0.0, time.time()
     tracker, warning = None, None
     if options.get("state"):
         try:
@@ -243,6 +248,9 @@ def _scan_volume(item: Dict[str, Any], options: Dict[str, Any]) -> Iterator[pa.T
             **kwargs,
         ):
             read += 0 if r is None else int(r.bytes_read)
+            if tracker is None and r is not None and r.verified:  # read by this task
+                scanned += 1
+                read_seconds += float(r.seconds or 0.0)
             for t in _result_rows(
                 rep,
                 r,
@@ -280,6 +288,7 @@ def _scan_volume(item: Dict[str, Any], options: Dict[str, Any]) -> Iterator[pa.T
         bytes_read=read,
         seconds=time.monotonic() - t0,
         ran_on=ran_on,
+        figures=volume_figures(tracker, v.root, scanned, read, read_seconds, started),
     )
 
 
@@ -473,6 +482,10 @@ def scan_datanodes(
             "bytes_read",
             "seconds",
             "ran_on",
+            "replicas_read",
+            "bytes_total",
+            "oldest_verified_at",
+            "read_seconds",
         )
         .collect()
     )
@@ -488,10 +501,14 @@ def scan_datanodes(
             r["bytes_read"],
             r["seconds"],
             r["ran_on"],
+            r["replicas_read"],
+            r["bytes_total"],
+            r["oldest_verified_at"],
+            r["read_seconds"],
         )
         for r in volumes
     ]
-    volume_df = spark.createDataFrame(rows + missing, VOLUME_SCHEMA)
+    volume_df = volume_frame(spark, rows + missing)
 
     # every row of a task carries its (host, volume): a volume taken out takes its rows along
     where = F.concat_ws("\0", F.col("host"), F.col("volume"))

@@ -70,6 +70,7 @@ import dataclasses
 import datetime as _dt
 import json
 import shlex
+import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from merkle.messages import one_line
@@ -258,7 +259,7 @@ def build_report(
     # read twice: by the states' counts and by the plan's pulls (each would redo its joins)
     judged = judged_containers(diff, errors, strict).persist()
     try:
-        return _report(
+        report = _report(
             diff,
             judged,
             idx,
@@ -272,6 +273,117 @@ def build_report(
         )
     finally:
         judged.unpersist()
+    report["verification_age"] = verification_age(volumes, first)
+    return report
+
+
+def verification_age(volumes: Any, first: int = 100, now: Optional[float] = None) -> Dict[str, Any]:
+    """The periodic validator's figures per volume, from the volumes table (those
+    `crcmerkle scan --state --metrics-file` gives a host's node_exporter): of every volume a
+    task read, the replicas it read of those it holds (with --state the others were verified
+    within --max-age, or earlier in the pass), the rate it read at, the age of its oldest
+    verification now, and the time a full pass over its data takes at that rate. `volumes`:
+    the first `first` by the age of their oldest verification, oldest first; `oldest_*` and
+    `longest_*` the worst of all. Empty where the table has no such figures (a scan of
+    listed paths, or one written before they existed)."""
+    from pyspark.sql import functions as F
+
+    empty: Dict[str, Any] = {"volumes_with_figures": 0, "volumes": []}
+    if volumes is None or "oldest_verified_at" not in volumes.columns:
+        return empty
+    now = time.time() if now is None else now
+    cols = (
+        "datanode",
+        "host",
+        "volume",
+        "replicas",
+        "replicas_read",
+        "bytes_read",
+        "bytes_total",
+        "oldest_verified_at",
+        "read_seconds",
+    )
+    rows = (
+        volumes.filter((F.col("status") == "SCANNED") & F.col("replicas_read").isNotNull())
+        .select(*cols)
+        .collect()
+    )
+    out = []
+    for r in rows:
+        read, secs = r["bytes_read"], r["read_seconds"]
+        rate = read / secs if read and secs else None
+        at = r["oldest_verified_at"]
+        out.append(
+            {
+                "datanode": r["datanode"],
+                "host": r["host"],
+                "volume": r["volume"],
+                "replicas": r["replicas"],
+                "replicas_read": r["replicas_read"],
+                "bytes_read": r["bytes_read"],
+                "bytes_total": r["bytes_total"],
+                "bytes_per_second": rate,
+                "oldest_verification_age_seconds": None if at is None else max(0.0, now - at),
+                "full_pass_seconds": (r["bytes_total"] or 0) / rate if rate else None,
+            }
+        )
+    if not out:
+        return empty
+    ages = [x for x in out if x["oldest_verification_age_seconds"] is not None]
+    passes = [x for x in out if x["full_pass_seconds"] is not None]
+    out.sort(key=lambda x: -(x["oldest_verification_age_seconds"] or 0.0))
+    oldest = max(ages, key=lambda x: x["oldest_verification_age_seconds"]) if ages else None
+    longest = max(passes, key=lambda x: x["full_pass_seconds"]) if passes else None
+    return {
+        "volumes_with_figures": len(out),
+        "replicas": sum(int(x["replicas"] or 0) for x in out),
+        "replicas_read": sum(int(x["replicas_read"] or 0) for x in out),
+        "oldest_verification_age_seconds": (
+            None if oldest is None else oldest["oldest_verification_age_seconds"]
+        ),
+        "oldest_verification_volume": None if oldest is None else _where(oldest),
+        "longest_full_pass_seconds": None if longest is None else longest["full_pass_seconds"],
+        "longest_full_pass_volume": None if longest is None else _where(longest),
+        "volumes": out[:first],
+    }
+
+
+def _where(x: Dict[str, Any]) -> Dict[str, Any]:
+    return {k: x[k] for k in ("datanode", "host", "volume")}
+
+
+def _duration(seconds: float) -> str:
+    """A duration for a person: 45 s, 12.5 min, 3.2 h, 11.0 d."""
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+def verification_age_lines(report: Dict[str, Any]) -> List[str]:
+    """The text of the report's verification_age: [] when the table had no figures."""
+    va = report.get("verification_age") or {}
+    if not va.get("volumes_with_figures"):
+        return []
+    lines = [
+        "",
+        f"Verification age: {va['replicas_read']} of {va['replicas']} replica(s) of "
+        f"{va['volumes_with_figures']} volume(s) read by this scan (the others verified "
+        f"earlier, unchanged since)",
+    ]
+    if va.get("oldest_verification_age_seconds") is not None:
+        w = va["oldest_verification_volume"]
+        lines.append(
+            f"  oldest verification: {_duration(va['oldest_verification_age_seconds'])} ago, "
+            f"{w['volume'] or '-'} of {_who(w['datanode'], w['host'], True)}"
+        )
+    if va.get("longest_full_pass_seconds") is not None:
+        w = va["longest_full_pass_volume"]
+        lines.append(
+            f"  longest full pass at the rates read: {_duration(va['longest_full_pass_seconds'])}, "
+            f"{w['volume'] or '-'} of {_who(w['datanode'], w['host'], True)}"
+        )
+    return lines
 
 
 def _report(
@@ -772,6 +884,7 @@ def format_text(report: Dict[str, Any]) -> str:
             f"never MATCH nor UNDER_REPLICATED (their replicas there are unknown)"
         )
     lines += volume_lines(report)
+    lines += verification_age_lines(report)
     for s in STATES:
         ids = report["containers"][s]
         if s == "MATCH" or not ids:

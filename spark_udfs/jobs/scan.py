@@ -71,12 +71,15 @@ __all__ = [
     "SCAN_FAILED",
     "ScanTables",
     "TABLE_SCHEMAS",
+    "VOLUME_COLUMNS",
     "VOLUME_FAILED",
     "VOLUME_SCHEMA",
     "VOLUME_STATUSES",
     "WRONG_DATANODE",
     "WRONG_HOST",
     "scan_replicas",
+    "volume_figures",
+    "volume_frame",
 ]
 
 #: `severity`: "error" or "warning" (merkle.replica.levels; absent from scans written before
@@ -125,12 +128,55 @@ _BLOCK_SELECT = (
 #: `host`: where it was meant to be read, null for one directory tree), where it is mounted,
 #: what became of it (`status`, one of VOLUME_STATUSES; `detail` says why in one line), how
 #: many replicas it held, the bytes read, the task's seconds on it, and the host the task
-#: ran on (`ran_on`, as the executor registered; null where the job knows no hosts)
+#: ran on (`ran_on`, as the executor registered; null where the job knows no hosts).
+#: Then the periodic validator's figures (the data-local scan's, null where no task read the
+#: volume): `replicas_read` of `replicas` (with --state the others were verified within
+#: --max-age or earlier in the pass, and not read again), `bytes_total` the data bytes of
+#: every replica (read now, or as last read: what a full pass reads), `oldest_verified_at`
+#: the oldest verification among its replicas (Unix time), `read_seconds` the replicas' scan
+#: seconds (bytes_read over read_seconds: the rate a full pass is timed at)
 VOLUME_SCHEMA = (
     "datanode string, host string, volume string, cluster_id string, "
     "status string, detail string, replicas long, bytes_read long, "
-    "seconds double, ran_on string"
+    "seconds double, ran_on string, replicas_read long, bytes_total long, "
+    "oldest_verified_at double, read_seconds double"
 )
+VOLUME_COLUMNS: Tuple[str, ...] = tuple(c.split()[0] for c in VOLUME_SCHEMA.split(", "))
+
+
+def volume_figures(
+    tracker: Any, root: str, scanned: int, read: int, read_seconds: float, started: float
+) -> Dict[str, Any]:
+    """A scanned volume's periodic-validator figures (VOLUME_SCHEMA's last four columns),
+    for a task or an emit that read volume `root`: with --state (`tracker`, a
+    merkle.replica.incremental.StateTracker) its count of replicas read and carried and the
+    oldest verification it keeps; without, every replica verified (`scanned` of them, `read`
+    bytes in `read_seconds`) was verified by this run, the oldest when it `started` (Unix
+    time)."""
+    fig = None if tracker is None else tracker.volumes.get(root)
+    if fig is not None:
+        return {
+            "replicas_read": fig.read,
+            "bytes_total": fig.bytes_total,
+            "oldest_verified_at": fig.oldest,
+            "read_seconds": fig.seconds,
+        }
+    return {
+        "replicas_read": scanned,
+        "bytes_total": read,
+        "oldest_verified_at": started if scanned else None,
+        "read_seconds": read_seconds,
+    }
+
+
+def volume_frame(spark: Any, rows: Sequence[Sequence[Any]]) -> Any:
+    """The volumes table from rows in VOLUME_SCHEMA's order; a row that stops before the
+    periodic validator's figures (a volume no task read: listed, failed, without an
+    executor, not in the tables) has them null."""
+    n = len(VOLUME_COLUMNS)
+    return spark.createDataFrame([tuple(r) + (None,) * (n - len(r)) for r in rows], VOLUME_SCHEMA)
+
+
 #: the volume was read (its replicas' findings are in the other tables); every other status
 #: is a finding with its level (merkle.replica.levels)
 SCANNED: str = "SCANNED"
@@ -217,6 +263,10 @@ _OUT_ARROW = pa.schema(
         ("status", pa.string()),
         ("seconds", pa.float64()),
         ("ran_on", pa.string()),
+        ("replicas_read", pa.int64()),
+        ("bytes_total", pa.int64()),
+        ("oldest_verified_at", pa.float64()),
+        ("read_seconds", pa.float64()),
         *((a, pa.binary()) for a in ALSO_COLUMNS),
         *RECORDED_ARROW,
     ]
@@ -714,7 +764,7 @@ def scan_replicas(
         errors = errors.unionByName(spark.createDataFrame(duplicates, ERROR_SCHEMA))
     blocks = _select_blocks(out.filter(kind == "BLOCK"))
     summary = out.filter(kind == "REPLICA").select(*_names(REPLICA_SCHEMA))
-    volumes = spark.createDataFrame(volume_rows, VOLUME_SCHEMA)
+    volumes = volume_frame(spark, volume_rows)
     return ScanTables(
         chunks=chunks,
         blocks=blocks,

@@ -63,6 +63,7 @@ from spark_udfs.jobs.scan import (
     VOLUME_FAILED,
     _one_per_datanode,
     _result_rows,
+    volume_figures,
 )
 
 __all__ = [
@@ -598,7 +599,7 @@ def _emit_volume(
     status, detail = SCANNED, None
     if v.problem is not None:
         status, detail = VOLUME_FAILED, redact(v.problem)
-    nbytes = 0
+    nbytes, scanned, read_seconds, started = 0, 0, 0.0, time.time()
     scan_refs = [r for r in refs if id(r) in keep]
     dups = [
         dup_by_path[redact(r.path)]
@@ -632,6 +633,9 @@ def _emit_volume(
                     status, detail = VOLUME_FAILED, redact(str(exc))
             else:
                 nbytes += r.bytes_read
+                if tracker is None and r.verified:  # read by this run (none is carried)
+                    scanned += 1
+                    read_seconds += float(r.seconds or 0.0)
                 if not r.ok_at(strict):
                     res.with_errors += 1
             res.replicas += 1
@@ -650,6 +654,7 @@ def _emit_volume(
         "bytes_read": nbytes,
         "seconds": round(time.perf_counter() - t0, 6),
         "ran_on": host,
+        **volume_figures(tracker, v.root, scanned, nbytes, read_seconds, started),
     }
     vf.add("volumes", pa.Table.from_pylist([row], schema=TABLE_ARROW["volumes"]))
     return row

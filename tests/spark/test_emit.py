@@ -82,10 +82,10 @@ def _report(args: List[str], capsys: Any) -> Tuple[int, Dict[str, Any], str]:
 
 def _same(report: Dict[str, Any]) -> Dict[str, Any]:
     """The report without what differs between two runs (its time, the command list's
-    location); paths are the cluster's own in both."""
-    return _no_hosts(
-        {k: v for k, v in report.items() if k not in ("generated", "reconcile_commands")}
-    )
+    location, the verification ages: an emit times each volume it read, a scan of listed
+    paths reads replicas, not volumes); paths are the cluster's own in both."""
+    skip = ("generated", "reconcile_commands", "verification_age")
+    return _no_hosts({k: v for k, v in report.items() if k not in skip})
 
 
 #: the report's host fields (spark_udfs.cluster.hosts): the emitted tables name each host, a scan of
@@ -138,6 +138,11 @@ def test_report_equals_the_spark_run(
     assert rc == 1 and err == ""
     assert _same(rep) == _same(run_report)
     assert rep["containers"] and rep["mismatched"]
+    # every emitted volume timed: its replicas read now, none carried (no --state)
+    age = rep["verification_age"]
+    assert age["volumes_with_figures"] == 6 and 0 < age["replicas_read"] <= age["replicas"]
+    assert age["oldest_verification_age_seconds"] >= 0 and age["longest_full_pass_seconds"] > 0
+    assert run_report["verification_age"] == {"volumes_with_figures": 0, "volumes": []}
 
 
 def _rows(spark: Any, base: Path, table: str) -> List[Tuple]:

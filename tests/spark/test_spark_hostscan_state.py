@@ -70,6 +70,7 @@ def test_a_rerun_within_max_age_tables_every_replica_from_its_record(
     inv = load_inventory(os.fspath(_inventory_file(tmp_path, root, manifest)))
     plain = scan_datanodes(spark, inv, executor_wait=0)
     state = {"dir": os.fspath(tmp_path / "state"), "max_age": None, "checkpoint_seconds": 0.0}
+    t0 = time.time()
     first = scan_datanodes(spark, inv, executor_wait=0, state=state)
     want = _tables(plain)
     assert any("CORRUPT_CHUNK" in e for e in want["errors"])  # the generated faults
@@ -81,10 +82,47 @@ def test_a_rerun_within_max_age_tables_every_replica_from_its_record(
     assert stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.geteuid()
     dbs = sorted(Path(state["dir"]).glob(f"volume-*/{DB_NAME}"))
     assert len(dbs) == len(inv.hosts[0].volumes)
+    t1 = time.time()
     second = scan_datanodes(spark, inv, executor_wait=0, state={**state, "max_age": 7 * 86400.0})
     assert sum(r["bytes_read"] for r in second.volumes.collect()) == 0
     assert {r["status"] for r in second.volumes.collect()} == {"SCANNED"}
     assert _tables(second) == want  # findings and chunks as the read wrote them
+    _check_volume_figures(first, second, t0, t1)
+
+
+def _check_volume_figures(first: Any, second: Any, t0: float, t1: float) -> None:
+    """The periodic validator's per-volume figures in the volumes table and the report: the
+    first pass read every replica (its own verification times), the second none (the first's
+    times and bytes carried, no rate)."""
+    from spark_udfs.jobs.report import verification_age, verification_age_lines
+
+    one = {r["volume"]: r.asDict() for r in first.volumes.collect()}
+    two = {r["volume"]: r.asDict() for r in second.volumes.collect()}
+    assert one.keys() == two.keys()
+    for vol, a in one.items():
+        b = two[vol]
+        assert 0 < a["replicas_read"] <= a["replicas"], a
+        assert a["bytes_total"] == a["bytes_read"] > 0 and a["read_seconds"] > 0, a
+        assert t0 <= a["oldest_verified_at"] <= t1, a
+        # none read again but a replica no record vouches for (one whose metadata a fault
+        # took: nothing of its data could be read, so it was never recorded as verified)
+        assert b["replicas_read"] < a["replicas_read"] and b["bytes_read"] == 0, (a, b)
+        assert b["bytes_total"] == a["bytes_total"], (a, b)
+        assert abs(b["oldest_verified_at"] - a["oldest_verified_at"]) < 1e-3, (a, b)
+    now = t1 + 3600.0
+    age = verification_age(second.volumes, now=now)
+    assert age["volumes_with_figures"] == len(one)
+    assert age["replicas_read"] == sum(b["replicas_read"] for b in two.values())
+    oldest = min(a["oldest_verified_at"] for a in one.values())
+    assert abs(age["oldest_verification_age_seconds"] - (now - oldest)) < 1e-3
+    assert age["longest_full_pass_seconds"] is None  # nothing read: no rate to time a pass by
+    read = verification_age(first.volumes, now=now)
+    slowest = max(a["bytes_total"] / (a["bytes_read"] / a["read_seconds"]) for a in one.values())
+    assert abs(read["longest_full_pass_seconds"] - slowest) < 1e-6
+    assert read["replicas_read"] == sum(a["replicas_read"] for a in one.values())
+    text = "\n".join(verification_age_lines({"verification_age": age}))
+    assert f"{age['replicas_read']} of {age['replicas']} replica(s)" in text, text
+    assert "oldest verification: 1.0 h ago" in text, text
 
 
 def test_state_is_refused_where_it_cannot_be_honoured(tmp_path: Path, capsys: Any) -> None:
