@@ -546,16 +546,26 @@ def test_a_saved_block_that_does_not_parse_is_read_again() -> None:
         assert block_from_record(bad) is None, bad
 
 
+def _volume_figures(out: Path) -> Dict[str, Dict[str, Any]]:
+    """The emitted volumes' periodic-validator figures, by volume."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    keys = ("replicas_read", "bytes_total", "oldest_verified_at")
+    rows = pq.read_table(str(out / "volumes")).to_pylist()
+    return {r["volume"]: {k: r[k] for k in keys} for r in rows}
+
+
 def _emitted(out: Path) -> Dict[str, List[str]]:
     """Every emitted table's rows, sorted, without what a run's reading changes (the bytes
-    it read, its seconds)."""
+    it read, its seconds, the volumes' count of replicas read and when the oldest was:
+    _volume_figures checks those)."""
     pq = pytest.importorskip("pyarrow.parquet")
     tables: Dict[str, List[str]] = {}
     for name in ("chunks", "blocks", "containers", "errors", "volumes"):
         rows = pq.read_table(str(out / name)).to_pylist()
         for r in rows:
-            for k in ("bytes_read", "seconds"):
+            for k in ("bytes_read", "seconds", "replicas_read", "read_seconds"):
                 r.pop(k, None)
+            r.pop("oldest_verified_at", None)
         tables[name] = sorted(json.dumps(r, sort_keys=True, default=str) for r in rows)
     return tables
 
@@ -573,10 +583,19 @@ def test_emit_with_state_writes_the_same_tables_from_the_records_without_reading
     assert s1 == 1 and first["summary"]["bytes_read"] > 0
     tables = _emitted(out)
     assert any('"CORRUPT_CHUNK"' in e for e in tables["errors"])  # the bit flip, emitted
+    figures = _volume_figures(out)
+    assert all(f["replicas_read"] > 0 and f["oldest_verified_at"] for f in figures.values())
     s2, second, _ = scan_json(capsys, *argv)
     assert s2 == 1 and second["summary"]["bytes_read"] == 0
     assert second["summary"]["state"]["not_read_unchanged"] == second["summary"]["replicas"]
     assert _emitted(out) == tables  # chunks and findings as the read wrote them
+    # the volumes' figures: nothing read, the first run's data and verification times carried
+    again = _volume_figures(out)
+    assert again.keys() == figures.keys()
+    for vol, f in figures.items():
+        g = again[vol]
+        assert g["replicas_read"] == 0 and g["bytes_total"] == f["bytes_total"], (f, g)
+        assert abs(g["oldest_verified_at"] - f["oldest_verified_at"]) < 1e-3, (f, g)
     # a record that cannot give the trees (an older record: no "scanned") is read again
     db = sqlite3.connect(str(Path(state) / DB_NAME))
     key, text = db.execute("SELECT key, record FROM replicas LIMIT 1").fetchone()
