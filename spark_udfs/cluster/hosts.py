@@ -16,7 +16,6 @@ name or address (merkle.replica.inventory's rule: no label starts with '-').
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
@@ -274,15 +273,11 @@ def _names_its_host(row: Mapping[str, Any]) -> bool:
     return "status" not in row or (row["status"] is not None and row["status"] != NOT_IN_INVENTORY)
 
 
-@functools.cache
-def _volume_columns() -> Tuple[str, ...]:
-    """VOLUME_SCHEMA's column names, in order (parsed once)."""
-    return tuple(c.split()[0] for c in _volume_schema().split(", "))
-
-
 def _volume_row(values: Tuple) -> Dict[str, Any]:
     """An `unscanned_hosts` row (VOLUME_SCHEMA's order) as a dict of _VOLUME_KEYS."""
-    row = dict(zip(_volume_columns(), values))
+    from spark_udfs.jobs.scan import VOLUME_COLUMNS  # when needed, as before (pyarrow)
+
+    row = dict(zip(VOLUME_COLUMNS, values))
     return {k: row.get(k) for k in _VOLUME_KEYS}
 
 
@@ -299,12 +294,6 @@ def _with_inventory(
         for r in rows
     ]
     return filled + [_volume_row(t) for t in unscanned_hosts(filled, inventory)]
-
-
-def _volume_schema() -> str:
-    from spark_udfs.jobs.scan import VOLUME_SCHEMA
-
-    return VOLUME_SCHEMA
 
 
 def volumes_with_inventory(spark: Any, volumes: Any, inventory: Optional[Inventory]) -> Any:

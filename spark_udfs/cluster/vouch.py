@@ -238,7 +238,7 @@ def _rewritten(spark: Any, volumes: Any, verdicts: Dict[Key, Verdict]) -> Any:
     """The volumes table with each judged SCANNED row's status, detail and datanode."""
     from pyspark.sql import functions as F
 
-    from spark_udfs.jobs.scan import VOLUME_SCHEMA
+    from spark_udfs.jobs.scan import VOLUME_COLUMNS
 
     changes = spark.createDataFrame(
         [(h, v, x.status, x.detail, x.datanode) for (h, v), x in sorted(verdicts.items())],
@@ -260,4 +260,4 @@ def _rewritten(spark: Any, volumes: Any, verdicts: Dict[Key, Verdict]) -> Any:
         (F.col("host") == F.col("__h")) & (F.col("volume") == F.col("__v")),
         "left",
     )
-    return joined.select(*cols).select(*[c.split()[0] for c in VOLUME_SCHEMA.split(", ")])
+    return joined.select(*cols).select(*VOLUME_COLUMNS)

@@ -420,20 +420,16 @@ def _check_batch(
                 last_add_confirmed=lac[k],
             )
             report.copies.append(copy)
-            if frame_ok[k] and digest_ok[k] and ledger_ids[k] == lid and entry_ids[k] == eid:
-                copy.frame_ok = copy.digest_ok = True  # the common case: a good copy
-                for a, crcs in also_crcs.items():
-                    copy.also[a] = crcs[k]
-                start = pos - base + 32
-                copy.stored_digest = window[start : start + n].hex()
-                continue
-            where = dict(bookie=bookie, ledger=lid, entry=eid, file=shown, offset=pos)
             if not frame_ok[k]:
                 report.add(
                     ENTRY_FRAME_INVALID,
                     f"an entry of {size} bytes, shorter than its "
                     f"32-byte header and {n}-byte {digest_type} digest",
-                    **where,
+                    bookie=bookie,
+                    ledger=lid,
+                    entry=eid,
+                    file=shown,
+                    offset=pos,
                 )
                 continue
             got = (ledger_ids[k], entry_ids[k])
@@ -442,7 +438,11 @@ def _check_batch(
                     ENTRY_FRAME_INVALID,
                     f"the index names ledger {lid} entry {eid}, "
                     f"the log holds ledger {got[0]} entry {got[1]} there",
-                    **where,
+                    bookie=bookie,
+                    ledger=lid,
+                    entry=eid,
+                    file=shown,
+                    offset=pos,
                 )
                 continue
             copy.frame_ok = True
