@@ -207,3 +207,77 @@ def test_crc32c_entries_cold(bench: Any, impl: str, cold_log: Any) -> None:
     )
     _entries_per_second(bench)
     assert right(got), impl
+
+
+#: the whole scan of one bookie (scan_bookies: its index read, every entry verified, every
+#: ledger judged), from the page cache, against reading the same log file (what any scan
+#: must do at least); entries per second of the scan is the issue's end-to-end figure
+SCAN_PAYLOADS = [KiB, 64 * KiB]
+SCAN = "scan_bookies (index, verify, judge)"
+LOG_READ = "read of the entry log (limit)"
+
+
+@pytest.fixture(
+    scope="module",
+    params=SCAN_PAYLOADS,
+    ids=[bm.format_size(p).replace(" ", "") for p in SCAN_PAYLOADS],
+)
+def rate_bookie(request: pytest.FixtureRequest, tmp_path_factory: Any) -> Tuple[int, Any, Any]:
+    from merkle.replica.bookkeeper.generate import DUMPS_DIR
+    from merkle.replica.bookkeeper.metadata import load_ledger_metadata
+    from spark_udfs.rehearsal.bookkeeper import write_rate_bookies
+
+    root = tmp_path_factory.mktemp(f"bookie-{request.param}")
+    log_bytes = (32 if SHORT else 256) * MiB
+    write_rate_bookies(root, 1, str(root / "bookie-1" / "ledgers-{volume}"), 1, log_bytes=log_bytes,
+                       payload=request.param)  # fmt: skip
+    bookie = root / "bookie-1"
+    return request.param, bookie, load_ledger_metadata(str(root / DUMPS_DIR))
+
+
+@pytest.mark.parametrize("impl", [SCAN, LOG_READ])
+def test_bookie_scan_entries(bench: Any, impl: str, rate_bookie: Any) -> None:
+    import os
+
+    from merkle.replica.bookkeeper.scan import scan_bookies
+
+    payload, bookie, metadata = rate_bookie
+    (log,) = sorted(bookie.glob("*/current/*.log"))
+    entries = len(scan_bookies([str(bookie)], metadata).copies)
+    if impl == SCAN:
+
+        def run() -> Any:
+            return scan_bookies([str(bookie)], metadata)
+
+        def right(r: Any) -> bool:
+            return r.findings == [] and r.copies.count("good") == entries
+
+    else:
+
+        def run() -> Any:
+            fd = os.open(log, os.O_RDONLY)
+            try:
+                buf = bytearray(16 * MiB)
+                total = 0
+                while True:
+                    n = os.readv(fd, [buf])
+                    if not n:
+                        return total
+                    total += n
+            finally:
+                os.close(fd)
+
+        def right(r: Any) -> bool:
+            return r == log.stat().st_size
+
+    got = bench.measure(
+        run,
+        case=f"bookie scan, {bm.format_size(payload)} entries from the page cache, ns per entry",
+        impl=impl,
+        per=entries,
+        unit="ns/elem",
+        cold=True,  # whole scans of a quarter GiB: a few rounds of one call each
+        warmup=1,
+    )
+    _entries_per_second(bench)
+    assert entries > 0 and right(got), impl

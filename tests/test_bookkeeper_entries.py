@@ -16,12 +16,12 @@ def test_the_plans_entry_rows_follow_the_write_sets() -> None:
 
     twice = LedgerMetadata(1, 3, 2, 2, "CLOSED", 1, 0, [(0, ("a", "a", "b"))])
     rows = judge_ledger(1, twice, [good("a", 0), good("c", 0)], Coverage(), entries=True)
-    assert rows.entries == [(0, ["a"], ["a"]), (1, ["a", "b"], [])]
+    assert rows.entry_rows() == [(0, ["a"], ["a"]), (1, ["a", "b"], [])]
     open_ = LedgerMetadata(1, 2, 2, 2, "OPEN", -1, 0, [(0, ("a", "b"))])
     copies = [good("a", 0), good("b", 0), good("a", 1, lac=0), good("b", 1, lac=0)]
     rows = judge_ledger(1, open_, [*copies, good("a", 2, lac=1)], Coverage(), entries=True)
-    assert [e for e, _, _ in rows.entries] == [0, 1, 2]
-    assert rows.entries[2] == (2, ["a", "b"], ["a"])
+    assert [e for e, _, _ in rows.entry_rows()] == [0, 1, 2]
+    assert rows.entry_rows()[2] == (2, ["a", "b"], ["a"])
     closed = LedgerMetadata(1, 2, 2, 2, "CLOSED", 0, 0, [(0, ("a", "b"))])
     rows = judge_ledger(1, closed, copies, Coverage(), entries=True)
-    assert [e for e, _, _ in rows.entries] == [0]
+    assert [e for e, _, _ in rows.entry_rows()] == [0]

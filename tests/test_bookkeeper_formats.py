@@ -458,7 +458,8 @@ def test_scan_records_skips_the_runs_it_is_given_and_nothing_else(tmp_path: Path
         for n in range(len(records) + 1):
             for subset in itertools.combinations(records, n):
                 for extra in ([], [nested]):
-                    runs = _runs(list(subset) + extra)
+                    pairs = list(subset) + extra
+                    runs = _runs([p for p, _ in pairs], [n for _, n in pairs])
                     got = [(r.pos, r.size) for r in scan_records(fd, len(data), runs)]
                     assert got == [r for r in whole if r not in subset], (subset, extra)
     finally:
@@ -510,8 +511,10 @@ def test_a_scan_that_verified_nothing_proves_nothing(tmp_path: Path, capsys: Any
 def test_also_crcs_tell_copies_apart_that_crc32c_does_not() -> None:
     """Two good copies whose CRC-32C and digest agree but whose --also CRC differs are
     COPIES_DIFFER (the --also value is one more comparison), named with that CRC; with the
-    same --also values they are one entry's copies, no finding."""
-    from merkle.replica.bookkeeper.scan import COPIES_DIFFER, Copy, ScanReport, _compare_copies
+    same --also values they are one entry's copies, no finding. Judged as columns
+    (judge_ledger), which picks the entries to compare copy by copy."""
+    from merkle.replica.bookkeeper.metadata import LedgerMetadata
+    from merkle.replica.bookkeeper.scan import COPIES_DIFFER, Copy, Coverage, judge_ledger
 
     def copy(bookie: str, crc64: int) -> Copy:
         return Copy(
@@ -520,10 +523,13 @@ def test_also_crcs_tell_copies_apart_that_crc32c_does_not() -> None:
             also={"crc64nvme": crc64},
         )  # fmt: skip
 
-    same, differ = ScanReport(), ScanReport()
-    _compare_copies(7, 3, [copy("b1", 5), copy("b2", 5)], same)
-    _compare_copies(7, 3, [copy("b1", 5), copy("b2", 6)], differ)
-    assert same.findings == []
+    meta = LedgerMetadata(7, 2, 2, 2, "CLOSED", 3, 0, [(0, ("b1", "b2"))])
+    cover = Coverage({"b1": (1, (0,), True), "b2": (1, (0,), True)})
+    others = [Copy(b, 7, e, f"/{b}/0.log", 100 * e, 100, True, True, True) for e in range(3)
+              for b in ("b1", "b2")]  # fmt: skip
+    same = judge_ledger(7, meta, [copy("b1", 5), copy("b2", 5), *others], cover)
+    differ = judge_ledger(7, meta, [copy("b1", 5), copy("b2", 6), *others], cover)
+    assert same.findings == [] and same.missing == {}
     assert [f.kind for f in differ.findings] == [COPIES_DIFFER]
     assert "crc64nvme 6" in differ.findings[0].detail
 

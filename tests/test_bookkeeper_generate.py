@@ -168,7 +168,7 @@ def test_interleaved_storage_spans_the_bookies_ledger_dirs(tmp_path: Path, capsy
             try:
                 for a, b, fname in idx_files(fd):
                     idx = read_idx(fd, a, b, fname)
-                    idx_dir[idx.ledger_id] = (n, {loc >> 32 for _, loc in idx.locations})
+                    idx_dir[idx.ledger_id] = (n, {int(loc) >> 32 for loc in idx.locations})
             finally:
                 os.close(fd)
         for _lid, (n, log_ids) in idx_dir.items():

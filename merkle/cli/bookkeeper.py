@@ -193,7 +193,7 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
     )
     seconds = time.perf_counter() - t0
     # a census's placed copies of the ledgers the metadata has (`spark scan` counts the same)
-    indexed = sum(c.indexed and c.ledger in source.ledgers for c in report.copies)
+    indexed = report.copies.count("indexed", ledgers=source.ledgers)
     errors = [f for f in report.findings if counts_as_failure(f.severity, args.strict)]
     warnings = [f for f in report.findings if f.severity == "warning"]
     summary = {
@@ -201,7 +201,7 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
         "ledger_dirs": sum(len(v) for v in report.bookies.values()),
         "ledgers": len(report.ledgers),
         "copies": len(report.copies),
-        "good_copies": sum(c.good for c in report.copies),
+        "good_copies": report.copies.count("good"),
         "census": census,
         "indexed_copies": indexed,
         "errors": len(report.findings) - len(warnings),
@@ -253,7 +253,7 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
         failed=len(report.failed),
         bookies=len(report.bookies),
         copies=len(report.copies),
-        verified=indexed if census else sum(c.verified for c in report.copies),
+        verified=indexed if census else report.copies.count("verified"),
         problems=len(source.problems),
         paths=args.paths,
         census=census,

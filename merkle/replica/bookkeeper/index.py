@@ -22,7 +22,8 @@ import stat
 import struct
 import tempfile
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Tuple
+from itertools import islice
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -31,6 +32,7 @@ from merkle.replica.safeopen import open_dir, open_regular
 
 __all__ = [
     "IdxFile",
+    "IndexEntries",
     "IndexError_",
     "LedgerData",
     "STORAGE_FLAGS_KEY",
@@ -49,6 +51,55 @@ _HEX = re.compile(r"[0-9a-f]{1,16}")
 
 class IndexError_(Exception):
     """An index that cannot be read (one line)."""
+
+
+#: index rows read from a RocksDB per step (bounded memory: a bookie can index 100 million)
+_DB_ROWS_PER_STEP = 1 << 16
+
+
+@dataclass(frozen=True, eq=False)
+class IndexEntries:
+    """Index entries as columns (int64 ledger and entry IDs, uint64 locations), in the
+    order read: a bookie indexes millions, one Python tuple each would be the scan's cost."""
+
+    ledger: np.ndarray
+    entry: np.ndarray
+    location: np.ndarray
+
+    @classmethod
+    def empty(cls) -> IndexEntries:
+        z = np.empty(0, np.int64)
+        return cls(z, z, np.empty(0, np.uint64))
+
+    @classmethod
+    def concat(cls, parts: Iterable[IndexEntries]) -> IndexEntries:
+        parts = list(parts)
+        if not parts:
+            return cls.empty()
+        return cls(
+            np.concatenate([p.ledger for p in parts]).astype(np.int64, copy=False),
+            np.concatenate([p.entry for p in parts]).astype(np.int64, copy=False),
+            np.concatenate([p.location for p in parts]).astype(np.uint64, copy=False),
+        )
+
+    def sorted(self) -> IndexEntries:
+        """By (ledger, entry, location)."""
+        order = np.lexsort((self.location, self.entry, self.ledger))
+        return IndexEntries(self.ledger[order], self.entry[order], self.location[order])
+
+    def __len__(self) -> int:
+        return len(self.ledger)
+
+    def __iter__(self) -> Iterator[Tuple[int, int, int]]:
+        return zip(self.ledger.tolist(), self.entry.tolist(), self.location.tolist())
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, IndexEntries):
+            return NotImplemented
+        return all(
+            np.array_equal(getattr(self, n), getattr(other, n))
+            for n in ("ledger", "entry", "location")
+        )
 
 
 @dataclass(frozen=True)
@@ -116,8 +167,32 @@ def _items(db: object) -> Iterator[Tuple[bytes, bytes]]:
         it.next()
 
 
-def db_indexes(current: str) -> Tuple[Dict[int, LedgerData], List[Tuple[int, int, int]], List[str]]:
-    """(LedgerData by ledger ID, [(ledger, entry, location)] sorted, problems) of the
+def _locations(items: Iterator[Tuple[bytes, bytes]], problems: List[str]) -> IndexEntries:
+    """The `locations` DB's rows (key order: sorted by ledger and entry) as columns, read a
+    step of rows at a time: the keys and values of a step joined and read by numpy, a row of
+    the wrong shape dropped and named in `problems`."""
+    parts: List[IndexEntries] = []
+    while True:
+        step = list(islice(items, _DB_ROWS_PER_STEP))
+        if not step:
+            break
+        keys = [k for k, _ in step]
+        values = [v for _, v in step]
+        if sum(map(len, keys)) != 16 * len(step) or sum(map(len, values)) != 8 * len(step):
+            kept = [(k, v) for k, v in step if len(k) == 16 and len(v) == 8]
+            for k, v in step:
+                if (len(k) != 16 or len(v) != 8) and len(problems) < 20:
+                    problems.append(f"locations DB: a key of {len(k)} / value of {len(v)} bytes")
+            keys = [k for k, _ in kept]
+            values = [v for _, v in kept]
+        ids = np.frombuffer(b"".join(keys), ">i8").reshape(-1, 2).astype(np.int64)
+        locs = np.frombuffer(b"".join(values), ">u8").astype(np.uint64)
+        parts.append(IndexEntries(ids[:, 0].copy(), ids[:, 1].copy(), locs))
+    return IndexEntries.concat(parts)
+
+
+def db_indexes(current: str) -> Tuple[Dict[int, LedgerData], IndexEntries, List[str]]:
+    """(LedgerData by ledger ID, the index entries sorted by ledger and entry, problems) of the
     DbLedgerStorage in the ledger directory's `current`. A key or value of the wrong shape is
     a problem (one line each, at most a few), not a crash. IndexError_ when a DB cannot be
     opened."""
@@ -139,20 +214,17 @@ def db_indexes(current: str) -> Tuple[Dict[int, LedgerData], List[Tuple[int, int
     finally:
         db.close()  # type: ignore[attr-defined]
         shutil.rmtree(snap, ignore_errors=True)
-    entries: List[Tuple[int, int, int]] = []
     db, snap = _open_snapshot_db(os.path.join(current, "locations"))
     try:
-        for key, value in _items(db):
-            if len(key) != 16 or len(value) != 8:
-                problems.append(f"locations DB: a key of {len(key)} / value of {len(value)} bytes")
-                continue
-            lid, eid = struct.unpack(">qq", key)
-            (loc,) = struct.unpack(">Q", value)
-            entries.append((lid, eid, loc))
+        entries = _locations(db.items(), problems)  # type: ignore[attr-defined]
     finally:
         db.close()  # type: ignore[attr-defined]
         shutil.rmtree(snap, ignore_errors=True)
     return ledgers, entries, problems[:20]
+
+
+_NONE = np.empty(0, np.int64)
+_NOLOC = np.empty(0, np.uint64)
 
 
 @dataclass(frozen=True)
@@ -160,7 +232,9 @@ class IdxFile:
     ledger_id: int
     master_key: bytes
     fenced: bool
-    locations: List[Tuple[int, int]]  # (entry, location), location != 0
+    #: (entry IDs int64, locations uint64) of the non-zero locations
+    entries: np.ndarray
+    locations: np.ndarray
     problem: Optional[str] = None
 
 
@@ -212,14 +286,17 @@ def read_idx(current_fd: int, a: str, b: str, name: str) -> IdxFile:
         head = os.pread(fd, _IDX_HEADER, 0)
         master, fenced = b"", False
         if len(head) < 16 or head[:4] != _IDX_MAGIC:
-            return IdxFile(lid, b"", False, [], "no BKLE header")
+            return IdxFile(lid, b"", False, _NONE, _NOLOC, "no BKLE header")
         _version, klen = struct.unpack_from(">ii", head, 4)
         if not 0 <= klen <= _IDX_HEADER - 24:
-            return IdxFile(lid, b"", False, [], f"masterKey length {klen} in a 1024-byte header")
+            return IdxFile(
+                lid, b"", False, _NONE, _NOLOC, f"masterKey length {klen} in a 1024-byte header"
+            )
         master = head[12 : 12 + klen]
         (bits,) = struct.unpack_from(">i", head, 12 + klen)
         fenced = bool(bits & 1)
-        locs: List[Tuple[int, int]] = []
+        eids: List[np.ndarray] = []
+        locs: List[np.ndarray] = []
         pos = _IDX_HEADER
         while pos < size:
             chunk = os.pread(fd, min(_IDX_WINDOW, size - pos), pos)
@@ -229,8 +306,16 @@ def read_idx(current_fd: int, a: str, b: str, name: str) -> IdxFile:
             values = np.frombuffer(chunk[:usable], dtype=">u8")
             nz = np.nonzero(values)[0]
             first = (pos - _IDX_HEADER) // 8
-            locs.extend(zip((nz + first).tolist(), values[nz].astype(np.uint64).tolist()))
+            eids.append((nz + first).astype(np.int64))
+            locs.append(values[nz].astype(np.uint64))
             pos += len(chunk)
-        return IdxFile(lid, master, fenced, locs, problem)
+        return IdxFile(
+            lid,
+            master,
+            fenced,
+            np.concatenate(eids) if eids else _NONE,
+            np.concatenate(locs) if locs else _NOLOC,
+            problem,
+        )
     finally:
         os.close(fd)

@@ -14,12 +14,13 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import struct
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from merkle.replica.bookkeeper.bookies import (
     LedgerDir,
@@ -27,6 +28,7 @@ from merkle.replica.bookkeeper.bookies import (
     find_ledger_dirs,
     read_cookie,
 )
+from merkle.replica.bookkeeper.copies import Copies, Copy, bare_batch, framed_batch
 from merkle.replica.bookkeeper.digest import DIGEST_LENGTHS, verify_entries
 from merkle.replica.bookkeeper.entrylog import (
     COMPACTION_LEFTOVER,
@@ -36,11 +38,44 @@ from merkle.replica.bookkeeper.entrylog import (
     pread_exact,
     read_header,
     scan_records,
-    split_location,
 )
-from merkle.replica.bookkeeper.index import IndexError_, db_indexes, idx_files, read_idx
-from merkle.replica.bookkeeper.metadata import CLOSED, LedgerMetadata
-from merkle.replica.levels import severity_of
+from merkle.replica.bookkeeper.findings import (
+    BOOKIE_HOLDS_NOTHING,
+    COOKIE_INVALID,
+    COOKIE_MISMATCH,
+    COPIES_DIFFER,
+    CORRUPT_ENTRY,
+    DIGEST_MISMATCH_ALL_COPIES,
+    ENTRY_FRAME_INVALID,
+    ENTRY_LOG_MISSING,
+    ENTRY_OF_OPEN_LEDGER,
+    ENTRY_PAST_LAST_ENTRY,
+    INDEX_UNREADABLE,
+    LEDGER_IN_WRONG_DIR,
+    LEDGER_METADATA_UNREAD,
+    LEDGER_NOT_IN_METADATA,
+    MASTER_KEY_MISMATCH,
+    MISSING_ENTRY,
+    NOT_A_REGULAR_FILE,
+    UNINDEXED_ENTRY,
+    Finding,
+)
+from merkle.replica.bookkeeper.index import (
+    IndexEntries,
+    IndexError_,
+    db_indexes,
+    idx_files,
+    read_idx,
+)
+from merkle.replica.bookkeeper.judge import (
+    Coverage,
+    LedgerVerdict,
+    copy_order,
+    holds_nothing,
+    judge_ledger,
+    judge_unknown_ledger,
+)
+from merkle.replica.bookkeeper.metadata import LedgerMetadata
 from merkle.replica.safeopen import NotRegularFileError, open_dir, open_regular
 
 __all__ = [
@@ -49,6 +84,7 @@ __all__ = [
     "COOKIE_MISMATCH",
     "COPIES_DIFFER",
     "CORRUPT_ENTRY",
+    "Copies",
     "Copy",
     "DIGEST_MISMATCH_ALL_COPIES",
     "ENTRY_FRAME_INVALID",
@@ -78,25 +114,6 @@ __all__ = [
     "scan_storage",
 ]
 
-CORRUPT_ENTRY = "CORRUPT_ENTRY"
-DIGEST_MISMATCH_ALL_COPIES = "DIGEST_MISMATCH_ALL_COPIES"
-COPIES_DIFFER = "COPIES_DIFFER"
-MISSING_ENTRY = "MISSING_ENTRY"
-ENTRY_FRAME_INVALID = "ENTRY_FRAME_INVALID"
-ENTRY_LOG_MISSING = "ENTRY_LOG_MISSING"
-UNINDEXED_ENTRY = "UNINDEXED_ENTRY"
-ENTRY_PAST_LAST_ENTRY = "ENTRY_PAST_LAST_ENTRY"
-ENTRY_OF_OPEN_LEDGER = "ENTRY_OF_OPEN_LEDGER"
-LEDGER_NOT_IN_METADATA = "LEDGER_NOT_IN_METADATA"
-LEDGER_METADATA_UNREAD = "LEDGER_METADATA_UNREAD"
-LEDGER_IN_WRONG_DIR = "LEDGER_IN_WRONG_DIR"
-COOKIE_MISMATCH = "COOKIE_MISMATCH"
-COOKIE_INVALID = "COOKIE_INVALID"
-INDEX_UNREADABLE = "INDEX_UNREADABLE"
-BOOKIE_HOLDS_NOTHING = "BOOKIE_HOLDS_NOTHING"
-MASTER_KEY_MISMATCH = "MASTER_KEY_MISMATCH"
-NOT_A_REGULAR_FILE = "NOT_A_REGULAR_FILE"
-
 #: one read of an entry log takes at most this many bytes (plus one entry larger than it)
 READ_WINDOW = 16 << 20
 #: the largest entry read at all (BookKeeper's nettyMaxFrameSizeBytes default is 5 MiB); a
@@ -107,78 +124,9 @@ _SHOWN = 20  # entries listed in one finding's detail
 
 
 @dataclass
-class Finding:
-    kind: str
-    detail: str
-    bookie: Optional[str] = None
-    ledger: Optional[int] = None
-    entry: Optional[int] = None
-    file: Optional[str] = None
-    offset: Optional[int] = None
-
-    @property
-    def severity(self) -> str:
-        return severity_of(self.kind)
-
-    def to_dict(self) -> Dict[str, Any]:
-        return {
-            "error": self.kind,
-            "severity": self.severity,
-            "bookie": self.bookie,
-            "ledger": self.ledger,
-            "entry": self.entry,
-            "file": self.file,
-            "offset": self.offset,
-            "detail": self.detail,
-        }
-
-    def line(self) -> str:
-        where = [
-            f"bookie {self.bookie}" if self.bookie else "",
-            f"ledger {self.ledger}" if self.ledger is not None else "",
-            f"entry {self.entry}" if self.entry is not None else "",
-            (f"{self.file}" + (f" @{self.offset}" if self.offset is not None else ""))
-            if self.file
-            else "",
-        ]
-        return f"{self.kind} {' '.join(w for w in where if w)}: {self.detail}"
-
-
-@dataclass
-class Copy:
-    """One stored copy of an entry, as its index names it, and what verifying it found."""
-
-    bookie: str
-    ledger: int
-    entry: int
-    file: str
-    offset: int
-    size: int = 0
-    frame_ok: bool = False
-    digest_ok: bool = False
-    verified: bool = False  # its digest was checked (the ledger's digest type known)
-    stored_digest: str = ""
-    payload_crc32c: int = 0
-    last_add_confirmed: int = -1
-    #: what the digest check found when it failed (stored and computed digests)
-    problem: str = ""
-    #: the --also CRCs of the payload (merkle.replica.also's names), of a framed copy
-    also: Dict[str, int] = field(default_factory=dict)
-    #: the census (metadata_only): the index names this copy at a location inside its
-    #: log, which was not read (no frame, no digest checked: never good)
-    indexed: bool = False
-
-    @property
-    def good(self) -> bool:
-        """Framed and its digest checked and matching: a copy of a ledger whose metadata is
-        missing (digest type unknown) is never counted good."""
-        return self.frame_ok and self.digest_ok and self.verified
-
-
-@dataclass
 class ScanReport:
     findings: List[Finding] = field(default_factory=list)
-    copies: List[Copy] = field(default_factory=list)
+    copies: Copies = field(default_factory=Copies)
     failed: List[Dict[str, str]] = field(default_factory=list)
     ledgers: List[Dict[str, Any]] = field(default_factory=list)
     bookies: Dict[str, List[str]] = field(default_factory=dict)
@@ -197,20 +145,21 @@ class ScanReport:
 
 @dataclass
 class _DirIndex:
-    entries: List[Tuple[int, int, int]]  # (ledger, entry, location)
+    entries: IndexEntries  # sorted by (ledger, entry, location)
     ledgers: Set[int]
     storage: str  # "DbLedgerStorage" or "InterleavedLedgerStorage"
     #: the master key the bookie keeps per ledger (LedgerData.masterKey, the .idx header)
     master_keys: Dict[int, bytes] = field(default_factory=dict)
 
-    @property
-    def keys(self) -> Set[Tuple[int, int]]:
-        """(ledger, entry) of every index entry (made once: every log of the dir asks)."""
-        if self._keys is None:
-            self._keys = {(lid, eid) for lid, eid, _ in self.entries}
-        return self._keys
-
-    _keys: Optional[Set[Tuple[int, int]]] = None
+    def names(self, lid: int, eid: int) -> bool:
+        """Whether the index names entry `eid` of ledger `lid` (at any location): a
+        bisection in the sorted columns, asked only of records no run of indexed ones
+        covers."""
+        e = self.entries
+        lo = int(np.searchsorted(e.ledger, lid, "left"))
+        hi = int(np.searchsorted(e.ledger, lid, "right"))
+        at = lo + int(np.searchsorted(e.entry[lo:hi], eid, "left"))
+        return at < hi and int(e.entry[at]) == eid
 
 
 def _read_index(
@@ -226,12 +175,12 @@ def _read_index(
         for p in problems:
             report.add(INDEX_UNREADABLE, p, bookie=bookie, file=d.index_current)
         return _DirIndex(
-            sorted(db_entries),
-            set(ledger_data) | {e[0] for e in db_entries},
+            db_entries.sorted(),
+            set(ledger_data) | set(np.unique(db_entries.ledger).tolist()),
             "DbLedgerStorage",
             {lid: v.master_key for lid, v in ledger_data.items() if v.master_key},
         )
-    entries: List[Tuple[int, int, int]] = []
+    parts: List[IndexEntries] = []
     ledgers: Set[int] = set()
     keys: Dict[int, bytes] = {}
     for a, b, name in idx_files(current_fd):
@@ -248,13 +197,17 @@ def _read_index(
             report.add(
                 INDEX_UNREADABLE, idx.problem, bookie=bookie, ledger=idx.ledger_id, file=shown
             )
-            if not idx.locations:
+            if not len(idx.locations):
                 continue
         ledgers.add(idx.ledger_id)
-        entries.extend((idx.ledger_id, e, loc) for e, loc in idx.locations)
+        parts.append(
+            IndexEntries(
+                np.full(len(idx.entries), idx.ledger_id, np.int64), idx.entries, idx.locations
+            )
+        )
         if idx.master_key:
             keys[idx.ledger_id] = idx.master_key
-    return _DirIndex(sorted(entries), ledgers, "InterleavedLedgerStorage", keys)
+    return _DirIndex(IndexEntries.concat(parts).sorted(), ledgers, "InterleavedLedgerStorage", keys)
 
 
 def _digest_of(meta: Optional[LedgerMetadata]) -> Tuple[str, bytes, bool]:
@@ -265,24 +218,68 @@ def _digest_of(meta: Optional[LedgerMetadata]) -> Tuple[str, bytes, bool]:
     return meta.digest_type, meta.password, True
 
 
-def _location_in_log(
-    pos: int, file_size: int, bookie: str, lid: int, eid: int, shown: str, report: ScanReport
-) -> bool:
-    """Whether an index location can hold an entry of a log of `file_size` bytes (past the
-    log's header and its size field, room for the smallest frame); if not, the finding."""
-    if HEADER_SIZE + 4 <= pos and pos + _MIN_SANE_ENTRY <= file_size:
-        return True
-    report.add(
-        ENTRY_FRAME_INVALID,
-        f"the index location {pos} lies outside the "
-        f"log's entries (log of {file_size} bytes): the entry is gone",
-        bookie=bookie,
-        ledger=lid,
-        entry=eid,
-        file=shown,
-        offset=pos,
+@dataclass
+class _Todo:
+    """The index entries of one log, sorted by position (after each entry's size field)."""
+
+    pos: np.ndarray
+    ledger: np.ndarray
+    entry: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.pos)
+
+    def take(self, rows: Any) -> _Todo:
+        return _Todo(self.pos[rows], self.ledger[rows], self.entry[rows])
+
+
+def _bare(report: ScanReport, bookie: str, shown: str, todo: _Todo, **fields: Any) -> None:
+    """Copies of `todo` that were not read (their location, log or size field is bad)."""
+    report.copies.add_batch(
+        bare_batch(
+            bookie=bookie,
+            file=shown,
+            positions=todo.pos,
+            ledgers=todo.ledger,
+            entries=todo.entry,
+            **fields,
+        )
     )
-    return False
+
+
+def _outside(todo: _Todo, file_size: int, bookie: str, shown: str, report: ScanReport) -> _Todo:
+    """The index locations that cannot hold an entry of a log of `file_size` bytes (before
+    the log's header and its size field, or without room for the smallest frame): one
+    finding and a bare copy each; returns the others."""
+    bad = (todo.pos < HEADER_SIZE + 4) | (todo.pos + _MIN_SANE_ENTRY > file_size)
+    if bad.any():
+        out = todo.take(bad)
+        for pos, lid, eid in zip(out.pos.tolist(), out.ledger.tolist(), out.entry.tolist()):
+            report.add(
+                ENTRY_FRAME_INVALID,
+                f"the index location {pos} lies outside the "
+                f"log's entries (log of {file_size} bytes): the entry is gone",
+                bookie=bookie,
+                ledger=lid,
+                entry=eid,
+                file=shown,
+                offset=pos,
+            )
+        _bare(report, bookie, shown, out)
+        todo = todo.take(~bad)
+    return todo
+
+
+def _size_fields(window: Any, at: np.ndarray) -> np.ndarray:
+    """The big-endian int32 size field at each offset `at` of `window`."""
+    b = np.frombuffer(window, np.uint8)
+    v = (
+        (b[at].astype(np.uint32) << 24)
+        | (b[at + 1].astype(np.uint32) << 16)
+        | (b[at + 2].astype(np.uint32) << 8)
+        | b[at + 3].astype(np.uint32)
+    )
+    return v.view(np.int32).astype(np.int64)
 
 
 def _verify_log(
@@ -290,175 +287,177 @@ def _verify_log(
     file_size: int,
     shown: str,
     bookie: str,
-    todo: List[Tuple[int, int, int]],
+    todo: _Todo,
     metadata: Dict[int, LedgerMetadata],
     report: ScanReport,
 ) -> Dict[int, int]:
-    """Verify the index entries `todo` ((pos, ledger, entry) sorted by pos) of one log.
-    Returns the runs of back-to-back records whose size fields it read (the start of a run's
-    first size field -> the end of its last record), for the walk of unindexed records."""
-    framed: List[Tuple[int, int]] = []  # (pos, size) of each record whose size was read
+    """Verify the index entries `todo` of one log, a window of READ_WINDOW bytes at a time:
+    each window's entries are found, size-checked and verified by columns, none by a Python
+    step of its own. Returns the runs of back-to-back records whose size fields it read (the
+    start of a run's first size field -> the end of its last record), for the walk of
+    unindexed records."""
+    todo = _outside(todo, file_size, bookie, shown, report)
+    framed_pos: List[np.ndarray] = []
+    framed_size: List[np.ndarray] = []
     i = 0
+    n = len(todo)
     reader = WindowReader(min(READ_WINDOW, file_size))
-    while i < len(todo):
-        pos, lid, eid = todo[i]
-        if not _location_in_log(pos, file_size, bookie, lid, eid, shown, report):
-            report.copies.append(Copy(bookie, lid, eid, shown, pos))
-            i += 1
-            continue
-        base = pos - 4
+    while i < n:
+        base = int(todo.pos[i]) - 4
         window = reader.read(fd, min(READ_WINDOW, file_size - base), base)
         report.bytes_read += len(window)
-        batch: List[Tuple[int, int, int, int]] = []  # (pos, size, ledger, entry)
-        start = i
-        while i < len(todo):
-            pos, lid, eid = todo[i]
-            at = pos - 4 - base
-            if pos < HEADER_SIZE + 4 or at + 4 > len(window):
-                break
-            (size,) = struct.unpack_from(">i", window, at)
-            if size <= 0 or pos + size > file_size or size > MAX_ENTRY_BYTES:
+        # the entries whose size field lies inside the window
+        j = i + int(np.searchsorted(todo.pos[i:], base + len(window) - 4 + 4, "right"))
+        j = max(j, i)
+        at = todo.pos[i:j] - 4 - base
+        sizes = _size_fields(window, at)
+        pos = todo.pos[i:j]
+        bad = (sizes <= 0) | (pos + sizes > file_size) | (sizes > MAX_ENTRY_BYTES)
+        fits = at + 4 + sizes <= len(window)
+        stop = np.flatnonzero(~bad & ~fits)
+        k = int(stop[0]) if len(stop) else j - i  # the first good entry past the window
+        rows = np.arange(i, i + k)
+        if k:
+            ok, broken = rows[~bad[:k]], rows[bad[:k]]
+            for r in broken.tolist():
+                size = int(sizes[r - i])
                 report.add(
                     ENTRY_FRAME_INVALID,
                     f"size field {size & 0xFFFFFFFF} at offset "
-                    f"{pos - 4}: past the end of the {file_size}-byte log or not a "
-                    f"size (never read)",
+                    f"{int(todo.pos[r]) - 4}: past the end of the {file_size}-byte log or "
+                    f"not a size (never read)",
                     bookie=bookie,
-                    ledger=lid,
-                    entry=eid,
+                    ledger=int(todo.ledger[r]),
+                    entry=int(todo.entry[r]),
                     file=shown,
-                    offset=pos,
+                    offset=int(todo.pos[r]),
                 )
-                report.copies.append(Copy(bookie, lid, eid, shown, pos, size))
+            if len(broken):
+                _bare(report, bookie, shown, todo.take(broken), sizes=sizes[broken - i])
+            if len(ok):
+                _check_batch(
+                    window, base, todo.take(ok), sizes[ok - i], shown, bookie, metadata, report
+                )
+                framed_pos.append(todo.pos[ok])
+                framed_size.append(sizes[ok - i])
+            i += k
+            continue
+        # the window's first entry does not fit in it (or the window holds not even its size)
+        size = int(sizes[0]) if len(sizes) else 0
+        if size > READ_WINDOW - 4:  # one entry larger than a window
+            big = pread_exact(fd, size + 4, base)
+            report.bytes_read += len(big)
+            if len(big) == size + 4:  # else the log shrank: reported below
+                one = todo.take(slice(i, i + 1))
+                _check_batch(big, base, one, np.array([size]), shown, bookie, metadata, report)
+                framed_pos.append(one.pos)
+                framed_size.append(np.array([size], np.int64))
                 i += 1
                 continue
-            if at + 4 + size > len(window):
-                if not batch and size > READ_WINDOW - 4:  # one entry larger than a window
-                    big = pread_exact(fd, size + 4, base)
-                    report.bytes_read += len(big)
-                    if len(big) == size + 4:  # else the log shrank: reported below
-                        _check_batch(
-                            big, base, [(pos, size, lid, eid)], shown, bookie, metadata, report
-                        )
-                        framed.append((pos, size))
-                        i += 1
-                break
-            batch.append((pos, size, lid, eid))
-            framed.append((pos, size))
-            i += 1
-        if batch:
-            _check_batch(window, base, batch, shown, bookie, metadata, report)
-        if i == start:  # nothing could be read at this entry: the log shrank under the scan
-            pos, lid, eid = todo[i]
-            report.add(
-                ENTRY_FRAME_INVALID,
-                f"the log ends before the entry (it shrank while "
-                f"being read: now {os.fstat(fd).st_size} bytes)",
-                bookie=bookie,
-                ledger=lid,
-                entry=eid,
-                file=shown,
-                offset=pos,
-            )
-            report.copies.append(Copy(bookie, lid, eid, shown, pos))
-            i += 1
-    return _runs(framed)
+        # nothing could be read at this entry: the log shrank under the scan
+        report.add(
+            ENTRY_FRAME_INVALID,
+            f"the log ends before the entry (it shrank while "
+            f"being read: now {os.fstat(fd).st_size} bytes)",
+            bookie=bookie,
+            ledger=int(todo.ledger[i]),
+            entry=int(todo.entry[i]),
+            file=shown,
+            offset=int(todo.pos[i]),
+        )
+        _bare(report, bookie, shown, todo.take(slice(i, i + 1)))
+        i += 1
+    if not framed_pos:
+        return {}
+    return _runs(np.concatenate(framed_pos), np.concatenate(framed_size))
 
 
-def _runs(framed: List[Tuple[int, int]]) -> Dict[int, int]:
+def _runs(pos: np.ndarray, size: np.ndarray) -> Dict[int, int]:
     """Records (pos of the entry, after its size field; size) as runs of back-to-back
     records: the start of a run's first size field -> the end of its last record."""
-    runs: Dict[int, int] = {}
-    start = end = -1
-    for pos, size in sorted(set(framed)):
-        if pos - 4 != end:
-            if start >= 0:
-                runs[start] = end
-            start = pos - 4
-        end = pos + size
-    if start >= 0:
-        runs[start] = end
-    return runs
+    pos, first = np.unique(np.asarray(pos, np.int64), return_index=True)
+    if not len(pos):
+        return {}
+    size = np.asarray(size, np.int64)[first]
+    starts, ends = pos - 4, pos + size
+    new = np.ones(len(pos), bool)
+    new[1:] = starts[1:] != ends[:-1]
+    last = np.ones(len(pos), bool)
+    last[:-1] = new[1:]
+    return dict(zip(starts[new].tolist(), ends[last].tolist()))
 
 
 def _check_batch(
     window: Union[bytes, memoryview],
     base: int,
-    batch: List[Tuple[int, int, int, int]],
+    todo: _Todo,
+    sizes: np.ndarray,
     shown: str,
     bookie: str,
     metadata: Dict[int, LedgerMetadata],
     report: ScanReport,
 ) -> None:
-    groups: Dict[int, List[Tuple[int, int, int, int]]] = defaultdict(list)
-    for item in batch:
-        groups[item[2]].append(item)
-    for lid, items in groups.items():
+    """Verify the entries `todo` (with their `sizes`) inside `window`, whose byte 0 is at
+    log offset `base`: one native call per ledger among them, the copies as one batch."""
+    ledgers = todo.ledger
+    for lid in (np.unique(ledgers) if (ledgers != ledgers[0]).any() else ledgers[:1]).tolist():
+        rows = np.flatnonzero(ledgers == lid) if len(ledgers) > 1 else slice(None)
+        pos, size, eid = todo.pos[rows], sizes[rows], todo.entry[rows]
         digest_type, password, checked = _digest_of(metadata.get(lid))
-        offs = np.array([p - base for p, _, _, _ in items], np.int64)
-        sizes = np.array([s for _, s, _, _ in items], np.int64)
-        r = verify_entries(window, offs, sizes, digest_type, password, also=report.also)
+        r = verify_entries(window, pos - base, size, digest_type, password, also=report.also)
         n = DIGEST_LENGTHS[digest_type]
-        # the per-entry loop reads Python lists (one conversion per column, not a numpy
-        # scalar per field): a log of 1 KiB entries holds a million per GiB
-        frame_ok = r["frame_ok"].tolist()
-        digest_ok = r["digest_ok"].tolist()
-        payload_crc = r["payload_crc32c"].tolist()
-        lac = r["last_add_confirmed"].tolist()
-        ledger_ids, entry_ids = r["ledger_id"].tolist(), r["entry_id"].tolist()
-        also_crcs = {a: r[f"payload_{a}"].tolist() for a in report.also}
-        for k, (pos, size, _lid, eid) in enumerate(items):
-            copy = Copy(
-                bookie,
-                lid,
-                eid,
-                shown,
-                pos,
-                size,
-                verified=checked,
-                payload_crc32c=payload_crc[k],
-                last_add_confirmed=lac[k],
+        ids_ok = (r["ledger_id"] == lid) & (r["entry_id"] == eid)
+        frame_ok = r["frame_ok"] & ids_ok
+        problems: Dict[int, str] = {}
+        for k in np.flatnonzero(~frame_ok).tolist():
+            if not r["frame_ok"][k]:
+                why = (
+                    f"an entry of {int(size[k])} bytes, shorter than its "
+                    f"32-byte header and {n}-byte {digest_type} digest"
+                )
+            else:
+                why = (
+                    f"the index names ledger {lid} entry {int(eid[k])}, the log holds "
+                    f"ledger {int(r['ledger_id'][k])} entry {int(r['entry_id'][k])} there"
+                )
+            report.add(
+                ENTRY_FRAME_INVALID,
+                why,
+                bookie=bookie,
+                ledger=lid,
+                entry=int(eid[k]),
+                file=shown,
+                offset=int(pos[k]),
             )
-            report.copies.append(copy)
-            if not frame_ok[k]:
-                report.add(
-                    ENTRY_FRAME_INVALID,
-                    f"an entry of {size} bytes, shorter than its "
-                    f"32-byte header and {n}-byte {digest_type} digest",
-                    bookie=bookie,
-                    ledger=lid,
-                    entry=eid,
-                    file=shown,
-                    offset=pos,
-                )
-                continue
-            got = (ledger_ids[k], entry_ids[k])
-            if got != (lid, eid):
-                report.add(
-                    ENTRY_FRAME_INVALID,
-                    f"the index names ledger {lid} entry {eid}, "
-                    f"the log holds ledger {got[0]} entry {got[1]} there",
-                    bookie=bookie,
-                    ledger=lid,
-                    entry=eid,
-                    file=shown,
-                    offset=pos,
-                )
-                continue
-            copy.frame_ok = True
-            for a, crcs in also_crcs.items():
-                copy.also[a] = crcs[k]
-            copy.digest_ok = digest_ok[k]
-            start = pos - base + 32
-            copy.stored_digest = window[start : start + n].hex()
-            if not copy.digest_ok:
-                computed = int(r["computed_digest"][k])
-                copy.problem = (
-                    f"stored {digest_type} digest {copy.stored_digest}, computed "
-                    f"{computed:0{2 * n}x}"
-                    if digest_type != "HMAC"
-                    else f"stored HMAC-SHA1 {copy.stored_digest} does not match"
-                )
+        for k in np.flatnonzero(frame_ok & ~r["digest_ok"]).tolist():
+            at = int(pos[k]) - base + 32
+            stored = bytes(window[at : at + n]).hex()
+            problems[k] = (
+                f"stored {digest_type} digest {stored}, computed "
+                f"{int(r['computed_digest'][k]):0{2 * n}x}"
+                if digest_type != "HMAC"
+                else f"stored HMAC-SHA1 {stored} does not match"
+            )
+        report.copies.add_batch(
+            framed_batch(
+                window,
+                base,
+                bookie=bookie,
+                ledger=lid,
+                file=shown,
+                positions=pos,
+                sizes=size,
+                entries=eid,
+                frame_ok=frame_ok,
+                digest_ok=r["digest_ok"],
+                verified=checked,
+                digest_length=n,
+                payload_crc32c=r["payload_crc32c"],
+                last_add_confirmed=r["last_add_confirmed"],
+                problems=problems,
+                also={a: r[f"payload_{a}"] for a in report.also},
+            )
+        )
 
 
 def _check_master_keys(
@@ -518,7 +517,7 @@ def _pooled(parts: List[_DirIndex]) -> _DirIndex:
     for part in parts:
         keys.update(part.master_keys)
     return _DirIndex(
-        sorted(e for part in parts for e in part.entries),
+        IndexEntries.concat(part.entries for part in parts).sorted(),
         set().union(*(part.ledgers for part in parts)),
         parts[0].storage,
         keys,
@@ -548,10 +547,7 @@ def _scan_storage(
             return {}
         index = _pooled([i for _, i in parts])
         _check_master_keys(parts[0][0], bookie, index, metadata, report)
-        by_log: Dict[int, List[Tuple[int, int, int]]] = defaultdict(list)
-        for lid, eid, loc in index.entries:
-            log_id, pos = split_location(loc)
-            by_log[log_id].append((pos, lid, eid))
+        by_log = _by_log(index.entries)
         logs: Dict[int, Tuple[LedgerDir, str]] = {}
         for d, _ in parts:
             for name in sorted(os.listdir(fds[d.path])):
@@ -569,7 +565,7 @@ def _scan_storage(
                     logs.setdefault(listed, (d, name))  # the first directory, as findFile
         for log_id in sorted(set(by_log) | set(logs)):
             d, name = logs.get(log_id, (parts[0][0], f"{log_id:x}.log"))
-            todo = sorted(by_log.get(log_id, []))
+            todo = by_log.get(log_id, _NO_TODO)
             if report.census:
                 _census_log(fds[d.path], d, name, bookie, todo, report)
             else:
@@ -580,12 +576,32 @@ def _scan_storage(
             os.close(fd)
 
 
+_NO_TODO = _Todo(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64))
+
+
+def _by_log(entries: IndexEntries) -> Dict[int, _Todo]:
+    """The index entries of each log (the location's high 32 bits), sorted by position."""
+    loc = entries.location.astype(np.uint64)
+    log_ids = (loc >> np.uint64(32)).astype(np.int64)
+    pos = (loc & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    order = np.lexsort((entries.entry, entries.ledger, pos, log_ids))
+    log_ids, pos = log_ids[order], pos[order]
+    ledger, entry = entries.ledger[order], entries.entry[order]
+    if not len(order):
+        return {}
+    cuts = np.flatnonzero(log_ids[1:] != log_ids[:-1]) + 1
+    out = {}
+    for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(order)]):
+        out[int(log_ids[a])] = _Todo(pos[a:b], ledger[a:b], entry[a:b])
+    return out
+
+
 def _one_log(
     current_fd: int,
     d: LedgerDir,
     name: str,
     bookie: str,
-    todo: List[Tuple[int, int, int]],
+    todo: _Todo,
     index: _DirIndex,
     metadata: Dict[int, LedgerMetadata],
     report: ScanReport,
@@ -594,7 +610,7 @@ def _one_log(
     try:
         fd = open_regular(current_fd, name)
     except FileNotFoundError:
-        if todo:
+        if len(todo):
             _log_gone(todo, shown, bookie, _GONE, report)
         return
     except NotRegularFileError as exc:
@@ -606,14 +622,14 @@ def _one_log(
         if hasattr(os, "posix_fadvise"):  # a hint (read-ahead), no write: the walk is in order
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
         header = read_header(fd, size)
-        if header.problem and todo:
+        if header.problem and len(todo):
             report.add(
                 ENTRY_FRAME_INVALID,
                 f"entry log header: {header.problem}",
                 bookie=bookie,
                 file=shown,
             )
-        runs = _verify_log(fd, size, shown, bookie, todo, metadata, report) if todo else {}
+        runs = _verify_log(fd, size, shown, bookie, todo, metadata, report) if len(todo) else {}
         _unindexed(fd, size, shown, bookie, todo, index, report, runs)
     finally:
         os.close(fd)
@@ -624,7 +640,7 @@ def _census_log(
     d: LedgerDir,
     name: str,
     bookie: str,
-    todo: List[Tuple[int, int, int]],
+    todo: _Todo,
     report: ScanReport,
 ) -> None:
     """The census of one entry log: its type and size from the directory (`fstatat`, no
@@ -635,7 +651,7 @@ def _census_log(
     try:
         st = os.stat(name, dir_fd=current_fd, follow_symlinks=False)
     except FileNotFoundError:
-        if todo:
+        if len(todo):
             _log_gone(todo, shown, bookie, _GONE, report)
         return
     except OSError as exc:
@@ -645,11 +661,8 @@ def _census_log(
         report.add(NOT_A_REGULAR_FILE, "not a regular file: never read", bookie=bookie, file=shown)
         _log_gone(todo, shown, bookie, "the entry log is not a regular file", report)
         return
-    size = st.st_size
-    for pos, lid, eid in todo:
-        copy = Copy(bookie, lid, eid, shown, pos)
-        copy.indexed = _location_in_log(pos, size, bookie, lid, eid, shown, report)
-        report.copies.append(copy)
+    inside = _outside(todo, st.st_size, bookie, shown, report)
+    _bare(report, bookie, shown, inside, indexed=True)
 
 
 #: why a log the index points into cannot be opened: the bookie is live
@@ -659,10 +672,8 @@ _GONE = (
 )
 
 
-def _log_gone(
-    todo: List[Tuple[int, int, int]], shown: str, bookie: str, why: str, report: ScanReport
-) -> None:
-    ledgers = sorted({lid for _, lid, _ in todo})
+def _log_gone(todo: _Todo, shown: str, bookie: str, why: str, report: ScanReport) -> None:
+    ledgers = np.unique(todo.ledger).tolist()
     report.add(
         ENTRY_LOG_MISSING,
         f"{why}: {len(todo)} index entries point into it "
@@ -671,8 +682,7 @@ def _log_gone(
         ledger=ledgers[0] if len(ledgers) == 1 else None,
         file=shown,
     )
-    for pos, lid, eid in todo:
-        report.copies.append(Copy(bookie, lid, eid, shown, pos))
+    _bare(report, bookie, shown, todo)
 
 
 def _unindexed(
@@ -680,7 +690,7 @@ def _unindexed(
     size: int,
     shown: str,
     bookie: str,
-    todo: List[Tuple[int, int, int]],
+    todo: _Todo,
     index: _DirIndex,
     report: ScanReport,
     runs: Optional[Dict[int, int]] = None,
@@ -688,11 +698,13 @@ def _unindexed(
     """Records in the log that no index entry names at any location: one finding per
     ledger and log (a compaction's copy of an indexed entry elsewhere is expected). `runs`:
     _verify_log's runs of indexed records, which the walk steps over whole."""
-    indexed_here = {pos for pos, _, _ in todo}
-    indexed = index.keys
+    here = todo.pos  # sorted
     extra: Dict[int, List[Tuple[int, int]]] = defaultdict(list)
     for rec in scan_records(fd, size, runs):
-        if rec.pos in indexed_here or (rec.ledger_id, rec.entry_id) in indexed:
+        at = int(np.searchsorted(here, rec.pos))
+        if at < len(here) and int(here[at]) == rec.pos:
+            continue
+        if index.names(rec.ledger_id, rec.entry_id):
             continue
         extra[rec.ledger_id].append((rec.entry_id, rec.pos))
     for lid, items in sorted(extra.items()):
@@ -856,24 +868,6 @@ def _pair_index_dirs(by_bookie: Dict[str, List[LedgerDir]], report: ScanReport) 
 # ---- placement ----------------------------------------------------------------------------
 
 
-@dataclass
-class Coverage:
-    """Which directories of each bookie the scan read: `scanned[bookie]` = (numDirs by its
-    cookie, the cookie positions of the directories whose index was read, whether its storage
-    maps a ledger to one directory (DbLedgerStorage)). Small (one entry per bookie): the Spark
-    job broadcasts it to the tasks that judge the ledgers."""
-
-    scanned: Dict[str, Tuple[int, Tuple[int, ...], bool]] = field(default_factory=dict)
-
-    def covers(self, bookie: str, lid: int) -> bool:
-        """Whether the scan read the directory where `bookie` keeps ledger `lid`: a copy the
-        write set puts on a directory that was not read is no MISSING_ENTRY."""
-        if bookie not in self.scanned:
-            return False
-        num, positions, db = self.scanned[bookie]
-        return lid % max(num, 1) in positions if db else len(positions) == num
-
-
 def coverage_of(by_bookie: Dict[str, List[LedgerDir]], read: Dict[str, str]) -> Coverage:
     """The Coverage of a scan: `read` maps each directory whose index was read to its
     storage kind ("DbLedgerStorage" or "InterleavedLedgerStorage")."""
@@ -893,207 +887,6 @@ def coverage_of(by_bookie: Dict[str, List[LedgerDir]], read: Dict[str, str]) -> 
     return cov
 
 
-def copy_order(c: Copy) -> Tuple[str, str, int]:
-    """The order a ledger's copies are judged in (which copy a finding names first): the
-    same whether the copies come from one process's scan or from a Spark group."""
-    return (c.bookie, c.file, c.offset)
-
-
-@dataclass
-class LedgerVerdict:
-    """What judging one ledger of the metadata found: its findings (past its last entry,
-    copies compared), the MISSING_ENTRY findings by bookie (held back until the bookie-wide
-    count says whether the bookie holds nothing at all), the entry copies its write sets give
-    each bookie (`expected`) and those the bookie holds (`held`), and the ledger's summary."""
-
-    findings: List[Finding] = field(default_factory=list)
-    missing: Dict[str, List[Finding]] = field(default_factory=dict)
-    expected: Dict[str, int] = field(default_factory=dict)
-    held: Dict[str, int] = field(default_factory=dict)
-    summary: Dict[str, Any] = field(default_factory=dict)
-    #: with judge_ledger(..., entries=True): per entry of the ledger (0 to its last, and
-    #: an unclosed ledger's stored entries past it), its write set and the bookies of it
-    #: that hold a good copy (what `spark plan` counts: a good copy outside the write set
-    #: is never read by BookKeeper's clients)
-    entries: List[Tuple[int, List[str], List[str]]] = field(default_factory=list)
-
-
-def judge_ledger(
-    lid: int,
-    meta: LedgerMetadata,
-    ledger_copies: Iterable[Copy],
-    coverage: Coverage,
-    *,
-    entries: bool = False,
-    census: bool = False,
-) -> LedgerVerdict:
-    """Every copy of ledger `lid` (from every bookie) against its metadata: entries past its
-    last entry, each entry's copies compared, and each write set's bookies checked for a
-    copy. The local scan and the Spark job (grouped by ledger) both call this; the job asks
-    for the per-entry good copies too (`entries`).
-
-    `census` (the copies of a metadata-only scan: Copy.indexed, nothing verified): each
-    entry's copies are counted as indexed, not good (the summary's `indexed_copies` and
-    `without_indexed_copy` instead of `good_copies` and `without_good_copy`), and an unclosed
-    ledger's placement is checked only up to its metadata's lastEntryId: the last entry its
-    writer confirmed is in the entries' headers, which a census does not read."""
-    verdict = LedgerVerdict()
-    report = ScanReport()
-    copies: Dict[int, List[Copy]] = defaultdict(list)
-    for c in sorted(ledger_copies, key=copy_order):
-        copies[c.entry].append(c)
-    seen = sorted(copies)
-    last = (
-        meta.last_entry_id
-        if meta.state == CLOSED or census
-        else max(
-            [c.last_add_confirmed for e in seen for c in copies[e] if c.frame_ok],
-            default=-1,
-        )
-    )
-    _past_last(lid, meta, seen, copies, report)
-    good_counts = []
-    below, none = [], []
-    expected: Dict[str, int] = defaultdict(int)
-    held: Dict[str, int] = defaultdict(int)
-    missing: Dict[str, List[Finding]] = defaultdict(list)
-    write_set = meta.write_sets()
-    covered: Dict[str, bool] = {}  # coverage.covers(bookie, lid), asked once per bookie
-    for eid in range(0, last + 1):
-        here = copies.get(eid, [])
-        _compare_copies(lid, eid, here, report)
-        good = {c.bookie for c in here if (c.indexed if census else c.good)}
-        holders = {c.bookie for c in here}
-        ws = write_set(eid)
-        if entries:
-            verdict.entries.append(_entry_row(eid, ws, good))
-        for bookie in ws:
-            cov = covered.get(bookie)
-            if cov is None:
-                cov = covered[bookie] = coverage.covers(bookie, lid)
-            if not cov:
-                continue
-            expected[bookie] += 1
-            if bookie in holders:
-                held[bookie] += 1
-            else:
-                missing[bookie].append(
-                    Finding(
-                        MISSING_ENTRY,
-                        f"the write set {', '.join(ws)} puts "
-                        f"a copy here and the bookie holds none (under-replicated)",
-                        bookie=bookie,
-                        ledger=lid,
-                        entry=eid,
-                    )
-                )
-        good_counts.append(len(good))
-        if len(good) < meta.ack_quorum:
-            below.append(eid)
-        if not good:
-            none.append(eid)
-    for eid in seen:
-        if eid > last:
-            _compare_copies(lid, eid, copies[eid], report)
-            if entries and meta.state != CLOSED:
-                # an unclosed ledger's entries past the last confirmed one may still be part
-                # of it (the writer's last acknowledged add is confirmed by no stored header:
-                # recovery decides), so the plan counts their copies too; a CLOSED ledger's
-                # are never read
-                ws = write_set(eid)
-                good = {c.bookie for c in copies[eid] if c.good}  # never a census's
-                verdict.entries.append(_entry_row(eid, ws, good))
-    verdict.findings = report.findings
-    verdict.missing, verdict.expected, verdict.held = dict(missing), dict(expected), dict(held)
-    verdict.summary = {
-        "ledger": lid,
-        "state": meta.state,
-        "digest_type": meta.digest_type,
-        "last_entry_id": meta.last_entry_id,
-        "checked_up_to": last,
-        "ensemble_size": meta.ensemble_size,
-        "write_quorum": meta.write_quorum,
-        "ack_quorum": meta.ack_quorum,
-        "good_copies": {str(k): good_counts.count(k) for k in sorted(set(good_counts))},
-        "below_ack_quorum": below,
-        "without_good_copy": none,
-    }
-    if census:  # counted from the indexes: no copy was verified, none is good
-        summary = verdict.summary
-        summary["census"] = True
-        summary["indexed_copies"] = summary.pop("good_copies")
-        summary["without_indexed_copy"] = summary.pop("without_good_copy")
-    return verdict
-
-
-def _entry_row(
-    eid: int, write_set: Iterable[str], good: Set[str]
-) -> Tuple[int, List[str], List[str]]:
-    """An entry's row of LedgerVerdict.entries: its write set (each bookie once, even when
-    a hostile ensemble names one twice) and the bookies of it holding a good copy."""
-    ws = list(dict.fromkeys(write_set))
-    return eid, ws, [b for b in ws if b in good]
-
-
-def judge_unknown_ledger(
-    lid: int,
-    ledger_copies: Iterable[Copy],
-    unread: Optional[Dict[int, str]] = None,
-    metadata_complete: bool = True,
-) -> List[Finding]:
-    """The stored copies of a ledger the metadata does not have, one finding per bookie:
-    garbage not yet collected, or (its metadata unread, the store not listed whole) copies
-    that were not verified, never called garbage."""
-    counts: Dict[str, int] = defaultdict(int)
-    for c in ledger_copies:
-        counts[c.bookie] += 1
-    found = []
-    for bookie, n in sorted(counts.items()):
-        entries = f"{n} stored entr{'y' if n == 1 else 'ies'}"
-        why = unread.get(lid) if unread else None
-        if why is None and not metadata_complete:
-            why = "the metadata store could not be listed whole"
-        if why is not None:  # its metadata may exist: never call it garbage
-            found.append(
-                Finding(
-                    LEDGER_METADATA_UNREAD,
-                    f"{entries} of a ledger whose metadata was not "
-                    f"read ({why}): not verified, only their frames were checked",
-                    bookie=bookie,
-                    ledger=lid,
-                )
-            )
-            continue
-        found.append(
-            Finding(
-                LEDGER_NOT_IN_METADATA,
-                f"{entries} of a ledger the metadata does not have "
-                f"(deleted: garbage BookKeeper has not collected yet; only their frames "
-                f"were checked)",
-                bookie=bookie,
-                ledger=lid,
-            )
-        )
-    return found
-
-
-def holds_nothing(expected: Dict[str, int], held: Dict[str, int]) -> Dict[str, Finding]:
-    """The bookies that hold none of the entry copies their ensemble segments give them
-    (counts summed over every ledger), each with its one BOOKIE_HOLDS_NOTHING finding, which
-    stands for all its MISSING_ENTRY findings."""
-    return {
-        bookie: Finding(
-            BOOKIE_HOLDS_NOTHING,
-            f"holds none of the {n} entry "
-            f"copies its ensemble segments give it: a re-formatted or replaced "
-            f"bookie (BP-31's incarnation case; the cookie alone cannot tell)",
-            bookie=bookie,
-        )
-        for bookie, n in sorted(expected.items())
-        if n and not held.get(bookie)
-    }
-
-
 def _place(
     metadata: Dict[int, LedgerMetadata],
     coverage: Coverage,
@@ -1104,15 +897,14 @@ def _place(
     """Every ledger judged (judge_ledger, judge_unknown_ledger), then the bookie-wide check
     (holds_nothing), all over the copies of one process's scan (a census's when
     report.census)."""
-    by_ledger: Dict[int, List[Copy]] = defaultdict(list)
-    for c in report.copies:
-        by_ledger[c.ledger].append(c)
+    by_ledger = _by_ledger(report.copies.table())
+    empty = report.copies.table().slice(0, 0)
     expected: Dict[str, int] = defaultdict(int)
     held: Dict[str, int] = defaultdict(int)
     missing: Dict[str, List[Finding]] = defaultdict(list)
     for lid in sorted(metadata):
         verdict = judge_ledger(
-            lid, metadata[lid], by_ledger.get(lid, []), coverage, census=report.census
+            lid, metadata[lid], by_ledger.get(lid, empty), coverage, census=report.census
         )
         report.findings.extend(verdict.findings)
         report.ledgers.append(verdict.summary)
@@ -1134,95 +926,16 @@ def _place(
     report.findings.extend(sorted(gone, key=lambda f: (f.bookie or "", f.ledger or 0)))
 
 
-def _past_last(
-    lid: int,
-    meta: LedgerMetadata,
-    seen: List[int],
-    copies: Dict[int, List[Copy]],
-    report: ScanReport,
-) -> None:
-    past = [e for e in seen if e > meta.last_entry_id]
-    if not past:
-        return
-    holders = sorted({c.bookie for e in past for c in copies[e]})
-    span = f"{past[0]}..{past[-1]}" if len(past) > 1 else str(past[0])
-    if meta.state == CLOSED:
-        report.add(
-            ENTRY_PAST_LAST_ENTRY,
-            f"entries {span} stored past the CLOSED ledger's "
-            f"lastEntryId {meta.last_entry_id} on {', '.join(holders)}: never read "
-            f"(an add that lost the close race, or leftovers of recovery)",
-            ledger=lid,
-            entry=past[0],
-        )
-    else:
-        report.add(
-            ENTRY_OF_OPEN_LEDGER,
-            f"entries {span} stored while the metadata says "
-            f"{meta.state} (lastEntryId {meta.last_entry_id}): the ledger is still "
-            f"being written or its writer died before closing it; recovery decides "
-            f"which become part of it; checked for placement up to the last entry "
-            f"confirmed in their headers",
-            ledger=lid,
-            entry=past[0],
-        )
-
-
-def _compare_copies(lid: int, eid: int, here: List[Copy], report: ScanReport) -> None:
-    """Per entry: bit rot on some copies, a digest failing identically everywhere (a client
-    digest bug), copies that differ although each digest holds."""
-    if len(here) < 2 and not any(c.frame_ok and c.verified and not c.digest_ok for c in here):
-        return  # no copy, or one that is not bad: nothing to compare, nothing rotted
-    framed = [c for c in here if c.frame_ok and c.verified]
-    bad = [c for c in framed if not c.digest_ok]
-    if (
-        len(bad) >= 2
-        and len(bad) == len(framed)
-        and len({(c.payload_crc32c, c.stored_digest) for c in bad}) == 1
-    ):
-        report.add(
-            DIGEST_MISMATCH_ALL_COPIES,
-            f"the digest fails identically on all "
-            f"{len(bad)} copies ({', '.join(c.bookie for c in bad)}): the client "
-            f"computed it wrongly when writing (a client digest bug, such as "
-            f"BookKeeper PR #4140/#4196), not a disk",
-            ledger=lid,
-            entry=eid,
-            bookie=bad[0].bookie,
-            file=bad[0].file,
-            offset=bad[0].offset,
-        )
-    else:
-        for c in bad:
-            others = [o.bookie for o in framed if o.digest_ok]
-            report.add(
-                CORRUPT_ENTRY,
-                f"{c.problem} (bit rot: "
-                f"{'good copies on ' + ', '.join(others) if others else 'no good copy'}"
-                f"; BookKeeper's clients skip this copy and never repair it)",
-                bookie=c.bookie,
-                ledger=lid,
-                entry=eid,
-                file=c.file,
-                offset=c.offset,
-            )
-    good = [c for c in framed if c.digest_ok]
-    # the --also CRCs too, where the scan computed them: one more check that two copies whose
-    # CRC-32C and digest agree hold the same bytes
-    if len({(c.payload_crc32c, c.stored_digest, tuple(sorted(c.also.items()))) for c in good}) > 1:
-        report.add(
-            COPIES_DIFFER,
-            "copies hold different bytes although each digest holds: "
-            + "; ".join(
-                f"{c.bookie} payload crc32c {c.payload_crc32c:08x}"
-                + "".join(f" {a} {v:x}" for a, v in sorted(c.also.items()))
-                for c in good[:_SHOWN]
-            )
-            + " (the client wrote different bytes: a writer or recovery bug, not a "
-            "disk)",
-            ledger=lid,
-            entry=eid,
-        )
+def _by_ledger(table: pa.Table) -> Dict[int, pa.Table]:
+    """The copies of each ledger (slices of `table` sorted by ledger: no copy per row)."""
+    if not table.num_rows:
+        return {}
+    table = table.take(pc.sort_indices(table, sort_keys=[("ledger", "ascending")]))
+    ledgers = table["ledger"].to_numpy()
+    cuts = np.flatnonzero(ledgers[1:] != ledgers[:-1]) + 1
+    starts = [0, *cuts.tolist()]
+    ends = [*cuts.tolist(), len(ledgers)]
+    return {int(ledgers[a]): table.slice(a, b - a) for a, b in zip(starts, ends)}
 
 
 def _wrong_dir(ds: List[LedgerDir], bookie: str, indexes: Dict[str, _DirIndex]) -> List[Finding]:

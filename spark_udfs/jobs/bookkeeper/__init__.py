@@ -31,13 +31,13 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from merkle.replica.also import ALSO_ALGORITHMS, value_bytes
 from merkle.replica.bookkeeper.bookies import LedgerDir
+from merkle.replica.bookkeeper.copies import COPY_ARROW
 from merkle.replica.bookkeeper.metadata import LedgerMetadata
 from merkle.replica.bookkeeper.scan import (
     MISSING_ENTRY,
-    Copy,
     Finding,
     Listing,
     StorageScan,
@@ -61,9 +61,8 @@ __all__ = [
     "storage_batches",
 ]
 
-#: one row per stored entry copy, as its index names it, and what verifying it found; the
-#: `also_*` columns: the payload's --also CRCs (big-endian bytes, as the replicas' chunk
-#: tables keep theirs), null when not asked for or the copy is not framed
+#: one row per stored entry copy, as its index names it, and what verifying it found
+#: (merkle.replica.bookkeeper.copies.COPY_ARROW, which the scan builds its batches in)
 COPY_SCHEMA = (
     "bookie string, ledger long, entry long, file string, offset long, size long, "
     "frame_ok boolean, digest_ok boolean, verified boolean, stored_digest string, "
@@ -190,22 +189,6 @@ def _tally(found: List[Finding], **more: int) -> Dict[str, int]:
     return dict(findings=len(found), warnings=sum(f.severity == WARNING for f in found), **more)
 
 
-_ALSO_COLUMNS = {f"also_{a}": a for a in ALSO_ALGORITHMS}
-
-
-def _copy_row(c: Copy) -> Dict[str, Any]:
-    row = {n: getattr(c, n) for n in _names(COPY_SCHEMA) if n not in _ALSO_COLUMNS}
-    for col, a in _ALSO_COLUMNS.items():
-        row[col] = value_bytes(a, c.also[a]) if a in c.also else None
-    return row
-
-
-def _copy_of(r: Dict[str, Any]) -> Copy:
-    """A COPY row back as the Copy the local scan's rules take."""
-    also = {a: int.from_bytes(r[col], "big") for col, a in _ALSO_COLUMNS.items() if r[col]}
-    return Copy(**{n: r[n] for n in _names(COPY_SCHEMA) if n not in _ALSO_COLUMNS}, also=also)
-
-
 def _volume_rows(
     ds: List[LedgerDir],
     part: StorageScan,
@@ -214,9 +197,11 @@ def _volume_rows(
     cpu_seconds: float = 0.0,
 ) -> List[Dict[str, Any]]:
     failed = {f["path"]: f["error"] for f in part.report.failed}
+    copies = part.report.copies.table()
+    good = pc.and_(pc.and_(copies["frame_ok"], copies["digest_ok"]), copies["verified"])
     rows = []
     for i, d in enumerate(ds):
-        mine = [c for c in part.report.copies if c.file.startswith(d.current + "/")]
+        mine = pc.starts_with(copies["file"], d.current + "/")
         rows.append(
             {
                 "bookie": part.bookie,
@@ -226,8 +211,8 @@ def _volume_rows(
                 "status": SCANNED if d.path in part.read else VOLUME_FAILED,
                 "detail": failed.get(d.path)
                 or (None if d.path in part.read else "its index could not be read"),
-                "copies": len(mine),
-                "good_copies": sum(c.good for c in mine),
+                "copies": _count(mine),
+                "good_copies": _count(pc.and_(mine, good)),
                 "bytes_read": part.report.bytes_read if i == 0 else 0,
                 "seconds": seconds if i == 0 else 0.0,
                 "host": host,
@@ -235,6 +220,30 @@ def _volume_rows(
             }
         )
     return rows
+
+
+def _count(mask: Any) -> int:
+    return int(pc.sum(pc.cast(mask, pa.int64())).as_py() or 0)
+
+
+def _stage_batch(schema: pa.Schema, kind: str, batch: Any, **values: Any) -> pa.RecordBatch:
+    """Rows of one kind (`batch`: a table or batch of some of the stage's columns) as a
+    batch of the whole stage's schema: the other columns null, or `values` on every row."""
+    n = batch.num_rows
+    arrays = []
+    for f in schema:
+        if f.name == "kind":
+            arrays.append(pa.repeat(pa.scalar(kind, pa.string()), n))
+        elif f.name in batch.column_names:
+            col = batch.column(f.name)
+            if isinstance(col, pa.ChunkedArray):
+                col = col.combine_chunks()
+            arrays.append(col.cast(f.type))
+        elif values.get(f.name) is not None:
+            arrays.append(pa.repeat(pa.scalar(values[f.name], f.type), n))
+        else:
+            arrays.append(pa.nulls(n, f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def _storage_fn(
@@ -282,13 +291,10 @@ def storage_batches(
     `per_batch` a batch, its tally, findings, directories and the paths it could not read;
     every row with `host` when a data-local task read it."""
     found = part.report.findings + part.wrong_dir
-    verified = sum(c.verified for c in part.report.copies)
-    copies = part.report.copies
-    for start in range(0, len(copies), per_batch):
-        rows = [_copy_row(c) for c in copies[start : start + per_batch]]
-        for r in rows:
-            r["host"] = host
-        yield from _table(schema, "COPY", rows).to_batches()
+    verified = part.report.copies.count("verified")
+    copies = part.report.copies.table()
+    for start in range(0, copies.num_rows, per_batch):
+        yield _stage_batch(schema, "COPY", copies.slice(start, per_batch), host=host)
     for kind, rows in (
         ("TALLY", [_tally(found, verified_copies=verified)]),
         ("FINDING", [_finding_row(f) for f in found]),
@@ -309,9 +315,8 @@ def _ledger_fn(
     def run(group: pa.Table) -> pa.Table:
         from merkle.replica.bookkeeper.scan import judge_ledger, judge_unknown_ledger
 
-        rows = group.to_pylist()
-        lid = int(rows[0]["ledger"])
-        copies = [_copy_of(r) for r in rows if r["bookie"] is not None]
+        lid = int(group.column("ledger")[0].as_py())
+        copies = group.filter(pc.is_valid(group.column("bookie"))).select(COPY_ARROW.names)
         meta: Optional[LedgerMetadata] = metadata.value.get(lid)
         if meta is None:
             found = judge_unknown_ledger(lid, copies, unread, complete)
@@ -346,7 +351,7 @@ def _ledger_fn(
                     schema,
                     "TALLY",
                     # a census's copies of the ledgers the metadata has: what it placed
-                    [_tally(verdict.findings, placed_copies=sum(c.indexed for c in copies))],
+                    [_tally(verdict.findings, placed_copies=_count(copies["indexed"]))],
                 ),
             ]
         )
@@ -354,18 +359,12 @@ def _ledger_fn(
     return run
 
 
-def _entry_table(
-    schema: pa.Schema, lid: int, entries: List[Tuple[int, List[str], List[str]]]
-) -> pa.Table:
-    """A ledger's ENTRY rows, built by column (a ledger may have millions of entries)."""
-    n = len(entries)
-    cols: Dict[str, Any] = {f.name: pa.nulls(n, f.type) for f in schema}
-    cols["kind"] = pa.array(["ENTRY"] * n, pa.string())
-    cols["ledger"] = pa.array(np.full(n, lid, dtype=np.int64))
-    cols["entry"] = pa.array([e for e, _, _ in entries], pa.int64())
-    cols["write_set"] = pa.array([ws for _, ws, _ in entries], pa.list_(pa.string()))
-    cols["good"] = pa.array([g for _, _, g in entries], pa.list_(pa.string()))
-    return pa.Table.from_pydict({f.name: cols[f.name] for f in schema}, schema=schema)
+def _entry_table(schema: pa.Schema, lid: int, entries: Optional[pa.Table]) -> pa.Table:
+    """A ledger's ENTRY rows (judge_ledger's columns: a ledger may have millions)."""
+    assert entries is not None
+    return pa.Table.from_batches(
+        [_stage_batch(schema, "ENTRY", b, ledger=lid) for b in entries.to_batches()], schema
+    )
 
 
 def _per_ledger(
