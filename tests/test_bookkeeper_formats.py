@@ -376,6 +376,7 @@ def test_json_findings_name_bookie_ledger_entry_file_offset(tmp_path: Path, caps
         "file",
         "offset",
         "detail",
+        "read_at",
     }
     assert data["bookies"] == {B1: [str(bookie)]}
 

@@ -515,6 +515,9 @@ LAYERS: List[Tuple[str, ...]] = [
         "merkle.replica.results",
         "merkle.replica.uri",
         "merkle.replica.rocksdb",
+        # the scan state's database (knows no layout): the scans above use it, and so does
+        # a layout whose unit of progress is its own (BookKeeper's entry logs)
+        "merkle.replica.scanstate",
         "merkle.messages",
     ),
     # a container replica as a directory of block files, and its readers, verifier and lock:

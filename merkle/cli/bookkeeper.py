@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from merkle.cli import EXIT_ERROR, EXIT_FINDINGS, CLIError, print_error, redact_json
+from merkle.cli import EXIT_ERROR, EXIT_FINDINGS, PROG, CLIError, print_error, redact_json
 from merkle.messages import one_line
 
 __all__ = ["MetadataSource", "bookies_status", "ledger_line", "metadata_source", "run_bookkeeper"]
@@ -181,16 +181,22 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
             )
         return _emit(args, source)
     t0 = time.perf_counter()
-    report = scan_bookies(
-        args.paths,
-        source.ledgers,
-        instance_id=source.instance_id,
-        registered_cookies=source.cookies,
-        unread=source.unread,
-        metadata_complete=source.complete,
-        also=tuple(args.also or ()),
-        metadata_only=census,
-    )
+    states = log_states(args)
+    try:
+        report = scan_bookies(
+            args.paths,
+            source.ledgers,
+            instance_id=source.instance_id,
+            registered_cookies=source.cookies,
+            unread=source.unread,
+            metadata_complete=source.complete,
+            also=tuple(args.also or ()),
+            metadata_only=census,
+            states=states,
+        )
+    finally:
+        if states is not None:
+            states.state.close()
     seconds = time.perf_counter() - t0
     # a census's placed copies of the ledgers the metadata has (`spark scan` counts the same)
     indexed = report.copies.count("indexed", ledgers=source.ledgers)
@@ -211,6 +217,12 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
         "seconds": round(seconds, 6),
         "strict": args.strict,
     }
+    if states is not None:  # --state: the entry logs read now, and those a record gave
+        summary.update(
+            logs_read=states.read,
+            logs_not_read=states.carried_logs,
+            resumed_pass=states.resumed,
+        )
     if args.json:
         json.dump(
             redact_json(
@@ -260,6 +272,34 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
     )
 
 
+#: --state's companions that a bookie scan does not take (dest, flag, why)
+_STATE_NOT_FOR_BOOKIES = (
+    ("loop", "--loop", "a bookie's scan judges every bookie's copies together at its end"),
+    ("checkpoint_seconds", "--checkpoint-seconds", "an entry log is the unit a rerun resumes at"),
+    ("metrics_file", "--metrics-file", "its figures are the Ozone and crcmerkle volumes'"),
+)
+
+
+def log_states(args: argparse.Namespace) -> Any:
+    """--state DIR [--max-age D] on bookies: the LogStates of this host's scan (its database
+    checked and opened: one line and exit 2 when it cannot be trusted), or None."""
+    if not getattr(args, "state", None):
+        return None
+    for dest, flag, why in _STATE_NOT_FOR_BOOKIES:
+        if getattr(args, dest, None):
+            raise CLIError(f"{flag} is not taken on BookKeeper bookies ({why})", EXIT_ERROR)
+    from merkle.replica.bookkeeper.state import LogStates
+    from merkle.replica.scanstate import ScanState, StateError
+
+    def warn(line: str) -> None:
+        print(f"{PROG}: warning: {one_line(line)}", file=sys.stderr, flush=True)
+
+    try:
+        return LogStates(ScanState(args.state, list(args.paths), warn), args.max_age)
+    except StateError as exc:
+        raise CLIError(str(exc), EXIT_ERROR) from None
+
+
 def _emit(args: argparse.Namespace, source: MetadataSource) -> int:
     """`crcmerkle scan BOOKIE_DIR... --ledger-metadata PATH --emit URI`: this host's part of
     the scan written under URI (spark_udfs.jobs.bookkeeper.emit), for `crcmerkle spark
@@ -275,6 +315,7 @@ def _emit(args: argparse.Namespace, source: MetadataSource) -> int:
         raise CLIError(f"--emit needs pyarrow ({exc})", EXIT_ERROR) from None
     host = emit_host(args)
     where = display(args.emit)
+    states = log_states(args)
     try:
         res = emit_bookies(
             args.paths,
@@ -284,9 +325,13 @@ def _emit(args: argparse.Namespace, source: MetadataSource) -> int:
             instance_id=source.instance_id,
             registered_cookies=source.cookies,
             also=tuple(args.also or ()),
+            states=states,
         )
     except (OSError, ValueError) as exc:
         raise CLIError(one_line(f"--emit {where}: {exc}"), EXIT_ERROR) from None
+    finally:
+        if states is not None:
+            states.state.close()
     summary = {
         "host": host,
         "emit": where,

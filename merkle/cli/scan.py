@@ -477,12 +477,6 @@ def run(args: argparse.Namespace) -> int:
         getattr(args, "ledger_metadata", None) is not None
         or getattr(args, "zookeeper", None) is not None
     ):
-        if args.state:
-            raise CLIError(
-                "--state is not yet taken on BookKeeper bookies (their scan is one pass "
-                "over each bookie's entry logs)",
-                EXIT_ERROR,
-            )
         from merkle.cli.bookkeeper import run_bookkeeper
 
         return run_bookkeeper(args)

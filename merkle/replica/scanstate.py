@@ -80,6 +80,18 @@ CREATE TABLE IF NOT EXISTS blocks (
     PRIMARY KEY (key, block_id)
 )
 """
+#: a BookKeeper entry log verified (merkle.replica.bookkeeper.state): its copies can only be
+#: judged with the other bookies', so the state keeps them (`copies`: an Arrow IPC stream of
+#: the copies table's rows, compressed) beside its findings. Part of version 1 as `blocks`.
+_LOGS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS entry_logs (
+    key TEXT PRIMARY KEY,          -- layout NUL bookie NUL the log's path
+    identity TEXT NOT NULL,        -- merkle.replica.bookkeeper.state.log_identity
+    verified_at REAL NOT NULL,     -- Unix time its data was read
+    record TEXT NOT NULL,          -- findings, bytes read, unindexed records (JSON)
+    copies BLOB NOT NULL
+)
+"""
 
 
 class StateError(ReplicaError):
@@ -219,6 +231,7 @@ class ScanState:
         if problem is None:
             assert db is not None
             db.execute(_BLOCKS_SCHEMA)
+            db.execute(_LOGS_SCHEMA)
             return db
         if db is not None:
             db.close()
@@ -241,7 +254,7 @@ class ScanState:
     def _create(self, db: sqlite3.Connection) -> None:
         with db:
             db.execute("BEGIN")
-            for statement in (*_SCHEMA.split(";"), _BLOCKS_SCHEMA):
+            for statement in (*_SCHEMA.split(";"), _BLOCKS_SCHEMA, _LOGS_SCHEMA):
                 if statement.strip():
                     db.execute(statement)
             db.executemany(
@@ -333,6 +346,34 @@ class ScanState:
                 (key, volume, identity, verified_at, json.dumps(record, separators=(",", ":"))),
             )
             self.db.execute("DELETE FROM blocks WHERE key = ?", (key,))
+
+    def put_log(
+        self, key: str, identity: str, verified_at: float, record: Dict[str, Any], copies: bytes
+    ) -> None:
+        """Record one verified entry log (one transaction, on disk when this returns)."""
+        with self._lock, self.db:
+            self.db.execute("BEGIN")
+            self.db.execute(
+                "INSERT OR REPLACE INTO entry_logs VALUES (?, ?, ?, ?, ?)",
+                (key, identity, verified_at, json.dumps(record, separators=(",", ":")), copies),
+            )
+
+    def get_log(self, key: str) -> Optional[Tuple[ReplicaRecord, bytes]]:
+        """The entry log `key`'s record and copies, or None (none, or not readable)."""
+        with self._lock:
+            row = self.db.execute(
+                "SELECT identity, verified_at, record, copies FROM entry_logs WHERE key = ?",
+                (key,),
+            ).fetchone()
+        if row is None:
+            return None
+        try:
+            record = json.loads(row[2])
+        except ValueError:
+            return None
+        if not isinstance(record, dict) or not isinstance(row[3], bytes):
+            return None
+        return ReplicaRecord(str(row[0]), float(row[1]), record), row[3]
 
     def put_blocks(
         self, key: str, identity: str, blocks: List[Tuple[int, float, Dict[str, Any]]]

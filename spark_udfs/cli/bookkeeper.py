@@ -49,9 +49,7 @@ _NOT_FOR_BOOKIES: Tuple[Tuple[str, str, Any], ...] = (
     ("min_read_fraction", "--min-read-fraction", 0.0),
     ("replication", "--replication", 3),
     ("limit", "--limit", 20),
-    ("state", "--state", None),  # a bookie's scan is one pass over its entry logs
-    ("max_age", "--max-age", None),
-    ("checkpoint_seconds", "--checkpoint-seconds", None),
+    ("checkpoint_seconds", "--checkpoint-seconds", None),  # a rerun resumes at an entry log
 )
 
 
@@ -161,6 +159,10 @@ def _scan_and_write(args: argparse.Namespace) -> Any:
     if inventory is None and args.no_idle_io:
         raise CLIError("--no-idle-io goes with --datanodes", EXIT_ERROR)
     census = bool(getattr(args, "metadata_only", False))
+    from spark_udfs.cli.options import state_option
+
+    # --state DIR [--max-age D]: each host's entry logs' records on that host
+    state = state_option(args, inventory is not None) if hasattr(args, "state") else None
     if inventory is None:
         _check_paths(args.paths)
         _check_output(args.output, args.paths)
@@ -184,6 +186,7 @@ def _scan_and_write(args: argparse.Namespace) -> Any:
                 executor_wait=max(0.0, args.executor_wait),
                 also=tuple(args.also or ()),
                 metadata_only=census,
+                state=state,
             )
             tables.write(args.output)
         meta = tables.document([], source.problems)
@@ -330,6 +333,7 @@ def _first_findings(findings: Any, first: int) -> List[Any]:
             entry=r["entry"],
             file=r["file"],
             offset=r["offset"],
+            read_at=r["read_at"],
         )
         for r in rows
     ]

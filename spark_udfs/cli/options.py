@@ -8,9 +8,12 @@ Light imports only: the parser is built before a command checks for pyarrow or p
 from __future__ import annotations
 
 import argparse
-from typing import List
+import os
+from typing import Any, Dict, List, Optional
 
 from merkle.cli import (
+    EXIT_ERROR,
+    CLIError,
     add_debug_flag,
     duration_arg,
     exit_status_help,
@@ -19,7 +22,7 @@ from merkle.cli import (
     seconds_arg,
 )
 
-__all__ = ["EPILOG"]
+__all__ = ["EPILOG", "state_option"]
 
 
 EPILOG = exit_status_help(
@@ -274,3 +277,37 @@ def _inventory_opt(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="with --datanodes: an ozone-site.xml whose hdds.datanode.dir gives the hosts' volumes",
     )
+
+
+def state_option(args: argparse.Namespace, data_local: bool) -> Optional[Dict[str, Any]]:
+    """--state DIR (with --max-age, --checkpoint-seconds) as the hosts' tasks take it, or
+    None; given where it cannot be honoured: one line, exit 2."""
+    from merkle.replica.incremental import DEFAULT_CHECKPOINT_SECONDS
+
+    if not args.state:
+        if args.max_age is not None or args.checkpoint_seconds is not None:
+            raise CLIError("--max-age and --checkpoint-seconds go with --state DIR", EXIT_ERROR)
+        return None
+    if not data_local:
+        raise CLIError(
+            "--state goes with --datanodes (each host keeps its own volumes' progress on "
+            "its own disk)",
+            EXIT_ERROR,
+        )
+    if args.trees_only or args.metadata_only or args.also:
+        raise CLIError(
+            "--state records verified data: not with --trees-only, --metadata-only or --also",
+            EXIT_ERROR,
+        )
+    if not os.path.isabs(args.state) or "://" in args.state:
+        raise CLIError(
+            f"--state {args.state}: give an absolute local path (it names the same "
+            f"directory on every host)",
+            EXIT_ERROR,
+        )
+    given = args.checkpoint_seconds
+    return {
+        "dir": os.path.normpath(args.state),
+        "max_age": args.max_age,
+        "checkpoint_seconds": DEFAULT_CHECKPOINT_SECONDS if given is None else given,
+    }

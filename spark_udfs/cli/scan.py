@@ -5,7 +5,6 @@ write the chunk/block/container/error/volume tables; the scan step of `spark run
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any, Dict, Optional, Tuple
 
 from merkle.cli import EXIT_ERROR, EXIT_FINDINGS, CLIError, refuse_also_without_data
@@ -21,7 +20,7 @@ from spark_udfs.cli.common import (
     _inventory,
     _progress,
 )
-from spark_udfs.cli.options import _common, _read_opt, _scan_opts, _strict_opt
+from spark_udfs.cli.options import _common, _read_opt, _scan_opts, _strict_opt, state_option
 
 SCAN_DESCRIPTION = """\
 Verify container replicas on Spark: each executor reads the block files of the replicas it is
@@ -71,7 +70,7 @@ def _scan_and_write(args: argparse.Namespace) -> Tuple[Any, Any]:
         raise CLIError("nothing to scan: give PATHs, or --datanodes FILE for a whole cluster")
     if inventory is None and (args.no_idle_io or args.keep_cache):
         raise CLIError("--no-idle-io and --keep-cache go with --datanodes")
-    state = _state_option(args, inventory is not None)
+    state = state_option(args, inventory is not None)
     if inventory is None:
         _check_paths(args.paths)
         _check_output(args.output, args.paths)
@@ -95,40 +94,6 @@ def _scan_and_write(args: argparse.Namespace) -> Tuple[Any, Any]:
             raise CLIError(str(exc), EXIT_ERROR) from None
         tables.write(args.output)
     return spark, tables
-
-
-def _state_option(args: argparse.Namespace, data_local: bool) -> Optional[Dict[str, Any]]:
-    """--state DIR (with --max-age, --checkpoint-seconds) as the hosts' tasks take it, or
-    None; given where it cannot be honoured: one line, exit 2."""
-    from merkle.replica.incremental import DEFAULT_CHECKPOINT_SECONDS
-
-    if not args.state:
-        if args.max_age is not None or args.checkpoint_seconds is not None:
-            raise CLIError("--max-age and --checkpoint-seconds go with --state DIR", EXIT_ERROR)
-        return None
-    if not data_local:
-        raise CLIError(
-            "--state goes with --datanodes (each host keeps its own volumes' progress on "
-            "its own disk)",
-            EXIT_ERROR,
-        )
-    if args.trees_only or args.metadata_only or args.also:
-        raise CLIError(
-            "--state records verified data: not with --trees-only, --metadata-only or --also",
-            EXIT_ERROR,
-        )
-    if not os.path.isabs(args.state) or "://" in args.state:
-        raise CLIError(
-            f"--state {args.state}: give an absolute local path (it names the same "
-            f"directory on every host)",
-            EXIT_ERROR,
-        )
-    given = args.checkpoint_seconds
-    return {
-        "dir": os.path.normpath(args.state),
-        "max_age": args.max_age,
-        "checkpoint_seconds": DEFAULT_CHECKPOINT_SECONDS if given is None else given,
-    }
 
 
 def _scan_hosts(

@@ -55,6 +55,7 @@ __all__ = [
     "LOCK_FILE",
     "MAX_DATANODES",
     "MOUNT_ROOT",
+    "STATE_MOUNT",
     "ROOT_ENV",
     "VOLUMES",
     "Datanode",
@@ -84,6 +85,9 @@ MOUNT_EXEC = Path(__file__).resolve().parent / "mount_exec.py"
 #: ledger directory v at MOUNT_ROOT/ledgers-<v>)
 MOUNT_ROOT = Path("/srv/ozone")
 MOUNT_TEMPLATE = str(MOUNT_ROOT / "disk{volume}")
+#: each simulated host's own state directory (`--state`), kept across its workers'
+#: restarts: the host's <root>/state-<host> (0700), bind-mounted here in its namespace
+STATE_MOUNT = str(MOUNT_ROOT / "state")
 BOOKIE_MOUNT_TEMPLATE = str(MOUNT_ROOT / "ledgers-{volume}")
 #: the layouts a simulated cluster may hold (start_cluster's generate={"layout": ...})
 LAYOUTS = ("ozone", "bookkeeper")
@@ -213,6 +217,7 @@ class SimCluster:
         binds: List[str] = []
         for src, dst in zip(dn.sources, self.mount_paths):
             binds += [str(src), dst]
+        binds += [str(self.state_dir(host)), STATE_MOUNT]
         argv = [
             "unshare",
             "--mount",
@@ -252,6 +257,13 @@ class SimCluster:
         worker = Worker(host, dn, proc, log, ui)
         self.workers[host] = worker
         return worker
+
+    def state_dir(self, host: str) -> Path:
+        """The directory `host` sees at STATE_MOUNT (created private): a restarted worker of
+        the same host sees what the killed one wrote, another host never."""
+        d = self.root / f"state-{host}"
+        d.mkdir(mode=0o700, exist_ok=True)
+        return d
 
     def alive_workers(self) -> List[str]:
         """Hosts of the workers the master lists ALIVE."""
@@ -635,7 +647,7 @@ def start_cluster(
     lock_wait = time.monotonic() - t0
     try:
         paths = mount_paths(layout)
-        created = _prepare_mount_points(paths)
+        created = _prepare_mount_points([*paths, STATE_MOUNT])
     except BaseException:
         os.close(lock)
         raise

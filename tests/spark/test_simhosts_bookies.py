@@ -75,8 +75,10 @@ def _on_hosts(expected: List[Dict[str, Any]], mounts: List[str]) -> List[Dict[st
     return out
 
 
-def _scan(sim: Any, tmp: Path, zk: str, inventory: Path, capsys: Any) -> Tuple[int, Path, str]:
-    out = tmp / "out"
+def _scan(
+    sim: Any, tmp: Path, zk: str, inventory: Path, capsys: Any, *extra: str, out: str = "out"
+) -> Tuple[int, Path, str]:
+    out_dir = tmp / out
     rc, text, err = _run(
         [
             "spark",
@@ -86,16 +88,17 @@ def _scan(sim: Any, tmp: Path, zk: str, inventory: Path, capsys: Any) -> Tuple[i
             "--zookeeper",
             zk,
             "-o",
-            os.fspath(out),
+            os.fspath(out_dir),
             "--master",
             sim.master_url,
             "--executor-wait",
             "5",
             "--json",
+            *extra,
         ],
         capsys,
     )
-    return rc, out, text + err
+    return rc, out_dir, text + err
 
 
 def test_every_fault_is_found_on_its_host_and_the_plan_counts_good_copies(
@@ -138,6 +141,33 @@ def test_every_fault_is_found_on_its_host_and_the_plan_counts_good_copies(
     held = next(led for led in mine["ledgers"] if led["ledger"] == lid)
     last = held["reasons"]["LAST_GOOD_COPY"]
     assert not mine["may_go"] and last["first_entry"] <= eid <= last["last_entry"], plan
+
+
+def test_each_bookie_host_keeps_its_state_and_a_second_pass_reads_no_log(
+    sim_cluster: Any, sim_spark: Any, zk_spec: str, tmp_path: Path, capsys: Any
+) -> None:
+    """`--state` on the data-local bookie scan (issue 34): each host's entry logs' records
+    in its own state directory (STATE_MOUNT, which only that host sees); a second pass
+    within --max-age reads no byte of any entry log and finds what the first found."""
+    from spark_udfs.rehearsal.simhosts import STATE_MOUNT
+
+    sim = sim_cluster
+    inv = sim.write_inventory(tmp_path / "bookies.json", absent=())
+    state = ["--state", STATE_MOUNT, "--max-age", "7d"]
+    runs = [_scan(sim, tmp_path, zk_spec, inv, capsys, *state, out=f"o{n}") for n in range(2)]
+    assert [rc for rc, _, _ in runs] == [1, 1], runs[1][2][-3000:]
+    vols = [_table(sim_spark, out, "volumes") for _, out, _ in runs]
+    assert sum(v["bytes_read"] for v in vols[0]) > 0
+    assert sum(v["bytes_read"] for v in vols[1]) == 0
+    assert {v["status"] for v in vols[1]} == {"SCANNED"}
+    keys = ("error", "bookie", "ledger", "entry", "file", "offset", "detail")
+    found = [
+        sorted(tuple(f[k] for k in keys) for f in _table(sim_spark, out, "findings"))
+        for _, out, _ in runs
+    ]
+    assert found[0] == found[1] and found[0]
+    for i in range(SIM_HOSTS):  # a database on each host's own disk, none on the driver's
+        assert list(sim.state_dir(host_of(i)).glob("volume-*/*.sqlite")), host_of(i)
 
 
 def test_hosts_without_a_worker_or_with_another_bookies_disks_count_nothing(

@@ -130,6 +130,15 @@ class Copies:
             self._batches.append(_rows_batch(self._rows))
             self._rows = []
 
+    def mark(self) -> int:
+        """Where the copies added from now on start (for batches_since)."""
+        self._flush()
+        return len(self._batches)
+
+    def batches_since(self, mark: int) -> List[pa.RecordBatch]:
+        self._flush()
+        return list(self._batches[mark:])
+
     def batches(self) -> List[pa.RecordBatch]:
         self._flush()
         return list(self._batches)

@@ -3,6 +3,7 @@ which names where each was found (bookie, ledger, entry, file, offset)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
@@ -59,6 +60,9 @@ class Finding:
     entry: Optional[int] = None
     file: Optional[str] = None
     offset: Optional[int] = None
+    #: when the data it is about was read, for a finding a --state record gave (the log was
+    #: not read again: unchanged and verified within --max-age); None: read by this run
+    read_at: Optional[float] = None
 
     @property
     def severity(self) -> str:
@@ -74,6 +78,7 @@ class Finding:
             "file": self.file,
             "offset": self.offset,
             "detail": self.detail,
+            "read_at": self.read_at,
         }
 
     def line(self) -> str:
@@ -85,4 +90,9 @@ class Finding:
             if self.file
             else "",
         ]
-        return f"{self.kind} {' '.join(w for w in where if w)}: {self.detail}"
+        when = "" if self.read_at is None else f" (as read {_utc(self.read_at)}; not read again)"
+        return f"{self.kind} {' '.join(w for w in where if w)}: {self.detail}{when}"
+
+
+def _utc(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
@@ -76,6 +77,7 @@ from merkle.replica.bookkeeper.judge import (
     judge_unknown_ledger,
 )
 from merkle.replica.bookkeeper.metadata import LedgerMetadata
+from merkle.replica.bookkeeper.state import LogStates, log_identity
 from merkle.replica.safeopen import NotRegularFileError, open_dir, open_regular
 
 __all__ = [
@@ -135,6 +137,8 @@ class ScanReport:
     also: Tuple[str, ...] = ()
     #: the census (metadata_only): the indexes and the logs' sizes read, no entry
     census: bool = False
+    #: --state: the logs' records (a log unchanged and fresh is not read again)
+    states: Optional[LogStates] = None
 
     def add(self, kind: str, detail: str, **where: Any) -> None:
         self.findings.append(Finding(kind, detail, **where))
@@ -618,7 +622,21 @@ def _one_log(
         _log_gone(todo, shown, bookie, "the entry log is not a regular file", report)
         return
     try:
-        size = os.fstat(fd).st_size
+        st = os.fstat(fd)
+        size = st.st_size
+        states, key, identity = report.states, "", ""
+        if states is not None:
+            key = states.key(bookie, shown)
+            identity = log_identity(st, todo.pos, todo.ledger, todo.entry, metadata)
+            carried = states.carried(key, identity)
+            if carried is not None:  # unchanged and fresh: not read again
+                report.findings.extend(carried.findings)
+                for b in carried.copies:
+                    report.copies.add_batch(b)
+                _unindexed_findings(carried.unindexed, shown, bookie, index, report)
+                return
+        found, mark, read = len(report.findings), report.copies.mark(), report.bytes_read
+        read_at = time.time()
         if hasattr(os, "posix_fadvise"):  # a hint (read-ahead), no write: the walk is in order
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
         header = read_header(fd, size)
@@ -630,7 +648,18 @@ def _one_log(
                 file=shown,
             )
         runs = _verify_log(fd, size, shown, bookie, todo, metadata, report) if len(todo) else {}
-        _unindexed(fd, size, shown, bookie, todo, index, report, runs)
+        unindexed = _unindexed_records(fd, size, todo, runs)
+        if states is not None:
+            states.save(
+                key,
+                identity,
+                read_at,
+                report.findings[found:],
+                report.copies.batches_since(mark),
+                unindexed,
+                report.bytes_read - read,
+            )
+        _unindexed_findings(unindexed, shown, bookie, index, report)
     finally:
         os.close(fd)
 
@@ -685,28 +714,34 @@ def _log_gone(todo: _Todo, shown: str, bookie: str, why: str, report: ScanReport
     _bare(report, bookie, shown, todo)
 
 
-def _unindexed(
-    fd: int,
-    size: int,
-    shown: str,
-    bookie: str,
-    todo: _Todo,
-    index: _DirIndex,
-    report: ScanReport,
-    runs: Optional[Dict[int, int]] = None,
-) -> None:
-    """Records in the log that no index entry names at any location: one finding per
-    ledger and log (a compaction's copy of an indexed entry elsewhere is expected). `runs`:
-    _verify_log's runs of indexed records, which the walk steps over whole."""
+def _unindexed_records(
+    fd: int, size: int, todo: _Todo, runs: Optional[Dict[int, int]] = None
+) -> List[Tuple[int, int, int]]:
+    """(ledger, entry, pos) of the records in the log that no index entry of it names:
+    _verify_log's runs of indexed records are stepped over whole."""
     here = todo.pos  # sorted
-    extra: Dict[int, List[Tuple[int, int]]] = defaultdict(list)
+    out = []
     for rec in scan_records(fd, size, runs):
         at = int(np.searchsorted(here, rec.pos))
         if at < len(here) and int(here[at]) == rec.pos:
             continue
-        if index.names(rec.ledger_id, rec.entry_id):
-            continue
-        extra[rec.ledger_id].append((rec.entry_id, rec.pos))
+        out.append((rec.ledger_id, rec.entry_id, rec.pos))
+    return out
+
+
+def _unindexed_findings(
+    records: List[Tuple[int, int, int]],
+    shown: str,
+    bookie: str,
+    index: _DirIndex,
+    report: ScanReport,
+) -> None:
+    """Records of the log that no index entry names at any location: one finding per
+    ledger and log (a compaction's copy of an indexed entry elsewhere is expected)."""
+    extra: Dict[int, List[Tuple[int, int]]] = defaultdict(list)
+    for lid, eid, pos in records:
+        if not index.names(lid, eid):
+            extra[lid].append((eid, pos))
     for lid, items in sorted(extra.items()):
         ids = ", ".join(str(e) for e, _ in items[:_SHOWN])
         report.add(
@@ -984,16 +1019,20 @@ def scan_storage(
     metadata: Dict[int, LedgerMetadata],
     also: Sequence[str] = (),
     metadata_only: bool = False,
+    states: Optional[LogStates] = None,
 ) -> StorageScan:
     """Verify one ledger storage (Listing.storages: a DbLedgerStorage directory, or all of a
     bookie's Interleaved/Sorted directories): the unit of work of the local scan's loop and
     of the Spark job's tasks alike. `also`: CRCs (merkle.replica.also.ALSO_ALGORITHMS) each
     framed copy's payload gets besides its CRC-32C (Copy.also), compared across copies.
     `metadata_only`: the census (_census_log): the indexes and the logs' sizes, no entry
-    read, nothing verified."""
+    read, nothing verified. `states` (--state): a log whose record is unchanged and fresh is
+    not read again (merkle.replica.bookkeeper.state); every log read is recorded."""
     if also and metadata_only:
         raise ValueError("--also computes its CRCs from the entries read: not in a census")
-    report = ScanReport(also=tuple(also), census=metadata_only)
+    if states is not None and (also or metadata_only):
+        raise ValueError("--state records verified data: not with --also or a census")
+    report = ScanReport(also=tuple(also), census=metadata_only, states=states)
     indexes = _scan_storage(ds, bookie, metadata, report)
     read = {path: index.storage for path, index in indexes.items()}
     return StorageScan(bookie, report, read, _wrong_dir(ds, bookie, indexes))
@@ -1061,6 +1100,7 @@ def scan_bookies(
     metadata_complete: bool = True,
     also: Sequence[str] = (),
     metadata_only: bool = False,
+    states: Optional[LogStates] = None,
 ) -> ScanReport:
     """Scan the bookies' ledger directories at or under `paths` against `metadata` (ledger
     ID -> LedgerMetadata); `instance_id`: the cluster's INSTANCEID, `registered_cookies`:
@@ -1072,14 +1112,15 @@ def scan_bookies(
     judge_ledger, holds_nothing) are the ones spark_udfs.jobs.bookkeeper distributes.
     `metadata_only`: the census: every index entry placed against the ledger metadata (its
     log present, its location inside the log), the cookies and master keys checked, no entry
-    read and none verified (Copy.indexed; judge_ledger's `census`)."""
+    read and none verified (Copy.indexed; judge_ledger's `census`). `states` (--state): see
+    scan_storage; the pass is complete when every storage was visited."""
     listing = list_bookies(paths, instance_id=instance_id, registered_cookies=registered_cookies)
     report = listing.report
     report.census = metadata_only
     read: Dict[str, str] = {}
     wrong: Dict[str, List[Finding]] = defaultdict(list)
     for bookie, storage in listing.storages():
-        part = scan_storage(storage, bookie, metadata, also, metadata_only)
+        part = scan_storage(storage, bookie, metadata, also, metadata_only, states)
         report.findings.extend(part.report.findings)
         report.copies.extend(part.report.copies)
         report.failed.extend(part.report.failed)
@@ -1088,5 +1129,7 @@ def scan_bookies(
         wrong[bookie].extend(part.wrong_dir)
     for bookie in listing.by_bookie:
         report.findings.extend(wrong.get(bookie, []))
+    if states is not None:
+        states.complete()
     _place(metadata, coverage_of(listing.by_bookie, read), report, unread, metadata_complete)
     return report

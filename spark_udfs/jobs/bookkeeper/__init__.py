@@ -69,10 +69,11 @@ COPY_SCHEMA = (
     "payload_crc32c long, last_add_confirmed long, problem string, "
     "also_crc64nvme binary, also_crc32c binary, also_crc32 binary, indexed boolean"
 )
-#: every finding, with the local scan's fields (its JSON's `error` is the kind)
+#: every finding, with the local scan's fields (its JSON's `error` is the kind; `read_at`:
+#: when its data was read, for one a --state record gave, else null)
 FINDING_SCHEMA = (
     "error string, severity string, bookie string, ledger long, entry long, file string, "
-    "offset long, detail string"
+    "offset long, detail string, read_at double"
 )
 #: one row per ledger directory: its bookie, its index directory when apart, its storage
 #: kind when its index was read, `status` SCANNED (its index read) or VOLUME_FAILED
@@ -195,6 +196,7 @@ def _volume_rows(
     seconds: float,
     host: Optional[str] = None,
     cpu_seconds: float = 0.0,
+    note: Optional[str] = None,
 ) -> List[Dict[str, Any]]:
     failed = {f["path"]: f["error"] for f in part.report.failed}
     copies = part.report.copies.table()
@@ -210,7 +212,7 @@ def _volume_rows(
                 "storage": part.read.get(d.path),
                 "status": SCANNED if d.path in part.read else VOLUME_FAILED,
                 "detail": failed.get(d.path)
-                or (None if d.path in part.read else "its index could not be read"),
+                or (note if d.path in part.read else "its index could not be read"),
                 "copies": _count(mine),
                 "good_copies": _count(pc.and_(mine, good)),
                 "bytes_read": part.report.bytes_read if i == 0 else 0,
@@ -286,6 +288,7 @@ def storage_batches(
     per_batch: int = COPIES_PER_BATCH,
     host: Optional[str] = None,
     cpu_seconds: float = 0.0,
+    note: Optional[str] = None,
 ) -> Iterator[pa.RecordBatch]:
     """Stage 1's rows of one verified storage (`part`, of directories `ds`): its copies
     `per_batch` a batch, its tally, findings, directories and the paths it could not read;
@@ -298,7 +301,7 @@ def storage_batches(
     for kind, rows in (
         ("TALLY", [_tally(found, verified_copies=verified)]),
         ("FINDING", [_finding_row(f) for f in found]),
-        ("VOLUME", _volume_rows(ds, part, seconds, host, cpu_seconds)),
+        ("VOLUME", _volume_rows(ds, part, seconds, host, cpu_seconds, note)),
         ("FAILED", [{"file": f["path"], "detail": f["error"]} for f in part.report.failed]),
     ):
         if rows:

@@ -101,10 +101,12 @@ def emit_bookies(
     instance_id: Optional[str] = None,
     registered_cookies: Optional[Dict[str, bytes]] = None,
     also: Sequence[str] = (),
+    states: Optional[Any] = None,
 ) -> BookieEmit:
     """Verify this host's bookies under `paths` and write their stage-1 rows under `uri`
     (see the module docstring). An error writing the output raises OSError (the temporary
-    file removed: nothing of this run is left behind)."""
+    file removed: nothing of this run is left behind). `states` (--state): the entry logs'
+    records (merkle.replica.bookkeeper.state): a log unchanged and fresh is not read again."""
     res = BookieEmit()
     out = _output(uri)
     try:
@@ -112,7 +114,14 @@ def emit_bookies(
         f = _TableFile(out, EMIT_TABLE, host, name, schema=_arrow(_STAGE1), partition=PARTITION)
         try:
             for b in host_batches(
-                host, list(paths), None, metadata, instance_id, registered_cookies, also=also
+                host,
+                list(paths),
+                None,
+                metadata,
+                instance_id,
+                registered_cookies,
+                also=also,
+                states=states,
             ):
                 t = pa.Table.from_batches([b])
                 _count(res, t)

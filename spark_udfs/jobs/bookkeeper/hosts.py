@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import time
 from collections import defaultdict
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
@@ -120,6 +121,7 @@ def _scan_host(
     per_batch: int = COPIES_PER_BATCH,
     also: Sequence[str] = (),
     metadata_only: bool = False,
+    state: Optional[Dict[str, Any]] = None,
 ) -> Iterator[pa.RecordBatch]:
     """The rows of one host's task (see the module docstring)."""
     from spark_udfs.cluster.locality import this_executor_host
@@ -138,17 +140,46 @@ def _scan_host(
             want,
         )
         return
-    yield from host_batches(
-        host,
-        item["volumes"],
-        want,
-        metadata,
-        instance_id,
-        registered,
-        per_batch,
-        also,
-        metadata_only,
-    )
+    states, note = None, None
+    if state:
+        try:
+            states, note = host_states(state, item["volumes"])
+        except (ValueError, OSError, sqlite3.Error) as exc:  # StateError is a ValueError
+            yield from _not_read(
+                _arrow(_STAGE1), host, item["volumes"], VOLUME_FAILED,
+                f"on {host}: {redact(str(exc))}", want,
+            )  # fmt: skip
+            return
+    try:
+        yield from host_batches(
+            host,
+            item["volumes"],
+            want,
+            metadata,
+            instance_id,
+            registered,
+            per_batch,
+            also,
+            metadata_only,
+            states=states,
+            note=note,
+        )
+    finally:
+        if states is not None:
+            states.state.close()
+
+
+def host_states(state: Dict[str, Any], volumes: Sequence[str]) -> Tuple[Any, Optional[str]]:
+    """(the LogStates of this host's ledger directories `volumes`, in their own database
+    under the state directory on this host; the warning of a database moved aside or None).
+    StateError (one line) when the directory or database cannot be trusted."""
+    from merkle.replica.bookkeeper.state import LogStates
+    from merkle.replica.scanstate import ScanState, volume_state_dir
+
+    warnings: List[str] = []
+    named = "bookkeeper\0" + "\0".join(sorted(volumes))  # one database per set of dirs
+    db = ScanState(volume_state_dir(state["dir"], named), list(volumes), warnings.append)
+    return LogStates(db, state.get("max_age")), (redact(" ".join(warnings)) if warnings else None)
 
 
 def host_batches(
@@ -161,13 +192,17 @@ def host_batches(
     per_batch: int = COPIES_PER_BATCH,
     also: Sequence[str] = (),
     metadata_only: bool = False,
+    states: Optional[Any] = None,
+    note: Optional[str] = None,
 ) -> Iterator[pa.RecordBatch]:
     """Stage 1's rows of one host's ledger directories `volumes` (read here: the caller has
     checked it runs on `host`): their listing and cookie findings, each bookie whose ID is
     not `want` (the inventory's, if it names one) refused as WRONG_BOOKIE, each storage
     verified (scan_storage; its census with `metadata_only`), one LISTING row per bookie.
     The data-local task's work, and what `crcmerkle scan BOOKIE_DIR... --emit URI` writes
-    (spark_udfs.jobs.bookkeeper.emit)."""
+    (spark_udfs.jobs.bookkeeper.emit). `states` (--state): the host's entry logs' records
+    (merkle.replica.bookkeeper.state), the pass complete when every storage was visited;
+    `note`: a warning for the directories' rows (its database was moved aside)."""
     from merkle.replica.bookkeeper.scan import coverage_of, list_bookies, scan_storage
 
     schema = _arrow(_STAGE1)
@@ -203,7 +238,7 @@ def host_batches(
     read: Dict[str, str] = {}
     for bookie, storage in Listing(listing.report, kept).storages():
         t0, c0 = time.perf_counter(), time.process_time()
-        part = scan_storage(storage, bookie, metadata, also, metadata_only)
+        part = scan_storage(storage, bookie, metadata, also, metadata_only, states)
         read.update(part.read)
         yield from storage_batches(
             schema,
@@ -213,7 +248,10 @@ def host_batches(
             per_batch,
             host=host,
             cpu_seconds=time.process_time() - c0,
+            note=note,
         )
+    if states is not None:
+        states.complete()
     cov = coverage_of(kept, read)
     rows = []
     for bookie, ds in kept.items():
@@ -253,6 +291,7 @@ def _task_fn(metadata: Any, source: Dict[str, Any], idle_io: bool) -> Any:
                     source["cookies"],
                     also=source["also"],
                     metadata_only=source["metadata_only"],
+                    state=source.get("state"),
                 )
 
     return run
@@ -442,9 +481,14 @@ def scan_bookie_hosts(
     executor_wait: float = DEFAULT_EXECUTOR_WAIT,
     also: Sequence[str] = (),
     metadata_only: bool = False,
+    state: Optional[Dict[str, Any]] = None,
 ) -> BookieTables:
     """Scan every bookie host of `inventory` where it is (see the module docstring): the
-    tables of spark_udfs.jobs.bookkeeper.scan_bookkeeper (a census with `metadata_only`)."""
+    tables of spark_udfs.jobs.bookkeeper.scan_bookkeeper (a census with `metadata_only`).
+    `state` (`--state`: {"dir": the state directory on every host, "max_age": seconds or
+    None}): each host's task keeps its entry logs' records in its own database there
+    (merkle.replica.bookkeeper.state), so that a rerun after a lost executor reads only the
+    logs the lost one had not recorded."""
 
     from spark_udfs.jobs.hostscan import registered_hosts, run_per_host
 
@@ -458,6 +502,7 @@ def scan_bookie_hosts(
         "cookies": registered_cookies,
         "also": tuple(also),
         "metadata_only": metadata_only,
+        "state": state,
     }
     fn = _task_fn(meta_bc, source, idle_io)
     lost: Set[str] = set()
@@ -469,8 +514,8 @@ def scan_bookie_hosts(
     volumes: List[Dict[str, Any]] = []
     by_name = {h.host: h for h in inventory.hosts}
     for h in missing:
-        state = ", ".join(s for s in (h.op_state, h.health) if s)
-        f, v = _no_executor(h, f" ({state})" if state else "")
+        op_state = ", ".join(s for s in (h.op_state, h.health) if s)
+        f, v = _no_executor(h, f" ({op_state})" if op_state else "")
         driver_found += f
         volumes += v
     for at in sorted(lost):  # their results dropped: the findings say why

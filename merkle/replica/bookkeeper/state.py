@@ -1,0 +1,161 @@
+"""`--state DIR` on a bookie scan (issue 34): each entry log's verification kept in the scan
+state (merkle.replica.scanstate, its `entry_logs` table), so that a rerun after `kill -9`, a
+reboot or a lost executor re-reads at most the log in flight, and a periodic run
+(`--max-age`) reads only the logs that changed or are due.
+
+The unit is one entry log of one ledger storage: BookKeeper appends to its newest log and
+never rewrites a rotated one (compaction writes new logs and moves index entries there). A
+log's record holds what its read found: the copies of the entries its index names (the copies
+table's rows: they are judged with the other bookies' copies, so a log not read gives them
+from the record), the findings of its frames and header, and the records no run of indexed
+entries covered (re-checked against the index of the day: an entry compaction moved is no
+longer unindexed). A record is used only while `log_identity` is unchanged: the log's file
+(device, inode, size, modification and change times), the index entries pointing into it
+(positions, ledgers, entries) and the digest type and password of each of their ledgers by
+the metadata; and only while fresh: read by the pass in progress, or within `max_age`.
+About 25 bytes per stored 1 KiB entry (an Arrow stream, zstd).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import pyarrow as pa
+
+from merkle.replica.bookkeeper.copies import COPY_ARROW
+from merkle.replica.bookkeeper.findings import Finding
+from merkle.replica.bookkeeper.metadata import LedgerMetadata
+from merkle.replica.scanstate import ScanState
+
+__all__ = ["LAYOUT", "CarriedLog", "LogStates", "log_identity"]
+
+LAYOUT = "bookkeeper"
+_IDENTITY_VERSION = "bookkeeper-log/1"
+
+
+def log_identity(
+    st: os.stat_result,
+    pos: np.ndarray,
+    ledgers: np.ndarray,
+    entries: np.ndarray,
+    metadata: Dict[int, LedgerMetadata],
+) -> str:
+    """What a log's record stands for (see the module docstring), as a digest."""
+    h = hashlib.sha256(_IDENTITY_VERSION.encode())
+    h.update(repr((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)).encode())
+    for a in (pos, ledgers, entries):
+        h.update(np.ascontiguousarray(a, np.int64).tobytes())
+        h.update(b"|")
+    for lid in np.unique(ledgers).tolist():
+        meta = metadata.get(lid)
+        digest = (
+            ("", b"")
+            if meta is None
+            else (meta.digest_type or "", hashlib.sha256(meta.password).digest())
+        )
+        h.update(repr((lid, digest[0])).encode() + digest[1])
+    return h.hexdigest()
+
+
+@dataclass
+class CarriedLog:
+    """A log not read: its record's findings (each with the time the log was read), copies
+    and unindexed records, and when it was read."""
+
+    verified_at: float
+    findings: List[Finding]
+    copies: List[pa.RecordBatch]
+    unindexed: List[Tuple[int, int, int]]  # (ledger, entry, pos)
+    bytes_read: int
+
+
+@dataclass
+class LogStates:
+    """The bookie scan's side of one ScanState (a pass begun when made): `carried` asks for
+    a log's record, `save` writes one. Counts what this run read and carried."""
+
+    state: ScanState
+    max_age: Optional[float] = None
+    now: float = field(default_factory=time.time)
+    read: int = 0
+    carried_logs: int = 0
+    carried_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        self.resumed = self.state.begin_pass(self.now)
+
+    @staticmethod
+    def key(bookie: str, shown: str) -> str:
+        return ScanState.key(LAYOUT, f"{bookie}\0{shown}")
+
+    def _fresh(self, verified_at: float) -> bool:
+        if verified_at >= self.state.pass_started:
+            return True
+        return self.max_age is not None and verified_at >= self.now - self.max_age
+
+    def carried(self, key: str, identity: str) -> Optional[CarriedLog]:
+        got = self.state.get_log(key)
+        if got is None:
+            return None
+        rec, blob = got
+        if rec.identity != identity or not self._fresh(rec.verified_at):
+            return None
+        try:
+            copies = _batches(blob)
+            findings = [
+                Finding(**{k: f[k] for k in _FINDING_FIELDS}, read_at=rec.verified_at)
+                for f in rec.record["findings"]
+            ]
+            unindexed = [tuple(int(v) for v in u) for u in rec.record["unindexed"]]
+            bytes_read = int(rec.record["bytes_read"])
+        except (KeyError, TypeError, ValueError, pa.ArrowException):
+            return None  # never trusted: the log is read again
+        self.carried_logs += 1
+        self.carried_bytes += bytes_read
+        return CarriedLog(rec.verified_at, findings, copies, unindexed, bytes_read)  # type: ignore[arg-type]
+
+    def save(
+        self,
+        key: str,
+        identity: str,
+        verified_at: float,
+        findings: Sequence[Finding],
+        copies: Sequence[pa.RecordBatch],
+        unindexed: Sequence[Tuple[int, int, int]],
+        bytes_read: int,
+    ) -> None:
+        record: Dict[str, Any] = {
+            "findings": [{k: getattr(f, k) for k in _FINDING_FIELDS} for f in findings],
+            "unindexed": [list(u) for u in unindexed],
+            "bytes_read": bytes_read,
+        }
+        self.state.put_log(key, identity, verified_at, record, _blob(copies))
+        self.read += 1
+
+    def complete(self) -> None:
+        """Every log of the pass was visited: the next run starts a new pass."""
+        self.state.complete_pass()
+
+
+_FINDING_FIELDS = ("kind", "detail", "bookie", "ledger", "entry", "file", "offset")
+
+
+def _blob(batches: Sequence[pa.RecordBatch]) -> bytes:
+    sink = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(compression="zstd")
+    with pa.ipc.new_stream(sink, COPY_ARROW, options=options) as writer:
+        for b in batches:
+            writer.write_batch(b)
+    return sink.getvalue().to_pybytes()
+
+
+def _batches(blob: bytes) -> List[pa.RecordBatch]:
+    reader = pa.ipc.open_stream(pa.py_buffer(blob))
+    if not reader.schema.equals(COPY_ARROW):
+        raise ValueError("a record of another copies schema")
+    return list(reader)
