@@ -534,6 +534,7 @@ LAYERS: List[Tuple[str, ...]] = [
         "merkle.replica.crcmerkle",
         "merkle.replica.ozone",
         "merkle.replica.bookkeeper",
+        "merkle.replica.hdfs",
         "merkle.copies.om_pb2",
         "merkle.copies.omdb",
     ),
@@ -551,7 +552,12 @@ LAYERS: List[Tuple[str, ...]] = [
     ("spark_udfs",),
     ("merkle.cli", "merkle.__main__", "spark_udfs.cli", "spark_udfs.__main__"),
 ]
-_LAYOUT_PACKAGES = ("merkle.replica.crcmerkle", "merkle.replica.ozone", "merkle.replica.bookkeeper")
+_LAYOUT_PACKAGES = (
+    "merkle.replica.crcmerkle",
+    "merkle.replica.ozone",
+    "merkle.replica.bookkeeper",
+    "merkle.replica.hdfs",
+)
 
 #: a layout package importing the other one, and why it may
 LAYOUT_TO_LAYOUT = {

@@ -57,6 +57,14 @@ def test_the_table_levels() -> None:
         "ENTRY_PAST_LAST_ENTRY",
         "ENTRY_OF_OPEN_LEDGER",
         "LEDGER_NOT_IN_METADATA",
+        # HDFS datanodes: open replicas, what fsck cannot vouch for, what HDFS only warns of
+        "BLOCK_UNVERIFIED",
+        "REPLICA_OPEN",
+        "REPLICA_NOT_IN_FSCK",
+        "BLOCK_MISPLACED",
+        "META_VERSION",
+        "CHECKSUM_NULL",
+        "UNEXPECTED_ENTRY",
     }
     assert severity_of("CONTAINER_NOT_SCANNED", "schema") == ERROR
     assert severity_of("CONTAINER_NOT_SCANNED", "a case nobody listed") == WARNING
@@ -82,6 +90,7 @@ def test_every_kind_the_code_emits_has_a_level() -> None:
             "merkle.replica.safeopen",
             "spark_udfs.jobs.scan",
             "merkle.replica.bookkeeper.scan",
+            "merkle.replica.hdfs.scan",
         )
     ]
     kinds = set()

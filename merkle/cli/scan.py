@@ -47,6 +47,14 @@ The cheap passes read no block data and never write: --trees-only reads each rep
 the scan does and takes its stored .tree where that still describes the metadata, else builds
 the tree from the checksums the metadata records (the scan's tree if every chunk matches).
 
+HDFS datanodes (PATH: a storage directory of dfs.datanode.data.dir, or a directory above them)
+are scanned read-only: every finalized and open replica's every chunk against its meta file's
+stored CRC (CRC32C or CRC32, the partial last chunk included; open replicas up to their last
+complete chunk), each bad chunk named by the other replicas of its block (META_ROT: the data
+equals theirs, the stored CRC rotted; DATA_ROT: the data rotted under their CRC), replicas of
+an older genstamp (STALE_REPLICA); with --fsck the NameNode's view too (REPLICA_MISSING,
+UNDER_REPLICATED counting only verified replicas, REPLICA_NOT_IN_FSCK).
+
 BookKeeper bookies (PATH: a bookie's ledger directories, or a directory above them) are scanned
 with --ledger-metadata, read-only: every entry copy the index names (DbLedgerStorage's RocksDBs
 or .idx files) is framed, checked against its digest (CRC32C, CRC32, HMAC: the ledger's type and
@@ -221,6 +229,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "block, with --emit in the chunks and blocks tables' column of that "
         "name; on bookies: of each entry copy's payload, compared across its "
         "copies beside its CRC-32C",
+    )
+    p.add_argument(
+        "--fsck",
+        metavar="FILE",
+        help="HDFS datanodes (PATHs whose current/VERSION says storageType=DATA_NODE): "
+        "judge the replicas against the NameNode's view, the saved output of 'hdfs fsck "
+        "PATH -files -blocks -locations' (expected replicas and genstamps, the files they "
+        "belong to, replication counting only verified replicas)",
     )
     p.add_argument(
         "--ledger-metadata",
@@ -480,6 +496,10 @@ def run(args: argparse.Namespace) -> int:
         from merkle.cli.bookkeeper import run_bookkeeper
 
         return run_bookkeeper(args)
+    from merkle.cli.hdfs import is_hdfs_scan, run_hdfs
+
+    if is_hdfs_scan(args):
+        return run_hdfs(args)
     _refuse_bookies_without_metadata(args.paths)
     idle, previous = _idle_io(args)
     try:

@@ -99,13 +99,15 @@ def owner_repairing(paths: Iterable[Optional[str]]) -> Optional[OwnerCommands]:
 
 
 # ---- the shipped layouts: Ozone's first (a path on an Ozone volume is Ozone's even where
-# crcmerkle's rules would also match it), then BookKeeper's bookies (read-only), crcmerkle's
-# the default
+# crcmerkle's rules would also match it), then HDFS datanodes and BookKeeper's bookies (both
+# read-only; each recognised by its own current/VERSION), crcmerkle's the default
 from merkle.replica.bookkeeper.interface import LAYOUT as _BOOKKEEPER  # noqa: E402
 from merkle.replica.crcmerkle.interface import LAYOUT as _CRCMERKLE  # noqa: E402
+from merkle.replica.hdfs.interface import LAYOUT as _HDFS  # noqa: E402
 from merkle.replica.ozone.interface import LAYOUT as _OZONE  # noqa: E402
 
 register(_OZONE)
+register(_HDFS)
 register(_BOOKKEEPER)
 register(_CRCMERKLE, default=True)
 

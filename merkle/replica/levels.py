@@ -393,6 +393,128 @@ LEVELS: Dict[str, Level] = {
         "the bookie refuses adds and reads with another master key "
         "(BookieException.UnauthorizedAccessException)",
     ),
+    # -- HDFS datanodes (merkle.replica.hdfs): the column says what HDFS does
+    "DATA_ROT": Level(
+        ERROR,
+        "an HDFS chunk whose data differs from the other replicas' under their shared stored "
+        "CRC: the data rotted on that volume",
+        "the VolumeScanner (1 MiB/s) reports the replica at its first bad chunk; `hdfs dfs "
+        "-checksum` answered by this replica still gives the intact file's value",
+    ),
+    "META_ROT": Level(
+        ERROR,
+        "an HDFS chunk whose data equals the other replicas' while its stored CRC differs: "
+        "the meta file rotted, the data is good",
+        "readers and the scanner see a checksum error and the NameNode deletes the replica; a"
+        " file checksum answered by it differs from the file's",
+    ),
+    "STALE_REPLICA": Level(
+        ERROR,
+        "an HDFS replica with a genstamp below its block's current one (the newest on disk, "
+        "or fsck's): it missed an append or a recovery; it may pass its own CRCs and is still"
+        " wrong",
+        "the NameNode marks it corrupt (genstamp mismatch) and invalidates it",
+    ),
+    "REPLICAS_DIFFER": Level(
+        ERROR,
+        "finalized HDFS replicas of one genstamp that each verify yet hold different bytes "
+        "(their stored CRCs differ) or lengths: a writer or recovery bug, not a disk",
+        "the DirectoryScanner marks a length mismatch corrupt; equal lengths go unnoticed",
+    ),
+    "REPLICA_MISSING": Level(
+        ERROR,
+        "fsck places a replica on a scanned HDFS volume that holds none",
+        "the NameNode learns it from the next block report (the DirectoryScanner reconciles "
+        "every 6 h)",
+    ),
+    "UNDER_REPLICATED": Level(
+        ERROR,
+        "an HDFS block with fewer verified replicas of its genstamp than its replication, "
+        "every location fsck names scanned",
+        "fsck counts live replicas whatever their data",
+    ),
+    "META_WITHOUT_BLOCK": Level(
+        ERROR,
+        "an HDFS meta file without its block file",
+        "the DirectoryScanner counts a missing block file and drops the replica",
+    ),
+    "BLOCK_WITHOUT_META": Level(
+        ERROR,
+        "an HDFS block file without its meta file: nothing to verify it by",
+        'loaded with genstamp 0 ("does not have a metafile!")',
+    ),
+    "DUPLICATE_META": Level(
+        ERROR,
+        "two or more meta files for one HDFS block in one directory",
+        'FsDatasetUtil.findMetaFile refuses the replica ("Found more than one meta files")',
+    ),
+    "META_HEADER_INVALID": Level(
+        ERROR,
+        "an HDFS meta header that cannot be read: shorter than 7 bytes, an unknown checksum "
+        "type, or a bytesPerChecksum out of range",
+        "CorruptMetaHeaderException: the replica is reported corrupt",
+    ),
+    "META_LENGTH_MISMATCH": Level(
+        ERROR,
+        "a finalized HDFS replica's meta holds another number of CRCs than its block's chunks",
+        "readers fail where a CRC is missing",
+    ),
+    "READ_ERROR": Level(
+        ERROR,
+        "an I/O error reading an HDFS replica (or it shrank while read): not corruption, and "
+        "not verified",
+        "the VolumeScanner reports any I/O error as a bad block, as if the data were corrupt",
+    ),
+    "VOLUME_UNREADABLE": Level(
+        ERROR,
+        "an HDFS storage directory or block pool that cannot be read (its VERSION, its "
+        "current/ directory): none of its replicas is listed",
+        "the datanode fails the volume",
+    ),
+    "BLOCK_POOL_UNREADABLE": Level(
+        ERROR,
+        "an HDFS block pool directory whose current/ or finalized/ cannot be opened",
+        "the datanode fails the block pool on that volume",
+    ),
+    "BLOCK_UNVERIFIED": Level(
+        WARNING,
+        "an HDFS block with fewer verified replicas than its replication while some locations"
+        " fsck names were not scanned",
+        "(crcmerkle's own: scan those hosts too)",
+    ),
+    "REPLICA_OPEN": Level(
+        WARNING,
+        "an open HDFS file's replica (rbw/): verified up to its last complete chunk, never "
+        "called corrupt",
+        "never scanned; fsck lists open files only with -openforwrite",
+    ),
+    "REPLICA_NOT_IN_FSCK": Level(
+        WARNING,
+        "an HDFS replica of a block no file of the fsck output owns (deleted, not yet "
+        "invalidated, or outside the fsck PATH)",
+        "a replica the NameNode does not know is deleted after the next block report",
+    ),
+    "BLOCK_MISPLACED": Level(
+        WARNING,
+        "a finalized HDFS block outside the subdir its ID gives (DatanodeUtil.idToBlockDir)",
+        "the VolumeScanner logs and skips it",
+    ),
+    "META_VERSION": Level(
+        WARNING,
+        "an HDFS meta header version other than 1",
+        "readers warn and go on",
+    ),
+    "CHECKSUM_NULL": Level(
+        WARNING,
+        "an HDFS replica written with checksum type NULL: no stored CRC to check",
+        "read unchecked",
+    ),
+    "UNEXPECTED_ENTRY": Level(
+        WARNING,
+        "an entry of an HDFS finalized/ tree that is no subdir, block or meta file (or an ID "
+        "past 64 bits): not read",
+        "ignored by the datanode's walk",
+    ),
 }
 
 
