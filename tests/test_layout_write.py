@@ -398,7 +398,7 @@ def test_mount_paths_only_where_a_layout_records_them(tmp_path, fakegen):
     with pytest.raises(GeneratorError, match="recorded by the ozone layout only"):
         GeneratorConfig(layout="fakegen", mount_path="/data/disk{volume}").validate()
     with pytest.raises(
-        GeneratorError, match="layout must be one of bookkeeper, crcmerkle, fakegen, ozone"
+        GeneratorError, match="layout must be one of bookkeeper, crcmerkle, fakegen, hdfs, ozone"
     ):
         GeneratorConfig(layout="nonesuch").validate()
 

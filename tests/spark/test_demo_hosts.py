@@ -230,9 +230,10 @@ def test_demo_hosts_end_to_end_and_nothing_left_behind(tmp_path):
     # it ran what it says: a worker per host, each with the two volumes mounted in its own
     # namespace, the driver's namespace without any
     assert len(seen) >= HOSTS + 1 and len(roots) == 1, (seen, roots)
-    assert sorted(set(map(tuple, mounts.values()))) == [("/srv/ozone/disk0", "/srv/ozone/disk1")], (
-        mounts
-    )
+    # (and the host's own state directory, which a scan with --state keeps)
+    assert sorted(set(map(tuple, mounts.values()))) == [
+        ("/srv/ozone/disk0", "/srv/ozone/disk1", simhosts.STATE_MOUNT)
+    ], mounts
     report = json.loads((work / "report.json").read_text())
     hosts = {r["host"] for m in report["mismatched"] for r in m["replicas"]}
     assert hosts == {f"127.0.0.{i + 2}" for i in range(HOSTS)}, hosts
