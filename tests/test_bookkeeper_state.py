@@ -3,7 +3,10 @@ a second pass within --max-age reads no entry log and finds what the first found
 finding from a record saying when its log was read; a log that changed is read again, the
 others not; a scan killed (SIGKILL) mid-pass resumes, reading only the logs the killed run
 had not recorded, with the uninterrupted run's findings; what a bookie scan cannot honour
-is refused in one line."""
+is refused in one line. `--loop` on bookies as a process: scraped over HTTP, every figure
+the scan's own; SIGTERM mid-read exits 0 with the state saved, and the next start resumes.
+--bytes-per-second paces each ledger directory; --metrics-file holds the one-shot scan's
+figures."""
 
 from __future__ import annotations
 
@@ -118,7 +121,7 @@ def test_what_a_bookie_scan_cannot_honour_is_refused_in_one_line(
     paths, meta = bookies
     state = str(tmp_path / "state")
     for extra, why in (
-        (["--loop", "--max-age", "1d"], "--loop is not taken on BookKeeper bookies"),
+        (["--loop"], "--loop goes with --state DIR and --max-age"),
         (["--checkpoint-seconds", "5"], "--checkpoint-seconds is not taken"),
         (["--also", "crc32"], "--state is not taken with --also"),
         (["--metadata-only"], "--state records verified data"),
@@ -193,3 +196,255 @@ def test_a_kill_9_mid_pass_resumes_with_the_uninterrupted_findings(
     per_log = total // len(paths)
     assert s["bytes_read"] == per_log * (len(paths) - recorded)
     assert _found(resumed) == _found(whole)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _samples(text: str) -> Dict[Tuple[str, Tuple[Tuple[str, str], ...]], float]:
+    from prometheus_client import parser
+
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in parser.text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def _by_label(samples: Any, name: str, **labels: str) -> Dict[str, float]:
+    """{volume (or kind/level): value} of metric `name` among samples with `labels`."""
+    out = {}
+    for (n, ls), v in samples.items():
+        d = dict(ls)
+        if n == name and all(d.get(k) == want for k, want in labels.items()):
+            out[d.get("volume") or f"{d.get('kind')}/{d.get('level')}"] = v
+    return out
+
+
+def _kinds(doc: Dict[str, Any]) -> Dict[str, float]:
+    counts: Dict[str, float] = {}
+    for f in doc["findings"]:
+        key = f"{f['error']}/{f['severity']}"
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def _wait(what: Any, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def _start(argv: List[str], tmp_path: Path) -> Tuple[Any, Path, Path]:
+    out, err = tmp_path / "out", tmp_path / "err"
+    with open(out, "w") as o, open(err, "w") as e:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "merkle", "scan", *argv],
+            stdout=o,
+            stderr=e,
+            env={**os.environ, "PYTHONPATH": MERKLE_HOME},
+        )
+    return child, out, err
+
+
+def test_the_bookie_loop_serves_the_scans_own_figures_and_stops_on_sigterm(
+    bookies: Any, tmp_path: Path, capsys: Any
+) -> None:
+    """A pass of the loop, scraped with a real HTTP client and parsed by prometheus_client:
+    the findings by kind and level are the one-shot scan's, the entry logs read those a
+    one-shot --state scan reads, the bytes what it read; SIGTERM while it sleeps: exit 0,
+    the metrics file written, and the next start finds the pass complete and fresh."""
+    pytest.importorskip("prometheus_client")
+    import urllib.request
+
+    paths, meta = bookies
+    _, plain = _scan(capsys, [*paths, "--ledger-metadata", meta])
+    _, counted = _scan(capsys, [*paths, "--ledger-metadata", meta, "--state", str(tmp_path / "s1")])
+    state, prom, port = tmp_path / "state", tmp_path / "m.prom", _free_port()
+    argv = [*paths, "--ledger-metadata", meta, "--state", str(state), "--max-age", "7d"]
+    argv += ["--loop", "--metrics-port", str(port), "--metrics-file", str(prom)]
+    child, out, err = _start(argv, tmp_path)
+    try:
+        _wait(lambda: "pass done" in out.read_text() or child.poll() is not None)
+        assert child.poll() is None, err.read_text()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+            samples = _samples(resp.read().decode())
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=60) == 0
+    finally:
+        child.kill()
+        child.wait()
+    assert "stopped; the state is saved" in err.read_text()
+    s = counted["summary"]
+    assert _by_label(samples, "crcmerkle_scan_findings") == _kinds(plain)
+    read = _by_label(samples, "crcmerkle_scan_replicas", read="true")
+    assert sum(read.values()) == s["logs_read"] > 0
+    assert sum(_by_label(samples, "crcmerkle_scan_replicas", read="false").values()) == 0
+    # the volumes of the metrics are the ledger directories that hold entry logs
+    dirs = {d for b in plain["bookies"].values() for d in b}
+    assert set(read) <= dirs and len(read) > len(plain["bookies"])
+    assert sum(_by_label(samples, "crcmerkle_scan_bytes_read").values()) == s["bytes_read"]
+    assert samples[("crcmerkle_scan_read_errors", ())] == len(plain["failed"])
+    assert samples[("crcmerkle_scan_max_age_seconds", ())] == 7 * 86400
+    assert all(age < 600 for age in _by_label(
+        samples, "crcmerkle_scan_oldest_verification_age_seconds").values())  # fmt: skip
+    done = [line for line in out.read_text().splitlines() if line.startswith("pass done")]
+    assert done == [
+        f"pass done: {s['logs_read']} entry logs read ({s['bytes_read']} bytes), 0 not read "
+        f"(unchanged, verified within --max-age), {s['errors']} errors, {s['warnings']} "
+        f"warnings, 0 paths not scanned"
+    ]
+    # the lines of the findings are the one-shot scan's text lines
+    capsys.readouterr()
+    main(["scan", *paths, "--ledger-metadata", meta])
+    text = capsys.readouterr().out.splitlines()
+    wanted = sorted(line for line in text if line.startswith(("error: ", "warning: ")))
+    got = sorted(line for line in out.read_text().splitlines()
+                 if line.startswith(("error: ", "warning: ")))  # fmt: skip
+    assert got == wanted
+    assert _samples(prom.read_text())[("crcmerkle_scan_max_age_seconds", ())] == 7 * 86400
+    status, again = _scan(capsys, argv[: argv.index("--loop")])
+    assert again["summary"]["logs_read"] == 0 and again["summary"]["resumed_pass"] is False
+    assert _found(again) == _found(plain)
+
+
+def test_the_bookie_loop_stopped_mid_read_saves_its_state_and_the_next_start_resumes(
+    rate_bookies: Any, tmp_path: Path, capsys: Any
+) -> None:
+    """Two logs recorded by a one-shot scan killed with SIGKILL; the loop, at 8 MiB/s a
+    ledger directory (a 96 MiB log takes 12 s), resumes that pass and gets SIGTERM while
+    reading the other four: exit 0 at its next read, none of the four recorded half-read;
+    the next start resumes the same pass, reads those four and finds what an uninterrupted
+    scan finds."""
+    paths, meta = rate_bookies
+    _, whole = _scan(capsys, [*paths, "--ledger-metadata", meta])
+    state = tmp_path / "state"
+    argv = [*paths, "--ledger-metadata", meta, "--state", str(state), "--max-age", "7d"]
+    child, _, _ = _start(argv, tmp_path)
+    try:
+        _wait(lambda: _recorded(state) >= 2 or child.poll() is not None)
+        assert child.poll() is None, "the scan ended before it could be killed"
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.kill()
+        child.wait()
+    recorded = _recorded(state)
+    assert 2 <= recorded < len(paths)
+    loop, out, err = _start([*argv, "--loop", "--bytes-per-second", "8MiB"], tmp_path)
+    try:
+        time.sleep(4)  # started, the index read, some windows of the other logs read
+        assert loop.poll() is None, err.read_text()
+        loop.send_signal(signal.SIGTERM)
+        assert loop.wait(timeout=60) == 0
+    finally:
+        loop.kill()
+        loop.wait()
+    assert "stopped; the state is saved" in err.read_text()
+    assert "pass done" not in out.read_text()
+    assert _recorded(state) == recorded  # a log stopped mid-read is not recorded
+    status, resumed = _scan(capsys, argv)
+    s = resumed["summary"]
+    assert status == 1 and s["resumed_pass"] is True
+    assert s["logs_not_read"] == recorded and s["logs_read"] == len(paths) - recorded
+    assert _found(resumed) == _found(whole)
+
+
+def test_bytes_per_second_paces_every_read_of_each_ledger_directory(
+    bookies: Any, monkeypatch: Any, capsys: Any
+) -> None:
+    """--bytes-per-second on bookies: every byte read is granted by its ledger directory's
+    own RateLimiter at the rate given (one limiter per directory: each disk at the rate)."""
+    from merkle.replica import results
+
+    grants: List[Tuple[int, float, int]] = []
+    real = results.RateLimiter.acquire
+
+    def acquire(self: Any, nbytes: int) -> None:
+        grants.append((id(self), self.rate, nbytes))
+        real(self, nbytes)
+
+    monkeypatch.setattr(results.RateLimiter, "acquire", acquire)
+    paths, meta = bookies
+    _, doc = _scan(capsys, [*paths, "--ledger-metadata", meta, "--bytes-per-second", "1GiB"])
+    assert sum(n for _, _, n in grants) == doc["summary"]["bytes_read"] > 0
+    assert {rate for _, rate, _ in grants} == {float(1 << 30)}
+    dirs = doc["summary"]["ledger_dirs"]
+    assert 1 < len({who for who, _, _ in grants}) <= dirs
+
+
+def test_the_metrics_file_of_a_bookie_scan_holds_its_own_figures(
+    bookies: Any, tmp_path: Path, capsys: Any
+) -> None:
+    pytest.importorskip("prometheus_client")
+    paths, meta = bookies
+    prom = tmp_path / "bk.prom"
+    argv = [*paths, "--ledger-metadata", meta, "--state", str(tmp_path / "state")]
+    _, first = _scan(capsys, [*argv, "--metrics-file", str(prom)])
+    samples = _samples(prom.read_text())
+    s = first["summary"]
+    assert _by_label(samples, "crcmerkle_scan_findings") == _kinds(first)
+    assert sum(_by_label(samples, "crcmerkle_scan_replicas", read="true").values()) == s[
+        "logs_read"]  # fmt: skip
+    assert sum(_by_label(samples, "crcmerkle_scan_bytes_read").values()) == s["bytes_read"]
+    _, second = _scan(capsys, [*argv, "--max-age", "1d", "--metrics-file", str(prom)])
+    samples = _samples(prom.read_text())
+    assert sum(_by_label(samples, "crcmerkle_scan_replicas", read="false").values()) == s[
+        "logs_read"]  # fmt: skip
+    assert sum(_by_label(samples, "crcmerkle_scan_bytes_read").values()) == 0
+    assert _by_label(samples, "crcmerkle_scan_findings") == _kinds(second) == _kinds(first)
+    # a file that cannot be written: exit 2 after the findings, in one line
+    capsys.readouterr()
+    bad = str(tmp_path / "no-such-dir" / "x.prom")
+    assert main(["scan", *argv, "--metrics-file", bad]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_the_spark_stage_paces_each_ledger_directory_at_the_rate_given(
+    bookies: Any, monkeypatch: Any
+) -> None:
+    """`spark scan` on bookies takes --bytes-per-second (with --datanodes, live bookies, the
+    datanodes' polite default): its stage function grants every byte it reads from its
+    ledger directory's limiter, as the CLI does."""
+    import argparse
+    from types import SimpleNamespace
+
+    import pyarrow as pa
+
+    from merkle.cli.bookkeeper import metadata_source
+    from merkle.replica import results
+    from merkle.replica.bookkeeper.scan import list_bookies, scan_bookies
+    from merkle.replica.politeio import DEFAULT_BYTES_PER_SECOND
+    from spark_udfs.cli.bookkeeper import _rate
+    from spark_udfs.jobs.bookkeeper import _storage_fn
+
+    assert _rate(argparse.Namespace(bytes_per_second=None), True) == DEFAULT_BYTES_PER_SECOND
+    assert _rate(argparse.Namespace(bytes_per_second=None), False) is None
+    assert _rate(argparse.Namespace(bytes_per_second=0), True) is None
+    assert _rate(argparse.Namespace(bytes_per_second=5 << 20), False) == 5 << 20
+
+    paths, meta = bookies
+    source = metadata_source(meta, None)
+    grants: List[Tuple[int, int]] = []
+    real = results.RateLimiter.acquire
+
+    def acquire(self: Any, nbytes: int) -> None:
+        grants.append((id(self), nbytes))
+        real(self, nbytes)
+
+    monkeypatch.setattr(results.RateLimiter, "acquire", acquire)
+    storages = list_bookies(paths).storages()
+    fn = _storage_fn(
+        SimpleNamespace(value=storages), SimpleNamespace(value=source.ledgers),
+        bytes_per_second=float(1 << 30),
+    )  # fmt: skip
+    ids = pa.RecordBatch.from_pydict({"id": list(range(len(storages)))})
+    assert list(fn(iter([ids])))
+    whole = scan_bookies(paths, source.ledgers).bytes_read
+    assert sum(n for _, n in grants) == whole > 0
+    assert len({who for who, _ in grants}) > 1

@@ -2,11 +2,12 @@
 Prometheus' exposition format (made by the `prometheus_client` library), written atomically
 for node_exporter's textfile collector.
 
-Per run: bytes read and replicas (read, or not read as unchanged) per volume, the findings
-standing (carried ones included) by kind and level, the entries that could not be read, and
-per volume the current byte rate, the age of the oldest verification and the time a full
-pass of the volume takes at that rate. The file is replaced through a private temporary in
-its own directory (merkle.replica.safeopen.replace_atomic: no link followed, the directory
+Per run: bytes read and replicas (read, or not read as unchanged) per volume (on bookies:
+entry logs per ledger directory), the findings standing (carried ones included) by kind and
+level, the entries that could not be read, and per volume the current byte rate, the age of
+the oldest verification and the time a full pass of the volume takes at that rate. The file
+is replaced through a private temporary in its own directory
+(merkle.replica.safeopen.replace_atomic: no link followed, the directory
 reached without links), so a scrape never sees half a file and nobody can redirect the write.
 """
 
@@ -14,16 +15,24 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, Iterable, List
 
 from merkle.cli import EXIT_ERROR, CLIError
 
-__all__ = ["scan_registry", "write_metrics_file"]
+__all__ = ["findings_registry", "scan_registry", "write_metrics_file"]
 
 
 def scan_registry(results: List[Any], failed: List[Dict[str, str]], tracker: Any) -> Any:
     """A prometheus_client CollectorRegistry of one scan's figures (see the module
     docstring); `tracker` the run's merkle.replica.incremental.StateTracker."""
+    return findings_registry([e for r in results for e in r.errors], len(failed), tracker)
+
+
+def findings_registry(findings: Iterable[Any], failed: int, tracker: Any) -> Any:
+    """The registry of scan_registry from the findings standing (each with `kind` and
+    `severity`), the count of what could not be scanned, and `tracker`: anything with the
+    per-volume figures (`volumes`: VolumeFigures by volume) and `max_age` (a bookie scan's
+    merkle.replica.bookkeeper.state.LogStates is one)."""
     from prometheus_client import CollectorRegistry, Gauge
 
     reg = CollectorRegistry()
@@ -89,12 +98,11 @@ def scan_registry(results: List[Any], failed: List[Dict[str, str]], tracker: Any
             g_rate.labels(root).set(rate)
             g_pass.labels(root).set(v.bytes_total / rate)
     counts: Dict[Any, int] = {}
-    for r in results:
-        for e in r.errors:
-            counts[(e.kind, e.severity)] = counts.get((e.kind, e.severity), 0) + 1
+    for e in findings:
+        counts[(e.kind, e.severity)] = counts.get((e.kind, e.severity), 0) + 1
     for (kind, level), n in sorted(counts.items()):
         g_find.labels(kind, level).set(n)
-    g_err.set(len(failed))
+    g_err.set(failed)
     g_end.set(now)
     g_age.set(tracker.max_age or 0)
     return reg

@@ -145,7 +145,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         dest="rate",
         type=byte_rate,
         metavar="BYTES_PER_S",
-        help="read at most this many bytes per second per volume (e.g. 16MiB, the "
+        help="read at most this many bytes per second per volume (on bookies per ledger "
+        "directory; e.g. 16MiB, the "
         "default of scans of live datanodes: 11 days per 16 TB disk; 5MiB is "
         "Ozone's scanner's); 0: unlimited, as in 'spark scan'; unlimited by "
         "default (--rate: the same)",
@@ -297,7 +298,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="with --state and --max-age: run as a service, forever, one thread per volume "
         "at its byte rate, each pass reading what is due (changed and never-verified "
         "replicas first, then the oldest), sleeping until the next replica falls due; "
-        "SIGTERM or SIGINT: the read in progress finishes, the state is saved, exit 0",
+        "on bookies a thread per ledger storage, an entry log the replica, each pass's "
+        "findings printed at its end; SIGTERM or SIGINT: the read in progress finishes, "
+        "the state is saved, exit 0",
     )
     p.add_argument(
         "--metrics-port",
@@ -493,6 +496,10 @@ def run(args: argparse.Namespace) -> int:
         getattr(args, "ledger_metadata", None) is not None
         or getattr(args, "zookeeper", None) is not None
     ):
+        if args.loop:
+            from merkle.cli.bookkeeper.loop import run_bookie_loop
+
+            return run_bookie_loop(args)
         from merkle.cli.bookkeeper import run_bookkeeper
 
         return run_bookkeeper(args)

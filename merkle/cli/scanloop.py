@@ -26,13 +26,14 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, List, Optional
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from merkle.cli import PROG, print_error
 from merkle.messages import one_line
 from merkle.replica.errors import ReplicaError
 
-__all__ = ["run_loop"]
+__all__ = ["Stopped", "run_loop", "serve_metrics", "stop_on_signals"]
 
 #: how often the metrics file is rewritten while a pass runs (seconds)
 METRICS_EVERY = 30.0
@@ -63,16 +64,34 @@ class _Pass:
 
 
 class _Collector:
-    """A prometheus_client collector serving the pass in progress at each scrape."""
+    """A prometheus_client collector serving, at each scrape, the registry `current()` gives
+    (the pass in progress's; None: nothing yet)."""
 
-    def __init__(self, holder: Dict[str, Optional[_Pass]]) -> None:
-        self.holder = holder
+    def __init__(self, current: Callable[[], Any]) -> None:
+        self.current = current
 
     def collect(self) -> Any:
-        current = self.holder.get("pass")
-        if current is None:
+        registry = self.current()
+        if registry is None:
             return iter(())
-        return current.registry().collect()
+        return registry.collect()
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[threading.Event]:
+    """An Event set by SIGTERM (systemd's stop) or SIGINT while the block runs; the previous
+    handlers are put back at its end."""
+    stop = threading.Event()
+
+    def ask_stop(signum: int, _frame: Any) -> None:
+        stop.set()
+
+    previous = {s: signal.signal(s, ask_stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield stop
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
 
 
 def _volume_roots(paths: List[str]) -> List[str]:
@@ -93,14 +112,20 @@ def run_loop(args: argparse.Namespace, make_tracker: Any, print_result: Any) -> 
     """The service (module docstring); `make_tracker()` gives a new StateTracker over the
     run's one ScanState for each pass, `print_result(result, strict)` prints a replica's
     lines (merkle.cli.scan's)."""
-    stop = threading.Event()
+    with stop_on_signals() as stop:
+        return _run_loop(args, make_tracker, print_result, stop)
 
-    def ask_stop(signum: int, _frame: Any) -> None:
-        stop.set()
 
-    previous = {s: signal.signal(s, ask_stop) for s in (signal.SIGTERM, signal.SIGINT)}
+def _run_loop(
+    args: argparse.Namespace, make_tracker: Any, print_result: Any, stop: threading.Event
+) -> int:
     holder: Dict[str, Optional[_Pass]] = {"pass": None}
-    server = _serve_metrics(args, holder)
+
+    def registry() -> Any:
+        current = holder["pass"]
+        return None if current is None else current.registry()
+
+    server = serve_metrics(args, registry)
     print_lock = threading.Lock()
     tracker = None
     try:
@@ -123,8 +148,6 @@ def run_loop(args: argparse.Namespace, make_tracker: Any, print_result: Any) -> 
         print(f"{PROG}: stopped; the state is saved in {args.state}", file=sys.stderr, flush=True)
         return 0
     finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
         if server is not None:
             server.shutdown()
         if tracker is not None:
@@ -216,9 +239,10 @@ def _write_file(args: argparse.Namespace, p: _Pass) -> None:
         print_error(one_line(str(exc)))
 
 
-def _serve_metrics(args: argparse.Namespace, holder: Dict[str, Optional[_Pass]]) -> Any:
+def serve_metrics(args: argparse.Namespace, current: Callable[[], Any]) -> Any:
     """The HTTP endpoint of --metrics-port (None without): prometheus_client's server on
-    --metrics-address (127.0.0.1 unless told), serving the pass in progress."""
+    --metrics-address (127.0.0.1 unless told), serving the registry `current()` gives at
+    each scrape (the pass in progress's). Its shutdown() stops it."""
     if args.metrics_port is None:
         return None
     from prometheus_client import CollectorRegistry, start_http_server
@@ -226,7 +250,7 @@ def _serve_metrics(args: argparse.Namespace, holder: Dict[str, Optional[_Pass]])
     from merkle.cli import EXIT_ERROR, CLIError
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Collector(holder))
+    registry.register(_Collector(current))
     try:
         started = start_http_server(args.metrics_port, addr=args.metrics_address, registry=registry)
     except OSError as exc:

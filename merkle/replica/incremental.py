@@ -35,6 +35,7 @@ from merkle.replica.results import (
     TREE_UNREADABLE,
     UNREADABLE_DATA_FILE,
     ScanError,
+    VolumeFigures,
     utc,
 )
 from merkle.replica.scanstate import ReplicaRecord, ScanState, replica_identity
@@ -138,24 +139,6 @@ class CarriedResult:
             verified_at=utc(self.verified_at),
         )
         return d
-
-
-@dataclass
-class VolumeFigures:
-    """One volume's figures in a run (the metrics: merkle.cli.metrics)."""
-
-    read: int = 0
-    carried: int = 0
-    bytes_read: int = 0
-    #: the scan seconds of the replicas read (their rate's denominator)
-    seconds: float = 0.0
-    #: the data bytes of every replica visited (read now, or as last read): a full pass
-    bytes_total: int = 0
-    #: the oldest verification among the volume's replicas (Unix time), None: none verified
-    oldest: Optional[float] = None
-
-    def verified(self, at: float) -> None:
-        self.oldest = at if self.oldest is None else min(self.oldest, at)
 
 
 def _carried_bytes(c: Any) -> int:

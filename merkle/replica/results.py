@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from merkle.replica.also import AlsoChecksums
 from merkle.replica.blocks import ContainerMeta
@@ -44,7 +44,9 @@ __all__ = [
     "TREE_UNREADABLE",
     "TREE_UNSUPPORTED",
     "UNREADABLE_DATA_FILE",
+    "VolumeFigures",
     "tree_result",
+    "volume_pace",
 ]
 
 CORRUPT_CHUNK = "CORRUPT_CHUNK"
@@ -241,6 +243,23 @@ class RateLimiter:
             time.sleep(start - now)
 
 
+def volume_pace(bytes_per_second: float) -> Callable[[str, int], None]:
+    """A pace(volume, nbytes) called after each read: a RateLimiter per volume (each disk
+    at the rate, as Ozone's scanner paces each volume), made when the volume is first met;
+    thread-safe."""
+    limiters: Dict[str, RateLimiter] = {}
+    lock = threading.Lock()
+
+    def pace(volume: str, nbytes: int) -> None:
+        with lock:
+            limiter = limiters.get(volume)
+            if limiter is None:
+                limiter = limiters[volume] = RateLimiter(bytes_per_second)
+        limiter.acquire(nbytes)
+
+    return pace
+
+
 def tree_result(
     path: str, container_id: int, tree: Optional[ContainerTree], error: Optional[ScanError]
 ) -> ScanResult:
@@ -287,3 +306,21 @@ class ReplicateResult:
             else format_checksum(self.data_checksum),
             "notes": self.notes,
         }
+
+
+@dataclass
+class VolumeFigures:
+    """One volume's figures in a run (the metrics: merkle.cli.metrics)."""
+
+    read: int = 0
+    carried: int = 0
+    bytes_read: int = 0
+    #: the scan seconds of the replicas read (their rate's denominator)
+    seconds: float = 0.0
+    #: the data bytes of every replica visited (read now, or as last read): a full pass
+    bytes_total: int = 0
+    #: the oldest verification among the volume's replicas (Unix time), None: none verified
+    oldest: Optional[float] = None
+
+    def verified(self, at: float) -> None:
+        self.oldest = at if self.oldest is None else min(self.oldest, at)

@@ -414,11 +414,15 @@ class ScanState:
             return int(self.db.execute("SELECT COUNT(*) FROM replicas").fetchone()[0])
 
     def next_due(self, max_age: float) -> Optional[float]:
-        """When the first recorded replica falls due again (its verification plus
-        `max_age`, Unix time), None with nothing recorded."""
+        """When the first recorded replica or entry log falls due again (its verification
+        plus `max_age`, Unix time), None with nothing recorded."""
         with self._lock:
-            row = self.db.execute("SELECT MIN(verified_at) FROM replicas").fetchone()
-        return None if row is None or row[0] is None else float(row[0]) + max_age
+            rows = [
+                self.db.execute(f"SELECT MIN(verified_at) FROM {table}").fetchone()
+                for table in ("replicas", "entry_logs")
+            ]
+        times = [float(r[0]) for r in rows if r is not None and r[0] is not None]
+        return min(times) + max_age if times else None
 
     def close(self) -> None:
         self.db.close()

@@ -17,7 +17,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from merkle.cli import EXIT_ERROR, EXIT_FINDINGS, CLIError, print_error, redact_json
 from merkle.messages import one_line
@@ -43,7 +43,6 @@ _NOT_FOR_BOOKIES: Tuple[Tuple[str, str, Any], ...] = (
     ("ozone_conf", "--ozone-conf", None),
     ("trees_only", "--trees-only", False),
     ("keep_cache", "--keep-cache", False),
-    ("bytes_per_second", "--bytes-per-second", None),
     ("decommission", "--decommission", []),
     ("maintenance", "--maintenance", []),
     ("min_read_fraction", "--min-read-fraction", 0.0),
@@ -187,6 +186,7 @@ def _scan_and_write(args: argparse.Namespace) -> Any:
                 also=tuple(args.also or ()),
                 metadata_only=census,
                 state=state,
+                bytes_per_second=_rate(args, inventory=True),
             )
             tables.write(args.output)
         meta = tables.document([], source.problems)
@@ -207,12 +207,24 @@ def _scan_and_write(args: argparse.Namespace) -> Any:
             metadata_complete=source.complete,
             also=tuple(args.also or ()),
             metadata_only=census,
+            bytes_per_second=_rate(args, inventory=False),
         )
         tables.write(args.output)
     meta = tables.document(list(args.paths), source.problems)
     data = json.dumps(redact_json(meta), indent=1, sort_keys=True).encode()
     _write_file(child(args.output, META_FILE), data, label="-o ")
     return spark
+
+
+def _rate(args: argparse.Namespace, inventory: bool) -> Optional[float]:
+    """Each ledger directory's read rate: --bytes-per-second, with an inventory (live
+    bookies) the datanodes' polite default when not given, as `spark scan` reads datanode
+    volumes; None (0 given, or no inventory and none given): unlimited."""
+    from merkle.replica.politeio import DEFAULT_BYTES_PER_SECOND
+
+    given = getattr(args, "bytes_per_second", None)
+    rate = DEFAULT_BYTES_PER_SECOND if given is None and inventory else given
+    return float(rate) if rate else None
 
 
 def _counts(meta: Dict[str, Any], strict: bool) -> Dict[str, int]:

@@ -195,7 +195,8 @@ def _scan_opts(p: argparse.ArgumentParser) -> None:
         type=_rate,
         metavar="RATE",
         default=None,
-        help="read at most this many bytes per second per volume (e.g. 50MiB); "
+        help="read at most this many bytes per second per volume (on bookies per ledger "
+        "directory; e.g. 50MiB); "
         f"with --datanodes the default is {DEFAULT_BYTES_PER_SECOND // 2**20} "
         "MiB/s, safe on a live datanode (a 16 TB disk in 11 days), else "
         "unlimited; 0: unlimited (as in 'crcmerkle scan')",

@@ -11,13 +11,15 @@ levels are merkle.replica.levels'.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import stat
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 import pyarrow as pa
@@ -139,6 +141,10 @@ class ScanReport:
     census: bool = False
     #: --state: the logs' records (a log unchanged and fresh is not read again)
     states: Optional[LogStates] = None
+    #: called with (ledger directory, bytes) after each read of an entry log: the byte rate
+    #: (--bytes-per-second) and the --loop service's stop (it raises there: the read in
+    #: progress is done, the log in flight is not recorded and is read again next time)
+    pace: Optional[Callable[[str, int], None]] = None
 
     def add(self, kind: str, detail: str, **where: Any) -> None:
         self.findings.append(Finding(kind, detail, **where))
@@ -294,6 +300,7 @@ def _verify_log(
     todo: _Todo,
     metadata: Dict[int, LedgerMetadata],
     report: ScanReport,
+    pace: Optional[Callable[[int], None]] = None,
 ) -> Dict[int, int]:
     """Verify the index entries `todo` of one log, a window of READ_WINDOW bytes at a time:
     each window's entries are found, size-checked and verified by columns, none by a Python
@@ -310,6 +317,8 @@ def _verify_log(
         base = int(todo.pos[i]) - 4
         window = reader.read(fd, min(READ_WINDOW, file_size - base), base)
         report.bytes_read += len(window)
+        if pace is not None:
+            pace(len(window))
         # the entries whose size field lies inside the window
         j = i + int(np.searchsorted(todo.pos[i:], base + len(window) - 4 + 4, "right"))
         j = max(j, i)
@@ -351,6 +360,8 @@ def _verify_log(
         if size > READ_WINDOW - 4:  # one entry larger than a window
             big = pread_exact(fd, size + 4, base)
             report.bytes_read += len(big)
+            if pace is not None:
+                pace(len(big))
             if len(big) == size + 4:  # else the log shrank: reported below
                 one = todo.take(slice(i, i + 1))
                 _check_batch(big, base, one, np.array([size]), shown, bookie, metadata, report)
@@ -628,7 +639,7 @@ def _one_log(
         if states is not None:
             key = states.key(bookie, shown)
             identity = log_identity(st, todo.pos, todo.ledger, todo.entry, metadata)
-            carried = states.carried(key, identity)
+            carried = states.carried(key, identity, d.path)
             if carried is not None:  # unchanged and fresh: not read again
                 report.findings.extend(carried.findings)
                 for b in carried.copies:
@@ -636,7 +647,8 @@ def _one_log(
                 _unindexed_findings(carried.unindexed, shown, bookie, index, report)
                 return
         found, mark, read = len(report.findings), report.copies.mark(), report.bytes_read
-        read_at = time.time()
+        read_at, t0 = time.time(), time.monotonic()
+        pace = None if report.pace is None else functools.partial(report.pace, d.path)
         if hasattr(os, "posix_fadvise"):  # a hint (read-ahead), no write: the walk is in order
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
         header = read_header(fd, size)
@@ -647,7 +659,9 @@ def _one_log(
                 bookie=bookie,
                 file=shown,
             )
-        runs = _verify_log(fd, size, shown, bookie, todo, metadata, report) if len(todo) else {}
+        runs = (
+            _verify_log(fd, size, shown, bookie, todo, metadata, report, pace) if len(todo) else {}
+        )
         unindexed = _unindexed_records(fd, size, todo, runs)
         if states is not None:
             states.save(
@@ -658,6 +672,8 @@ def _one_log(
                 report.copies.batches_since(mark),
                 unindexed,
                 report.bytes_read - read,
+                volume=d.path,
+                seconds=time.monotonic() - t0,
             )
         _unindexed_findings(unindexed, shown, bookie, index, report)
     finally:
@@ -1020,6 +1036,7 @@ def scan_storage(
     also: Sequence[str] = (),
     metadata_only: bool = False,
     states: Optional[LogStates] = None,
+    pace: Optional[Callable[[str, int], None]] = None,
 ) -> StorageScan:
     """Verify one ledger storage (Listing.storages: a DbLedgerStorage directory, or all of a
     bookie's Interleaved/Sorted directories): the unit of work of the local scan's loop and
@@ -1027,12 +1044,13 @@ def scan_storage(
     framed copy's payload gets besides its CRC-32C (Copy.also), compared across copies.
     `metadata_only`: the census (_census_log): the indexes and the logs' sizes, no entry
     read, nothing verified. `states` (--state): a log whose record is unchanged and fresh is
-    not read again (merkle.replica.bookkeeper.state); every log read is recorded."""
+    not read again (merkle.replica.bookkeeper.state); every log read is recorded. `pace`:
+    ScanReport.pace."""
     if also and metadata_only:
         raise ValueError("--also computes its CRCs from the entries read: not in a census")
     if states is not None and (also or metadata_only):
         raise ValueError("--state records verified data: not with --also or a census")
-    report = ScanReport(also=tuple(also), census=metadata_only, states=states)
+    report = ScanReport(also=tuple(also), census=metadata_only, states=states, pace=pace)
     indexes = _scan_storage(ds, bookie, metadata, report)
     read = {path: index.storage for path, index in indexes.items()}
     return StorageScan(bookie, report, read, _wrong_dir(ds, bookie, indexes))
@@ -1101,6 +1119,8 @@ def scan_bookies(
     also: Sequence[str] = (),
     metadata_only: bool = False,
     states: Optional[LogStates] = None,
+    pace: Optional[Callable[[str, int], None]] = None,
+    threads: int = 1,
 ) -> ScanReport:
     """Scan the bookies' ledger directories at or under `paths` against `metadata` (ledger
     ID -> LedgerMetadata); `instance_id`: the cluster's INSTANCEID, `registered_cookies`:
@@ -1113,14 +1133,27 @@ def scan_bookies(
     `metadata_only`: the census: every index entry placed against the ledger metadata (its
     log present, its location inside the log), the cookies and master keys checked, no entry
     read and none verified (Copy.indexed; judge_ledger's `census`). `states` (--state): see
-    scan_storage; the pass is complete when every storage was visited."""
+    scan_storage; the pass is complete when every storage was visited. `pace`: ScanReport.pace
+    (an exception it raises stops the scan there: the pass stays incomplete). `threads`: the
+    storages verified at once (the --loop service's one thread per ledger storage, each disk
+    at its own rate); their parts are joined in the storages' order, so the report is the
+    same."""
     listing = list_bookies(paths, instance_id=instance_id, registered_cookies=registered_cookies)
     report = listing.report
     report.census = metadata_only
     read: Dict[str, str] = {}
     wrong: Dict[str, List[Finding]] = defaultdict(list)
-    for bookie, storage in listing.storages():
-        part = scan_storage(storage, bookie, metadata, also, metadata_only, states)
+    storages = listing.storages()
+
+    def one(item: Tuple[str, List[LedgerDir]]) -> StorageScan:
+        return scan_storage(item[1], item[0], metadata, also, metadata_only, states, pace)
+
+    if threads > 1 and len(storages) > 1:
+        with ThreadPoolExecutor(max_workers=min(threads, len(storages))) as pool:
+            parts = list(pool.map(one, storages))  # the first exception raised goes on
+    else:
+        parts = [one(item) for item in storages]
+    for (bookie, _), part in zip(storages, parts):
         report.findings.extend(part.report.findings)
         report.copies.extend(part.report.copies)
         report.failed.extend(part.report.failed)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -30,6 +31,7 @@ import pyarrow as pa
 from merkle.replica.bookkeeper.copies import COPY_ARROW
 from merkle.replica.bookkeeper.findings import Finding
 from merkle.replica.bookkeeper.metadata import LedgerMetadata
+from merkle.replica.results import VolumeFigures
 from merkle.replica.scanstate import ScanState
 
 __all__ = ["LAYOUT", "CarriedLog", "LogStates", "log_identity"]
@@ -77,7 +79,8 @@ class CarriedLog:
 @dataclass
 class LogStates:
     """The bookie scan's side of one ScanState (a pass begun when made): `carried` asks for
-    a log's record, `save` writes one. Counts what this run read and carried."""
+    a log's record, `save` writes one. Counts what this run read and carried, in all and per
+    ledger directory (`volumes`: the figures of the metrics, merkle.cli.metrics)."""
 
     state: ScanState
     max_age: Optional[float] = None
@@ -85,8 +88,10 @@ class LogStates:
     read: int = 0
     carried_logs: int = 0
     carried_bytes: int = 0
+    volumes: Dict[str, VolumeFigures] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self._lock = threading.Lock()  # the --loop service's storages record in threads
         self.resumed = self.state.begin_pass(self.now)
 
     @staticmethod
@@ -98,7 +103,9 @@ class LogStates:
             return True
         return self.max_age is not None and verified_at >= self.now - self.max_age
 
-    def carried(self, key: str, identity: str) -> Optional[CarriedLog]:
+    def carried(self, key: str, identity: str, volume: str = "") -> Optional[CarriedLog]:
+        """The record of the log `key` when it stands for `identity` and is fresh (then
+        counted as carried in `volume`, its ledger directory), else None: read it."""
         got = self.state.get_log(key)
         if got is None:
             return None
@@ -115,8 +122,13 @@ class LogStates:
             bytes_read = int(rec.record["bytes_read"])
         except (KeyError, TypeError, ValueError, pa.ArrowException):
             return None  # never trusted: the log is read again
-        self.carried_logs += 1
-        self.carried_bytes += bytes_read
+        with self._lock:
+            self.carried_logs += 1
+            self.carried_bytes += bytes_read
+            fig = self.volumes.setdefault(volume, VolumeFigures())
+            fig.carried += 1
+            fig.bytes_total += bytes_read
+            fig.verified(rec.verified_at)
         return CarriedLog(rec.verified_at, findings, copies, unindexed, bytes_read)  # type: ignore[arg-type]
 
     def save(
@@ -128,14 +140,24 @@ class LogStates:
         copies: Sequence[pa.RecordBatch],
         unindexed: Sequence[Tuple[int, int, int]],
         bytes_read: int,
+        volume: str = "",
+        seconds: float = 0.0,
     ) -> None:
+        """Record a log just read (`seconds` it took) in `volume`, its ledger directory."""
         record: Dict[str, Any] = {
             "findings": [{k: getattr(f, k) for k in _FINDING_FIELDS} for f in findings],
             "unindexed": [list(u) for u in unindexed],
             "bytes_read": bytes_read,
         }
         self.state.put_log(key, identity, verified_at, record, _blob(copies))
-        self.read += 1
+        with self._lock:
+            self.read += 1
+            fig = self.volumes.setdefault(volume, VolumeFigures())
+            fig.read += 1
+            fig.bytes_read += bytes_read
+            fig.bytes_total += bytes_read
+            fig.seconds += seconds
+            fig.verified(verified_at)
 
     def complete(self) -> None:
         """Every log of the pass was visited: the next run starts a new pass."""

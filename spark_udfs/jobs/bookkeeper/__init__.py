@@ -254,20 +254,24 @@ def _storage_fn(
     per_batch: int = COPIES_PER_BATCH,
     also: Sequence[str] = (),
     metadata_only: bool = False,
+    bytes_per_second: Optional[float] = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """Stage 1's mapInArrow function: each work item (an index into the broadcast list of
     storages) verified by scan_storage (its census with `metadata_only`), its results as rows
-    (copies `per_batch` a batch)."""
+    (copies `per_batch` a batch); `bytes_per_second`: each ledger directory's read rate in
+    its task."""
     schema = _arrow(_STAGE1)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from merkle.replica.bookkeeper.scan import scan_storage
+        from merkle.replica.results import volume_pace
 
+        pace = None if metadata_only or not bytes_per_second else volume_pace(bytes_per_second)
         for batch in batches:
             for i in batch.column(0).to_pylist():
                 bookie, ds = storages.value[i]
                 t0, c0 = time.perf_counter(), time.process_time()
-                part = scan_storage(ds, bookie, metadata.value, also, metadata_only)
+                part = scan_storage(ds, bookie, metadata.value, also, metadata_only, pace=pace)
                 yield from storage_batches(
                     schema,
                     ds,
@@ -456,12 +460,14 @@ def scan_bookkeeper(
     metadata_complete: bool = True,
     also: Sequence[str] = (),
     metadata_only: bool = False,
+    bytes_per_second: Optional[float] = None,
 ) -> BookieTables:
     """Scan the bookies of `listing` (list_bookies, on the driver) against `metadata`: the
     two stages of the module's docstring. Returns the tables (lazy, but the stages' outputs
     cached) and the summary counts. `also`: the payload CRCs the copies carry besides
     CRC-32C (the copies table's also_* columns, compared across copies). `metadata_only`:
-    the census (merkle.replica.bookkeeper.scan.scan_bookies'), no entry read."""
+    the census (merkle.replica.bookkeeper.scan.scan_bookies'), no entry read.
+    `bytes_per_second`: each ledger directory's read rate (--bytes-per-second)."""
     from pyspark.sql import functions as F
 
     from merkle.replica.bookkeeper.scan import coverage_of
@@ -474,7 +480,11 @@ def scan_bookkeeper(
         spark.range(0, len(storages), numPartitions=max(1, len(storages)))
         .mapInArrow(
             _storage_fn(
-                sc.broadcast(storages), meta_bc, also=tuple(also), metadata_only=metadata_only
+                sc.broadcast(storages),
+                meta_bc,
+                also=tuple(also),
+                metadata_only=metadata_only,
+                bytes_per_second=bytes_per_second,
             ),
             _STAGE1,
         )

@@ -102,11 +102,13 @@ def emit_bookies(
     registered_cookies: Optional[Dict[str, bytes]] = None,
     also: Sequence[str] = (),
     states: Optional[Any] = None,
+    pace: Optional[Any] = None,
 ) -> BookieEmit:
     """Verify this host's bookies under `paths` and write their stage-1 rows under `uri`
     (see the module docstring). An error writing the output raises OSError (the temporary
     file removed: nothing of this run is left behind). `states` (--state): the entry logs'
-    records (merkle.replica.bookkeeper.state): a log unchanged and fresh is not read again."""
+    records (merkle.replica.bookkeeper.state): a log unchanged and fresh is not read again.
+    `pace`: ScanReport.pace (--bytes-per-second)."""
     res = BookieEmit()
     out = _output(uri)
     try:
@@ -122,6 +124,7 @@ def emit_bookies(
                 registered_cookies,
                 also=also,
                 states=states,
+                pace=pace,
             ):
                 t = pa.Table.from_batches([b])
                 _count(res, t)

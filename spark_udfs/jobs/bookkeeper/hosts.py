@@ -40,6 +40,7 @@ import pyarrow as pa
 from merkle.replica.bookkeeper.metadata import LedgerMetadata
 from merkle.replica.bookkeeper.scan import COOKIE_MISMATCH, Coverage, Finding, Listing
 from merkle.replica.inventory import Host, Inventory
+from merkle.replica.results import volume_pace
 from merkle.replica.uri import redact
 from spark_udfs.cluster.locality import DEFAULT_EXECUTOR_WAIT
 from spark_udfs.jobs.bookkeeper import (
@@ -122,8 +123,10 @@ def _scan_host(
     also: Sequence[str] = (),
     metadata_only: bool = False,
     state: Optional[Dict[str, Any]] = None,
+    bytes_per_second: Optional[float] = None,
 ) -> Iterator[pa.RecordBatch]:
-    """The rows of one host's task (see the module docstring)."""
+    """The rows of one host's task (see the module docstring); `bytes_per_second`: each
+    ledger directory's read rate (merkle.replica.results.volume_pace)."""
     from spark_udfs.cluster.locality import this_executor_host
 
     host, want = item["host"], item.get("bookie")
@@ -163,6 +166,7 @@ def _scan_host(
             metadata_only,
             states=states,
             note=note,
+            pace=None if metadata_only or not bytes_per_second else volume_pace(bytes_per_second),
         )
     finally:
         if states is not None:
@@ -194,6 +198,7 @@ def host_batches(
     metadata_only: bool = False,
     states: Optional[Any] = None,
     note: Optional[str] = None,
+    pace: Optional[Any] = None,
 ) -> Iterator[pa.RecordBatch]:
     """Stage 1's rows of one host's ledger directories `volumes` (read here: the caller has
     checked it runs on `host`): their listing and cookie findings, each bookie whose ID is
@@ -238,7 +243,7 @@ def host_batches(
     read: Dict[str, str] = {}
     for bookie, storage in Listing(listing.report, kept).storages():
         t0, c0 = time.perf_counter(), time.process_time()
-        part = scan_storage(storage, bookie, metadata, also, metadata_only, states)
+        part = scan_storage(storage, bookie, metadata, also, metadata_only, states, pace)
         read.update(part.read)
         yield from storage_batches(
             schema,
@@ -292,6 +297,7 @@ def _task_fn(metadata: Any, source: Dict[str, Any], idle_io: bool) -> Any:
                     also=source["also"],
                     metadata_only=source["metadata_only"],
                     state=source.get("state"),
+                    bytes_per_second=source.get("bytes_per_second"),
                 )
 
     return run
@@ -482,13 +488,15 @@ def scan_bookie_hosts(
     also: Sequence[str] = (),
     metadata_only: bool = False,
     state: Optional[Dict[str, Any]] = None,
+    bytes_per_second: Optional[float] = None,
 ) -> BookieTables:
     """Scan every bookie host of `inventory` where it is (see the module docstring): the
     tables of spark_udfs.jobs.bookkeeper.scan_bookkeeper (a census with `metadata_only`).
     `state` (`--state`: {"dir": the state directory on every host, "max_age": seconds or
     None}): each host's task keeps its entry logs' records in its own database there
     (merkle.replica.bookkeeper.state), so that a rerun after a lost executor reads only the
-    logs the lost one had not recorded."""
+    logs the lost one had not recorded. `bytes_per_second`: each ledger directory's read
+    rate on its host (--bytes-per-second, as each datanode volume's)."""
 
     from spark_udfs.jobs.hostscan import registered_hosts, run_per_host
 
@@ -503,6 +511,7 @@ def scan_bookie_hosts(
         "also": tuple(also),
         "metadata_only": metadata_only,
         "state": state,
+        "bytes_per_second": bytes_per_second,
     }
     fn = _task_fn(meta_bc, source, idle_io)
     lost: Set[str] = set()

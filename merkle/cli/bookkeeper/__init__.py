@@ -21,7 +21,16 @@ from typing import Any, Dict, List, Optional
 from merkle.cli import EXIT_ERROR, EXIT_FINDINGS, PROG, CLIError, print_error, redact_json
 from merkle.messages import one_line
 
-__all__ = ["MetadataSource", "bookies_status", "ledger_line", "metadata_source", "run_bookkeeper"]
+__all__ = [
+    "MetadataSource",
+    "bookie_source",
+    "bookies_status",
+    "ledger_line",
+    "log_states",
+    "metadata_source",
+    "pacer",
+    "run_bookkeeper",
+]
 
 #: scan options that read what only Ozone's and crcmerkle's replicas have
 _NOT_FOR_BOOKIES = (("trees_only", "--trees-only"),)
@@ -159,10 +168,9 @@ def bookies_status(
     return EXIT_FINDINGS if errors or problems else 0
 
 
-def run_bookkeeper(args: argparse.Namespace) -> int:
-    from merkle.replica.bookkeeper.scan import scan_bookies
-    from merkle.replica.levels import counts_as_failure
-
+def bookie_source(args: argparse.Namespace) -> MetadataSource:
+    """The options a bookie scan does not take refused in one line, then the ledger
+    metadata (metadata_source), each problem of its store one line on stderr."""
     for dest, flag in _NOT_FOR_BOOKIES:
         if getattr(args, dest, None):
             raise CLIError(
@@ -171,6 +179,16 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
     source = metadata_source(args.ledger_metadata, args.zookeeper)
     for problem in source.problems:
         print_error(one_line(f"--zookeeper: {problem}"))
+    return source
+
+
+def run_bookkeeper(args: argparse.Namespace) -> int:
+    """The one-shot scan of bookies (the module docstring); `--loop` is
+    merkle.cli.bookkeeper.loop's."""
+    from merkle.replica.bookkeeper.scan import scan_bookies
+    from merkle.replica.levels import counts_as_failure
+
+    source = bookie_source(args)
     census = bool(getattr(args, "metadata_only", False))
     if getattr(args, "emit", None):
         if census:
@@ -193,6 +211,7 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
             also=tuple(args.also or ()),
             metadata_only=census,
             states=states,
+            pace=pacer(getattr(args, "rate", None)),
         )
     finally:
         if states is not None:
@@ -260,6 +279,9 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
             f"{summary['warnings']} warnings"
             + (f", {len(report.failed)} paths not scanned" if report.failed else "")
         )
+    if states is not None and getattr(args, "metrics_file", None):
+        # after the findings are out, as on datanodes: a file not written is exit 2
+        write_bookie_metrics(args.metrics_file, report, states)
     return bookies_status(
         errors=len(errors),
         failed=len(report.failed),
@@ -274,10 +296,37 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
 
 #: --state's companions that a bookie scan does not take (dest, flag, why)
 _STATE_NOT_FOR_BOOKIES = (
-    ("loop", "--loop", "a bookie's scan judges every bookie's copies together at its end"),
     ("checkpoint_seconds", "--checkpoint-seconds", "an entry log is the unit a rerun resumes at"),
-    ("metrics_file", "--metrics-file", "its figures are the Ozone and crcmerkle volumes'"),
 )
+
+
+def pacer(rate: Optional[float], stop: Any = None) -> Any:
+    """ScanReport.pace for --bytes-per-second (merkle.replica.results.volume_pace: each
+    ledger directory at the rate) and the --loop service's `stop` (an Event:
+    scanloop.Stopped raised at the next read once set); None when neither is given."""
+    if not rate and stop is None:
+        return None
+    from merkle.replica.results import volume_pace
+
+    paced = volume_pace(rate) if rate else None
+
+    def pace(volume: str, nbytes: int) -> None:
+        if stop is not None and stop.is_set():
+            from merkle.cli.scanloop import Stopped
+
+            raise Stopped()
+        if paced is not None:
+            paced(volume, nbytes)
+
+    return pace
+
+
+def write_bookie_metrics(path: str, report: Any, states: Any) -> None:
+    """--metrics-file on bookies: the scan's figures (merkle.cli.metrics) per ledger
+    directory; a file that cannot be written is a CLIError (exit 2)."""
+    from merkle.cli.metrics import findings_registry, write_metrics_file
+
+    write_metrics_file(path, findings_registry(report.findings, len(report.failed), states))
 
 
 def log_states(args: argparse.Namespace) -> Any:
@@ -326,6 +375,7 @@ def _emit(args: argparse.Namespace, source: MetadataSource) -> int:
             registered_cookies=source.cookies,
             also=tuple(args.also or ()),
             states=states,
+            pace=pacer(getattr(args, "rate", None)),
         )
     except (OSError, ValueError) as exc:
         raise CLIError(one_line(f"--emit {where}: {exc}"), EXIT_ERROR) from None

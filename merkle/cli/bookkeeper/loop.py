@@ -1,0 +1,200 @@
+"""`crcmerkle scan BOOKIE_DIR... --ledger-metadata PATH | --zookeeper HOST:PORT --state DIR
+--max-age DURATION --loop`: the periodic validator BP-31 asks for, as a service.
+
+Forever, until SIGTERM or SIGINT: one pass over every bookie under the BOOKIE_DIRs (the
+ledger metadata read again at each pass's start: ledgers come and go), one thread per
+ledger storage, each disk at --bytes-per-second; an entry log verified within --max-age
+and unchanged is not read again (merkle.replica.bookkeeper.state). Logs are visited in
+their IDs' order, which is the order a steady loop verified them in, so an interrupted pass
+goes on with the oldest verified; a log never verified (a new one, the highest IDs) waits
+for its pass's end, at most one pass (the Ozone loop reads those first). A pass ends with
+the copies of every bookie judged together (under-replication and differing copies need
+them all), its findings printed and the metrics written; then a sleep until the first log
+falls due again (at most an hour), and the next pass.
+
+SIGTERM (systemd's stop) and SIGINT: every storage thread stops at its next read (the read
+in progress finishes; the log it was reading is not recorded, so the next start reads it
+again), the metrics are written, and the process exits 0. Each log's record is on disk
+when the log is done (one transaction each): a kill -9 loses at most the logs in flight.
+
+Metrics (--metrics-file, --metrics-port: merkle.cli.metrics): the per-directory figures of
+the pass in progress (logs and bytes read and not read, rate, oldest verification, time a
+full pass takes), and the findings and unscanned paths of the last pass that completed
+(a bookie's findings are judged only at a pass's end); the file rewritten every
+scanloop.METRICS_EVERY seconds, at each pass's end and at the stop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, List, Optional
+
+from merkle.cli import PROG, CLIError, print_error
+from merkle.cli.bookkeeper import (
+    MetadataSource,
+    bookie_source,
+    log_states,
+    metadata_source,
+    pacer,
+)
+from merkle.cli.scanloop import MAX_SLEEP, METRICS_EVERY, Stopped, serve_metrics, stop_on_signals
+from merkle.messages import one_line
+
+__all__ = ["run_bookie_loop"]
+
+#: the most ledger storages verified at once (one thread each; a host has one per disk)
+MAX_THREADS = 64
+#: the wait before the ledger metadata is read again when it could not be
+METADATA_RETRY = 60.0
+
+
+class _Figures:
+    """What the metrics read: the pass in progress's LogStates, the last complete pass's
+    findings and unscanned paths."""
+
+    def __init__(self) -> None:
+        self.states: Any = None
+        self.findings: List[Any] = []
+        self.failed = 0
+        self.lock = threading.Lock()
+
+    def registry(self) -> Any:
+        from merkle.cli.metrics import findings_registry
+
+        with self.lock:
+            if self.states is None:
+                return None
+            return findings_registry(list(self.findings), self.failed, self.states)
+
+
+def run_bookie_loop(args: argparse.Namespace) -> int:
+    """The service (module docstring). Exit 0 when stopped; options a bookie scan does not
+    take, ledger metadata, a state or a metrics port that cannot be used: CLIError (exit 2)
+    before the first pass."""
+    from merkle.replica.bookkeeper.state import LogStates
+
+    source = bookie_source(args)
+    first = log_states(args)  # the state checked and opened once, for every pass
+    state = first.state
+    figures = _Figures()
+    with stop_on_signals() as stop:
+        server = serve_metrics(args, figures.registry)
+        try:
+            states = first
+            while not stop.is_set():
+                with figures.lock:
+                    figures.states = states
+                report = _one_pass(args, source, states, figures, stop)
+                if report is None:  # stopped mid-pass: the logs done are recorded
+                    break
+                states.complete()
+                _print_pass(report, states)
+                with figures.lock:
+                    figures.findings, figures.failed = list(report.findings), len(report.failed)
+                _write_file(args, figures)
+                due = state.next_due(args.max_age)
+                stop.wait(max(1.0, min(MAX_SLEEP, MAX_SLEEP if due is None else due - time.time())))
+                fresh = _next_source(args, stop)
+                if fresh is None:
+                    break
+                source = fresh
+                states = LogStates(state, args.max_age)
+            _write_file(args, figures)
+            print(
+                f"{PROG}: stopped; the state is saved in {args.state}", file=sys.stderr, flush=True
+            )
+            return 0
+        finally:
+            if server is not None:
+                server.shutdown()
+            state.close()
+
+
+def _one_pass(
+    args: argparse.Namespace,
+    source: MetadataSource,
+    states: Any,
+    figures: _Figures,
+    stop: threading.Event,
+) -> Optional[Any]:
+    """One pass over the bookies in a thread of its own (the main thread keeps the signals
+    and rewrites the metrics file every METRICS_EVERY seconds): the ScanReport, or None
+    when stopped before its end."""
+    from merkle.replica.bookkeeper.scan import scan_bookies
+
+    def scan() -> Any:
+        return scan_bookies(
+            args.paths,
+            source.ledgers,
+            instance_id=source.instance_id,
+            registered_cookies=source.cookies,
+            unread=source.unread,
+            metadata_complete=source.complete,
+            states=states,
+            pace=pacer(args.rate, stop),
+            threads=MAX_THREADS,
+        )
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(scan)
+        t0 = time.monotonic()
+        while not future.done():
+            stop.wait(1.0)
+            if time.monotonic() - t0 >= METRICS_EVERY:
+                _write_file(args, figures)
+                t0 = time.monotonic()
+        try:
+            return future.result()  # a programming error in the scan is not silent
+        except Stopped:
+            return None
+
+
+def _next_source(args: argparse.Namespace, stop: threading.Event) -> Optional[MetadataSource]:
+    """The ledger metadata for the next pass, read again (None: stopped while waiting for
+    a store that could not be read, retried every METADATA_RETRY seconds)."""
+    while not stop.is_set():
+        try:
+            fresh = metadata_source(args.ledger_metadata, args.zookeeper)
+        except CLIError as exc:
+            print_error(one_line(f"{exc}; read again in {METADATA_RETRY:.0f} s"))
+            stop.wait(METADATA_RETRY)
+            continue
+        for problem in fresh.problems:
+            print_error(one_line(f"--zookeeper: {problem}"))
+        return fresh
+    return None
+
+
+def _print_pass(report: Any, states: Any) -> None:
+    """A pass's finding lines (as the one-shot scan prints them) and its summary line."""
+    for f in report.findings:
+        prefix = "warning: " if f.severity == "warning" else "error: "
+        print(one_line(prefix + f.line()))
+    for failure in report.failed:
+        print_error(one_line(failure["error"]))
+    warnings = sum(1 for f in report.findings if f.severity == "warning")
+    errors = len(report.findings) - warnings
+    print(
+        f"pass done: {states.read} entry logs read ({report.bytes_read} bytes), "
+        f"{states.carried_logs} not read (unchanged, verified within --max-age), "
+        f"{errors} errors, {warnings} warnings, {len(report.failed)} paths not scanned",
+        flush=True,
+    )
+
+
+def _write_file(args: argparse.Namespace, figures: _Figures) -> None:
+    if not args.metrics_file:
+        return
+    registry = figures.registry()
+    if registry is None:
+        return
+    from merkle.cli.metrics import write_metrics_file
+
+    try:
+        write_metrics_file(args.metrics_file, registry)
+    except CLIError as exc:  # the service goes on: the next write may succeed
+        print_error(one_line(str(exc)))
