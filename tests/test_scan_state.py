@@ -526,6 +526,14 @@ def test_loop_options_are_refused_without_what_they_need(tmp_path: Path, capsys:
         ([str(root), "--state", s, "--loop"], "--loop goes with --state"),
         ([str(root), "--state", s, "--max-age", "1d", "--loop", "--json"], "not with --json"),
         ([str(root), "--state", s, "--metrics-port", "9999"], "give --loop"),
+        (
+            [str(root), "--state", s, "--max-age", "1d", "--loop", "--emit", s + "-out"],
+            "--loop does not take --emit",
+        ),
+        (
+            [str(root), "--state", s, "--metrics-file", s + ".prom", "--emit", s + "-out"],
+            "--metrics-file is not written by --emit",
+        ),  # fmt: skip
         ([str(root), "--checkpoint-seconds", "0"], "goes with --state"),
         ([str(root), "--state", s, "--checkpoint-seconds", "-1"], "not 0 or a positive"),
     ]:

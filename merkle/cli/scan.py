@@ -338,6 +338,16 @@ def _state_refusal(args: argparse.Namespace) -> Optional[str]:
         return "--loop prints a line per replica: not with --json (a document that never ends)"
     if args.metrics_port is not None and not args.loop:
         return "--metrics-port serves the --loop service's metrics: give --loop"
+    if args.emit and args.loop:
+        return (
+            "--loop does not take --emit (its passes are judged here, not by `spark report`):"
+            " run --emit URI --state DIR --max-age D from a timer (deploy/crcmerkle-scan.timer)"
+        )
+    if args.emit and args.metrics_file:
+        return (
+            "--metrics-file is not written by --emit: `crcmerkle spark report URI` gives the "
+            "emitted volumes' figures"
+        )
     if not args.state:
         return None
     if args.trees_only or args.metadata_only:
