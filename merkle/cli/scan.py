@@ -341,7 +341,7 @@ def _state_refusal(args: argparse.Namespace) -> Optional[str]:
     if args.emit and args.loop:
         return (
             "--loop does not take --emit (its passes are judged here, not by `spark report`):"
-            " run --emit URI --state DIR --max-age D from a timer (deploy/crcmerkle-scan.timer)"
+            " run --emit URI --state DIR --max-age D periodically (a systemd timer, cron)"
         )
     if args.emit and args.metrics_file:
         return (
