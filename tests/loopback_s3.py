@@ -101,6 +101,39 @@ class LoopbackS3:
 
         s3_backends[DEFAULT_ACCOUNT_ID]["global"].put_object(self.bucket, key, data)
 
+    def gives_part_checksums(self) -> bool:
+        """Whether HeadObject with PartNumber answers a composite upload's part checksum
+        (moto from 5.2.6 does, 5.2.5 did not): the copy check then composes the full CRC
+        from the parts, and the tests' ground truth must say so. Probed on a 2-part upload."""
+        import boto3
+
+        client = boto3.client(
+            "s3",
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY,
+            region_name=REGION,
+            endpoint_url=f"http://{self.endpoint}",
+        )
+        key = ".probe/part-checksums"
+        up = client.create_multipart_upload(Bucket=self.bucket, Key=key, ChecksumAlgorithm="CRC32")
+        done = []
+        for i, body in enumerate((b"\0" * (5 << 20), b"x"), 1):
+            r = client.upload_part(
+                Bucket=self.bucket, Key=key, UploadId=up["UploadId"], PartNumber=i, Body=body,
+                ChecksumAlgorithm="CRC32",
+            )  # fmt: skip
+            done.append({"PartNumber": i, "ETag": r["ETag"], "ChecksumCRC32": r["ChecksumCRC32"]})
+        client.complete_multipart_upload(
+            Bucket=self.bucket, Key=key, UploadId=up["UploadId"], MultipartUpload={"Parts": done}
+        )
+        try:
+            head = client.head_object(
+                Bucket=self.bucket, Key=key, PartNumber=1, ChecksumMode="ENABLED"
+            )
+            return "ChecksumCRC32" in head
+        finally:
+            client.delete_object(Bucket=self.bucket, Key=key)
+
     def stop(self) -> None:
         self._server.shutdown()
         self._thread.join(timeout=10)
