@@ -160,20 +160,15 @@ def rate_bookies(tmp_path_factory: Any) -> Tuple[List[str], str]:
     return [str(dirs[0]) for _, _, dirs in out], str(root / DUMPS_DIR)
 
 
-def test_a_kill_9_mid_pass_resumes_with_the_uninterrupted_findings(
-    rate_bookies: Any, tmp_path: Path, capsys: Any
-) -> None:
-    paths, meta = rate_bookies
-    _, whole = _scan(capsys, [*paths, "--ledger-metadata", meta])
-    total = whole["summary"]["bytes_read"]
-    state = tmp_path / "state"
-    argv = [*paths, "--ledger-metadata", meta, "--state", str(state)]
-    env = {**os.environ, "PYTHONPATH": MERKLE_HOME}
+def _killed_mid_pass(argv: List[str], state: Path, logs: int) -> int:
+    """Run `crcmerkle scan ARGV` and SIGKILL it once it has recorded 2 of its `logs` entry
+    logs (polled every 5 ms: an unpaced log from the page cache takes tens of ms); the
+    logs it recorded."""
     child = subprocess.Popen(
         [sys.executable, "-m", "merkle", "scan", *argv],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env=env,
+        env={**os.environ, "PYTHONPATH": MERKLE_HOME},
     )
     recorded = 0
     try:
@@ -187,7 +182,19 @@ def test_a_kill_9_mid_pass_resumes_with_the_uninterrupted_findings(
         child.kill()
         child.wait()
     recorded = _recorded(state)
-    assert 2 <= recorded < len(paths)
+    assert 2 <= recorded < logs
+    return recorded
+
+
+def test_a_kill_9_mid_pass_resumes_with_the_uninterrupted_findings(
+    rate_bookies: Any, tmp_path: Path, capsys: Any
+) -> None:
+    paths, meta = rate_bookies
+    _, whole = _scan(capsys, [*paths, "--ledger-metadata", meta])
+    total = whole["summary"]["bytes_read"]
+    state = tmp_path / "state"
+    argv = [*paths, "--ledger-metadata", meta, "--state", str(state)]
+    recorded = _killed_mid_pass(argv, state, len(paths))
     status, resumed = _scan(capsys, argv)
     s = resumed["summary"]
     assert status == 1 and s["resumed_pass"] is True  # the cookies name /srv/ozone: findings
@@ -326,16 +333,7 @@ def test_the_bookie_loop_stopped_mid_read_saves_its_state_and_the_next_start_res
     _, whole = _scan(capsys, [*paths, "--ledger-metadata", meta])
     state = tmp_path / "state"
     argv = [*paths, "--ledger-metadata", meta, "--state", str(state), "--max-age", "7d"]
-    child, _, _ = _start(argv, tmp_path)
-    try:
-        _wait(lambda: _recorded(state) >= 2 or child.poll() is not None)
-        assert child.poll() is None, "the scan ended before it could be killed"
-        child.send_signal(signal.SIGKILL)
-    finally:
-        child.kill()
-        child.wait()
-    recorded = _recorded(state)
-    assert 2 <= recorded < len(paths)
+    recorded = _killed_mid_pass(argv, state, len(paths))
     loop, out, err = _start([*argv, "--loop", "--bytes-per-second", "8MiB"], tmp_path)
     try:
         time.sleep(4)  # started, the index read, some windows of the other logs read
