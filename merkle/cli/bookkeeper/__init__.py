@@ -29,6 +29,7 @@ __all__ = [
     "log_states",
     "metadata_source",
     "pacer",
+    "print_finding_lines",
     "run_bookkeeper",
 ]
 
@@ -168,6 +169,13 @@ def bookies_status(
     return EXIT_FINDINGS if errors or problems else 0
 
 
+def print_finding_lines(findings: Any) -> None:
+    """Each finding's text line, `error: ` or `warning: ` first."""
+    for f in findings:
+        prefix = "warning: " if f.severity == "warning" else "error: "
+        print(one_line(prefix + f.line()))
+
+
 def bookie_source(args: argparse.Namespace) -> MetadataSource:
     """The options a bookie scan does not take refused in one line, then the ledger
     metadata (metadata_source), each problem of its store one line on stderr."""
@@ -259,9 +267,7 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
         )
         sys.stdout.write("\n")
     else:
-        for f in report.findings:
-            prefix = "warning: " if f.severity == "warning" else "error: "
-            print(one_line(prefix + f.line()))
+        print_finding_lines(report.findings)
         for info in report.ledgers:
             print(ledger_line(info))
         for failure in report.failed:

@@ -38,8 +38,8 @@ from merkle.cli.bookkeeper import (
     MetadataSource,
     bookie_source,
     log_states,
-    metadata_source,
     pacer,
+    print_finding_lines,
 )
 from merkle.cli.scanloop import MAX_SLEEP, METRICS_EVERY, Stopped, serve_metrics, stop_on_signals
 from merkle.messages import one_line
@@ -158,22 +158,16 @@ def _next_source(args: argparse.Namespace, stop: threading.Event) -> Optional[Me
     a store that could not be read, retried every METADATA_RETRY seconds)."""
     while not stop.is_set():
         try:
-            fresh = metadata_source(args.ledger_metadata, args.zookeeper)
+            return bookie_source(args)
         except CLIError as exc:
             print_error(one_line(f"{exc}; read again in {METADATA_RETRY:.0f} s"))
             stop.wait(METADATA_RETRY)
-            continue
-        for problem in fresh.problems:
-            print_error(one_line(f"--zookeeper: {problem}"))
-        return fresh
     return None
 
 
 def _print_pass(report: Any, states: Any) -> None:
     """A pass's finding lines (as the one-shot scan prints them) and its summary line."""
-    for f in report.findings:
-        prefix = "warning: " if f.severity == "warning" else "error: "
-        print(one_line(prefix + f.line()))
+    print_finding_lines(report.findings)
     for failure in report.failed:
         print_error(one_line(failure["error"]))
     warnings = sum(1 for f in report.findings if f.severity == "warning")
