@@ -91,7 +91,6 @@ def run_bookie_loop(args: argparse.Namespace) -> int:
                 report = _one_pass(args, source, states, figures, stop)
                 if report is None:  # stopped mid-pass: the logs done are recorded
                     break
-                states.complete()
                 _print_pass(report, states)
                 with figures.lock:
                     figures.findings, figures.failed = list(report.findings), len(report.failed)
