@@ -10,9 +10,12 @@ Each bookie holds one clean ledger whose 64 KiB entries fill one entry log of --
   - `spark scan --datanodes` of every bookie host (spark_udfs.jobs.bookkeeper.hosts): wall
     time, bytes verified, executor CPU (the executor JVMs and their Python workers, from
     /proc) and driver CPU; per host the rate it read at, and the cores it would take to keep
-    up with an HDD (executor CPU-seconds per byte x HDD_BYTES_PER_SECOND);
-  - a plain cold read of the same entry logs in this process, one after the other (the
-    disk's speed here: the rate each host's scan is held against).
+    up with an HDD (executor CPU-seconds per byte x HDD_BYTES_PER_SECOND), and the same
+    less what the executors cost idle over as long (heartbeats, GC: paid with or without a
+    scan);
+  - a plain cold read of the same entry logs in this process, one after the other, buffered
+    and O_DIRECT as the scan reads them (the disk's speed here: the rate each host's scan is
+    held against).
 
 Run as root: `python bench/simhosts_bookie_rates.py [--bookies 2] [--log-gib 1] [--rounds 3]`.
 Prints one line per measurement and a JSON summary. Needs what the simulated-hosts tests need
@@ -23,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import mmap
+import os
 import resource
 import statistics
 import sys
@@ -73,20 +78,33 @@ def one_scan(spark: Any, sim: Any, inv: Any, metadata: Dict[int, Any]) -> Dict[s
     }
 
 
-def plain_read(sim: Any) -> Dict[str, Any]:
-    """The entry logs read cold in this process, one after the other, 8 MiB at a time."""
+def idle_executors(sim: Any, seconds: float) -> float:
+    """The executors' CPU-seconds over `seconds` with no job (heartbeats, GC, the JVMs'
+    own threads): what they cost the host whether or not a scan runs."""
+    e0 = sim.executor_cpu_s()
+    time.sleep(seconds)
+    return float(sim.executor_cpu_s() - e0)
+
+
+def plain_read(sim: Any, direct: bool = False) -> Dict[str, Any]:
+    """The entry logs read cold in this process, one after the other, 8 MiB at a time
+    buffered, or (`direct`) 16 MiB at a time past the page cache, as the scan reads them."""
     logs = [p / "current" / "0.log" for d in sim.datanodes for p in d.sources[:1]]
     drop_caches()
+    buf = memoryview(mmap.mmap(-1, 16 * MiB))  # page-aligned, as O_DIRECT needs
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.monotonic()
     n = 0
     for log in logs:
-        with open(log, "rb", buffering=0) as f:
+        fd = os.open(log, os.O_RDONLY | (os.O_DIRECT if direct else 0))
+        try:
             while True:
-                got = f.read(8 * MiB)
+                got = os.readv(fd, [buf if direct else buf[: 8 * MiB]])
                 if not got:
                     break
-                n += len(got)
+                n += got
+        finally:
+            os.close(fd)
     wall = time.monotonic() - t0
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
@@ -127,9 +145,12 @@ def main() -> int:
         one_scan(spark, sim, inv, metadata)  # warm-up: JVM JIT, Python workers
         scans: List[Dict[str, Any]] = []
         reads: List[Dict[str, Any]] = []
+        directs: List[Dict[str, Any]] = []
         for i in range(args.rounds):  # interleaved: the VM's speed drifts
             scans.append(one_scan(spark, sim, inv, metadata))
+            scans[-1]["idle_executor_cpu_s"] = idle_executors(sim, scans[-1]["wall_s"])
             reads.append(plain_read(sim))
+            directs.append(plain_read(sim, direct=True))
             d, r = scans[-1], reads[-1]
             assert d["findings"] == 0 and d["statuses"] == ["SCANNED"], d
             host_rates = [h["bytes"] / h["seconds"] / 1e6 for h in d["per_host"]]
@@ -139,12 +160,18 @@ def main() -> int:
                 + ", ".join(f"{x:.0f}" for x in host_rates)
                 + f" MB/s; scans' CPU {sum(h['cpu_s'] for h in d['per_host']):.2f} s, "
                 f"executor CPU {d['executor_cpu_s']:.2f} s "
-                f"({d['executor_cpu_s'] / (d['bytes'] / 1e9):.2f} s/GB), driver CPU "
+                f"({d['executor_cpu_s'] / (d['bytes'] / 1e9):.2f} s/GB; idle executors "
+                f"{d['idle_executor_cpu_s']:.2f} s in as long), driver CPU "
                 f"{d['driver_cpu_s']:.1f} s; plain cold read "
-                f"{r['bytes'] / r['wall_s'] / 1e6:.0f} MB/s",
+                f"{r['bytes'] / r['wall_s'] / 1e6:.0f} MB/s, O_DIRECT "
+                f"{directs[-1]['bytes'] / directs[-1]['wall_s'] / 1e6:.0f} MB/s",
                 flush=True,
             )
         cpu_per_byte = statistics.median(d["executor_cpu_s"] / d["bytes"] for d in scans)
+        # what the scan adds to executors that run anyway (their idle CPU over as long)
+        added_per_byte = statistics.median(
+            (d["executor_cpu_s"] - d["idle_executor_cpu_s"]) / d["bytes"] for d in scans
+        )
         # the storages' own scans (the task's Python worker, from process_time): what a
         # larger disk adds, without the job's fixed cost (JVM tasks, Arrow, the ledgers stage)
         scan_per_byte = statistics.median(
@@ -155,26 +182,39 @@ def main() -> int:
         )
         read_rate = statistics.median(r["bytes"] / r["wall_s"] for r in reads)
         read_cpu = statistics.median(r["cpu_s"] / r["bytes"] for r in reads)
+        direct_rate = statistics.median(r["bytes"] / r["wall_s"] for r in directs)
+        direct_cpu = statistics.median(r["cpu_s"] / r["bytes"] for r in directs)
         out = {
             "executor_cpu_s_per_GB": cpu_per_byte * 1e9,
             "cores_per_hdd": cpu_per_byte * HDD_BYTES_PER_SECOND,
+            "added_cpu_s_per_GB": added_per_byte * 1e9,
+            "added_cores_per_hdd": added_per_byte * HDD_BYTES_PER_SECOND,
             "scan_cpu_s_per_GB": scan_per_byte * 1e9,
             "scan_cores_per_hdd": scan_per_byte * HDD_BYTES_PER_SECOND,
             "host_MB_per_s": host_rate / 1e6,
             "plain_read_MB_per_s": read_rate / 1e6,
             "plain_read_cpu_s_per_GB": read_cpu * 1e9,
             "host_rate_over_read": host_rate / read_rate,
+            "direct_read_MB_per_s": direct_rate / 1e6,
+            "direct_read_cpu_s_per_GB": direct_cpu * 1e9,
+            "host_rate_over_direct_read": host_rate / direct_rate,
             "rounds": scans,
             "reads": reads,
+            "direct_reads": directs,
         }
         print(
             f"median: {out['executor_cpu_s_per_GB']:.2f} executor CPU-s per GB = "
             f"{out['cores_per_hdd']:.3f} cores per HDD at {HDD_BYTES_PER_SECOND / 1e6:.0f} MB/s "
-            f"(goal <= 0.1), of which the storages' scans {out['scan_cpu_s_per_GB']:.2f} "
+            f"(goal <= 0.1); above idle executors {out['added_cpu_s_per_GB']:.2f} CPU-s per "
+            f"GB = {out['added_cores_per_hdd']:.3f}; of which the storages' scans "
+            f"{out['scan_cpu_s_per_GB']:.2f} "
             f"CPU-s per GB = {out['scan_cores_per_hdd']:.3f} cores per HDD; a host read at "
             f"{out['host_MB_per_s']:.0f} MB/s, the plain cold read "
             f"at {out['plain_read_MB_per_s']:.0f} MB/s ({out['host_rate_over_read']:.2f}x) "
-            f"for {out['plain_read_cpu_s_per_GB']:.2f} CPU-s per GB (the read's own cost)",
+            f"for {out['plain_read_cpu_s_per_GB']:.2f} CPU-s per GB (the read's own cost), "
+            f"O_DIRECT at {out['direct_read_MB_per_s']:.0f} MB/s "
+            f"({out['host_rate_over_direct_read']:.2f}x) for "
+            f"{out['direct_read_cpu_s_per_GB']:.2f} CPU-s per GB",
             flush=True,
         )
         spark.stop()

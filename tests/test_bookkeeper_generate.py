@@ -132,6 +132,39 @@ def test_every_default_fault_is_found_exactly(tmp_path: Path, capsys: Any, stora
         assert f["level"] == severity_of(f["kind"])
 
 
+def test_reads_past_the_page_cache_find_exactly_what_buffered_reads_find(
+    tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scan reads each entry log through its O_DIRECT twin (politeio.direct_twin) where
+    the file system gives one; with none (tmpfs) it reads buffered: the same JSON either way,
+    every planted fault found. (Logs under DIRECT_MIN_BYTES are read buffered.)"""
+    from merkle.replica import politeio
+    from merkle.replica.bookkeeper import scan as bkscan
+
+    out = tmp_path / "bk"
+    manifest = _generate(out, "default", "mixed")
+    real, twins = politeio.direct_twin, []
+    monkeypatch.setattr(bkscan, "DIRECT_MIN_BYTES", 0)  # the generated logs are small
+
+    def counted(fd: int) -> Any:
+        twin = real(fd)
+        twins.append(twin)
+        return twin
+
+    monkeypatch.setattr(politeio, "direct_twin", counted)
+    status, direct = _scan(capsys, out, manifest)
+    if not any(t is not None for t in twins):
+        pytest.skip("this file system gives no O_DIRECT descriptor (tmpfs?)")
+    assert status == 1 and len(twins) >= len(manifest["bookies"])
+    _assert_exactly_the_manifest(out, manifest, direct)
+    monkeypatch.setattr(politeio, "direct_twin", lambda fd: None)
+    status, buffered = _scan(capsys, out, manifest)
+    a, b = direct.pop("summary"), buffered.pop("summary")
+    assert status == 1 and buffered == direct
+    changed = {k for k in set(a) | set(b) if a.get(k) != b.get(k)} - {"seconds"}
+    assert changed == set(), {k: (a.get(k), b.get(k)) for k in changed}
+
+
 @pytest.mark.parametrize("storage", ["db", "interleaved", "sorted"])
 def test_a_clean_generation_scans_clean(tmp_path: Path, capsys: Any, storage: str) -> None:
     """No faults: exit 0, no finding, every stored copy verified and good (the HMAC ledger

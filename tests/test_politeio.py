@@ -5,6 +5,7 @@ what a scan read, identical findings, and `crcmerkle scan`'s --bytes-per-second,
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
 import shutil
@@ -308,6 +309,126 @@ def test_the_page_cache_is_really_dropped(tmp_path: Path) -> None:
     r = scan_container(root, write_tree=False, drop_cache=True, buffer_size=300000)
     assert r.ok and r.bytes_read == size
     assert _resident(blocks) == 0
+
+
+# ---- reads past the page cache (O_DIRECT) ----------------------------------------------------
+
+
+def _twin_or_skip(fd: int) -> int:
+    twin = politeio.direct_twin(fd)
+    if twin is None:
+        pytest.skip("this file system gives no O_DIRECT descriptor (tmpfs?)")
+    return twin
+
+
+def test_the_direct_twin_is_the_same_file_read_past_the_cache(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(os.urandom(3 * politeio.DIRECT_ALIGN + 5))
+    fd = os.open(path, os.O_RDONLY)
+    twin = _twin_or_skip(fd)
+    try:
+        assert fcntl.fcntl(twin, fcntl.F_GETFL) & os.O_DIRECT
+        assert not fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT  # the caller's fd unchanged
+        assert os.fstat(twin).st_ino == os.fstat(fd).st_ino
+        # through /proc/self/fd: the open file, not its name (a rename cannot redirect it)
+        os.rename(path, tmp_path / "moved")
+        path.write_bytes(b"planted")
+        other = politeio.direct_twin(fd)
+        assert other is not None
+        assert os.fstat(other).st_ino == os.fstat(fd).st_ino != path.stat().st_ino
+        os.close(other)
+    finally:
+        os.close(twin)
+        os.close(fd)
+    r, w = os.pipe()
+    try:
+        assert politeio.direct_twin(r) is None  # a pipe: no O_DIRECT, None, never raises
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+@pytest.mark.parametrize("size", [1, 4095, 4096, 4097, 300_000, 1 << 20])
+def test_direct_windows_equal_buffered_ones_at_every_alignment(tmp_path: Path, size: int) -> None:
+    """WindowReader through the twin: windows widened to DIRECT_ALIGN and cut back give the
+    bytes asked for at unaligned offsets and sizes, at and past the end of the file, and in
+    windows larger than the reader's buffer; the reader stayed direct throughout."""
+    from merkle.replica.bookkeeper.entrylog import WindowReader
+
+    data = os.urandom(5 * politeio.DIRECT_ALIGN * 64 + 1234)
+    path = tmp_path / "log"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    twin = _twin_or_skip(fd)
+    try:
+        reader = WindowReader(size // 2 + 1, twin)
+        for offset in (0, 1, 511, 4095, 4096, 4097, 70001, len(data) - size, len(data) - 1):
+            offset = max(0, offset)
+            got = reader.read(fd, size, offset)
+            assert bytes(got) == data[offset : offset + size], (offset, size)
+        assert bytes(reader.read(fd, size, len(data))) == b""
+        assert bytes(reader.read(fd, size, len(data) + 4096)) == b""
+        assert reader._direct == twin
+    finally:
+        os.close(twin)
+        os.close(fd)
+
+
+def test_a_refused_direct_read_falls_back_and_other_errors_are_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from merkle.replica.bookkeeper.entrylog import WindowReader
+
+    data = os.urandom(100_000)
+    path = tmp_path / "log"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    twin = _twin_or_skip(fd)
+    real = os.preadv
+    fail = {"errno": errno.EINVAL}
+
+    def preadv(f: int, bufs: Any, offset: int) -> int:
+        if f == twin:
+            raise OSError(fail["errno"], os.strerror(fail["errno"]))
+        return real(f, bufs, offset)
+
+    monkeypatch.setattr(os, "preadv", preadv)
+    try:
+        reader = WindowReader(1 << 16, twin)
+        assert bytes(reader.read(fd, 5000, 333)) == data[333:5333]
+        assert reader._direct is None  # buffered from then on
+        fail["errno"] = errno.EIO
+        with pytest.raises(OSError) as exc:
+            WindowReader(1 << 16, twin).read(fd, 5000, 333)
+        assert exc.value.errno == errno.EIO  # an I/O error stays an I/O error
+    finally:
+        os.close(twin)
+        os.close(fd)
+
+
+def test_direct_reads_leave_the_page_cache_as_it_was(tmp_path: Path) -> None:
+    from merkle.replica.bookkeeper.entrylog import WindowReader
+
+    if shutil.which("fincore") is None:
+        pytest.skip("fincore (util-linux) is not installed: page residency cannot be read")
+    path = tmp_path / "log"
+    path.write_bytes(os.urandom(4 << 20))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        if _resident([path]) > 0:
+            pytest.skip("this filesystem keeps its pages on POSIX_FADV_DONTNEED (tmpfs?)")
+        twin = _twin_or_skip(fd)
+        try:
+            assert len(WindowReader(1 << 20, twin).read(fd, 4 << 20, 100)) == (4 << 20) - 100
+        finally:
+            os.close(twin)
+        assert _resident([path]) == 0
+        assert len(WindowReader(1 << 20).read(fd, 4 << 20, 100)) == (4 << 20) - 100
+        assert _resident([path]) > 0  # the control: a buffered read fills it
+    finally:
+        os.close(fd)
 
 
 # ---- crcmerkle scan's flags ------------------------------------------------------------------

@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from merkle.replica import politeio
 from merkle.replica.bookkeeper.bookies import (
     LedgerDir,
     dir_index_in_cookie,
@@ -120,6 +121,11 @@ __all__ = [
 
 #: one read of an entry log takes at most this many bytes (plus one entry larger than it)
 READ_WINDOW = 16 << 20
+#: entry logs at least this large are read past the page cache (politeio.direct_twin);
+#: smaller ones buffered: little to save, and an O_DIRECT read first writes back the range's
+#: dirty pages, which a small, just-written log is mostly made of (a bookie's full logs are
+#: 1 GiB, entryLogSizeLimit's default)
+DIRECT_MIN_BYTES = 64 << 20
 #: the largest entry read at all (BookKeeper's nettyMaxFrameSizeBytes default is 5 MiB); a
 #: larger size field is a finding, never an allocation
 MAX_ENTRY_BYTES = 64 << 20
@@ -301,8 +307,10 @@ def _verify_log(
     metadata: Dict[int, LedgerMetadata],
     report: ScanReport,
     pace: Optional[Callable[[int], None]] = None,
+    direct: Optional[int] = None,
 ) -> Dict[int, int]:
-    """Verify the index entries `todo` of one log, a window of READ_WINDOW bytes at a time:
+    """Verify the index entries `todo` of one log, a window of READ_WINDOW bytes at a time
+    (through `direct`, the log's O_DIRECT twin, where there is one: WindowReader):
     each window's entries are found, size-checked and verified by columns, none by a Python
     step of its own. Returns the runs of back-to-back records whose size fields it read (the
     start of a run's first size field -> the end of its last record), for the walk of
@@ -312,7 +320,7 @@ def _verify_log(
     framed_size: List[np.ndarray] = []
     i = 0
     n = len(todo)
-    reader = WindowReader(min(READ_WINDOW, file_size))
+    reader = WindowReader(min(READ_WINDOW, file_size), direct)
     while i < n:
         base = int(todo.pos[i]) - 4
         window = reader.read(fd, min(READ_WINDOW, file_size - base), base)
@@ -659,9 +667,16 @@ def _one_log(
                 bookie=bookie,
                 file=shown,
             )
-        runs = (
-            _verify_log(fd, size, shown, bookie, todo, metadata, report, pace) if len(todo) else {}
-        )
+        runs: Dict[int, int] = {}
+        if len(todo):
+            # past the page cache: a scan reads each log once, and a buffered cold read
+            # costs the kernel more CPU than verifying the bytes (politeio.direct_twin)
+            direct = politeio.direct_twin(fd) if size >= DIRECT_MIN_BYTES else None
+            try:
+                runs = _verify_log(fd, size, shown, bookie, todo, metadata, report, pace, direct)
+            finally:
+                if direct is not None:
+                    os.close(direct)
         unindexed = _unindexed_records(fd, size, todo, runs)
         if states is not None:
             states.save(
