@@ -527,10 +527,6 @@ def test_loop_options_are_refused_without_what_they_need(tmp_path: Path, capsys:
         ([str(root), "--state", s, "--max-age", "1d", "--loop", "--json"], "not with --json"),
         ([str(root), "--state", s, "--metrics-port", "9999"], "give --loop"),
         (
-            [str(root), "--state", s, "--max-age", "1d", "--loop", "--emit", s + "-out"],
-            "--loop does not take --emit",
-        ),
-        (
             [str(root), "--state", s, "--metrics-file", s + ".prom", "--emit", s + "-out"],
             "--metrics-file is not written by --emit",
         ),  # fmt: skip
@@ -615,3 +611,118 @@ def test_emit_with_state_writes_the_same_tables_from_the_records_without_reading
     _, third, _ = scan_json(capsys, *argv)
     assert third["summary"]["state"]["recorded"] == 1 and third["summary"]["bytes_read"] > 0
     assert _emitted(out) == tables
+
+
+def _scrape(port: int) -> Samples:
+    import urllib.request
+
+    parser = pytest.importorskip("prometheus_client.parser")
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    samples: Samples = {}
+    for family in parser.text_string_to_metric_families(text):
+        for x in family.samples:
+            samples[(x.name, tuple(sorted(x.labels.items())))] = x.value
+    return samples
+
+
+def _loop_child(argv: List[str], out: Path) -> subprocess.Popen[bytes]:
+    with open(out, "w") as f:
+        return subprocess.Popen(
+            argv, stdout=f, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": MERKLE_HOME}
+        )
+
+
+def _stop(child: subprocess.Popen[bytes]) -> int:
+    try:
+        child.send_signal(signal.SIGTERM)
+        return child.wait(timeout=60)
+    finally:
+        child.kill()
+        child.wait()
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_the_loop_emits_each_pass_and_a_restart_emits_the_same_without_reading(
+    tmp_path: Path, capsys: Any, layout: str
+) -> None:
+    """`--loop --emit URI` as a process: each volume's tables written as its pass completes,
+    the same tables a one-shot --emit writes; the metrics scraped mid-service count the
+    one-shot's findings; SIGTERM exits 0; a restart within --max-age reads no data and
+    writes the same tables again (each replica's rows from its record)."""
+    pytest.importorskip("pyarrow")
+    root = cluster(tmp_path, layout)
+    ref = tmp_path / "ref"
+    status, once, _ = scan_json(capsys, str(root), "--emit", str(ref), "--host", "h0")
+    assert status == 1
+    want = _emitted(ref)
+    kinds: Dict[str, int] = {}
+    for e in (json.loads(x) for x in want["errors"]):
+        kinds[e["error"]] = kinds.get(e["error"], 0) + 1
+    assert "CORRUPT_CHUNK" in kinds
+    state, out, port = tmp_path / "state", tmp_path / "out", _free_port()
+    argv = [sys.executable, "-m", "merkle", "scan", str(root), "--state", str(state)]
+    argv += ["--max-age", "1h", "--loop", "--emit", str(out), "--host", "h0"]
+    argv += ["--metrics-port", str(port)]
+    for run in (1, 2):
+        log = tmp_path / f"log{run}"
+        child = _loop_child(argv, log)
+        try:
+            _wait(lambda g=log, c=child: "pass done" in g.read_text() or c.poll() is not None)
+            assert child.poll() is None, log.read_text()
+            samples = _scrape(port)
+        finally:
+            assert _stop(child) == 0
+        text = log.read_text()
+        assert "stopped; the state is saved" in text
+        assert _emitted(out) == want, text
+        replicas = once["summary"]["replicas"]
+        read = replicas if run == 1 else 0
+        assert f"pass done: {read} replicas read" in text, text
+        assert f"emitted {replicas} replicas of " in text and "as host h0" in text, text
+        got = {
+            dict(k[1])["kind"]: v
+            for k, v in samples.items()
+            if k[0] == "crcmerkle_scan_findings" and v
+        }
+        assert got == kinds, (got, kinds)
+        read_bytes = sum(per_volume(samples, "crcmerkle_scan_bytes_read").values())
+        assert read_bytes == (once["summary"]["bytes_read"] if run == 1 else 0)
+    assert not list(out.rglob("*.tmp"))
+
+
+def test_a_loop_stopped_mid_pass_leaves_no_half_written_volume_and_resumes(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """SIGTERM mid-pass with --emit: the volumes that completed are written, the others not
+    (no temporary file left), and the next start reads only what the first did not record,
+    then writes every volume's tables as a one-shot --emit does."""
+    pytest.importorskip("pyarrow")
+    root = cluster(tmp_path, "crcmerkle", containers=8)
+    ref = tmp_path / "ref"
+    _, once, _ = scan_json(capsys, str(root), "--emit", str(ref), "--host", "h0")
+    want, total = _emitted(ref), once["summary"]["bytes_read"]
+    state, out = tmp_path / "state", tmp_path / "out"
+    argv = [sys.executable, "-m", "merkle", "scan", str(root), "--state", str(state)]
+    argv += ["--max-age", "1h", "--loop", "--emit", str(out), "--host", "h0"]
+    log = tmp_path / "log1"
+    child = _loop_child(argv + ["--rate", str(max(1, total // 30))], log)  # ~5 s a volume
+    try:
+        _wait(lambda: _recorded(state) >= 3 or child.poll() is not None)
+        assert child.poll() is None, log.read_text()
+    finally:
+        assert _stop(child) == 0
+    assert "pass done" not in log.read_text()
+    assert not list(out.rglob("*.tmp")) and not list(out.rglob(".*"))
+    recorded = _recorded(state)
+    assert 3 <= recorded < once["summary"]["replicas"]
+    log = tmp_path / "log2"
+    child = _loop_child(argv, log)
+    try:
+        _wait(lambda: "pass done" in log.read_text() or child.poll() is not None)
+        assert child.poll() is None, log.read_text()
+    finally:
+        assert _stop(child) == 0
+    text = log.read_text()
+    assert f"pass done: {once['summary']['replicas'] - recorded} replicas read" in text, text
+    assert _emitted(out) == want

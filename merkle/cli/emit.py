@@ -66,6 +66,11 @@ def run_emit(args: argparse.Namespace, idle: bool, tracker: Any = None) -> int:
             flush=True,
         )
 
+    options: Dict[str, Any] = {"workers": args.workers}
+    if args.also:
+        options["also"] = tuple(args.also)
+    if args.buffer_size:
+        options["buffer_size"] = args.buffer_size
     try:
         res = emit_scan(
             args.paths,
@@ -78,9 +83,7 @@ def run_emit(args: argparse.Namespace, idle: bool, tracker: Any = None) -> int:
             strict=args.strict,
             on_volume=on_volume,
             tracker=tracker,
-            workers=args.workers,
-            **({"also": tuple(args.also)} if args.also else {}),
-            **({"buffer_size": args.buffer_size} if args.buffer_size else {}),
+            **options,
         )
         if tracker is not None:  # every PATH visited: the next run starts a new pass
             tracker.state.complete_pass()

@@ -299,7 +299,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "at its byte rate, each pass reading what is due (changed and never-verified "
         "replicas first, then the oldest), sleeping until the next replica falls due; "
         "on bookies a thread per ledger storage, an entry log the replica, each pass's "
-        "findings printed at its end; SIGTERM or SIGINT: the read in progress finishes, "
+        "findings printed at its end; with --emit URI each volume's tables written to URI "
+        "as its pass completes; SIGTERM or SIGINT: the read in progress finishes, "
         "the state is saved, exit 0",
     )
     p.add_argument(
@@ -338,12 +339,7 @@ def _state_refusal(args: argparse.Namespace) -> Optional[str]:
         return "--loop prints a line per replica: not with --json (a document that never ends)"
     if args.metrics_port is not None and not args.loop:
         return "--metrics-port serves the --loop service's metrics: give --loop"
-    if args.emit and args.loop:
-        return (
-            "--loop does not take --emit (its passes are judged here, not by `spark report`):"
-            " run --emit URI --state DIR --max-age D periodically (a systemd timer, cron)"
-        )
-    if args.emit and args.metrics_file:
+    if args.emit and args.metrics_file and not args.loop:
         return (
             "--metrics-file is not written by --emit: `crcmerkle spark report URI` gives the "
             "emitted volumes' figures"
@@ -520,12 +516,12 @@ def run(args: argparse.Namespace) -> int:
     _refuse_bookies_without_metadata(args.paths)
     idle, previous = _idle_io(args)
     try:
+        if args.loop:
+            return _loop(args)
         if args.emit:
             from merkle.cli.emit import run_emit
 
             return run_emit(args, idle, _tracker(args, replay=True))
-        if args.loop:
-            return _loop(args)
         return _run(args, idle)
     finally:
         if idle and previous is not None:
@@ -535,7 +531,8 @@ def run(args: argparse.Namespace) -> int:
 def print_result(r: Any, strict: bool) -> None:
     """A replica's text lines: its status, value and path (a replica not read: when it was
     verified), each finding, each --also block value."""
-    carried = isinstance(r, CarriedResult)
+    # not read: a CarriedResult, or (--loop --emit) a result replayed from its record
+    carried = isinstance(r, CarriedResult) or getattr(r, "verified_at", None) is not None
     value = "-" if r.tree.data_checksum is None else format_checksum(r.tree.data_checksum)
     note = f"  (not read: unchanged since verified {utc(r.verified_at)})" if carried else ""
     print(f"{_status(r, strict)}  {value}  {one_line(r.path)}{note}", flush=True)
@@ -585,14 +582,17 @@ def _loop(args: argparse.Namespace) -> int:
     from merkle.cli.scanloop import run_loop
     from merkle.replica.incremental import StateTracker
 
-    first = _tracker(args)
+    replay = bool(args.emit)  # the emitted tables need the trees of the replicas not read
+    first = _tracker(args, replay=replay)
     state = first.state
     trackers = [first]
 
     def make_tracker() -> Any:
         if trackers:
             return trackers.pop()
-        return StateTracker(state, args.max_age, checkpoint_seconds=_checkpoint_seconds(args))
+        return StateTracker(
+            state, args.max_age, checkpoint_seconds=_checkpoint_seconds(args), replay=replay
+        )
 
     return run_loop(args, make_tracker, print_result)
 

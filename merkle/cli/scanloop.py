@@ -5,7 +5,9 @@ volume, each at the volume's byte rate (--bytes-per-second), each replica picked
 periodic rule (merkle.replica.incremental: changed and never-verified first, then the oldest
 verified; those verified within --max-age and unchanged not read), its result printed and
 recorded as it completes; then a sleep until the first replica falls due again (at most an
-hour, so that changed replicas are found), and the next pass.
+hour, so that changed replicas are found), and the next pass. With --emit URI each pass is
+the periodic emit (spark_udfs.tables.emit, its replicas not read replayed from their
+records): each volume's tables written to URI as that volume's pass completes.
 
 SIGTERM (systemd's stop) and SIGINT: every volume thread stops at its next read (the read in
 progress finishes; the replica it was reading is not recorded, so the next start reads it
@@ -39,6 +41,14 @@ __all__ = ["Stopped", "run_loop", "serve_metrics", "stop_on_signals"]
 METRICS_EVERY = 30.0
 #: the longest sleep between passes: a changed replica waits at most this long
 MAX_SLEEP = 3600.0
+#: with --emit, the wait before a pass whose output could not be written is run again
+EMIT_RETRY = 60.0
+
+
+def _carried(r: Any) -> bool:
+    """Whether result `r` was not read by this pass (a CarriedResult, or with --emit a
+    replayed ScanResult: each carries the time it was verified)."""
+    return getattr(r, "read", True) is False or getattr(r, "verified_at", None) is not None
 
 
 class Stopped(BaseException):
@@ -133,9 +143,17 @@ def _run_loop(
             tracker = make_tracker()
             current = _Pass(tracker)
             holder["pass"] = current
-            _one_pass(args, current, stop, print_lock, print_result)
+            if args.emit:
+                emitted = _one_emit_pass(args, current, stop, print_lock, print_result)
+            else:
+                _one_pass(args, current, stop, print_lock, print_result)
+                emitted = True
             if stop.is_set():
                 break
+            if not emitted:  # the output could not be written: the pass again, soon
+                _write_file(args, current)
+                stop.wait(EMIT_RETRY)
+                continue
             tracker.state.complete_pass()
             _write_file(args, current)
             with print_lock:
@@ -216,8 +234,109 @@ def _one_pass(
             f.result()  # a programming error in a thread is not silent
 
 
+def _wait_for(
+    work: Callable[[], None], stop: threading.Event, args: argparse.Namespace, current: _Pass
+) -> None:
+    """Run `work` in a thread while this (the main) thread keeps the signals and rewrites
+    the metrics file every METRICS_EVERY seconds; an exception of `work` is raised here."""
+    box: Dict[str, BaseException] = {}
+
+    def body() -> None:
+        try:
+            work()
+        except BaseException as exc:  # noqa: BLE001 - raised in the main thread
+            box["error"] = exc
+
+    t = threading.Thread(target=body, name="crcmerkle-emit-pass")
+    t.start()
+    t0 = time.monotonic()
+    while t.is_alive():
+        t.join(1.0)
+        if time.monotonic() - t0 >= METRICS_EVERY:
+            _write_file(args, current)
+            t0 = time.monotonic()
+    if "error" in box:
+        raise box["error"]
+
+
+def _one_emit_pass(
+    args: argparse.Namespace,
+    current: _Pass,
+    stop: threading.Event,
+    print_lock: Any,
+    print_result: Any,
+) -> bool:
+    """One pass of `--loop --emit URI`: the periodic emit (merkle.cli.emit's, its tracker
+    replaying the replicas not read), a thread per volume; each replica printed and counted
+    as it completes, each volume's tables written to URI as its pass completes (replacing
+    its files of the pass before), this host's files of volumes gone removed at the pass's
+    end. True when the pass was written whole; False when the output failed (said in one
+    line: the pass is not complete, and the next one re-reads nothing this one recorded)."""
+    from merkle.cli import CLIError
+    from merkle.cli.emit import emit_host
+    from merkle.replica.scan import DEFAULT_BUFFER_SIZE
+    from merkle.replica.uri import display
+
+    try:
+        from spark_udfs.tables.emit import emit_scan
+    except ImportError as exc:  # pyarrow missing: one line, and the service cannot work
+        raise CLIError(f"--emit needs pyarrow ({exc})") from None
+    host = emit_host(args)
+
+    def progress(_n: int) -> None:
+        if stop.is_set():
+            raise Stopped()
+
+    def on_replica(ref: Any, r: Any, exc: Optional[Exception]) -> None:
+        if exc is not None:
+            with current.lock:
+                current.failed.append({"path": os.fspath(ref.path), "error": str(exc)})
+            with print_lock:
+                print_error(str(exc))
+            return
+        with current.lock:
+            current.results.append(r)
+        with print_lock:
+            print_result(r, args.strict)
+
+    def work() -> None:
+        res = emit_scan(
+            list(args.paths),
+            args.emit,
+            host,
+            bytes_per_second=args.rate,
+            drop_cache=not args.keep_cache,
+            strict=args.strict,
+            tracker=current.tracker,
+            on_replica=on_replica,
+            threads=max(1, len(_volume_roots(list(args.paths)))),
+            workers=args.workers,
+            progress=progress,
+            buffer_size=args.buffer_size or DEFAULT_BUFFER_SIZE,
+        )
+        with print_lock:
+            for line in res.failures:
+                print_error(line)
+            print(
+                f"emitted {res.replicas} replicas of {len(res.volumes)} volume(s) as host "
+                f"{one_line(host)} to {one_line(display(args.emit))}: {len(res.written)} "
+                f"file(s)"
+                + (f", {len(res.removed)} earlier file(s) removed" if res.removed else ""),
+                flush=True,
+            )
+
+    try:
+        _wait_for(work, stop, args, current)
+    except Stopped:
+        return True
+    except (OSError, ValueError) as exc:
+        print_error(one_line(f"--emit {display(args.emit)}: {exc}"))
+        return False
+    return True
+
+
 def _pass_line(p: _Pass) -> str:
-    read = sum(1 for r in p.results if getattr(r, "read", True) is not False)
+    read = sum(1 for r in p.results if not _carried(r))
     carried = len(p.results) - read
     nbytes = sum(r.bytes_read for r in p.results)
     bad = sum(1 for r in p.results if not r.ok)

@@ -41,7 +41,9 @@ import os
 import re
 import socket
 import stat
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
@@ -457,6 +459,8 @@ def emit_scan(
     strict: bool = False,
     on_volume: Optional[Callable[[Dict[str, Any]], None]] = None,
     tracker: Any = None,
+    on_replica: Optional[Callable[[ReplicaRef, Any, Optional[Exception]], None]] = None,
+    threads: int = 1,
     **options: Any,
 ) -> EmitResult:
     """Scan the volumes under `paths` (this host's) and write their scan tables under `uri`
@@ -465,7 +469,14 @@ def emit_scan(
     writing the output raises OSError (nothing of the failed volume is left behind).
     `tracker` (merkle.replica.incremental.StateTracker with `replay`, `--state`): a replica
     verified in the pass in progress or within its max age, unchanged, is emitted from its
-    record (its findings and trees, no data read); the others are read and recorded."""
+    record (its findings and trees, no data read); the others are read and recorded.
+    `on_replica(replica, result, error)`: called as each replica completes, from its
+    volume's thread (`scan --loop --emit` prints and counts it). `threads`: the volumes
+    scanned at once, each at its own rate (the loop's one thread per volume); their rows go
+    to their own files either way, and the result lists them in the volumes' order. An
+    exception in one volume's thread (an output error; the loop's stop) lets the others end
+    as they would, then is raised: the volumes that completed are written, the others' files
+    left as they were, and no earlier file of this host is removed."""
     res = EmitResult()
     out = _output(uri)
     try:
@@ -482,6 +493,8 @@ def emit_scan(
             on_volume=on_volume,
             options=options,
             tracker=tracker,
+            on_replica=on_replica,
+            threads=threads,
         )
     finally:
         out.close()
@@ -501,6 +514,8 @@ def _emit_to(
     on_volume: Optional[Callable[[Dict[str, Any]], None]],
     options: Dict[str, Any],
     tracker: Any = None,
+    on_replica: Optional[Callable[[ReplicaRef, Any, Optional[Exception]], None]] = None,
+    threads: int = 1,
 ) -> EmitResult:
     volumes: List[Tuple[Layout, Volume]] = []
     seen: Set[Tuple[str, str, Optional[str]]] = set()
@@ -539,7 +554,11 @@ def _emit_to(
     dup_by_path = {d[1]: d for d in duplicates}
     res.duplicates = len(duplicates)
     tables = list(TABLE_SCHEMAS)
-    for layout, v, refs in listed:
+    lock = threading.Lock()
+
+    def one(item: Tuple[Layout, Volume, List[ReplicaRef]]) -> Tuple[Dict[str, Any], EmitResult]:
+        layout, v, refs = item
+        part = EmitResult()  # this volume's counts, joined with the others' in their order
         vf = _VolumeFiles(out, file_name(host, v))
         try:
             row = _emit_volume(
@@ -550,7 +569,7 @@ def _emit_to(
                 dup_by_path,
                 vf,
                 host,
-                res,
+                part,
                 tables,
                 trees_only=trees_only,
                 metadata_only=metadata_only,
@@ -559,16 +578,44 @@ def _emit_to(
                 strict=strict,
                 options=options,
                 tracker=tracker,
+                on_replica=on_replica,
             )
-            done = vf.close()
-            res._paths.extend(done)
-            res.written.extend(out.show(p) for p in done)
+            part._paths = vf.close()
         except BaseException:
             vf.abandon()
             raise
-        res.volumes.append(row)
         if on_volume is not None:
-            on_volume(row)
+            with lock:
+                on_volume(row)
+        return row, part
+
+    done: List[Optional[Tuple[Dict[str, Any], EmitResult]]] = []
+    first: Optional[BaseException] = None
+    if threads <= 1 or len(listed) <= 1:
+        for item in listed:
+            done.append(one(item))  # an exception ends the emit here, as it always did
+    else:
+        with ThreadPoolExecutor(max_workers=min(threads, len(listed))) as pool:
+            futures = [pool.submit(one, item) for item in listed]
+            for f in futures:
+                try:
+                    done.append(f.result())
+                except BaseException as exc:  # noqa: BLE001 - raised once all have ended
+                    first = first or exc
+                    done.append(None)
+    for got in done:
+        if got is None:
+            continue
+        row, part = got
+        res._paths.extend(part._paths)
+        res.written.extend(out.show(p) for p in part._paths)
+        res.volumes.append(row)
+        res.replicas += part.replicas
+        res.with_errors += part.with_errors
+        res.scan_failed += part.scan_failed
+        res.bytes_read += part.bytes_read
+    if first is not None:
+        raise first
     res.removed = [out.show(p) for p in _remove_stale(out, host, res._paths, tables)]
     return res
 
@@ -591,6 +638,7 @@ def _emit_volume(
     strict: bool,
     options: Dict[str, Any],
     tracker: Any = None,
+    on_replica: Optional[Callable[[ReplicaRef, Any, Optional[Exception]], None]] = None,
 ) -> Dict[str, Any]:
     """Scan one volume into its files; its volumes-table row."""
     datanode = v.datanode or UNKNOWN_DATANODE
@@ -642,6 +690,8 @@ def _emit_volume(
             rows = _result_rows(rep, r, exc, trees_only, host, metadata_only=metadata_only)
             for name, t in _tables_of(rows):
                 vf.add(name, t)
+            if on_replica is not None:
+                on_replica(rep, r, exc)
     res.bytes_read += nbytes
     row = {
         "datanode": datanode,

@@ -10,7 +10,9 @@ goes on with the oldest verified; a log never verified (a new one, the highest I
 for its pass's end, at most one pass (the Ozone loop reads those first). A pass ends with
 the copies of every bookie judged together (under-replication and differing copies need
 them all), its findings printed and the metrics written; then a sleep until the first log
-falls due again (at most an hour), and the next pass.
+falls due again (at most an hour), and the next pass. With --emit URI a pass writes this
+host's stage-1 rows to URI at its end instead of judging them here (spark_udfs.jobs.bookkeeper.
+emit: `spark report` judges every host's together); its lines give this host's findings.
 
 SIGTERM (systemd's stop) and SIGINT: every storage thread stops at its next read (the read
 in progress finishes; the log it was reading is not recorded, so the next start reads it
@@ -41,7 +43,14 @@ from merkle.cli.bookkeeper import (
     pacer,
     print_finding_lines,
 )
-from merkle.cli.scanloop import MAX_SLEEP, METRICS_EVERY, Stopped, serve_metrics, stop_on_signals
+from merkle.cli.scanloop import (
+    EMIT_RETRY,
+    MAX_SLEEP,
+    METRICS_EVERY,
+    Stopped,
+    serve_metrics,
+    stop_on_signals,
+)
 from merkle.messages import one_line
 
 __all__ = ["run_bookie_loop"]
@@ -91,12 +100,22 @@ def run_bookie_loop(args: argparse.Namespace) -> int:
                 report = _one_pass(args, source, states, figures, stop)
                 if report is None:  # stopped mid-pass: the logs done are recorded
                     break
-                _print_pass(report, states)
-                with figures.lock:
-                    figures.findings, figures.failed = list(report.findings), len(report.failed)
+                if args.emit:
+                    emitted = _print_emit(args, report, states)
+                    with figures.lock:
+                        figures.findings, figures.failed = list(report.found), len(report.failed)
+                else:
+                    emitted = True
+                    _print_pass(report, states)
+                    with figures.lock:
+                        figures.findings = list(report.findings)
+                        figures.failed = len(report.failed)
                 _write_file(args, figures)
                 due = state.next_due(args.max_age)
-                stop.wait(max(1.0, min(MAX_SLEEP, MAX_SLEEP if due is None else due - time.time())))
+                wait = MAX_SLEEP if due is None else due - time.time()
+                if not emitted:  # the logs are recorded: the next pass writes them, soon
+                    wait = min(wait, EMIT_RETRY)
+                stop.wait(max(1.0, min(MAX_SLEEP, wait)))
                 fresh = _next_source(args, stop)
                 if fresh is None:
                     break
@@ -126,6 +145,8 @@ def _one_pass(
     from merkle.replica.bookkeeper.scan import scan_bookies
 
     def scan() -> Any:
+        if args.emit:
+            return _emit_pass(args, source, states, stop)
         return scan_bookies(
             args.paths,
             source.ledgers,
@@ -150,6 +171,68 @@ def _one_pass(
             return future.result()  # a programming error in the scan is not silent
         except Stopped:
             return None
+
+
+def _emit_pass(
+    args: argparse.Namespace, source: MetadataSource, states: Any, stop: threading.Event
+) -> Any:
+    """A pass of `--loop --emit URI`: this host's stage-1 rows written to URI at the pass's
+    end (spark_udfs.jobs.bookkeeper.emit, replacing this host's file of the pass before), for
+    `spark report` to judge with the other hosts'. The BookieEmit, or an _EmitFailed when the
+    output could not be written (the logs read are recorded all the same: the next pass,
+    EMIT_RETRY later, writes them from their records without reading them again)."""
+    try:
+        from spark_udfs.jobs.bookkeeper.emit import emit_bookies
+    except ImportError as exc:  # pyarrow missing: one line, and the service cannot work
+        raise CLIError(f"--emit needs pyarrow ({exc})") from None
+    from merkle.cli.emit import emit_host
+
+    try:
+        return emit_bookies(
+            args.paths,
+            args.emit,
+            emit_host(args),
+            source.ledgers,
+            instance_id=source.instance_id,
+            registered_cookies=source.cookies,
+            states=states,
+            pace=pacer(args.rate, stop),
+            threads=MAX_THREADS,
+        )
+    except (OSError, ValueError) as exc:
+        return _EmitFailed(str(exc))
+
+
+class _EmitFailed:
+    """A pass whose output could not be written: its one line, nothing found."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+        self.found: List[Any] = []
+        self.failed: List[str] = []
+
+
+def _print_emit(args: argparse.Namespace, res: Any, states: Any) -> bool:
+    """A `--loop --emit` pass's lines: its findings so far (this host's; the copies are
+    judged with the other hosts' by `spark report`) and what it wrote. False when the output
+    could not be written."""
+    from merkle.replica.uri import display
+
+    where = display(args.emit)
+    if isinstance(res, _EmitFailed):
+        print_error(one_line(f"--emit {where}: {res.why}; the pass again in {EMIT_RETRY:.0f} s"))
+        return False
+    print_finding_lines(res.found)
+    for line in res.failed:
+        print_error(one_line(line))
+    print(
+        f"pass done: {states.read} entry logs read ({res.bytes_read} bytes), "
+        f"{states.carried_logs} not read (unchanged, verified within --max-age); emitted "
+        f"{len(set(res.bookies))} bookies, {res.copies} entry copies ({res.good_copies} good), "
+        f"{len(res.found)} findings so far, to {one_line(where)}",
+        flush=True,
+    )
+    return True
 
 
 def _next_source(args: argparse.Namespace, stop: threading.Event) -> Optional[MetadataSource]:

@@ -29,6 +29,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from merkle.replica.bookkeeper.findings import Finding
 from merkle.replica.bookkeeper.metadata import LedgerMetadata
 from spark_udfs.jobs.bookkeeper import _STAGE1, _arrow
 from spark_udfs.jobs.bookkeeper.hosts import host_batches
@@ -64,6 +65,8 @@ class BookieEmit:
     findings: int = 0
     failed: List[str] = field(default_factory=list)
     bytes_read: int = 0
+    #: this host's findings as written (its copies not yet judged with the other hosts')
+    found: List[Finding] = field(default_factory=list)
 
 
 def _count(res: BookieEmit, t: pa.Table) -> None:
@@ -90,6 +93,10 @@ def _count(res: BookieEmit, t: pa.Table) -> None:
             res.failed += [str(x) for x in part.column("detail").to_pylist()]
         elif k == "LISTING":
             res.bookies += part.column("bookie").to_pylist()
+        elif k == "FINDING":
+            cols = ("error", "detail", "bookie", "ledger", "entry", "file", "offset", "read_at")
+            for r in part.select(list(cols)).to_pylist():
+                res.found.append(Finding(r.pop("error"), r.pop("detail") or "", **r))
 
 
 def emit_bookies(
@@ -103,12 +110,14 @@ def emit_bookies(
     also: Sequence[str] = (),
     states: Optional[Any] = None,
     pace: Optional[Any] = None,
+    threads: int = 1,
 ) -> BookieEmit:
     """Verify this host's bookies under `paths` and write their stage-1 rows under `uri`
     (see the module docstring). An error writing the output raises OSError (the temporary
     file removed: nothing of this run is left behind). `states` (--state): the entry logs'
     records (merkle.replica.bookkeeper.state): a log unchanged and fresh is not read again.
-    `pace`: ScanReport.pace (--bytes-per-second)."""
+    `pace`: ScanReport.pace (--bytes-per-second); `threads`: the storages verified at once
+    (host_batches)."""
     res = BookieEmit()
     out = _output(uri)
     try:
@@ -125,6 +134,7 @@ def emit_bookies(
                 also=also,
                 states=states,
                 pace=pace,
+                threads=threads,
             ):
                 t = pa.Table.from_batches([b])
                 _count(res, t)

@@ -199,6 +199,7 @@ def host_batches(
     states: Optional[Any] = None,
     note: Optional[str] = None,
     pace: Optional[Any] = None,
+    threads: int = 1,
 ) -> Iterator[pa.RecordBatch]:
     """Stage 1's rows of one host's ledger directories `volumes` (read here: the caller has
     checked it runs on `host`): their listing and cookie findings, each bookie whose ID is
@@ -207,7 +208,11 @@ def host_batches(
     The data-local task's work, and what `crcmerkle scan BOOKIE_DIR... --emit URI` writes
     (spark_udfs.jobs.bookkeeper.emit). `states` (--state): the host's entry logs' records
     (merkle.replica.bookkeeper.state), the pass complete when every storage was visited;
-    `note`: a warning for the directories' rows (its database was moved aside)."""
+    `note`: a warning for the directories' rows (its database was moved aside); `threads`:
+    the storages verified at once (`scan --loop --emit`: one thread per disk, each at its
+    own rate), their rows yielded in the storages' order all the same."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from merkle.replica.bookkeeper.scan import coverage_of, list_bookies, scan_storage
 
     schema = _arrow(_STAGE1)
@@ -241,19 +246,24 @@ def host_batches(
     yield from _table(schema, "FINDING", [_finding_row(f) for f in found]).to_batches()
     yield from _table(schema, "TALLY", [_tally(found, verified_copies=0)]).to_batches()
     read: Dict[str, str] = {}
-    for bookie, storage in Listing(listing.report, kept).storages():
-        t0, c0 = time.perf_counter(), time.process_time()
-        part = scan_storage(storage, bookie, metadata, also, metadata_only, states, pace)
+    storages = Listing(listing.report, kept).storages()
+
+    def verify(item: Tuple[str, List[Any]]) -> Tuple[Any, float, float]:
+        t0, c0 = time.perf_counter(), time.thread_time()  # this storage's thread alone
+        part = scan_storage(item[1], item[0], metadata, also, metadata_only, states, pace)
+        return part, time.perf_counter() - t0, time.thread_time() - c0
+
+    def done() -> Iterator[Tuple[Any, float, float]]:
+        if threads <= 1 or len(storages) <= 1:  # one at a time: one storage's copies held
+            yield from map(verify, storages)
+            return
+        with ThreadPoolExecutor(max_workers=min(threads, len(storages))) as pool:
+            yield from pool.map(verify, storages)
+
+    for (_, storage), (part, seconds, cpu) in zip(storages, done()):
         read.update(part.read)
         yield from storage_batches(
-            schema,
-            storage,
-            part,
-            time.perf_counter() - t0,
-            per_batch,
-            host=host,
-            cpu_seconds=time.process_time() - c0,
-            note=note,
+            schema, storage, part, seconds, per_batch, host=host, cpu_seconds=cpu, note=note
         )
     if states is not None:
         states.complete()
