@@ -375,6 +375,15 @@ class ScanState:
             return None
         return ReplicaRecord(str(row[0]), float(row[1]), record), row[3]
 
+    def log_verified(self, key: str) -> Optional[Tuple[str, float]]:
+        """The entry log `key`'s recorded (identity, verified_at), or None: what the order of
+        a pass needs, without its record or copies."""
+        with self._lock:
+            row = self.db.execute(
+                "SELECT identity, verified_at FROM entry_logs WHERE key = ?", (key,)
+            ).fetchone()
+        return None if row is None else (str(row[0]), float(row[1]))
+
     def put_blocks(
         self, key: str, identity: str, blocks: List[Tuple[int, float, Dict[str, Any]]]
     ) -> None:

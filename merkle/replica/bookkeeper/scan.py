@@ -586,13 +586,25 @@ def _scan_storage(
                 listed = log_id_of(name)
                 if listed is not None:
                     logs.setdefault(listed, (d, name))  # the first directory, as findFile
-        for log_id in sorted(set(by_log) | set(logs)):
-            d, name = logs.get(log_id, (parts[0][0], f"{log_id:x}.log"))
+        ids = sorted(set(by_log) | set(logs))
+        where = {i: logs.get(i, (parts[0][0], f"{i:x}.log")) for i in ids}
+        states = None if report.census else report.states
+        found: Dict[int, List[Finding]] = {}
+        order = ids
+        if states is not None:  # a periodic pass: what is most at risk first
+            order = _by_risk(ids, where, fds, bookie, by_log, metadata, states)
+        for log_id in order:
+            d, name = where[log_id]
             todo = by_log.get(log_id, _NO_TODO)
+            start = len(report.findings)
             if report.census:
                 _census_log(fds[d.path], d, name, bookie, todo, report)
             else:
                 _one_log(fds[d.path], d, name, bookie, todo, index, metadata, report)
+            found[log_id] = report.findings[start:]
+            del report.findings[start:]
+        for log_id in ids:  # in the logs' order whatever order they were read in
+            report.findings.extend(found.get(log_id, ()))
         return {d.path: index for d, _ in parts}
     finally:
         for fd in fds.values():
@@ -600,6 +612,35 @@ def _scan_storage(
 
 
 _NO_TODO = _Todo(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64))
+
+
+def _by_risk(
+    ids: List[int],
+    where: Dict[int, Tuple[LedgerDir, str]],
+    fds: Dict[str, int],
+    bookie: str,
+    by_log: Dict[int, _Todo],
+    metadata: Dict[int, LedgerMetadata],
+    states: LogStates,
+) -> List[int]:
+    """The logs `ids` in the order a periodic pass reads them (LogStates.risk): changed and
+    never-verified first, then the oldest verified, the fresh ones (not read) last; each by
+    its file as it is now (lstat: a log that is gone or not a regular file goes first, and
+    its read says what is wrong). The read itself checks the identity again."""
+    ranked = []
+    for log_id in ids:
+        d, name = where[log_id]
+        rank: Tuple[int, float] = (0, 0.0)
+        try:
+            st = os.stat(name, dir_fd=fds[d.path], follow_symlinks=False)
+        except OSError:
+            st = None
+        if st is not None and stat.S_ISREG(st.st_mode):
+            todo = by_log.get(log_id, _NO_TODO)
+            identity = log_identity(st, todo.pos, todo.ledger, todo.entry, metadata)
+            rank = states.risk(states.key(bookie, os.path.join(d.current, name)), identity)
+        ranked.append((rank, log_id))
+    return [log_id for _, log_id in sorted(ranked)]
 
 
 def _by_log(entries: IndexEntries) -> Dict[int, _Todo]:

@@ -103,6 +103,15 @@ class LogStates:
             return True
         return self.max_age is not None and verified_at >= self.now - self.max_age
 
+    def risk(self, key: str, identity: str) -> Tuple[int, float]:
+        """Where the log `key` (as `identity` says it is now) goes in a pass: (0, 0) changed
+        or never verified, first; (1, when) verified and due, the oldest first; (2, 0) fresh
+        and unchanged, not read (its record is used)."""
+        got = self.state.log_verified(key)
+        if got is None or got[0] != identity:
+            return 0, 0.0
+        return (2, 0.0) if self._fresh(got[1]) else (1, got[1])
+
     def carried(self, key: str, identity: str, volume: str = "") -> Optional[CarriedLog]:
         """The record of the log `key` when it stands for `identity` and is fresh (then
         counted as carried in `volume`, its ledger directory), else None: read it."""
