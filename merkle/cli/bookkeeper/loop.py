@@ -4,10 +4,9 @@
 Forever, until SIGTERM or SIGINT: one pass over every bookie under the BOOKIE_DIRs (the
 ledger metadata read again at each pass's start: ledgers come and go), one thread per
 ledger storage, each disk at --bytes-per-second; an entry log verified within --max-age
-and unchanged is not read again (merkle.replica.bookkeeper.state). Logs are visited in
-their IDs' order, which is the order a steady loop verified them in, so an interrupted pass
-goes on with the oldest verified; a log never verified (a new one, the highest IDs) waits
-for its pass's end, at most one pass (the Ozone loop reads those first). A pass ends with
+and unchanged is not read again (merkle.replica.bookkeeper.state). Each storage's logs are
+read by risk (LogStates.risk): changed and never-verified first, then the oldest verified,
+as the datanode loop reads replicas. A pass ends with
 the copies of every bookie judged together (under-replication and differing copies need
 them all), its findings printed and the metrics written; then a sleep until the first log
 falls due again (at most an hour), and the next pass. With --emit URI a pass writes this
