@@ -116,6 +116,12 @@ def main() -> int:
     ap.add_argument("--bookies", type=int, default=2)
     ap.add_argument("--log-gib", type=float, default=1.0)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument(
+        "--short-job-jvm",
+        action="store_true",
+        help="run the executors with the tests' JVM options (C1 JIT only: quick to start, "
+        "slower per row) instead of the JVM's defaults, as a real cluster's executors run",
+    )
     args = ap.parse_args()
     t0 = time.monotonic()
     sim = start_cluster(
@@ -138,7 +144,11 @@ def main() -> int:
         spark = get_session(
             sim.master_url,
             app_name="crcmerkle-simhosts-bookie-bench",
-            conf={**sim.executor_conf(), "spark.ui.enabled": "true"},
+            conf={
+                **sim.executor_conf(),
+                "spark.ui.enabled": "true",
+                **({} if args.short_job_jvm else {"spark.executor.extraJavaOptions": ""}),
+            },
         )
         wait_for_executors(spark.sparkContext, list(sim.workers), 120)
         inv = parse_inventory(json.dumps(sim.inventory(absent=())))

@@ -726,3 +726,77 @@ def test_a_loop_stopped_mid_pass_leaves_no_half_written_volume_and_resumes(
     text = log.read_text()
     assert f"pass done: {once['summary']['replicas'] - recorded} replicas read" in text, text
     assert _emitted(out) == want
+
+
+def _first_verified(state: Path) -> str:
+    """The replica path the state says was verified first (a pass's oldest: read first by
+    the next pass)."""
+    db = sqlite3.connect(f"file:{state / DB_NAME}?mode=ro", uri=True)
+    try:
+        (key,) = db.execute("SELECT key FROM replicas ORDER BY verified_at LIMIT 1").fetchone()
+    finally:
+        db.close()
+    return str(key).rsplit("\0", 1)[-1]
+
+
+def _emitted_now(out: Path) -> Tuple[int, List[str]]:
+    """(rows of the emitted containers table, the errors table's kinds and replicas)."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    containers = pq.read_table(str(out / "containers")).num_rows
+    errors = pq.read_table(str(out / "errors")).to_pylist()
+    return containers, sorted(f"{e['error']} {e['replica']}" for e in errors)
+
+
+def test_the_loop_writes_a_finding_to_uri_mid_pass_with_every_volume_whole(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """--emit-every: a finding of the pass in progress is in URI long before the pass ends,
+    and at every moment URI holds every replica (those not read yet with the rows of the
+    pass before): a reader never sees a volume in part."""
+    pytest.importorskip("pyarrow")
+    root = cluster(tmp_path, "crcmerkle", containers=8)
+    _, once, _ = scan_json(capsys, str(root))
+    total, replicas = once["summary"]["bytes_read"], once["summary"]["replicas"]
+    state, out = tmp_path / "state", tmp_path / "out"
+    argv = [sys.executable, "-m", "merkle", "scan", str(root), "--state", str(state)]
+    # every replica due again at once: each pass reads all, a volume's pass ~8 s
+    argv += ["--max-age", "1s", "--loop", "--emit", str(out), "--host", "h0", "--no-write"]
+    argv += ["--emit-every", "1s", "--rate", str(max(1, total // 48))]
+    log = tmp_path / "log"
+    child = _loop_child(argv, log)
+    try:
+        _wait(lambda: "pass done" in log.read_text() or child.poll() is not None)
+        assert child.poll() is None, log.read_text()
+        count, before = _emitted_now(out)
+        assert count == replicas
+        # bit rot in the replica the next pass reads first (changed or oldest verified)
+        victim = _first_verified(state)
+        block = sorted((Path(victim) / "chunks").glob("*.block"))[0]
+        with open(block, "r+b") as f:
+            f.seek(100)
+            byte = f.read(1)
+            f.seek(100)
+            f.write(bytes([byte[0] ^ 0x10]))
+        volume = os.path.dirname(victim) + os.sep
+        in_volume = sum(1 for r in once["replicas"] if r["path"].startswith(volume))
+        seen: List[Tuple[int, List[str], int]] = []
+
+        def found() -> bool:
+            count, errors = _emitted_now(out)
+            # the victim's volume's replicas this pass has printed (read) so far
+            text = log.read_text()
+            done = text.split("pass done", 1)[1] if "pass done" in text else ""
+            read = sum(1 for line in done.splitlines() if f" {volume}" in line)
+            seen.append((count, errors, read))
+            return any(victim in e for e in errors) or child.poll() is not None
+
+        _wait(found)
+        assert child.poll() is None, log.read_text()
+        count, errors, read = seen[-1]
+        assert read < in_volume, "written only when its volume's pass ended"
+        assert f"CORRUPT_CHUNK {victim}" in errors
+        assert set(before) <= set(errors)  # the replicas not read yet: the pass before's rows
+        assert all(c == replicas for c, _, _ in seen), seen  # whole at every look
+    finally:
+        assert _stop(child) == 0
+    assert not list(out.rglob("*.tmp")) and not list(out.rglob(".*"))

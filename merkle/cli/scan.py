@@ -304,6 +304,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "the state is saved, exit 0",
     )
     p.add_argument(
+        "--emit-every",
+        metavar="DURATION",
+        type=duration_arg,
+        help="with --loop --emit: write each volume's tables to URI also mid-pass, after a "
+        "replica, once DURATION has passed since they were last written (default 5m): the "
+        "replicas read so far with the pass before's rows of the others, so that a finding "
+        "reaches URI within DURATION and URI always holds every volume whole",
+    )
+    p.add_argument(
         "--metrics-port",
         type=int_in_range(1, 65535),
         metavar="PORT",
@@ -339,6 +348,8 @@ def _state_refusal(args: argparse.Namespace) -> Optional[str]:
         return "--loop prints a line per replica: not with --json (a document that never ends)"
     if args.metrics_port is not None and not args.loop:
         return "--metrics-port serves the --loop service's metrics: give --loop"
+    if args.emit_every is not None and not (args.loop and args.emit):
+        return "--emit-every goes with --loop and --emit URI (the service's output)"
     if args.emit and args.metrics_file and not args.loop:
         return (
             "--metrics-file is not written by --emit: `crcmerkle spark report URI` gives the "

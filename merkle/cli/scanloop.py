@@ -43,6 +43,8 @@ METRICS_EVERY = 30.0
 MAX_SLEEP = 3600.0
 #: with --emit, the wait before a pass whose output could not be written is run again
 EMIT_RETRY = 60.0
+#: with --emit, how often a volume's tables are written mid-pass unless --emit-every says
+EMIT_EVERY = 300.0
 
 
 def _carried(r: Any) -> bool:
@@ -310,6 +312,7 @@ def _one_emit_pass(
             tracker=current.tracker,
             on_replica=on_replica,
             threads=max(1, len(_volume_roots(list(args.paths)))),
+            publish_every=EMIT_EVERY if args.emit_every is None else args.emit_every,
             workers=args.workers,
             progress=progress,
             buffer_size=args.buffer_size or DEFAULT_BUFFER_SIZE,

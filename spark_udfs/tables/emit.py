@@ -45,7 +45,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -67,6 +67,7 @@ from spark_udfs.jobs.scan import (
     _result_rows,
     volume_figures,
 )
+from spark_udfs.tables.spool import Spool
 
 __all__ = [
     "EmitResult",
@@ -210,6 +211,14 @@ class _Out:
     def delete(self, table: str, part: str, name: str) -> None:
         self.fs.delete_file(self.path(table, part, name))
 
+    def open_input(self, table: str, part: str, name: str) -> Any:
+        """A file written before (a volume's file of the pass before), to read; None when
+        there is none. OSError when it cannot be read."""
+        path = self.path(table, part, name)
+        if self.fs.get_file_info(path).type != pafs.FileType.File:
+            return None
+        return self.fs.open_input_file(path)
+
     def listing(self, table: str) -> Iterable[Tuple[str, str]]:
         """(partition directory, file name) of every file of `table`, one level down."""
         sel = pafs.FileSelector(self.path(table), recursive=True, allow_not_found=True)
@@ -262,6 +271,19 @@ class _LocalOut(_Out):
 
     def delete(self, table: str, part: str, name: str) -> None:
         os.unlink(name, dir_fd=self._dir(table, part))
+
+    def open_input(self, table: str, part: str, name: str) -> Any:
+        """As _Out's, never through a link, and only a regular file this user (or the
+        directory's owner) wrote: what another user put under this name is not carried."""
+        try:
+            d = self._dir(table, part, create=False)
+            fd = open_regular(d, name, display=self.path(table, part, name))
+        except FileNotFoundError:
+            return None
+        if os.fstat(fd).st_uid not in {os.geteuid(), os.fstat(d).st_uid}:
+            os.close(fd)
+            return None
+        return os.fdopen(fd, "rb")
 
     def listing(self, table: str) -> Iterable[Tuple[str, str]]:
         """Only this user's regular files in real directories: a link, or what another user
@@ -361,6 +383,20 @@ class _TableFile:
                     pass
 
 
+def _by_datanode(t: pa.Table) -> Iterator[Tuple[str, pa.Table]]:
+    """(datanode, its rows) of rows that carry the partition column: one, unless a layout
+    mixes datanodes."""
+    if t.num_rows == 0:
+        return
+    dn = t.column(PARTITION)
+    values = dn.unique().to_pylist()
+    for datanode in values:
+        yield (
+            datanode,
+            t if len(values) == 1 else t.filter(pc.equal(dn, pa.scalar(datanode, pa.string()))),
+        )
+
+
 class _VolumeFiles:
     """A volume's files: one per table and datanode its rows name (the volume's own datanode
     first, every table, so that each table exists even when it has no row)."""
@@ -382,15 +418,7 @@ class _VolumeFiles:
 
     def add(self, table: str, t: pa.Table) -> None:
         """Rows of `table` (its columns, the partition column included)."""
-        if t.num_rows == 0:
-            return
-        dn = t.column(PARTITION)
-        for datanode in dn.unique().to_pylist():  # one, unless a layout mixes datanodes
-            part = (
-                t
-                if len(dn.unique()) == 1
-                else t.filter(pc.equal(dn, pa.scalar(datanode, pa.string())))
-            )
+        for datanode, part in _by_datanode(t):
             self._file(table, datanode).add(part)
 
     def close(self) -> List[str]:
@@ -409,6 +437,91 @@ class _VolumeFiles:
                 f.abandon()
             except Exception:  # noqa: BLE001 - cleaning up after the error being reported
                 pass
+
+
+class _SpooledVolumeFiles(_VolumeFiles):
+    """A volume's files in a pass of `scan --loop --emit URI`: its rows spooled on local disk
+    (spark_udfs.tables.spool) and its files written whole at each `publish`, so that URI
+    holds the volume whole at every moment: mid-pass, each table's file is the rows of the
+    replicas this pass has read so far, then the rows of the file written before (the pass
+    before's) of every other replica; at the pass's end (`close`), this pass's rows alone."""
+
+    def __init__(self, out: _Out, name: str) -> None:
+        super().__init__(out, name)
+        self.spool = Spool(ROW_GROUP_BYTES)
+        self.opened: Set[Tuple[str, str]] = set()
+
+    def open_all(self, datanode: str, tables: Iterable[str]) -> None:
+        for t in tables:
+            self.opened.add((t, datanode))
+
+    def add(self, table: str, t: pa.Table) -> None:
+        for datanode, part in _by_datanode(t):
+            self.opened.add((table, datanode))
+            self.spool.add(table, datanode, part)
+
+    def publish(self, volume_row: Optional[pa.Table] = None) -> Optional[List[str]]:
+        """Mid-pass (`volume_row`: the volumes table's row as of now): every file written
+        again, this pass's rows and the earlier file's rows of the replicas not reached
+        yet. None, nothing written, when an earlier file is missing or unreadable (the
+        first pass, or a file of another version): a volume is never written in part."""
+        keys = sorted(self.opened)
+        earlier: Dict[Tuple[str, str], Any] = {}
+        try:
+            for table, dn in keys:
+                part = f"{PARTITION}={escape_partition_value(dn)}"
+                f = self.out.open_input(table, part, self.name)
+                if f is None:
+                    return None
+                earlier[(table, dn)] = f
+            readers = {k: pq.ParquetFile(f) for k, f in earlier.items()}
+        except (OSError, pa.ArrowException):
+            return None
+        try:
+            return self._write(keys, readers, volume_row)
+        finally:
+            for f in earlier.values():
+                f.close()
+
+    def _write(
+        self,
+        keys: List[Tuple[str, str]],
+        readers: Optional[Dict[Tuple[str, str], Any]],
+        volume_row: Optional[pa.Table],
+    ) -> List[str]:
+        done = pa.array(sorted(self.spool.replicas), pa.string())
+        files = [_TableFile(self.out, table, dn, self.name) for table, dn in keys]
+        try:
+            for (table, dn), f in zip(keys, files):
+                if table == "volumes" and volume_row is not None:
+                    f.add(volume_row)
+                    continue
+                for t in self.spool.tables(table, dn):
+                    f.add(t)
+                if readers is None:
+                    continue
+                for batch in readers[(table, dn)].iter_batches():
+                    t = pa.Table.from_batches([batch])
+                    if "replica" in t.column_names:
+                        t = t.filter(pc.invert(pc.is_in(t.column("replica"), value_set=done)))
+                    f.add(t)
+            return [f.close() for f in files]
+        except BaseException:
+            for f in files:
+                try:
+                    f.abandon()
+                except Exception:  # noqa: BLE001 - cleaning up after the error being raised
+                    pass
+            raise
+
+    def close(self) -> List[str]:
+        try:
+            return self._write(sorted(self.opened), None, None)
+        finally:
+            self.spool.close()
+
+    def abandon(self) -> None:
+        self.spool.close()
 
 
 def _tables_of(results: List[pa.Table]) -> Iterable[Tuple[str, pa.Table]]:
@@ -461,6 +574,7 @@ def emit_scan(
     tracker: Any = None,
     on_replica: Optional[Callable[[ReplicaRef, Any, Optional[Exception]], None]] = None,
     threads: int = 1,
+    publish_every: Optional[float] = None,
     **options: Any,
 ) -> EmitResult:
     """Scan the volumes under `paths` (this host's) and write their scan tables under `uri`
@@ -476,7 +590,11 @@ def emit_scan(
     to their own files either way, and the result lists them in the volumes' order. An
     exception in one volume's thread (an output error; the loop's stop) lets the others end
     as they would, then is raised: the volumes that completed are written, the others' files
-    left as they were, and no earlier file of this host is removed."""
+    left as they were, and no earlier file of this host is removed. `publish_every`
+    (seconds, `scan --loop --emit`): each volume's files are also written mid-pass, after a
+    replica, once that long has passed since they were last: the rows of the replicas read so
+    far and the earlier file's rows of the others (_SpooledVolumeFiles), so that URI holds
+    every volume whole at every moment and a finding reaches it within that time."""
     res = EmitResult()
     out = _output(uri)
     try:
@@ -495,6 +613,7 @@ def emit_scan(
             tracker=tracker,
             on_replica=on_replica,
             threads=threads,
+            publish_every=publish_every,
         )
     finally:
         out.close()
@@ -516,6 +635,7 @@ def _emit_to(
     tracker: Any = None,
     on_replica: Optional[Callable[[ReplicaRef, Any, Optional[Exception]], None]] = None,
     threads: int = 1,
+    publish_every: Optional[float] = None,
 ) -> EmitResult:
     volumes: List[Tuple[Layout, Volume]] = []
     seen: Set[Tuple[str, str, Optional[str]]] = set()
@@ -559,7 +679,8 @@ def _emit_to(
     def one(item: Tuple[Layout, Volume, List[ReplicaRef]]) -> Tuple[Dict[str, Any], EmitResult]:
         layout, v, refs = item
         part = EmitResult()  # this volume's counts, joined with the others' in their order
-        vf = _VolumeFiles(out, file_name(host, v))
+        name = file_name(host, v)
+        vf = _VolumeFiles(out, name) if publish_every is None else _SpooledVolumeFiles(out, name)
         try:
             row = _emit_volume(
                 layout,
@@ -579,6 +700,7 @@ def _emit_to(
                 options=options,
                 tracker=tracker,
                 on_replica=on_replica,
+                publish_every=publish_every,
             )
             part._paths = vf.close()
         except BaseException:
@@ -639,8 +761,11 @@ def _emit_volume(
     options: Dict[str, Any],
     tracker: Any = None,
     on_replica: Optional[Callable[[ReplicaRef, Any, Optional[Exception]], None]] = None,
+    publish_every: Optional[float] = None,
 ) -> Dict[str, Any]:
-    """Scan one volume into its files; its volumes-table row."""
+    """Scan one volume into its files; its volumes-table row. `publish_every` (seconds; `vf`
+    a _SpooledVolumeFiles): the volume's files written again mid-pass, after a replica,
+    once that long has passed since they were last written."""
     datanode = v.datanode or UNKNOWN_DATANODE
     vf.open_all(datanode, tables)
     t0 = time.perf_counter()
@@ -662,6 +787,24 @@ def _emit_volume(
                 [dict(zip(names, d[:-1] + (host,))) for d in dups], schema=TABLE_ARROW["errors"]
             ),
         )
+
+    def volume_row() -> Dict[str, Any]:
+        return {
+            "datanode": datanode,
+            "host": host,
+            "volume": redact(v.root),
+            "cluster_id": v.cluster_id,
+            "status": status,
+            "detail": detail,
+            "replicas": len(refs),
+            "bytes_read": nbytes,
+            "seconds": round(time.perf_counter() - t0, 6),
+            "ran_on": host,
+            **volume_figures(tracker, v.root, scanned, nbytes, read_seconds, started),
+        }
+
+    spooled = vf if isinstance(vf, _SpooledVolumeFiles) and publish_every is not None else None
+    published = time.monotonic()
     if scan_refs:
         limiter = RateLimiter(bytes_per_second) if bytes_per_second else None
         for rep, r, exc in tracked_scan(
@@ -692,20 +835,12 @@ def _emit_volume(
                 vf.add(name, t)
             if on_replica is not None:
                 on_replica(rep, r, exc)
+            if spooled is not None and time.monotonic() - published >= (publish_every or 0.0):
+                now = pa.Table.from_pylist([volume_row()], schema=TABLE_ARROW["volumes"])
+                spooled.publish(now)  # None (not written) in a first pass: no earlier file
+                published = time.monotonic()
     res.bytes_read += nbytes
-    row = {
-        "datanode": datanode,
-        "host": host,
-        "volume": redact(v.root),
-        "cluster_id": v.cluster_id,
-        "status": status,
-        "detail": detail,
-        "replicas": len(refs),
-        "bytes_read": nbytes,
-        "seconds": round(time.perf_counter() - t0, 6),
-        "ran_on": host,
-        **volume_figures(tracker, v.root, scanned, nbytes, read_seconds, started),
-    }
+    row = volume_row()
     vf.add("volumes", pa.Table.from_pylist([row], schema=TABLE_ARROW["volumes"]))
     return row
 

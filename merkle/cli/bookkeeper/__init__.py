@@ -303,6 +303,11 @@ def run_bookkeeper(args: argparse.Namespace) -> int:
 #: --state's companions that a bookie scan does not take (dest, flag, why)
 _STATE_NOT_FOR_BOOKIES = (
     ("checkpoint_seconds", "--checkpoint-seconds", "an entry log is the unit a rerun resumes at"),
+    (
+        "emit_every",
+        "--emit-every",
+        "a host's rows are written at each pass's end, when its storages are all verified",
+    ),
 )
 
 
