@@ -195,7 +195,7 @@ class _Out:
         """A new file's output stream (its directories made as needed)."""
         d = self.path(table, part)
         if d not in self.made:
-            self.fs.create_dir(d, recursive=True)
+            self.fs.create_dir(d, recursive=True)  # idempotent: two threads may both make it
             self.made.add(d)
         return self.fs.open_output_stream(f"{d}/{name}")
 
@@ -248,16 +248,18 @@ class _LocalOut(_Out):
         os.makedirs(self.base or "/", exist_ok=True)
         self._root = open_dir(self.base or "/", follow=True)
         self._dirs: Dict[Tuple[str, ...], int] = {}
+        self._lock = threading.RLock()  # the volume threads of an emit share the directories
 
     def _dir(self, *names: str, create: bool = True) -> int:
         """The descriptor of base/names... (opened once, never through a link)."""
-        fd = self._dirs.get(names)
-        if fd is None:
-            parent = self._dir(*names[:-1], create=create) if len(names) > 1 else self._root
-            check_component(names[-1], self.path(*names))
-            fd = open_dir(names[-1], parent, create=create, display=self.path(*names))
-            self._dirs[names] = fd
-        return fd
+        with self._lock:
+            fd = self._dirs.get(names)
+            if fd is None:
+                parent = self._dir(*names[:-1], create=create) if len(names) > 1 else self._root
+                check_component(names[-1], self.path(*names))
+                fd = open_dir(names[-1], parent, create=create, display=self.path(*names))
+                self._dirs[names] = fd
+            return fd
 
     def create(self, table: str, part: str, name: str) -> Any:
         d = self._dir(table, part)
