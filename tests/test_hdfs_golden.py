@@ -133,6 +133,16 @@ def test_the_cli_on_the_golden_volumes(cluster: Path, capsys: Any) -> None:
     assert main(["scan", *paths, "--fsck", str(cluster / "nope")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--fsck" in err
+    # what an HDFS scan does not do is refused in one line that says why, nothing read
+    for extra, why in (
+        (["--state", str(cluster / "s"), "--max-age", "1d"], "keeps no scan state"),
+        (["--emit", str(cluster / "out")], "writes no Spark scan tables"),
+        (["--metadata-only"], "its stored CRCs"),
+    ):
+        assert main(["scan", *paths, *extra]) == 2, extra
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "not taken on HDFS datanodes" in err and why in err
+    assert not (cluster / "s").exists() and not (cluster / "out").exists()
 
 
 def test_the_layout_registry_knows_a_datanode_volume(cluster: Path) -> None:

@@ -15,18 +15,18 @@ from merkle.messages import one_line
 
 __all__ = ["is_hdfs_scan", "run_hdfs"]
 
-#: the scan's options an HDFS scan does not take (dest, flag, its unset value)
+#: the scan's options an HDFS scan does not take (dest, flag, its unset value, why)
 _NOT_FOR_HDFS = (
-    ("trees_only", "--trees-only", False),
-    ("metadata_only", "--metadata-only", False),
-    ("state", "--state", None),
-    ("max_age", "--max-age", None),
-    ("loop", "--loop", False),
-    ("emit", "--emit", None),
-    ("also", "--also", None),
-    ("ledger_metadata", "--ledger-metadata", None),
-    ("zookeeper", "--zookeeper", None),
-    ("metrics_file", "--metrics-file", None),
+    ("trees_only", "--trees-only", False, "a datanode keeps no tree"),
+    ("metadata_only", "--metadata-only", False, "a block's only metadata is its stored CRCs"),
+    ("state", "--state", None, "the HDFS layout keeps no scan state"),
+    ("max_age", "--max-age", None, "the HDFS layout keeps no scan state"),
+    ("loop", "--loop", False, "the HDFS layout keeps no scan state"),
+    ("emit", "--emit", None, "the HDFS layout writes no Spark scan tables"),
+    ("also", "--also", None, "the HDFS layout computes no other CRCs"),
+    ("ledger_metadata", "--ledger-metadata", None, "that is a BookKeeper option"),
+    ("zookeeper", "--zookeeper", None, "that is a BookKeeper option"),
+    ("metrics_file", "--metrics-file", None, "the HDFS layout keeps no scan state"),
 )
 
 
@@ -45,9 +45,9 @@ def run_hdfs(args: argparse.Namespace) -> int:
     from merkle.replica.hdfs.scan import scan_datanodes
     from merkle.replica.levels import WARNING, counts_as_failure
 
-    for dest, flag, unset in _NOT_FOR_HDFS:
+    for dest, flag, unset, why in _NOT_FOR_HDFS:
         if getattr(args, dest, unset) not in (unset, [], ()):
-            raise CLIError(f"{flag} is not taken on HDFS datanodes (yet)", EXIT_ERROR)
+            raise CLIError(f"{flag} is not taken on HDFS datanodes ({why})", EXIT_ERROR)
     fsck = None
     if args.fsck:
         try:
