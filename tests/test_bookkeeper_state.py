@@ -320,23 +320,12 @@ def _start(argv: List[str], tmp_path: Path) -> Tuple[Any, Path, Path]:
     return child, out, err
 
 
-def test_the_bookie_loop_serves_the_scans_own_figures_and_stops_on_sigterm(
-    bookies: Any, tmp_path: Path, capsys: Any
-) -> None:
-    """A pass of the loop, scraped with a real HTTP client and parsed by prometheus_client:
-    the findings by kind and level are the one-shot scan's, the entry logs read those a
-    one-shot --state scan reads, the bytes what it read; SIGTERM while it sleeps: exit 0,
-    the metrics file written, and the next start finds the pass complete and fresh."""
-    pytest.importorskip("prometheus_client")
+def _one_pass_scraped(argv: List[str], where: Path, port: int) -> Tuple[Any, Path, Path]:
+    """`scan ARGV` (a --loop) started, its metrics scraped over HTTP (a real client) once its
+    first pass is done, then SIGTERM: exit 0 and the state saved. (samples, stdout, stderr)."""
     import urllib.request
 
-    paths, meta = bookies
-    _, plain = _scan(capsys, [*paths, "--ledger-metadata", meta])
-    _, counted = _scan(capsys, [*paths, "--ledger-metadata", meta, "--state", str(tmp_path / "s1")])
-    state, prom, port = tmp_path / "state", tmp_path / "m.prom", _free_port()
-    argv = [*paths, "--ledger-metadata", meta, "--state", str(state), "--max-age", "7d"]
-    argv += ["--loop", "--metrics-port", str(port), "--metrics-file", str(prom)]
-    child, out, err = _start(argv, tmp_path)
+    child, out, err = _start(argv, where)
     try:
         _wait(lambda: "pass done" in out.read_text() or child.poll() is not None)
         assert child.poll() is None, err.read_text()
@@ -348,6 +337,25 @@ def test_the_bookie_loop_serves_the_scans_own_figures_and_stops_on_sigterm(
         child.kill()
         child.wait()
     assert "stopped; the state is saved" in err.read_text()
+    return samples, out, err
+
+
+def test_the_bookie_loop_serves_the_scans_own_figures_and_stops_on_sigterm(
+    bookies: Any, tmp_path: Path, capsys: Any
+) -> None:
+    """A pass of the loop, scraped with a real HTTP client and parsed by prometheus_client:
+    the findings by kind and level are the one-shot scan's, the entry logs read those a
+    one-shot --state scan reads, the bytes what it read; SIGTERM while it sleeps: exit 0,
+    the metrics file written, and the next start finds the pass complete and fresh."""
+    pytest.importorskip("prometheus_client")
+
+    paths, meta = bookies
+    _, plain = _scan(capsys, [*paths, "--ledger-metadata", meta])
+    _, counted = _scan(capsys, [*paths, "--ledger-metadata", meta, "--state", str(tmp_path / "s1")])
+    state, prom, port = tmp_path / "state", tmp_path / "m.prom", _free_port()
+    argv = [*paths, "--ledger-metadata", meta, "--state", str(state), "--max-age", "7d"]
+    argv += ["--loop", "--metrics-port", str(port), "--metrics-file", str(prom)]
+    samples, out, err = _one_pass_scraped(argv, tmp_path, port)
     s = counted["summary"]
     assert _by_label(samples, "crcmerkle_scan_findings") == _kinds(plain)
     read = _by_label(samples, "crcmerkle_scan_replicas", read="true")
@@ -528,7 +536,6 @@ def test_the_bookie_loop_emits_each_pass_and_a_restart_emits_the_same_without_re
     the same rows (from the logs' records)."""
     pytest.importorskip("pyarrow")
     pytest.importorskip("prometheus_client")
-    import urllib.request
 
     paths, meta = bookies
     ref = tmp_path / "ref"
@@ -549,18 +556,7 @@ def test_the_bookie_loop_emits_each_pass_and_a_restart_emits_the_same_without_re
         port = _free_port()
         run_dir = tmp_path / f"run{run}"
         run_dir.mkdir()
-        child, out, err = _start([*argv, "--metrics-port", str(port)], run_dir)
-        try:
-            _wait(lambda o=out, c=child: "pass done" in o.read_text() or c.poll() is not None)
-            assert child.poll() is None, err.read_text()
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
-                samples = _samples(resp.read().decode())
-            child.send_signal(signal.SIGTERM)
-            assert child.wait(timeout=60) == 0
-        finally:
-            child.kill()
-            child.wait()
-        assert "stopped; the state is saved" in err.read_text()
+        samples, out, err = _one_pass_scraped([*argv, "--metrics-port", str(port)], run_dir, port)
         assert _emitted_rows(out_dir) == want
         assert _by_label(samples, "crcmerkle_scan_findings") == kinds
         done = [line for line in out.read_text().splitlines() if line.startswith("pass done")]

@@ -449,8 +449,7 @@ def test_the_loop_stops_on_sigterm_with_its_state_saved_and_the_next_start_resum
 ) -> None:
     """`--loop` as a process: scraped over HTTP mid-pass (a real client, the library's
     parser), SIGTERM mid-read exits 0 with the metrics file written, the next start resumes."""
-    parser = pytest.importorskip("prometheus_client.parser")
-    import urllib.request
+    pytest.importorskip("prometheus_client.parser")
 
     root = cluster(tmp_path, "crcmerkle", containers=8)
     _, whole, _ = scan_json(capsys, str(root))
@@ -466,12 +465,7 @@ def test_the_loop_stops_on_sigterm_with_its_state_saved_and_the_next_start_resum
     try:
         _wait(lambda: _recorded(state) >= 3 or child.poll() is not None)
         assert child.poll() is None
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
-            text = resp.read().decode()
-        samples: Samples = {}
-        for family in parser.text_string_to_metric_families(text):
-            for s in family.samples:
-                samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+        samples = _scrape(port)
         assert samples[("crcmerkle_scan_max_age_seconds", ())] == 3600
         assert sum(per_volume(samples, "crcmerkle_scan_bytes_read").values()) > 0
         assert sum(per_volume(samples, "crcmerkle_scan_replicas", read="true").values()) >= 3
