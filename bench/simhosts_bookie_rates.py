@@ -3,9 +3,9 @@ with the bookie layout: a standalone master and one worker per bookie on 127.0.0
 its own mount namespace with only its bookie's ledger directories at /srv/ozone/ledgers-0,1):
 issue 38's "a 1 GiB entry log at disk speed on the simulated hosts, at most 0.1 core per HDD".
 
-Each bookie holds one clean ledger whose 64 KiB entries fill one entry log of --log-gib GiB
-(spark_udfs.rehearsal.bookkeeper.write_rate_bookies). Per round, page cache dropped first
-(cold, as a bookie's disks are):
+Each bookie holds one clean ledger whose entries (--payload, 64 KiB) fill one entry log of
+--log-gib GiB (spark_udfs.rehearsal.bookkeeper.write_rate_bookies). Per round, page cache
+dropped first (cold, as a bookie's disks are):
 
   - `spark scan --datanodes` of every bookie host (spark_udfs.jobs.bookkeeper.hosts): wall
     time, bytes verified, executor CPU (the executor JVMs and their Python workers, from
@@ -17,7 +17,8 @@ Each bookie holds one clean ledger whose 64 KiB entries fill one entry log of --
     and O_DIRECT as the scan reads them (the disk's speed here: the rate each host's scan is
     held against).
 
-Run as root: `python bench/simhosts_bookie_rates.py [--bookies 2] [--log-gib 1] [--rounds 3]`.
+Run as root: `python bench/simhosts_bookie_rates.py [--bookies 2] [--log-gib 1] [--rounds 3]
+[--payload BYTES] [--short-job-jvm]`.
 Prints one line per measurement and a JSON summary. Needs what the simulated-hosts tests need
 (root, unshare, Java) and --bookies x --log-gib GiB of temporary space.
 """
@@ -117,6 +118,9 @@ def main() -> int:
     ap.add_argument("--log-gib", type=float, default=1.0)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument(
+        "--payload", type=int, default=64 << 10, help="each entry's payload in bytes (64 KiB)"
+    )
+    ap.add_argument(
         "--short-job-jvm",
         action="store_true",
         help="run the executors with the tests' JVM options (C1 JIT only: quick to start, "
@@ -125,7 +129,11 @@ def main() -> int:
     args = ap.parse_args()
     t0 = time.monotonic()
     sim = start_cluster(
-        {"layout": "bookkeeper", "log_bytes": int(args.log_gib * (1 << 30))},
+        {
+            "layout": "bookkeeper",
+            "log_bytes": int(args.log_gib * (1 << 30)),
+            "payload": args.payload,
+        },
         datanodes=args.bookies,
     )
     print(

@@ -665,6 +665,7 @@ def start_cluster(
                     BOOKIE_MOUNT_TEMPLATE,
                     VOLUMES,
                     log_bytes=int(generate["log_bytes"]),  # type: ignore[index]
+                    payload=int(generate.get("payload", 64 << 10)),  # type: ignore[union-attr]
                 )
             else:
                 manifest, bookies = bk.generate_bookie_hosts(
