@@ -7,7 +7,8 @@ verified; those verified within --max-age and unchanged not read), its result pr
 recorded as it completes; then a sleep until the first replica falls due again (at most an
 hour, so that changed replicas are found), and the next pass. With --emit URI each pass is
 the periodic emit (spark_udfs.tables.emit, its replicas not read replayed from their
-records): each volume's tables written to URI as that volume's pass completes.
+records): each volume's tables written to URI whole, mid-pass at most every --emit-every
+(EMIT_EVERY) and when the volume's pass completes.
 
 SIGTERM (systemd's stop) and SIGINT: every volume thread stops at its next read (the read in
 progress finishes; the replica it was reading is not recorded, so the next start reads it
@@ -270,9 +271,9 @@ def _one_emit_pass(
 ) -> bool:
     """One pass of `--loop --emit URI`: the periodic emit (merkle.cli.emit's, its tracker
     replaying the replicas not read), a thread per volume; each replica printed and counted
-    as it completes, each volume's tables written to URI as its pass completes (replacing
-    its files of the pass before), this host's files of volumes gone removed at the pass's
-    end. True when the pass was written whole; False when the output failed (said in one
+    as it completes, each volume's tables written to URI whole at most every --emit-every
+    and when its pass completes (spark_udfs.tables.emit's publish_every), this host's files
+    of volumes gone removed at the pass's end. True when the pass was written whole; False when the output failed (said in one
     line: the pass is not complete, and the next one re-reads nothing this one recorded)."""
     from merkle.cli import CLIError
     from merkle.cli.emit import emit_host

@@ -477,10 +477,15 @@ class _SpooledVolumeFiles(_VolumeFiles):
                     return None
                 earlier[(table, dn)] = f
             readers = {k: pq.ParquetFile(f) for k, f in earlier.items()}
+            for (table, _), r in readers.items():  # a file of another version: not carried
+                if not set(_FILE_ARROW[table].names) <= set(r.schema_arrow.names):
+                    return None
         except (OSError, pa.ArrowException):
             return None
         try:
             return self._write(keys, readers, volume_row)
+        except pa.ArrowException:  # its rows do not convert: the volume waits for its end
+            return None
         finally:
             for f in earlier.values():
                 f.close()
