@@ -512,6 +512,23 @@ def test_the_loop_reads_again_what_falls_due(tmp_path: Path) -> None:
     assert all(line.startswith("pass done: 6 replicas read") for line in done[:2]), done
 
 
+def test_metrics_without_prometheus_client_are_one_line(
+    tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = cluster(tmp_path, "crcmerkle", containers=1)
+    s = str(tmp_path / "s")
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)  # import fails, as uninstalled
+    for argv in (
+        [str(root), "--state", s, "--metrics-file", s + ".prom"],
+        [str(root), "--state", s, "--max-age", "1d", "--loop", "--metrics-port", "9"],
+    ):
+        capsys.readouterr()
+        assert main(["scan", *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "pip install 'crcmerkle[metrics]'" in err, err
+    assert not Path(s).exists()  # refused before any work
+
+
 def test_loop_options_are_refused_without_what_they_need(tmp_path: Path, capsys: Any) -> None:
     root = cluster(tmp_path, "crcmerkle", containers=1)
     s = str(tmp_path / "s")
@@ -645,6 +662,7 @@ def test_the_loop_emits_each_pass_and_a_restart_emits_the_same_without_reading(
     one-shot's findings; SIGTERM exits 0; a restart within --max-age reads no data and
     writes the same tables again (each replica's rows from its record)."""
     pytest.importorskip("pyarrow")
+    pytest.importorskip("prometheus_client")
     root = cluster(tmp_path, layout)
     ref = tmp_path / "ref"
     status, once, _ = scan_json(capsys, str(root), "--emit", str(ref), "--host", "h0")

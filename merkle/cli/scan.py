@@ -509,6 +509,15 @@ def run(args: argparse.Namespace) -> int:
     why = _state_refusal(args)
     if why is not None:
         raise CLIError(why, EXIT_ERROR)
+    if args.metrics_file or args.metrics_port is not None:
+        try:
+            import prometheus_client  # noqa: F401  (the metrics extra)
+        except ImportError:
+            flag = "--metrics-file" if args.metrics_file else "--metrics-port"
+            raise CLIError(
+                f"{flag} needs the prometheus_client library: pip install 'crcmerkle[metrics]'",
+                EXIT_ERROR,
+            ) from None
     if (
         getattr(args, "ledger_metadata", None) is not None
         or getattr(args, "zookeeper", None) is not None

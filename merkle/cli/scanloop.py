@@ -273,8 +273,9 @@ def _one_emit_pass(
     replaying the replicas not read), a thread per volume; each replica printed and counted
     as it completes, each volume's tables written to URI whole at most every --emit-every
     and when its pass completes (spark_udfs.tables.emit's publish_every), this host's files
-    of volumes gone removed at the pass's end. True when the pass was written whole; False when the output failed (said in one
-    line: the pass is not complete, and the next one re-reads nothing this one recorded)."""
+    of volumes gone removed at the pass's end. True when the pass was written whole; False
+    when the output failed (said in one line: the pass is not complete, and the next one
+    re-reads nothing this one recorded)."""
     from merkle.cli import CLIError
     from merkle.cli.emit import emit_host
     from merkle.replica.scan import DEFAULT_BUFFER_SIZE
