@@ -78,9 +78,10 @@ FINDING_SCHEMA = (
 #: one row per ledger directory: its bookie, its index directory when apart, its storage
 #: kind when its index was read, `status` SCANNED (its index read) or VOLUME_FAILED
 #: (`detail` says why), the entry copies it holds (and how many are good), and the bytes the
-#: storage's task read with its seconds and the CPU seconds of its Python worker (on the
-#: storage's first directory; an Interleaved storage's task reads all of its bookie's
-#: directories: 0 on the others), and the host a data-local scan read it on
+#: storage's task read with its seconds and the CPU seconds of its scan (its Python worker's;
+#: in a data-local task, the thread's that verified it) (on the storage's first directory;
+#: an Interleaved storage's task reads all of its bookie's directories: 0 on the others),
+#: and the host a data-local scan read it on
 VOLUME_SCHEMA = (
     "bookie string, directory string, index_directory string, storage string, "
     "status string, detail string, copies long, good_copies long, bytes_read long, "
