@@ -30,7 +30,7 @@ from merkle.cli import (
 from merkle.messages import one_line
 from merkle.replica.also import ALSO_ALGORITHMS, WIDTHS, s3_base64
 from merkle.replica.errors import ReplicaError
-from merkle.replica.incremental import CarriedResult, utc
+from merkle.replica.incremental import CarriedResult, not_read, utc
 from merkle.trees.ozone import format_checksum
 
 DESCRIPTION = """\
@@ -551,8 +551,7 @@ def run(args: argparse.Namespace) -> int:
 def print_result(r: Any, strict: bool) -> None:
     """A replica's text lines: its status, value and path (a replica not read: when it was
     verified), each finding, each --also block value."""
-    # not read: a CarriedResult, or (--loop --emit) a result replayed from its record
-    carried = isinstance(r, CarriedResult) or getattr(r, "verified_at", None) is not None
+    carried = not_read(r)
     value = "-" if r.tree.data_checksum is None else format_checksum(r.tree.data_checksum)
     note = f"  (not read: unchanged since verified {utc(r.verified_at)})" if carried else ""
     print(f"{_status(r, strict)}  {value}  {one_line(r.path)}{note}", flush=True)

@@ -35,6 +35,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 from merkle.cli import PROG, print_error
 from merkle.messages import one_line
 from merkle.replica.errors import ReplicaError
+from merkle.replica.incremental import not_read
 
 __all__ = ["Stopped", "run_loop", "serve_metrics", "stop_on_signals"]
 
@@ -46,12 +47,6 @@ MAX_SLEEP = 3600.0
 EMIT_RETRY = 60.0
 #: with --emit, how often a volume's tables are written mid-pass unless --emit-every says
 EMIT_EVERY = 300.0
-
-
-def _carried(r: Any) -> bool:
-    """Whether result `r` was not read by this pass (a CarriedResult, or with --emit a
-    replayed ScanResult: each carries the time it was verified)."""
-    return getattr(r, "read", True) is False or getattr(r, "verified_at", None) is not None
 
 
 class Stopped(BaseException):
@@ -341,7 +336,7 @@ def _one_emit_pass(
 
 
 def _pass_line(p: _Pass) -> str:
-    read = sum(1 for r in p.results if not _carried(r))
+    read = sum(1 for r in p.results if not not_read(r))
     carried = len(p.results) - read
     nbytes = sum(r.bytes_read for r in p.results)
     bad = sum(1 for r in p.results if not r.ok)

@@ -53,6 +53,7 @@ __all__ = [
     "CarriedResult",
     "StateTracker",
     "VolumeFigures",
+    "not_read",
     "tracked_scan",
     "utc",
 ]
@@ -68,6 +69,13 @@ _IO_ERRORS = frozenset({UNREADABLE_DATA_FILE, METADATA_UNREADABLE, TREE_UNREADAB
 @dataclass
 class _Value:
     data_checksum: Optional[int]
+
+
+def not_read(result: Any) -> bool:
+    """Whether a scan's result came from its record, not from a read by this run: a
+    CarriedResult, or with `replay` a ScanResult replayed from its record; each carries the
+    time its replica was verified (`verified_at`), which a result just read does not."""
+    return getattr(result, "verified_at", None) is not None
 
 
 @dataclass
