@@ -80,7 +80,7 @@ from merkle.replica.bookkeeper.judge import (
     judge_unknown_ledger,
 )
 from merkle.replica.bookkeeper.metadata import LedgerMetadata
-from merkle.replica.bookkeeper.state import LogStates, log_identity
+from merkle.replica.bookkeeper.state import LogStates, log_identity, stat_key
 from merkle.replica.safeopen import NotRegularFileError, open_dir, open_regular
 
 __all__ = [
@@ -590,9 +590,10 @@ def _scan_storage(
         where = {i: logs.get(i, (parts[0][0], f"{i:x}.log")) for i in ids}
         states = None if report.census else report.states
         found: Dict[int, List[Finding]] = {}
-        order = ids
+        order: List[int] = ids
+        known: Dict[int, Tuple[Tuple[int, ...], str]] = {}
         if states is not None:  # a periodic pass: what is most at risk first
-            order = _by_risk(ids, where, fds, bookie, by_log, metadata, states)
+            order, known = _by_risk(ids, where, fds, bookie, by_log, metadata, states)
         for log_id in order:
             d, name = where[log_id]
             todo = by_log.get(log_id, _NO_TODO)
@@ -600,7 +601,9 @@ def _scan_storage(
             if report.census:
                 _census_log(fds[d.path], d, name, bookie, todo, report)
             else:
-                _one_log(fds[d.path], d, name, bookie, todo, index, metadata, report)
+                _one_log(
+                    fds[d.path], d, name, bookie, todo, index, metadata, report, known.get(log_id)
+                )
             found[log_id] = report.findings[start:]
             del report.findings[start:]
         for log_id in ids:  # in the logs' order whatever order they were read in
@@ -622,12 +625,15 @@ def _by_risk(
     by_log: Dict[int, _Todo],
     metadata: Dict[int, LedgerMetadata],
     states: LogStates,
-) -> List[int]:
+) -> Tuple[List[int], Dict[int, Tuple[Tuple[int, ...], str]]]:
     """The logs `ids` in the order a periodic pass reads them (LogStates.risk): changed and
     never-verified first, then the oldest verified, the fresh ones (not read) last; each by
     its file as it is now (lstat: a log that is gone or not a regular file goes first, and
-    its read says what is wrong). The read itself checks the identity again."""
+    its read says what is wrong). Also each ranked log's identity with the stat it was taken
+    from (state.stat_key): the read takes its identity again from the file it opens, and reuses
+    this one only when that file's stat is the same (the index digest is not computed twice)."""
     ranked = []
+    known: Dict[int, Tuple[Tuple[int, ...], str]] = {}
     for log_id in ids:
         d, name = where[log_id]
         rank: Tuple[int, float] = (0, 0.0)
@@ -638,9 +644,10 @@ def _by_risk(
         if st is not None and stat.S_ISREG(st.st_mode):
             todo = by_log.get(log_id, _NO_TODO)
             identity = log_identity(st, todo.pos, todo.ledger, todo.entry, metadata)
+            known[log_id] = (stat_key(st), identity)
             rank = states.risk(states.key(bookie, os.path.join(d.current, name)), identity)
         ranked.append((rank, log_id))
-    return [log_id for _, log_id in sorted(ranked)]
+    return [log_id for _, log_id in sorted(ranked)], known
 
 
 def _by_log(entries: IndexEntries) -> Dict[int, _Todo]:
@@ -669,7 +676,10 @@ def _one_log(
     index: _DirIndex,
     metadata: Dict[int, LedgerMetadata],
     report: ScanReport,
+    known: Optional[Tuple[Tuple[int, ...], str]] = None,
 ) -> None:
+    """Verify one entry log (or carry its record). `known`: (stat_key, identity) the pass's
+    order took of it (_by_risk), used when the opened file's stat is the same."""
     shown = os.path.join(d.current, name)
     try:
         fd = open_regular(current_fd, name)
@@ -687,7 +697,10 @@ def _one_log(
         states, key, identity = report.states, "", ""
         if states is not None:
             key = states.key(bookie, shown)
-            identity = log_identity(st, todo.pos, todo.ledger, todo.entry, metadata)
+            if known is not None and known[0] == stat_key(st):
+                identity = known[1]
+            else:
+                identity = log_identity(st, todo.pos, todo.ledger, todo.entry, metadata)
             carried = states.carried(key, identity, d.path)
             if carried is not None:  # unchanged and fresh: not read again
                 report.findings.extend(carried.findings)

@@ -34,10 +34,15 @@ from merkle.replica.bookkeeper.metadata import LedgerMetadata
 from merkle.replica.results import VolumeFigures
 from merkle.replica.scanstate import ScanState
 
-__all__ = ["LAYOUT", "CarriedLog", "LogStates", "log_identity"]
+__all__ = ["LAYOUT", "CarriedLog", "LogStates", "log_identity", "stat_key"]
 
 LAYOUT = "bookkeeper"
 _IDENTITY_VERSION = "bookkeeper-log/1"
+
+
+def stat_key(st: os.stat_result) -> Tuple[int, ...]:
+    """What a log's identity takes of its file's stat (device, inode, size, times)."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def log_identity(
@@ -49,7 +54,7 @@ def log_identity(
 ) -> str:
     """What a log's record stands for (see the module docstring), as a digest."""
     h = hashlib.sha256(_IDENTITY_VERSION.encode())
-    h.update(repr((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)).encode())
+    h.update(repr(stat_key(st)).encode())
     for a in (pos, ledgers, entries):
         h.update(np.ascontiguousarray(a, np.int64).tobytes())
         h.update(b"|")
