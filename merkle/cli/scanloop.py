@@ -28,7 +28,7 @@ import signal
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
@@ -37,7 +37,7 @@ from merkle.messages import one_line
 from merkle.replica.errors import ReplicaError
 from merkle.replica.incremental import not_read
 
-__all__ = ["Stopped", "run_loop", "serve_metrics", "stop_on_signals"]
+__all__ = ["Stopped", "run_beside", "run_loop", "serve_metrics", "stop_on_signals"]
 
 #: how often the metrics file is rewritten while a pass runs (seconds)
 METRICS_EVERY = 30.0
@@ -220,41 +220,28 @@ def _one_pass(
             on_error(argparse.Namespace(root=root), exc)
 
     roots = _volume_roots(list(args.paths))
-    t0 = time.monotonic()
-    with ThreadPoolExecutor(max_workers=max(1, len(roots))) as pool:
-        futures = [pool.submit(one_volume, r) for r in roots]
-        while not all(f.done() for f in futures):
-            stop.wait(1.0)
+
+    def every_volume() -> None:
+        with ThreadPoolExecutor(max_workers=max(1, len(roots))) as pool:
+            for _ in pool.map(one_volume, roots):  # a programming error in one is not silent
+                pass
+
+    run_beside(every_volume, lambda: _write_file(args, current))
+
+
+def run_beside(work: Callable[[], Any], write_metrics: Callable[[], None]) -> Any:
+    """`work()` run in a thread of its own while this (the main) thread keeps the signals
+    and calls `write_metrics` every METRICS_EVERY seconds; its result, or its exception
+    raised here (a programming error in it is not silent)."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(work)
+        t0 = time.monotonic()
+        while not future.done():
+            wait([future], timeout=1.0)
             if time.monotonic() - t0 >= METRICS_EVERY:
-                _write_file(args, current)
+                write_metrics()
                 t0 = time.monotonic()
-        for f in futures:
-            f.result()  # a programming error in a thread is not silent
-
-
-def _wait_for(
-    work: Callable[[], None], stop: threading.Event, args: argparse.Namespace, current: _Pass
-) -> None:
-    """Run `work` in a thread while this (the main) thread keeps the signals and rewrites
-    the metrics file every METRICS_EVERY seconds; an exception of `work` is raised here."""
-    box: Dict[str, BaseException] = {}
-
-    def body() -> None:
-        try:
-            work()
-        except BaseException as exc:  # noqa: BLE001 - raised in the main thread
-            box["error"] = exc
-
-    t = threading.Thread(target=body, name="crcmerkle-emit-pass")
-    t.start()
-    t0 = time.monotonic()
-    while t.is_alive():
-        t.join(1.0)
-        if time.monotonic() - t0 >= METRICS_EVERY:
-            _write_file(args, current)
-            t0 = time.monotonic()
-    if "error" in box:
-        raise box["error"]
+        return future.result()
 
 
 def _one_emit_pass(
@@ -326,7 +313,7 @@ def _one_emit_pass(
             )
 
     try:
-        _wait_for(work, stop, args, current)
+        run_beside(work, lambda: _write_file(args, current))
     except Stopped:
         return True
     except (OSError, ValueError) as exc:

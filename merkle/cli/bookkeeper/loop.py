@@ -31,7 +31,6 @@ import argparse
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, List, Optional
 
 from merkle.cli import PROG, CLIError, print_error
@@ -45,8 +44,8 @@ from merkle.cli.bookkeeper import (
 from merkle.cli.scanloop import (
     EMIT_RETRY,
     MAX_SLEEP,
-    METRICS_EVERY,
     Stopped,
+    run_beside,
     serve_metrics,
     stop_on_signals,
 )
@@ -158,18 +157,10 @@ def _one_pass(
             threads=MAX_THREADS,
         )
 
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        future = pool.submit(scan)
-        t0 = time.monotonic()
-        while not future.done():
-            stop.wait(1.0)
-            if time.monotonic() - t0 >= METRICS_EVERY:
-                _write_file(args, figures)
-                t0 = time.monotonic()
-        try:
-            return future.result()  # a programming error in the scan is not silent
-        except Stopped:
-            return None
+    try:
+        return run_beside(scan, lambda: _write_file(args, figures))
+    except Stopped:
+        return None
 
 
 def _emit_pass(
